@@ -1,0 +1,573 @@
+/* The CPU backend: GEMM through CBLAS (OpenBLAS), everything else as plain C loops
+ * parallelised with OpenMP. It is also the reference the OpenCL backend is tested
+ * against, so reductions that decide accuracy (layernorm moments, softmax sums) are
+ * accumulated in double.
+ *
+ * Buffers are host memory; ops run synchronously, so synchronize() has nothing to do.
+ * Every operand is bounds-checked against its buffer before an op touches it: a bad
+ * extent is CLF_ERR_INPUT naming the op and the operand, never an out-of-bounds read. */
+#include <cblas.h>
+#include <float.h>
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clformer/backend.h"
+
+#define CPU_ALIGN    64
+#define MASKED_SCORE (-1e9f) /* what masked_fill(mask == 0, -1e9) writes */
+
+struct clf_buffer {
+    size_t size; /* bytes */
+    unsigned char *data;
+};
+
+struct clf_backend {
+    int threads;
+};
+
+/* ---- operand checks ---- */
+
+/* Checks that [ptr.off, ptr.off + bytes) lies inside ptr.buf and is 4-byte aligned. */
+static clf_status check_span(const char *op, const char *operand, clf_ptr p, size_t bytes)
+{
+    if (!p.buf)
+        return clf_error(CLF_ERR_INPUT, "cpu: %s: operand '%s' is missing", op, operand);
+    if (p.off % 4 != 0)
+        return clf_error(CLF_ERR_INPUT, "cpu: %s: operand '%s' offset %zu is not 4-byte aligned",
+                         op, operand, p.off);
+    if (p.off > p.buf->size || bytes > p.buf->size - p.off)
+        return clf_error(CLF_ERR_INPUT,
+                         "cpu: %s: operand '%s' needs bytes [%zu, %zu) but its buffer holds %zu",
+                         op, operand, p.off, p.off + bytes, p.buf->size);
+    return CLF_OK;
+}
+
+static float *fptr(clf_ptr p)
+{
+    return (float *)(void *)(p.buf->data + p.off);
+}
+static int32_t *iptr(clf_ptr p)
+{
+    return (int32_t *)(void *)(p.buf->data + p.off);
+}
+
+/* Elements spanned by `rows` rows of `cols` elements `ld` apart (0 when empty). */
+static size_t span2d(size_t rows, size_t cols, size_t ld)
+{
+    return rows && cols ? (rows - 1) * ld + cols : 0;
+}
+
+/* ---- lifecycle ---- */
+
+static clf_status cpu_open(const clf_backend_opts *opts, clf_backend **out)
+{
+    *out = NULL;
+    if (opts && opts->device && opts->device[0] && strcmp(opts->device, "0") != 0 &&
+        strcmp(opts->device, "cpu") != 0)
+        return clf_error(CLF_ERR_INPUT,
+                         "cpu: device '%s' does not exist (the cpu backend has "
+                         "one device: 0)",
+                         opts->device);
+    clf_backend *be = calloc(1, sizeof *be);
+    if (!be)
+        return clf_error(CLF_ERR_NOMEM, "cpu: out of memory");
+    int n = opts && opts->threads > 0 ? opts->threads : omp_get_num_procs();
+    be->threads = n > 0 ? n : 1;
+    /* OpenBLAS keeps one process-wide thread pool; size it to what the config asks. */
+    openblas_set_num_threads(be->threads);
+    *out = be;
+    return CLF_OK;
+}
+
+static void cpu_close(clf_backend *be)
+{
+    free(be);
+}
+
+static clf_status cpu_describe(clf_backend *be, char *buf, size_t size)
+{
+    snprintf(buf, size, "CPU: %d threads, OpenBLAS %s", be->threads, openblas_get_config());
+    return CLF_OK;
+}
+
+static clf_status cpu_list_devices(clf_device_fn fn, void *user)
+{
+    clf_device_info info;
+    memset(&info, 0, sizeof info);
+    info.index = 0;
+    snprintf(info.platform, sizeof info.platform, "clformer cpu");
+    snprintf(info.name, sizeof info.name, "host CPU");
+    snprintf(info.type, sizeof info.type, "CPU");
+    info.compute_units = omp_get_num_procs();
+    info.max_alloc_bytes = (uint64_t)PTRDIFF_MAX;
+    info.global_mem_bytes = (uint64_t)PTRDIFF_MAX;
+    snprintf(info.version, sizeof info.version, "%.63s", openblas_get_config());
+    info.fp16 = 0;
+    fn(user, &info);
+    return CLF_OK;
+}
+
+static int cpu_supports(clf_backend *be, clf_op op)
+{
+    (void)be;
+    return op >= 0 && op < CLF_OP_COUNT;
+}
+
+static uint64_t cpu_max_alloc(clf_backend *be)
+{
+    (void)be;
+    return (uint64_t)PTRDIFF_MAX;
+}
+
+/* ---- memory ---- */
+
+static clf_status cpu_alloc(clf_backend *be, size_t bytes, clf_buffer **out)
+{
+    (void)be;
+    *out = NULL;
+    clf_buffer *b = calloc(1, sizeof *b);
+    size_t rounded = (bytes + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN;
+    if (!b || rounded < bytes)
+        goto fail;
+    b->data = aligned_alloc(CPU_ALIGN, rounded ? rounded : CPU_ALIGN);
+    if (!b->data)
+        goto fail;
+    b->size = bytes;
+    *out = b;
+    return CLF_OK;
+fail:
+    free(b);
+    return clf_error(CLF_ERR_NOMEM, "cpu: cannot allocate %zu bytes", bytes);
+}
+
+static void cpu_free(clf_backend *be, clf_buffer *buf)
+{
+    (void)be;
+    if (buf)
+        free(buf->data);
+    free(buf);
+}
+
+static clf_status cpu_upload(clf_backend *be, clf_ptr dst, const void *src, size_t bytes)
+{
+    (void)be;
+    clf_status st = check_span("upload", "dst", dst, bytes);
+    if (st == CLF_OK && bytes)
+        memcpy(dst.buf->data + dst.off, src, bytes);
+    return st;
+}
+
+static clf_status cpu_download(clf_backend *be, void *dst, clf_ptr src, size_t bytes)
+{
+    (void)be;
+    clf_status st = check_span("download", "src", src, bytes);
+    if (st == CLF_OK && bytes)
+        memcpy(dst, src.buf->data + src.off, bytes);
+    return st;
+}
+
+static clf_status cpu_copy(clf_backend *be, clf_ptr dst, clf_ptr src, size_t bytes)
+{
+    (void)be;
+    clf_status st;
+    if ((st = check_span("copy", "dst", dst, bytes)) != CLF_OK ||
+        (st = check_span("copy", "src", src, bytes)) != CLF_OK)
+        return st;
+    if (bytes)
+        memmove(dst.buf->data + dst.off, src.buf->data + src.off, bytes);
+    return CLF_OK;
+}
+
+static clf_status cpu_synchronize(clf_backend *be)
+{
+    (void)be;
+    return CLF_OK;
+}
+
+/* ---- gemm ---- */
+
+static clf_status check_gemm(const char *op, const clf_gemm_args *a, int batch)
+{
+    if (a->m < 0 || a->n < 0 || a->k < 0 || batch < 0)
+        return clf_error(CLF_ERR_INPUT, "cpu: %s: negative size (m=%d n=%d k=%d batch=%d)", op,
+                         a->m, a->n, a->k, batch);
+    int a_rows = a->trans_a ? a->k : a->m, a_cols = a->trans_a ? a->m : a->k;
+    int b_rows = a->trans_b ? a->n : a->k, b_cols = a->trans_b ? a->k : a->n;
+    if (a->lda < (a_cols > 1 ? a_cols : 1) || a->ldb < (b_cols > 1 ? b_cols : 1) ||
+        a->ldc < (a->n > 1 ? a->n : 1))
+        return clf_error(CLF_ERR_INPUT,
+                         "cpu: %s: leading dimension too small (lda=%d ldb=%d "
+                         "ldc=%d for m=%d n=%d k=%d)",
+                         op, a->lda, a->ldb, a->ldc, a->m, a->n, a->k);
+    if (batch == 0 || a->m == 0 || a->n == 0)
+        return CLF_OK;
+    size_t nb = (size_t)batch - 1;
+    clf_status st;
+    if (a->k > 0) {
+        if ((st = check_span(op, "a", a->a,
+                             4 * (nb * a->stride_a + span2d(a_rows, a_cols, a->lda)))) != CLF_OK ||
+            (st = check_span(op, "b", a->b,
+                             4 * (nb * a->stride_b + span2d(b_rows, b_cols, a->ldb)))) != CLF_OK)
+            return st;
+    }
+    if ((st = check_span(op, "c", a->c, 4 * (nb * a->stride_c + span2d(a->m, a->n, a->ldc)))) !=
+        CLF_OK)
+        return st;
+    if (a->bias.buf && (st = check_span(op, "bias", a->bias, 4 * (size_t)a->n)) != CLF_OK)
+        return st;
+    return CLF_OK;
+}
+
+/* C[m,n] (+)= op(A) op(B) for one matrix, then the bias/relu epilogue. */
+static void gemm_one(clf_backend *be, const clf_gemm_args *a, const float *A, const float *B,
+                     float *C)
+{
+    if (a->k > 0) {
+        cblas_sgemm(CblasRowMajor, a->trans_a ? CblasTrans : CblasNoTrans,
+                    a->trans_b ? CblasTrans : CblasNoTrans, a->m, a->n, a->k, a->alpha, A, a->lda,
+                    B, a->ldb, a->beta, C, a->ldc);
+    } else {
+        /* k == 0: the product is empty, C = beta * C (BLAS may reject k = 0). */
+        for (int i = 0; i < a->m; i++)
+            for (int j = 0; j < a->n; j++)
+                C[(size_t)i * a->ldc + j] =
+                    a->beta == 0.0f ? 0.0f : a->beta * C[(size_t)i * a->ldc + j];
+    }
+    if (!a->bias.buf && !a->relu)
+        return;
+    const float *bias = a->bias.buf ? fptr(a->bias) : NULL;
+    int relu = a->relu;
+#pragma omp parallel for num_threads(be->threads) schedule(static) if (a->m * (size_t)a->n > 65536)
+    for (int i = 0; i < a->m; i++) {
+        float *row = C + (size_t)i * a->ldc;
+        if (bias)
+            for (int j = 0; j < a->n; j++)
+                row[j] += bias[j];
+        if (relu)
+            for (int j = 0; j < a->n; j++)
+                row[j] = row[j] > 0.0f ? row[j] : 0.0f;
+    }
+}
+
+static clf_status cpu_gemm(clf_backend *be, const clf_gemm_args *a)
+{
+    clf_status st = check_gemm("gemm", a, 1);
+    if (st != CLF_OK || a->m == 0 || a->n == 0)
+        return st;
+    gemm_one(be, a, a->k ? fptr(a->a) : NULL, a->k ? fptr(a->b) : NULL, fptr(a->c));
+    return CLF_OK;
+}
+
+static clf_status cpu_gemm_strided_batched(clf_backend *be, const clf_gemm_args *a)
+{
+    clf_status st = check_gemm("gemm_strided_batched", a, a->batch);
+    if (st != CLF_OK || a->batch == 0 || a->m == 0 || a->n == 0)
+        return st;
+    for (int b = 0; b < a->batch; b++)
+        gemm_one(be, a, a->k ? fptr(a->a) + (size_t)b * a->stride_a : NULL,
+                 a->k ? fptr(a->b) + (size_t)b * a->stride_b : NULL,
+                 fptr(a->c) + (size_t)b * a->stride_c);
+    return CLF_OK;
+}
+
+/* ---- layernorm ---- */
+
+static clf_status cpu_layernorm(clf_backend *be, const clf_layernorm_args *a)
+{
+    const char *op = "layernorm";
+    if (a->rows < 0 || a->cols <= 0)
+        return clf_error(CLF_ERR_INPUT, "cpu: layernorm: bad shape rows=%d cols=%d", a->rows,
+                         a->cols);
+    if (a->style != CLF_LN_TUTORIAL && a->style != CLF_LN_STANDARD)
+        return clf_error(CLF_ERR_INPUT, "cpu: layernorm: unknown style %d", (int)a->style);
+    if (a->style == CLF_LN_TUTORIAL && a->cols < 2)
+        return clf_error(CLF_ERR_INPUT,
+                         "cpu: layernorm: the tutorial style needs cols >= 2 (unbiased std)");
+    size_t n = (size_t)a->rows * a->cols, bytes = 4 * n;
+    clf_status st;
+    if ((st = check_span(op, "out", a->out, bytes)) != CLF_OK ||
+        (st = check_span(op, "x", a->x, bytes)) != CLF_OK ||
+        (a->residual.buf && (st = check_span(op, "residual", a->residual, bytes)) != CLF_OK) ||
+        (a->sum_out.buf && (st = check_span(op, "sum_out", a->sum_out, bytes)) != CLF_OK) ||
+        (st = check_span(op, "alpha", a->alpha, 4 * (size_t)a->cols)) != CLF_OK ||
+        (st = check_span(op, "beta", a->beta, 4 * (size_t)a->cols)) != CLF_OK)
+        return st;
+    if (a->out.buf == a->x.buf && a->out.off == a->x.off && n)
+        return clf_error(CLF_ERR_INPUT, "cpu: layernorm: out may not alias x");
+    const float *x = fptr(a->x), *res = a->residual.buf ? fptr(a->residual) : NULL;
+    const float *alpha = fptr(a->alpha), *beta = fptr(a->beta);
+    float *out = fptr(a->out), *sum = a->sum_out.buf ? fptr(a->sum_out) : NULL;
+    int cols = a->cols, tutorial = a->style == CLF_LN_TUTORIAL;
+    double eps = a->eps;
+#pragma omp parallel for num_threads(be->threads) schedule(static) if (n > 16384)
+    for (int r = 0; r < a->rows; r++) {
+        const float *xr = x + (size_t)r * cols, *rr = res ? res + (size_t)r * cols : NULL;
+        float *orow = out + (size_t)r * cols;
+        /* The row sum x + residual, rounded to float as the reference rounds it, is staged
+         * in out (which does not alias x) and, if asked, written to sum_out afterwards: sum
+         * may alias x, so it must not be written before x is read. */
+        double mean = 0.0;
+        for (int c = 0; c < cols; c++) {
+            float v = rr ? xr[c] + rr[c] : xr[c];
+            orow[c] = v;
+            mean += v;
+        }
+        mean /= cols;
+        double ss = 0.0;
+        for (int c = 0; c < cols; c++) {
+            double d = orow[c] - mean;
+            ss += d * d;
+        }
+        if (sum)
+            memcpy(sum + (size_t)r * cols, orow, 4 * (size_t)cols);
+        double inv = tutorial ? 1.0 / (sqrt(ss / (cols - 1)) + eps) : 1.0 / sqrt(ss / cols + eps);
+        for (int c = 0; c < cols; c++)
+            orow[c] = (float)(alpha[c] * ((orow[c] - mean) * inv) + beta[c]);
+    }
+    return CLF_OK;
+}
+
+/* ---- attention ---- */
+
+static clf_status cpu_attention(clf_backend *be, const clf_attention_args *a)
+{
+    const char *op = "attention";
+    if (a->batch < 0 || a->heads <= 0 || a->q_len < 0 || a->kv_len <= 0 || a->head_dim <= 0)
+        return clf_error(CLF_ERR_INPUT,
+                         "cpu: attention: bad shape batch=%d heads=%d q_len=%d kv_len=%d "
+                         "head_dim=%d",
+                         a->batch, a->heads, a->q_len, a->kv_len, a->head_dim);
+    size_t width = (size_t)a->heads * a->head_dim;
+    if ((size_t)a->q_ld < width || (size_t)a->k_ld < width || (size_t)a->v_ld < width ||
+        (size_t)a->out_ld < width)
+        return clf_error(CLF_ERR_INPUT,
+                         "cpu: attention: row stride below heads*head_dim=%zu (q_ld=%d k_ld=%d "
+                         "v_ld=%d out_ld=%d)",
+                         width, a->q_ld, a->k_ld, a->v_ld, a->out_ld);
+    if (a->batch == 0 || a->q_len == 0)
+        return CLF_OK;
+    size_t nb = (size_t)a->batch - 1;
+    clf_status st;
+    if ((st = check_span(op, "q", a->q,
+                         4 * (nb * a->q_bstride + span2d(a->q_len, width, a->q_ld)))) != CLF_OK ||
+        (st = check_span(op, "k", a->k,
+                         4 * (nb * a->kv_bstride + span2d(a->kv_len, width, a->k_ld)))) != CLF_OK ||
+        (st = check_span(op, "v", a->v,
+                         4 * (nb * a->kv_bstride + span2d(a->kv_len, width, a->v_ld)))) != CLF_OK ||
+        (st = check_span(op, "out", a->out,
+                         4 * (nb * a->out_bstride + span2d(a->q_len, width, a->out_ld)))) !=
+            CLF_OK ||
+        (a->key_mask.buf &&
+         (st = check_span(op, "key_mask", a->key_mask,
+                          4 * (nb * a->key_mask_stride + (size_t)a->kv_len))) != CLF_OK) ||
+        (a->probs.buf &&
+         (st = check_span(op, "probs", a->probs,
+                          4 * (size_t)a->batch * a->heads * a->q_len * a->kv_len)) != CLF_OK))
+        return st;
+
+    const float *Q = fptr(a->q), *K = fptr(a->k), *V = fptr(a->v);
+    float *O = fptr(a->out), *P = a->probs.buf ? fptr(a->probs) : NULL;
+    const int32_t *M = a->key_mask.buf ? iptr(a->key_mask) : NULL;
+    int B = a->batch, H = a->heads, Tq = a->q_len, Tk = a->kv_len, D = a->head_dim;
+    float *scratch = malloc(sizeof(float) * (size_t)be->threads * (size_t)(Tk + D));
+    if (!scratch)
+        return clf_error(CLF_ERR_NOMEM, "cpu: attention: cannot allocate scratch");
+        /* One (batch, head, query) row per iteration: scores, softmax, weighted sum of V. */
+#pragma omp parallel num_threads(be->threads)
+    {
+        float *s = scratch + (size_t)omp_get_thread_num() * (size_t)(Tk + D);
+        float *acc = s + Tk;
+#pragma omp for schedule(static) collapse(2)
+        for (int bh = 0; bh < B * H; bh++) {
+            for (int i = 0; i < Tq; i++) {
+                int b = bh / H, h = bh % H;
+                const float *q = Q + b * a->q_bstride + (size_t)i * a->q_ld + (size_t)h * D;
+                const float *kb = K + b * a->kv_bstride + (size_t)h * D;
+                const float *vb = V + b * a->kv_bstride + (size_t)h * D;
+                const int32_t *mask = M ? M + b * a->key_mask_stride : NULL;
+                float mx = -FLT_MAX;
+                for (int j = 0; j < Tk; j++) {
+                    int masked = (mask && mask[j] == 0) || (a->causal && j > a->q_pos0 + i);
+                    float dot = 0.0f;
+                    if (!masked) {
+                        const float *k = kb + (size_t)j * a->k_ld;
+                        for (int d = 0; d < D; d++)
+                            dot += q[d] * k[d];
+                        dot *= a->scale;
+                    }
+                    s[j] = masked ? MASKED_SCORE : dot;
+                    mx = s[j] > mx ? s[j] : mx;
+                }
+                double denom = 0.0;
+                for (int j = 0; j < Tk; j++) {
+                    s[j] = expf(s[j] - mx);
+                    denom += s[j];
+                }
+                float inv = (float)(1.0 / denom);
+                for (int d = 0; d < D; d++)
+                    acc[d] = 0.0f;
+                for (int j = 0; j < Tk; j++) {
+                    float p = s[j] * inv;
+                    s[j] = p;
+                    if (p == 0.0f)
+                        continue;
+                    const float *v = vb + (size_t)j * a->v_ld;
+                    for (int d = 0; d < D; d++)
+                        acc[d] += p * v[d];
+                }
+                float *o = O + b * a->out_bstride + (size_t)i * a->out_ld + (size_t)h * D;
+                memcpy(o, acc, sizeof(float) * (size_t)D);
+                if (P)
+                    memcpy(P + (((size_t)b * H + h) * Tq + i) * Tk, s, sizeof(float) * (size_t)Tk);
+            }
+        }
+    }
+    free(scratch);
+    return CLF_OK;
+}
+
+/* ---- embedding, elementwise, softmax, argmax ---- */
+
+static clf_status cpu_embed(clf_backend *be, const clf_embed_args *a)
+{
+    const char *op = "embed";
+    if (a->rows < 0 || a->dim <= 0 || a->vocab <= 0 || a->seq_len <= 0 || a->pos0 < 0)
+        return clf_error(CLF_ERR_INPUT,
+                         "cpu: embed: bad shape rows=%d dim=%d vocab=%d seq_len=%d pos0=%d",
+                         a->rows, a->dim, a->vocab, a->seq_len, a->pos0);
+    size_t dim = (size_t)a->dim;
+    clf_status st;
+    int npos = a->rows < a->seq_len ? a->rows : a->seq_len;
+    if ((st = check_span(op, "out", a->out, 4 * (size_t)a->rows * dim)) != CLF_OK ||
+        (st = check_span(op, "ids", a->ids, 4 * (size_t)a->rows)) != CLF_OK ||
+        (st = check_span(op, "table", a->table, 4 * (size_t)a->vocab * dim)) != CLF_OK ||
+        (a->pe.buf &&
+         (st = check_span(op, "pe", a->pe, 4 * ((size_t)a->pos0 + npos) * dim)) != CLF_OK))
+        return st;
+    const int32_t *ids = iptr(a->ids);
+    const float *table = fptr(a->table), *pe = a->pe.buf ? fptr(a->pe) : NULL;
+    float *out = fptr(a->out);
+#pragma omp parallel for num_threads(be->threads) schedule(static) if (a->rows * dim > 65536)
+    for (int r = 0; r < a->rows; r++) {
+        int id = ids[r] < 0 ? 0 : ids[r] >= a->vocab ? a->vocab - 1 : ids[r];
+        const float *e = table + (size_t)id * dim;
+        float *o = out + (size_t)r * dim;
+        if (pe) {
+            const float *p = pe + ((size_t)a->pos0 + (size_t)(r % a->seq_len)) * dim;
+            for (size_t c = 0; c < dim; c++)
+                o[c] = e[c] * a->scale + p[c];
+        } else {
+            for (size_t c = 0; c < dim; c++)
+                o[c] = e[c] * a->scale;
+        }
+    }
+    return CLF_OK;
+}
+
+static clf_status cpu_add(clf_backend *be, clf_ptr out, clf_ptr a, clf_ptr b, size_t n)
+{
+    clf_status st;
+    if ((st = check_span("add", "out", out, 4 * n)) != CLF_OK ||
+        (st = check_span("add", "a", a, 4 * n)) != CLF_OK ||
+        (st = check_span("add", "b", b, 4 * n)) != CLF_OK)
+        return st;
+    float *o = fptr(out);
+    const float *x = fptr(a), *y = fptr(b);
+#pragma omp parallel for num_threads(be->threads) schedule(static) if (n > 65536)
+    for (size_t i = 0; i < n; i++)
+        o[i] = x[i] + y[i];
+    return CLF_OK;
+}
+
+static clf_status cpu_softmax(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int cols,
+                              int use_log)
+{
+    const char *op = use_log ? "log_softmax" : "softmax";
+    if (rows < 0 || cols <= 0)
+        return clf_error(CLF_ERR_INPUT, "cpu: %s: bad shape rows=%d cols=%d", op, rows, cols);
+    size_t bytes = 4 * (size_t)rows * cols;
+    clf_status st;
+    if ((st = check_span(op, "out", out, bytes)) != CLF_OK ||
+        (st = check_span(op, "x", x, bytes)) != CLF_OK)
+        return st;
+    const float *X = fptr(x);
+    float *O = fptr(out);
+#pragma omp parallel for num_threads(be->threads) schedule(static) if ((size_t)rows * cols > 16384)
+    for (int r = 0; r < rows; r++) {
+        const float *xr = X + (size_t)r * cols;
+        float *orow = O + (size_t)r * cols;
+        float mx = xr[0];
+        for (int c = 1; c < cols; c++)
+            mx = xr[c] > mx ? xr[c] : mx;
+        double sum = 0.0;
+        for (int c = 0; c < cols; c++)
+            sum += exp((double)xr[c] - mx);
+        if (use_log) {
+            double lse = log(sum);
+            for (int c = 0; c < cols; c++)
+                orow[c] = (float)((double)xr[c] - mx - lse);
+        } else {
+            double inv = 1.0 / sum;
+            for (int c = 0; c < cols; c++)
+                orow[c] = (float)(exp((double)xr[c] - mx) * inv);
+        }
+    }
+    return CLF_OK;
+}
+
+static clf_status cpu_argmax(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int cols)
+{
+    if (rows < 0 || cols <= 0)
+        return clf_error(CLF_ERR_INPUT, "cpu: argmax: bad shape rows=%d cols=%d", rows, cols);
+    clf_status st;
+    if ((st = check_span("argmax", "out", out, 4 * (size_t)rows)) != CLF_OK ||
+        (st = check_span("argmax", "x", x, 4 * (size_t)rows * cols)) != CLF_OK)
+        return st;
+    const float *X = fptr(x);
+    int32_t *O = iptr(out);
+#pragma omp parallel for num_threads(be->threads) schedule(static) if ((size_t)rows * cols > 65536)
+    for (int r = 0; r < rows; r++) {
+        const float *xr = X + (size_t)r * cols;
+        int best = 0;
+        for (int c = 1; c < cols; c++)
+            if (xr[c] > xr[best])
+                best = c;
+        O[r] = best;
+    }
+    return CLF_OK;
+}
+
+static const clf_backend_api cpu_api = {
+    .abi_version = CLF_BACKEND_ABI,
+    .name = "cpu",
+    .description = "CPU: OpenBLAS SGEMM, OpenMP kernels",
+    .open = cpu_open,
+    .close = cpu_close,
+    .describe = cpu_describe,
+    .list_devices = cpu_list_devices,
+    .supports = cpu_supports,
+    .max_alloc = cpu_max_alloc,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .upload = cpu_upload,
+    .download = cpu_download,
+    .copy = cpu_copy,
+    .synchronize = cpu_synchronize,
+    .gemm = cpu_gemm,
+    .gemm_strided_batched = cpu_gemm_strided_batched,
+    .layernorm = cpu_layernorm,
+    .attention = cpu_attention,
+    .embed = cpu_embed,
+    .add = cpu_add,
+    .softmax = cpu_softmax,
+    .argmax = cpu_argmax,
+};
+
+__attribute__((visibility("default"))) const clf_backend_api *clf_backend_entry(void)
+{
+    return &cpu_api;
+}

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Forward-pass benchmark: clformer's CPU backend vs PyTorch on the same model and weights.
+#   bench/run.sh [threads] [config]      (defaults: all cores, configs/base.yaml)
+# Writes runs/bench/*.json; the figures go into bench/RESULTS.md by hand, with this command.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# Some shells preset OPENBLAS_CORETYPE=Haswell, which halves OpenBLAS on AVX-512 machines:
+# let OpenBLAS pick the core (the CPU backend's description reports which one it uses).
+unset OPENBLAS_CORETYPE
+. scripts/env.sh
+threads=${1:-$(nproc)}
+config=${2:-configs/base.yaml}
+B=${B:-32} S=${S:-64} T=${T:-64} ITERS=${ITERS:-5}
+out=runs/bench
+mkdir -p "$out"
+./build/bin/clformer init -c "$config" --seed 1 -o "$out/weights.safetensors"
+./build/bin/clformer bench -c "$config" -w "$out/weights.safetensors" --backend cpu \
+  --threads "$threads" --batch "$B" --src-len "$S" --tgt-len "$T" --iters "$ITERS" --warmup 1 \
+  --json "$out/clformer-cpu.json"
+if ./build/bin/clformer devices >/dev/null 2>&1; then
+  ./build/bin/clformer bench -c "$config" -w "$out/weights.safetensors" --backend opencl \
+    --batch "$B" --src-len "$S" --tgt-len "$T" --iters "$ITERS" --warmup 1 \
+    --json "$out/clformer-opencl.json" || echo "opencl bench failed" >&2
+fi
+if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+  /usr/bin/python3 bench/pytorch_forward.py --config "$config" --weights "$out/weights.safetensors" \
+    --threads "$threads" --batch "$B" --src-len "$S" --tgt-len "$T" --iters "$ITERS" --warmup 1 \
+    | tee "$out/pytorch.json"
+else
+  echo "no torch in /usr/bin/python3 (apt-get install python3-torch): PyTorch not measured" >&2
+fi

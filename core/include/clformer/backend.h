@@ -1,0 +1,231 @@
+/* clformer/backend.h - the backend ABI and the plugin loader.
+ *
+ * A backend is a shared object (clformer-<name>.so) that exports one symbol,
+ * clf_backend_entry, returning a const clf_backend_api whose first field is abi_version.
+ * The loader refuses a table whose version differs from CLF_BACKEND_ABI.
+ *
+ * Memory is backend-owned buffers (clf_buffer); an operand is a buffer plus a byte offset
+ * (clf_ptr). All tensors are row-major F32 unless stated (ids and masks are I32).
+ * Ops are asynchronous: they may be queued until synchronize() or a download(). Ops run in
+ * submission order (one in-order queue), so an op may read what the previous one wrote.
+ *
+ * Ops report bad arguments as CLF_ERR_INPUT and device failures as CLF_ERR_BACKEND, with
+ * a message naming the op (and, for OpenCL, the call and the error name). */
+#ifndef CLFORMER_BACKEND_H
+#define CLFORMER_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "clformer/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bumped whenever the layout or meaning of clf_backend_api or an args struct changes. */
+#define CLF_BACKEND_ABI 1
+
+typedef struct clf_backend clf_backend; /* opaque, defined by each backend */
+typedef struct clf_buffer clf_buffer;   /* opaque, defined by each backend */
+
+/* An operand: a buffer and a byte offset into it. buf == NULL means "absent". */
+typedef struct clf_ptr {
+    clf_buffer *buf;
+    size_t off; /* bytes */
+} clf_ptr;
+
+static inline clf_ptr clf_ptr_add(clf_ptr p, size_t bytes)
+{
+    p.off += bytes;
+    return p;
+}
+
+typedef struct clf_backend_opts {
+    int abi_version;       /* CLF_BACKEND_ABI */
+    const char *device;    /* NULL or "" = default; else an index ("1") or a name substring */
+    int threads;           /* cpu: 0 = all cores */
+    const char *cache_dir; /* opencl: program cache dir; NULL = default, "off" = none */
+} clf_backend_opts;
+
+typedef struct clf_device_info {
+    int index;
+    char platform[128];
+    char name[128];
+    char type[16]; /* "GPU", "CPU", "ACCELERATOR", ... */
+    int compute_units;
+    uint64_t global_mem_bytes;
+    uint64_t max_alloc_bytes;
+    char version[64]; /* OpenCL C version, or the CPU backend's BLAS */
+    int fp16;         /* half-precision arithmetic supported */
+} clf_device_info;
+
+typedef void (*clf_device_fn)(void *user, const clf_device_info *info);
+
+/* The ops a backend may implement; supports() says which it does. */
+typedef enum clf_op {
+    CLF_OP_GEMM = 0,
+    CLF_OP_GEMM_STRIDED_BATCHED,
+    CLF_OP_LAYERNORM,
+    CLF_OP_ATTENTION,
+    CLF_OP_EMBED,
+    CLF_OP_ADD,
+    CLF_OP_SOFTMAX,
+    CLF_OP_ARGMAX,
+    CLF_OP_COUNT
+} clf_op;
+
+const char *clf_op_name(clf_op op);
+
+typedef enum clf_ln_style {
+    CLF_LN_TUTORIAL = 0, /* a*(x-mean)/(std_unbiased+eps)+b  (the tutorials' LayerNorm) */
+    CLF_LN_STANDARD = 1  /* a*(x-mean)/sqrt(var_biased+eps)+b (torch.nn.LayerNorm) */
+} clf_ln_style;
+
+/* C[m,n] = alpha * op(A) op(B) + beta * C, then + bias[n] (if bias.buf), then relu (if relu).
+ * op(A) is [m,k]: A is stored [m,k] (lda >= k) or, with trans_a, [k,m] (lda >= m).
+ * op(B) is [k,n]: B is stored [k,n] (ldb >= n) or, with trans_b, [n,k] (ldb >= k).
+ * A Linear layer y = x W^T + b is trans_b = 1 with W [out,in].
+ * For gemm_strided_batched, batch matrices follow each other at stride_a/b/c elements;
+ * gemm ignores batch and the strides. The bias (if any) is shared by all batches. */
+typedef struct clf_gemm_args {
+    int trans_a, trans_b;
+    int m, n, k;
+    float alpha, beta;
+    clf_ptr a;
+    int lda;
+    clf_ptr b;
+    int ldb;
+    clf_ptr c;
+    int ldc;
+    clf_ptr bias; /* [n] F32, optional */
+    int relu;     /* 1: C = max(C, 0) after the bias */
+    int batch;    /* gemm_strided_batched only */
+    size_t stride_a, stride_b, stride_c; /* elements, gemm_strided_batched only */
+} clf_gemm_args;
+
+/* out[r,:] = LN(x[r,:] + residual[r,:]) for r < rows, over cols features.
+ * residual is optional (buf NULL: plain LN of x). If sum_out.buf is set, x + residual is
+ * also written there (it may alias x: the pre-norm residual stream). out may not alias x.
+ * Rows are contiguous with cols elements each. alpha, beta: [cols]. */
+typedef struct clf_layernorm_args {
+    clf_ptr out, x, residual, sum_out, alpha, beta;
+    int rows, cols;
+    clf_ln_style style;
+    float eps;
+} clf_layernorm_args;
+
+/* Scaled dot-product attention with heads split from the feature dim
+ * (view(B,T,h,dk).transpose(1,2) in PyTorch):
+ *   q(b,i,h,:) = q[b*q_bstride + i*q_ld + h*head_dim + 0..head_dim)     i < q_len
+ *   k(b,j,h,:) = k[b*kv_bstride + j*k_ld + h*head_dim + ...]            j < kv_len
+ *   v(b,j,h,:) = v[b*kv_bstride + j*v_ld + h*head_dim + ...]
+ *   s(i,j) = scale * q.k, replaced by -1e9 where masked (exactly as masked_fill(-1e9)),
+ *   masked = (key_mask.buf && key_mask[b*key_mask_stride + j] == 0)
+ *            || (causal && j > q_pos0 + i)
+ *   out(b,i,h,:) = softmax_j(s) . v   written at out[b*out_bstride + i*out_ld + h*head_dim]
+ *   probs (optional) [batch, heads, q_len, kv_len] contiguous: the softmax itself.
+ * A fully masked row stays finite (uniform weights, as PyTorch gives). Strides are in
+ * elements; key_mask is I32. q_pos0 is the absolute position of query 0 (decoding with a
+ * KV cache: q_pos0 = kv_len - q_len). */
+typedef struct clf_attention_args {
+    int batch, heads, q_len, kv_len, head_dim;
+    clf_ptr q, k, v, out;
+    int q_ld, k_ld, v_ld, out_ld;
+    size_t q_bstride, kv_bstride, out_bstride;
+    clf_ptr key_mask; /* I32, optional */
+    size_t key_mask_stride;
+    int causal;
+    int q_pos0;
+    float scale;
+    clf_ptr probs; /* optional */
+} clf_attention_args;
+
+/* out[r,:] = table[ids[r],:] * scale + pe[pos0 + r % seq_len, :]
+ * ids: I32 [rows]; table: [vocab, dim]; pe: [max_len, dim] (pe.buf NULL: no PE).
+ * The caller guarantees 0 <= ids < vocab and pos0 + seq_len <= max_len; a backend still
+ * clamps out-of-range ids rather than read out of bounds. */
+typedef struct clf_embed_args {
+    clf_ptr out, ids, table, pe;
+    int rows, seq_len, pos0, dim, vocab;
+    float scale;
+} clf_embed_args;
+
+typedef struct clf_backend_api {
+    int abi_version;         /* CLF_BACKEND_ABI: first, checked by the loader */
+    const char *name;        /* "cpu", "opencl" */
+    const char *description; /* one line for `clformer info` */
+
+    /* lifecycle */
+    clf_status (*open)(const clf_backend_opts *opts, clf_backend **out);
+    void (*close)(clf_backend *be);
+    /* the device in use, one line, e.g. "OpenCL: NVIDIA CUDA / NVIDIA H100 (GPU)" */
+    clf_status (*describe)(clf_backend *be, char *buf, size_t size);
+    /* calls fn once per device this backend can use; needs no open backend */
+    clf_status (*list_devices)(clf_device_fn fn, void *user);
+    int (*supports)(clf_backend *be, clf_op op);
+    /* largest single allocation the device accepts (bytes) */
+    uint64_t (*max_alloc)(clf_backend *be);
+
+    /* memory; download blocks until the data is on the host */
+    clf_status (*alloc)(clf_backend *be, size_t bytes, clf_buffer **out);
+    void (*free)(clf_backend *be, clf_buffer *buf);
+    clf_status (*upload)(clf_backend *be, clf_ptr dst, const void *src, size_t bytes);
+    clf_status (*download)(clf_backend *be, void *dst, clf_ptr src, size_t bytes);
+    clf_status (*copy)(clf_backend *be, clf_ptr dst, clf_ptr src, size_t bytes);
+    clf_status (*synchronize)(clf_backend *be);
+
+    /* ops */
+    clf_status (*gemm)(clf_backend *be, const clf_gemm_args *a);
+    clf_status (*gemm_strided_batched)(clf_backend *be, const clf_gemm_args *a);
+    clf_status (*layernorm)(clf_backend *be, const clf_layernorm_args *a);
+    clf_status (*attention)(clf_backend *be, const clf_attention_args *a);
+    clf_status (*embed)(clf_backend *be, const clf_embed_args *a);
+    /* out[i] = a[i] + b[i], i < n (out may alias a or b) */
+    clf_status (*add)(clf_backend *be, clf_ptr out, clf_ptr a, clf_ptr b, size_t n);
+    /* out[r,:] = softmax(x[r,:]) or, with log, log_softmax; out may alias x */
+    clf_status (*softmax)(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int cols, int log);
+    /* out[r] = index of the first maximum of x[r,:] (I32) */
+    clf_status (*argmax)(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int cols);
+} clf_backend_api;
+
+/* The one symbol a backend exports. */
+typedef const clf_backend_api *(*clf_backend_entry_fn)(void);
+#define CLF_BACKEND_ENTRY_SYMBOL "clf_backend_entry"
+
+/* ---- loader and registry (core/src/backend_loader.c) ---- */
+
+/* Directories searched for clformer-<name>.so, in order: plugin_dir (may be NULL), each
+ * entry of $CLF_PLUGIN_PATH (':'-separated), the build tree's lib/clformer, and the
+ * install libdir's clformer/, then <exe>/../lib/clformer. Returns how many were written. */
+int clf_backend_search_dirs(const char *plugin_dir, char dirs[][4096], int max_dirs);
+
+/* Loads (once per path; handles are kept until exit, never dlclose'd while work runs) the
+ * backend called name ("cpu", "opencl") from the search path. Errors name the file and
+ * the reason: not found (listing where it looked), not a shared object, no entry symbol,
+ * ABI version mismatch (naming both versions). */
+clf_status clf_backend_load(const char *name, const char *plugin_dir,
+                            const clf_backend_api **out);
+/* Loads a backend from an explicit .so path. */
+clf_status clf_backend_load_file(const char *path, const clf_backend_api **out);
+
+/* Resolves the backend name to use: cli_name (if set) > $CLF_BACKEND > config_name.
+ * "auto" picks opencl when it loads and finds a GPU, else cpu. Loads and opens it. */
+clf_status clf_backend_open_named(const char *name, const char *plugin_dir,
+                                  const clf_backend_opts *opts, const clf_backend_api **api,
+                                  clf_backend **be);
+
+/* Calls fn for every clformer-*.so found on the search path (path, loaded api or NULL
+ * and the reason it failed to load). */
+typedef void (*clf_backend_found_fn)(void *user, const char *path, const clf_backend_api *api,
+                                     const char *error);
+void clf_backend_scan(const char *plugin_dir, clf_backend_found_fn fn, void *user);
+
+/* Fails with CLF_ERR_UNSUPPORTED naming the op and the backend when the backend does not
+ * implement op (no silent fallback to another backend). */
+clf_status clf_backend_require(const clf_backend_api *api, clf_backend *be, clf_op op);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

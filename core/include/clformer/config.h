@@ -1,0 +1,129 @@
+/* clformer/config.h - YAML -> validated model/backend/train configuration (libyaml).
+ *
+ * Every error names the file, line and column (1-based) and the key:
+ *   "configs/x.yaml:7:10: model.heads: d_model 512 is not divisible by heads 7"
+ * Unknown keys, wrong types and out-of-range values are errors (CLF_ERR_INPUT), never a
+ * silent default. Absent keys take the defaults of DESIGN.md. */
+#ifndef CLFORMER_CONFIG_H
+#define CLFORMER_CONFIG_H
+
+#include <stdio.h>
+
+#include "clformer/backend.h"
+#include "clformer/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CLF_PATH_MAX 4096
+#define CLF_NAME_MAX 64
+
+typedef enum clf_norm_place {
+    CLF_NORM_PRE = 0,   /* x + drop(f(LN(x)))  (the tutorials' code) */
+    CLF_NORM_POST = 1,  /* LN(x + drop(f(x)))  (the paper) */
+    CLF_NORM_BRANCH = 2 /* x + LN(drop(f(x)))  (a tutorial's "highway" variant) */
+} clf_norm_place;
+
+typedef enum clf_activation { CLF_ACT_RELU = 0 } clf_activation;
+
+typedef enum clf_output { CLF_OUTPUT_LOGITS = 0, CLF_OUTPUT_LOG_SOFTMAX = 1 } clf_output;
+
+typedef struct clf_model_config {
+    int src_vocab, tgt_vocab; /* required, > 0 */
+    int max_len;              /* PE table length; default 256 */
+    int d_model;              /* default 512 */
+    int encoder_layers;       /* `layers` sets both; default 6 */
+    int decoder_layers;
+    int heads;        /* default 8; d_model % heads == 0 */
+    int d_ff;         /* default 2048 */
+    clf_norm_place norm; /* default pre */
+    int final_norm;   /* resolved: 1/0 (auto = on for pre, off for post and branch) */
+    int final_norm_auto; /* 1 when the YAML said auto (or nothing), for --dump */
+    clf_ln_style ln_style; /* default tutorial */
+    float ln_eps;          /* default 1e-6 */
+    int attention_bias;    /* default 0 */
+    clf_activation activation; /* default relu */
+    clf_output output;         /* default logits */
+    float dropout;             /* default 0.1, in [0, 1) */
+    int pad_id;                /* default 1 */
+} clf_model_config;
+
+typedef struct clf_backend_config {
+    char name[CLF_NAME_MAX];      /* cpu | opencl | auto; default cpu */
+    char device[CLF_NAME_MAX * 2]; /* "" = default; an index or a name substring */
+    int threads;                  /* 0 = all cores */
+} clf_backend_config;
+
+typedef enum clf_optimizer_kind { CLF_OPT_ADAM = 0, CLF_OPT_ADAMW = 1 } clf_optimizer_kind;
+typedef enum clf_schedule_kind {
+    CLF_SCHED_CONSTANT = 0,
+    CLF_SCHED_NOAM = 1,
+    CLF_SCHED_INVERSE_SQRT = 2
+} clf_schedule_kind;
+
+typedef struct clf_train_config {
+    int present; /* 1 when the YAML has a train: section */
+    /* Paths are stored as written: a relative path is relative to the working directory
+     * of the process (not to the YAML's directory). */
+    char data_train[CLF_PATH_MAX]; /* required when train: is present */
+    char data_valid[CLF_PATH_MAX]; /* "" = no validation */
+    char vocab_src[CLF_PATH_MAX];  /* default "<checkpoint_dir>/src.json" (resolved) */
+    char vocab_tgt[CLF_PATH_MAX];  /* default "<checkpoint_dir>/tgt.json" (resolved) */
+    int min_frequency;      /* default 2 */
+    char init[CLF_PATH_MAX]; /* "" = Xavier from seed */
+    long long seed;         /* default 1 */
+    int shuffle;            /* default 1 */
+    int batch_size;         /* default 32 */
+    int batch_tokens;       /* default 0 */
+    int max_len;            /* default min(128, model.max_len); <= model.max_len */
+    long long steps;        /* default 0; steps or epochs must be > 0 */
+    int epochs;             /* default 10 */
+    int accumulate;         /* default 1 */
+    clf_optimizer_kind optimizer; /* default adam */
+    float lr, beta1, beta2, adam_eps, weight_decay; /* 1e-4, 0.9, 0.98, 1e-9, 0 */
+    clf_schedule_kind schedule;  /* default constant */
+    int warmup;                  /* default 0; > 0 for noam and inverse_sqrt */
+    float label_smoothing;       /* default 0.1 */
+    float clip_norm;             /* default 0 (off) */
+    int log_every;               /* default 50 */
+    int validate_every;          /* default 500 */
+    char checkpoint_dir[CLF_PATH_MAX]; /* default "runs/default" */
+    int checkpoint_every;        /* default 500; 0 = only at the end */
+    int checkpoint_keep;         /* default 3, >= 1 */
+} clf_train_config;
+
+typedef struct clf_config {
+    char path[CLF_PATH_MAX]; /* the file it came from ("<string>" for parse_string) */
+    clf_model_config model;
+    clf_backend_config backend;
+    clf_train_config train;
+} clf_config;
+
+/* Fills every field with the design's defaults (src_vocab/tgt_vocab = 0: required). */
+void clf_config_defaults(clf_config *cfg);
+
+/* Reads and validates a YAML file. On error: CLF_ERR_IO ("<path>: cannot open: <why>") or
+ * CLF_ERR_INPUT with "<path>:<line>:<col>: <key>: <why>" (YAML syntax errors and an empty
+ * file omit the key); *cfg then holds defaults and part of the file, to be discarded. */
+clf_status clf_config_load(const char *path, clf_config *cfg);
+
+/* The same from a string; name stands for the path in messages. */
+clf_status clf_config_parse_string(const char *text, const char *name, clf_config *cfg);
+
+/* Writes the fully resolved config as YAML that clf_config_load reads back unchanged. */
+clf_status clf_config_dump(const clf_config *cfg, FILE *out);
+
+/* The YAML spelling of each enum ("pre", "tutorial", "log_softmax", ...); "unknown" for
+ * a value out of range. */
+const char *clf_norm_place_name(clf_norm_place n);
+const char *clf_ln_style_name(clf_ln_style s);
+const char *clf_activation_name(clf_activation a);
+const char *clf_output_name(clf_output o);
+const char *clf_optimizer_name(clf_optimizer_kind o);
+const char *clf_schedule_name(clf_schedule_kind s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

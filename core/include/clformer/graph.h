@@ -1,0 +1,115 @@
+/* clformer/graph.h - an op list over values, a buffer plan by liveness, and its executor.
+ *
+ * The model is lowered to a flat list of backend ops (nodes). Each node carries the
+ * backend's args struct with its pointer fields left empty, plus operands that say which
+ * value (and element offset inside it) each pointer field refers to. Values are either
+ * activations (placed in one arena by the planner), inputs (placed in the arena too and
+ * uploaded before the run) or external buffers (weights, the PE table) that the caller
+ * owns. The planner gives each activation an arena offset such that two values whose
+ * lifetimes (first to last node touching them) overlap never share bytes; so activation
+ * memory depends on the widest layer, not on the number of layers. */
+#ifndef CLFORMER_GRAPH_H
+#define CLFORMER_GRAPH_H
+
+#include <stddef.h>
+
+#include "clformer/backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum clf_value_kind {
+    CLF_VALUE_ACTIVATION = 0, /* arena, lifetime from first to last use */
+    CLF_VALUE_INPUT,          /* arena, live from the start, uploaded by the caller */
+    CLF_VALUE_OUTPUT,         /* arena, live until the end, downloaded by the caller */
+    CLF_VALUE_EXTERNAL        /* a caller-owned buffer (weights, PE table) */
+} clf_value_kind;
+
+typedef struct clf_value {
+    clf_value_kind kind;
+    size_t bytes;
+    clf_ptr ext;     /* CLF_VALUE_EXTERNAL: where it lives */
+    size_t offset;   /* arena values: byte offset, set by clf_graph_plan */
+    int first, last; /* node indices of first and last use */
+    char label[64];
+} clf_value;
+
+/* Extra op kinds whose arguments are not structs in the backend ABI. */
+typedef struct clf_add_args {
+    clf_ptr out, a, b;
+    size_t n;
+} clf_add_args;
+typedef struct clf_softmax_args {
+    clf_ptr out, x;
+    int rows, cols, log;
+} clf_softmax_args;
+
+#define CLF_NODE_MAX_OPERANDS 6
+
+typedef struct clf_operand {
+    int value;       /* index into the graph's values */
+    size_t elem_off; /* F32/I32 elements into the value */
+    size_t field;    /* offsetof(<args struct>, <clf_ptr field>) */
+} clf_operand;
+
+typedef struct clf_node {
+    clf_op op;
+    union {
+        clf_gemm_args gemm;
+        clf_layernorm_args layernorm;
+        clf_attention_args attention;
+        clf_embed_args embed;
+        clf_add_args add;
+        clf_softmax_args softmax;
+    } args;
+    int n_operands;
+    clf_operand operands[CLF_NODE_MAX_OPERANDS];
+    char label[64]; /* e.g. "decoder.layers.1.cross_attention_block", for error messages */
+} clf_node;
+
+typedef struct clf_graph {
+    clf_value *values;
+    int n_values, cap_values;
+    clf_node *nodes;
+    int n_nodes, cap_nodes;
+    size_t arena_bytes; /* set by clf_graph_plan */
+    clf_status status;  /* first error met while building (sticky), CLF_OK otherwise */
+} clf_graph;
+
+void clf_graph_init(clf_graph *g);
+void clf_graph_free(clf_graph *g);
+
+/* Adds a value; returns its index, or -1 after recording an error in g->status. */
+int clf_graph_value(clf_graph *g, clf_value_kind kind, size_t bytes, const char *label);
+int clf_graph_external(clf_graph *g, clf_ptr where, size_t bytes, const char *label);
+
+/* Appends a node with the given args (pointer fields are filled at run time from its
+ * operands, added next with clf_graph_bind). Returns the node, or NULL on error. */
+clf_node *clf_graph_node(clf_graph *g, clf_op op, const void *args, size_t args_size,
+                         const char *label);
+/* Binds pointer field `field` (an offsetof) of node n to value v at element offset off. */
+void clf_graph_bind(clf_graph *g, clf_node *n, size_t field, int v, size_t elem_off);
+
+/* Computes lifetimes and arena offsets (aligned to CLF_GRAPH_ALIGN bytes). */
+#define CLF_GRAPH_ALIGN 256
+clf_status clf_graph_plan(clf_graph *g);
+
+/* The arena address of a value (arena values) or its external pointer. */
+clf_ptr clf_graph_ptr(const clf_graph *g, clf_buffer *arena, int v);
+
+/* Runs every node in order on the backend, with arena values in `arena` (at least
+ * g->arena_bytes). Errors name the node's label. Does not synchronize. */
+clf_status clf_graph_run(const clf_graph *g, const clf_backend_api *api, clf_backend *be,
+                         clf_buffer *arena);
+/* The same, running only the nodes whose op bit (1u << op) is set in op_mask: the bench
+ * times the GEMMs alone this way to get the backend's own SGEMM rate at the model's shapes. */
+clf_status clf_graph_run_ops(const clf_graph *g, const clf_backend_api *api, clf_backend *be,
+                             clf_buffer *arena, unsigned op_mask);
+/* FLOPs (2 per multiply-add) of the GEMM nodes. */
+double clf_graph_gemm_flops(const clf_graph *g);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,69 @@
+/* clformer/model.h - a model on a backend: weights uploaded once, forward pass.
+ *
+ * clf_model_create uploads the weights (Q/K/V of each attention block packed side by
+ * side so that one GEMM computes all three) and the sinusoidal PE table; the weights on
+ * the host may be freed afterwards. clf_model_forward runs the encoder, decoder and
+ * projection for one batch with every activation on the device; only the ids go up and
+ * the requested outputs come down. */
+#ifndef CLFORMER_MODEL_H
+#define CLFORMER_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "clformer/backend.h"
+#include "clformer/config.h"
+#include "clformer/graph.h"
+#include "clformer/weights.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct clf_model clf_model;
+
+clf_status clf_model_create(const clf_model_config *cfg, const clf_weights *w,
+                            const clf_backend_api *api, clf_backend *be, clf_model **out);
+void clf_model_free(clf_model *m);
+
+typedef struct clf_forward_io {
+    int batch, src_len, tgt_len;
+    const int32_t *src; /* [batch, src_len] token ids */
+    const int32_t *tgt; /* [batch, tgt_len] token ids (decoder input) */
+    float *logits;      /* [batch, tgt_len, tgt_vocab], or NULL; log-probs for log_softmax */
+    float *encoder_out; /* [batch, src_len, d_model], or NULL */
+} clf_forward_io;
+
+/* Checks ids (0 <= id < vocab) and lengths (<= max_len), then runs the model. */
+clf_status clf_model_forward(clf_model *m, const clf_forward_io *io);
+
+/* Builds the forward graph for a shape and plans it, without running (for tests, bench and
+ * `clformer config --plan`). g must be freed with clf_graph_free. */
+clf_status clf_model_build_forward_graph(clf_model *m, int batch, int src_len, int tgt_len,
+                                         clf_graph *g);
+
+/* Re-runs the graph of the last forward (same inputs), only the nodes whose op bit
+ * (1u << op) is in op_mask, and waits for the device: the bench's timing hook. */
+clf_status clf_model_rerun(clf_model *m, unsigned op_mask);
+/* The planned graph of the last forward, or NULL before the first. */
+const clf_graph *clf_model_last_graph(const clf_model *m);
+
+typedef struct clf_model_memory {
+    size_t weight_bytes; /* on the device, incl. the PE table */
+    size_t arena_bytes;  /* activations of the last planned forward */
+} clf_model_memory;
+void clf_model_memory_usage(const clf_model *m, clf_model_memory *mem);
+
+/* Multiply-adds x2 of the forward pass at a shape (GEMMs and attention products), the
+ * FLOP count the benchmarks divide by. */
+double clf_model_forward_flops(const clf_model_config *cfg, int batch, int src_len,
+                               int tgt_len);
+
+/* The sinusoidal PE table [max_len, d] exactly as the tutorial's PyTorch computes it in
+ * float32. */
+void clf_positional_encoding(float *pe, int max_len, int d);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,115 @@
+/* clformer/tokenizer.h - the word-level tokenizer of the pytorch-transformer tutorial.
+ *
+ * Compatible with the HuggingFace `tokenizers` library as the tutorial sets it up:
+ *
+ *     tok = Tokenizer(WordLevel(unk_token="[UNK]"))
+ *     tok.pre_tokenizer = Whitespace()
+ *     tok.train_from_iterator(lines, WordLevelTrainer(
+ *         special_tokens=["[UNK]", "[PAD]", "[SOS]", "[EOS]"], min_frequency=2))
+ *     tok.save("tokenizer.json")
+ *
+ * Words are what the library's Whitespace pre-tokenizer cuts (the regex \w+|[^\w\s]+):
+ * maximal runs of word characters, or of characters that are neither word characters nor
+ * white space; white space separates. "Hello, world!" is Hello , world ! and "ab.." is ab ..
+ * Word characters are ASCII letters, digits and '_', and the non-ASCII code points the
+ * library counts as \w (letters, marks, decimal digits, letter numbers, connector
+ * punctuation, joiners: e.g. "Grüße", "Привет", "你好" are words; "，" "。" "€" "½" and
+ * emoji are not). The table behind that was generated from the library itself (0.23.3) and
+ * agrees with it on every code point. White space: tab..CR, space, U+0085, U+00A0,
+ * U+1680, U+2000-U+200A, U+2028, U+2029, U+202F, U+205F, U+3000.
+ *
+ * Vocabulary (clf_tokenizer_build*): [UNK]=0 [PAD]=1 [SOS]=2 [EOS]=3, then every word seen
+ * at least min_freq times, by count descending, ties by the word's UTF-8 bytes ascending
+ * (the library's WordLevelTrainer sorts exactly so), cut at vocab_size entries in all (the
+ * library's default is 30000, which the tutorial keeps).
+ *
+ * Encoding, as the library's Tokenizer.encode: first the added tokens (the four specials of
+ * a built tokenizer; a loaded file's "added_tokens") are cut out of the raw text wherever
+ * they occur, leftmost and longest first ("a [SOS]b" is a, [SOS], b); the rest is
+ * pre-tokenized as above and every word not in the vocabulary becomes [UNK]. Decoding
+ * joins the words by single spaces (the library with no decoder).
+ *
+ * Files are the library's tokenizer.json: written byte for byte as the library's
+ * Tokenizer.save writes them (pretty-printed, non-ASCII as raw UTF-8, ids in order);
+ * read in any key order, extra keys ignored. A file must describe this tokenizer: model
+ * "WordLevel", pre_tokenizer "Whitespace", no normalizer, post_processor or decoder, and
+ * added tokens without lstrip/rstrip/single_word; anything else is refused with a message
+ * naming the file and the part, since encoding it here would silently differ. "truncation"
+ * and "padding" are ignored (the runtime pads and cuts itself). The ids of model.vocab and
+ * added_tokens together must be 0..n-1, each once.
+ *
+ * Every function that can fail returns a clf_status and has recorded the message
+ * (clf_last_error()). A tokenizer is immutable after creation: share it across threads. */
+#ifndef CLFORMER_TOKENIZER_H
+#define CLFORMER_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "clformer/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The tutorial's WordLevelTrainer(min_frequency=2). */
+#define CLF_TOKENIZER_MIN_FREQUENCY 2
+/* The library's WordLevelTrainer default vocab_size (the specials included). */
+#define CLF_TOKENIZER_VOCAB_SIZE 30000
+
+typedef struct clf_tokenizer clf_tokenizer;
+
+/* Ids of the tutorial's specials, looked up by name ([UNK] is the model's unk_token);
+ * -1 for one the vocabulary lacks. */
+typedef struct clf_tokenizer_specials {
+    int32_t unk, pad, sos, eos;
+} clf_tokenizer_specials;
+
+/* Builds a vocabulary from n NUL-terminated UTF-8 lines, keeping words seen at least
+ * min_freq (>= 0; 0 and 1 keep every word) times, at most CLF_TOKENIZER_VOCAB_SIZE ids.
+ * A line that is not valid UTF-8: CLF_ERR_INPUT "line 3 is not valid UTF-8 at byte 7"
+ * (lines count from 1, bytes from 0). */
+clf_status clf_tokenizer_build(const char *const *lines, size_t n, int min_freq,
+                               clf_tokenizer **out);
+/* The same with another size cap: vocab_size >= 4 ids in all, or 0 for no cap. */
+clf_status clf_tokenizer_build_sized(const char *const *lines, size_t n, int min_freq,
+                                     int vocab_size, clf_tokenizer **out);
+/* The same from a text file, one sentence per line ('\n'; a '\r' before it is white
+ * space anyway). CLF_ERR_IO when it cannot be read; messages start with the path. */
+clf_status clf_tokenizer_build_file(const char *path, int min_freq, clf_tokenizer **out);
+
+/* Reads a tokenizers-library tokenizer.json (see above). CLF_ERR_IO when unreadable,
+ * CLF_ERR_INPUT for invalid JSON or a file that is not this tokenizer. */
+clf_status clf_tokenizer_load(const char *path, clf_tokenizer **out);
+/* Writes tok as the library would (path.tmp.<pid>, fsync, rename: never a half file). */
+clf_status clf_tokenizer_save(const clf_tokenizer *tok, const char *path);
+void clf_tokenizer_free(clf_tokenizer *tok); /* NULL is fine */
+
+/* Token ids of text[0..len) (UTF-8, no NUL needed; NULs inside are ordinary characters).
+ * *ids is malloc'd (free() it; NULL when *n is 0, e.g. for an empty or all-blank line).
+ * Invalid UTF-8: CLF_ERR_INPUT "line is not valid UTF-8 at byte N" (N from 0). A word not
+ * in the vocabulary when the vocabulary has no unk_token: CLF_ERR_INPUT naming it. */
+clf_status clf_tokenizer_encode(const clf_tokenizer *tok, const char *text, size_t len,
+                                int32_t **ids, int *n);
+/* The words of ids[0..n) joined by single spaces, as a malloc'd NUL-terminated string
+ * (free() it). skip_specials drops the special tokens (the library's
+ * skip_special_tokens=True). An id outside [0, size): CLF_ERR_INPUT naming it. */
+clf_status clf_tokenizer_decode(const clf_tokenizer *tok, const int32_t *ids, int n,
+                                int skip_specials, char **text);
+
+/* Id of a word (NUL-terminated), or -1 when absent. Hash lookup: O(length). */
+int32_t clf_tokenizer_id(const clf_tokenizer *tok, const char *word);
+/* The same for word[0..len). */
+int32_t clf_tokenizer_id_n(const clf_tokenizer *tok, const char *word, size_t len);
+/* The word of an id (NUL-terminated, owned by tok), or NULL when out of range. */
+const char *clf_tokenizer_word(const clf_tokenizer *tok, int32_t id);
+/* Number of ids (specials included). */
+int clf_tokenizer_size(const clf_tokenizer *tok);
+clf_tokenizer_specials clf_tokenizer_special_ids(const clf_tokenizer *tok);
+/* 1 when id is a special token (an added token marked "special"), else 0. */
+int clf_tokenizer_is_special(const clf_tokenizer *tok, int32_t id);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

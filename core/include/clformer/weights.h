@@ -1,0 +1,63 @@
+/* clformer/weights.h - the model's parameters under the tutorial PyTorch names.
+ *
+ * The expected tensors (names and shapes) follow from the model config; a weights file
+ * must hold exactly those (F32, or F16/BF16 converted on load). A missing, extra or
+ * mis-shaped tensor is an error naming it. */
+#ifndef CLFORMER_WEIGHTS_H
+#define CLFORMER_WEIGHTS_H
+
+#include <stdint.h>
+
+#include "clformer/config.h"
+#include "clformer/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum clf_init_kind {
+    CLF_INIT_XAVIER = 0,  /* matrices, embeddings: U(-a, a), a = sqrt(6/(fan_in+fan_out)) */
+    CLF_INIT_LINEAR_BIAS, /* nn.Linear's default bias: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
+    CLF_INIT_ONES,        /* norm alpha */
+    CLF_INIT_ZEROS        /* norm bias */
+} clf_init_kind;
+
+typedef struct clf_weight_spec {
+    char name[CLF_TENSOR_NAME_MAX];
+    int ndim;         /* 1 or 2 */
+    int64_t shape[2]; /* [out, in] for Linear weights */
+    clf_init_kind init;
+    int fan_in; /* for CLF_INIT_LINEAR_BIAS */
+} clf_weight_spec;
+
+/* The parameter list for cfg, in a fixed order (embeddings, encoder layers, encoder.norm,
+ * decoder layers, decoder.norm, projection). *out is malloc'd; free() it. */
+clf_status clf_weight_specs(const clf_model_config *cfg, clf_weight_spec **out, int *count);
+
+/* Host copy of every parameter as F32, in clf_weight_specs order. */
+typedef struct clf_weights {
+    int count;
+    clf_weight_spec *specs;
+    float **data; /* data[i]: numel(specs[i]) floats, owned */
+} clf_weights;
+
+/* Loads and checks a safetensors file against cfg. Tensors named "optim.*" (optimizer
+ * state in training checkpoints) and the tutorial's PE buffers "src_pos.pe"/"tgt_pos.pe"
+ * are ignored; any other tensor the config does not expect is an error. */
+clf_status clf_weights_load(const char *path, const clf_model_config *cfg, clf_weights **out);
+/* Reproducible initialisation from seed (same seed, same weights, any machine). */
+clf_status clf_weights_init(const clf_model_config *cfg, uint64_t seed, clf_weights **out);
+/* Writes F32 safetensors (atomically), with optional metadata pairs. */
+clf_status clf_weights_save(const clf_weights *w, const char *path, const char *const *meta,
+                            int n_meta);
+/* Views of w's parameters as F32 tensors (data points into w), e.g. to write them with
+ * optimizer state in one clf_safetensors_write. *out is malloc'd; free() it. */
+clf_status clf_weights_as_tensors(const clf_weights *w, clf_tensor **out);
+/* Index of name, or -1. */
+int clf_weights_find(const clf_weights *w, const char *name);
+void clf_weights_free(clf_weights *w);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,125 @@
+/* clf_config -> YAML: the fully resolved configuration, in a form clf_config_load reads
+ * back to the same struct (floats in their shortest exact decimal, strings double-quoted). */
+#include "clformer/config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The shortest decimal that reads back as the same float, always with a '.' so that
+ * YAML 1.1 readers (PyYAML) see a float: 1.0e-06, 0.1, 2.0. */
+static const char *fmt_float(float v, char *buf, size_t size)
+{
+    char tmp[32]; /* "%.9g" of a float needs at most 15 */
+    for (int prec = 1; prec <= 9; prec++) {
+        snprintf(tmp, sizeof tmp, "%.*g", prec, (double)v);
+        if ((float)strtod(tmp, NULL) == v)
+            break;
+    }
+    char *e = strchr(tmp, 'e');
+    if (strchr(tmp, '.'))
+        snprintf(buf, size, "%s", tmp);
+    else if (e)
+        snprintf(buf, size, "%.*s.0%s", (int)(e - tmp), tmp, e);
+    else
+        snprintf(buf, size, "%s.0", tmp);
+    return buf;
+}
+
+/* A double-quoted YAML string, or null for "". */
+static void put_string(FILE *out, const char *s)
+{
+    if (!*s) {
+        fputs("null", out);
+        return;
+    }
+    fputc('"', out);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(out, "\\%c", *p);
+        else if (*p < 0x20 || *p == 0x7f)
+            fprintf(out, "\\x%02x", *p);
+        else
+            fputc(*p, out);
+    }
+    fputc('"', out);
+}
+
+static void dump_model(const clf_model_config *m, FILE *out)
+{
+    char a[40];
+    fprintf(out, "model:\n");
+    fprintf(out, "  src_vocab: %d\n  tgt_vocab: %d\n", m->src_vocab, m->tgt_vocab);
+    fprintf(out, "  max_len: %d\n  d_model: %d\n", m->max_len, m->d_model);
+    if (m->encoder_layers == m->decoder_layers)
+        fprintf(out, "  layers: %d\n", m->encoder_layers);
+    else
+        fprintf(out, "  encoder_layers: %d\n  decoder_layers: %d\n", m->encoder_layers,
+                m->decoder_layers);
+    fprintf(out, "  heads: %d\n  d_ff: %d\n", m->heads, m->d_ff);
+    fprintf(out, "  norm: %s\n", clf_norm_place_name(m->norm));
+    if (m->final_norm_auto)
+        fprintf(out, "  final_norm: auto  # resolved: %s\n", m->final_norm ? "true" : "false");
+    else
+        fprintf(out, "  final_norm: %s\n", m->final_norm ? "true" : "false");
+    fprintf(out, "  layernorm: {style: %s, eps: %s}\n", clf_ln_style_name(m->ln_style),
+            fmt_float(m->ln_eps, a, sizeof a));
+    fprintf(out, "  attention_bias: %s\n", m->attention_bias ? "true" : "false");
+    fprintf(out, "  activation: %s\n", clf_activation_name(m->activation));
+    fprintf(out, "  output: %s\n", clf_output_name(m->output));
+    fprintf(out, "  dropout: %s\n", fmt_float(m->dropout, a, sizeof a));
+    fprintf(out, "  pad_id: %d\n", m->pad_id);
+}
+
+static void dump_backend(const clf_backend_config *b, FILE *out)
+{
+    fprintf(out, "backend:\n  name: %s\n  device: ", b->name);
+    if (b->device[0] && strspn(b->device, "0123456789") == strlen(b->device))
+        fprintf(out, "%s", b->device); /* an index stays a plain integer */
+    else
+        put_string(out, b->device);
+    fprintf(out, "\n  threads: %d\n", b->threads);
+}
+
+static void dump_train(const clf_train_config *t, FILE *out)
+{
+    char a[40], b[40], c[40];
+    fprintf(out, "train:\n  data: {train: ");
+    put_string(out, t->data_train);
+    fprintf(out, ", valid: ");
+    put_string(out, t->data_valid);
+    fprintf(out, "}\n  vocab: {src: ");
+    put_string(out, t->vocab_src);
+    fprintf(out, ", tgt: ");
+    put_string(out, t->vocab_tgt);
+    fprintf(out, ", min_frequency: %d}\n  init: ", t->min_frequency);
+    put_string(out, t->init);
+    fprintf(out, "\n  seed: %lld\n  shuffle: %s\n", t->seed, t->shuffle ? "true" : "false");
+    fprintf(out, "  batch_size: %d\n  batch_tokens: %d\n", t->batch_size, t->batch_tokens);
+    fprintf(out, "  max_len: %d\n  steps: %lld\n  epochs: %d\n", t->max_len, t->steps, t->epochs);
+    fprintf(out, "  accumulate: %d\n", t->accumulate);
+    fprintf(out, "  optimizer: {name: %s, lr: %s, betas: [%s, %s], ",
+            clf_optimizer_name(t->optimizer), fmt_float(t->lr, a, sizeof a),
+            fmt_float(t->beta1, b, sizeof b), fmt_float(t->beta2, c, sizeof c));
+    fprintf(out, "eps: %s, ", fmt_float(t->adam_eps, a, sizeof a));
+    fprintf(out, "weight_decay: %s}\n", fmt_float(t->weight_decay, a, sizeof a));
+    fprintf(out, "  schedule: {name: %s, warmup: %d}\n", clf_schedule_name(t->schedule), t->warmup);
+    fprintf(out, "  label_smoothing: %s\n", fmt_float(t->label_smoothing, a, sizeof a));
+    fprintf(out, "  clip_norm: %s\n", fmt_float(t->clip_norm, a, sizeof a));
+    fprintf(out, "  log_every: %d\n  validate_every: %d\n", t->log_every, t->validate_every);
+    fprintf(out, "  checkpoint: {dir: ");
+    put_string(out, t->checkpoint_dir);
+    fprintf(out, ", every: %d, keep: %d}\n", t->checkpoint_every, t->checkpoint_keep);
+}
+
+clf_status clf_config_dump(const clf_config *cfg, FILE *out)
+{
+    fprintf(out, "# clformer configuration, fully resolved\n");
+    dump_model(&cfg->model, out);
+    dump_backend(&cfg->backend, out);
+    if (cfg->train.present)
+        dump_train(&cfg->train, out);
+    if (fflush(out) != 0 || ferror(out))
+        return clf_error(CLF_ERR_IO, "cannot write the configuration: %s", strerror(errno));
+    return CLF_OK;
+}

@@ -1,0 +1,742 @@
+/* The Transformer forward pass, lowered to a backend op list (see clformer/model.h).
+ *
+ * Notation in the comments: B batch, S source length, T target length, d d_model,
+ * h heads, dk = d/h, F d_ff, V vocabulary. Activations are row-major [rows, features]
+ * with rows = B*S (encoder) or B*T (decoder). */
+#include "clformer/model.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The largest device buffer the weights are packed into: big enough to keep the count of
+ * buffers small, small enough to stay under every device's max allocation. */
+#define CLF_WEIGHT_CHUNK_MAX ((size_t)1 << 30)
+/* Byte alignment of each packed weight group (OpenCL base-address alignment is <= 128). */
+#define CLF_WEIGHT_ALIGN 256
+
+struct clf_model {
+    clf_model_config cfg;
+    const clf_backend_api *api;
+    clf_backend *be;
+    int n_weights;
+    clf_weight_spec *specs; /* copy of the weight specs: names and shapes */
+    clf_ptr *wdev;          /* per weight: where it lives on the device */
+    clf_buffer **chunks;
+    int n_chunks;
+    clf_buffer *pe; /* [max_len, d] */
+    size_t weight_bytes;
+    /* the forward graph of the last shape, reused while the shape stays */
+    clf_graph g;
+    int g_valid, g_batch, g_src, g_tgt;
+    int v_src, v_tgt, v_src_mask, v_tgt_mask, v_enc, v_logits;
+    clf_buffer *arena;
+    size_t arena_cap;
+};
+
+void clf_positional_encoding(float *pe, int max_len, int d)
+{
+    /* As the tutorial: div_term = exp(arange(0, d, 2) * (-ln(10000)/d)), all float32 */
+    const float k = (float)(-log(10000.0) / d);
+    for (int i = 0; 2 * i < d; i++) {
+        const float div = expf((float)(2 * i) * k);
+        for (int pos = 0; pos < max_len; pos++) {
+            const float arg = (float)pos * div;
+            pe[(size_t)pos * d + 2 * i] = sinf(arg);
+            if (2 * i + 1 < d)
+                pe[(size_t)pos * d + 2 * i + 1] = cosf(arg);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* weights on the device                                                               */
+
+static int64_t spec_numel(const clf_weight_spec *s)
+{
+    int64_t n = 1;
+    for (int i = 0; i < s->ndim; i++)
+        n *= s->shape[i];
+    return n;
+}
+
+static int find_spec(const clf_model *m, const char *name)
+{
+    for (int i = 0; i < m->n_weights; i++)
+        if (strcmp(m->specs[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+/* The packing groups: each attention block's w_q, w_k, w_v (and their biases) go side by
+ * side, so [Wq;Wk;Wv] is one [3d, d] matrix for the fused self-attention projection and
+ * [Wk;Wv] one [2d, d] matrix for the cross-attention keys and values. Every other tensor
+ * is a group of its own. group_of[i] lists the members starting at a group's leader. */
+static int weight_group(const clf_model *m, int i, int members[3])
+{
+    const char *name = m->specs[i].name;
+    const char *kinds[2] = {".w_q.weight", ".w_q.bias"};
+    for (int k = 0; k < 2; k++) {
+        if (!ends_with(name, kinds[k]))
+            continue;
+        char other[CLF_TENSOR_NAME_MAX];
+        size_t stem = strlen(name) - strlen(kinds[k]);
+        members[0] = i;
+        for (int j = 1; j < 3; j++) {
+            snprintf(other, sizeof other, "%.*s.w_%c.%s", (int)stem, name, j == 1 ? 'k' : 'v',
+                     k == 0 ? "weight" : "bias");
+            members[j] = find_spec(m, other);
+            if (members[j] < 0)
+                return 1; /* not a full block: pack alone */
+        }
+        return 3;
+    }
+    if (ends_with(name, ".w_k.weight") || ends_with(name, ".w_v.weight") ||
+        ends_with(name, ".w_k.bias") || ends_with(name, ".w_v.bias")) {
+        char q[CLF_TENSOR_NAME_MAX];
+        snprintf(q, sizeof q, "%s", name);
+        q[strlen(q) - (ends_with(name, "weight") ? 8 : 6)] = 'q';
+        if (find_spec(m, q) >= 0)
+            return 0; /* packed with its w_q */
+    }
+    members[0] = i;
+    return 1;
+}
+
+static size_t align_up(size_t x, size_t a)
+{
+    return (x + a - 1) / a * a;
+}
+
+static clf_status upload_weights(clf_model *m, const clf_weights *w)
+{
+    clf_status st = CLF_OK;
+    uint64_t limit = m->api->max_alloc ? m->api->max_alloc(m->be) : 0;
+    size_t cap = CLF_WEIGHT_CHUNK_MAX;
+    if (limit && limit < cap)
+        cap = (size_t)limit;
+    /* pass 1: assign (chunk, offset) per weight; pass 2: allocate and upload */
+    int *chunk_of = calloc((size_t)m->n_weights, sizeof(int));
+    size_t *chunk_size = calloc((size_t)m->n_weights + 1, sizeof(size_t));
+    if (!chunk_of || !chunk_size) {
+        st = clf_error(CLF_ERR_NOMEM, "weights: out of host memory");
+        goto fail;
+    }
+    int chunk = 0;
+    size_t used = 0;
+    for (int i = 0; i < m->n_weights; i++) {
+        int members[3];
+        int n = weight_group(m, i, members);
+        if (n == 0)
+            continue;
+        size_t bytes = 0;
+        for (int j = 0; j < n; j++)
+            bytes += (size_t)spec_numel(&m->specs[members[j]]) * sizeof(float);
+        if (bytes > cap) {
+            st = clf_error(CLF_ERR_NOMEM,
+                           "weights: tensor '%s' needs %zu bytes on the device, more than its "
+                           "largest allocation (%zu bytes)",
+                           m->specs[i].name, bytes, cap);
+            goto fail;
+        }
+        if (used && align_up(used, CLF_WEIGHT_ALIGN) + bytes > cap) {
+            chunk_size[chunk++] = used;
+            used = 0;
+        }
+        used = align_up(used, CLF_WEIGHT_ALIGN);
+        for (int j = 0; j < n; j++) {
+            chunk_of[members[j]] = chunk;
+            m->wdev[members[j]].off = used;
+            used += (size_t)spec_numel(&m->specs[members[j]]) * sizeof(float);
+        }
+    }
+    chunk_size[chunk++] = used;
+    m->chunks = calloc((size_t)chunk, sizeof(clf_buffer *));
+    if (!m->chunks) {
+        st = clf_error(CLF_ERR_NOMEM, "weights: out of host memory");
+        goto fail;
+    }
+    m->n_chunks = chunk;
+    for (int c = 0; c < chunk; c++) {
+        size_t bytes = chunk_size[c] ? chunk_size[c] : 4;
+        if ((st = m->api->alloc(m->be, bytes, &m->chunks[c])) != CLF_OK) {
+            clf_error_context(st, "weights: allocating %zu bytes", bytes);
+            goto fail;
+        }
+        m->weight_bytes += bytes;
+    }
+    for (int i = 0; i < m->n_weights; i++) {
+        m->wdev[i].buf = m->chunks[chunk_of[i]];
+        size_t bytes = (size_t)spec_numel(&m->specs[i]) * sizeof(float);
+        if ((st = m->api->upload(m->be, m->wdev[i], w->data[i], bytes)) != CLF_OK) {
+            clf_error_context(st, "weights: uploading '%s'", m->specs[i].name);
+            goto fail;
+        }
+    }
+fail:
+    free(chunk_of);
+    free(chunk_size);
+    return st;
+}
+
+static clf_status check_weights_match(const clf_model *m, const clf_weights *w)
+{
+    if (w->count != m->n_weights)
+        return clf_error(CLF_ERR_INPUT, "weights: %d tensors given, the config needs %d",
+                         w->count, m->n_weights);
+    for (int i = 0; i < m->n_weights; i++) {
+        const clf_weight_spec *a = &m->specs[i], *b = &w->specs[i];
+        if (strcmp(a->name, b->name) != 0 || a->ndim != b->ndim ||
+            spec_numel(a) != spec_numel(b))
+            return clf_error(CLF_ERR_INPUT, "weights: tensor %d is '%s', the config needs '%s'",
+                             i, b->name, a->name);
+    }
+    return CLF_OK;
+}
+
+static const clf_op model_ops[] = {CLF_OP_GEMM, CLF_OP_LAYERNORM, CLF_OP_ATTENTION,
+                                   CLF_OP_EMBED, CLF_OP_ADD, CLF_OP_SOFTMAX};
+
+clf_status clf_model_create(const clf_model_config *cfg, const clf_weights *w,
+                            const clf_backend_api *api, clf_backend *be, clf_model **out)
+{
+    clf_status st = CLF_OK;
+    float *pe_host = NULL;
+    clf_model *m = calloc(1, sizeof *m);
+    *out = NULL;
+    if (!m)
+        return clf_error(CLF_ERR_NOMEM, "model: out of host memory");
+    m->cfg = *cfg;
+    m->api = api;
+    m->be = be;
+    clf_graph_init(&m->g);
+    for (size_t i = 0; i < sizeof model_ops / sizeof model_ops[0]; i++)
+        if ((st = clf_backend_require(api, be, model_ops[i])) != CLF_OK)
+            goto fail;
+    if (cfg->d_model % 2 != 0) {
+        st = clf_error(CLF_ERR_INPUT, "model: d_model %d must be even (sinusoidal PE)",
+                       cfg->d_model);
+        goto fail;
+    }
+    if ((st = clf_weight_specs(cfg, &m->specs, &m->n_weights)) != CLF_OK)
+        goto fail;
+    if ((st = check_weights_match(m, w)) != CLF_OK)
+        goto fail;
+    m->wdev = calloc((size_t)m->n_weights, sizeof(clf_ptr));
+    if (!m->wdev) {
+        st = clf_error(CLF_ERR_NOMEM, "model: out of host memory");
+        goto fail;
+    }
+    if ((st = upload_weights(m, w)) != CLF_OK)
+        goto fail;
+    size_t pe_bytes = (size_t)cfg->max_len * cfg->d_model * sizeof(float);
+    pe_host = malloc(pe_bytes);
+    if (!pe_host) {
+        st = clf_error(CLF_ERR_NOMEM, "model: out of host memory");
+        goto fail;
+    }
+    clf_positional_encoding(pe_host, cfg->max_len, cfg->d_model);
+    if ((st = api->alloc(be, pe_bytes, &m->pe)) != CLF_OK ||
+        (st = api->upload(be, (clf_ptr){m->pe, 0}, pe_host, pe_bytes)) != CLF_OK) {
+        clf_error_context(st, "model: positional-encoding table");
+        goto fail;
+    }
+    m->weight_bytes += pe_bytes;
+    free(pe_host);
+    *out = m;
+    return CLF_OK;
+fail:
+    free(pe_host);
+    clf_model_free(m);
+    return st;
+}
+
+void clf_model_free(clf_model *m)
+{
+    if (!m)
+        return;
+    if (m->api) {
+        for (int c = 0; c < m->n_chunks; c++)
+            if (m->chunks[c])
+                m->api->free(m->be, m->chunks[c]);
+        if (m->pe)
+            m->api->free(m->be, m->pe);
+        if (m->arena)
+            m->api->free(m->be, m->arena);
+    }
+    clf_graph_free(&m->g);
+    free(m->chunks);
+    free(m->wdev);
+    free(m->specs);
+    free(m);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* graph building                                                                      */
+
+typedef struct builder {
+    clf_model *m;
+    clf_graph *g;
+    int *wval; /* weight index -> graph value, -1 until first used */
+    int pe;    /* graph value of the PE table */
+    int d, dk;
+} builder;
+
+/* The graph value of weight `name` spanning `count` packed tensors from it (count 3 for
+ * [Wq;Wk;Wv]); -1 when the model has no such tensor (a bias with attention_bias off). */
+static int weight_span(builder *b, const char *name, int count)
+{
+    int i = find_spec(b->m, name);
+    if (i < 0)
+        return -1;
+    if (count == 1 && b->wval[i] >= 0)
+        return b->wval[i];
+    /* the packed members of a group all have the leader's shape */
+    size_t bytes = (size_t)count * (size_t)spec_numel(&b->m->specs[i]) * sizeof(float);
+    int v = clf_graph_external(b->g, b->m->wdev[i], bytes, name);
+    if (count == 1)
+        b->wval[i] = v;
+    return v;
+}
+
+static int weightf(builder *b, int count, const char *fmt, const char *prefix,
+                   const char *suffix)
+{
+    char name[CLF_TENSOR_NAME_MAX];
+    snprintf(name, sizeof name, fmt, prefix, suffix);
+    return weight_span(b, name, count);
+}
+
+static int required(builder *b, int v, const char *prefix, const char *what)
+{
+    if (v < 0 && b->g->status == CLF_OK)
+        b->g->status = clf_error(CLF_ERR_INTERNAL, "model: weight %s%s missing", prefix, what);
+    return v;
+}
+
+static int activation(builder *b, size_t elems, const char *label)
+{
+    return clf_graph_value(b->g, CLF_VALUE_ACTIVATION, elems * sizeof(float), label);
+}
+
+/* y[M, N] (= or +=) x[M, K] · W[N, K]^T + bias[N], then relu if asked.
+ * x and y start at elements x_off / y_off of their values and have row strides x_ld / y_ld;
+ * accumulate adds to what y holds (the residual add fused into the GEMM, beta = 1). */
+static void linear(builder *b, const char *label, int y, size_t y_off, int y_ld, int x,
+                   size_t x_off, int x_ld, int w, int bias, int M, int N, int K, int relu,
+                   int accumulate)
+{
+    clf_gemm_args a = {.trans_a = 0,
+                       .trans_b = 1,
+                       .m = M,
+                       .n = N,
+                       .k = K,
+                       .alpha = 1.0f,
+                       .beta = accumulate ? 1.0f : 0.0f,
+                       .lda = x_ld,
+                       .ldb = K,
+                       .ldc = y_ld,
+                       .relu = relu};
+    clf_node *n = clf_graph_node(b->g, CLF_OP_GEMM, &a, sizeof a, label);
+    clf_graph_bind(b->g, n, offsetof(clf_gemm_args, a), x, x_off);
+    clf_graph_bind(b->g, n, offsetof(clf_gemm_args, b), w, 0);
+    clf_graph_bind(b->g, n, offsetof(clf_gemm_args, c), y, y_off);
+    if (bias >= 0)
+        clf_graph_bind(b->g, n, offsetof(clf_gemm_args, bias), bias, 0);
+}
+
+/* out[rows, d] = LN(x[rows, d]) with the parameters <prefix>.alpha / <prefix>.bias */
+static void layernorm(builder *b, const char *prefix, int out, int x, int rows)
+{
+    const clf_model_config *c = &b->m->cfg;
+    clf_layernorm_args a = {.rows = rows, .cols = b->d, .style = c->ln_style, .eps = c->ln_eps};
+    int alpha = required(b, weightf(b, 1, "%s%s", prefix, ".alpha"), prefix, ".alpha");
+    int beta = required(b, weightf(b, 1, "%s%s", prefix, ".bias"), prefix, ".bias");
+    if (alpha < 0 || beta < 0)
+        return;
+    clf_node *n = clf_graph_node(b->g, CLF_OP_LAYERNORM, &a, sizeof a, prefix);
+    clf_graph_bind(b->g, n, offsetof(clf_layernorm_args, out), out, 0);
+    clf_graph_bind(b->g, n, offsetof(clf_layernorm_args, x), x, 0);
+    clf_graph_bind(b->g, n, offsetof(clf_layernorm_args, alpha), alpha, 0);
+    clf_graph_bind(b->g, n, offsetof(clf_layernorm_args, beta), beta, 0);
+}
+
+/* One attention site of a sublayer: where the queries and keys/values come from. */
+typedef struct attention_site {
+    int B, Tq, Tk;
+    int kv_src;  /* cross-attention: the encoder output [B*S, d]; -1 for self-attention */
+    int mask;    /* I32 [B, Tk] key mask value */
+    int causal;
+} attention_site;
+
+/* ctx[B*Tq, d] = concat_h softmax(q_h k_h^T / sqrt(dk), masked) v_h, where
+ *   self-attention:  [q|k|v] [B*Tq, 3d] = x · [Wq;Wk;Wv]^T (+ [bq;bk;bv])
+ *   cross-attention: q [B*Tq, d] = x · Wq^T,  [k|v] [B*Tk, 2d] = enc · [Wk;Wv]^T
+ * then y[B*Tq, d] (= or +=) ctx · Wo^T (+ bo). */
+static void attention_block(builder *b, const char *prefix, const attention_site *s, int x,
+                            int y, int accumulate)
+{
+    const int d = b->d, B = s->B, Tq = s->Tq, Tk = s->Tk;
+    const size_t rq = (size_t)B * Tq, rk = (size_t)B * Tk;
+    char label[96];
+    int ctx = activation(b, rq * d, "ctx");
+    clf_attention_args a = {.batch = B,
+                            .heads = b->m->cfg.heads,
+                            .q_len = Tq,
+                            .kv_len = Tk,
+                            .head_dim = b->dk,
+                            .out_ld = d,
+                            .out_bstride = (size_t)Tq * d,
+                            .key_mask_stride = (size_t)Tk,
+                            .causal = s->causal,
+                            .q_pos0 = 0,
+                            /* the tutorial divides by sqrt(dk); 1/sqrt(dk) is within 1 ulp */
+                            .scale = (float)(1.0 / sqrt((double)b->dk))};
+    int q, kv;
+    size_t q_off, k_off, v_off;
+    if (s->kv_src < 0) {
+        int wqkv = required(b, weightf(b, 3, "%s%s", prefix, ".w_q.weight"), prefix, ".w_q");
+        int bqkv = weightf(b, 3, "%s%s", prefix, ".w_q.bias");
+        q = kv = activation(b, rq * 3 * d, "qkv");
+        snprintf(label, sizeof label, "%s.w_qkv", prefix);
+        linear(b, label, q, 0, 3 * d, x, 0, d, wqkv, bqkv, (int)rq, 3 * d, d, 0, 0);
+        q_off = 0, k_off = (size_t)d, v_off = 2 * (size_t)d;
+        a.q_ld = a.k_ld = a.v_ld = 3 * d;
+        a.q_bstride = a.kv_bstride = (size_t)Tq * 3 * d;
+    } else {
+        int wq = required(b, weightf(b, 1, "%s%s", prefix, ".w_q.weight"), prefix, ".w_q");
+        int bq = weightf(b, 1, "%s%s", prefix, ".w_q.bias");
+        int wkv = required(b, weightf(b, 2, "%s%s", prefix, ".w_k.weight"), prefix, ".w_k");
+        int bkv = weightf(b, 2, "%s%s", prefix, ".w_k.bias");
+        q = activation(b, rq * d, "q");
+        kv = activation(b, rk * 2 * d, "kv");
+        snprintf(label, sizeof label, "%s.w_q", prefix);
+        linear(b, label, q, 0, d, x, 0, d, wq, bq, (int)rq, d, d, 0, 0);
+        snprintf(label, sizeof label, "%s.w_kv", prefix);
+        linear(b, label, kv, 0, 2 * d, s->kv_src, 0, d, wkv, bkv, (int)rk, 2 * d, d, 0, 0);
+        q_off = 0, k_off = 0, v_off = (size_t)d;
+        a.q_ld = d;
+        a.k_ld = a.v_ld = 2 * d;
+        a.q_bstride = (size_t)Tq * d;
+        a.kv_bstride = (size_t)Tk * 2 * d;
+    }
+    clf_node *n = clf_graph_node(b->g, CLF_OP_ATTENTION, &a, sizeof a, prefix);
+    clf_graph_bind(b->g, n, offsetof(clf_attention_args, q), q, q_off);
+    clf_graph_bind(b->g, n, offsetof(clf_attention_args, k), kv, k_off);
+    clf_graph_bind(b->g, n, offsetof(clf_attention_args, v), kv, v_off);
+    clf_graph_bind(b->g, n, offsetof(clf_attention_args, out), ctx, 0);
+    clf_graph_bind(b->g, n, offsetof(clf_attention_args, key_mask), s->mask, 0);
+    int wo = required(b, weightf(b, 1, "%s%s", prefix, ".w_o.weight"), prefix, ".w_o");
+    int bo = weightf(b, 1, "%s%s", prefix, ".w_o.bias");
+    snprintf(label, sizeof label, "%s.w_o", prefix);
+    linear(b, label, y, 0, d, ctx, 0, d, wo, bo, (int)rq, d, d, 0, accumulate);
+}
+
+/* u[R, F] = relu(x[R, d] · W1^T + b1);  y[R, d] (= or +=) u · W2^T + b2 */
+static void feed_forward_block(builder *b, const char *prefix, int rows, int x, int y,
+                               int accumulate)
+{
+    const int d = b->d, F = b->m->cfg.d_ff;
+    char label[96];
+    int u = activation(b, (size_t)rows * F, "ffn_hidden");
+    int w1 = required(b, weightf(b, 1, "%s%s", prefix, ".linear_1.weight"), prefix, ".linear_1");
+    int b1 = required(b, weightf(b, 1, "%s%s", prefix, ".linear_1.bias"), prefix, ".linear_1");
+    int w2 = required(b, weightf(b, 1, "%s%s", prefix, ".linear_2.weight"), prefix, ".linear_2");
+    int b2 = required(b, weightf(b, 1, "%s%s", prefix, ".linear_2.bias"), prefix, ".linear_2");
+    snprintf(label, sizeof label, "%s.linear_1", prefix);
+    linear(b, label, u, 0, F, x, 0, d, w1, b1, rows, F, d, 1, 0);
+    snprintf(label, sizeof label, "%s.linear_2", prefix);
+    linear(b, label, y, 0, d, u, 0, F, w2, b2, rows, d, F, 0, accumulate);
+}
+
+/* The function f of a residual sublayer: attention (self or cross) or feed-forward. */
+typedef struct sublayer {
+    const char *prefix; /* e.g. "decoder.layers.0.cross_attention_block" */
+    int is_ffn;
+    attention_site site;
+} sublayer;
+
+static void run_sublayer(builder *b, const sublayer *f, int rows, int x, int y, int accumulate)
+{
+    if (f->is_ffn)
+        feed_forward_block(b, f->prefix, rows, x, y, accumulate);
+    else
+        attention_block(b, f->prefix, &f->site, x, y, accumulate);
+}
+
+/* One residual connection around f on the stream h[rows, d]; returns the new stream:
+ *   pre:    h + f(LN(h))    f's last GEMM accumulates into h (beta = 1)
+ *   post:   LN(h + f(h))    likewise, then a LayerNorm into a new value
+ *   branch: h + LN(f(h))    f into a temporary, LayerNorm, then an add into h
+ * Dropout is the identity at inference. */
+static int residual(builder *b, const char *norm_prefix, int h, int rows, const sublayer *f)
+{
+    const size_t n = (size_t)rows * b->d;
+    switch (b->m->cfg.norm) {
+    case CLF_NORM_PRE: {
+        int x = activation(b, n, "normed");
+        layernorm(b, norm_prefix, x, h, rows);
+        run_sublayer(b, f, rows, x, h, 1);
+        return h;
+    }
+    case CLF_NORM_POST: {
+        int out = activation(b, n, "stream");
+        run_sublayer(b, f, rows, h, h, 1);
+        layernorm(b, norm_prefix, out, h, rows);
+        return out;
+    }
+    case CLF_NORM_BRANCH:
+    default: {
+        int t = activation(b, n, "branch");
+        int u = activation(b, n, "branch_normed");
+        run_sublayer(b, f, rows, h, t, 0);
+        layernorm(b, norm_prefix, u, t, rows);
+        clf_add_args a = {.n = n};
+        clf_node *nd = clf_graph_node(b->g, CLF_OP_ADD, &a, sizeof a, norm_prefix);
+        clf_graph_bind(b->g, nd, offsetof(clf_add_args, out), h, 0);
+        clf_graph_bind(b->g, nd, offsetof(clf_add_args, a), h, 0);
+        clf_graph_bind(b->g, nd, offsetof(clf_add_args, b), u, 0);
+        return h;
+    }
+    }
+}
+
+/* h[B*L, d] = table[ids] * sqrt(d) + pe[0..L) */
+static int embedding(builder *b, const char *table_name, int ids, int B, int L, int vocab)
+{
+    const int d = b->d;
+    int h = activation(b, (size_t)B * L * d, "stream");
+    int table = required(b, weight_span(b, table_name, 1), table_name, "");
+    clf_embed_args a = {.rows = B * L,
+                        .seq_len = L,
+                        .pos0 = 0,
+                        .dim = d,
+                        .vocab = vocab,
+                        .scale = (float)sqrt((double)d)};
+    clf_node *n = clf_graph_node(b->g, CLF_OP_EMBED, &a, sizeof a, table_name);
+    clf_graph_bind(b->g, n, offsetof(clf_embed_args, out), h, 0);
+    clf_graph_bind(b->g, n, offsetof(clf_embed_args, ids), ids, 0);
+    clf_graph_bind(b->g, n, offsetof(clf_embed_args, table), table, 0);
+    clf_graph_bind(b->g, n, offsetof(clf_embed_args, pe), b->pe, 0);
+    return h;
+}
+
+/* enc[B*S, d]: embedding, N x (self-attention, feed-forward), optional final norm */
+static int encoder(builder *b, int src, int src_mask, int B, int S)
+{
+    const clf_model_config *c = &b->m->cfg;
+    char p[3][96];
+    int h = embedding(b, "src_embed.embedding.weight", src, B, S, c->src_vocab);
+    for (int i = 0; i < c->encoder_layers; i++) {
+        snprintf(p[0], sizeof p[0], "encoder.layers.%d.self_attention_block", i);
+        snprintf(p[1], sizeof p[1], "encoder.layers.%d.feed_forward_block", i);
+        sublayer attn = {.prefix = p[0], .site = {B, S, S, -1, src_mask, 0}};
+        sublayer ffn = {.prefix = p[1], .is_ffn = 1};
+        for (int r = 0; r < 2; r++) {
+            snprintf(p[2], sizeof p[2], "encoder.layers.%d.residual_connections.%d.norm", i, r);
+            h = residual(b, p[2], h, B * S, r == 0 ? &attn : &ffn);
+        }
+    }
+    if (c->final_norm) {
+        int out = activation(b, (size_t)B * S * b->d, "encoder_out");
+        layernorm(b, "encoder.norm", out, h, B * S);
+        h = out;
+    }
+    return h;
+}
+
+/* dec[B*T, d]: embedding, N x (masked self-attention, cross-attention, feed-forward),
+ * optional final norm */
+static int decoder(builder *b, int tgt, int tgt_mask, int enc, int src_mask, int B, int S,
+                   int T)
+{
+    const clf_model_config *c = &b->m->cfg;
+    char p[4][96];
+    int h = embedding(b, "tgt_embed.embedding.weight", tgt, B, T, c->tgt_vocab);
+    for (int i = 0; i < c->decoder_layers; i++) {
+        snprintf(p[0], sizeof p[0], "decoder.layers.%d.self_attention_block", i);
+        snprintf(p[1], sizeof p[1], "decoder.layers.%d.cross_attention_block", i);
+        snprintf(p[2], sizeof p[2], "decoder.layers.%d.feed_forward_block", i);
+        sublayer self = {.prefix = p[0], .site = {B, T, T, -1, tgt_mask, 1}};
+        sublayer cross = {.prefix = p[1], .site = {B, T, S, enc, src_mask, 0}};
+        sublayer ffn = {.prefix = p[2], .is_ffn = 1};
+        const sublayer *order[3] = {&self, &cross, &ffn};
+        for (int r = 0; r < 3; r++) {
+            snprintf(p[3], sizeof p[3], "decoder.layers.%d.residual_connections.%d.norm", i, r);
+            h = residual(b, p[3], h, B * T, order[r]);
+        }
+    }
+    if (c->final_norm) {
+        int out = activation(b, (size_t)B * T * b->d, "decoder_out");
+        layernorm(b, "decoder.norm", out, h, B * T);
+        h = out;
+    }
+    return h;
+}
+
+clf_status clf_model_build_forward_graph(clf_model *m, int B, int S, int T, clf_graph *g)
+{
+    const clf_model_config *c = &m->cfg;
+    const int d = c->d_model, V = c->tgt_vocab;
+    clf_graph_init(g);
+    builder b = {.m = m, .g = g, .d = d, .dk = d / c->heads};
+    b.wval = malloc(sizeof(int) * (size_t)m->n_weights);
+    if (!b.wval)
+        return clf_error(CLF_ERR_NOMEM, "model: out of host memory");
+    for (int i = 0; i < m->n_weights; i++)
+        b.wval[i] = -1;
+    b.pe = clf_graph_external(g, (clf_ptr){m->pe, 0},
+                              (size_t)c->max_len * d * sizeof(float), "pe");
+    m->v_src = clf_graph_value(g, CLF_VALUE_INPUT, (size_t)B * S * 4, "src");
+    m->v_tgt = clf_graph_value(g, CLF_VALUE_INPUT, (size_t)B * T * 4, "tgt");
+    m->v_src_mask = clf_graph_value(g, CLF_VALUE_INPUT, (size_t)B * S * 4, "src_mask");
+    m->v_tgt_mask = clf_graph_value(g, CLF_VALUE_INPUT, (size_t)B * T * 4, "tgt_mask");
+
+    int enc = encoder(&b, m->v_src, m->v_src_mask, B, S);
+    int dec = decoder(&b, m->v_tgt, m->v_tgt_mask, enc, m->v_src_mask, B, S, T);
+
+    /* logits[B*T, V] = dec · Wp^T + bp, then log_softmax over V if configured */
+    int logits = clf_graph_value(g, CLF_VALUE_OUTPUT, (size_t)B * T * V * sizeof(float),
+                                 "logits");
+    int wp = required(&b, weight_span(&b, "projection_layer.proj.weight", 1), "projection", "");
+    int bp = weight_span(&b, "projection_layer.proj.bias", 1);
+    linear(&b, "projection_layer.proj", logits, 0, V, dec, 0, d, wp, bp, B * T, V, d, 0, 0);
+    if (c->output == CLF_OUTPUT_LOG_SOFTMAX) {
+        clf_softmax_args a = {.rows = B * T, .cols = V, .log = 1};
+        clf_node *n = clf_graph_node(g, CLF_OP_SOFTMAX, &a, sizeof a, "log_softmax");
+        clf_graph_bind(g, n, offsetof(clf_softmax_args, out), logits, 0);
+        clf_graph_bind(g, n, offsetof(clf_softmax_args, x), logits, 0);
+    }
+    if (g->status == CLF_OK)
+        g->values[enc].kind = CLF_VALUE_OUTPUT; /* kept alive to be downloaded */
+    m->v_enc = enc;
+    m->v_logits = logits;
+    free(b.wval);
+    clf_status st = clf_graph_plan(g);
+    if (st != CLF_OK)
+        clf_graph_free(g);
+    return st;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* running                                                                             */
+
+static clf_status check_ids(const int32_t *ids, size_t n, int vocab, const char *what)
+{
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= vocab)
+            return clf_error(CLF_ERR_INPUT, "%s: token id %d at position %zu is outside the "
+                                            "vocabulary [0, %d)",
+                             what, ids[i], i, vocab);
+    return CLF_OK;
+}
+
+static clf_status upload_ids_and_mask(clf_model *m, int v_ids, int v_mask, const int32_t *ids,
+                                      size_t n)
+{
+    clf_status st;
+    int32_t *mask = malloc(n * sizeof(int32_t));
+    if (!mask)
+        return clf_error(CLF_ERR_NOMEM, "forward: out of host memory");
+    for (size_t i = 0; i < n; i++)
+        mask[i] = ids[i] != m->cfg.pad_id; /* key mask: (ids != pad) */
+    st = m->api->upload(m->be, clf_graph_ptr(&m->g, m->arena, v_ids), ids, n * 4);
+    if (st == CLF_OK)
+        st = m->api->upload(m->be, clf_graph_ptr(&m->g, m->arena, v_mask), mask, n * 4);
+    free(mask);
+    return st;
+}
+
+clf_status clf_model_forward(clf_model *m, const clf_forward_io *io)
+{
+    const clf_model_config *c = &m->cfg;
+    const int B = io->batch, S = io->src_len, T = io->tgt_len;
+    clf_status st;
+    if (B < 1 || S < 1 || T < 1)
+        return clf_error(CLF_ERR_INPUT, "forward: empty batch (batch %d, src_len %d, tgt_len %d)",
+                         B, S, T);
+    if (S > c->max_len || T > c->max_len)
+        return clf_error(CLF_ERR_INPUT,
+                         "forward: sequence length %d exceeds model.max_len %d (the "
+                         "positional-encoding table)",
+                         S > T ? S : T, c->max_len);
+    if ((st = check_ids(io->src, (size_t)B * S, c->src_vocab, "forward: src")) != CLF_OK ||
+        (st = check_ids(io->tgt, (size_t)B * T, c->tgt_vocab, "forward: tgt")) != CLF_OK)
+        return st;
+    if (!m->g_valid || m->g_batch != B || m->g_src != S || m->g_tgt != T) {
+        clf_graph_free(&m->g);
+        m->g_valid = 0;
+        if ((st = clf_model_build_forward_graph(m, B, S, T, &m->g)) != CLF_OK)
+            return st;
+        if (m->g.arena_bytes > m->arena_cap) {
+            if (m->arena)
+                m->api->free(m->be, m->arena);
+            m->arena = NULL;
+            m->arena_cap = 0;
+            if ((st = m->api->alloc(m->be, m->g.arena_bytes, &m->arena)) != CLF_OK)
+                return clf_error_context(st, "forward: activation arena of %zu bytes",
+                                         m->g.arena_bytes);
+            m->arena_cap = m->g.arena_bytes;
+        }
+        m->g_valid = 1;
+        m->g_batch = B, m->g_src = S, m->g_tgt = T;
+    }
+    if ((st = upload_ids_and_mask(m, m->v_src, m->v_src_mask, io->src, (size_t)B * S)) != CLF_OK ||
+        (st = upload_ids_and_mask(m, m->v_tgt, m->v_tgt_mask, io->tgt, (size_t)B * T)) != CLF_OK)
+        return st;
+    if ((st = clf_graph_run(&m->g, m->api, m->be, m->arena)) != CLF_OK)
+        return clf_error_context(st, "forward");
+    if (io->encoder_out &&
+        (st = m->api->download(m->be, io->encoder_out, clf_graph_ptr(&m->g, m->arena, m->v_enc),
+                               (size_t)B * S * c->d_model * sizeof(float))) != CLF_OK)
+        return st;
+    if (io->logits &&
+        (st = m->api->download(m->be, io->logits, clf_graph_ptr(&m->g, m->arena, m->v_logits),
+                               (size_t)B * T * c->tgt_vocab * sizeof(float))) != CLF_OK)
+        return st;
+    return m->api->synchronize(m->be);
+}
+
+clf_status clf_model_rerun(clf_model *m, unsigned op_mask)
+{
+    if (!m->g_valid)
+        return clf_error(CLF_ERR_INTERNAL, "model: rerun before any forward");
+    clf_status st = clf_graph_run_ops(&m->g, m->api, m->be, m->arena, op_mask);
+    if (st != CLF_OK)
+        return st;
+    return m->api->synchronize(m->be);
+}
+
+const clf_graph *clf_model_last_graph(const clf_model *m)
+{
+    return m->g_valid ? &m->g : NULL;
+}
+
+void clf_model_memory_usage(const clf_model *m, clf_model_memory *mem)
+{
+    mem->weight_bytes = m->weight_bytes;
+    mem->arena_bytes = m->arena_cap;
+}
+
+double clf_model_forward_flops(const clf_model_config *c, int B, int S, int T)
+{
+    const double d = c->d_model, F = c->d_ff, V = c->tgt_vocab;
+    const double rs = (double)B * S, rt = (double)B * T;
+    /* 2 FLOPs per multiply-add. Attention: QK^T and PV, each B*Tq*Tk*d multiply-adds. */
+    double enc = 2 * rs * d * 3 * d + 2 * 2 * (double)B * S * S * d + 2 * rs * d * d +
+                 2 * 2 * rs * d * F;
+    double dec_self = 2 * rt * d * 3 * d + 2 * 2 * (double)B * T * T * d + 2 * rt * d * d;
+    double dec_cross = 2 * rt * d * d + 2 * rs * 2 * d * d + 2 * 2 * (double)B * T * S * d +
+                       2 * rt * d * d;
+    double dec_ffn = 2 * 2 * rt * d * F;
+    return c->encoder_layers * enc + c->decoder_layers * (dec_self + dec_cross + dec_ffn) +
+           2 * rt * d * V;
+}

@@ -1,0 +1,668 @@
+/* safetensors files: read by mmap with every header field checked, written atomically.
+ *
+ * Layout: 8-byte little-endian header length N, N bytes of JSON header (padded with
+ * spaces), then the data section. The header maps each tensor name to
+ *   {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}
+ * with offsets relative to the data section, plus an optional "__metadata__" object of
+ * string values. Tensor data in a mapping may be unaligned: read it with memcpy (as
+ * clf_tensor_to_f32 / clf_tensor_to_i32 do). */
+#include "clformer/tensor.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "json.h"
+
+/* The writer pads the header so that the data section starts 8-byte aligned. */
+#define HEADER_ALIGN 8
+
+static const char *const dtype_names[CLF_DTYPE_COUNT] = {"F32", "F16", "BF16", "I32", "I64", "U8"};
+static const size_t dtype_sizes[CLF_DTYPE_COUNT] = {4, 2, 2, 4, 8, 1};
+
+const char *clf_dtype_name(clf_dtype dt)
+{
+    if ((int)dt < 0 || dt >= CLF_DTYPE_COUNT)
+        return "?";
+    return dtype_names[dt];
+}
+
+size_t clf_dtype_size(clf_dtype dt)
+{
+    if ((int)dt < 0 || dt >= CLF_DTYPE_COUNT)
+        return 0;
+    return dtype_sizes[dt];
+}
+
+int64_t clf_tensor_numel(const clf_tensor *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++)
+        n *= t->shape[i];
+    return n;
+}
+
+const char *clf_shape_str(const int64_t *shape, int ndim, char *buf, size_t size)
+{
+    if (size == 0)
+        return buf;
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = -1; i <= ndim && len < size; i++) {
+        int n;
+        if (i < 0)
+            n = snprintf(buf, size, "[");
+        else if (i == ndim)
+            n = snprintf(buf + len, size - len, "]");
+        else
+            n = snprintf(buf + len, size - len, "%s%lld", i ? "," : "", (long long)shape[i]);
+        if (n < 0)
+            break;
+        len += (size_t)n;
+    }
+    return buf;
+}
+
+/* Bytes that shape/dtype need, or -1 when that overflows. */
+static int64_t shape_bytes(const int64_t *shape, int ndim, clf_dtype dt)
+{
+    int64_t n = (int64_t)clf_dtype_size(dt);
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0)
+            return -1;
+        if (shape[i] != 0 && n > INT64_MAX / shape[i])
+            return -1;
+        n *= shape[i];
+    }
+    return n;
+}
+
+/* ---- reading ---- */
+
+struct clf_safetensors {
+    char *path;
+    void *map;
+    size_t map_size;
+    clf_json_doc *header;
+    int count;
+    clf_tensor *tensors;
+    const clf_json *meta; /* the __metadata__ object, or NULL */
+};
+
+static int dtype_from_name(const char *s, clf_dtype *out)
+{
+    for (int i = 0; i < CLF_DTYPE_COUNT; i++)
+        if (strcmp(s, dtype_names[i]) == 0) {
+            *out = (clf_dtype)i;
+            return 1;
+        }
+    return 0;
+}
+
+/* Reads a non-negative JSON integer. */
+static int json_uint(const clf_json *v, int64_t *out)
+{
+    if (!v || v->type != CLF_JSON_NUMBER || !v->is_int || v->ival < 0)
+        return 0;
+    *out = v->ival;
+    return 1;
+}
+
+/* Checks one header entry and fills t (data still relative: begin in t->data's place). */
+static clf_status parse_entry(const char *path, const char *name, size_t name_len,
+                              const clf_json *v, uint64_t data_size, clf_tensor *t,
+                              uint64_t *begin_out)
+{
+    if (name_len != strlen(name))
+        return clf_error(CLF_ERR_INPUT, "%s: a tensor name contains a NUL character", path);
+    if (name_len >= CLF_TENSOR_NAME_MAX)
+        return clf_error(CLF_ERR_INPUT, "%s: tensor name '%.64s...' is longer than %d bytes", path,
+                         name, CLF_TENSOR_NAME_MAX - 1);
+    memcpy(t->name, name, name_len + 1);
+    if (v->type != CLF_JSON_OBJECT)
+        return clf_error(CLF_ERR_INPUT,
+                         "%s: tensor '%s': header entry must be an object with dtype, shape "
+                         "and data_offsets, not %s",
+                         path, name, clf_json_type_name(v->type));
+    for (size_t i = 0; i < v->count; i++)
+        if (strcmp(v->keys[i], "dtype") != 0 && strcmp(v->keys[i], "shape") != 0 &&
+            strcmp(v->keys[i], "data_offsets") != 0)
+            return clf_error(CLF_ERR_INPUT,
+                             "%s: tensor '%s': unknown header field '%s' (expected dtype, "
+                             "shape, data_offsets)",
+                             path, name, v->keys[i]);
+    const clf_json *dt = clf_json_get(v, "dtype");
+    const clf_json *shape = clf_json_get(v, "shape");
+    const clf_json *offs = clf_json_get(v, "data_offsets");
+    if (!dt || !shape || !offs)
+        return clf_error(CLF_ERR_INPUT, "%s: tensor '%s': header entry lacks '%s'", path, name,
+                         !dt      ? "dtype"
+                         : !shape ? "shape"
+                                  : "data_offsets");
+    if (dt->type != CLF_JSON_STRING)
+        return clf_error(CLF_ERR_INPUT, "%s: tensor '%s': dtype must be a string, not %s", path,
+                         name, clf_json_type_name(dt->type));
+    if (!dtype_from_name(dt->str, &t->dtype))
+        return clf_error(CLF_ERR_INPUT,
+                         "%s: tensor '%s' has dtype '%.32s', which clformer does not read "
+                         "(F32, F16, BF16, I32, I64, U8)",
+                         path, name, dt->str);
+    if (shape->type != CLF_JSON_ARRAY)
+        return clf_error(CLF_ERR_INPUT, "%s: tensor '%s': shape must be an array, not %s", path,
+                         name, clf_json_type_name(shape->type));
+    if (shape->count > CLF_MAX_DIMS)
+        return clf_error(CLF_ERR_INPUT, "%s: tensor '%s' has %zu dimensions, at most %d allowed",
+                         path, name, shape->count, CLF_MAX_DIMS);
+    t->ndim = (int)shape->count;
+    for (int i = 0; i < t->ndim; i++)
+        if (!json_uint(&shape->items[i], &t->shape[i]))
+            return clf_error(CLF_ERR_INPUT,
+                             "%s: tensor '%s': shape entry %d is not a non-negative integer", path,
+                             name, i);
+    int64_t begin, end;
+    if (offs->type != CLF_JSON_ARRAY || offs->count != 2 || !json_uint(&offs->items[0], &begin) ||
+        !json_uint(&offs->items[1], &end))
+        return clf_error(CLF_ERR_INPUT,
+                         "%s: tensor '%s': data_offsets must be [begin, end], two non-negative "
+                         "integers",
+                         path, name);
+    char sbuf[160];
+    clf_shape_str(t->shape, t->ndim, sbuf, sizeof sbuf);
+    if (end < begin)
+        return clf_error(CLF_ERR_INPUT, "%s: tensor '%s' has data offsets [%lld,%lld), end < begin",
+                         path, name, (long long)begin, (long long)end);
+    if ((uint64_t)end > data_size)
+        return clf_error(CLF_ERR_INPUT,
+                         "%s: tensor '%s' has data offsets [%lld,%lld) beyond the data section "
+                         "(%llu bytes): the file is truncated or corrupt",
+                         path, name, (long long)begin, (long long)end,
+                         (unsigned long long)data_size);
+    int64_t need = shape_bytes(t->shape, t->ndim, t->dtype);
+    if (need < 0)
+        return clf_error(CLF_ERR_INPUT, "%s: tensor '%s' has shape %s, too large to address", path,
+                         name, sbuf);
+    if (need != end - begin)
+        return clf_error(CLF_ERR_INPUT,
+                         "%s: tensor '%s' has data offsets [%lld,%lld) but shape %s %s needs "
+                         "%lld bytes",
+                         path, name, (long long)begin, (long long)end, sbuf,
+                         clf_dtype_name(t->dtype), (long long)need);
+    t->nbytes = (size_t)need;
+    *begin_out = (uint64_t)begin;
+    return CLF_OK;
+}
+
+static clf_status check_metadata(const char *path, const clf_json *meta)
+{
+    if (meta->type != CLF_JSON_OBJECT)
+        return clf_error(CLF_ERR_INPUT, "%s: __metadata__ must be an object of strings, not %s",
+                         path, clf_json_type_name(meta->type));
+    for (size_t i = 0; i < meta->count; i++)
+        if (meta->items[i].type != CLF_JSON_STRING)
+            return clf_error(CLF_ERR_INPUT, "%s: __metadata__ entry '%s' must be a string, not %s",
+                             path, meta->keys[i], clf_json_type_name(meta->items[i].type));
+    return CLF_OK;
+}
+
+typedef struct span {
+    uint64_t begin, end;
+    int index;
+} span;
+
+static int span_cmp(const void *a, const void *b)
+{
+    const span *x = a, *y = b;
+    if (x->begin != y->begin)
+        return x->begin < y->begin ? -1 : 1;
+    return x->end < y->end ? -1 : x->end > y->end;
+}
+
+/* Refuses tensors whose byte ranges overlap (empty tensors overlap nothing). */
+static clf_status check_overlap(const clf_safetensors *f, span *spans, int n)
+{
+    qsort(spans, (size_t)n, sizeof *spans, span_cmp);
+    int prev = -1;
+    for (int i = 0; i < n; i++) {
+        if (spans[i].begin == spans[i].end)
+            continue;
+        if (prev >= 0 && spans[i].begin < spans[prev].end)
+            return clf_error(
+                CLF_ERR_INPUT, "%s: tensors '%s' [%llu,%llu) and '%s' [%llu,%llu) overlap", f->path,
+                f->tensors[spans[prev].index].name, (unsigned long long)spans[prev].begin,
+                (unsigned long long)spans[prev].end, f->tensors[spans[i].index].name,
+                (unsigned long long)spans[i].begin, (unsigned long long)spans[i].end);
+        prev = i;
+    }
+    return CLF_OK;
+}
+
+static clf_status parse_header(clf_safetensors *f, const unsigned char *hdr, uint64_t hlen,
+                               uint64_t data_size)
+{
+    clf_status st;
+    size_t name_size = strlen(f->path) + sizeof ": header";
+    char *name = malloc(name_size);
+    if (!name)
+        return clf_error(CLF_ERR_NOMEM, "%s: out of memory reading the header", f->path);
+    snprintf(name, name_size, "%s: header", f->path);
+    st = clf_json_parse((const char *)hdr, (size_t)hlen, name, &f->header);
+    free(name);
+    if (st != CLF_OK)
+        return st;
+    const clf_json *root = clf_json_root(f->header);
+    if (root->type != CLF_JSON_OBJECT)
+        return clf_error(CLF_ERR_INPUT, "%s: the header must be a JSON object, not %s", f->path,
+                         clf_json_type_name(root->type));
+    int n = 0;
+    for (size_t i = 0; i < root->count; i++)
+        if (strcmp(root->keys[i], "__metadata__") != 0)
+            n++;
+    f->tensors = calloc(n ? (size_t)n : 1, sizeof *f->tensors);
+    span *spans = calloc(n ? (size_t)n : 1, sizeof *spans);
+    if (!f->tensors || !spans) {
+        free(spans);
+        return clf_error(CLF_ERR_NOMEM, "%s: out of memory reading the header", f->path);
+    }
+    const unsigned char *data = hdr + hlen;
+    for (size_t i = 0; i < root->count; i++) {
+        if (strcmp(root->keys[i], "__metadata__") == 0) {
+            f->meta = &root->items[i];
+            if ((st = check_metadata(f->path, f->meta)) != CLF_OK)
+                goto done;
+            continue;
+        }
+        clf_tensor *t = &f->tensors[f->count];
+        uint64_t begin = 0;
+        if ((st = parse_entry(f->path, root->keys[i], root->key_lens[i], &root->items[i], data_size,
+                              t, &begin)) != CLF_OK)
+            goto done;
+        t->data = (void *)(data + begin);
+        spans[f->count] = (span){begin, begin + t->nbytes, f->count};
+        f->count++;
+    }
+    st = check_overlap(f, spans, f->count);
+done:
+    free(spans);
+    return st;
+}
+
+clf_status clf_safetensors_open(const char *path, clf_safetensors **out)
+{
+    clf_status st = CLF_OK;
+    *out = NULL;
+    clf_safetensors *f = calloc(1, sizeof *f);
+    if (!f || !(f->path = strdup(path))) {
+        free(f);
+        return clf_error(CLF_ERR_NOMEM, "%s: out of memory", path);
+    }
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        st = clf_error(CLF_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        goto fail;
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        st = clf_error(CLF_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+        close(fd);
+        goto fail;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        st = clf_error(CLF_ERR_IO, "%s: not a regular file", path);
+        close(fd);
+        goto fail;
+    }
+    if (sb.st_size < 8) {
+        st = clf_error(CLF_ERR_INPUT,
+                       "%s: not a safetensors file (%lld bytes, shorter than the 8-byte header "
+                       "length)",
+                       path, (long long)sb.st_size);
+        close(fd);
+        goto fail;
+    }
+    f->map_size = (size_t)sb.st_size;
+    f->map = mmap(NULL, f->map_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (f->map == MAP_FAILED) {
+        f->map = NULL;
+        st = clf_error(CLF_ERR_IO, "%s: cannot map: %s", path, strerror(errno));
+        goto fail;
+    }
+    const unsigned char *b = f->map;
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--)
+        hlen = (hlen << 8) | b[i];
+    uint64_t rest = (uint64_t)f->map_size - 8;
+    if (hlen > rest) {
+        st = clf_error(CLF_ERR_INPUT,
+                       "%s: header length %llu is beyond the end of the file (%llu bytes): "
+                       "truncated or not a safetensors file",
+                       path, (unsigned long long)hlen, (unsigned long long)f->map_size);
+        goto fail;
+    }
+    if (hlen == 0 || b[8] != '{') {
+        st = clf_error(CLF_ERR_INPUT,
+                       "%s: not a safetensors file (the header does not start with '{')", path);
+        goto fail;
+    }
+    if ((st = parse_header(f, b + 8, hlen, rest - hlen)) != CLF_OK)
+        goto fail;
+    *out = f;
+    return CLF_OK;
+fail:
+    clf_safetensors_close(f);
+    return st;
+}
+
+void clf_safetensors_close(clf_safetensors *f)
+{
+    if (!f)
+        return;
+    if (f->map)
+        munmap(f->map, f->map_size);
+    clf_json_free(f->header);
+    free(f->tensors);
+    free(f->path);
+    free(f);
+}
+
+int clf_safetensors_count(const clf_safetensors *f)
+{
+    return f->count;
+}
+
+const clf_tensor *clf_safetensors_at(const clf_safetensors *f, int i)
+{
+    if (i < 0 || i >= f->count)
+        return NULL;
+    return &f->tensors[i];
+}
+
+const clf_tensor *clf_safetensors_find(const clf_safetensors *f, const char *name)
+{
+    for (int i = 0; i < f->count; i++)
+        if (strcmp(f->tensors[i].name, name) == 0)
+            return &f->tensors[i];
+    return NULL;
+}
+
+const char *clf_safetensors_meta(const clf_safetensors *f, const char *key)
+{
+    const clf_json *v = clf_json_get(f->meta, key);
+    return v ? v->str : NULL;
+}
+
+const char *clf_safetensors_path(const clf_safetensors *f)
+{
+    return f->path;
+}
+
+/* ---- conversion ---- */
+
+/* IEEE binary16 -> binary32, exact (subnormals, infinities, NaN payloads kept). */
+static uint32_t half_to_float_bits(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1Fu, mant = h & 0x3FFu;
+    if (exp == 0x1F)
+        return sign | 0x7F800000u | (mant << 13);
+    if (exp != 0)
+        return sign | ((exp + 112) << 23) | (mant << 13);
+    if (mant == 0)
+        return sign;
+    /* subnormal: mant * 2^-24; normalise so the leading one becomes the implicit bit */
+    uint32_t e = 113; /* biased exponent of 2^-14 */
+    while (!(mant & 0x400u)) {
+        mant <<= 1;
+        e--;
+    }
+    return sign | (e << 23) | ((mant & 0x3FFu) << 13);
+}
+
+float clf_half_to_float(uint16_t h)
+{
+    uint32_t bits = half_to_float_bits(h);
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+clf_status clf_tensor_to_f32(const clf_tensor *t, float *dst)
+{
+    int64_t n = clf_tensor_numel(t);
+    const unsigned char *src = t->data;
+    switch (t->dtype) {
+    case CLF_F32:
+        if (n)
+            memcpy(dst, src, (size_t)n * sizeof(float));
+        return CLF_OK;
+    case CLF_F16:
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t h;
+            memcpy(&h, src + 2 * i, 2);
+            uint32_t bits = half_to_float_bits(h);
+            memcpy(&dst[i], &bits, 4);
+        }
+        return CLF_OK;
+    case CLF_BF16:
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t h;
+            memcpy(&h, src + 2 * i, 2);
+            uint32_t bits = (uint32_t)h << 16;
+            memcpy(&dst[i], &bits, 4);
+        }
+        return CLF_OK;
+    default:
+        return clf_error(CLF_ERR_INPUT, "tensor '%s' has dtype %s, expected F32, F16 or BF16",
+                         t->name, clf_dtype_name(t->dtype));
+    }
+}
+
+clf_status clf_tensor_to_i32(const clf_tensor *t, int32_t *dst)
+{
+    int64_t n = clf_tensor_numel(t);
+    const unsigned char *src = t->data;
+    switch (t->dtype) {
+    case CLF_I32:
+        if (n)
+            memcpy(dst, src, (size_t)n * sizeof(int32_t));
+        return CLF_OK;
+    case CLF_I64:
+        for (int64_t i = 0; i < n; i++) {
+            int64_t v;
+            memcpy(&v, src + 8 * i, 8);
+            if (v < INT32_MIN || v > INT32_MAX)
+                return clf_error(CLF_ERR_INPUT,
+                                 "tensor '%s': element %lld is %lld, outside the int32 range",
+                                 t->name, (long long)i, (long long)v);
+            dst[i] = (int32_t)v;
+        }
+        return CLF_OK;
+    case CLF_U8:
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = src[i];
+        return CLF_OK;
+    default:
+        return clf_error(CLF_ERR_INPUT, "tensor '%s' has dtype %s, expected I32, I64 or U8",
+                         t->name, clf_dtype_name(t->dtype));
+    }
+}
+
+/* ---- writing ---- */
+
+static clf_status check_tensors(const char *path, const clf_tensor *ts, int n)
+{
+    for (int i = 0; i < n; i++) {
+        const clf_tensor *t = &ts[i];
+        if (memchr(t->name, '\0', CLF_TENSOR_NAME_MAX) == NULL)
+            return clf_error(CLF_ERR_INPUT, "%s: tensor %d: name not NUL-terminated", path, i);
+        if (strcmp(t->name, "__metadata__") == 0)
+            return clf_error(CLF_ERR_INPUT, "%s: '__metadata__' is not a valid tensor name", path);
+        if ((int)t->dtype < 0 || t->dtype >= CLF_DTYPE_COUNT)
+            return clf_error(CLF_ERR_INPUT, "%s: tensor '%s' has an invalid dtype %d", path,
+                             t->name, (int)t->dtype);
+        if (t->ndim < 0 || t->ndim > CLF_MAX_DIMS)
+            return clf_error(CLF_ERR_INPUT, "%s: tensor '%s' has %d dimensions (0 to %d allowed)",
+                             path, t->name, t->ndim, CLF_MAX_DIMS);
+        int64_t need = shape_bytes(t->shape, t->ndim, t->dtype);
+        if (need < 0 || (uint64_t)need != (uint64_t)t->nbytes) {
+            char sbuf[160];
+            clf_shape_str(t->shape, t->ndim, sbuf, sizeof sbuf);
+            return clf_error(CLF_ERR_INPUT,
+                             "%s: tensor '%s' has %zu bytes but shape %s %s needs %lld", path,
+                             t->name, t->nbytes, sbuf, clf_dtype_name(t->dtype), (long long)need);
+        }
+        if (t->nbytes && !t->data)
+            return clf_error(CLF_ERR_INPUT, "%s: tensor '%s' has no data", path, t->name);
+        for (int j = 0; j < i; j++)
+            if (strcmp(ts[j].name, t->name) == 0)
+                return clf_error(CLF_ERR_INPUT, "%s: tensor name '%s' appears twice", path,
+                                 t->name);
+    }
+    return CLF_OK;
+}
+
+/* The JSON header, padded with spaces so that 8 + length is a multiple of HEADER_ALIGN. */
+static void build_header(clf_json_buf *b, const clf_tensor *ts, int n, const char *const *meta,
+                         int n_meta)
+{
+    clf_json_buf_puts(b, "{");
+    if (n_meta > 0) {
+        clf_json_buf_puts(b, "\"__metadata__\":{");
+        for (int i = 0; i < n_meta; i++) {
+            const char *k = meta[2 * i], *v = meta[2 * i + 1] ? meta[2 * i + 1] : "";
+            if (i)
+                clf_json_buf_puts(b, ",");
+            clf_json_buf_string(b, k, strlen(k));
+            clf_json_buf_puts(b, ":");
+            clf_json_buf_string(b, v, strlen(v));
+        }
+        clf_json_buf_puts(b, "}");
+    }
+    uint64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        const clf_tensor *t = &ts[i];
+        if (i || n_meta > 0)
+            clf_json_buf_puts(b, ",");
+        clf_json_buf_string(b, t->name, strlen(t->name));
+        clf_json_buf_printf(b, ":{\"dtype\":\"%s\",\"shape\":[", clf_dtype_name(t->dtype));
+        for (int d = 0; d < t->ndim; d++)
+            clf_json_buf_printf(b, "%s%lld", d ? "," : "", (long long)t->shape[d]);
+        clf_json_buf_printf(b, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
+                            (unsigned long long)(off + t->nbytes));
+        off += t->nbytes;
+    }
+    clf_json_buf_puts(b, "}");
+    while (!b->failed && b->len % HEADER_ALIGN != 0)
+        clf_json_buf_puts(b, " ");
+}
+
+static int write_all(int fd, const void *buf, size_t n)
+{
+    const char *p = buf;
+    while (n > 0) {
+        /* large single writes may be cut short; some kernels cap one call near 2 GiB */
+        size_t chunk = n > ((size_t)1 << 30) ? ((size_t)1 << 30) : n;
+        ssize_t w = write(fd, p, chunk);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Makes the rename durable; failure here loses nothing, so it is not reported. */
+static void sync_parent_dir(const char *path)
+{
+    char *dir = strdup(path);
+    if (!dir)
+        return;
+    char *slash = strrchr(dir, '/');
+    const char *d = ".";
+    if (slash) {
+        if (slash == dir)
+            slash[1] = '\0';
+        else
+            *slash = '\0';
+        d = dir;
+    }
+    int fd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+    free(dir);
+}
+
+clf_status clf_safetensors_write(const char *path, const clf_tensor *tensors, int n,
+                                 const char *const *meta, int n_meta)
+{
+    clf_status st;
+    if (n < 0 || n_meta < 0 || (n > 0 && !tensors) || (n_meta > 0 && !meta))
+        return clf_error(CLF_ERR_INPUT, "%s: invalid arguments to write", path);
+    for (int i = 0; i < n_meta; i++)
+        if (!meta[2 * i])
+            return clf_error(CLF_ERR_INPUT, "%s: metadata key %d is NULL", path, i);
+    if ((st = check_tensors(path, tensors, n)) != CLF_OK)
+        return st;
+
+    clf_json_buf hdr;
+    clf_json_buf_init(&hdr);
+    build_header(&hdr, tensors, n, meta, n_meta);
+    if (hdr.failed) {
+        clf_json_buf_free(&hdr);
+        return clf_error(CLF_ERR_NOMEM, "%s: out of memory building the header", path);
+    }
+    size_t tlen = strlen(path) + 32;
+    char *tmp = malloc(tlen);
+    if (!tmp) {
+        clf_json_buf_free(&hdr);
+        return clf_error(CLF_ERR_NOMEM, "%s: out of memory", path);
+    }
+    snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
+
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        st = clf_error(CLF_ERR_IO, "%s: cannot create %s: %s", path, tmp, strerror(errno));
+        goto done;
+    }
+    unsigned char len8[8];
+    uint64_t hlen = hdr.len;
+    for (int i = 0; i < 8; i++)
+        len8[i] = (unsigned char)(hlen >> (8 * i));
+    int bad = write_all(fd, len8, 8) || write_all(fd, hdr.data, hdr.len);
+    for (int i = 0; i < n && !bad; i++)
+        bad = write_all(fd, tensors[i].data, tensors[i].nbytes);
+    if (!bad)
+        bad = fsync(fd);
+    int saved = errno;
+    if (close(fd) != 0 && !bad) {
+        bad = 1;
+        saved = errno;
+    }
+    if (bad) {
+        st = clf_error(CLF_ERR_IO, "%s: cannot write %s: %s", path, tmp, strerror(saved));
+        unlink(tmp);
+        goto done;
+    }
+    if (rename(tmp, path) != 0) {
+        st = clf_error(CLF_ERR_IO, "%s: cannot rename %s to it: %s", path, tmp, strerror(errno));
+        unlink(tmp);
+        goto done;
+    }
+    sync_parent_dir(path);
+    st = CLF_OK;
+done:
+    free(tmp);
+    clf_json_buf_free(&hdr);
+    return st;
+}

@@ -1,0 +1,420 @@
+/* The model's parameters under the tutorial PyTorch state_dict() names: the list that a
+ * config implies, reproducible initialisation, and safetensors load/save with errors that
+ * name the tensor at fault. */
+#include "clformer/weights.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clformer/rng.h"
+
+/* Names under this prefix are optimizer state in training checkpoints: not parameters. */
+#define OPTIM_PREFIX "optim."
+
+/* Buffers the tutorial's PositionalEncoding registers (persistent) in state_dict(): the
+ * sinusoidal table, which clformer computes itself, so they are accepted and ignored. */
+static const char *const ignored_buffers[] = {"src_pos.pe", "tgt_pos.pe"};
+
+/* ---- the parameter list ---- */
+
+typedef struct spec_list {
+    clf_weight_spec *v;
+    int n, cap;
+} spec_list;
+
+static void add_spec(spec_list *l, int ndim, int64_t s0, int64_t s1, clf_init_kind init, int fan_in,
+                     const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+
+static void add_spec(spec_list *l, int ndim, int64_t s0, int64_t s1, clf_init_kind init, int fan_in,
+                     const char *fmt, ...)
+{
+    clf_weight_spec *s = &l->v[l->n++]; /* capacity is computed up front */
+    memset(s, 0, sizeof *s);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->name, sizeof s->name, fmt, ap);
+    va_end(ap);
+    s->ndim = ndim;
+    s->shape[0] = s0;
+    s->shape[1] = ndim == 2 ? s1 : 0;
+    s->init = init;
+    s->fan_in = fan_in;
+}
+
+/* nn.Linear(in, out[, bias]) named prefix.weight [out, in] and prefix.bias [out]. */
+static void add_linear(spec_list *l, const char *prefix, int in, int out, int bias)
+{
+    add_spec(l, 2, out, in, CLF_INIT_XAVIER, in, "%s.weight", prefix);
+    if (bias)
+        add_spec(l, 1, out, 0, CLF_INIT_LINEAR_BIAS, in, "%s.bias", prefix);
+}
+
+static void add_norm(spec_list *l, const char *prefix, int d)
+{
+    add_spec(l, 1, d, 0, CLF_INIT_ONES, 0, "%s.alpha", prefix);
+    add_spec(l, 1, d, 0, CLF_INIT_ZEROS, 0, "%s.bias", prefix);
+}
+
+static void add_attention(spec_list *l, const char *prefix, int d, int bias)
+{
+    static const char *const w[] = {"w_q", "w_k", "w_v", "w_o"};
+    char name[CLF_TENSOR_NAME_MAX + 8]; /* room for the suffix; add_spec truncates */
+    for (int i = 0; i < 4; i++) {
+        snprintf(name, sizeof name, "%s.%s", prefix, w[i]);
+        add_linear(l, name, d, d, bias);
+    }
+}
+
+static void add_block(spec_list *l, const char *stack, int layer, int cross,
+                      const clf_model_config *cfg)
+{
+    char p[CLF_TENSOR_NAME_MAX];
+    int d = cfg->d_model;
+    snprintf(p, sizeof p, "%s.layers.%d.self_attention_block", stack, layer);
+    add_attention(l, p, d, cfg->attention_bias);
+    if (cross) {
+        snprintf(p, sizeof p, "%s.layers.%d.cross_attention_block", stack, layer);
+        add_attention(l, p, d, cfg->attention_bias);
+    }
+    snprintf(p, sizeof p, "%s.layers.%d.feed_forward_block.linear_1", stack, layer);
+    add_linear(l, p, d, cfg->d_ff, 1);
+    snprintf(p, sizeof p, "%s.layers.%d.feed_forward_block.linear_2", stack, layer);
+    add_linear(l, p, cfg->d_ff, d, 1);
+    for (int r = 0; r < (cross ? 3 : 2); r++) {
+        snprintf(p, sizeof p, "%s.layers.%d.residual_connections.%d.norm", stack, layer, r);
+        add_norm(l, p, d);
+    }
+}
+
+clf_status clf_weight_specs(const clf_model_config *cfg, clf_weight_spec **out, int *count)
+{
+    *out = NULL;
+    *count = 0;
+    const char *bad = cfg->src_vocab <= 0   ? "src_vocab"
+                      : cfg->tgt_vocab <= 0 ? "tgt_vocab"
+                      : cfg->d_model <= 0   ? "d_model"
+                      : cfg->d_ff <= 0      ? "d_ff"
+                                            : NULL;
+    if (bad)
+        return clf_error(CLF_ERR_INPUT, "weights: model.%s must be > 0", bad);
+    if (cfg->encoder_layers < 0 || cfg->decoder_layers < 0)
+        return clf_error(CLF_ERR_INPUT, "weights: model.%s must be >= 0",
+                         cfg->encoder_layers < 0 ? "encoder_layers" : "decoder_layers");
+    /* upper bounds per part: attention 8, feed-forward 4, norms 2 per residual */
+    long cap = 2 + (long)cfg->encoder_layers * (8 + 4 + 4) + 2 +
+               (long)cfg->decoder_layers * (16 + 4 + 6) + 2 + 2;
+    if (cap > 1000000)
+        return clf_error(CLF_ERR_INPUT, "weights: %d encoder and %d decoder layers are too many",
+                         cfg->encoder_layers, cfg->decoder_layers);
+    spec_list l = {malloc((size_t)cap * sizeof(clf_weight_spec)), 0, (int)cap};
+    if (!l.v)
+        return clf_error(CLF_ERR_NOMEM, "weights: out of memory");
+    int d = cfg->d_model;
+    add_spec(&l, 2, cfg->src_vocab, d, CLF_INIT_XAVIER, d, "src_embed.embedding.weight");
+    add_spec(&l, 2, cfg->tgt_vocab, d, CLF_INIT_XAVIER, d, "tgt_embed.embedding.weight");
+    for (int i = 0; i < cfg->encoder_layers; i++)
+        add_block(&l, "encoder", i, 0, cfg);
+    if (cfg->final_norm)
+        add_norm(&l, "encoder.norm", d);
+    for (int i = 0; i < cfg->decoder_layers; i++)
+        add_block(&l, "decoder", i, 1, cfg);
+    if (cfg->final_norm)
+        add_norm(&l, "decoder.norm", d);
+    add_linear(&l, "projection_layer.proj", d, cfg->tgt_vocab, 1);
+    *out = l.v;
+    *count = l.n;
+    return CLF_OK;
+}
+
+static int64_t spec_numel(const clf_weight_spec *s)
+{
+    return s->ndim == 2 ? s->shape[0] * s->shape[1] : s->shape[0];
+}
+
+/* ---- the container ---- */
+
+void clf_weights_free(clf_weights *w)
+{
+    if (!w)
+        return;
+    if (w->data)
+        for (int i = 0; i < w->count; i++)
+            free(w->data[i]);
+    free(w->data);
+    free(w->specs);
+    free(w);
+}
+
+/* A clf_weights with specs for cfg and uninitialised data. */
+static clf_status weights_alloc(const clf_model_config *cfg, clf_weights **out)
+{
+    clf_status st;
+    *out = NULL;
+    clf_weights *w = calloc(1, sizeof *w);
+    if (!w)
+        return clf_error(CLF_ERR_NOMEM, "weights: out of memory");
+    if ((st = clf_weight_specs(cfg, &w->specs, &w->count)) != CLF_OK) {
+        free(w);
+        return st;
+    }
+    w->data = calloc((size_t)w->count, sizeof(float *));
+    if (!w->data)
+        goto nomem;
+    for (int i = 0; i < w->count; i++) {
+        int64_t n = spec_numel(&w->specs[i]);
+        if ((uint64_t)n > SIZE_MAX / sizeof(float) || !(w->data[i] = malloc((size_t)n * 4)))
+            goto nomem;
+    }
+    *out = w;
+    return CLF_OK;
+nomem:
+    clf_weights_free(w);
+    return clf_error(CLF_ERR_NOMEM, "weights: out of memory allocating the parameters");
+}
+
+int clf_weights_find(const clf_weights *w, const char *name)
+{
+    for (int i = 0; i < w->count; i++)
+        if (strcmp(w->specs[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+/* ---- initialisation ---- */
+
+clf_status clf_weights_init(const clf_model_config *cfg, uint64_t seed, clf_weights **out)
+{
+    clf_status st;
+    clf_weights *w;
+    if ((st = weights_alloc(cfg, &w)) != CLF_OK)
+        return st;
+    /* one generator, tensors in spec order, elements row-major; ones/zeros draw nothing */
+    clf_rng rng;
+    clf_rng_seed(&rng, seed);
+    for (int i = 0; i < w->count; i++) {
+        const clf_weight_spec *s = &w->specs[i];
+        int64_t n = spec_numel(s);
+        float *x = w->data[i];
+        float a = 0;
+        switch (s->init) {
+        case CLF_INIT_XAVIER: /* fan_in = shape[1], fan_out = shape[0] */
+            a = (float)sqrt(6.0 / ((double)s->shape[1] + (double)s->shape[0]));
+            break;
+        case CLF_INIT_LINEAR_BIAS:
+            a = (float)(1.0 / sqrt((double)s->fan_in));
+            break;
+        case CLF_INIT_ONES:
+        case CLF_INIT_ZEROS:
+            for (int64_t j = 0; j < n; j++)
+                x[j] = s->init == CLF_INIT_ONES ? 1.0f : 0.0f;
+            continue;
+        }
+        for (int64_t j = 0; j < n; j++)
+            x[j] = clf_rng_uniform_range(&rng, -a, a);
+    }
+    *out = w;
+    return CLF_OK;
+}
+
+/* ---- loading ---- */
+
+static int starts_with(const char *s, const char *prefix)
+{
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+static int is_attention_bias(const char *name)
+{
+    return (strstr(name, "attention_block.w_") != NULL) && ends_with(name, ".bias");
+}
+
+/* Layer index of "<stack>.layers.<i>." names, or -1. */
+static int layer_index(const char *name, const char *stack)
+{
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "%s.layers.", stack);
+    if (!starts_with(name, prefix))
+        return -1;
+    const char *p = name + strlen(prefix);
+    char *end;
+    long i = strtol(p, &end, 10);
+    if (end == p || *end != '.' || i < 0 || i > 1000000)
+        return -1;
+    return (int)i;
+}
+
+/* Why the config wants a tensor, for the "is missing" message. */
+static void need_reason(const clf_model_config *cfg, const clf_weight_spec *s, char *buf,
+                        size_t size)
+{
+    char shape[64];
+    clf_shape_str(s->shape, s->ndim, shape, sizeof shape);
+    const char *name = s->name;
+    if (is_attention_bias(name))
+        snprintf(buf, size, "shape %s, attention_bias: true", shape);
+    else if (starts_with(name, "encoder.norm.") || starts_with(name, "decoder.norm."))
+        snprintf(buf, size, "shape %s, final_norm: true", shape);
+    else if (layer_index(name, "encoder") >= 0)
+        snprintf(buf, size, "shape %s, encoder_layers: %d", shape, cfg->encoder_layers);
+    else if (layer_index(name, "decoder") >= 0)
+        snprintf(buf, size, "shape %s, decoder_layers: %d", shape, cfg->decoder_layers);
+    else
+        snprintf(buf, size, "shape %s", shape);
+}
+
+/* The config values a tensor's shape follows from, for the "has shape" message. */
+static void shape_reason(const clf_model_config *cfg, const char *name, char *buf, size_t size)
+{
+    if (starts_with(name, "src_embed."))
+        snprintf(buf, size, "src_vocab %d, d_model %d", cfg->src_vocab, cfg->d_model);
+    else if (starts_with(name, "tgt_embed.") || starts_with(name, "projection_layer."))
+        snprintf(buf, size, "tgt_vocab %d, d_model %d", cfg->tgt_vocab, cfg->d_model);
+    else if (strstr(name, "feed_forward_block."))
+        snprintf(buf, size, "d_model %d, d_ff %d", cfg->d_model, cfg->d_ff);
+    else
+        snprintf(buf, size, "d_model %d", cfg->d_model);
+}
+
+/* Why a tensor of the file is not one of the model's, for the "unexpected" message. */
+static void extra_reason(const clf_model_config *cfg, const char *name, char *buf, size_t size)
+{
+    int ei = layer_index(name, "encoder"), di = layer_index(name, "decoder");
+    if (is_attention_bias(name) && !cfg->attention_bias)
+        snprintf(buf, size,
+                 "the file has attention biases but the config has attention_bias: false");
+    else if ((starts_with(name, "encoder.norm.") || starts_with(name, "decoder.norm.")) &&
+             !cfg->final_norm)
+        snprintf(buf, size,
+                 "the file has a final norm but final_norm is off for this config; set "
+                 "final_norm: true (auto turns it off for norm: post and branch)");
+    else if (ei >= cfg->encoder_layers)
+        snprintf(buf, size, "the file has more encoder layers than encoder_layers: %d",
+                 cfg->encoder_layers);
+    else if (di >= cfg->decoder_layers)
+        snprintf(buf, size, "the file has more decoder layers than decoder_layers: %d",
+                 cfg->decoder_layers);
+    else if (starts_with(name, "module."))
+        snprintf(buf, size, "names start with 'module.' (saved from nn.DataParallel): strip it");
+    else
+        snprintf(buf, size, "names must be the tutorial's state_dict() names");
+}
+
+static int is_ignored(const char *name)
+{
+    if (starts_with(name, OPTIM_PREFIX))
+        return 1;
+    for (size_t i = 0; i < sizeof ignored_buffers / sizeof ignored_buffers[0]; i++)
+        if (strcmp(name, ignored_buffers[i]) == 0)
+            return 1;
+    return 0;
+}
+
+static int shape_matches(const clf_tensor *t, const clf_weight_spec *s)
+{
+    if (t->ndim != s->ndim)
+        return 0;
+    for (int i = 0; i < s->ndim; i++)
+        if (t->shape[i] != s->shape[i])
+            return 0;
+    return 1;
+}
+
+clf_status clf_weights_load(const char *path, const clf_model_config *cfg, clf_weights **out)
+{
+    clf_status st;
+    clf_safetensors *f = NULL;
+    clf_weights *w = NULL;
+    char a[160], b[160], why[256];
+    *out = NULL;
+    if ((st = clf_safetensors_open(path, &f)) != CLF_OK)
+        return st; /* names the file and what is wrong with it */
+    if ((st = weights_alloc(cfg, &w)) != CLF_OK)
+        goto fail;
+    for (int i = 0; i < w->count; i++) {
+        const clf_weight_spec *s = &w->specs[i];
+        const clf_tensor *t = clf_safetensors_find(f, s->name);
+        if (!t) {
+            need_reason(cfg, s, why, sizeof why);
+            st = clf_error(CLF_ERR_INPUT, "%s: tensor '%s' is missing (the config needs it: %s)",
+                           path, s->name, why);
+            goto fail;
+        }
+        if (!shape_matches(t, s)) {
+            clf_shape_str(t->shape, t->ndim, a, sizeof a);
+            clf_shape_str(s->shape, s->ndim, b, sizeof b);
+            shape_reason(cfg, s->name, why, sizeof why);
+            st = clf_error(CLF_ERR_INPUT, "%s: tensor '%s' has shape %s, the config needs %s (%s)",
+                           path, s->name, a, b, why);
+            goto fail;
+        }
+        if (t->dtype != CLF_F32 && t->dtype != CLF_F16 && t->dtype != CLF_BF16) {
+            st = clf_error(CLF_ERR_INPUT,
+                           "%s: tensor '%s' has dtype %s; weights must be F32, F16 or BF16", path,
+                           s->name, clf_dtype_name(t->dtype));
+            goto fail;
+        }
+        if ((st = clf_tensor_to_f32(t, w->data[i])) != CLF_OK) {
+            clf_error_context(st, "%s", path);
+            goto fail;
+        }
+    }
+    for (int i = 0; i < clf_safetensors_count(f); i++) {
+        const char *name = clf_safetensors_at(f, i)->name;
+        if (is_ignored(name) || clf_weights_find(w, name) >= 0)
+            continue;
+        extra_reason(cfg, name, why, sizeof why);
+        st = clf_error(CLF_ERR_INPUT, "%s: unexpected tensor '%s' (not part of this model; %s)",
+                       path, name, why);
+        goto fail;
+    }
+    clf_safetensors_close(f);
+    *out = w;
+    return CLF_OK;
+fail:
+    clf_safetensors_close(f);
+    clf_weights_free(w);
+    return st;
+}
+
+/* ---- saving ---- */
+
+clf_status clf_weights_as_tensors(const clf_weights *w, clf_tensor **out)
+{
+    *out = NULL;
+    clf_tensor *t = calloc(w->count ? (size_t)w->count : 1, sizeof *t);
+    if (!t)
+        return clf_error(CLF_ERR_NOMEM, "weights: out of memory");
+    for (int i = 0; i < w->count; i++) {
+        const clf_weight_spec *s = &w->specs[i];
+        snprintf(t[i].name, sizeof t[i].name, "%s", s->name);
+        t[i].dtype = CLF_F32;
+        t[i].ndim = s->ndim;
+        for (int d = 0; d < s->ndim; d++)
+            t[i].shape[d] = s->shape[d];
+        t[i].data = w->data[i];
+        t[i].nbytes = (size_t)spec_numel(s) * sizeof(float);
+    }
+    *out = t;
+    return CLF_OK;
+}
+
+clf_status clf_weights_save(const clf_weights *w, const char *path, const char *const *meta,
+                            int n_meta)
+{
+    clf_status st;
+    clf_tensor *t;
+    if ((st = clf_weights_as_tensors(w, &t)) != CLF_OK)
+        return st;
+    st = clf_safetensors_write(path, t, w->count, meta, n_meta);
+    free(t);
+    return st;
+}

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the Debian packages clformer builds and tests with (Debian 12).
+set -euo pipefail
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
+PKGS="build-essential cmake pkg-config libyaml-dev check libopenblas-dev ocl-icd-opencl-dev
+opencl-c-headers pocl-opencl-icd clinfo libclblast-dev"
+missing=""
+for p in $PKGS; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  # shellcheck disable=SC2086
+  $SUDO apt-get install -y -qq --no-install-recommends $missing
+fi

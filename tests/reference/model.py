@@ -1,0 +1,502 @@
+"""Reference PyTorch model for clformer: the tutorial encoder-decoder Transformer.
+
+Written after the structure of the Annotated Transformer and hkproj's
+pytorch-transformer, so that state_dict() names are exactly the "tutorial names" of
+/work/shared/DESIGN.md (src_embed.embedding.weight, encoder.layers.{i}.
+self_attention_block.w_q.weight, ..., projection_layer.proj.weight), with the options
+clformer's YAML exposes:
+
+  norm          pre    : x + dropout(sublayer(norm(x)))
+                post   : norm(x + dropout(sublayer(x)))
+                branch : x + norm(dropout(sublayer(x)))
+  final_norm    encoder.norm / decoder.norm after the stack (auto = on for pre only)
+  layernorm     tutorial: alpha*(x-mean)/(std_unbiased+eps)+bias
+                standard: alpha*(x-mean)/sqrt(var_biased+eps)+bias
+  attention_bias  bias on w_q, w_k, w_v, w_o
+  output        logits | log_softmax
+
+Also holds a minimal safetensors reader/writer (no `safetensors` package needed) and a
+small YAML loader for clformer configs. Only torch (Debian's 1.13) is required.
+"""
+
+import json
+import math
+import struct
+import sys
+
+import torch
+import torch.nn as nn
+
+
+# --------------------------------------------------------------------------- config
+
+class ModelConfig:
+    """The `model:` section of a clformer YAML, with defaults as in DESIGN.md."""
+
+    def __init__(self, src_vocab, tgt_vocab, max_len=256, d_model=512, layers=6,
+                 encoder_layers=None, decoder_layers=None, heads=8, d_ff=2048,
+                 norm="pre", final_norm="auto", ln_style="tutorial", ln_eps=1e-6,
+                 attention_bias=False, activation="relu", output="logits",
+                 dropout=0.1, pad_id=1):
+        self.src_vocab = int(src_vocab)
+        self.tgt_vocab = int(tgt_vocab)
+        self.max_len = int(max_len)
+        self.d_model = int(d_model)
+        self.encoder_layers = int(encoder_layers if encoder_layers is not None else layers)
+        self.decoder_layers = int(decoder_layers if decoder_layers is not None else layers)
+        self.heads = int(heads)
+        self.d_ff = int(d_ff)
+        if norm not in ("pre", "post", "branch"):
+            raise ValueError("norm must be pre, post or branch, not %r" % (norm,))
+        self.norm = norm
+        if final_norm in ("auto", None):
+            final_norm = (norm == "pre")
+        if not isinstance(final_norm, bool):
+            raise ValueError("final_norm must be auto, true or false, not %r" % (final_norm,))
+        self.final_norm = final_norm
+        if ln_style not in ("tutorial", "standard"):
+            raise ValueError("layernorm.style must be tutorial or standard, not %r" % (ln_style,))
+        self.ln_style = ln_style
+        self.ln_eps = float(ln_eps)
+        self.attention_bias = bool(attention_bias)
+        if activation != "relu":
+            raise ValueError("only activation: relu is supported here, not %r" % (activation,))
+        self.activation = activation
+        if output not in ("logits", "log_softmax"):
+            raise ValueError("output must be logits or log_softmax, not %r" % (output,))
+        self.output = output
+        self.dropout = float(dropout)
+        self.pad_id = int(pad_id)
+        if self.d_model % self.heads != 0:
+            raise ValueError("d_model %d is not a multiple of heads %d" % (self.d_model, self.heads))
+
+    @staticmethod
+    def from_yaml_model(m):
+        """From the parsed `model:` mapping of a clformer YAML."""
+        ln = m.get("layernorm", {}) or {}
+        kw = dict(src_vocab=m["src_vocab"], tgt_vocab=m["tgt_vocab"])
+        for k in ("max_len", "d_model", "layers", "encoder_layers", "decoder_layers",
+                  "heads", "d_ff", "norm", "final_norm", "attention_bias", "activation",
+                  "output", "dropout", "pad_id"):
+            if k in m:
+                kw[k] = m[k]
+        if "final_norm" in kw and isinstance(kw["final_norm"], str):
+            v = kw["final_norm"].lower()
+            kw["final_norm"] = {"auto": "auto", "true": True, "false": False}[v]
+        if "style" in ln:
+            kw["ln_style"] = ln["style"]
+        if "eps" in ln:
+            kw["ln_eps"] = float(ln["eps"])
+        return ModelConfig(**kw)
+
+
+# --------------------------------------------------------------------------- modules
+
+class LayerNormalization(nn.Module):
+    """Parameters `alpha` and `bias` in both styles, so state_dict names do not change."""
+
+    def __init__(self, features, eps=1e-6, style="tutorial"):
+        super().__init__()
+        self.eps = eps
+        self.style = style
+        self.alpha = nn.Parameter(torch.ones(features))
+        self.bias = nn.Parameter(torch.zeros(features))
+
+    def forward(self, x):
+        mean = x.mean(dim=-1, keepdim=True)
+        if self.style == "tutorial":
+            std = x.std(dim=-1, keepdim=True)  # unbiased (N-1), as in the tutorials
+            return self.alpha * (x - mean) / (std + self.eps) + self.bias
+        var = x.var(dim=-1, keepdim=True, unbiased=False)
+        return self.alpha * (x - mean) / torch.sqrt(var + self.eps) + self.bias
+
+
+class FeedForwardBlock(nn.Module):
+    def __init__(self, d_model, d_ff, dropout):
+        super().__init__()
+        self.linear_1 = nn.Linear(d_model, d_ff)
+        self.dropout = nn.Dropout(dropout)
+        self.linear_2 = nn.Linear(d_ff, d_model)
+
+    def forward(self, x):
+        return self.linear_2(self.dropout(torch.relu(self.linear_1(x))))
+
+
+class InputEmbeddings(nn.Module):
+    def __init__(self, d_model, vocab_size):
+        super().__init__()
+        self.d_model = d_model
+        self.embedding = nn.Embedding(vocab_size, d_model)
+
+    def forward(self, x):
+        return self.embedding(x) * math.sqrt(self.d_model)
+
+
+def sinusoidal_table(max_len, d_model, dtype=torch.float32):
+    """The tutorial's PE table. dtype float32 reproduces the tutorial bit for bit;
+    float64 gives the exact table used by the float64 self-check."""
+    pe = torch.zeros(max_len, d_model, dtype=dtype)
+    position = torch.arange(0, max_len, dtype=dtype).unsqueeze(1)
+    div_term = torch.exp(torch.arange(0, d_model, 2).to(dtype) * (-math.log(10000.0) / d_model))
+    pe[:, 0::2] = torch.sin(position * div_term)
+    pe[:, 1::2] = torch.cos(position * div_term)
+    return pe.unsqueeze(0)  # [1, max_len, d]
+
+
+class PositionalEncoding(nn.Module):
+    def __init__(self, d_model, max_len, dropout):
+        super().__init__()
+        self.d_model = d_model
+        self.max_len = max_len
+        self.dropout = nn.Dropout(dropout)
+        # Not persistent: the table is not part of the weights file.
+        self.register_buffer("pe", sinusoidal_table(max_len, d_model), persistent=False)
+
+    def use_exact_table(self):
+        """Replace the table by one computed in float64 (for the float64 self-check)."""
+        self.pe = sinusoidal_table(self.max_len, self.d_model, torch.float64)
+
+    def forward(self, x):
+        if x.shape[1] > self.max_len:
+            raise ValueError("sequence length %d > max_len %d" % (x.shape[1], self.max_len))
+        return self.dropout(x + self.pe[:, :x.shape[1], :].to(x.dtype))
+
+
+class ResidualConnection(nn.Module):
+    def __init__(self, features, dropout, norm, ln_style, ln_eps):
+        super().__init__()
+        self.placement = norm
+        self.dropout = nn.Dropout(dropout)
+        self.norm = LayerNormalization(features, ln_eps, ln_style)
+
+    def forward(self, x, sublayer):
+        if self.placement == "pre":
+            return x + self.dropout(sublayer(self.norm(x)))
+        if self.placement == "post":
+            return self.norm(x + self.dropout(sublayer(x)))
+        return x + self.norm(self.dropout(sublayer(x)))  # branch
+
+
+class MultiHeadAttentionBlock(nn.Module):
+    def __init__(self, d_model, h, dropout, bias):
+        super().__init__()
+        self.d_model = d_model
+        self.h = h
+        self.d_k = d_model // h
+        self.w_q = nn.Linear(d_model, d_model, bias=bias)
+        self.w_k = nn.Linear(d_model, d_model, bias=bias)
+        self.w_v = nn.Linear(d_model, d_model, bias=bias)
+        self.w_o = nn.Linear(d_model, d_model, bias=bias)
+        self.dropout = nn.Dropout(dropout)
+
+    @staticmethod
+    def attention(query, key, value, mask, dropout):
+        d_k = query.shape[-1]
+        scores = (query @ key.transpose(-2, -1)) / math.sqrt(d_k)
+        if mask is not None:
+            scores.masked_fill_(mask == 0, -1e9)
+        scores = scores.softmax(dim=-1)
+        if dropout is not None:
+            scores = dropout(scores)
+        return scores @ value, scores
+
+    def forward(self, q, k, v, mask):
+        query = self.w_q(q)
+        key = self.w_k(k)
+        value = self.w_v(v)
+        B = query.shape[0]
+        query = query.view(B, query.shape[1], self.h, self.d_k).transpose(1, 2)
+        key = key.view(B, key.shape[1], self.h, self.d_k).transpose(1, 2)
+        value = value.view(B, value.shape[1], self.h, self.d_k).transpose(1, 2)
+        x, self.attention_scores = MultiHeadAttentionBlock.attention(
+            query, key, value, mask, self.dropout)
+        x = x.transpose(1, 2).contiguous().view(B, -1, self.h * self.d_k)
+        return self.w_o(x)
+
+
+class EncoderBlock(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        d = cfg.d_model
+        self.self_attention_block = MultiHeadAttentionBlock(d, cfg.heads, cfg.dropout, cfg.attention_bias)
+        self.feed_forward_block = FeedForwardBlock(d, cfg.d_ff, cfg.dropout)
+        self.residual_connections = nn.ModuleList(
+            [ResidualConnection(d, cfg.dropout, cfg.norm, cfg.ln_style, cfg.ln_eps) for _ in range(2)])
+
+    def forward(self, x, src_mask):
+        x = self.residual_connections[0](x, lambda x: self.self_attention_block(x, x, x, src_mask))
+        x = self.residual_connections[1](x, self.feed_forward_block)
+        return x
+
+
+class DecoderBlock(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        d = cfg.d_model
+        self.self_attention_block = MultiHeadAttentionBlock(d, cfg.heads, cfg.dropout, cfg.attention_bias)
+        self.cross_attention_block = MultiHeadAttentionBlock(d, cfg.heads, cfg.dropout, cfg.attention_bias)
+        self.feed_forward_block = FeedForwardBlock(d, cfg.d_ff, cfg.dropout)
+        self.residual_connections = nn.ModuleList(
+            [ResidualConnection(d, cfg.dropout, cfg.norm, cfg.ln_style, cfg.ln_eps) for _ in range(3)])
+
+    def forward(self, x, encoder_output, src_mask, tgt_mask):
+        x = self.residual_connections[0](x, lambda x: self.self_attention_block(x, x, x, tgt_mask))
+        x = self.residual_connections[1](
+            x, lambda x: self.cross_attention_block(x, encoder_output, encoder_output, src_mask))
+        x = self.residual_connections[2](x, self.feed_forward_block)
+        return x
+
+
+class Encoder(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.layers = nn.ModuleList([EncoderBlock(cfg) for _ in range(cfg.encoder_layers)])
+        # No module at all when final_norm is off: encoder.norm.* is then not a weight.
+        self.norm = LayerNormalization(cfg.d_model, cfg.ln_eps, cfg.ln_style) if cfg.final_norm else None
+
+    def forward(self, x, mask):
+        for layer in self.layers:
+            x = layer(x, mask)
+        return self.norm(x) if self.norm is not None else x
+
+
+class Decoder(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.layers = nn.ModuleList([DecoderBlock(cfg) for _ in range(cfg.decoder_layers)])
+        self.norm = LayerNormalization(cfg.d_model, cfg.ln_eps, cfg.ln_style) if cfg.final_norm else None
+
+    def forward(self, x, encoder_output, src_mask, tgt_mask):
+        for layer in self.layers:
+            x = layer(x, encoder_output, src_mask, tgt_mask)
+        return self.norm(x) if self.norm is not None else x
+
+
+class ProjectionLayer(nn.Module):
+    def __init__(self, d_model, vocab_size, output):
+        super().__init__()
+        self.output = output
+        self.proj = nn.Linear(d_model, vocab_size)
+
+    def forward(self, x):
+        y = self.proj(x)
+        return torch.log_softmax(y, dim=-1) if self.output == "log_softmax" else y
+
+
+class Transformer(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        # Registration order = parameter creation order = state_dict order.
+        self.encoder = Encoder(cfg)
+        self.decoder = Decoder(cfg)
+        self.src_embed = InputEmbeddings(cfg.d_model, cfg.src_vocab)
+        self.tgt_embed = InputEmbeddings(cfg.d_model, cfg.tgt_vocab)
+        self.src_pos = PositionalEncoding(cfg.d_model, cfg.max_len, cfg.dropout)
+        self.tgt_pos = PositionalEncoding(cfg.d_model, cfg.max_len, cfg.dropout)
+        self.projection_layer = ProjectionLayer(cfg.d_model, cfg.tgt_vocab, cfg.output)
+
+    # masks -----------------------------------------------------------------
+    def src_mask(self, src):
+        """[B,1,1,S]: key mask, 1 where src != pad."""
+        return (src != self.cfg.pad_id).unsqueeze(1).unsqueeze(1).int()
+
+    def tgt_mask(self, tgt):
+        """[B,1,T,T]: causal AND (tgt != pad) on keys."""
+        T = tgt.shape[1]
+        causal = torch.tril(torch.ones(1, 1, T, T, dtype=torch.int))
+        return (tgt != self.cfg.pad_id).unsqueeze(1).unsqueeze(1).int() & causal
+
+    # forward ---------------------------------------------------------------
+    def encode(self, src, src_mask):
+        return self.encoder(self.src_pos(self.src_embed(src)), src_mask)
+
+    def decode(self, encoder_output, src_mask, tgt, tgt_mask):
+        return self.decoder(self.tgt_pos(self.tgt_embed(tgt)), encoder_output, src_mask, tgt_mask)
+
+    def project(self, x):
+        return self.projection_layer(x)
+
+    def forward(self, src, tgt):
+        """Returns (output [B,T,tgt_vocab], encoder_out [B,S,d])."""
+        sm = self.src_mask(src)
+        tm = self.tgt_mask(tgt)
+        enc = self.encode(src, sm)
+        dec = self.decode(enc, sm, tgt, tm)
+        return self.project(dec), enc
+
+    def use_exact_pe(self):
+        self.src_pos.use_exact_table()
+        self.tgt_pos.use_exact_table()
+
+
+def init_weights(model, randomize_norms=True):
+    """Xavier-uniform for every matrix (as the tutorial does); Linear biases keep
+    PyTorch's default init; norms get alpha = 1 + 0.1*randn and bias = 0.1*randn when
+    randomize_norms (so that fixtures test the norm parameters), else ones/zeros."""
+    for name, p in model.named_parameters():
+        if p.dim() > 1:
+            nn.init.xavier_uniform_(p)
+    for m in model.modules():
+        if isinstance(m, LayerNormalization) and randomize_norms:
+            with torch.no_grad():
+                m.alpha.copy_(1.0 + 0.1 * torch.randn(m.alpha.shape))
+                m.bias.copy_(0.1 * torch.randn(m.bias.shape))
+
+
+# --------------------------------------------------------------------------- safetensors
+
+_DT_TO_ST = {torch.float32: "F32", torch.float16: "F16", torch.float64: "F64",
+             torch.int32: "I32", torch.int64: "I64", torch.bfloat16: "BF16",
+             torch.uint8: "U8", torch.int8: "I8", torch.int16: "I16"}
+_ST_TO_DT = {v: k for k, v in _DT_TO_ST.items()}
+
+
+def save_safetensors(path, tensors, metadata=None):
+    """Write a safetensors file. Tensors are stored in sorted name order, the header is
+    compact JSON with sorted keys padded with spaces to a multiple of 8: the same input
+    always gives the same bytes."""
+    names = sorted(tensors)
+    header = {}
+    if metadata:
+        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    blobs = []
+    off = 0
+    for n in names:
+        t = tensors[n].detach().contiguous().cpu()
+        if t.dtype not in _DT_TO_ST:
+            raise ValueError("%s: dtype %s not supported" % (n, t.dtype))
+        raw = _tensor_bytes(t)
+        header[n] = {"dtype": _DT_TO_ST[t.dtype], "shape": list(t.shape),
+                     "data_offsets": [off, off + len(raw)]}
+        blobs.append(raw)
+        off += len(raw)
+    hj = json.dumps(header, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    hj += b" " * ((8 - len(hj) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(hj)))
+        f.write(hj)
+        for b in blobs:
+            f.write(b)
+
+
+def _tensor_bytes(t):
+    """Raw little-endian bytes of a contiguous CPU tensor, without numpy."""
+    if sys.byteorder != "little":
+        raise RuntimeError("big-endian hosts are not supported")
+    if t.numel() == 0:
+        return b""
+    return bytes(t.reshape(-1).view(torch.uint8).tolist())
+
+
+def load_safetensors(path):
+    """Read a safetensors file: returns (dict name -> tensor, metadata dict)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) < 8:
+        raise ValueError("%s: too short for a safetensors file" % path)
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n].decode("utf-8"))
+    meta = header.pop("__metadata__", {}) or {}
+    base = 8 + n
+    out = {}
+    for name, info in header.items():
+        dt = _ST_TO_DT.get(info["dtype"])
+        if dt is None:
+            raise ValueError("%s: %s: dtype %s not supported" % (path, name, info["dtype"]))
+        b, e = info["data_offsets"]
+        buf = bytearray(data[base + b:base + e])
+        if len(buf) == 0:
+            t = torch.empty(info["shape"], dtype=dt)
+        else:
+            t = torch.frombuffer(buf, dtype=dt).reshape(info["shape"]).clone()
+        out[name] = t
+    return out, meta
+
+
+# --------------------------------------------------------------------------- yaml
+
+def load_yaml(path):
+    """Parse a clformer YAML. Uses PyYAML when present; else a small parser that reads
+    nested `key: value` blocks, `{k: v, ...}` flow maps and `[a, b]` lists."""
+    with open(path) as f:
+        text = f.read()
+    try:
+        import yaml  # python3-yaml
+        return yaml.safe_load(text) or {}
+    except ImportError:
+        return _mini_yaml(text)
+
+
+def _scalar(s):
+    s = s.strip()
+    if s.startswith(("'", '"')) and s.endswith(s[0]) and len(s) >= 2:
+        return s[1:-1]
+    if s.startswith("{") and s.endswith("}"):
+        d = {}
+        for part in _split_flow(s[1:-1]):
+            if part.strip():
+                k, v = part.split(":", 1)
+                d[k.strip()] = _scalar(v)
+        return d
+    if s.startswith("[") and s.endswith("]"):
+        return [_scalar(p) for p in _split_flow(s[1:-1]) if p.strip()]
+    low = s.lower()
+    if low in ("true", "yes", "on"):
+        return True
+    if low in ("false", "no", "off"):
+        return False
+    if low in ("null", "~", ""):
+        return None
+    try:
+        return int(s)
+    except ValueError:
+        pass
+    try:
+        return float(s)
+    except ValueError:
+        return s
+
+
+def _split_flow(s):
+    parts, depth, cur = [], 0, ""
+    for ch in s:
+        if ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur)
+    return parts
+
+
+def _mini_yaml(text):
+    root = {}
+    stack = [(-1, root)]
+    for raw in text.splitlines():
+        line = raw.split(" #", 1)[0].rstrip() if not raw.lstrip().startswith("#") else ""
+        if not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip())
+        key, _, val = line.strip().partition(":")
+        while stack[-1][0] >= indent:
+            stack.pop()
+        parent = stack[-1][1]
+        if val.strip() == "":
+            parent[key.strip()] = {}
+            stack.append((indent, parent[key.strip()]))
+        else:
+            parent[key.strip()] = _scalar(val)
+    return root
+
+
+def model_from_yaml(path):
+    doc = load_yaml(path)
+    if "model" not in doc:
+        raise ValueError("%s: no model: section" % path)
+    cfg = ModelConfig.from_yaml_model(doc["model"])
+    return Transformer(cfg), cfg, doc

@@ -1,0 +1,207 @@
+/* The clformer CLI as a user runs it: exit codes (0 ok, 2 bad input, 3 backend), one-line
+ * errors on stderr, reproducible init, and forward through files matching the PyTorch
+ * fixture. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clformer/tensor.h"
+#include "testutil.h"
+
+static char tmpdir[64];
+
+static void setup(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/clf-cli-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+/* stderr of a failing command is exactly one line starting with "clformer: " */
+static void assert_one_line_error(const char *err)
+{
+    ck_assert_msg(strncmp(err, "clformer: ", 10) == 0, "stderr: %s", err);
+    const char *nl = strchr(err, '\n');
+    ck_assert_msg(nl && nl[1] == '\0', "not one line: %s", err);
+}
+
+static int file_equal(const char *a, const char *b)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "cmp -s '%s' '%s'", a, b);
+    return system(cmd) == 0;
+}
+
+START_TEST(test_help_and_unknown_command)
+{
+    char err[4096];
+    ck_assert_int_eq(clf_test_run_cli("--help >/dev/null", err, sizeof err), 0);
+    ck_assert_int_eq(clf_test_run_cli("frobnicate", err, sizeof err), 2);
+    assert_one_line_error(err);
+    ck_assert_int_eq(clf_test_run_cli("forward --bogus-flag", err, sizeof err), 2);
+}
+END_TEST
+
+START_TEST(test_info_lists_cpu)
+{
+    char err[4096], args[512];
+    snprintf(args, sizeof args, "info > %s/info.txt", tmpdir);
+    ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 0);
+    snprintf(args, sizeof args, "grep -q 'cpu (ABI' %s/info.txt", tmpdir);
+    ck_assert_int_eq(system(args), 0);
+}
+END_TEST
+
+START_TEST(test_config_dump_and_errors)
+{
+    char err[4096], args[1024], path[256];
+    snprintf(args, sizeof args, "config -c %s/base.yaml --dump > %s/dump.yaml", CLF_CONFIGS_DIR,
+             tmpdir);
+    ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 0);
+    /* the dump is itself a valid config */
+    snprintf(args, sizeof args, "config -c %s/dump.yaml", tmpdir);
+    ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 0);
+
+    snprintf(path, sizeof path, "%s/bad.yaml", tmpdir);
+    FILE *f = fopen(path, "w");
+    fputs("model:\n  src_vocab: 10\n  tgt_vocab: 10\n  hedas: 4\n", f);
+    fclose(f);
+    snprintf(args, sizeof args, "config -c %s", path);
+    ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 2);
+    assert_one_line_error(err);
+    ck_assert_msg(strstr(err, "bad.yaml:4:3"), "no file:line:col in: %s", err);
+    ck_assert_msg(strstr(err, "hedas"), "key not named in: %s", err);
+
+    snprintf(args, sizeof args, "config -c %s/does-not-exist.yaml", tmpdir);
+    ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 2);
+    assert_one_line_error(err);
+}
+END_TEST
+
+START_TEST(test_init_reproducible)
+{
+    char err[4096], args[1024], a[256], b[256], c[256];
+    snprintf(a, sizeof a, "%s/a.safetensors", tmpdir);
+    snprintf(b, sizeof b, "%s/b.safetensors", tmpdir);
+    snprintf(c, sizeof c, "%s/c.safetensors", tmpdir);
+    snprintf(args, sizeof args, "init -c %s/tiny.yaml --seed 5 -o %s", CLF_CONFIGS_DIR, a);
+    ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 0);
+    snprintf(args, sizeof args, "init -c %s/tiny.yaml --seed 5 -o %s", CLF_CONFIGS_DIR, b);
+    ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 0);
+    snprintf(args, sizeof args, "init -c %s/tiny.yaml --seed 6 -o %s", CLF_CONFIGS_DIR, c);
+    ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 0);
+    ck_assert(file_equal(a, b));
+    ck_assert(!file_equal(a, c));
+    snprintf(args, sizeof args, "init -c %s/tiny.yaml --seed x -o %s", CLF_CONFIGS_DIR, c);
+    ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 2);
+}
+END_TEST
+
+START_TEST(test_forward_matches_fixture)
+{
+    char err[4096], args[2048], out[256];
+    const char *fx = CLF_FIXTURES_DIR "/pre_tutorial";
+    snprintf(out, sizeof out, "%s/out.safetensors", tmpdir);
+    snprintf(args, sizeof args,
+             "forward -c %s/model.yaml -w %s/weights.safetensors -i %s/io.safetensors -o %s "
+             "--backend cpu --threads 1",
+             fx, fx, fx, out);
+    ck_assert_msg(clf_test_run_cli(args, err, sizeof err) == 0, "%s", err);
+    clf_safetensors *got = NULL, *want = NULL;
+    CLF_ASSERT_OK(clf_safetensors_open(out, &got));
+    CLF_ASSERT_OK(clf_safetensors_open(CLF_FIXTURES_DIR "/pre_tutorial/io.safetensors", &want));
+    const char *names[2] = {"logits", "encoder_out"};
+    for (int i = 0; i < 2; i++) {
+        const clf_tensor *g = clf_safetensors_find(got, names[i]);
+        const clf_tensor *w = clf_safetensors_find(want, names[i]);
+        ck_assert_ptr_nonnull(g);
+        ck_assert_ptr_nonnull(w);
+        ck_assert_int_eq(g->ndim, 3);
+        ck_assert_int_eq(clf_tensor_numel(g), clf_tensor_numel(w));
+        CLF_ASSERT_CLOSE((const float *)g->data, (const float *)w->data,
+                         (size_t)clf_tensor_numel(w), 1e-5);
+    }
+    clf_safetensors_close(got);
+    clf_safetensors_close(want);
+}
+END_TEST
+
+START_TEST(test_forward_errors)
+{
+    char err[4096], args[2048], w[256], in[256];
+    const char *fx = CLF_FIXTURES_DIR "/pre_tutorial";
+    /* weights missing */
+    snprintf(args, sizeof args,
+             "forward -c %s/model.yaml -w %s/nope.safetensors -i %s/io.safetensors -o %s/o",
+             fx, tmpdir, fx, tmpdir);
+    ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 2);
+    assert_one_line_error(err);
+    ck_assert_ptr_nonnull(strstr(err, "nope.safetensors"));
+    /* weights of another architecture: the message names a tensor */
+    snprintf(w, sizeof w, "%s/tiny.safetensors", tmpdir);
+    snprintf(args, sizeof args, "init -c %s/tiny.yaml -o %s", CLF_CONFIGS_DIR, w);
+    ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 0);
+    snprintf(args, sizeof args, "forward -c %s/model.yaml -w %s -i %s/io.safetensors -o %s/o",
+             fx, w, fx, tmpdir);
+    ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 2);
+    assert_one_line_error(err);
+    ck_assert_msg(strstr(err, "tensor '"), "%s", err);
+    /* the weights given as the input: no 'src' */
+    snprintf(args, sizeof args,
+             "forward -c %s/model.yaml -w %s/weights.safetensors -i %s/weights.safetensors "
+             "-o %s/o",
+             fx, fx, fx, tmpdir);
+    ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 2);
+    ck_assert_msg(strstr(err, "'src'"), "%s", err);
+    /* an unknown backend is a backend failure: exit 3 */
+    snprintf(args, sizeof args,
+             "forward -c %s/model.yaml -w %s/weights.safetensors -i %s/io.safetensors -o %s/o "
+             "--backend nosuch",
+             fx, fx, fx, tmpdir);
+    ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 3);
+    assert_one_line_error(err);
+    /* ids outside the vocabulary */
+    snprintf(in, sizeof in, "%s/badids.safetensors", tmpdir);
+    int32_t src[3] = {2, 999, 3}, tgt[2] = {2, 5};
+    clf_tensor t[2] = {{.name = "src", .dtype = CLF_I32, .ndim = 2, .shape = {1, 3}, .data = src,
+                        .nbytes = sizeof src},
+                       {.name = "tgt", .dtype = CLF_I32, .ndim = 2, .shape = {1, 2}, .data = tgt,
+                        .nbytes = sizeof tgt}};
+    CLF_ASSERT_OK(clf_safetensors_write(in, t, 2, NULL, 0));
+    snprintf(args, sizeof args, "forward -c %s/model.yaml -w %s/weights.safetensors -i %s -o %s/o",
+             fx, fx, in, tmpdir);
+    ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 2);
+    ck_assert_msg(strstr(err, "999"), "%s", err);
+    /* nothing was written for the failed runs */
+    snprintf(args, sizeof args, "%s/o", tmpdir);
+    ck_assert_int_ne(access(args, F_OK), 0);
+}
+END_TEST
+
+static Suite *cli_suite(void)
+{
+    Suite *s = suite_create("cli");
+    TCase *tc = tcase_create("cli");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_help_and_unknown_command);
+    tcase_add_test(tc, test_info_lists_cpu);
+    tcase_add_test(tc, test_config_dump_and_errors);
+    tcase_add_test(tc, test_init_reproducible);
+    tcase_add_test(tc, test_forward_matches_fixture);
+    tcase_add_test(tc, test_forward_errors);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return clf_test_main(cli_suite());
+}

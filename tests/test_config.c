@@ -1,0 +1,581 @@
+/* The config module: every shipped configs/ YAML file loads; defaults and resolution (layers,
+ * final_norm auto, vocab paths); every kind of bad input is CLF_ERR_INPUT with one line
+ * "<file>:<line>:<col>: <key>: <why>"; and dump -> load gives back the same struct. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clformer/config.h"
+#include "testutil.h"
+
+static const char *const all_configs[] = {"tiny",      "base",        "big", "tiny-pre",
+                                          "tiny-post", "tiny-branch", NULL};
+
+/* Same parsed content (the path is where it came from, not content). */
+static void assert_same_config(const clf_config *a, const clf_config *b)
+{
+    ck_assert_int_eq(memcmp(&a->model, &b->model, sizeof a->model), 0);
+    ck_assert_int_eq(memcmp(&a->backend, &b->backend, sizeof a->backend), 0);
+    ck_assert_int_eq(memcmp(&a->train, &b->train, sizeof a->train), 0);
+}
+
+/* Dumps cfg to a string (caller frees). */
+static char *dump_to_string(const clf_config *cfg)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    ck_assert_ptr_nonnull(f);
+    CLF_ASSERT_OK(clf_config_dump(cfg, f));
+    fclose(f);
+    return text;
+}
+
+/* dump, parse the dump, compare; then the dump of the reloaded config is the same text */
+static void assert_round_trip(const clf_config *cfg)
+{
+    clf_config *again = malloc(sizeof *again);
+    ck_assert_ptr_nonnull(again);
+    char *text = dump_to_string(cfg);
+    clf_status st = clf_config_parse_string(text, "<dump>", again);
+    ck_assert_msg(st == CLF_OK, "dump does not load: %s\n%s", clf_last_error(), text);
+    assert_same_config(cfg, again);
+    char *text2 = dump_to_string(again);
+    ck_assert_str_eq(text, text2);
+    free(text2);
+    free(text);
+    free(again);
+}
+
+START_TEST(test_shipped_configs_load)
+{
+    clf_config *cfg = malloc(sizeof *cfg);
+    char path[1024];
+    for (int i = 0; all_configs[i]; i++) {
+        snprintf(path, sizeof path, "%s/%s.yaml", CLF_CONFIGS_DIR, all_configs[i]);
+        CLF_ASSERT_OK(clf_config_load(path, cfg));
+        ck_assert_str_eq(cfg->path, path);
+        ck_assert_int_eq(cfg->train.present, 0);
+        ck_assert_str_eq(cfg->backend.name, "cpu");
+        ck_assert_str_eq(cfg->backend.device, "");
+        ck_assert_int_eq(cfg->model.ln_style, CLF_LN_TUTORIAL);
+        assert_round_trip(cfg);
+    }
+    /* and every yaml in the directory, including ones added later */
+    DIR *d = opendir(CLF_CONFIGS_DIR);
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t len = strlen(e->d_name);
+        if (len < 5 || strcmp(e->d_name + len - 5, ".yaml"))
+            continue;
+        snprintf(path, sizeof path, "%s/%s", CLF_CONFIGS_DIR, e->d_name);
+        CLF_ASSERT_OK(clf_config_load(path, cfg));
+        n++;
+    }
+    closedir(d);
+    ck_assert_int_ge(n, 6);
+
+    snprintf(path, sizeof path, "%s/tiny.yaml", CLF_CONFIGS_DIR);
+    CLF_ASSERT_OK(clf_config_load(path, cfg));
+    ck_assert_int_eq(cfg->model.d_model, 64);
+    ck_assert_int_eq(cfg->model.encoder_layers, 2);
+    ck_assert_int_eq(cfg->model.decoder_layers, 2);
+    ck_assert_int_eq(cfg->model.heads, 4);
+    ck_assert_int_eq(cfg->model.d_ff, 128);
+    ck_assert_int_eq(cfg->model.src_vocab, 1000);
+    ck_assert_int_eq(cfg->model.tgt_vocab, 1000);
+    ck_assert_int_eq(cfg->model.max_len, 128);
+    ck_assert_int_eq(cfg->model.norm, CLF_NORM_PRE);
+
+    snprintf(path, sizeof path, "%s/base.yaml", CLF_CONFIGS_DIR);
+    CLF_ASSERT_OK(clf_config_load(path, cfg));
+    ck_assert_int_eq(cfg->model.d_model, 512);
+    ck_assert_int_eq(cfg->model.encoder_layers, 6);
+    ck_assert_int_eq(cfg->model.heads, 8);
+    ck_assert_int_eq(cfg->model.d_ff, 2048);
+    ck_assert_int_eq(cfg->model.src_vocab, 8000);
+    ck_assert_int_eq(cfg->model.max_len, 256);
+    ck_assert_int_eq(cfg->model.norm, CLF_NORM_PRE);
+    ck_assert_int_eq(cfg->model.final_norm, 1);
+
+    snprintf(path, sizeof path, "%s/big.yaml", CLF_CONFIGS_DIR);
+    CLF_ASSERT_OK(clf_config_load(path, cfg));
+    ck_assert_int_eq(cfg->model.d_model, 1024);
+    ck_assert_int_eq(cfg->model.heads, 16);
+    ck_assert_int_eq(cfg->model.d_ff, 4096);
+    ck_assert_float_eq(cfg->model.dropout, 0.3f);
+
+    static const char *const variants[3] = {"tiny-pre", "tiny-post", "tiny-branch"};
+    static const clf_norm_place places[3] = {CLF_NORM_PRE, CLF_NORM_POST, CLF_NORM_BRANCH};
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s.yaml", CLF_CONFIGS_DIR, variants[i]);
+        CLF_ASSERT_OK(clf_config_load(path, cfg));
+        ck_assert_int_eq(cfg->model.norm, places[i]);
+        ck_assert_int_eq(cfg->model.final_norm, i == 0);
+        ck_assert_int_eq(cfg->model.d_model, 64);
+    }
+    free(cfg);
+}
+END_TEST
+
+START_TEST(test_defaults)
+{
+    clf_config *cfg = malloc(sizeof *cfg), *def = malloc(sizeof *def);
+    clf_config_defaults(def);
+    ck_assert_int_eq(def->model.src_vocab, 0);
+    ck_assert_int_eq(def->model.max_len, 256);
+    ck_assert_int_eq(def->model.d_model, 512);
+    ck_assert_int_eq(def->model.encoder_layers, 6);
+    ck_assert_int_eq(def->model.decoder_layers, 6);
+    ck_assert_int_eq(def->model.heads, 8);
+    ck_assert_int_eq(def->model.d_ff, 2048);
+    ck_assert_int_eq(def->model.norm, CLF_NORM_PRE);
+    ck_assert_int_eq(def->model.final_norm_auto, 1);
+    ck_assert_int_eq(def->model.ln_style, CLF_LN_TUTORIAL);
+    ck_assert_float_eq(def->model.ln_eps, 1.0e-6f);
+    ck_assert_int_eq(def->model.attention_bias, 0);
+    ck_assert_int_eq(def->model.activation, CLF_ACT_RELU);
+    ck_assert_int_eq(def->model.output, CLF_OUTPUT_LOGITS);
+    ck_assert_float_eq(def->model.dropout, 0.1f);
+    ck_assert_int_eq(def->model.pad_id, 1);
+    ck_assert_str_eq(def->backend.name, "cpu");
+    ck_assert_str_eq(def->backend.device, "");
+    ck_assert_int_eq(def->backend.threads, 0);
+    ck_assert_int_eq(def->train.present, 0);
+    ck_assert_int_eq(def->train.epochs, 10);
+    ck_assert_float_eq(def->train.beta2, 0.98f);
+
+    /* a minimal file is the defaults plus the two vocabularies */
+    CLF_ASSERT_OK(clf_config_parse_string("model: {src_vocab: 10, tgt_vocab: 12}\n", "<m>", cfg));
+    ck_assert_str_eq(cfg->path, "<m>");
+    def->model.src_vocab = 10;
+    def->model.tgt_vocab = 12;
+    def->model.final_norm = 1; /* auto, pre */
+    assert_same_config(cfg, def);
+    assert_round_trip(cfg);
+
+    ck_assert_str_eq(clf_norm_place_name(CLF_NORM_PRE), "pre");
+    ck_assert_str_eq(clf_norm_place_name(CLF_NORM_POST), "post");
+    ck_assert_str_eq(clf_norm_place_name(CLF_NORM_BRANCH), "branch");
+    ck_assert_str_eq(clf_ln_style_name(CLF_LN_TUTORIAL), "tutorial");
+    ck_assert_str_eq(clf_ln_style_name(CLF_LN_STANDARD), "standard");
+    ck_assert_str_eq(clf_activation_name(CLF_ACT_RELU), "relu");
+    ck_assert_str_eq(clf_output_name(CLF_OUTPUT_LOG_SOFTMAX), "log_softmax");
+    ck_assert_str_eq(clf_optimizer_name(CLF_OPT_ADAMW), "adamw");
+    ck_assert_str_eq(clf_schedule_name(CLF_SCHED_INVERSE_SQRT), "inverse_sqrt");
+    ck_assert_str_eq(clf_norm_place_name((clf_norm_place)7), "unknown");
+    free(cfg);
+    free(def);
+}
+END_TEST
+
+START_TEST(test_layers)
+{
+    clf_config *cfg = malloc(sizeof *cfg);
+    CLF_ASSERT_OK(
+        clf_config_parse_string("model: {src_vocab: 5, tgt_vocab: 5, layers: 3}", NULL, cfg));
+    ck_assert_int_eq(cfg->model.encoder_layers, 3);
+    ck_assert_int_eq(cfg->model.decoder_layers, 3);
+    CLF_ASSERT_OK(clf_config_parse_string(
+        "model: {src_vocab: 5, tgt_vocab: 5, encoder_layers: 3, decoder_layers: 1}", NULL, cfg));
+    ck_assert_int_eq(cfg->model.encoder_layers, 3);
+    ck_assert_int_eq(cfg->model.decoder_layers, 1);
+    assert_round_trip(cfg);
+    CLF_ASSERT_OK(clf_config_parse_string("model: {src_vocab: 5, tgt_vocab: 5, decoder_layers: 2}",
+                                          NULL, cfg));
+    ck_assert_int_eq(cfg->model.encoder_layers, 6);
+    ck_assert_int_eq(cfg->model.decoder_layers, 2);
+    free(cfg);
+}
+END_TEST
+
+START_TEST(test_final_norm)
+{
+    static const struct {
+        const char *norm, *final_norm;
+        int want, want_auto;
+    } cases[] = {
+        {"pre", "auto", 1, 1},  {"post", "auto", 0, 1}, {"branch", "auto", 0, 1},
+        {"pre", NULL, 1, 1},    {"post", NULL, 0, 1},   {"branch", NULL, 0, 1},
+        {"pre", "false", 0, 0}, {"post", "true", 1, 0}, {"branch", "yes", 1, 0},
+        {"post", "no", 0, 0},
+    };
+    clf_config *cfg = malloc(sizeof *cfg);
+    char text[256];
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        snprintf(text, sizeof text, "model:\n  src_vocab: 7\n  tgt_vocab: 7\n  norm: %s\n%s%s\n",
+                 cases[i].norm, cases[i].final_norm ? "  final_norm: " : "",
+                 cases[i].final_norm ? cases[i].final_norm : "");
+        CLF_ASSERT_OK(clf_config_parse_string(text, "<f>", cfg));
+        ck_assert_msg(cfg->model.final_norm == cases[i].want &&
+                          cfg->model.final_norm_auto == cases[i].want_auto,
+                      "case %zu: final_norm %d auto %d", i, cfg->model.final_norm,
+                      cfg->model.final_norm_auto);
+        assert_round_trip(cfg);
+    }
+    free(cfg);
+}
+END_TEST
+
+static const char *full_train_yaml =
+    "model:\n"
+    "  src_vocab: 300\n"
+    "  tgt_vocab: 400\n"
+    "  max_len: 100\n"
+    "  d_model: 48\n"
+    "  encoder_layers: 3\n"
+    "  decoder_layers: 1\n"
+    "  heads: 3\n"
+    "  d_ff: 72\n"
+    "  norm: post\n"
+    "  final_norm: true\n"
+    "  layernorm: {style: standard, eps: 1.0e-5}\n"
+    "  attention_bias: yes\n"
+    "  activation: relu\n"
+    "  output: log_softmax\n"
+    "  dropout: 0.25\n"
+    "  pad_id: 0\n"
+    "backend:\n"
+    "  name: opencl\n"
+    "  device: NVIDIA H100\n"
+    "  threads: 4\n"
+    "train:\n"
+    "  data: {train: data/train.tsv, valid: 'data/va: \"lid\".tsv'}\n"
+    "  vocab: {src: runs/x/src.json, tgt: runs/x/tgt.json, min_frequency: 3}\n"
+    "  init: runs/y/last.safetensors\n"
+    "  seed: 1234567890123\n"
+    "  shuffle: false\n"
+    "  batch_size: 16\n"
+    "  batch_tokens: 2048\n"
+    "  max_len: 90\n"
+    "  steps: 1000\n"
+    "  epochs: 0\n"
+    "  accumulate: 2\n"
+    "  optimizer: {name: adamw, lr: 3.0e-4, betas: [0.85, 0.995], eps: 1.0e-8, weight_decay: "
+    "0.01}\n"
+    "  schedule: {name: noam, warmup: 4000}\n"
+    "  label_smoothing: 0.0\n"
+    "  clip_norm: 1\n"
+    "  log_every: 10\n"
+    "  validate_every: 0\n"
+    "  checkpoint:\n"
+    "    dir: runs/x\n"
+    "    every: 250\n"
+    "    keep: 5\n";
+
+START_TEST(test_train_full)
+{
+    clf_config *cfg = malloc(sizeof *cfg);
+    CLF_ASSERT_OK(clf_config_parse_string(full_train_yaml, "<train>", cfg));
+    const clf_model_config *m = &cfg->model;
+    ck_assert_int_eq(m->src_vocab, 300);
+    ck_assert_int_eq(m->tgt_vocab, 400);
+    ck_assert_int_eq(m->max_len, 100);
+    ck_assert_int_eq(m->encoder_layers, 3);
+    ck_assert_int_eq(m->decoder_layers, 1);
+    ck_assert_int_eq(m->norm, CLF_NORM_POST);
+    ck_assert_int_eq(m->final_norm, 1);
+    ck_assert_int_eq(m->final_norm_auto, 0);
+    ck_assert_int_eq(m->ln_style, CLF_LN_STANDARD);
+    ck_assert_float_eq(m->ln_eps, 1.0e-5f);
+    ck_assert_int_eq(m->attention_bias, 1);
+    ck_assert_int_eq(m->output, CLF_OUTPUT_LOG_SOFTMAX);
+    ck_assert_float_eq(m->dropout, 0.25f);
+    ck_assert_int_eq(m->pad_id, 0);
+    ck_assert_str_eq(cfg->backend.name, "opencl");
+    ck_assert_str_eq(cfg->backend.device, "NVIDIA H100");
+    ck_assert_int_eq(cfg->backend.threads, 4);
+    const clf_train_config *t = &cfg->train;
+    ck_assert_int_eq(t->present, 1);
+    ck_assert_str_eq(t->data_train, "data/train.tsv");
+    ck_assert_str_eq(t->data_valid, "data/va: \"lid\".tsv");
+    ck_assert_str_eq(t->vocab_src, "runs/x/src.json");
+    ck_assert_str_eq(t->vocab_tgt, "runs/x/tgt.json");
+    ck_assert_int_eq(t->min_frequency, 3);
+    ck_assert_str_eq(t->init, "runs/y/last.safetensors");
+    ck_assert(t->seed == 1234567890123LL);
+    ck_assert_int_eq(t->shuffle, 0);
+    ck_assert_int_eq(t->batch_size, 16);
+    ck_assert_int_eq(t->batch_tokens, 2048);
+    ck_assert_int_eq(t->max_len, 90);
+    ck_assert(t->steps == 1000);
+    ck_assert_int_eq(t->epochs, 0);
+    ck_assert_int_eq(t->accumulate, 2);
+    ck_assert_int_eq(t->optimizer, CLF_OPT_ADAMW);
+    ck_assert_float_eq(t->lr, 3.0e-4f);
+    ck_assert_float_eq(t->beta1, 0.85f);
+    ck_assert_float_eq(t->beta2, 0.995f);
+    ck_assert_float_eq(t->adam_eps, 1.0e-8f);
+    ck_assert_float_eq(t->weight_decay, 0.01f);
+    ck_assert_int_eq(t->schedule, CLF_SCHED_NOAM);
+    ck_assert_int_eq(t->warmup, 4000);
+    ck_assert_float_eq(t->label_smoothing, 0.0f);
+    ck_assert_float_eq(t->clip_norm, 1.0f);
+    ck_assert_int_eq(t->log_every, 10);
+    ck_assert_int_eq(t->validate_every, 0);
+    ck_assert_str_eq(t->checkpoint_dir, "runs/x");
+    ck_assert_int_eq(t->checkpoint_every, 250);
+    ck_assert_int_eq(t->checkpoint_keep, 5);
+    assert_round_trip(cfg);
+
+    /* a small train section: defaults, init null, resolved vocab paths and max_len */
+    CLF_ASSERT_OK(clf_config_parse_string("model: {src_vocab: 9, tgt_vocab: 9, max_len: 64}\n"
+                                          "train:\n"
+                                          "  data: {train: a.tsv}\n"
+                                          "  init: null\n"
+                                          "  checkpoint: {dir: runs/q}\n",
+                                          "<small>", cfg));
+    ck_assert_str_eq(t->init, "");
+    ck_assert_str_eq(t->data_valid, "");
+    ck_assert_str_eq(t->vocab_src, "runs/q/src.json");
+    ck_assert_str_eq(t->vocab_tgt, "runs/q/tgt.json");
+    ck_assert_int_eq(t->max_len, 64);
+    ck_assert_int_eq(t->batch_size, 32);
+    ck_assert_int_eq(t->optimizer, CLF_OPT_ADAM);
+    ck_assert_float_eq(t->lr, 1.0e-4f);
+    ck_assert_float_eq(t->adam_eps, 1.0e-9f);
+    ck_assert_float_eq(t->label_smoothing, 0.1f);
+    assert_round_trip(cfg);
+    free(cfg);
+}
+END_TEST
+
+START_TEST(test_dump_strings_round_trip)
+{
+    /* strings that need quoting, a device given as an index, odd floats */
+    clf_config *cfg = malloc(sizeof *cfg);
+    CLF_ASSERT_OK(clf_config_parse_string(
+        "model: {src_vocab: 3, tgt_vocab: 3, d_model: 6, heads: 3, dropout: 0.123456789,\n"
+        "        layernorm: {eps: 3.0e-38}}\n"
+        "backend: {name: auto, device: 1}\n"
+        "train:\n"
+        "  data: {train: \"tab\\there #x: y\", valid: \"back\\\\slash \\\"q\\\" \\u00e9\"}\n"
+        "  vocab: {src: '- [a]', tgt: '{b}'}\n"
+        "  init: '@weird, path'\n"
+        "  optimizer: {lr: 1, betas: [0, 0.999999]}\n",
+        "<s>", cfg));
+    ck_assert_str_eq(cfg->backend.device, "1");
+    ck_assert_str_eq(cfg->train.data_train, "tab\there #x: y");
+    ck_assert_str_eq(cfg->train.data_valid, "back\\slash \"q\" \xc3\xa9");
+    assert_round_trip(cfg);
+    CLF_ASSERT_OK(clf_config_parse_string(
+        "model: {src_vocab: 3, tgt_vocab: 3}\nbackend: {device: gpu}\n", "<s>", cfg));
+    ck_assert_str_eq(cfg->backend.device, "gpu");
+    assert_round_trip(cfg);
+    free(cfg);
+}
+END_TEST
+
+/* A bad config and a piece of the one-line message it must give. */
+typedef struct bad_case {
+    const char *text;
+    const char *want;
+} bad_case;
+
+#define M "model:\n  src_vocab: 10\n  tgt_vocab: 10\n"
+#define T M "train:\n  data: {train: a.tsv}\n"
+
+static const bad_case bad_cases[] = {
+    /* unknown keys, with and without a suggestion */
+    {M "  hedas: 4\n", "<t>:4:3: model.hedas: unknown key 'hedas' (did you mean 'heads'?)"},
+    {M "  dmodel: 4\n", "<t>:4:3: model.dmodel: unknown key 'dmodel' (did you mean 'd_model'?)"},
+    {M "  zzz: 4\n", "<t>:4:3: model.zzz: unknown key 'zzz' (valid keys: src_vocab, tgt_vocab"},
+    {"modle: {src_vocab: 1}\n", "<t>:1:1: modle: unknown key 'modle' (did you mean 'model'?)"},
+    {M "backend: {nmae: cpu}\n", "<t>:4:11: backend.nmae: unknown key 'nmae'"},
+    {T "  optimizer: {lr: 1.0e-3, beta: [0.9, 0.98]}\n",
+     "<t>:6:27: train.optimizer.beta: unknown key 'beta' (did you mean 'betas'?)"},
+    {M "  layernorm: {style: tutorial, epsilon: 1.0e-6}\n",
+     "<t>:4:32: model.layernorm.epsilon: unknown key 'epsilon'"},
+    /* wrong types */
+    {M "  heads: abc\n", "<t>:4:10: model.heads: expected an integer, got 'abc'"},
+    {M "  heads: 4.5\n", "<t>:4:10: model.heads: expected an integer, got '4.5'"},
+    {M "  heads: 1e3\n", "model.heads: expected an integer, got '1e3'"},
+    {M "  heads: \"4\"\n", "model.heads: expected an integer, got the quoted string '4'"},
+    {M "  heads:\n", "model.heads: expected an integer, got nothing"},
+    {M "  heads: ~\n", "model.heads: expected an integer, got null"},
+    {M "  d_model: {a: 1}\n", "<t>:4:12: model.d_model: expected an integer, got a mapping"},
+    {M "  d_model: [512]\n", "<t>:4:12: model.d_model: expected an integer, got a sequence"},
+    {M "  max_len: 99999999999999999999\n",
+     "model.max_len: integer 99999999999999999999 is out of range"},
+    {M "  dropout: nan\n", "model.dropout: expected a number, got 'nan'"},
+    {M "  dropout: .inf\n", "model.dropout: expected a number, got '.inf'"},
+    {M "  dropout: 0x1p-3\n", "model.dropout: expected a number, got '0x1p-3'"},
+    {M "  layernorm: {eps: 1e99}\n", "model.layernorm.eps: number 1e99 is out of range"},
+    {M "  attention_bias: maybe\n",
+     "<t>:4:19: model.attention_bias: expected true or false, got 'maybe'"},
+    {M "  final_norm: sometimes\n",
+     "<t>:4:15: model.final_norm: expected auto, true or false, got 'sometimes'"},
+    {M "  layernorm: tutorial\n", "<t>:4:14: model.layernorm: expected a mapping, got 'tutorial'"},
+    {"model: 5\n", "<t>:1:8: model: expected a mapping, got '5'"},
+    {M "  norm: [pre]\n", "model.norm: expected pre, post or branch, got a sequence"},
+    {M "  ? [a]\n  : 1\n", "<t>:4:5: model: expected a key name, got a sequence"},
+    /* sizes */
+    {M "  d_model: -5\n", "<t>:4:12: model.d_model: must be > 0, got -5"},
+    {M "  heads: 0\n", "<t>:4:10: model.heads: must be > 0, got 0"},
+    {M "  layers: 0\n", "model.layers: must be > 0, got 0"},
+    {M "  layers: 5000\n", "model.layers: must be <= 1024, got 5000"},
+    {M "  d_ff: -1\n", "model.d_ff: must be > 0, got -1"},
+    {"model:\n  src_vocab: 0\n  tgt_vocab: 10\n", "<t>:2:14: model.src_vocab: must be > 0, got 0"},
+    {M "  pad_id: -1\n", "model.pad_id: must be >= 0, got -1"},
+    {M "  pad_id: 10\n", "<t>:4:11: model.pad_id: 10 is not an id of the vocabularies"},
+    {M "backend: {threads: -2}\n", "backend.threads: must be >= 0, got -2"},
+    {M "backend: {device: -1}\n", "<t>:4:19: backend.device: a device index must be >= 0"},
+    {M "  d_model: 512\n  heads: 7\n",
+     "<t>:5:10: model.heads: d_model 512 is not divisible by heads 7"},
+    {M "  d_model: 30\n", "<t>:4:12: model.heads: d_model 30 is not divisible by heads 8"},
+    /* names */
+    {M "  norm: middle\n",
+     "<t>:4:9: model.norm: unknown norm 'middle' (expected pre, post or branch)"},
+    {M "  norm: Post\n", "model.norm: unknown norm 'Post' (did you mean 'post'? expected pre, "
+                         "post or branch)"},
+    {M "  layernorm: {style: fancy}\n",
+     "model.layernorm.style: unknown style 'fancy' (expected tutorial or standard)"},
+    {M "  activation: gelu\n", "model.activation: unknown activation 'gelu' (expected relu)"},
+    {M "  output: probs\n",
+     "model.output: unknown output 'probs' (expected logits or log_softmax)"},
+    {M "backend: {name: cuda}\n",
+     "<t>:4:17: backend.name: unknown backend 'cuda' (expected cpu, opencl or auto)"},
+    {T "  optimizer: {name: sgd}\n",
+     "train.optimizer.name: unknown optimizer 'sgd' (expected adam or adamw)"},
+    {T "  schedule: {name: cosine}\n",
+     "train.schedule.name: unknown schedule 'cosine' (expected constant, noam or inverse_sqrt)"},
+    /* ranges of floats */
+    {M "  dropout: 1.0\n", "<t>:4:12: model.dropout: must be in [0, 1), got 1.0"},
+    {M "  dropout: -0.1\n", "model.dropout: must be in [0, 1), got -0.1"},
+    {M "  dropout: 0.99999999999\n", "model.dropout: must be in [0, 1), got 0.99999999999"},
+    {M "  layernorm: {eps: 0}\n", "model.layernorm.eps: must be > 0, got 0"},
+    {T "  optimizer: {lr: -1.0e-4}\n", "train.optimizer.lr: must be > 0, got -1.0e-4"},
+    {T "  label_smoothing: 1\n", "train.label_smoothing: must be in [0, 1), got 1"},
+    {T "  clip_norm: -1\n", "train.clip_norm: must be >= 0, got -1"},
+    {T "  optimizer: {betas: [0.9, 1.5]}\n",
+     "<t>:6:28: train.optimizer.betas[1]: must be in [0, 1), got 1.5"},
+    {T "  optimizer: {betas: [0.9]}\n",
+     "<t>:6:22: train.optimizer.betas: expected two numbers [beta1, beta2], got 1 of them"},
+    {T "  optimizer: {betas: 0.9}\n", "train.optimizer.betas: expected two numbers"},
+    /* required keys, conflicts, cross-key checks */
+    {"model:\n  tgt_vocab: 5\n", "<t>:2:3: model.src_vocab: required key missing"},
+    {"model:\n  src_vocab: 5\n", "<t>:2:3: model.tgt_vocab: required key missing"},
+    {"model:\n", "<t>:1:1: model.src_vocab: required key missing"},
+    {"backend: {name: cpu}\n", "<t>:1:1: model: missing section"},
+    {M "  layers: 2\n  encoder_layers: 3\n",
+     "<t>:5:19: model.encoder_layers: conflicts with model.layers at line 4"},
+    {M "  decoder_layers: 3\n  layers: 2\n",
+     "<t>:4:19: model.decoder_layers: conflicts with model.layers at line 5"},
+    {M "  src_vocab: 11\n", "<t>:4:3: model.src_vocab: duplicate key (first at line 2)"},
+    {M "backend: {}\nbackend: {}\n", "<t>:5:1: backend: duplicate key (first at line 4)"},
+    {M "train:\n  seed: 1\n", "<t>:5:3: train.data.train: required key missing"},
+    {T "  steps: 0\n  epochs: 0\n", "<t>:7:11: train.epochs: steps and epochs are both 0"},
+    {T "  schedule: {name: noam}\n",
+     "<t>:6:13: train.schedule.warmup: schedule noam needs warmup > 0"},
+    {T "  max_len: 512\n", "<t>:6:12: train.max_len: 512 exceeds model.max_len 256"},
+    {T "  seed: -1\n", "train.seed: must be >= 0, got -1"},
+    {T "  accumulate: 0\n", "train.accumulate: must be > 0, got 0"},
+    {M "train:\n  data: {train: [a, b]}\n",
+     "<t>:5:17: train.data.train: expected a string, got a sequence"},
+    /* not a configuration at all */
+    {"", "<t>:1:1: empty configuration: expected a mapping with a 'model:' section"},
+    {"# only a comment\n\n", "<t>:1:1: empty configuration"},
+    {"- a\n- b\n", "<t>:1:1: expected a mapping with a 'model:' section at the top level, got a "
+                   "sequence"},
+    {"just words\n", "<t>:1:1: expected a mapping with a 'model:' section at the top level, got "
+                     "'just words'"},
+    {"model: {src_vocab: 10\n", "<t>:2:1: invalid YAML: did not find expected ',' or '}' (while "
+                                "parsing a flow mapping at line 1, column 8)"},
+    {"model:\n  src_vocab: 10\n tgt_vocab: 10\n",
+     "<t>:3:2: invalid YAML: did not find expected key"},
+    {"model: *nothing\n", "<t>:1:8: invalid YAML: found undefined alias"},
+    {M "\t\n", "invalid YAML"},
+    {M "  norm: \"\xff\"\n", "<t>:4:10: invalid YAML: invalid leading UTF-8 octet (byte 0xff)"},
+    {M "---\nmodel: {}\n", "<t>:5:1: a second YAML document"},
+};
+
+START_TEST(test_errors)
+{
+    clf_config *cfg = malloc(sizeof *cfg);
+    const bad_case *c = &bad_cases[_i];
+    clf_clear_error();
+    clf_status st = clf_config_parse_string(c->text, "<t>", cfg);
+    const char *msg = clf_last_error();
+    ck_assert_msg(st == CLF_ERR_INPUT, "case %d: status %d (%s) for:\n%s", _i, (int)st, msg,
+                  c->text);
+    ck_assert_msg(strstr(msg, c->want) != NULL, "case %d: message\n  %s\nlacks\n  %s", _i, msg,
+                  c->want);
+    ck_assert_msg(strchr(msg, '\n') == NULL, "case %d: message is not one line: %s", _i, msg);
+    ck_assert_msg(strncmp(msg, "<t>:", 4) == 0, "case %d: no position: %s", _i, msg);
+    free(cfg);
+}
+END_TEST
+
+START_TEST(test_file_errors)
+{
+    clf_config *cfg = malloc(sizeof *cfg);
+    char dir[] = "/tmp/clf-config-XXXXXX", path[256], want[512];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+
+    snprintf(path, sizeof path, "%s/missing.yaml", dir);
+    ck_assert_int_eq(clf_config_load(path, cfg), CLF_ERR_IO);
+    snprintf(want, sizeof want, "%s: cannot open: No such file or directory", path);
+    ck_assert_str_eq(clf_last_error(), want);
+
+    ck_assert_int_eq(clf_config_load(dir, cfg), CLF_ERR_IO); /* a directory */
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), dir));
+
+    snprintf(path, sizeof path, "%s/empty.yaml", dir);
+    FILE *f = fopen(path, "w");
+    fclose(f);
+    ck_assert_int_eq(clf_config_load(path, cfg), CLF_ERR_INPUT);
+    snprintf(want, sizeof want,
+             "%s:1:1: empty configuration: expected a mapping with a 'model:' section", path);
+    ck_assert_str_eq(clf_last_error(), want);
+    unlink(path);
+
+    snprintf(path, sizeof path, "%s/bad.yaml", dir);
+    f = fopen(path, "w");
+    fputs("# a comment\nmodel:\n  src_vocab: 10\n  tgt_vocab: 10\n  heads: abc\n", f);
+    fclose(f);
+    ck_assert_int_eq(clf_config_load(path, cfg), CLF_ERR_INPUT);
+    snprintf(want, sizeof want, "%s:5:10: model.heads: expected an integer, got 'abc'", path);
+    ck_assert_str_eq(clf_last_error(), want);
+    unlink(path);
+
+    /* a dumped file loads back from disk too */
+    snprintf(path, sizeof path, "%s/dump.yaml", dir);
+    clf_config *orig = malloc(sizeof *orig);
+    CLF_ASSERT_OK(clf_config_parse_string(full_train_yaml, path, orig));
+    f = fopen(path, "w");
+    CLF_ASSERT_OK(clf_config_dump(orig, f));
+    fclose(f);
+    CLF_ASSERT_OK(clf_config_load(path, cfg));
+    assert_same_config(orig, cfg);
+    ck_assert_str_eq(orig->path, cfg->path);
+    unlink(path);
+    free(orig);
+
+    rmdir(dir);
+    free(cfg);
+}
+END_TEST
+
+static Suite *config_suite(void)
+{
+    Suite *s = suite_create("config");
+    TCase *tc = tcase_create("config");
+    tcase_add_test(tc, test_shipped_configs_load);
+    tcase_add_test(tc, test_defaults);
+    tcase_add_test(tc, test_layers);
+    tcase_add_test(tc, test_final_norm);
+    tcase_add_test(tc, test_train_full);
+    tcase_add_test(tc, test_dump_strings_round_trip);
+    tcase_add_loop_test(tc, test_errors, 0, (int)(sizeof bad_cases / sizeof *bad_cases));
+    tcase_add_test(tc, test_file_errors);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return clf_test_main(config_suite());
+}

@@ -1,0 +1,173 @@
+/* The backend loader: finds backends on the search path, refuses what is not a backend
+ * (real broken shared objects built by tests/loader.cmake) with a message naming the file
+ * and the reason, and never loads the same file twice. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clformer/backend.h"
+#include "testutil.h"
+
+START_TEST(test_load_cpu_from_build_tree)
+{
+    const clf_backend_api *api = NULL, *again = NULL;
+    CLF_ASSERT_OK(clf_backend_load("cpu", NULL, &api));
+    ck_assert_int_eq(api->abi_version, CLF_BACKEND_ABI);
+    ck_assert_str_eq(api->name, "cpu");
+    CLF_ASSERT_OK(clf_backend_load("cpu", CLF_BUILD_BACKEND_DIR, &again));
+    ck_assert_ptr_eq(api, again); /* one handle per file */
+}
+END_TEST
+
+START_TEST(test_missing_backend_names_dirs)
+{
+    const clf_backend_api *api = NULL;
+    clf_status st = clf_backend_load("nosuchbackend", CLF_BROKEN_SO_DIR, &api);
+    ck_assert_int_eq(st, CLF_ERR_BACKEND);
+    ck_assert_ptr_null(api);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "clformer-nosuchbackend.so"));
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), CLF_BROKEN_SO_DIR));
+}
+END_TEST
+
+START_TEST(test_invalid_name)
+{
+    const clf_backend_api *api = NULL;
+    ck_assert_int_eq(clf_backend_load("../etc/x", NULL, &api), CLF_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "not valid"));
+}
+END_TEST
+
+START_TEST(test_no_entry_symbol)
+{
+    const clf_backend_api *api = NULL;
+    ck_assert_int_eq(clf_backend_load("noentry", CLF_BROKEN_SO_DIR, &api), CLF_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "clformer-noentry.so"));
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "no 'clf_backend_entry' symbol"));
+}
+END_TEST
+
+START_TEST(test_wrong_abi_version)
+{
+    const clf_backend_api *api = NULL;
+    char want[64];
+    ck_assert_int_eq(clf_backend_load("wrongabi", CLF_BROKEN_SO_DIR, &api), CLF_ERR_INPUT);
+    snprintf(want, sizeof want, "backend ABI version %d", CLF_BACKEND_ABI + 998);
+    ck_assert_msg(strstr(clf_last_error(), want), "%s", clf_last_error());
+    snprintf(want, sizeof want, "needs version %d", CLF_BACKEND_ABI);
+    ck_assert_msg(strstr(clf_last_error(), want), "%s", clf_last_error());
+}
+END_TEST
+
+START_TEST(test_incomplete_table)
+{
+    const clf_backend_api *api = NULL;
+    ck_assert_int_eq(clf_backend_load("incomplete", CLF_BROKEN_SO_DIR, &api), CLF_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "incomplete"));
+}
+END_TEST
+
+START_TEST(test_not_a_shared_object)
+{
+    char dir[] = "/tmp/clf-loader-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof path, "%s/clformer-text.so", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("this is not an ELF file\n", f);
+    fclose(f);
+    const clf_backend_api *api = NULL;
+    ck_assert_int_eq(clf_backend_load("text", dir, &api), CLF_ERR_INPUT);
+    ck_assert_msg(strstr(clf_last_error(), "not a loadable backend"), "%s", clf_last_error());
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "clformer-text.so"));
+    remove(path);
+    rmdir(dir);
+}
+END_TEST
+
+START_TEST(test_plugin_path_env)
+{
+    const clf_backend_api *api = NULL;
+    setenv("CLF_PLUGIN_PATH", "/nonexistent:" CLF_BROKEN_SO_DIR, 1);
+    /* found through the environment, not the explicit dir */
+    ck_assert_int_eq(clf_backend_load("wrongabi", NULL, &api), CLF_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), CLF_BROKEN_SO_DIR));
+    unsetenv("CLF_PLUGIN_PATH");
+}
+END_TEST
+
+START_TEST(test_open_named_env_override)
+{
+    const clf_backend_api *api = NULL;
+    clf_backend *be = NULL;
+    clf_backend_opts opts = {.abi_version = CLF_BACKEND_ABI, .threads = 1};
+    setenv("CLF_BACKEND", "nosuchbackend", 1);
+    /* an explicit name (the CLI's --backend) wins over the environment */
+    CLF_ASSERT_OK(clf_backend_open_named("cpu", NULL, &opts, &api, &be));
+    api->close(be);
+    ck_assert_int_eq(clf_backend_open_named(NULL, NULL, &opts, &api, &be), CLF_ERR_BACKEND);
+    unsetenv("CLF_BACKEND");
+    /* auto falls back to cpu when no GPU is found */
+    CLF_ASSERT_OK(clf_backend_open_named("auto", NULL, &opts, &api, &be));
+    ck_assert_ptr_nonnull(api);
+    api->close(be);
+}
+END_TEST
+
+static void count_found(void *user, const char *path, const clf_backend_api *api,
+                        const char *error)
+{
+    int *counts = user;
+    (void)path;
+    if (api)
+        counts[0]++;
+    else if (error && *error)
+        counts[1]++;
+}
+
+START_TEST(test_scan_reports_good_and_broken)
+{
+    int counts[2] = {0, 0};
+    clf_backend_scan(CLF_BROKEN_SO_DIR, count_found, counts);
+    ck_assert_int_ge(counts[0], 1); /* at least the cpu backend */
+    ck_assert_int_ge(counts[1], 3); /* the three broken ones */
+}
+END_TEST
+
+START_TEST(test_require_unsupported_op)
+{
+    const clf_backend_api *api = NULL;
+    clf_backend *be = NULL;
+    clf_test_open_backend("cpu", &api, &be);
+    CLF_ASSERT_OK(clf_backend_require(api, be, CLF_OP_GEMM));
+    ck_assert_int_eq(clf_backend_require(api, be, CLF_OP_COUNT), CLF_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "cpu backend"));
+    api->close(be);
+}
+END_TEST
+
+static Suite *loader_suite(void)
+{
+    Suite *s = suite_create("loader");
+    TCase *tc = tcase_create("load");
+    tcase_add_test(tc, test_load_cpu_from_build_tree);
+    tcase_add_test(tc, test_missing_backend_names_dirs);
+    tcase_add_test(tc, test_invalid_name);
+    tcase_add_test(tc, test_no_entry_symbol);
+    tcase_add_test(tc, test_wrong_abi_version);
+    tcase_add_test(tc, test_incomplete_table);
+    tcase_add_test(tc, test_not_a_shared_object);
+    tcase_add_test(tc, test_plugin_path_env);
+    tcase_add_test(tc, test_open_named_env_override);
+    tcase_add_test(tc, test_scan_reports_good_and_broken);
+    tcase_add_test(tc, test_require_unsupported_op);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return clf_test_main(loader_suite());
+}

@@ -1,0 +1,573 @@
+/* The CPU backend's ops, one by one, against naive references computed here in double
+ * precision, on awkward sizes (1, 7, 33, 65, 129), padded leading dimensions and the
+ * aliasing the ABI allows. Tolerances (relative: max abs error / max abs reference):
+ *   gemm, attention         1e-5  (float accumulation over k or kv_len terms)
+ *   layernorm, softmax      1e-5
+ *   embed, add              1e-6  (one or two roundings)
+ *   argmax                  exact */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clformer/backend.h"
+#include "testutil.h"
+
+static const clf_backend_api *api;
+static clf_backend *be;
+
+static void setup(void)
+{
+    clf_test_open_backend("cpu", &api, &be);
+}
+static void teardown(void)
+{
+    if (api && be)
+        api->close(be);
+    be = NULL;
+}
+
+static float *fvec(size_t n, unsigned seed)
+{
+    float *x = malloc((n ? n : 1) * sizeof *x);
+    ck_assert_ptr_nonnull(x);
+    clf_test_fill(x, n, seed, -1.0f, 1.0f);
+    return x;
+}
+
+static clf_ptr P(clf_buffer *b)
+{
+    return (clf_ptr){b, 0};
+}
+
+static void download(clf_buffer *b, void *host, size_t bytes)
+{
+    CLF_ASSERT_OK(api->download(be, host, P(b), bytes));
+}
+
+/* ---- gemm ---- */
+
+static void ref_gemm(const clf_gemm_args *g, const float *A, const float *B, const float *bias,
+                     float *C)
+{
+    for (int i = 0; i < g->m; i++)
+        for (int j = 0; j < g->n; j++) {
+            double s = 0.0;
+            for (int p = 0; p < g->k; p++) {
+                double a = g->trans_a ? A[(size_t)p * g->lda + i] : A[(size_t)i * g->lda + p];
+                double b = g->trans_b ? B[(size_t)j * g->ldb + p] : B[(size_t)p * g->ldb + j];
+                s += a * b;
+            }
+            double c = g->alpha * s + g->beta * (double)C[(size_t)i * g->ldc + j];
+            if (bias)
+                c += bias[j];
+            if (g->relu && c < 0)
+                c = 0;
+            C[(size_t)i * g->ldc + j] = (float)c;
+        }
+}
+
+static const int gemm_shapes[][3] = {
+    {1, 1, 1}, {7, 33, 65}, {129, 7, 33}, {65, 129, 1}, {33, 65, 129}};
+
+/* Runs one gemm (batch 1) or strided batched gemm against the reference. */
+static void check_gemm(int batch, int ta, int tb, const int *mnk, int with_bias, int relu,
+                       float alpha, float beta)
+{
+    int m = mnk[0], n = mnk[1], k = mnk[2];
+    clf_gemm_args g = {.trans_a = ta,
+                       .trans_b = tb,
+                       .m = m,
+                       .n = n,
+                       .k = k,
+                       .alpha = alpha,
+                       .beta = beta,
+                       .relu = relu,
+                       .batch = batch};
+    g.lda = (ta ? m : k) + 3;
+    g.ldb = (tb ? k : n) + 1;
+    g.ldc = n + 2;
+    size_t sa = (size_t)(ta ? k : m) * g.lda, sb = (size_t)(tb ? n : k) * g.ldb,
+           sc = (size_t)m * g.ldc;
+    g.stride_a = sa + 5;
+    g.stride_b = sb;
+    g.stride_c = sc + 1;
+    size_t na = g.stride_a * batch, nb = g.stride_b * batch, nc = g.stride_c * batch;
+    float *A = fvec(na, 1), *B = fvec(nb, 2), *C = fvec(nc, 3), *bias = fvec(n, 4);
+    float *want = malloc(nc * sizeof *want), *got = malloc(nc * sizeof *got);
+    memcpy(want, C, nc * sizeof *C);
+    clf_buffer *dA = clf_test_upload(api, be, A, na * 4), *dB = clf_test_upload(api, be, B, nb * 4);
+    clf_buffer *dC = clf_test_upload(api, be, C, nc * 4),
+               *dbias = clf_test_upload(api, be, bias, n * 4);
+    g.a = P(dA);
+    g.b = P(dB);
+    g.c = P(dC);
+    if (with_bias)
+        g.bias = P(dbias);
+    for (int b = 0; b < batch; b++)
+        ref_gemm(&g, A + b * g.stride_a, B + b * g.stride_b, with_bias ? bias : NULL,
+                 want + b * g.stride_c);
+    if (batch == 1 && (ta + tb + m) % 2 == 0)
+        CLF_ASSERT_OK(api->gemm(be, &g));
+    else
+        CLF_ASSERT_OK(api->gemm_strided_batched(be, &g));
+    download(dC, got, nc * 4);
+    double e = clf_test_rel_err(got, want, nc);
+    ck_assert_msg(e <= 1e-5, "gemm batch=%d ta=%d tb=%d m=%d n=%d k=%d bias=%d relu=%d: rel err %g",
+                  batch, ta, tb, m, n, k, with_bias, relu, e);
+    api->free(be, dA);
+    api->free(be, dB);
+    api->free(be, dC);
+    api->free(be, dbias);
+    free(A);
+    free(B);
+    free(C);
+    free(bias);
+    free(want);
+    free(got);
+}
+
+START_TEST(gemm_all_transposes_and_epilogues)
+{
+    for (size_t s = 0; s < sizeof gemm_shapes / sizeof gemm_shapes[0]; s++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++) {
+                check_gemm(1, ta, tb, gemm_shapes[s], 0, 0, 1.0f, 0.0f);
+                check_gemm(1, ta, tb, gemm_shapes[s], 1, 1, 0.7f, 0.3f);
+                check_gemm(1, ta, tb, gemm_shapes[s], 1, 0, 1.0f, 1.0f);
+            }
+}
+END_TEST
+
+START_TEST(gemm_strided_batched_matches_per_matrix_reference)
+{
+    for (size_t s = 0; s < sizeof gemm_shapes / sizeof gemm_shapes[0]; s++)
+        for (int t = 0; t < 4; t++)
+            check_gemm(3, t & 1, t >> 1, gemm_shapes[s], t == 2, t == 3, 0.5f,
+                       t == 1 ? 1.0f : 0.0f);
+}
+END_TEST
+
+/* ---- layernorm ---- */
+
+static void ref_layernorm(const float *x, const float *res, const float *alpha, const float *beta,
+                          int rows, int cols, clf_ln_style style, float eps, float *out, float *sum)
+{
+    for (int r = 0; r < rows; r++) {
+        double mean = 0, ss = 0;
+        float *v = malloc((size_t)cols * sizeof *v);
+        for (int c = 0; c < cols; c++) {
+            v[c] = x[(size_t)r * cols + c] + (res ? res[(size_t)r * cols + c] : 0.0f);
+            mean += v[c];
+        }
+        mean /= cols;
+        for (int c = 0; c < cols; c++)
+            ss += (v[c] - mean) * (v[c] - mean);
+        double denom =
+            style == CLF_LN_TUTORIAL ? sqrt(ss / (cols - 1)) + eps : sqrt(ss / cols + eps);
+        for (int c = 0; c < cols; c++) {
+            out[(size_t)r * cols + c] = (float)(alpha[c] * (v[c] - mean) / denom + beta[c]);
+            if (sum)
+                sum[(size_t)r * cols + c] = v[c];
+        }
+        free(v);
+    }
+}
+
+START_TEST(layernorm_both_styles_residual_and_aliased_sum)
+{
+    static const int rows[] = {1, 7, 33}, cols[] = {2, 7, 65, 129};
+    for (int style = 0; style < 2; style++)
+        for (int ri = 0; ri < 3; ri++)
+            for (int ci = 0; ci < 4; ci++)
+                for (int mode = 0; mode < 3; mode++) { /* plain, residual, residual + sum_out=x */
+                    int R = rows[ri], Cn = cols[ci];
+                    size_t n = (size_t)R * Cn;
+                    float *x = fvec(n, 10), *res = fvec(n, 11), *al = fvec(Cn, 12),
+                          *bt = fvec(Cn, 13);
+                    for (size_t i = 0; i < n; i++)
+                        x[i] = x[i] * 3.0f + 0.5f; /* a mean far from 0 tests the centring */
+                    float *want = malloc(n * 4), *wsum = malloc(n * 4), *got = malloc(n * 4);
+                    float eps = style == CLF_LN_TUTORIAL ? 1e-6f : 1e-5f;
+                    ref_layernorm(x, mode ? res : NULL, al, bt, R, Cn, (clf_ln_style)style, eps,
+                                  want, wsum);
+                    clf_buffer *dx = clf_test_upload(api, be, x, n * 4),
+                               *dr = clf_test_upload(api, be, res, n * 4);
+                    clf_buffer *da = clf_test_upload(api, be, al, Cn * 4),
+                               *db = clf_test_upload(api, be, bt, Cn * 4);
+                    clf_buffer *dout;
+                    CLF_ASSERT_OK(api->alloc(be, n * 4, &dout));
+                    clf_layernorm_args a = {.out = P(dout),
+                                            .x = P(dx),
+                                            .alpha = P(da),
+                                            .beta = P(db),
+                                            .rows = R,
+                                            .cols = Cn,
+                                            .style = (clf_ln_style)style,
+                                            .eps = eps};
+                    if (mode)
+                        a.residual = P(dr);
+                    if (mode == 2)
+                        a.sum_out = P(dx);
+                    CLF_ASSERT_OK(api->layernorm(be, &a));
+                    download(dout, got, n * 4);
+                    double e = clf_test_rel_err(got, want, n);
+                    ck_assert_msg(e <= 1e-5,
+                                  "layernorm style=%d rows=%d cols=%d mode=%d: rel err %g", style,
+                                  R, Cn, mode, e);
+                    if (mode == 2) {
+                        download(dx, got, n * 4);
+                        CLF_ASSERT_CLOSE(got, wsum, n, 1e-6);
+                    }
+                    api->free(be, dx);
+                    api->free(be, dr);
+                    api->free(be, da);
+                    api->free(be, db);
+                    api->free(be, dout);
+                    free(x), free(res), free(al), free(bt), free(want), free(wsum), free(got);
+                }
+}
+END_TEST
+
+/* ---- attention ---- */
+
+typedef struct attn_case {
+    int B, H, Tq, Tk, D, causal, q_pos0, mask, probs, packed;
+} attn_case;
+
+static void ref_attention(const attn_case *c, const clf_attention_args *a, const float *Q,
+                          const float *K, const float *V, const int32_t *M, float *O, float *Pr)
+{
+    double *s = malloc((size_t)c->Tk * sizeof *s);
+    for (int b = 0; b < c->B; b++)
+        for (int h = 0; h < c->H; h++)
+            for (int i = 0; i < c->Tq; i++) {
+                double mx = -INFINITY, den = 0;
+                for (int j = 0; j < c->Tk; j++) {
+                    int masked = (M && M[b * a->key_mask_stride + j] == 0) ||
+                                 (c->causal && j > c->q_pos0 + i);
+                    double d = 0;
+                    for (int t = 0; t < c->D; t++)
+                        d += (double)Q[b * a->q_bstride + (size_t)i * a->q_ld + h * c->D + t] *
+                             K[b * a->kv_bstride + (size_t)j * a->k_ld + h * c->D + t];
+                    s[j] = masked ? -1e9 : d * a->scale;
+                    mx = s[j] > mx ? s[j] : mx;
+                }
+                for (int j = 0; j < c->Tk; j++)
+                    den += (s[j] = exp(s[j] - mx));
+                for (int t = 0; t < c->D; t++) {
+                    double o = 0;
+                    for (int j = 0; j < c->Tk; j++)
+                        o += s[j] / den * V[b * a->kv_bstride + (size_t)j * a->v_ld + h * c->D + t];
+                    O[b * a->out_bstride + (size_t)i * a->out_ld + h * c->D + t] = (float)o;
+                }
+                if (Pr)
+                    for (int j = 0; j < c->Tk; j++)
+                        Pr[(((size_t)b * c->H + h) * c->Tq + i) * c->Tk + j] = (float)(s[j] / den);
+            }
+    free(s);
+}
+
+static void check_attention(const attn_case *c)
+{
+    int W = c->H * c->D;
+    clf_attention_args a = {.batch = c->B,
+                            .heads = c->H,
+                            .q_len = c->Tq,
+                            .kv_len = c->Tk,
+                            .head_dim = c->D,
+                            .causal = c->causal,
+                            .q_pos0 = c->q_pos0,
+                            .scale = 1.0f / sqrtf((float)c->D)};
+    /* packed: q, k, v interleaved in one [B, T, 3W] tensor, as the fused QKV GEMM writes. */
+    a.q_ld = a.k_ld = a.v_ld = c->packed ? 3 * W : W + 1;
+    a.out_ld = W + 2;
+    a.q_bstride = (size_t)c->Tq * a.q_ld + 1;
+    a.kv_bstride = (size_t)c->Tk * a.k_ld;
+    a.out_bstride = (size_t)c->Tq * a.out_ld;
+    a.key_mask_stride = (size_t)c->Tk + 1;
+    size_t nq = a.q_bstride * c->B, nkv = a.kv_bstride * c->B + 2 * W, no = a.out_bstride * c->B;
+    size_t np = (size_t)c->B * c->H * c->Tq * c->Tk, nm = a.key_mask_stride * c->B;
+    float *Q = fvec(nq, 20), *KV = fvec(nkv, 21), *O = calloc(no, 4), *got = calloc(no, 4);
+    float *Pr = calloc(np, 4), *gotp = calloc(np, 4);
+    int32_t *M = malloc(nm * 4);
+    for (size_t i = 0; i < nq; i++)
+        Q[i] *= 4.0f; /* peaky softmax */
+    for (int b = 0; b < c->B; b++)
+        for (int j = 0; j < (int)a.key_mask_stride; j++)
+            /* batch 0 keeps every key; later batches pad the tail; the last one (when
+             * B > 2) masks every key, the fully masked row. */
+            M[b * a.key_mask_stride + j] = b == 0                        ? 1
+                                           : (b == c->B - 1 && c->B > 2) ? 0
+                                                                         : j < c->Tk - b * 3;
+    clf_buffer *dq = clf_test_upload(api, be, Q, nq * 4),
+               *dkv = clf_test_upload(api, be, KV, nkv * 4);
+    /* out starts zeroed: its row padding must stay untouched. */
+    clf_buffer *dm = clf_test_upload(api, be, M, nm * 4),
+               *dout = clf_test_upload(api, be, O, no * 4);
+    clf_buffer *dp;
+    CLF_ASSERT_OK(api->alloc(be, np * 4, &dp));
+    a.q = P(dq);
+    a.k = P(dkv);
+    a.v = clf_ptr_add(P(dkv), 4 * (size_t)(c->packed ? W : 2 * W));
+    a.out = P(dout);
+    if (c->mask)
+        a.key_mask = P(dm);
+    if (c->probs)
+        a.probs = P(dp);
+    ref_attention(c, &a, Q, KV, KV + (c->packed ? W : 2 * W), c->mask ? M : NULL, O, Pr);
+    CLF_ASSERT_OK(api->attention(be, &a));
+    download(dout, got, no * 4);
+    double e = clf_test_rel_err(got, O, no);
+    if (e > 1e-5 && getenv("CLF_DEBUG"))
+        for (size_t i = 0; i < no; i++)
+            if (fabsf(got[i] - O[i]) > 1e-4f)
+                fprintf(stderr, "%zu: got %g want %g\n", i, got[i], O[i]);
+    ck_assert_msg(e <= 1e-5, "attention B=%d H=%d Tq=%d Tk=%d D=%d causal=%d pos0=%d mask=%d: %g",
+                  c->B, c->H, c->Tq, c->Tk, c->D, c->causal, c->q_pos0, c->mask, e);
+    if (c->probs) {
+        download(dp, gotp, np * 4);
+        CLF_ASSERT_CLOSE(gotp, Pr, np, 1e-5);
+    }
+    api->free(be, dq), api->free(be, dkv), api->free(be, dm), api->free(be, dout),
+        api->free(be, dp);
+    free(Q), free(KV), free(O), free(got), free(Pr), free(gotp), free(M);
+}
+
+START_TEST(attention_masks_strides_and_probs)
+{
+    static const attn_case cases[] = {
+        {1, 1, 1, 1, 1, 0, 0, 0, 1, 0},     {1, 1, 1, 1, 1, 1, 0, 1, 1, 1},
+        {2, 3, 7, 33, 7, 0, 0, 1, 1, 1},    {3, 2, 7, 7, 64, 1, 0, 1, 1, 1},
+        {3, 2, 1, 65, 33, 1, 64, 1, 1, 0},  {2, 4, 33, 33, 16, 1, 0, 0, 0, 1},
+        {4, 1, 65, 129, 64, 0, 0, 1, 1, 0}, {2, 2, 5, 129, 8, 1, 124, 1, 0, 1},
+        {3, 1, 129, 1, 7, 0, 0, 1, 1, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        check_attention(&cases[i]);
+}
+END_TEST
+
+START_TEST(attention_fully_masked_row_is_uniform)
+{
+    /* All keys masked: masked_fill(-1e9) makes every score equal, so the softmax is
+     * uniform and the output is the mean of V, as PyTorch gives. */
+    float q[4] = {1, 2, 3, 4}, kv[3 * 4], out[4], want[4] = {0};
+    int32_t mask[3] = {0, 0, 0};
+    clf_test_fill(kv, 12, 5, -1, 1);
+    for (int j = 0; j < 3; j++)
+        for (int d = 0; d < 4; d++)
+            want[d] += kv[j * 4 + d] / 3.0f;
+    clf_buffer *dq = clf_test_upload(api, be, q, 16), *dkv = clf_test_upload(api, be, kv, 48);
+    clf_buffer *dm = clf_test_upload(api, be, mask, 12), *dout;
+    CLF_ASSERT_OK(api->alloc(be, 16, &dout));
+    clf_attention_args a = {.batch = 1,
+                            .heads = 1,
+                            .q_len = 1,
+                            .kv_len = 3,
+                            .head_dim = 4,
+                            .q = P(dq),
+                            .k = P(dkv),
+                            .v = P(dkv),
+                            .out = P(dout),
+                            .q_ld = 4,
+                            .k_ld = 4,
+                            .v_ld = 4,
+                            .out_ld = 4,
+                            .key_mask = P(dm),
+                            .scale = 0.5f};
+    CLF_ASSERT_OK(api->attention(be, &a));
+    download(dout, out, 16);
+    CLF_ASSERT_CLOSE(out, want, 4, 1e-6);
+    api->free(be, dq), api->free(be, dkv), api->free(be, dm), api->free(be, dout);
+}
+END_TEST
+
+/* ---- embed, add, softmax, argmax ---- */
+
+START_TEST(embed_scale_pe_and_clamped_ids)
+{
+    enum { V = 7, Dm = 33, S = 5, R = 10, L = 12 };
+    float *table = fvec(V * Dm, 30), *pe = fvec(L * Dm, 31), got[R * Dm], want[R * Dm];
+    int32_t ids[R] = {0, 6, 3, 3, 1, 2, 5, 4, -3, 99}; /* the last two are clamped */
+    for (int r = 0; r < R; r++) {
+        int id = ids[r] < 0 ? 0 : ids[r] >= V ? V - 1 : ids[r];
+        for (int c = 0; c < Dm; c++)
+            want[r * Dm + c] = table[id * Dm + c] * 2.5f + pe[(3 + r % S) * Dm + c];
+    }
+    clf_buffer *dt = clf_test_upload(api, be, table, sizeof(float) * V * Dm);
+    clf_buffer *dp = clf_test_upload(api, be, pe, sizeof(float) * L * Dm);
+    clf_buffer *di = clf_test_upload(api, be, ids, sizeof ids), *dout;
+    CLF_ASSERT_OK(api->alloc(be, sizeof got, &dout));
+    clf_embed_args a = {.out = P(dout),
+                        .ids = P(di),
+                        .table = P(dt),
+                        .pe = P(dp),
+                        .rows = R,
+                        .seq_len = S,
+                        .pos0 = 3,
+                        .dim = Dm,
+                        .vocab = V,
+                        .scale = 2.5f};
+    CLF_ASSERT_OK(api->embed(be, &a));
+    download(dout, got, sizeof got);
+    CLF_ASSERT_CLOSE(got, want, R * Dm, 1e-6);
+    api->free(be, dt), api->free(be, dp), api->free(be, di), api->free(be, dout);
+    free(table), free(pe);
+}
+END_TEST
+
+START_TEST(add_with_aliasing)
+{
+    enum { N = 129 };
+    float *x = fvec(N, 40), *y = fvec(N, 41), want[N], got[N];
+    for (int i = 0; i < N; i++)
+        want[i] = x[i] + y[i];
+    clf_buffer *dx = clf_test_upload(api, be, x, 4 * N), *dy = clf_test_upload(api, be, y, 4 * N);
+    CLF_ASSERT_OK(api->add(be, P(dx), P(dx), P(dy), N)); /* out aliases a */
+    download(dx, got, 4 * N);
+    CLF_ASSERT_CLOSE(got, want, N, 1e-6);
+    api->free(be, dx), api->free(be, dy);
+    free(x), free(y);
+}
+END_TEST
+
+START_TEST(softmax_and_log_softmax_in_place)
+{
+    static const int shapes[][2] = {{1, 1}, {7, 33}, {3, 129}, {2, 5000}};
+    for (int lg = 0; lg < 2; lg++)
+        for (int s = 0; s < 4; s++) {
+            int R = shapes[s][0], Cn = shapes[s][1];
+            size_t n = (size_t)R * Cn;
+            float *x = fvec(n, 50), *want = malloc(n * 4), *got = malloc(n * 4);
+            for (size_t i = 0; i < n; i++)
+                x[i] *= 30.0f; /* large logits: exp would overflow without the max shift */
+            for (int r = 0; r < R; r++) {
+                double mx = -INFINITY, sum = 0;
+                for (int c = 0; c < Cn; c++)
+                    mx = fmax(mx, x[(size_t)r * Cn + c]);
+                for (int c = 0; c < Cn; c++)
+                    sum += exp(x[(size_t)r * Cn + c] - mx);
+                for (int c = 0; c < Cn; c++) {
+                    double v = x[(size_t)r * Cn + c] - mx;
+                    want[(size_t)r * Cn + c] = (float)(lg ? v - log(sum) : exp(v) / sum);
+                }
+            }
+            clf_buffer *dx = clf_test_upload(api, be, x, n * 4);
+            CLF_ASSERT_OK(api->softmax(be, P(dx), P(dx), R, Cn, lg));
+            download(dx, got, n * 4);
+            double e = clf_test_rel_err(got, want, n);
+            ck_assert_msg(e <= 1e-5, "softmax log=%d rows=%d cols=%d: rel err %g", lg, R, Cn, e);
+            api->free(be, dx);
+            free(x), free(want), free(got);
+        }
+}
+END_TEST
+
+START_TEST(argmax_first_maximum)
+{
+    enum { R = 4, Cn = 65 };
+    float x[R * Cn];
+    clf_test_fill(x, R * Cn, 60, -1, 1);
+    x[0 * Cn + 64] = 5; /* last column */
+    x[1 * Cn + 0] = 5;  /* first column */
+    x[2 * Cn + 7] = 5;  /* a tie: the first one wins */
+    x[2 * Cn + 33] = 5;
+    for (int c = 0; c < Cn; c++)
+        x[3 * Cn + c] = -2; /* all equal: 0 */
+    int32_t got[R], want[R] = {64, 0, 7, 0};
+    clf_buffer *dx = clf_test_upload(api, be, x, sizeof x), *dout;
+    CLF_ASSERT_OK(api->alloc(be, sizeof got, &dout));
+    CLF_ASSERT_OK(api->argmax(be, P(dout), P(dx), R, Cn));
+    download(dout, got, sizeof got);
+    for (int r = 0; r < R; r++)
+        ck_assert_int_eq(got[r], want[r]);
+    api->free(be, dx), api->free(be, dout);
+}
+END_TEST
+
+/* ---- bad arguments ---- */
+
+START_TEST(out_of_bounds_operands_are_refused_by_name)
+{
+    clf_buffer *small, *big;
+    CLF_ASSERT_OK(api->alloc(be, 16, &small));
+    CLF_ASSERT_OK(api->alloc(be, 4096, &big));
+    clf_gemm_args g = {.m = 4,
+                       .n = 4,
+                       .k = 4,
+                       .alpha = 1,
+                       .a = P(big),
+                       .lda = 4,
+                       .b = P(big),
+                       .ldb = 4,
+                       .c = P(small),
+                       .ldc = 4};
+    ck_assert_int_eq(api->gemm(be, &g), CLF_ERR_INPUT);
+    ck_assert_msg(strstr(clf_last_error(), "gemm") && strstr(clf_last_error(), "'c'"), "%s",
+                  clf_last_error());
+    g.c = (clf_ptr){big, 2}; /* misaligned */
+    ck_assert_int_eq(api->gemm(be, &g), CLF_ERR_INPUT);
+    ck_assert_msg(strstr(clf_last_error(), "aligned"), "%s", clf_last_error());
+    g.c = P(big);
+    g.lda = 3; /* below k */
+    ck_assert_int_eq(api->gemm(be, &g), CLF_ERR_INPUT);
+    ck_assert_int_eq(api->softmax(be, P(small), P(small), 2, 4, 0), CLF_ERR_INPUT);
+    ck_assert_msg(strstr(clf_last_error(), "softmax"), "%s", clf_last_error());
+    ck_assert_int_eq(api->download(be, (float[8]){0}, P(small), 32), CLF_ERR_INPUT);
+    clf_layernorm_args ln = {.out = P(big),
+                             .x = P(big),
+                             .alpha = P(big),
+                             .beta = P(big),
+                             .rows = 2,
+                             .cols = 4,
+                             .eps = 1e-6f};
+    ck_assert_int_eq(api->layernorm(be, &ln), CLF_ERR_INPUT); /* out aliases x */
+    ck_assert_int_eq(api->supports(be, CLF_OP_COUNT), 0);
+    ck_assert_int_eq(api->supports(be, (clf_op)-1), 0);
+    ck_assert_int_eq(api->supports(be, CLF_OP_ATTENTION), 1);
+    api->free(be, small), api->free(be, big);
+}
+END_TEST
+
+START_TEST(threads_option_and_unknown_device)
+{
+    clf_backend *b2 = NULL;
+    clf_backend_opts o = {.abi_version = CLF_BACKEND_ABI, .threads = 1};
+    CLF_ASSERT_OK(api->open(&o, &b2));
+    char desc[256];
+    CLF_ASSERT_OK(api->describe(b2, desc, sizeof desc));
+    ck_assert_msg(strstr(desc, "1 threads"), "%s", desc);
+    api->close(b2);
+    o.device = "7";
+    ck_assert_int_eq(api->open(&o, &b2), CLF_ERR_INPUT);
+    ck_assert_msg(strstr(clf_last_error(), "'7'"), "%s", clf_last_error());
+}
+END_TEST
+
+static Suite *ops_suite(void)
+{
+    Suite *s = suite_create("ops");
+    TCase *tc = tcase_create("cpu");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, gemm_all_transposes_and_epilogues);
+    tcase_add_test(tc, gemm_strided_batched_matches_per_matrix_reference);
+    tcase_add_test(tc, layernorm_both_styles_residual_and_aliased_sum);
+    tcase_add_test(tc, attention_masks_strides_and_probs);
+    tcase_add_test(tc, attention_fully_masked_row_is_uniform);
+    tcase_add_test(tc, embed_scale_pe_and_clamped_ids);
+    tcase_add_test(tc, add_with_aliasing);
+    tcase_add_test(tc, softmax_and_log_softmax_in_place);
+    tcase_add_test(tc, argmax_first_maximum);
+    tcase_add_test(tc, out_of_bounds_operands_are_refused_by_name);
+    tcase_add_test(tc, threads_option_and_unknown_device);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return clf_test_main(ops_suite());
+}

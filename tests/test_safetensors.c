@@ -1,0 +1,753 @@
+/* The JSON parser (json.h, internal) and safetensors files: round trips of every dtype and
+ * of 0-d and empty tensors, hand-built F16 bytes, hand-built corrupt files each refused with
+ * the message that names the file and the fault, and the atomic writer. */
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "clformer/tensor.h"
+#include "json.h"
+#include "testutil.h"
+
+/* ---- helpers ---- */
+
+static char tmpdir[256];
+
+static void make_tmpdir(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/clf-st-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void remove_tmpdir(void)
+{
+    DIR *d = opendir(tmpdir);
+    if (!d)
+        return;
+    struct dirent *e;
+    char p[512];
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        snprintf(p, sizeof p, "%s/%s", tmpdir, e->d_name);
+        if (remove(p) != 0)
+            rmdir(p);
+    }
+    closedir(d);
+    rmdir(tmpdir);
+}
+
+static const char *tmp_path(const char *name)
+{
+    static char p[512];
+    snprintf(p, sizeof p, "%s/%s", tmpdir, name);
+    return p;
+}
+
+static void write_bytes(const char *path, const void *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(data, 1, n, f), n);
+    fclose(f);
+}
+
+/* A safetensors file from a header string and raw data (header length as given). */
+static void write_st(const char *path, uint64_t hlen, const char *header, const void *data,
+                     size_t n)
+{
+    size_t h = strlen(header);
+    unsigned char *buf = malloc(8 + h + n + 1);
+    for (int i = 0; i < 8; i++)
+        buf[i] = (unsigned char)(hlen >> (8 * i));
+    memcpy(buf + 8, header, h);
+    if (n)
+        memcpy(buf + 8 + h, data, n);
+    write_bytes(path, buf, 8 + h + n);
+    free(buf);
+}
+
+static int count_dir_entries(void)
+{
+    DIR *d = opendir(tmpdir);
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            n++;
+    closedir(d);
+    return n;
+}
+
+static clf_json_doc *parse_ok(const char *text)
+{
+    clf_json_doc *doc = NULL;
+    CLF_ASSERT_OK(clf_json_parse(text, strlen(text), "t.json", &doc));
+    return doc;
+}
+
+/* ---- JSON ---- */
+
+START_TEST(test_json_values)
+{
+    clf_json_doc *doc =
+        parse_ok(" {\"a\": 1, \"b\": [true, false, null], \"c\": \"x\", \"d\": -1.5e3,\n"
+                 "  \"e\": {}, \"f\": [], \"g\": {\"h\": [1, [2]]}} ");
+    const clf_json *r = clf_json_root(doc);
+    ck_assert_int_eq(r->type, CLF_JSON_OBJECT);
+    ck_assert_uint_eq(r->count, 7);
+    ck_assert_str_eq(r->keys[3], "d");
+    const clf_json *a = clf_json_get(r, "a");
+    ck_assert_int_eq(a->type, CLF_JSON_NUMBER);
+    ck_assert(a->is_int && a->ival == 1 && a->number == 1.0);
+    const clf_json *b = clf_json_get(r, "b");
+    ck_assert_uint_eq(b->count, 3);
+    ck_assert(clf_json_at(b, 0)->type == CLF_JSON_BOOL && clf_json_at(b, 0)->boolean == 1);
+    ck_assert(clf_json_at(b, 1)->type == CLF_JSON_BOOL && clf_json_at(b, 1)->boolean == 0);
+    ck_assert_int_eq(clf_json_at(b, 2)->type, CLF_JSON_NULL);
+    ck_assert_ptr_null(clf_json_at(b, 3));
+    ck_assert_str_eq(clf_json_get(r, "c")->str, "x");
+    const clf_json *d = clf_json_get(r, "d");
+    ck_assert(!d->is_int && d->number == -1500.0);
+    ck_assert_uint_eq(clf_json_get(r, "e")->count, 0);
+    ck_assert_int_eq(clf_json_get(r, "f")->type, CLF_JSON_ARRAY);
+    const clf_json *h = clf_json_get(clf_json_get(r, "g"), "h");
+    ck_assert_int_eq(clf_json_at(clf_json_at(h, 1), 0)->ival, 2);
+    ck_assert_ptr_null(clf_json_get(r, "zz"));
+    ck_assert_ptr_null(clf_json_get(b, "a")); /* not an object */
+    ck_assert_uint_eq(d->offset, 51);         /* where "-1.5e3" starts */
+    ck_assert_str_eq(clf_json_type_name(CLF_JSON_OBJECT), "object");
+    clf_json_free(doc);
+
+    /* scalars at the top level, and a byte order mark */
+    doc = parse_ok("\xEF\xBB\xBF \"top\" ");
+    ck_assert_str_eq(clf_json_root(doc)->str, "top");
+    clf_json_free(doc);
+}
+END_TEST
+
+START_TEST(test_json_strings_and_unicode)
+{
+    clf_json_doc *doc = NULL;
+    const char *text = "[\"\\\"\\\\\\/\\b\\f\\n\\r\\t\", \"\\u00e9\\u20AC\", "
+                       "\"\\uD83D\\uDE00\", \"a\\u0000b\", \"caf\xC3\xA9 \xF0\x9F\x98\x80\"]";
+    CLF_ASSERT_OK(clf_json_parse(text, strlen(text), "t.json", &doc));
+    const clf_json *r = clf_json_root(doc);
+    ck_assert_str_eq(r->items[0].str, "\"\\/\b\f\n\r\t");
+    ck_assert_str_eq(r->items[1].str, "\xC3\xA9\xE2\x82\xAC");
+    ck_assert_str_eq(r->items[2].str, "\xF0\x9F\x98\x80");
+    ck_assert_uint_eq(r->items[3].len, 3);
+    ck_assert_int_eq(memcmp(r->items[3].str, "a\0b", 4), 0);
+    ck_assert_str_eq(r->items[4].str, "caf\xC3\xA9 \xF0\x9F\x98\x80");
+    clf_json_free(doc);
+
+    /* keys are decoded too, and lookups use the decoded form */
+    doc = parse_ok("{\"\\u00e9t\\u00e9\": 2}");
+    ck_assert_int_eq(clf_json_get(clf_json_root(doc), "\xC3\xA9t\xC3\xA9")->ival, 2);
+    clf_json_free(doc);
+}
+END_TEST
+
+START_TEST(test_json_numbers)
+{
+    clf_json_doc *doc = parse_ok("[0, -0, 123456789012345678, 9223372036854775807, "
+                                 "-9223372036854775808, 9223372036854775808, 1.0, 0.5, 1E+2, "
+                                 "2e-3, 1e-400]");
+    const clf_json *r = clf_json_root(doc);
+    ck_assert(r->items[0].is_int && r->items[0].ival == 0);
+    ck_assert(r->items[1].is_int && r->items[1].ival == 0);
+    ck_assert(r->items[2].is_int && r->items[2].ival == 123456789012345678LL);
+    ck_assert(r->items[3].is_int && r->items[3].ival == INT64_MAX);
+    ck_assert(r->items[4].is_int && r->items[4].ival == INT64_MIN);
+    ck_assert(!r->items[5].is_int && r->items[5].number == 9223372036854775808.0);
+    ck_assert(!r->items[6].is_int && r->items[6].number == 1.0);
+    ck_assert(r->items[7].number == 0.5);
+    ck_assert(!r->items[8].is_int && r->items[8].number == 100.0);
+    ck_assert(r->items[9].number == 2e-3);
+    ck_assert(r->items[10].number == 0.0); /* underflow to zero is fine */
+    clf_json_free(doc);
+}
+END_TEST
+
+typedef struct bad_json {
+    const char *text;
+    const char *want; /* a substring of the message */
+} bad_json;
+
+static const bad_json bad_cases[] = {
+    {"", "at byte 0 (line 1, column 1): unexpected end of input"},
+    {"   ", "at byte 3"},
+    {"{\"a\":1,}", "at byte 7 (line 1, column 8): trailing comma before '}'"},
+    {"[1,]", "trailing comma before ']'"},
+    {"[1 2]", "at byte 3 (line 1, column 4): expected ',' or ']' in array, found character '2'"},
+    {"{\"a\" 1}", "expected ':' after an object key"},
+    {"{a:1}", "at byte 1 (line 1, column 2): expected a string key in object"},
+    {"{\"a\":1 \"b\":2}", "expected ',' or '}' in object"},
+    {"\"abc", "at byte 0 (line 1, column 1): string not terminated"},
+    {"\"\\x\"", "invalid escape in string: '\\' followed by character 'x'"},
+    {"\"\\uD800\"", "high surrogate \\uD800 not followed by a low one"},
+    {"\"\\uD800\\u0041\"", "high surrogate \\uD800 followed by \\u0041"},
+    {"\"\\uDC00\"", "lone low surrogate \\uDC00"},
+    {"\"\\u12G4\"", "\\u must be followed by 4 hex digits"},
+    {"\"\\u00\"", "\\u must be followed by 4 hex digits"},
+    {"01", "leading zeros are not allowed"},
+    {"1.", "expected a digit after the decimal point"},
+    {"1e", "expected a digit in the exponent"},
+    {"-", "expected a digit in number"},
+    {"+1", "unexpected character '+', expected a value"},
+    {".5", "unexpected character '.'"},
+    {"tru", "unexpected character 't', expected a value"},
+    {"NaN", "unexpected character 'N'"},
+    {"Infinity", "unexpected character 'I'"},
+    {"[1] x", "at byte 4 (line 1, column 5): unexpected character 'x' after the value"},
+    {"{\"a\":1}\n\n  x", "at byte 11 (line 3, column 3)"},
+    {"\"a\tb\"", "control character 0x09 in string"},
+    {"\"\xff\"", "invalid UTF-8 byte 0xFF in string"},
+    {"\"\xC0\xAF\"", "invalid UTF-8 byte 0xC0"},         /* overlong '/' */
+    {"\"\xED\xA0\x80\"", "invalid UTF-8 byte 0xED"},     /* an encoded surrogate */
+    {"\"\xF4\x90\x80\x80\"", "invalid UTF-8 byte 0xF4"}, /* > U+10FFFF */
+    {"\"\xE2\x82\"", "invalid UTF-8 byte 0xE2"},         /* truncated sequence */
+    {"{\"a\":1,\"b\":2,\"a\":3}", "at byte 13 (line 1, column 14): duplicate key \"a\""},
+    {"1e400", "number 1e400 is out of range"},
+    {"[1] // comment", "unexpected character '/' after the value"},
+    {"\x01", "unexpected byte 0x01"},
+};
+
+START_TEST(test_json_errors)
+{
+    const bad_json *c = &bad_cases[_i];
+    clf_json_doc *doc = (clf_json_doc *)1;
+    clf_status st = clf_json_parse(c->text, strlen(c->text), "bad.json", &doc);
+    ck_assert_msg(st == CLF_ERR_INPUT, "'%s' was accepted", c->text);
+    ck_assert_ptr_null(doc);
+    ck_assert_msg(strncmp(clf_last_error(), "bad.json: invalid JSON at byte ", 31) == 0, "%s",
+                  clf_last_error());
+    ck_assert_msg(strstr(clf_last_error(), c->want), "'%s': got \"%s\", want \"%s\"", c->text,
+                  clf_last_error(), c->want);
+}
+END_TEST
+
+START_TEST(test_json_big_object_and_depth)
+{
+    /* many keys: lookups work and a late duplicate is found (hash-table path) */
+    clf_json_buf b;
+    clf_json_buf_init(&b);
+    clf_json_buf_puts(&b, "{");
+    for (int i = 0; i < 5000; i++)
+        clf_json_buf_printf(&b, "%s\"w%d\":%d", i ? "," : "", i, i);
+    clf_json_buf_puts(&b, "}");
+    ck_assert(!b.failed);
+    clf_json_doc *doc = NULL;
+    CLF_ASSERT_OK(clf_json_parse(b.data, b.len, "vocab.json", &doc));
+    ck_assert_uint_eq(clf_json_root(doc)->count, 5000);
+    ck_assert_int_eq(clf_json_get(clf_json_root(doc), "w4321")->ival, 4321);
+    clf_json_free(doc);
+    b.len -= 1;
+    clf_json_buf_puts(&b, ",\"w17\":0}");
+    ck_assert_int_eq(clf_json_parse(b.data, b.len, "vocab.json", &doc), CLF_ERR_INPUT);
+    ck_assert_msg(strstr(clf_last_error(), "duplicate key \"w17\""), "%s", clf_last_error());
+    clf_json_buf_free(&b);
+
+    /* nesting: 500 levels parse, 600 are refused (no stack overflow) */
+    char deep[1300];
+    for (int n = 500; n <= 600; n += 100) {
+        memset(deep, '[', (size_t)n);
+        memset(deep + n, ']', (size_t)n);
+        clf_status st = clf_json_parse(deep, 2 * (size_t)n, "deep.json", &doc);
+        if (n == 500) {
+            CLF_ASSERT_OK(st);
+            clf_json_free(doc);
+        } else {
+            ck_assert_int_eq(st, CLF_ERR_INPUT);
+            ck_assert_msg(strstr(clf_last_error(), "nesting deeper than 512"), "%s",
+                          clf_last_error());
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_json_writer)
+{
+    const char raw[] = "a\"b\\c\n\x01\x1f\t caf\xC3\xA9 /\0z";
+    size_t n = sizeof raw - 1;
+    clf_json_buf b;
+    clf_json_buf_init(&b);
+    clf_json_buf_string(&b, raw, n);
+    ck_assert(!b.failed);
+    ck_assert_str_eq(b.data, "\"a\\\"b\\\\c\\n\\u0001\\u001f\\t caf\xC3\xA9 /\\u0000z\"");
+    /* what the writer writes, the parser reads back byte for byte */
+    clf_json_doc *doc = NULL;
+    CLF_ASSERT_OK(clf_json_parse(b.data, b.len, "w.json", &doc));
+    ck_assert_uint_eq(clf_json_root(doc)->len, n);
+    ck_assert_int_eq(memcmp(clf_json_root(doc)->str, raw, n), 0);
+    clf_json_free(doc);
+
+    /* the FILE* variant writes the same bytes */
+    FILE *f = tmpfile();
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(clf_json_fwrite_string(f, raw, n), 0);
+    rewind(f);
+    char got[128] = {0};
+    size_t len = fread(got, 1, sizeof got - 1, f);
+    fclose(f);
+    ck_assert_uint_eq(len, b.len);
+    ck_assert_int_eq(memcmp(got, b.data, len), 0);
+    clf_json_buf_free(&b);
+}
+END_TEST
+
+START_TEST(test_json_parse_file)
+{
+    make_tmpdir();
+    const char *p = tmp_path("v.json");
+    write_bytes(p, "{\"x\": [1,2,3]}\n", 15);
+    clf_json_doc *doc = NULL;
+    CLF_ASSERT_OK(clf_json_parse_file(p, &doc));
+    ck_assert_uint_eq(clf_json_get(clf_json_root(doc), "x")->count, 3);
+    clf_json_free(doc);
+    write_bytes(p, "{\"x\": [1,2,3}\n", 14);
+    ck_assert_int_eq(clf_json_parse_file(p, &doc), CLF_ERR_INPUT);
+    ck_assert_msg(strstr(clf_last_error(), "v.json: invalid JSON at byte 12"), "%s",
+                  clf_last_error());
+    ck_assert_int_eq(clf_json_parse_file(tmp_path("none.json"), &doc), CLF_ERR_IO);
+    ck_assert_msg(strstr(clf_last_error(), "none.json: cannot open"), "%s", clf_last_error());
+    remove_tmpdir();
+}
+END_TEST
+
+/* ---- safetensors ---- */
+
+START_TEST(test_dtype_and_shape_helpers)
+{
+    ck_assert_str_eq(clf_dtype_name(CLF_F32), "F32");
+    ck_assert_str_eq(clf_dtype_name(CLF_BF16), "BF16");
+    ck_assert_str_eq(clf_dtype_name(CLF_U8), "U8");
+    ck_assert_uint_eq(clf_dtype_size(CLF_F16), 2);
+    ck_assert_uint_eq(clf_dtype_size(CLF_I64), 8);
+    ck_assert_uint_eq(clf_dtype_size(CLF_DTYPE_COUNT), 0);
+    int64_t shape[3] = {2, 3, 4};
+    char buf[32];
+    ck_assert_str_eq(clf_shape_str(shape, 3, buf, sizeof buf), "[2,3,4]");
+    ck_assert_str_eq(clf_shape_str(shape, 0, buf, sizeof buf), "[]");
+    ck_assert_str_eq(clf_shape_str(shape, 3, buf, 5), "[2,3"); /* truncated, terminated */
+    clf_tensor t = {.ndim = 3, .shape = {2, 3, 4}};
+    ck_assert_int_eq(clf_tensor_numel(&t), 24);
+    t.ndim = 0;
+    ck_assert_int_eq(clf_tensor_numel(&t), 1);
+}
+END_TEST
+
+static clf_tensor mk(const char *name, clf_dtype dt, int ndim, const int64_t *shape, void *data)
+{
+    clf_tensor t = {0};
+    snprintf(t.name, sizeof t.name, "%s", name);
+    t.dtype = dt;
+    t.ndim = ndim;
+    for (int i = 0; i < ndim; i++)
+        t.shape[i] = shape[i];
+    t.data = data;
+    t.nbytes = (size_t)clf_tensor_numel(&t) * clf_dtype_size(dt);
+    return t;
+}
+
+START_TEST(test_round_trip)
+{
+    make_tmpdir();
+    float f32[6] = {1.5f, -2.0f, 0.0f, 3.25f, 1e-30f, -7.0f};
+    uint16_t f16[4] = {0x3C00, 0xC000, 0x7BFF, 0x0001};
+    uint16_t bf16[4] = {0x3F80, 0xC000, 0x4049, 0x0000};
+    int32_t i32[3] = {-5, 0, 2147483647};
+    int64_t i64[2] = {-3, 4000000000LL};
+    uint8_t u8[5] = {0, 1, 127, 128, 255};
+    float scalar = 42.0f;
+    const int64_t s23[2] = {2, 3}, s4[1] = {4}, s22[2] = {2, 2}, s3[1] = {3}, s21[2] = {2, 1},
+                  s5[1] = {5}, s03[2] = {0, 3}, s1[1] = {1};
+    clf_tensor ts[] = {
+        mk("f32", CLF_F32, 2, s23, f32),
+        mk("half", CLF_F16, 1, s4, f16),
+        mk("brain", CLF_BF16, 2, s22, bf16),
+        mk("ints", CLF_I32, 1, s3, i32),
+        mk("longs", CLF_I64, 2, s21, i64),
+        mk("bytes", CLF_U8, 1, s5, u8),
+        mk("scalar", CLF_F32, 0, NULL, &scalar),
+        mk("empty", CLF_F32, 2, s03, NULL),
+        mk("odd \"name\" \xC3\xA9", CLF_U8, 1, s1, u8),
+    };
+    int n = (int)(sizeof ts / sizeof ts[0]);
+    const char *meta[] = {"format", "pt", "note", "tab\there \"quoted\" \xC3\xA9"};
+    const char *p = tmp_path("rt.safetensors");
+    CLF_ASSERT_OK(clf_safetensors_write(p, ts, n, meta, 2));
+
+    /* the header length keeps the data section 8-byte aligned */
+    FILE *fp = fopen(p, "rb");
+    unsigned char len8[8];
+    ck_assert_uint_eq(fread(len8, 1, 8, fp), 8);
+    fclose(fp);
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--)
+        hlen = (hlen << 8) | len8[i];
+    ck_assert_uint_eq(hlen % 8, 0);
+
+    clf_safetensors *f = NULL;
+    CLF_ASSERT_OK(clf_safetensors_open(p, &f));
+    ck_assert_str_eq(clf_safetensors_path(f), p);
+    ck_assert_int_eq(clf_safetensors_count(f), n);
+    for (int i = 0; i < n; i++) {
+        const clf_tensor *g = clf_safetensors_at(f, i);
+        ck_assert_str_eq(g->name, ts[i].name); /* the order given */
+        ck_assert_int_eq(g->dtype, ts[i].dtype);
+        ck_assert_int_eq(g->ndim, ts[i].ndim);
+        for (int d = 0; d < g->ndim; d++)
+            ck_assert_int_eq(g->shape[d], ts[i].shape[d]);
+        ck_assert_uint_eq(g->nbytes, ts[i].nbytes);
+        if (g->nbytes)
+            ck_assert_int_eq(memcmp(g->data, ts[i].data, g->nbytes), 0);
+        ck_assert_ptr_eq(clf_safetensors_find(f, ts[i].name), g);
+    }
+    ck_assert_ptr_null(clf_safetensors_at(f, n));
+    ck_assert_ptr_null(clf_safetensors_find(f, "nope"));
+    ck_assert_str_eq(clf_safetensors_meta(f, "format"), "pt");
+    ck_assert_str_eq(clf_safetensors_meta(f, "note"), meta[3]);
+    ck_assert_ptr_null(clf_safetensors_meta(f, "absent"));
+
+    /* conversions */
+    float out[6];
+    CLF_ASSERT_OK(clf_tensor_to_f32(clf_safetensors_find(f, "f32"), out));
+    ck_assert_int_eq(memcmp(out, f32, sizeof f32), 0);
+    CLF_ASSERT_OK(clf_tensor_to_f32(clf_safetensors_find(f, "brain"), out));
+    ck_assert(out[0] == 1.0f && out[1] == -2.0f && out[2] == 3.140625f && out[3] == 0.0f);
+    CLF_ASSERT_OK(clf_tensor_to_f32(clf_safetensors_find(f, "scalar"), out));
+    ck_assert(out[0] == 42.0f);
+    CLF_ASSERT_OK(clf_tensor_to_f32(clf_safetensors_find(f, "empty"), out));
+    int32_t iv[5];
+    CLF_ASSERT_OK(clf_tensor_to_i32(clf_safetensors_find(f, "ints"), iv));
+    ck_assert(iv[0] == -5 && iv[1] == 0 && iv[2] == 2147483647);
+    CLF_ASSERT_OK(clf_tensor_to_i32(clf_safetensors_find(f, "bytes"), iv));
+    ck_assert(iv[0] == 0 && iv[3] == 128 && iv[4] == 255);
+    ck_assert_int_eq(clf_tensor_to_i32(clf_safetensors_find(f, "longs"), iv), CLF_ERR_INPUT);
+    ck_assert_msg(strstr(clf_last_error(),
+                         "tensor 'longs': element 1 is 4000000000, outside the int32 range"),
+                  "%s", clf_last_error());
+    ck_assert_int_eq(clf_tensor_to_f32(clf_safetensors_find(f, "ints"), out), CLF_ERR_INPUT);
+    ck_assert_msg(strstr(clf_last_error(), "tensor 'ints' has dtype I32, expected F32"), "%s",
+                  clf_last_error());
+    ck_assert_int_eq(clf_tensor_to_i32(clf_safetensors_find(f, "f32"), iv), CLF_ERR_INPUT);
+    clf_safetensors_close(f);
+
+    int64_t small[2] = {-3, 4};
+    clf_tensor l = mk("l", CLF_I64, 1, (int64_t[]){2}, small);
+    CLF_ASSERT_OK(clf_tensor_to_i32(&l, iv));
+    ck_assert(iv[0] == -3 && iv[1] == 4);
+
+    /* no tensors at all, no metadata */
+    CLF_ASSERT_OK(clf_safetensors_write(tmp_path("none.safetensors"), NULL, 0, NULL, 0));
+    CLF_ASSERT_OK(clf_safetensors_open(tmp_path("none.safetensors"), &f));
+    ck_assert_int_eq(clf_safetensors_count(f), 0);
+    clf_safetensors_close(f);
+    remove_tmpdir();
+}
+END_TEST
+
+static uint32_t bits_of(float x)
+{
+    uint32_t b;
+    memcpy(&b, &x, 4);
+    return b;
+}
+
+START_TEST(test_f16_hand_written)
+{
+    make_tmpdir();
+    /* known halves, little-endian, after an unpadded header (so the data is unaligned) */
+    const uint16_t h[] = {0x3C00, 0xC000, 0x7BFF, 0x0001, 0x03FF, 0x0400,
+                          0x7C00, 0xFC00, 0x8000, 0x3555, 0x7E00};
+    const float want[] = {1.0f,
+                          -2.0f,
+                          65504.0f,
+                          5.9604644775390625e-08f, /* 2^-24, smallest subnormal */
+                          6.0975551605224609e-05f, /* 1023 * 2^-24, largest subnormal */
+                          6.103515625e-05f,        /* 2^-14, smallest normal */
+                          INFINITY,
+                          -INFINITY,
+                          -0.0f,
+                          0.333251953125f};
+    unsigned char data[sizeof h];
+    for (size_t i = 0; i < sizeof h / 2; i++) {
+        data[2 * i] = (unsigned char)(h[i] & 0xFF);
+        data[2 * i + 1] = (unsigned char)(h[i] >> 8);
+    }
+    const char *hdr = "{\"h\":{\"dtype\":\"F16\",\"shape\":[11],\"data_offsets\":[0,22]}}";
+    const char *p = tmp_path("h.safetensors");
+    write_st(p, strlen(hdr), hdr, data, sizeof data);
+    clf_safetensors *f = NULL;
+    CLF_ASSERT_OK(clf_safetensors_open(p, &f));
+    float out[11];
+    CLF_ASSERT_OK(clf_tensor_to_f32(clf_safetensors_find(f, "h"), out));
+    for (int i = 0; i < 10; i++)
+        ck_assert_msg(bits_of(out[i]) == bits_of(want[i]), "half 0x%04X -> %.9g, want %.9g", h[i],
+                      (double)out[i], (double)want[i]);
+    ck_assert(isnan(out[10]));
+    ck_assert(bits_of(clf_half_to_float(0x3C00)) == bits_of(1.0f));
+    clf_safetensors_close(f);
+
+    /* every half converts to the value its fields define */
+    for (unsigned v = 0; v < 65536; v++) {
+        unsigned e = (v >> 10) & 31, m = v & 1023;
+        float got = clf_half_to_float((uint16_t)v);
+        if (e == 31) {
+            ck_assert(m ? isnan(got) : isinf(got));
+            continue;
+        }
+        double mag = e ? ldexp(1024 + m, (int)e - 25) : ldexp(m, -24);
+        ck_assert_msg((double)got == ((v & 0x8000) ? -mag : mag), "0x%04X", v);
+    }
+    remove_tmpdir();
+}
+END_TEST
+
+typedef struct corrupt_case {
+    const char *what;
+    const char *header; /* NULL: raw bytes below */
+    int64_t hlen;       /* -1: the header's length */
+    size_t data_len;
+    const char *want;
+} corrupt_case;
+
+static const corrupt_case corrupt[] = {
+    {"bad JSON", "{\"x\":{\"dtype\":\"F32\",", -1, 0,
+     "c.safetensors: header: invalid JSON at byte"},
+    {"not an object", "[1,2]", -1, 0, "not a safetensors file (the header does not start with"},
+    {"header length beyond file", "{}", 1000, 0,
+     "c.safetensors: header length 1000 is beyond the end of the file (10 bytes)"},
+    {"bad dtype", "{\"x\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}}", -1, 8,
+     "c.safetensors: tensor 'x' has dtype 'F64', which clformer does not read"},
+    {"dtype not a string", "{\"x\":{\"dtype\":4,\"shape\":[1],\"data_offsets\":[0,4]}}", -1, 4,
+     "tensor 'x': dtype must be a string, not number"},
+    {"offsets beyond data", "{\"x\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]}}",
+     -1, 12,
+     "c.safetensors: tensor 'x' has data offsets [0,24) beyond the data section (12 bytes)"},
+    {"size mismatch", "{\"x\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,12]}}", -1, 24,
+     "c.safetensors: tensor 'x' has data offsets [0,12) but shape [2,3] F32 needs 24 bytes"},
+    {"end before begin", "{\"x\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[4,2]}}", -1, 8,
+     "tensor 'x' has data offsets [4,2), end < begin"},
+    {"negative offset", "{\"x\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[-1,0]}}", -1, 8,
+     "tensor 'x': data_offsets must be [begin, end]"},
+    {"three offsets", "{\"x\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1,2]}}", -1, 8,
+     "tensor 'x': data_offsets must be [begin, end]"},
+    {"negative dim", "{\"x\":{\"dtype\":\"U8\",\"shape\":[-1],\"data_offsets\":[0,1]}}", -1, 8,
+     "tensor 'x': shape entry 0 is not a non-negative integer"},
+    {"fractional dim", "{\"x\":{\"dtype\":\"U8\",\"shape\":[1.5],\"data_offsets\":[0,1]}}", -1, 8,
+     "tensor 'x': shape entry 0 is not a non-negative integer"},
+    {"too many dims",
+     "{\"x\":{\"dtype\":\"U8\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,1]}}", -1, 8,
+     "tensor 'x' has 9 dimensions, at most 8 allowed"},
+    {"huge shape",
+     "{\"x\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904,4],\"data_offsets\":[0,0]}}", -1, 0,
+     "tensor 'x' has shape [4611686018427387904,4], too large to address"},
+    {"missing field", "{\"x\":{\"dtype\":\"U8\",\"shape\":[1]}}", -1, 8,
+     "tensor 'x': header entry lacks 'data_offsets'"},
+    {"unknown field",
+     "{\"x\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1],\"strides\":[1]}}", -1, 8,
+     "tensor 'x': unknown header field 'strides'"},
+    {"entry not an object", "{\"x\":[1]}", -1, 0,
+     "tensor 'x': header entry must be an object with dtype, shape and data_offsets, not array"},
+    {"overlap",
+     "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+     "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
+     -1, 16, "tensors 'a' [0,8) and 'b' [4,12) overlap"},
+    {"duplicate name",
+     "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+     "\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}",
+     -1, 8, "duplicate key \"a\""},
+    {"metadata not strings", "{\"__metadata__\":{\"step\":5}}", -1, 0,
+     "c.safetensors: __metadata__ entry 'step' must be a string, not number"},
+    {"metadata not an object", "{\"__metadata__\":[]}", -1, 0,
+     "__metadata__ must be an object of strings, not array"},
+    {"NUL in name", "{\"a\\u0000b\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", -1,
+     8, "a tensor name contains a NUL character"},
+};
+
+START_TEST(test_corrupt_files)
+{
+    const corrupt_case *c = &corrupt[_i];
+    make_tmpdir();
+    const char *p = tmp_path("c.safetensors");
+    unsigned char zeros[64] = {0};
+    write_st(p, c->hlen < 0 ? strlen(c->header) : (uint64_t)c->hlen, c->header, zeros, c->data_len);
+    clf_safetensors *f = (clf_safetensors *)1;
+    clf_status st = clf_safetensors_open(p, &f);
+    ck_assert_msg(st == CLF_ERR_INPUT, "%s: accepted (%d)", c->what, (int)st);
+    ck_assert_ptr_null(f);
+    ck_assert_msg(strncmp(clf_last_error(), p, strlen(p)) == 0, "%s: message lacks the path: %s",
+                  c->what, clf_last_error());
+    ck_assert_msg(strstr(clf_last_error(), c->want), "%s: got \"%s\", want \"%s\"", c->what,
+                  clf_last_error(), c->want);
+    remove_tmpdir();
+}
+END_TEST
+
+START_TEST(test_truncated_files)
+{
+    make_tmpdir();
+    const char *p = tmp_path("t.safetensors");
+    clf_safetensors *f = NULL;
+    write_bytes(p, "abc", 3);
+    ck_assert_int_eq(clf_safetensors_open(p, &f), CLF_ERR_INPUT);
+    ck_assert_msg(strstr(clf_last_error(), "t.safetensors: not a safetensors file (3 bytes"), "%s",
+                  clf_last_error());
+    write_bytes(p, "", 0);
+    ck_assert_int_eq(clf_safetensors_open(p, &f), CLF_ERR_INPUT);
+
+    /* a good file cut short inside its data: offsets now run past the end */
+    float x[6] = {1, 2, 3, 4, 5, 6};
+    clf_tensor t = mk("x", CLF_F32, 2, (int64_t[]){2, 3}, x);
+    CLF_ASSERT_OK(clf_safetensors_write(p, &t, 1, NULL, 0));
+    struct stat sb;
+    ck_assert_int_eq(stat(p, &sb), 0);
+    ck_assert_int_eq(truncate(p, sb.st_size - 4), 0);
+    ck_assert_int_eq(clf_safetensors_open(p, &f), CLF_ERR_INPUT);
+    ck_assert_msg(strstr(clf_last_error(), "tensor 'x' has data offsets [0,24) beyond the data "
+                                           "section (20 bytes)"),
+                  "%s", clf_last_error());
+    /* ... and cut inside its header */
+    ck_assert_int_eq(truncate(p, 20), 0);
+    ck_assert_int_eq(clf_safetensors_open(p, &f), CLF_ERR_INPUT);
+    ck_assert_msg(strstr(clf_last_error(), "is beyond the end of the file (20 bytes)"), "%s",
+                  clf_last_error());
+
+    /* missing file and directory: I/O errors */
+    ck_assert_int_eq(clf_safetensors_open(tmp_path("absent.safetensors"), &f), CLF_ERR_IO);
+    ck_assert_msg(strstr(clf_last_error(), "absent.safetensors: cannot open: No such file"), "%s",
+                  clf_last_error());
+    ck_assert_int_eq(clf_safetensors_open(tmpdir, &f), CLF_ERR_IO);
+    ck_assert_ptr_null(f);
+    remove_tmpdir();
+}
+END_TEST
+
+START_TEST(test_write_refuses_bad_tensors)
+{
+    make_tmpdir();
+    const char *p = tmp_path("w.safetensors");
+    float x[6] = {0};
+    clf_tensor t[2] = {mk("x", CLF_F32, 2, (int64_t[]){2, 3}, x),
+                       mk("x", CLF_F32, 1, (int64_t[]){6}, x)};
+    t[0].nbytes = 20;
+    ck_assert_int_eq(clf_safetensors_write(p, t, 1, NULL, 0), CLF_ERR_INPUT);
+    ck_assert_msg(strstr(clf_last_error(), "tensor 'x' has 20 bytes but shape [2,3] F32 needs 24"),
+                  "%s", clf_last_error());
+    t[0].nbytes = 24;
+    ck_assert_int_eq(clf_safetensors_write(p, t, 2, NULL, 0), CLF_ERR_INPUT);
+    ck_assert_msg(strstr(clf_last_error(), "tensor name 'x' appears twice"), "%s",
+                  clf_last_error());
+    snprintf(t[1].name, sizeof t[1].name, "__metadata__");
+    ck_assert_int_eq(clf_safetensors_write(p, t, 2, NULL, 0), CLF_ERR_INPUT);
+    ck_assert_int_eq(count_dir_entries(), 0); /* nothing written */
+    remove_tmpdir();
+}
+END_TEST
+
+static void read_first_float(const char *p, float *v)
+{
+    clf_safetensors *f = NULL;
+    CLF_ASSERT_OK(clf_safetensors_open(p, &f));
+    CLF_ASSERT_OK(clf_tensor_to_f32(clf_safetensors_at(f, 0), v));
+    clf_safetensors_close(f);
+}
+
+START_TEST(test_atomic_write)
+{
+    make_tmpdir();
+    const char *p = tmp_path("w.safetensors");
+    char path[512];
+    snprintf(path, sizeof path, "%s", p);
+    float one[1] = {1.0f}, two[1] = {2.0f}, v;
+    float big[4096] = {0};
+    clf_tensor t1 = mk("v", CLF_F32, 1, (int64_t[]){1}, one);
+    clf_tensor t2 = mk("v", CLF_F32, 1, (int64_t[]){1}, two);
+    clf_tensor tb = mk("v", CLF_F32, 1, (int64_t[]){4096}, big);
+
+    CLF_ASSERT_OK(clf_safetensors_write(path, &t1, 1, NULL, 0));
+    ck_assert_int_eq(count_dir_entries(), 1); /* no temporary file left behind */
+    CLF_ASSERT_OK(clf_safetensors_write(path, &t2, 1, NULL, 0));
+    ck_assert_int_eq(count_dir_entries(), 1);
+    read_first_float(path, &v);
+    ck_assert(v == 2.0f);
+
+    /* a write into a directory that does not exist fails and creates nothing */
+    char nodir[600];
+    snprintf(nodir, sizeof nodir, "%s/no/such/dir/w.safetensors", tmpdir);
+    ck_assert_int_eq(clf_safetensors_write(nodir, &t1, 1, NULL, 0), CLF_ERR_IO);
+    ck_assert_msg(strstr(clf_last_error(), "cannot create"), "%s", clf_last_error());
+
+    /* the temporary file cannot be created: the old file stays as it was */
+    char tmpname[600];
+    snprintf(tmpname, sizeof tmpname, "%s.tmp.%ld", path, (long)getpid());
+    ck_assert_int_eq(mkdir(tmpname, 0700), 0);
+    ck_assert_int_eq(clf_safetensors_write(path, &t1, 1, NULL, 0), CLF_ERR_IO);
+    ck_assert_msg(strstr(clf_last_error(), path), "%s", clf_last_error());
+    ck_assert_int_eq(rmdir(tmpname), 0);
+    read_first_float(path, &v);
+    ck_assert(v == 2.0f);
+
+    /* a write that fails halfway (file size limit): the old file stays, the partial
+     * temporary file is removed. No check assertion runs under the limit: Check's own
+     * message file is subject to it too. */
+    struct rlimit old_lim, lim;
+    ck_assert_int_eq(getrlimit(RLIMIT_FSIZE, &old_lim), 0);
+    void (*old_sig)(int) = signal(SIGXFSZ, SIG_IGN);
+    lim = old_lim;
+    lim.rlim_cur = 1024;
+    int set = setrlimit(RLIMIT_FSIZE, &lim);
+    clf_status st = clf_safetensors_write(path, &tb, 1, NULL, 0);
+    int restored = setrlimit(RLIMIT_FSIZE, &old_lim);
+    signal(SIGXFSZ, old_sig);
+    ck_assert_int_eq(set, 0);
+    ck_assert_int_eq(restored, 0);
+    ck_assert_int_eq(st, CLF_ERR_IO);
+    ck_assert_msg(strstr(clf_last_error(), "cannot write"), "%s", clf_last_error());
+    ck_assert_int_eq(count_dir_entries(), 1);
+    read_first_float(path, &v);
+    ck_assert(v == 2.0f);
+    remove_tmpdir();
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("safetensors");
+    TCase *json = tcase_create("json");
+    tcase_add_test(json, test_json_values);
+    tcase_add_test(json, test_json_strings_and_unicode);
+    tcase_add_test(json, test_json_numbers);
+    tcase_add_loop_test(json, test_json_errors, 0, (int)(sizeof bad_cases / sizeof bad_cases[0]));
+    tcase_add_test(json, test_json_big_object_and_depth);
+    tcase_add_test(json, test_json_writer);
+    tcase_add_test(json, test_json_parse_file);
+    suite_add_tcase(s, json);
+
+    TCase *st = tcase_create("safetensors");
+    tcase_add_test(st, test_dtype_and_shape_helpers);
+    tcase_add_test(st, test_round_trip);
+    tcase_add_test(st, test_f16_hand_written);
+    tcase_add_loop_test(st, test_corrupt_files, 0, (int)(sizeof corrupt / sizeof corrupt[0]));
+    tcase_add_test(st, test_truncated_files);
+    tcase_add_test(st, test_write_refuses_bad_tensors);
+    tcase_add_test(st, test_atomic_write);
+    suite_add_tcase(s, st);
+    return s;
+}
+
+int main(void)
+{
+    return clf_test_main(suite());
+}

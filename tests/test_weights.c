@@ -1,0 +1,488 @@
+/* Weights under the tutorial names: the parameter list a config implies, reproducible
+ * Xavier initialisation, save/load round trips (F32, BF16, F16), and the errors that name
+ * a missing, unexpected, mis-shaped or wrongly typed tensor. */
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clformer/tensor.h"
+#include "clformer/weights.h"
+#include "testutil.h"
+
+static char tmpdir[256];
+
+static void make_tmpdir(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/clf-w-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void remove_tmpdir(void)
+{
+    DIR *d = opendir(tmpdir);
+    if (!d)
+        return;
+    struct dirent *e;
+    char p[512];
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        snprintf(p, sizeof p, "%s/%s", tmpdir, e->d_name);
+        remove(p);
+    }
+    closedir(d);
+    rmdir(tmpdir);
+}
+
+static const char *tmp_path(const char *name)
+{
+    static char p[4][512];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(p[k], sizeof p[k], "%s/%s", tmpdir, name);
+    return p[k];
+}
+
+/* A small model, filled by hand (independent of the YAML reader). */
+static clf_model_config small_cfg(int enc, int dec, int bias, int final_norm)
+{
+    clf_model_config c;
+    memset(&c, 0, sizeof c);
+    c.src_vocab = 11;
+    c.tgt_vocab = 13;
+    c.max_len = 32;
+    c.d_model = 8;
+    c.encoder_layers = enc;
+    c.decoder_layers = dec;
+    c.heads = 2;
+    c.d_ff = 16;
+    c.norm = CLF_NORM_PRE;
+    c.final_norm = final_norm;
+    c.ln_eps = 1e-6f;
+    c.attention_bias = bias;
+    c.dropout = 0.1f;
+    c.pad_id = 1;
+    return c;
+}
+
+static const clf_weight_spec *spec(const clf_weight_spec *s, int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(s[i].name, name) == 0)
+            return &s[i];
+    return NULL;
+}
+
+static void check_spec(const clf_weight_spec *s, int n, const char *name, int ndim, int64_t s0,
+                       int64_t s1, clf_init_kind init)
+{
+    const clf_weight_spec *p = spec(s, n, name);
+    ck_assert_msg(p != NULL, "no spec '%s'", name);
+    ck_assert_msg(p->ndim == ndim && p->shape[0] == s0 && (ndim == 1 || p->shape[1] == s1),
+                  "'%s' has the wrong shape", name);
+    ck_assert_msg(p->init == init, "'%s' has init %d, want %d", name, (int)p->init, (int)init);
+}
+
+START_TEST(test_specs_names_and_shapes)
+{
+    clf_model_config c = small_cfg(2, 1, 0, 1);
+    clf_weight_spec *s = NULL;
+    int n = 0;
+    CLF_ASSERT_OK(clf_weight_specs(&c, &s, &n));
+    /* 2 embeddings + 2 x (4 attn + 4 ffn + 4 norm) + 2 + 1 x (8 attn + 4 ffn + 6 norm) + 2 + 2 */
+    ck_assert_int_eq(n, 2 + 2 * 12 + 2 + 18 + 2 + 2);
+    ck_assert_str_eq(s[0].name, "src_embed.embedding.weight");
+    ck_assert_str_eq(s[1].name, "tgt_embed.embedding.weight");
+    ck_assert_str_eq(s[2].name, "encoder.layers.0.self_attention_block.w_q.weight");
+    ck_assert_str_eq(s[n - 2].name, "projection_layer.proj.weight");
+    ck_assert_str_eq(s[n - 1].name, "projection_layer.proj.bias");
+    check_spec(s, n, "src_embed.embedding.weight", 2, 11, 8, CLF_INIT_XAVIER);
+    check_spec(s, n, "tgt_embed.embedding.weight", 2, 13, 8, CLF_INIT_XAVIER);
+    const char *w[] = {"w_q", "w_k", "w_v", "w_o"};
+    char name[256];
+    for (int i = 0; i < 4; i++) {
+        snprintf(name, sizeof name, "encoder.layers.1.self_attention_block.%s.weight", w[i]);
+        check_spec(s, n, name, 2, 8, 8, CLF_INIT_XAVIER);
+        snprintf(name, sizeof name, "decoder.layers.0.cross_attention_block.%s.weight", w[i]);
+        check_spec(s, n, name, 2, 8, 8, CLF_INIT_XAVIER);
+        snprintf(name, sizeof name, "encoder.layers.0.self_attention_block.%s.bias", w[i]);
+        ck_assert_ptr_null(spec(s, n, name));
+    }
+    check_spec(s, n, "encoder.layers.0.feed_forward_block.linear_1.weight", 2, 16, 8,
+               CLF_INIT_XAVIER);
+    check_spec(s, n, "encoder.layers.0.feed_forward_block.linear_1.bias", 1, 16, 0,
+               CLF_INIT_LINEAR_BIAS);
+    ck_assert_int_eq(spec(s, n, "encoder.layers.0.feed_forward_block.linear_1.bias")->fan_in, 8);
+    check_spec(s, n, "decoder.layers.0.feed_forward_block.linear_2.weight", 2, 8, 16,
+               CLF_INIT_XAVIER);
+    check_spec(s, n, "decoder.layers.0.feed_forward_block.linear_2.bias", 1, 8, 0,
+               CLF_INIT_LINEAR_BIAS);
+    ck_assert_int_eq(spec(s, n, "decoder.layers.0.feed_forward_block.linear_2.bias")->fan_in, 16);
+    check_spec(s, n, "encoder.layers.1.residual_connections.1.norm.alpha", 1, 8, 0, CLF_INIT_ONES);
+    check_spec(s, n, "decoder.layers.0.residual_connections.2.norm.bias", 1, 8, 0, CLF_INIT_ZEROS);
+    ck_assert_ptr_null(spec(s, n, "encoder.layers.0.residual_connections.2.norm.bias"));
+    ck_assert_ptr_null(spec(s, n, "encoder.layers.2.self_attention_block.w_q.weight"));
+    ck_assert_ptr_null(spec(s, n, "decoder.layers.1.self_attention_block.w_q.weight"));
+    check_spec(s, n, "encoder.norm.alpha", 1, 8, 0, CLF_INIT_ONES);
+    check_spec(s, n, "decoder.norm.bias", 1, 8, 0, CLF_INIT_ZEROS);
+    check_spec(s, n, "projection_layer.proj.weight", 2, 13, 8, CLF_INIT_XAVIER);
+    check_spec(s, n, "projection_layer.proj.bias", 1, 13, 0, CLF_INIT_LINEAR_BIAS);
+    /* encoder.norm follows the encoder layers, decoder.norm the decoder layers */
+    int enc_norm = (int)(spec(s, n, "encoder.norm.alpha") - s);
+    ck_assert_str_eq(s[enc_norm - 1].name, "encoder.layers.1.residual_connections.1.norm.bias");
+    ck_assert_str_eq(s[enc_norm + 2].name, "decoder.layers.0.self_attention_block.w_q.weight");
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < i; j++)
+            ck_assert_msg(strcmp(s[i].name, s[j].name) != 0, "'%s' twice", s[i].name);
+    free(s);
+}
+END_TEST
+
+START_TEST(test_specs_options)
+{
+    clf_weight_spec *s = NULL;
+    int n = 0;
+    /* attention_bias adds 4 biases per attention block: 2 + 1 + 1 blocks here */
+    clf_model_config c = small_cfg(2, 1, 1, 1);
+    CLF_ASSERT_OK(clf_weight_specs(&c, &s, &n));
+    ck_assert_int_eq(n, 50 + 4 * (2 + 2));
+    check_spec(s, n, "encoder.layers.1.self_attention_block.w_v.bias", 1, 8, 0,
+               CLF_INIT_LINEAR_BIAS);
+    check_spec(s, n, "decoder.layers.0.cross_attention_block.w_o.bias", 1, 8, 0,
+               CLF_INIT_LINEAR_BIAS);
+    const clf_weight_spec *q = spec(s, n, "encoder.layers.0.self_attention_block.w_q.weight");
+    ck_assert_str_eq(q[1].name, "encoder.layers.0.self_attention_block.w_q.bias");
+    free(s);
+
+    /* no final norm */
+    c = small_cfg(2, 1, 0, 0);
+    CLF_ASSERT_OK(clf_weight_specs(&c, &s, &n));
+    ck_assert_int_eq(n, 50 - 4);
+    ck_assert_ptr_null(spec(s, n, "encoder.norm.alpha"));
+    ck_assert_ptr_null(spec(s, n, "decoder.norm.bias"));
+    free(s);
+
+    /* different layer counts: 1 encoder, 3 decoder layers */
+    c = small_cfg(1, 3, 0, 1);
+    CLF_ASSERT_OK(clf_weight_specs(&c, &s, &n));
+    ck_assert_int_eq(n, 2 + 12 + 2 + 3 * 18 + 2 + 2);
+    ck_assert_ptr_nonnull(spec(s, n, "decoder.layers.2.cross_attention_block.w_k.weight"));
+    ck_assert_ptr_null(spec(s, n, "encoder.layers.1.self_attention_block.w_k.weight"));
+    free(s);
+
+    c.d_model = 0;
+    ck_assert_int_eq(clf_weight_specs(&c, &s, &n), CLF_ERR_INPUT);
+    ck_assert_msg(strstr(clf_last_error(), "d_model must be > 0"), "%s", clf_last_error());
+    ck_assert_ptr_null(s);
+}
+END_TEST
+
+static int weights_equal(const clf_weights *a, const clf_weights *b)
+{
+    if (a->count != b->count)
+        return 0;
+    for (int i = 0; i < a->count; i++) {
+        const clf_weight_spec *s = &a->specs[i];
+        size_t n = (size_t)(s->ndim == 2 ? s->shape[0] * s->shape[1] : s->shape[0]);
+        if (strcmp(s->name, b->specs[i].name) != 0 ||
+            memcmp(a->data[i], b->data[i], n * sizeof(float)) != 0)
+            return 0;
+    }
+    return 1;
+}
+
+START_TEST(test_init_reproducible_and_bounded)
+{
+    clf_model_config c = small_cfg(2, 2, 1, 1);
+    clf_weights *a = NULL, *b = NULL, *d = NULL;
+    CLF_ASSERT_OK(clf_weights_init(&c, 7, &a));
+    CLF_ASSERT_OK(clf_weights_init(&c, 7, &b));
+    CLF_ASSERT_OK(clf_weights_init(&c, 8, &d));
+    ck_assert(weights_equal(a, b));
+    ck_assert(!weights_equal(a, d));
+    for (int i = 0; i < a->count; i++) {
+        const clf_weight_spec *s = &a->specs[i];
+        int64_t n = s->ndim == 2 ? s->shape[0] * s->shape[1] : s->shape[0];
+        double bound = 0, maxabs = 0, sum = 0;
+        if (s->init == CLF_INIT_XAVIER)
+            bound = sqrt(6.0 / (double)(s->shape[0] + s->shape[1]));
+        else if (s->init == CLF_INIT_LINEAR_BIAS)
+            bound = 1.0 / sqrt((double)s->fan_in);
+        for (int64_t j = 0; j < n; j++) {
+            float x = a->data[i][j];
+            if (s->init == CLF_INIT_ONES)
+                ck_assert(x == 1.0f);
+            else if (s->init == CLF_INIT_ZEROS)
+                ck_assert(x == 0.0f);
+            else
+                ck_assert_msg(fabs(x) <= (float)bound, "%s[%lld] = %g beyond %g", s->name,
+                              (long long)j, (double)x, bound);
+            if (fabs(x) > maxabs)
+                maxabs = fabs(x);
+            sum += x;
+        }
+        if (s->init == CLF_INIT_XAVIER && n >= 64) {
+            /* uniform over the whole range: the extremes are reached, the mean is ~0 */
+            ck_assert_msg(maxabs > 0.8 * bound, "%s: max %g of %g", s->name, maxabs, bound);
+            ck_assert_msg(fabs(sum / (double)n) < 0.25 * bound, "%s: mean %g", s->name,
+                          sum / (double)n);
+        }
+    }
+    /* the embedding is Xavier over [vocab, d]: bound sqrt(6/(11+8)) */
+    int e = clf_weights_find(a, "src_embed.embedding.weight");
+    ck_assert_int_eq(e, 0);
+    ck_assert_int_eq(clf_weights_find(a, "no.such.weight"), -1);
+    clf_weights_free(a);
+    clf_weights_free(b);
+    clf_weights_free(d);
+    clf_weights_free(NULL);
+}
+END_TEST
+
+START_TEST(test_save_load_round_trip)
+{
+    make_tmpdir();
+    clf_model_config c = small_cfg(2, 1, 1, 1);
+    clf_weights *w = NULL, *r = NULL;
+    CLF_ASSERT_OK(clf_weights_init(&c, 3, &w));
+    const char *meta[] = {"format", "pt", "seed", "3"};
+    const char *p = tmp_path("w.safetensors");
+    CLF_ASSERT_OK(clf_weights_save(w, p, meta, 2));
+    CLF_ASSERT_OK(clf_weights_load(p, &c, &r));
+    ck_assert(weights_equal(w, r));
+    clf_weights_free(r);
+
+    /* the file holds F32 tensors under the tutorial names, with the metadata */
+    clf_safetensors *f = NULL;
+    CLF_ASSERT_OK(clf_safetensors_open(p, &f));
+    ck_assert_int_eq(clf_safetensors_count(f), w->count);
+    const clf_tensor *t =
+        clf_safetensors_find(f, "decoder.layers.0.cross_attention_block.w_k.bias");
+    ck_assert_ptr_nonnull(t);
+    ck_assert_int_eq(t->dtype, CLF_F32);
+    ck_assert_str_eq(clf_safetensors_meta(f, "seed"), "3");
+    clf_safetensors_close(f);
+    clf_weights_free(w);
+    remove_tmpdir();
+}
+END_TEST
+
+/* Writes w's tensors to path after edit(): drop index `drop`, add `extra` tensors. */
+static void write_variant(const clf_weights *w, const char *path, int drop, const clf_tensor *extra,
+                          int n_extra)
+{
+    clf_tensor *t = NULL;
+    CLF_ASSERT_OK(clf_weights_as_tensors(w, &t));
+    clf_tensor *all = calloc((size_t)(w->count + n_extra), sizeof *all);
+    int n = 0;
+    for (int i = 0; i < w->count; i++)
+        if (i != drop)
+            all[n++] = t[i];
+    for (int i = 0; i < n_extra; i++)
+        all[n++] = extra[i];
+    CLF_ASSERT_OK(clf_safetensors_write(path, all, n, NULL, 0));
+    free(all);
+    free(t);
+}
+
+START_TEST(test_load_half_precision_and_ignored)
+{
+    make_tmpdir();
+    clf_model_config c = small_cfg(1, 1, 0, 1);
+    clf_weights *w = NULL, *r = NULL;
+    CLF_ASSERT_OK(clf_weights_init(&c, 5, &w));
+    clf_tensor *t = NULL;
+    CLF_ASSERT_OK(clf_weights_as_tensors(w, &t));
+    /* BF16: the top half of each float; F16 for the norms (ones and zeros are exact) */
+    uint16_t **half = calloc((size_t)w->count, sizeof *half);
+    for (int i = 0; i < w->count; i++) {
+        size_t n = t[i].nbytes / 4;
+        half[i] = malloc(n * 2);
+        int f16 = w->specs[i].init == CLF_INIT_ONES || w->specs[i].init == CLF_INIT_ZEROS;
+        for (size_t j = 0; j < n; j++) {
+            uint32_t bits;
+            memcpy(&bits, &w->data[i][j], 4);
+            half[i][j] = f16 ? (w->data[i][j] == 1.0f ? 0x3C00 : 0x0000) : (uint16_t)(bits >> 16);
+            bits &= 0xFFFF0000u;
+            memcpy(&w->data[i][j], &bits, 4); /* what the load should give back */
+        }
+        t[i].dtype = f16 ? CLF_F16 : CLF_BF16;
+        t[i].data = half[i];
+        t[i].nbytes = n * 2;
+    }
+    /* a training checkpoint's optimizer state and the tutorial's PE buffers are ignored */
+    float m[3] = {0};
+    clf_tensor *all = calloc((size_t)w->count + 3, sizeof *all);
+    memcpy(all, t, (size_t)w->count * sizeof *t);
+    all[w->count] = (clf_tensor){.name = "optim.m.src_embed.embedding.weight",
+                                 .dtype = CLF_F32,
+                                 .ndim = 1,
+                                 .shape = {3},
+                                 .data = m,
+                                 .nbytes = sizeof m};
+    all[w->count + 1] = all[w->count];
+    snprintf(all[w->count + 1].name, sizeof all[0].name, "src_pos.pe");
+    all[w->count + 2] = all[w->count];
+    snprintf(all[w->count + 2].name, sizeof all[0].name, "tgt_pos.pe");
+    const char *p = tmp_path("half.safetensors");
+    CLF_ASSERT_OK(clf_safetensors_write(p, all, w->count + 3, NULL, 0));
+    CLF_ASSERT_OK(clf_weights_load(p, &c, &r));
+    ck_assert(weights_equal(w, r));
+    clf_weights_free(r);
+
+    /* other dtypes are refused, naming the tensor */
+    all[4].dtype = CLF_I32;
+    all[4].nbytes *= 2;
+    all[4].data = w->data[4];
+    CLF_ASSERT_OK(clf_safetensors_write(p, all, w->count, NULL, 0));
+    ck_assert_int_eq(clf_weights_load(p, &c, &r), CLF_ERR_INPUT);
+    ck_assert_ptr_null(r);
+    char want[512];
+    snprintf(want, sizeof want, "%s: tensor '%s' has dtype I32; weights must be F32, F16 or BF16",
+             p, w->specs[4].name);
+    ck_assert_msg(strstr(clf_last_error(), want), "%s", clf_last_error());
+
+    for (int i = 0; i < w->count; i++)
+        free(half[i]);
+    free(half);
+    free(all);
+    free(t);
+    clf_weights_free(w);
+    remove_tmpdir();
+}
+END_TEST
+
+static void expect_load_error(const char *path, const clf_model_config *c, const char *want)
+{
+    clf_weights *r = (clf_weights *)1;
+    clf_status st = clf_weights_load(path, c, &r);
+    ck_assert_msg(st == CLF_ERR_INPUT, "loaded (%d); want \"%s\"", (int)st, want);
+    ck_assert_ptr_null(r);
+    ck_assert_msg(strstr(clf_last_error(), want), "got \"%s\", want \"%s\"", clf_last_error(),
+                  want);
+}
+
+START_TEST(test_load_errors_name_the_tensor)
+{
+    make_tmpdir();
+    clf_model_config c = small_cfg(2, 1, 0, 1);
+    clf_weights *w = NULL;
+    char want[512];
+    CLF_ASSERT_OK(clf_weights_init(&c, 1, &w));
+
+    /* missing */
+    const char *p = tmp_path("missing.safetensors");
+    int k = clf_weights_find(w, "decoder.layers.0.cross_attention_block.w_v.weight");
+    write_variant(w, p, k, NULL, 0);
+    snprintf(want, sizeof want,
+             "%s: tensor 'decoder.layers.0.cross_attention_block.w_v.weight' is missing (the "
+             "config needs it: shape [8,8], decoder_layers: 1)",
+             p);
+    expect_load_error(p, &c, want);
+
+    /* extra, unrelated */
+    p = tmp_path("extra.safetensors");
+    float x[2] = {0};
+    clf_tensor extra = {.name = "foo.weight",
+                        .dtype = CLF_F32,
+                        .ndim = 1,
+                        .shape = {2},
+                        .data = x,
+                        .nbytes = sizeof x};
+    write_variant(w, p, -1, &extra, 1);
+    snprintf(want, sizeof want, "%s: unexpected tensor 'foo.weight' (not part of this model;", p);
+    expect_load_error(p, &c, want);
+
+    /* mis-shaped: the file has d_ff 16, the config 32 */
+    p = tmp_path("shape.safetensors");
+    CLF_ASSERT_OK(clf_weights_save(w, p, NULL, 0));
+    clf_model_config c32 = c;
+    c32.d_ff = 32;
+    snprintf(want, sizeof want,
+             "%s: tensor 'encoder.layers.0.feed_forward_block.linear_1.weight' has shape [16,8], "
+             "the config needs [32,8] (d_model 8, d_ff 32)",
+             p);
+    expect_load_error(p, &c32, want);
+    clf_model_config cv = c;
+    cv.src_vocab = 12;
+    expect_load_error(p, &cv,
+                      "tensor 'src_embed.embedding.weight' has shape [11,8], the config needs "
+                      "[12,8] (src_vocab 12, d_model 8)");
+
+    /* attention_bias: the config wants biases the file lacks, and the other way round */
+    clf_model_config cb = c;
+    cb.attention_bias = 1;
+    expect_load_error(p, &cb,
+                      "tensor 'encoder.layers.0.self_attention_block.w_q.bias' is missing (the "
+                      "config needs it: shape [8], attention_bias: true)");
+    clf_weights *wb = NULL;
+    CLF_ASSERT_OK(clf_weights_init(&cb, 1, &wb));
+    const char *pb = tmp_path("bias.safetensors");
+    CLF_ASSERT_OK(clf_weights_save(wb, pb, NULL, 0));
+    expect_load_error(pb, &c,
+                      "unexpected tensor 'encoder.layers.0.self_attention_block.w_q.bias' (not "
+                      "part of this model; the file has attention biases but the config has "
+                      "attention_bias: false)");
+    clf_weights_free(wb);
+
+    /* final_norm */
+    clf_model_config cn = c;
+    cn.final_norm = 0;
+    expect_load_error(p, &cn,
+                      "unexpected tensor 'encoder.norm.alpha' (not part of this model; "
+                      "the file has a final norm");
+    clf_model_config cf = cn;
+    cf.final_norm = 1;
+    clf_weights *wn = NULL;
+    CLF_ASSERT_OK(clf_weights_init(&cn, 1, &wn));
+    const char *pn = tmp_path("nonorm.safetensors");
+    CLF_ASSERT_OK(clf_weights_save(wn, pn, NULL, 0));
+    expect_load_error(pn, &cf,
+                      "tensor 'encoder.norm.alpha' is missing (the config needs it: "
+                      "shape [8], final_norm: true)");
+    clf_weights_free(wn);
+
+    /* layer counts */
+    clf_model_config c1 = c;
+    c1.encoder_layers = 1;
+    expect_load_error(p, &c1,
+                      "unexpected tensor 'encoder.layers.1.self_attention_block.w_q.weight'"
+                      " (not part of this model; the file has more encoder layers than "
+                      "encoder_layers: 1)");
+    clf_model_config c3 = c;
+    c3.decoder_layers = 2;
+    expect_load_error(p, &c3,
+                      "tensor 'decoder.layers.1.self_attention_block.w_q.weight' is "
+                      "missing (the config needs it: shape [8,8], decoder_layers: 2)");
+
+    /* no such file */
+    clf_weights *r = NULL;
+    ck_assert_int_eq(clf_weights_load(tmp_path("absent.safetensors"), &c, &r), CLF_ERR_IO);
+    ck_assert_msg(strstr(clf_last_error(), "absent.safetensors: cannot open"), "%s",
+                  clf_last_error());
+    clf_weights_free(w);
+    remove_tmpdir();
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("weights");
+    TCase *tc = tcase_create("weights");
+    tcase_add_test(tc, test_specs_names_and_shapes);
+    tcase_add_test(tc, test_specs_options);
+    tcase_add_test(tc, test_init_reproducible_and_bounded);
+    tcase_add_test(tc, test_save_load_round_trip);
+    tcase_add_test(tc, test_load_half_precision_and_ignored);
+    tcase_add_test(tc, test_load_errors_name_the_tensor);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return clf_test_main(suite());
+}

@@ -1,0 +1,54 @@
+/* Helpers shared by the subcommands: error printing, backend opening, option values. */
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli.h"
+
+int cli_fail(clf_status st)
+{
+    const char *msg = clf_last_error();
+    fprintf(stderr, "clformer: %s\n", *msg ? msg : clf_status_name(st));
+    return clf_status_exit_code(st);
+}
+
+int cli_usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("clformer: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 2;
+}
+
+int cli_parse_int(const char *opt, const char *val, int min, int *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(val, &end, 10);
+    if (errno || !end || *end || end == val || v < min || v > INT_MAX) {
+        cli_usage_error("%s: expected an integer >= %d, got '%s'", opt, min, val);
+        return 0;
+    }
+    *out = (int)v;
+    return 1;
+}
+
+clf_status cli_open_backend(const clf_config *cfg, const cli_backend_opts *o,
+                            const clf_backend_api **api, clf_backend **be)
+{
+    clf_backend_opts opts = {.abi_version = CLF_BACKEND_ABI,
+                             .device = o->device ? o->device : cfg->backend.device,
+                             .threads = o->threads >= 0 ? o->threads : cfg->backend.threads,
+                             .cache_dir = NULL};
+    /* precedence: --backend > CLF_BACKEND > backend.name of the YAML */
+    const char *name = o->backend;
+    const char *env = getenv("CLF_BACKEND");
+    if (!name && !(env && *env))
+        name = cfg->backend.name;
+    return clf_backend_open_named(name, o->plugin_dir, &opts, api, be);
+}

@@ -1,0 +1,46 @@
+/* clformer: the command-line front end. Each subcommand lives in tools/cmd_<name>.c. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+typedef struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} command;
+
+static const command commands[] = {
+    {"info", clf_cmd_info, "version, backends found, their devices"},
+    {"devices", clf_cmd_devices, "OpenCL platforms and devices (like clinfo -l)"},
+    {"config", clf_cmd_config, "-c model.yaml --dump: the resolved config, or the error"},
+    {"init", clf_cmd_init, "-c model.yaml --seed N -o w.safetensors: random weights"},
+    {"forward", clf_cmd_forward, "-c model.yaml -w w.safetensors -i in -o out: run the model"},
+    {"bench", clf_cmd_bench, "-c model.yaml [--backend B]: tokens/s, GFLOP/s, memory"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: clformer <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\n`clformer <command> --help` for a command's options.\n"
+               "Exit codes: 0 ok, 2 bad input, 3 backend/device failure.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("clformer %s\n", CLF_VERSION_STRING);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(argv[1], commands[i].name) == 0)
+            return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "clformer: unknown command '%s' (try `clformer --help`)\n", argv[1]);
+    return 2;
+}
