@@ -139,8 +139,8 @@ START_TEST(test_forward_errors)
     const char *fx = CLF_FIXTURES_DIR "/pre_tutorial";
     /* weights missing */
     snprintf(args, sizeof args,
-             "forward -c %s/model.yaml -w %s/nope.safetensors -i %s/io.safetensors -o %s/o",
-             fx, tmpdir, fx, tmpdir);
+             "forward -c %s/model.yaml -w %s/nope.safetensors -i %s/io.safetensors -o %s/o", fx,
+             tmpdir, fx, tmpdir);
     ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 2);
     assert_one_line_error(err);
     ck_assert_ptr_nonnull(strstr(err, "nope.safetensors"));
@@ -148,8 +148,8 @@ START_TEST(test_forward_errors)
     snprintf(w, sizeof w, "%s/tiny.safetensors", tmpdir);
     snprintf(args, sizeof args, "init -c %s/tiny.yaml -o %s", CLF_CONFIGS_DIR, w);
     ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 0);
-    snprintf(args, sizeof args, "forward -c %s/model.yaml -w %s -i %s/io.safetensors -o %s/o",
-             fx, w, fx, tmpdir);
+    snprintf(args, sizeof args, "forward -c %s/model.yaml -w %s -i %s/io.safetensors -o %s/o", fx,
+             w, fx, tmpdir);
     ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 2);
     assert_one_line_error(err);
     ck_assert_msg(strstr(err, "tensor '"), "%s", err);
@@ -170,9 +170,17 @@ START_TEST(test_forward_errors)
     /* ids outside the vocabulary */
     snprintf(in, sizeof in, "%s/badids.safetensors", tmpdir);
     int32_t src[3] = {2, 999, 3}, tgt[2] = {2, 5};
-    clf_tensor t[2] = {{.name = "src", .dtype = CLF_I32, .ndim = 2, .shape = {1, 3}, .data = src,
+    clf_tensor t[2] = {{.name = "src",
+                        .dtype = CLF_I32,
+                        .ndim = 2,
+                        .shape = {1, 3},
+                        .data = src,
                         .nbytes = sizeof src},
-                       {.name = "tgt", .dtype = CLF_I32, .ndim = 2, .shape = {1, 2}, .data = tgt,
+                       {.name = "tgt",
+                        .dtype = CLF_I32,
+                        .ndim = 2,
+                        .shape = {1, 2},
+                        .data = tgt,
                         .nbytes = sizeof tgt}};
     CLF_ASSERT_OK(clf_safetensors_write(in, t, 2, NULL, 0));
     snprintf(args, sizeof args, "forward -c %s/model.yaml -w %s/weights.safetensors -i %s -o %s/o",

@@ -116,8 +116,7 @@ START_TEST(test_open_named_env_override)
 }
 END_TEST
 
-static void count_found(void *user, const char *path, const clf_backend_api *api,
-                        const char *error)
+static void count_found(void *user, const char *path, const clf_backend_api *api, const char *error)
 {
     int *counts = user;
     (void)path;

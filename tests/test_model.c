@@ -22,7 +22,7 @@
 typedef struct fixture_run {
     clf_config cfg;
     int B, S, T;
-    float *logits, *enc;           /* ours */
+    float *logits, *enc; /* ours */
     const float *want_logits, *want_enc;
     clf_safetensors *io;
 } fixture_run;
@@ -57,15 +57,21 @@ static void run_fixture(const char *backend, const char *dir, double tol)
     int32_t *src_ids = malloc((size_t)B * S * 4), *tgt_ids = malloc((size_t)B * T * 4);
     CLF_ASSERT_OK(clf_tensor_to_i32(src, src_ids));
     CLF_ASSERT_OK(clf_tensor_to_i32(tgt, tgt_ids));
-    size_t n_logits = (size_t)B * T * cfg.model.tgt_vocab, n_enc = (size_t)B * S * cfg.model.d_model;
+    size_t n_logits = (size_t)B * T * cfg.model.tgt_vocab,
+           n_enc = (size_t)B * S * cfg.model.d_model;
     ck_assert_int_eq(clf_tensor_numel(logits), (int64_t)n_logits);
     ck_assert_int_eq(clf_tensor_numel(enc), (int64_t)n_enc);
     float *got_logits = malloc(n_logits * 4), *got_enc = malloc(n_enc * 4);
 
     clf_test_open_backend(backend, &api, &be);
     CLF_ASSERT_OK(clf_model_create(&cfg.model, w, api, be, &m));
-    clf_forward_io fio = {.batch = B, .src_len = S, .tgt_len = T, .src = src_ids,
-                          .tgt = tgt_ids, .logits = got_logits, .encoder_out = got_enc};
+    clf_forward_io fio = {.batch = B,
+                          .src_len = S,
+                          .tgt_len = T,
+                          .src = src_ids,
+                          .tgt = tgt_ids,
+                          .logits = got_logits,
+                          .encoder_out = got_enc};
     CLF_ASSERT_OK(clf_model_forward(m, &fio));
 
     double e_enc = clf_test_rel_err(got_enc, enc->data, n_enc);
@@ -175,12 +181,16 @@ START_TEST(test_batch_rows_independent)
     int32_t src[B * S] = {2, 5, 6, 7, 8, 3, 2, 9, 3, 1, 1, 1, 2, 10, 11, 3, 1, 1};
     int32_t tgt[B * T] = {2, 12, 13, 14, 15, 2, 16, 1, 1, 1, 2, 17, 18, 1, 1};
     float *all = malloc(sizeof(float) * B * T * V), *one = malloc(sizeof(float) * T * V);
-    clf_forward_io io = {.batch = B, .src_len = S, .tgt_len = T, .src = src, .tgt = tgt,
-                         .logits = all};
+    clf_forward_io io = {
+        .batch = B, .src_len = S, .tgt_len = T, .src = src, .tgt = tgt, .logits = all};
     CLF_ASSERT_OK(clf_model_forward(m, &io));
     for (int b = 0; b < B; b++) {
-        clf_forward_io io1 = {.batch = 1, .src_len = S, .tgt_len = T, .src = src + b * S,
-                              .tgt = tgt + b * T, .logits = one};
+        clf_forward_io io1 = {.batch = 1,
+                              .src_len = S,
+                              .tgt_len = T,
+                              .src = src + b * S,
+                              .tgt = tgt + b * T,
+                              .logits = one};
         CLF_ASSERT_OK(clf_model_forward(m, &io1));
         CLF_ASSERT_CLOSE(one, all + (size_t)b * T * V, (size_t)T * V, 1e-6);
     }
@@ -219,8 +229,9 @@ START_TEST(test_activation_memory_flat_in_depth)
         clf_model_free(m);
         api->close(be);
     }
-    ck_assert_msg(arena[1] == arena[0], "activation arena grows with depth: %zu (2 layers) vs "
-                                        "%zu (6 layers)",
+    ck_assert_msg(arena[1] == arena[0],
+                  "activation arena grows with depth: %zu (2 layers) vs "
+                  "%zu (6 layers)",
                   arena[0], arena[1]);
 }
 END_TEST
@@ -234,8 +245,8 @@ START_TEST(test_bad_ids_and_lengths)
     small_model(1, "pre", &cfg, &api, &be, &m);
     int32_t src[2] = {2, 40}, tgt[2] = {2, 3};
     float logits[2 * 45];
-    clf_forward_io io = {.batch = 1, .src_len = 2, .tgt_len = 2, .src = src, .tgt = tgt,
-                         .logits = logits};
+    clf_forward_io io = {
+        .batch = 1, .src_len = 2, .tgt_len = 2, .src = src, .tgt = tgt, .logits = logits};
     ck_assert_int_eq(clf_model_forward(m, &io), CLF_ERR_INPUT);
     ck_assert_msg(strstr(clf_last_error(), "token id 40"), "%s", clf_last_error());
     src[1] = -1;

@@ -15,18 +15,18 @@ double clf_test_rel_err(const float *got, const float *want, size_t n);
 double clf_test_max_abs_err(const float *got, const float *want, size_t n);
 
 /* Fails the test (with where and the error) unless rel_err(got, want) <= tol. */
-#define CLF_ASSERT_CLOSE(got, want, n, tol)                                                 \
-    do {                                                                                    \
-        double e_ = clf_test_rel_err((got), (want), (n));                                  \
-        ck_assert_msg(e_ <= (tol), "%s vs %s: relative error %.3g > %.3g", #got, #want, e_, \
-                      (double)(tol));                                                       \
+#define CLF_ASSERT_CLOSE(got, want, n, tol)                                                        \
+    do {                                                                                           \
+        double e_ = clf_test_rel_err((got), (want), (n));                                          \
+        ck_assert_msg(e_ <= (tol), "%s vs %s: relative error %.3g > %.3g", #got, #want, e_,        \
+                      (double)(tol));                                                              \
     } while (0)
 
 /* Fails with the clformer error message unless st == CLF_OK. */
-#define CLF_ASSERT_OK(expr)                                                                 \
-    do {                                                                                    \
-        clf_status st_ = (expr);                                                            \
-        ck_assert_msg(st_ == CLF_OK, "%s failed (%d): %s", #expr, (int)st_, clf_last_error()); \
+#define CLF_ASSERT_OK(expr)                                                                        \
+    do {                                                                                           \
+        clf_status st_ = (expr);                                                                   \
+        ck_assert_msg(st_ == CLF_OK, "%s failed (%d): %s", #expr, (int)st_, clf_last_error());     \
     } while (0)
 
 /* Opens backend `name` from the build tree (CLF_BUILD_BACKEND_DIR) with default options;

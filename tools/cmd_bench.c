@@ -44,20 +44,14 @@ int clf_cmd_bench(int argc, char **argv)
     const char *cfg_path = NULL, *w_path = NULL, *json_path = NULL;
     cli_backend_opts bo = {.threads = -1};
     bench_opts o = {.batch = 32, .src_len = 64, .tgt_len = 64, .iters = 10, .warmup = 2};
-    static const struct option longopts[] = {{"config", required_argument, NULL, 'c'},
-                                             {"weights", required_argument, NULL, 'w'},
-                                             {"backend", required_argument, NULL, 'b'},
-                                             {"device", required_argument, NULL, 'D'},
-                                             {"threads", required_argument, NULL, 't'},
-                                             {"plugin-dir", required_argument, NULL, 'p'},
-                                             {"batch", required_argument, NULL, 'B'},
-                                             {"src-len", required_argument, NULL, 'S'},
-                                             {"tgt-len", required_argument, NULL, 'T'},
-                                             {"iters", required_argument, NULL, 'n'},
-                                             {"warmup", required_argument, NULL, 'W'},
-                                             {"json", required_argument, NULL, 'j'},
-                                             {"help", no_argument, NULL, 'h'},
-                                             {0}};
+    static const struct option longopts[] = {
+        {"config", required_argument, NULL, 'c'},  {"weights", required_argument, NULL, 'w'},
+        {"backend", required_argument, NULL, 'b'}, {"device", required_argument, NULL, 'D'},
+        {"threads", required_argument, NULL, 't'}, {"plugin-dir", required_argument, NULL, 'p'},
+        {"batch", required_argument, NULL, 'B'},   {"src-len", required_argument, NULL, 'S'},
+        {"tgt-len", required_argument, NULL, 'T'}, {"iters", required_argument, NULL, 'n'},
+        {"warmup", required_argument, NULL, 'W'},  {"json", required_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},          {0}};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "c:w:b:D:t:p:B:S:T:n:W:j:h", longopts, NULL)) != -1) {

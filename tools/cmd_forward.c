@@ -16,12 +16,14 @@ static clf_status read_ids(const clf_safetensors *f, const char *path, const cha
 {
     const clf_tensor *t = clf_safetensors_find(f, name);
     if (!t)
-        return clf_error(CLF_ERR_INPUT, "%s: tensor '%s' is missing (forward needs I32 'src' "
-                                        "[B,S] and 'tgt' [B,T])",
+        return clf_error(CLF_ERR_INPUT,
+                         "%s: tensor '%s' is missing (forward needs I32 'src' "
+                         "[B,S] and 'tgt' [B,T])",
                          path, name);
     if (t->ndim != 2 || t->shape[0] < 1 || t->shape[1] < 1)
-        return clf_error(CLF_ERR_INPUT, "%s: tensor '%s' must be 2-D [batch, length] and "
-                                        "non-empty",
+        return clf_error(CLF_ERR_INPUT,
+                         "%s: tensor '%s' must be 2-D [batch, length] and "
+                         "non-empty",
                          path, name);
     if (t->shape[0] > (1 << 20) || t->shape[1] > (1 << 20))
         return clf_error(CLF_ERR_INPUT, "%s: tensor '%s' is too large", path, name);
@@ -40,16 +42,12 @@ int clf_cmd_forward(int argc, char **argv)
 {
     const char *cfg_path = NULL, *w_path = NULL, *in_path = NULL, *out_path = NULL;
     cli_backend_opts bo = {.threads = -1};
-    static const struct option longopts[] = {{"config", required_argument, NULL, 'c'},
-                                             {"weights", required_argument, NULL, 'w'},
-                                             {"input", required_argument, NULL, 'i'},
-                                             {"output", required_argument, NULL, 'o'},
-                                             {"backend", required_argument, NULL, 'b'},
-                                             {"device", required_argument, NULL, 'D'},
-                                             {"threads", required_argument, NULL, 't'},
-                                             {"plugin-dir", required_argument, NULL, 'p'},
-                                             {"help", no_argument, NULL, 'h'},
-                                             {0}};
+    static const struct option longopts[] = {
+        {"config", required_argument, NULL, 'c'},  {"weights", required_argument, NULL, 'w'},
+        {"input", required_argument, NULL, 'i'},   {"output", required_argument, NULL, 'o'},
+        {"backend", required_argument, NULL, 'b'}, {"device", required_argument, NULL, 'D'},
+        {"threads", required_argument, NULL, 't'}, {"plugin-dir", required_argument, NULL, 'p'},
+        {"help", no_argument, NULL, 'h'},          {0}};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "c:w:i:o:b:D:t:p:h", longopts, NULL)) != -1) {
@@ -115,8 +113,8 @@ int clf_cmd_forward(int argc, char **argv)
         (st = read_ids(in, in_path, "tgt", &tgt, &B2, &T)) != CLF_OK)
         goto fail;
     if (B != B2) {
-        st = clf_error(CLF_ERR_INPUT, "%s: 'src' has batch %d but 'tgt' has batch %d", in_path,
-                       B, B2);
+        st = clf_error(CLF_ERR_INPUT, "%s: 'src' has batch %d but 'tgt' has batch %d", in_path, B,
+                       B2);
         goto fail;
     }
     const int d = cfg.model.d_model, V = cfg.model.tgt_vocab;
@@ -142,13 +140,21 @@ int clf_cmd_forward(int argc, char **argv)
     if ((st = clf_model_forward(model, &io)) != CLF_OK)
         goto fail;
     clf_tensor outs[2] = {
-        {.name = "logits", .dtype = CLF_F32, .ndim = 3, .shape = {B, T, V}, .data = logits,
+        {.name = "logits",
+         .dtype = CLF_F32,
+         .ndim = 3,
+         .shape = {B, T, V},
+         .data = logits,
          .nbytes = (size_t)B * T * V * sizeof(float)},
-        {.name = "encoder_out", .dtype = CLF_F32, .ndim = 3, .shape = {B, S, d}, .data = enc,
+        {.name = "encoder_out",
+         .dtype = CLF_F32,
+         .ndim = 3,
+         .shape = {B, S, d},
+         .data = enc,
          .nbytes = (size_t)B * S * d * sizeof(float)},
     };
-    const char *meta[] = {"output", cfg.model.output == CLF_OUTPUT_LOG_SOFTMAX ? "log_softmax"
-                                                                              : "logits"};
+    const char *meta[] = {"output",
+                          cfg.model.output == CLF_OUTPUT_LOG_SOFTMAX ? "log_softmax" : "logits"};
     st = clf_safetensors_write(out_path, outs, 2, meta, 1);
 fail:
     clf_model_free(model);

@@ -9,8 +9,7 @@ static void print_device(void *user, const clf_device_info *d)
 {
     (void)user;
     printf("    device %d: %s / %s (%s, %d compute units, %.1f GiB, %s)\n", d->index, d->platform,
-           d->name, d->type, d->compute_units, (double)d->global_mem_bytes / (1 << 30),
-           d->version);
+           d->name, d->type, d->compute_units, (double)d->global_mem_bytes / (1 << 30), d->version);
 }
 
 static void print_backend(void *user, const char *path, const clf_backend_api *api,

@@ -12,12 +12,10 @@ int clf_cmd_init(int argc, char **argv)
 {
     const char *path = NULL, *out = NULL;
     int seed = 1;
-    static const struct option longopts[] = {{"config", required_argument, NULL, 'c'},
-                                             {"seed", required_argument, NULL, 's'},
-                                             {"output", required_argument, NULL, 'o'},
-                                             {"init", required_argument, NULL, 'i'},
-                                             {"help", no_argument, NULL, 'h'},
-                                             {0}};
+    static const struct option longopts[] = {
+        {"config", required_argument, NULL, 'c'}, {"seed", required_argument, NULL, 's'},
+        {"output", required_argument, NULL, 'o'}, {"init", required_argument, NULL, 'i'},
+        {"help", no_argument, NULL, 'h'},         {0}};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "c:s:o:i:h", longopts, NULL)) != -1) {

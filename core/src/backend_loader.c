@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #define CLF_MAX_SEARCH_DIRS 32
-#define CLF_MAX_LOADED 32
+#define CLF_MAX_LOADED      32
 
 typedef struct loaded_backend {
     char path[PATH_MAX];
@@ -35,14 +35,10 @@ static int registry_count;
 const char *clf_op_name(clf_op op)
 {
     static const char *const names[CLF_OP_COUNT] = {
-        [CLF_OP_GEMM] = "gemm",
-        [CLF_OP_GEMM_STRIDED_BATCHED] = "gemm_strided_batched",
-        [CLF_OP_LAYERNORM] = "layernorm",
-        [CLF_OP_ATTENTION] = "attention",
-        [CLF_OP_EMBED] = "embed",
-        [CLF_OP_ADD] = "add",
-        [CLF_OP_SOFTMAX] = "softmax",
-        [CLF_OP_ARGMAX] = "argmax",
+        [CLF_OP_GEMM] = "gemm",           [CLF_OP_GEMM_STRIDED_BATCHED] = "gemm_strided_batched",
+        [CLF_OP_LAYERNORM] = "layernorm", [CLF_OP_ATTENTION] = "attention",
+        [CLF_OP_EMBED] = "embed",         [CLF_OP_ADD] = "add",
+        [CLF_OP_SOFTMAX] = "softmax",     [CLF_OP_ARGMAX] = "argmax",
     };
     if ((int)op < 0 || op >= CLF_OP_COUNT)
         return "unknown-op";
@@ -139,8 +135,7 @@ static clf_status load_locked(const char *path, const clf_backend_api **out)
     const clf_backend_api *api = entry();
     if (!api) {
         dlclose(h);
-        return clf_error(CLF_ERR_INPUT, "%s: %s() returned NULL", path,
-                         CLF_BACKEND_ENTRY_SYMBOL);
+        return clf_error(CLF_ERR_INPUT, "%s: %s() returned NULL", path, CLF_BACKEND_ENTRY_SYMBOL);
     }
     if (api->abi_version != CLF_BACKEND_ABI) {
         int v = api->abi_version;
@@ -184,13 +179,13 @@ static int valid_backend_name(const char *name)
     return 1;
 }
 
-clf_status clf_backend_load(const char *name, const char *plugin_dir,
-                            const clf_backend_api **out)
+clf_status clf_backend_load(const char *name, const char *plugin_dir, const clf_backend_api **out)
 {
     *out = NULL;
     if (!valid_backend_name(name))
-        return clf_error(CLF_ERR_INPUT, "backend name '%s' is not valid (expected cpu, opencl, "
-                                        "auto or another [a-z0-9_-] plugin name)",
+        return clf_error(CLF_ERR_INPUT,
+                         "backend name '%s' is not valid (expected cpu, opencl, "
+                         "auto or another [a-z0-9_-] plugin name)",
                          name ? name : "");
     char dirs[CLF_MAX_SEARCH_DIRS][4096];
     pthread_mutex_lock(&registry_lock);
@@ -206,8 +201,7 @@ clf_status clf_backend_load(const char *name, const char *plugin_dir,
             pthread_mutex_unlock(&registry_lock);
             return st;
         }
-        int w = snprintf(looked + used, sizeof looked - used, "%s%s", used ? ", " : "",
-                         dirs[i]);
+        int w = snprintf(looked + used, sizeof looked - used, "%s%s", used ? ", " : "", dirs[i]);
         if (w > 0 && used + (size_t)w < sizeof looked)
             used += (size_t)w;
     }

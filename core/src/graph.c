@@ -87,12 +87,11 @@ void clf_graph_bind(clf_graph *g, clf_node *n, size_t field, int v, size_t elem_
     }
     size_t need = (elem_off + 1) * sizeof(float);
     if (need > g->values[v].bytes) {
-        g->status = clf_error(CLF_ERR_INTERNAL, "graph: node '%s' reads past value '%s'",
-                              n->label, g->values[v].label);
+        g->status = clf_error(CLF_ERR_INTERNAL, "graph: node '%s' reads past value '%s'", n->label,
+                              g->values[v].label);
         return;
     }
-    n->operands[n->n_operands++] = (clf_operand){.value = v, .elem_off = elem_off,
-                                                 .field = field};
+    n->operands[n->n_operands++] = (clf_operand){.value = v, .elem_off = elem_off, .field = field};
 }
 
 static size_t align_up(size_t x, size_t a)
@@ -250,8 +249,8 @@ clf_status clf_graph_run_ops(const clf_graph *g, const clf_backend_api *api, clf
                               n.args.softmax.cols, n.args.softmax.log);
             break;
         default:
-            st = clf_error(CLF_ERR_INTERNAL, "graph: node '%s' has op %d that cannot run",
-                           n.label, (int)n.op);
+            st = clf_error(CLF_ERR_INTERNAL, "graph: node '%s' has op %d that cannot run", n.label,
+                           (int)n.op);
         }
         if (st != CLF_OK)
             return clf_error_context(st, "%s (%s)", n.label, clf_op_name(n.op));

@@ -190,20 +190,19 @@ fail:
 static clf_status check_weights_match(const clf_model *m, const clf_weights *w)
 {
     if (w->count != m->n_weights)
-        return clf_error(CLF_ERR_INPUT, "weights: %d tensors given, the config needs %d",
-                         w->count, m->n_weights);
+        return clf_error(CLF_ERR_INPUT, "weights: %d tensors given, the config needs %d", w->count,
+                         m->n_weights);
     for (int i = 0; i < m->n_weights; i++) {
         const clf_weight_spec *a = &m->specs[i], *b = &w->specs[i];
-        if (strcmp(a->name, b->name) != 0 || a->ndim != b->ndim ||
-            spec_numel(a) != spec_numel(b))
-            return clf_error(CLF_ERR_INPUT, "weights: tensor %d is '%s', the config needs '%s'",
-                             i, b->name, a->name);
+        if (strcmp(a->name, b->name) != 0 || a->ndim != b->ndim || spec_numel(a) != spec_numel(b))
+            return clf_error(CLF_ERR_INPUT, "weights: tensor %d is '%s', the config needs '%s'", i,
+                             b->name, a->name);
     }
     return CLF_OK;
 }
 
-static const clf_op model_ops[] = {CLF_OP_GEMM, CLF_OP_LAYERNORM, CLF_OP_ATTENTION,
-                                   CLF_OP_EMBED, CLF_OP_ADD, CLF_OP_SOFTMAX};
+static const clf_op model_ops[] = {CLF_OP_GEMM,  CLF_OP_LAYERNORM, CLF_OP_ATTENTION,
+                                   CLF_OP_EMBED, CLF_OP_ADD,       CLF_OP_SOFTMAX};
 
 clf_status clf_model_create(const clf_model_config *cfg, const clf_weights *w,
                             const clf_backend_api *api, clf_backend *be, clf_model **out)
@@ -307,8 +306,7 @@ static int weight_span(builder *b, const char *name, int count)
     return v;
 }
 
-static int weightf(builder *b, int count, const char *fmt, const char *prefix,
-                   const char *suffix)
+static int weightf(builder *b, int count, const char *fmt, const char *prefix, const char *suffix)
 {
     char name[CLF_TENSOR_NAME_MAX];
     snprintf(name, sizeof name, fmt, prefix, suffix);
@@ -372,8 +370,8 @@ static void layernorm(builder *b, const char *prefix, int out, int x, int rows)
 /* One attention site of a sublayer: where the queries and keys/values come from. */
 typedef struct attention_site {
     int B, Tq, Tk;
-    int kv_src;  /* cross-attention: the encoder output [B*S, d]; -1 for self-attention */
-    int mask;    /* I32 [B, Tk] key mask value */
+    int kv_src; /* cross-attention: the encoder output [B*S, d]; -1 for self-attention */
+    int mask;   /* I32 [B, Tk] key mask value */
     int causal;
 } attention_site;
 
@@ -381,8 +379,8 @@ typedef struct attention_site {
  *   self-attention:  [q|k|v] [B*Tq, 3d] = x · [Wq;Wk;Wv]^T (+ [bq;bk;bv])
  *   cross-attention: q [B*Tq, d] = x · Wq^T,  [k|v] [B*Tk, 2d] = enc · [Wk;Wv]^T
  * then y[B*Tq, d] (= or +=) ctx · Wo^T (+ bo). */
-static void attention_block(builder *b, const char *prefix, const attention_site *s, int x,
-                            int y, int accumulate)
+static void attention_block(builder *b, const char *prefix, const attention_site *s, int x, int y,
+                            int accumulate)
 {
     const int d = b->d, B = s->B, Tq = s->Tq, Tk = s->Tk;
     const size_t rq = (size_t)B * Tq, rk = (size_t)B * Tk;
@@ -555,8 +553,7 @@ static int encoder(builder *b, int src, int src_mask, int B, int S)
 
 /* dec[B*T, d]: embedding, N x (masked self-attention, cross-attention, feed-forward),
  * optional final norm */
-static int decoder(builder *b, int tgt, int tgt_mask, int enc, int src_mask, int B, int S,
-                   int T)
+static int decoder(builder *b, int tgt, int tgt_mask, int enc, int src_mask, int B, int S, int T)
 {
     const clf_model_config *c = &b->m->cfg;
     char p[4][96];
@@ -593,8 +590,7 @@ clf_status clf_model_build_forward_graph(clf_model *m, int B, int S, int T, clf_
         return clf_error(CLF_ERR_NOMEM, "model: out of host memory");
     for (int i = 0; i < m->n_weights; i++)
         b.wval[i] = -1;
-    b.pe = clf_graph_external(g, (clf_ptr){m->pe, 0},
-                              (size_t)c->max_len * d * sizeof(float), "pe");
+    b.pe = clf_graph_external(g, (clf_ptr){m->pe, 0}, (size_t)c->max_len * d * sizeof(float), "pe");
     m->v_src = clf_graph_value(g, CLF_VALUE_INPUT, (size_t)B * S * 4, "src");
     m->v_tgt = clf_graph_value(g, CLF_VALUE_INPUT, (size_t)B * T * 4, "tgt");
     m->v_src_mask = clf_graph_value(g, CLF_VALUE_INPUT, (size_t)B * S * 4, "src_mask");
@@ -604,8 +600,7 @@ clf_status clf_model_build_forward_graph(clf_model *m, int B, int S, int T, clf_
     int dec = decoder(&b, m->v_tgt, m->v_tgt_mask, enc, m->v_src_mask, B, S, T);
 
     /* logits[B*T, V] = dec · Wp^T + bp, then log_softmax over V if configured */
-    int logits = clf_graph_value(g, CLF_VALUE_OUTPUT, (size_t)B * T * V * sizeof(float),
-                                 "logits");
+    int logits = clf_graph_value(g, CLF_VALUE_OUTPUT, (size_t)B * T * V * sizeof(float), "logits");
     int wp = required(&b, weight_span(&b, "projection_layer.proj.weight", 1), "projection", "");
     int bp = weight_span(&b, "projection_layer.proj.bias", 1);
     linear(&b, "projection_layer.proj", logits, 0, V, dec, 0, d, wp, bp, B * T, V, d, 0, 0);
@@ -633,8 +628,9 @@ static clf_status check_ids(const int32_t *ids, size_t n, int vocab, const char 
 {
     for (size_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= vocab)
-            return clf_error(CLF_ERR_INPUT, "%s: token id %d at position %zu is outside the "
-                                            "vocabulary [0, %d)",
+            return clf_error(CLF_ERR_INPUT,
+                             "%s: token id %d at position %zu is outside the "
+                             "vocabulary [0, %d)",
                              what, ids[i], i, vocab);
     return CLF_OK;
 }
@@ -731,11 +727,11 @@ double clf_model_forward_flops(const clf_model_config *c, int B, int S, int T)
     const double d = c->d_model, F = c->d_ff, V = c->tgt_vocab;
     const double rs = (double)B * S, rt = (double)B * T;
     /* 2 FLOPs per multiply-add. Attention: QK^T and PV, each B*Tq*Tk*d multiply-adds. */
-    double enc = 2 * rs * d * 3 * d + 2 * 2 * (double)B * S * S * d + 2 * rs * d * d +
-                 2 * 2 * rs * d * F;
+    double enc =
+        2 * rs * d * 3 * d + 2 * 2 * (double)B * S * S * d + 2 * rs * d * d + 2 * 2 * rs * d * F;
     double dec_self = 2 * rt * d * 3 * d + 2 * 2 * (double)B * T * T * d + 2 * rt * d * d;
-    double dec_cross = 2 * rt * d * d + 2 * rs * 2 * d * d + 2 * 2 * (double)B * T * S * d +
-                       2 * rt * d * d;
+    double dec_cross =
+        2 * rt * d * d + 2 * rs * 2 * d * d + 2 * 2 * (double)B * T * S * d + 2 * rt * d * d;
     double dec_ffn = 2 * 2 * rt * d * F;
     return c->encoder_layers * enc + c->decoder_layers * (dec_self + dec_cross + dec_ffn) +
            2 * rt * d * V;

@@ -98,9 +98,9 @@ typedef struct clf_gemm_args {
     int ldb;
     clf_ptr c;
     int ldc;
-    clf_ptr bias; /* [n] F32, optional */
-    int relu;     /* 1: C = max(C, 0) after the bias */
-    int batch;    /* gemm_strided_batched only */
+    clf_ptr bias;                        /* [n] F32, optional */
+    int relu;                            /* 1: C = max(C, 0) after the bias */
+    int batch;                           /* gemm_strided_batched only */
     size_t stride_a, stride_b, stride_c; /* elements, gemm_strided_batched only */
 } clf_gemm_args;
 
@@ -204,8 +204,7 @@ int clf_backend_search_dirs(const char *plugin_dir, char dirs[][4096], int max_d
  * backend called name ("cpu", "opencl") from the search path. Errors name the file and
  * the reason: not found (listing where it looked), not a shared object, no entry symbol,
  * ABI version mismatch (naming both versions). */
-clf_status clf_backend_load(const char *name, const char *plugin_dir,
-                            const clf_backend_api **out);
+clf_status clf_backend_load(const char *name, const char *plugin_dir, const clf_backend_api **out);
 /* Loads a backend from an explicit .so path. */
 clf_status clf_backend_load_file(const char *path, const clf_backend_api **out);
 

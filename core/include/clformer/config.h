@@ -35,14 +35,14 @@ typedef struct clf_model_config {
     int d_model;              /* default 512 */
     int encoder_layers;       /* `layers` sets both; default 6 */
     int decoder_layers;
-    int heads;        /* default 8; d_model % heads == 0 */
-    int d_ff;         /* default 2048 */
-    clf_norm_place norm; /* default pre */
-    int final_norm;   /* resolved: 1/0 (auto = on for pre, off for post and branch) */
-    int final_norm_auto; /* 1 when the YAML said auto (or nothing), for --dump */
-    clf_ln_style ln_style; /* default tutorial */
-    float ln_eps;          /* default 1e-6 */
-    int attention_bias;    /* default 0 */
+    int heads;                 /* default 8; d_model % heads == 0 */
+    int d_ff;                  /* default 2048 */
+    clf_norm_place norm;       /* default pre */
+    int final_norm;            /* resolved: 1/0 (auto = on for pre, off for post and branch) */
+    int final_norm_auto;       /* 1 when the YAML said auto (or nothing), for --dump */
+    clf_ln_style ln_style;     /* default tutorial */
+    float ln_eps;              /* default 1e-6 */
+    int attention_bias;        /* default 0 */
     clf_activation activation; /* default relu */
     clf_output output;         /* default logits */
     float dropout;             /* default 0.1, in [0, 1) */
@@ -50,9 +50,9 @@ typedef struct clf_model_config {
 } clf_model_config;
 
 typedef struct clf_backend_config {
-    char name[CLF_NAME_MAX];      /* cpu | opencl | auto; default cpu */
+    char name[CLF_NAME_MAX];       /* cpu | opencl | auto; default cpu */
     char device[CLF_NAME_MAX * 2]; /* "" = default; an index or a name substring */
-    int threads;                  /* 0 = all cores */
+    int threads;                   /* 0 = all cores */
 } clf_backend_config;
 
 typedef enum clf_optimizer_kind { CLF_OPT_ADAM = 0, CLF_OPT_ADAMW = 1 } clf_optimizer_kind;
@@ -70,27 +70,27 @@ typedef struct clf_train_config {
     char data_valid[CLF_PATH_MAX]; /* "" = no validation */
     char vocab_src[CLF_PATH_MAX];  /* default "<checkpoint_dir>/src.json" (resolved) */
     char vocab_tgt[CLF_PATH_MAX];  /* default "<checkpoint_dir>/tgt.json" (resolved) */
-    int min_frequency;      /* default 2 */
-    char init[CLF_PATH_MAX]; /* "" = Xavier from seed */
-    long long seed;         /* default 1 */
-    int shuffle;            /* default 1 */
-    int batch_size;         /* default 32 */
-    int batch_tokens;       /* default 0 */
-    int max_len;            /* default min(128, model.max_len); <= model.max_len */
-    long long steps;        /* default 0; steps or epochs must be > 0 */
-    int epochs;             /* default 10 */
-    int accumulate;         /* default 1 */
-    clf_optimizer_kind optimizer; /* default adam */
+    int min_frequency;             /* default 2 */
+    char init[CLF_PATH_MAX];       /* "" = Xavier from seed */
+    long long seed;                /* default 1 */
+    int shuffle;                   /* default 1 */
+    int batch_size;                /* default 32 */
+    int batch_tokens;              /* default 0 */
+    int max_len;                   /* default min(128, model.max_len); <= model.max_len */
+    long long steps;               /* default 0; steps or epochs must be > 0 */
+    int epochs;                    /* default 10 */
+    int accumulate;                /* default 1 */
+    clf_optimizer_kind optimizer;  /* default adam */
     float lr, beta1, beta2, adam_eps, weight_decay; /* 1e-4, 0.9, 0.98, 1e-9, 0 */
-    clf_schedule_kind schedule;  /* default constant */
-    int warmup;                  /* default 0; > 0 for noam and inverse_sqrt */
-    float label_smoothing;       /* default 0.1 */
-    float clip_norm;             /* default 0 (off) */
-    int log_every;               /* default 50 */
-    int validate_every;          /* default 500 */
-    char checkpoint_dir[CLF_PATH_MAX]; /* default "runs/default" */
-    int checkpoint_every;        /* default 500; 0 = only at the end */
-    int checkpoint_keep;         /* default 3, >= 1 */
+    clf_schedule_kind schedule;                     /* default constant */
+    int warmup;                                     /* default 0; > 0 for noam and inverse_sqrt */
+    float label_smoothing;                          /* default 0.1 */
+    float clip_norm;                                /* default 0 (off) */
+    int log_every;                                  /* default 50 */
+    int validate_every;                             /* default 500 */
+    char checkpoint_dir[CLF_PATH_MAX];              /* default "runs/default" */
+    int checkpoint_every;                           /* default 500; 0 = only at the end */
+    int checkpoint_keep;                            /* default 3, >= 1 */
 } clf_train_config;
 
 typedef struct clf_config {

@@ -56,8 +56,7 @@ void clf_model_memory_usage(const clf_model *m, clf_model_memory *mem);
 
 /* Multiply-adds x2 of the forward pass at a shape (GEMMs and attention products), the
  * FLOP count the benchmarks divide by. */
-double clf_model_forward_flops(const clf_model_config *cfg, int batch, int src_len,
-                               int tgt_len);
+double clf_model_forward_flops(const clf_model_config *cfg, int batch, int src_len, int tgt_len);
 
 /* The sinusoidal PE table [max_len, d] exactly as the tutorial's PyTorch computes it in
  * float32. */
