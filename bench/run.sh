@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Forward-pass benchmark: clformer's CPU backend vs PyTorch on the same model and weights.
 #   bench/run.sh [threads] [config]      (defaults: all cores, configs/base.yaml)
+# Env: B S T ITERS (batch, lengths, timed iterations), BUILD (build dir, default build).
 # Writes runs/bench/*.json; the figures go into bench/RESULTS.md by hand, with this command.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,14 +12,15 @@ unset OPENBLAS_CORETYPE
 threads=${1:-$(nproc)}
 config=${2:-configs/base.yaml}
 B=${B:-32} S=${S:-64} T=${T:-64} ITERS=${ITERS:-5}
+clf=${BUILD:-build}/bin/clformer
 out=runs/bench
 mkdir -p "$out"
-./build/bin/clformer init -c "$config" --seed 1 -o "$out/weights.safetensors"
-./build/bin/clformer bench -c "$config" -w "$out/weights.safetensors" --backend cpu \
+"$clf" init -c "$config" --seed 1 -o "$out/weights.safetensors"
+"$clf" bench -c "$config" -w "$out/weights.safetensors" --backend cpu \
   --threads "$threads" --batch "$B" --src-len "$S" --tgt-len "$T" --iters "$ITERS" --warmup 1 \
   --json "$out/clformer-cpu.json"
-if ./build/bin/clformer devices >/dev/null 2>&1; then
-  ./build/bin/clformer bench -c "$config" -w "$out/weights.safetensors" --backend opencl \
+if "$clf" devices >/dev/null 2>&1; then
+  "$clf" bench -c "$config" -w "$out/weights.safetensors" --backend opencl \
     --batch "$B" --src-len "$S" --tgt-len "$T" --iters "$ITERS" --warmup 1 \
     --json "$out/clformer-opencl.json" || echo "opencl bench failed" >&2
 fi

@@ -1,5 +1,6 @@
 /* clformer: the command-line front end. Each subcommand lives in tools/cmd_<name>.c. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -30,6 +31,11 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+    /* The CPU backend runs its own loops on OpenMP threads and its GEMMs on OpenBLAS's
+     * thread pool. Threads of one pool that spin while the other works steal its cores
+     * (10-25% of a forward pass on 2 cores), so idle OpenMP threads sleep unless the user
+     * says otherwise. Set before any backend (and libgomp with it) is loaded. */
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

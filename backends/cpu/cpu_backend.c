@@ -395,6 +395,7 @@ static clf_status cpu_attention(clf_backend *be, const clf_attention_args *a)
                     float dot = 0.0f;
                     if (!masked) {
                         const float *k = kb + (size_t)j * a->k_ld;
+#pragma omp simd reduction(+ : dot)
                         for (int d = 0; d < D; d++)
                             dot += q[d] * k[d];
                         dot *= a->scale;
@@ -416,6 +417,7 @@ static clf_status cpu_attention(clf_backend *be, const clf_attention_args *a)
                     if (p == 0.0f)
                         continue;
                     const float *v = vb + (size_t)j * a->v_ld;
+#pragma omp simd
                     for (int d = 0; d < D; d++)
                         acc[d] += p * v[d];
                 }
