@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "clformer/backend.h"
 
@@ -94,6 +95,13 @@ static clf_status cpu_describe(clf_backend *be, char *buf, size_t size)
     return CLF_OK;
 }
 
+/* Host RAM in bytes (what `clformer devices` shows and the largest sane allocation). */
+static uint64_t physical_memory(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : (uint64_t)PTRDIFF_MAX;
+}
+
 static clf_status cpu_list_devices(clf_device_fn fn, void *user)
 {
     clf_device_info info;
@@ -103,8 +111,8 @@ static clf_status cpu_list_devices(clf_device_fn fn, void *user)
     snprintf(info.name, sizeof info.name, "host CPU");
     snprintf(info.type, sizeof info.type, "CPU");
     info.compute_units = omp_get_num_procs();
-    info.max_alloc_bytes = (uint64_t)PTRDIFF_MAX;
-    info.global_mem_bytes = (uint64_t)PTRDIFF_MAX;
+    info.global_mem_bytes = physical_memory();
+    info.max_alloc_bytes = info.global_mem_bytes;
     snprintf(info.version, sizeof info.version, "%.63s", openblas_get_config());
     info.fp16 = 0;
     fn(user, &info);
@@ -120,7 +128,7 @@ static int cpu_supports(clf_backend *be, clf_op op)
 static uint64_t cpu_max_alloc(clf_backend *be)
 {
     (void)be;
-    return (uint64_t)PTRDIFF_MAX;
+    return physical_memory();
 }
 
 /* ---- memory ---- */
