@@ -17,6 +17,8 @@ static const command commands[] = {
     {"config", clf_cmd_config, "-c model.yaml --dump: the resolved config, or the error"},
     {"init", clf_cmd_init, "-c model.yaml --seed N -o w.safetensors: random weights"},
     {"forward", clf_cmd_forward, "-c model.yaml -w w.safetensors -i in -o out: run the model"},
+    {"translate", clf_cmd_translate,
+     "-c model.yaml -w w --src-vocab s.json --tgt-vocab t.json: stdin -> stdout"},
     {"bench", clf_cmd_bench, "-c model.yaml [--backend B]: tokens/s, GFLOP/s, memory"},
 };
 

@@ -248,12 +248,20 @@ clf_status clf_graph_run_ops(const clf_graph *g, const clf_backend_api *api, clf
             st = api->softmax(be, n.args.softmax.out, n.args.softmax.x, n.args.softmax.rows,
                               n.args.softmax.cols, n.args.softmax.log);
             break;
+        case CLF_NODE_COPY:
+            st = api->copy(be, n.args.add.out, n.args.add.a, n.args.add.n);
+            break;
+        case CLF_OP_ARGMAX: /* args in the softmax layout; log unused */
+            st = api->argmax(be, n.args.softmax.out, n.args.softmax.x, n.args.softmax.rows,
+                             n.args.softmax.cols);
+            break;
         default:
             st = clf_error(CLF_ERR_INTERNAL, "graph: node '%s' has op %d that cannot run", n.label,
                            (int)n.op);
         }
         if (st != CLF_OK)
-            return clf_error_context(st, "%s (%s)", n.label, clf_op_name(n.op));
+            return clf_error_context(st, "%s (%s)", n.label,
+                                     n.op == CLF_NODE_COPY ? "copy" : clf_op_name(n.op));
     }
     return CLF_OK;
 }

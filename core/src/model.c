@@ -5,6 +5,8 @@
  * with rows = B*S (encoder) or B*T (decoder). */
 #include "clformer/model.h"
 
+#include "model_internal.h"
+
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -371,9 +373,72 @@ static void layernorm(builder *b, const char *prefix, int out, int x, int rows)
 typedef struct attention_site {
     int B, Tq, Tk;
     int kv_src; /* cross-attention: the encoder output [B*S, d]; -1 for self-attention */
-    int mask;   /* I32 [B, Tk] key mask value */
+    int mask;   /* I32 [B, Tk] key mask value; -1: no mask */
     int causal;
+    /* Decoding with a KV cache (Tq = 1): keys and values are read from `cache`, this
+     * layer's block of [slots, cache_len, 2d] rows (k|v side by side) starting at element
+     * cache_off; slot b holds sentence b. Self-attention first writes this step's k|v at
+     * row write_pos of each slot; cross-attention (write_pos < 0) only reads. */
+    int has_cache;
+    int cache;
+    size_t cache_off;
+    int cache_len, write_pos;
+    int probs; /* value receiving the softmax [B, h, Tq, Tk], or -1 */
 } attention_site;
+
+/* One decoding step of an attention block with the KV cache (see attention_site):
+ *   q [B, d] = x · Wq^T (+ bq)
+ *   self:  cache[b, write_pos, 0:2d] = x[b] · [Wk;Wv]^T (+ [bk;bv])  (the GEMM writes
+ *          straight into the cache: row b lands cache_len rows after row b-1)
+ *   ctx [B, d] = attention of q over cache[b, 0:Tk]
+ *   y [B, d] (= or +=) ctx · Wo^T (+ bo) */
+static void attention_block_cached(builder *b, const char *prefix, const attention_site *s, int x,
+                                   int y, int accumulate)
+{
+    const int d = b->d, B = s->B;
+    const size_t row2 = 2 * (size_t)d, slot = (size_t)s->cache_len * row2;
+    char label[96];
+    int wq = required(b, weightf(b, 1, "%s%s", prefix, ".w_q.weight"), prefix, ".w_q");
+    int bq = weightf(b, 1, "%s%s", prefix, ".w_q.bias");
+    int q = activation(b, (size_t)B * d, "q");
+    int ctx = activation(b, (size_t)B * d, "ctx");
+    snprintf(label, sizeof label, "%s.w_q", prefix);
+    linear(b, label, q, 0, d, x, 0, d, wq, bq, B, d, d, 0, 0);
+    if (s->write_pos >= 0) {
+        int wkv = required(b, weightf(b, 2, "%s%s", prefix, ".w_k.weight"), prefix, ".w_k");
+        int bkv = weightf(b, 2, "%s%s", prefix, ".w_k.bias");
+        snprintf(label, sizeof label, "%s.w_kv", prefix);
+        linear(b, label, s->cache, s->cache_off + (size_t)s->write_pos * row2, (int)slot, x, 0, d,
+               wkv, bkv, B, 2 * d, d, 0, 0);
+    }
+    clf_attention_args a = {.batch = B,
+                            .heads = b->m->cfg.heads,
+                            .q_len = 1,
+                            .kv_len = s->Tk,
+                            .head_dim = b->dk,
+                            .q_ld = d,
+                            .k_ld = 2 * d,
+                            .v_ld = 2 * d,
+                            .out_ld = d,
+                            .q_bstride = (size_t)d,
+                            .kv_bstride = slot,
+                            .out_bstride = (size_t)d,
+                            .key_mask_stride = (size_t)s->Tk,
+                            .scale = (float)(1.0 / sqrt((double)b->dk))};
+    clf_node *n = clf_graph_node(b->g, CLF_OP_ATTENTION, &a, sizeof a, prefix);
+    clf_graph_bind(b->g, n, offsetof(clf_attention_args, q), q, 0);
+    clf_graph_bind(b->g, n, offsetof(clf_attention_args, k), s->cache, s->cache_off);
+    clf_graph_bind(b->g, n, offsetof(clf_attention_args, v), s->cache, s->cache_off + (size_t)d);
+    clf_graph_bind(b->g, n, offsetof(clf_attention_args, out), ctx, 0);
+    if (s->mask >= 0)
+        clf_graph_bind(b->g, n, offsetof(clf_attention_args, key_mask), s->mask, 0);
+    if (s->probs >= 0)
+        clf_graph_bind(b->g, n, offsetof(clf_attention_args, probs), s->probs, 0);
+    int wo = required(b, weightf(b, 1, "%s%s", prefix, ".w_o.weight"), prefix, ".w_o");
+    int bo = weightf(b, 1, "%s%s", prefix, ".w_o.bias");
+    snprintf(label, sizeof label, "%s.w_o", prefix);
+    linear(b, label, y, 0, d, ctx, 0, d, wo, bo, B, d, d, 0, accumulate);
+}
 
 /* ctx[B*Tq, d] = concat_h softmax(q_h k_h^T / sqrt(dk), masked) v_h, where
  *   self-attention:  [q|k|v] [B*Tq, 3d] = x · [Wq;Wk;Wv]^T (+ [bq;bk;bv])
@@ -382,6 +447,10 @@ typedef struct attention_site {
 static void attention_block(builder *b, const char *prefix, const attention_site *s, int x, int y,
                             int accumulate)
 {
+    if (s->has_cache) {
+        attention_block_cached(b, prefix, s, x, y, accumulate);
+        return;
+    }
     const int d = b->d, B = s->B, Tq = s->Tq, Tk = s->Tk;
     const size_t rq = (size_t)B * Tq, rk = (size_t)B * Tk;
     char label[96];
@@ -431,7 +500,10 @@ static void attention_block(builder *b, const char *prefix, const attention_site
     clf_graph_bind(b->g, n, offsetof(clf_attention_args, k), kv, k_off);
     clf_graph_bind(b->g, n, offsetof(clf_attention_args, v), kv, v_off);
     clf_graph_bind(b->g, n, offsetof(clf_attention_args, out), ctx, 0);
-    clf_graph_bind(b->g, n, offsetof(clf_attention_args, key_mask), s->mask, 0);
+    if (s->mask >= 0)
+        clf_graph_bind(b->g, n, offsetof(clf_attention_args, key_mask), s->mask, 0);
+    if (s->probs >= 0)
+        clf_graph_bind(b->g, n, offsetof(clf_attention_args, probs), s->probs, 0);
     int wo = required(b, weightf(b, 1, "%s%s", prefix, ".w_o.weight"), prefix, ".w_o");
     int bo = weightf(b, 1, "%s%s", prefix, ".w_o.bias");
     snprintf(label, sizeof label, "%s.w_o", prefix);
@@ -507,15 +579,15 @@ static int residual(builder *b, const char *norm_prefix, int h, int rows, const 
     }
 }
 
-/* h[B*L, d] = table[ids] * sqrt(d) + pe[0..L) */
-static int embedding(builder *b, const char *table_name, int ids, int B, int L, int vocab)
+/* h[B*L, d] = table[ids] * sqrt(d) + pe[pos0..pos0+L) */
+static int embedding(builder *b, const char *table_name, int ids, int B, int L, int pos0, int vocab)
 {
     const int d = b->d;
     int h = activation(b, (size_t)B * L * d, "stream");
     int table = required(b, weight_span(b, table_name, 1), table_name, "");
     clf_embed_args a = {.rows = B * L,
                         .seq_len = L,
-                        .pos0 = 0,
+                        .pos0 = pos0,
                         .dim = d,
                         .vocab = vocab,
                         .scale = (float)sqrt((double)d)};
@@ -532,11 +604,13 @@ static int encoder(builder *b, int src, int src_mask, int B, int S)
 {
     const clf_model_config *c = &b->m->cfg;
     char p[3][96];
-    int h = embedding(b, "src_embed.embedding.weight", src, B, S, c->src_vocab);
+    int h = embedding(b, "src_embed.embedding.weight", src, B, S, 0, c->src_vocab);
     for (int i = 0; i < c->encoder_layers; i++) {
         snprintf(p[0], sizeof p[0], "encoder.layers.%d.self_attention_block", i);
         snprintf(p[1], sizeof p[1], "encoder.layers.%d.feed_forward_block", i);
-        sublayer attn = {.prefix = p[0], .site = {B, S, S, -1, src_mask, 0}};
+        sublayer attn = {
+            .prefix = p[0],
+            .site = {.B = B, .Tq = S, .Tk = S, .kv_src = -1, .mask = src_mask, .probs = -1}};
         sublayer ffn = {.prefix = p[1], .is_ffn = 1};
         for (int r = 0; r < 2; r++) {
             snprintf(p[2], sizeof p[2], "encoder.layers.%d.residual_connections.%d.norm", i, r);
@@ -551,19 +625,75 @@ static int encoder(builder *b, int src, int src_mask, int B, int S)
     return h;
 }
 
+/* What the decoder reads. The full pass has T rows per sentence, a target key mask and
+ * the encoder output; a decoding step has one row per sentence at position pos0 and reads
+ * keys and values from the caches (see clf_model_build_step_graph). */
+typedef struct decoder_spec {
+    int B, S, T;
+    int ids;      /* I32 [B*T] */
+    int tgt_mask; /* I32 [B, T] (full pass) */
+    int enc;      /* [B*S, d] (full pass) */
+    int src_mask; /* I32 [B, S] */
+    int pos0;
+    /* decoding step */
+    int has_cache;
+    int self_cache, cross_cache; /* values: all layers' blocks, [L, slots, len, 2d] */
+    int slots, self_len;
+    int probs; /* the last layer's cross-attention softmax, or -1 */
+} decoder_spec;
+
 /* dec[B*T, d]: embedding, N x (masked self-attention, cross-attention, feed-forward),
  * optional final norm */
-static int decoder(builder *b, int tgt, int tgt_mask, int enc, int src_mask, int B, int S, int T)
+static int decoder(builder *b, const decoder_spec *ds)
 {
     const clf_model_config *c = &b->m->cfg;
+    const int B = ds->B, S = ds->S, T = ds->T, L = c->decoder_layers;
+    const size_t row2 = 2 * (size_t)b->d;
     char p[4][96];
-    int h = embedding(b, "tgt_embed.embedding.weight", tgt, B, T, c->tgt_vocab);
-    for (int i = 0; i < c->decoder_layers; i++) {
+    int h = embedding(b, "tgt_embed.embedding.weight", ds->ids, B, T, ds->pos0, c->tgt_vocab);
+    for (int i = 0; i < L; i++) {
         snprintf(p[0], sizeof p[0], "decoder.layers.%d.self_attention_block", i);
         snprintf(p[1], sizeof p[1], "decoder.layers.%d.cross_attention_block", i);
         snprintf(p[2], sizeof p[2], "decoder.layers.%d.feed_forward_block", i);
-        sublayer self = {.prefix = p[0], .site = {B, T, T, -1, tgt_mask, 1}};
-        sublayer cross = {.prefix = p[1], .site = {B, T, S, enc, src_mask, 0}};
+        sublayer self = {.prefix = p[0],
+                         .site = {.B = B,
+                                  .Tq = T,
+                                  .Tk = T,
+                                  .kv_src = -1,
+                                  .mask = ds->tgt_mask,
+                                  .causal = 1,
+                                  .probs = -1}};
+        sublayer cross = {
+            .prefix = p[1],
+            .site = {
+                .B = B, .Tq = T, .Tk = S, .kv_src = ds->enc, .mask = ds->src_mask, .probs = -1}};
+        if (ds->has_cache) {
+            /* the step at position pos0 attends to positions 0..pos0 (no pads there) */
+            self.site = (attention_site){.B = B,
+                                         .Tq = 1,
+                                         .Tk = ds->pos0 + 1,
+                                         .kv_src = -1,
+                                         .mask = -1,
+                                         .has_cache = 1,
+                                         .cache = ds->self_cache,
+                                         .cache_off = (size_t)i * ds->slots * ds->self_len * row2,
+                                         .cache_len = ds->self_len,
+                                         .write_pos = ds->pos0,
+                                         .probs = -1};
+            cross.site = (attention_site){.B = B,
+                                          .Tq = 1,
+                                          .Tk = S,
+                                          .kv_src = -1,
+                                          .mask = ds->src_mask,
+                                          .has_cache = 1,
+                                          .cache = ds->cross_cache,
+                                          .cache_off = (size_t)i * ds->slots * S * row2,
+                                          .cache_len = S,
+                                          .write_pos = -1,
+                                          .probs = -1};
+        }
+        if (i == L - 1)
+            cross.site.probs = ds->probs;
         sublayer ffn = {.prefix = p[2], .is_ffn = 1};
         const sublayer *order[3] = {&self, &cross, &ffn};
         for (int r = 0; r < 3; r++) {
@@ -579,46 +709,185 @@ static int decoder(builder *b, int tgt, int tgt_mask, int enc, int src_mask, int
     return h;
 }
 
+/* Starts a graph: the weight-value map and the PE table. */
+static clf_status builder_begin(clf_model *m, clf_graph *g, builder *b)
+{
+    const clf_model_config *c = &m->cfg;
+    clf_graph_init(g);
+    *b = (builder){.m = m, .g = g, .d = c->d_model, .dk = c->d_model / c->heads};
+    b->wval = malloc(sizeof(int) * (size_t)m->n_weights);
+    if (!b->wval)
+        return clf_error(CLF_ERR_NOMEM, "model: out of host memory");
+    for (int i = 0; i < m->n_weights; i++)
+        b->wval[i] = -1;
+    b->pe =
+        clf_graph_external(g, (clf_ptr){m->pe, 0}, (size_t)c->max_len * b->d * sizeof(float), "pe");
+    return CLF_OK;
+}
+
+/* Plans the graph built with b; frees it on error. */
+static clf_status builder_end(builder *b)
+{
+    free(b->wval);
+    b->wval = NULL;
+    clf_status st = clf_graph_plan(b->g);
+    if (st != CLF_OK)
+        clf_graph_free(b->g);
+    return st;
+}
+
+/* out[rows, V] = dec · Wp^T + bp, then log_softmax over V if asked; dec's rows start at
+ * element dec_off, dec_ld apart */
+static void projection(builder *b, int out, int dec, size_t dec_off, int dec_ld, int rows,
+                       int log_softmax)
+{
+    const int d = b->d, V = b->m->cfg.tgt_vocab;
+    int wp = required(b, weight_span(b, "projection_layer.proj.weight", 1), "projection", "");
+    int bp = weight_span(b, "projection_layer.proj.bias", 1);
+    linear(b, "projection_layer.proj", out, 0, V, dec, dec_off, dec_ld, wp, bp, rows, V, d, 0, 0);
+    if (log_softmax) {
+        clf_softmax_args a = {.rows = rows, .cols = V, .log = 1};
+        clf_node *n = clf_graph_node(b->g, CLF_OP_SOFTMAX, &a, sizeof a, "log_softmax");
+        clf_graph_bind(b->g, n, offsetof(clf_softmax_args, out), out, 0);
+        clf_graph_bind(b->g, n, offsetof(clf_softmax_args, x), out, 0);
+    }
+}
+
 clf_status clf_model_build_forward_graph(clf_model *m, int B, int S, int T, clf_graph *g)
 {
     const clf_model_config *c = &m->cfg;
-    const int d = c->d_model, V = c->tgt_vocab;
-    clf_graph_init(g);
-    builder b = {.m = m, .g = g, .d = d, .dk = d / c->heads};
-    b.wval = malloc(sizeof(int) * (size_t)m->n_weights);
-    if (!b.wval)
-        return clf_error(CLF_ERR_NOMEM, "model: out of host memory");
-    for (int i = 0; i < m->n_weights; i++)
-        b.wval[i] = -1;
-    b.pe = clf_graph_external(g, (clf_ptr){m->pe, 0}, (size_t)c->max_len * d * sizeof(float), "pe");
+    const int V = c->tgt_vocab;
+    builder b;
+    clf_status st = builder_begin(m, g, &b);
+    if (st != CLF_OK)
+        return st;
     m->v_src = clf_graph_value(g, CLF_VALUE_INPUT, (size_t)B * S * 4, "src");
     m->v_tgt = clf_graph_value(g, CLF_VALUE_INPUT, (size_t)B * T * 4, "tgt");
     m->v_src_mask = clf_graph_value(g, CLF_VALUE_INPUT, (size_t)B * S * 4, "src_mask");
     m->v_tgt_mask = clf_graph_value(g, CLF_VALUE_INPUT, (size_t)B * T * 4, "tgt_mask");
 
     int enc = encoder(&b, m->v_src, m->v_src_mask, B, S);
-    int dec = decoder(&b, m->v_tgt, m->v_tgt_mask, enc, m->v_src_mask, B, S, T);
+    decoder_spec ds = {.B = B,
+                       .S = S,
+                       .T = T,
+                       .ids = m->v_tgt,
+                       .tgt_mask = m->v_tgt_mask,
+                       .enc = enc,
+                       .src_mask = m->v_src_mask,
+                       .probs = -1};
+    int dec = decoder(&b, &ds);
 
     /* logits[B*T, V] = dec · Wp^T + bp, then log_softmax over V if configured */
     int logits = clf_graph_value(g, CLF_VALUE_OUTPUT, (size_t)B * T * V * sizeof(float), "logits");
-    int wp = required(&b, weight_span(&b, "projection_layer.proj.weight", 1), "projection", "");
-    int bp = weight_span(&b, "projection_layer.proj.bias", 1);
-    linear(&b, "projection_layer.proj", logits, 0, V, dec, 0, d, wp, bp, B * T, V, d, 0, 0);
-    if (c->output == CLF_OUTPUT_LOG_SOFTMAX) {
-        clf_softmax_args a = {.rows = B * T, .cols = V, .log = 1};
-        clf_node *n = clf_graph_node(g, CLF_OP_SOFTMAX, &a, sizeof a, "log_softmax");
-        clf_graph_bind(g, n, offsetof(clf_softmax_args, out), logits, 0);
-        clf_graph_bind(g, n, offsetof(clf_softmax_args, x), logits, 0);
-    }
+    projection(&b, logits, dec, 0, c->d_model, B * T, c->output == CLF_OUTPUT_LOG_SOFTMAX);
     if (g->status == CLF_OK)
         g->values[enc].kind = CLF_VALUE_OUTPUT; /* kept alive to be downloaded */
     m->v_enc = enc;
     m->v_logits = logits;
-    free(b.wval);
-    clf_status st = clf_graph_plan(g);
+    return builder_end(&b);
+}
+
+clf_status clf_model_build_encoder_graph(clf_model *m, int B, int S, clf_ptr src_mask,
+                                         const clf_kv_cache *cross, clf_ptr enc_out, clf_graph *g,
+                                         int *v_src)
+{
+    const clf_model_config *c = &m->cfg;
+    const int d = c->d_model;
+    const size_t row2 = 2 * (size_t)d;
+    builder b;
+    clf_status st = builder_begin(m, g, &b);
     if (st != CLF_OK)
-        clf_graph_free(g);
-    return st;
+        return st;
+    *v_src = clf_graph_value(g, CLF_VALUE_INPUT, (size_t)B * S * 4, "src");
+    int mask = clf_graph_external(g, src_mask, (size_t)B * S * 4, "src_mask");
+    int kv = clf_graph_external(g, cross->base, cross->bytes, "cross_kv_cache");
+    int enc = encoder(&b, *v_src, mask, B, S);
+    if (enc_out.buf) {
+        int dst = clf_graph_external(g, enc_out, (size_t)B * S * d * 4, "encoder_out");
+        clf_add_args a = {.n = (size_t)B * S * d * 4};
+        clf_node *n = clf_graph_node(g, CLF_NODE_COPY, &a, sizeof a, "encoder_out");
+        clf_graph_bind(g, n, offsetof(clf_add_args, out), dst, 0);
+        clf_graph_bind(g, n, offsetof(clf_add_args, a), enc, 0);
+    }
+    for (int i = 0; i < c->decoder_layers; i++) {
+        char prefix[96], label[112];
+        snprintf(prefix, sizeof prefix, "decoder.layers.%d.cross_attention_block", i);
+        snprintf(label, sizeof label, "%s.w_kv", prefix);
+        int wkv = required(&b, weightf(&b, 2, "%s%s", prefix, ".w_k.weight"), prefix, ".w_k");
+        int bkv = weightf(&b, 2, "%s%s", prefix, ".w_k.bias");
+        /* [B*S, 2d]: slot b's S rows are contiguous, so one GEMM fills the layer's block */
+        linear(&b, label, kv, (size_t)i * cross->slots * cross->len * row2, (int)row2, enc, 0, d,
+               wkv, bkv, B * S, 2 * d, d, 0, 0);
+    }
+    return builder_end(&b);
+}
+
+clf_status clf_model_build_step_graph(clf_model *m, const clf_step_spec *s, clf_graph *g,
+                                      clf_step_values *v)
+{
+    const clf_model_config *c = &m->cfg;
+    const int A = s->rows, V = c->tgt_vocab, d = c->d_model;
+    const int T = s->use_cache ? 1 : s->pos + 1;
+    builder b;
+    clf_status st = builder_begin(m, g, &b);
+    if (st != CLF_OK)
+        return st;
+    v->ids = clf_graph_value(g, CLF_VALUE_INPUT, (size_t)A * T * 4, "ids");
+    decoder_spec ds = {
+        .B = A,
+        .S = s->src_len,
+        .T = 1,
+        .ids = v->ids,
+        .tgt_mask = -1,
+        .enc = -1,
+        .src_mask =
+            clf_graph_external(g, s->src_mask, (size_t)s->cross.slots * s->src_len * 4, "src_mask"),
+        .pos0 = s->pos,
+        .has_cache = 1,
+        .self_cache = clf_graph_external(g, s->self.base, s->self.bytes, "self_kv"),
+        .cross_cache = clf_graph_external(g, s->cross.base, s->cross.bytes, "cross_kv"),
+        .slots = s->self.slots,
+        .self_len = s->self.len,
+        .probs = -1};
+    v->attention = -1;
+    if (s->want_attention)
+        ds.probs = v->attention =
+            clf_graph_value(g, CLF_VALUE_OUTPUT,
+                            (size_t)A * c->heads * T * s->src_len * sizeof(float), "attention");
+    if (!s->use_cache) {
+        ds.T = T;
+        ds.pos0 = 0;
+        ds.has_cache = 0;
+        ds.enc = clf_graph_external(g, s->enc, (size_t)s->cross.slots * s->src_len * d * 4, "enc");
+    }
+    int dec = decoder(&b, &ds);
+    /* only each sentence's last position is projected: rows T*d apart from (T-1)*d */
+    size_t last_off = (size_t)(T - 1) * d;
+    int last_ld = T * d;
+    if (s->log_probs) {
+        v->out = clf_graph_value(g, CLF_VALUE_OUTPUT, (size_t)A * V * sizeof(float), "log_probs");
+        projection(&b, v->out, dec, last_off, last_ld, A, 1);
+    } else {
+        int logits = activation(&b, (size_t)A * V, "logits");
+        projection(&b, logits, dec, last_off, last_ld, A, 0);
+        v->out = clf_graph_value(g, CLF_VALUE_OUTPUT, (size_t)A * 4, "next_ids");
+        clf_softmax_args a = {.rows = A, .cols = V}; /* argmax reuses the softmax layout */
+        clf_node *n = clf_graph_node(g, CLF_OP_ARGMAX, &a, sizeof a, "argmax");
+        clf_graph_bind(g, n, offsetof(clf_softmax_args, out), v->out, 0);
+        clf_graph_bind(g, n, offsetof(clf_softmax_args, x), logits, 0);
+    }
+    return builder_end(&b);
+}
+
+const clf_model_config *clf_model_config_of(const clf_model *m)
+{
+    return &m->cfg;
+}
+
+void clf_model_backend_of(const clf_model *m, const clf_backend_api **api, clf_backend **be)
+{
+    *api = m->api;
+    *be = m->be;
 }
 
 /* ---------------------------------------------------------------------------------- */

@@ -45,6 +45,10 @@ typedef struct clf_softmax_args {
     int rows, cols, log;
 } clf_softmax_args;
 
+/* A graph-level node kind beyond the backend's ops: out[0:bytes) = x[0:bytes), run with
+ * the backend's copy(). Its args use the add layout (out, a; n = bytes). */
+#define CLF_NODE_COPY ((clf_op)CLF_OP_COUNT)
+
 #define CLF_NODE_MAX_OPERANDS 6
 
 typedef struct clf_operand {

@@ -1,0 +1,137 @@
+/* attention.cl - scaled dot-product attention, heads split from the feature dim.
+ *
+ * For query i of head h in batch b (one work-group each; global (q_len * wg, heads, batch)):
+ *   q = q[b*q_bstride + i*q_ld + h*head_dim + 0..head_dim)
+ *   s_j = scale * q . k_j, or exactly CLF_MASKED_SCORE where masked:
+ *         (has_mask && key_mask[b*mask_stride + j] == 0) || (causal && j > q_pos0 + i)
+ *   out[b*out_bstride + i*out_ld + h*head_dim + d] = sum_j softmax(s)_j * v_j[d]
+ * A fully masked row has all scores equal to -1e9 and so uniform weights, as masked_fill
+ * gives in PyTorch. Offsets and strides are in elements. */
+
+/* Score of key j for the query held in qs[head_dim]; the mask rule above. */
+float attention_score(__local const float *qs, __global const float *kj, int head_dim, float scale,
+                      int masked)
+{
+    if (masked)
+        return CLF_MASKED_SCORE;
+    float s = 0.0f;
+    for (int d = 0; d < head_dim; d++)
+        s += qs[d] * kj[d];
+    return s * scale;
+}
+
+int attention_masked(__global const int *key_mask, ulong mask_base, int has_mask, int causal,
+                     int q_pos0, int i, int j)
+{
+    return (has_mask && key_mask[mask_base + j] == 0) || (causal && j > q_pos0 + i);
+}
+
+/* Fused path: keys in tiles of wg (one key per work-item), online softmax (running max m,
+ * running sum l, rescaled accumulator acc), so no [q_len, kv_len] matrix is ever stored.
+ * Local scratch: qs [head_dim], acc [head_dim], p [wg], red [wg]. */
+__kernel void attention(__global const float *q, ulong q_off, ulong q_ld, ulong q_bstride,
+                        __global const float *k, ulong k_off, ulong k_ld, __global const float *v,
+                        ulong v_off, ulong v_ld, ulong kv_bstride, __global float *out,
+                        ulong out_off, ulong out_ld, ulong out_bstride,
+                        __global const int *key_mask, ulong mask_off, ulong mask_stride,
+                        int has_mask, int kv_len, int head_dim, int causal, int q_pos0, float scale,
+                        __local float *qs, __local float *acc, __local float *p, __local float *red)
+{
+    const int i = get_group_id(0), h = get_group_id(1), b = get_group_id(2);
+    const int lid = get_local_id(0), wg = get_local_size(0);
+    const ulong hd = (ulong)h * head_dim;
+    __global const float *qr = q + q_off + b * q_bstride + i * q_ld + hd;
+    __global const float *kb = k + k_off + b * kv_bstride + hd;
+    __global const float *vb = v + v_off + b * kv_bstride + hd;
+    const ulong mask_base = mask_off + b * mask_stride;
+
+    for (int d = lid; d < head_dim; d += wg) {
+        qs[d] = qr[d];
+        acc[d] = 0.0f;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    float m = -INFINITY, l = 0.0f;
+    for (int j0 = 0; j0 < kv_len; j0 += wg) {
+        const int j = j0 + lid;
+        const int valid = j < kv_len;
+        float s = -INFINITY; /* past the end: no weight at all (unlike a masked key) */
+        if (valid)
+            s = attention_score(
+                qs, kb + j * k_ld, head_dim, scale,
+                attention_masked(key_mask, mask_base, has_mask, causal, q_pos0, i, j));
+        const float m_new = fmax(m, wg_max(red, s)); /* finite: the tile has a valid key */
+        const float pj = valid ? exp(s - m_new) : 0.0f;
+        p[lid] = pj;
+        const float corr = exp(m - m_new); /* 0 on the first tile (m = -inf) */
+        l = l * corr + wg_sum(red, pj);    /* wg_sum's barriers also publish p */
+        const int nt = min(wg, kv_len - j0);
+        for (int d = lid; d < head_dim; d += wg) {
+            float a = acc[d] * corr;
+            for (int t = 0; t < nt; t++)
+                a += p[t] * vb[(j0 + t) * v_ld + d];
+            acc[d] = a; /* only this work-item touches acc[d] */
+        }
+        m = m_new;
+        /* the next tile's wg_max barrier keeps p alive until everyone has used it */
+    }
+    __global float *o = out + out_off + b * out_bstride + i * out_ld + hd;
+    for (int d = lid; d < head_dim; d += wg)
+        o[d] = acc[d] / l;
+}
+
+/* Path used when the probabilities are wanted: probs [batch, heads, q_len, kv_len]
+ * contiguous holds the scores, then the softmax, then out = probs . v.
+ * Local scratch: qs [head_dim], red [wg]. */
+__kernel void attention_probs(__global const float *q, ulong q_off, ulong q_ld, ulong q_bstride,
+                              __global const float *k, ulong k_off, ulong k_ld,
+                              __global const float *v, ulong v_off, ulong v_ld, ulong kv_bstride,
+                              __global float *out, ulong out_off, ulong out_ld, ulong out_bstride,
+                              __global const int *key_mask, ulong mask_off, ulong mask_stride,
+                              int has_mask, int kv_len, int head_dim, int causal, int q_pos0,
+                              float scale, __global float *probs, ulong probs_off,
+                              __local float *qs, __local float *red)
+{
+    const int i = get_group_id(0), h = get_group_id(1), b = get_group_id(2);
+    const int q_len = get_num_groups(0), heads = get_num_groups(1);
+    const int lid = get_local_id(0), wg = get_local_size(0);
+    const ulong hd = (ulong)h * head_dim;
+    __global const float *qr = q + q_off + b * q_bstride + i * q_ld + hd;
+    __global const float *kb = k + k_off + b * kv_bstride + hd;
+    __global const float *vb = v + v_off + b * kv_bstride + hd;
+    const ulong mask_base = mask_off + b * mask_stride;
+    __global float *pr = probs + probs_off + (((ulong)b * heads + h) * q_len + i) * kv_len;
+
+    for (int d = lid; d < head_dim; d += wg)
+        qs[d] = qr[d];
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    float m = -INFINITY;
+    for (int j = lid; j < kv_len; j += wg) {
+        const float s =
+            attention_score(qs, kb + j * k_ld, head_dim, scale,
+                            attention_masked(key_mask, mask_base, has_mask, causal, q_pos0, i, j));
+        pr[j] = s;
+        m = fmax(m, s);
+    }
+    m = wg_max(red, m);
+    float sum = 0.0f;
+    for (int j = lid; j < kv_len; j += wg) {
+        const float e = exp(pr[j] - m);
+        pr[j] = e;
+        sum += e;
+    }
+    sum = wg_sum(red, sum);
+    for (int j = lid; j < kv_len; j += wg)
+        pr[j] = pr[j] / sum;
+    /* every work-item reads every probability below */
+    barrier(CLK_GLOBAL_MEM_FENCE);
+
+    __global float *o = out + out_off + b * out_bstride + i * out_ld + hd;
+    for (int d = lid; d < head_dim; d += wg) {
+        float a = 0.0f;
+        for (int j = 0; j < kv_len; j++)
+            a += pr[j] * vb[j * v_ld + d];
+        o[d] = a;
+    }
+}

@@ -1,0 +1,368 @@
+/* ocl_program.c - building the kernel families, with a program cache on disk.
+ *
+ * Each kernels/<family>.cl is built as its own program, with kernels/common.cl prepended.
+ * A built program's binary (CL_PROGRAM_BINARIES) is saved under the cache directory as
+ * <family>-<key>.clbin, key = FNV-1a 64 of everything that can change the binary: the
+ * sources, the build options, the platform, device and driver names and versions. Files
+ * are written to a temporary name and renamed, so a reader never sees half a file; a file
+ * whose header, length or checksum is wrong, or that the driver refuses, is ignored and
+ * rebuilt from source (and then overwritten). The cache never makes open() fail. */
+#include "ocl_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The sources, embedded by embed_cl.cmake. */
+extern const char clf_ocl_src_common[], clf_ocl_src_attention[], clf_ocl_src_layernorm[],
+    clf_ocl_src_softmax[], clf_ocl_src_embed[], clf_ocl_src_elementwise[];
+extern const size_t clf_ocl_src_common_len, clf_ocl_src_attention_len, clf_ocl_src_layernorm_len,
+    clf_ocl_src_softmax_len, clf_ocl_src_embed_len, clf_ocl_src_elementwise_len;
+
+/* Build options: full-precision math (no -cl-fast-relaxed-math: results must match the
+ * CPU backend to 1e-5), and the masked-score value the attention kernels use. */
+#define OCL_BUILD_OPTIONS "-DCLF_MASKED_SCORE=-1.0e9f"
+
+/* Bumped when the cache file layout changes. */
+#define OCL_CACHE_MAGIC  "CLFOCLB1"
+#define OCL_CACHE_HEADER 32 /* magic[8], key, payload bytes, payload checksum (u64 each) */
+
+/* Row kernels reduce with a power-of-two work-group of at most this many work-items:
+ * enough to keep a GPU compute unit busy on a 512..8000-wide row, while more would only
+ * add barrier steps (and on PoCL, longer work-group loops). */
+#define OCL_ROW_WG 256
+
+typedef struct family_def {
+    const char *name;
+    const char *src;
+    const size_t *len;
+} family_def;
+
+static const family_def families[OCL_F_COUNT] = {
+    [OCL_F_ATTENTION] = {"attention", clf_ocl_src_attention, &clf_ocl_src_attention_len},
+    [OCL_F_LAYERNORM] = {"layernorm", clf_ocl_src_layernorm, &clf_ocl_src_layernorm_len},
+    [OCL_F_SOFTMAX] = {"softmax", clf_ocl_src_softmax, &clf_ocl_src_softmax_len},
+    [OCL_F_EMBED] = {"embed", clf_ocl_src_embed, &clf_ocl_src_embed_len},
+    [OCL_F_ELEMENTWISE] = {"elementwise", clf_ocl_src_elementwise, &clf_ocl_src_elementwise_len},
+};
+
+typedef struct kernel_def {
+    ocl_family_id family;
+    const char *name;
+} kernel_def;
+
+static const kernel_def kernels[OCL_K_COUNT] = {
+    [OCL_K_ATTENTION] = {OCL_F_ATTENTION, "attention"},
+    [OCL_K_ATTENTION_PROBS] = {OCL_F_ATTENTION, "attention_probs"},
+    [OCL_K_LAYERNORM] = {OCL_F_LAYERNORM, "layernorm"},
+    [OCL_K_SOFTMAX] = {OCL_F_SOFTMAX, "softmax"},
+    [OCL_K_ARGMAX] = {OCL_F_SOFTMAX, "argmax"},
+    [OCL_K_EMBED] = {OCL_F_EMBED, "embed"},
+    [OCL_K_ADD] = {OCL_F_ELEMENTWISE, "add"},
+    [OCL_K_BIAS_RELU] = {OCL_F_ELEMENTWISE, "bias_relu"},
+};
+
+/* ---- hashing ---- */
+
+#define FNV_OFFSET 1469598103934665603ULL
+#define FNV_PRIME  1099511628211ULL
+
+static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= FNV_PRIME;
+    }
+    return h;
+}
+
+/* Hashes s and its terminating NUL, so that ("ab","c") and ("a","bc") differ. */
+static uint64_t fnv1a_str(uint64_t h, const char *s)
+{
+    return fnv1a(h, s, strlen(s) + 1);
+}
+
+/* The cache key of family f on be's device. */
+static uint64_t cache_key(const clf_backend *be, ocl_family_id f)
+{
+    char plat_ver[256], dev_ver[256], driver[256];
+    cl_platform_id p = be->dev.platform;
+    cl_device_id d = be->dev.device;
+    if (clGetPlatformInfo(p, CL_PLATFORM_VERSION, sizeof plat_ver, plat_ver, NULL) != CL_SUCCESS)
+        plat_ver[0] = '\0';
+    if (clGetDeviceInfo(d, CL_DEVICE_VERSION, sizeof dev_ver, dev_ver, NULL) != CL_SUCCESS)
+        dev_ver[0] = '\0';
+    if (clGetDeviceInfo(d, CL_DRIVER_VERSION, sizeof driver, driver, NULL) != CL_SUCCESS)
+        driver[0] = '\0';
+    plat_ver[sizeof plat_ver - 1] = dev_ver[sizeof dev_ver - 1] = driver[sizeof driver - 1] = 0;
+
+    uint64_t h = fnv1a_str(FNV_OFFSET, OCL_CACHE_MAGIC);
+    h = fnv1a_str(h, families[f].name);
+    h = fnv1a_str(h, OCL_BUILD_OPTIONS);
+    h = fnv1a(h, clf_ocl_src_common, clf_ocl_src_common_len);
+    h = fnv1a(h, families[f].src, *families[f].len);
+    h = fnv1a_str(h, be->dev.info.platform);
+    h = fnv1a_str(h, plat_ver);
+    h = fnv1a_str(h, be->dev.info.name);
+    h = fnv1a_str(h, dev_ver);
+    return fnv1a_str(h, driver);
+}
+
+/* ---- cache directory and files ---- */
+
+void ocl_cache_dir(const char *opt, char *dir, size_t size)
+{
+    const char *v = opt && *opt ? opt : getenv("CLF_CACHE_DIR");
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    int n = -1;
+    dir[0] = '\0';
+    if (v && *v) {
+        if (strcasecmp(v, "off") != 0)
+            n = snprintf(dir, size, "%s", v);
+    } else if (xdg && *xdg) {
+        n = snprintf(dir, size, "%s/clformer", xdg);
+    } else if (home && *home) {
+        n = snprintf(dir, size, "%s/.cache/clformer", home);
+    }
+    if (n < 0 || (size_t)n >= size)
+        dir[0] = '\0'; /* too long for a path: run without a cache */
+}
+
+/* mkdir -p; returns 0 when dir exists afterwards. */
+static int make_dirs(const char *dir)
+{
+    char tmp[4096];
+    size_t n = strlen(dir);
+    if (n == 0 || n >= sizeof tmp)
+        return -1;
+    memcpy(tmp, dir, n + 1);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+                return -1;
+            *p = '/';
+        }
+    }
+    if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+        return -1;
+    struct stat sb;
+    return stat(tmp, &sb) == 0 && S_ISDIR(sb.st_mode) ? 0 : -1;
+}
+
+static void cache_path(const char *dir, ocl_family_id f, uint64_t key, char *path, size_t size)
+{
+    snprintf(path, size, "%s/%s-%016llx.clbin", dir, families[f].name, (unsigned long long)key);
+}
+
+/* Reads and checks a cache file; returns its payload (malloc'd) or NULL for any defect. */
+static unsigned char *read_cache_file(const char *path, uint64_t key, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    unsigned char *payload = NULL;
+    unsigned char hdr[OCL_CACHE_HEADER];
+    uint64_t fkey, flen, fsum;
+    long end;
+    if (!f)
+        return NULL;
+    if (fread(hdr, 1, sizeof hdr, f) != sizeof hdr || memcmp(hdr, OCL_CACHE_MAGIC, 8) != 0)
+        goto fail;
+    memcpy(&fkey, hdr + 8, 8);
+    memcpy(&flen, hdr + 16, 8);
+    memcpy(&fsum, hdr + 24, 8);
+    if (fkey != key || flen == 0 || fseek(f, 0, SEEK_END) != 0 || (end = ftell(f)) < 0 ||
+        (uint64_t)end != OCL_CACHE_HEADER + flen || fseek(f, OCL_CACHE_HEADER, SEEK_SET) != 0)
+        goto fail;
+    payload = malloc(flen);
+    if (!payload || fread(payload, 1, flen, f) != flen || fnv1a(FNV_OFFSET, payload, flen) != fsum)
+        goto fail;
+    fclose(f);
+    *len = flen;
+    return payload;
+fail:
+    free(payload);
+    fclose(f);
+    return NULL;
+}
+
+/* Saves prog's binary; any failure just leaves no (or the old) cache file. */
+static void write_cache_file(cl_program prog, const char *path, uint64_t key)
+{
+    size_t len = 0;
+    unsigned char *bin = NULL;
+    char tmp[4200];
+    int fd = -1;
+    FILE *f = NULL;
+    if (clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof len, &len, NULL) != CL_SUCCESS ||
+        len == 0 || !(bin = malloc(len)))
+        goto fail;
+    unsigned char *bins[1] = {bin};
+    if (clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bins, bins, NULL) != CL_SUCCESS)
+        goto fail;
+    if (snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path) >= (int)sizeof tmp ||
+        (fd = mkstemp(tmp)) < 0)
+        goto fail;
+    if (!(f = fdopen(fd, "wb"))) {
+        close(fd);
+        unlink(tmp);
+        goto fail;
+    }
+    uint64_t hdr[3] = {key, len, fnv1a(FNV_OFFSET, bin, len)};
+    int ok = fwrite(OCL_CACHE_MAGIC, 1, 8, f) == 8 && fwrite(hdr, 8, 3, f) == 3 &&
+             fwrite(bin, 1, len, f) == len;
+    ok = fclose(f) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0)
+        unlink(tmp);
+fail:
+    free(bin);
+}
+
+/* ---- building ---- */
+
+/* The build log as one line (newlines folded), for the error message. */
+static void build_log(cl_program prog, cl_device_id dev, char *buf, size_t size)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    if (clGetProgramBuildInfo(prog, dev, CL_PROGRAM_BUILD_LOG, 0, NULL, &n) != CL_SUCCESS)
+        return;
+    char *log = malloc(n + 1);
+    if (log && clGetProgramBuildInfo(prog, dev, CL_PROGRAM_BUILD_LOG, n, log, NULL) == CL_SUCCESS) {
+        log[n] = '\0';
+        size_t j = 0;
+        for (size_t i = 0; log[i] && j + 1 < size; i++)
+            buf[j++] = log[i] == '\n' || log[i] == '\r' ? ' ' : log[i];
+        buf[j] = '\0';
+    }
+    free(log);
+}
+
+/* Creates prog's kernels of family f and picks their work-group sizes. On failure the
+ * kernels created so far are released again. */
+static clf_status create_kernels(clf_backend *be, ocl_family_id f, cl_program prog)
+{
+    clf_status st = CLF_OK;
+    size_t dev_wg = 1;
+    clGetDeviceInfo(be->dev.device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof dev_wg, &dev_wg, NULL);
+    for (int k = 0; k < OCL_K_COUNT; k++) {
+        if (kernels[k].family != f)
+            continue;
+        cl_int err;
+        be->kernels[k] = clCreateKernel(prog, kernels[k].name, &err);
+        if (err != CL_SUCCESS) {
+            be->kernels[k] = NULL;
+            st = ocl_fail("open", "clCreateKernel", err);
+            goto fail;
+        }
+        size_t kwg = 0;
+        err = clGetKernelWorkGroupInfo(be->kernels[k], be->dev.device, CL_KERNEL_WORK_GROUP_SIZE,
+                                       sizeof kwg, &kwg, NULL);
+        if (err != CL_SUCCESS) {
+            st = ocl_fail("open", "clGetKernelWorkGroupInfo", err);
+            goto fail;
+        }
+        size_t cap = kwg < dev_wg ? kwg : dev_wg;
+        if (cap > OCL_ROW_WG)
+            cap = OCL_ROW_WG;
+        size_t wg = 1; /* the reductions need a power of two */
+        while (wg * 2 <= cap)
+            wg *= 2;
+        be->wg[k] = wg;
+    }
+    return CLF_OK;
+fail:
+    for (int k = 0; k < OCL_K_COUNT; k++) {
+        if (kernels[k].family == f && be->kernels[k]) {
+            clReleaseKernel(be->kernels[k]);
+            be->kernels[k] = NULL;
+        }
+    }
+    return st;
+}
+
+/* A program from a cache file, built and with its kernels, or NULL (then: from source). */
+static cl_program load_cached(clf_backend *be, ocl_family_id f, const char *path, uint64_t key)
+{
+    size_t len = 0;
+    unsigned char *bin = read_cache_file(path, key, &len);
+    if (!bin)
+        return NULL;
+    const unsigned char *bins[1] = {bin};
+    cl_int bin_status = CL_SUCCESS, err;
+    cl_program prog =
+        clCreateProgramWithBinary(be->ctx, 1, &be->dev.device, &len, bins, &bin_status, &err);
+    free(bin);
+    if (err != CL_SUCCESS || bin_status != CL_SUCCESS)
+        goto fail;
+    if (clBuildProgram(prog, 1, &be->dev.device, OCL_BUILD_OPTIONS, NULL, NULL) != CL_SUCCESS)
+        goto fail;
+    if (create_kernels(be, f, prog) != CLF_OK)
+        goto fail;
+    return prog;
+fail:
+    if (prog)
+        clReleaseProgram(prog);
+    return NULL;
+}
+
+static clf_status build_family(clf_backend *be, ocl_family_id f, const char *dir)
+{
+    clf_status st = CLF_OK;
+    char path[4200] = "";
+    uint64_t key = 0;
+    cl_program prog = NULL;
+    cl_int err;
+
+    if (dir[0]) {
+        key = cache_key(be, f);
+        cache_path(dir, f, key, path, sizeof path);
+        if ((prog = load_cached(be, f, path, key)) != NULL) {
+            be->programs[f] = prog;
+            be->cache_hits++;
+            return CLF_OK;
+        }
+    }
+    const char *srcs[2] = {clf_ocl_src_common, families[f].src};
+    const size_t lens[2] = {clf_ocl_src_common_len, *families[f].len};
+    prog = clCreateProgramWithSource(be->ctx, 2, srcs, lens, &err);
+    if (err != CL_SUCCESS) {
+        prog = NULL;
+        st = ocl_fail("open", "clCreateProgramWithSource", err);
+        goto fail;
+    }
+    err = clBuildProgram(prog, 1, &be->dev.device, OCL_BUILD_OPTIONS, NULL, NULL);
+    if (err != CL_SUCCESS) {
+        char log[600];
+        build_log(prog, be->dev.device, log, sizeof log);
+        st = clf_error(CLF_ERR_BACKEND,
+                       "opencl: open: clBuildProgram failed: %s (%d) for "
+                       "kernels/%s.cl: %s",
+                       ocl_error_name(err), (int)err, families[f].name, log);
+        goto fail;
+    }
+    if ((st = create_kernels(be, f, prog)) != CLF_OK)
+        goto fail;
+    if (dir[0] && make_dirs(dir) == 0)
+        write_cache_file(prog, path, key);
+    be->programs[f] = prog;
+    return CLF_OK;
+fail:
+    if (prog)
+        clReleaseProgram(prog);
+    return st;
+}
+
+clf_status ocl_build_programs(clf_backend *be, const char *cache_dir)
+{
+    for (int f = 0; f < OCL_F_COUNT; f++) {
+        clf_status st = build_family(be, (ocl_family_id)f, cache_dir ? cache_dir : "");
+        if (st != CLF_OK)
+            return st; /* the caller's close() releases what was built */
+    }
+    return CLF_OK;
+}

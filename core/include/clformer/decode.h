@@ -1,0 +1,67 @@
+/* clformer/decode.h - autoregressive decoding: greedy and beam search with a KV cache.
+ *
+ * The encoder runs once per batch. With the cache (the default), each decoder layer keeps
+ * the keys and values of every generated position for self-attention, and the
+ * cross-attention keys and values are projected once from the encoder output; a step
+ * then costs work linear in the prefix length. Sentences (or, in beam search, sentences
+ * with all their beams) that have finished are compacted out of the batch, so they stop
+ * costing work. Without the cache, every step re-runs the whole decoder on the prefix, as
+ * the tutorial's greedy_decode does (kept as the benchmark's baseline and as a check).
+ *
+ * Framing is the caller's: src rows are already [SOS] x [EOS] followed by pad_id; the
+ * decoder starts from sos_id and a hypothesis ends at eos_id or after max_len tokens. */
+#ifndef CLFORMER_DECODE_H
+#define CLFORMER_DECODE_H
+
+#include <stdint.h>
+
+#include "clformer/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct clf_decode_opts {
+    int beam;             /* 1: greedy (argmax on the device); K > 1: beam search */
+    int n_best;           /* hypotheses returned per sentence, 1..beam */
+    float length_penalty; /* alpha of GNMT's ((5+len)/6)^alpha; 0: raw log-prob sum */
+    int max_len;          /* output tokens per sentence (EOS not counted), >= 1; it is also
+                             capped at the model's max_len - 1 (the decoder's positions) */
+    int use_cache;        /* 1: KV cache (default); 0: re-run the full decoder each step */
+    int sos_id, eos_id, pad_id;
+    int want_attention; /* record cross-attention weights (last decoder layer, mean of
+                           the heads) of every returned hypothesis */
+} clf_decode_opts;
+
+/* beam 1, n_best 1, length_penalty 0, max_len 0 (must be set), use_cache 1, the ids of
+ * the model config (sos 2, eos 3, pad 1 by default), no attention. */
+void clf_decode_opts_default(const clf_model_config *cfg, clf_decode_opts *o);
+
+typedef struct clf_hypothesis {
+    int32_t *tokens; /* [len] generated ids, without SOS and without the final EOS */
+    int len;
+    int finished;     /* 1: ended with EOS; 0: stopped at max_len */
+    float logprob;    /* sum of the log-probabilities of the tokens (and of EOS if finished) */
+    float score;      /* logprob / length penalty: what beams are ranked by */
+    float *attention; /* want_attention: [len + finished, src_len], row t = the weights of
+                         the step that produced token t (the last row: EOS); else NULL */
+} clf_hypothesis;
+
+typedef struct clf_decode_result {
+    int batch, n_best, src_len;
+    clf_hypothesis *hyps;  /* [batch * n_best]: sentence s's i-th best at s * n_best + i */
+    int steps;             /* decoder steps run */
+    long long token_steps; /* sum over steps of the rows the decoder ran (the work done) */
+} clf_decode_result;
+
+/* Decodes a batch: src is [batch, src_len] I32 ids (pad_id-padded). Errors: bad ids or
+ * lengths (CLF_ERR_INPUT), backend failures. On success *out must be freed with
+ * clf_decode_result_free. */
+clf_status clf_decode(clf_model *m, const int32_t *src, int batch, int src_len,
+                      const clf_decode_opts *o, clf_decode_result *out);
+void clf_decode_result_free(clf_decode_result *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

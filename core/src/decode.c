@@ -1,0 +1,630 @@
+/* Greedy and beam-search decoding with a KV cache (see clformer/decode.h).
+ *
+ * Device state for B sentences and beam K (slots = B*K, slot s*K + k is beam k of the
+ * s-th active sentence):
+ *   cross  [L, slots, S, 2d]   cross-attention k|v, projected once from the encoder output
+ *   self   [L, slots, Tmax, 2d] x2  self-attention k|v of every generated position; two
+ *                              copies, because reordering beams gathers from one into the
+ *                              other
+ *   mask   [slots, S] I32      source key mask
+ *   enc    [slots, S, d]       encoder output (only without the cache)
+ * Each step runs the step graph on the active slots only. When sentences finish, their
+ * slots are compacted away (copies on the device), so they stop costing work; in beam
+ * search the survivors' self caches are gathered from their parent beams.
+ *
+ * Greedy (K = 1) takes the argmax on the device and downloads one id per sentence; beam
+ * search downloads log-probabilities [rows, V] and selects on the host. */
+#include "clformer/decode.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_internal.h"
+
+void clf_decode_opts_default(const clf_model_config *cfg, clf_decode_opts *o)
+{
+    *o = (clf_decode_opts){.beam = 1,
+                           .n_best = 1,
+                           .length_penalty = 0.0f,
+                           .max_len = 0,
+                           .use_cache = 1,
+                           .sos_id = 2,
+                           .eos_id = 3,
+                           .pad_id = cfg->pad_id,
+                           .want_attention = 0};
+}
+
+/* A finished (or, at the end, unfinished) hypothesis of one sentence. */
+typedef struct candidate {
+    int32_t *tokens;
+    int len, finished;
+    float logprob, score;
+    float *attention; /* [len + finished, S] */
+} candidate;
+
+typedef struct sentence {
+    candidate *done; /* up to K */
+    int n_done;
+    int active; /* still decoding */
+} sentence;
+
+typedef struct run {
+    clf_model *m;
+    const clf_backend_api *api;
+    clf_backend *be;
+    const clf_model_config *c;
+    const clf_decode_opts *o;
+    int B, K, S, slots, max_out, L, d, V, H;
+    clf_buffer *self_kv[2], *cross_kv, *mask, *enc, *arena;
+    size_t arena_cap;
+    int cur; /* which self_kv holds the live cache */
+    /* host state per slot, double-buffered like the self cache */
+    int32_t *tok[2]; /* [slots, max_out] generated ids */
+    float *lp[2];    /* [slots] log-prob sums; -INFINITY: a dead beam */
+    float *att[2];   /* [slots, max_out + 1, S] or NULL */
+    int *sent;       /* [B] active index -> sentence id */
+    int n_active;
+    sentence *sents; /* [B] */
+    float *logp;     /* [slots, V] step download (beam) */
+    int32_t *ids;    /* [slots * max_out] step upload */
+    float *probs;    /* [slots, H, S] step attention download */
+    long long token_steps;
+    int steps;
+} run;
+
+static size_t self_slot_elems(const run *r)
+{
+    return (size_t)r->max_out * 2 * r->d;
+}
+
+static size_t cross_slot_elems(const run *r)
+{
+    return (size_t)r->S * 2 * r->d;
+}
+
+static clf_kv_cache self_view(const run *r)
+{
+    return (clf_kv_cache){.base = {r->self_kv[r->cur], 0},
+                          .bytes = (size_t)r->L * r->slots * self_slot_elems(r) * 4,
+                          .slots = r->slots,
+                          .len = r->max_out};
+}
+
+static clf_kv_cache cross_view(const run *r)
+{
+    return (clf_kv_cache){.base = {r->cross_kv, 0},
+                          .bytes = (size_t)r->L * r->slots * cross_slot_elems(r) * 4,
+                          .slots = r->slots,
+                          .len = r->S};
+}
+
+/* Runs graph g with its arena (grown when needed). */
+static clf_status ensure_arena(run *r, const clf_graph *g)
+{
+    if (g->arena_bytes <= r->arena_cap)
+        return CLF_OK;
+    if (r->arena)
+        r->api->free(r->be, r->arena);
+    r->arena = NULL;
+    r->arena_cap = 0;
+    clf_status st = r->api->alloc(r->be, g->arena_bytes, &r->arena);
+    if (st != CLF_OK)
+        return clf_error_context(st, "decode: activation arena of %zu bytes", g->arena_bytes);
+    r->arena_cap = g->arena_bytes;
+    return CLF_OK;
+}
+
+/* ---- device copies: compaction and beam reordering ---- */
+
+/* Copies `elems` floats of every layer's block from slot `from` to slot `to` of a cache
+ * laid out [L, slots, slot_elems] (src and dst buffers may be the same). */
+static clf_status copy_slot(run *r, clf_buffer *dst, clf_buffer *src, size_t slot_elems, int layers,
+                            int to, int from, size_t elems)
+{
+    for (int l = 0; l < layers; l++) {
+        size_t base = (size_t)l * r->slots * slot_elems;
+        clf_status st =
+            r->api->copy(r->be, (clf_ptr){dst, 4 * (base + (size_t)to * slot_elems)},
+                         (clf_ptr){src, 4 * (base + (size_t)from * slot_elems)}, 4 * elems);
+        if (st != CLF_OK)
+            return clf_error_context(st, "decode: cache copy");
+    }
+    return CLF_OK;
+}
+
+/* ---- the encoder ---- */
+
+/* Uploads the key masks (ids != pad) of `per` slots per sentence into slots 0.. */
+static clf_status upload_masks(run *r, const int32_t *src, int per)
+{
+    const size_t S = (size_t)r->S, n = (size_t)r->B * per * S;
+    int32_t *mask = malloc(sizeof(int32_t) * n);
+    if (!mask)
+        return clf_error(CLF_ERR_NOMEM, "decode: out of host memory");
+    for (int s = 0; s < r->B; s++)
+        for (int k = 0; k < per; k++)
+            for (size_t j = 0; j < S; j++)
+                mask[((size_t)s * per + k) * S + j] = src[(size_t)s * S + j] != r->o->pad_id;
+    clf_status st = r->api->upload(r->be, (clf_ptr){r->mask, 0}, mask, sizeof(int32_t) * n);
+    free(mask);
+    return st;
+}
+
+/* Runs the encoder once for the B sentences (sentence s lands in slot s), then spreads
+ * each sentence to its K beam slots. */
+static clf_status run_encoder(run *r, const int32_t *src)
+{
+    clf_graph g;
+    int v_src;
+    const size_t S = (size_t)r->S;
+    clf_kv_cache cross = cross_view(r);
+    clf_status st = upload_masks(r, src, 1); /* the encoder reads mask rows 0..B-1 */
+    if (st != CLF_OK)
+        return st;
+    if ((st = clf_model_build_encoder_graph(r->m, r->B, r->S, (clf_ptr){r->mask, 0}, &cross,
+                                            (clf_ptr){r->enc, 0}, &g, &v_src)) != CLF_OK)
+        return st;
+    if ((st = ensure_arena(r, &g)) == CLF_OK &&
+        (st = r->api->upload(r->be, clf_graph_ptr(&g, r->arena, v_src), src,
+                             sizeof(int32_t) * r->B * S)) == CLF_OK &&
+        (st = clf_graph_run(&g, r->api, r->be, r->arena)) != CLF_OK)
+        st = clf_error_context(st, "decode: encoder");
+    clf_graph_free(&g);
+    if (st != CLF_OK || r->K == 1)
+        return st;
+    /* Sentence s (slot s) to its K beams (slots s*K .. s*K+K-1), last sentence first so
+     * that no source is overwritten before it is read (s*K + k >= s). */
+    for (int s = r->B - 1; s >= 0; s--)
+        for (int k = r->K - 1; k >= 0; k--) {
+            int to = s * r->K + k;
+            if (to == s)
+                continue;
+            if ((st = copy_slot(r, r->cross_kv, r->cross_kv, cross_slot_elems(r), r->L, to, s,
+                                cross_slot_elems(r))) != CLF_OK ||
+                (r->enc &&
+                 (st = copy_slot(r, r->enc, r->enc, S * r->d, 1, to, s, S * r->d)) != CLF_OK))
+                return st;
+        }
+    return upload_masks(r, src, r->K);
+}
+
+/* ---- hypotheses ---- */
+
+static float length_penalty(const run *r, int len)
+{
+    if (r->o->length_penalty == 0.0f)
+        return 1.0f;
+    return powf((5.0f + (float)len) / 6.0f, r->o->length_penalty);
+}
+
+/* Records slot `slot` (state buffer `buf`) extended by `token` (or by nothing when
+ * token < 0) as a finished hypothesis of sentence `s`. len counts generated tokens
+ * before EOS. */
+static clf_status add_candidate(run *r, int s, int buf, int slot, int len, int finished,
+                                float logprob)
+{
+    sentence *se = &r->sents[s];
+    candidate *cd = &se->done[se->n_done];
+    memset(cd, 0, sizeof *cd);
+    cd->tokens = malloc(sizeof(int32_t) * (size_t)(len > 0 ? len : 1));
+    if (!cd->tokens)
+        return clf_error(CLF_ERR_NOMEM, "decode: out of host memory");
+    memcpy(cd->tokens, r->tok[buf] + (size_t)slot * r->max_out, sizeof(int32_t) * (size_t)len);
+    cd->len = len;
+    cd->finished = finished;
+    cd->logprob = logprob;
+    cd->score = logprob / length_penalty(r, len + finished);
+    if (r->att[buf]) {
+        size_t rows = (size_t)(len + finished), n = rows * r->S;
+        cd->attention = malloc(sizeof(float) * (n ? n : 1));
+        if (!cd->attention) {
+            free(cd->tokens);
+            cd->tokens = NULL;
+            return clf_error(CLF_ERR_NOMEM, "decode: out of host memory");
+        }
+        memcpy(cd->attention, r->att[buf] + (size_t)slot * (r->max_out + 1) * r->S,
+               sizeof(float) * n);
+    }
+    se->n_done++;
+    return CLF_OK;
+}
+
+/* ---- one step ---- */
+
+/* Runs the decoder on the active slots at position t; fills r->ids' download (greedy:
+ * r->ids[row] = next id) or r->logp (beam), and appends attention rows. */
+static clf_status run_step(run *r, int t)
+{
+    const int rows = r->n_active * r->K, cur = r->cur;
+    clf_step_spec spec = {.rows = rows,
+                          .pos = t,
+                          .src_len = r->S,
+                          .src_mask = {r->mask, 0},
+                          .self = self_view(r),
+                          .cross = cross_view(r),
+                          .log_probs = r->K > 1,
+                          .want_attention = r->o->want_attention,
+                          .use_cache = r->o->use_cache,
+                          .enc = {r->enc, 0}};
+    clf_step_values v;
+    clf_graph g;
+    clf_status st = clf_model_build_step_graph(r->m, &spec, &g, &v);
+    if (st != CLF_OK)
+        return st;
+    /* the ids fed in: the last token (cache) or the whole prefix (no cache) */
+    const int T = r->o->use_cache ? 1 : t + 1;
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < T; j++) {
+            int pos = t - T + 1 + j; /* 0 is SOS, p >= 1 is generated token p-1 */
+            r->ids[(size_t)i * T + j] =
+                pos == 0 ? r->o->sos_id : r->tok[cur][(size_t)i * r->max_out + pos - 1];
+        }
+    if ((st = ensure_arena(r, &g)) != CLF_OK ||
+        (st = r->api->upload(r->be, clf_graph_ptr(&g, r->arena, v.ids), r->ids,
+                             sizeof(int32_t) * rows * T)) != CLF_OK)
+        goto done;
+    if ((st = clf_graph_run(&g, r->api, r->be, r->arena)) != CLF_OK) {
+        st = clf_error_context(st, "decode: step %d", t);
+        goto done;
+    }
+    if (r->K > 1)
+        st = r->api->download(r->be, r->logp, clf_graph_ptr(&g, r->arena, v.out),
+                              sizeof(float) * rows * r->V);
+    else
+        st = r->api->download(r->be, r->ids, clf_graph_ptr(&g, r->arena, v.out),
+                              sizeof(int32_t) * rows);
+    if (st == CLF_OK && v.attention >= 0) {
+        /* [rows, H, T, S]: only the last query row (position t) is this step's */
+        st = r->api->download(r->be, r->probs, clf_graph_ptr(&g, r->arena, v.attention),
+                              sizeof(float) * rows * r->H * T * r->S);
+        for (int i = 0; st == CLF_OK && i < rows; i++) {
+            float *dst = r->att[cur] + ((size_t)i * (r->max_out + 1) + t) * r->S;
+            for (int j = 0; j < r->S; j++) {
+                float sum = 0.0f;
+                for (int h = 0; h < r->H; h++)
+                    sum += r->probs[(((size_t)i * r->H + h) * T + T - 1) * r->S + j];
+                dst[j] = sum / (float)r->H;
+            }
+        }
+    }
+    r->token_steps += rows;
+    r->steps++;
+done:
+    clf_graph_free(&g);
+    return st;
+}
+
+/* A beam's continuation: parent slot (within the sentence) and token. */
+typedef struct choice {
+    float lp;
+    int parent;
+    int32_t token;
+} choice;
+
+/* The best n of the K*V continuations of active sentence a (parents' log-probs plus the
+ * step's), best first. Dead beams (lp = -inf) give nothing. */
+static int top_choices(const run *r, int a, choice *best, int n)
+{
+    int have = 0;
+    for (int k = 0; k < r->K; k++) {
+        int slot = a * r->K + k;
+        float base = r->lp[r->cur][slot];
+        if (base == -INFINITY)
+            continue;
+        const float *lp = r->logp + (size_t)slot * r->V;
+        for (int v = 0; v < r->V; v++) {
+            float x = base + lp[v];
+            if (have == n && x <= best[n - 1].lp)
+                continue;
+            int i = have < n ? have++ : n - 1;
+            while (i > 0 && best[i - 1].lp < x) {
+                best[i] = best[i - 1];
+                i--;
+            }
+            best[i] = (choice){x, k, v};
+        }
+    }
+    return have;
+}
+
+/* After step t: chooses every active sentence's next beams, records finished
+ * hypotheses, drops finished sentences and rebuilds the caches for the survivors. */
+static clf_status advance(run *r, int t, choice *scratch)
+{
+    const int K = r->K, cur = r->cur, nxt = 1 - cur;
+    const int last_step = t + 1 >= r->max_out;
+    int n_next = 0; /* active sentences after this step */
+    clf_status st = CLF_OK;
+    /* new slot -> old slot, for the gather */
+    int *from = malloc(sizeof(int) * r->slots);
+    if (!from)
+        return clf_error(CLF_ERR_NOMEM, "decode: out of host memory");
+    for (int a = 0; a < r->n_active; a++) {
+        const int s = r->sent[a];
+        sentence *se = &r->sents[s];
+        int n = 0;
+        if (K == 1) {
+            scratch[0] = (choice){0.0f, 0, r->ids[a]};
+            n = 1;
+        } else {
+            n = top_choices(r, a, scratch, 2 * K);
+        }
+        int kept = 0;
+        int nb = n_next * K; /* this sentence's first slot after compaction */
+        for (int i = 0; i < n && kept < K && se->n_done < K; i++) {
+            const int parent = a * K + scratch[i].parent;
+            const int len = t; /* tokens the parent has */
+            if (scratch[i].token == r->o->eos_id) {
+                if ((st = add_candidate(r, s, cur, parent, len, 1, scratch[i].lp)) != CLF_OK)
+                    goto done;
+                continue;
+            }
+            /* a live continuation: new slot nb + kept, from parent */
+            int to = nb + kept++;
+            from[to] = parent;
+            int32_t *dt = r->tok[nxt] + (size_t)to * r->max_out;
+            memcpy(dt, r->tok[cur] + (size_t)parent * r->max_out, sizeof(int32_t) * (size_t)len);
+            dt[len] = scratch[i].token;
+            r->lp[nxt][to] = scratch[i].lp;
+            if (r->att[cur])
+                memcpy(r->att[nxt] + (size_t)to * (r->max_out + 1) * r->S,
+                       r->att[cur] + (size_t)parent * (r->max_out + 1) * r->S,
+                       sizeof(float) * (size_t)(t + 1) * r->S);
+        }
+        /* done: K hypotheses ended (beam), EOS (greedy), or no more positions */
+        int finished = se->n_done >= K || kept == 0;
+        if (!finished && last_step) {
+            for (int k = 0; k < kept; k++)
+                if ((st = add_candidate(r, s, nxt, nb + k, t + 1, 0, r->lp[nxt][nb + k])) != CLF_OK)
+                    goto done;
+            finished = 1;
+        }
+        if (finished) {
+            se->active = 0;
+            continue;
+        }
+        for (int k = kept; k < K; k++) { /* fewer live continuations than beams */
+            from[nb + k] = from[nb];
+            r->lp[nxt][nb + k] = -INFINITY;
+            memcpy(r->tok[nxt] + (size_t)(nb + k) * r->max_out,
+                   r->tok[nxt] + (size_t)nb * r->max_out, sizeof(int32_t) * (size_t)(t + 1));
+        }
+        /* compact the sentence's cross cache, mask and encoder rows (nb <= a*K) */
+        if (nb != a * K) {
+            for (int k = 0; k < K; k++) {
+                if ((st = copy_slot(r, r->cross_kv, r->cross_kv, cross_slot_elems(r), r->L, nb + k,
+                                    a * K + k, cross_slot_elems(r))) != CLF_OK ||
+                    (st = copy_slot(r, r->mask, r->mask, (size_t)r->S, 1, nb + k, a * K + k,
+                                    (size_t)r->S)) != CLF_OK ||
+                    (r->enc && (st = copy_slot(r, r->enc, r->enc, (size_t)r->S * r->d, 1, nb + k,
+                                               a * K + k, (size_t)r->S * r->d)) != CLF_OK))
+                    goto done;
+            }
+        }
+        r->sent[n_next++] = s;
+    }
+    /* gather the self caches of the survivors into the other buffer (positions 0..t) */
+    if (r->o->use_cache)
+        for (int i = 0; i < n_next * K; i++)
+            if ((st = copy_slot(r, r->self_kv[nxt], r->self_kv[cur], self_slot_elems(r), r->L, i,
+                                from[i], (size_t)(t + 1) * 2 * r->d)) != CLF_OK)
+                goto done;
+    r->n_active = n_next;
+    r->cur = nxt;
+done:
+    free(from);
+    return st;
+}
+
+/* ---- results ---- */
+
+static int by_score_desc(const void *a, const void *b)
+{
+    const candidate *x = a, *y = b;
+    return (x->score < y->score) - (x->score > y->score);
+}
+
+static clf_status collect(run *r, clf_decode_result *out)
+{
+    const int N = r->o->n_best;
+    out->batch = r->B;
+    out->n_best = N;
+    out->src_len = r->S;
+    out->steps = r->steps;
+    out->token_steps = r->token_steps;
+    out->hyps = calloc((size_t)r->B * N, sizeof *out->hyps);
+    if (!out->hyps)
+        return clf_error(CLF_ERR_NOMEM, "decode: out of host memory");
+    for (int s = 0; s < r->B; s++) {
+        sentence *se = &r->sents[s];
+        qsort(se->done, (size_t)se->n_done, sizeof *se->done, by_score_desc);
+        for (int i = 0; i < N; i++) {
+            clf_hypothesis *h = &out->hyps[(size_t)s * N + i];
+            if (i >= se->n_done) { /* fewer hypotheses than asked: empty, -inf */
+                h->tokens = calloc(1, sizeof(int32_t));
+                h->logprob = h->score = -INFINITY;
+                if (!h->tokens)
+                    return clf_error(CLF_ERR_NOMEM, "decode: out of host memory");
+                continue;
+            }
+            candidate *cd = &se->done[i]; /* ownership moves to the result */
+            *h = (clf_hypothesis){.tokens = cd->tokens,
+                                  .len = cd->len,
+                                  .finished = cd->finished,
+                                  .logprob = cd->logprob,
+                                  .score = cd->score,
+                                  .attention = cd->attention};
+            cd->tokens = NULL;
+            cd->attention = NULL;
+        }
+    }
+    return CLF_OK;
+}
+
+void clf_decode_result_free(clf_decode_result *r)
+{
+    if (!r || !r->hyps)
+        return;
+    for (int i = 0; i < r->batch * r->n_best; i++) {
+        free(r->hyps[i].tokens);
+        free(r->hyps[i].attention);
+    }
+    free(r->hyps);
+    r->hyps = NULL;
+}
+
+/* ---- setup and teardown ---- */
+
+static clf_status check_args(const clf_model_config *c, const int32_t *src, int B, int S,
+                             const clf_decode_opts *o)
+{
+    if (B < 1 || S < 1)
+        return clf_error(CLF_ERR_INPUT, "decode: empty batch (batch %d, src_len %d)", B, S);
+    if (S > c->max_len)
+        return clf_error(CLF_ERR_INPUT,
+                         "decode: source length %d exceeds model.max_len %d (the "
+                         "positional-encoding table)",
+                         S, c->max_len);
+    if (o->beam < 1 || o->n_best < 1 || o->n_best > o->beam)
+        return clf_error(CLF_ERR_INPUT, "decode: need 1 <= n_best (%d) <= beam (%d)", o->n_best,
+                         o->beam);
+    if (o->max_len < 1)
+        return clf_error(CLF_ERR_INPUT, "decode: max_len must be >= 1 (got %d)", o->max_len);
+    if (c->max_len < 2)
+        return clf_error(CLF_ERR_INPUT, "decode: model.max_len %d leaves no room to decode",
+                         c->max_len);
+    const int ids[3] = {o->sos_id, o->eos_id, o->pad_id};
+    for (int i = 0; i < 3; i++)
+        if (ids[i] < 0 || ids[i] >= c->tgt_vocab)
+            return clf_error(CLF_ERR_INPUT,
+                             "decode: special id %d is outside the target "
+                             "vocabulary [0, %d)",
+                             ids[i], c->tgt_vocab);
+    for (size_t i = 0; i < (size_t)B * S; i++)
+        if (src[i] < 0 || src[i] >= c->src_vocab)
+            return clf_error(CLF_ERR_INPUT,
+                             "decode: source id %d (sentence %zu, position %zu) is outside the "
+                             "vocabulary [0, %d)",
+                             src[i], i / (size_t)S, i % (size_t)S, c->src_vocab);
+    return CLF_OK;
+}
+
+static void run_free(run *r)
+{
+    clf_buffer *bufs[] = {r->self_kv[0], r->self_kv[1], r->cross_kv, r->mask, r->enc, r->arena};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        if (bufs[i])
+            r->api->free(r->be, bufs[i]);
+    for (int i = 0; i < 2; i++) {
+        free(r->tok[i]);
+        free(r->lp[i]);
+        free(r->att[i]);
+    }
+    if (r->sents)
+        for (int s = 0; s < r->B; s++) {
+            for (int i = 0; i < r->sents[s].n_done; i++) {
+                free(r->sents[s].done[i].tokens);
+                free(r->sents[s].done[i].attention);
+            }
+            free(r->sents[s].done);
+        }
+    free(r->sents);
+    free(r->sent);
+    free(r->logp);
+    free(r->ids);
+    free(r->probs);
+}
+
+static clf_status alloc_device(run *r, clf_buffer **b, size_t bytes, const char *what)
+{
+    clf_status st = r->api->alloc(r->be, bytes ? bytes : 4, b);
+    if (st != CLF_OK)
+        return clf_error_context(st, "decode: %s (%zu bytes)", what, bytes);
+    return CLF_OK;
+}
+
+clf_status clf_decode(clf_model *m, const int32_t *src, int B, int S, const clf_decode_opts *o,
+                      clf_decode_result *out)
+{
+    memset(out, 0, sizeof *out);
+    run r = {.m = m, .o = o, .B = B, .S = S};
+    clf_model_backend_of(m, &r.api, &r.be);
+    r.c = clf_model_config_of(m);
+    clf_status st = check_args(r.c, src, B, S, o);
+    if (st != CLF_OK)
+        return st;
+    r.K = o->beam;
+    r.slots = B * r.K;
+    r.L = r.c->decoder_layers;
+    r.d = r.c->d_model;
+    r.V = r.c->tgt_vocab;
+    r.H = r.c->heads;
+    /* positions 0..max_out-1 are fed in (0 is SOS), so max_out tokens come out */
+    r.max_out = o->max_len < r.c->max_len - 1 ? o->max_len : r.c->max_len - 1;
+    const size_t slots = (size_t)r.slots;
+    if (o->use_cache) {
+        size_t self_bytes = (size_t)r.L * slots * self_slot_elems(&r) * 4;
+        if ((st = alloc_device(&r, &r.self_kv[0], self_bytes, "self-attention cache")) != CLF_OK ||
+            (st = alloc_device(&r, &r.self_kv[1], self_bytes, "self-attention cache")) != CLF_OK)
+            goto fail;
+    } else if ((st = alloc_device(&r, &r.enc, slots * S * r.d * 4, "encoder output")) != CLF_OK) {
+        goto fail;
+    }
+    if ((st = alloc_device(&r, &r.cross_kv, (size_t)r.L * slots * cross_slot_elems(&r) * 4,
+                           "cross-attention cache")) != CLF_OK ||
+        (st = alloc_device(&r, &r.mask, slots * S * 4, "source mask")) != CLF_OK)
+        goto fail;
+    r.sents = calloc((size_t)B, sizeof *r.sents);
+    r.sent = malloc(sizeof(int) * (size_t)B);
+    r.ids = malloc(sizeof(int32_t) * slots * (size_t)r.max_out);
+    if (!r.sents || !r.sent || !r.ids)
+        goto nomem;
+    for (int s = 0; s < B; s++) {
+        r.sent[s] = s;
+        r.sents[s].active = 1;
+        /* at most K finished per sentence, plus up to K unfinished at the end */
+        if (!(r.sents[s].done = calloc((size_t)2 * r.K, sizeof(candidate))))
+            goto nomem;
+    }
+    r.n_active = B;
+    for (int i = 0; i < 2; i++) {
+        r.tok[i] = calloc(slots * (size_t)r.max_out, sizeof(int32_t));
+        r.lp[i] = malloc(sizeof(float) * slots);
+        if (!r.tok[i] || !r.lp[i])
+            goto nomem;
+        if (o->want_attention &&
+            !(r.att[i] = calloc(slots * (size_t)(r.max_out + 1) * S, sizeof(float))))
+            goto nomem;
+    }
+    /* beam 0 of each sentence starts alive, the others dead until the first step fans out */
+    for (size_t i = 0; i < slots; i++)
+        r.lp[0][i] = i % (size_t)r.K == 0 ? 0.0f : -INFINITY;
+    if (r.K > 1 && !(r.logp = malloc(sizeof(float) * slots * (size_t)r.V)))
+        goto nomem;
+    if (o->want_attention && !(r.probs = malloc(sizeof(float) * slots * (size_t)r.H * S *
+                                                (size_t)(o->use_cache ? 1 : r.max_out))))
+        goto nomem;
+    choice *scratch = malloc(sizeof(choice) * 2 * (size_t)r.K);
+    if (!scratch)
+        goto nomem;
+    if ((st = run_encoder(&r, src)) != CLF_OK)
+        goto fail_scratch;
+    for (int t = 0; t < r.max_out && r.n_active > 0; t++)
+        if ((st = run_step(&r, t)) != CLF_OK || (st = advance(&r, t, scratch)) != CLF_OK)
+            goto fail_scratch;
+    if ((st = r.api->synchronize(r.be)) != CLF_OK || (st = collect(&r, out)) != CLF_OK)
+        goto fail_scratch;
+    free(scratch);
+    run_free(&r);
+    return CLF_OK;
+fail_scratch:
+    free(scratch);
+    goto fail;
+nomem:
+    st = clf_error(CLF_ERR_NOMEM, "decode: out of host memory");
+fail:
+    clf_decode_result_free(out);
+    run_free(&r);
+    return st;
+}

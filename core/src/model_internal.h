@@ -1,0 +1,57 @@
+/* What decode.c needs from model.c beyond the public API: the graphs of a decoding step
+ * and of the encoder with the cross-attention key/value projections. Not installed. */
+#ifndef CLF_MODEL_INTERNAL_H
+#define CLF_MODEL_INTERNAL_H
+
+#include "clformer/model.h"
+
+/* A KV cache: one device buffer holding, for each decoder layer l, `slots` blocks of `len`
+ * rows of 2d floats (k | v). Element offset of layer l, slot s, row r:
+ *   ((l * slots + s) * len + r) * 2d */
+typedef struct clf_kv_cache {
+    clf_ptr base;
+    size_t bytes;
+    int slots, len;
+} clf_kv_cache;
+
+/* enc = encoder(src) for B sentences of S ids, then for every decoder layer l and slot
+ * b < B: cross[l, b, 0:S, :] = enc[b] · [Wk;Wv]^T (+ bias). Inputs: *v_src (I32 [B*S],
+ * uploaded by the caller); the key mask is external: I32 [B, S] at src_mask. */
+clf_status clf_model_build_encoder_graph(clf_model *m, int B, int S, clf_ptr src_mask,
+                                         const clf_kv_cache *cross, clf_ptr enc_out, clf_graph *g,
+                                         int *v_src);
+/* enc_out (optional, buf NULL: none): the encoder output [B*S, d] is also copied there,
+ * for decoding without the cache. */
+
+typedef struct clf_step_spec {
+    int rows;          /* active sentences (slots 0..rows-1) */
+    int pos;           /* the position of the token fed in (0: SOS) */
+    int src_len;       /* S */
+    clf_ptr src_mask;  /* I32 [slots, S] */
+    clf_kv_cache self; /* len >= pos + 1 */
+    clf_kv_cache cross;
+    int log_probs; /* 1: output log_softmax [rows, V]; 0: argmax ids I32 [rows] */
+    /* use_cache 0: the whole decoder re-runs on the prefix (ids I32 [rows, pos+1]) with the
+     * encoder output [slots, S, d] at enc, as the tutorial's greedy_decode does; only the
+     * last position is projected. The caches are then unused. */
+    int use_cache;
+    clf_ptr enc;
+    int want_attention; /* the last layer's cross-attention softmax [rows, h, T, S], T = 1
+                           with the cache, pos + 1 without */
+} clf_step_spec;
+
+typedef struct clf_step_values {
+    int ids;       /* input I32 [rows] (cache) or [rows, pos+1] (no cache) */
+    int out;       /* output: log-probs or argmax ids */
+    int attention; /* output or -1 */
+} clf_step_values;
+
+/* One decoder step on the caches: writes this position's self-attention k|v into the
+ * self cache and produces the next-token distribution of every active sentence. */
+clf_status clf_model_build_step_graph(clf_model *m, const clf_step_spec *s, clf_graph *g,
+                                      clf_step_values *v);
+
+const clf_model_config *clf_model_config_of(const clf_model *m);
+void clf_model_backend_of(const clf_model *m, const clf_backend_api **api, clf_backend **be);
+
+#endif

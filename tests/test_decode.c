@@ -1,0 +1,342 @@
+/* Incremental decoding (greedy and beam search with the KV cache) checked against the
+ * full forward pass: at every step, the token greedy chose must be the argmax of a full
+ * `forward` re-run on the prefix, and a beam hypothesis' log-probability must be the sum
+ * of the full pass's log_softmax along its tokens (1e-4 absolute per token). Runs on every
+ * norm placement of the fixtures, with attention bias, with unequal depths, on the CPU
+ * backend and (when built) the OpenCL backend. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clformer/config.h"
+#include "clformer/decode.h"
+#include "clformer/model.h"
+#include "clformer/weights.h"
+#include "testutil.h"
+
+enum { B = 4, S = 9, MAXOUT = 12 };
+
+typedef struct fixture {
+    clf_config cfg;
+    clf_weights *w;
+    const clf_backend_api *api;
+    clf_backend *be;
+    clf_model *m;
+    int32_t src[B * S];
+} fixture;
+
+static void fixture_open(fixture *f, const char *backend, const char *name)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s/model.yaml", CLF_FIXTURES_DIR, name);
+    CLF_ASSERT_OK(clf_config_load(path, &f->cfg));
+    snprintf(path, sizeof path, "%s/%s/weights.safetensors", CLF_FIXTURES_DIR, name);
+    CLF_ASSERT_OK(clf_weights_load(path, &f->cfg.model, &f->w));
+    clf_test_open_backend(backend, &f->api, &f->be);
+    CLF_ASSERT_OK(clf_model_create(&f->cfg.model, f->w, f->api, f->be, &f->m));
+    /* [SOS] words [EOS] then padding; lengths 9, 7, 3 (empty sentence), 5 */
+    static const int lens[B] = {7, 5, 1, 3};
+    unsigned x = 12345;
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < S; j++) {
+            x = x * 1103515245u + 12345u;
+            int32_t id = 4 + (int32_t)((x >> 16) % (unsigned)(f->cfg.model.src_vocab - 4));
+            f->src[b * S + j] = j == 0 ? 2 : j <= lens[b] ? id : j == lens[b] + 1 ? 3 : 1;
+        }
+}
+
+static void fixture_close(fixture *f)
+{
+    clf_model_free(f->m);
+    f->api->close(f->be);
+    clf_weights_free(f->w);
+}
+
+/* log_softmax of the full forward pass at the last position of tgt [1, T] for sentence b */
+static void full_step(fixture *f, int b, const int32_t *tgt, int T, double *logp)
+{
+    const int V = f->cfg.model.tgt_vocab;
+    float *logits = malloc(sizeof(float) * T * V);
+    clf_forward_io io = {.batch = 1,
+                         .src_len = S,
+                         .tgt_len = T,
+                         .src = f->src + b * S,
+                         .tgt = tgt,
+                         .logits = logits};
+    CLF_ASSERT_OK(clf_model_forward(f->m, &io));
+    const float *l = logits + (size_t)(T - 1) * V;
+    double mx = -INFINITY, sum = 0;
+    for (int v = 0; v < V; v++)
+        mx = fmax(mx, l[v]);
+    for (int v = 0; v < V; v++)
+        sum += exp(l[v] - mx);
+    for (int v = 0; v < V; v++)
+        logp[v] = f->cfg.model.output == CLF_OUTPUT_LOG_SOFTMAX ? l[v] : l[v] - mx - log(sum);
+    free(logits);
+}
+
+/* Walks hypothesis h of sentence b through the full pass: returns the summed log-prob and
+ * checks (when greedy) that every token was the argmax, unless the top two are within
+ * 1e-4 (a tie the two paths may break differently).
+ * A generated [PAD] ends the replay: `forward` masks pad ids of tgt as keys, while
+ * decoding (like the tutorial's greedy_decode) masks causally only, so the steps after it
+ * cannot be compared (random weights do emit [PAD]); the sum is then NAN. `replayed`
+ * counts the steps compared. */
+static int replayed;
+static double replay(fixture *f, int b, const clf_hypothesis *h, int greedy, int eos)
+{
+
+    const int V = f->cfg.model.tgt_vocab;
+    int32_t tgt[MAXOUT + 2];
+    double *logp = malloc(sizeof(double) * V), total = 0;
+    tgt[0] = 2;
+    for (int t = 0; t < h->len + h->finished; t++) {
+        int32_t want = t < h->len ? h->tokens[t] : eos;
+        full_step(f, b, tgt, t + 1, logp);
+        int best = 0, second = -1;
+        for (int v = 1; v < V; v++)
+            if (logp[v] > logp[best])
+                second = best, best = v;
+            else if (second < 0 || logp[v] > logp[second])
+                second = v;
+        if (greedy)
+            ck_assert_msg(best == want || logp[best] - logp[second] < 1e-4,
+                          "sentence %d step %d: decoder chose %d, full forward's argmax is %d", b,
+                          t, want, best);
+        total += logp[want];
+        tgt[t + 1] = want;
+        replayed++;
+        if (want == f->cfg.model.pad_id) {
+            total = NAN;
+            break;
+        }
+    }
+    free(logp);
+    return total;
+}
+
+static void decode(fixture *f, clf_decode_opts *o, clf_decode_result *r)
+{
+    CLF_ASSERT_OK(clf_decode(f->m, f->src, B, S, o, r));
+    ck_assert_int_eq(r->batch, B);
+    ck_assert_int_eq(r->n_best, o->n_best);
+}
+
+/* An eos id that makes sentences stop at different steps: the token sentence 0 emitted
+ * third in a run with [UNK] as EOS, or [PAD] if the model emits it. */
+static int pick_eos(fixture *f)
+{
+    clf_decode_opts o;
+    clf_decode_result r;
+    clf_decode_opts_default(&f->cfg.model, &o);
+    o.max_len = MAXOUT;
+    o.eos_id = 0; /* [UNK]: whatever it does, we only read sentence 0's tokens */
+    decode(f, &o, &r);
+    int eos = r.hyps[0].len > 2 ? r.hyps[0].tokens[2] : 3;
+    /* a model that emits [PAD] would make most steps unreplayable: let [PAD] end them */
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < r.hyps[b].len; t++)
+            if (r.hyps[b].tokens[t] == f->cfg.model.pad_id)
+                eos = f->cfg.model.pad_id;
+    clf_decode_result_free(&r);
+    return eos;
+}
+
+static void check_greedy(const char *backend, const char *name)
+{
+    replayed = 0;
+    fixture f;
+    fixture_open(&f, backend, name);
+    int eos = pick_eos(&f);
+    for (int cache = 1; cache >= 0; cache--) {
+        clf_decode_opts o;
+        clf_decode_result r;
+        clf_decode_opts_default(&f.cfg.model, &o);
+        o.max_len = MAXOUT;
+        o.eos_id = eos;
+        o.use_cache = cache;
+        o.want_attention = 1;
+        decode(&f, &o, &r);
+        int lens_differ = 0;
+        for (int b = 0; b < B; b++) {
+            const clf_hypothesis *h = &r.hyps[b];
+            ck_assert_int_le(h->len, MAXOUT);
+            ck_assert(h->finished || h->len == MAXOUT);
+            replay(&f, b, h, 1, eos);
+            lens_differ |= h->len != r.hyps[0].len;
+            /* attention: one row per step, each a distribution over the source */
+            for (int t = 0; t < h->len + h->finished; t++) {
+                double sum = 0;
+                for (int j = 0; j < S; j++)
+                    sum += h->attention[t * S + j];
+                ck_assert_msg(fabs(sum - 1.0) < 1e-4, "attention row %d sums to %g", t, sum);
+            }
+        }
+        ck_assert_msg(lens_differ, "%s: every sentence stopped at the same step", name);
+        ck_assert_msg(replayed >= 4 * B, "%s: only %d steps could be replayed", name, replayed);
+        ck_assert_int_le(r.token_steps, (long long)B * r.steps);
+        clf_decode_result_free(&r);
+    }
+    fixture_close(&f);
+}
+
+static void check_beam(const char *backend, const char *name)
+{
+    replayed = 0;
+    fixture f;
+    fixture_open(&f, backend, name);
+    int eos = pick_eos(&f);
+    clf_decode_result res[2];
+    for (int cache = 1; cache >= 0; cache--) {
+        clf_decode_opts o;
+        clf_decode_opts_default(&f.cfg.model, &o);
+        o.max_len = MAXOUT;
+        o.eos_id = eos;
+        o.beam = 3;
+        o.n_best = 3;
+        o.length_penalty = 0.6f;
+        o.use_cache = cache;
+        clf_decode_result *r = &res[cache];
+        decode(&f, &o, r);
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < 3; i++) {
+                const clf_hypothesis *h = &r->hyps[b * 3 + i];
+                if (i > 0)
+                    ck_assert(h->score <= r->hyps[b * 3 + i - 1].score);
+                if (h->score == -INFINITY)
+                    continue;
+                double lp = replay(&f, b, h, 0, eos);
+                ck_assert_msg(isnan(lp) || fabs(lp - h->logprob) < 1e-4 * (h->len + 1),
+                              "%s sentence %d hyp %d: logprob %g, full forward says %g", name, b, i,
+                              h->logprob, lp);
+                double lpen = pow((5.0 + h->len + h->finished) / 6.0, 0.6);
+                ck_assert(fabs(h->score - h->logprob / lpen) < 1e-5);
+            }
+    }
+    ck_assert_msg(replayed >= 4 * B, "%s: only %d steps could be replayed", name, replayed);
+    /* the cache changes the arithmetic path, not the result */
+    for (int i = 0; i < B * 3; i++) {
+        ck_assert_int_eq(res[0].hyps[i].len, res[1].hyps[i].len);
+        if (res[0].hyps[i].len)
+            ck_assert(memcmp(res[0].hyps[i].tokens, res[1].hyps[i].tokens,
+                             sizeof(int32_t) * res[0].hyps[i].len) == 0);
+    }
+    clf_decode_result_free(&res[0]);
+    clf_decode_result_free(&res[1]);
+    fixture_close(&f);
+}
+
+/* Decoding a sentence alone or inside a batch (where others finish earlier and are
+ * compacted away) gives the same tokens. */
+static void check_batch_independence(const char *backend, const char *name)
+{
+    fixture f;
+    fixture_open(&f, backend, name);
+    int eos = pick_eos(&f);
+    for (int beam = 1; beam <= 2; beam++) {
+        clf_decode_opts o;
+        clf_decode_result all, one;
+        clf_decode_opts_default(&f.cfg.model, &o);
+        o.max_len = MAXOUT;
+        o.eos_id = eos;
+        o.beam = beam;
+        decode(&f, &o, &all);
+        for (int b = 0; b < B; b++) {
+            CLF_ASSERT_OK(clf_decode(f.m, f.src + b * S, 1, S, &o, &one));
+            ck_assert_int_eq(one.hyps[0].len, all.hyps[b].len);
+            ck_assert(memcmp(one.hyps[0].tokens, all.hyps[b].tokens,
+                             sizeof(int32_t) * one.hyps[0].len) == 0);
+            clf_decode_result_free(&one);
+        }
+        clf_decode_result_free(&all);
+    }
+    fixture_close(&f);
+}
+
+static const char *const fixtures[] = {"pre_tutorial", "post_standard", "branch_tutorial",
+                                       "pre_standard_bias", "enc3_dec1"};
+#define N_FIXTURES ((int)(sizeof fixtures / sizeof fixtures[0]))
+
+START_TEST(greedy_equals_full_forward_argmax_cpu)
+{
+    check_greedy("cpu", fixtures[_i]);
+}
+END_TEST
+
+START_TEST(beam_scores_match_full_forward_cpu)
+{
+    check_beam("cpu", fixtures[_i]);
+}
+END_TEST
+
+START_TEST(batch_independence_cpu)
+{
+    check_batch_independence("cpu", fixtures[_i]);
+}
+END_TEST
+
+#ifdef CLF_HAVE_OPENCL
+START_TEST(greedy_equals_full_forward_opencl)
+{
+    check_greedy("opencl", fixtures[_i]);
+}
+END_TEST
+
+START_TEST(beam_scores_match_full_forward_opencl)
+{
+    check_beam("opencl", fixtures[_i]);
+}
+END_TEST
+#endif
+
+START_TEST(bad_arguments_are_refused)
+{
+    fixture f;
+    fixture_open(&f, "cpu", "pre_tutorial");
+    clf_decode_opts o;
+    clf_decode_result r;
+    clf_decode_opts_default(&f.cfg.model, &o);
+    o.max_len = 5;
+    o.n_best = 2; /* > beam */
+    ck_assert_int_eq(clf_decode(f.m, f.src, B, S, &o, &r), CLF_ERR_INPUT);
+    o.n_best = 1;
+    o.max_len = 0;
+    ck_assert_int_eq(clf_decode(f.m, f.src, B, S, &o, &r), CLF_ERR_INPUT);
+    o.max_len = 5;
+    f.src[5] = 999; /* outside src_vocab */
+    ck_assert_int_eq(clf_decode(f.m, f.src, B, S, &o, &r), CLF_ERR_INPUT);
+    ck_assert_msg(strstr(clf_last_error(), "999"), "%s", clf_last_error());
+    f.src[5] = 4;
+    o.max_len = 1000; /* capped by model.max_len - 1, not an error */
+    o.eos_id = 0;
+    CLF_ASSERT_OK(clf_decode(f.m, f.src, 1, S, &o, &r));
+    ck_assert_int_le(r.hyps[0].len, f.cfg.model.max_len - 1);
+    clf_decode_result_free(&r);
+    fixture_close(&f);
+}
+END_TEST
+
+static Suite *decode_suite(void)
+{
+    Suite *s = suite_create("decode");
+    TCase *tc = tcase_create("cpu");
+    tcase_add_loop_test(tc, greedy_equals_full_forward_argmax_cpu, 0, N_FIXTURES);
+    tcase_add_loop_test(tc, beam_scores_match_full_forward_cpu, 0, N_FIXTURES);
+    tcase_add_loop_test(tc, batch_independence_cpu, 0, N_FIXTURES);
+    tcase_add_test(tc, bad_arguments_are_refused);
+    suite_add_tcase(s, tc);
+#ifdef CLF_HAVE_OPENCL
+    TCase *ocl = tcase_create("opencl");
+    tcase_add_loop_test(ocl, greedy_equals_full_forward_opencl, 0, N_FIXTURES);
+    tcase_add_loop_test(ocl, beam_scores_match_full_forward_opencl, 0, N_FIXTURES);
+    suite_add_tcase(s, ocl);
+#endif
+    return s;
+}
+
+int main(void)
+{
+    return clf_test_main(decode_suite());
+}

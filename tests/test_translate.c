@@ -1,0 +1,547 @@
+/* clformer translate as a user runs it: a tiny random model (made per test with
+ * `clformer init`) and the fixture vocabulary; one line out per line in, n-best lines,
+ * empty/too-long/non-UTF-8 lines, the attention outputs (safetensors and PNG), cache and
+ * no-cache agreeing. Also the PNG writer's checksums against published values. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "clformer/tensor.h"
+#include "clformer/tokenizer.h"
+#include "png.h"
+#include "testutil.h"
+
+#define VOCAB_PATH CLF_FIXTURES_DIR "/tokenizer/wordlevel.json"
+/* The tiny model's positional table: lines of more than MODEL_MAX_LEN - 2 words are
+ * too long. */
+#define MODEL_MAX_LEN 64
+/* Attention rows are softmax outputs: they sum to 1 up to float rounding. */
+#define ROW_SUM_TOL 1e-4
+#define OUT_MAX     (1 << 16)
+
+static char tmpdir[64];
+static char model_yaml[128], weights[128];
+static clf_tokenizer *tok;
+static char out[OUT_MAX], err[OUT_MAX];
+
+static void write_bytes(const char *path, const char *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(data, 1, n, f), n);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+static size_t read_bytes(const char *path, char *buf, size_t size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        buf[0] = '\0';
+        return 0;
+    }
+    size_t n = fread(buf, 1, size - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return n;
+}
+
+/* A model config with vocabularies of `vocab` words, the layers the brief of the suite
+ * names, and 1 CPU thread (suites run side by side under ctest -j). */
+static void write_model(const char *path, int vocab)
+{
+    char yaml[512];
+    int n = snprintf(yaml, sizeof yaml,
+                     "model:\n  src_vocab: %d\n  tgt_vocab: %d\n  max_len: %d\n  d_model: 32\n"
+                     "  layers: 2\n  heads: 4\n  d_ff: 64\nbackend:\n  name: cpu\n"
+                     "  threads: 1\n",
+                     vocab, vocab, MODEL_MAX_LEN);
+    write_bytes(path, yaml, (size_t)n);
+}
+
+static void setup(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/clf-translate-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    CLF_ASSERT_OK(clf_tokenizer_load(VOCAB_PATH, &tok));
+    snprintf(model_yaml, sizeof model_yaml, "%s/model.yaml", tmpdir);
+    snprintf(weights, sizeof weights, "%s/w.safetensors", tmpdir);
+    write_model(model_yaml, clf_tokenizer_size(tok));
+    char args[512];
+    snprintf(args, sizeof args, "init -c %s --seed 1 -o %s", model_yaml, weights);
+    ck_assert_msg(clf_test_run_cli(args, err, sizeof err) == 0, "init: %s", err);
+}
+
+static void teardown(void)
+{
+    clf_tokenizer_free(tok);
+    tok = NULL;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+/* Runs `clformer translate` on input[0..n) with the model, the fixture vocabulary on both
+ * sides and extra options; stdout lands in out, stderr in err. Returns the exit code. */
+static int translate_with(const char *yaml, const char *opts, const char *input, size_t n)
+{
+    char in_path[128], out_path[128], err_path[128], cmd[2048];
+    snprintf(in_path, sizeof in_path, "%s/in.txt", tmpdir);
+    snprintf(out_path, sizeof out_path, "%s/out.txt", tmpdir);
+    snprintf(err_path, sizeof err_path, "%s/err.txt", tmpdir);
+    write_bytes(in_path, input, n);
+    snprintf(cmd, sizeof cmd,
+             "CLF_PLUGIN_PATH= '%s' translate -c '%s' -w '%s' --src-vocab '%s' "
+             "--tgt-vocab '%s' %s <'%s' >'%s' 2>'%s'",
+             CLF_CLI_PATH, yaml, weights, VOCAB_PATH, VOCAB_PATH, opts, in_path, out_path,
+             err_path);
+    int rc = system(cmd);
+    read_bytes(out_path, out, sizeof out);
+    read_bytes(err_path, err, sizeof err);
+    ck_assert_msg(rc != -1 && WIFEXITED(rc), "translate did not exit normally: %s", err);
+    return WEXITSTATUS(rc);
+}
+
+static int translate(const char *opts, const char *input)
+{
+    return translate_with(model_yaml, opts, input, strlen(input));
+}
+
+/* Splits text in place at '\n' into lines[] (without the final empty piece); returns
+ * the number of lines. */
+static int split_lines(char *text, char **lines, int max)
+{
+    int n = 0;
+    char *p = text;
+    while (*p && n < max) {
+        char *nl = strchr(p, '\n');
+        ck_assert_msg(nl != NULL, "output does not end with a newline: %s", text);
+        *nl = '\0';
+        lines[n++] = p;
+        p = nl + 1;
+    }
+    return n;
+}
+
+/* Every space-separated word of text is a non-special word of the vocabulary, and
+ * words are separated by exactly one space. */
+static void assert_vocab_words(const char *text)
+{
+    if (!*text)
+        return;
+    ck_assert_msg(text[0] != ' ' && text[strlen(text) - 1] != ' ', "stray space in '%s'", text);
+    const char *p = text;
+    while (*p) {
+        const char *sp = strchr(p, ' ');
+        size_t len = sp ? (size_t)(sp - p) : strlen(p);
+        ck_assert_msg(len > 0, "two spaces in a row in '%s'", text);
+        int32_t id = clf_tokenizer_id_n(tok, p, len);
+        ck_assert_msg(id >= 0, "'%.*s' is not in the vocabulary", (int)len, p);
+        ck_assert_msg(!clf_tokenizer_is_special(tok, id), "special '%.*s' in the output", (int)len,
+                      p);
+        p += len + (sp ? 1 : 0);
+    }
+}
+
+static void assert_one_line_error(const char *e)
+{
+    ck_assert_msg(strncmp(e, "clformer: ", 10) == 0, "stderr: %s", e);
+    const char *nl = strchr(e, '\n');
+    ck_assert_msg(nl && nl[1] == '\0', "not one line: %s", e);
+}
+
+static const char *const sentences = "Hello , world !\n"
+                                     "the cat sat on the dog .\n"
+                                     "Grüße aus Köln\n"
+                                     "I and again and again\n";
+
+START_TEST(test_greedy_one_line_per_line)
+{
+    ck_assert_msg(translate("", sentences) == 0, "stderr: %s", err);
+    ck_assert_str_eq(err, "");
+    char *lines[16];
+    ck_assert_int_eq(split_lines(out, lines, 16), 4);
+    for (int i = 0; i < 4; i++)
+        assert_vocab_words(lines[i]);
+}
+END_TEST
+
+START_TEST(test_deterministic_and_batch_independent)
+{
+    static char first[OUT_MAX];
+    /* the same line twice in one input, and the whole input twice */
+    const char *twice = "the cat sat on the dog .\nthe cat sat on the dog .\n";
+    ck_assert_msg(translate("", twice) == 0, "stderr: %s", err);
+    char *lines[4];
+    ck_assert_int_eq(split_lines(out, lines, 4), 2);
+    ck_assert_str_eq(lines[0], lines[1]);
+
+    ck_assert_msg(translate("--max-len 20", sentences) == 0, "stderr: %s", err);
+    strcpy(first, out);
+    ck_assert_msg(translate("--max-len 20", sentences) == 0, "stderr: %s", err);
+    ck_assert_str_eq(out, first);
+    /* with an explicit --max-len, the batching does not change the translations */
+    ck_assert_msg(translate("--max-len 20 --batch 1", sentences) == 0, "stderr: %s", err);
+    ck_assert_str_eq(out, first);
+    ck_assert_msg(translate("--max-len 20 --batch 3", sentences) == 0, "stderr: %s", err);
+    ck_assert_str_eq(out, first);
+}
+END_TEST
+
+START_TEST(test_n_best)
+{
+    ck_assert_msg(translate("--beam 4 --n-best 3", sentences) == 0, "stderr: %s", err);
+    char *lines[32];
+    ck_assert_int_eq(split_lines(out, lines, 32), 4 * 3);
+    for (int s = 0; s < 4; s++) {
+        double prev = INFINITY;
+        for (int i = 0; i < 3; i++) {
+            char *line = lines[s * 3 + i];
+            char *tab = strchr(line, '\t');
+            ck_assert_msg(tab != NULL, "no tab in '%s'", line);
+            *tab = '\0';
+            char *end = NULL;
+            double score = strtod(line, &end);
+            ck_assert_msg(end == tab && end != line, "bad score '%s'", line);
+            ck_assert_msg(isfinite(score) && score <= 0.0, "score %g", score);
+            ck_assert_msg(score <= prev, "sentence %d: score %g after %g", s, score, prev);
+            prev = score;
+            assert_vocab_words(tab + 1);
+        }
+    }
+    /* more best than beams is a usage error */
+    ck_assert_int_eq(translate("--beam 2 --n-best 3", sentences), 2);
+    assert_one_line_error(err);
+}
+END_TEST
+
+START_TEST(test_empty_line)
+{
+    ck_assert_msg(translate("", "Hello\n\n  \t \nworld") == 0, "stderr: %s", err);
+    char *lines[8];
+    ck_assert_int_eq(split_lines(out, lines, 8), 4);
+    ck_assert_str_eq(lines[1], "");
+    ck_assert_str_eq(lines[2], "");
+
+    ck_assert_msg(translate("--beam 2 --n-best 2", "\nHello\n") == 0, "stderr: %s", err);
+    ck_assert_int_eq(split_lines(out, lines, 8), 4);
+    ck_assert_str_eq(lines[0], "0.000000\t");
+    ck_assert_str_eq(lines[1], "0.000000\t");
+
+    ck_assert_msg(translate("", "") == 0, "stderr: %s", err);
+    ck_assert_str_eq(out, "");
+}
+END_TEST
+
+START_TEST(test_too_long_line)
+{
+    char input[1024];
+    size_t at = (size_t)snprintf(input, sizeof input, "Hello\nworld\n");
+    for (int i = 0; i < MODEL_MAX_LEN - 1; i++) /* 63 words + [SOS] + [EOS] > 64 */
+        at += (size_t)snprintf(input + at, sizeof input - at, "cat ");
+    at += (size_t)snprintf(input + at, sizeof input - at, "\nthe\n");
+    ck_assert_int_eq(translate("--batch 1", input), 2);
+    assert_one_line_error(err);
+    ck_assert_msg(strstr(err, "line 3") && strstr(err, "max_len"), "stderr: %s", err);
+    /* the lines of earlier batches are out, nothing after */
+    char *lines[8];
+    ck_assert_int_eq(split_lines(out, lines, 8), 2);
+
+    /* 62 words fit exactly */
+    at = 0;
+    for (int i = 0; i < MODEL_MAX_LEN - 2; i++)
+        at += (size_t)snprintf(input + at, sizeof input - at, "cat ");
+    ck_assert_msg(translate("--max-len 3", input) == 0, "stderr: %s", err);
+}
+END_TEST
+
+START_TEST(test_non_utf8)
+{
+    const char input[] = "Hello\nthe \xff\xfe cat\n";
+    ck_assert_int_eq(translate_with(model_yaml, "", input, sizeof input - 1), 2);
+    assert_one_line_error(err);
+    ck_assert_msg(strstr(err, "line 2") && strstr(err, "UTF-8"), "stderr: %s", err);
+}
+END_TEST
+
+/* Framed source length of a line: its tokens plus [SOS] and [EOS]. */
+static int framed_len(const char *line)
+{
+    int32_t *ids = NULL;
+    int n = 0;
+    CLF_ASSERT_OK(clf_tokenizer_encode(tok, line, strlen(line), &ids, &n));
+    free(ids);
+    return n + 2;
+}
+
+static const char *const att_lines[] = {"Hello , world !", "", "the cat sat on the dog ."};
+
+START_TEST(test_attention_safetensors)
+{
+    char opts[256], path[128];
+    snprintf(path, sizeof path, "%s/att.safetensors", tmpdir);
+    snprintf(opts, sizeof opts, "--beam 2 --attention '%s'", path);
+    const char *input = "Hello , world !\n\nthe cat sat on the dog .\n";
+    ck_assert_msg(translate(opts, input) == 0, "stderr: %s", err);
+    clf_safetensors *f = NULL;
+    CLF_ASSERT_OK(clf_safetensors_open(path, &f));
+    ck_assert_int_eq(clf_safetensors_count(f), 3);
+    for (int i = 0; i < 3; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "attention.%d", i);
+        const clf_tensor *t = clf_safetensors_find(f, name);
+        ck_assert_msg(t != NULL, "%s missing", name);
+        ck_assert_int_eq(t->dtype, CLF_F32);
+        ck_assert_int_eq(t->ndim, 2);
+        if (i == 1) { /* the empty line: not decoded */
+            ck_assert_int_eq(t->shape[0], 0);
+            continue;
+        }
+        ck_assert_int_eq(t->shape[1], framed_len(att_lines[i]));
+        ck_assert_int_ge(t->shape[0], 1);
+        float *a = malloc(t->nbytes);
+        CLF_ASSERT_OK(clf_tensor_to_f32(t, a));
+        for (int64_t r = 0; r < t->shape[0]; r++) {
+            double sum = 0;
+            for (int64_t c = 0; c < t->shape[1]; c++) {
+                float w = a[r * t->shape[1] + c];
+                ck_assert_msg(w >= 0.0f && w <= 1.0f, "%s[%lld]: weight %g", name, (long long)r,
+                              (double)w);
+                sum += w;
+            }
+            ck_assert_msg(fabs(sum - 1.0) <= ROW_SUM_TOL, "%s row %lld sums to %.7f", name,
+                          (long long)r, sum);
+        }
+        free(a);
+    }
+    clf_safetensors_close(f);
+}
+END_TEST
+
+static uint32_t be32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* Reads a PNG as this writer makes them and checks every part a decoder would: the
+ * signature, chunk CRCs, IHDR (8-bit gray), the zlib stream of stored blocks, its
+ * Adler-32, the filter bytes. *width and *height get the size, *pixels (when pixels is
+ * not NULL) a malloc'd copy of the image. */
+static void read_png(const char *path, int *width, int *height, unsigned char **pixels)
+{
+    static unsigned char buf[1 << 22];
+    static unsigned char raw[1 << 22];
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "%s missing", path);
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+    ck_assert_msg(n > 8 && memcmp(buf, sig, 8) == 0, "%s: no PNG signature", path);
+    size_t at = 8, n_raw = 0;
+    int seen_ihdr = 0, seen_iend = 0;
+    while (at + 12 <= n && !seen_iend) {
+        uint32_t len = be32(buf + at);
+        ck_assert(at + 12 + len <= n);
+        const unsigned char *type = buf + at + 4, *data = buf + at + 8;
+        ck_assert_msg(be32(data + len) == png_crc32(0, type, len + 4), "%s: bad CRC of %.4s", path,
+                      (const char *)type);
+        if (memcmp(type, "IHDR", 4) == 0) {
+            ck_assert_int_eq(len, 13);
+            *width = (int)be32(data);
+            *height = (int)be32(data + 4);
+            ck_assert_int_eq(data[8], 8); /* bit depth */
+            ck_assert_int_eq(data[9], 0); /* grayscale */
+            seen_ihdr = 1;
+        } else if (memcmp(type, "IDAT", 4) == 0) {
+            ck_assert(seen_ihdr);
+            ck_assert_int_eq((data[0] << 8 | data[1]) % 31, 0);
+            ck_assert_int_eq(data[0] & 0x0F, 8); /* deflate */
+            size_t p = 2;
+            int final = 0;
+            while (!final) {
+                final = data[p] & 1;
+                ck_assert_int_eq((data[p] >> 1) & 3, 0); /* stored */
+                unsigned blen = data[p + 1] | data[p + 2] << 8;
+                unsigned nlen = data[p + 3] | data[p + 4] << 8;
+                ck_assert_uint_eq(blen, (~nlen) & 0xFFFF);
+                ck_assert(n_raw + blen <= sizeof raw);
+                memcpy(raw + n_raw, data + p + 5, blen);
+                n_raw += blen;
+                p += 5 + blen;
+            }
+            ck_assert_uint_eq(be32(data + p), png_adler32(1, raw, n_raw));
+            ck_assert_uint_eq(p + 4, len);
+        } else if (memcmp(type, "IEND", 4) == 0) {
+            seen_iend = 1;
+        }
+        at += 12 + len;
+    }
+    ck_assert_msg(seen_ihdr && seen_iend && at == n, "%s: chunks incomplete", path);
+    ck_assert_uint_eq(n_raw, (size_t)*height * (*width + 1));
+    if (pixels)
+        *pixels = malloc((size_t)*width * *height);
+    for (int y = 0; y < *height; y++) {
+        ck_assert_int_eq(raw[(size_t)y * (*width + 1)], 0); /* filter None */
+        if (pixels)
+            memcpy(*pixels + (size_t)y * *width, raw + (size_t)y * (*width + 1) + 1,
+                   (size_t)*width);
+    }
+}
+
+START_TEST(test_attention_png)
+{
+    char opts[512], st_path[128], prefix[128], png[160];
+    snprintf(st_path, sizeof st_path, "%s/att.safetensors", tmpdir);
+    snprintf(prefix, sizeof prefix, "%s/heat", tmpdir);
+    snprintf(opts, sizeof opts, "--attention '%s' --attention-png '%s'", st_path, prefix);
+    const char *input = "Hello , world !\n\nthe cat sat on the dog .\n";
+    ck_assert_msg(translate(opts, input) == 0, "stderr: %s", err);
+    clf_safetensors *f = NULL;
+    CLF_ASSERT_OK(clf_safetensors_open(st_path, &f));
+    for (int i = 0; i < 3; i++) {
+        snprintf(png, sizeof png, "%s.%d.png", prefix, i);
+        if (i == 1) {
+            ck_assert_msg(access(png, F_OK) != 0, "%s written for an empty line", png);
+            continue;
+        }
+        char name[32];
+        snprintf(name, sizeof name, "attention.%d", i);
+        const clf_tensor *t = clf_safetensors_find(f, name);
+        ck_assert_ptr_nonnull(t);
+        int w = 0, h = 0;
+        unsigned char *px = NULL;
+        read_png(png, &w, &h, &px);
+        ck_assert_int_eq(w, (int)t->shape[1] * 8);
+        ck_assert_int_eq(h, (int)t->shape[0] * 8);
+        /* each 8x8 cell is its weight as a gray level */
+        float *a = malloc(t->nbytes);
+        CLF_ASSERT_OK(clf_tensor_to_f32(t, a));
+        for (int r = 0; r < (int)t->shape[0]; r++)
+            for (int c = 0; c < (int)t->shape[1]; c++) {
+                int want = (int)lroundf(a[r * t->shape[1] + c] * 255.0f);
+                int got = px[(size_t)(r * 8 + 7) * w + c * 8 + 3];
+                ck_assert_msg(abs(got - want) <= 1, "cell %d,%d: %d, want %d", r, c, got, want);
+            }
+        free(a);
+        free(px);
+    }
+    clf_safetensors_close(f);
+    /* no temporary files left behind */
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "ls '%s' | grep -q tmp", tmpdir);
+    ck_assert_int_ne(system(cmd), 0);
+}
+END_TEST
+
+START_TEST(test_no_cache_matches_cache)
+{
+    static char cached[OUT_MAX];
+    ck_assert_msg(translate("--max-len 16", sentences) == 0, "stderr: %s", err);
+    strcpy(cached, out);
+    ck_assert_msg(translate("--max-len 16 --no-cache", sentences) == 0, "stderr: %s", err);
+    ck_assert_str_eq(out, cached);
+    ck_assert_msg(translate("--max-len 12 --beam 3", sentences) == 0, "stderr: %s", err);
+    strcpy(cached, out);
+    ck_assert_msg(translate("--max-len 12 --beam 3 --no-cache", sentences) == 0, "stderr: %s", err);
+    ck_assert_str_eq(out, cached);
+}
+END_TEST
+
+START_TEST(test_argument_errors)
+{
+    char args[1024];
+    snprintf(args, sizeof args, "translate -c %s -w %s --tgt-vocab %s", model_yaml, weights,
+             VOCAB_PATH);
+    ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 2);
+    assert_one_line_error(err);
+    ck_assert_msg(strstr(err, "--src-vocab"), "stderr: %s", err);
+    ck_assert_int_eq(translate("--beam 0", "Hello\n"), 2);
+    ck_assert_int_eq(translate("--length-penalty x", "Hello\n"), 2);
+    ck_assert_int_eq(clf_test_run_cli("translate --help >/dev/null", err, sizeof err), 0);
+}
+END_TEST
+
+START_TEST(test_vocab_larger_than_model)
+{
+    char yaml[128];
+    snprintf(yaml, sizeof yaml, "%s/small.yaml", tmpdir);
+    write_model(yaml, 10);
+    ck_assert_int_eq(translate_with(yaml, "", "Hello\n", 6), 2);
+    assert_one_line_error(err);
+    ck_assert_msg(strstr(err, "src_vocab is 10"), "stderr: %s", err);
+}
+END_TEST
+
+START_TEST(test_png_checksums)
+{
+    ck_assert_uint_eq(png_crc32(0, (const uint8_t *)"123456789", 9), 0xCBF43926u);
+    ck_assert_uint_eq(png_adler32(1, (const uint8_t *)"Wikipedia", 9), 0x11E60398u);
+    /* in pieces, as the writer may continue a checksum */
+    uint32_t c = png_crc32(0, (const uint8_t *)"1234", 4);
+    ck_assert_uint_eq(png_crc32(c, (const uint8_t *)"56789", 5), 0xCBF43926u);
+    uint32_t a = png_adler32(1, (const uint8_t *)"Wiki", 4);
+    ck_assert_uint_eq(png_adler32(a, (const uint8_t *)"pedia", 5), 0x11E60398u);
+    /* Adler-32's modular reduction over more than one chunk of sums */
+    static uint8_t ff[100000];
+    memset(ff, 0xFF, sizeof ff);
+    uint32_t s1 = 1, s2 = 0;
+    for (size_t i = 0; i < sizeof ff; i++) {
+        s1 = (s1 + 0xFF) % 65521;
+        s2 = (s2 + s1) % 65521;
+    }
+    ck_assert_uint_eq(png_adler32(1, ff, sizeof ff), s2 << 16 | s1);
+}
+END_TEST
+
+START_TEST(test_png_writer_round_trip)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/x.png", tmpdir);
+    /* wider than one stored block, to cross the 65535-byte block boundary */
+    const int W = 300, H = 250;
+    uint8_t *px = malloc((size_t)W * H);
+    for (int i = 0; i < W * H; i++)
+        px[i] = (uint8_t)(i * 7 + i / W);
+    CLF_ASSERT_OK(png_write_gray8(path, px, W, H));
+    int w = 0, h = 0;
+    unsigned char *back = NULL;
+    read_png(path, &w, &h, &back);
+    ck_assert_int_eq(w, W);
+    ck_assert_int_eq(h, H);
+    ck_assert_int_eq(memcmp(back, px, (size_t)W * H), 0);
+    free(back);
+    free(px);
+    ck_assert_int_eq(png_write_gray8(path, NULL, 0, 3), CLF_ERR_INPUT);
+}
+END_TEST
+
+static Suite *translate_suite(void)
+{
+    Suite *s = suite_create("translate");
+    TCase *tc = tcase_create("translate");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_greedy_one_line_per_line);
+    tcase_add_test(tc, test_deterministic_and_batch_independent);
+    tcase_add_test(tc, test_n_best);
+    tcase_add_test(tc, test_empty_line);
+    tcase_add_test(tc, test_too_long_line);
+    tcase_add_test(tc, test_non_utf8);
+    tcase_add_test(tc, test_attention_safetensors);
+    tcase_add_test(tc, test_attention_png);
+    tcase_add_test(tc, test_no_cache_matches_cache);
+    tcase_add_test(tc, test_argument_errors);
+    tcase_add_test(tc, test_vocab_larger_than_model);
+    tcase_add_test(tc, test_png_checksums);
+    tcase_add_test(tc, test_png_writer_round_trip);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return clf_test_main(translate_suite());
+}
