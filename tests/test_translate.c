@@ -518,6 +518,42 @@ START_TEST(test_png_writer_round_trip)
 }
 END_TEST
 
+#ifdef CLF_HAVE_OPENCL
+/* The OpenCL backend translates exactly as the CPU backend does (greedy and beam, an
+ * empty line, sentences finishing at different steps), when an OpenCL device exists. */
+START_TEST(test_opencl_matches_cpu)
+{
+    const char *in = "Hello , world !\n\nthe cat sat on the dog .\nGrüße aus Köln\n";
+    static const char *const opts[2] = {"--max-len 20", "--max-len 20 --beam 3 --n-best 2"};
+    if (system("CLF_PLUGIN_PATH= '" CLF_CLI_PATH "' devices >/dev/null 2>&1") != 0) {
+        fprintf(stderr, "translate: no OpenCL device, OpenCL comparison skipped\n");
+        return;
+    }
+    for (int i = 0; i < 2; i++) {
+        char cpu_out[sizeof out], opt[256];
+        ck_assert_int_eq(translate(opts[i], in), 0);
+        memcpy(cpu_out, out, sizeof out);
+        snprintf(opt, sizeof opt, "%s --backend opencl", opts[i]);
+        ck_assert_msg(translate(opt, in) == 0, "opencl: %s", err);
+        if (i == 0) {
+            ck_assert_str_eq(out, cpu_out);
+            continue;
+        }
+        /* n-best: the same texts; scores printed with 6 decimals may differ in the last */
+        char *a[16], *b[16];
+        int na = split_lines(cpu_out, a, 16), nb = split_lines(out, b, 16);
+        ck_assert_int_eq(na, nb);
+        for (int k = 0; k < na; k++) {
+            const char *ta = strchr(a[k], '\t'), *tb = strchr(b[k], '\t');
+            ck_assert(ta && tb);
+            ck_assert_str_eq(ta, tb);
+            ck_assert(fabs(atof(a[k]) - atof(b[k])) < 1e-3);
+        }
+    }
+}
+END_TEST
+#endif
+
 static Suite *translate_suite(void)
 {
     Suite *s = suite_create("translate");
@@ -537,6 +573,9 @@ static Suite *translate_suite(void)
     tcase_add_test(tc, test_vocab_larger_than_model);
     tcase_add_test(tc, test_png_checksums);
     tcase_add_test(tc, test_png_writer_round_trip);
+#ifdef CLF_HAVE_OPENCL
+    tcase_add_test(tc, test_opencl_matches_cpu);
+#endif
     suite_add_tcase(s, tc);
     return s;
 }

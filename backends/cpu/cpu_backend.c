@@ -234,7 +234,21 @@ static clf_status check_gemm(const char *op, const clf_gemm_args *a, int batch)
 static void gemm_one(clf_backend *be, const clf_gemm_args *a, const float *A, const float *B,
                      float *C)
 {
-    if (a->k > 0) {
+    if (a->k > 0 && a->m == 1) {
+        /* One row (a decoding step at batch 1): a matrix-vector product. OpenBLAS 0.3.21
+         * would pack all of B for a GEMM with m = 1, doubling the memory traffic of a
+         * step that is bound by reading the weights. beta = 0 must not read C (it may
+         * hold NaN), so C is cleared first. */
+        int incx = a->trans_a ? a->lda : 1;
+        if (a->beta == 0.0f)
+            memset(C, 0, sizeof(float) * (size_t)a->n);
+        if (a->trans_b)
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, a->n, a->k, a->alpha, B, a->ldb, A, incx,
+                        a->beta, C, 1);
+        else
+            cblas_sgemv(CblasRowMajor, CblasTrans, a->k, a->n, a->alpha, B, a->ldb, A, incx,
+                        a->beta, C, 1);
+    } else if (a->k > 0) {
         cblas_sgemm(CblasRowMajor, a->trans_a ? CblasTrans : CblasNoTrans,
                     a->trans_b ? CblasTrans : CblasNoTrans, a->m, a->n, a->k, a->alpha, A, a->lda,
                     B, a->ldb, a->beta, C, a->ldc);
