@@ -46,7 +46,6 @@ typedef struct candidate {
 typedef struct sentence {
     candidate *done; /* up to K */
     int n_done;
-    int active; /* still decoding */
 } sentence;
 
 typedef struct run {
@@ -380,10 +379,8 @@ static clf_status advance(run *r, int t, choice *scratch)
                     goto done;
             finished = 1;
         }
-        if (finished) {
-            se->active = 0;
+        if (finished)
             continue;
-        }
         for (int k = kept; k < K; k++) { /* fewer live continuations than beams */
             from[nb + k] = from[nb];
             r->lp[nxt][nb + k] = -INFINITY;
@@ -582,7 +579,6 @@ clf_status clf_decode(clf_model *m, const int32_t *src, int B, int S, const clf_
         goto nomem;
     for (int s = 0; s < B; s++) {
         r.sent[s] = s;
-        r.sents[s].active = 1;
         /* at most K finished per sentence, plus up to K unfinished at the end */
         if (!(r.sents[s].done = calloc((size_t)2 * r.K, sizeof(candidate))))
             goto nomem;

@@ -386,6 +386,30 @@ typedef struct attention_site {
     int probs; /* value receiving the softmax [B, h, Tq, Tk], or -1 */
 } attention_site;
 
+/* The attention node of a block (q, k, v at their values and offsets, the site's optional
+ * mask and probs), then y[B*q_len, d] (= or +=) ctx · Wo^T (+ bo). Shared by the full
+ * pass and the cached decoding step, which differ only in where q, k and v come from. */
+static void attend_and_project(builder *b, const char *prefix, const clf_attention_args *a,
+                               const attention_site *s, int q, size_t q_off, int kv, size_t k_off,
+                               size_t v_off, int ctx, int y, int accumulate)
+{
+    const int d = b->d, rows = a->batch * a->q_len;
+    char label[96];
+    clf_node *n = clf_graph_node(b->g, CLF_OP_ATTENTION, a, sizeof *a, prefix);
+    clf_graph_bind(b->g, n, offsetof(clf_attention_args, q), q, q_off);
+    clf_graph_bind(b->g, n, offsetof(clf_attention_args, k), kv, k_off);
+    clf_graph_bind(b->g, n, offsetof(clf_attention_args, v), kv, v_off);
+    clf_graph_bind(b->g, n, offsetof(clf_attention_args, out), ctx, 0);
+    if (s->mask >= 0)
+        clf_graph_bind(b->g, n, offsetof(clf_attention_args, key_mask), s->mask, 0);
+    if (s->probs >= 0)
+        clf_graph_bind(b->g, n, offsetof(clf_attention_args, probs), s->probs, 0);
+    int wo = required(b, weightf(b, 1, "%s%s", prefix, ".w_o.weight"), prefix, ".w_o");
+    int bo = weightf(b, 1, "%s%s", prefix, ".w_o.bias");
+    snprintf(label, sizeof label, "%s.w_o", prefix);
+    linear(b, label, y, 0, d, ctx, 0, d, wo, bo, rows, d, d, 0, accumulate);
+}
+
 /* One decoding step of an attention block with the KV cache (see attention_site):
  *   q [B, d] = x · Wq^T (+ bq)
  *   self:  cache[b, write_pos, 0:2d] = x[b] · [Wk;Wv]^T (+ [bk;bv])  (the GEMM writes
@@ -425,19 +449,8 @@ static void attention_block_cached(builder *b, const char *prefix, const attenti
                             .out_bstride = (size_t)d,
                             .key_mask_stride = (size_t)s->Tk,
                             .scale = (float)(1.0 / sqrt((double)b->dk))};
-    clf_node *n = clf_graph_node(b->g, CLF_OP_ATTENTION, &a, sizeof a, prefix);
-    clf_graph_bind(b->g, n, offsetof(clf_attention_args, q), q, 0);
-    clf_graph_bind(b->g, n, offsetof(clf_attention_args, k), s->cache, s->cache_off);
-    clf_graph_bind(b->g, n, offsetof(clf_attention_args, v), s->cache, s->cache_off + (size_t)d);
-    clf_graph_bind(b->g, n, offsetof(clf_attention_args, out), ctx, 0);
-    if (s->mask >= 0)
-        clf_graph_bind(b->g, n, offsetof(clf_attention_args, key_mask), s->mask, 0);
-    if (s->probs >= 0)
-        clf_graph_bind(b->g, n, offsetof(clf_attention_args, probs), s->probs, 0);
-    int wo = required(b, weightf(b, 1, "%s%s", prefix, ".w_o.weight"), prefix, ".w_o");
-    int bo = weightf(b, 1, "%s%s", prefix, ".w_o.bias");
-    snprintf(label, sizeof label, "%s.w_o", prefix);
-    linear(b, label, y, 0, d, ctx, 0, d, wo, bo, B, d, d, 0, accumulate);
+    attend_and_project(b, prefix, &a, s, q, 0, s->cache, s->cache_off, s->cache_off + (size_t)d,
+                       ctx, y, accumulate);
 }
 
 /* ctx[B*Tq, d] = concat_h softmax(q_h k_h^T / sqrt(dk), masked) v_h, where
@@ -495,19 +508,7 @@ static void attention_block(builder *b, const char *prefix, const attention_site
         a.q_bstride = (size_t)Tq * d;
         a.kv_bstride = (size_t)Tk * 2 * d;
     }
-    clf_node *n = clf_graph_node(b->g, CLF_OP_ATTENTION, &a, sizeof a, prefix);
-    clf_graph_bind(b->g, n, offsetof(clf_attention_args, q), q, q_off);
-    clf_graph_bind(b->g, n, offsetof(clf_attention_args, k), kv, k_off);
-    clf_graph_bind(b->g, n, offsetof(clf_attention_args, v), kv, v_off);
-    clf_graph_bind(b->g, n, offsetof(clf_attention_args, out), ctx, 0);
-    if (s->mask >= 0)
-        clf_graph_bind(b->g, n, offsetof(clf_attention_args, key_mask), s->mask, 0);
-    if (s->probs >= 0)
-        clf_graph_bind(b->g, n, offsetof(clf_attention_args, probs), s->probs, 0);
-    int wo = required(b, weightf(b, 1, "%s%s", prefix, ".w_o.weight"), prefix, ".w_o");
-    int bo = weightf(b, 1, "%s%s", prefix, ".w_o.bias");
-    snprintf(label, sizeof label, "%s.w_o", prefix);
-    linear(b, label, y, 0, d, ctx, 0, d, wo, bo, (int)rq, d, d, 0, accumulate);
+    attend_and_project(b, prefix, &a, s, q, q_off, kv, k_off, v_off, ctx, y, accumulate);
 }
 
 /* u[R, F] = relu(x[R, d] · W1^T + b1);  y[R, d] (= or +=) u · W2^T + b2 */
