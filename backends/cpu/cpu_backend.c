@@ -122,7 +122,8 @@ static clf_status cpu_list_devices(clf_device_fn fn, void *user)
 static int cpu_supports(clf_backend *be, clf_op op)
 {
     (void)be;
-    return op >= 0 && op < CLF_OP_COUNT;
+    /* the inference ops; the training ops (ABI 2) are not implemented yet */
+    return (int)op >= 0 && op <= CLF_OP_ARGMAX;
 }
 
 static uint64_t cpu_max_alloc(clf_backend *be)

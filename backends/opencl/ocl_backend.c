@@ -104,7 +104,8 @@ static clf_status ocl_describe(clf_backend *be, char *buf, size_t size)
 static int ocl_supports(clf_backend *be, clf_op op)
 {
     (void)be;
-    return (int)op >= 0 && op < CLF_OP_COUNT;
+    /* the inference ops; the training ops (ABI 2) are not implemented yet */
+    return (int)op >= 0 && op <= CLF_OP_ARGMAX;
 }
 
 static uint64_t ocl_max_alloc(clf_backend *be)

@@ -35,10 +35,23 @@ static int registry_count;
 const char *clf_op_name(clf_op op)
 {
     static const char *const names[CLF_OP_COUNT] = {
-        [CLF_OP_GEMM] = "gemm",           [CLF_OP_GEMM_STRIDED_BATCHED] = "gemm_strided_batched",
-        [CLF_OP_LAYERNORM] = "layernorm", [CLF_OP_ATTENTION] = "attention",
-        [CLF_OP_EMBED] = "embed",         [CLF_OP_ADD] = "add",
-        [CLF_OP_SOFTMAX] = "softmax",     [CLF_OP_ARGMAX] = "argmax",
+        [CLF_OP_GEMM] = "gemm",
+        [CLF_OP_GEMM_STRIDED_BATCHED] = "gemm_strided_batched",
+        [CLF_OP_LAYERNORM] = "layernorm",
+        [CLF_OP_ATTENTION] = "attention",
+        [CLF_OP_EMBED] = "embed",
+        [CLF_OP_ADD] = "add",
+        [CLF_OP_SOFTMAX] = "softmax",
+        [CLF_OP_ARGMAX] = "argmax",
+        [CLF_OP_RELU_BACKWARD] = "relu_backward",
+        [CLF_OP_LAYERNORM_BACKWARD] = "layernorm_backward",
+        [CLF_OP_ATTENTION_BACKWARD] = "attention_backward",
+        [CLF_OP_EMBED_BACKWARD] = "embed_backward",
+        [CLF_OP_DROPOUT] = "dropout",
+        [CLF_OP_CROSS_ENTROPY] = "cross_entropy",
+        [CLF_OP_ADAM] = "adam",
+        [CLF_OP_SUM_SQUARES] = "sum_squares",
+        [CLF_OP_FILL] = "fill",
     };
     if ((int)op < 0 || op >= CLF_OP_COUNT)
         return "unknown-op";
@@ -295,9 +308,53 @@ void clf_backend_scan(const char *plugin_dir, clf_backend_found_fn fn, void *use
     }
 }
 
+/* Whether the table has a function for op: a backend that says supports() but left the
+ * pointer NULL would otherwise crash the first run. */
+static int op_fn_present(const clf_backend_api *api, clf_op op)
+{
+    switch (op) {
+    case CLF_OP_GEMM:
+        return api->gemm != NULL;
+    case CLF_OP_GEMM_STRIDED_BATCHED:
+        return api->gemm_strided_batched != NULL;
+    case CLF_OP_LAYERNORM:
+        return api->layernorm != NULL;
+    case CLF_OP_ATTENTION:
+        return api->attention != NULL;
+    case CLF_OP_EMBED:
+        return api->embed != NULL;
+    case CLF_OP_ADD:
+        return api->add != NULL;
+    case CLF_OP_SOFTMAX:
+        return api->softmax != NULL;
+    case CLF_OP_ARGMAX:
+        return api->argmax != NULL;
+    case CLF_OP_RELU_BACKWARD:
+        return api->relu_backward != NULL;
+    case CLF_OP_LAYERNORM_BACKWARD:
+        return api->layernorm_backward != NULL;
+    case CLF_OP_ATTENTION_BACKWARD:
+        return api->attention_backward != NULL;
+    case CLF_OP_EMBED_BACKWARD:
+        return api->embed_backward != NULL;
+    case CLF_OP_DROPOUT:
+        return api->dropout != NULL;
+    case CLF_OP_CROSS_ENTROPY:
+        return api->cross_entropy != NULL;
+    case CLF_OP_ADAM:
+        return api->adam != NULL;
+    case CLF_OP_SUM_SQUARES:
+        return api->sum_squares != NULL;
+    case CLF_OP_FILL:
+        return api->fill != NULL;
+    default:
+        return 0;
+    }
+}
+
 clf_status clf_backend_require(const clf_backend_api *api, clf_backend *be, clf_op op)
 {
-    if (!api->supports(be, op))
+    if (!api->supports(be, op) || !op_fn_present(api, op))
         return clf_error(CLF_ERR_UNSUPPORTED,
                          "the %s backend does not implement op '%s' (no silent fallback to "
                          "another backend; choose a backend that has it)",

@@ -255,6 +255,33 @@ clf_status clf_graph_run_ops(const clf_graph *g, const clf_backend_api *api, clf
             st = api->argmax(be, n.args.softmax.out, n.args.softmax.x, n.args.softmax.rows,
                              n.args.softmax.cols);
             break;
+        case CLF_OP_RELU_BACKWARD:
+            st = api->relu_backward(be, n.args.add.out, n.args.add.a, n.args.add.b, n.args.add.n);
+            break;
+        case CLF_OP_LAYERNORM_BACKWARD:
+            st = api->layernorm_backward(be, &n.args.layernorm_backward);
+            break;
+        case CLF_OP_ATTENTION_BACKWARD:
+            st = api->attention_backward(be, &n.args.attention_backward);
+            break;
+        case CLF_OP_EMBED_BACKWARD:
+            st = api->embed_backward(be, &n.args.embed_backward);
+            break;
+        case CLF_OP_DROPOUT:
+            st = api->dropout(be, &n.args.dropout);
+            break;
+        case CLF_OP_CROSS_ENTROPY:
+            st = api->cross_entropy(be, &n.args.cross_entropy);
+            break;
+        case CLF_OP_ADAM:
+            st = api->adam(be, &n.args.adam);
+            break;
+        case CLF_OP_SUM_SQUARES:
+            st = api->sum_squares(be, n.args.add.out, n.args.add.a, n.args.add.n);
+            break;
+        case CLF_OP_FILL:
+            st = api->fill(be, n.args.fill.out, n.args.fill.value, n.args.fill.n);
+            break;
         default:
             st = clf_error(CLF_ERR_INTERNAL, "graph: node '%s' has op %d that cannot run", n.label,
                            (int)n.op);

@@ -24,7 +24,7 @@ extern "C" {
 #endif
 
 /* Bumped whenever the layout or meaning of clf_backend_api or an args struct changes. */
-#define CLF_BACKEND_ABI 1
+#define CLF_BACKEND_ABI 2
 
 typedef struct clf_backend clf_backend; /* opaque, defined by each backend */
 typedef struct clf_buffer clf_buffer;   /* opaque, defined by each backend */
@@ -72,6 +72,16 @@ typedef enum clf_op {
     CLF_OP_ADD,
     CLF_OP_SOFTMAX,
     CLF_OP_ARGMAX,
+    /* training (ABI 2) */
+    CLF_OP_RELU_BACKWARD,
+    CLF_OP_LAYERNORM_BACKWARD,
+    CLF_OP_ATTENTION_BACKWARD,
+    CLF_OP_EMBED_BACKWARD,
+    CLF_OP_DROPOUT,
+    CLF_OP_CROSS_ENTROPY,
+    CLF_OP_ADAM,
+    CLF_OP_SUM_SQUARES,
+    CLF_OP_FILL,
     CLF_OP_COUNT
 } clf_op;
 
@@ -151,6 +161,105 @@ typedef struct clf_embed_args {
     float scale;
 } clf_embed_args;
 
+/* ---- training (ABI 2) ----
+ * The backward of a GEMM is GEMMs (dX = dY W, dW += dY^T X, dbias += 1^T dY), so it needs
+ * no op of its own; the ops below are the rest. Parameter gradients (dalpha, dbeta,
+ * dtable) always accumulate (+=): the trainer zeroes them with fill() once per optimizer
+ * step, which is what makes gradient accumulation free. Reductions over rows run in a
+ * fixed order, so a backend gives the same bits run after run. */
+
+/* Backward of clf_layernorm_args without residual (the trainer keeps the LN input x):
+ *   xhat = (x - mean) / D, D = std_unbiased + eps (tutorial) or sqrt(var_biased + eps)
+ *   dx (= or, with accumulate, +=) d loss / d x given dy = d loss / d out
+ *   dalpha[c] += sum_r dy[r,c] * xhat[r,c];  dbeta[c] += sum_r dy[r,c]   (each optional)
+ * dx may not alias dy or x. */
+typedef struct clf_layernorm_backward_args {
+    clf_ptr dx, dy, x, alpha, dalpha, dbeta;
+    int rows, cols;
+    clf_ln_style style;
+    float eps;
+    int accumulate;
+} clf_layernorm_backward_args;
+
+/* Backward of the attention op described by fwd (its geometry, mask, causal flag, scale;
+ * fwd.out and fwd.probs are ignored): given dout laid out as fwd.out (out_ld,
+ * out_bstride), writes dq, dk, dv laid out as fwd.q, fwd.k, fwd.v (q_ld/q_bstride,
+ * k_ld/kv_bstride, v_ld/kv_bstride). The softmax is recomputed from q and k (nothing is
+ * saved by the forward op). Overwrites the heads*head_dim columns of every row of dq
+ * (q_len rows), dk and dv (kv_len rows) and touches nothing else, so dq, dk and dv may be
+ * column slices of one buffer (the fused [q|k|v] gradient). Masked keys get zero
+ * gradient, as the -1e9 fill gives in PyTorch. A backend may keep internal scratch. */
+typedef struct clf_attention_backward_args {
+    clf_attention_args fwd;
+    clf_ptr dout, dq, dk, dv;
+} clf_attention_backward_args;
+
+/* Backward of embed: dtable[ids[r], :] += scale * dout[r, :] for r < rows, rows with the
+ * same id summed in increasing r (deterministic). Out-of-range ids are skipped. */
+typedef struct clf_embed_backward_args {
+    clf_ptr dtable, dout, ids;
+    int rows, dim, vocab;
+    float scale;
+} clf_embed_backward_args;
+
+/* Inverted dropout: out[i] = keep(i) ? x[i] * (1.0f / (1.0f - p)) : 0, i < n, where
+ * keep(i) = clf_dropout_bits(seed, i) >= clf_dropout_threshold(p). Every backend draws
+ * the same mask from the same seed (a stateless hash of the element index), so the
+ * backward pass is the same op on the gradient and CPU and OpenCL runs agree bit for bit
+ * on which elements drop. out may alias x. 0 <= p < 1. */
+typedef struct clf_dropout_args {
+    clf_ptr out, x;
+    size_t n;
+    float p;
+    uint64_t seed;
+} clf_dropout_args;
+
+/* splitmix64 of seed + (i + 1) * golden, high 32 bits. */
+static inline uint32_t clf_dropout_bits(uint64_t seed, uint64_t i)
+{
+    uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (uint32_t)(z >> 32);
+}
+
+static inline uint32_t clf_dropout_threshold(float p)
+{
+    double t = (double)p * 4294967296.0;
+    return t >= 4294967295.0 ? 4294967295u : (uint32_t)t;
+}
+
+/* Label-smoothed cross-entropy of logits [rows, cols] against targets (I32 [rows]), as
+ * PyTorch's CrossEntropyLoss(label_smoothing=ls, ignore_index=ignore, reduction='none'):
+ *   lp = log_softmax(logits[r,:])
+ *   loss[r] = -(1 - ls) * lp[t] - (ls / cols) * sum_j lp[j]        (0 where t == ignore)
+ *   dlogits[r,j] = grad_scale * (exp(lp[j]) - (1 - ls) * [j == t] - ls / cols)
+ *                                                                   (0 rows where t == ignore)
+ * loss is F32 [rows]. dlogits is optional (buf NULL: loss only) and may alias logits.
+ * Targets outside [0, cols) other than ignore are a caller error (the row is zeroed). */
+typedef struct clf_cross_entropy_args {
+    clf_ptr loss, dlogits, logits, targets;
+    int rows, cols, ignore_index;
+    float label_smoothing, grad_scale;
+} clf_cross_entropy_args;
+
+/* One Adam (decoupled = 0) or AdamW (decoupled = 1) step over n parameters, exactly as
+ * torch.optim.Adam / AdamW (not amsgrad, not maximize):
+ *   g = grad[i] * grad_scale            (grad_scale: 1/accumulate and the clipping factor)
+ *   Adam:  g += weight_decay * p                     AdamW: p *= 1 - lr * weight_decay
+ *   m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2
+ *   p -= (lr / bias_correction1) * m / (sqrt(v) / sqrt_bias_correction2 + eps)
+ * bias_correction1 = 1 - beta1^t and sqrt_bias_correction2 = sqrt(1 - beta2^t) come
+ * from the caller (computed in double). grad is not modified. */
+typedef struct clf_adam_args {
+    clf_ptr param, grad, m, v;
+    size_t n;
+    float lr, beta1, beta2, eps, weight_decay, grad_scale;
+    float bias_correction1, sqrt_bias_correction2;
+    int decoupled;
+} clf_adam_args;
+
 typedef struct clf_backend_api {
     int abi_version;         /* CLF_BACKEND_ABI: first, checked by the loader */
     const char *name;        /* "cpu", "opencl" */
@@ -187,6 +296,20 @@ typedef struct clf_backend_api {
     clf_status (*softmax)(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int cols, int log);
     /* out[r] = index of the first maximum of x[r,:] (I32) */
     clf_status (*argmax)(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int cols);
+
+    /* training (ABI 2); NULL where supports() says no */
+    /* dx[i] = y[i] > 0 ? dy[i] : 0, i < n (y: the relu's output); dx may alias dy */
+    clf_status (*relu_backward)(clf_backend *be, clf_ptr dx, clf_ptr dy, clf_ptr y, size_t n);
+    clf_status (*layernorm_backward)(clf_backend *be, const clf_layernorm_backward_args *a);
+    clf_status (*attention_backward)(clf_backend *be, const clf_attention_backward_args *a);
+    clf_status (*embed_backward)(clf_backend *be, const clf_embed_backward_args *a);
+    clf_status (*dropout)(clf_backend *be, const clf_dropout_args *a);
+    clf_status (*cross_entropy)(clf_backend *be, const clf_cross_entropy_args *a);
+    clf_status (*adam)(clf_backend *be, const clf_adam_args *a);
+    /* out[0] = sum_i x[i]^2, i < n (F32; accumulated in double or pairwise) */
+    clf_status (*sum_squares)(clf_backend *be, clf_ptr out, clf_ptr x, size_t n);
+    /* out[i] = value, i < n */
+    clf_status (*fill)(clf_backend *be, clf_ptr out, float value, size_t n);
 } clf_backend_api;
 
 /* The one symbol a backend exports. */

@@ -44,6 +44,13 @@ typedef struct clf_softmax_args {
     clf_ptr out, x;
     int rows, cols, log;
 } clf_softmax_args;
+/* relu_backward uses the add layout (out = dx, a = dy, b = y), sum_squares too (out, a = x);
+ * fill has its own. */
+typedef struct clf_fill_args {
+    clf_ptr out;
+    size_t n;
+    float value;
+} clf_fill_args;
 
 /* A graph-level node kind beyond the backend's ops: out[0:bytes) = x[0:bytes), run with
  * the backend's copy(). Its args use the add layout (out, a; n = bytes). */
@@ -66,6 +73,13 @@ typedef struct clf_node {
         clf_embed_args embed;
         clf_add_args add;
         clf_softmax_args softmax;
+        clf_fill_args fill;
+        clf_layernorm_backward_args layernorm_backward;
+        clf_attention_backward_args attention_backward;
+        clf_embed_backward_args embed_backward;
+        clf_dropout_args dropout;
+        clf_cross_entropy_args cross_entropy;
+        clf_adam_args adam;
     } args;
     int n_operands;
     clf_operand operands[CLF_NODE_MAX_OPERANDS];
