@@ -292,6 +292,8 @@ START_TEST(test_train_full)
     ck_assert_int_eq(t->present, 1);
     ck_assert_str_eq(t->data_train, "data/train.tsv");
     ck_assert_str_eq(t->data_valid, "data/va: \"lid\".tsv");
+    ck_assert_str_eq(t->data_train_tgt, "");
+    ck_assert_str_eq(t->data_valid_tgt, "");
     ck_assert_str_eq(t->vocab_src, "runs/x/src.json");
     ck_assert_str_eq(t->vocab_tgt, "runs/x/tgt.json");
     ck_assert_int_eq(t->min_frequency, 3);
@@ -339,6 +341,45 @@ START_TEST(test_train_full)
     ck_assert_float_eq(t->adam_eps, 1.0e-9f);
     ck_assert_float_eq(t->label_smoothing, 0.1f);
     assert_round_trip(cfg);
+    free(cfg);
+}
+END_TEST
+
+START_TEST(test_train_data_forms)
+{
+    /* a TSV, two line-aligned files, and the two mixed; each round-trips through --dump */
+    static const struct {
+        const char *data;
+        const char *train, *train_tgt, *valid, *valid_tgt;
+    } cases[] = {
+        {"{train: t.tsv, valid: v.tsv}", "t.tsv", "", "v.tsv", ""},
+        {"{train: [t.en, t.de], valid: [v.en, v.de]}", "t.en", "t.de", "v.en", "v.de"},
+        {"{train: [t.en, t.de]}", "t.en", "t.de", "", ""},
+        {"{train: t.tsv, valid: [v.en, 'v de']}", "t.tsv", "", "v.en", "v de"},
+        {"{train: [t.en, t.de], valid: v.tsv}", "t.en", "t.de", "v.tsv", ""},
+        {"{train: [t.en, t.de], valid: null}", "t.en", "t.de", "", ""},
+        {"\n    train:\n      - \"t [en]\"\n      - t.de\n", "t [en]", "t.de", "", ""},
+    };
+    clf_config *cfg = malloc(sizeof *cfg);
+    char text[512];
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        snprintf(text, sizeof text, "model: {src_vocab: 9, tgt_vocab: 9}\ntrain:\n  data: %s\n",
+                 cases[i].data);
+        clf_status st = clf_config_parse_string(text, "<data>", cfg);
+        ck_assert_msg(st == CLF_OK, "case %zu: %s", i, clf_last_error());
+        const clf_train_config *t = &cfg->train;
+        ck_assert_str_eq(t->data_train, cases[i].train);
+        ck_assert_str_eq(t->data_train_tgt, cases[i].train_tgt);
+        ck_assert_str_eq(t->data_valid, cases[i].valid);
+        ck_assert_str_eq(t->data_valid_tgt, cases[i].valid_tgt);
+        assert_round_trip(cfg);
+    }
+    /* the dump spells two files as a flow sequence */
+    CLF_ASSERT_OK(clf_config_parse_string(
+        "model: {src_vocab: 9, tgt_vocab: 9}\ntrain: {data: {train: [a.en, a.de]}}\n", "<d>", cfg));
+    char *dump = dump_to_string(cfg);
+    ck_assert_ptr_nonnull(strstr(dump, "  data: {train: [\"a.en\", \"a.de\"], valid: null}\n"));
+    free(dump);
     free(cfg);
 }
 END_TEST
@@ -473,8 +514,30 @@ static const bad_case bad_cases[] = {
     {T "  max_len: 512\n", "<t>:6:12: train.max_len: 512 exceeds model.max_len 256"},
     {T "  seed: -1\n", "train.seed: must be >= 0, got -1"},
     {T "  accumulate: 0\n", "train.accumulate: must be > 0, got 0"},
-    {M "train:\n  data: {train: [a, b]}\n",
-     "<t>:5:17: train.data.train: expected a string, got a sequence"},
+    /* data: a TSV path or [source, target] */
+    {M "train:\n  data: {train: [a, b, c]}\n",
+     "<t>:5:17: train.data.train: expected a TSV file or two line-aligned files [source, "
+     "target], got 3 files"},
+    {M "train:\n  data: {train: [a]}\n", "<t>:5:17: train.data.train: expected a TSV file or "
+                                         "two line-aligned files [source, target], got 1 file"},
+    {M "train:\n  data: {train: a.tsv, valid: []}\n",
+     "<t>:5:31: train.data.valid: expected a TSV file or two line-aligned files [source, "
+     "target], got 0 files"},
+    {M "train:\n  data: {train: [a, {b: 1}]}\n",
+     "<t>:5:21: train.data.train[1]: expected a string, got a mapping"},
+    {M "train:\n  data: {train: [~, b]}\n",
+     "<t>:5:18: train.data.train[0]: expected a string, got null"},
+    {M "train:\n  data: {train: [a, '']}\n",
+     "<t>:5:21: train.data.train[1]: expected a file name, got ''"},
+    {M "train:\n  data: {train: [a, [b]]}\n",
+     "<t>:5:21: train.data.train[1]: expected a string, got a sequence"},
+    {M "train:\n  data: {train: {src: a}}\n",
+     "<t>:5:17: train.data.train: expected a string, got a mapping"},
+    {M "train:\n  data: {valid: [a, b]}\n",
+     "<t>:5:9: train.data.train: required key missing (a file of source<TAB>target lines, or "
+     "[source file, target file])"},
+    {M "train:\n  data: {train: a, vaild: b}\n",
+     "<t>:5:20: train.data.vaild: unknown key 'vaild' (did you mean 'valid'?)"},
     /* not a configuration at all */
     {"", "<t>:1:1: empty configuration: expected a mapping with a 'model:' section"},
     {"# only a comment\n\n", "<t>:1:1: empty configuration"},
@@ -568,6 +631,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_layers);
     tcase_add_test(tc, test_final_norm);
     tcase_add_test(tc, test_train_full);
+    tcase_add_test(tc, test_train_data_forms);
     tcase_add_test(tc, test_dump_strings_round_trip);
     tcase_add_loop_test(tc, test_errors, 0, (int)(sizeof bad_cases / sizeof *bad_cases));
     tcase_add_test(tc, test_file_errors);

@@ -1,7 +1,9 @@
-/* The OpenCL backend, op by op: every op on random inputs of awkward sizes (1, 7, 33, 65,
- * 129, ... non-multiples of the work-group and GEMM tile sizes), compared with a host
- * reference computed here in double and with the CPU backend. Then its errors (operand
- * bounds, allocation limit, device choice, no OpenCL driver at all) and its program cache.
+/* The OpenCL backend, op by op: every op, inference and training (ABI 2), on random inputs
+ * of awkward sizes (1, 7, 33, 65, 129, ... non-multiples of the work-group and GEMM tile
+ * sizes), compared with a host reference computed here in double and with the CPU backend
+ * (the dropout mask and the elementwise training ops bit for bit). Then its errors
+ * (operand bounds, refused aliasing, allocation limit, device choice, no OpenCL driver at
+ * all) and its program cache.
  *
  * Without an OpenCL device (or without the backend built) the suite says why and exits 77,
  * which ctest reports as skipped (tests/opencl.cmake sets SKIP_RETURN_CODE). */
@@ -28,6 +30,13 @@
 #define TOL_NORM  1e-5 /* layernorm, softmax: float reductions vs double */
 #define TOL_GEMM  1e-4 /* gemm: k-long float dot products summed in another order */
 #define TOL_ATTN  1e-4 /* attention: head_dim dot products and a kv_len-long softmax */
+/* training ops (relu_backward, dropout and fill are compared bit for bit) */
+#define TOL_LN_BWD    1e-5 /* layernorm_backward: float row sums; dx vs central differences */
+#define TOL_ATTN_BWD  1e-4 /* attention_backward: as attention, plus dP and D_i sums */
+#define TOL_EMBED_BWD 1e-6 /* embed_backward: float sums of the repeated ids in row order */
+#define TOL_XENT      1e-5 /* cross_entropy: a cols-long max, sum of exp and sum of logits */
+#define TOL_ADAM      1e-6 /* adam: a few float roundings per element and step */
+#define TOL_SUMSQ     1e-6 /* sum_squares: compensated per-item sums, then a float tree */
 
 #define SKIP_EXIT 77 /* ctest's SKIP_RETURN_CODE for this suite */
 
@@ -997,6 +1006,1104 @@ START_TEST(test_error_names)
 END_TEST
 #endif
 
+/* ---- training ops (ABI 2) ----
+ * Each op runs on the same inputs through both backends and is compared with a host
+ * reference in double and with the CPU backend. Every test prints the worst relative error
+ * it saw against each, so the margins below the tolerances stay visible in the ctest log. */
+
+typedef struct worst {
+    double host, cpu;
+} worst;
+
+/* got vs the host reference and vs the CPU backend, both within tol; records the worst. */
+static void expect_both(const float *got, const float *host, const float *cpu_got, size_t n,
+                        double tol, const char *what, worst *w)
+{
+    double eh = clf_test_rel_err(got, host, n), ec = clf_test_rel_err(got, cpu_got, n);
+    ck_assert_msg(eh <= tol, "%s: opencl vs host reference: relative error %.3g > %.3g", what, eh,
+                  tol);
+    ck_assert_msg(ec <= tol, "%s: opencl vs cpu backend: relative error %.3g > %.3g", what, ec,
+                  tol);
+    if (eh > w->host)
+        w->host = eh;
+    if (ec > w->cpu)
+        w->cpu = ec;
+}
+
+static void report(const char *test, const worst *w, double tol)
+{
+    printf("%s: worst relative error %.2g vs the host reference, %.2g vs the cpu backend "
+           "(tolerance %.0e)\n",
+           test, w->host, w->cpu, tol);
+}
+
+/* The same bits, element by element (NaN and -0 included). */
+static void expect_same_bits(const float *got, const float *want, size_t n, const char *what,
+                             const char *vs)
+{
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(memcmp(&got[i], &want[i], sizeof got[i]) == 0,
+                      "%s: opencl vs %s: element %zu is %a, want %a", what, vs, i, (double)got[i],
+                      (double)want[i]);
+}
+
+static void free_all(bk *k, clf_buffer **b, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (b[i])
+            k->api->free(k->be, b[i]);
+}
+
+/* -- relu_backward -- */
+
+/* dx = relu'(y) * dy at element offset off; alias: dx is dy's buffer, else dx holds the
+ * buffer's initial contents on entry (what lies outside the op's range must stay). */
+static void run_relu_backward(bk *k, const float *dy, const float *y, size_t n, size_t off,
+                              int alias, float *dx)
+{
+    size_t bytes = (n + off) * 4;
+    clf_buffer *bdy = up(k, dy, bytes), *by = up(k, y, bytes);
+    clf_buffer *bdx = alias ? bdy : up(k, dx, bytes);
+    clf_ptr pdx = {bdx, off * 4}, pdy = {bdy, off * 4}, py = {by, off * 4};
+    CLF_ASSERT_OK(k->api->relu_backward(k->be, pdx, pdy, py, n));
+    down(k, dx, bdx, bytes);
+    clf_buffer *all[] = {bdy, by, alias ? NULL : bdx};
+    free_all(k, all, 3);
+}
+
+START_TEST(test_relu_backward)
+{
+    static const size_t ns[] = {1, 7, 33, 65, 65537};
+    for (int t = 0; t < 5; t++) {
+        size_t n = ns[t], off = t % 2 ? 3 : 0, all = n + off;
+        int alias = t % 3 == 1;
+        float *dy = frand(all, 2000 + t, -1, 1), *y = frand(all, 2100 + t, -1, 1);
+        for (size_t i = 0; i < all; i += 3)
+            y[i] = 0.0f; /* relu's output is often exactly 0: no gradient there */
+        float *sentinel = frand(all, 2150 + t, 5, 6);
+        float *want = fdup(alias ? dy : sentinel, all), *got = fdup(sentinel, all),
+              *cgot = fdup(sentinel, all);
+        for (size_t i = off; i < all; i++)
+            want[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+        run_relu_backward(&ocl, dy, y, n, off, alias, got);
+        run_relu_backward(&cpu, dy, y, n, off, alias, cgot);
+        char what[64];
+        snprintf(what, sizeof what, "relu_backward n=%zu off=%zu alias=%d", n, off, alias);
+        expect_same_bits(got, want, all, what, "host reference");
+        expect_same_bits(got, cgot, all, what, "cpu backend");
+        free(dy);
+        free(y);
+        free(sentinel);
+        free(want);
+        free(got);
+        free(cgot);
+    }
+}
+END_TEST
+
+/* -- dropout -- */
+
+/* As run_relu_backward: out holds the initial contents unless it aliases x. */
+static void run_dropout(bk *k, const float *x, size_t n, size_t off, float p, uint64_t seed,
+                        int alias, float *out)
+{
+    size_t bytes = (n + off) * 4;
+    clf_buffer *bx = up(k, x, bytes), *bo = alias ? bx : up(k, out, bytes); /* out: initial */
+    clf_dropout_args a = {.out = {bo, off * 4}, .x = {bx, off * 4}, .n = n, .p = p, .seed = seed};
+    CLF_ASSERT_OK(k->api->dropout(k->be, &a));
+    down(k, out, bo, bytes);
+    k->api->free(k->be, bx);
+    if (!alias)
+        k->api->free(k->be, bo);
+}
+
+START_TEST(test_dropout)
+{
+    static const size_t ns[] = {1, 7, 33, 65, 1000003};
+    static const float ps[] = {0.0f, 0.1f, 0.5f, 0.999f};
+    static const uint64_t seeds[] = {0, 1, 0x9E3779B97F4A7C15ull, UINT64_MAX};
+    int v = 0;
+    for (int t = 0; t < 5; t++)
+        for (int pi = 0; pi < 4; pi++, v++) {
+            size_t n = ns[t], off = v % 3 == 2 ? 5 : 0, all = n + off;
+            float p = ps[pi];
+            uint64_t seed = seeds[v % 4];
+            int alias = v % 2;
+            float *x = frand(all, 2200 + v, -2, 2);
+            float *sentinel = frand(all, 2250 + v, 5, 6);
+            float *want = fdup(alias ? x : sentinel, all), *got = fdup(sentinel, all),
+                  *cgot = fdup(sentinel, all);
+            const uint32_t thr = clf_dropout_threshold(p);
+            const float keep_scale = 1.0f / (1.0f - p);
+            size_t dropped = 0;
+            for (size_t i = 0; i < n; i++) {
+                int keep = clf_dropout_bits(seed, i) >= thr;
+                want[off + i] = keep ? x[off + i] * keep_scale : 0.0f;
+                dropped += !keep;
+            }
+            run_dropout(&ocl, x, n, off, p, seed, alias, got);
+            run_dropout(&cpu, x, n, off, p, seed, alias, cgot);
+            char what[96];
+            snprintf(what, sizeof what, "dropout n=%zu off=%zu p=%g seed=%llx alias=%d", n, off,
+                     (double)p, (unsigned long long)seed, alias);
+            /* the mask and the kept values: the same bits as the CPU backend */
+            expect_same_bits(got, want, all, what, "host reference");
+            expect_same_bits(got, cgot, all, what, "cpu backend");
+            if (n > 100000) /* the mask drops a fraction p (10 standard deviations) */
+                ck_assert_msg(fabs((double)dropped / n - p) < 0.005, "%s: dropped %.4f", what,
+                              (double)dropped / n);
+            free(x);
+            free(sentinel);
+            free(want);
+            free(got);
+            free(cgot);
+        }
+
+    /* the masks alone, on a buffer of ones: every element kept or dropped by both */
+    size_t n = (1u << 20) + 3;
+    float *ones = malloc(n * 4), *mo = malloc(n * 4), *mc = malloc(n * 4);
+    for (size_t i = 0; i < n; i++)
+        ones[i] = mo[i] = mc[i] = 1.0f;
+    run_dropout(&ocl, ones, n, 0, 0.1f, 12345, 0, mo);
+    run_dropout(&cpu, ones, n, 0, 0.1f, 12345, 0, mc);
+    size_t differ = 0;
+    for (size_t i = 0; i < n; i++)
+        differ += (mo[i] == 0.0f) != (mc[i] == 0.0f);
+    ck_assert_msg(differ == 0, "dropout: %zu of %zu mask elements differ from the cpu backend",
+                  differ, n);
+    expect_same_bits(mo, mc, n, "dropout mask of ones", "cpu backend");
+    free(ones);
+    free(mo);
+    free(mc);
+
+    clf_buffer *b = up(&ocl, NULL, 64);
+    clf_dropout_args bad = {.out = {b, 0}, .x = {b, 0}, .n = 8, .p = 1.0f};
+    EXPECT_ERROR(ocl.api->dropout(ocl.be, &bad), CLF_ERR_INPUT, "dropout", "[0, 1)");
+    bad.p = -0.25f;
+    EXPECT_ERROR(ocl.api->dropout(ocl.be, &bad), CLF_ERR_INPUT, "dropout");
+    bad.p = NAN;
+    EXPECT_ERROR(ocl.api->dropout(ocl.be, &bad), CLF_ERR_INPUT, "dropout");
+    bad.p = 0.5f;
+    bad.out.off = 8; /* partly over x */
+    EXPECT_ERROR(ocl.api->dropout(ocl.be, &bad), CLF_ERR_INPUT, "dropout", "overlaps");
+    ocl.api->free(ocl.be, b);
+}
+END_TEST
+
+/* -- fill -- */
+
+static void run_fill(bk *k, const float *init, size_t all, size_t off, size_t n, float value,
+                     float *out)
+{
+    clf_buffer *b = up(k, init, all * 4);
+    CLF_ASSERT_OK(k->api->fill(k->be, (clf_ptr){b, off * 4}, value, n));
+    down(k, out, b, all * 4);
+    k->api->free(k->be, b);
+}
+
+START_TEST(test_fill)
+{
+    static const size_t ns[] = {0, 1, 7, 33, 65, 65537};
+    static const float values[] = {0.0f, -1.5f, 3.0e38f, -0.0f, 1e-40f /* subnormal */, 7.0f};
+    for (int t = 0; t < 6; t++) {
+        size_t n = ns[t], off = t % 2 ? 3 : 0, all = n + off + 5;
+        float *init = frand(all, 2300 + t, -1, 1), *want = fdup(init, all);
+        float *got = malloc(all * 4), *cgot = malloc(all * 4);
+        for (size_t i = 0; i < n; i++)
+            want[off + i] = values[t];
+        run_fill(&ocl, init, all, off, n, values[t], got);
+        run_fill(&cpu, init, all, off, n, values[t], cgot);
+        char what[64];
+        snprintf(what, sizeof what, "fill n=%zu off=%zu value=%g", n, off, (double)values[t]);
+        expect_same_bits(got, want, all, what, "host reference"); /* and nothing else touched */
+        expect_same_bits(got, cgot, all, what, "cpu backend");
+        free(init);
+        free(want);
+        free(got);
+        free(cgot);
+    }
+}
+END_TEST
+
+/* -- sum_squares -- */
+
+/* sum x[off .. off + n)^2 into out[1] of a two-float buffer (out[0] must stay). */
+static float run_sum_squares(bk *k, const float *x, size_t n, size_t off)
+{
+    float out[2] = {-7.0f, -7.0f};
+    clf_buffer *bx = up(k, x, (n + off) * 4), *bo = up(k, out, sizeof out);
+    CLF_ASSERT_OK(k->api->sum_squares(k->be, (clf_ptr){bo, 4}, (clf_ptr){bx, off * 4}, n));
+    down(k, out, bo, sizeof out);
+    ck_assert_float_eq(out[0], -7.0f);
+    k->api->free(k->be, bx);
+    k->api->free(k->be, bo);
+    return out[1];
+}
+
+START_TEST(test_sum_squares)
+{
+    static const size_t ns[] = {0, 1, 7, 33, 65, 65537, 1000003, 4194311};
+    worst w = {0};
+    for (int t = 0; t < 8; t++) {
+        size_t n = ns[t], off = t % 2 ? 3 : 0;
+        float *x = frand(n + off, 2400 + t, -3, 3);
+        double s = 0;
+        for (size_t i = off; i < n + off; i++)
+            s += (double)x[i] * x[i];
+        float want = (float)s;
+        float got = run_sum_squares(&ocl, x, n, off), cgot = run_sum_squares(&cpu, x, n, off);
+        char what[64];
+        snprintf(what, sizeof what, "sum_squares n=%zu off=%zu", n, off);
+        expect_both(&got, &want, &cgot, 1, TOL_SUMSQ, what, &w);
+        /* deterministic: a second run gives the same bits */
+        float again = run_sum_squares(&ocl, x, n, off);
+        expect_same_bits(&again, &got, 1, what, "its own first run");
+        free(x);
+    }
+    report("test_sum_squares", &w, TOL_SUMSQ);
+}
+END_TEST
+
+/* -- adam -- */
+
+typedef struct adam_state {
+    float *p, *m, *v;
+} adam_state;
+
+/* steps Adam steps with the same gradient g, bias corrections for t = 1, 2, ... */
+static void run_adam(bk *k, const clf_adam_args *tmpl, int steps, const float *g, adam_state *s)
+{
+    size_t bytes = tmpl->n * 4;
+    clf_buffer *bp = up(k, s->p, bytes), *bg = up(k, g, bytes), *bm = up(k, s->m, bytes),
+               *bv = up(k, s->v, bytes);
+    clf_adam_args a = *tmpl;
+    a.param = (clf_ptr){bp, 0};
+    a.grad = (clf_ptr){bg, 0};
+    a.m = (clf_ptr){bm, 0};
+    a.v = (clf_ptr){bv, 0};
+    for (int t = 1; t <= steps; t++) {
+        a.bias_correction1 = (float)(1.0 - pow(a.beta1, t));
+        a.sqrt_bias_correction2 = (float)sqrt(1.0 - pow(a.beta2, t));
+        CLF_ASSERT_OK(k->api->adam(k->be, &a));
+    }
+    down(k, s->p, bp, bytes);
+    down(k, s->m, bm, bytes);
+    down(k, s->v, bv, bytes);
+    float check[1];
+    down(k, check, bg, 4);
+    ck_assert_float_eq(check[0], g[0]); /* grad is not modified */
+    clf_buffer *all[] = {bp, bg, bm, bv};
+    free_all(k, all, 4);
+}
+
+/* The same steps in double, with torch.optim.Adam / AdamW's formula. */
+static void ref_adam(const clf_adam_args *a, int steps, const float *g, adam_state *s)
+{
+    for (size_t i = 0; i < a->n; i++) {
+        double p = s->p[i], m = s->m[i], v = s->v[i];
+        for (int t = 1; t <= steps; t++) {
+            double bc1 = (float)(1.0 - pow(a->beta1, t)),
+                   sbc2 = (float)sqrt(1.0 - pow(a->beta2, t));
+            double gi = (double)g[i] * a->grad_scale;
+            if (a->decoupled)
+                p *= 1.0 - (double)a->lr * a->weight_decay;
+            else
+                gi += (double)a->weight_decay * p;
+            m = a->beta1 * m + (1.0 - a->beta1) * gi;
+            v = a->beta2 * v + (1.0 - a->beta2) * gi * gi;
+            p -= (double)a->lr / bc1 * m / (sqrt(v) / sbc2 + a->eps);
+        }
+        s->p[i] = (float)p;
+        s->m[i] = (float)m;
+        s->v[i] = (float)v;
+    }
+}
+
+START_TEST(test_adam)
+{
+    static const size_t ns[] = {1, 7, 33, 65537};
+    worst w = {0};
+    int c = 0;
+    for (int t = 0; t < 4; t++)
+        for (int decoupled = 0; decoupled < 2; decoupled++)
+            for (int wd = 0; wd < 2; wd++, c++) {
+                size_t n = ns[t];
+                clf_adam_args a = {.n = n,
+                                   .lr = 1e-3f,
+                                   .beta1 = 0.9f,
+                                   .beta2 = 0.98f,
+                                   .eps = 1e-9f,
+                                   .weight_decay = wd ? 0.01f : 0.0f,
+                                   .grad_scale = c % 3 == 0 ? 1.0f : 0.25f,
+                                   .decoupled = decoupled};
+                float *g = frand(n, 2500 + c, -1, 1);
+                adam_state s[3];
+                for (int k = 0; k < 3; k++) {
+                    s[k].p = frand(n, 2600 + c, -1, 1);
+                    s[k].m = frand(n, 2700 + c, -0.1f, 0.1f);
+                    s[k].v = frand(n, 2800 + c, 0.0f, 0.01f);
+                }
+                if (n > 2) /* a zero gradient and a zero second moment: the eps path */
+                    g[1] = s[0].m[1] = s[0].v[1] = s[1].m[1] = s[1].v[1] = s[2].m[1] = s[2].v[1] =
+                        0.0f;
+                ref_adam(&a, 3, g, &s[0]);
+                run_adam(&ocl, &a, 3, g, &s[1]);
+                run_adam(&cpu, &a, 3, g, &s[2]);
+                char what[96];
+                snprintf(what, sizeof what, "adam n=%zu decoupled=%d weight_decay=%g", n, decoupled,
+                         (double)a.weight_decay);
+                expect_both(s[1].p, s[0].p, s[2].p, n, TOL_ADAM, what, &w);
+                expect_both(s[1].m, s[0].m, s[2].m, n, TOL_ADAM, what, &w);
+                expect_both(s[1].v, s[0].v, s[2].v, n, TOL_ADAM, what, &w);
+                free(g);
+                for (int k = 0; k < 3; k++) {
+                    free(s[k].p);
+                    free(s[k].m);
+                    free(s[k].v);
+                }
+            }
+    report("test_adam", &w, TOL_ADAM);
+
+    clf_buffer *b = up(&ocl, NULL, 64);
+    clf_adam_args bad = {.n = 8,
+                         .param = {b, 0},
+                         .grad = {b, 32},
+                         .m = {b, 16}, /* overlaps param */
+                         .v = {b, 0},
+                         .bias_correction1 = 0.1f,
+                         .sqrt_bias_correction2 = 0.1f};
+    EXPECT_ERROR(ocl.api->adam(ocl.be, &bad), CLF_ERR_INPUT, "adam", "overlap");
+    bad.bias_correction1 = 0.0f;
+    EXPECT_ERROR(ocl.api->adam(ocl.be, &bad), CLF_ERR_INPUT, "adam", "bias correction");
+    ocl.api->free(ocl.be, b);
+}
+END_TEST
+
+/* -- cross_entropy -- */
+
+/* dl_mode: 0 loss only, 1 a separate dlogits, 2 dlogits aliasing logits. */
+static void run_cross_entropy(bk *k, const clf_cross_entropy_args *tmpl, const float *logits,
+                              const int32_t *targets, int dl_mode, float *loss, float *dl)
+{
+    size_t n = (size_t)tmpl->rows * tmpl->cols, rows = (size_t)tmpl->rows;
+    clf_buffer *bx = up(k, logits, n * 4), *bt = up(k, targets, rows * 4),
+               *bl = up(k, NULL, rows * 4), *bd = dl_mode == 1 ? up(k, NULL, n * 4) : NULL;
+    clf_cross_entropy_args a = *tmpl;
+    a.logits = (clf_ptr){bx, 0};
+    a.targets = (clf_ptr){bt, 0};
+    a.loss = (clf_ptr){bl, 0};
+    a.dlogits = (clf_ptr){dl_mode == 2 ? bx : bd, 0};
+    CLF_ASSERT_OK(k->api->cross_entropy(k->be, &a));
+    down(k, loss, bl, rows * 4);
+    if (dl_mode)
+        down(k, dl, dl_mode == 2 ? bx : bd, n * 4);
+    clf_buffer *all[] = {bx, bt, bl, bd};
+    free_all(k, all, 4);
+}
+
+static void ref_cross_entropy(const clf_cross_entropy_args *a, const float *logits,
+                              const int32_t *targets, float *loss, float *dl)
+{
+    int C = a->cols;
+    double ls = a->label_smoothing;
+    for (int r = 0; r < a->rows; r++) {
+        const float *x = logits + (size_t)r * C;
+        float *d = dl + (size_t)r * C;
+        int t = targets[r];
+        if (t == a->ignore_index || t < 0 || t >= C) {
+            loss[r] = 0.0f;
+            for (int c = 0; c < C; c++)
+                d[c] = 0.0f;
+            continue;
+        }
+        double mx = x[0], s = 0, sum_lp = 0;
+        for (int c = 1; c < C; c++)
+            mx = x[c] > mx ? x[c] : mx;
+        for (int c = 0; c < C; c++)
+            s += exp(x[c] - mx);
+        double lse = mx + log(s);
+        for (int c = 0; c < C; c++)
+            sum_lp += x[c] - lse;
+        loss[r] = (float)(-(1 - ls) * (x[t] - lse) - ls / C * sum_lp);
+        for (int c = 0; c < C; c++)
+            d[c] = (float)(a->grad_scale * (exp(x[c] - lse) - (c == t ? 1 - ls : 0) - ls / C));
+    }
+}
+
+START_TEST(test_cross_entropy)
+{
+    static const int rows[] = {1, 7, 33}, cols[] = {1, 2, 7, 65, 1000, 8000};
+    worst w = {0};
+    int v = 0;
+    for (int ri = 0; ri < 3; ri++)
+        for (int ci = 0; ci < 6; ci++)
+            for (int smooth = 0; smooth < 2; smooth++, v++) {
+                int R = rows[ri], C = cols[ci], dl_mode = v % 3;
+                size_t n = (size_t)R * C;
+                clf_cross_entropy_args a = {.rows = R,
+                                            .cols = C,
+                                            .ignore_index = v % 2 ? 1 : -100,
+                                            .label_smoothing = smooth ? 0.1f : 0.0f,
+                                            .grad_scale = v % 4 == 0 ? 1.0f : 1.0f / 37};
+                float *x = frand(n, 2900 + v, -20, 20); /* large: needs the max subtracted */
+                int32_t *tg = malloc((size_t)R * sizeof *tg);
+                for (int r = 0; r < R; r++)
+                    tg[r] = (r * 7 + v) % C;
+                if (R > 3) {
+                    tg[1] = a.ignore_index; /* ignored: loss 0, no gradient */
+                    tg[2] = C + 3;          /* out of range: the same */
+                    tg[3] = C - 1;
+                }
+                float *wl = malloc((size_t)R * 4), *gl = malloc((size_t)R * 4),
+                      *cl = malloc((size_t)R * 4);
+                float *wd = malloc(n * 4), *gd = malloc(n * 4), *cd = malloc(n * 4);
+                ref_cross_entropy(&a, x, tg, wl, wd);
+                run_cross_entropy(&ocl, &a, x, tg, dl_mode, gl, gd);
+                run_cross_entropy(&cpu, &a, x, tg, dl_mode, cl, cd);
+                char what[128];
+                snprintf(what, sizeof what,
+                         "cross_entropy rows=%d cols=%d ls=%g ignore=%d grad_scale=%g dlogits=%s",
+                         R, C, (double)a.label_smoothing, a.ignore_index, (double)a.grad_scale,
+                         dl_mode == 0   ? "none"
+                         : dl_mode == 1 ? "separate"
+                                        : "aliasing logits");
+                expect_both(gl, wl, cl, (size_t)R, TOL_XENT, what, &w);
+                if (dl_mode)
+                    expect_both(gd, wd, cd, n, TOL_XENT, what, &w);
+                if (R > 3)
+                    ck_assert_msg(gl[1] == 0.0f && gl[2] == 0.0f, "%s: ignored rows' loss", what);
+                free(x);
+                free(tg);
+                free(wl);
+                free(gl);
+                free(cl);
+                free(wd);
+                free(gd);
+                free(cd);
+            }
+    report("test_cross_entropy", &w, TOL_XENT);
+}
+END_TEST
+
+/* -- embed_backward -- */
+
+static void run_embed_backward(bk *k, const clf_embed_backward_args *tmpl, const float *dtable0,
+                               const float *dout, const int32_t *ids, size_t off, float *dtable)
+{
+    size_t nt = (size_t)tmpl->vocab * tmpl->dim + off, nd = (size_t)tmpl->rows * tmpl->dim + off;
+    clf_buffer *bt = up(k, dtable0, nt * 4), *bd = up(k, dout, nd * 4),
+               *bi = up(k, ids, (size_t)tmpl->rows * 4);
+    clf_embed_backward_args a = *tmpl;
+    a.dtable = (clf_ptr){bt, off * 4};
+    a.dout = (clf_ptr){bd, off * 4};
+    a.ids = (clf_ptr){bi, 0};
+    CLF_ASSERT_OK(k->api->embed_backward(k->be, &a));
+    down(k, dtable, bt, nt * 4);
+    clf_buffer *all[] = {bt, bd, bi};
+    free_all(k, all, 3);
+}
+
+START_TEST(test_embed_backward)
+{
+    static const int rows[] = {1, 7, 33, 65, 300}, dims[] = {1, 7, 65, 512};
+    worst w = {0};
+    int v = 0;
+    for (int ri = 0; ri < 5; ri++)
+        for (int di = 0; di < 4; di++, v++) {
+            int R = rows[ri], dim = dims[di], vocab = 13;
+            size_t off = v % 3 == 1 ? 5 : 0;
+            size_t nt = (size_t)vocab * dim + off, nd = (size_t)R * dim + off;
+            clf_embed_backward_args a = {
+                .rows = R, .dim = dim, .vocab = vocab, .scale = sqrtf((float)dim)};
+            int32_t *ids = malloc((size_t)R * sizeof *ids);
+            for (int r = 0; r < R; r++) /* repeats, and ids -2, -1, 13, 14 (skipped) */
+                ids[r] = (r * 5 + v) % (vocab + 4) - 2;
+            float *t0 = frand(nt, 3000 + v, -1, 1), *dout = frand(nd, 3100 + v, -1, 1);
+            float *want = fdup(t0, nt), *got = malloc(nt * 4), *cgot = malloc(nt * 4);
+            double *acc = malloc((size_t)vocab * dim * sizeof *acc);
+            for (size_t i = 0; i < (size_t)vocab * dim; i++)
+                acc[i] = t0[off + i];
+            for (int r = 0; r < R; r++)
+                if (ids[r] >= 0 && ids[r] < vocab)
+                    for (int d = 0; d < dim; d++)
+                        acc[(size_t)ids[r] * dim + d] +=
+                            (double)a.scale * dout[off + (size_t)r * dim + d];
+            for (size_t i = 0; i < (size_t)vocab * dim; i++)
+                want[off + i] = (float)acc[i];
+            run_embed_backward(&ocl, &a, t0, dout, ids, off, got);
+            run_embed_backward(&cpu, &a, t0, dout, ids, off, cgot);
+            char what[96];
+            snprintf(what, sizeof what, "embed_backward rows=%d dim=%d off=%zu", R, dim, off);
+            expect_both(got, want, cgot, nt, TOL_EMBED_BWD, what, &w);
+            free(ids);
+            free(t0);
+            free(dout);
+            free(want);
+            free(got);
+            free(cgot);
+            free(acc);
+        }
+    report("test_embed_backward", &w, TOL_EMBED_BWD);
+}
+END_TEST
+
+/* -- layernorm_backward -- */
+
+/* params: 0 neither dalpha nor dbeta, 1 both, 2 dalpha only. dx0, da0, db0: the initial
+ * contents (dx is accumulated into when a->accumulate; the parameters always are). */
+static void run_layernorm_backward(bk *k, const clf_layernorm_backward_args *tmpl, const float *x,
+                                   const float *dy, const float *alpha, const float *dx0,
+                                   const float *da0, const float *db0, int params, float *dx,
+                                   float *da, float *db)
+{
+    size_t n = (size_t)tmpl->rows * tmpl->cols, c = (size_t)tmpl->cols;
+    clf_buffer *bx = up(k, x, n * 4), *bdy = up(k, dy, n * 4), *ba = up(k, alpha, c * 4),
+               *bdx = up(k, dx0, n * 4);
+    clf_buffer *bda = params ? up(k, da0, c * 4) : NULL,
+               *bdb = params == 1 ? up(k, db0, c * 4) : NULL;
+    clf_layernorm_backward_args a = *tmpl;
+    a.dx = (clf_ptr){bdx, 0};
+    a.dy = (clf_ptr){bdy, 0};
+    a.x = (clf_ptr){bx, 0};
+    a.alpha = (clf_ptr){ba, 0};
+    a.dalpha = (clf_ptr){bda, 0};
+    a.dbeta = (clf_ptr){bdb, 0};
+    CLF_ASSERT_OK(k->api->layernorm_backward(k->be, &a));
+    down(k, dx, bdx, n * 4);
+    if (bda)
+        down(k, da, bda, c * 4);
+    if (bdb)
+        down(k, db, bdb, c * 4);
+    clf_buffer *all[] = {bx, bdy, ba, bdx, bda, bdb};
+    free_all(k, all, 6);
+}
+
+/* sum_c dy[c] * LN(x)[c] of one row in double (beta drops out of the gradient). */
+static double ln_row_loss(const double *x, const float *dy, const float *alpha, int C, int style,
+                          double eps)
+{
+    double mean = 0, ss = 0, l = 0;
+    for (int c = 0; c < C; c++)
+        mean += x[c];
+    mean /= C;
+    for (int c = 0; c < C; c++)
+        ss += (x[c] - mean) * (x[c] - mean);
+    double D = style == CLF_LN_TUTORIAL ? sqrt(ss / (C - 1)) + eps : sqrt(ss / C + eps);
+    for (int c = 0; c < C; c++)
+        l += dy[c] * (alpha[c] * (x[c] - mean) / D);
+    return l;
+}
+
+/* The reference: dx by central differences of the double forward (independent of the
+ * closed form the backends use; truncation and rounding errors are ~1e-10 here), dalpha
+ * and dbeta from their definitions. */
+static void ref_layernorm_backward(const clf_layernorm_backward_args *a, const float *x,
+                                   const float *dy, const float *alpha, float *dx, float *da,
+                                   float *db)
+{
+    int R = a->rows, C = a->cols;
+    double *row = malloc((size_t)C * sizeof *row);
+    double *sa = calloc((size_t)C, sizeof *sa), *sb = calloc((size_t)C, sizeof *sb);
+    for (int r = 0; r < R; r++) {
+        const float *xr = x + (size_t)r * C, *gr = dy + (size_t)r * C;
+        for (int c = 0; c < C; c++)
+            row[c] = xr[c];
+        for (int c = 0; c < C; c++) {
+            /* the five-point stencil: truncation error O(h^4) */
+            double h = 1e-4 * (1.0 + fabs(row[c])), f[4];
+            static const double at[4] = {-2, -1, 1, 2};
+            for (int s = 0; s < 4; s++) {
+                row[c] = xr[c] + at[s] * h;
+                f[s] = ln_row_loss(row, gr, alpha, C, a->style, a->eps);
+            }
+            row[c] = xr[c];
+            double g = (f[0] - 8 * f[1] + 8 * f[2] - f[3]) / (12 * h);
+            float *d = dx + (size_t)r * C + c;
+            *d = (float)(a->accumulate ? *d + g : g);
+        }
+        double mean = 0, ss = 0;
+        for (int c = 0; c < C; c++)
+            mean += row[c];
+        mean /= C;
+        for (int c = 0; c < C; c++)
+            ss += (row[c] - mean) * (row[c] - mean);
+        double D =
+            a->style == CLF_LN_TUTORIAL ? sqrt(ss / (C - 1)) + a->eps : sqrt(ss / C + a->eps);
+        for (int c = 0; c < C; c++) {
+            sa[c] += gr[c] * (row[c] - mean) / D;
+            sb[c] += gr[c];
+        }
+    }
+    for (int c = 0; c < C; c++) {
+        da[c] = (float)(da[c] + sa[c]);
+        db[c] = (float)(db[c] + sb[c]);
+    }
+    free(row);
+    free(sa);
+    free(sb);
+}
+
+START_TEST(test_layernorm_backward)
+{
+    static const int rows[] = {1, 7, 33}, cols[] = {3, 7, 33, 65, 129, 512, 1000};
+    worst w = {0};
+    int v = 0;
+    for (int style = 0; style < 2; style++)
+        for (int ri = 0; ri < 3; ri++)
+            for (size_t ci = 0; ci < sizeof cols / sizeof cols[0]; ci++, v++) {
+                int R = rows[ri], C = cols[ci], params = v % 3;
+                size_t n = (size_t)R * C;
+                clf_layernorm_backward_args a = {.rows = R,
+                                                 .cols = C,
+                                                 .style = (clf_ln_style)style,
+                                                 .eps = style == CLF_LN_TUTORIAL ? 1e-6f : 1e-5f,
+                                                 .accumulate = v % 2};
+                /* an offset of 10, as in test_layernorm: the corrected two-pass variance */
+                float *x = frand(n, 3200 + v, 7, 13), *dy = frand(n, 3300 + v, -1, 1);
+                float *alpha = frand(C, 3400 + v, 0.5f, 1.5f);
+                float *dx0 = frand(n, 3500 + v, -1, 1), *da0 = frand(C, 3600 + v, -1, 1),
+                      *db0 = frand(C, 3700 + v, -1, 1);
+                float *wdx = fdup(dx0, n), *wda = fdup(da0, C), *wdb = fdup(db0, C);
+                float *gdx = malloc(n * 4), *gda = fdup(da0, C), *gdb = fdup(db0, C);
+                float *cdx = malloc(n * 4), *cda = fdup(da0, C), *cdb = fdup(db0, C);
+                ref_layernorm_backward(&a, x, dy, alpha, wdx, wda, wdb);
+                run_layernorm_backward(&ocl, &a, x, dy, alpha, dx0, da0, db0, params, gdx, gda,
+                                       gdb);
+                run_layernorm_backward(&cpu, &a, x, dy, alpha, dx0, da0, db0, params, cdx, cda,
+                                       cdb);
+                char what[128];
+                snprintf(what, sizeof what,
+                         "layernorm_backward %s rows=%d cols=%d accumulate=%d params=%s",
+                         style ? "standard" : "tutorial", R, C, a.accumulate,
+                         params == 0   ? "none"
+                         : params == 1 ? "both"
+                                       : "dalpha");
+                expect_both(gdx, wdx, cdx, n, TOL_LN_BWD, what, &w);
+                if (params)
+                    expect_both(gda, wda, cda, (size_t)C, TOL_LN_BWD, what, &w);
+                if (params == 1)
+                    expect_both(gdb, wdb, cdb, (size_t)C, TOL_LN_BWD, what, &w);
+                /* deterministic: the parameter sums come out the same bits again */
+                if (params == 1 && v % 4 == 1) {
+                    float *again_a = fdup(da0, C), *again_b = fdup(db0, C),
+                          *again_x = malloc(n * 4);
+                    run_layernorm_backward(&ocl, &a, x, dy, alpha, dx0, da0, db0, params, again_x,
+                                           again_a, again_b);
+                    expect_same_bits(again_a, gda, C, what, "its own first run (dalpha)");
+                    expect_same_bits(again_b, gdb, C, what, "its own first run (dbeta)");
+                    expect_same_bits(again_x, gdx, n, what, "its own first run (dx)");
+                    free(again_a);
+                    free(again_b);
+                    free(again_x);
+                }
+                float *all[] = {x,   dy,  alpha, dx0, da0, db0, wdx, wda,
+                                wdb, gdx, gda,   gdb, cdx, cda, cdb};
+                for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+                    free(all[i]);
+            }
+    report("test_layernorm_backward", &w, TOL_LN_BWD);
+
+    /* constant rows in the tutorial style: std = 0, where torch.std's backward is 0/0; the
+     * term through the std is taken as 0, leaving dx = (g - mean(g)) / eps */
+    float x[14], dy[14], alpha[7], dx[14] = {0}, cdx[14] = {0}, want[14], da[7] = {0}, db[7] = {0};
+    for (int c = 0; c < 7; c++) {
+        x[c] = 5.0f;
+        x[7 + c] = 0.25f;
+        alpha[c] = 1.0f + 0.125f * c;
+    }
+    clf_test_fill(dy, 14, 3800, -1, 1);
+    clf_layernorm_backward_args a = {.rows = 2, .cols = 7, .style = CLF_LN_TUTORIAL, .eps = 1e-6f};
+    for (int r = 0; r < 2; r++) {
+        double mg = 0;
+        for (int c = 0; c < 7; c++)
+            mg += (double)dy[r * 7 + c] * alpha[c] / 7;
+        for (int c = 0; c < 7; c++)
+            want[r * 7 + c] = (float)(((double)dy[r * 7 + c] * alpha[c] - mg) / (double)a.eps);
+    }
+    run_layernorm_backward(&ocl, &a, x, dy, alpha, dx, da, db, 0, dx, da, db);
+    run_layernorm_backward(&cpu, &a, x, dy, alpha, cdx, da, db, 0, cdx, da, db);
+    worst wc = {0};
+    expect_both(dx, want, cdx, 14, TOL_LN_BWD, "layernorm_backward tutorial, constant rows", &wc);
+
+    /* two columns: LN maps any two distinct values to about -alpha, +alpha, so dx is ~eps
+     * times its terms (g / D) and float cancellation sets its relative error; it is
+     * measured against the size of those terms instead (the CPU backend works in double) */
+    for (int style = 0; style < 2; style++) {
+        enum { R2 = 7, C2 = 2 };
+        float x2[R2 * C2], dy2[R2 * C2], a2[C2] = {0.75f, 1.25f}, z[R2 * C2] = {0};
+        float g2[R2 * C2], c2[R2 * C2], da2[C2] = {0}, db2[C2] = {0}, cda2[C2] = {0},
+                                        cdb2[C2] = {0};
+        clf_test_fill(x2, R2 * C2, 3900 + style, -3, 3);
+        clf_test_fill(dy2, R2 * C2, 3950 + style, -1, 1);
+        clf_layernorm_backward_args a2args = {.rows = R2,
+                                              .cols = C2,
+                                              .style = (clf_ln_style)style,
+                                              .eps = style == CLF_LN_TUTORIAL ? 1e-6f : 1e-5f};
+        run_layernorm_backward(&ocl, &a2args, x2, dy2, a2, z, da2, db2, 1, g2, da2, db2);
+        run_layernorm_backward(&cpu, &a2args, x2, dy2, a2, z, cda2, cdb2, 1, c2, cda2, cdb2);
+        double scale = 0, err = 0;
+        for (int r = 0; r < R2; r++) {
+            double d = fabs((double)x2[r * 2] - x2[r * 2 + 1]) / 2; /* std (biased) */
+            d = style == CLF_LN_TUTORIAL ? d * sqrt(2.0) + a2args.eps : sqrt(d * d + a2args.eps);
+            for (int c = 0; c < C2; c++) {
+                double term = fabs((double)dy2[r * 2 + c] * a2[c]) / d;
+                scale = term > scale ? term : scale;
+                double e = fabs((double)g2[r * 2 + c] - c2[r * 2 + c]);
+                err = e > err ? e : err;
+            }
+        }
+        ck_assert_msg(err <= TOL_LN_BWD * scale,
+                      "layernorm_backward %s cols=2: |dx - cpu| = %.3g, terms up to %.3g",
+                      style ? "standard" : "tutorial", err, scale);
+        expect_close(da2, cda2, C2, TOL_LN_BWD, "layernorm_backward cols=2 dalpha", "cpu backend");
+        expect_close(db2, cdb2, C2, TOL_LN_BWD, "layernorm_backward cols=2 dbeta", "cpu backend");
+    }
+}
+END_TEST
+
+/* -- attention_backward -- */
+
+typedef struct attn_bwd_case {
+    int B, H, Tq, Tk, D;
+    int mask; /* as attn_case */
+    int causal, q_pos0;
+    int fused; /* q, k, v (and dq, dk, dv) column slices of one [T, 3 width] buffer */
+    int pad;
+} attn_bwd_case;
+
+/* Host copies of the operands: fused, one buffer for q|k|v and one for dq|dk|dv (buffer
+ * index 0 for all three); else three of each. dout and the mask on their own. */
+typedef struct attn_bwd_data {
+    int nbuf;
+    float *in[3], *grad[3];
+    size_t nin[3];
+    float *dout;
+    int32_t *mask;
+    size_t nout, nmask;
+} attn_bwd_data;
+
+/* dq, dk, dv of loss = sum(dout * attention(q, k, v)) in double, written over the head
+ * columns of the gradient arrays (DQ, DK, DV with dq/dk/dv's offsets); the rest stays. */
+static void ref_attention_backward(const clf_attention_backward_args *ba, const float *Q,
+                                   const float *K, const float *V, const int32_t *M,
+                                   const float *DO, float *DQ, float *DK, float *DV)
+{
+    const clf_attention_args *a = &ba->fwd;
+    int D = a->head_dim, Tq = a->q_len, Tk = a->kv_len;
+    double *P = malloc(sizeof *P * ((size_t)Tq * Tk + 1)),
+           *dS = malloc(sizeof *dS * ((size_t)Tq * Tk + 1));
+    ck_assert_ptr_nonnull(P);
+    ck_assert_ptr_nonnull(dS);
+    for (int b = 0; b < a->batch; b++)
+        for (int h = 0; h < a->heads; h++) {
+#define AQ(i)  (Q + a->q.off / 4 + b * a->q_bstride + (size_t)(i)*a->q_ld + h * D)
+#define AK(j)  (K + a->k.off / 4 + b * a->kv_bstride + (size_t)(j)*a->k_ld + h * D)
+#define AV(j)  (V + a->v.off / 4 + b * a->kv_bstride + (size_t)(j)*a->v_ld + h * D)
+#define ADO(i) (DO + ba->dout.off / 4 + b * a->out_bstride + (size_t)(i)*a->out_ld + h * D)
+            for (int i = 0; i < Tq; i++) {
+                double mx = -INFINITY, sum = 0, Di = 0;
+                double *p = P + (size_t)i * Tk, *ds = dS + (size_t)i * Tk;
+                for (int j = 0; j < Tk; j++) {
+                    int masked = (M && M[a->key_mask.off / 4 + b * a->key_mask_stride + j] == 0) ||
+                                 (a->causal && j > a->q_pos0 + i);
+                    double dot = 0;
+                    for (int d = 0; d < D; d++)
+                        dot += (double)AQ(i)[d] * AK(j)[d];
+                    p[j] = masked ? -1e9 : dot * a->scale;
+                    ds[j] = masked; /* remembered until dS is known */
+                    mx = p[j] > mx ? p[j] : mx;
+                }
+                for (int j = 0; j < Tk; j++)
+                    sum += (p[j] = exp(p[j] - mx));
+                for (int j = 0; j < Tk; j++) {
+                    p[j] /= sum;
+                    double dp = 0;
+                    for (int d = 0; d < D; d++)
+                        dp += (double)ADO(i)[d] * AV(j)[d];
+                    Di += p[j] * dp;
+                    ds[j] = ds[j] != 0 ? NAN : dp; /* NaN marks masked */
+                }
+                for (int j = 0; j < Tk; j++)
+                    ds[j] = isnan(ds[j]) ? 0.0 : p[j] * (ds[j] - Di);
+            }
+            for (int i = 0; i < Tq; i++) {
+                float *o = DQ + ba->dq.off / 4 + b * a->q_bstride + (size_t)i * a->q_ld + h * D;
+                for (int d = 0; d < D; d++) {
+                    double s = 0;
+                    for (int j = 0; j < Tk; j++)
+                        s += dS[(size_t)i * Tk + j] * AK(j)[d];
+                    o[d] = (float)(a->scale * s);
+                }
+            }
+            for (int j = 0; j < Tk; j++) {
+                float *ok = DK + ba->dk.off / 4 + b * a->kv_bstride + (size_t)j * a->k_ld + h * D;
+                float *ov = DV + ba->dv.off / 4 + b * a->kv_bstride + (size_t)j * a->v_ld + h * D;
+                for (int d = 0; d < D; d++) {
+                    double sk = 0, sv = 0;
+                    for (int i = 0; i < Tq; i++) {
+                        sk += dS[(size_t)i * Tk + j] * AQ(i)[d];
+                        sv += P[(size_t)i * Tk + j] * ADO(i)[d];
+                    }
+                    ok[d] = (float)(a->scale * sk);
+                    ov[d] = (float)sv;
+                }
+            }
+#undef AQ
+#undef AK
+#undef AV
+#undef ADO
+        }
+    free(P);
+    free(dS);
+}
+
+/* Runs the op on k; grads receive the whole gradient buffers. */
+static void run_attention_backward(bk *k, const clf_attention_backward_args *tmpl,
+                                   const attn_bwd_data *d, float **grads)
+{
+    clf_buffer *bin[3] = {NULL}, *bg[3] = {NULL};
+    for (int i = 0; i < d->nbuf; i++) {
+        bin[i] = up(k, d->in[i], d->nin[i] * 4);
+        bg[i] = up(k, d->grad[i], d->nin[i] * 4);
+    }
+    clf_buffer *bo = up(k, d->dout, d->nout * 4);
+    clf_buffer *bm = d->mask ? up(k, d->mask, d->nmask * 4) : NULL;
+    clf_attention_backward_args a = *tmpl;
+    int j = d->nbuf == 1 ? 0 : 1, l = d->nbuf == 1 ? 0 : 2;
+    a.fwd.q.buf = bin[0];
+    a.fwd.k.buf = bin[j];
+    a.fwd.v.buf = bin[l];
+    a.dq.buf = bg[0];
+    a.dk.buf = bg[j];
+    a.dv.buf = bg[l];
+    a.dout.buf = bo;
+    a.fwd.key_mask.buf = bm;
+    CLF_ASSERT_OK(k->api->attention_backward(k->be, &a));
+    for (int i = 0; i < d->nbuf; i++)
+        down(k, grads[i], bg[i], d->nin[i] * 4);
+    clf_buffer *all[] = {bin[0], bin[1], bin[2], bg[0], bg[1], bg[2], bo, bm};
+    free_all(k, all, 8);
+}
+
+static void check_attention_backward_case(const attn_bwd_case *t, unsigned seed, worst *w)
+{
+    int width = t->H * t->D, pad = t->pad;
+    clf_attention_backward_args ba = {0};
+    clf_attention_args *a = &ba.fwd;
+    *a = (clf_attention_args){.batch = t->B,
+                              .heads = t->H,
+                              .q_len = t->Tq,
+                              .kv_len = t->Tk,
+                              .head_dim = t->D,
+                              .causal = t->causal,
+                              .q_pos0 = t->q_pos0,
+                              .scale = 1.0f / sqrtf((float)t->D)};
+    attn_bwd_data d = {0};
+    if (t->fused) { /* self-attention over one [B, T, 3 width + pad] projection */
+        ck_assert_int_eq(t->Tq, t->Tk);
+        a->q_ld = a->k_ld = a->v_ld = 3 * width + pad;
+        a->q_bstride = a->kv_bstride = (size_t)t->Tq * a->q_ld + pad;
+        a->q.off = (size_t)pad * 4;
+        a->k.off = a->q.off + (size_t)width * 4;
+        a->v.off = a->k.off + (size_t)width * 4;
+        d.nbuf = 1;
+        d.nin[0] = pad + (size_t)t->B * a->q_bstride;
+    } else { /* the layout of test_attention */
+        a->q_ld = width + pad;
+        a->k_ld = width + 2 * pad;
+        a->v_ld = width + pad;
+        a->q_bstride = (size_t)t->Tq * a->q_ld + pad;
+        a->kv_bstride = (size_t)t->Tk * a->v_ld + 2 * (size_t)t->Tk * pad;
+        a->q.off = a->k.off = a->v.off = (size_t)pad * 4;
+        d.nbuf = 3;
+        d.nin[0] = pad + (size_t)t->B * a->q_bstride;
+        d.nin[1] = d.nin[2] = pad + (size_t)t->B * a->kv_bstride;
+    }
+    a->out_ld = width + 3 * pad;
+    a->out_bstride = (size_t)t->Tq * a->out_ld + pad;
+    a->key_mask_stride = (size_t)t->Tk + pad;
+    a->key_mask.off = ba.dout.off = (size_t)pad * 4;
+    ba.dq.off = a->q.off;
+    ba.dk.off = a->k.off;
+    ba.dv.off = a->v.off;
+    d.nout = pad + (size_t)t->B * a->out_bstride + 1;
+    d.nmask = pad + (size_t)t->B * a->key_mask_stride;
+    for (int i = 0; i < d.nbuf; i++) {
+        d.in[i] = frand(d.nin[i], seed + i, -2, 2);
+        d.grad[i] = frand(d.nin[i], seed + 10 + i, -1, 1); /* outside the op's columns: stays */
+    }
+    d.dout = frand(d.nout, seed + 5, -1, 1);
+    if (t->mask) {
+        d.mask = malloc(d.nmask * sizeof *d.mask);
+        for (size_t i = 0; i < d.nmask; i++)
+            d.mask[i] = 1;
+        for (int b = 0; b < t->B; b++)
+            for (int j = 0; j < t->Tk; j++) {
+                int on = 1;
+                if (t->mask == 1)
+                    on = j < t->Tk - (b * 3) % t->Tk;
+                else if (t->mask == 2)
+                    on = b != 0;
+                else if (t->mask == 3)
+                    on = j >= 3;
+                d.mask[pad + b * a->key_mask_stride + j] = on;
+            }
+    }
+    float *want[3] = {NULL}, *got[3] = {NULL}, *cgot[3] = {NULL};
+    for (int i = 0; i < d.nbuf; i++) {
+        want[i] = fdup(d.grad[i], d.nin[i]);
+        got[i] = malloc(d.nin[i] * 4);
+        cgot[i] = malloc(d.nin[i] * 4);
+    }
+    int j = d.nbuf == 1 ? 0 : 1, l = d.nbuf == 1 ? 0 : 2;
+    ref_attention_backward(&ba, d.in[0], d.in[j], d.in[l], d.mask, d.dout, want[0], want[j],
+                           want[l]);
+    run_attention_backward(&ocl, &ba, &d, got);
+    run_attention_backward(&cpu, &ba, &d, cgot);
+    char what[200];
+    for (int i = 0; i < d.nbuf; i++) {
+        snprintf(what, sizeof what,
+                 "attention_backward B=%d H=%d Tq=%d Tk=%d D=%d mask=%d causal=%d q_pos0=%d "
+                 "fused=%d pad=%d: %s",
+                 t->B, t->H, t->Tq, t->Tk, t->D, t->mask, t->causal, t->q_pos0, t->fused, pad,
+                 d.nbuf == 1 ? "dq|dk|dv"
+                 : i == 0    ? "dq"
+                 : i == 1    ? "dk"
+                             : "dv");
+        expect_both(got[i], want[i], cgot[i], d.nin[i], TOL_ATTN_BWD, what, w);
+    }
+    /* deterministic: the same bits from a second run */
+    run_attention_backward(&ocl, &ba, &d, cgot);
+    for (int i = 0; i < d.nbuf; i++)
+        expect_same_bits(cgot[i], got[i], d.nin[i], what, "its own first run");
+    for (int i = 0; i < d.nbuf; i++) {
+        free(d.in[i]);
+        free(d.grad[i]);
+        free(want[i]);
+        free(got[i]);
+        free(cgot[i]);
+    }
+    free(d.dout);
+    free(d.mask);
+}
+
+START_TEST(test_attention_backward)
+{
+    static const attn_bwd_case cases[] = {
+        /* B  H  Tq   Tk    D  mask causal q_pos0 fused pad */
+        {1, 1, 1, 1, 1, 0, 0, 0, 0, 0},       {2, 3, 7, 7, 7, 1, 0, 0, 1, 0},
+        {2, 2, 33, 33, 64, 1, 1, 0, 1, 1},    /* the decoder's masked self-attention */
+        {1, 2, 5, 129, 64, 1, 1, 124, 0, 0},  /* queries at the end of the keys */
+        {3, 1, 65, 129, 7, 2, 0, 0, 0, 3},    /* batch 0 fully masked: uniform P, dv only */
+        {2, 2, 7, 300, 128, 1, 1, 293, 0, 2}, /* more keys than a work-group */
+        {2, 2, 33, 65, 64, 1, 0, 0, 0, 0},    /* cross-attention */
+        {1, 2, 6, 6, 8, 3, 1, 0, 1, 1},       /* rows 0-2 see only masked keys */
+        {2, 1, 129, 129, 1, 1, 1, 0, 1, 0},   {1, 3, 65, 1, 33, 1, 0, 0, 0, 0},
+        {2, 2, 300, 9, 16, 1, 0, 0, 0, 0}, /* more queries than a work-group */
+        {1, 1, 3, 5, 260, 0, 0, 0, 0, 1},  /* head_dim above the work-group size */
+        {1, 2, 0, 5, 4, 0, 0, 0, 0, 1},    /* no queries: dk = dv = 0 */
+    };
+    worst w = {0};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        check_attention_backward_case(&cases[i], 4000 + 20 * (unsigned)i, &w);
+    report("test_attention_backward", &w, TOL_ATTN_BWD);
+}
+END_TEST
+
+/* Operand checks of the training ops: bounds, refused aliasing, missing operands. */
+START_TEST(test_train_bounds)
+{
+    float h[256] = {0};
+    clf_buffer *big = up(&ocl, h, sizeof h), *small = up(&ocl, h, 40); /* 10 floats */
+
+    EXPECT_ERROR(ocl.api->relu_backward(ocl.be, (clf_ptr){small, 0}, (clf_ptr){big, 0},
+                                        (clf_ptr){big, 0}, 11),
+                 CLF_ERR_INPUT, "relu_backward", "'dx'");
+    EXPECT_ERROR(ocl.api->relu_backward(ocl.be, (clf_ptr){big, 4}, (clf_ptr){big, 0},
+                                        (clf_ptr){small, 0}, 8),
+                 CLF_ERR_INPUT, "relu_backward", "overlaps");
+
+    clf_layernorm_backward_args ln = {.rows = 2,
+                                      .cols = 8,
+                                      .eps = 1e-6f,
+                                      .dx = {big, 0},
+                                      .dy = {big, 256},
+                                      .x = {big, 512},
+                                      .alpha = {big, 768},
+                                      .dalpha = {small, 16}}; /* 4 + 8 > 10 */
+    EXPECT_ERROR(ocl.api->layernorm_backward(ocl.be, &ln), CLF_ERR_INPUT, "layernorm_backward",
+                 "'dalpha'");
+    ln.dalpha = (clf_ptr){NULL, 0};
+    ln.x = (clf_ptr){big, 32}; /* inside dx */
+    EXPECT_ERROR(ocl.api->layernorm_backward(ocl.be, &ln), CLF_ERR_INPUT, "layernorm_backward",
+                 "alias");
+    ln.x = (clf_ptr){big, 512};
+    ln.alpha = (clf_ptr){NULL, 0};
+    EXPECT_ERROR(ocl.api->layernorm_backward(ocl.be, &ln), CLF_ERR_INPUT, "layernorm_backward",
+                 "'alpha'", "missing");
+
+    clf_attention_backward_args at = {.fwd = {.batch = 1,
+                                              .heads = 2,
+                                              .q_len = 4,
+                                              .kv_len = 4,
+                                              .head_dim = 4,
+                                              .q = {big, 0},
+                                              .k = {big, 0},
+                                              .v = {big, 0},
+                                              .q_ld = 8,
+                                              .k_ld = 8,
+                                              .v_ld = 8,
+                                              .out_ld = 8,
+                                              .scale = 1},
+                                      .dout = {big, 0},
+                                      .dq = {small, 0}, /* needs 32 floats */
+                                      .dk = {big, 512},
+                                      .dv = {big, 640}};
+    EXPECT_ERROR(ocl.api->attention_backward(ocl.be, &at), CLF_ERR_INPUT, "attention_backward",
+                 "'dq'");
+    at.dq = (clf_ptr){big, 384};
+    at.dv = (clf_ptr){big, 64}; /* over q, k, v and dout */
+    EXPECT_ERROR(ocl.api->attention_backward(ocl.be, &at), CLF_ERR_INPUT, "attention_backward",
+                 "'dv' overlaps");
+    at.dv = (clf_ptr){big, 640};
+    at.fwd.v_ld = 7;
+    EXPECT_ERROR(ocl.api->attention_backward(ocl.be, &at), CLF_ERR_INPUT, "attention_backward",
+                 "v_ld");
+
+    clf_embed_backward_args em = {.rows = 12,
+                                  .dim = 4,
+                                  .vocab = 8,
+                                  .scale = 1,
+                                  .dtable = {big, 0},
+                                  .dout = {big, 0},
+                                  .ids = {small, 0}};
+    EXPECT_ERROR(ocl.api->embed_backward(ocl.be, &em), CLF_ERR_INPUT, "embed_backward", "'ids'");
+
+    clf_cross_entropy_args ce = {
+        .rows = 4, .cols = 16, .loss = {NULL, 0}, .logits = {big, 0}, .targets = {small, 0}};
+    EXPECT_ERROR(ocl.api->cross_entropy(ocl.be, &ce), CLF_ERR_INPUT, "cross_entropy", "'loss'",
+                 "missing");
+    ce.loss = (clf_ptr){big, 16}; /* inside the logits */
+    EXPECT_ERROR(ocl.api->cross_entropy(ocl.be, &ce), CLF_ERR_INPUT, "cross_entropy", "loss",
+                 "overlaps");
+    ce.loss = (clf_ptr){big, 512};
+    ce.label_smoothing = 1.5f;
+    EXPECT_ERROR(ocl.api->cross_entropy(ocl.be, &ce), CLF_ERR_INPUT, "cross_entropy",
+                 "label_smoothing");
+
+    EXPECT_ERROR(ocl.api->sum_squares(ocl.be, (clf_ptr){NULL, 0}, (clf_ptr){big, 0}, 4),
+                 CLF_ERR_INPUT, "sum_squares", "'out'");
+    EXPECT_ERROR(ocl.api->sum_squares(ocl.be, (clf_ptr){big, 0}, (clf_ptr){small, 0}, 11),
+                 CLF_ERR_INPUT, "sum_squares", "'x'");
+    EXPECT_ERROR(ocl.api->fill(ocl.be, (clf_ptr){small, 4}, 1.0f, 10), CLF_ERR_INPUT, "fill",
+                 "'out'");
+    EXPECT_ERROR(ocl.api->fill(ocl.be, (clf_ptr){small, 2}, 1.0f, 1), CLF_ERR_INPUT, "fill",
+                 "multiple of 4");
+    ocl.api->free(ocl.be, big);
+    ocl.api->free(ocl.be, small);
+}
+END_TEST
+
 /* ---- devices ---- */
 
 typedef struct dev_list {
@@ -1181,7 +2288,8 @@ static double seconds(void)
 }
 
 /* Opens a backend with cache dir (NULL: the default chain), runs softmax, layernorm,
- * attention, embed and add (one op per kernel family) and checks them against the CPU. */
+ * attention, embed, add, dropout, sum_squares, layernorm_backward and attention_backward
+ * (an op of every kernel family) and checks them against the CPU. */
 static double open_and_use(const char *cache)
 {
     clf_backend_opts o = {
@@ -1219,6 +2327,34 @@ static double open_and_use(const char *cache)
     down(&k, eo, b, sizeof eo);
     ck_assert_float_eq(eo[14], 2 * table[14]);
     k.api->free(k.be, b);
+
+    /* the training families: dropout (train), sum_squares (optim), layernorm_backward and
+     * attention_backward */
+    float *y = frand(7 * 33, 43, -1, 1), d1[7 * 33], d2[7 * 33];
+    for (int i = 0; i < 7 * 33; i++)
+        d1[i] = d2[i] = 0.0f;
+    run_dropout(&k, y, 7 * 33, 0, 0.25f, 99, 0, d1);
+    run_dropout(&cpu, y, 7 * 33, 0, 0.25f, 99, 0, d2);
+    expect_same_bits(d1, d2, 7 * 33, "dropout after a cache load", "cpu backend");
+    float s_ocl = run_sum_squares(&k, y, 7 * 33, 0), s_cpu = run_sum_squares(&cpu, y, 7 * 33, 0);
+    expect_close(&s_ocl, &s_cpu, 1, TOL_SUMSQ, "sum_squares after a cache load", "cpu backend");
+    clf_layernorm_backward_args lb = {.rows = 7, .cols = 33, .eps = 1e-6f};
+    float da1[33] = {0}, db1[33] = {0}, da2[33] = {0}, db2[33] = {0};
+    x = frand(7 * 33, 44, -3, 3);
+    run_layernorm_backward(&k, &lb, x, y, al, d1, da1, db1, 1, d1, da1, db1);
+    run_layernorm_backward(&cpu, &lb, x, y, al, d2, da2, db2, 1, d2, da2, db2);
+    expect_close(d1, d2, 7 * 33, TOL_LN_BWD, "layernorm_backward after a cache load",
+                 "cpu backend");
+    expect_close(da1, da2, 33, TOL_LN_BWD, "layernorm_backward dalpha after a cache load",
+                 "cpu backend");
+    free(x);
+    free(y);
+    saved = ocl;
+    ocl = k;
+    attn_bwd_case ab = {2, 2, 7, 7, 8, 1, 1, 0, 1, 0};
+    worst w = {0};
+    check_attention_backward_case(&ab, 78, &w);
+    ocl = saved;
     ocl.api->close(k.be);
     return t;
 }
@@ -1309,10 +2445,25 @@ static Suite *opencl_suite(void)
     tcase_add_test(ops, test_memory);
     suite_add_tcase(s, ops);
 
+    TCase *train = tcase_create("train");
+    tcase_add_checked_fixture(train, setup, teardown);
+    tcase_set_timeout(train, 300);
+    tcase_add_test(train, test_relu_backward);
+    tcase_add_test(train, test_dropout);
+    tcase_add_test(train, test_fill);
+    tcase_add_test(train, test_sum_squares);
+    tcase_add_test(train, test_adam);
+    tcase_add_test(train, test_cross_entropy);
+    tcase_add_test(train, test_embed_backward);
+    tcase_add_test(train, test_layernorm_backward);
+    tcase_add_test(train, test_attention_backward);
+    suite_add_tcase(s, train);
+
     TCase *err = tcase_create("errors");
     tcase_add_checked_fixture(err, setup, teardown);
     tcase_set_timeout(err, 300);
     tcase_add_test(err, test_bounds);
+    tcase_add_test(err, test_train_bounds);
     tcase_add_test(err, test_alloc_limit);
 #ifdef CLF_OCL_ERRORS_LINKED
     tcase_add_test(err, test_error_names);

@@ -1,9 +1,18 @@
-/* clformer bench: forward-pass throughput of a model on a backend.
+/* clformer bench: forward-pass or training throughput of a model on a backend.
  *
- * Reports tokens/s (source + target tokens per second), effective GFLOP/s (the model's
- * GEMM and attention FLOPs over the whole forward time), the backend's own SGEMM rate at
- * the model's GEMM shapes (the same GEMM nodes run alone, in the same process), their
- * ratio, and device memory (weights + activation arena). Never a pass/fail: numbers only. */
+ * Forward (default): tokens/s (source + target tokens per second), effective GFLOP/s (the
+ * model's GEMM and attention FLOPs over the whole forward time), the backend's own SGEMM
+ * rate at the model's GEMM shapes (the same GEMM nodes run alone, in the same process),
+ * their ratio, and device memory (weights + activation arena).
+ *
+ * --train: optimizer steps (forward, label-smoothed cross-entropy, backward, Adam) on
+ * synthetic batches through the trainer, with the train: section of the YAML (or its
+ * defaults); reports the median step time, target and source+target tokens/s, effective
+ * GFLOP/s (3x the forward FLOPs: the usual convention that the backward pass costs twice
+ * the forward), and the peak of device memory allocated through the backend. --profile
+ * adds a per-op breakdown of the step, measured by wrapping the backend's table.
+ *
+ * Never a pass/fail: numbers only. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +23,11 @@
 #include "cli.h"
 #include "clformer/model.h"
 #include "clformer/rng.h"
+#include "clformer/train.h"
 #include "clformer/weights.h"
+
+/* Token ids of the specials (DESIGN.md): the synthetic batches frame sentences with them. */
+enum { ID_SOS = 2, ID_EOS = 3, ID_FIRST_WORD = 4 };
 
 static double now_s(void)
 {
@@ -37,7 +50,695 @@ static double median(double *v, int n)
 
 typedef struct bench_opts {
     int batch, src_len, tgt_len, iters, warmup;
+    int train, profile;
 } bench_opts;
+
+/* Writes text + "\n" to path atomically (temporary name, then rename). */
+static clf_status write_json(const char *path, const char *text)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%.4000s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    int bad = !f || fprintf(f, "%s\n", text) < 0;
+    if (f && fclose(f) != 0)
+        bad = 1;
+    if (bad || rename(tmp, path)) {
+        remove(tmp);
+        return clf_error(CLF_ERR_IO, "%s: cannot write", path);
+    }
+    return CLF_OK;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* forward                                                                              */
+
+static int bench_forward(const char *cfg_path, const char *w_path, const char *json_path,
+                         const cli_backend_opts *bo, const bench_opts *o)
+{
+    clf_status st;
+    clf_config cfg;
+    clf_weights *w = NULL;
+    const clf_backend_api *api = NULL;
+    clf_backend *be = NULL;
+    clf_model *model = NULL;
+    int32_t *src = NULL, *tgt = NULL;
+    double *times = calloc((size_t)o->iters, sizeof(double));
+    double *gemm_times = calloc((size_t)o->iters, sizeof(double));
+    if (!times || !gemm_times) {
+        st = clf_error(CLF_ERR_NOMEM, "bench: out of host memory");
+        goto fail;
+    }
+    if ((st = clf_config_load(cfg_path, &cfg)) != CLF_OK)
+        goto fail;
+    st = w_path ? clf_weights_load(w_path, &cfg.model, &w) : clf_weights_init(&cfg.model, 1, &w);
+    if (st != CLF_OK)
+        goto fail;
+    if ((st = cli_open_backend(&cfg, bo, &api, &be)) != CLF_OK)
+        goto fail;
+    double t_open = now_s();
+    if ((st = clf_model_create(&cfg.model, w, api, be, &model)) != CLF_OK)
+        goto fail;
+    clf_weights_free(w);
+    w = NULL;
+    const int B = o->batch, S = o->src_len, T = o->tgt_len;
+    src = malloc((size_t)B * S * sizeof(int32_t));
+    tgt = malloc((size_t)B * T * sizeof(int32_t));
+    if (!src || !tgt) {
+        st = clf_error(CLF_ERR_NOMEM, "bench: out of host memory");
+        goto fail;
+    }
+    /* random non-special ids; no padding, so every token costs what it does in a real batch */
+    clf_rng rng;
+    clf_rng_seed(&rng, 7);
+    for (int i = 0; i < B * S; i++)
+        src[i] = 4 + (int32_t)(clf_rng_next(&rng) % (uint64_t)(cfg.model.src_vocab - 4));
+    for (int i = 0; i < B * T; i++)
+        tgt[i] = 4 + (int32_t)(clf_rng_next(&rng) % (uint64_t)(cfg.model.tgt_vocab - 4));
+    clf_forward_io io = {.batch = B, .src_len = S, .tgt_len = T, .src = src, .tgt = tgt};
+    double t0 = now_s();
+    if ((st = clf_model_forward(model, &io)) != CLF_OK)
+        goto fail;
+    double first_call = now_s() - t0, setup = t0 - t_open;
+    for (int i = 0; i < o->warmup; i++)
+        if ((st = clf_model_forward(model, &io)) != CLF_OK)
+            goto fail;
+    for (int i = 0; i < o->iters; i++) {
+        t0 = now_s();
+        if ((st = clf_model_forward(model, &io)) != CLF_OK)
+            goto fail;
+        times[i] = now_s() - t0;
+    }
+    for (int i = 0; i < o->iters; i++) {
+        t0 = now_s();
+        if ((st = clf_model_rerun(model, 1u << CLF_OP_GEMM)) != CLF_OK)
+            goto fail;
+        gemm_times[i] = now_s() - t0;
+    }
+    double t = median(times, o->iters), tg = median(gemm_times, o->iters);
+    double flops = clf_model_forward_flops(&cfg.model, B, S, T);
+    double gemm_flops = clf_graph_gemm_flops(clf_model_last_graph(model));
+    double gflops = flops / t * 1e-9, sgemm_gflops = gemm_flops / tg * 1e-9;
+    clf_model_memory mem;
+    clf_model_memory_usage(model, &mem);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    char desc[256] = "";
+    if (api->describe)
+        api->describe(be, desc, sizeof desc);
+    const char *coretype = getenv("OPENBLAS_CORETYPE");
+
+    char json[2048];
+    snprintf(json, sizeof json,
+             "{\"config\": \"%s\", \"backend\": \"%s\", \"device\": \"%s\", "
+             "\"openblas_coretype_env\": \"%s\", \"batch\": %d, \"src_len\": %d, \"tgt_len\": "
+             "%d, \"iters\": %d, \"seconds_per_forward\": %.6f, \"tokens_per_s\": %.1f, "
+             "\"gflops\": %.2f, \"sgemm_gflops_same_shapes\": %.2f, \"ratio_to_sgemm\": %.3f, "
+             "\"gemm_seconds\": %.6f, \"model_setup_s\": %.3f, \"first_forward_s\": %.3f, "
+             "\"weight_bytes\": %zu, \"activation_bytes\": %zu, \"peak_rss_bytes\": %ld}",
+             cfg_path, api->name, desc, coretype ? coretype : "", B, S, T, o->iters, t,
+             (double)B * (S + T) / t, gflops, sgemm_gflops, gflops / sgemm_gflops, tg, setup,
+             first_call, mem.weight_bytes, mem.arena_bytes, ru.ru_maxrss * 1024L);
+    fprintf(stderr,
+            "%s on %s (%s)\n  batch %d, src %d, tgt %d: %.2f ms/forward, %.0f tokens/s, %.1f "
+            "GFLOP/s\n  backend SGEMM at the same shapes: %.1f GFLOP/s -> ratio %.2f\n"
+            "  device memory: weights %.1f MiB, activations %.1f MiB\n",
+            cfg_path, api->name, desc, B, S, T, t * 1e3, (double)B * (S + T) / t, gflops,
+            sgemm_gflops, gflops / sgemm_gflops, mem.weight_bytes / 1048576.0,
+            mem.arena_bytes / 1048576.0);
+    printf("%s\n", json);
+    if (json_path)
+        st = write_json(json_path, json);
+fail:
+    clf_model_free(model);
+    if (be)
+        api->close(be);
+    clf_weights_free(w);
+    free(src);
+    free(tgt);
+    free(times);
+    free(gemm_times);
+    return st == CLF_OK ? 0 : cli_fail(st);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* the instrumented backend table (training)                                            */
+
+/* The trainer's step is one graph run inside the library, so per-op times cannot come
+ * from the graph API (as the forward's SGEMM rate does). Instead the bench hands the model
+ * a copy of the backend's table whose entries call the real ones: alloc/free keep a tally
+ * of live device bytes (the peak of weights + gradients + Adam moments + activation arena,
+ * which the public API does not report for a trainer), and, while `timing` is on, every op
+ * is followed by synchronize() and its wall time is added to its kind. On the CPU backend
+ * ops are synchronous, so this measures them as they run; on a queued backend it measures
+ * them serialised. GEMMs are split by the role their transpose flags give them in the
+ * training graph (core/src/autodiff.c): A·W^T is a forward Linear, dY·W an input
+ * gradient, dY^T·X a weight gradient, 1^T·dY (one row) a bias gradient. */
+typedef enum prof_kind {
+    P_GEMM_FWD,
+    P_GEMM_DX,
+    P_GEMM_DW,
+    P_GEMM_DBIAS,
+    P_GEMM_BATCHED,
+    P_LAYERNORM,
+    P_ATTENTION,
+    P_EMBED,
+    P_ADD,
+    P_SOFTMAX,
+    P_ARGMAX,
+    P_RELU_BW,
+    P_LAYERNORM_BW,
+    P_ATTENTION_BW,
+    P_EMBED_BW,
+    P_DROPOUT,
+    P_CROSS_ENTROPY,
+    P_ADAM,
+    P_SUM_SQUARES,
+    P_FILL,
+    P_COPY,
+    P_UPLOAD,
+    P_DOWNLOAD,
+    P_COUNT
+} prof_kind;
+
+static const char *const prof_name[P_COUNT] = {"gemm x.W^T (forward)",
+                                               "gemm dY.W (input grads)",
+                                               "gemm dY^T.X (weight grads)",
+                                               "gemm 1^T.dY (bias grads)",
+                                               "gemm_strided_batched",
+                                               "layernorm",
+                                               "attention",
+                                               "embed",
+                                               "add",
+                                               "softmax",
+                                               "argmax",
+                                               "relu_backward",
+                                               "layernorm_backward",
+                                               "attention_backward",
+                                               "embed_backward",
+                                               "dropout",
+                                               "cross_entropy",
+                                               "adam",
+                                               "sum_squares",
+                                               "fill",
+                                               "copy",
+                                               "upload",
+                                               "download"};
+
+typedef struct prof_stat {
+    double seconds, flops;
+    long long calls;
+} prof_stat;
+
+typedef struct live_buffer {
+    clf_buffer *buf;
+    size_t bytes;
+} live_buffer;
+
+static struct {
+    const clf_backend_api *real;
+    clf_backend_api api;
+    int timing;
+    prof_stat stat[P_COUNT];
+    size_t live_bytes, peak_bytes;
+    live_buffer *bufs;
+    size_t n_bufs, cap_bufs;
+} W;
+
+/* Ends the timing of one op that started at t0; st is what the op returned. */
+static clf_status timed(clf_backend *be, prof_kind k, double flops, double t0, clf_status st)
+{
+    if (!W.timing || st != CLF_OK)
+        return st;
+    st = W.real->synchronize(be);
+    W.stat[k].seconds += now_s() - t0;
+    W.stat[k].flops += flops;
+    W.stat[k].calls++;
+    return st;
+}
+
+static clf_status w_alloc(clf_backend *be, size_t bytes, clf_buffer **out)
+{
+    clf_status st = W.real->alloc(be, bytes, out);
+    if (st != CLF_OK)
+        return st;
+    if (W.n_bufs == W.cap_bufs) {
+        size_t cap = W.cap_bufs ? 2 * W.cap_bufs : 256;
+        live_buffer *b = realloc(W.bufs, cap * sizeof *b);
+        if (!b) {
+            W.real->free(be, *out);
+            *out = NULL;
+            return clf_error(CLF_ERR_NOMEM, "bench: out of host memory");
+        }
+        W.bufs = b;
+        W.cap_bufs = cap;
+    }
+    W.bufs[W.n_bufs++] = (live_buffer){*out, bytes};
+    W.live_bytes += bytes;
+    if (W.live_bytes > W.peak_bytes)
+        W.peak_bytes = W.live_bytes;
+    return CLF_OK;
+}
+
+static void w_free(clf_backend *be, clf_buffer *buf)
+{
+    for (size_t i = 0; i < W.n_bufs; i++)
+        if (W.bufs[i].buf == buf) {
+            W.live_bytes -= W.bufs[i].bytes;
+            W.bufs[i] = W.bufs[--W.n_bufs];
+            break;
+        }
+    W.real->free(be, buf);
+}
+
+static clf_status w_upload(clf_backend *be, clf_ptr dst, const void *src, size_t bytes)
+{
+    double t0 = now_s();
+    return timed(be, P_UPLOAD, 0, t0, W.real->upload(be, dst, src, bytes));
+}
+
+static clf_status w_download(clf_backend *be, void *dst, clf_ptr src, size_t bytes)
+{
+    double t0 = now_s();
+    return timed(be, P_DOWNLOAD, 0, t0, W.real->download(be, dst, src, bytes));
+}
+
+static clf_status w_copy(clf_backend *be, clf_ptr dst, clf_ptr src, size_t bytes)
+{
+    double t0 = now_s();
+    return timed(be, P_COPY, 0, t0, W.real->copy(be, dst, src, bytes));
+}
+
+static clf_status w_gemm(clf_backend *be, const clf_gemm_args *a)
+{
+    prof_kind k = a->trans_a   ? P_GEMM_DW
+                  : a->trans_b ? P_GEMM_FWD
+                  : a->m == 1  ? P_GEMM_DBIAS
+                               : P_GEMM_DX;
+    double t0 = now_s();
+    return timed(be, k, 2.0 * a->m * a->n * a->k, t0, W.real->gemm(be, a));
+}
+
+static clf_status w_gemm_strided_batched(clf_backend *be, const clf_gemm_args *a)
+{
+    double t0 = now_s();
+    return timed(be, P_GEMM_BATCHED, 2.0 * a->batch * a->m * a->n * a->k, t0,
+                 W.real->gemm_strided_batched(be, a));
+}
+
+static clf_status w_layernorm(clf_backend *be, const clf_layernorm_args *a)
+{
+    double t0 = now_s();
+    return timed(be, P_LAYERNORM, 0, t0, W.real->layernorm(be, a));
+}
+
+/* QK^T and PV: 2 products of q_len x kv_len x head_dim per (batch, head) */
+static double attention_products(const clf_attention_args *a)
+{
+    return 2.0 * a->batch * a->heads * (double)a->q_len * a->kv_len * a->head_dim;
+}
+
+static clf_status w_attention(clf_backend *be, const clf_attention_args *a)
+{
+    double t0 = now_s();
+    return timed(be, P_ATTENTION, 2.0 * attention_products(a), t0, W.real->attention(be, a));
+}
+
+static clf_status w_embed(clf_backend *be, const clf_embed_args *a)
+{
+    double t0 = now_s();
+    return timed(be, P_EMBED, 0, t0, W.real->embed(be, a));
+}
+
+static clf_status w_add(clf_backend *be, clf_ptr out, clf_ptr a, clf_ptr b, size_t n)
+{
+    double t0 = now_s();
+    return timed(be, P_ADD, 0, t0, W.real->add(be, out, a, b, n));
+}
+
+static clf_status w_softmax(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int cols, int log)
+{
+    double t0 = now_s();
+    return timed(be, P_SOFTMAX, 0, t0, W.real->softmax(be, out, x, rows, cols, log));
+}
+
+static clf_status w_argmax(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int cols)
+{
+    double t0 = now_s();
+    return timed(be, P_ARGMAX, 0, t0, W.real->argmax(be, out, x, rows, cols));
+}
+
+static clf_status w_relu_backward(clf_backend *be, clf_ptr dx, clf_ptr dy, clf_ptr y, size_t n)
+{
+    double t0 = now_s();
+    return timed(be, P_RELU_BW, 0, t0, W.real->relu_backward(be, dx, dy, y, n));
+}
+
+static clf_status w_layernorm_backward(clf_backend *be, const clf_layernorm_backward_args *a)
+{
+    double t0 = now_s();
+    return timed(be, P_LAYERNORM_BW, 0, t0, W.real->layernorm_backward(be, a));
+}
+
+/* counted as 5 products: QK^T recomputed, dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q */
+static clf_status w_attention_backward(clf_backend *be, const clf_attention_backward_args *a)
+{
+    double t0 = now_s();
+    return timed(be, P_ATTENTION_BW, 5.0 * attention_products(&a->fwd), t0,
+                 W.real->attention_backward(be, a));
+}
+
+static clf_status w_embed_backward(clf_backend *be, const clf_embed_backward_args *a)
+{
+    double t0 = now_s();
+    return timed(be, P_EMBED_BW, 0, t0, W.real->embed_backward(be, a));
+}
+
+static clf_status w_dropout(clf_backend *be, const clf_dropout_args *a)
+{
+    double t0 = now_s();
+    return timed(be, P_DROPOUT, 0, t0, W.real->dropout(be, a));
+}
+
+static clf_status w_cross_entropy(clf_backend *be, const clf_cross_entropy_args *a)
+{
+    double t0 = now_s();
+    return timed(be, P_CROSS_ENTROPY, 0, t0, W.real->cross_entropy(be, a));
+}
+
+static clf_status w_adam(clf_backend *be, const clf_adam_args *a)
+{
+    double t0 = now_s();
+    return timed(be, P_ADAM, 0, t0, W.real->adam(be, a));
+}
+
+static clf_status w_sum_squares(clf_backend *be, clf_ptr out, clf_ptr x, size_t n)
+{
+    double t0 = now_s();
+    return timed(be, P_SUM_SQUARES, 0, t0, W.real->sum_squares(be, out, x, n));
+}
+
+static clf_status w_fill(clf_backend *be, clf_ptr out, float value, size_t n)
+{
+    double t0 = now_s();
+    return timed(be, P_FILL, 0, t0, W.real->fill(be, out, value, n));
+}
+
+/* The wrapped table; an entry the backend leaves NULL stays NULL (supports() is the real
+ * one, so the trainer's checks see exactly what the backend offers). */
+static const clf_backend_api *wrap_backend(const clf_backend_api *real)
+{
+    memset(&W, 0, sizeof W);
+    W.real = real;
+    W.api = *real;
+    W.api.alloc = w_alloc;
+    W.api.free = w_free;
+    W.api.upload = w_upload;
+    W.api.download = w_download;
+    W.api.copy = real->copy ? w_copy : NULL;
+    W.api.gemm = real->gemm ? w_gemm : NULL;
+    W.api.gemm_strided_batched = real->gemm_strided_batched ? w_gemm_strided_batched : NULL;
+    W.api.layernorm = real->layernorm ? w_layernorm : NULL;
+    W.api.attention = real->attention ? w_attention : NULL;
+    W.api.embed = real->embed ? w_embed : NULL;
+    W.api.add = real->add ? w_add : NULL;
+    W.api.softmax = real->softmax ? w_softmax : NULL;
+    W.api.argmax = real->argmax ? w_argmax : NULL;
+    W.api.relu_backward = real->relu_backward ? w_relu_backward : NULL;
+    W.api.layernorm_backward = real->layernorm_backward ? w_layernorm_backward : NULL;
+    W.api.attention_backward = real->attention_backward ? w_attention_backward : NULL;
+    W.api.embed_backward = real->embed_backward ? w_embed_backward : NULL;
+    W.api.dropout = real->dropout ? w_dropout : NULL;
+    W.api.cross_entropy = real->cross_entropy ? w_cross_entropy : NULL;
+    W.api.adam = real->adam ? w_adam : NULL;
+    W.api.sum_squares = real->sum_squares ? w_sum_squares : NULL;
+    W.api.fill = real->fill ? w_fill : NULL;
+    return &W.api;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* training                                                                             */
+
+/* A synthetic batch without padding, framed as the trainer expects (clformer/train.h):
+ * src = [SOS] x [EOS], tgt = [SOS] y, labels = y [EOS], with x, y random non-special ids.
+ * Every row is full length, so every token costs what it costs in a real, well-bucketed
+ * batch, and the loss is a mean over B*T labels. */
+static void synthetic_batch(clf_rng *rng, const clf_model_config *mc, int B, int S, int T,
+                            int32_t *src, int32_t *tgt, int32_t *labels)
+{
+    const uint64_t sv = (uint64_t)(mc->src_vocab - ID_FIRST_WORD);
+    const uint64_t tv = (uint64_t)(mc->tgt_vocab - ID_FIRST_WORD);
+    for (int b = 0; b < B; b++) {
+        int32_t *s = src + (size_t)b * S, *t = tgt + (size_t)b * T, *l = labels + (size_t)b * T;
+        for (int j = 0; j < S; j++)
+            s[j] = ID_FIRST_WORD + (int32_t)(clf_rng_next(rng) % sv);
+        s[0] = ID_SOS;
+        if (S > 1)
+            s[S - 1] = ID_EOS;
+        t[0] = ID_SOS;
+        for (int j = 1; j < T; j++)
+            t[j] = l[j - 1] = ID_FIRST_WORD + (int32_t)(clf_rng_next(rng) % tv);
+        l[T - 1] = ID_EOS;
+    }
+}
+
+/* Fresh ids for the n micro-batches of one step: batch a's src, tgt and labels lie one
+ * after the other at ids + a * B*(S+2T), where mb[a] points. */
+static void next_batches(clf_rng *rng, const clf_model_config *mc, int32_t *ids, int n, int B,
+                         int S, int T)
+{
+    const size_t per = (size_t)B * (S + 2 * T);
+    for (int a = 0; a < n; a++) {
+        int32_t *p = ids + (size_t)a * per;
+        synthetic_batch(rng, mc, B, S, T, p, p + (size_t)B * S, p + (size_t)B * (S + T));
+    }
+}
+
+/* One optimizer step over the prepared micro-batches; *loss = mean of their mean losses. */
+static clf_status train_step(clf_trainer *tr, const clf_train_batch *mb, int n, double *loss)
+{
+    clf_status st;
+    double sum = 0;
+    for (int a = 0; a < n; a++) {
+        double ls;
+        long long nt;
+        if ((st = clf_trainer_accumulate(tr, &mb[a], &ls, &nt)) != CLF_OK)
+            return st;
+        sum += nt ? ls / (double)nt : 0.0;
+    }
+    *loss = sum / n;
+    return clf_trainer_step(tr, NULL, NULL);
+}
+
+static int cmp_stat_desc(const void *a, const void *b)
+{
+    double x = W.stat[*(const int *)a].seconds, y = W.stat[*(const int *)b].seconds;
+    return (x < y) - (x > y);
+}
+
+/* The per-op table on stderr and as a JSON array appended to json (at most cap bytes). */
+static void report_profile(double step_s, int steps, char *json, size_t cap)
+{
+    int order[P_COUNT];
+    double ops_s = 0;
+    for (int k = 0; k < P_COUNT; k++) {
+        order[k] = k;
+        ops_s += W.stat[k].seconds;
+    }
+    qsort(order, P_COUNT, sizeof order[0], cmp_stat_desc);
+    fprintf(stderr, "  per-op time over %d profiled steps (each op synchronized):\n", steps);
+    fprintf(stderr, "    %-28s %10s %10s %7s %9s\n", "op", "calls/step", "ms/step", "share",
+            "GFLOP/s");
+    size_t len = strlen(json);
+    len +=
+        (size_t)snprintf(json + len, cap - len, ", \"profile_steps\": %d, \"profile\": [", steps);
+    int first = 1;
+    for (int i = 0; i < P_COUNT; i++) {
+        const prof_stat *s = &W.stat[order[i]];
+        if (!s->calls)
+            continue;
+        double ms = s->seconds / steps * 1e3, share = s->seconds / (step_s * steps);
+        double gf = s->flops > 0 && s->seconds > 0 ? s->flops / s->seconds * 1e-9 : 0;
+        fprintf(stderr, "    %-28s %10.1f %10.2f %6.1f%%", prof_name[order[i]],
+                (double)s->calls / steps, ms, 100 * share);
+        if (gf > 0)
+            fprintf(stderr, " %9.1f", gf);
+        fputc('\n', stderr);
+        if (len < cap)
+            len += (size_t)snprintf(json + len, cap - len,
+                                    "%s{\"op\": \"%s\", \"calls_per_step\": %.1f, "
+                                    "\"ms_per_step\": %.3f, \"share\": %.4f, \"gflops\": %.2f}",
+                                    first ? "" : ", ", prof_name[order[i]],
+                                    (double)s->calls / steps, ms, share, gf);
+        first = 0;
+    }
+    double other = step_s - ops_s / steps;
+    fprintf(stderr, "    %-28s %10s %10.2f %6.1f%%\n", "(outside the ops: host work)", "",
+            other * 1e3, 100 * other / step_s);
+    if (len < cap)
+        snprintf(json + len, cap - len, "], \"profile_host_ms_per_step\": %.3f", other * 1e3);
+}
+
+static int bench_train(const char *cfg_path, const char *w_path, const char *json_path,
+                       const cli_backend_opts *bo, const bench_opts *o)
+{
+    clf_status st;
+    clf_config cfg;
+    clf_weights *w = NULL;
+    const clf_backend_api *real = NULL, *api = NULL;
+    clf_backend *be = NULL;
+    clf_model *model = NULL;
+    clf_trainer *tr = NULL;
+    int32_t *ids = NULL;
+    clf_train_batch *mb = NULL;
+    char *json = NULL;
+    const size_t json_cap = 8192;
+    double *times = calloc((size_t)o->iters, sizeof(double));
+    if (!times) {
+        st = clf_error(CLF_ERR_NOMEM, "bench: out of host memory");
+        goto fail;
+    }
+    /* Without a train: section the config still holds the design's train defaults
+     * (Adam, lr 1e-4, betas 0.9/0.98, eps 1e-9, label smoothing 0.1, accumulate 1, no
+     * clipping), which is what a first `clformer train` would run. */
+    if ((st = clf_config_load(cfg_path, &cfg)) != CLF_OK)
+        goto fail;
+    const clf_train_config *tc = &cfg.train;
+    const clf_model_config *mc = &cfg.model;
+    if (mc->src_vocab <= ID_FIRST_WORD || mc->tgt_vocab <= ID_FIRST_WORD) {
+        st = clf_error(CLF_ERR_INPUT, "bench: --train needs vocabularies of more than %d ids",
+                       ID_FIRST_WORD);
+        goto fail;
+    }
+    st = w_path ? clf_weights_load(w_path, mc, &w) : clf_weights_init(mc, 1, &w);
+    if (st != CLF_OK)
+        goto fail;
+    if ((st = cli_open_backend(&cfg, bo, &real, &be)) != CLF_OK)
+        goto fail;
+    api = wrap_backend(real);
+    if ((st = clf_model_create(mc, w, api, be, &model)) != CLF_OK)
+        goto fail;
+    clf_weights_free(w);
+    w = NULL;
+    if ((st = clf_trainer_create(model, tc, mc->dropout, &tr)) != CLF_OK)
+        goto fail;
+
+    const int B = o->batch, S = o->src_len, T = o->tgt_len, A = tc->accumulate;
+    const size_t per = (size_t)B * (S + 2 * T);
+    ids = malloc((size_t)A * per * sizeof(int32_t));
+    mb = calloc((size_t)A, sizeof *mb);
+    json = malloc(json_cap);
+    if (!ids || !mb || !json) {
+        st = clf_error(CLF_ERR_NOMEM, "bench: out of host memory");
+        goto fail;
+    }
+    for (int a = 0; a < A; a++) {
+        int32_t *p = ids + (size_t)a * per;
+        mb[a] = (clf_train_batch){.batch = B,
+                                  .src_len = S,
+                                  .tgt_len = T,
+                                  .src = p,
+                                  .tgt = p + (size_t)B * S,
+                                  .labels = p + (size_t)B * (S + T)};
+    }
+    clf_rng rng;
+    clf_rng_seed(&rng, 7);
+    /* A fresh batch for every step (drawn outside the timed region), as training sees. */
+    double loss_first = 0, loss_last = 0, loss;
+    next_batches(&rng, mc, ids, A, B, S, T);
+    double t0 = now_s();
+    if ((st = train_step(tr, mb, A, &loss_first)) != CLF_OK)
+        goto fail;
+    double first_step = now_s() - t0;
+    for (int i = 0; i < o->warmup; i++) {
+        next_batches(&rng, mc, ids, A, B, S, T);
+        if ((st = train_step(tr, mb, A, &loss)) != CLF_OK)
+            goto fail;
+    }
+    for (int i = 0; i < o->iters; i++) {
+        next_batches(&rng, mc, ids, A, B, S, T);
+        t0 = now_s();
+        if ((st = train_step(tr, mb, A, &loss_last)) != CLF_OK)
+            goto fail;
+        times[i] = now_s() - t0;
+    }
+    /* Profiled steps come after the timed ones, so that the per-op synchronization cannot
+     * change the step time reported above. */
+    double prof_step = 0;
+    if (o->profile) {
+        double total = 0;
+        W.timing = 1;
+        for (int i = 0; i < o->iters; i++) {
+            next_batches(&rng, mc, ids, A, B, S, T);
+            t0 = now_s();
+            if ((st = train_step(tr, mb, A, &loss)) != CLF_OK)
+                goto fail;
+            total += now_s() - t0;
+        }
+        W.timing = 0;
+        prof_step = total / o->iters;
+    }
+
+    const double t = median(times, o->iters), t_min = times[0]; /* median() sorted them */
+    const double tgt_tokens = (double)A * B * T, all_tokens = (double)A * B * (S + T);
+    const double fwd_flops = (double)A * clf_model_forward_flops(mc, B, S, T);
+    const double flops = 3.0 * fwd_flops, gflops = flops / t * 1e-9;
+    clf_model_memory mem;
+    clf_model_memory_usage(model, &mem);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    char desc[256] = "";
+    if (real->describe)
+        real->describe(be, desc, sizeof desc);
+    const char *coretype = getenv("OPENBLAS_CORETYPE");
+
+    snprintf(json, json_cap,
+             "{\"mode\": \"train\", \"framework\": \"clformer\", \"config\": \"%s\", "
+             "\"backend\": \"%s\", \"device\": \"%s\", \"openblas_coretype_env\": \"%s\", "
+             "\"batch\": %d, \"src_len\": %d, \"tgt_len\": %d, \"accumulate\": %d, "
+             "\"padding\": \"none\", \"iters\": %d, \"warmup\": %d, \"dropout\": %g, "
+             "\"optimizer\": \"%s\", \"lr\": %g, \"label_smoothing\": %g, "
+             "\"seconds_per_step\": %.6f, \"seconds_min\": %.6f, \"tgt_tokens_per_s\": %.1f, "
+             "\"tokens_per_s\": %.1f, \"gflop_per_step\": %.3f, \"gflops\": %.2f, "
+             "\"flops_convention\": \"3 x forward (GEMMs + attention products)\", "
+             "\"first_step_s\": %.3f, \"loss_first\": %.4f, \"loss_last\": %.4f, "
+             "\"weight_bytes\": %zu, \"peak_device_bytes\": %zu, \"peak_rss_bytes\": %ld",
+             cfg_path, real->name, desc, coretype ? coretype : "", B, S, T, A, o->iters, o->warmup,
+             mc->dropout, clf_optimizer_name(tc->optimizer), tc->lr, tc->label_smoothing, t, t_min,
+             tgt_tokens / t, all_tokens / t, flops * 1e-9, gflops, first_step, loss_first,
+             loss_last, mem.weight_bytes, W.peak_bytes, ru.ru_maxrss * 1024L);
+    fprintf(stderr,
+            "%s on %s (%s), training\n  accumulate %d x batch %d, src %d, tgt %d, dropout %g, %s "
+            "lr %g: "
+            "%.1f ms/step, %.0f target tokens/s, %.0f src+tgt tokens/s, %.1f GFLOP/s (3x "
+            "forward)\n  loss %.4f -> %.4f; first step %.2f s\n  device memory: peak %.1f MiB "
+            "allocated (weights %.1f MiB); peak RSS %.1f MiB\n",
+            cfg_path, real->name, desc, A, B, S, T, mc->dropout, clf_optimizer_name(tc->optimizer),
+            tc->lr, t * 1e3, tgt_tokens / t, all_tokens / t, gflops, loss_first, loss_last,
+            first_step, W.peak_bytes / 1048576.0, mem.weight_bytes / 1048576.0,
+            ru.ru_maxrss / 1024.0);
+    if (o->profile)
+        report_profile(prof_step, o->iters, json, json_cap - 2);
+    size_t len = strlen(json);
+    snprintf(json + len, json_cap - len, "}");
+    printf("%s\n", json);
+    if (json_path)
+        st = write_json(json_path, json);
+fail:
+    clf_trainer_free(tr);
+    clf_model_free(model);
+    if (be)
+        real->close(be);
+    clf_weights_free(w);
+    free(ids);
+    free(mb);
+    free(json);
+    free(times);
+    free(W.bufs);
+    W.bufs = NULL;
+    return st == CLF_OK ? 0 : cli_fail(st);
+}
+
+/* ------------------------------------------------------------------------------------ */
 
 int clf_cmd_bench(int argc, char **argv)
 {
@@ -51,6 +752,7 @@ int clf_cmd_bench(int argc, char **argv)
         {"batch", required_argument, NULL, 'B'},   {"src-len", required_argument, NULL, 'S'},
         {"tgt-len", required_argument, NULL, 'T'}, {"iters", required_argument, NULL, 'n'},
         {"warmup", required_argument, NULL, 'W'},  {"json", required_argument, NULL, 'j'},
+        {"train", no_argument, NULL, 'r'},         {"profile", no_argument, NULL, 'P'},
         {"help", no_argument, NULL, 'h'},          {0}};
     int c;
     optind = 1;
@@ -93,11 +795,22 @@ int clf_cmd_bench(int argc, char **argv)
         case 'j':
             json_path = optarg;
             break;
+        case 'r':
+            o.train = 1;
+            break;
+        case 'P':
+            o.profile = 1;
+            break;
         case 'h':
             printf("usage: clformer bench -c model.yaml [-w w.safetensors] [--backend B] "
                    "[--device D]\n"
                    "       [--threads N] [--batch 32] [--src-len 64] [--tgt-len 64] "
-                   "[--iters 10] [--warmup 2] [--json FILE]\n");
+                   "[--iters 10] [--warmup 2] [--json FILE]\n"
+                   "       [--train [--profile]]\n"
+                   "  --train    time optimizer steps (forward, loss, backward, Adam as the\n"
+                   "             YAML's train: section or its defaults say) on random batches\n"
+                   "             without padding, instead of forward passes\n"
+                   "  --profile  with --train: --iters more steps timed op by op\n");
             return 0;
         default:
             return 2;
@@ -107,116 +820,10 @@ int clf_cmd_bench(int argc, char **argv)
     }
     if (!cfg_path)
         return cli_usage_error("bench: -c model.yaml is required");
-
-    clf_status st;
-    clf_config cfg;
-    clf_weights *w = NULL;
-    const clf_backend_api *api = NULL;
-    clf_backend *be = NULL;
-    clf_model *model = NULL;
-    int32_t *src = NULL, *tgt = NULL;
-    double *times = calloc((size_t)o.iters, sizeof(double));
-    double *gemm_times = calloc((size_t)o.iters, sizeof(double));
-    if (!times || !gemm_times) {
-        st = clf_error(CLF_ERR_NOMEM, "bench: out of host memory");
-        goto fail;
-    }
-    if ((st = clf_config_load(cfg_path, &cfg)) != CLF_OK)
-        goto fail;
-    st = w_path ? clf_weights_load(w_path, &cfg.model, &w) : clf_weights_init(&cfg.model, 1, &w);
-    if (st != CLF_OK)
-        goto fail;
-    if ((st = cli_open_backend(&cfg, &bo, &api, &be)) != CLF_OK)
-        goto fail;
-    double t_open = now_s();
-    if ((st = clf_model_create(&cfg.model, w, api, be, &model)) != CLF_OK)
-        goto fail;
-    clf_weights_free(w);
-    w = NULL;
-    const int B = o.batch, S = o.src_len, T = o.tgt_len;
-    src = malloc((size_t)B * S * sizeof(int32_t));
-    tgt = malloc((size_t)B * T * sizeof(int32_t));
-    if (!src || !tgt) {
-        st = clf_error(CLF_ERR_NOMEM, "bench: out of host memory");
-        goto fail;
-    }
-    /* random non-special ids; no padding, so every token costs what it does in a real batch */
-    clf_rng rng;
-    clf_rng_seed(&rng, 7);
-    for (int i = 0; i < B * S; i++)
-        src[i] = 4 + (int32_t)(clf_rng_next(&rng) % (uint64_t)(cfg.model.src_vocab - 4));
-    for (int i = 0; i < B * T; i++)
-        tgt[i] = 4 + (int32_t)(clf_rng_next(&rng) % (uint64_t)(cfg.model.tgt_vocab - 4));
-    clf_forward_io io = {.batch = B, .src_len = S, .tgt_len = T, .src = src, .tgt = tgt};
-    double t0 = now_s();
-    if ((st = clf_model_forward(model, &io)) != CLF_OK)
-        goto fail;
-    double first_call = now_s() - t0, setup = t0 - t_open;
-    for (int i = 0; i < o.warmup; i++)
-        if ((st = clf_model_forward(model, &io)) != CLF_OK)
-            goto fail;
-    for (int i = 0; i < o.iters; i++) {
-        t0 = now_s();
-        if ((st = clf_model_forward(model, &io)) != CLF_OK)
-            goto fail;
-        times[i] = now_s() - t0;
-    }
-    for (int i = 0; i < o.iters; i++) {
-        t0 = now_s();
-        if ((st = clf_model_rerun(model, 1u << CLF_OP_GEMM)) != CLF_OK)
-            goto fail;
-        gemm_times[i] = now_s() - t0;
-    }
-    double t = median(times, o.iters), tg = median(gemm_times, o.iters);
-    double flops = clf_model_forward_flops(&cfg.model, B, S, T);
-    double gemm_flops = clf_graph_gemm_flops(clf_model_last_graph(model));
-    double gflops = flops / t * 1e-9, sgemm_gflops = gemm_flops / tg * 1e-9;
-    clf_model_memory mem;
-    clf_model_memory_usage(model, &mem);
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    char desc[256] = "";
-    if (api->describe)
-        api->describe(be, desc, sizeof desc);
-    const char *coretype = getenv("OPENBLAS_CORETYPE");
-
-    char json[2048];
-    snprintf(json, sizeof json,
-             "{\"config\": \"%s\", \"backend\": \"%s\", \"device\": \"%s\", "
-             "\"openblas_coretype_env\": \"%s\", \"batch\": %d, \"src_len\": %d, \"tgt_len\": "
-             "%d, \"iters\": %d, \"seconds_per_forward\": %.6f, \"tokens_per_s\": %.1f, "
-             "\"gflops\": %.2f, \"sgemm_gflops_same_shapes\": %.2f, \"ratio_to_sgemm\": %.3f, "
-             "\"gemm_seconds\": %.6f, \"model_setup_s\": %.3f, \"first_forward_s\": %.3f, "
-             "\"weight_bytes\": %zu, \"activation_bytes\": %zu, \"peak_rss_bytes\": %ld}",
-             cfg_path, api->name, desc, coretype ? coretype : "", B, S, T, o.iters, t,
-             (double)B * (S + T) / t, gflops, sgemm_gflops, gflops / sgemm_gflops, tg, setup,
-             first_call, mem.weight_bytes, mem.arena_bytes, ru.ru_maxrss * 1024L);
-    fprintf(stderr,
-            "%s on %s (%s)\n  batch %d, src %d, tgt %d: %.2f ms/forward, %.0f tokens/s, %.1f "
-            "GFLOP/s\n  backend SGEMM at the same shapes: %.1f GFLOP/s -> ratio %.2f\n"
-            "  device memory: weights %.1f MiB, activations %.1f MiB\n",
-            cfg_path, api->name, desc, B, S, T, t * 1e3, (double)B * (S + T) / t, gflops,
-            sgemm_gflops, gflops / sgemm_gflops, mem.weight_bytes / 1048576.0,
-            mem.arena_bytes / 1048576.0);
-    printf("%s\n", json);
-    if (json_path) {
-        char tmp[4200];
-        snprintf(tmp, sizeof tmp, "%.4000s.tmp", json_path);
-        FILE *f = fopen(tmp, "w");
-        if (!f || fprintf(f, "%s\n", json) < 0 || fclose(f) != 0 || rename(tmp, json_path)) {
-            st = clf_error(CLF_ERR_IO, "%s: cannot write", json_path);
-            remove(tmp);
-            goto fail;
-        }
-    }
-fail:
-    clf_model_free(model);
-    if (be)
-        api->close(be);
-    clf_weights_free(w);
-    free(src);
-    free(tgt);
-    free(times);
-    free(gemm_times);
-    return st == CLF_OK ? 0 : cli_fail(st);
+    if (o.profile && !o.train)
+        return cli_usage_error("bench: --profile needs --train");
+    if (o.train && o.tgt_len < 2)
+        return cli_usage_error("bench: --train needs --tgt-len >= 2 ([SOS] and one word)");
+    return o.train ? bench_train(cfg_path, w_path, json_path, &bo, &o)
+                   : bench_forward(cfg_path, w_path, json_path, &bo, &o);
 }

@@ -1,13 +1,13 @@
 /* The CPU backend: GEMM through CBLAS (OpenBLAS), everything else as plain C loops
- * parallelised with OpenMP. It is also the reference the OpenCL backend is tested
- * against, so reductions that decide accuracy (layernorm moments, softmax sums) are
- * accumulated in double.
+ * parallelised with OpenMP. This file holds the lifecycle, memory and inference ops; the
+ * training ops are in cpu_train.c and cpu_attention_backward.c. It is also the reference
+ * the OpenCL backend is tested against, so reductions that decide accuracy (layernorm
+ * moments, softmax sums) are accumulated in double.
  *
  * Buffers are host memory; ops run synchronously, so synchronize() has nothing to do.
  * Every operand is bounds-checked against its buffer before an op touches it: a bad
  * extent is CLF_ERR_INPUT naming the op and the operand, never an out-of-bounds read. */
 #include <cblas.h>
-#include <float.h>
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
@@ -17,50 +17,9 @@
 #include <unistd.h>
 
 #include "clformer/backend.h"
+#include "cpu_internal.h"
 
-#define CPU_ALIGN    64
-#define MASKED_SCORE (-1e9f) /* what masked_fill(mask == 0, -1e9) writes */
-
-struct clf_buffer {
-    size_t size; /* bytes */
-    unsigned char *data;
-};
-
-struct clf_backend {
-    int threads;
-};
-
-/* ---- operand checks ---- */
-
-/* Checks that [ptr.off, ptr.off + bytes) lies inside ptr.buf and is 4-byte aligned. */
-static clf_status check_span(const char *op, const char *operand, clf_ptr p, size_t bytes)
-{
-    if (!p.buf)
-        return clf_error(CLF_ERR_INPUT, "cpu: %s: operand '%s' is missing", op, operand);
-    if (p.off % 4 != 0)
-        return clf_error(CLF_ERR_INPUT, "cpu: %s: operand '%s' offset %zu is not 4-byte aligned",
-                         op, operand, p.off);
-    if (p.off > p.buf->size || bytes > p.buf->size - p.off)
-        return clf_error(CLF_ERR_INPUT,
-                         "cpu: %s: operand '%s' needs bytes [%zu, %zu) but its buffer holds %zu",
-                         op, operand, p.off, p.off + bytes, p.buf->size);
-    return CLF_OK;
-}
-
-static float *fptr(clf_ptr p)
-{
-    return (float *)(void *)(p.buf->data + p.off);
-}
-static int32_t *iptr(clf_ptr p)
-{
-    return (int32_t *)(void *)(p.buf->data + p.off);
-}
-
-/* Elements spanned by `rows` rows of `cols` elements `ld` apart (0 when empty). */
-static size_t span2d(size_t rows, size_t cols, size_t ld)
-{
-    return rows && cols ? (rows - 1) * ld + cols : 0;
-}
+#define CPU_ALIGN 64 /* bytes: a cache line, and the widest vector load */
 
 /* ---- lifecycle ---- */
 
@@ -122,8 +81,7 @@ static clf_status cpu_list_devices(clf_device_fn fn, void *user)
 static int cpu_supports(clf_backend *be, clf_op op)
 {
     (void)be;
-    /* the inference ops; the training ops (ABI 2) are not implemented yet */
-    return (int)op >= 0 && op <= CLF_OP_ARGMAX;
+    return (int)op >= 0 && op < CLF_OP_COUNT;
 }
 
 static uint64_t cpu_max_alloc(clf_backend *be)
@@ -411,32 +369,11 @@ static clf_status cpu_attention(clf_backend *be, const clf_attention_args *a)
                 const float *q = Q + b * a->q_bstride + (size_t)i * a->q_ld + (size_t)h * D;
                 const float *kb = K + b * a->kv_bstride + (size_t)h * D;
                 const float *vb = V + b * a->kv_bstride + (size_t)h * D;
-                const int32_t *mask = M ? M + b * a->key_mask_stride : NULL;
-                float mx = -FLT_MAX;
-                for (int j = 0; j < Tk; j++) {
-                    int masked = (mask && mask[j] == 0) || (a->causal && j > a->q_pos0 + i);
-                    float dot = 0.0f;
-                    if (!masked) {
-                        const float *k = kb + (size_t)j * a->k_ld;
-#pragma omp simd reduction(+ : dot)
-                        for (int d = 0; d < D; d++)
-                            dot += q[d] * k[d];
-                        dot *= a->scale;
-                    }
-                    s[j] = masked ? MASKED_SCORE : dot;
-                    mx = s[j] > mx ? s[j] : mx;
-                }
-                double denom = 0.0;
-                for (int j = 0; j < Tk; j++) {
-                    s[j] = expf(s[j] - mx);
-                    denom += s[j];
-                }
-                float inv = (float)(1.0 / denom);
+                attention_probs_row(a, q, kb, M ? M + b * a->key_mask_stride : NULL, i, s);
                 for (int d = 0; d < D; d++)
                     acc[d] = 0.0f;
                 for (int j = 0; j < Tk; j++) {
-                    float p = s[j] * inv;
-                    s[j] = p;
+                    float p = s[j];
                     if (p == 0.0f)
                         continue;
                     const float *v = vb + (size_t)j * a->v_ld;
@@ -590,6 +527,15 @@ static const clf_backend_api cpu_api = {
     .add = cpu_add,
     .softmax = cpu_softmax,
     .argmax = cpu_argmax,
+    .relu_backward = cpu_relu_backward,
+    .layernorm_backward = cpu_layernorm_backward,
+    .attention_backward = cpu_attention_backward,
+    .embed_backward = cpu_embed_backward,
+    .dropout = cpu_dropout,
+    .cross_entropy = cpu_cross_entropy,
+    .adam = cpu_adam,
+    .sum_squares = cpu_sum_squares,
+    .fill = cpu_fill,
 };
 
 __attribute__((visibility("default"))) const clf_backend_api *clf_backend_entry(void)

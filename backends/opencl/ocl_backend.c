@@ -1,9 +1,9 @@
 /* ocl_backend.c - the OpenCL backend's entry point: lifecycle, memory, the api table.
  *
  * open() picks a device (ocl_device.c), creates a context and one in-order queue, and
- * builds or loads the kernel programs (ocl_program.c). Ops are in ocl_gemm.c and
- * ocl_ops.c. All state hangs off the clf_backend; there is no global mutable state here
- * (CLBlast keeps its own process-wide cache of compiled GEMM kernels). */
+ * builds or loads the kernel programs (ocl_program.c). Ops are in ocl_gemm.c, ocl_ops.c,
+ * ocl_train.c and ocl_attention_backward.c. All state hangs off the clf_backend; there is no global
+ * mutable state here (CLBlast keeps its own process-wide cache of compiled GEMM kernels). */
 #include "ocl_internal.h"
 
 #include <stdio.h>
@@ -20,6 +20,8 @@ static void ocl_close(clf_backend *be)
         return;
     if (be->queue)
         clFinish(be->queue); /* nothing may still run on what we release */
+    if (be->scratch)
+        clReleaseMemObject(be->scratch);
     for (int k = 0; k < OCL_K_COUNT; k++)
         if (be->kernels[k])
             clReleaseKernel(be->kernels[k]);
@@ -104,8 +106,7 @@ static clf_status ocl_describe(clf_backend *be, char *buf, size_t size)
 static int ocl_supports(clf_backend *be, clf_op op)
 {
     (void)be;
-    /* the inference ops; the training ops (ABI 2) are not implemented yet */
-    return (int)op >= 0 && op <= CLF_OP_ARGMAX;
+    return (int)op >= 0 && op < CLF_OP_COUNT;
 }
 
 static uint64_t ocl_max_alloc(clf_backend *be)
@@ -152,6 +153,31 @@ fail:
         clReleaseMemObject(b->mem);
     free(b);
     return st;
+}
+
+clf_status ocl_scratch(clf_backend *be, const char *op, size_t bytes, cl_mem *out)
+{
+    cl_int err;
+    bytes = bytes < 4 ? 4 : bytes;
+    if (be->scratch_bytes < bytes) {
+        if (bytes > be->max_alloc)
+            return clf_error(CLF_ERR_NOMEM,
+                             "opencl: %s: needs %zu bytes of scratch, more than this device's "
+                             "largest allocation (%llu bytes)",
+                             op, bytes, (unsigned long long)be->max_alloc);
+        /* kernels still queued keep the old buffer alive until they are done */
+        if (be->scratch)
+            clReleaseMemObject(be->scratch);
+        be->scratch_bytes = 0;
+        be->scratch = clCreateBuffer(be->ctx, CL_MEM_READ_WRITE, bytes, NULL, &err);
+        if (err != CL_SUCCESS) {
+            be->scratch = NULL;
+            return ocl_fail(op, "clCreateBuffer", err);
+        }
+        be->scratch_bytes = bytes;
+    }
+    *out = be->scratch;
+    return CLF_OK;
 }
 
 static void ocl_free(clf_backend *be, clf_buffer *buf)
@@ -231,7 +257,8 @@ static const clf_backend_api ocl_api = {
     .abi_version = CLF_BACKEND_ABI,
     .name = "opencl",
     .description =
-        "OpenCL: CLBlast GEMM and fused attention/layernorm kernels (GPUs; PoCL on CPUs)",
+        "OpenCL: CLBlast GEMM and fused attention/layernorm kernels, inference and training "
+        "(GPUs; PoCL on CPUs)",
     .open = ocl_open,
     .close = ocl_close,
     .describe = ocl_describe,
@@ -252,6 +279,15 @@ static const clf_backend_api ocl_api = {
     .add = ocl_add,
     .softmax = ocl_softmax,
     .argmax = ocl_argmax,
+    .relu_backward = ocl_relu_backward,
+    .layernorm_backward = ocl_layernorm_backward,
+    .attention_backward = ocl_attention_backward,
+    .embed_backward = ocl_embed_backward,
+    .dropout = ocl_dropout,
+    .cross_entropy = ocl_cross_entropy,
+    .adam = ocl_adam,
+    .sum_squares = ocl_sum_squares,
+    .fill = ocl_fill,
 };
 
 __attribute__((visibility("default"))) const clf_backend_api *clf_backend_entry(void)

@@ -23,6 +23,18 @@ typedef enum ocl_kernel_id {
     OCL_K_EMBED,
     OCL_K_ADD,
     OCL_K_BIAS_RELU,
+    /* training (ABI 2) */
+    OCL_K_ATTENTION_BACKWARD_QUERY,
+    OCL_K_ATTENTION_BACKWARD_KEY,
+    OCL_K_LAYERNORM_BACKWARD,
+    OCL_K_LAYERNORM_BACKWARD_PARAMS,
+    OCL_K_RELU_BACKWARD,
+    OCL_K_DROPOUT,
+    OCL_K_EMBED_BACKWARD,
+    OCL_K_CROSS_ENTROPY,
+    OCL_K_ADAM,
+    OCL_K_SUM_SQUARES_PARTIAL,
+    OCL_K_SUM_SQUARES_FINAL,
     OCL_K_COUNT
 } ocl_kernel_id;
 
@@ -32,6 +44,10 @@ typedef enum ocl_family_id {
     OCL_F_SOFTMAX,
     OCL_F_EMBED,
     OCL_F_ELEMENTWISE,
+    OCL_F_ATTENTION_BACKWARD,
+    OCL_F_LAYERNORM_BACKWARD,
+    OCL_F_TRAIN,
+    OCL_F_OPTIM,
     OCL_F_COUNT
 } ocl_family_id;
 
@@ -54,6 +70,8 @@ struct clf_backend {
     uint64_t local_mem;     /* CL_DEVICE_LOCAL_MEM_SIZE */
     size_t max_groups;      /* cap on work-groups of grid-stride kernels */
     int cache_hits;         /* programs loaded from the disk cache by open() */
+    cl_mem scratch;         /* ops' internal scratch (ocl_scratch), grown on demand */
+    size_t scratch_bytes;
     char description[512];
 };
 
@@ -92,6 +110,13 @@ clf_status ocl_build_programs(clf_backend *be, const char *cache_dir);
  * ~/.cache/clformer; "" in dir when the cache is off ("off") or no home is known. */
 void ocl_cache_dir(const char *opt, char *dir, size_t size);
 
+/* ---- ocl_backend.c ---- */
+
+/* The backend's scratch buffer, at least bytes long (grown on demand, released by close).
+ * Ops use it between their own kernels only: the in-order queue runs the next op's
+ * kernels after this op's, so one buffer serves them all. */
+clf_status ocl_scratch(clf_backend *be, const char *op, size_t bytes, cl_mem *out);
+
 /* ---- ocl_launch.c ---- */
 
 /* A kernel argument: size and value pointer (value NULL with size > 0: __local scratch). */
@@ -118,6 +143,19 @@ clf_status ocl_check_operand(clf_backend *be, const char *op, const char *name, 
  * `stride` apart; 0 when anything is empty; UINT64_MAX on overflow. */
 uint64_t ocl_extent(uint64_t rows, uint64_t cols, uint64_t ld, uint64_t batch, uint64_t stride);
 
+/* Whether [a.off, a.off + abytes) and [b.off, b.off + bbytes) share a byte of one buffer
+ * (the CPU backend's rule; the ops refuse what it refuses). */
+static inline int ocl_overlap(clf_ptr a, uint64_t abytes, clf_ptr b, uint64_t bbytes)
+{
+    return a.buf && a.buf == b.buf && abytes && bbytes && a.off < b.off + bbytes &&
+           b.off < a.off + abytes;
+}
+/* Elementwise ops may run in place (the same span) but not on partly overlapping spans. */
+static inline int ocl_partial_overlap(clf_ptr a, clf_ptr b, uint64_t bytes)
+{
+    return ocl_overlap(a, bytes, b, bytes) && a.off != b.off;
+}
+
 /* The cl_mem of an optional operand (NULL when absent) and its offset in elements. */
 static inline cl_mem ocl_mem(clf_ptr p)
 {
@@ -128,7 +166,7 @@ static inline cl_ulong ocl_elems(clf_ptr p)
     return (cl_ulong)(p.off / 4);
 }
 
-/* ---- ops (ocl_gemm.c, ocl_ops.c) ---- */
+/* ---- inference ops (ocl_gemm.c, ocl_ops.c) ---- */
 clf_status ocl_gemm(clf_backend *be, const clf_gemm_args *a);
 clf_status ocl_gemm_strided_batched(clf_backend *be, const clf_gemm_args *a);
 clf_status ocl_layernorm(clf_backend *be, const clf_layernorm_args *a);
@@ -137,5 +175,16 @@ clf_status ocl_embed(clf_backend *be, const clf_embed_args *a);
 clf_status ocl_add(clf_backend *be, clf_ptr out, clf_ptr a, clf_ptr b, size_t n);
 clf_status ocl_softmax(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int cols, int log);
 clf_status ocl_argmax(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int cols);
+
+/* ---- training ops (ocl_train.c, ocl_attention_backward.c) ---- */
+clf_status ocl_relu_backward(clf_backend *be, clf_ptr dx, clf_ptr dy, clf_ptr y, size_t n);
+clf_status ocl_layernorm_backward(clf_backend *be, const clf_layernorm_backward_args *a);
+clf_status ocl_attention_backward(clf_backend *be, const clf_attention_backward_args *a);
+clf_status ocl_embed_backward(clf_backend *be, const clf_embed_backward_args *a);
+clf_status ocl_dropout(clf_backend *be, const clf_dropout_args *a);
+clf_status ocl_cross_entropy(clf_backend *be, const clf_cross_entropy_args *a);
+clf_status ocl_adam(clf_backend *be, const clf_adam_args *a);
+clf_status ocl_sum_squares(clf_backend *be, clf_ptr out, clf_ptr x, size_t n);
+clf_status ocl_fill(clf_backend *be, clf_ptr out, float value, size_t n);
 
 #endif

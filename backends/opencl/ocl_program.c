@@ -19,9 +19,13 @@
 
 /* The sources, embedded by embed_cl.cmake. */
 extern const char clf_ocl_src_common[], clf_ocl_src_attention[], clf_ocl_src_layernorm[],
-    clf_ocl_src_softmax[], clf_ocl_src_embed[], clf_ocl_src_elementwise[];
+    clf_ocl_src_softmax[], clf_ocl_src_embed[], clf_ocl_src_elementwise[],
+    clf_ocl_src_attention_backward[], clf_ocl_src_layernorm_backward[], clf_ocl_src_train[],
+    clf_ocl_src_optim[];
 extern const size_t clf_ocl_src_common_len, clf_ocl_src_attention_len, clf_ocl_src_layernorm_len,
-    clf_ocl_src_softmax_len, clf_ocl_src_embed_len, clf_ocl_src_elementwise_len;
+    clf_ocl_src_softmax_len, clf_ocl_src_embed_len, clf_ocl_src_elementwise_len,
+    clf_ocl_src_attention_backward_len, clf_ocl_src_layernorm_backward_len, clf_ocl_src_train_len,
+    clf_ocl_src_optim_len;
 
 /* Build options: full-precision math (no -cl-fast-relaxed-math: results must match the
  * CPU backend to 1e-5), and the masked-score value the attention kernels use. */
@@ -48,6 +52,12 @@ static const family_def families[OCL_F_COUNT] = {
     [OCL_F_SOFTMAX] = {"softmax", clf_ocl_src_softmax, &clf_ocl_src_softmax_len},
     [OCL_F_EMBED] = {"embed", clf_ocl_src_embed, &clf_ocl_src_embed_len},
     [OCL_F_ELEMENTWISE] = {"elementwise", clf_ocl_src_elementwise, &clf_ocl_src_elementwise_len},
+    [OCL_F_ATTENTION_BACKWARD] = {"attention_backward", clf_ocl_src_attention_backward,
+                                  &clf_ocl_src_attention_backward_len},
+    [OCL_F_LAYERNORM_BACKWARD] = {"layernorm_backward", clf_ocl_src_layernorm_backward,
+                                  &clf_ocl_src_layernorm_backward_len},
+    [OCL_F_TRAIN] = {"train", clf_ocl_src_train, &clf_ocl_src_train_len},
+    [OCL_F_OPTIM] = {"optim", clf_ocl_src_optim, &clf_ocl_src_optim_len},
 };
 
 typedef struct kernel_def {
@@ -64,6 +74,17 @@ static const kernel_def kernels[OCL_K_COUNT] = {
     [OCL_K_EMBED] = {OCL_F_EMBED, "embed"},
     [OCL_K_ADD] = {OCL_F_ELEMENTWISE, "add"},
     [OCL_K_BIAS_RELU] = {OCL_F_ELEMENTWISE, "bias_relu"},
+    [OCL_K_ATTENTION_BACKWARD_QUERY] = {OCL_F_ATTENTION_BACKWARD, "attention_backward_query"},
+    [OCL_K_ATTENTION_BACKWARD_KEY] = {OCL_F_ATTENTION_BACKWARD, "attention_backward_key"},
+    [OCL_K_LAYERNORM_BACKWARD] = {OCL_F_LAYERNORM_BACKWARD, "layernorm_backward"},
+    [OCL_K_LAYERNORM_BACKWARD_PARAMS] = {OCL_F_LAYERNORM_BACKWARD, "layernorm_backward_params"},
+    [OCL_K_RELU_BACKWARD] = {OCL_F_TRAIN, "relu_backward"},
+    [OCL_K_DROPOUT] = {OCL_F_TRAIN, "dropout"},
+    [OCL_K_EMBED_BACKWARD] = {OCL_F_TRAIN, "embed_backward"},
+    [OCL_K_CROSS_ENTROPY] = {OCL_F_TRAIN, "cross_entropy"},
+    [OCL_K_ADAM] = {OCL_F_OPTIM, "adam"},
+    [OCL_K_SUM_SQUARES_PARTIAL] = {OCL_F_OPTIM, "sum_squares_partial"},
+    [OCL_K_SUM_SQUARES_FINAL] = {OCL_F_OPTIM, "sum_squares_final"},
 };
 
 /* ---- hashing ---- */

@@ -8,6 +8,7 @@
  * layers vs encoder_layers, ...) run after the walk in resolve(), which finds the
  * positions of the keys it names in the list of keys seen.
  *
+ * train.data.train and .valid are a TSV path or a [source, target] pair of paths.
  * Paths (train.data, train.vocab, train.init, train.checkpoint.dir) are stored as written:
  * a relative path is relative to the working directory of the process, not to the YAML. */
 #include "clformer/config.h"
@@ -48,6 +49,7 @@ typedef enum field_kind {
     F_LAYERS,     /* sets model.encoder_layers and model.decoder_layers */
     F_FINAL_NORM, /* auto | true | false */
     F_BETAS,      /* [beta1, beta2], each in fmin..fmax */
+    F_DATA,       /* a TSV path into off, or [source, target] paths into off and off2 */
     F_MAP         /* a nested mapping with keys `sub`; flag: set the int at off to 1 */
 } field_kind;
 
@@ -55,6 +57,7 @@ typedef struct field {
     const char *key;
     field_kind kind;
     size_t off;  /* where the value lives in clf_config */
+    size_t off2; /* F_DATA: where the target file's path goes */
     size_t size; /* char arrays: capacity */
     long long imin, imax;
     double fmin, fmax;
@@ -77,6 +80,8 @@ typedef struct field {
 #define ENUM(k, m, what, list) {.key = k, .kind = F_ENUM, .off = AT(m), .noun = what, .names = list}
 #define STRING(k, kind_, m)    {.key = k, .kind = kind_, .off = AT(m), .size = SIZEOF(m)}
 #define MAP(k, fields)         {.key = k, .kind = F_MAP, .sub = fields}
+#define DATA(k, m, m2)                                                                             \
+    {.key = k, .kind = F_DATA, .off = AT(m), .off2 = AT(m2), .size = SIZEOF(m)}
 #define END                    {.key = NULL}
 // clang-format on
 
@@ -129,8 +134,8 @@ static const field backend_fields[] = {
 };
 
 static const field data_fields[] = {
-    STRING("train", F_PATH, train.data_train),
-    STRING("valid", F_PATH, train.data_valid),
+    DATA("train", train.data_train, train.data_train_tgt),
+    DATA("valid", train.data_valid, train.data_valid_tgt),
     END,
 };
 
@@ -585,6 +590,31 @@ static clf_status parse_value(parse_ctx *c, const yaml_node_t *v, const field *f
         }
         return CLF_OK;
     }
+    case F_DATA: {
+        /* `train: file.tsv` (source<TAB>target lines) or `train: [src.txt, tgt.txt]` */
+        char *paths[2] = {base + f->off, base + f->off2};
+        if (v->type != YAML_SEQUENCE_NODE) {
+            memset(paths[1], 0, f->size);
+            return parse_string(c, v, key, 1, paths[0], f->size);
+        }
+        yaml_node_item_t *items = v->data.sequence.items.start;
+        long count = v->data.sequence.items.top - items;
+        if (count != 2)
+            return fail_at(c, v->start_mark, key,
+                           "expected a TSV file or two line-aligned files [source, target], got "
+                           "%ld file%s",
+                           count, count == 1 ? "" : "s");
+        for (int i = 0; i < 2; i++) {
+            char item_key[CFG_KEY_MAX + 8];
+            snprintf(item_key, sizeof item_key, "%s[%d]", key, i);
+            const yaml_node_t *item = yaml_document_get_node(c->doc, items[i]);
+            if ((st = parse_string(c, item, item_key, 0, paths[i], f->size)) != CLF_OK)
+                return st;
+            if (!paths[i][0])
+                return fail_at(c, item->start_mark, item_key, "expected a file name, got ''");
+        }
+        return CLF_OK;
+    }
     case F_MAP:
         if (f->flag)
             *(int *)(base + f->off) = 1;
@@ -664,9 +694,12 @@ static clf_status resolve_model(parse_ctx *c)
         return fail_at(c, c->root_mark, "model",
                        "missing section: a config needs 'model:' with at least src_vocab and "
                        "tgt_vocab");
-    if (!seen_mark(c, "model.src_vocab"))
+    /* an experiment (train:) may leave the sizes to its vocabularies: clformer train fills
+     * them in (0 until then) and writes them into the resolved config.yaml */
+    const int sizes_optional = seen_mark(c, "train") != NULL;
+    if (!seen_mark(c, "model.src_vocab") && !sizes_optional)
         return fail_at(c, *model, "model.src_vocab", "required key missing");
-    if (!seen_mark(c, "model.tgt_vocab"))
+    if (!seen_mark(c, "model.tgt_vocab") && !sizes_optional)
         return fail_at(c, *model, "model.tgt_vocab", "required key missing");
     const yaml_mark_t *layers = seen_mark(c, "model.layers");
     static const char *const split[2] = {"model.encoder_layers", "model.decoder_layers"};
@@ -681,7 +714,7 @@ static clf_status resolve_model(parse_ctx *c)
     if (m->d_model % m->heads != 0)
         return fail_at(c, mark_of(c, "model.heads", "model.d_model", "model"), "model.heads",
                        "d_model %d is not divisible by heads %d", m->d_model, m->heads);
-    if (m->pad_id >= m->src_vocab || m->pad_id >= m->tgt_vocab)
+    if ((m->src_vocab && m->pad_id >= m->src_vocab) || (m->tgt_vocab && m->pad_id >= m->tgt_vocab))
         return fail_at(c, mark_of(c, "model.pad_id", "model.src_vocab", "model"), "model.pad_id",
                        "%d is not an id of the vocabularies (src_vocab %d, tgt_vocab %d)",
                        m->pad_id, m->src_vocab, m->tgt_vocab);
@@ -697,7 +730,8 @@ static clf_status resolve_train(parse_ctx *c)
         return CLF_OK;
     if (!t->data_train[0])
         return fail_at(c, mark_of(c, "train.data", "train", NULL), "train.data.train",
-                       "required key missing (a file of source<TAB>target lines)");
+                       "required key missing (a file of source<TAB>target lines, or "
+                       "[source file, target file])");
     if (t->steps == 0 && t->epochs == 0)
         return fail_at(c, mark_of(c, "train.epochs", "train.steps", "train"), "train.epochs",
                        "steps and epochs are both 0: set one of them > 0");

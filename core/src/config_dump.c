@@ -49,7 +49,11 @@ static void dump_model(const clf_model_config *m, FILE *out)
 {
     char a[40];
     fprintf(out, "model:\n");
-    fprintf(out, "  src_vocab: %d\n  tgt_vocab: %d\n", m->src_vocab, m->tgt_vocab);
+    /* 0: left to the vocabularies of a train: section (not a value the parser takes) */
+    if (m->src_vocab)
+        fprintf(out, "  src_vocab: %d\n", m->src_vocab);
+    if (m->tgt_vocab)
+        fprintf(out, "  tgt_vocab: %d\n", m->tgt_vocab);
     fprintf(out, "  max_len: %d\n  d_model: %d\n", m->max_len, m->d_model);
     if (m->encoder_layers == m->decoder_layers)
         fprintf(out, "  layers: %d\n", m->encoder_layers);
@@ -81,13 +85,27 @@ static void dump_backend(const clf_backend_config *b, FILE *out)
     fprintf(out, "\n  threads: %d\n", b->threads);
 }
 
+/* A data file: "file.tsv", or ["src.txt", "tgt.txt"] when the target is a file of its own. */
+static void put_data(FILE *out, const char *path, const char *tgt_path)
+{
+    if (!tgt_path[0]) {
+        put_string(out, path);
+        return;
+    }
+    fputc('[', out);
+    put_string(out, path);
+    fputs(", ", out);
+    put_string(out, tgt_path);
+    fputc(']', out);
+}
+
 static void dump_train(const clf_train_config *t, FILE *out)
 {
     char a[40], b[40], c[40];
     fprintf(out, "train:\n  data: {train: ");
-    put_string(out, t->data_train);
+    put_data(out, t->data_train, t->data_train_tgt);
     fprintf(out, ", valid: ");
-    put_string(out, t->data_valid);
+    put_data(out, t->data_valid, t->data_valid_tgt);
     fprintf(out, "}\n  vocab: {src: ");
     put_string(out, t->vocab_src);
     fprintf(out, ", tgt: ");

@@ -94,6 +94,14 @@ void clf_graph_bind(clf_graph *g, clf_node *n, size_t field, int v, size_t elem_
     n->operands[n->n_operands++] = (clf_operand){.value = v, .elem_off = elem_off, .field = field};
 }
 
+const clf_operand *clf_node_operand(const clf_node *n, size_t field)
+{
+    for (int k = 0; k < n->n_operands; k++)
+        if (n->operands[k].field == field)
+            return &n->operands[k];
+    return NULL;
+}
+
 static size_t align_up(size_t x, size_t a)
 {
     return (x + a - 1) / a * a;

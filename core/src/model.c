@@ -5,6 +5,7 @@
  * with rows = B*S (encoder) or B*T (decoder). */
 #include "clformer/model.h"
 
+#include "autodiff.h"
 #include "model_internal.h"
 
 #include <math.h>
@@ -27,8 +28,10 @@ struct clf_model {
     clf_weight_spec *specs; /* copy of the weight specs: names and shapes */
     clf_ptr *wdev;          /* per weight: where it lives on the device */
     clf_buffer **chunks;
+    size_t *chunk_bytes;
     int n_chunks;
-    clf_buffer *pe; /* [max_len, d] */
+    clf_buffer **grad_chunks; /* training: one gradient buffer per weight chunk, same layout */
+    clf_buffer *pe;           /* [max_len, d] */
     size_t weight_bytes;
     /* the forward graph of the last shape, reused while the shape stays */
     clf_graph g;
@@ -162,13 +165,15 @@ static clf_status upload_weights(clf_model *m, const clf_weights *w)
     }
     chunk_size[chunk++] = used;
     m->chunks = calloc((size_t)chunk, sizeof(clf_buffer *));
-    if (!m->chunks) {
+    m->chunk_bytes = calloc((size_t)chunk, sizeof(size_t));
+    if (!m->chunks || !m->chunk_bytes) {
         st = clf_error(CLF_ERR_NOMEM, "weights: out of host memory");
         goto fail;
     }
     m->n_chunks = chunk;
     for (int c = 0; c < chunk; c++) {
         size_t bytes = chunk_size[c] ? chunk_size[c] : 4;
+        m->chunk_bytes[c] = bytes;
         if ((st = m->api->alloc(m->be, bytes, &m->chunks[c])) != CLF_OK) {
             clf_error_context(st, "weights: allocating %zu bytes", bytes);
             goto fail;
@@ -265,9 +270,12 @@ void clf_model_free(clf_model *m)
     if (!m)
         return;
     if (m->api) {
-        for (int c = 0; c < m->n_chunks; c++)
+        for (int c = 0; c < m->n_chunks; c++) {
             if (m->chunks[c])
                 m->api->free(m->be, m->chunks[c]);
+            if (m->grad_chunks && m->grad_chunks[c])
+                m->api->free(m->be, m->grad_chunks[c]);
+        }
         if (m->pe)
             m->api->free(m->be, m->pe);
         if (m->arena)
@@ -275,6 +283,8 @@ void clf_model_free(clf_model *m)
     }
     clf_graph_free(&m->g);
     free(m->chunks);
+    free(m->chunk_bytes);
+    free(m->grad_chunks);
     free(m->wdev);
     free(m->specs);
     free(m);
@@ -289,6 +299,11 @@ typedef struct builder {
     int *wval; /* weight index -> graph value, -1 until first used */
     int pe;    /* graph value of the PE table */
     int d, dk;
+    /* training: single-assignment residuals (the backward pass needs every input kept)
+     * and dropout; n_dropout numbers the dropout sites */
+    int training;
+    float dropout;
+    int n_dropout;
 } builder;
 
 /* The graph value of weight `name` spanning `count` packed tensors from it (count 3 for
@@ -325,6 +340,33 @@ static int required(builder *b, int v, const char *prefix, const char *what)
 static int activation(builder *b, size_t elems, const char *label)
 {
     return clf_graph_value(b->g, CLF_VALUE_ACTIVATION, elems * sizeof(float), label);
+}
+
+/* Training: a new value dropout(x[n]) (inverted dropout; the node's tag numbers the site
+ * so that the trainer gives it, and its backward twin, one seed per step). At inference,
+ * or with p = 0, x itself. */
+static int dropout(builder *b, int x, size_t n, const char *label)
+{
+    if (!b->training || b->dropout <= 0.0f)
+        return x;
+    int y = activation(b, n, "dropped");
+    clf_dropout_args a = {.n = n, .p = b->dropout};
+    clf_node *nd = clf_graph_node(b->g, CLF_OP_DROPOUT, &a, sizeof a, label);
+    if (nd)
+        nd->tag = b->n_dropout++;
+    clf_graph_bind(b->g, nd, offsetof(clf_dropout_args, out), y, 0);
+    clf_graph_bind(b->g, nd, offsetof(clf_dropout_args, x), x, 0);
+    return y;
+}
+
+/* out[n] = x[n] + y[n]; out may be x (in place) */
+static void add_into(builder *b, int out, int x, int y, size_t n, const char *label)
+{
+    clf_add_args a = {.n = n};
+    clf_node *nd = clf_graph_node(b->g, CLF_OP_ADD, &a, sizeof a, label);
+    clf_graph_bind(b->g, nd, offsetof(clf_add_args, out), out, 0);
+    clf_graph_bind(b->g, nd, offsetof(clf_add_args, a), x, 0);
+    clf_graph_bind(b->g, nd, offsetof(clf_add_args, b), y, 0);
 }
 
 /* y[M, N] (= or +=) x[M, K] · W[N, K]^T + bias[N], then relu if asked.
@@ -548,9 +590,47 @@ static void run_sublayer(builder *b, const sublayer *f, int rows, int x, int y, 
  *   post:   LN(h + f(h))    likewise, then a LayerNorm into a new value
  *   branch: h + LN(f(h))    f into a temporary, LayerNorm, then an add into h
  * Dropout is the identity at inference. */
+/* The training form of residual(): every step writes a new value (the backward pass
+ * reads the stream before and after each sublayer), and the sublayer's output passes
+ * through dropout before it joins the stream, as in the paper:
+ *   pre:    h + drop(f(LN(h)))    post: LN(h + drop(f(h)))    branch: h + LN(drop(f(h))) */
+static int residual_training(builder *b, const char *norm_prefix, int h, int rows,
+                             const sublayer *f)
+{
+    const size_t n = (size_t)rows * b->d;
+    int t = activation(b, n, "sublayer_out");
+    int out = activation(b, n, "stream");
+    switch (b->m->cfg.norm) {
+    case CLF_NORM_PRE: {
+        int x = activation(b, n, "normed");
+        layernorm(b, norm_prefix, x, h, rows);
+        run_sublayer(b, f, rows, x, t, 0);
+        add_into(b, out, h, dropout(b, t, n, f->prefix), n, norm_prefix);
+        return out;
+    }
+    case CLF_NORM_POST: {
+        int sum = activation(b, n, "residual_sum");
+        run_sublayer(b, f, rows, h, t, 0);
+        add_into(b, sum, h, dropout(b, t, n, f->prefix), n, norm_prefix);
+        layernorm(b, norm_prefix, out, sum, rows);
+        return out;
+    }
+    case CLF_NORM_BRANCH:
+    default: {
+        int u = activation(b, n, "branch_normed");
+        run_sublayer(b, f, rows, h, t, 0);
+        layernorm(b, norm_prefix, u, dropout(b, t, n, f->prefix), rows);
+        add_into(b, out, h, u, n, norm_prefix);
+        return out;
+    }
+    }
+}
+
 static int residual(builder *b, const char *norm_prefix, int h, int rows, const sublayer *f)
 {
     const size_t n = (size_t)rows * b->d;
+    if (b->training)
+        return residual_training(b, norm_prefix, h, rows, f);
     switch (b->m->cfg.norm) {
     case CLF_NORM_PRE: {
         int x = activation(b, n, "normed");
@@ -570,11 +650,7 @@ static int residual(builder *b, const char *norm_prefix, int h, int rows, const 
         int u = activation(b, n, "branch_normed");
         run_sublayer(b, f, rows, h, t, 0);
         layernorm(b, norm_prefix, u, t, rows);
-        clf_add_args a = {.n = n};
-        clf_node *nd = clf_graph_node(b->g, CLF_OP_ADD, &a, sizeof a, norm_prefix);
-        clf_graph_bind(b->g, nd, offsetof(clf_add_args, out), h, 0);
-        clf_graph_bind(b->g, nd, offsetof(clf_add_args, a), h, 0);
-        clf_graph_bind(b->g, nd, offsetof(clf_add_args, b), u, 0);
+        add_into(b, h, h, u, n, norm_prefix);
         return h;
     }
     }
@@ -597,7 +673,7 @@ static int embedding(builder *b, const char *table_name, int ids, int B, int L, 
     clf_graph_bind(b->g, n, offsetof(clf_embed_args, ids), ids, 0);
     clf_graph_bind(b->g, n, offsetof(clf_embed_args, table), table, 0);
     clf_graph_bind(b->g, n, offsetof(clf_embed_args, pe), b->pe, 0);
-    return h;
+    return dropout(b, h, (size_t)B * L * d, table_name);
 }
 
 /* enc[B*S, d]: embedding, N x (self-attention, feed-forward), optional final norm */
@@ -878,6 +954,130 @@ clf_status clf_model_build_step_graph(clf_model *m, const clf_step_spec *s, clf_
         clf_graph_bind(g, n, offsetof(clf_softmax_args, x), logits, 0);
     }
     return builder_end(&b);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* training                                                                            */
+
+clf_status clf_model_enable_grads(clf_model *m)
+{
+    if (m->grad_chunks)
+        return CLF_OK;
+    m->grad_chunks = calloc((size_t)m->n_chunks, sizeof(clf_buffer *));
+    if (!m->grad_chunks)
+        return clf_error(CLF_ERR_NOMEM, "model: out of host memory");
+    for (int c = 0; c < m->n_chunks; c++) {
+        clf_status st = m->api->alloc(m->be, m->chunk_bytes[c], &m->grad_chunks[c]);
+        if (st == CLF_OK)
+            st = m->api->fill(m->be, (clf_ptr){m->grad_chunks[c], 0}, 0.0f, m->chunk_bytes[c] / 4);
+        if (st != CLF_OK)
+            return clf_error_context(st, "model: gradient buffer of %zu bytes", m->chunk_bytes[c]);
+    }
+    return CLF_OK;
+}
+
+/* The gradient of a weight sits at the weight's offset in the chunk's gradient twin. */
+static clf_ptr grad_of_weight(void *user, clf_ptr param)
+{
+    const clf_model *m = user;
+    for (int c = 0; c < m->n_chunks; c++)
+        if (m->chunks[c] == param.buf)
+            return (clf_ptr){m->grad_chunks[c], param.off};
+    return (clf_ptr){0}; /* the PE table */
+}
+
+clf_status clf_model_build_train_graph(clf_model *m, const clf_train_graph_spec *s, clf_graph *g,
+                                       clf_train_values *v)
+{
+    const clf_model_config *c = &m->cfg;
+    const int B = s->B, S = s->S, T = s->T, V = c->tgt_vocab;
+    builder b;
+    if (s->backward && !m->grad_chunks)
+        return clf_error(CLF_ERR_INTERNAL, "model: training graph before clf_model_enable_grads");
+    clf_status st = builder_begin(m, g, &b);
+    if (st != CLF_OK)
+        return st;
+    b.training = 1;
+    b.dropout = s->dropout;
+    v->src = clf_graph_value(g, CLF_VALUE_INPUT, (size_t)B * S * 4, "src");
+    v->tgt = clf_graph_value(g, CLF_VALUE_INPUT, (size_t)B * T * 4, "tgt");
+    v->labels = clf_graph_value(g, CLF_VALUE_INPUT, (size_t)B * T * 4, "labels");
+    v->src_mask = clf_graph_value(g, CLF_VALUE_INPUT, (size_t)B * S * 4, "src_mask");
+    v->tgt_mask = clf_graph_value(g, CLF_VALUE_INPUT, (size_t)B * T * 4, "tgt_mask");
+    int enc = encoder(&b, v->src, v->src_mask, B, S);
+    decoder_spec ds = {.B = B,
+                       .S = S,
+                       .T = T,
+                       .ids = v->tgt,
+                       .tgt_mask = v->tgt_mask,
+                       .enc = enc,
+                       .src_mask = v->src_mask,
+                       .probs = -1};
+    int dec = decoder(&b, &ds);
+    /* logits [B*T, V]; the loss's gradient overwrites them in place (dlogits) */
+    int logits = activation(&b, (size_t)B * T * V, "logits");
+    projection(&b, logits, dec, 0, c->d_model, B * T, 0);
+    v->loss = clf_graph_value(g, CLF_VALUE_OUTPUT, (size_t)B * T * sizeof(float), "loss");
+    v->n_dropout = b.n_dropout;
+    v->ce_node = g->n_nodes;
+    clf_cross_entropy_args ce = {.rows = B * T,
+                                 .cols = V,
+                                 .ignore_index = c->pad_id,
+                                 .label_smoothing = s->label_smoothing,
+                                 .grad_scale = 1.0f};
+    clf_node *n = clf_graph_node(g, CLF_OP_CROSS_ENTROPY, &ce, sizeof ce, "cross_entropy");
+    clf_graph_bind(g, n, offsetof(clf_cross_entropy_args, loss), v->loss, 0);
+    clf_graph_bind(g, n, offsetof(clf_cross_entropy_args, logits), logits, 0);
+    clf_graph_bind(g, n, offsetof(clf_cross_entropy_args, targets), v->labels, 0);
+    if (s->backward) {
+        clf_graph_bind(g, n, offsetof(clf_cross_entropy_args, dlogits), logits, 0);
+        size_t rows = (size_t)B * (S > T ? S : T);
+        int ones = clf_graph_external(g, s->ones, rows * sizeof(float), "ones");
+        clf_backward_spec bs = {.n_forward = v->ce_node,
+                                .seed_value = logits,
+                                .seed_grad = logits,
+                                .ones = ones,
+                                .grad_of = grad_of_weight,
+                                .user = m};
+        if (g->status == CLF_OK && (st = clf_graph_append_backward(g, &bs)) != CLF_OK) {
+            free(b.wval);
+            clf_graph_free(g);
+            return st;
+        }
+    }
+    return builder_end(&b);
+}
+
+int clf_model_chunk_count(const clf_model *m)
+{
+    return m->n_chunks;
+}
+
+void clf_model_chunk(const clf_model *m, int c, clf_buffer **weights, clf_buffer **grads,
+                     size_t *bytes)
+{
+    *weights = m->chunks[c];
+    *grads = m->grad_chunks ? m->grad_chunks[c] : NULL;
+    *bytes = m->chunk_bytes[c];
+}
+
+int clf_model_weight_count(const clf_model *m)
+{
+    return m->n_weights;
+}
+
+const clf_weight_spec *clf_model_weight_spec(const clf_model *m, int i)
+{
+    return &m->specs[i];
+}
+
+void clf_model_weight_place(const clf_model *m, int i, int *chunk, size_t *off)
+{
+    *chunk = 0;
+    for (int c = 0; c < m->n_chunks; c++)
+        if (m->chunks[c] == m->wdev[i].buf)
+            *chunk = c;
+    *off = m->wdev[i].off;
 }
 
 const clf_model_config *clf_model_config_of(const clf_model *m)

@@ -51,6 +51,41 @@ typedef struct clf_step_values {
 clf_status clf_model_build_step_graph(clf_model *m, const clf_step_spec *s, clf_graph *g,
                                       clf_step_values *v);
 
+/* ---- training (train.c) ---- */
+
+/* Allocates (zeroed) gradient buffers mirroring the weight chunks. */
+clf_status clf_model_enable_grads(clf_model *m);
+
+typedef struct clf_train_graph_spec {
+    int B, S, T;
+    float dropout; /* model.dropout for training, 0 for evaluation */
+    float label_smoothing;
+    int backward; /* 0: the loss only (validation) */
+    clf_ptr ones; /* backward: >= B * max(S, T) floats of 1.0f (bias gradients) */
+} clf_train_graph_spec;
+
+typedef struct clf_train_values {
+    int src, tgt, labels, src_mask, tgt_mask; /* inputs, I32 [B*S] or [B*T] */
+    int loss;                                 /* output F32 [B*T]: per token, 0 at pads */
+    int ce_node;   /* the cross_entropy node: the trainer sets its grad_scale per batch */
+    int n_dropout; /* dropout sites (nodes tagged 0..n-1, backward twins share the tag) */
+} clf_train_values;
+
+/* The forward pass in training form (single-assignment, dropout), the label-smoothed
+ * cross-entropy against the labels, and with backward the gradient of every parameter
+ * accumulated (+=) into the gradient buffers. */
+clf_status clf_model_build_train_graph(clf_model *m, const clf_train_graph_spec *s, clf_graph *g,
+                                       clf_train_values *v);
+
+/* Parameter storage, for the optimizer and checkpoints: the weights are packed into
+ * chunks (device buffers); chunk c's gradients are a buffer of the same size and layout. */
+int clf_model_chunk_count(const clf_model *m);
+void clf_model_chunk(const clf_model *m, int c, clf_buffer **weights, clf_buffer **grads,
+                     size_t *bytes);
+int clf_model_weight_count(const clf_model *m);
+const clf_weight_spec *clf_model_weight_spec(const clf_model *m, int i);
+void clf_model_weight_place(const clf_model *m, int i, int *chunk, size_t *off);
+
 const clf_model_config *clf_model_config_of(const clf_model *m);
 void clf_model_backend_of(const clf_model *m, const clf_backend_api **api, clf_backend **be);
 

@@ -98,6 +98,11 @@ clf_status clf_weight_specs(const clf_model_config *cfg, clf_weight_spec **out, 
                       : cfg->d_model <= 0   ? "d_model"
                       : cfg->d_ff <= 0      ? "d_ff"
                                             : NULL;
+    if (bad && (cfg->src_vocab == 0 || cfg->tgt_vocab == 0))
+        return clf_error(CLF_ERR_INPUT,
+                         "weights: model.%s is not set (an experiment YAML leaves it to its "
+                         "vocabulary: use the config.yaml that clformer train writes)",
+                         bad);
     if (bad)
         return clf_error(CLF_ERR_INPUT, "weights: model.%s must be > 0", bad);
     if (cfg->encoder_layers < 0 || cfg->decoder_layers < 0)

@@ -66,8 +66,8 @@ typedef struct clf_train_config {
     int present; /* 1 when the YAML has a train: section */
     /* Paths are stored as written: a relative path is relative to the working directory
      * of the process (not to the YAML's directory). */
-    char data_train[CLF_PATH_MAX]; /* required when train: is present */
-    char data_valid[CLF_PATH_MAX]; /* "" = no validation */
+    char data_train[CLF_PATH_MAX]; /* required; a TSV, or the source side (data_train_tgt) */
+    char data_valid[CLF_PATH_MAX]; /* "" = no validation; a TSV or the source side */
     char vocab_src[CLF_PATH_MAX];  /* default "<checkpoint_dir>/src.json" (resolved) */
     char vocab_tgt[CLF_PATH_MAX];  /* default "<checkpoint_dir>/tgt.json" (resolved) */
     int min_frequency;             /* default 2 */
@@ -91,6 +91,11 @@ typedef struct clf_train_config {
     char checkpoint_dir[CLF_PATH_MAX];              /* default "runs/default" */
     int checkpoint_every;                           /* default 500; 0 = only at the end */
     int checkpoint_keep;                            /* default 3, >= 1 */
+
+    /* data.train / data.valid given as [source, target] two line-aligned files: the target
+     * files ("" when data_train / data_valid is a TSV of source<TAB>target lines) */
+    char data_train_tgt[CLF_PATH_MAX];
+    char data_valid_tgt[CLF_PATH_MAX];
 } clf_train_config;
 
 typedef struct clf_config {

@@ -56,7 +56,7 @@ typedef struct clf_fill_args {
  * the backend's copy(). Its args use the add layout (out, a; n = bytes). */
 #define CLF_NODE_COPY ((clf_op)CLF_OP_COUNT)
 
-#define CLF_NODE_MAX_OPERANDS 6
+#define CLF_NODE_MAX_OPERANDS 8
 
 typedef struct clf_operand {
     int value;       /* index into the graph's values */
@@ -84,6 +84,7 @@ typedef struct clf_node {
     int n_operands;
     clf_operand operands[CLF_NODE_MAX_OPERANDS];
     char label[64]; /* e.g. "decoder.layers.1.cross_attention_block", for error messages */
+    int tag;        /* free for the builder: a dropout node's site number (see train.c) */
 } clf_node;
 
 typedef struct clf_graph {
@@ -108,6 +109,9 @@ clf_node *clf_graph_node(clf_graph *g, clf_op op, const void *args, size_t args_
                          const char *label);
 /* Binds pointer field `field` (an offsetof) of node n to value v at element offset off. */
 void clf_graph_bind(clf_graph *g, clf_node *n, size_t field, int v, size_t elem_off);
+
+/* Finds the operand bound to pointer field `field` of n; NULL when absent. */
+const clf_operand *clf_node_operand(const clf_node *n, size_t field);
 
 /* Computes lifetimes and arena offsets (aligned to CLF_GRAPH_ALIGN bytes). */
 #define CLF_GRAPH_ALIGN 256

@@ -1,0 +1,157 @@
+/* The backward of the CPU attention op (semantics: clformer/backend.h).
+ *
+ * Per (batch, head), with P = softmax(masked(scale Q K^T)) recomputed row by row exactly as
+ * the forward computes it:
+ *   dV = P^T dO
+ *   dP = dO V^T,  D_i = sum_j P_ij dP_ij  (= rowsum(dO * O))
+ *   dS = P * (dP - D)  on unmasked entries, 0 on masked ones (masked_fill's gradient)
+ *   dQ = scale dS K,   dK = scale dS^T Q
+ * A fully masked row has uniform P, so V still gets its share of dO, as in PyTorch, but Q
+ * and K get nothing from it.
+ *
+ * One (batch, head) is one task: it alone writes its head's columns of dq, dk and dv, and
+ * it sums over queries in order, so the result does not depend on the thread count. dK and
+ * dV are accumulated in per-thread scratch ([kv_len, head_dim] each, contiguous rows) and
+ * written once at the end, which leaves every other column of the gradient buffers
+ * untouched: dq, dk and dv may be column slices of one [q|k|v] gradient. */
+#include <omp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clformer/backend.h"
+#include "cpu_internal.h"
+
+static clf_status check_attention_backward(const clf_attention_backward_args *ba)
+{
+    const char *op = "attention_backward";
+    const clf_attention_args *a = &ba->fwd;
+    if (a->batch < 0 || a->heads <= 0 || a->q_len < 0 || a->kv_len <= 0 || a->head_dim <= 0)
+        return clf_error(CLF_ERR_INPUT,
+                         "cpu: attention_backward: bad shape batch=%d heads=%d q_len=%d "
+                         "kv_len=%d head_dim=%d",
+                         a->batch, a->heads, a->q_len, a->kv_len, a->head_dim);
+    size_t width = (size_t)a->heads * a->head_dim;
+    if ((size_t)a->q_ld < width || (size_t)a->k_ld < width || (size_t)a->v_ld < width ||
+        (size_t)a->out_ld < width)
+        return clf_error(CLF_ERR_INPUT,
+                         "cpu: attention_backward: row stride below heads*head_dim=%zu (q_ld=%d "
+                         "k_ld=%d v_ld=%d out_ld=%d)",
+                         width, a->q_ld, a->k_ld, a->v_ld, a->out_ld);
+    if (a->batch == 0)
+        return CLF_OK;
+    size_t nb = (size_t)a->batch - 1;
+    size_t qb = 4 * (nb * a->q_bstride + span2d(a->q_len, width, a->q_ld));
+    size_t kb = 4 * (nb * a->kv_bstride + span2d(a->kv_len, width, a->k_ld));
+    size_t vb = 4 * (nb * a->kv_bstride + span2d(a->kv_len, width, a->v_ld));
+    size_t ob = 4 * (nb * a->out_bstride + span2d(a->q_len, width, a->out_ld));
+    clf_status st;
+    if ((st = check_span(op, "q", a->q, qb)) != CLF_OK ||
+        (st = check_span(op, "k", a->k, kb)) != CLF_OK ||
+        (st = check_span(op, "v", a->v, vb)) != CLF_OK ||
+        (st = check_span(op, "dout", ba->dout, ob)) != CLF_OK ||
+        (st = check_span(op, "dq", ba->dq, qb)) != CLF_OK ||
+        (st = check_span(op, "dk", ba->dk, kb)) != CLF_OK ||
+        (st = check_span(op, "dv", ba->dv, vb)) != CLF_OK ||
+        (a->key_mask.buf &&
+         (st = check_span(op, "key_mask", a->key_mask,
+                          4 * (nb * a->key_mask_stride + (size_t)a->kv_len))) != CLF_OK))
+        return st;
+    /* The gradients are written while q, k, v and dout are still being read. */
+    const clf_ptr outs[3] = {ba->dq, ba->dk, ba->dv}, ins[4] = {a->q, a->k, a->v, ba->dout};
+    const size_t out_bytes[3] = {qb, kb, vb}, in_bytes[4] = {qb, kb, vb, ob};
+    static const char *const out_names[3] = {"dq", "dk", "dv"};
+    static const char *const in_names[4] = {"q", "k", "v", "dout"};
+    for (int o = 0; o < 3; o++)
+        for (int i = 0; i < 4; i++)
+            if (spans_overlap(outs[o], out_bytes[o], ins[i], in_bytes[i]))
+                return clf_error(CLF_ERR_INPUT,
+                                 "cpu: attention_backward: '%s' overlaps the input '%s'",
+                                 out_names[o], in_names[i]);
+    return CLF_OK;
+}
+
+clf_status cpu_attention_backward(clf_backend *be, const clf_attention_backward_args *ba)
+{
+    clf_status st = check_attention_backward(ba);
+    const clf_attention_args *a = &ba->fwd;
+    if (st != CLF_OK || a->batch == 0)
+        return st;
+    const float *Q = fptr(a->q), *K = fptr(a->k), *V = fptr(a->v), *DO = fptr(ba->dout);
+    float *DQ = fptr(ba->dq), *DK = fptr(ba->dk), *DV = fptr(ba->dv);
+    const int32_t *M = a->key_mask.buf ? iptr(a->key_mask) : NULL;
+    const int B = a->batch, H = a->heads, Tq = a->q_len, Tk = a->kv_len, D = a->head_dim;
+    const float scale = a->scale;
+    /* per thread: P row, dP row, dQ row, dK and dV accumulators */
+    const size_t per_thread = 2 * (size_t)Tk + (size_t)D + 2 * (size_t)Tk * D;
+    float *scratch = malloc(sizeof(float) * (size_t)be->threads * per_thread);
+    if (!scratch)
+        return clf_error(CLF_ERR_NOMEM, "cpu: attention_backward: cannot allocate scratch");
+#pragma omp parallel num_threads(be->threads)
+    {
+        float *p = scratch + (size_t)omp_get_thread_num() * per_thread;
+        float *dp = p + Tk, *dq = dp + Tk, *dk = dq + D, *dv = dk + (size_t)Tk * D;
+#pragma omp for schedule(dynamic, 1)
+        for (int bh = 0; bh < B * H; bh++) {
+            int b = bh / H, h = bh % H;
+            const float *kb = K + b * a->kv_bstride + (size_t)h * D;
+            const float *vb = V + b * a->kv_bstride + (size_t)h * D;
+            const int32_t *mask = M ? M + b * a->key_mask_stride : NULL;
+            memset(dk, 0, sizeof(float) * (size_t)Tk * D);
+            memset(dv, 0, sizeof(float) * (size_t)Tk * D);
+            for (int i = 0; i < Tq; i++) {
+                const float *q = Q + b * a->q_bstride + (size_t)i * a->q_ld + (size_t)h * D;
+                const float *dO = DO + b * a->out_bstride + (size_t)i * a->out_ld + (size_t)h * D;
+                attention_probs_row(a, q, kb, mask, i, p);
+                /* dP_ij = dO_i . V_j, and D_i; dV_j += P_ij dO_i */
+                double Di = 0.0;
+                for (int j = 0; j < Tk; j++) {
+                    float pj = p[j];
+                    if (pj == 0.0f) {
+                        dp[j] = 0.0f;
+                        continue;
+                    }
+                    const float *v = vb + (size_t)j * a->v_ld;
+                    float *dvj = dv + (size_t)j * D;
+                    float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+                    for (int d = 0; d < D; d++) {
+                        dot += dO[d] * v[d];
+                        dvj[d] += pj * dO[d];
+                    }
+                    dp[j] = dot;
+                    Di += (double)pj * dot;
+                }
+                /* dS_ij = P_ij (dP_ij - D_i); dQ_i = sum_j dS_ij K_j; dK_j += dS_ij Q_i */
+                for (int d = 0; d < D; d++)
+                    dq[d] = 0.0f;
+                for (int j = 0; j < Tk; j++) {
+                    int masked = (mask && mask[j] == 0) || (a->causal && j > a->q_pos0 + i);
+                    if (masked || p[j] == 0.0f)
+                        continue;
+                    float ds = (float)(p[j] * ((double)dp[j] - Di));
+                    const float *k = kb + (size_t)j * a->k_ld;
+                    float *dkj = dk + (size_t)j * D;
+#pragma omp simd
+                    for (int d = 0; d < D; d++) {
+                        dq[d] += ds * k[d];
+                        dkj[d] += ds * q[d];
+                    }
+                }
+                float *out = DQ + b * a->q_bstride + (size_t)i * a->q_ld + (size_t)h * D;
+                for (int d = 0; d < D; d++)
+                    out[d] = scale * dq[d];
+            }
+            for (int j = 0; j < Tk; j++) {
+                float *ok = DK + b * a->kv_bstride + (size_t)j * a->k_ld + (size_t)h * D;
+                float *ov = DV + b * a->kv_bstride + (size_t)j * a->v_ld + (size_t)h * D;
+                const float *dkj = dk + (size_t)j * D;
+                for (int d = 0; d < D; d++)
+                    ok[d] = scale * dkj[d];
+                memcpy(ov, dv + (size_t)j * D, sizeof(float) * (size_t)D);
+            }
+        }
+    }
+    free(scratch);
+    return CLF_OK;
+}

@@ -1,0 +1,86 @@
+/* clformer/train.h - training a model on its backend: gradients, Adam, checkpoints.
+ *
+ * A trainer owns the optimizer state (Adam moments, one buffer per weight chunk, on the
+ * device) and the training graphs. One optimizer step is `accumulate` calls of
+ * clf_trainer_accumulate (forward, label-smoothed cross-entropy, backward: gradients add
+ * up on the device) and one clf_trainer_step (schedule, clipping, Adam, gradients back to
+ * zero). Only the ids go up and the per-token losses come down.
+ *
+ * Semantics (the PyTorch reference of tests/reference/make_train_fixtures.py):
+ *   loss of a micro-batch = mean over its non-pad labels of the label-smoothed CE
+ *   the step's gradient   = mean over the micro-batches of their losses' gradients
+ *   clipping              = torch.nn.utils.clip_grad_norm_ on that gradient
+ *   Adam / AdamW          = torch.optim.Adam / AdamW
+ * Dropout masks are a pure function of (train.seed, micro-batch number, dropout site), so
+ * a resumed run draws the masks an uninterrupted run would have drawn. */
+#ifndef CLFORMER_TRAIN_H
+#define CLFORMER_TRAIN_H
+
+#include <stdint.h>
+
+#include "clformer/config.h"
+#include "clformer/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct clf_trainer clf_trainer;
+
+/* One batch of pairs, framed as the tutorial (see clformer/dataset.h):
+ *   src [B, S] = [SOS] x [EOS] [PAD]...   tgt [B, T] = [SOS] y [PAD]...
+ *   labels [B, T] = y [EOS] [PAD]...      (pad = model.pad_id) */
+typedef struct clf_train_batch {
+    int batch, src_len, tgt_len;
+    const int32_t *src, *tgt, *labels;
+} clf_train_batch;
+
+/* Where training stands; saved in checkpoints, restored by clf_trainer_load. */
+typedef struct clf_train_state {
+    long long step;  /* optimizer steps done */
+    long long micro; /* micro-batches done (dropout seeds derive from it) */
+    int epoch;       /* epoch in progress, 0-based */
+    int batch;       /* next batch of that epoch */
+} clf_train_state;
+
+/* The trainer for model m (its weights are trained in place). dropout is model.dropout. */
+clf_status clf_trainer_create(clf_model *m, const clf_train_config *tc, float dropout,
+                              clf_trainer **out);
+void clf_trainer_free(clf_trainer *t);
+
+/* Forward and backward of one micro-batch; its gradient (of its mean loss, divided by
+ * tc->accumulate) adds to the gradient buffers. *loss_sum: sum of the per-token losses,
+ * *tokens: non-pad labels (both may be NULL). */
+clf_status clf_trainer_accumulate(clf_trainer *t, const clf_train_batch *b, double *loss_sum,
+                                  long long *tokens);
+
+/* The optimizer step: learning rate from the schedule at step state.step + 1, clipping by
+ * global norm (when tc->clip_norm > 0), Adam or AdamW, then the gradients are zeroed.
+ * *lr and *grad_norm (before clipping) may be NULL. */
+clf_status clf_trainer_step(clf_trainer *t, double *lr, double *grad_norm);
+
+/* Loss only (no dropout, no gradient), for validation. */
+clf_status clf_trainer_evaluate(clf_trainer *t, const clf_train_batch *b, double *loss_sum,
+                                long long *tokens);
+
+/* The learning rate at optimizer step `step` (1-based):
+ *   constant:     lr * min(1, step / warmup)          (no warmup when warmup = 0)
+ *   noam:         lr * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
+ *   inverse_sqrt: lr * min(step / warmup, sqrt(warmup / step)) */
+double clf_train_lr(const clf_train_config *tc, int d_model, long long step);
+
+clf_train_state *clf_trainer_state(clf_trainer *t);
+
+/* Writes weights (tutorial names), Adam moments ("optim.exp_avg.<name>",
+ * "optim.exp_avg_sq.<name>") and the state and config_yaml (may be NULL) as metadata, to
+ * path atomically (temporary name, then rename). */
+clf_status clf_trainer_save(clf_trainer *t, const char *path, const char *config_yaml);
+
+/* Restores what clf_trainer_save wrote: weights, moments and state. Errors name the
+ * file and the tensor (missing, mis-shaped) or the metadata key. */
+clf_status clf_trainer_load(clf_trainer *t, const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

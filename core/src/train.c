@@ -1,0 +1,555 @@
+/* The trainer (see clformer/train.h): training graphs per batch shape, the optimizer step
+ * over the packed weight chunks, checkpoints. */
+#include "clformer/train.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clformer/tensor.h"
+#include "model_internal.h"
+
+#define CHECKPOINT_FORMAT "clformer-checkpoint-1"
+
+/* A planned training (or evaluation) graph for one batch shape. */
+typedef struct shaped_graph {
+    int valid, B, S, T;
+    clf_graph g;
+    clf_train_values v;
+} shaped_graph;
+
+struct clf_trainer {
+    clf_model *m;
+    const clf_backend_api *api;
+    clf_backend *be;
+    clf_train_config tc;
+    float dropout;
+    int n_chunks;
+    clf_buffer **w, **grad, **exp_avg, **exp_avg_sq; /* per chunk; w and grad: the model's */
+    size_t *bytes;
+    clf_buffer *ones; /* 1.0f x ones_len: bias gradients are 1^T dY */
+    size_t ones_len;
+    clf_buffer *norms; /* n_chunks floats: sum of squares per chunk */
+    clf_buffer *arena;
+    size_t arena_cap;
+    shaped_graph train, eval;
+    int32_t *host_i32; /* masks */
+    float *host_loss;
+    size_t host_cap; /* elements of host_i32 and host_loss */
+    clf_train_state state;
+};
+
+/* ---------------------------------------------------------------------------------- */
+/* life cycle                                                                          */
+
+clf_status clf_trainer_create(clf_model *m, const clf_train_config *tc, float dropout,
+                              clf_trainer **out)
+{
+    static const clf_op ops[] = {CLF_OP_RELU_BACKWARD,
+                                 CLF_OP_LAYERNORM_BACKWARD,
+                                 CLF_OP_ATTENTION_BACKWARD,
+                                 CLF_OP_EMBED_BACKWARD,
+                                 CLF_OP_DROPOUT,
+                                 CLF_OP_CROSS_ENTROPY,
+                                 CLF_OP_ADAM,
+                                 CLF_OP_SUM_SQUARES,
+                                 CLF_OP_FILL};
+    clf_status st = CLF_OK;
+    *out = NULL;
+    clf_trainer *t = calloc(1, sizeof *t);
+    if (!t)
+        return clf_error(CLF_ERR_NOMEM, "train: out of host memory");
+    t->m = m;
+    t->tc = *tc;
+    t->dropout = dropout;
+    clf_model_backend_of(m, &t->api, &t->be);
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        if ((st = clf_backend_require(t->api, t->be, ops[i])) != CLF_OK)
+            goto fail;
+    if ((st = clf_model_enable_grads(m)) != CLF_OK)
+        goto fail;
+    t->n_chunks = clf_model_chunk_count(m);
+    size_t nc = (size_t)t->n_chunks;
+    t->w = calloc(nc, sizeof *t->w);
+    t->grad = calloc(nc, sizeof *t->grad);
+    t->exp_avg = calloc(nc, sizeof *t->exp_avg);
+    t->exp_avg_sq = calloc(nc, sizeof *t->exp_avg_sq);
+    t->bytes = calloc(nc, sizeof *t->bytes);
+    if (!t->w || !t->grad || !t->exp_avg || !t->exp_avg_sq || !t->bytes) {
+        st = clf_error(CLF_ERR_NOMEM, "train: out of host memory");
+        goto fail;
+    }
+    for (int c = 0; c < t->n_chunks; c++) {
+        clf_model_chunk(m, c, &t->w[c], &t->grad[c], &t->bytes[c]);
+        size_t n = t->bytes[c] / sizeof(float);
+        if ((st = t->api->alloc(t->be, t->bytes[c], &t->exp_avg[c])) != CLF_OK ||
+            (st = t->api->alloc(t->be, t->bytes[c], &t->exp_avg_sq[c])) != CLF_OK ||
+            (st = t->api->fill(t->be, (clf_ptr){t->exp_avg[c], 0}, 0.0f, n)) != CLF_OK ||
+            (st = t->api->fill(t->be, (clf_ptr){t->exp_avg_sq[c], 0}, 0.0f, n)) != CLF_OK) {
+            clf_error_context(st, "train: Adam moments (%zu bytes)", t->bytes[c]);
+            goto fail;
+        }
+    }
+    if ((st = t->api->alloc(t->be, nc * sizeof(float), &t->norms)) != CLF_OK)
+        goto fail;
+    *out = t;
+    return CLF_OK;
+fail:
+    clf_trainer_free(t);
+    return st;
+}
+
+static void drop_graph(shaped_graph *sg)
+{
+    if (sg->valid)
+        clf_graph_free(&sg->g);
+    sg->valid = 0;
+}
+
+void clf_trainer_free(clf_trainer *t)
+{
+    if (!t)
+        return;
+    for (int c = 0; c < t->n_chunks; c++) {
+        if (t->exp_avg && t->exp_avg[c])
+            t->api->free(t->be, t->exp_avg[c]);
+        if (t->exp_avg_sq && t->exp_avg_sq[c])
+            t->api->free(t->be, t->exp_avg_sq[c]);
+    }
+    if (t->ones)
+        t->api->free(t->be, t->ones);
+    if (t->norms)
+        t->api->free(t->be, t->norms);
+    if (t->arena)
+        t->api->free(t->be, t->arena);
+    drop_graph(&t->train);
+    drop_graph(&t->eval);
+    free(t->w);
+    free(t->grad);
+    free(t->exp_avg);
+    free(t->exp_avg_sq);
+    free(t->bytes);
+    free(t->host_i32);
+    free(t->host_loss);
+    free(t);
+}
+
+clf_train_state *clf_trainer_state(clf_trainer *t)
+{
+    return &t->state;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* one micro-batch                                                                     */
+
+static uint64_t splitmix64(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+/* The ones vector must cover the longest GEMM of the shape; growing it moves it, so the
+ * cached graphs that point at it are dropped. */
+static clf_status ensure_ones(clf_trainer *t, size_t len)
+{
+    if (len <= t->ones_len)
+        return CLF_OK;
+    size_t n = t->ones_len ? t->ones_len : 1024;
+    while (n < len)
+        n *= 2;
+    if (t->ones)
+        t->api->free(t->be, t->ones);
+    t->ones = NULL;
+    t->ones_len = 0;
+    drop_graph(&t->train);
+    clf_status st = t->api->alloc(t->be, n * sizeof(float), &t->ones);
+    if (st == CLF_OK)
+        st = t->api->fill(t->be, (clf_ptr){t->ones, 0}, 1.0f, n);
+    if (st != CLF_OK)
+        return clf_error_context(st, "train: ones vector");
+    t->ones_len = n;
+    return CLF_OK;
+}
+
+static clf_status ensure_host(clf_trainer *t, size_t n)
+{
+    if (n <= t->host_cap)
+        return CLF_OK;
+    int32_t *i = realloc(t->host_i32, n * sizeof *i);
+    if (i)
+        t->host_i32 = i;
+    float *l = realloc(t->host_loss, n * sizeof *l);
+    if (l)
+        t->host_loss = l;
+    if (!i || !l)
+        return clf_error(CLF_ERR_NOMEM, "train: out of host memory");
+    t->host_cap = n;
+    return CLF_OK;
+}
+
+static clf_status check_batch(const clf_trainer *t, const clf_train_batch *b)
+{
+    const clf_model_config *c = clf_model_config_of(t->m);
+    if (b->batch < 1 || b->src_len < 1 || b->tgt_len < 1)
+        return clf_error(CLF_ERR_INPUT, "train: empty batch (batch %d, src_len %d, tgt_len %d)",
+                         b->batch, b->src_len, b->tgt_len);
+    if (b->src_len > c->max_len || b->tgt_len > c->max_len)
+        return clf_error(CLF_ERR_INPUT, "train: sequence length %d exceeds model.max_len %d",
+                         b->src_len > b->tgt_len ? b->src_len : b->tgt_len, c->max_len);
+    const size_t ns = (size_t)b->batch * b->src_len, nt = (size_t)b->batch * b->tgt_len;
+    for (size_t i = 0; i < ns; i++)
+        if (b->src[i] < 0 || b->src[i] >= c->src_vocab)
+            return clf_error(CLF_ERR_INPUT, "train: source id %d outside the vocabulary [0, %d)",
+                             b->src[i], c->src_vocab);
+    for (size_t i = 0; i < nt; i++)
+        if (b->tgt[i] < 0 || b->tgt[i] >= c->tgt_vocab || b->labels[i] < 0 ||
+            b->labels[i] >= c->tgt_vocab)
+            return clf_error(CLF_ERR_INPUT, "train: target id %d outside the vocabulary [0, %d)",
+                             b->tgt[i] < 0 || b->tgt[i] >= c->tgt_vocab ? b->tgt[i] : b->labels[i],
+                             c->tgt_vocab);
+    return CLF_OK;
+}
+
+static clf_status prepare_graph(clf_trainer *t, shaped_graph *sg, int backward,
+                                const clf_train_batch *b)
+{
+    clf_status st;
+    if (backward &&
+        (st = ensure_ones(t, (size_t)b->batch *
+                                 (b->src_len > b->tgt_len ? b->src_len : b->tgt_len))) != CLF_OK)
+        return st;
+    if (sg->valid && sg->B == b->batch && sg->S == b->src_len && sg->T == b->tgt_len)
+        return CLF_OK;
+    drop_graph(sg);
+    clf_train_graph_spec spec = {.B = b->batch,
+                                 .S = b->src_len,
+                                 .T = b->tgt_len,
+                                 .dropout = backward ? t->dropout : 0.0f,
+                                 .label_smoothing = t->tc.label_smoothing,
+                                 .backward = backward,
+                                 .ones = (clf_ptr){t->ones, 0}};
+    if ((st = clf_model_build_train_graph(t->m, &spec, &sg->g, &sg->v)) != CLF_OK)
+        return st;
+    sg->valid = 1;
+    sg->B = b->batch, sg->S = b->src_len, sg->T = b->tgt_len;
+    if (sg->g.arena_bytes > t->arena_cap) {
+        if (t->arena)
+            t->api->free(t->be, t->arena);
+        t->arena = NULL;
+        t->arena_cap = 0;
+        if ((st = t->api->alloc(t->be, sg->g.arena_bytes, &t->arena)) != CLF_OK)
+            return clf_error_context(st, "train: activation arena of %zu bytes", sg->g.arena_bytes);
+        t->arena_cap = sg->g.arena_bytes;
+    }
+    return CLF_OK;
+}
+
+/* ids and their key mask (ids != pad) into the graph's inputs */
+static clf_status upload_ids(clf_trainer *t, const shaped_graph *sg, int v_ids, int v_mask,
+                             const int32_t *ids, size_t n)
+{
+    const int pad = clf_model_config_of(t->m)->pad_id;
+    clf_status st = t->api->upload(t->be, clf_graph_ptr(&sg->g, t->arena, v_ids), ids, n * 4);
+    if (st != CLF_OK || v_mask < 0)
+        return st;
+    for (size_t i = 0; i < n; i++)
+        t->host_i32[i] = ids[i] != pad;
+    return t->api->upload(t->be, clf_graph_ptr(&sg->g, t->arena, v_mask), t->host_i32, n * 4);
+}
+
+static clf_status run_batch(clf_trainer *t, int backward, const clf_train_batch *b,
+                            double *loss_sum, long long *tokens)
+{
+    clf_status st;
+    shaped_graph *sg = backward ? &t->train : &t->eval;
+    const int pad = clf_model_config_of(t->m)->pad_id;
+    const size_t ns = (size_t)b->batch * b->src_len, nt = (size_t)b->batch * b->tgt_len;
+    if ((st = check_batch(t, b)) != CLF_OK || (st = ensure_host(t, ns > nt ? ns : nt)) != CLF_OK ||
+        (st = prepare_graph(t, sg, backward, b)) != CLF_OK)
+        return st;
+    long long ntok = 0;
+    for (size_t i = 0; i < nt; i++)
+        ntok += b->labels[i] != pad;
+    /* per-batch scalars: the loss's gradient scale and the dropout seeds */
+    clf_node *ce = &sg->g.nodes[sg->v.ce_node];
+    ce->args.cross_entropy.grad_scale =
+        backward && ntok ? (float)(1.0 / ((double)ntok * t->tc.accumulate)) : 0.0f;
+    if (backward) {
+        uint64_t base = splitmix64(splitmix64((uint64_t)t->tc.seed) + (uint64_t)t->state.micro);
+        for (int i = 0; i < sg->g.n_nodes; i++)
+            if (sg->g.nodes[i].op == CLF_OP_DROPOUT)
+                sg->g.nodes[i].args.dropout.seed = splitmix64(base + (uint64_t)sg->g.nodes[i].tag);
+    }
+    if ((st = upload_ids(t, sg, sg->v.src, sg->v.src_mask, b->src, ns)) != CLF_OK ||
+        (st = upload_ids(t, sg, sg->v.tgt, sg->v.tgt_mask, b->tgt, nt)) != CLF_OK ||
+        (st = upload_ids(t, sg, sg->v.labels, -1, b->labels, nt)) != CLF_OK)
+        return clf_error_context(st, "train: uploading the batch");
+    if ((st = clf_graph_run(&sg->g, t->api, t->be, t->arena)) != CLF_OK)
+        return clf_error_context(st, backward ? "train" : "evaluate");
+    if ((st = t->api->download(t->be, t->host_loss, clf_graph_ptr(&sg->g, t->arena, sg->v.loss),
+                               nt * sizeof(float))) != CLF_OK)
+        return st;
+    double sum = 0.0;
+    for (size_t i = 0; i < nt; i++)
+        sum += t->host_loss[i];
+    if (!isfinite(sum))
+        return clf_error(CLF_ERR_INPUT,
+                         "train: the loss is not finite at step %lld (learning rate too high?)",
+                         t->state.step + 1);
+    if (backward)
+        t->state.micro++;
+    if (loss_sum)
+        *loss_sum = sum;
+    if (tokens)
+        *tokens = ntok;
+    return CLF_OK;
+}
+
+clf_status clf_trainer_accumulate(clf_trainer *t, const clf_train_batch *b, double *loss_sum,
+                                  long long *tokens)
+{
+    return run_batch(t, 1, b, loss_sum, tokens);
+}
+
+clf_status clf_trainer_evaluate(clf_trainer *t, const clf_train_batch *b, double *loss_sum,
+                                long long *tokens)
+{
+    return run_batch(t, 0, b, loss_sum, tokens);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* the optimizer step                                                                  */
+
+double clf_train_lr(const clf_train_config *tc, int d_model, long long step)
+{
+    const double s = step < 1 ? 1.0 : (double)step, w = tc->warmup;
+    switch (tc->schedule) {
+    case CLF_SCHED_NOAM:
+        return tc->lr * pow((double)d_model, -0.5) * fmin(pow(s, -0.5), s * pow(w, -1.5));
+    case CLF_SCHED_INVERSE_SQRT:
+        return tc->lr * fmin(s / w, sqrt(w / s));
+    case CLF_SCHED_CONSTANT:
+    default:
+        return w > 0 ? tc->lr * fmin(1.0, s / w) : tc->lr;
+    }
+}
+
+clf_status clf_trainer_step(clf_trainer *t, double *lr_out, double *norm_out)
+{
+    clf_status st;
+    const clf_train_config *tc = &t->tc;
+    const long long step = t->state.step + 1;
+    const double lr = clf_train_lr(tc, clf_model_config_of(t->m)->d_model, step);
+    float *norms = malloc((size_t)t->n_chunks * sizeof(float));
+    if (!norms)
+        return clf_error(CLF_ERR_NOMEM, "train: out of host memory");
+    for (int c = 0; c < t->n_chunks; c++)
+        if ((st = t->api->sum_squares(t->be, (clf_ptr){t->norms, (size_t)c * sizeof(float)},
+                                      (clf_ptr){t->grad[c], 0}, t->bytes[c] / 4)) != CLF_OK)
+            goto fail;
+    if ((st = t->api->download(t->be, norms, (clf_ptr){t->norms, 0},
+                               (size_t)t->n_chunks * sizeof(float))) != CLF_OK)
+        goto fail;
+    double sq = 0.0;
+    for (int c = 0; c < t->n_chunks; c++)
+        sq += norms[c];
+    const double norm = sqrt(sq);
+    if (!isfinite(norm)) {
+        st = clf_error(CLF_ERR_INPUT, "train: the gradient norm is not finite at step %lld", step);
+        goto fail;
+    }
+    /* torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when below 1 */
+    double clip = 1.0;
+    if (tc->clip_norm > 0) {
+        double coef = tc->clip_norm / (norm + 1e-6);
+        if (coef < 1.0)
+            clip = coef;
+    }
+    const double bc1 = 1.0 - pow(tc->beta1, (double)step);
+    const double bc2 = 1.0 - pow(tc->beta2, (double)step);
+    for (int c = 0; c < t->n_chunks; c++) {
+        clf_adam_args a = {.param = {t->w[c], 0},
+                           .grad = {t->grad[c], 0},
+                           .m = {t->exp_avg[c], 0},
+                           .v = {t->exp_avg_sq[c], 0},
+                           .n = t->bytes[c] / 4,
+                           .lr = (float)lr,
+                           .beta1 = tc->beta1,
+                           .beta2 = tc->beta2,
+                           .eps = tc->adam_eps,
+                           .weight_decay = tc->weight_decay,
+                           .grad_scale = (float)clip,
+                           .bias_correction1 = (float)bc1,
+                           .sqrt_bias_correction2 = (float)sqrt(bc2),
+                           .decoupled = tc->optimizer == CLF_OPT_ADAMW};
+        if ((st = t->api->adam(t->be, &a)) != CLF_OK ||
+            (st = t->api->fill(t->be, (clf_ptr){t->grad[c], 0}, 0.0f, t->bytes[c] / 4)) != CLF_OK)
+            goto fail;
+    }
+    if ((st = t->api->synchronize(t->be)) != CLF_OK)
+        goto fail;
+    t->state.step = step;
+    if (lr_out)
+        *lr_out = lr;
+    if (norm_out)
+        *norm_out = norm;
+fail:
+    free(norms);
+    return st;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* checkpoints                                                                         */
+
+/* The three tensors of weight i: the weight and its two Adam moments. */
+static const char *const part_prefix[3] = {"", "optim.exp_avg.", "optim.exp_avg_sq."};
+
+static clf_buffer *part_chunk(const clf_trainer *t, int part, int c)
+{
+    return part == 0 ? t->w[c] : part == 1 ? t->exp_avg[c] : t->exp_avg_sq[c];
+}
+
+static int64_t spec_numel(const clf_weight_spec *s)
+{
+    return s->ndim == 1 ? s->shape[0] : s->shape[0] * s->shape[1];
+}
+
+clf_status clf_trainer_save(clf_trainer *t, const char *path, const char *config_yaml)
+{
+    clf_status st = CLF_OK;
+    const int nw = clf_model_weight_count(t->m), nt = 3 * nw;
+    clf_tensor *tensors = calloc((size_t)nt, sizeof *tensors);
+    if (!tensors)
+        return clf_error(CLF_ERR_NOMEM, "checkpoint: out of host memory");
+    for (int part = 0; part < 3; part++)
+        for (int i = 0; i < nw; i++) {
+            const clf_weight_spec *s = clf_model_weight_spec(t->m, i);
+            clf_tensor *x = &tensors[part * nw + i];
+            int c;
+            size_t off;
+            clf_model_weight_place(t->m, i, &c, &off);
+            snprintf(x->name, sizeof x->name, "%s%s", part_prefix[part], s->name);
+            x->dtype = CLF_F32;
+            x->ndim = s->ndim;
+            x->shape[0] = s->shape[0];
+            x->shape[1] = s->shape[1];
+            x->nbytes = (size_t)spec_numel(s) * sizeof(float);
+            x->data = malloc(x->nbytes ? x->nbytes : 1);
+            if (!x->data) {
+                st = clf_error(CLF_ERR_NOMEM, "checkpoint: out of host memory");
+                goto fail;
+            }
+            if ((st = t->api->download(t->be, x->data, (clf_ptr){part_chunk(t, part, c), off},
+                                       x->nbytes)) != CLF_OK) {
+                clf_error_context(st, "checkpoint: reading '%s' from the device", x->name);
+                goto fail;
+            }
+        }
+    char step[32], micro[32], epoch[32], batch[32], seed[32];
+    snprintf(step, sizeof step, "%lld", t->state.step);
+    snprintf(micro, sizeof micro, "%lld", t->state.micro);
+    snprintf(epoch, sizeof epoch, "%d", t->state.epoch);
+    snprintf(batch, sizeof batch, "%d", t->state.batch);
+    snprintf(seed, sizeof seed, "%lld", t->tc.seed);
+    const char *meta[] = {"format",    CHECKPOINT_FORMAT,
+                          "step",      step,
+                          "micro",     micro,
+                          "epoch",     epoch,
+                          "batch",     batch,
+                          "seed",      seed,
+                          "optimizer", clf_optimizer_name(t->tc.optimizer),
+                          "config",    config_yaml ? config_yaml : ""};
+    st = clf_safetensors_write(path, tensors, nt, meta, (int)(sizeof meta / sizeof meta[0]) / 2);
+fail:
+    for (int i = 0; i < nt; i++)
+        free(tensors[i].data);
+    free(tensors);
+    return st;
+}
+
+static clf_status meta_ll(const clf_safetensors *f, const char *key, long long *out)
+{
+    const char *v = clf_safetensors_meta(f, key);
+    char *end;
+    if (!v || !*v)
+        return clf_error(CLF_ERR_INPUT, "%s: checkpoint metadata '%s' is missing",
+                         clf_safetensors_path(f), key);
+    long long x = strtoll(v, &end, 10);
+    if (*end || x < 0)
+        return clf_error(CLF_ERR_INPUT, "%s: checkpoint metadata '%s' is not a count: '%s'",
+                         clf_safetensors_path(f), key, v);
+    *out = x;
+    return CLF_OK;
+}
+
+clf_status clf_trainer_load(clf_trainer *t, const char *path)
+{
+    clf_safetensors *f = NULL;
+    float *host = NULL;
+    clf_status st = clf_safetensors_open(path, &f);
+    if (st != CLF_OK)
+        return st;
+    const char *fmt = clf_safetensors_meta(f, "format");
+    if (!fmt || strcmp(fmt, CHECKPOINT_FORMAT) != 0) {
+        st = clf_error(CLF_ERR_INPUT,
+                       "%s: not a clformer training checkpoint (metadata format is '%s', "
+                       "expected '%s')",
+                       path, fmt ? fmt : "absent", CHECKPOINT_FORMAT);
+        goto fail;
+    }
+    clf_train_state s;
+    long long epoch, batch;
+    if ((st = meta_ll(f, "step", &s.step)) != CLF_OK ||
+        (st = meta_ll(f, "micro", &s.micro)) != CLF_OK ||
+        (st = meta_ll(f, "epoch", &epoch)) != CLF_OK ||
+        (st = meta_ll(f, "batch", &batch)) != CLF_OK)
+        goto fail;
+    s.epoch = (int)epoch;
+    s.batch = (int)batch;
+    const int nw = clf_model_weight_count(t->m);
+    for (int part = 0; part < 3; part++)
+        for (int i = 0; i < nw; i++) {
+            const clf_weight_spec *ws = clf_model_weight_spec(t->m, i);
+            char name[CLF_TENSOR_NAME_MAX + 32];
+            snprintf(name, sizeof name, "%s%s", part_prefix[part], ws->name);
+            const clf_tensor *x = clf_safetensors_find(f, name);
+            if (!x) {
+                st = clf_error(CLF_ERR_INPUT, "%s: tensor '%s' is missing", path, name);
+                goto fail;
+            }
+            if (clf_tensor_numel(x) != spec_numel(ws) || x->ndim != ws->ndim) {
+                char a[64], b[64];
+                st = clf_error(CLF_ERR_INPUT, "%s: tensor '%s' has shape %s, the model needs %s",
+                               path, name, clf_shape_str(x->shape, x->ndim, a, sizeof a),
+                               clf_shape_str(ws->shape, ws->ndim, b, sizeof b));
+                goto fail;
+            }
+            size_t bytes = (size_t)spec_numel(ws) * sizeof(float);
+            float *h = realloc(host, bytes ? bytes : 1);
+            if (!h) {
+                st = clf_error(CLF_ERR_NOMEM, "checkpoint: out of host memory");
+                goto fail;
+            }
+            host = h;
+            if ((st = clf_tensor_to_f32(x, host)) != CLF_OK)
+                goto fail;
+            int c;
+            size_t off;
+            clf_model_weight_place(t->m, i, &c, &off);
+            if ((st = t->api->upload(t->be, (clf_ptr){part_chunk(t, part, c), off}, host, bytes)) !=
+                CLF_OK)
+                goto fail;
+        }
+    t->state = s;
+    drop_graph(&t->train); /* nothing stale, but a resumed run starts clean */
+    drop_graph(&t->eval);
+    st = t->api->synchronize(t->be);
+fail:
+    free(host);
+    clf_safetensors_close(f);
+    return st;
+}

@@ -1,0 +1,801 @@
+/* The dataset module: TSV and two-file loading (same pairs either way), the framing of
+ * src / tgt_in / labels with the tokenizers' own specials, padding, which lines are skipped
+ * and counted, vocabularies built from the data, both batching modes (every pair exactly
+ * once per epoch, the token budget kept, the same plan for the same (seed, epoch) whatever
+ * came before, other plans for other epochs, file order without shuffle), and the message
+ * of every error. Fixtures are small files written to a temporary directory here. */
+#include <dirent.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clformer/dataset.h"
+#include "clformer/rng.h"
+#include "testutil.h"
+
+/* ---- helpers ---- */
+
+static char tmpdir[256];
+
+static void make_tmpdir(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/clf-data-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void remove_tmpdir(void)
+{
+    DIR *d = opendir(tmpdir);
+    if (!d)
+        return;
+    struct dirent *e;
+    char p[512];
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        snprintf(p, sizeof p, "%s/%s", tmpdir, e->d_name);
+        remove(p);
+    }
+    closedir(d);
+    rmdir(tmpdir);
+}
+
+/* tmpdir/name; each call returns its own buffer (a few live at once). */
+static const char *tmp_path(const char *name)
+{
+    static char p[4][512];
+    static int next;
+    char *out = p[next++ % 4];
+    snprintf(out, 512, "%s/%s", tmpdir, name);
+    return out;
+}
+
+static void write_bytes(const char *path, const char *text, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(text, 1, len, f), len);
+    fclose(f);
+}
+
+static void write_text(const char *path, const char *text)
+{
+    write_bytes(path, text, strlen(text));
+}
+
+/* Vocabularies of a corpus (min_frequency 1: every word). */
+static void vocabs_of(const char *src_path, const char *tgt_path, clf_tokenizer **src,
+                      clf_tokenizer **tgt)
+{
+    CLF_ASSERT_OK(clf_dataset_build_vocabs(src_path, tgt_path, 1, src, tgt));
+}
+
+static clf_dataset *load(const char *src_path, const char *tgt_path, const clf_tokenizer *src,
+                         const clf_tokenizer *tgt, int max_len)
+{
+    clf_dataset_opts o = {src_path, tgt_path, src, tgt, max_len};
+    clf_dataset *d = NULL;
+    CLF_ASSERT_OK(clf_dataset_load(&o, &d));
+    ck_assert_ptr_nonnull(d);
+    return d;
+}
+
+static int32_t id_of(const clf_tokenizer *tok, const char *w)
+{
+    int32_t id = clf_tokenizer_id(tok, w);
+    ck_assert_msg(id >= 0, "'%s' is not in the vocabulary", w);
+    return id;
+}
+
+static void assert_ids(const int32_t *got, const int32_t *want, int n, const char *what)
+{
+    for (int i = 0; i < n; i++)
+        ck_assert_msg(got[i] == want[i], "%s[%d] = %d, want %d", what, i, (int)got[i],
+                      (int)want[i]);
+}
+
+/* ids of text, as the tokenizer encodes it (caller frees) */
+static int32_t *encode(const clf_tokenizer *tok, const char *text, int *n)
+{
+    int32_t *ids = NULL;
+    CLF_ASSERT_OK(clf_tokenizer_encode(tok, text, strlen(text), &ids, n));
+    return ids;
+}
+
+/* Pair i of d holds texts src/tgt and their ids. */
+static void assert_pair(const clf_dataset *d, size_t i, const clf_tokenizer *st,
+                        const clf_tokenizer *tt, const char *src, const char *tgt, size_t line)
+{
+    const char *s, *t;
+    clf_dataset_text(d, i, &s, &t);
+    ck_assert_str_eq(s, src);
+    ck_assert_str_eq(t, tgt);
+    ck_assert_uint_eq(clf_dataset_line(d, i), line);
+    const int32_t *x, *y;
+    int xn, yn, wn;
+    clf_dataset_ids(d, i, &x, &xn, &y, &yn);
+    int32_t *want = encode(st, src, &wn);
+    ck_assert_int_eq(xn, wn);
+    assert_ids(x, want, wn, "src ids");
+    free(want);
+    want = encode(tt, tgt, &wn);
+    ck_assert_int_eq(yn, wn);
+    assert_ids(y, want, wn, "tgt ids");
+    free(want);
+}
+
+/* ---- loading ---- */
+
+/* Lines 2 and 4 too long for max_len 5, 5..9 empty one way or another; CRLF on line 10,
+ * no '\n' after line 11. */
+static const char skip_corpus[] = "a b c\tx y\n"   /* src 3+2 = 5, tgt 2+1: kept */
+                                  "a b c d\tx\n"   /* src 4+2 = 6 > 5: long */
+                                  "a\tx y z w\n"   /* tgt 4+1 = 5: kept */
+                                  "a\tx y z w v\n" /* tgt 5+1 = 6 > 5: long */
+                                  "\n"             /* empty line */
+                                  "   \n"          /* blank, no TAB: empty, not an error */
+                                  "a\t\n"          /* empty target */
+                                  "\tx\n"          /* empty source */
+                                  " \t \n"         /* both blank */
+                                  "b\tz\r\n"       /* CRLF */
+                                  "c ,\ty !";      /* last line without '\n' */
+
+START_TEST(test_tsv_skips_and_counts)
+{
+    make_tmpdir();
+    const char *path = tmp_path("skip.tsv");
+    write_text(path, skip_corpus);
+    clf_tokenizer *st, *tt;
+    vocabs_of(path, NULL, &st, &tt);
+    clf_dataset *d = load(path, "", st, tt, 5);
+    ck_assert_uint_eq(clf_dataset_size(d), 4);
+    ck_assert_uint_eq(clf_dataset_skipped_long(d), 2);
+    ck_assert_uint_eq(clf_dataset_skipped_empty(d), 5);
+    ck_assert_uint_eq(clf_dataset_skipped(d), 7);
+    assert_pair(d, 0, st, tt, "a b c", "x y", 1);
+    assert_pair(d, 1, st, tt, "a", "x y z w", 3);
+    assert_pair(d, 2, st, tt, "b", "z", 10); /* no '\r' left in the text */
+    assert_pair(d, 3, st, tt, "c ,", "y !", 11);
+    /* out of range: NULLs and zeros, no crash */
+    const char *s = "x", *t = "x";
+    clf_dataset_text(d, 4, &s, &t);
+    ck_assert_ptr_null(s);
+    ck_assert_ptr_null(t);
+    ck_assert_uint_eq(clf_dataset_line(d, 4), 0);
+    clf_dataset_free(d);
+
+    /* no limit: the long pairs come back, the empty ones stay out */
+    d = load(path, NULL, st, tt, 0);
+    ck_assert_uint_eq(clf_dataset_size(d), 6);
+    ck_assert_uint_eq(clf_dataset_skipped_long(d), 0);
+    ck_assert_uint_eq(clf_dataset_skipped_empty(d), 5);
+    assert_pair(d, 1, st, tt, "a b c d", "x", 2);
+    clf_dataset_free(d);
+    clf_tokenizer_free(st);
+    clf_tokenizer_free(tt);
+    remove_tmpdir();
+}
+END_TEST
+
+START_TEST(test_two_files_match_tsv)
+{
+    make_tmpdir();
+    /* the same pairs as a TSV and as two files (one of them CRLF, without a final '\n');
+     * in two files a TAB is only white space inside a sentence */
+    write_text(tmp_path("p.tsv"), "the cat sat .\tdie Katze saß .\n"
+                                  "\t\n"
+                                  "a  dog !\tein Hund !\n"
+                                  "Grüße aus Köln\tgreetings from Cologne\n");
+    write_text(tmp_path("p.en"), "the cat sat .\n\na  dog !\nGrüße aus Köln\n");
+    write_text(tmp_path("p.de"), "die Katze saß .\r\n\r\nein Hund !\r\ngreetings from Cologne");
+    clf_tokenizer *st, *tt, *st2, *tt2;
+    vocabs_of(tmp_path("p.tsv"), NULL, &st, &tt);
+    vocabs_of(tmp_path("p.en"), tmp_path("p.de"), &st2, &tt2);
+    /* the same vocabularies either way */
+    ck_assert_int_eq(clf_tokenizer_size(st), clf_tokenizer_size(st2));
+    ck_assert_int_eq(clf_tokenizer_size(tt), clf_tokenizer_size(tt2));
+    for (int i = 0; i < clf_tokenizer_size(st); i++)
+        ck_assert_str_eq(clf_tokenizer_word(st, i), clf_tokenizer_word(st2, i));
+    for (int i = 0; i < clf_tokenizer_size(tt); i++)
+        ck_assert_str_eq(clf_tokenizer_word(tt, i), clf_tokenizer_word(tt2, i));
+    /* each side has only its own words */
+    ck_assert_int_ge(clf_tokenizer_id(st, "Köln"), 4);
+    ck_assert_int_eq(clf_tokenizer_id(st, "Katze"), -1);
+    ck_assert_int_ge(clf_tokenizer_id(tt, "Katze"), 4);
+    ck_assert_int_eq(clf_tokenizer_id(tt, "cat"), -1);
+
+    clf_dataset *a = load(tmp_path("p.tsv"), NULL, st, tt, 0);
+    clf_dataset *b = load(tmp_path("p.en"), tmp_path("p.de"), st, tt, 0);
+    ck_assert_uint_eq(clf_dataset_size(a), 3);
+    ck_assert_uint_eq(clf_dataset_size(b), 3);
+    ck_assert_uint_eq(clf_dataset_skipped_empty(a), 1);
+    ck_assert_uint_eq(clf_dataset_skipped_empty(b), 1);
+    static const char *const en[3] = {"the cat sat .", "a  dog !", "Grüße aus Köln"};
+    static const char *const de[3] = {"die Katze saß .", "ein Hund !", "greetings from Cologne"};
+    static const size_t lines[3] = {1, 3, 4};
+    for (size_t i = 0; i < 3; i++) {
+        assert_pair(a, i, st, tt, en[i], de[i], lines[i]);
+        assert_pair(b, i, st, tt, en[i], de[i], lines[i]);
+    }
+    clf_dataset_free(a);
+    clf_dataset_free(b);
+
+    write_text(tmp_path("t.en"), "a\tb\n");
+    write_text(tmp_path("t.de"), "c\n");
+    clf_tokenizer *s3, *t3;
+    vocabs_of(tmp_path("t.en"), tmp_path("t.de"), &s3, &t3);
+    clf_dataset *c = load(tmp_path("t.en"), tmp_path("t.de"), s3, t3, 0);
+    const int32_t *x;
+    int xn;
+    clf_dataset_ids(c, 0, &x, &xn, NULL, NULL);
+    ck_assert_int_eq(xn, 2);
+    clf_dataset_free(c);
+    clf_tokenizer_free(s3);
+    clf_tokenizer_free(t3);
+    clf_tokenizer_free(st);
+    clf_tokenizer_free(tt);
+    clf_tokenizer_free(st2);
+    clf_tokenizer_free(tt2);
+    remove_tmpdir();
+}
+END_TEST
+
+START_TEST(test_build_vocabs_min_frequency)
+{
+    make_tmpdir();
+    write_text(tmp_path("v.tsv"), "a a b\tx\nb c\ty y\n");
+    clf_tokenizer *st, *tt;
+    CLF_ASSERT_OK(clf_dataset_build_vocabs(tmp_path("v.tsv"), NULL, 2, &st, &tt));
+    /* [UNK] [PAD] [SOS] [EOS], then the words seen twice: a, b | y */
+    ck_assert_int_eq(clf_tokenizer_size(st), 6);
+    ck_assert_int_eq(clf_tokenizer_id(st, "a"), 4);
+    ck_assert_int_eq(clf_tokenizer_id(st, "b"), 5);
+    ck_assert_int_eq(clf_tokenizer_id(st, "c"), -1);
+    ck_assert_int_eq(clf_tokenizer_size(tt), 5);
+    ck_assert_int_eq(clf_tokenizer_id(tt, "y"), 4);
+    clf_tokenizer_free(st);
+    clf_tokenizer_free(tt);
+    remove_tmpdir();
+}
+END_TEST
+
+/* ---- framing ---- */
+
+START_TEST(test_framing_and_padding)
+{
+    make_tmpdir();
+    write_text(tmp_path("f.tsv"), "a b c\tx y\na\tx y z w\nb c\tz\n");
+    clf_tokenizer *st, *tt;
+    vocabs_of(tmp_path("f.tsv"), NULL, &st, &tt);
+    clf_dataset *d = load(tmp_path("f.tsv"), NULL, st, tt, 0);
+    clf_batcher *b = NULL;
+    CLF_ASSERT_OK(clf_batcher_create(d, 3, 0, 0, 1, &b));
+    ck_assert_int_eq(clf_batcher_count(b), 1);
+    clf_batch bt;
+    CLF_ASSERT_OK(clf_batcher_get(b, 0, &bt));
+    ck_assert_int_eq(bt.batch, 3);
+    ck_assert_int_eq(bt.src_len, 5); /* [SOS] a b c [EOS] */
+    ck_assert_int_eq(bt.tgt_len, 5); /* [SOS] x y z w  /  x y z w [EOS] */
+    /* a built vocabulary: [UNK]=0 [PAD]=1 [SOS]=2 [EOS]=3 */
+    const int32_t P = 1, S = 2, E = 3;
+    int32_t a = id_of(st, "a"), b_ = id_of(st, "b"), c = id_of(st, "c");
+    int32_t x = id_of(tt, "x"), y = id_of(tt, "y"), z = id_of(tt, "z"), w = id_of(tt, "w");
+    const int32_t src[3][5] = {{S, a, b_, c, E}, {S, a, E, P, P}, {S, b_, c, E, P}};
+    const int32_t tgt_in[3][5] = {{S, x, y, P, P}, {S, x, y, z, w}, {S, z, P, P, P}};
+    const int32_t labels[3][5] = {{x, y, E, P, P}, {x, y, z, w, E}, {z, E, P, P, P}};
+    assert_ids(bt.src, &src[0][0], 15, "src");
+    assert_ids(bt.tgt_in, &tgt_in[0][0], 15, "tgt_in");
+    assert_ids(bt.labels, &labels[0][0], 15, "labels");
+    ck_assert_int_eq(bt.src_tokens, 5 + 3 + 4);
+    ck_assert_int_eq(bt.tgt_tokens, 3 + 5 + 2);
+    for (int i = 0; i < 3; i++)
+        ck_assert_uint_eq(bt.index[i], (size_t)i);
+    clf_batch_free(&bt);
+    ck_assert_ptr_null(bt.src);
+    clf_batch_free(&bt); /* twice is fine */
+
+    /* a batch of one pads nothing */
+    clf_batcher_free(b);
+    CLF_ASSERT_OK(clf_batcher_create(d, 1, 0, 0, 1, &b));
+    ck_assert_int_eq(clf_batcher_count(b), 3);
+    CLF_ASSERT_OK(clf_batcher_get(b, 2, &bt));
+    ck_assert_int_eq(bt.batch, 1);
+    ck_assert_int_eq(bt.src_len, 4);
+    ck_assert_int_eq(bt.tgt_len, 2);
+    assert_ids(bt.src, src[2], 4, "src");
+    assert_ids(bt.labels, labels[2], 2, "labels");
+    clf_batch_free(&bt);
+    clf_batcher_free(b);
+    clf_dataset_free(d);
+    clf_tokenizer_free(st);
+    clf_tokenizer_free(tt);
+    remove_tmpdir();
+}
+END_TEST
+
+START_TEST(test_specials_from_the_tokenizer)
+{
+    /* a vocabulary with its specials at other ids: the batch uses those */
+    make_tmpdir();
+    write_text(tmp_path("o.json"),
+               "{\"model\": {\"type\": \"WordLevel\", \"vocab\": {\"<unk>\": 0, \"[EOS]\": 1, "
+               "\"[SOS]\": 2, \"a\": 3, \"[PAD]\": 4}, \"unk_token\": \"<unk>\"}, "
+               "\"pre_tokenizer\": {\"type\": \"Whitespace\"}}");
+    write_text(tmp_path("o.tsv"), "a a\ta\na\ta q\n");
+    clf_tokenizer *tok;
+    CLF_ASSERT_OK(clf_tokenizer_load(tmp_path("o.json"), &tok));
+    clf_dataset *d = load(tmp_path("o.tsv"), NULL, tok, tok, 0);
+    clf_batcher *b;
+    CLF_ASSERT_OK(clf_batcher_create(d, 2, 0, 0, 1, &b));
+    clf_batch bt;
+    CLF_ASSERT_OK(clf_batcher_get(b, 0, &bt));
+    const int32_t src[2][4] = {{2, 3, 3, 1}, {2, 3, 1, 4}};
+    const int32_t tgt_in[2][3] = {{2, 3, 4}, {2, 3, 0}}; /* q is <unk> */
+    const int32_t labels[2][3] = {{3, 1, 4}, {3, 0, 1}};
+    assert_ids(bt.src, &src[0][0], 8, "src");
+    assert_ids(bt.tgt_in, &tgt_in[0][0], 6, "tgt_in");
+    assert_ids(bt.labels, &labels[0][0], 6, "labels");
+    clf_batch_free(&bt);
+    clf_batcher_free(b);
+    clf_dataset_free(d);
+    clf_tokenizer_free(tok);
+    remove_tmpdir();
+}
+END_TEST
+
+/* ---- batching ---- */
+
+#define N_PAIRS 300
+
+/* N_PAIRS pairs of 1..30 source and 1..20 target words, from a fixed seed; src/tgt_words
+ * gets the word counts. */
+static void write_random_corpus(const char *path, int *src_words, int *tgt_words)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    clf_rng r;
+    clf_rng_seed(&r, 42);
+    for (int i = 0; i < N_PAIRS; i++) {
+        int ns = 1 + (int)(clf_rng_next(&r) % 30), nt = 1 + (int)(clf_rng_next(&r) % 20);
+        for (int k = 0; k < ns; k++)
+            fprintf(f, "%sw%d", k ? " " : "", (int)(clf_rng_next(&r) % 20));
+        fputc('\t', f);
+        for (int k = 0; k < nt; k++)
+            fprintf(f, "%sv%d", k ? " " : "", (int)(clf_rng_next(&r) % 20));
+        fputc('\n', f);
+        src_words[i] = ns;
+        tgt_words[i] = nt;
+    }
+    fclose(f);
+}
+
+typedef struct plan {
+    size_t order[N_PAIRS]; /* pair indices in batch order */
+    int sizes[N_PAIRS];    /* batch sizes */
+    int count;
+    long long padded; /* sum over batches of batch * (src_len + tgt_len) */
+} plan;
+
+/* Reads every batch of the planned epoch, checks each against the dataset (framing, lengths
+ * = the longest of the batch) and that every pair comes exactly once. */
+static void read_plan(const clf_batcher *b, const clf_dataset *d, plan *p)
+{
+    int seen[N_PAIRS] = {0};
+    size_t n = 0;
+    memset(p, 0, sizeof *p);
+    p->count = clf_batcher_count(b);
+    for (int i = 0; i < p->count; i++) {
+        clf_batch bt;
+        CLF_ASSERT_OK(clf_batcher_get(b, i, &bt));
+        ck_assert_int_ge(bt.batch, 1);
+        p->sizes[i] = bt.batch;
+        p->padded += (long long)bt.batch * (bt.src_len + bt.tgt_len);
+        int longest_src = 0, longest_tgt = 0;
+        long long src_tokens = 0, tgt_tokens = 0;
+        for (int k = 0; k < bt.batch; k++) {
+            size_t j = bt.index[k];
+            ck_assert_uint_lt(j, clf_dataset_size(d));
+            seen[j]++;
+            p->order[n++] = j;
+            const int32_t *x, *y;
+            int xn, yn;
+            clf_dataset_ids(d, j, &x, &xn, &y, &yn);
+            assert_ids(bt.src + (size_t)k * bt.src_len + 1, x, xn, "src row");
+            assert_ids(bt.labels + (size_t)k * bt.tgt_len, y, yn, "labels row");
+            longest_src = xn + 2 > longest_src ? xn + 2 : longest_src;
+            longest_tgt = yn + 1 > longest_tgt ? yn + 1 : longest_tgt;
+            src_tokens += xn + 2;
+            tgt_tokens += yn + 1;
+        }
+        ck_assert_int_eq(bt.src_len, longest_src);
+        ck_assert_int_eq(bt.tgt_len, longest_tgt);
+        ck_assert_int_eq(bt.src_tokens, src_tokens);
+        ck_assert_int_eq(bt.tgt_tokens, tgt_tokens);
+        clf_batch_free(&bt);
+    }
+    ck_assert_uint_eq(n, clf_dataset_size(d));
+    for (size_t j = 0; j < clf_dataset_size(d); j++)
+        ck_assert_msg(seen[j] == 1, "pair %zu seen %d times", j, seen[j]);
+}
+
+static int same_plan(const plan *a, const plan *b)
+{
+    return a->count == b->count && !memcmp(a->sizes, b->sizes, sizeof a->sizes) &&
+           !memcmp(a->order, b->order, sizeof a->order);
+}
+
+static int in_file_order(const plan *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p->order[i] != i)
+            return 0;
+    return 1;
+}
+
+static clf_dataset *random_dataset(clf_tokenizer **st, clf_tokenizer **tt)
+{
+    static int src_words[N_PAIRS], tgt_words[N_PAIRS];
+    write_random_corpus(tmp_path("r.tsv"), src_words, tgt_words);
+    vocabs_of(tmp_path("r.tsv"), NULL, st, tt);
+    clf_dataset *d = load(tmp_path("r.tsv"), NULL, *st, *tt, 0);
+    ck_assert_uint_eq(clf_dataset_size(d), N_PAIRS);
+    return d;
+}
+
+START_TEST(test_batch_size_mode)
+{
+    make_tmpdir();
+    clf_tokenizer *st, *tt;
+    clf_dataset *d = random_dataset(&st, &tt);
+    static plan p0, p0b, p1, q0, again;
+    clf_batcher *b, *b2;
+
+    /* shuffled: 32 per batch, the last 300 - 9 * 32 = 12 */
+    CLF_ASSERT_OK(clf_batcher_create(d, 32, 0, 1, 7, &b));
+    ck_assert_int_eq(clf_batcher_epoch(b), 0);
+    read_plan(b, d, &p0);
+    ck_assert_int_eq(p0.count, 10);
+    for (int i = 0; i < 9; i++)
+        ck_assert_int_eq(p0.sizes[i], 32);
+    ck_assert_int_eq(p0.sizes[9], 12);
+    ck_assert(!in_file_order(&p0, N_PAIRS));
+    ck_assert_uint_eq(clf_batcher_oversized(b), 0);
+    /* another batcher, same seed: the same epoch 0; epoch 1 differs; back to 0 = same */
+    CLF_ASSERT_OK(clf_batcher_create(d, 32, 0, 1, 7, &b2));
+    read_plan(b2, d, &p0b);
+    ck_assert(same_plan(&p0, &p0b));
+    CLF_ASSERT_OK(clf_batcher_plan_epoch(b, 1));
+    ck_assert_int_eq(clf_batcher_epoch(b), 1);
+    read_plan(b, d, &p1);
+    ck_assert(!same_plan(&p0, &p1));
+    CLF_ASSERT_OK(clf_batcher_plan_epoch(b, 5));
+    CLF_ASSERT_OK(clf_batcher_plan_epoch(b, 0));
+    read_plan(b, d, &again);
+    ck_assert(same_plan(&p0, &again));
+    /* a resumed run planning epoch 1 first sees what the long run saw */
+    clf_batcher_free(b2);
+    CLF_ASSERT_OK(clf_batcher_create(d, 32, 0, 1, 7, &b2));
+    CLF_ASSERT_OK(clf_batcher_plan_epoch(b2, 1));
+    read_plan(b2, d, &again);
+    ck_assert(same_plan(&p1, &again));
+    clf_batcher_free(b2);
+    /* another seed, another plan */
+    CLF_ASSERT_OK(clf_batcher_create(d, 32, 0, 1, 8, &b2));
+    read_plan(b2, d, &q0);
+    ck_assert(!same_plan(&p0, &q0));
+    clf_batcher_free(b2);
+    clf_batcher_free(b);
+
+    /* not shuffled: file order in every epoch, whatever the seed */
+    CLF_ASSERT_OK(clf_batcher_create(d, 32, 0, 0, 7, &b));
+    read_plan(b, d, &p0);
+    ck_assert(in_file_order(&p0, N_PAIRS));
+    ck_assert_int_eq(p0.count, 10);
+    CLF_ASSERT_OK(clf_batcher_plan_epoch(b, 3));
+    read_plan(b, d, &p1);
+    ck_assert(same_plan(&p0, &p1));
+    clf_batcher_free(b);
+
+    /* a batch larger than the dataset: one batch */
+    CLF_ASSERT_OK(clf_batcher_create(d, 1000, 0, 1, 7, &b));
+    read_plan(b, d, &p0);
+    ck_assert_int_eq(p0.count, 1);
+    ck_assert_int_eq(p0.sizes[0], N_PAIRS);
+    clf_batcher_free(b);
+
+    clf_dataset_free(d);
+    clf_tokenizer_free(st);
+    clf_tokenizer_free(tt);
+    remove_tmpdir();
+}
+END_TEST
+
+/* Every batch of the planned epoch keeps batch * max(src_len, tgt_len) <= budget, except
+ * batches of one pair that alone exceeds it; returns how many of those. */
+static size_t check_budget(const clf_batcher *b, int budget)
+{
+    size_t over = 0;
+    for (int i = 0; i < clf_batcher_count(b); i++) {
+        clf_batch bt;
+        CLF_ASSERT_OK(clf_batcher_get(b, i, &bt));
+        int longest = bt.src_len > bt.tgt_len ? bt.src_len : bt.tgt_len;
+        if (bt.batch * longest > budget) {
+            ck_assert_msg(bt.batch == 1, "batch %d: %d x %d > %d tokens", i, bt.batch, longest,
+                          budget);
+            over++;
+        }
+        clf_batch_free(&bt);
+    }
+    return over;
+}
+
+START_TEST(test_token_mode)
+{
+    make_tmpdir();
+    clf_tokenizer *st, *tt;
+    clf_dataset *d = random_dataset(&st, &tt);
+    static plan p0, p0b, p1, f0, again;
+    clf_batcher *b, *b2;
+    const int budget = 256;
+
+    CLF_ASSERT_OK(clf_batcher_create(d, 1, budget, 1, 3, &b));
+    read_plan(b, d, &p0);
+    ck_assert_uint_eq(check_budget(b, budget), 0);
+    ck_assert_uint_eq(clf_batcher_oversized(b), 0);
+    CLF_ASSERT_OK(clf_batcher_create(d, 1, budget, 1, 3, &b2));
+    read_plan(b2, d, &p0b);
+    ck_assert(same_plan(&p0, &p0b));
+    clf_batcher_free(b2);
+    CLF_ASSERT_OK(clf_batcher_plan_epoch(b, 1));
+    read_plan(b, d, &p1);
+    ck_assert_uint_eq(check_budget(b, budget), 0);
+    ck_assert(!same_plan(&p0, &p1));
+    CLF_ASSERT_OK(clf_batcher_plan_epoch(b, 0));
+    read_plan(b, d, &again);
+    ck_assert(same_plan(&p0, &again));
+    clf_batcher_free(b);
+
+    /* not shuffled: file order, cut greedily; the same in every epoch */
+    CLF_ASSERT_OK(clf_batcher_create(d, 1, budget, 0, 3, &b));
+    read_plan(b, d, &f0);
+    ck_assert(in_file_order(&f0, N_PAIRS));
+    ck_assert_uint_eq(check_budget(b, budget), 0);
+    CLF_ASSERT_OK(clf_batcher_plan_epoch(b, 2));
+    read_plan(b, d, &again);
+    ck_assert(same_plan(&f0, &again));
+    /* greedy: no two neighbouring batches would have fit in one */
+    for (int i = 0; i + 1 < f0.count; i++) {
+        clf_batch x, y;
+        CLF_ASSERT_OK(clf_batcher_get(b, i, &x));
+        CLF_ASSERT_OK(clf_batcher_get(b, i + 1, &y));
+        const int32_t *s, *t;
+        int sn, tn;
+        clf_dataset_ids(d, y.index[0], &s, &sn, &t, &tn);
+        int lx = x.src_len > x.tgt_len ? x.src_len : x.tgt_len;
+        int l1 = sn + 2 > tn + 1 ? sn + 2 : tn + 1;
+        ck_assert_int_gt((x.batch + 1) * (lx > l1 ? lx : l1), budget);
+        clf_batch_free(&x);
+        clf_batch_free(&y);
+    }
+    clf_batcher_free(b);
+    /* bucketing by length pads much less than file order */
+    ck_assert_msg(p0.padded < f0.padded, "bucketed %lld cells, file order %lld", p0.padded,
+                  f0.padded);
+
+    /* a budget below the longest pairs: those become batches of one, counted */
+    size_t longer = 0;
+    for (size_t j = 0; j < clf_dataset_size(d); j++) {
+        int sn, tn;
+        clf_dataset_ids(d, j, NULL, &sn, NULL, &tn);
+        longer += (sn + 2 > 24 || tn + 1 > 24);
+    }
+    ck_assert_uint_gt(longer, 0);
+    for (int shuffle = 0; shuffle < 2; shuffle++) {
+        CLF_ASSERT_OK(clf_batcher_create(d, 1, 24, shuffle, 3, &b));
+        read_plan(b, d, &again);
+        ck_assert_uint_eq(clf_batcher_oversized(b), longer);
+        ck_assert_uint_eq(check_budget(b, 24), longer);
+        clf_batcher_free(b);
+    }
+    clf_dataset_free(d);
+    clf_tokenizer_free(st);
+    clf_tokenizer_free(tt);
+    remove_tmpdir();
+}
+END_TEST
+
+/* ---- errors ---- */
+
+/* A data file (or two) that must be refused, and the message after "<path>". */
+typedef struct bad_data {
+    const char *src;
+    size_t src_len;   /* 0: strlen */
+    const char *tgt;  /* NULL: src is a TSV */
+    int blame_tgt;    /* the message names the target file */
+    const char *want; /* after the path */
+} bad_data;
+
+static const bad_data bad_data_cases[] = {
+    {"a\tx\nb y\n", 0, NULL, 0,
+     ":2: no TAB: expected source<TAB>target (or give the target side as a second file)"},
+    {"a\tx\nb\ty\tz\n", 0, NULL, 0, ":2: 2 TABs: expected exactly one, source<TAB>target"},
+    {"a\tx\n\n\nb\t\ty\t\n", 0, NULL, 0, ":4: 3 TABs: expected exactly one"},
+    {"a\tx\nb\t\xff\n", 0, NULL, 0, ":2: not valid UTF-8 at byte 2 (0xff)"},
+    {"a\tx\r\nb\xc3\tx\r\n", 0, NULL, 0, ":2: not valid UTF-8 at byte 1 (0xc3)"},
+    {"a\tx\n\xed\xa0\x80\tx\n", 0, NULL, 0, ":2: not valid UTF-8 at byte 0 (0xed)"}, /* surrogate */
+    {"a\tx\nb\0c\tx\n", 10, NULL, 0, ":2: contains a NUL byte at byte 1"},
+    {"a\nb\nc\n", 0, "x\ny\n\xc0\xaf\n", 1, ":3: not valid UTF-8 at byte 0 (0xc0)"},
+    {"a\n\xf5\n", 0, "x\ny\n", 0, ":2: not valid UTF-8 at byte 0 (0xf5)"},
+};
+
+START_TEST(test_bad_lines)
+{
+    const bad_data *c = &bad_data_cases[_i];
+    make_tmpdir();
+    clf_tokenizer *st, *tt;
+    const char *const good[] = {"a b c", "x y z"};
+    CLF_ASSERT_OK(clf_tokenizer_build(good, 2, 1, &st));
+    CLF_ASSERT_OK(clf_tokenizer_build(good, 2, 1, &tt));
+    const char *src = tmp_path("bad.src"), *tgt = c->tgt ? tmp_path("bad.tgt") : NULL;
+    write_bytes(src, c->src, c->src_len ? c->src_len : strlen(c->src));
+    if (c->tgt)
+        write_text(tgt, c->tgt);
+    char want[1024];
+    snprintf(want, sizeof want, "%s%s", c->blame_tgt ? tgt : src, c->want);
+    /* loading and building vocabularies give the same message */
+    clf_dataset_opts o = {src, tgt, st, tt, 0};
+    clf_dataset *d = (clf_dataset *)&o;
+    ck_assert_int_eq(clf_dataset_load(&o, &d), CLF_ERR_INPUT);
+    ck_assert_ptr_null(d);
+    ck_assert_msg(strstr(clf_last_error(), want) == clf_last_error(), "message\n  %s\nwant\n  %s",
+                  clf_last_error(), want);
+    clf_tokenizer *vs = st, *vt = tt;
+    ck_assert_int_eq(clf_dataset_build_vocabs(src, tgt, 1, &vs, &vt), CLF_ERR_INPUT);
+    ck_assert_ptr_null(vs);
+    ck_assert_ptr_null(vt);
+    ck_assert_msg(strstr(clf_last_error(), want) == clf_last_error(), "vocab message\n  %s",
+                  clf_last_error());
+    clf_tokenizer_free(st);
+    clf_tokenizer_free(tt);
+    remove_tmpdir();
+}
+END_TEST
+
+START_TEST(test_file_errors)
+{
+    make_tmpdir();
+    clf_tokenizer *st, *tt;
+    const char *const good[] = {"a b c", "x y z"};
+    CLF_ASSERT_OK(clf_tokenizer_build(good, 2, 1, &st));
+    CLF_ASSERT_OK(clf_tokenizer_build(good, 2, 1, &tt));
+    char want[1024];
+    clf_dataset *d = NULL;
+    clf_tokenizer *vs, *vt;
+
+    /* missing files */
+    const char *missing = tmp_path("missing.tsv");
+    clf_dataset_opts o = {missing, NULL, st, tt, 0};
+    ck_assert_int_eq(clf_dataset_load(&o, &d), CLF_ERR_IO);
+    snprintf(want, sizeof want, "%s: cannot open: No such file or directory", missing);
+    ck_assert_str_eq(clf_last_error(), want);
+    ck_assert_int_eq(clf_dataset_build_vocabs(missing, NULL, 1, &vs, &vt), CLF_ERR_IO);
+    ck_assert_str_eq(clf_last_error(), want);
+    const char *en = tmp_path("ok.en");
+    write_text(en, "a\nb\n");
+    o = (clf_dataset_opts){en, missing, st, tt, 0};
+    ck_assert_int_eq(clf_dataset_load(&o, &d), CLF_ERR_IO);
+    ck_assert_str_eq(clf_last_error(), want);
+
+    /* files that are not line-aligned */
+    const char *de = tmp_path("ok.de");
+    write_text(de, "x\ny\nz");
+    o = (clf_dataset_opts){en, de, st, tt, 0};
+    ck_assert_int_eq(clf_dataset_load(&o, &d), CLF_ERR_INPUT);
+    snprintf(want, sizeof want,
+             "%s has 2 lines but %s has 3: source and target files must be line-aligned", en, de);
+    ck_assert_str_eq(clf_last_error(), want);
+    ck_assert_int_eq(clf_dataset_build_vocabs(en, de, 1, &vs, &vt), CLF_ERR_INPUT);
+    ck_assert_str_eq(clf_last_error(), want);
+
+    /* nothing left to train on */
+    const char *tsv = tmp_path("none.tsv");
+    write_text(tsv, "a b c\tx\n\t\n");
+    o = (clf_dataset_opts){tsv, "", st, tt, 4};
+    ck_assert_int_eq(clf_dataset_load(&o, &d), CLF_ERR_INPUT);
+    snprintf(want, sizeof want,
+             "%s: no sentence pairs to use (2 lines: 1 longer than max_len 4, 1 with an empty "
+             "side)",
+             tsv);
+    ck_assert_str_eq(clf_last_error(), want);
+    write_text(tsv, "");
+    o.max_len = 0;
+    ck_assert_int_eq(clf_dataset_load(&o, &d), CLF_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "no sentence pairs to use (0 lines"));
+
+    /* options */
+    write_text(tsv, "a\tx\n");
+    o = (clf_dataset_opts){tsv, NULL, st, tt, 1};
+    ck_assert_int_eq(clf_dataset_load(&o, &d), CLF_ERR_INPUT);
+    ck_assert_str_eq(clf_last_error(), "dataset load: max_len 1 cannot hold [SOS] [EOS] (use >= "
+                                       "2, or 0 for no limit)");
+    o = (clf_dataset_opts){tsv, NULL, st, NULL, 0};
+    ck_assert_int_eq(clf_dataset_load(&o, &d), CLF_ERR_INPUT);
+    ck_assert_str_eq(clf_last_error(), "dataset: no target tokenizer given");
+    o = (clf_dataset_opts){NULL, NULL, st, tt, 0};
+    ck_assert_int_eq(clf_dataset_load(&o, &d), CLF_ERR_INPUT);
+    ck_assert_str_eq(clf_last_error(), "dataset: no data file given");
+
+    /* a vocabulary without the framing specials */
+    write_text(tmp_path("nosos.json"),
+               "{\"model\": {\"type\": \"WordLevel\", \"vocab\": {\"[UNK]\": 0, \"[PAD]\": 1, "
+               "\"[EOS]\": 2, \"a\": 3}, \"unk_token\": \"[UNK]\"}, \"pre_tokenizer\": "
+               "{\"type\": \"Whitespace\"}}");
+    clf_tokenizer *nosos;
+    CLF_ASSERT_OK(clf_tokenizer_load(tmp_path("nosos.json"), &nosos));
+    o = (clf_dataset_opts){tsv, NULL, st, nosos, 0};
+    ck_assert_int_eq(clf_dataset_load(&o, &d), CLF_ERR_INPUT);
+    ck_assert_str_eq(clf_last_error(), "dataset: the target vocabulary has no [SOS] token "
+                                       "(needed to frame and pad the pairs)");
+    o = (clf_dataset_opts){tsv, NULL, nosos, tt, 0};
+    ck_assert_int_eq(clf_dataset_load(&o, &d), CLF_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "the source vocabulary has no [SOS]"));
+    clf_tokenizer_free(nosos);
+
+    /* batcher arguments */
+    o = (clf_dataset_opts){tsv, NULL, st, tt, 0};
+    CLF_ASSERT_OK(clf_dataset_load(&o, &d));
+    clf_batcher *b = NULL;
+    ck_assert_int_eq(clf_batcher_create(d, 0, 0, 1, 1, &b), CLF_ERR_INPUT);
+    ck_assert_str_eq(clf_last_error(), "batcher: batch_size must be > 0, got 0");
+    ck_assert_int_eq(clf_batcher_create(d, 8, -1, 1, 1, &b), CLF_ERR_INPUT);
+    ck_assert_str_eq(clf_last_error(), "batcher: batch_tokens -1 is negative");
+    ck_assert_ptr_null(b);
+    CLF_ASSERT_OK(clf_batcher_create(d, 0, 100, 1, 1, &b)); /* batch_size unused by tokens */
+    ck_assert_int_eq(clf_batcher_plan_epoch(b, -1), CLF_ERR_INPUT);
+    ck_assert_str_eq(clf_last_error(), "batcher: epoch -1 is negative");
+    clf_batch bt;
+    ck_assert_int_eq(clf_batcher_get(b, 1, &bt), CLF_ERR_INPUT);
+    ck_assert_str_eq(clf_last_error(), "batcher get: batch 1 of 1 does not exist");
+    ck_assert_ptr_null(bt.src);
+    ck_assert_int_eq(clf_batcher_get(b, -1, &bt), CLF_ERR_INPUT);
+    clf_batcher_free(b);
+    clf_batcher_free(NULL);
+    clf_dataset_free(d);
+    clf_dataset_free(NULL);
+
+    clf_tokenizer_free(st);
+    clf_tokenizer_free(tt);
+    remove_tmpdir();
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("dataset");
+    TCase *l = tcase_create("load");
+    tcase_add_test(l, test_tsv_skips_and_counts);
+    tcase_add_test(l, test_two_files_match_tsv);
+    tcase_add_test(l, test_build_vocabs_min_frequency);
+    suite_add_tcase(s, l);
+
+    TCase *b = tcase_create("batch");
+    tcase_add_test(b, test_framing_and_padding);
+    tcase_add_test(b, test_specials_from_the_tokenizer);
+    tcase_add_test(b, test_batch_size_mode);
+    tcase_add_test(b, test_token_mode);
+    suite_add_tcase(s, b);
+
+    TCase *e = tcase_create("errors");
+    tcase_add_loop_test(e, test_bad_lines, 0,
+                        (int)(sizeof bad_data_cases / sizeof bad_data_cases[0]));
+    tcase_add_test(e, test_file_errors);
+    suite_add_tcase(s, e);
+    return s;
+}
+
+int main(void)
+{
+    return clf_test_main(suite());
+}

@@ -1,0 +1,696 @@
+/* Training end to end: the copy task learns, a killed-and-resumed run reaches the
+ * uninterrupted run's weights bit for bit, the OpenCL backend follows the CPU loss curve,
+ * and gradients and optimizer steps match PyTorch (tests/fixtures/train_*, made by
+ * tests/reference/make_train_fixtures.py).
+ * Tolerances: gradients 1e-4 relative per tensor (max abs error / max abs reference);
+ * weights after optimizer steps 1e-4 relative; OpenCL loss curve 1e-3 relative per step. */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "autodiff.h"
+#include "clformer/config.h"
+#include "clformer/decode.h"
+#include "clformer/model.h"
+#include "clformer/tensor.h"
+#include "clformer/train.h"
+#include "clformer/weights.h"
+#include "model_internal.h"
+#include "testutil.h"
+
+/* ---- PyTorch fixtures: gradients and optimizer steps ---- */
+
+typedef struct train_fixture {
+    clf_config cfg;
+    clf_weights *w;
+    const clf_backend_api *api;
+    clf_backend *be;
+    clf_model *m;
+    clf_trainer *t;
+    clf_safetensors *batch, *expected;
+    int32_t *src, *tgt, *labels;
+    int B, S, T;
+} train_fixture;
+
+static void read_i32(const clf_safetensors *f, const char *name, int32_t **out, int *rows,
+                     int *cols)
+{
+    const clf_tensor *t = clf_safetensors_find(f, name);
+    ck_assert_msg(t != NULL, "fixture tensor '%s' missing", name);
+    ck_assert_int_eq(t->ndim, 2);
+    *rows = (int)t->shape[0];
+    *cols = (int)t->shape[1];
+    *out = malloc((size_t)clf_tensor_numel(t) * sizeof(int32_t));
+    CLF_ASSERT_OK(clf_tensor_to_i32(t, *out));
+}
+
+static void train_fixture_open(train_fixture *f, const char *backend, const char *name)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s/model.yaml", CLF_FIXTURES_DIR, name);
+    CLF_ASSERT_OK(clf_config_load(path, &f->cfg));
+    snprintf(path, sizeof path, "%s/%s/weights.safetensors", CLF_FIXTURES_DIR, name);
+    CLF_ASSERT_OK(clf_weights_load(path, &f->cfg.model, &f->w));
+    snprintf(path, sizeof path, "%s/%s/batch.safetensors", CLF_FIXTURES_DIR, name);
+    CLF_ASSERT_OK(clf_safetensors_open(path, &f->batch));
+    snprintf(path, sizeof path, "%s/%s/expected.safetensors", CLF_FIXTURES_DIR, name);
+    CLF_ASSERT_OK(clf_safetensors_open(path, &f->expected));
+    int b2, t2;
+    read_i32(f->batch, "src", &f->src, &f->B, &f->S);
+    read_i32(f->batch, "tgt", &f->tgt, &b2, &f->T);
+    read_i32(f->batch, "labels", &f->labels, &b2, &t2);
+    clf_test_open_backend(backend, &f->api, &f->be);
+    CLF_ASSERT_OK(clf_model_create(&f->cfg.model, f->w, f->api, f->be, &f->m));
+    CLF_ASSERT_OK(clf_trainer_create(f->m, &f->cfg.train, f->cfg.model.dropout, &f->t));
+}
+
+static void train_fixture_close(train_fixture *f)
+{
+    clf_trainer_free(f->t);
+    clf_model_free(f->m);
+    f->api->close(f->be);
+    clf_weights_free(f->w);
+    clf_safetensors_close(f->batch);
+    clf_safetensors_close(f->expected);
+    free(f->src);
+    free(f->tgt);
+    free(f->labels);
+}
+
+static float expected_scalar(const train_fixture *f, const char *name)
+{
+    const clf_tensor *t = clf_safetensors_find(f->expected, name);
+    ck_assert_msg(t != NULL, "fixture tensor '%s' missing", name);
+    float x;
+    CLF_ASSERT_OK(clf_tensor_to_f32(t, &x));
+    return x;
+}
+
+/* Rows [r0, r0 + n) of the fixture's batch, micro-batch by micro-batch as the trainer is
+ * fed (the fixture's micro-batches are equal slices of its batch, padded as the whole). */
+static void accumulate_step(train_fixture *f, double *loss)
+{
+    const int A = f->cfg.train.accumulate, n = f->B / A;
+    double sum = 0;
+    for (int a = 0; a < A; a++) {
+        clf_train_batch b = {.batch = n,
+                             .src_len = f->S,
+                             .tgt_len = f->T,
+                             .src = f->src + (size_t)a * n * f->S,
+                             .tgt = f->tgt + (size_t)a * n * f->T,
+                             .labels = f->labels + (size_t)a * n * f->T};
+        double ls;
+        long long nt;
+        CLF_ASSERT_OK(clf_trainer_accumulate(f->t, &b, &ls, &nt));
+        sum += ls / (double)nt;
+    }
+    *loss = sum / A;
+}
+
+/* Compares every weight-shaped tensor `<prefix><name>` of the fixture with what lives in
+ * the model's chunks (weights, or with grads their gradients): max abs error over
+ * max(max |reference| of the tensor, 1e-3 x max |reference| of all tensors). The floor
+ * matters for the attention key bias alone, whose gradient is zero in exact arithmetic
+ * (softmax ignores a per-row shift): its float value is rounding noise. */
+static void compare_params(train_fixture *f, const char *prefix, int grads, double tol)
+{
+    const int nw = clf_model_weight_count(f->m);
+    float **want = calloc((size_t)nw, sizeof *want), **got = calloc((size_t)nw, sizeof *got);
+    size_t *n = calloc((size_t)nw, sizeof *n);
+    double global = 0, worst = 0;
+    const char *worst_name = "";
+    for (int i = 0; i < nw; i++) {
+        const clf_weight_spec *s = clf_model_weight_spec(f->m, i);
+        char name[CLF_TENSOR_NAME_MAX + 16];
+        snprintf(name, sizeof name, "%s%s", prefix, s->name);
+        const clf_tensor *t = clf_safetensors_find(f->expected, name);
+        ck_assert_msg(t != NULL, "fixture tensor '%s' missing", name);
+        n[i] = (size_t)clf_tensor_numel(t);
+        want[i] = malloc(n[i] * sizeof(float));
+        got[i] = malloc(n[i] * sizeof(float));
+        CLF_ASSERT_OK(clf_tensor_to_f32(t, want[i]));
+        int c;
+        size_t off, bytes;
+        clf_buffer *wb, *gb;
+        clf_model_weight_place(f->m, i, &c, &off);
+        clf_model_chunk(f->m, c, &wb, &gb, &bytes);
+        CLF_ASSERT_OK(
+            f->api->download(f->be, got[i], (clf_ptr){grads ? gb : wb, off}, n[i] * sizeof(float)));
+        for (size_t k = 0; k < n[i]; k++)
+            global = fmax(global, fabs(want[i][k]));
+    }
+    for (int i = 0; i < nw; i++) {
+        double ref = 0, err = 0;
+        for (size_t k = 0; k < n[i]; k++) {
+            ref = fmax(ref, fabs(want[i][k]));
+            err = fmax(err, fabs((double)got[i][k] - want[i][k]));
+        }
+        double e = err / fmax(ref, 1e-3 * global);
+        if (e > worst)
+            worst = e, worst_name = clf_model_weight_spec(f->m, i)->name;
+        ck_assert_msg(e <= tol, "%s%s: relative error %.3g > %.3g", prefix,
+                      clf_model_weight_spec(f->m, i)->name, e, tol);
+        free(want[i]);
+        free(got[i]);
+    }
+    printf("  %s*: worst relative error %.3g (%s)\n", prefix, worst, worst_name);
+    free(want);
+    free(got);
+    free(n);
+}
+
+static void check_gradients(const char *backend, const char *name)
+{
+    train_fixture f = {0};
+    train_fixture_open(&f, backend, name);
+    double loss;
+    accumulate_step(&f, &loss);
+    double want = expected_scalar(&f, "loss");
+    printf("%s on %s: loss %.7f (PyTorch %.7f)\n", name, backend, loss, want);
+    ck_assert_msg(fabs(loss - want) <= 1e-5 * fabs(want), "loss %.7f vs PyTorch %.7f", loss, want);
+    compare_params(&f, "grad.", 1, 1e-4);
+    train_fixture_close(&f);
+}
+
+/* The fixture's optimizer trajectory: per step the loss before it, the learning rate and
+ * the gradient norm, then the weights after the last step. */
+static void check_trajectory(const char *backend, const char *name)
+{
+    train_fixture f = {0};
+    train_fixture_open(&f, backend, name);
+    for (int k = 1; k <= (int)f.cfg.train.steps; k++) {
+        char key[64];
+        double loss, lr, norm;
+        accumulate_step(&f, &loss);
+        CLF_ASSERT_OK(clf_trainer_step(f.t, &lr, &norm));
+        snprintf(key, sizeof key, "step%d.loss", k);
+        double wl = expected_scalar(&f, key);
+        ck_assert_msg(fabs(loss - wl) <= 1e-4 * fabs(wl), "%s %.7f vs PyTorch %.7f", key, loss, wl);
+        snprintf(key, sizeof key, "step%d.lr", k);
+        double wlr = expected_scalar(&f, key);
+        ck_assert_msg(fabs(lr - wlr) <= 1e-6 * fabs(wlr), "%s %.7g vs PyTorch %.7g", key, lr, wlr);
+        snprintf(key, sizeof key, "step%d.grad_norm", k);
+        double wn = expected_scalar(&f, key);
+        ck_assert_msg(fabs(norm - wn) <= 1e-4 * fabs(wn), "%s %.7g vs PyTorch %.7g", key, norm, wn);
+    }
+    compare_params(&f, "final.", 0, 1e-4);
+    train_fixture_close(&f);
+}
+
+START_TEST(test_gradients_match_pytorch)
+{
+    static const char *cases[] = {"train_pre_tutorial", "train_post_standard",
+                                  "train_branch_tutorial", "train_accum"};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        check_gradients("cpu", cases[i]);
+}
+END_TEST
+
+START_TEST(test_optimizer_matches_pytorch)
+{
+    static const char *cases[] = {"train_pre_tutorial", "train_branch_tutorial", "train_accum"};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        check_trajectory("cpu", cases[i]);
+}
+END_TEST
+
+/* ---- the copy task (the Annotated Transformer's first check) ---- */
+
+enum { COPY_VOCAB = 14, COPY_MAXLEN = 7, COPY_B = 32 };
+
+static const char *copy_yaml =
+    "model:\n"
+    "  src_vocab: 14\n"
+    "  tgt_vocab: 14\n"
+    "  max_len: 16\n"
+    "  d_model: 32\n"
+    "  layers: 2\n"
+    "  heads: 4\n"
+    "  d_ff: 64\n"
+    "  norm: %s\n"
+    "  layernorm: {style: standard, eps: 1.0e-5}\n"
+    "  dropout: %s\n"
+    "train:\n"
+    "  data: {train: unused.tsv}\n"
+    "  seed: 7\n"
+    "  accumulate: %d\n"
+    "  optimizer: {name: adam, lr: %s, betas: [0.9, 0.98], eps: 1.0e-9}\n"
+    "  schedule: {name: %s, warmup: %d}\n"
+    "  label_smoothing: %s\n"
+    "  clip_norm: 1.0\n";
+
+typedef struct copy_run {
+    clf_config cfg;
+    clf_weights *w;
+    const clf_backend_api *api;
+    clf_backend *be;
+    clf_model *m;
+    clf_trainer *t;
+    int32_t src[COPY_B * (COPY_MAXLEN + 2)], tgt[COPY_B * (COPY_MAXLEN + 1)],
+        labels[COPY_B * (COPY_MAXLEN + 1)];
+} copy_run;
+
+static void copy_open(copy_run *r, const char *backend, const char *norm, const char *dropout,
+                      int accumulate, const char *lr, const char *schedule, int warmup,
+                      const char *smoothing)
+{
+    char yaml[2048];
+    snprintf(yaml, sizeof yaml, copy_yaml, norm, dropout, accumulate, lr, schedule, warmup,
+             smoothing);
+    CLF_ASSERT_OK(clf_config_parse_string(yaml, "copy.yaml", &r->cfg));
+    CLF_ASSERT_OK(clf_weights_init(&r->cfg.model, 1, &r->w));
+    clf_test_open_backend(backend, &r->api, &r->be);
+    CLF_ASSERT_OK(clf_model_create(&r->cfg.model, r->w, r->api, r->be, &r->m));
+    CLF_ASSERT_OK(clf_trainer_create(r->m, &r->cfg.train, r->cfg.model.dropout, &r->t));
+}
+
+static void copy_close(copy_run *r)
+{
+    clf_trainer_free(r->t);
+    clf_model_free(r->m);
+    r->api->close(r->be);
+    clf_weights_free(r->w);
+}
+
+static unsigned lcg(unsigned *x)
+{
+    *x = *x * 1103515245u + 12345u;
+    return *x >> 16;
+}
+
+/* A batch of random sequences of 1..COPY_MAXLEN symbols (ids 4..13), framed as
+ * src [SOS] x [EOS], tgt [SOS] x, labels x [EOS], padded with 1. */
+static clf_train_batch copy_batch(copy_run *r, unsigned *seed)
+{
+    const int S = COPY_MAXLEN + 2, T = COPY_MAXLEN + 1;
+    for (int b = 0; b < COPY_B; b++) {
+        int len = 1 + (int)(lcg(seed) % COPY_MAXLEN);
+        for (int j = 0; j < S; j++)
+            r->src[b * S + j] = 1;
+        for (int j = 0; j < T; j++)
+            r->tgt[b * T + j] = r->labels[b * T + j] = 1;
+        r->src[b * S] = 2;
+        r->tgt[b * T] = 2;
+        for (int j = 0; j < len; j++) {
+            int32_t s = 4 + (int32_t)(lcg(seed) % (COPY_VOCAB - 4));
+            r->src[b * S + 1 + j] = s;
+            r->tgt[b * T + 1 + j] = s;
+            r->labels[b * T + j] = s;
+        }
+        r->src[b * S + 1 + len] = 3;
+        r->labels[b * T + len] = 3;
+    }
+    return (clf_train_batch){.batch = COPY_B,
+                             .src_len = S,
+                             .tgt_len = T,
+                             .src = r->src,
+                             .tgt = r->tgt,
+                             .labels = r->labels};
+}
+
+/* Runs `steps` optimizer steps; losses[i] (if not NULL) = mean loss of step i. */
+static void copy_train(copy_run *r, unsigned *seed, int steps, double *losses)
+{
+    for (int s = 0; s < steps; s++) {
+        double sum = 0, total = 0;
+        for (int a = 0; a < r->cfg.train.accumulate; a++) {
+            clf_train_batch b = copy_batch(r, seed);
+            double ls;
+            long long nt;
+            CLF_ASSERT_OK(clf_trainer_accumulate(r->t, &b, &ls, &nt));
+            sum += ls / (double)nt;
+            total += 1;
+        }
+        CLF_ASSERT_OK(clf_trainer_step(r->t, NULL, NULL));
+        if (losses)
+            losses[s] = sum / total;
+    }
+}
+
+/* Fraction of random sequences that greedy decoding copies exactly. */
+static double copy_accuracy(copy_run *r, unsigned seed, int n)
+{
+    const int S = COPY_MAXLEN + 2;
+    int exact = 0;
+    clf_decode_opts o;
+    clf_decode_opts_default(&r->cfg.model, &o);
+    o.max_len = COPY_MAXLEN + 2;
+    for (int done = 0; done < n; done += COPY_B) {
+        clf_train_batch b = copy_batch(r, &seed);
+        clf_decode_result res;
+        CLF_ASSERT_OK(clf_decode(r->m, b.src, COPY_B, S, &o, &res));
+        for (int i = 0; i < COPY_B && done + i < n; i++) {
+            const clf_hypothesis *h = &res.hyps[i];
+            int len = 0;
+            while (r->src[i * S + 1 + len] != 3)
+                len++;
+            int ok = h->finished && h->len == len;
+            for (int j = 0; ok && j < len; j++)
+                ok = h->tokens[j] == r->src[i * S + 1 + j];
+            exact += ok;
+        }
+        clf_decode_result_free(&res);
+    }
+    return (double)exact / n;
+}
+
+START_TEST(test_copy_task_cpu)
+{
+    copy_run r = {0};
+    copy_open(&r, "cpu", "pre", "0.0", 1, "1.0", "noam", 100, "0.0");
+    unsigned seed = 42;
+    double losses[800];
+    copy_train(&r, &seed, 800, losses);
+    double acc = copy_accuracy(&r, 999, 256);
+    printf("copy task (cpu, pre-norm, 800 steps of 32): loss %.3f -> %.4f, exact match %.1f%%\n",
+           losses[0], losses[799], 100 * acc);
+    ck_assert_msg(acc >= 0.99, "copy task exact match %.3f < 0.99", acc);
+    copy_close(&r);
+}
+END_TEST
+
+/* Killed after 3 steps and resumed from the checkpoint: the same weights and moments as
+ * 6 uninterrupted steps, bit for bit (dropout on, accumulation 2, AdamW-free Adam). */
+START_TEST(test_resume_is_exact)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/resume-%d.safetensors", CLF_TEST_BIN_DIR, (int)getpid());
+    copy_run a = {0}, b = {0};
+    unsigned sa = 5, sb = 5;
+    copy_open(&a, "cpu", "post", "0.1", 2, "0.001", "inverse_sqrt", 4, "0.1");
+    copy_train(&a, &sa, 6, NULL);
+
+    copy_open(&b, "cpu", "post", "0.1", 2, "0.001", "inverse_sqrt", 4, "0.1");
+    copy_train(&b, &sb, 3, NULL);
+    CLF_ASSERT_OK(clf_trainer_save(b.t, path, "# config"));
+    copy_close(&b);
+    memset(&b, 0, sizeof b);
+    copy_open(&b, "cpu", "post", "0.1", 2, "0.001", "inverse_sqrt", 4, "0.1");
+    CLF_ASSERT_OK(clf_trainer_load(b.t, path));
+    ck_assert_int_eq(clf_trainer_state(b.t)->step, 3);
+    ck_assert_int_eq(clf_trainer_state(b.t)->micro, 6);
+    copy_train(&b, &sb, 3, NULL);
+
+    char pa[256];
+    snprintf(pa, sizeof pa, "%s/resume-a-%d.safetensors", CLF_TEST_BIN_DIR, (int)getpid());
+    CLF_ASSERT_OK(clf_trainer_save(a.t, pa, NULL));
+    CLF_ASSERT_OK(clf_trainer_save(b.t, path, NULL));
+    clf_safetensors *fa, *fb;
+    CLF_ASSERT_OK(clf_safetensors_open(pa, &fa));
+    CLF_ASSERT_OK(clf_safetensors_open(path, &fb));
+    ck_assert_int_eq(clf_safetensors_count(fa), clf_safetensors_count(fb));
+    for (int i = 0; i < clf_safetensors_count(fa); i++) {
+        const clf_tensor *x = clf_safetensors_at(fa, i);
+        const clf_tensor *y = clf_safetensors_find(fb, x->name);
+        ck_assert_ptr_nonnull(y);
+        ck_assert_msg(x->nbytes == y->nbytes && memcmp(x->data, y->data, x->nbytes) == 0,
+                      "resumed run differs from the uninterrupted one in '%s'", x->name);
+    }
+    ck_assert_str_eq(clf_safetensors_meta(fb, "step"), "6");
+    clf_safetensors_close(fa);
+    clf_safetensors_close(fb);
+    unlink(pa);
+    unlink(path);
+    copy_close(&a);
+    copy_close(&b);
+}
+END_TEST
+
+START_TEST(test_bad_checkpoint)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/notckpt-%d.safetensors", CLF_TEST_BIN_DIR, (int)getpid());
+    copy_run r = {0};
+    copy_open(&r, "cpu", "pre", "0.0", 1, "0.001", "constant", 0, "0.1");
+    /* plain weights are not a checkpoint */
+    CLF_ASSERT_OK(clf_weights_save(r.w, path, NULL, 0));
+    ck_assert_int_eq(clf_trainer_load(r.t, path), CLF_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "not a clformer training checkpoint"));
+    unlink(path);
+    copy_close(&r);
+}
+END_TEST
+
+/* The inference graph updates the residual stream in place: differentiating it must be
+ * refused with a message, not produce wrong gradients. */
+START_TEST(test_autodiff_refuses_in_place)
+{
+    copy_run r = {0};
+    copy_open(&r, "cpu", "pre", "0.0", 1, "0.001", "constant", 0, "0.1");
+    clf_graph g;
+    CLF_ASSERT_OK(clf_model_build_forward_graph(r.m, 2, 4, 4, &g));
+    int last = g.n_values - 1;
+    clf_backward_spec bs = {
+        .n_forward = g.n_nodes, .seed_value = last, .seed_grad = last, .ones = -1};
+    clf_status st = clf_graph_append_backward(&g, &bs);
+    ck_assert_int_eq(st, CLF_ERR_INTERNAL);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "single-assignment"));
+    clf_graph_free(&g);
+    copy_close(&r);
+}
+END_TEST
+
+/* ---- clformer train, end to end on a tiny corpus ---- */
+
+/* Writes a corpus of n "reversal" pairs over 10 words (each word frequent enough to be in
+ * the vocabulary: 4 specials + 10 words on each side). */
+static void write_corpus(const char *path, int n, unsigned seed)
+{
+    static const char *words[10] = {"alpha",   "bravo", "charlie", "delta", "echo",
+                                    "foxtrot", "golf",  "hotel",   "india", "juliet"};
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    for (int i = 0; i < n; i++) {
+        int len = 1 + (int)(lcg(&seed) % 5), ids[5];
+        for (int j = 0; j < len; j++)
+            ids[j] = (int)(lcg(&seed) % 10);
+        for (int j = 0; j < len; j++)
+            fprintf(f, "%s%s", j ? " " : "", words[ids[j]]);
+        fputc('\t', f);
+        for (int j = len - 1; j >= 0; j--)
+            fprintf(f, "%s%s", j < len - 1 ? " " : "", words[ids[j]]);
+        fputc('\n', f);
+    }
+    fclose(f);
+}
+
+static int count_lines(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    int n = 0, c;
+    while ((c = fgetc(f)) != EOF)
+        n += c == '\n';
+    fclose(f);
+    return n;
+}
+
+START_TEST(test_cli_train_and_resume)
+{
+    char dir[256], yaml[320], path[400], args[1024], err[4096];
+    snprintf(dir, sizeof dir, "%s/train-cli-%d", CLF_TEST_BIN_DIR, (int)getpid());
+    ck_assert_int_eq(mkdir(dir, 0777), 0);
+    snprintf(path, sizeof path, "%s/train.tsv", dir);
+    write_corpus(path, 300, 3);
+    snprintf(path, sizeof path, "%s/valid.tsv", dir);
+    write_corpus(path, 20, 4);
+    snprintf(yaml, sizeof yaml, "%s/exp.yaml", dir);
+    FILE *f = fopen(yaml, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f,
+            "model: {src_vocab: 14, tgt_vocab: 14, max_len: 16, d_model: 32, layers: 1, "
+            "heads: 2, d_ff: 64, dropout: 0.1}\n"
+            "train:\n"
+            "  data: {train: %s/train.tsv, valid: %s/valid.tsv}\n"
+            "  batch_size: 16\n"
+            "  steps: %s\n"
+            "  optimizer: {name: adamw, lr: 0.003, weight_decay: 0.01}\n"
+            "  log_every: 5\n"
+            "  validate_every: 10\n"
+            "  checkpoint: {dir: %s/run, every: 10, keep: 2}\n",
+            dir, dir, "30", dir);
+    fclose(f);
+    snprintf(args, sizeof args, "train -c '%s' --backend cpu", yaml);
+    ck_assert_msg(clf_test_run_cli(args, err, sizeof err) == 0, "train failed: %s", err);
+    ck_assert_ptr_nonnull(strstr(err, "built vocabularies"));
+    ck_assert_ptr_nonnull(strstr(err, "validation at step 30: loss"));
+    snprintf(path, sizeof path, "%s/run/log.csv", dir);
+    ck_assert_int_eq(count_lines(path), 1 + 6); /* header + steps 5, 10, ..., 30 */
+    snprintf(path, sizeof path, "%s/run/last.safetensors", dir);
+    clf_safetensors *ck;
+    CLF_ASSERT_OK(clf_safetensors_open(path, &ck));
+    ck_assert_str_eq(clf_safetensors_meta(ck, "step"), "30");
+    ck_assert_ptr_nonnull(clf_safetensors_find(ck, "optim.exp_avg.projection_layer.proj.weight"));
+    ck_assert_ptr_nonnull(strstr(clf_safetensors_meta(ck, "config"), "d_model: 32"));
+    clf_safetensors_close(ck);
+    /* keep: 2 -> steps 20 and 30 remain */
+    snprintf(path, sizeof path, "%s/run/step-10.safetensors", dir);
+    ck_assert_int_ne(access(path, F_OK), 0);
+    snprintf(path, sizeof path, "%s/run/step-20.safetensors", dir);
+    ck_assert_int_eq(access(path, F_OK), 0);
+    /* the weights load as plain weights (optim.* ignored) */
+    snprintf(path, sizeof path, "%s/run/config.yaml", dir);
+    ck_assert_int_eq(access(path, F_OK), 0);
+
+    /* a second fresh run into the same directory is refused */
+    ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 2);
+    ck_assert_ptr_nonnull(strstr(err, "--resume"));
+
+    /* resume to 40 steps: the log grows, the step goes on */
+    f = fopen(yaml, "r+");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    char text[2048];
+    f = fopen(yaml, "r");
+    size_t len = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[len] = '\0';
+    char *steps = strstr(text, "steps: 30");
+    ck_assert_ptr_nonnull(steps);
+    memcpy(steps, "steps: 40", 9);
+    f = fopen(yaml, "w");
+    fputs(text, f);
+    fclose(f);
+    snprintf(args, sizeof args, "train -c '%s' --backend cpu --resume", yaml);
+    ck_assert_msg(clf_test_run_cli(args, err, sizeof err) == 0, "resume failed: %s", err);
+    snprintf(path, sizeof path, "%s/run/log.csv", dir);
+    ck_assert_int_eq(count_lines(path), 1 + 8);
+    snprintf(path, sizeof path, "%s/run/last.safetensors", dir);
+    CLF_ASSERT_OK(clf_safetensors_open(path, &ck));
+    ck_assert_str_eq(clf_safetensors_meta(ck, "step"), "40");
+    clf_safetensors_close(ck);
+
+    /* interrupted by SIGINT and resumed = uninterrupted, bit for bit (whenever the signal
+     * lands: a run that finished first is compared all the same) */
+    char yb[320];
+    snprintf(yb, sizeof yb, "%s/b.yaml", dir);
+    f = fopen(yb, "w");
+    char *run_dir = strstr(text, "/run,");
+    ck_assert_ptr_nonnull(run_dir);
+    fprintf(f, "%.*s/runb%s", (int)(run_dir - text), text, run_dir + 4);
+    fclose(f);
+    snprintf(args, sizeof args,
+             "sh -c \"'%s' train -c '%s' --backend cpu -q & p=\\$!; sleep 0.3; kill -INT \\$p; "
+             "wait \\$p; exit 0\"",
+             CLF_CLI_PATH, yb);
+    ck_assert_int_eq(system(args), 0);
+    snprintf(args, sizeof args, "train -c '%s' --backend cpu --resume -q", yb);
+    ck_assert_msg(clf_test_run_cli(args, err, sizeof err) == 0, "resume failed: %s", err);
+    {
+        clf_safetensors *fa, *fb;
+        snprintf(path, sizeof path, "%s/run/last.safetensors", dir);
+        CLF_ASSERT_OK(clf_safetensors_open(path, &fa));
+        snprintf(path, sizeof path, "%s/runb/last.safetensors", dir);
+        CLF_ASSERT_OK(clf_safetensors_open(path, &fb));
+        ck_assert_str_eq(clf_safetensors_meta(fb, "step"), "40");
+        for (int i = 0; i < clf_safetensors_count(fa); i++) {
+            const clf_tensor *x = clf_safetensors_at(fa, i);
+            const clf_tensor *y = clf_safetensors_find(fb, x->name);
+            ck_assert_ptr_nonnull(y);
+            ck_assert_msg(memcmp(x->data, y->data, x->nbytes) == 0,
+                          "interrupted run differs in '%s'", x->name);
+        }
+        clf_safetensors_close(fa);
+        clf_safetensors_close(fb);
+    }
+
+    /* errors: no train: section; --resume with nothing to resume */
+    snprintf(path, sizeof path, "%s/model-only.yaml", dir);
+    f = fopen(path, "w");
+    fputs("model: {src_vocab: 14, tgt_vocab: 14}\n", f);
+    fclose(f);
+    snprintf(args, sizeof args, "train -c '%s'", path);
+    ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 2);
+    ck_assert_ptr_nonnull(strstr(err, "no train: section"));
+    snprintf(args, sizeof args, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(args), 0);
+}
+END_TEST
+
+#ifdef CLF_HAVE_OPENCL
+/* 1 when the OpenCL backend opens (a device exists) and has the training ops. */
+static int opencl_can_train(void)
+{
+    const clf_backend_api *api;
+    clf_backend *be;
+    clf_backend_opts opts = {.abi_version = CLF_BACKEND_ABI};
+    if (clf_backend_open_named("opencl", CLF_BUILD_BACKEND_DIR, &opts, &api, &be) != CLF_OK) {
+        printf("opencl: not available (%s), skipped\n", clf_last_error());
+        return 0;
+    }
+    int ok = api->supports(be, CLF_OP_ATTENTION_BACKWARD);
+    api->close(be);
+    if (!ok)
+        printf("opencl: training ops not implemented, skipped\n");
+    return ok;
+}
+
+START_TEST(test_opencl_matches_pytorch)
+{
+    if (!opencl_can_train())
+        return;
+    static const char *cases[] = {"train_pre_tutorial", "train_post_standard",
+                                  "train_branch_tutorial", "train_accum"};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        check_gradients("opencl", cases[i]);
+    check_trajectory("opencl", "train_pre_tutorial");
+}
+END_TEST
+
+/* The same 12 steps (dropout on, label smoothing) on OpenCL and CPU: the loss curves agree
+ * to 1e-3 relative (identical dropout masks; float rounding differs). */
+START_TEST(test_opencl_follows_cpu)
+{
+    if (!opencl_can_train())
+        return;
+    enum { STEPS = 12 };
+    copy_run c = {0}, o = {0};
+    unsigned sc = 11, so = 11;
+    double lc[STEPS], lo[STEPS];
+    copy_open(&c, "cpu", "pre", "0.1", 1, "0.002", "constant", 0, "0.1");
+    copy_open(&o, "opencl", "pre", "0.1", 1, "0.002", "constant", 0, "0.1");
+    copy_train(&c, &sc, STEPS, lc);
+    copy_train(&o, &so, STEPS, lo);
+    for (int s = 0; s < STEPS; s++) {
+        double rel = fabs(lo[s] - lc[s]) / fabs(lc[s]);
+        ck_assert_msg(rel <= 1e-3, "step %d: opencl loss %.6f vs cpu %.6f (rel %.2g)", s, lo[s],
+                      lc[s], rel);
+    }
+    printf("opencl loss curve: %.5f -> %.5f (cpu %.5f -> %.5f)\n", lo[0], lo[STEPS - 1], lc[0],
+           lc[STEPS - 1]);
+    copy_close(&c);
+    copy_close(&o);
+}
+END_TEST
+#endif
+
+static Suite *train_suite(void)
+{
+    Suite *s = suite_create("train");
+    TCase *tc = tcase_create("train");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_autodiff_refuses_in_place);
+    tcase_add_test(tc, test_bad_checkpoint);
+    tcase_add_test(tc, test_gradients_match_pytorch);
+    tcase_add_test(tc, test_optimizer_matches_pytorch);
+    tcase_add_test(tc, test_resume_is_exact);
+    tcase_add_test(tc, test_copy_task_cpu);
+    tcase_add_test(tc, test_cli_train_and_resume);
+#ifdef CLF_HAVE_OPENCL
+    tcase_add_test(tc, test_opencl_matches_pytorch);
+    tcase_add_test(tc, test_opencl_follows_cpu);
+#endif
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return clf_test_main(train_suite());
+}

@@ -1,0 +1,675 @@
+/* clformer train: the experiment of a YAML's train: section, with progress, a CSV of the
+ * curves, validation (loss, BLEU, sample translations) and checkpoints.
+ *
+ * Decisions a user relies on (README):
+ *   - vocabularies: train.vocab.src/tgt are loaded when they exist, else built from the
+ *     training data (min_frequency) and saved there; model.src_vocab/tgt_vocab may be left
+ *     out of the YAML (taken from the vocabularies) and, when given, must hold them;
+ *   - a fresh run refuses a checkpoint directory that already holds last.safetensors
+ *     (nothing a user trained is overwritten): --resume continues it instead;
+ *   - <dir>/log.csv gets a row every log_every steps and at every validation; a resumed run
+ *     appends to it after dropping rows past its checkpoint (steps it redoes);
+ *     <dir>/config.yaml is the resolved YAML;
+ *   - checkpoints: <dir>/step-<N>.safetensors every checkpoint.every steps and at the end,
+ *     the newest `keep` of them kept, and <dir>/last.safetensors (a hard link to the
+ *     newest); each is written under a temporary name and renamed;
+ *   - Ctrl-C (SIGINT) or SIGTERM finishes the step in progress, writes a checkpoint and
+ *     exits with 130: `--resume` then continues exactly where it stopped;
+ *   - validation BLEU is corpus BLEU (4-gram, brevity penalty) over the target
+ *     vocabulary's words of greedy translations against the references' words, so a word
+ *     outside the vocabulary is [UNK] on both sides. */
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "clformer/dataset.h"
+#include "clformer/decode.h"
+#include "clformer/metrics.h"
+#include "clformer/model.h"
+#include "clformer/tokenizer.h"
+#include "clformer/train.h"
+#include "clformer/weights.h"
+
+/* Validation sentences translated for BLEU at most (greedy, batched), and shown. */
+#define VALID_BLEU_MAX 1000
+#define VALID_SAMPLES  3
+#define DECODE_BATCH   64
+
+static volatile sig_atomic_t stop_requested;
+/* train_loop's result after a signal: not an error, exit code 130 (128 + SIGINT) */
+#define STOPPED ((clf_status)1000)
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+typedef struct train_opts {
+    const char *cfg_path;
+    int resume;
+    int quiet;
+    cli_backend_opts bo;
+} train_opts;
+
+typedef struct run {
+    train_opts o;
+    clf_config cfg;
+    char *config_yaml;
+    clf_tokenizer *src_tok, *tgt_tok;
+    clf_dataset *train, *valid;
+    clf_batcher *batcher, *valid_batcher;
+    clf_weights *w;
+    const clf_backend_api *api;
+    clf_backend *be;
+    clf_model *model;
+    clf_trainer *trainer;
+    FILE *csv;
+    int tty;
+    long long total_steps; /* planned optimizer steps (for the ETA) */
+} run;
+
+static void usage(void)
+{
+    printf("usage: clformer train -c experiment.yaml [--resume] [options]\n"
+           "Trains the model of the YAML's model: section as its train: section says.\n"
+           "  --resume      continue from <checkpoint.dir>/last.safetensors\n"
+           "  --quiet       no progress bar, no per-step log lines\n"
+           "  --backend cpu|opencl|auto, --device D, --threads N, --plugin-dir DIR\n"
+           "Writes <dir>/log.csv (step,epoch,loss,lr,tokens_per_s,valid_loss,valid_bleu),\n"
+           "<dir>/config.yaml and checkpoints <dir>/step-<N>.safetensors + last.safetensors.\n"
+           "SIGINT/SIGTERM: finish the step, write a checkpoint, exit 130.\n");
+}
+
+static int parse_args(int argc, char **argv, train_opts *o)
+{
+    static const struct option longopts[] = {{"config", required_argument, NULL, 'c'},
+                                             {"resume", no_argument, NULL, 'r'},
+                                             {"quiet", no_argument, NULL, 'q'},
+                                             {"backend", required_argument, NULL, 'b'},
+                                             {"device", required_argument, NULL, 'D'},
+                                             {"threads", required_argument, NULL, 't'},
+                                             {"plugin-dir", required_argument, NULL, 'p'},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {0}};
+    *o = (train_opts){.bo = {.threads = -1}};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "c:b:D:t:p:hrq", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'c':
+            o->cfg_path = optarg;
+            break;
+        case 'r':
+            o->resume = 1;
+            break;
+        case 'q':
+            o->quiet = 1;
+            break;
+        case 'b':
+            o->bo.backend = optarg;
+            break;
+        case 'D':
+            o->bo.device = optarg;
+            break;
+        case 't':
+            if (!cli_parse_int("--threads", optarg, 0, &o->bo.threads))
+                return 2;
+            break;
+        case 'p':
+            o->bo.plugin_dir = optarg;
+            break;
+        case 'h':
+            usage();
+            return 0;
+        default:
+            return 2;
+        }
+    }
+    if (optind < argc)
+        return cli_usage_error("train: unexpected argument '%s'", argv[optind]);
+    if (!o->cfg_path)
+        return cli_usage_error("train: -c experiment.yaml is required");
+    return -1;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* files                                                                               */
+
+static int file_exists(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+/* mkdir -p */
+static clf_status make_dirs(const char *path)
+{
+    char p[CLF_PATH_MAX];
+    snprintf(p, sizeof p, "%s", path);
+    for (char *s = p + 1;; s++) {
+        if (*s != '/' && *s)
+            continue;
+        char saved = *s;
+        *s = '\0';
+        if (mkdir(p, 0777) != 0 && errno != EEXIST)
+            return clf_error(CLF_ERR_IO, "%s: cannot create the directory: %s", p, strerror(errno));
+        *s = saved;
+        if (!saved)
+            break;
+    }
+    return CLF_OK;
+}
+
+/* The resolved YAML as a string (for checkpoints) and as <dir>/config.yaml. */
+static clf_status write_config(run *r)
+{
+    size_t len = 0;
+    FILE *mem = open_memstream(&r->config_yaml, &len);
+    if (!mem)
+        return clf_error(CLF_ERR_NOMEM, "train: out of host memory");
+    clf_status st = clf_config_dump(&r->cfg, mem);
+    fclose(mem);
+    if (st != CLF_OK)
+        return st;
+    char path[CLF_PATH_MAX + 32], tmp[CLF_PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/config.yaml", r->cfg.train.checkpoint_dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return clf_error(CLF_ERR_IO, "%s: cannot write: %s", tmp, strerror(errno));
+    int ok = fputs(r->config_yaml, f) >= 0;
+    ok = fclose(f) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return clf_error(CLF_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    }
+    return CLF_OK;
+}
+
+/* Loads both vocabularies, or builds (and saves) them from the training data. */
+static clf_status prepare_vocabs(run *r)
+{
+    const clf_train_config *tc = &r->cfg.train;
+    clf_model_config *mc = &r->cfg.model;
+    clf_status st;
+    if (file_exists(tc->vocab_src) && file_exists(tc->vocab_tgt)) {
+        if ((st = clf_tokenizer_load(tc->vocab_src, &r->src_tok)) != CLF_OK ||
+            (st = clf_tokenizer_load(tc->vocab_tgt, &r->tgt_tok)) != CLF_OK)
+            return st;
+    } else {
+        if ((st = clf_dataset_build_vocabs(tc->data_train, tc->data_train_tgt, tc->min_frequency,
+                                           &r->src_tok, &r->tgt_tok)) != CLF_OK)
+            return st;
+        if ((st = clf_tokenizer_save(r->src_tok, tc->vocab_src)) != CLF_OK ||
+            (st = clf_tokenizer_save(r->tgt_tok, tc->vocab_tgt)) != CLF_OK)
+            return st;
+        fprintf(stderr, "clformer: built vocabularies %s (%d words) and %s (%d words)\n",
+                tc->vocab_src, clf_tokenizer_size(r->src_tok), tc->vocab_tgt,
+                clf_tokenizer_size(r->tgt_tok));
+    }
+    const struct {
+        const char *side, *path;
+        clf_tokenizer *tok;
+        int *size;
+    } sides[2] = {{"src", tc->vocab_src, r->src_tok, &mc->src_vocab},
+                  {"tgt", tc->vocab_tgt, r->tgt_tok, &mc->tgt_vocab}};
+    for (int i = 0; i < 2; i++) {
+        int n = clf_tokenizer_size(sides[i].tok);
+        clf_tokenizer_specials sp = clf_tokenizer_special_ids(sides[i].tok);
+        if (*sides[i].size == 0)
+            *sides[i].size = n;
+        if (n > *sides[i].size)
+            return clf_error(CLF_ERR_INPUT,
+                             "%s: the vocabulary has %d words but model.%s_vocab is %d (leave "
+                             "model.%s_vocab out to take the vocabulary's size)",
+                             sides[i].path, n, sides[i].side, *sides[i].size, sides[i].side);
+        if (sp.pad != mc->pad_id)
+            return clf_error(CLF_ERR_INPUT,
+                             "%s: [PAD] has id %d in the vocabulary but model.pad_id is %d",
+                             sides[i].path, (int)sp.pad, mc->pad_id);
+    }
+    return CLF_OK;
+}
+
+static clf_status load_data(run *r)
+{
+    const clf_train_config *tc = &r->cfg.train;
+    clf_dataset_opts o = {.src_path = tc->data_train,
+                          .tgt_path = tc->data_train_tgt,
+                          .src_tok = r->src_tok,
+                          .tgt_tok = r->tgt_tok,
+                          .max_len = tc->max_len};
+    clf_status st = clf_dataset_load(&o, &r->train);
+    if (st != CLF_OK)
+        return st;
+    fprintf(stderr,
+            "clformer: %s: %zu pairs (%zu skipped: %zu longer than max_len %d, %zu empty)\n",
+            tc->data_train, clf_dataset_size(r->train), clf_dataset_skipped(r->train),
+            clf_dataset_skipped_long(r->train), tc->max_len, clf_dataset_skipped_empty(r->train));
+    if ((st = clf_batcher_create(r->train, tc->batch_size, tc->batch_tokens, tc->shuffle,
+                                 (uint64_t)tc->seed, &r->batcher)) != CLF_OK)
+        return st;
+    if (tc->data_valid[0]) {
+        o.src_path = tc->data_valid;
+        o.tgt_path = tc->data_valid_tgt;
+        if ((st = clf_dataset_load(&o, &r->valid)) != CLF_OK ||
+            (st = clf_batcher_create(r->valid, tc->batch_size, tc->batch_tokens, 0, 0,
+                                     &r->valid_batcher)) != CLF_OK)
+            return st;
+    }
+    return CLF_OK;
+}
+
+/* Deletes step-<N>.safetensors files beyond the newest `keep`. */
+static void prune_checkpoints(const char *dir, int keep)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    long long steps[4096];
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < 4096) {
+        long long s;
+        char tail[32];
+        if (sscanf(e->d_name, "step-%lld.%31s", &s, tail) == 2 && strcmp(tail, "safetensors") == 0)
+            steps[n++] = s;
+    }
+    closedir(d);
+    for (int i = 0; i < n; i++) {
+        int newer = 0;
+        for (int j = 0; j < n; j++)
+            newer += steps[j] > steps[i];
+        if (newer >= keep) {
+            char path[CLF_PATH_MAX + 64];
+            snprintf(path, sizeof path, "%s/step-%lld.safetensors", dir, steps[i]);
+            unlink(path);
+        }
+    }
+}
+
+static clf_status save_checkpoint(run *r)
+{
+    const clf_train_config *tc = &r->cfg.train;
+    long long step = clf_trainer_state(r->trainer)->step;
+    char path[CLF_PATH_MAX + 64], last[CLF_PATH_MAX + 64], tmp[CLF_PATH_MAX + 96];
+    snprintf(path, sizeof path, "%s/step-%lld.safetensors", tc->checkpoint_dir, step);
+    snprintf(last, sizeof last, "%s/last.safetensors", tc->checkpoint_dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", last, (int)getpid());
+    clf_status st = clf_trainer_save(r->trainer, path, r->config_yaml);
+    if (st != CLF_OK)
+        return st;
+    /* last.safetensors: a hard link to the newest, swapped in by rename */
+    unlink(tmp);
+    if (link(path, tmp) != 0 || rename(tmp, last) != 0) {
+        unlink(tmp);
+        return clf_error(CLF_ERR_IO, "%s: cannot link the newest checkpoint: %s", last,
+                         strerror(errno));
+    }
+    prune_checkpoints(tc->checkpoint_dir, tc->checkpoint_keep);
+    return CLF_OK;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* validation                                                                          */
+
+/* Mean loss over the validation set's non-pad tokens, and the BLEU of greedy
+ * translations of its first VALID_BLEU_MAX sentences; prints VALID_SAMPLES of them. */
+static clf_status validate(run *r, double *loss, double *bleu)
+{
+    clf_status st = CLF_OK;
+    double sum = 0;
+    long long tokens = 0;
+    clf_batch b = {0};
+    int32_t *src = NULL;
+    for (int i = 0; i < clf_batcher_count(r->valid_batcher); i++) {
+        if ((st = clf_batcher_get(r->valid_batcher, i, &b)) != CLF_OK)
+            goto fail;
+        clf_train_batch tb = {.batch = b.batch,
+                              .src_len = b.src_len,
+                              .tgt_len = b.tgt_len,
+                              .src = b.src,
+                              .tgt = b.tgt_in,
+                              .labels = b.labels};
+        double s;
+        long long n;
+        if ((st = clf_trainer_evaluate(r->trainer, &tb, &s, &n)) != CLF_OK)
+            goto fail;
+        sum += s;
+        tokens += n;
+        clf_batch_free(&b);
+    }
+    *loss = tokens ? sum / (double)tokens : 0.0;
+
+    const clf_model_config *mc = &r->cfg.model;
+    clf_decode_opts o;
+    clf_decode_opts_default(mc, &o);
+    clf_bleu bl;
+    clf_bleu_init(&bl);
+    size_t n = clf_dataset_size(r->valid);
+    if (n > VALID_BLEU_MAX)
+        n = VALID_BLEU_MAX;
+    for (size_t start = 0; start < n; start += DECODE_BATCH) {
+        int B = (int)(n - start < DECODE_BATCH ? n - start : DECODE_BATCH), S = 0;
+        for (int i = 0; i < B; i++) {
+            const int32_t *s, *t;
+            int sn, tn;
+            clf_dataset_ids(r->valid, start + (size_t)i, &s, &sn, &t, &tn);
+            if (sn + 2 > S)
+                S = sn + 2;
+        }
+        free(src);
+        src = malloc(sizeof(int32_t) * (size_t)B * (size_t)S);
+        if (!src) {
+            st = clf_error(CLF_ERR_NOMEM, "train: out of host memory");
+            goto fail;
+        }
+        int longest_tgt = 0;
+        for (int i = 0; i < B; i++) {
+            const int32_t *s, *t;
+            int sn, tn;
+            clf_dataset_ids(r->valid, start + (size_t)i, &s, &sn, &t, &tn);
+            if (tn > longest_tgt)
+                longest_tgt = tn;
+            for (int j = 0; j < S; j++)
+                src[(size_t)i * S + j] = j == 0        ? o.sos_id
+                                         : j <= sn     ? s[j - 1]
+                                         : j == sn + 1 ? o.eos_id
+                                                       : o.pad_id;
+        }
+        o.max_len = 2 * longest_tgt + 10; /* capped at max_len - 1 by clf_decode */
+        clf_decode_result res;
+        if ((st = clf_decode(r->model, src, B, S, &o, &res)) != CLF_OK)
+            goto fail;
+        for (int i = 0; i < B && st == CLF_OK; i++) {
+            const int32_t *s, *t;
+            int sn, tn;
+            clf_dataset_ids(r->valid, start + (size_t)i, &s, &sn, &t, &tn);
+            const clf_hypothesis *h = &res.hyps[i];
+            st = clf_bleu_add(&bl, h->tokens, h->len, t, tn);
+            if (st == CLF_OK && start + (size_t)i < VALID_SAMPLES && !r->o.quiet) {
+                const char *src_text, *ref_text;
+                char *hyp = NULL;
+                clf_dataset_text(r->valid, start + (size_t)i, &src_text, &ref_text);
+                if ((st = clf_tokenizer_decode(r->tgt_tok, h->tokens, h->len, 1, &hyp)) == CLF_OK)
+                    fprintf(stderr, "  src: %s\n  ref: %s\n  out: %s\n", src_text, ref_text, hyp);
+                free(hyp);
+            }
+        }
+        clf_decode_result_free(&res);
+        if (st != CLF_OK)
+            goto fail;
+    }
+    *bleu = bl.score;
+fail:
+    clf_batch_free(&b);
+    free(src);
+    return st;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* the loop                                                                            */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void format_eta(double s, char *buf, size_t size)
+{
+    if (!(s >= 0) || s > 1e8)
+        snprintf(buf, size, "?");
+    else if (s >= 3600)
+        snprintf(buf, size, "%dh%02dm", (int)(s / 3600), (int)fmod(s / 60, 60));
+    else
+        snprintf(buf, size, "%dm%02ds", (int)(s / 60), (int)fmod(s, 60));
+}
+
+/* A resumed run drops the rows logged after its checkpoint (a run killed hard logged
+ * steps it will now redo), rewriting the file under a temporary name, then appends. */
+static clf_status trim_csv(const char *path, long long last_step)
+{
+    char tmp[CLF_PATH_MAX + 64], line[1024];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    FILE *in = fopen(path, "r"), *out = in ? fopen(tmp, "w") : NULL;
+    if (!out) {
+        if (in)
+            fclose(in);
+        return clf_error(CLF_ERR_IO, "%s: cannot rewrite: %s", path, strerror(errno));
+    }
+    int ok = 1;
+    while (fgets(line, sizeof line, in)) {
+        long long step;
+        if (sscanf(line, "%lld,", &step) == 1 && step > last_step)
+            continue;
+        ok = fputs(line, out) >= 0 && ok;
+    }
+    fclose(in);
+    ok = fclose(out) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return clf_error(CLF_ERR_IO, "%s: cannot rewrite: %s", path, strerror(errno));
+    }
+    return CLF_OK;
+}
+
+static clf_status open_csv(run *r)
+{
+    char path[CLF_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/log.csv", r->cfg.train.checkpoint_dir);
+    int append = r->o.resume && file_exists(path);
+    clf_status st;
+    if (append && (st = trim_csv(path, clf_trainer_state(r->trainer)->step)) != CLF_OK)
+        return st;
+    r->csv = fopen(path, append ? "a" : "w");
+    if (!r->csv)
+        return clf_error(CLF_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (!append)
+        fprintf(r->csv, "step,epoch,loss,lr,tokens_per_s,valid_loss,valid_bleu\n");
+    fflush(r->csv);
+    return CLF_OK;
+}
+
+static clf_status train_loop(run *r)
+{
+    const clf_train_config *tc = &r->cfg.train;
+    clf_train_state *state = clf_trainer_state(r->trainer);
+    clf_status st = CLF_OK;
+    clf_batch b = {0};
+    double t_start = now_s(), t_mark = t_start, step_loss = 0;
+    long long tokens_mark = 0, steps_at_start = state->step;
+    int in_accum = 0;
+    double accum_loss = 0;
+    if (!r->tty && !r->o.quiet)
+        fprintf(stderr, "clformer: training %s from step %lld\n", tc->checkpoint_dir, state->step);
+    for (;;) {
+        if (tc->steps > 0 ? state->step >= tc->steps : state->epoch >= tc->epochs)
+            break;
+        if (stop_requested && in_accum == 0) /* stop on a step boundary only */
+            break;
+        if (clf_batcher_epoch(r->batcher) != state->epoch &&
+            (st = clf_batcher_plan_epoch(r->batcher, state->epoch)) != CLF_OK)
+            goto fail;
+        if (state->batch >= clf_batcher_count(r->batcher)) {
+            state->epoch++;
+            state->batch = 0;
+            continue;
+        }
+        if ((st = clf_batcher_get(r->batcher, state->batch, &b)) != CLF_OK)
+            goto fail;
+        clf_train_batch tb = {.batch = b.batch,
+                              .src_len = b.src_len,
+                              .tgt_len = b.tgt_len,
+                              .src = b.src,
+                              .tgt = b.tgt_in,
+                              .labels = b.labels};
+        double ls;
+        long long nt;
+        if ((st = clf_trainer_accumulate(r->trainer, &tb, &ls, &nt)) != CLF_OK)
+            goto fail;
+        clf_batch_free(&b);
+        state->batch++;
+        accum_loss += nt ? ls / (double)nt : 0.0;
+        tokens_mark += nt; /* tokens/s counts target tokens, as fairseq's wps does */
+        if (++in_accum < tc->accumulate)
+            continue;
+        double lr, norm;
+        if ((st = clf_trainer_step(r->trainer, &lr, &norm)) != CLF_OK)
+            goto fail;
+        step_loss = accum_loss / in_accum;
+        in_accum = 0;
+        accum_loss = 0;
+        const long long step = state->step;
+        double t = now_s();
+        double tok_s = tokens_mark / (t - t_mark > 1e-9 ? t - t_mark : 1e-9);
+        int log_row = step % tc->log_every == 0;
+        int do_valid = r->valid && step % tc->validate_every == 0;
+        if (r->tty && !r->o.quiet) {
+            char eta[32];
+            double per = (t - t_start) / (double)(step - steps_at_start);
+            format_eta(per * (double)(r->total_steps - step), eta, sizeof eta);
+            fprintf(stderr,
+                    "\rstep %lld/%lld | epoch %d | loss %.4f | %.0f tok/s | lr %.3g | "
+                    "ETA %s   ",
+                    step, r->total_steps, state->epoch + 1, step_loss, tok_s, lr, eta);
+        }
+        if (log_row && !r->tty && !r->o.quiet)
+            fprintf(stderr, "step %lld epoch %d loss %.4f lr %.3g tok/s %.0f grad_norm %.3g\n",
+                    step, state->epoch + 1, step_loss, lr, tok_s, norm);
+        if (log_row || do_valid) {
+            double vloss = 0, vbleu = 0;
+            if (do_valid) {
+                if (r->tty && !r->o.quiet)
+                    fputc('\n', stderr);
+                if ((st = validate(r, &vloss, &vbleu)) != CLF_OK)
+                    goto fail;
+                if (!r->o.quiet)
+                    fprintf(stderr, "validation at step %lld: loss %.4f BLEU %.2f\n", step, vloss,
+                            vbleu);
+            }
+            fprintf(r->csv, "%lld,%d,%.6f,%.6g,%.1f,", step, state->epoch + 1, step_loss, lr,
+                    tok_s);
+            if (do_valid)
+                fprintf(r->csv, "%.6f,%.4f\n", vloss, vbleu);
+            else
+                fprintf(r->csv, ",\n");
+            fflush(r->csv);
+            t_mark = now_s();
+            tokens_mark = 0;
+        }
+        if (tc->checkpoint_every > 0 && step % tc->checkpoint_every == 0 &&
+            (st = save_checkpoint(r)) != CLF_OK)
+            goto fail;
+    }
+    if (r->tty && !r->o.quiet)
+        fputc('\n', stderr);
+    /* epochs that end inside an accumulation leave a partial step: it is dropped (the
+     * run is over, the checkpoint holds the last full step) */
+    if (state->step > steps_at_start && (st = save_checkpoint(r)) != CLF_OK)
+        goto fail;
+    if (stop_requested) {
+        fprintf(stderr, "clformer: stopped at step %lld; --resume continues\n", state->step);
+        return STOPPED;
+    }
+    if (state->step == steps_at_start)
+        fprintf(stderr, "clformer: nothing to do: the run is at step %lld, its end (%s)\n",
+                state->step, tc->steps > 0 ? "train.steps" : "train.epochs");
+    else
+        fprintf(stderr, "clformer: done: step %lld, last loss %.4f, %s/last.safetensors\n",
+                state->step, step_loss, tc->checkpoint_dir);
+fail:
+    clf_batch_free(&b);
+    return st;
+}
+
+static void run_free(run *r)
+{
+    if (r->csv)
+        fclose(r->csv);
+    clf_trainer_free(r->trainer);
+    clf_model_free(r->model);
+    if (r->api && r->be)
+        r->api->close(r->be);
+    clf_weights_free(r->w);
+    clf_batcher_free(r->batcher);
+    clf_batcher_free(r->valid_batcher);
+    clf_dataset_free(r->train);
+    clf_dataset_free(r->valid);
+    clf_tokenizer_free(r->src_tok);
+    clf_tokenizer_free(r->tgt_tok);
+    free(r->config_yaml);
+}
+
+int clf_cmd_train(int argc, char **argv)
+{
+    run r = {0};
+    int rc = parse_args(argc, argv, &r.o);
+    if (rc >= 0)
+        return rc;
+    clf_status st = clf_config_load(r.o.cfg_path, &r.cfg);
+    if (st != CLF_OK)
+        return cli_fail(st);
+    clf_train_config *tc = &r.cfg.train;
+    if (!tc->present) {
+        st = clf_error(CLF_ERR_INPUT, "%s: no train: section (see README: training)", r.o.cfg_path);
+        goto fail;
+    }
+    char last[CLF_PATH_MAX + 32];
+    snprintf(last, sizeof last, "%s/last.safetensors", tc->checkpoint_dir);
+    if (r.o.resume && !file_exists(last)) {
+        st = clf_error(CLF_ERR_INPUT, "--resume: %s does not exist (nothing to resume)", last);
+        goto fail;
+    }
+    if (!r.o.resume && file_exists(last)) {
+        st = clf_error(CLF_ERR_INPUT,
+                       "%s already holds a run (%s): use --resume to continue it, or another "
+                       "train.checkpoint.dir",
+                       tc->checkpoint_dir, last);
+        goto fail;
+    }
+    if ((st = make_dirs(tc->checkpoint_dir)) != CLF_OK || (st = prepare_vocabs(&r)) != CLF_OK ||
+        (st = load_data(&r)) != CLF_OK || (st = write_config(&r)) != CLF_OK)
+        goto fail;
+    if (tc->init[0] && !r.o.resume)
+        st = clf_weights_load(tc->init, &r.cfg.model, &r.w);
+    else
+        st = clf_weights_init(&r.cfg.model, (uint64_t)tc->seed, &r.w);
+    if (st != CLF_OK)
+        goto fail;
+    if ((st = cli_open_backend(&r.cfg, &r.o.bo, &r.api, &r.be)) != CLF_OK ||
+        (st = clf_model_create(&r.cfg.model, r.w, r.api, r.be, &r.model)) != CLF_OK ||
+        (st = clf_trainer_create(r.model, tc, r.cfg.model.dropout, &r.trainer)) != CLF_OK)
+        goto fail;
+    clf_weights_free(r.w); /* on the device now */
+    r.w = NULL;
+    if (r.o.resume && (st = clf_trainer_load(r.trainer, last)) != CLF_OK)
+        goto fail;
+    if ((st = open_csv(&r)) != CLF_OK)
+        goto fail;
+    r.tty = isatty(2);
+    r.total_steps = tc->steps > 0
+                        ? tc->steps
+                        : (long long)tc->epochs * clf_batcher_count(r.batcher) / tc->accumulate;
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    st = train_loop(&r);
+fail:
+    run_free(&r);
+    if (st == STOPPED)
+        return 130;
+    return st == CLF_OK ? 0 : cli_fail(st);
+}
