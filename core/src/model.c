@@ -830,6 +830,31 @@ static void projection(builder *b, int out, int dec, size_t dec_off, int dec_ld,
     }
 }
 
+/* The inputs of a full pass (I32 ids and key masks of both sides), then the encoder and
+ * the decoder over them: returns dec [B*T, d]; *enc gets the encoder output. */
+typedef struct full_pass {
+    int src, tgt, src_mask, tgt_mask;
+} full_pass;
+
+static int encode_decode(builder *b, int B, int S, int T, full_pass *in, int *enc)
+{
+    clf_graph *g = b->g;
+    in->src = clf_graph_value(g, CLF_VALUE_INPUT, (size_t)B * S * 4, "src");
+    in->tgt = clf_graph_value(g, CLF_VALUE_INPUT, (size_t)B * T * 4, "tgt");
+    in->src_mask = clf_graph_value(g, CLF_VALUE_INPUT, (size_t)B * S * 4, "src_mask");
+    in->tgt_mask = clf_graph_value(g, CLF_VALUE_INPUT, (size_t)B * T * 4, "tgt_mask");
+    *enc = encoder(b, in->src, in->src_mask, B, S);
+    decoder_spec ds = {.B = B,
+                       .S = S,
+                       .T = T,
+                       .ids = in->tgt,
+                       .tgt_mask = in->tgt_mask,
+                       .enc = *enc,
+                       .src_mask = in->src_mask,
+                       .probs = -1};
+    return decoder(b, &ds);
+}
+
 clf_status clf_model_build_forward_graph(clf_model *m, int B, int S, int T, clf_graph *g)
 {
     const clf_model_config *c = &m->cfg;
@@ -838,21 +863,9 @@ clf_status clf_model_build_forward_graph(clf_model *m, int B, int S, int T, clf_
     clf_status st = builder_begin(m, g, &b);
     if (st != CLF_OK)
         return st;
-    m->v_src = clf_graph_value(g, CLF_VALUE_INPUT, (size_t)B * S * 4, "src");
-    m->v_tgt = clf_graph_value(g, CLF_VALUE_INPUT, (size_t)B * T * 4, "tgt");
-    m->v_src_mask = clf_graph_value(g, CLF_VALUE_INPUT, (size_t)B * S * 4, "src_mask");
-    m->v_tgt_mask = clf_graph_value(g, CLF_VALUE_INPUT, (size_t)B * T * 4, "tgt_mask");
-
-    int enc = encoder(&b, m->v_src, m->v_src_mask, B, S);
-    decoder_spec ds = {.B = B,
-                       .S = S,
-                       .T = T,
-                       .ids = m->v_tgt,
-                       .tgt_mask = m->v_tgt_mask,
-                       .enc = enc,
-                       .src_mask = m->v_src_mask,
-                       .probs = -1};
-    int dec = decoder(&b, &ds);
+    full_pass in;
+    int enc, dec = encode_decode(&b, B, S, T, &in, &enc);
+    m->v_src = in.src, m->v_tgt = in.tgt, m->v_src_mask = in.src_mask, m->v_tgt_mask = in.tgt_mask;
 
     /* logits[B*T, V] = dec · Wp^T + bp, then log_softmax over V if configured */
     int logits = clf_graph_value(g, CLF_VALUE_OUTPUT, (size_t)B * T * V * sizeof(float), "logits");
@@ -999,21 +1012,11 @@ clf_status clf_model_build_train_graph(clf_model *m, const clf_train_graph_spec 
         return st;
     b.training = 1;
     b.dropout = s->dropout;
-    v->src = clf_graph_value(g, CLF_VALUE_INPUT, (size_t)B * S * 4, "src");
-    v->tgt = clf_graph_value(g, CLF_VALUE_INPUT, (size_t)B * T * 4, "tgt");
+    full_pass in;
+    int enc, dec = encode_decode(&b, B, S, T, &in, &enc);
+    (void)enc;
+    v->src = in.src, v->tgt = in.tgt, v->src_mask = in.src_mask, v->tgt_mask = in.tgt_mask;
     v->labels = clf_graph_value(g, CLF_VALUE_INPUT, (size_t)B * T * 4, "labels");
-    v->src_mask = clf_graph_value(g, CLF_VALUE_INPUT, (size_t)B * S * 4, "src_mask");
-    v->tgt_mask = clf_graph_value(g, CLF_VALUE_INPUT, (size_t)B * T * 4, "tgt_mask");
-    int enc = encoder(&b, v->src, v->src_mask, B, S);
-    decoder_spec ds = {.B = B,
-                       .S = S,
-                       .T = T,
-                       .ids = v->tgt,
-                       .tgt_mask = v->tgt_mask,
-                       .enc = enc,
-                       .src_mask = v->src_mask,
-                       .probs = -1};
-    int dec = decoder(&b, &ds);
     /* logits [B*T, V]; the loss's gradient overwrites them in place (dlogits) */
     int logits = activation(&b, (size_t)B * T * V, "logits");
     projection(&b, logits, dec, 0, c->d_model, B * T, 0);

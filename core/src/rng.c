@@ -1,12 +1,20 @@
 /* xoshiro256** (Blackman & Vigna), seeded by splitmix64: fast, good, reproducible. */
 #include "clformer/rng.h"
 
-static uint64_t splitmix64(uint64_t *x)
+uint64_t clf_splitmix64(uint64_t x)
 {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+    uint64_t z = x + 0x9e3779b97f4a7c15ULL;
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
     return z ^ (z >> 31);
+}
+
+/* one step of the splitmix64 generator: advance the state, mix it */
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = clf_splitmix64(*x);
+    *x += 0x9e3779b97f4a7c15ULL;
+    return z;
 }
 
 static uint64_t rotl(uint64_t x, int k)

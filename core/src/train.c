@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clformer/rng.h"
 #include "clformer/tensor.h"
 #include "model_internal.h"
 
@@ -144,14 +145,6 @@ clf_train_state *clf_trainer_state(clf_trainer *t)
 /* ---------------------------------------------------------------------------------- */
 /* one micro-batch                                                                     */
 
-static uint64_t splitmix64(uint64_t x)
-{
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
 /* The ones vector must cover the longest GEMM of the shape; growing it moves it, so the
  * cached graphs that point at it are dropped. */
 static clf_status ensure_ones(clf_trainer *t, size_t len)
@@ -279,10 +272,12 @@ static clf_status run_batch(clf_trainer *t, int backward, const clf_train_batch 
     ce->args.cross_entropy.grad_scale =
         backward && ntok ? (float)(1.0 / ((double)ntok * t->tc.accumulate)) : 0.0f;
     if (backward) {
-        uint64_t base = splitmix64(splitmix64((uint64_t)t->tc.seed) + (uint64_t)t->state.micro);
+        uint64_t base =
+            clf_splitmix64(clf_splitmix64((uint64_t)t->tc.seed) + (uint64_t)t->state.micro);
         for (int i = 0; i < sg->g.n_nodes; i++)
             if (sg->g.nodes[i].op == CLF_OP_DROPOUT)
-                sg->g.nodes[i].args.dropout.seed = splitmix64(base + (uint64_t)sg->g.nodes[i].tag);
+                sg->g.nodes[i].args.dropout.seed =
+                    clf_splitmix64(base + (uint64_t)sg->g.nodes[i].tag);
     }
     if ((st = upload_ids(t, sg, sg->v.src, sg->v.src_mask, b->src, ns)) != CLF_OK ||
         (st = upload_ids(t, sg, sg->v.tgt, sg->v.tgt_mask, b->tgt, nt)) != CLF_OK ||

@@ -187,8 +187,10 @@ typedef struct clf_layernorm_backward_args {
  * k_ld/kv_bstride, v_ld/kv_bstride). The softmax is recomputed from q and k (nothing is
  * saved by the forward op). Overwrites the heads*head_dim columns of every row of dq
  * (q_len rows), dk and dv (kv_len rows) and touches nothing else, so dq, dk and dv may be
- * column slices of one buffer (the fused [q|k|v] gradient). Masked keys get zero
- * gradient, as the -1e9 fill gives in PyTorch. A backend may keep internal scratch. */
+ * column slices of one buffer (the fused [q|k|v] gradient). The derivative is PyTorch's
+ * through the -1e9 fill: a masked (query, key) pair gives q and k no gradient, but a fully
+ * masked query row has uniform weights, so its dout still reaches v. q_len = 0 zeroes dk
+ * and dv. Outputs may not overlap inputs. A backend may keep internal scratch. */
 typedef struct clf_attention_backward_args {
     clf_attention_args fwd;
     clf_ptr dout, dq, dk, dv;
@@ -206,7 +208,8 @@ typedef struct clf_embed_backward_args {
  * keep(i) = clf_dropout_bits(seed, i) >= clf_dropout_threshold(p). Every backend draws
  * the same mask from the same seed (a stateless hash of the element index), so the
  * backward pass is the same op on the gradient and CPU and OpenCL runs agree bit for bit
- * on which elements drop. out may alias x. 0 <= p < 1. */
+ * on which elements drop. The mask depends on (seed, i) only: callers give every site and
+ * step its own seed. out may alias x (exactly, not partly). 0 <= p < 1. */
 typedef struct clf_dropout_args {
     clf_ptr out, x;
     size_t n;

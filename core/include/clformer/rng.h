@@ -14,6 +14,8 @@ typedef struct clf_rng {
 } clf_rng;
 
 void clf_rng_seed(clf_rng *r, uint64_t seed);
+/* splitmix64's output for state x (a stateless 64-bit mix: seeds derived from seeds) */
+uint64_t clf_splitmix64(uint64_t x);
 uint64_t clf_rng_next(clf_rng *r);
 /* uniform in [0, 1) with 24 random bits (exact in float) */
 float clf_rng_uniform(clf_rng *r);
