@@ -535,7 +535,7 @@ static clf_status train_loop(run *r)
         double t = now_s();
         double tok_s = tokens_mark / (t - t_mark > 1e-9 ? t - t_mark : 1e-9);
         int log_row = step % tc->log_every == 0;
-        int do_valid = r->valid && step % tc->validate_every == 0;
+        int do_valid = r->valid && tc->validate_every > 0 && step % tc->validate_every == 0;
         if (r->tty && !r->o.quiet) {
             char eta[32];
             double per = (t - t_start) / (double)(step - steps_at_start);
@@ -577,6 +577,19 @@ static clf_status train_loop(run *r)
         fputc('\n', stderr);
     /* epochs that end inside an accumulation leave a partial step: it is dropped (the
      * run is over, the checkpoint holds the last full step) */
+    /* the finished model is always validated (unless that step just was) */
+    if (!stop_requested && r->valid && state->step > steps_at_start &&
+        !(tc->validate_every > 0 && state->step % tc->validate_every == 0)) {
+        double vloss, vbleu;
+        if ((st = validate(r, &vloss, &vbleu)) != CLF_OK)
+            goto fail;
+        if (!r->o.quiet)
+            fprintf(stderr, "validation at step %lld: loss %.4f BLEU %.2f\n", state->step, vloss,
+                    vbleu);
+        fprintf(r->csv, "%lld,%d,%.6f,,,%.6f,%.4f\n", state->step, state->epoch + 1, step_loss,
+                vloss, vbleu);
+        fflush(r->csv);
+    }
     if (state->step > steps_at_start && (st = save_checkpoint(r)) != CLF_OK)
         goto fail;
     if (stop_requested) {
