@@ -545,12 +545,15 @@ static void report_profile(double step_s, int steps, char *json, size_t cap)
         ops_s += W.stat[k].seconds;
     }
     qsort(order, P_COUNT, sizeof order[0], cmp_stat_desc);
-    fprintf(stderr, "  per-op time over %d profiled steps (each op synchronized):\n", steps);
+    fprintf(stderr, "  per-op time over %d profiled steps of %.1f ms (each op synchronized):\n",
+            steps, step_s * 1e3);
     fprintf(stderr, "    %-28s %10s %10s %7s %9s\n", "op", "calls/step", "ms/step", "share",
             "GFLOP/s");
     size_t len = strlen(json);
-    len +=
-        (size_t)snprintf(json + len, cap - len, ", \"profile_steps\": %d, \"profile\": [", steps);
+    len += (size_t)snprintf(json + len, cap - len,
+                            ", \"profile_steps\": %d, \"profile_ms_per_step\": %.3f, "
+                            "\"profile\": [",
+                            steps, step_s * 1e3);
     int first = 1;
     for (int i = 0; i < P_COUNT; i++) {
         const prof_stat *s = &W.stat[order[i]];
