@@ -23,6 +23,28 @@
 #include "model_internal.h"
 #include "testutil.h"
 
+/* The OpenCL tests open the backend once and share it between the models they build:
+ * every open/close of a PoCL context starts and stops its worker threads, and
+ * LeakSanitizer's exit-time scan has been seen to crash on threads that are going away. */
+static const clf_backend_api *shared_api;
+static clf_backend *shared_be;
+
+static void open_backend(const char *name, const clf_backend_api **api, clf_backend **be)
+{
+    if (shared_be && strcmp(name, shared_api->name) == 0) {
+        *api = shared_api;
+        *be = shared_be;
+        return;
+    }
+    clf_test_open_backend(name, api, be);
+}
+
+static void close_backend(const clf_backend_api *api, clf_backend *be)
+{
+    if (be != shared_be)
+        api->close(be);
+}
+
 /* ---- PyTorch fixtures: gradients and optimizer steps ---- */
 
 typedef struct train_fixture {
@@ -64,7 +86,7 @@ static void train_fixture_open(train_fixture *f, const char *backend, const char
     read_i32(f->batch, "src", &f->src, &f->B, &f->S);
     read_i32(f->batch, "tgt", &f->tgt, &b2, &f->T);
     read_i32(f->batch, "labels", &f->labels, &b2, &t2);
-    clf_test_open_backend(backend, &f->api, &f->be);
+    open_backend(backend, &f->api, &f->be);
     CLF_ASSERT_OK(clf_model_create(&f->cfg.model, f->w, f->api, f->be, &f->m));
     CLF_ASSERT_OK(clf_trainer_create(f->m, &f->cfg.train, f->cfg.model.dropout, &f->t));
 }
@@ -73,7 +95,7 @@ static void train_fixture_close(train_fixture *f)
 {
     clf_trainer_free(f->t);
     clf_model_free(f->m);
-    f->api->close(f->be);
+    close_backend(f->api, f->be);
     clf_weights_free(f->w);
     clf_safetensors_close(f->batch);
     clf_safetensors_close(f->expected);
@@ -264,7 +286,7 @@ static void copy_open(copy_run *r, const char *backend, const char *norm, const 
              smoothing);
     CLF_ASSERT_OK(clf_config_parse_string(yaml, "copy.yaml", &r->cfg));
     CLF_ASSERT_OK(clf_weights_init(&r->cfg.model, 1, &r->w));
-    clf_test_open_backend(backend, &r->api, &r->be);
+    open_backend(backend, &r->api, &r->be);
     CLF_ASSERT_OK(clf_model_create(&r->cfg.model, r->w, r->api, r->be, &r->m));
     CLF_ASSERT_OK(clf_trainer_create(r->m, &r->cfg.train, r->cfg.model.dropout, &r->t));
 }
@@ -273,7 +295,7 @@ static void copy_close(copy_run *r)
 {
     clf_trainer_free(r->t);
     clf_model_free(r->m);
-    r->api->close(r->be);
+    close_backend(r->api, r->be);
     clf_weights_free(r->w);
 }
 
@@ -617,18 +639,26 @@ END_TEST
 /* 1 when the OpenCL backend opens (a device exists) and has the training ops. */
 static int opencl_can_train(void)
 {
-    const clf_backend_api *api;
-    clf_backend *be;
     clf_backend_opts opts = {.abi_version = CLF_BACKEND_ABI};
-    if (clf_backend_open_named("opencl", CLF_BUILD_BACKEND_DIR, &opts, &api, &be) != CLF_OK) {
+    if (clf_backend_open_named("opencl", CLF_BUILD_BACKEND_DIR, &opts, &shared_api, &shared_be) !=
+        CLF_OK) {
         printf("opencl: not available (%s), skipped\n", clf_last_error());
+        shared_be = NULL;
         return 0;
     }
-    int ok = api->supports(be, CLF_OP_ATTENTION_BACKWARD);
-    api->close(be);
-    if (!ok)
+    if (!shared_api->supports(shared_be, CLF_OP_ATTENTION_BACKWARD)) {
         printf("opencl: training ops not implemented, skipped\n");
-    return ok;
+        shared_api->close(shared_be);
+        shared_be = NULL;
+        return 0;
+    }
+    return 1;
+}
+
+static void opencl_done(void)
+{
+    shared_api->close(shared_be);
+    shared_be = NULL;
 }
 
 START_TEST(test_opencl_matches_pytorch)
@@ -640,6 +670,7 @@ START_TEST(test_opencl_matches_pytorch)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         check_gradients("opencl", cases[i]);
     check_trajectory("opencl", "train_pre_tutorial");
+    opencl_done();
 }
 END_TEST
 
@@ -666,6 +697,7 @@ START_TEST(test_opencl_follows_cpu)
            lc[STEPS - 1]);
     copy_close(&c);
     copy_close(&o);
+    opencl_done();
 }
 END_TEST
 #endif
