@@ -2,7 +2,7 @@
 """Time one full PyTorch forward (encoder + decoder + projection, teacher-forced) on CPU
 in float32, for the model a clformer YAML describes: the baseline for `clformer bench`.
 
-    /usr/bin/python3 bench/pytorch_forward.py --config configs/base.yaml \
+    /usr/bin/python3 bench/pytorch_forward.py --config configs/base-prenorm.yaml \
         [--weights w.safetensors] [--batch 32] [--src-len 64] [--tgt-len 64] \
         [--iters 10] [--warmup 2] [--threads N] [--seed 1]
 
@@ -59,7 +59,7 @@ def forward_flops(cfg, B, S, T):
 
 def main():
     ap = argparse.ArgumentParser(description="Time a PyTorch forward of a clformer model.")
-    ap.add_argument("--config", default="configs/base.yaml")
+    ap.add_argument("--config", default="configs/base-prenorm.yaml")
     ap.add_argument("--weights", default=None, help="safetensors under the tutorial names")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--src-len", type=int, default=64)

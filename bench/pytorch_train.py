@@ -2,7 +2,7 @@
 """Time PyTorch training steps on CPU in float32 for the model a clformer YAML describes:
 the baseline for `clformer bench --train`.
 
-    /usr/bin/python3 bench/pytorch_train.py --config configs/base.yaml \
+    /usr/bin/python3 bench/pytorch_train.py --config configs/base-prenorm.yaml \
         [--weights w.safetensors] [--batch 32] [--src-len 64] [--tgt-len 64] \
         [--iters 5] [--warmup 1] [--threads N] [--seed 1] [--dropout-sites clformer|tutorial]
 
@@ -82,7 +82,7 @@ def synthetic_batch(g, cfg, B, S, T):
 
 def main():
     ap = argparse.ArgumentParser(description="Time PyTorch training steps of a clformer model.")
-    ap.add_argument("--config", default="configs/base.yaml")
+    ap.add_argument("--config", default="configs/base-prenorm.yaml")
     ap.add_argument("--weights", default=None, help="safetensors under the tutorial names")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--src-len", type=int, default=64)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Forward-pass benchmark: clformer's CPU backend vs PyTorch on the same model and weights.
-#   bench/run.sh [threads] [config]      (defaults: all cores, configs/base.yaml)
+#   bench/run.sh [threads] [config]      (defaults: all cores, configs/base-prenorm.yaml)
 # Env: B S T ITERS (batch, lengths, timed iterations), BUILD (build dir, default build).
 # Writes runs/bench/*.json; the figures go into bench/RESULTS.md by hand, with this command.
 set -euo pipefail
@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 unset OPENBLAS_CORETYPE
 . scripts/env.sh
 threads=${1:-$(nproc)}
-config=${2:-configs/base.yaml}
+config=${2:-configs/base-prenorm.yaml}
 B=${B:-32} S=${S:-64} T=${T:-64} ITERS=${ITERS:-5}
 clf=${BUILD:-build}/bin/clformer
 out=runs/bench

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Training benchmark: clformer's CPU backend vs PyTorch, optimizer steps on the same model,
 # weights, batch shape and thread count.
-#   bench/train.sh [threads] [config]      (defaults: all cores, configs/base.yaml)
+#   bench/train.sh [threads] [config]      (defaults: all cores, configs/base-prenorm.yaml)
 # Env: B S T (batch, source and target lengths), ITERS WARMUP (timed and warm-up steps),
 #      BUILD (build dir, default build), PROFILE=1 (clformer: --iters more steps op by op),
 #      SITES (PyTorch dropout sites: clformer (default) or tutorial; see pytorch_train.py).
@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 unset OPENBLAS_CORETYPE
 . scripts/env.sh
 threads=${1:-$(nproc)}
-config=${2:-configs/base.yaml}
+config=${2:-configs/base-prenorm.yaml}
 B=${B:-16} S=${S:-64} T=${T:-64} ITERS=${ITERS:-5} WARMUP=${WARMUP:-1}
 clf=${BUILD:-build}/bin/clformer
 out=runs/bench

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Decoding benchmark: `clformer translate` tokens/s, greedy and beam 4, batch 1 and 32,
 # with and without the KV cache, on random weights and a synthetic vocabulary.
-#   bench/translate.sh [threads] [config]      (defaults: all cores, configs/base.yaml)
+#   bench/translate.sh [threads] [config]      (defaults: all cores, configs/base-prenorm.yaml)
 # Env: BUILD (build dir, default build), N (sentences with the cache, default 32),
 #      NC (sentences without the cache, default 8: every step re-runs the whole prefix),
 #      WORDS (words per sentence, default 20), MAX_LEN (output tokens, default 64).
@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 unset OPENBLAS_CORETYPE # see bench/run.sh
 . scripts/env.sh
 threads=${1:-$(nproc)}
-config=${2:-configs/base.yaml}
+config=${2:-configs/base-prenorm.yaml}
 N=${N:-32} NC=${NC:-8} WORDS=${WORDS:-20} MAX_LEN=${MAX_LEN:-64}
 clf=${BUILD:-build}/bin/clformer
 out=runs/bench/translate

@@ -69,6 +69,14 @@ START_TEST(test_config_dump_and_errors)
     snprintf(args, sizeof args, "config -c %s/dump.yaml", tmpdir);
     ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 0);
 
+    /* every shipped preset, as a user runs it: a broken one fails here */
+    snprintf(args, sizeof args,
+             "sh -c 'n=0; for f in %s/*.yaml; do \"%s\" config -c \"$f\" --dump > %s/d.yaml && "
+             "\"%s\" config -c %s/d.yaml > /dev/null || { echo \"$f\" >&2; exit 1; }; "
+             "n=$((n+1)); done; test $n -ge 12'",
+             CLF_CONFIGS_DIR, CLF_CLI_PATH, tmpdir, CLF_CLI_PATH, tmpdir);
+    ck_assert_msg(system(args) == 0, "a preset in configs/ fails `clformer config --dump`");
+
     snprintf(path, sizeof path, "%s/bad.yaml", tmpdir);
     FILE *f = fopen(path, "w");
     fputs("model:\n  src_vocab: 10\n  tgt_vocab: 10\n  hedas: 4\n", f);

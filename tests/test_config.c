@@ -10,8 +10,30 @@
 #include "clformer/config.h"
 #include "testutil.h"
 
-static const char *const all_configs[] = {"tiny",      "base",        "big", "tiny-pre",
-                                          "tiny-post", "tiny-branch", NULL};
+static const char *const all_configs[] = {
+    "tiny",          "base",     "base-prenorm", "big",         "big-prenorm", "iwslt",
+    "iwslt-prenorm", "tiny-pre", "tiny-post",    "tiny-branch", NULL};
+
+/* A preset of configs/ and the numbers of the model it mirrors (its file says where they
+ * come from): the paper's table 3 for base and big, fairseq's transformer_iwslt_de_en. */
+typedef struct preset {
+    const char *name;
+    int d_model, d_ff, heads, layers;
+    float dropout;
+    clf_norm_place norm;
+    clf_ln_style ln_style;
+    float ln_eps;
+    int attention_bias;
+} preset;
+
+static const preset presets[] = {
+    {"base", 512, 2048, 8, 6, 0.1f, CLF_NORM_POST, CLF_LN_STANDARD, 1e-6f, 0},
+    {"base-prenorm", 512, 2048, 8, 6, 0.1f, CLF_NORM_PRE, CLF_LN_STANDARD, 1e-6f, 0},
+    {"big", 1024, 4096, 16, 6, 0.3f, CLF_NORM_POST, CLF_LN_STANDARD, 1e-6f, 0},
+    {"big-prenorm", 1024, 4096, 16, 6, 0.3f, CLF_NORM_PRE, CLF_LN_STANDARD, 1e-6f, 0},
+    {"iwslt", 512, 1024, 4, 6, 0.3f, CLF_NORM_POST, CLF_LN_STANDARD, 1e-5f, 1},
+    {"iwslt-prenorm", 512, 1024, 4, 6, 0.3f, CLF_NORM_PRE, CLF_LN_STANDARD, 1e-5f, 1},
+};
 
 /* Same parsed content (the path is where it came from, not content). */
 static void assert_same_config(const clf_config *a, const clf_config *b)
@@ -60,7 +82,6 @@ START_TEST(test_shipped_configs_load)
         ck_assert_int_eq(cfg->train.present, 0);
         ck_assert_str_eq(cfg->backend.name, "cpu");
         ck_assert_str_eq(cfg->backend.device, "");
-        ck_assert_int_eq(cfg->model.ln_style, CLF_LN_TUTORIAL);
         assert_round_trip(cfg);
     }
     /* and every yaml in the directory, including ones added later */
@@ -72,11 +93,13 @@ START_TEST(test_shipped_configs_load)
         if (len < 5 || strcmp(e->d_name + len - 5, ".yaml"))
             continue;
         snprintf(path, sizeof path, "%s/%s", CLF_CONFIGS_DIR, e->d_name);
-        CLF_ASSERT_OK(clf_config_load(path, cfg));
+        clf_status st = clf_config_load(path, cfg);
+        ck_assert_msg(st == CLF_OK, "%s: %s", e->d_name, clf_last_error());
+        assert_round_trip(cfg); /* what `clformer config --dump` prints loads back */
         n++;
     }
     closedir(d);
-    ck_assert_int_ge(n, 6);
+    ck_assert_int_ge(n, 12);
 
     snprintf(path, sizeof path, "%s/tiny.yaml", CLF_CONFIGS_DIR);
     CLF_ASSERT_OK(clf_config_load(path, cfg));
@@ -90,23 +113,23 @@ START_TEST(test_shipped_configs_load)
     ck_assert_int_eq(cfg->model.max_len, 128);
     ck_assert_int_eq(cfg->model.norm, CLF_NORM_PRE);
 
-    snprintf(path, sizeof path, "%s/base.yaml", CLF_CONFIGS_DIR);
-    CLF_ASSERT_OK(clf_config_load(path, cfg));
-    ck_assert_int_eq(cfg->model.d_model, 512);
-    ck_assert_int_eq(cfg->model.encoder_layers, 6);
-    ck_assert_int_eq(cfg->model.heads, 8);
-    ck_assert_int_eq(cfg->model.d_ff, 2048);
-    ck_assert_int_eq(cfg->model.src_vocab, 8000);
-    ck_assert_int_eq(cfg->model.max_len, 256);
-    ck_assert_int_eq(cfg->model.norm, CLF_NORM_PRE);
-    ck_assert_int_eq(cfg->model.final_norm, 1);
-
-    snprintf(path, sizeof path, "%s/big.yaml", CLF_CONFIGS_DIR);
-    CLF_ASSERT_OK(clf_config_load(path, cfg));
-    ck_assert_int_eq(cfg->model.d_model, 1024);
-    ck_assert_int_eq(cfg->model.heads, 16);
-    ck_assert_int_eq(cfg->model.d_ff, 4096);
-    ck_assert_float_eq(cfg->model.dropout, 0.3f);
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
+        const preset *p = &presets[i];
+        snprintf(path, sizeof path, "%s/%s.yaml", CLF_CONFIGS_DIR, p->name);
+        CLF_ASSERT_OK(clf_config_load(path, cfg));
+        const clf_model_config *m = &cfg->model;
+        ck_assert_msg(m->d_model == p->d_model && m->d_ff == p->d_ff && m->heads == p->heads &&
+                          m->encoder_layers == p->layers && m->decoder_layers == p->layers,
+                      "%s: sizes", p->name);
+        ck_assert_msg(m->dropout == p->dropout, "%s: dropout %g", p->name, m->dropout);
+        ck_assert_msg(m->norm == p->norm && m->final_norm == (p->norm == CLF_NORM_PRE), "%s: norm",
+                      p->name);
+        ck_assert_msg(m->ln_style == p->ln_style && m->ln_eps == p->ln_eps, "%s: layernorm",
+                      p->name);
+        ck_assert_msg(m->attention_bias == p->attention_bias, "%s: attention_bias", p->name);
+        ck_assert_int_eq(m->src_vocab, 8000);
+        ck_assert_int_eq(m->max_len, 256);
+    }
 
     static const char *const variants[3] = {"tiny-pre", "tiny-post", "tiny-branch"};
     static const clf_norm_place places[3] = {CLF_NORM_PRE, CLF_NORM_POST, CLF_NORM_BRANCH};
