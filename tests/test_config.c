@@ -164,6 +164,7 @@ START_TEST(test_defaults)
     ck_assert_int_eq(def->model.output, CLF_OUTPUT_LOGITS);
     ck_assert_float_eq(def->model.dropout, 0.1f);
     ck_assert_int_eq(def->model.pad_id, 1);
+    ck_assert_int_eq(def->model.positional, CLF_POS_SINUSOIDAL);
     ck_assert_str_eq(def->backend.name, "cpu");
     ck_assert_str_eq(def->backend.device, "");
     ck_assert_int_eq(def->backend.threads, 0);
@@ -190,6 +191,14 @@ START_TEST(test_defaults)
     ck_assert_str_eq(clf_optimizer_name(CLF_OPT_ADAMW), "adamw");
     ck_assert_str_eq(clf_schedule_name(CLF_SCHED_INVERSE_SQRT), "inverse_sqrt");
     ck_assert_str_eq(clf_norm_place_name((clf_norm_place)7), "unknown");
+    ck_assert_str_eq(clf_positional_name(CLF_POS_LEARNED), "learned");
+
+    /* the issue-6 variants parse, dump and load back */
+    CLF_ASSERT_OK(clf_config_parse_string(
+        "model: {src_vocab: 10, tgt_vocab: 12, d_model: 9, heads: 3, positional: learned}\n", "<v>",
+        cfg));
+    ck_assert_int_eq(cfg->model.positional, CLF_POS_LEARNED);
+    assert_round_trip(cfg);
     free(cfg);
     free(def);
 }
@@ -493,6 +502,9 @@ static const bad_case bad_cases[] = {
     /* names */
     {M "  norm: middle\n",
      "<t>:4:9: model.norm: unknown norm 'middle' (expected pre, post or branch)"},
+    {M "  positional: rotary\n",
+     "<t>:4:15: model.positional: unknown positional encoding 'rotary' (expected sinusoidal or "
+     "learned)"},
     {M "  norm: Post\n", "model.norm: unknown norm 'Post' (did you mean 'post'? expected pre, "
                          "post or branch)"},
     {M "  layernorm: {style: fancy}\n",

@@ -17,7 +17,7 @@
 /* The design's parity bound for F32 against PyTorch: max abs err / max abs value. */
 #define FIXTURE_TOL 1e-5
 /* Fewer variants than this means the fixtures went missing. */
-#define MIN_VARIANTS 7
+#define MIN_VARIANTS 9
 
 typedef struct fixture_run {
     clf_config cfg;
@@ -284,6 +284,43 @@ START_TEST(test_weights_for_other_config_refused)
 }
 END_TEST
 
+/* An odd d_model has no sin/cos pairs: refused with sinusoidal positions, fine with learned
+ * ones (the table is a weight of any width). */
+START_TEST(test_odd_width_needs_learned_positions)
+{
+    static const char *yaml = "model: {src_vocab: 20, tgt_vocab: 20, max_len: 8, d_model: 15, "
+                              "heads: 3, d_ff: 8, layers: 1, positional: %s}\n";
+    const clf_backend_api *api;
+    clf_backend *be;
+    clf_test_open_backend("cpu", &api, &be);
+    for (int learned = 0; learned < 2; learned++) {
+        char text[256];
+        clf_config cfg;
+        clf_weights *w = NULL;
+        clf_model *m = NULL;
+        snprintf(text, sizeof text, yaml, learned ? "learned" : "sinusoidal");
+        CLF_ASSERT_OK(clf_config_parse_string(text, "<odd>", &cfg));
+        CLF_ASSERT_OK(clf_weights_init(&cfg.model, 2, &w));
+        clf_status st = clf_model_create(&cfg.model, w, api, be, &m);
+        if (learned) {
+            CLF_ASSERT_OK(st);
+            int32_t src[3] = {2, 5, 3}, tgt[2] = {2, 7};
+            float logits[2 * 20];
+            clf_forward_io io = {
+                .batch = 1, .src_len = 3, .tgt_len = 2, .src = src, .tgt = tgt, .logits = logits};
+            CLF_ASSERT_OK(clf_model_forward(m, &io));
+        } else {
+            ck_assert_int_eq(st, CLF_ERR_INPUT);
+            ck_assert_msg(strstr(clf_last_error(), "positional: sinusoidal"), "%s",
+                          clf_last_error());
+        }
+        clf_model_free(m);
+        clf_weights_free(w);
+    }
+    api->close(be);
+}
+END_TEST
+
 static Suite *model_suite(void)
 {
     Suite *s = suite_create("model");
@@ -299,6 +336,7 @@ static Suite *model_suite(void)
     tcase_add_test(inv, test_activation_memory_flat_in_depth);
     tcase_add_test(inv, test_bad_ids_and_lengths);
     tcase_add_test(inv, test_weights_for_other_config_refused);
+    tcase_add_test(inv, test_odd_width_needs_learned_positions);
     suite_add_tcase(s, inv);
     return s;
 }

@@ -173,6 +173,18 @@ START_TEST(test_specs_options)
     ck_assert_ptr_null(spec(s, n, "encoder.layers.1.self_attention_block.w_k.weight"));
     free(s);
 
+    /* positional: learned adds the two position tables [max_len, d], Xavier like the token
+     * embeddings, right after them (the other tensors keep their order) */
+    c = small_cfg(2, 1, 0, 1);
+    c.positional = CLF_POS_LEARNED;
+    CLF_ASSERT_OK(clf_weight_specs(&c, &s, &n));
+    ck_assert_int_eq(n, 50 + 2);
+    check_spec(s, n, "src_pos.embedding.weight", 2, c.max_len, 8, CLF_INIT_XAVIER);
+    check_spec(s, n, "tgt_pos.embedding.weight", 2, c.max_len, 8, CLF_INIT_XAVIER);
+    ck_assert_str_eq(s[2].name, "src_pos.embedding.weight");
+    ck_assert_str_eq(s[3].name, "tgt_pos.embedding.weight");
+    free(s);
+
     c.d_model = 0;
     ck_assert_int_eq(clf_weight_specs(&c, &s, &n), CLF_ERR_INPUT);
     ck_assert_msg(strstr(clf_last_error(), "d_model must be > 0"), "%s", clf_last_error());
@@ -444,6 +456,27 @@ START_TEST(test_load_errors_name_the_tensor)
                       "tensor 'encoder.norm.alpha' is missing (the config needs it: "
                       "shape [8], final_norm: true)");
     clf_weights_free(wn);
+
+    /* positional: learned wants the position tables; a sinusoidal config refuses them */
+    clf_model_config cl = c;
+    cl.positional = CLF_POS_LEARNED;
+    expect_load_error(p, &cl,
+                      "tensor 'src_pos.embedding.weight' is missing (the config needs it: "
+                      "shape [32,8], positional: learned)");
+    clf_weights *wl = NULL;
+    CLF_ASSERT_OK(clf_weights_init(&cl, 1, &wl));
+    const char *pl = tmp_path("learned.safetensors");
+    CLF_ASSERT_OK(clf_weights_save(wl, pl, NULL, 0));
+    expect_load_error(pl, &c,
+                      "unexpected tensor 'src_pos.embedding.weight' (not part of this model; the "
+                      "file has learned positional embeddings but the config has positional: "
+                      "sinusoidal)");
+    clf_model_config cm = cl;
+    cm.max_len = 33;
+    expect_load_error(pl, &cm,
+                      "tensor 'src_pos.embedding.weight' has shape [32,8], the config needs "
+                      "[33,8] (max_len 33, d_model 8)");
+    clf_weights_free(wl);
 
     /* layer counts */
     clf_model_config c1 = c;

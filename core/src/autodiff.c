@@ -283,17 +283,45 @@ static clf_status backward_attention(ad *s, const clf_node *n)
     return CLF_OK;
 }
 
-/* out = table[ids] * scale + pe: dtable[ids[r]] += scale * dout[r] */
+/* out[r] = table[ids[r]] * scale + pe[pos0 + r % L], r < rows = B*L:
+ *   dtable[ids[r]] += scale * dout[r]
+ *   dpe[pos0 + p] += sum_b dout[b*L + p]   (a learned position table: a parameter)
+ * The second is dpe[1, L*d] += 1[1,B] · dout[B, L*d], the GEMM that bias gradients use, so
+ * the learned table needs no op (nor positions input) of its own. */
 static clf_status backward_embed(ad *s, const clf_node *n)
 {
     const clf_embed_args *f = &n->args.embed;
     const clf_operand *oo = clf_node_operand(n, offsetof(clf_embed_args, out));
     const clf_operand *oi = clf_node_operand(n, offsetof(clf_embed_args, ids));
     const clf_operand *ot = clf_node_operand(n, offsetof(clf_embed_args, table));
+    const clf_operand *op = clf_node_operand(n, offsetof(clf_embed_args, pe));
     if (!oo || !oi || !ot)
         return fail_node(n, "missing operand");
     int dout = s->gv[oo->value];
-    if (dout < 0 || !wants_grad(s, ot->value))
+    if (dout < 0)
+        return CLF_OK;
+    if (op && wants_grad(s, op->value)) {
+        const int L = f->seq_len, nb = L > 0 ? f->rows / L : 0;
+        if (L <= 0 || nb * L != f->rows)
+            return fail_node(n, "rows are not whole sequences of seq_len");
+        if (s->spec->ones < 0 || s->g->values[s->spec->ones].bytes < (size_t)nb * sizeof(float))
+            return fail_node(n, "the ones vector is shorter than the batch");
+        const int row = L * f->dim;
+        clf_gemm_args a = {.m = 1,
+                           .n = row,
+                           .k = nb,
+                           .alpha = 1.0f,
+                           .beta = 1.0f,
+                           .lda = nb,
+                           .ldb = row,
+                           .ldc = row};
+        clf_node *nd = node(s, CLF_OP_GEMM, &a, sizeof a, n->label);
+        bind(s, nd, offsetof(clf_gemm_args, a), s->spec->ones, 0);
+        bind(s, nd, offsetof(clf_gemm_args, b), dout, oo->elem_off);
+        bind(s, nd, offsetof(clf_gemm_args, c), grad_value(s, op->value),
+             op->elem_off + (size_t)f->pos0 * f->dim);
+    }
+    if (!wants_grad(s, ot->value))
         return CLF_OK;
     clf_embed_backward_args a = {
         .rows = f->rows, .dim = f->dim, .vocab = f->vocab, .scale = f->scale};

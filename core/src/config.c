@@ -90,6 +90,7 @@ static const char *const norm_names[] = {"pre", "post", "branch", NULL};
 static const char *const ln_names[] = {"tutorial", "standard", NULL};
 static const char *const act_names[] = {"relu", NULL};
 static const char *const output_names[] = {"logits", "log_softmax", NULL};
+static const char *const positional_names[] = {"sinusoidal", "learned", NULL};
 static const char *const backend_names[] = {"cpu", "opencl", "auto", NULL};
 static const char *const opt_names[] = {"adam", "adamw", NULL};
 static const char *const sched_names[] = {"constant", "noam", "inverse_sqrt", NULL};
@@ -118,6 +119,7 @@ static const field model_fields[] = {
     ENUM("output", model.output, "output", output_names),
     FLOAT("dropout", model.dropout, 0.0, 0, 1.0, 1),
     INT("pad_id", model.pad_id, 0, CFG_SIZE_MAX),
+    ENUM("positional", model.positional, "positional encoding", positional_names),
     END,
 };
 
@@ -789,6 +791,7 @@ void clf_config_defaults(clf_config *cfg)
     m->output = CLF_OUTPUT_LOGITS;
     m->dropout = 0.1f;
     m->pad_id = 1;
+    m->positional = CLF_POS_SINUSOIDAL;
     set_text(cfg->backend.name, sizeof cfg->backend.name, "cpu");
     cfg->backend.threads = 0;
     clf_train_config *t = &cfg->train;
@@ -983,6 +986,11 @@ const char *clf_activation_name(clf_activation a)
 const char *clf_output_name(clf_output o)
 {
     return name_or(output_names, 2, (int)o);
+}
+
+const char *clf_positional_name(clf_positional p)
+{
+    return name_or(positional_names, 2, (int)p);
 }
 
 const char *clf_optimizer_name(clf_optimizer_kind o)

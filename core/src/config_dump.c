@@ -73,6 +73,7 @@ static void dump_model(const clf_model_config *m, FILE *out)
     fprintf(out, "  output: %s\n", clf_output_name(m->output));
     fprintf(out, "  dropout: %s\n", fmt_float(m->dropout, a, sizeof a));
     fprintf(out, "  pad_id: %d\n", m->pad_id);
+    fprintf(out, "  positional: %s\n", clf_positional_name(m->positional));
 }
 
 static void dump_backend(const clf_backend_config *b, FILE *out)

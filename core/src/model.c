@@ -227,8 +227,10 @@ clf_status clf_model_create(const clf_model_config *cfg, const clf_weights *w,
     for (size_t i = 0; i < sizeof model_ops / sizeof model_ops[0]; i++)
         if ((st = clf_backend_require(api, be, model_ops[i])) != CLF_OK)
             goto fail;
-    if (cfg->d_model % 2 != 0) {
-        st = clf_error(CLF_ERR_INPUT, "model: d_model %d must be even (sinusoidal PE)",
+    if (cfg->positional == CLF_POS_SINUSOIDAL && cfg->d_model % 2 != 0) {
+        st = clf_error(CLF_ERR_INPUT,
+                       "model: d_model %d must be even for positional: sinusoidal (sin/cos "
+                       "pairs)",
                        cfg->d_model);
         goto fail;
     }
@@ -243,6 +245,10 @@ clf_status clf_model_create(const clf_model_config *cfg, const clf_weights *w,
     }
     if ((st = upload_weights(m, w)) != CLF_OK)
         goto fail;
+    if (cfg->positional == CLF_POS_LEARNED) { /* the tables are weights: no fixed table */
+        *out = m;
+        return CLF_OK;
+    }
     size_t pe_bytes = (size_t)cfg->max_len * cfg->d_model * sizeof(float);
     pe_host = malloc(pe_bytes);
     if (!pe_host) {
@@ -297,7 +303,7 @@ typedef struct builder {
     clf_model *m;
     clf_graph *g;
     int *wval; /* weight index -> graph value, -1 until first used */
-    int pe;    /* graph value of the PE table */
+    int pe;    /* graph value of the sinusoidal PE table; -1 with learned positions */
     int d, dk;
     /* training: single-assignment residuals (the backward pass needs every input kept)
      * and dropout; n_dropout numbers the dropout sites */
@@ -656,12 +662,18 @@ static int residual(builder *b, const char *norm_prefix, int h, int rows, const 
     }
 }
 
-/* h[B*L, d] = table[ids] * sqrt(d) + pe[pos0..pos0+L) */
-static int embedding(builder *b, const char *table_name, int ids, int B, int L, int pos0, int vocab)
+/* h[B*L, d] = table[ids] * sqrt(d) + pe[pos0..pos0+L), where pe is the sinusoidal table or,
+ * with positional: learned, the weight pos_name [max_len, d]: the embed op adds either the
+ * same way, and autodiff gives the learned one its gradient (see backward_embed). */
+static int embedding(builder *b, const char *table_name, const char *pos_name, int ids, int B,
+                     int L, int pos0, int vocab)
 {
     const int d = b->d;
     int h = activation(b, (size_t)B * L * d, "stream");
     int table = required(b, weight_span(b, table_name, 1), table_name, "");
+    int pe = b->m->cfg.positional == CLF_POS_LEARNED
+                 ? required(b, weight_span(b, pos_name, 1), pos_name, "")
+                 : b->pe;
     clf_embed_args a = {.rows = B * L,
                         .seq_len = L,
                         .pos0 = pos0,
@@ -672,7 +684,7 @@ static int embedding(builder *b, const char *table_name, int ids, int B, int L, 
     clf_graph_bind(b->g, n, offsetof(clf_embed_args, out), h, 0);
     clf_graph_bind(b->g, n, offsetof(clf_embed_args, ids), ids, 0);
     clf_graph_bind(b->g, n, offsetof(clf_embed_args, table), table, 0);
-    clf_graph_bind(b->g, n, offsetof(clf_embed_args, pe), b->pe, 0);
+    clf_graph_bind(b->g, n, offsetof(clf_embed_args, pe), pe, 0);
     return dropout(b, h, (size_t)B * L * d, table_name);
 }
 
@@ -681,7 +693,8 @@ static int encoder(builder *b, int src, int src_mask, int B, int S)
 {
     const clf_model_config *c = &b->m->cfg;
     char p[3][96];
-    int h = embedding(b, "src_embed.embedding.weight", src, B, S, 0, c->src_vocab);
+    int h = embedding(b, "src_embed.embedding.weight", "src_pos.embedding.weight", src, B, S, 0,
+                      c->src_vocab);
     for (int i = 0; i < c->encoder_layers; i++) {
         snprintf(p[0], sizeof p[0], "encoder.layers.%d.self_attention_block", i);
         snprintf(p[1], sizeof p[1], "encoder.layers.%d.feed_forward_block", i);
@@ -727,7 +740,8 @@ static int decoder(builder *b, const decoder_spec *ds)
     const int B = ds->B, S = ds->S, T = ds->T, L = c->decoder_layers;
     const size_t row2 = 2 * (size_t)b->d;
     char p[4][96];
-    int h = embedding(b, "tgt_embed.embedding.weight", ds->ids, B, T, ds->pos0, c->tgt_vocab);
+    int h = embedding(b, "tgt_embed.embedding.weight", "tgt_pos.embedding.weight", ds->ids, B, T,
+                      ds->pos0, c->tgt_vocab);
     for (int i = 0; i < L; i++) {
         snprintf(p[0], sizeof p[0], "decoder.layers.%d.self_attention_block", i);
         snprintf(p[1], sizeof p[1], "decoder.layers.%d.cross_attention_block", i);
@@ -797,8 +811,9 @@ static clf_status builder_begin(clf_model *m, clf_graph *g, builder *b)
         return clf_error(CLF_ERR_NOMEM, "model: out of host memory");
     for (int i = 0; i < m->n_weights; i++)
         b->wval[i] = -1;
-    b->pe =
-        clf_graph_external(g, (clf_ptr){m->pe, 0}, (size_t)c->max_len * b->d * sizeof(float), "pe");
+    b->pe = m->pe ? clf_graph_external(g, (clf_ptr){m->pe, 0},
+                                       (size_t)c->max_len * b->d * sizeof(float), "pe")
+                  : -1;
     return CLF_OK;
 }
 

@@ -109,7 +109,7 @@ clf_status clf_weight_specs(const clf_model_config *cfg, clf_weight_spec **out, 
         return clf_error(CLF_ERR_INPUT, "weights: model.%s must be >= 0",
                          cfg->encoder_layers < 0 ? "encoder_layers" : "decoder_layers");
     /* upper bounds per part: attention 8, feed-forward 4, norms 2 per residual */
-    long cap = 2 + (long)cfg->encoder_layers * (8 + 4 + 4) + 2 +
+    long cap = 2 + 2 + (long)cfg->encoder_layers * (8 + 4 + 4) + 2 +
                (long)cfg->decoder_layers * (16 + 4 + 6) + 2 + 2;
     if (cap > 1000000)
         return clf_error(CLF_ERR_INPUT, "weights: %d encoder and %d decoder layers are too many",
@@ -120,6 +120,12 @@ clf_status clf_weight_specs(const clf_model_config *cfg, clf_weight_spec **out, 
     int d = cfg->d_model;
     add_spec(&l, 2, cfg->src_vocab, d, CLF_INIT_XAVIER, d, "src_embed.embedding.weight");
     add_spec(&l, 2, cfg->tgt_vocab, d, CLF_INIT_XAVIER, d, "tgt_embed.embedding.weight");
+    /* learned positions are embeddings of the position index, initialised as the token
+     * embeddings are (Xavier-uniform, as the reference model does for every matrix) */
+    if (cfg->positional == CLF_POS_LEARNED) {
+        add_spec(&l, 2, cfg->max_len, d, CLF_INIT_XAVIER, d, "src_pos.embedding.weight");
+        add_spec(&l, 2, cfg->max_len, d, CLF_INIT_XAVIER, d, "tgt_pos.embedding.weight");
+    }
     for (int i = 0; i < cfg->encoder_layers; i++)
         add_block(&l, "encoder", i, 0, cfg);
     if (cfg->final_norm)
@@ -237,6 +243,11 @@ static int ends_with(const char *s, const char *suffix)
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
+static int is_positional(const char *name)
+{
+    return starts_with(name, "src_pos.embedding.") || starts_with(name, "tgt_pos.embedding.");
+}
+
 static int is_attention_bias(const char *name)
 {
     return (strstr(name, "attention_block.w_") != NULL) && ends_with(name, ".bias");
@@ -266,6 +277,8 @@ static void need_reason(const clf_model_config *cfg, const clf_weight_spec *s, c
     const char *name = s->name;
     if (is_attention_bias(name))
         snprintf(buf, size, "shape %s, attention_bias: true", shape);
+    else if (is_positional(name))
+        snprintf(buf, size, "shape %s, positional: learned", shape);
     else if (starts_with(name, "encoder.norm.") || starts_with(name, "decoder.norm."))
         snprintf(buf, size, "shape %s, final_norm: true", shape);
     else if (layer_index(name, "encoder") >= 0)
@@ -279,7 +292,9 @@ static void need_reason(const clf_model_config *cfg, const clf_weight_spec *s, c
 /* The config values a tensor's shape follows from, for the "has shape" message. */
 static void shape_reason(const clf_model_config *cfg, const char *name, char *buf, size_t size)
 {
-    if (starts_with(name, "src_embed."))
+    if (is_positional(name))
+        snprintf(buf, size, "max_len %d, d_model %d", cfg->max_len, cfg->d_model);
+    else if (starts_with(name, "src_embed."))
         snprintf(buf, size, "src_vocab %d, d_model %d", cfg->src_vocab, cfg->d_model);
     else if (starts_with(name, "tgt_embed.") || starts_with(name, "projection_layer."))
         snprintf(buf, size, "tgt_vocab %d, d_model %d", cfg->tgt_vocab, cfg->d_model);
@@ -296,6 +311,10 @@ static void extra_reason(const clf_model_config *cfg, const char *name, char *bu
     if (is_attention_bias(name) && !cfg->attention_bias)
         snprintf(buf, size,
                  "the file has attention biases but the config has attention_bias: false");
+    else if (is_positional(name) && cfg->positional != CLF_POS_LEARNED)
+        snprintf(buf, size,
+                 "the file has learned positional embeddings but the config has positional: "
+                 "sinusoidal");
     else if ((starts_with(name, "encoder.norm.") || starts_with(name, "decoder.norm.")) &&
              !cfg->final_norm)
         snprintf(buf, size,

@@ -14,6 +14,9 @@ clformer's YAML exposes:
                 standard: alpha*(x-mean)/sqrt(var_biased+eps)+bias
   attention_bias  bias on w_q, w_k, w_v, w_o
   output        logits | log_softmax
+  positional    sinusoidal : the fixed table (a non-persistent buffer, not a weight)
+                learned    : src_pos.embedding.weight / tgt_pos.embedding.weight [max_len, d],
+                             an nn.Embedding of the position index, added like the table
 
 Also holds a minimal safetensors reader/writer (no `safetensors` package needed) and a
 small YAML loader for clformer configs. Only torch (Debian's 1.13) is required.
@@ -37,7 +40,7 @@ class ModelConfig:
                  encoder_layers=None, decoder_layers=None, heads=8, d_ff=2048,
                  norm="pre", final_norm="auto", ln_style="tutorial", ln_eps=1e-6,
                  attention_bias=False, activation="relu", output="logits",
-                 dropout=0.1, pad_id=1):
+                 dropout=0.1, pad_id=1, positional="sinusoidal"):
         self.src_vocab = int(src_vocab)
         self.tgt_vocab = int(tgt_vocab)
         self.max_len = int(max_len)
@@ -67,6 +70,9 @@ class ModelConfig:
         self.output = output
         self.dropout = float(dropout)
         self.pad_id = int(pad_id)
+        if positional not in ("sinusoidal", "learned"):
+            raise ValueError("positional must be sinusoidal or learned, not %r" % (positional,))
+        self.positional = positional
         if self.d_model % self.heads != 0:
             raise ValueError("d_model %d is not a multiple of heads %d" % (self.d_model, self.heads))
 
@@ -77,7 +83,7 @@ class ModelConfig:
         kw = dict(src_vocab=m["src_vocab"], tgt_vocab=m["tgt_vocab"])
         for k in ("max_len", "d_model", "layers", "encoder_layers", "decoder_layers",
                   "heads", "d_ff", "norm", "final_norm", "attention_bias", "activation",
-                  "output", "dropout", "pad_id"):
+                  "output", "dropout", "pad_id", "positional"):
             if k in m:
                 kw[k] = m[k]
         if "final_norm" in kw and isinstance(kw["final_norm"], str):
@@ -160,6 +166,25 @@ class PositionalEncoding(nn.Module):
         if x.shape[1] > self.max_len:
             raise ValueError("sequence length %d > max_len %d" % (x.shape[1], self.max_len))
         return self.dropout(x + self.pe[:, :x.shape[1], :].to(x.dtype))
+
+
+class LearnedPositionalEmbedding(nn.Module):
+    """positional: learned. x + embedding.weight[:L], then dropout, exactly where the
+    sinusoidal table goes; the weight is src_pos.embedding.weight / tgt_pos.embedding.weight."""
+
+    def __init__(self, d_model, max_len, dropout):
+        super().__init__()
+        self.max_len = max_len
+        self.dropout = nn.Dropout(dropout)
+        self.embedding = nn.Embedding(max_len, d_model)
+
+    def use_exact_table(self):
+        pass  # a weight: model.double() already made it float64
+
+    def forward(self, x):
+        if x.shape[1] > self.max_len:
+            raise ValueError("sequence length %d > max_len %d" % (x.shape[1], self.max_len))
+        return self.dropout(x + self.embedding.weight[:x.shape[1]].unsqueeze(0))
 
 
 class ResidualConnection(nn.Module):
@@ -292,8 +317,9 @@ class Transformer(nn.Module):
         self.decoder = Decoder(cfg)
         self.src_embed = InputEmbeddings(cfg.d_model, cfg.src_vocab)
         self.tgt_embed = InputEmbeddings(cfg.d_model, cfg.tgt_vocab)
-        self.src_pos = PositionalEncoding(cfg.d_model, cfg.max_len, cfg.dropout)
-        self.tgt_pos = PositionalEncoding(cfg.d_model, cfg.max_len, cfg.dropout)
+        pos = LearnedPositionalEmbedding if cfg.positional == "learned" else PositionalEncoding
+        self.src_pos = pos(cfg.d_model, cfg.max_len, cfg.dropout)
+        self.tgt_pos = pos(cfg.d_model, cfg.max_len, cfg.dropout)
         self.projection_layer = ProjectionLayer(cfg.d_model, cfg.tgt_vocab, cfg.output)
 
     # masks -----------------------------------------------------------------

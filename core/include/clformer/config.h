@@ -29,6 +29,11 @@ typedef enum clf_activation { CLF_ACT_RELU = 0 } clf_activation;
 
 typedef enum clf_output { CLF_OUTPUT_LOGITS = 0, CLF_OUTPUT_LOG_SOFTMAX = 1 } clf_output;
 
+typedef enum clf_positional {
+    CLF_POS_SINUSOIDAL = 0, /* the paper's fixed sin/cos table (computed, not a weight) */
+    CLF_POS_LEARNED = 1     /* weights src_pos.embedding.weight, tgt_pos.embedding.weight */
+} clf_positional;
+
 typedef struct clf_model_config {
     int src_vocab, tgt_vocab; /* required, > 0 */
     int max_len;              /* PE table length; default 256 */
@@ -47,6 +52,7 @@ typedef struct clf_model_config {
     clf_output output;         /* default logits */
     float dropout;             /* default 0.1, in [0, 1) */
     int pad_id;                /* default 1 */
+    clf_positional positional; /* default sinusoidal */
 } clf_model_config;
 
 typedef struct clf_backend_config {
@@ -125,6 +131,7 @@ const char *clf_norm_place_name(clf_norm_place n);
 const char *clf_ln_style_name(clf_ln_style s);
 const char *clf_activation_name(clf_activation a);
 const char *clf_output_name(clf_output o);
+const char *clf_positional_name(clf_positional p);
 const char *clf_optimizer_name(clf_optimizer_kind o);
 const char *clf_schedule_name(clf_schedule_kind s);
 

@@ -1,10 +1,10 @@
 /* clformer/model.h - a model on a backend: weights uploaded once, forward pass.
  *
  * clf_model_create uploads the weights (Q/K/V of each attention block packed side by
- * side so that one GEMM computes all three) and the sinusoidal PE table; the weights on
- * the host may be freed afterwards. clf_model_forward runs the encoder, decoder and
- * projection for one batch with every activation on the device; only the ids go up and
- * the requested outputs come down. */
+ * side so that one GEMM computes all three) and, unless the positions are learned
+ * weights, the sinusoidal PE table; the weights on the host may be freed afterwards.
+ * clf_model_forward runs the encoder, decoder and projection for one batch with every
+ * activation on the device; only the ids go up and the requested outputs come down. */
 #ifndef CLFORMER_MODEL_H
 #define CLFORMER_MODEL_H
 

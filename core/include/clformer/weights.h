@@ -2,7 +2,9 @@
  *
  * The expected tensors (names and shapes) follow from the model config; a weights file
  * must hold exactly those (F32, or F16/BF16 converted on load). A missing, extra or
- * mis-shaped tensor is an error naming it. */
+ * mis-shaped tensor is an error naming it. With positional: learned the list has
+ * src_pos.embedding.weight and tgt_pos.embedding.weight [max_len, d] after the two token
+ * embeddings. */
 #ifndef CLFORMER_WEIGHTS_H
 #define CLFORMER_WEIGHTS_H
 
