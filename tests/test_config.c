@@ -24,15 +24,17 @@ typedef struct preset {
     clf_ln_style ln_style;
     float ln_eps;
     int attention_bias;
+    clf_tie tie;
 } preset;
 
 static const preset presets[] = {
-    {"base", 512, 2048, 8, 6, 0.1f, CLF_NORM_POST, CLF_LN_STANDARD, 1e-6f, 0},
-    {"base-prenorm", 512, 2048, 8, 6, 0.1f, CLF_NORM_PRE, CLF_LN_STANDARD, 1e-6f, 0},
-    {"big", 1024, 4096, 16, 6, 0.3f, CLF_NORM_POST, CLF_LN_STANDARD, 1e-6f, 0},
-    {"big-prenorm", 1024, 4096, 16, 6, 0.3f, CLF_NORM_PRE, CLF_LN_STANDARD, 1e-6f, 0},
-    {"iwslt", 512, 1024, 4, 6, 0.3f, CLF_NORM_POST, CLF_LN_STANDARD, 1e-5f, 1},
-    {"iwslt-prenorm", 512, 1024, 4, 6, 0.3f, CLF_NORM_PRE, CLF_LN_STANDARD, 1e-5f, 1},
+    {"base", 512, 2048, 8, 6, 0.1f, CLF_NORM_POST, CLF_LN_STANDARD, 1e-6f, 0, CLF_TIE_ALL},
+    {"base-prenorm", 512, 2048, 8, 6, 0.1f, CLF_NORM_PRE, CLF_LN_STANDARD, 1e-6f, 0, CLF_TIE_ALL},
+    {"big", 1024, 4096, 16, 6, 0.3f, CLF_NORM_POST, CLF_LN_STANDARD, 1e-6f, 0, CLF_TIE_ALL},
+    {"big-prenorm", 1024, 4096, 16, 6, 0.3f, CLF_NORM_PRE, CLF_LN_STANDARD, 1e-6f, 0, CLF_TIE_ALL},
+    {"iwslt", 512, 1024, 4, 6, 0.3f, CLF_NORM_POST, CLF_LN_STANDARD, 1e-5f, 1, CLF_TIE_DECODER},
+    {"iwslt-prenorm", 512, 1024, 4, 6, 0.3f, CLF_NORM_PRE, CLF_LN_STANDARD, 1e-5f, 1,
+     CLF_TIE_DECODER},
 };
 
 /* Same parsed content (the path is where it came from, not content). */
@@ -127,6 +129,7 @@ START_TEST(test_shipped_configs_load)
         ck_assert_msg(m->ln_style == p->ln_style && m->ln_eps == p->ln_eps, "%s: layernorm",
                       p->name);
         ck_assert_msg(m->attention_bias == p->attention_bias, "%s: attention_bias", p->name);
+        ck_assert_msg(m->tie_embeddings == p->tie, "%s: tie_embeddings", p->name);
         ck_assert_int_eq(m->src_vocab, 8000);
         ck_assert_int_eq(m->max_len, 256);
     }
@@ -165,6 +168,7 @@ START_TEST(test_defaults)
     ck_assert_float_eq(def->model.dropout, 0.1f);
     ck_assert_int_eq(def->model.pad_id, 1);
     ck_assert_int_eq(def->model.positional, CLF_POS_SINUSOIDAL);
+    ck_assert_int_eq(def->model.tie_embeddings, CLF_TIE_NONE);
     ck_assert_str_eq(def->backend.name, "cpu");
     ck_assert_str_eq(def->backend.device, "");
     ck_assert_int_eq(def->backend.threads, 0);
@@ -199,6 +203,15 @@ START_TEST(test_defaults)
         cfg));
     ck_assert_int_eq(cfg->model.positional, CLF_POS_LEARNED);
     assert_round_trip(cfg);
+    CLF_ASSERT_OK(clf_config_parse_string(
+        "model: {src_vocab: 10, tgt_vocab: 10, tie_embeddings: all}\n", "<v>", cfg));
+    ck_assert_int_eq(cfg->model.tie_embeddings, CLF_TIE_ALL);
+    assert_round_trip(cfg);
+    CLF_ASSERT_OK(clf_config_parse_string(
+        "model: {src_vocab: 10, tgt_vocab: 12, tie_embeddings: decoder}\n", "<v>", cfg));
+    ck_assert_int_eq(cfg->model.tie_embeddings, CLF_TIE_DECODER);
+    assert_round_trip(cfg);
+    ck_assert_str_eq(clf_tie_name(CLF_TIE_NONE), "none");
     free(cfg);
     free(def);
 }
@@ -505,6 +518,12 @@ static const bad_case bad_cases[] = {
     {M "  positional: rotary\n",
      "<t>:4:15: model.positional: unknown positional encoding 'rotary' (expected sinusoidal or "
      "learned)"},
+    {M "  tie_embeddings: both\n",
+     "<t>:4:19: model.tie_embeddings: unknown tie_embeddings 'both' (expected none, decoder or "
+     "all)"},
+    {"model:\n  src_vocab: 10\n  tgt_vocab: 12\n  tie_embeddings: all\n",
+     "<t>:4:19: model.tie_embeddings: all shares one matrix between source and target "
+     "embeddings, which needs src_vocab == tgt_vocab (got 10 and 12)"},
     {M "  norm: Post\n", "model.norm: unknown norm 'Post' (did you mean 'post'? expected pre, "
                          "post or branch)"},
     {M "  layernorm: {style: fancy}\n",

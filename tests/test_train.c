@@ -226,8 +226,9 @@ static void check_trajectory(const char *backend, const char *name)
 
 START_TEST(test_gradients_match_pytorch)
 {
-    static const char *cases[] = {"train_pre_tutorial", "train_post_standard",
-                                  "train_branch_tutorial", "train_accum", "train_learned_pe"};
+    static const char *cases[] = {"train_pre_tutorial",    "train_post_standard",
+                                  "train_branch_tutorial", "train_accum",
+                                  "train_learned_pe",      "train_tied_all"};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         check_gradients("cpu", cases[i]);
 }
@@ -669,8 +670,9 @@ START_TEST(test_opencl_matches_pytorch)
 {
     if (!opencl_can_train())
         return;
-    static const char *cases[] = {"train_pre_tutorial", "train_post_standard",
-                                  "train_branch_tutorial", "train_accum", "train_learned_pe"};
+    static const char *cases[] = {"train_pre_tutorial",    "train_post_standard",
+                                  "train_branch_tutorial", "train_accum",
+                                  "train_learned_pe",      "train_tied_all"};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         check_gradients("opencl", cases[i]);
     check_trajectory("opencl", "train_pre_tutorial");

@@ -501,6 +501,81 @@ START_TEST(test_load_errors_name_the_tensor)
 }
 END_TEST
 
+/* tie_embeddings: the shared matrix is stored once, as tgt_embed.embedding.weight; a file
+ * may repeat it under the tied names (PyTorch's state_dict() does) only as an exact copy. */
+START_TEST(test_tied_embeddings)
+{
+    make_tmpdir();
+    clf_weight_spec *s = NULL;
+    int n = 0;
+    clf_model_config c = small_cfg(2, 1, 0, 1);
+    c.tie_embeddings = CLF_TIE_DECODER;
+    CLF_ASSERT_OK(clf_weight_specs(&c, &s, &n));
+    ck_assert_int_eq(n, 50 - 1);
+    ck_assert_ptr_null(spec(s, n, "projection_layer.proj.weight"));
+    check_spec(s, n, "projection_layer.proj.bias", 1, 13, 0, CLF_INIT_LINEAR_BIAS);
+    check_spec(s, n, "src_embed.embedding.weight", 2, 11, 8, CLF_INIT_XAVIER);
+    free(s);
+    ck_assert_str_eq(clf_weights_tied_to(&c, "projection_layer.proj.weight"),
+                     "tgt_embed.embedding.weight");
+    ck_assert_ptr_null(clf_weights_tied_to(&c, "src_embed.embedding.weight"));
+
+    /* all: one vocabulary, one matrix */
+    c.tie_embeddings = CLF_TIE_ALL;
+    ck_assert_int_eq(clf_weight_specs(&c, &s, &n), CLF_ERR_INPUT);
+    ck_assert_msg(strstr(clf_last_error(), "src_vocab == tgt_vocab (got 11 and 13)"), "%s",
+                  clf_last_error());
+    c.src_vocab = 13;
+    CLF_ASSERT_OK(clf_weight_specs(&c, &s, &n));
+    ck_assert_int_eq(n, 50 - 2);
+    ck_assert_ptr_null(spec(s, n, "src_embed.embedding.weight"));
+    check_spec(s, n, "tgt_embed.embedding.weight", 2, 13, 8, CLF_INIT_XAVIER);
+    free(s);
+    ck_assert_str_eq(clf_weights_tied_to(&c, "src_embed.embedding.weight"),
+                     "tgt_embed.embedding.weight");
+
+    /* a file with the aliases as exact copies loads; a differing copy is refused */
+    clf_weights *w = NULL, *r = NULL;
+    CLF_ASSERT_OK(clf_weights_init(&c, 4, &w));
+    int k = clf_weights_find(w, "tgt_embed.embedding.weight");
+    float *copy = malloc(13 * 8 * sizeof(float));
+    memcpy(copy, w->data[k], 13 * 8 * sizeof(float));
+    clf_tensor alias[2] = {{.name = "projection_layer.proj.weight",
+                            .dtype = CLF_F32,
+                            .ndim = 2,
+                            .shape = {13, 8},
+                            .data = w->data[k],
+                            .nbytes = 13 * 8 * sizeof(float)},
+                           {.name = "src_embed.embedding.weight",
+                            .dtype = CLF_F32,
+                            .ndim = 2,
+                            .shape = {13, 8},
+                            .data = copy,
+                            .nbytes = 13 * 8 * sizeof(float)}};
+    const char *p = tmp_path("tied.safetensors");
+    write_variant(w, p, -1, alias, 2);
+    CLF_ASSERT_OK(clf_weights_load(p, &c, &r));
+    ck_assert_int_eq(r->count, w->count);
+    clf_weights_free(r);
+    copy[5] += 1.0f;
+    write_variant(w, p, -1, alias, 2);
+    char want[256];
+    snprintf(want, sizeof want,
+             "%s: tensor 'src_embed.embedding.weight' differs from 'tgt_embed.embedding.weight', "
+             "which it is tied to (tie_embeddings: all)",
+             p);
+    expect_load_error(p, &c, want);
+    /* the untied config wants its own matrices */
+    clf_model_config u = c;
+    u.tie_embeddings = CLF_TIE_NONE;
+    CLF_ASSERT_OK(clf_weights_save(w, p, NULL, 0));
+    expect_load_error(p, &u, "tensor 'src_embed.embedding.weight' is missing");
+    free(copy);
+    clf_weights_free(w);
+    remove_tmpdir();
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("weights");
@@ -511,6 +586,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_save_load_round_trip);
     tcase_add_test(tc, test_load_half_precision_and_ignored);
     tcase_add_test(tc, test_load_errors_name_the_tensor);
+    tcase_add_test(tc, test_tied_embeddings);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -91,6 +91,7 @@ static const char *const ln_names[] = {"tutorial", "standard", NULL};
 static const char *const act_names[] = {"relu", NULL};
 static const char *const output_names[] = {"logits", "log_softmax", NULL};
 static const char *const positional_names[] = {"sinusoidal", "learned", NULL};
+static const char *const tie_names[] = {"none", "decoder", "all", NULL};
 static const char *const backend_names[] = {"cpu", "opencl", "auto", NULL};
 static const char *const opt_names[] = {"adam", "adamw", NULL};
 static const char *const sched_names[] = {"constant", "noam", "inverse_sqrt", NULL};
@@ -120,6 +121,7 @@ static const field model_fields[] = {
     FLOAT("dropout", model.dropout, 0.0, 0, 1.0, 1),
     INT("pad_id", model.pad_id, 0, CFG_SIZE_MAX),
     ENUM("positional", model.positional, "positional encoding", positional_names),
+    ENUM("tie_embeddings", model.tie_embeddings, "tie_embeddings", tie_names),
     END,
 };
 
@@ -720,6 +722,14 @@ static clf_status resolve_model(parse_ctx *c)
         return fail_at(c, mark_of(c, "model.pad_id", "model.src_vocab", "model"), "model.pad_id",
                        "%d is not an id of the vocabularies (src_vocab %d, tgt_vocab %d)",
                        m->pad_id, m->src_vocab, m->tgt_vocab);
+    /* one matrix for both embeddings means one vocabulary (0: left to a train: section's
+     * vocabularies, checked when they are known) */
+    if (m->tie_embeddings == CLF_TIE_ALL && m->src_vocab && m->tgt_vocab &&
+        m->src_vocab != m->tgt_vocab)
+        return fail_at(c, mark_of(c, "model.tie_embeddings", "model", NULL), "model.tie_embeddings",
+                       "all shares one matrix between source and target embeddings, which needs "
+                       "src_vocab == tgt_vocab (got %d and %d); use decoder, or one vocabulary",
+                       m->src_vocab, m->tgt_vocab);
     if (m->final_norm_auto)
         m->final_norm = m->norm == CLF_NORM_PRE;
     return CLF_OK;
@@ -792,6 +802,7 @@ void clf_config_defaults(clf_config *cfg)
     m->dropout = 0.1f;
     m->pad_id = 1;
     m->positional = CLF_POS_SINUSOIDAL;
+    m->tie_embeddings = CLF_TIE_NONE;
     set_text(cfg->backend.name, sizeof cfg->backend.name, "cpu");
     cfg->backend.threads = 0;
     clf_train_config *t = &cfg->train;
@@ -991,6 +1002,11 @@ const char *clf_output_name(clf_output o)
 const char *clf_positional_name(clf_positional p)
 {
     return name_or(positional_names, 2, (int)p);
+}
+
+const char *clf_tie_name(clf_tie t)
+{
+    return name_or(tie_names, 3, (int)t);
 }
 
 const char *clf_optimizer_name(clf_optimizer_kind o)

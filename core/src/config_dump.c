@@ -74,6 +74,7 @@ static void dump_model(const clf_model_config *m, FILE *out)
     fprintf(out, "  dropout: %s\n", fmt_float(m->dropout, a, sizeof a));
     fprintf(out, "  pad_id: %d\n", m->pad_id);
     fprintf(out, "  positional: %s\n", clf_positional_name(m->positional));
+    fprintf(out, "  tie_embeddings: %s\n", clf_tie_name(m->tie_embeddings));
 }
 
 static void dump_backend(const clf_backend_config *b, FILE *out)

@@ -316,7 +316,10 @@ typedef struct builder {
  * [Wq;Wk;Wv]); -1 when the model has no such tensor (a bias with attention_bias off). */
 static int weight_span(builder *b, const char *name, int count)
 {
-    int i = find_spec(b->m, name);
+    /* a tied matrix is one weight, hence one graph value for all its uses: autodiff then
+     * accumulates every use's gradient into its one gradient buffer */
+    const char *tied = clf_weights_tied_to(&b->m->cfg, name);
+    int i = find_spec(b->m, tied ? tied : name);
     if (i < 0)
         return -1;
     if (count == 1 && b->wval[i] >= 0)

@@ -114,11 +114,18 @@ clf_status clf_weight_specs(const clf_model_config *cfg, clf_weight_spec **out, 
     if (cap > 1000000)
         return clf_error(CLF_ERR_INPUT, "weights: %d encoder and %d decoder layers are too many",
                          cfg->encoder_layers, cfg->decoder_layers);
+    if (cfg->tie_embeddings == CLF_TIE_ALL && cfg->src_vocab != cfg->tgt_vocab)
+        return clf_error(CLF_ERR_INPUT,
+                         "weights: model.tie_embeddings: all needs src_vocab == tgt_vocab (got "
+                         "%d and %d)",
+                         cfg->src_vocab, cfg->tgt_vocab);
     spec_list l = {malloc((size_t)cap * sizeof(clf_weight_spec)), 0, (int)cap};
     if (!l.v)
         return clf_error(CLF_ERR_NOMEM, "weights: out of memory");
     int d = cfg->d_model;
-    add_spec(&l, 2, cfg->src_vocab, d, CLF_INIT_XAVIER, d, "src_embed.embedding.weight");
+    /* a tied matrix is stored once, as tgt_embed.embedding.weight (clf_weights_tied_to) */
+    if (cfg->tie_embeddings != CLF_TIE_ALL)
+        add_spec(&l, 2, cfg->src_vocab, d, CLF_INIT_XAVIER, d, "src_embed.embedding.weight");
     add_spec(&l, 2, cfg->tgt_vocab, d, CLF_INIT_XAVIER, d, "tgt_embed.embedding.weight");
     /* learned positions are embeddings of the position index, initialised as the token
      * embeddings are (Xavier-uniform, as the reference model does for every matrix) */
@@ -134,10 +141,23 @@ clf_status clf_weight_specs(const clf_model_config *cfg, clf_weight_spec **out, 
         add_block(&l, "decoder", i, 1, cfg);
     if (cfg->final_norm)
         add_norm(&l, "decoder.norm", d);
-    add_linear(&l, "projection_layer.proj", d, cfg->tgt_vocab, 1);
+    if (cfg->tie_embeddings == CLF_TIE_NONE)
+        add_linear(&l, "projection_layer.proj", d, cfg->tgt_vocab, 1);
+    else /* the weight is tgt_embed's; the bias stays the projection's own */
+        add_spec(&l, 1, cfg->tgt_vocab, 0, CLF_INIT_LINEAR_BIAS, d, "projection_layer.proj.bias");
     *out = l.v;
     *count = l.n;
     return CLF_OK;
+}
+
+const char *clf_weights_tied_to(const clf_model_config *cfg, const char *name)
+{
+    static const char *const shared = "tgt_embed.embedding.weight";
+    if (cfg->tie_embeddings != CLF_TIE_NONE && strcmp(name, "projection_layer.proj.weight") == 0)
+        return shared;
+    if (cfg->tie_embeddings == CLF_TIE_ALL && strcmp(name, "src_embed.embedding.weight") == 0)
+        return shared;
+    return NULL;
 }
 
 static int64_t spec_numel(const clf_weight_spec *s)
@@ -352,6 +372,35 @@ static int shape_matches(const clf_tensor *t, const clf_weight_spec *s)
     return 1;
 }
 
+/* A file may hold a tied matrix under each of its names (PyTorch's state_dict() of a tied
+ * model lists every alias): accepted when it is the same matrix, refused when not, since
+ * then the file is not a tied model. */
+static clf_status check_tied_copy(const char *path, const clf_model_config *cfg,
+                                  const clf_weights *w, const clf_tensor *t, const char *tied)
+{
+    int k = clf_weights_find(w, tied);
+    const clf_weight_spec *s = &w->specs[k];
+    int64_t n = spec_numel(s);
+    const char *how = clf_tie_name(cfg->tie_embeddings);
+    if (!shape_matches(t, s) ||
+        (t->dtype != CLF_F32 && t->dtype != CLF_F16 && t->dtype != CLF_BF16))
+        return clf_error(CLF_ERR_INPUT,
+                         "%s: tensor '%s' is not a copy of '%s', which it is tied to "
+                         "(tie_embeddings: %s): shape or dtype differs",
+                         path, t->name, tied, how);
+    float *copy = malloc((size_t)n * sizeof(float));
+    if (!copy)
+        return clf_error(CLF_ERR_NOMEM, "weights: out of memory");
+    clf_status st = clf_tensor_to_f32(t, copy);
+    if (st == CLF_OK && memcmp(copy, w->data[k], (size_t)n * sizeof(float)) != 0)
+        st = clf_error(CLF_ERR_INPUT,
+                       "%s: tensor '%s' differs from '%s', which it is tied to (tie_embeddings: "
+                       "%s): the file is not a tied model",
+                       path, t->name, tied, how);
+    free(copy);
+    return st;
+}
+
 clf_status clf_weights_load(const char *path, const clf_model_config *cfg, clf_weights **out)
 {
     clf_status st;
@@ -392,9 +441,16 @@ clf_status clf_weights_load(const char *path, const clf_model_config *cfg, clf_w
         }
     }
     for (int i = 0; i < clf_safetensors_count(f); i++) {
-        const char *name = clf_safetensors_at(f, i)->name;
+        const clf_tensor *t = clf_safetensors_at(f, i);
+        const char *name = t->name;
         if (is_ignored(name) || clf_weights_find(w, name) >= 0)
             continue;
+        const char *tied = clf_weights_tied_to(cfg, name);
+        if (tied) {
+            if ((st = check_tied_copy(path, cfg, w, t, tied)) != CLF_OK)
+                goto fail;
+            continue;
+        }
         extra_reason(cfg, name, why, sizeof why);
         st = clf_error(CLF_ERR_INPUT, "%s: unexpected tensor '%s' (not part of this model; %s)",
                        path, name, why);

@@ -66,6 +66,13 @@ VARIANTS = [
                              attention_bias=True, output="log_softmax"),
      "awkward sizes: d_model 36, heads 4 (d_k 9), d_ff 50; branch norm with final_norm "
      "forced true, standard LayerNorm, bias, log_softmax"),
+    ("post_tied_decoder", 110, dict(tie_embeddings="decoder", norm="post", ln_style="standard",
+                                    ln_eps=1e-5, attention_bias=True),
+     "tie_embeddings: decoder (projection = tgt_embed.embedding.weight), post-norm, standard "
+     "LayerNorm, attention bias (fairseq's IWSLT setup)"),
+    ("pre_tied_all", 111, dict(tie_embeddings="all", tgt_vocab=50),
+     "tie_embeddings: all (src_embed, tgt_embed and projection share one matrix; vocab 50 "
+     "both sides), pre-norm, tutorial LayerNorm"),
     ("pre_learned_pe", 109, dict(positional="learned", ln_style="standard", ln_eps=1e-5),
      "positional: learned (src_pos/tgt_pos.embedding.weight [max_len, d]), pre-norm, "
      "standard LayerNorm"),
@@ -107,6 +114,10 @@ def expected_names(cfg):
         n += ["encoder.norm.alpha", "encoder.norm.bias", "decoder.norm.alpha", "decoder.norm.bias"]
     if cfg.positional == "learned":
         n += ["src_pos.embedding.weight", "tgt_pos.embedding.weight"]
+    if cfg.tie_embeddings != "none":
+        n.remove("projection_layer.proj.weight")
+    if cfg.tie_embeddings == "all":
+        n.remove("src_embed.embedding.weight")
     return set(n)
 
 
@@ -167,6 +178,8 @@ def variant_lines(cfg):
     lines = []
     if cfg.positional != "sinusoidal":
         lines.append("  positional: %s" % cfg.positional)
+    if cfg.tie_embeddings != "none":
+        lines.append("  tie_embeddings: %s" % cfg.tie_embeddings)
     return lines
 
 

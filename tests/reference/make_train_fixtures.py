@@ -96,6 +96,13 @@ CASES = [
          about="positional: learned (src_pos/tgt_pos.embedding.weight), pre-norm, tutorial "
                "LayerNorm; gradients only",
          optim=None),
+    dict(name="tied_all", seed=476,
+         over=dict(tie_embeddings="all", tgt_vocab=40, norm="post", ln_style="standard",
+                   ln_eps=1e-5),
+         batch=B3,
+         about="tie_embeddings: all (one matrix for src_embed, tgt_embed and the projection), "
+               "post-norm, standard LayerNorm; gradients only",
+         optim=None),
     dict(name="accum", seed=522, over=dict(ln_style="standard", ln_eps=1e-5), batch=B4,
          about="pre-norm, standard LayerNorm; accumulate 2 (two micro-batches of 2); "
                "Adam, constant lr, clip",
@@ -365,6 +372,8 @@ def variant_lines(cfg):
     lines = []
     if cfg.positional != "sinusoidal":
         lines.append("  positional: %s" % cfg.positional)
+    if cfg.tie_embeddings != "none":
+        lines.append("  tie_embeddings: %s" % cfg.tie_embeddings)
     return lines
 
 
@@ -469,6 +478,8 @@ def build_case(case):
             raise SystemExit("%s: %s gets no gradient (max %.3e)" % (name, n, gmax[n]))
     # embedding rows of ids absent from the batch, and of PAD, get exactly zero gradient
     for tab, key in (("src_embed.embedding.weight", "src"), ("tgt_embed.embedding.weight", "tgt")):
+        if cfg.tie_embeddings != "none":
+            break  # the projection gives every row of a tied table a gradient
         present = set(batch[key].reshape(-1).tolist()) - {PAD}
         rows = grads[tab].abs().amax(dim=1)
         for r in range(rows.numel()):
@@ -496,7 +507,8 @@ def build_case(case):
     fd_names = ["encoder.layers.0.self_attention_block.w_q.weight",
                 "decoder.layers.1.cross_attention_block.w_v.weight",
                 "decoder.layers.0.residual_connections.1.norm.alpha",
-                "src_embed.embedding.weight"]
+                "src_embed.embedding.weight" if cfg.tie_embeddings != "all"
+                else "tgt_embed.embedding.weight"]
     if cfg.positional == "learned":
         fd_names.append("tgt_pos.embedding.weight")
     fd_worst = fd_check(f64_copy(model), batch, accumulate, fd_names, grads,

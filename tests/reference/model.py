@@ -17,6 +17,13 @@ clformer's YAML exposes:
   positional    sinusoidal : the fixed table (a non-persistent buffer, not a weight)
                 learned    : src_pos.embedding.weight / tgt_pos.embedding.weight [max_len, d],
                              an nn.Embedding of the position index, added like the table
+  tie_embeddings none    : three matrices
+                decoder : the projection uses tgt_embed.embedding.weight (its bias stays
+                          projection_layer.proj.bias); no projection_layer.proj.weight
+                all     : src_embed uses it too (src_vocab == tgt_vocab); no
+                          src_embed.embedding.weight
+                A tied matrix has one name, so state_dict() and named_parameters() list it
+                once, as clformer's weight files do.
 
 Also holds a minimal safetensors reader/writer (no `safetensors` package needed) and a
 small YAML loader for clformer configs. Only torch (Debian's 1.13) is required.
@@ -40,7 +47,7 @@ class ModelConfig:
                  encoder_layers=None, decoder_layers=None, heads=8, d_ff=2048,
                  norm="pre", final_norm="auto", ln_style="tutorial", ln_eps=1e-6,
                  attention_bias=False, activation="relu", output="logits",
-                 dropout=0.1, pad_id=1, positional="sinusoidal"):
+                 dropout=0.1, pad_id=1, positional="sinusoidal", tie_embeddings="none"):
         self.src_vocab = int(src_vocab)
         self.tgt_vocab = int(tgt_vocab)
         self.max_len = int(max_len)
@@ -73,6 +80,12 @@ class ModelConfig:
         if positional not in ("sinusoidal", "learned"):
             raise ValueError("positional must be sinusoidal or learned, not %r" % (positional,))
         self.positional = positional
+        if tie_embeddings not in ("none", "decoder", "all"):
+            raise ValueError("tie_embeddings must be none, decoder or all, not %r"
+                             % (tie_embeddings,))
+        if tie_embeddings == "all" and self.src_vocab != self.tgt_vocab:
+            raise ValueError("tie_embeddings: all needs src_vocab == tgt_vocab")
+        self.tie_embeddings = tie_embeddings
         if self.d_model % self.heads != 0:
             raise ValueError("d_model %d is not a multiple of heads %d" % (self.d_model, self.heads))
 
@@ -83,7 +96,7 @@ class ModelConfig:
         kw = dict(src_vocab=m["src_vocab"], tgt_vocab=m["tgt_vocab"])
         for k in ("max_len", "d_model", "layers", "encoder_layers", "decoder_layers",
                   "heads", "d_ff", "norm", "final_norm", "attention_bias", "activation",
-                  "output", "dropout", "pad_id", "positional"):
+                  "output", "dropout", "pad_id", "positional", "tie_embeddings"):
             if k in m:
                 kw[k] = m[k]
         if "final_norm" in kw and isinstance(kw["final_norm"], str):
@@ -129,12 +142,22 @@ class FeedForwardBlock(nn.Module):
 
 
 class InputEmbeddings(nn.Module):
-    def __init__(self, d_model, vocab_size):
+    """shared: another InputEmbeddings whose matrix this one uses (tie_embeddings: all),
+    held in a plain list so that it is not a submodule: the matrix keeps one name."""
+
+    def __init__(self, d_model, vocab_size, shared=None):
         super().__init__()
         self.d_model = d_model
-        self.embedding = nn.Embedding(vocab_size, d_model)
+        self.shared = [shared] if shared is not None else None
+        if shared is None:
+            self.embedding = nn.Embedding(vocab_size, d_model)
+
+    def weight(self):
+        return self.shared[0].embedding.weight if self.shared else self.embedding.weight
 
     def forward(self, x):
+        if self.shared:
+            return nn.functional.embedding(x, self.weight()) * math.sqrt(self.d_model)
         return self.embedding(x) * math.sqrt(self.d_model)
 
 
@@ -297,14 +320,31 @@ class Decoder(nn.Module):
         return self.norm(x) if self.norm is not None else x
 
 
+class TiedBias(nn.Module):
+    """The bias of a projection whose weight is an embedding's (named proj.bias, with
+    nn.Linear's default init)."""
+
+    def __init__(self, d_model, vocab_size):
+        super().__init__()
+        bound = 1.0 / math.sqrt(d_model)
+        self.bias = nn.Parameter(torch.empty(vocab_size).uniform_(-bound, bound))
+
+
 class ProjectionLayer(nn.Module):
-    def __init__(self, d_model, vocab_size, output):
+    """shared: the InputEmbeddings whose matrix is the projection's weight (tie_embeddings
+    decoder or all), not a submodule (see InputEmbeddings)."""
+
+    def __init__(self, d_model, vocab_size, output, shared=None):
         super().__init__()
         self.output = output
-        self.proj = nn.Linear(d_model, vocab_size)
+        self.shared = [shared] if shared is not None else None
+        self.proj = TiedBias(d_model, vocab_size) if shared is not None else nn.Linear(d_model, vocab_size)
 
     def forward(self, x):
-        y = self.proj(x)
+        if self.shared:
+            y = nn.functional.linear(x, self.shared[0].weight(), self.proj.bias)
+        else:
+            y = self.proj(x)
         return torch.log_softmax(y, dim=-1) if self.output == "log_softmax" else y
 
 
@@ -315,12 +355,18 @@ class Transformer(nn.Module):
         # Registration order = parameter creation order = state_dict order.
         self.encoder = Encoder(cfg)
         self.decoder = Decoder(cfg)
-        self.src_embed = InputEmbeddings(cfg.d_model, cfg.src_vocab)
-        self.tgt_embed = InputEmbeddings(cfg.d_model, cfg.tgt_vocab)
+        if cfg.tie_embeddings == "all":  # the shared matrix first: it is tgt_embed's
+            self.tgt_embed = InputEmbeddings(cfg.d_model, cfg.tgt_vocab)
+            self.src_embed = InputEmbeddings(cfg.d_model, cfg.src_vocab, shared=self.tgt_embed)
+        else:
+            self.src_embed = InputEmbeddings(cfg.d_model, cfg.src_vocab)
+            self.tgt_embed = InputEmbeddings(cfg.d_model, cfg.tgt_vocab)
         pos = LearnedPositionalEmbedding if cfg.positional == "learned" else PositionalEncoding
         self.src_pos = pos(cfg.d_model, cfg.max_len, cfg.dropout)
         self.tgt_pos = pos(cfg.d_model, cfg.max_len, cfg.dropout)
-        self.projection_layer = ProjectionLayer(cfg.d_model, cfg.tgt_vocab, cfg.output)
+        self.projection_layer = ProjectionLayer(
+            cfg.d_model, cfg.tgt_vocab, cfg.output,
+            shared=self.tgt_embed if cfg.tie_embeddings != "none" else None)
 
     # masks -----------------------------------------------------------------
     def src_mask(self, src):

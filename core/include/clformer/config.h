@@ -34,6 +34,13 @@ typedef enum clf_positional {
     CLF_POS_LEARNED = 1     /* weights src_pos.embedding.weight, tgt_pos.embedding.weight */
 } clf_positional;
 
+/* Which matrices share tgt_embed.embedding.weight (the only name the weights file has). */
+typedef enum clf_tie {
+    CLF_TIE_NONE = 0,    /* three matrices */
+    CLF_TIE_DECODER = 1, /* projection_layer.proj.weight = tgt_embed (paper 3.4, fairseq) */
+    CLF_TIE_ALL = 2      /* and src_embed too; needs src_vocab == tgt_vocab */
+} clf_tie;
+
 typedef struct clf_model_config {
     int src_vocab, tgt_vocab; /* required, > 0 */
     int max_len;              /* PE table length; default 256 */
@@ -53,6 +60,7 @@ typedef struct clf_model_config {
     float dropout;             /* default 0.1, in [0, 1) */
     int pad_id;                /* default 1 */
     clf_positional positional; /* default sinusoidal */
+    clf_tie tie_embeddings;    /* default none */
 } clf_model_config;
 
 typedef struct clf_backend_config {
@@ -132,6 +140,7 @@ const char *clf_ln_style_name(clf_ln_style s);
 const char *clf_activation_name(clf_activation a);
 const char *clf_output_name(clf_output o);
 const char *clf_positional_name(clf_positional p);
+const char *clf_tie_name(clf_tie t);
 const char *clf_optimizer_name(clf_optimizer_kind o);
 const char *clf_schedule_name(clf_schedule_kind s);
 

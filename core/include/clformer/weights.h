@@ -4,7 +4,10 @@
  * must hold exactly those (F32, or F16/BF16 converted on load). A missing, extra or
  * mis-shaped tensor is an error naming it. With positional: learned the list has
  * src_pos.embedding.weight and tgt_pos.embedding.weight [max_len, d] after the two token
- * embeddings. */
+ * embeddings. Tied matrices (tie_embeddings) are stored once, as
+ * tgt_embed.embedding.weight: projection_layer.proj.weight (decoder, all) and
+ * src_embed.embedding.weight (all) are then not in the list; a file may still hold them if
+ * they equal the shared matrix (PyTorch's state_dict() of a tied model does). */
 #ifndef CLFORMER_WEIGHTS_H
 #define CLFORMER_WEIGHTS_H
 
@@ -42,6 +45,10 @@ typedef struct clf_weights {
     clf_weight_spec *specs;
     float **data; /* data[i]: numel(specs[i]) floats, owned */
 } clf_weights;
+
+/* The name whose tensor `name` is with cfg's tie_embeddings ("tgt_embed.embedding.weight"
+ * for a tied projection or source embedding), or NULL when name is a tensor of its own. */
+const char *clf_weights_tied_to(const clf_model_config *cfg, const char *name);
 
 /* Loads and checks a safetensors file against cfg. Tensors named "optim.*" (optimizer
  * state in training checkpoints) and the tutorial's PE buffers "src_pos.pe"/"tgt_pos.pe"
