@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "clformer/tensor.h"
+#include "clformer/tokenizer.h"
 #include "testutil.h"
 
 static char tmpdir[64];
@@ -201,6 +202,58 @@ START_TEST(test_forward_errors)
 }
 END_TEST
 
+/* clformer vocab: min_frequency applies, the file loads as a tokenizer, both-side mode
+ * writes two files, a missing input is a named error (exit 2). */
+START_TEST(test_vocab)
+{
+    char dir[256], path[320], out[320], out2[320], args[1200], err[2048];
+    snprintf(dir, sizeof dir, "%s/vocab-%d", CLF_TEST_BIN_DIR, (int)getpid());
+    snprintf(args, sizeof args, "mkdir -p '%s'", dir);
+    ck_assert_int_eq(system(args), 0);
+    snprintf(path, sizeof path, "%s/text.txt", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("hello world\nhello there world\nbye\n", f);
+    fclose(f);
+    snprintf(out, sizeof out, "%s/v.json", dir);
+    snprintf(args, sizeof args, "vocab -o '%s' '%s'", out, path);
+    ck_assert_msg(clf_test_run_cli(args, err, sizeof err) == 0, "vocab failed: %s", err);
+    clf_tokenizer *t;
+    CLF_ASSERT_OK(clf_tokenizer_load(out, &t));
+    ck_assert_int_eq(clf_tokenizer_size(t), 6); /* 4 specials + hello, world */
+    ck_assert_int_ge(clf_tokenizer_id(t, "hello"), 4);
+    ck_assert_int_ge(clf_tokenizer_id(t, "world"), 4);
+    ck_assert_int_eq(clf_tokenizer_id(t, "bye"), -1);
+    clf_tokenizer_free(t);
+    /* --min-frequency 1 keeps every word */
+    snprintf(args, sizeof args, "vocab --min-frequency 1 -o '%s' '%s'", out, path);
+    ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 0);
+    CLF_ASSERT_OK(clf_tokenizer_load(out, &t));
+    ck_assert_int_eq(clf_tokenizer_size(t), 8);
+    clf_tokenizer_free(t);
+    /* both sides of a TSV */
+    snprintf(path, sizeof path, "%s/pairs.tsv", dir);
+    f = fopen(path, "w");
+    fputs("a b\tx y\na c\tx z\n", f);
+    fclose(f);
+    snprintf(out2, sizeof out2, "%s/t.json", dir);
+    snprintf(args, sizeof args, "vocab --src-out '%s' --tgt-out '%s' '%s'", out, out2, path);
+    ck_assert_msg(clf_test_run_cli(args, err, sizeof err) == 0, "vocab failed: %s", err);
+    CLF_ASSERT_OK(clf_tokenizer_load(out2, &t));
+    ck_assert_int_ge(clf_tokenizer_id(t, "x"), 4);
+    ck_assert_int_eq(clf_tokenizer_id(t, "a"), -1);
+    clf_tokenizer_free(t);
+    /* errors */
+    snprintf(args, sizeof args, "vocab -o '%s' '%s/missing.txt'", out, dir);
+    ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 2);
+    ck_assert_ptr_nonnull(strstr(err, "missing.txt"));
+    snprintf(args, sizeof args, "vocab '%s'", path);
+    ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 2);
+    snprintf(args, sizeof args, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(args), 0);
+}
+END_TEST
+
 static Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli");
@@ -213,6 +266,7 @@ static Suite *cli_suite(void)
     tcase_add_test(tc, test_init_reproducible);
     tcase_add_test(tc, test_forward_matches_fixture);
     tcase_add_test(tc, test_forward_errors);
+    tcase_add_test(tc, test_vocab);
     suite_add_tcase(s, tc);
     return s;
 }

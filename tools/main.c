@@ -19,6 +19,7 @@ static const command commands[] = {
     {"forward", clf_cmd_forward, "-c model.yaml -w w.safetensors -i in -o out: run the model"},
     {"translate", clf_cmd_translate,
      "-c model.yaml -w w --src-vocab s.json --tgt-vocab t.json: stdin -> stdout"},
+    {"vocab", clf_cmd_vocab, "-o vocab.json FILE | --src-out s --tgt-out t TRAIN: vocabularies"},
     {"train", clf_cmd_train, "-c experiment.yaml [--resume]: train, validate, checkpoint"},
     {"bench", clf_cmd_bench, "-c model.yaml [--backend B]: tokens/s, GFLOP/s, memory"},
 };
