@@ -75,12 +75,12 @@ static void bind(ad *s, clf_node *n, size_t field, int v, size_t off)
 }
 
 /* gv[v] += g (n floats from offset 0 of both): an add, or, when v has no gradient yet,
- * gv[v] becomes g itself (g is not read again by anyone else). */
-static void contribute_whole(ad *s, int v, int g, size_t n, const char *label)
+ * gv[v] becomes g itself when may_alias (nobody else takes g over), else a copy of g. */
+static void contribute_whole(ad *s, int v, int g, size_t n, const char *label, int may_alias)
 {
     if (!wants_grad(s, v))
         return;
-    if (s->gv[v] < 0 && s->g->values[v].kind != CLF_VALUE_EXTERNAL) {
+    if (may_alias && s->gv[v] < 0 && s->g->values[v].kind != CLF_VALUE_EXTERNAL) {
         s->gv[v] = g;
         s->has[v] = 1;
         return;
@@ -273,11 +273,11 @@ static clf_status backward_attention(ad *s, const clf_node *n)
     bind(s, nd, offsetof(clf_attention_backward_args, dk), dkv, ok->elem_off);
     bind(s, nd, offsetof(clf_attention_backward_args, dv), dkv, ov->elem_off);
     if (tq >= 0)
-        contribute_whole(s, oq->value, tq, s->g->values[oq->value].bytes / 4, n->label);
+        contribute_whole(s, oq->value, tq, s->g->values[oq->value].bytes / 4, n->label, 1);
     s->has[oq->value] = 1;
     if (!fused) {
         if (tkv >= 0)
-            contribute_whole(s, ok->value, tkv, s->g->values[ok->value].bytes / 4, n->label);
+            contribute_whole(s, ok->value, tkv, s->g->values[ok->value].bytes / 4, n->label, 1);
         s->has[ok->value] = 1;
     }
     return CLF_OK;
@@ -352,20 +352,10 @@ static clf_status backward_add(ad *s, const clf_node *n)
     int dout = s->gv[oo->value];
     if (dout < 0)
         return CLF_OK;
-    if (wants_grad(s, ob->value)) {
-        if (!s->has[ob->value] && wants_grad(s, oa->value) && oa->value != ob->value) {
-            /* a will alias dout, so b needs its own copy */
-            int t = grad_value(s, ob->value);
-            clf_add_args c = {.n = cnt * sizeof(float)};
-            clf_node *nd = node(s, CLF_NODE_COPY, &c, sizeof c, n->label);
-            bind(s, nd, offsetof(clf_add_args, out), t, 0);
-            bind(s, nd, offsetof(clf_add_args, a), dout, 0);
-            s->has[ob->value] = 1;
-        } else {
-            contribute_whole(s, ob->value, dout, cnt, n->label);
-        }
-    }
-    contribute_whole(s, oa->value, dout, cnt, n->label);
+    /* a may take dout over, so b gets a copy unless a needs no gradient (or is b) */
+    contribute_whole(s, ob->value, dout, cnt, n->label,
+                     !wants_grad(s, oa->value) || oa->value == ob->value);
+    contribute_whole(s, oa->value, dout, cnt, n->label, 1);
     return CLF_OK;
 }
 
@@ -386,7 +376,7 @@ static clf_status backward_dropout(ad *s, const clf_node *n)
         nd->tag = n->tag; /* the site number: the trainer gives both nodes the same seed */
     bind(s, nd, offsetof(clf_dropout_args, out), dout, 0);
     bind(s, nd, offsetof(clf_dropout_args, x), dout, 0);
-    contribute_whole(s, ox->value, dout, cnt, n->label);
+    contribute_whole(s, ox->value, dout, cnt, n->label, 1);
     return CLF_OK;
 }
 
@@ -400,7 +390,7 @@ static clf_status backward_copy(ad *s, const clf_node *n)
         return fail_node(n, "copy of part of a value");
     int dout = s->gv[oo->value];
     if (dout >= 0)
-        contribute_whole(s, ox->value, dout, bytes / 4, n->label);
+        contribute_whole(s, ox->value, dout, bytes / 4, n->label, 1);
     return CLF_OK;
 }
 

@@ -101,17 +101,7 @@ static clf_kv_cache cross_view(const run *r)
 /* Runs graph g with its arena (grown when needed). */
 static clf_status ensure_arena(run *r, const clf_graph *g)
 {
-    if (g->arena_bytes <= r->arena_cap)
-        return CLF_OK;
-    if (r->arena)
-        r->api->free(r->be, r->arena);
-    r->arena = NULL;
-    r->arena_cap = 0;
-    clf_status st = r->api->alloc(r->be, g->arena_bytes, &r->arena);
-    if (st != CLF_OK)
-        return clf_error_context(st, "decode: activation arena of %zu bytes", g->arena_bytes);
-    r->arena_cap = g->arena_bytes;
-    return CLF_OK;
+    return clf_graph_reserve_arena(g, r->api, r->be, &r->arena, &r->arena_cap, "decode");
 }
 
 /* ---- device copies: compaction and beam reordering ---- */

@@ -193,6 +193,22 @@ clf_status clf_graph_plan(clf_graph *g)
     return CLF_OK;
 }
 
+clf_status clf_graph_reserve_arena(const clf_graph *g, const clf_backend_api *api, clf_backend *be,
+                                   clf_buffer **arena, size_t *cap, const char *what)
+{
+    if (g->arena_bytes <= *cap)
+        return CLF_OK;
+    if (*arena)
+        api->free(be, *arena);
+    *arena = NULL;
+    *cap = 0;
+    clf_status st = api->alloc(be, g->arena_bytes, arena);
+    if (st != CLF_OK)
+        return clf_error_context(st, "%s: activation arena of %zu bytes", what, g->arena_bytes);
+    *cap = g->arena_bytes;
+    return CLF_OK;
+}
+
 clf_ptr clf_graph_ptr(const clf_graph *g, clf_buffer *arena, int v)
 {
     const clf_value *val = &g->values[v];

@@ -59,14 +59,6 @@ void clf_positional_encoding(float *pe, int max_len, int d)
 /* ---------------------------------------------------------------------------------- */
 /* weights on the device                                                               */
 
-static int64_t spec_numel(const clf_weight_spec *s)
-{
-    int64_t n = 1;
-    for (int i = 0; i < s->ndim; i++)
-        n *= s->shape[i];
-    return n;
-}
-
 static int find_spec(const clf_model *m, const char *name)
 {
     for (int i = 0; i < m->n_weights; i++)
@@ -144,7 +136,7 @@ static clf_status upload_weights(clf_model *m, const clf_weights *w)
             continue;
         size_t bytes = 0;
         for (int j = 0; j < n; j++)
-            bytes += (size_t)spec_numel(&m->specs[members[j]]) * sizeof(float);
+            bytes += (size_t)clf_weight_spec_numel(&m->specs[members[j]]) * sizeof(float);
         if (bytes > cap) {
             st = clf_error(CLF_ERR_NOMEM,
                            "weights: tensor '%s' needs %zu bytes on the device, more than its "
@@ -160,7 +152,7 @@ static clf_status upload_weights(clf_model *m, const clf_weights *w)
         for (int j = 0; j < n; j++) {
             chunk_of[members[j]] = chunk;
             m->wdev[members[j]].off = used;
-            used += (size_t)spec_numel(&m->specs[members[j]]) * sizeof(float);
+            used += (size_t)clf_weight_spec_numel(&m->specs[members[j]]) * sizeof(float);
         }
     }
     chunk_size[chunk++] = used;
@@ -182,7 +174,7 @@ static clf_status upload_weights(clf_model *m, const clf_weights *w)
     }
     for (int i = 0; i < m->n_weights; i++) {
         m->wdev[i].buf = m->chunks[chunk_of[i]];
-        size_t bytes = (size_t)spec_numel(&m->specs[i]) * sizeof(float);
+        size_t bytes = (size_t)clf_weight_spec_numel(&m->specs[i]) * sizeof(float);
         if ((st = m->api->upload(m->be, m->wdev[i], w->data[i], bytes)) != CLF_OK) {
             clf_error_context(st, "weights: uploading '%s'", m->specs[i].name);
             goto fail;
@@ -201,7 +193,8 @@ static clf_status check_weights_match(const clf_model *m, const clf_weights *w)
                          m->n_weights);
     for (int i = 0; i < m->n_weights; i++) {
         const clf_weight_spec *a = &m->specs[i], *b = &w->specs[i];
-        if (strcmp(a->name, b->name) != 0 || a->ndim != b->ndim || spec_numel(a) != spec_numel(b))
+        if (strcmp(a->name, b->name) != 0 || a->ndim != b->ndim ||
+            clf_weight_spec_numel(a) != clf_weight_spec_numel(b))
             return clf_error(CLF_ERR_INPUT, "weights: tensor %d is '%s', the config needs '%s'", i,
                              b->name, a->name);
     }
@@ -325,7 +318,7 @@ static int weight_span(builder *b, const char *name, int count)
     if (count == 1 && b->wval[i] >= 0)
         return b->wval[i];
     /* the packed members of a group all have the leader's shape */
-    size_t bytes = (size_t)count * (size_t)spec_numel(&b->m->specs[i]) * sizeof(float);
+    size_t bytes = (size_t)count * (size_t)clf_weight_spec_numel(&b->m->specs[i]) * sizeof(float);
     int v = clf_graph_external(b->g, b->m->wdev[i], bytes, name);
     if (count == 1)
         b->wval[i] = v;
@@ -1115,29 +1108,50 @@ void clf_model_backend_of(const clf_model *m, const clf_backend_api **api, clf_b
 /* ---------------------------------------------------------------------------------- */
 /* running                                                                             */
 
-static clf_status check_ids(const int32_t *ids, size_t n, int vocab, const char *what)
+static clf_status check_ids(const int32_t *ids, size_t n, int vocab, const char *what,
+                            const char *side)
 {
     for (size_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= vocab)
             return clf_error(CLF_ERR_INPUT,
-                             "%s: token id %d at position %zu is outside the "
+                             "%s: %s: token id %d at position %zu is outside the "
                              "vocabulary [0, %d)",
-                             what, ids[i], i, vocab);
+                             what, side, ids[i], i, vocab);
     return CLF_OK;
 }
 
-static clf_status upload_ids_and_mask(clf_model *m, int v_ids, int v_mask, const int32_t *ids,
-                                      size_t n)
+clf_status clf_model_check_batch(const clf_model *m, const char *what, int B, int S, int T,
+                                 const int32_t *src, const int32_t *tgt, const int32_t *labels)
 {
+    const clf_model_config *c = &m->cfg;
     clf_status st;
+    if (B < 1 || S < 1 || T < 1)
+        return clf_error(CLF_ERR_INPUT, "%s: empty batch (batch %d, src_len %d, tgt_len %d)", what,
+                         B, S, T);
+    if (S > c->max_len || T > c->max_len)
+        return clf_error(CLF_ERR_INPUT,
+                         "%s: sequence length %d exceeds model.max_len %d (the "
+                         "positional-encoding table)",
+                         what, S > T ? S : T, c->max_len);
+    if ((st = check_ids(src, (size_t)B * S, c->src_vocab, what, "src")) != CLF_OK ||
+        (st = check_ids(tgt, (size_t)B * T, c->tgt_vocab, what, "tgt")) != CLF_OK ||
+        (labels && (st = check_ids(labels, (size_t)B * T, c->tgt_vocab, what, "labels")) != CLF_OK))
+        return st;
+    return CLF_OK;
+}
+
+clf_status clf_model_upload_ids(const clf_model *m, clf_ptr ids_dst, clf_ptr mask_dst,
+                                const int32_t *ids, size_t n)
+{
+    clf_status st = m->api->upload(m->be, ids_dst, ids, n * 4);
+    if (st != CLF_OK || !mask_dst.buf)
+        return st;
     int32_t *mask = malloc(n * sizeof(int32_t));
     if (!mask)
-        return clf_error(CLF_ERR_NOMEM, "forward: out of host memory");
+        return clf_error(CLF_ERR_NOMEM, "model: out of host memory");
     for (size_t i = 0; i < n; i++)
         mask[i] = ids[i] != m->cfg.pad_id; /* key mask: (ids != pad) */
-    st = m->api->upload(m->be, clf_graph_ptr(&m->g, m->arena, v_ids), ids, n * 4);
-    if (st == CLF_OK)
-        st = m->api->upload(m->be, clf_graph_ptr(&m->g, m->arena, v_mask), mask, n * 4);
+    st = m->api->upload(m->be, mask_dst, mask, n * 4);
     free(mask);
     return st;
 }
@@ -1147,37 +1161,25 @@ clf_status clf_model_forward(clf_model *m, const clf_forward_io *io)
     const clf_model_config *c = &m->cfg;
     const int B = io->batch, S = io->src_len, T = io->tgt_len;
     clf_status st;
-    if (B < 1 || S < 1 || T < 1)
-        return clf_error(CLF_ERR_INPUT, "forward: empty batch (batch %d, src_len %d, tgt_len %d)",
-                         B, S, T);
-    if (S > c->max_len || T > c->max_len)
-        return clf_error(CLF_ERR_INPUT,
-                         "forward: sequence length %d exceeds model.max_len %d (the "
-                         "positional-encoding table)",
-                         S > T ? S : T, c->max_len);
-    if ((st = check_ids(io->src, (size_t)B * S, c->src_vocab, "forward: src")) != CLF_OK ||
-        (st = check_ids(io->tgt, (size_t)B * T, c->tgt_vocab, "forward: tgt")) != CLF_OK)
+    if ((st = clf_model_check_batch(m, "forward", B, S, T, io->src, io->tgt, NULL)) != CLF_OK)
         return st;
     if (!m->g_valid || m->g_batch != B || m->g_src != S || m->g_tgt != T) {
         clf_graph_free(&m->g);
         m->g_valid = 0;
         if ((st = clf_model_build_forward_graph(m, B, S, T, &m->g)) != CLF_OK)
             return st;
-        if (m->g.arena_bytes > m->arena_cap) {
-            if (m->arena)
-                m->api->free(m->be, m->arena);
-            m->arena = NULL;
-            m->arena_cap = 0;
-            if ((st = m->api->alloc(m->be, m->g.arena_bytes, &m->arena)) != CLF_OK)
-                return clf_error_context(st, "forward: activation arena of %zu bytes",
-                                         m->g.arena_bytes);
-            m->arena_cap = m->g.arena_bytes;
-        }
+        if ((st = clf_graph_reserve_arena(&m->g, m->api, m->be, &m->arena, &m->arena_cap,
+                                          "forward")) != CLF_OK)
+            return st;
         m->g_valid = 1;
         m->g_batch = B, m->g_src = S, m->g_tgt = T;
     }
-    if ((st = upload_ids_and_mask(m, m->v_src, m->v_src_mask, io->src, (size_t)B * S)) != CLF_OK ||
-        (st = upload_ids_and_mask(m, m->v_tgt, m->v_tgt_mask, io->tgt, (size_t)B * T)) != CLF_OK)
+#define GRAPH_PTR(v) clf_graph_ptr(&m->g, m->arena, (v))
+    if ((st = clf_model_upload_ids(m, GRAPH_PTR(m->v_src), GRAPH_PTR(m->v_src_mask), io->src,
+                                   (size_t)B * S)) != CLF_OK ||
+        (st = clf_model_upload_ids(m, GRAPH_PTR(m->v_tgt), GRAPH_PTR(m->v_tgt_mask), io->tgt,
+                                   (size_t)B * T)) != CLF_OK)
+#undef GRAPH_PTR
         return st;
     if ((st = clf_graph_run(&m->g, m->api, m->be, m->arena)) != CLF_OK)
         return clf_error_context(st, "forward");

@@ -86,6 +86,15 @@ int clf_model_weight_count(const clf_model *m);
 const clf_weight_spec *clf_model_weight_spec(const clf_model *m, int i);
 void clf_model_weight_place(const clf_model *m, int i, int *chunk, size_t *off);
 
+/* Shared by forward and training (what names the caller in messages): every length >= 1
+ * and <= max_len, src ids [B, S] in [0, src_vocab), tgt (and labels, may be NULL) ids
+ * [B, T] in [0, tgt_vocab). */
+clf_status clf_model_check_batch(const clf_model *m, const char *what, int B, int S, int T,
+                                 const int32_t *src, const int32_t *tgt, const int32_t *labels);
+/* Uploads n ids to ids_dst and, when mask_dst.buf is set, their key mask (ids != pad_id). */
+clf_status clf_model_upload_ids(const clf_model *m, clf_ptr ids_dst, clf_ptr mask_dst,
+                                const int32_t *ids, size_t n);
+
 const clf_model_config *clf_model_config_of(const clf_model *m);
 void clf_model_backend_of(const clf_model *m, const clf_backend_api **api, clf_backend **be);
 

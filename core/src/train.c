@@ -33,12 +33,12 @@ struct clf_trainer {
     clf_buffer *ones; /* 1.0f x ones_len: bias gradients are 1^T dY */
     size_t ones_len;
     clf_buffer *norms; /* n_chunks floats: sum of squares per chunk */
+    float *host_norms; /* their host copy */
     clf_buffer *arena;
     size_t arena_cap;
     shaped_graph train, eval;
-    int32_t *host_i32; /* masks */
-    float *host_loss;
-    size_t host_cap; /* elements of host_i32 and host_loss */
+    float *host_loss; /* a batch's per-token losses */
+    size_t host_cap;
     clf_train_state state;
 };
 
@@ -78,7 +78,8 @@ clf_status clf_trainer_create(clf_model *m, const clf_train_config *tc, float dr
     t->exp_avg = calloc(nc, sizeof *t->exp_avg);
     t->exp_avg_sq = calloc(nc, sizeof *t->exp_avg_sq);
     t->bytes = calloc(nc, sizeof *t->bytes);
-    if (!t->w || !t->grad || !t->exp_avg || !t->exp_avg_sq || !t->bytes) {
+    t->host_norms = calloc(nc, sizeof *t->host_norms);
+    if (!t->w || !t->grad || !t->exp_avg || !t->exp_avg_sq || !t->bytes || !t->host_norms) {
         st = clf_error(CLF_ERR_NOMEM, "train: out of host memory");
         goto fail;
     }
@@ -132,7 +133,7 @@ void clf_trainer_free(clf_trainer *t)
     free(t->exp_avg);
     free(t->exp_avg_sq);
     free(t->bytes);
-    free(t->host_i32);
+    free(t->host_norms);
     free(t->host_loss);
     free(t);
 }
@@ -168,42 +169,16 @@ static clf_status ensure_ones(clf_trainer *t, size_t len)
     return CLF_OK;
 }
 
+/* Room for a batch's per-token losses on the host. */
 static clf_status ensure_host(clf_trainer *t, size_t n)
 {
     if (n <= t->host_cap)
         return CLF_OK;
-    int32_t *i = realloc(t->host_i32, n * sizeof *i);
-    if (i)
-        t->host_i32 = i;
     float *l = realloc(t->host_loss, n * sizeof *l);
-    if (l)
-        t->host_loss = l;
-    if (!i || !l)
+    if (!l)
         return clf_error(CLF_ERR_NOMEM, "train: out of host memory");
+    t->host_loss = l;
     t->host_cap = n;
-    return CLF_OK;
-}
-
-static clf_status check_batch(const clf_trainer *t, const clf_train_batch *b)
-{
-    const clf_model_config *c = clf_model_config_of(t->m);
-    if (b->batch < 1 || b->src_len < 1 || b->tgt_len < 1)
-        return clf_error(CLF_ERR_INPUT, "train: empty batch (batch %d, src_len %d, tgt_len %d)",
-                         b->batch, b->src_len, b->tgt_len);
-    if (b->src_len > c->max_len || b->tgt_len > c->max_len)
-        return clf_error(CLF_ERR_INPUT, "train: sequence length %d exceeds model.max_len %d",
-                         b->src_len > b->tgt_len ? b->src_len : b->tgt_len, c->max_len);
-    const size_t ns = (size_t)b->batch * b->src_len, nt = (size_t)b->batch * b->tgt_len;
-    for (size_t i = 0; i < ns; i++)
-        if (b->src[i] < 0 || b->src[i] >= c->src_vocab)
-            return clf_error(CLF_ERR_INPUT, "train: source id %d outside the vocabulary [0, %d)",
-                             b->src[i], c->src_vocab);
-    for (size_t i = 0; i < nt; i++)
-        if (b->tgt[i] < 0 || b->tgt[i] >= c->tgt_vocab || b->labels[i] < 0 ||
-            b->labels[i] >= c->tgt_vocab)
-            return clf_error(CLF_ERR_INPUT, "train: target id %d outside the vocabulary [0, %d)",
-                             b->tgt[i] < 0 || b->tgt[i] >= c->tgt_vocab ? b->tgt[i] : b->labels[i],
-                             c->tgt_vocab);
     return CLF_OK;
 }
 
@@ -229,29 +204,7 @@ static clf_status prepare_graph(clf_trainer *t, shaped_graph *sg, int backward,
         return st;
     sg->valid = 1;
     sg->B = b->batch, sg->S = b->src_len, sg->T = b->tgt_len;
-    if (sg->g.arena_bytes > t->arena_cap) {
-        if (t->arena)
-            t->api->free(t->be, t->arena);
-        t->arena = NULL;
-        t->arena_cap = 0;
-        if ((st = t->api->alloc(t->be, sg->g.arena_bytes, &t->arena)) != CLF_OK)
-            return clf_error_context(st, "train: activation arena of %zu bytes", sg->g.arena_bytes);
-        t->arena_cap = sg->g.arena_bytes;
-    }
-    return CLF_OK;
-}
-
-/* ids and their key mask (ids != pad) into the graph's inputs */
-static clf_status upload_ids(clf_trainer *t, const shaped_graph *sg, int v_ids, int v_mask,
-                             const int32_t *ids, size_t n)
-{
-    const int pad = clf_model_config_of(t->m)->pad_id;
-    clf_status st = t->api->upload(t->be, clf_graph_ptr(&sg->g, t->arena, v_ids), ids, n * 4);
-    if (st != CLF_OK || v_mask < 0)
-        return st;
-    for (size_t i = 0; i < n; i++)
-        t->host_i32[i] = ids[i] != pad;
-    return t->api->upload(t->be, clf_graph_ptr(&sg->g, t->arena, v_mask), t->host_i32, n * 4);
+    return clf_graph_reserve_arena(&sg->g, t->api, t->be, &t->arena, &t->arena_cap, "train");
 }
 
 static clf_status run_batch(clf_trainer *t, int backward, const clf_train_batch *b,
@@ -261,8 +214,9 @@ static clf_status run_batch(clf_trainer *t, int backward, const clf_train_batch 
     shaped_graph *sg = backward ? &t->train : &t->eval;
     const int pad = clf_model_config_of(t->m)->pad_id;
     const size_t ns = (size_t)b->batch * b->src_len, nt = (size_t)b->batch * b->tgt_len;
-    if ((st = check_batch(t, b)) != CLF_OK || (st = ensure_host(t, ns > nt ? ns : nt)) != CLF_OK ||
-        (st = prepare_graph(t, sg, backward, b)) != CLF_OK)
+    if ((st = clf_model_check_batch(t->m, backward ? "train" : "evaluate", b->batch, b->src_len,
+                                    b->tgt_len, b->src, b->tgt, b->labels)) != CLF_OK ||
+        (st = ensure_host(t, nt)) != CLF_OK || (st = prepare_graph(t, sg, backward, b)) != CLF_OK)
         return st;
     long long ntok = 0;
     for (size_t i = 0; i < nt; i++)
@@ -279,9 +233,14 @@ static clf_status run_batch(clf_trainer *t, int backward, const clf_train_batch 
                 sg->g.nodes[i].args.dropout.seed =
                     clf_splitmix64(base + (uint64_t)sg->g.nodes[i].tag);
     }
-    if ((st = upload_ids(t, sg, sg->v.src, sg->v.src_mask, b->src, ns)) != CLF_OK ||
-        (st = upload_ids(t, sg, sg->v.tgt, sg->v.tgt_mask, b->tgt, nt)) != CLF_OK ||
-        (st = upload_ids(t, sg, sg->v.labels, -1, b->labels, nt)) != CLF_OK)
+#define GRAPH_PTR(v) clf_graph_ptr(&sg->g, t->arena, (v))
+    if ((st = clf_model_upload_ids(t->m, GRAPH_PTR(sg->v.src), GRAPH_PTR(sg->v.src_mask), b->src,
+                                   ns)) != CLF_OK ||
+        (st = clf_model_upload_ids(t->m, GRAPH_PTR(sg->v.tgt), GRAPH_PTR(sg->v.tgt_mask), b->tgt,
+                                   nt)) != CLF_OK ||
+        (st = clf_model_upload_ids(t->m, GRAPH_PTR(sg->v.labels), (clf_ptr){0}, b->labels, nt)) !=
+            CLF_OK)
+#undef GRAPH_PTR
         return clf_error_context(st, "train: uploading the batch");
     if ((st = clf_graph_run(&sg->g, t->api, t->be, t->arena)) != CLF_OK)
         return clf_error_context(st, backward ? "train" : "evaluate");
@@ -339,24 +298,20 @@ clf_status clf_trainer_step(clf_trainer *t, double *lr_out, double *norm_out)
     const clf_train_config *tc = &t->tc;
     const long long step = t->state.step + 1;
     const double lr = clf_train_lr(tc, clf_model_config_of(t->m)->d_model, step);
-    float *norms = malloc((size_t)t->n_chunks * sizeof(float));
-    if (!norms)
-        return clf_error(CLF_ERR_NOMEM, "train: out of host memory");
     for (int c = 0; c < t->n_chunks; c++)
         if ((st = t->api->sum_squares(t->be, (clf_ptr){t->norms, (size_t)c * sizeof(float)},
                                       (clf_ptr){t->grad[c], 0}, t->bytes[c] / 4)) != CLF_OK)
-            goto fail;
-    if ((st = t->api->download(t->be, norms, (clf_ptr){t->norms, 0},
+            return st;
+    if ((st = t->api->download(t->be, t->host_norms, (clf_ptr){t->norms, 0},
                                (size_t)t->n_chunks * sizeof(float))) != CLF_OK)
-        goto fail;
+        return st;
     double sq = 0.0;
     for (int c = 0; c < t->n_chunks; c++)
-        sq += norms[c];
+        sq += t->host_norms[c];
     const double norm = sqrt(sq);
-    if (!isfinite(norm)) {
-        st = clf_error(CLF_ERR_INPUT, "train: the gradient norm is not finite at step %lld", step);
-        goto fail;
-    }
+    if (!isfinite(norm))
+        return clf_error(CLF_ERR_INPUT, "train: the gradient norm is not finite at step %lld",
+                         step);
     /* torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when below 1 */
     double clip = 1.0;
     if (tc->clip_norm > 0) {
@@ -383,18 +338,16 @@ clf_status clf_trainer_step(clf_trainer *t, double *lr_out, double *norm_out)
                            .decoupled = tc->optimizer == CLF_OPT_ADAMW};
         if ((st = t->api->adam(t->be, &a)) != CLF_OK ||
             (st = t->api->fill(t->be, (clf_ptr){t->grad[c], 0}, 0.0f, t->bytes[c] / 4)) != CLF_OK)
-            goto fail;
+            return st;
     }
     if ((st = t->api->synchronize(t->be)) != CLF_OK)
-        goto fail;
+        return st;
     t->state.step = step;
     if (lr_out)
         *lr_out = lr;
     if (norm_out)
         *norm_out = norm;
-fail:
-    free(norms);
-    return st;
+    return CLF_OK;
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -406,11 +359,6 @@ static const char *const part_prefix[3] = {"", "optim.exp_avg.", "optim.exp_avg_
 static clf_buffer *part_chunk(const clf_trainer *t, int part, int c)
 {
     return part == 0 ? t->w[c] : part == 1 ? t->exp_avg[c] : t->exp_avg_sq[c];
-}
-
-static int64_t spec_numel(const clf_weight_spec *s)
-{
-    return s->ndim == 1 ? s->shape[0] : s->shape[0] * s->shape[1];
 }
 
 clf_status clf_trainer_save(clf_trainer *t, const char *path, const char *config_yaml)
@@ -432,7 +380,7 @@ clf_status clf_trainer_save(clf_trainer *t, const char *path, const char *config
             x->ndim = s->ndim;
             x->shape[0] = s->shape[0];
             x->shape[1] = s->shape[1];
-            x->nbytes = (size_t)spec_numel(s) * sizeof(float);
+            x->nbytes = (size_t)clf_weight_spec_numel(s) * sizeof(float);
             x->data = malloc(x->nbytes ? x->nbytes : 1);
             if (!x->data) {
                 st = clf_error(CLF_ERR_NOMEM, "checkpoint: out of host memory");
@@ -516,14 +464,14 @@ clf_status clf_trainer_load(clf_trainer *t, const char *path)
                 st = clf_error(CLF_ERR_INPUT, "%s: tensor '%s' is missing", path, name);
                 goto fail;
             }
-            if (clf_tensor_numel(x) != spec_numel(ws) || x->ndim != ws->ndim) {
+            if (clf_tensor_numel(x) != clf_weight_spec_numel(ws) || x->ndim != ws->ndim) {
                 char a[64], b[64];
                 st = clf_error(CLF_ERR_INPUT, "%s: tensor '%s' has shape %s, the model needs %s",
                                path, name, clf_shape_str(x->shape, x->ndim, a, sizeof a),
                                clf_shape_str(ws->shape, ws->ndim, b, sizeof b));
                 goto fail;
             }
-            size_t bytes = (size_t)spec_numel(ws) * sizeof(float);
+            size_t bytes = (size_t)clf_weight_spec_numel(ws) * sizeof(float);
             float *h = realloc(host, bytes ? bytes : 1);
             if (!h) {
                 st = clf_error(CLF_ERR_NOMEM, "checkpoint: out of host memory");

@@ -160,7 +160,7 @@ const char *clf_weights_tied_to(const clf_model_config *cfg, const char *name)
     return NULL;
 }
 
-static int64_t spec_numel(const clf_weight_spec *s)
+int64_t clf_weight_spec_numel(const clf_weight_spec *s)
 {
     return s->ndim == 2 ? s->shape[0] * s->shape[1] : s->shape[0];
 }
@@ -195,7 +195,7 @@ static clf_status weights_alloc(const clf_model_config *cfg, clf_weights **out)
     if (!w->data)
         goto nomem;
     for (int i = 0; i < w->count; i++) {
-        int64_t n = spec_numel(&w->specs[i]);
+        int64_t n = clf_weight_spec_numel(&w->specs[i]);
         if ((uint64_t)n > SIZE_MAX / sizeof(float) || !(w->data[i] = malloc((size_t)n * 4)))
             goto nomem;
     }
@@ -227,7 +227,7 @@ clf_status clf_weights_init(const clf_model_config *cfg, uint64_t seed, clf_weig
     clf_rng_seed(&rng, seed);
     for (int i = 0; i < w->count; i++) {
         const clf_weight_spec *s = &w->specs[i];
-        int64_t n = spec_numel(s);
+        int64_t n = clf_weight_spec_numel(s);
         float *x = w->data[i];
         float a = 0;
         switch (s->init) {
@@ -380,7 +380,7 @@ static clf_status check_tied_copy(const char *path, const clf_model_config *cfg,
 {
     int k = clf_weights_find(w, tied);
     const clf_weight_spec *s = &w->specs[k];
-    int64_t n = spec_numel(s);
+    int64_t n = clf_weight_spec_numel(s);
     const char *how = clf_tie_name(cfg->tie_embeddings);
     if (!shape_matches(t, s) ||
         (t->dtype != CLF_F32 && t->dtype != CLF_F16 && t->dtype != CLF_BF16))
@@ -481,7 +481,7 @@ clf_status clf_weights_as_tensors(const clf_weights *w, clf_tensor **out)
         for (int d = 0; d < s->ndim; d++)
             t[i].shape[d] = s->shape[d];
         t[i].data = w->data[i];
-        t[i].nbytes = (size_t)spec_numel(s) * sizeof(float);
+        t[i].nbytes = (size_t)clf_weight_spec_numel(s) * sizeof(float);
     }
     *out = t;
     return CLF_OK;

@@ -117,6 +117,11 @@ const clf_operand *clf_node_operand(const clf_node *n, size_t field);
 #define CLF_GRAPH_ALIGN 256
 clf_status clf_graph_plan(clf_graph *g);
 
+/* Grows a caller-owned activation arena to g->arena_bytes when it is smaller (the old
+ * buffer is freed first: nothing in it survives). what names the caller in the error. */
+clf_status clf_graph_reserve_arena(const clf_graph *g, const clf_backend_api *api, clf_backend *be,
+                                   clf_buffer **arena, size_t *cap, const char *what);
+
 /* The arena address of a value (arena values) or its external pointer. */
 clf_ptr clf_graph_ptr(const clf_graph *g, clf_buffer *arena, int v);
 

@@ -62,6 +62,9 @@ clf_status clf_weights_save(const clf_weights *w, const char *path, const char *
 /* Views of w's parameters as F32 tensors (data points into w), e.g. to write them with
  * optimizer state in one clf_safetensors_write. *out is malloc'd; free() it. */
 clf_status clf_weights_as_tensors(const clf_weights *w, clf_tensor **out);
+/* Elements of a parameter (its shape's product). */
+int64_t clf_weight_spec_numel(const clf_weight_spec *s);
+
 /* Index of name, or -1. */
 int clf_weights_find(const clf_weights *w, const char *name);
 void clf_weights_free(clf_weights *w);
