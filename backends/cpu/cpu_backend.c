@@ -260,16 +260,10 @@ static clf_status cpu_gemm_strided_batched(clf_backend *be, const clf_gemm_args 
 static clf_status cpu_layernorm(clf_backend *be, const clf_layernorm_args *a)
 {
     const char *op = "layernorm";
-    if (a->rows < 0 || a->cols <= 0)
-        return clf_error(CLF_ERR_INPUT, "cpu: layernorm: bad shape rows=%d cols=%d", a->rows,
-                         a->cols);
-    if (a->style != CLF_LN_TUTORIAL && a->style != CLF_LN_STANDARD)
-        return clf_error(CLF_ERR_INPUT, "cpu: layernorm: unknown style %d", (int)a->style);
-    if (a->style == CLF_LN_TUTORIAL && a->cols < 2)
-        return clf_error(CLF_ERR_INPUT,
-                         "cpu: layernorm: the tutorial style needs cols >= 2 (unbiased std)");
+    clf_status st = check_ln_shape(op, a->rows, a->cols, a->style);
+    if (st != CLF_OK)
+        return st;
     size_t n = (size_t)a->rows * a->cols, bytes = 4 * n;
-    clf_status st;
     if ((st = check_span(op, "out", a->out, bytes)) != CLF_OK ||
         (st = check_span(op, "x", a->x, bytes)) != CLF_OK ||
         (a->residual.buf && (st = check_span(op, "residual", a->residual, bytes)) != CLF_OK) ||

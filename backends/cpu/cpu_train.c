@@ -138,16 +138,10 @@ clf_status cpu_sum_squares(clf_backend *be, clf_ptr out, clf_ptr x, size_t n)
 clf_status cpu_layernorm_backward(clf_backend *be, const clf_layernorm_backward_args *a)
 {
     const char *op = "layernorm_backward";
-    if (a->rows < 0 || a->cols <= 0)
-        return clf_error(CLF_ERR_INPUT, "cpu: layernorm_backward: bad shape rows=%d cols=%d",
-                         a->rows, a->cols);
-    if (a->style != CLF_LN_TUTORIAL && a->style != CLF_LN_STANDARD)
-        return clf_error(CLF_ERR_INPUT, "cpu: layernorm_backward: unknown style %d", (int)a->style);
-    if (a->style == CLF_LN_TUTORIAL && a->cols < 2)
-        return clf_error(CLF_ERR_INPUT, "cpu: layernorm_backward: the tutorial style needs "
-                                        "cols >= 2 (unbiased std)");
+    clf_status st = check_ln_shape(op, a->rows, a->cols, a->style);
+    if (st != CLF_OK)
+        return st;
     size_t n = (size_t)a->rows * a->cols, bytes = 4 * n, cbytes = 4 * (size_t)a->cols;
-    clf_status st;
     if ((st = check_span(op, "dx", a->dx, bytes)) != CLF_OK ||
         (st = check_span(op, "dy", a->dy, bytes)) != CLF_OK ||
         (st = check_span(op, "x", a->x, bytes)) != CLF_OK ||

@@ -139,6 +139,9 @@ clf_status ocl_check_range(clf_backend *be, const char *op, const char *name, cl
 /* The same for elems 4-byte elements (F32 or I32), always aligned. */
 clf_status ocl_check_operand(clf_backend *be, const char *op, const char *name, clf_ptr p,
                              uint64_t elems, int required);
+/* The shape rules layernorm and its backward share: rows >= 0, cols >= 1, a known style,
+ * and cols >= 2 for the tutorial style (its std is the unbiased one). */
+clf_status ocl_check_ln_shape(const char *op, int rows, int cols, clf_ln_style style);
 /* Elements spanned by `rows` rows of `cols` elements, `ld` apart, repeated `batch` times
  * `stride` apart; 0 when anything is empty; UINT64_MAX on overflow. */
 uint64_t ocl_extent(uint64_t rows, uint64_t cols, uint64_t ld, uint64_t batch, uint64_t stride);

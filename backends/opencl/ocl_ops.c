@@ -5,6 +5,18 @@
 
 #include <stdio.h>
 
+clf_status ocl_check_ln_shape(const char *op, int rows, int cols, clf_ln_style style)
+{
+    if (rows < 0 || cols <= 0)
+        return clf_error(CLF_ERR_INPUT, "opencl: %s: bad shape rows=%d cols=%d", op, rows, cols);
+    if (style != CLF_LN_TUTORIAL && style != CLF_LN_STANDARD)
+        return clf_error(CLF_ERR_INPUT, "opencl: %s: unknown style %d", op, (int)style);
+    if (style == CLF_LN_TUTORIAL && cols < 2)
+        return clf_error(CLF_ERR_INPUT,
+                         "opencl: %s: the tutorial style needs cols >= 2 (unbiased std)", op);
+    return CLF_OK;
+}
+
 /* out[r,:] = LN(x[r,:] + residual[r,:]) (see clf_layernorm_args); one work-group a row. */
 clf_status ocl_layernorm(clf_backend *be, const clf_layernorm_args *a)
 {
@@ -12,14 +24,8 @@ clf_status ocl_layernorm(clf_backend *be, const clf_layernorm_args *a)
     clf_status st;
     if (!a)
         return clf_error(CLF_ERR_INPUT, "opencl: %s: no arguments", op);
-    if (a->rows < 0 || a->cols <= 0)
-        return clf_error(CLF_ERR_INPUT, "opencl: %s: bad shape rows=%d cols=%d", op, a->rows,
-                         a->cols);
-    if (a->style != CLF_LN_TUTORIAL && a->style != CLF_LN_STANDARD)
-        return clf_error(CLF_ERR_INPUT, "opencl: %s: unknown style %d", op, (int)a->style);
-    if (a->style == CLF_LN_TUTORIAL && a->cols < 2)
-        return clf_error(CLF_ERR_INPUT,
-                         "opencl: %s: the tutorial style needs cols >= 2 (unbiased std)", op);
+    if ((st = ocl_check_ln_shape(op, a->rows, a->cols, a->style)) != CLF_OK)
+        return st;
     if (a->rows == 0)
         return CLF_OK;
     uint64_t n = (uint64_t)a->rows * (uint64_t)a->cols;

@@ -42,14 +42,8 @@ clf_status ocl_layernorm_backward(clf_backend *be, const clf_layernorm_backward_
     clf_status st;
     if (!a)
         return clf_error(CLF_ERR_INPUT, "opencl: %s: no arguments", op);
-    if (a->rows < 0 || a->cols <= 0)
-        return clf_error(CLF_ERR_INPUT, "opencl: %s: bad shape rows=%d cols=%d", op, a->rows,
-                         a->cols);
-    if (a->style != CLF_LN_TUTORIAL && a->style != CLF_LN_STANDARD)
-        return clf_error(CLF_ERR_INPUT, "opencl: %s: unknown style %d", op, (int)a->style);
-    if (a->style == CLF_LN_TUTORIAL && a->cols < 2)
-        return clf_error(CLF_ERR_INPUT,
-                         "opencl: %s: the tutorial style needs cols >= 2 (unbiased std)", op);
+    if ((st = ocl_check_ln_shape(op, a->rows, a->cols, a->style)) != CLF_OK)
+        return st;
     if (a->rows == 0)
         return CLF_OK;
     uint64_t n = (uint64_t)a->rows * (uint64_t)a->cols, c = (uint64_t)a->cols;
