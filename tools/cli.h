@@ -5,6 +5,7 @@
 #include "clformer/backend.h"
 #include "clformer/config.h"
 #include "clformer/status.h"
+#include "clformer/tokenizer.h"
 
 int clf_cmd_info(int argc, char **argv);
 int clf_cmd_devices(int argc, char **argv);
@@ -28,6 +29,26 @@ typedef struct cli_backend_opts {
     const char *plugin_dir; /* --plugin-dir */
     int threads;            /* --threads, -1 = from the config */
 } cli_backend_opts;
+
+/* Checks that a vocabulary fits a model side of model_vocab ids: every word id is a valid
+ * model id, [SOS] and [EOS] exist, and a [PAD] has the model's pad_id (the key masks
+ * compare against it). Errors name the file and the side ("src", "tgt"). */
+clf_status cli_check_vocab(const char *path, const char *side, const clf_tokenizer *tok,
+                           int model_vocab, int pad_id);
+
+/* The long options every model-running command shares, for its struct option table, and
+ * their short letters for its getopt string. */
+#define CLI_BACKEND_LONGOPTS                                                                       \
+    {"backend", required_argument, NULL, 'b'}, {"device", required_argument, NULL, 'D'},           \
+        {"threads", required_argument, NULL, 't'},                                                 \
+    {                                                                                              \
+        "plugin-dir", required_argument, NULL, 'p'                                                 \
+    }
+#define CLI_BACKEND_SHORTOPTS "b:D:t:p:"
+
+/* Handles one of those options (c from getopt_long, arg its optarg). Returns 1 when c was
+ * one of them, 0 when it was not, -1 after printing why the value is bad. */
+int cli_backend_option(int c, const char *arg, cli_backend_opts *o);
 
 /* Opens the backend the config and the options name (see clf_backend_open_named). */
 clf_status cli_open_backend(const clf_config *cfg, const cli_backend_opts *o,

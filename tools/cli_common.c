@@ -38,6 +38,45 @@ int cli_parse_int(const char *opt, const char *val, int min, int *out)
     return 1;
 }
 
+clf_status cli_check_vocab(const char *path, const char *side, const clf_tokenizer *tok,
+                           int model_vocab, int pad_id)
+{
+    int size = clf_tokenizer_size(tok);
+    clf_tokenizer_specials sp = clf_tokenizer_special_ids(tok);
+    if (size > model_vocab)
+        return clf_error(CLF_ERR_INPUT,
+                         "%s: the %s vocabulary has %d words but the model's %s_vocab is %d "
+                         "(a vocabulary for another model?)",
+                         path, side, size, side, model_vocab);
+    if (sp.sos < 0 || sp.eos < 0)
+        return clf_error(CLF_ERR_INPUT, "%s: the %s vocabulary has no %s token", path, side,
+                         sp.sos < 0 ? "[SOS]" : "[EOS]");
+    if (sp.pad >= 0 && sp.pad != pad_id)
+        return clf_error(CLF_ERR_INPUT,
+                         "%s: [PAD] has id %d in the %s vocabulary but the model's pad_id is %d",
+                         path, (int)sp.pad, side, pad_id);
+    return CLF_OK;
+}
+
+int cli_backend_option(int c, const char *arg, cli_backend_opts *o)
+{
+    switch (c) {
+    case 'b':
+        o->backend = arg;
+        return 1;
+    case 'D':
+        o->device = arg;
+        return 1;
+    case 't':
+        return cli_parse_int("--threads", arg, 0, &o->threads) ? 1 : -1;
+    case 'p':
+        o->plugin_dir = arg;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 clf_status cli_open_backend(const clf_config *cfg, const cli_backend_opts *o,
                             const clf_backend_api **api, clf_backend **be)
 {

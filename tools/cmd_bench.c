@@ -748,18 +748,23 @@ int clf_cmd_bench(int argc, char **argv)
     const char *cfg_path = NULL, *w_path = NULL, *json_path = NULL;
     cli_backend_opts bo = {.threads = -1};
     bench_opts o = {.batch = 32, .src_len = 64, .tgt_len = 64, .iters = 10, .warmup = 2};
-    static const struct option longopts[] = {
-        {"config", required_argument, NULL, 'c'},  {"weights", required_argument, NULL, 'w'},
-        {"backend", required_argument, NULL, 'b'}, {"device", required_argument, NULL, 'D'},
-        {"threads", required_argument, NULL, 't'}, {"plugin-dir", required_argument, NULL, 'p'},
-        {"batch", required_argument, NULL, 'B'},   {"src-len", required_argument, NULL, 'S'},
-        {"tgt-len", required_argument, NULL, 'T'}, {"iters", required_argument, NULL, 'n'},
-        {"warmup", required_argument, NULL, 'W'},  {"json", required_argument, NULL, 'j'},
-        {"train", no_argument, NULL, 'r'},         {"profile", no_argument, NULL, 'P'},
-        {"help", no_argument, NULL, 'h'},          {0}};
+    static const struct option longopts[] = {{"config", required_argument, NULL, 'c'},
+                                             {"weights", required_argument, NULL, 'w'},
+                                             CLI_BACKEND_LONGOPTS,
+                                             {"batch", required_argument, NULL, 'B'},
+                                             {"src-len", required_argument, NULL, 'S'},
+                                             {"tgt-len", required_argument, NULL, 'T'},
+                                             {"iters", required_argument, NULL, 'n'},
+                                             {"warmup", required_argument, NULL, 'W'},
+                                             {"json", required_argument, NULL, 'j'},
+                                             {"train", no_argument, NULL, 'r'},
+                                             {"profile", no_argument, NULL, 'P'},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {0}};
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "c:w:b:D:t:p:B:S:T:n:W:j:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "c:w:" CLI_BACKEND_SHORTOPTS "B:S:T:n:W:j:h", longopts,
+                            NULL)) != -1) {
         int ok = 1;
         switch (c) {
         case 'c':
@@ -767,18 +772,6 @@ int clf_cmd_bench(int argc, char **argv)
             break;
         case 'w':
             w_path = optarg;
-            break;
-        case 'b':
-            bo.backend = optarg;
-            break;
-        case 'D':
-            bo.device = optarg;
-            break;
-        case 't':
-            ok = cli_parse_int("--threads", optarg, 0, &bo.threads);
-            break;
-        case 'p':
-            bo.plugin_dir = optarg;
             break;
         case 'B':
             ok = cli_parse_int("--batch", optarg, 1, &o.batch);
@@ -816,7 +809,8 @@ int clf_cmd_bench(int argc, char **argv)
                    "  --profile  with --train: --iters more steps timed op by op\n");
             return 0;
         default:
-            return 2;
+            if (cli_backend_option(c, optarg, &bo) != 1)
+                return 2;
         }
         if (!ok)
             return 2;

@@ -42,15 +42,17 @@ int clf_cmd_forward(int argc, char **argv)
 {
     const char *cfg_path = NULL, *w_path = NULL, *in_path = NULL, *out_path = NULL;
     cli_backend_opts bo = {.threads = -1};
-    static const struct option longopts[] = {
-        {"config", required_argument, NULL, 'c'},  {"weights", required_argument, NULL, 'w'},
-        {"input", required_argument, NULL, 'i'},   {"output", required_argument, NULL, 'o'},
-        {"backend", required_argument, NULL, 'b'}, {"device", required_argument, NULL, 'D'},
-        {"threads", required_argument, NULL, 't'}, {"plugin-dir", required_argument, NULL, 'p'},
-        {"help", no_argument, NULL, 'h'},          {0}};
+    static const struct option longopts[] = {{"config", required_argument, NULL, 'c'},
+                                             {"weights", required_argument, NULL, 'w'},
+                                             {"input", required_argument, NULL, 'i'},
+                                             {"output", required_argument, NULL, 'o'},
+                                             CLI_BACKEND_LONGOPTS,
+                                             {"help", no_argument, NULL, 'h'},
+                                             {0}};
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "c:w:i:o:b:D:t:p:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "c:w:i:o:" CLI_BACKEND_SHORTOPTS "h", longopts, NULL)) !=
+           -1) {
         switch (c) {
         case 'c':
             cfg_path = optarg;
@@ -64,19 +66,6 @@ int clf_cmd_forward(int argc, char **argv)
         case 'o':
             out_path = optarg;
             break;
-        case 'b':
-            bo.backend = optarg;
-            break;
-        case 'D':
-            bo.device = optarg;
-            break;
-        case 't':
-            if (!cli_parse_int("--threads", optarg, 0, &bo.threads))
-                return 2;
-            break;
-        case 'p':
-            bo.plugin_dir = optarg;
-            break;
         case 'h':
             printf("usage: clformer forward -c model.yaml -w w.safetensors -i in.safetensors "
                    "-o out.safetensors\n"
@@ -86,7 +75,8 @@ int clf_cmd_forward(int argc, char **argv)
                    "'encoder_out' [B,S,d_model]\n");
             return 0;
         default:
-            return 2;
+            if (cli_backend_option(c, optarg, &bo) != 1)
+                return 2;
         }
     }
     if (!cfg_path || !w_path || !in_path || !out_path)

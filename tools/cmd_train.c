@@ -42,7 +42,6 @@
 /* Validation sentences translated for BLEU at most (greedy, batched), and shown. */
 #define VALID_BLEU_MAX 1000
 #define VALID_SAMPLES  3
-#define DECODE_BATCH   64
 
 static volatile sig_atomic_t stop_requested;
 /* train_loop's result after a signal: not an error, exit code 130 (128 + SIGINT) */
@@ -92,19 +91,14 @@ static void usage(void)
 
 static int parse_args(int argc, char **argv, train_opts *o)
 {
-    static const struct option longopts[] = {{"config", required_argument, NULL, 'c'},
-                                             {"resume", no_argument, NULL, 'r'},
-                                             {"quiet", no_argument, NULL, 'q'},
-                                             {"backend", required_argument, NULL, 'b'},
-                                             {"device", required_argument, NULL, 'D'},
-                                             {"threads", required_argument, NULL, 't'},
-                                             {"plugin-dir", required_argument, NULL, 'p'},
-                                             {"help", no_argument, NULL, 'h'},
-                                             {0}};
+    static const struct option longopts[] = {
+        {"config", required_argument, NULL, 'c'}, {"resume", no_argument, NULL, 'r'},
+        {"quiet", no_argument, NULL, 'q'},        CLI_BACKEND_LONGOPTS,
+        {"help", no_argument, NULL, 'h'},         {0}};
     *o = (train_opts){.bo = {.threads = -1}};
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "c:b:D:t:p:hrq", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "c:" CLI_BACKEND_SHORTOPTS "hrq", longopts, NULL)) != -1) {
         switch (c) {
         case 'c':
             o->cfg_path = optarg;
@@ -115,24 +109,12 @@ static int parse_args(int argc, char **argv, train_opts *o)
         case 'q':
             o->quiet = 1;
             break;
-        case 'b':
-            o->bo.backend = optarg;
-            break;
-        case 'D':
-            o->bo.device = optarg;
-            break;
-        case 't':
-            if (!cli_parse_int("--threads", optarg, 0, &o->bo.threads))
-                return 2;
-            break;
-        case 'p':
-            o->bo.plugin_dir = optarg;
-            break;
         case 'h':
             usage();
             return 0;
         default:
-            return 2;
+            if (cli_backend_option(c, optarg, &o->bo) != 1)
+                return 2;
         }
     }
     if (optind < argc)
@@ -223,20 +205,14 @@ static clf_status prepare_vocabs(run *r)
         int *size;
     } sides[2] = {{"src", tc->vocab_src, r->src_tok, &mc->src_vocab},
                   {"tgt", tc->vocab_tgt, r->tgt_tok, &mc->tgt_vocab}};
+    /* a size the YAML left out is the vocabulary's; a [PAD] missing altogether is the
+     * dataset's error (it needs one to pad batches) */
     for (int i = 0; i < 2; i++) {
-        int n = clf_tokenizer_size(sides[i].tok);
-        clf_tokenizer_specials sp = clf_tokenizer_special_ids(sides[i].tok);
         if (*sides[i].size == 0)
-            *sides[i].size = n;
-        if (n > *sides[i].size)
-            return clf_error(CLF_ERR_INPUT,
-                             "%s: the vocabulary has %d words but model.%s_vocab is %d (leave "
-                             "model.%s_vocab out to take the vocabulary's size)",
-                             sides[i].path, n, sides[i].side, *sides[i].size, sides[i].side);
-        if (sp.pad != mc->pad_id)
-            return clf_error(CLF_ERR_INPUT,
-                             "%s: [PAD] has id %d in the vocabulary but model.pad_id is %d",
-                             sides[i].path, (int)sp.pad, mc->pad_id);
+            *sides[i].size = clf_tokenizer_size(sides[i].tok);
+        if ((st = cli_check_vocab(sides[i].path, sides[i].side, sides[i].tok, *sides[i].size,
+                                  mc->pad_id)) != CLF_OK)
+            return st;
     }
     return CLF_OK;
 }
@@ -323,97 +299,80 @@ static clf_status save_checkpoint(run *r)
 /* ---------------------------------------------------------------------------------- */
 /* validation                                                                          */
 
+/* A dataset batch as the trainer takes it (the arrays stay b's). */
+static clf_train_batch train_view(const clf_batch *b)
+{
+    return (clf_train_batch){.batch = b->batch,
+                             .src_len = b->src_len,
+                             .tgt_len = b->tgt_len,
+                             .src = b->src,
+                             .tgt = b->tgt_in,
+                             .labels = b->labels};
+}
+
 /* Mean loss over the validation set's non-pad tokens, and the BLEU of greedy
- * translations of its first VALID_BLEU_MAX sentences; prints VALID_SAMPLES of them. */
+ * translations of its first VALID_BLEU_MAX sentences; prints VALID_SAMPLES of them. One
+ * pass over the validation batches (file order, framed by the dataset): each batch is
+ * scored, then its sources are decoded. */
 static clf_status validate(run *r, double *loss, double *bleu)
 {
     clf_status st = CLF_OK;
     double sum = 0;
     long long tokens = 0;
+    size_t translated = 0;
     clf_batch b = {0};
-    int32_t *src = NULL;
+    clf_decode_opts o;
+    clf_decode_opts_default(&r->cfg.model, &o);
+    clf_bleu bl;
+    clf_bleu_init(&bl);
     for (int i = 0; i < clf_batcher_count(r->valid_batcher); i++) {
         if ((st = clf_batcher_get(r->valid_batcher, i, &b)) != CLF_OK)
             goto fail;
-        clf_train_batch tb = {.batch = b.batch,
-                              .src_len = b.src_len,
-                              .tgt_len = b.tgt_len,
-                              .src = b.src,
-                              .tgt = b.tgt_in,
-                              .labels = b.labels};
+        const clf_train_batch tb = train_view(&b);
         double s;
         long long n;
         if ((st = clf_trainer_evaluate(r->trainer, &tb, &s, &n)) != CLF_OK)
             goto fail;
         sum += s;
         tokens += n;
+        /* the batch's first rows, up to the BLEU budget: src rows are contiguous */
+        int B = b.batch;
+        if ((size_t)B > VALID_BLEU_MAX - translated)
+            B = (int)(VALID_BLEU_MAX - translated);
+        if (B > 0) {
+            o.max_len = 2 * (b.tgt_len - 1) + 10; /* tgt_len - 1: the longest reference */
+            clf_decode_result res;
+            if ((st = clf_decode(r->model, b.src, B, b.src_len, &o, &res)) != CLF_OK)
+                goto fail;
+            for (int k = 0; k < B && st == CLF_OK; k++) {
+                const int32_t *src_ids, *ref;
+                int src_n, ref_n;
+                const size_t pair = b.index[k];
+                clf_dataset_ids(r->valid, pair, &src_ids, &src_n, &ref, &ref_n);
+                const clf_hypothesis *h = &res.hyps[k];
+                st = clf_bleu_add(&bl, h->tokens, h->len, ref, ref_n);
+                if (st == CLF_OK && pair < VALID_SAMPLES && !r->o.quiet) {
+                    const char *src_text, *ref_text;
+                    char *hyp = NULL;
+                    clf_dataset_text(r->valid, pair, &src_text, &ref_text);
+                    if ((st = clf_tokenizer_decode(r->tgt_tok, h->tokens, h->len, 1, &hyp)) ==
+                        CLF_OK)
+                        fprintf(stderr, "  src: %s\n  ref: %s\n  out: %s\n", src_text, ref_text,
+                                hyp);
+                    free(hyp);
+                }
+            }
+            clf_decode_result_free(&res);
+            if (st != CLF_OK)
+                goto fail;
+            translated += (size_t)B;
+        }
         clf_batch_free(&b);
     }
     *loss = tokens ? sum / (double)tokens : 0.0;
-
-    const clf_model_config *mc = &r->cfg.model;
-    clf_decode_opts o;
-    clf_decode_opts_default(mc, &o);
-    clf_bleu bl;
-    clf_bleu_init(&bl);
-    size_t n = clf_dataset_size(r->valid);
-    if (n > VALID_BLEU_MAX)
-        n = VALID_BLEU_MAX;
-    for (size_t start = 0; start < n; start += DECODE_BATCH) {
-        int B = (int)(n - start < DECODE_BATCH ? n - start : DECODE_BATCH), S = 0;
-        for (int i = 0; i < B; i++) {
-            const int32_t *s, *t;
-            int sn, tn;
-            clf_dataset_ids(r->valid, start + (size_t)i, &s, &sn, &t, &tn);
-            if (sn + 2 > S)
-                S = sn + 2;
-        }
-        free(src);
-        src = malloc(sizeof(int32_t) * (size_t)B * (size_t)S);
-        if (!src) {
-            st = clf_error(CLF_ERR_NOMEM, "train: out of host memory");
-            goto fail;
-        }
-        int longest_tgt = 0;
-        for (int i = 0; i < B; i++) {
-            const int32_t *s, *t;
-            int sn, tn;
-            clf_dataset_ids(r->valid, start + (size_t)i, &s, &sn, &t, &tn);
-            if (tn > longest_tgt)
-                longest_tgt = tn;
-            for (int j = 0; j < S; j++)
-                src[(size_t)i * S + j] = j == 0        ? o.sos_id
-                                         : j <= sn     ? s[j - 1]
-                                         : j == sn + 1 ? o.eos_id
-                                                       : o.pad_id;
-        }
-        o.max_len = 2 * longest_tgt + 10; /* capped at max_len - 1 by clf_decode */
-        clf_decode_result res;
-        if ((st = clf_decode(r->model, src, B, S, &o, &res)) != CLF_OK)
-            goto fail;
-        for (int i = 0; i < B && st == CLF_OK; i++) {
-            const int32_t *s, *t;
-            int sn, tn;
-            clf_dataset_ids(r->valid, start + (size_t)i, &s, &sn, &t, &tn);
-            const clf_hypothesis *h = &res.hyps[i];
-            st = clf_bleu_add(&bl, h->tokens, h->len, t, tn);
-            if (st == CLF_OK && start + (size_t)i < VALID_SAMPLES && !r->o.quiet) {
-                const char *src_text, *ref_text;
-                char *hyp = NULL;
-                clf_dataset_text(r->valid, start + (size_t)i, &src_text, &ref_text);
-                if ((st = clf_tokenizer_decode(r->tgt_tok, h->tokens, h->len, 1, &hyp)) == CLF_OK)
-                    fprintf(stderr, "  src: %s\n  ref: %s\n  out: %s\n", src_text, ref_text, hyp);
-                free(hyp);
-            }
-        }
-        clf_decode_result_free(&res);
-        if (st != CLF_OK)
-            goto fail;
-    }
     *bleu = bl.score;
 fail:
     clf_batch_free(&b);
-    free(src);
     return st;
 }
 
@@ -509,12 +468,7 @@ static clf_status train_loop(run *r)
         }
         if ((st = clf_batcher_get(r->batcher, state->batch, &b)) != CLF_OK)
             goto fail;
-        clf_train_batch tb = {.batch = b.batch,
-                              .src_len = b.src_len,
-                              .tgt_len = b.tgt_len,
-                              .src = b.src,
-                              .tgt = b.tgt_in,
-                              .labels = b.labels};
+        const clf_train_batch tb = train_view(&b);
         double ls;
         long long nt;
         if ((st = clf_trainer_accumulate(r->trainer, &tb, &ls, &nt)) != CLF_OK)

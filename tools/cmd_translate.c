@@ -135,10 +135,7 @@ static int parse_args(int argc, char **argv, tr_opts *o)
         {"no-cache", no_argument, NULL, OPT_NO_CACHE},
         {"attention", required_argument, NULL, OPT_ATTENTION},
         {"attention-png", required_argument, NULL, OPT_ATTENTION_PNG},
-        {"backend", required_argument, NULL, 'b'},
-        {"device", required_argument, NULL, 'D'},
-        {"threads", required_argument, NULL, 't'},
-        {"plugin-dir", required_argument, NULL, 'p'},
+        CLI_BACKEND_LONGOPTS,
         {"help", no_argument, NULL, 'h'},
         {0}};
     *o = (tr_opts){.beam = 1,
@@ -149,7 +146,7 @@ static int parse_args(int argc, char **argv, tr_opts *o)
                    .bo = {.threads = -1}};
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "c:w:b:D:t:p:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "c:w:" CLI_BACKEND_SHORTOPTS "h", longopts, NULL)) != -1) {
         switch (c) {
         case 'c':
             o->cfg_path = optarg;
@@ -200,24 +197,12 @@ static int parse_args(int argc, char **argv, tr_opts *o)
         case OPT_ATTENTION_PNG:
             o->png_prefix = optarg;
             break;
-        case 'b':
-            o->bo.backend = optarg;
-            break;
-        case 'D':
-            o->bo.device = optarg;
-            break;
-        case 't':
-            if (!cli_parse_int("--threads", optarg, 0, &o->bo.threads))
-                return 2;
-            break;
-        case 'p':
-            o->bo.plugin_dir = optarg;
-            break;
         case 'h':
             usage();
             return 0;
         default:
-            return 2;
+            if (cli_backend_option(c, optarg, &o->bo) != 1)
+                return 2;
         }
     }
     if (optind < argc)
@@ -232,30 +217,15 @@ static int parse_args(int argc, char **argv, tr_opts *o)
     return -1;
 }
 
-/* Loads a vocabulary for a model side of model_vocab ids and checks that they fit
- * together: every word id must be a valid model id, [SOS] and [EOS] must exist, and a
- * [PAD] must be the model's pad_id (the source mask compares against it). */
+/* Loads a vocabulary for a model side and checks that they fit (cli_check_vocab). */
 static clf_status load_vocab(const char *path, const char *side, int model_vocab, int pad_id,
                              clf_tokenizer **tok, clf_tokenizer_specials *sp)
 {
     clf_status st = clf_tokenizer_load(path, tok);
     if (st != CLF_OK)
         return st;
-    int size = clf_tokenizer_size(*tok);
     *sp = clf_tokenizer_special_ids(*tok);
-    if (size > model_vocab)
-        return clf_error(CLF_ERR_INPUT,
-                         "%s: the %s vocabulary has %d words but the model's %s_vocab is %d "
-                         "(a vocabulary for another model?)",
-                         path, side, size, side, model_vocab);
-    if (sp->sos < 0 || sp->eos < 0)
-        return clf_error(CLF_ERR_INPUT, "%s: the %s vocabulary has no %s token", path, side,
-                         sp->sos < 0 ? "[SOS]" : "[EOS]");
-    if (sp->pad >= 0 && sp->pad != pad_id)
-        return clf_error(CLF_ERR_INPUT,
-                         "%s: [PAD] has id %d in the %s vocabulary but the model's pad_id is %d",
-                         path, (int)sp->pad, side, pad_id);
-    return CLF_OK;
+    return cli_check_vocab(path, side, *tok, model_vocab, pad_id);
 }
 
 /* Reads up to o.batch lines into lines[], tokenized and checked. *count is how many were
