@@ -450,6 +450,13 @@ START_TEST(test_bad_checkpoint)
     snprintf(path, sizeof path, "%s/notckpt-%d.safetensors", CLF_TEST_BIN_DIR, (int)getpid());
     copy_run r = {0};
     copy_open(&r, "cpu", "pre", "0.0", 1, "0.001", "constant", 0, "0.1");
+    /* a label outside the vocabulary is refused before anything runs */
+    unsigned seed = 1;
+    clf_train_batch b = copy_batch(&r, &seed);
+    r.labels[5] = COPY_VOCAB;
+    ck_assert_int_eq(clf_trainer_accumulate(r.t, &b, NULL, NULL), CLF_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "train: labels: token id 14 at position 5"));
+    ck_assert_int_eq(clf_trainer_state(r.t)->micro, 0);
     /* plain weights are not a checkpoint */
     CLF_ASSERT_OK(clf_weights_save(r.w, path, NULL, 0));
     ck_assert_int_eq(clf_trainer_load(r.t, path), CLF_ERR_INPUT);
