@@ -52,6 +52,10 @@ const char *clf_op_name(clf_op op)
         [CLF_OP_ADAM] = "adam",
         [CLF_OP_SUM_SQUARES] = "sum_squares",
         [CLF_OP_FILL] = "fill",
+        [CLF_OP_ACTIVATION] = "activation",
+        [CLF_OP_ACTIVATION_BACKWARD] = "activation_backward",
+        [CLF_OP_NORM] = "norm",
+        [CLF_OP_NORM_BACKWARD] = "norm_backward",
     };
     if ((int)op < 0 || op >= CLF_OP_COUNT)
         return "unknown-op";
@@ -347,6 +351,14 @@ static int op_fn_present(const clf_backend_api *api, clf_op op)
         return api->sum_squares != NULL;
     case CLF_OP_FILL:
         return api->fill != NULL;
+    case CLF_OP_ACTIVATION:
+        return api->plugin_prepare != NULL && api->activation != NULL;
+    case CLF_OP_ACTIVATION_BACKWARD:
+        return api->plugin_prepare != NULL && api->activation_backward != NULL;
+    case CLF_OP_NORM:
+        return api->plugin_prepare != NULL && api->norm != NULL;
+    case CLF_OP_NORM_BACKWARD:
+        return api->plugin_prepare != NULL && api->norm_backward != NULL;
     default:
         return 0;
     }

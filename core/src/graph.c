@@ -306,6 +306,18 @@ clf_status clf_graph_run_ops(const clf_graph *g, const clf_backend_api *api, clf
         case CLF_OP_FILL:
             st = api->fill(be, n.args.fill.out, n.args.fill.value, n.args.fill.n);
             break;
+        case CLF_OP_ACTIVATION:
+            st = api->activation(be, &n.args.activation);
+            break;
+        case CLF_OP_ACTIVATION_BACKWARD:
+            st = api->activation_backward(be, &n.args.activation_backward);
+            break;
+        case CLF_OP_NORM:
+            st = api->norm(be, &n.args.norm);
+            break;
+        case CLF_OP_NORM_BACKWARD:
+            st = api->norm_backward(be, &n.args.norm_backward);
+            break;
         default:
             st = clf_error(CLF_ERR_INTERNAL, "graph: node '%s' has op %d that cannot run", n.label,
                            (int)n.op);

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "clformer/plugin.h"
 #include "clformer/status.h"
 
 #ifdef __cplusplus
@@ -24,7 +25,7 @@ extern "C" {
 #endif
 
 /* Bumped whenever the layout or meaning of clf_backend_api or an args struct changes. */
-#define CLF_BACKEND_ABI 2
+#define CLF_BACKEND_ABI 3
 
 typedef struct clf_backend clf_backend; /* opaque, defined by each backend */
 typedef struct clf_buffer clf_buffer;   /* opaque, defined by each backend */
@@ -82,6 +83,11 @@ typedef enum clf_op {
     CLF_OP_ADAM,
     CLF_OP_SUM_SQUARES,
     CLF_OP_FILL,
+    /* plugin ops (ABI 3) */
+    CLF_OP_ACTIVATION,
+    CLF_OP_ACTIVATION_BACKWARD,
+    CLF_OP_NORM,
+    CLF_OP_NORM_BACKWARD,
     CLF_OP_COUNT
 } clf_op;
 
@@ -263,6 +269,52 @@ typedef struct clf_adam_args {
     int decoupled;
 } clf_adam_args;
 
+/* ---- plugin ops (ABI 3) ----
+ * The math comes from a plugin op (clformer/plugin.h); the backend applies it. A backend
+ * first sees each op in plugin_prepare(), which fails with CLF_ERR_UNSUPPORTED naming the
+ * op and the backend when the plugin has no form for it (and, for OpenCL, compiles the
+ * op's source there, so a build error surfaces before any work runs). */
+
+/* out[i] = f(x[i]) * (gate.buf ? gate[i] : 1), i < n, with f = op (an activation kind;
+ * gate is set exactly for CLF_PLUGIN_GATED_ACTIVATION). out may alias x, not gate. */
+typedef struct clf_activation_args {
+    const clf_plugin_op *op;
+    clf_ptr out, x, gate;
+    size_t n;
+} clf_activation_args;
+
+/* Backward of clf_activation_args (the same op, x and gate), given dy:
+ *   dx[i] = dy[i] * gate[i] * f'(x[i])       (gate[i] read as 1 without a gate)
+ *   dgate[i] = dy[i] * f(x[i])               (gate and dgate set together)
+ * Both are overwritten; they may not alias each other, x or gate; dx may alias dy only
+ * without a gate. */
+typedef struct clf_activation_backward_args {
+    const clf_plugin_op *op;
+    clf_ptr dx, dgate, dy, x, gate;
+    size_t n;
+} clf_activation_backward_args;
+
+/* out[r,:] = alpha * n(x[r,:]) + (beta.buf ? beta : 0) for r < rows, over cols features,
+ * with n = op (CLF_PLUGIN_NORM). out may not alias x. alpha, beta: [cols]. */
+typedef struct clf_norm_args {
+    const clf_plugin_op *op;
+    clf_ptr out, x, alpha, beta;
+    int rows, cols;
+    float eps;
+} clf_norm_args;
+
+/* Backward of clf_norm_args, given dy:
+ *   dx[r,:] (= or, with accumulate, +=) J_n(x[r,:])^T (alpha * dy[r,:])
+ *   dalpha[c] += sum_r dy[r,c] * n(x[r,:])[c];  dbeta[c] += sum_r dy[r,c]   (each optional)
+ * Sums over rows in a fixed order (deterministic). dx may not alias dy or x. */
+typedef struct clf_norm_backward_args {
+    const clf_plugin_op *op;
+    clf_ptr dx, dy, x, alpha, dalpha, dbeta;
+    int rows, cols;
+    float eps;
+    int accumulate;
+} clf_norm_backward_args;
+
 typedef struct clf_backend_api {
     int abi_version;         /* CLF_BACKEND_ABI: first, checked by the loader */
     const char *name;        /* "cpu", "opencl" */
@@ -313,6 +365,13 @@ typedef struct clf_backend_api {
     clf_status (*sum_squares)(clf_backend *be, clf_ptr out, clf_ptr x, size_t n);
     /* out[i] = value, i < n */
     clf_status (*fill)(clf_backend *be, clf_ptr out, float value, size_t n);
+
+    /* plugin ops (ABI 3); NULL where supports() says no */
+    clf_status (*plugin_prepare)(clf_backend *be, const clf_plugin_op *op);
+    clf_status (*activation)(clf_backend *be, const clf_activation_args *a);
+    clf_status (*activation_backward)(clf_backend *be, const clf_activation_backward_args *a);
+    clf_status (*norm)(clf_backend *be, const clf_norm_args *a);
+    clf_status (*norm_backward)(clf_backend *be, const clf_norm_backward_args *a);
 } clf_backend_api;
 
 /* The one symbol a backend exports. */

@@ -80,6 +80,10 @@ typedef struct clf_node {
         clf_dropout_args dropout;
         clf_cross_entropy_args cross_entropy;
         clf_adam_args adam;
+        clf_activation_args activation;
+        clf_activation_backward_args activation_backward;
+        clf_norm_args norm;
+        clf_norm_backward_args norm_backward;
     } args;
     int n_operands;
     clf_operand operands[CLF_NODE_MAX_OPERANDS];
