@@ -527,8 +527,14 @@ static const bad_case bad_cases[] = {
     {M "  norm: Post\n", "model.norm: unknown norm 'Post' (did you mean 'post'? expected pre, "
                          "post or branch)"},
     {M "  layernorm: {style: fancy}\n",
-     "model.layernorm.style: unknown style 'fancy' (expected tutorial or standard)"},
-    {M "  activation: gelu\n", "model.activation: unknown activation 'gelu' (expected relu)"},
+     "model.layernorm.style: unknown norm style 'fancy': not built in (tutorial or standard) "
+     "and no plugin provides it"},
+    {M "  activation: swishy\n",
+     "model.activation: unknown activation 'swishy': not built in (relu) and no plugin "
+     "provides it"},
+    {M "  activation: Bad-Name\n", "model.activation: unknown activation 'Bad-Name'"},
+    {M "  activation: [relu]\n",
+     "model.activation: expected relu or an op plugin's name, got a sequence"},
     {M "  output: probs\n",
      "model.output: unknown output 'probs' (expected logits or log_softmax)"},
     {M "backend: {name: cuda}\n",

@@ -88,7 +88,7 @@ static int bench_forward(const char *cfg_path, const char *w_path, const char *j
         st = clf_error(CLF_ERR_NOMEM, "bench: out of host memory");
         goto fail;
     }
-    if ((st = clf_config_load(cfg_path, &cfg)) != CLF_OK)
+    if ((st = clf_config_load_with_plugins(cfg_path, bo->plugin_dir, &cfg)) != CLF_OK)
         goto fail;
     st = w_path ? clf_weights_load(w_path, &cfg.model, &w) : clf_weights_init(&cfg.model, 1, &w);
     if (st != CLF_OK)
@@ -603,7 +603,7 @@ static int bench_train(const char *cfg_path, const char *w_path, const char *jso
     /* Without a train: section the config still holds the design's train defaults
      * (Adam, lr 1e-4, betas 0.9/0.98, eps 1e-9, label smoothing 0.1, accumulate 1, no
      * clipping), which is what a first `clformer train` would run. */
-    if ((st = clf_config_load(cfg_path, &cfg)) != CLF_OK)
+    if ((st = clf_config_load_with_plugins(cfg_path, bo->plugin_dir, &cfg)) != CLF_OK)
         goto fail;
     const clf_train_config *tc = &cfg.train;
     const clf_model_config *mc = &cfg.model;

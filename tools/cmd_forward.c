@@ -93,7 +93,7 @@ int clf_cmd_forward(int argc, char **argv)
     clf_model *model = NULL;
     int B = 0, S = 0, B2 = 0, T = 0;
 
-    if ((st = clf_config_load(cfg_path, &cfg)) != CLF_OK)
+    if ((st = clf_config_load_with_plugins(cfg_path, bo.plugin_dir, &cfg)) != CLF_OK)
         goto fail;
     if ((st = clf_weights_load(w_path, &cfg.model, &w)) != CLF_OK)
         goto fail;

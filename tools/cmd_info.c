@@ -1,4 +1,5 @@
-/* clformer info: version, the backends found on the search path, their devices. */
+/* clformer info: version, the backends found on the search path, their devices, and the
+ * op plugins there with their ops. */
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
@@ -27,6 +28,27 @@ static void print_backend(void *user, const char *path, const clf_backend_api *a
         printf("    no devices: %s\n", clf_last_error());
 }
 
+static void print_plugin(void *user, const char *path, const clf_plugin_api *api, const char *error)
+{
+    int *count = user;
+    (*count)++;
+    if (!api) {
+        printf("  %s: not usable: %s\n", path, error);
+        return;
+    }
+    printf("  %s (plugin ABI %d): %s\n    file: %s\n    ops:", api->name, api->abi_version,
+           api->description ? api->description : "", path);
+    for (int i = 0; i < api->n_ops; i++) {
+        const clf_plugin_op *op = &api->ops[i];
+        int cpu = op->kind == CLF_PLUGIN_NORM ? op->cpu.norm_forward != NULL
+                                              : op->cpu.act_forward != NULL;
+        printf("%s %s (%s; %s%s%s)", i ? "," : "", op->name, clf_plugin_kind_name(op->kind),
+               cpu ? "cpu" : "", cpu && op->opencl_source ? ", " : "",
+               op->opencl_source ? "opencl" : "");
+    }
+    printf("\n");
+}
+
 int clf_cmd_info(int argc, char **argv)
 {
     const char *plugin_dir = NULL;
@@ -52,6 +74,11 @@ int clf_cmd_info(int argc, char **argv)
     printf("backends:\n");
     int count = 0;
     clf_backend_scan(plugin_dir, print_backend, &count);
+    if (!count)
+        printf("  none found\n");
+    printf("op plugins (plugin ABI %d):\n", CLF_PLUGIN_ABI);
+    count = 0;
+    clf_plugin_scan(plugin_dir, print_plugin, &count);
     if (!count)
         printf("  none found\n");
     return 0;

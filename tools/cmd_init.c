@@ -10,15 +10,18 @@
 
 int clf_cmd_init(int argc, char **argv)
 {
-    const char *path = NULL, *out = NULL;
+    const char *path = NULL, *out = NULL, *plugin_dir = NULL;
     int seed = 1;
-    static const struct option longopts[] = {
-        {"config", required_argument, NULL, 'c'}, {"seed", required_argument, NULL, 's'},
-        {"output", required_argument, NULL, 'o'}, {"init", required_argument, NULL, 'i'},
-        {"help", no_argument, NULL, 'h'},         {0}};
+    static const struct option longopts[] = {{"config", required_argument, NULL, 'c'},
+                                             {"seed", required_argument, NULL, 's'},
+                                             {"output", required_argument, NULL, 'o'},
+                                             {"init", required_argument, NULL, 'i'},
+                                             {"plugin-dir", required_argument, NULL, 'p'},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {0}};
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "c:s:o:i:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "c:s:o:i:p:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'c':
             path = optarg;
@@ -30,13 +33,16 @@ int clf_cmd_init(int argc, char **argv)
         case 'o':
             out = optarg;
             break;
+        case 'p':
+            plugin_dir = optarg;
+            break;
         case 'i':
             if (strcmp(optarg, "xavier") != 0)
                 return cli_usage_error("init: --init '%s' is not known (only 'xavier')", optarg);
             break;
         case 'h':
             printf("usage: clformer init -c model.yaml [--init xavier] [--seed N] -o "
-                   "w.safetensors\n");
+                   "w.safetensors [--plugin-dir DIR]\n");
             return 0;
         default:
             return 2;
@@ -46,7 +52,7 @@ int clf_cmd_init(int argc, char **argv)
         return cli_usage_error("init: -c model.yaml and -o w.safetensors are required");
     clf_config cfg;
     clf_weights *w = NULL;
-    clf_status st = clf_config_load(path, &cfg);
+    clf_status st = clf_config_load_with_plugins(path, plugin_dir, &cfg);
     if (st == CLF_OK)
         st = clf_weights_init(&cfg.model, (uint64_t)seed, &w);
     if (st == CLF_OK) {

@@ -585,7 +585,7 @@ int clf_cmd_train(int argc, char **argv)
     int rc = parse_args(argc, argv, &r.o);
     if (rc >= 0)
         return rc;
-    clf_status st = clf_config_load(r.o.cfg_path, &r.cfg);
+    clf_status st = clf_config_load_with_plugins(r.o.cfg_path, r.o.bo.plugin_dir, &r.cfg);
     if (st != CLF_OK)
         return cli_fail(st);
     clf_train_config *tc = &r.cfg.train;

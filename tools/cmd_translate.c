@@ -462,7 +462,7 @@ static clf_status translator_open(translator *t)
     clf_status st;
     clf_weights *w = NULL;
     const clf_model_config *mc = &t->cfg.model;
-    if ((st = clf_config_load(t->o.cfg_path, &t->cfg)) != CLF_OK)
+    if ((st = clf_config_load_with_plugins(t->o.cfg_path, t->o.bo.plugin_dir, &t->cfg)) != CLF_OK)
         goto fail;
     if ((st = load_vocab(t->o.src_vocab, "src", mc->src_vocab, mc->pad_id, &t->src_tok,
                          &t->src_sp)) != CLF_OK ||

@@ -64,6 +64,8 @@ static int grad_value(ad *s, int v)
     return s->gv[v];
 }
 
+static int whole(const ad *s, const clf_operand *o, size_t n);
+
 static clf_node *node(ad *s, clf_op op, const void *args, size_t size, const char *label)
 {
     return clf_graph_node(s->g, op, args, size, label);
@@ -211,6 +213,101 @@ static clf_status backward_layernorm(ad *s, const clf_node *n)
              oal->elem_off);
     if (wants_grad(s, obe->value))
         bind(s, nd, offsetof(clf_layernorm_backward_args, dbeta), grad_value(s, obe->value),
+             obe->elem_off);
+    s->has[ox->value] = 1;
+    return CLF_OK;
+}
+
+/* Where an op that overwrites its output puts v's gradient: straight into gv[v] while
+ * nothing has been written there, else into a new temporary (*tmp = 1) that
+ * finish_overwrite() adds in. -1 when v needs no gradient. */
+static int overwrite_target(ad *s, int v, int *tmp)
+{
+    *tmp = 0;
+    if (!wants_grad(s, v))
+        return -1;
+    if (!s->has[v] && s->g->values[v].kind != CLF_VALUE_EXTERNAL)
+        return grad_value(s, v);
+    *tmp = 1;
+    return clf_graph_value(s->g, CLF_VALUE_ACTIVATION, s->g->values[v].bytes, "grad_part");
+}
+
+static void finish_overwrite(ad *s, int v, int target, int tmp, size_t n, const char *label)
+{
+    if (target < 0)
+        return;
+    if (tmp)
+        contribute_whole(s, v, target, n, label, 0);
+    else
+        s->has[v] = 1;
+}
+
+/* u[n] = f(x[n]) (* gate[n]), f from a plugin:
+ *   dx = du * gate * f'(x);  dgate = du * f(x)     (activation_backward overwrites both) */
+static clf_status backward_activation(ad *s, const clf_node *n)
+{
+    const clf_activation_args *f = &n->args.activation;
+    const size_t cnt = f->n;
+    const clf_operand *oo = clf_node_operand(n, offsetof(clf_activation_args, out));
+    const clf_operand *ox = clf_node_operand(n, offsetof(clf_activation_args, x));
+    const clf_operand *og = clf_node_operand(n, offsetof(clf_activation_args, gate));
+    if (!whole(s, oo, cnt) || !whole(s, ox, cnt) || (og && !whole(s, og, cnt)) ||
+        oo->value == ox->value)
+        return fail_node(n, "an activation must write a whole new value");
+    int du = s->gv[oo->value];
+    if (du < 0)
+        return CLF_OK;
+    int tx, tg = 0;
+    int dx = overwrite_target(s, ox->value, &tx);
+    int dg = og ? overwrite_target(s, og->value, &tg) : -1;
+    if (dx < 0 || (og && dg < 0))
+        return fail_node(n, "an activation of a value without gradient");
+    clf_activation_backward_args a = {.op = f->op, .n = cnt};
+    clf_node *nd = node(s, CLF_OP_ACTIVATION_BACKWARD, &a, sizeof a, n->label);
+    bind(s, nd, offsetof(clf_activation_backward_args, dx), dx, 0);
+    bind(s, nd, offsetof(clf_activation_backward_args, dy), du, 0);
+    bind(s, nd, offsetof(clf_activation_backward_args, x), ox->value, 0);
+    if (og) {
+        bind(s, nd, offsetof(clf_activation_backward_args, dgate), dg, 0);
+        bind(s, nd, offsetof(clf_activation_backward_args, gate), og->value, 0);
+    }
+    finish_overwrite(s, ox->value, dx, tx, cnt, n->label);
+    if (og)
+        finish_overwrite(s, og->value, dg, tg, cnt, n->label);
+    return CLF_OK;
+}
+
+/* out = alpha * n(x) + beta, n from a plugin: dx (= or +=), dalpha +=, dbeta += */
+static clf_status backward_norm(ad *s, const clf_node *n)
+{
+    const clf_norm_args *f = &n->args.norm;
+    const clf_operand *oo = clf_node_operand(n, offsetof(clf_norm_args, out));
+    const clf_operand *ox = clf_node_operand(n, offsetof(clf_norm_args, x));
+    const clf_operand *oal = clf_node_operand(n, offsetof(clf_norm_args, alpha));
+    const clf_operand *obe = clf_node_operand(n, offsetof(clf_norm_args, beta));
+    if (!oo || !ox || !oal)
+        return fail_node(n, "missing operand");
+    int dy = s->gv[oo->value];
+    if (dy < 0)
+        return CLF_OK;
+    if (!wants_grad(s, ox->value))
+        return fail_node(n, "a norm of a value without gradient");
+    clf_norm_backward_args a = {.op = f->op,
+                                .rows = f->rows,
+                                .cols = f->cols,
+                                .eps = f->eps,
+                                .accumulate = s->has[ox->value]};
+    int dx = grad_value(s, ox->value);
+    clf_node *nd = node(s, CLF_OP_NORM_BACKWARD, &a, sizeof a, n->label);
+    bind(s, nd, offsetof(clf_norm_backward_args, dx), dx, ox->elem_off);
+    bind(s, nd, offsetof(clf_norm_backward_args, dy), dy, oo->elem_off);
+    bind(s, nd, offsetof(clf_norm_backward_args, x), ox->value, ox->elem_off);
+    bind(s, nd, offsetof(clf_norm_backward_args, alpha), oal->value, oal->elem_off);
+    if (wants_grad(s, oal->value))
+        bind(s, nd, offsetof(clf_norm_backward_args, dalpha), grad_value(s, oal->value),
+             oal->elem_off);
+    if (obe && wants_grad(s, obe->value))
+        bind(s, nd, offsetof(clf_norm_backward_args, dbeta), grad_value(s, obe->value),
              obe->elem_off);
     s->has[ox->value] = 1;
     return CLF_OK;
@@ -408,6 +505,8 @@ static clf_status check_single_assignment(const clf_graph *g, int n_forward, int
         {CLF_OP_ADD, offsetof(clf_add_args, out)},
         {CLF_NODE_COPY, offsetof(clf_add_args, out)},
         {CLF_OP_DROPOUT, offsetof(clf_dropout_args, out)},
+        {CLF_OP_ACTIVATION, offsetof(clf_activation_args, out)},
+        {CLF_OP_NORM, offsetof(clf_norm_args, out)},
     };
     char *written = calloc((size_t)nv + 1, 1);
     if (!written)
@@ -473,6 +572,12 @@ clf_status clf_graph_append_backward(clf_graph *g, const clf_backward_spec *spec
             break;
         case CLF_NODE_COPY:
             st = backward_copy(&s, &n);
+            break;
+        case CLF_OP_ACTIVATION:
+            st = backward_activation(&s, &n);
+            break;
+        case CLF_OP_NORM:
+            st = backward_norm(&s, &n);
             break;
         default:
             st = fail_node(&n, "no backward form");

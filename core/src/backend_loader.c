@@ -293,6 +293,8 @@ void clf_backend_scan(const char *plugin_dir, clf_backend_found_fn fn, void *use
         while ((e = readdir(d)) != NULL) {
             if (strncmp(e->d_name, "clformer-", 9) != 0 || !has_suffix(e->d_name, ".so"))
                 continue;
+            if (strncmp(e->d_name, "clformer-plugin-", 16) == 0)
+                continue; /* op plugins (clformer/plugin.h) share the directory */
             /* earlier directories shadow later ones, as clf_backend_load does */
             int dup = 0;
             for (int j = 0; j < n_seen; j++)

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 #include <yaml.h>
 
 /* Largest vocabulary, length or width accepted: ids stay exact in float (2^24) and any
@@ -50,6 +51,8 @@ typedef enum field_kind {
     F_FINAL_NORM, /* auto | true | false */
     F_BETAS,      /* [beta1, beta2], each in fmin..fmax */
     F_DATA,       /* a TSV path into off, or [source, target] paths into off and off2 */
+    F_OPNAME,     /* int index into names at off, or an op plugin's name (flag: OPNAME_*) */
+    F_PLUGINS,    /* the top-level plugins: list, loaded while parsing */
     F_MAP         /* a nested mapping with keys `sub`; flag: set the int at off to 1 */
 } field_kind;
 
@@ -65,7 +68,7 @@ typedef struct field {
     const char *noun;         /* F_ENUM/F_NAME: "norm" in "unknown norm 'x'" */
     const char *const *names; /* F_ENUM/F_NAME: valid values, NULL-terminated */
     const struct field *sub;  /* F_MAP: its keys, ending with {NULL} */
-    int flag;                 /* F_MAP: 1 = the section has a `present` int at off */
+    int flag; /* F_MAP: 1 = the section has a `present` int at off; F_OPNAME: OPNAME_* */
 } field;
 
 // clang-format off
@@ -96,8 +99,16 @@ static const char *const backend_names[] = {"cpu", "opencl", "auto", NULL};
 static const char *const opt_names[] = {"adam", "adamw", NULL};
 static const char *const sched_names[] = {"constant", "noam", "inverse_sqrt", NULL};
 
+/* F_OPNAME: which plugin-op slot a name that is not built in goes to */
+enum { OPNAME_ACTIVATION = 1, OPNAME_NORM = 2 };
+
 static const field layernorm_fields[] = {
-    ENUM("style", model.ln_style, "style", ln_names),
+    {.key = "style",
+     .kind = F_OPNAME,
+     .off = AT(model.ln_style),
+     .noun = "style",
+     .names = ln_names,
+     .flag = OPNAME_NORM},
     FLOAT("eps", model.ln_eps, 0.0, 1, HUGE_VAL, 0),
     END,
 };
@@ -116,7 +127,12 @@ static const field model_fields[] = {
     {.key = "final_norm", .kind = F_FINAL_NORM},
     MAP("layernorm", layernorm_fields),
     BOOL("attention_bias", model.attention_bias),
-    ENUM("activation", model.activation, "activation", act_names),
+    {.key = "activation",
+     .kind = F_OPNAME,
+     .off = AT(model.activation),
+     .noun = "activation",
+     .names = act_names,
+     .flag = OPNAME_ACTIVATION},
     ENUM("output", model.output, "output", output_names),
     FLOAT("dropout", model.dropout, 0.0, 0, 1.0, 1),
     INT("pad_id", model.pad_id, 0, CFG_SIZE_MAX),
@@ -195,6 +211,7 @@ static const field train_fields[] = {
 };
 
 static const field top_fields[] = {
+    {.key = "plugins", .kind = F_PLUGINS},
     MAP("model", model_fields),
     MAP("backend", backend_fields),
     {.key = "train", .kind = F_MAP, .sub = train_fields, .off = AT(train.present), .flag = 1},
@@ -213,6 +230,10 @@ typedef struct parse_ctx {
     yaml_mark_t root_mark;
     seen_key seen[CFG_SEEN_MAX];
     int n_seen;
+    const char *plugin_dir; /* searched first for op plugins; "" = the default path only */
+    /* names of model.activation / model.layernorm.style that are not built in, resolved
+     * against the plugins once the whole file is read */
+    char activation_op[CLF_PLUGIN_NAME_MAX], norm_op[CLF_PLUGIN_NAME_MAX];
 } parse_ctx;
 
 /* ---- messages ---------------------------------------------------------------------- */
@@ -507,6 +528,116 @@ static yaml_mark_t mark_of(const parse_ctx *c, const char *k1, const char *k2, c
 static clf_status parse_map(parse_ctx *c, const yaml_node_t *map, const field *fields,
                             const char *prefix);
 
+/* model.activation / model.layernorm.style: a built-in name (its enum index), or a name
+ * kept for an op plugin, resolved by resolve_plugin_ops() after the whole file is read
+ * (the `plugins:` list may come after the model). */
+static clf_status parse_opname(parse_ctx *c, const yaml_node_t *v, const field *f, const char *key)
+{
+    char buf[96];
+    char *slot = f->flag == OPNAME_NORM ? c->norm_op : c->activation_op;
+    if (!is_plain_value(v)) {
+        char list[256];
+        join_names(f->names, list, sizeof list);
+        return fail_at(c, v->start_mark, key, "expected %s or an op plugin's name, got %s", list,
+                       describe(v, buf, sizeof buf));
+    }
+    const char *name = scalar_text(v);
+    memset(slot, 0, CLF_PLUGIN_NAME_MAX);
+    for (int i = 0; f->names[i]; i++) {
+        if (!strcmp(name, f->names[i])) {
+            *(int *)((char *)c->cfg + f->off) = i;
+            return CLF_OK;
+        }
+    }
+    if (strlen(name) >= CLF_PLUGIN_NAME_MAX)
+        return fail_at(c, v->start_mark, key, "'%.40s...' is too long for an op name", name);
+    memcpy(slot, name, strlen(name));
+    return CLF_OK;
+}
+
+/* The directory part of the YAML's path ("." when it has none). */
+static void yaml_dir(const parse_ctx *c, char *dir, size_t size)
+{
+    const char *slash = strrchr(c->name, '/');
+    if (!slash || c->name[0] == '<')
+        snprintf(dir, size, ".");
+    else if (slash == c->name)
+        snprintf(dir, size, "/");
+    else
+        snprintf(dir, size, "%.*s", (int)(slash - c->name), c->name);
+}
+
+/* One entry of `plugins:`: a path (relative to the YAML's directory) or a bare name
+ * (clformer-plugin-<name>.so on the search path). Loads it; its absolute path goes to out. */
+static clf_status load_listed_plugin(parse_ctx *c, const yaml_node_t *item, const char *key,
+                                     char *out, size_t size)
+{
+    char text[CLF_PATH_MAX], path[CLF_PATH_MAX * 2 + 32], msg[1024];
+    clf_status st = parse_string(c, item, key, 0, text, sizeof text);
+    if (st != CLF_OK)
+        return st;
+    if (!text[0])
+        return fail_at(c, item->start_mark, key, "expected a plugin path or name, got ''");
+    if (!strchr(text, '/')) {
+        char dirs[32][4096];
+        int n = clf_backend_search_dirs(c->plugin_dir, dirs, 32);
+        path[0] = '\0';
+        for (int i = 0; i < n && !path[0]; i++) {
+            snprintf(path, sizeof path, "%.4095s/clformer-plugin-%.255s.so", dirs[i], text);
+            if (access(path, F_OK) != 0)
+                path[0] = '\0';
+        }
+        if (!path[0])
+            return fail_at(c, item->start_mark, key,
+                           "no clformer-plugin-%s.so on the plugin search path (give a path "
+                           "with a '/', or set --plugin-dir or CLF_PLUGIN_PATH)",
+                           text);
+    } else if (text[0] == '/') {
+        snprintf(path, sizeof path, "%s", text);
+    } else {
+        char dir[CLF_PATH_MAX];
+        yaml_dir(c, dir, sizeof dir);
+        snprintf(path, sizeof path, "%s/%s", dir, text);
+    }
+    if ((st = clf_plugin_load_file(path, NULL)) != CLF_OK) {
+        snprintf(msg, sizeof msg, "%s", clf_last_error());
+        return fail_at(c, item->start_mark, key, "%s", msg);
+    }
+    char real[PATH_MAX];
+    if (!realpath(path, real) || strlen(real) >= size)
+        return fail_at(c, item->start_mark, key, "%s: cannot resolve the path", path);
+    snprintf(out, size, "%s", real);
+    return CLF_OK;
+}
+
+static clf_status parse_plugins(parse_ctx *c, const yaml_node_t *v, const char *key)
+{
+    char buf[96];
+    clf_config *cfg = c->cfg;
+    if (is_null(v))
+        return CLF_OK;
+    if (v->type != YAML_SEQUENCE_NODE)
+        return fail_at(c, v->start_mark, key,
+                       "expected a list of plugin paths like [./x.so], got %s",
+                       describe(v, buf, sizeof buf));
+    yaml_node_item_t *items = v->data.sequence.items.start;
+    long count = v->data.sequence.items.top - items;
+    if (count > CLF_CONFIG_PLUGINS_MAX)
+        return fail_at(c, v->start_mark, key, "%ld plugins, at most %d", count,
+                       CLF_CONFIG_PLUGINS_MAX);
+    for (long i = 0; i < count; i++) {
+        char item_key[CFG_KEY_MAX + 24];
+        snprintf(item_key, sizeof item_key, "%s[%d]", key, (int)i);
+        const yaml_node_t *item = yaml_document_get_node(c->doc, items[i]);
+        clf_status st = load_listed_plugin(c, item, item_key, cfg->plugins[cfg->n_plugins],
+                                           sizeof cfg->plugins[0]);
+        if (st != CLF_OK)
+            return st;
+        cfg->n_plugins++;
+    }
+    return CLF_OK;
+}
+
 static clf_status parse_value(parse_ctx *c, const yaml_node_t *v, const field *f, const char *key)
 {
     char buf[96];
@@ -619,6 +750,10 @@ static clf_status parse_value(parse_ctx *c, const yaml_node_t *v, const field *f
         }
         return CLF_OK;
     }
+    case F_OPNAME:
+        return parse_opname(c, v, f, key);
+    case F_PLUGINS:
+        return parse_plugins(c, v, key);
     case F_MAP:
         if (f->flag)
             *(int *)(base + f->off) = 1;
@@ -732,6 +867,50 @@ static clf_status resolve_model(parse_ctx *c)
                        m->src_vocab, m->tgt_vocab);
     if (m->final_norm_auto)
         m->final_norm = m->norm == CLF_NORM_PRE;
+    return CLF_OK;
+}
+
+/* A model.activation or model.layernorm.style name that is not built in: an op of a
+ * plugin the YAML lists, else of one on the search path. */
+static clf_status resolve_plugin_op(parse_ctx *c, const char *key, const char *name, int norm,
+                                    const char *const *builtins, const clf_plugin_op **out)
+{
+    char msg[1024], list[128];
+    yaml_mark_t m = mark_of(c, key, "model", NULL);
+    clf_status st = clf_plugin_find(name, c->plugin_dir, out);
+    if (st != CLF_OK) {
+        snprintf(msg, sizeof msg, "%s", clf_last_error());
+        return fail_at(c, m, key, "looking for '%s' in the plugins: %s", name, msg);
+    }
+    join_names(builtins, list, sizeof list);
+    if (!*out)
+        return fail_at(c, m, key,
+                       "unknown %s '%s': not built in (%s) and no plugin provides it (list "
+                       "its .so under plugins:, or put it in --plugin-dir or CLF_PLUGIN_PATH)",
+                       norm ? "norm style" : "activation", name, list);
+    int is_norm = (*out)->kind == CLF_PLUGIN_NORM;
+    if (is_norm != norm)
+        return fail_at(c, m, key, "'%s' is a %s op of %s, not %s", name,
+                       clf_plugin_kind_name((*out)->kind), clf_plugin_path_of(*out),
+                       norm ? "a norm style" : "an activation");
+    return CLF_OK;
+}
+
+static clf_status resolve_plugin_ops(parse_ctx *c)
+{
+    clf_model_config *m = &c->cfg->model;
+    clf_status st;
+    m->activation_op = NULL;
+    m->norm_op = NULL;
+    if (c->activation_op[0]) {
+        if ((st = resolve_plugin_op(c, "model.activation", c->activation_op, 0, act_names,
+                                    &m->activation_op)) != CLF_OK)
+            return st;
+        m->activation = CLF_ACT_PLUGIN;
+    }
+    if (c->norm_op[0] && (st = resolve_plugin_op(c, "model.layernorm.style", c->norm_op, 1,
+                                                 ln_names, &m->norm_op)) != CLF_OK)
+        return st;
     return CLF_OK;
 }
 
@@ -859,7 +1038,8 @@ static clf_status fail_yaml(const parse_ctx *c, const yaml_parser_t *p, const ch
     return fail_at(c, p->problem_mark, NULL, "invalid YAML: %s", problem);
 }
 
-static clf_status parse_text(const char *text, size_t len, const char *name, clf_config *cfg)
+static clf_status parse_text(const char *text, size_t len, const char *name, const char *plugin_dir,
+                             clf_config *cfg)
 {
     clf_status st = CLF_OK;
     yaml_parser_t parser;
@@ -872,6 +1052,7 @@ static clf_status parse_text(const char *text, size_t len, const char *name, clf
         return clf_error(CLF_ERR_NOMEM, "%s: out of memory", name);
     c->name = name;
     c->cfg = cfg;
+    c->plugin_dir = plugin_dir ? plugin_dir : "";
     c->doc = &doc;
     if (!yaml_parser_initialize(&parser)) {
         free(c);
@@ -912,6 +1093,8 @@ static clf_status parse_text(const char *text, size_t len, const char *name, clf
         goto fail;
     if ((st = resolve_model(c)) != CLF_OK)
         goto fail;
+    if ((st = resolve_plugin_ops(c)) != CLF_OK)
+        goto fail;
     st = resolve_train(c);
 fail:
     if (have_extra)
@@ -929,10 +1112,15 @@ clf_status clf_config_parse_string(const char *text, const char *name, clf_confi
         name = "<string>";
     if (!text || !cfg)
         return clf_error(CLF_ERR_INPUT, "%s: no configuration text", name);
-    return parse_text(text, strlen(text), name, cfg);
+    return parse_text(text, strlen(text), name, NULL, cfg);
 }
 
 clf_status clf_config_load(const char *path, clf_config *cfg)
+{
+    return clf_config_load_with_plugins(path, NULL, cfg);
+}
+
+clf_status clf_config_load_with_plugins(const char *path, const char *plugin_dir, clf_config *cfg)
 {
     clf_status st = CLF_OK;
     char *text = NULL;
@@ -965,7 +1153,7 @@ clf_status clf_config_load(const char *path, clf_config *cfg)
         goto fail;
     }
     text[len] = '\0';
-    st = parse_text(text, len, path, cfg);
+    st = parse_text(text, len, path, plugin_dir, cfg);
 fail:
     free(text);
     fclose(f);
@@ -992,6 +1180,29 @@ const char *clf_ln_style_name(clf_ln_style s)
 const char *clf_activation_name(clf_activation a)
 {
     return name_or(act_names, 1, (int)a);
+}
+
+const char *clf_model_activation_name(const clf_model_config *m)
+{
+    if (m->activation == CLF_ACT_PLUGIN)
+        return m->activation_op ? m->activation_op->name : "unknown";
+    return clf_activation_name(m->activation);
+}
+
+const char *clf_model_norm_style_name(const clf_model_config *m)
+{
+    return m->norm_op ? m->norm_op->name : clf_ln_style_name(m->ln_style);
+}
+
+int clf_model_ffn_gated(const clf_model_config *m)
+{
+    return m->activation == CLF_ACT_PLUGIN && m->activation_op &&
+           m->activation_op->kind == CLF_PLUGIN_GATED_ACTIVATION;
+}
+
+int clf_model_norm_has_bias(const clf_model_config *m)
+{
+    return m->norm_op ? m->norm_op->norm_has_bias != 0 : 1;
 }
 
 const char *clf_output_name(clf_output o)

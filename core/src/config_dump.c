@@ -66,10 +66,10 @@ static void dump_model(const clf_model_config *m, FILE *out)
         fprintf(out, "  final_norm: auto  # resolved: %s\n", m->final_norm ? "true" : "false");
     else
         fprintf(out, "  final_norm: %s\n", m->final_norm ? "true" : "false");
-    fprintf(out, "  layernorm: {style: %s, eps: %s}\n", clf_ln_style_name(m->ln_style),
+    fprintf(out, "  layernorm: {style: %s, eps: %s}\n", clf_model_norm_style_name(m),
             fmt_float(m->ln_eps, a, sizeof a));
     fprintf(out, "  attention_bias: %s\n", m->attention_bias ? "true" : "false");
-    fprintf(out, "  activation: %s\n", clf_activation_name(m->activation));
+    fprintf(out, "  activation: %s\n", clf_model_activation_name(m));
     fprintf(out, "  output: %s\n", clf_output_name(m->output));
     fprintf(out, "  dropout: %s\n", fmt_float(m->dropout, a, sizeof a));
     fprintf(out, "  pad_id: %d\n", m->pad_id);
@@ -132,9 +132,37 @@ static void dump_train(const clf_train_config *t, FILE *out)
     fprintf(out, ", every: %d, keep: %d}\n", t->checkpoint_every, t->checkpoint_keep);
 }
 
+/* The plugins: list, with the plugins that provided model ops by a search-path lookup
+ * added, so that the resolved file names every .so it depends on. */
+static void dump_plugins(const clf_config *cfg, FILE *out)
+{
+    const char *paths[CLF_CONFIG_PLUGINS_MAX + 2];
+    int n = 0;
+    for (int i = 0; i < cfg->n_plugins; i++)
+        paths[n++] = cfg->plugins[i];
+    const clf_plugin_op *used[2] = {cfg->model.activation_op, cfg->model.norm_op};
+    for (int k = 0; k < 2; k++) {
+        const char *p = used[k] ? clf_plugin_path_of(used[k]) : "";
+        int dup = !*p;
+        for (int i = 0; i < n && !dup; i++)
+            dup = strcmp(paths[i], p) == 0;
+        if (!dup)
+            paths[n++] = p;
+    }
+    if (n == 0)
+        return;
+    fprintf(out, "plugins:\n");
+    for (int i = 0; i < n; i++) {
+        fprintf(out, "  - ");
+        put_string(out, paths[i]);
+        fputc('\n', out);
+    }
+}
+
 clf_status clf_config_dump(const clf_config *cfg, FILE *out)
 {
     fprintf(out, "# clformer configuration, fully resolved\n");
+    dump_plugins(cfg, out);
     dump_model(&cfg->model, out);
     dump_backend(&cfg->backend, out);
     if (cfg->train.present)

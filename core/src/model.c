@@ -201,6 +201,29 @@ static clf_status check_weights_match(const clf_model *m, const clf_weights *w)
     return CLF_OK;
 }
 
+/* The plugin ops the model uses, checked (and, on OpenCL, compiled) on this backend
+ * before anything runs; with training, their backward forms too. Errors name the
+ * plugin, the op and the backend. */
+static clf_status prepare_plugin_ops(const clf_model_config *cfg, const clf_backend_api *api,
+                                     clf_backend *be, int training)
+{
+    const clf_plugin_op *used[2] = {cfg->activation_op, cfg->norm_op};
+    const clf_op fwd[2] = {CLF_OP_ACTIVATION, CLF_OP_NORM};
+    const clf_op bwd[2] = {CLF_OP_ACTIVATION_BACKWARD, CLF_OP_NORM_BACKWARD};
+    for (int k = 0; k < 2; k++) {
+        if (!used[k])
+            continue;
+        clf_status st = clf_backend_require(api, be, training ? bwd[k] : fwd[k]);
+        if (st == CLF_OK)
+            st = api->plugin_prepare(be, used[k]);
+        if (st != CLF_OK)
+            return clf_error_context(st, "model: %s '%s' of plugin %s",
+                                     k == 0 ? "activation" : "layernorm style", used[k]->name,
+                                     clf_plugin_path_of(used[k]));
+    }
+    return CLF_OK;
+}
+
 static const clf_op model_ops[] = {CLF_OP_GEMM,  CLF_OP_LAYERNORM, CLF_OP_ATTENTION,
                                    CLF_OP_EMBED, CLF_OP_ADD,       CLF_OP_SOFTMAX};
 
@@ -220,6 +243,8 @@ clf_status clf_model_create(const clf_model_config *cfg, const clf_weights *w,
     for (size_t i = 0; i < sizeof model_ops / sizeof model_ops[0]; i++)
         if ((st = clf_backend_require(api, be, model_ops[i])) != CLF_OK)
             goto fail;
+    if ((st = prepare_plugin_ops(cfg, api, be, 0)) != CLF_OK)
+        goto fail;
     if (cfg->positional == CLF_POS_SINUSOIDAL && cfg->d_model % 2 != 0) {
         st = clf_error(CLF_ERR_INPUT,
                        "model: d_model %d must be even for positional: sinusoidal (sin/cos "
@@ -397,10 +422,35 @@ static void linear(builder *b, const char *label, int y, size_t y_off, int y_ld,
         clf_graph_bind(b->g, n, offsetof(clf_gemm_args, bias), bias, 0);
 }
 
+/* out[rows, d] = alpha * n(x[rows, d]) + beta with n a plugin's norm (layernorm.style:
+ * NAME); beta only when the norm has one */
+static void plugin_norm(builder *b, const char *prefix, int out, int x, int rows)
+{
+    const clf_model_config *c = &b->m->cfg;
+    clf_norm_args a = {.op = c->norm_op, .rows = rows, .cols = b->d, .eps = c->ln_eps};
+    int alpha = required(b, weightf(b, 1, "%s%s", prefix, ".alpha"), prefix, ".alpha");
+    int beta = -1;
+    if (c->norm_op->norm_has_bias &&
+        (beta = required(b, weightf(b, 1, "%s%s", prefix, ".bias"), prefix, ".bias")) < 0)
+        return;
+    if (alpha < 0)
+        return;
+    clf_node *n = clf_graph_node(b->g, CLF_OP_NORM, &a, sizeof a, prefix);
+    clf_graph_bind(b->g, n, offsetof(clf_norm_args, out), out, 0);
+    clf_graph_bind(b->g, n, offsetof(clf_norm_args, x), x, 0);
+    clf_graph_bind(b->g, n, offsetof(clf_norm_args, alpha), alpha, 0);
+    if (beta >= 0)
+        clf_graph_bind(b->g, n, offsetof(clf_norm_args, beta), beta, 0);
+}
+
 /* out[rows, d] = LN(x[rows, d]) with the parameters <prefix>.alpha / <prefix>.bias */
 static void layernorm(builder *b, const char *prefix, int out, int x, int rows)
 {
     const clf_model_config *c = &b->m->cfg;
+    if (c->norm_op) {
+        plugin_norm(b, prefix, out, x, rows);
+        return;
+    }
     clf_layernorm_args a = {.rows = rows, .cols = b->d, .style = c->ln_style, .eps = c->ln_eps};
     int alpha = required(b, weightf(b, 1, "%s%s", prefix, ".alpha"), prefix, ".alpha");
     int beta = required(b, weightf(b, 1, "%s%s", prefix, ".bias"), prefix, ".bias");
@@ -555,19 +605,59 @@ static void attention_block(builder *b, const char *prefix, const attention_site
     attend_and_project(b, prefix, &a, s, q, q_off, kv, k_off, v_off, ctx, y, accumulate);
 }
 
-/* u[R, F] = relu(x[R, d] · W1^T + b1);  y[R, d] (= or +=) u · W2^T + b2 */
+/* The FFN's hidden layer u[R, F] from x[R, d] for a plugin activation f:
+ *   u = f(x W1^T + b1)                   (activation)
+ *   u = f(x W1^T + b1) * (x W3^T + b3)   (gated activation: swiglu, geglu)
+ * At inference f runs in place on the first GEMM's output; training keeps it (the
+ * backward pass reads f's input). */
+static int plugin_ffn_hidden(builder *b, const char *prefix, int rows, int x, int w1, int b1)
+{
+    const clf_model_config *c = &b->m->cfg;
+    const int d = b->d, F = c->d_ff;
+    const size_t n = (size_t)rows * F;
+    char label[96];
+    int h = activation(b, n, "ffn_pre_activation");
+    snprintf(label, sizeof label, "%s.linear_1", prefix);
+    linear(b, label, h, 0, F, x, 0, d, w1, b1, rows, F, d, 0, 0);
+    int gate = -1;
+    if (clf_model_ffn_gated(c)) {
+        int w3 =
+            required(b, weightf(b, 1, "%s%s", prefix, ".linear_3.weight"), prefix, ".linear_3");
+        int b3 = required(b, weightf(b, 1, "%s%s", prefix, ".linear_3.bias"), prefix, ".linear_3");
+        gate = activation(b, n, "ffn_gate");
+        snprintf(label, sizeof label, "%s.linear_3", prefix);
+        linear(b, label, gate, 0, F, x, 0, d, w3, b3, rows, F, d, 0, 0);
+    }
+    int u = b->training ? activation(b, n, "ffn_hidden") : h;
+    clf_activation_args a = {.op = c->activation_op, .n = n};
+    snprintf(label, sizeof label, "%s.%s", prefix, c->activation_op->name);
+    clf_node *nd = clf_graph_node(b->g, CLF_OP_ACTIVATION, &a, sizeof a, label);
+    clf_graph_bind(b->g, nd, offsetof(clf_activation_args, out), u, 0);
+    clf_graph_bind(b->g, nd, offsetof(clf_activation_args, x), h, 0);
+    if (gate >= 0)
+        clf_graph_bind(b->g, nd, offsetof(clf_activation_args, gate), gate, 0);
+    return u;
+}
+
+/* u[R, F] = act(x[R, d] · W1^T + b1);  y[R, d] (= or +=) u · W2^T + b2
+ * (relu fused into the GEMM; a plugin activation, gated or not, as plugin_ffn_hidden) */
 static void feed_forward_block(builder *b, const char *prefix, int rows, int x, int y,
                                int accumulate)
 {
     const int d = b->d, F = b->m->cfg.d_ff;
     char label[96];
-    int u = activation(b, (size_t)rows * F, "ffn_hidden");
     int w1 = required(b, weightf(b, 1, "%s%s", prefix, ".linear_1.weight"), prefix, ".linear_1");
     int b1 = required(b, weightf(b, 1, "%s%s", prefix, ".linear_1.bias"), prefix, ".linear_1");
     int w2 = required(b, weightf(b, 1, "%s%s", prefix, ".linear_2.weight"), prefix, ".linear_2");
     int b2 = required(b, weightf(b, 1, "%s%s", prefix, ".linear_2.bias"), prefix, ".linear_2");
-    snprintf(label, sizeof label, "%s.linear_1", prefix);
-    linear(b, label, u, 0, F, x, 0, d, w1, b1, rows, F, d, 1, 0);
+    int u;
+    if (b->m->cfg.activation == CLF_ACT_PLUGIN) {
+        u = plugin_ffn_hidden(b, prefix, rows, x, w1, b1);
+    } else {
+        u = activation(b, (size_t)rows * F, "ffn_hidden");
+        snprintf(label, sizeof label, "%s.linear_1", prefix);
+        linear(b, label, u, 0, F, x, 0, d, w1, b1, rows, F, d, 1, 0);
+    }
     snprintf(label, sizeof label, "%s.linear_2", prefix);
     linear(b, label, y, 0, d, u, 0, F, w2, b2, rows, d, F, 0, accumulate);
 }
@@ -987,6 +1077,9 @@ clf_status clf_model_enable_grads(clf_model *m)
 {
     if (m->grad_chunks)
         return CLF_OK;
+    clf_status pst = prepare_plugin_ops(&m->cfg, m->api, m->be, 1);
+    if (pst != CLF_OK)
+        return pst;
     m->grad_chunks = calloc((size_t)m->n_chunks, sizeof(clf_buffer *));
     if (!m->grad_chunks)
         return clf_error(CLF_ERR_NOMEM, "model: out of host memory");
@@ -1226,6 +1319,10 @@ double clf_model_forward_flops(const clf_model_config *c, int B, int S, int T)
     double dec_cross =
         2 * rt * d * d + 2 * rs * 2 * d * d + 2 * 2 * (double)B * T * S * d + 2 * rt * d * d;
     double dec_ffn = 2 * 2 * rt * d * F;
+    if (clf_model_ffn_gated(c)) { /* linear_3: one more d x F GEMM per FFN */
+        enc += 2 * rs * d * F;
+        dec_ffn += 2 * rt * d * F;
+    }
     return c->encoder_layers * enc + c->decoder_layers * (dec_self + dec_cross + dec_ffn) +
            2 * rt * d * V;
 }

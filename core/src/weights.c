@@ -52,10 +52,12 @@ static void add_linear(spec_list *l, const char *prefix, int in, int out, int bi
         add_spec(l, 1, out, 0, CLF_INIT_LINEAR_BIAS, in, "%s.bias", prefix);
 }
 
-static void add_norm(spec_list *l, const char *prefix, int d)
+/* A norm's alpha [d], and its bias [d] unless a plugin norm has none (RMSNorm). */
+static void add_norm(spec_list *l, const char *prefix, const clf_model_config *cfg)
 {
-    add_spec(l, 1, d, 0, CLF_INIT_ONES, 0, "%s.alpha", prefix);
-    add_spec(l, 1, d, 0, CLF_INIT_ZEROS, 0, "%s.bias", prefix);
+    add_spec(l, 1, cfg->d_model, 0, CLF_INIT_ONES, 0, "%s.alpha", prefix);
+    if (clf_model_norm_has_bias(cfg))
+        add_spec(l, 1, cfg->d_model, 0, CLF_INIT_ZEROS, 0, "%s.bias", prefix);
 }
 
 static void add_attention(spec_list *l, const char *prefix, int d, int bias)
@@ -83,9 +85,13 @@ static void add_block(spec_list *l, const char *stack, int layer, int cross,
     add_linear(l, p, d, cfg->d_ff, 1);
     snprintf(p, sizeof p, "%s.layers.%d.feed_forward_block.linear_2", stack, layer);
     add_linear(l, p, cfg->d_ff, d, 1);
+    if (clf_model_ffn_gated(cfg)) { /* the gate: u = f(x W1^T + b1) * (x W3^T + b3) */
+        snprintf(p, sizeof p, "%s.layers.%d.feed_forward_block.linear_3", stack, layer);
+        add_linear(l, p, d, cfg->d_ff, 1);
+    }
     for (int r = 0; r < (cross ? 3 : 2); r++) {
         snprintf(p, sizeof p, "%s.layers.%d.residual_connections.%d.norm", stack, layer, r);
-        add_norm(l, p, d);
+        add_norm(l, p, cfg);
     }
 }
 
@@ -108,9 +114,9 @@ clf_status clf_weight_specs(const clf_model_config *cfg, clf_weight_spec **out, 
     if (cfg->encoder_layers < 0 || cfg->decoder_layers < 0)
         return clf_error(CLF_ERR_INPUT, "weights: model.%s must be >= 0",
                          cfg->encoder_layers < 0 ? "encoder_layers" : "decoder_layers");
-    /* upper bounds per part: attention 8, feed-forward 4, norms 2 per residual */
-    long cap = 2 + 2 + (long)cfg->encoder_layers * (8 + 4 + 4) + 2 +
-               (long)cfg->decoder_layers * (16 + 4 + 6) + 2 + 2;
+    /* upper bounds per part: attention 8, feed-forward 6, norms 2 per residual */
+    long cap = 2 + 2 + (long)cfg->encoder_layers * (8 + 6 + 4) + 2 +
+               (long)cfg->decoder_layers * (16 + 6 + 6) + 2 + 2;
     if (cap > 1000000)
         return clf_error(CLF_ERR_INPUT, "weights: %d encoder and %d decoder layers are too many",
                          cfg->encoder_layers, cfg->decoder_layers);
@@ -136,11 +142,11 @@ clf_status clf_weight_specs(const clf_model_config *cfg, clf_weight_spec **out, 
     for (int i = 0; i < cfg->encoder_layers; i++)
         add_block(&l, "encoder", i, 0, cfg);
     if (cfg->final_norm)
-        add_norm(&l, "encoder.norm", d);
+        add_norm(&l, "encoder.norm", cfg);
     for (int i = 0; i < cfg->decoder_layers; i++)
         add_block(&l, "decoder", i, 1, cfg);
     if (cfg->final_norm)
-        add_norm(&l, "decoder.norm", d);
+        add_norm(&l, "decoder.norm", cfg);
     if (cfg->tie_embeddings == CLF_TIE_NONE)
         add_linear(&l, "projection_layer.proj", d, cfg->tgt_vocab, 1);
     else /* the weight is tgt_embed's; the bias stays the projection's own */
@@ -340,6 +346,14 @@ static void extra_reason(const clf_model_config *cfg, const char *name, char *bu
         snprintf(buf, size,
                  "the file has a final norm but final_norm is off for this config; set "
                  "final_norm: true (auto turns it off for norm: post and branch)");
+    else if (strstr(name, "feed_forward_block.linear_3.") && !clf_model_ffn_gated(cfg))
+        snprintf(buf, size,
+                 "the file has a gated feed-forward (linear_3) but activation %s is not gated "
+                 "(swiglu and geglu are)",
+                 clf_model_activation_name(cfg));
+    else if (strstr(name, ".norm.bias") && !clf_model_norm_has_bias(cfg))
+        snprintf(buf, size, "the file has norm biases but layernorm style %s has none",
+                 clf_model_norm_style_name(cfg));
     else if (ei >= cfg->encoder_layers)
         snprintf(buf, size, "the file has more encoder layers than encoder_layers: %d",
                  cfg->encoder_layers);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "clformer/backend.h"
+#include "clformer/plugin.h"
 #include "clformer/status.h"
 
 #ifdef __cplusplus
@@ -25,7 +26,10 @@ typedef enum clf_norm_place {
     CLF_NORM_BRANCH = 2 /* x + LN(drop(f(x)))  (a tutorial's "highway" variant) */
 } clf_norm_place;
 
-typedef enum clf_activation { CLF_ACT_RELU = 0 } clf_activation;
+typedef enum clf_activation {
+    CLF_ACT_RELU = 0,  /* built in: fused into the first FFN GEMM */
+    CLF_ACT_PLUGIN = 1 /* model.activation_op, an op plugin's activation or gated activation */
+} clf_activation;
 
 typedef enum clf_output { CLF_OUTPUT_LOGITS = 0, CLF_OUTPUT_LOG_SOFTMAX = 1 } clf_output;
 
@@ -52,7 +56,7 @@ typedef struct clf_model_config {
     clf_norm_place norm;       /* default pre */
     int final_norm;            /* resolved: 1/0 (auto = on for pre, off for post and branch) */
     int final_norm_auto;       /* 1 when the YAML said auto (or nothing), for --dump */
-    clf_ln_style ln_style;     /* default tutorial */
+    clf_ln_style ln_style;     /* default tutorial; unused when norm_op is set */
     float ln_eps;              /* default 1e-6 */
     int attention_bias;        /* default 0 */
     clf_activation activation; /* default relu */
@@ -61,7 +65,18 @@ typedef struct clf_model_config {
     int pad_id;                /* default 1 */
     clf_positional positional; /* default sinusoidal */
     clf_tie tie_embeddings;    /* default none */
+    /* Op plugins (clformer/plugin.h) the YAML names; they stay loaded for the process. */
+    const clf_plugin_op *activation_op; /* set exactly when activation == CLF_ACT_PLUGIN */
+    const clf_plugin_op *norm_op;       /* layernorm.style: <plugin norm>; NULL = ln_style */
 } clf_model_config;
+
+/* The YAML spellings of model.activation and model.layernorm.style, plugin ops included. */
+const char *clf_model_activation_name(const clf_model_config *m);
+const char *clf_model_norm_style_name(const clf_model_config *m);
+/* 1 when the FFN has linear_3 (a gated activation). */
+int clf_model_ffn_gated(const clf_model_config *m);
+/* 1 when every norm has a .bias vector (built-in styles; plugin norms that say so). */
+int clf_model_norm_has_bias(const clf_model_config *m);
 
 typedef struct clf_backend_config {
     char name[CLF_NAME_MAX];       /* cpu | opencl | auto; default cpu */
@@ -112,8 +127,13 @@ typedef struct clf_train_config {
     char data_valid_tgt[CLF_PATH_MAX];
 } clf_train_config;
 
+#define CLF_CONFIG_PLUGINS_MAX 8
+
 typedef struct clf_config {
     char path[CLF_PATH_MAX]; /* the file it came from ("<string>" for parse_string) */
+    /* The top-level `plugins:` list, as absolute paths (loaded while parsing). */
+    char plugins[CLF_CONFIG_PLUGINS_MAX][CLF_PATH_MAX];
+    int n_plugins;
     clf_model_config model;
     clf_backend_config backend;
     clf_train_config train;
@@ -126,6 +146,14 @@ void clf_config_defaults(clf_config *cfg);
  * CLF_ERR_INPUT with "<path>:<line>:<col>: <key>: <why>" (YAML syntax errors and an empty
  * file omit the key); *cfg then holds defaults and part of the file, to be discarded. */
 clf_status clf_config_load(const char *path, clf_config *cfg);
+
+/* The same, searching plugin_dir first (then $CLF_PLUGIN_PATH, the build tree, the install
+ * libdir) for the op plugins the YAML names; NULL: the default search path. Entries of
+ * `plugins:` are loaded in order; a relative path is relative to the YAML's directory,
+ * and a bare name (no '/') is clformer-plugin-<name>.so on the search path. A name that
+ * no listed plugin provides is looked for in every clformer-plugin-*.so on the search
+ * path. Errors name the key's file:line:col and the plugin's reason. */
+clf_status clf_config_load_with_plugins(const char *path, const char *plugin_dir, clf_config *cfg);
 
 /* The same from a string; name stands for the path in messages. */
 clf_status clf_config_parse_string(const char *text, const char *name, clf_config *cfg);

@@ -128,6 +128,12 @@ const char *clf_plugin_path_of(const clf_plugin_op *op);
 /* "activation", "gated activation", "norm"; "unknown" otherwise. */
 const char *clf_plugin_kind_name(clf_plugin_kind kind);
 
+/* Loads every clformer-plugin-*.so on the search path (plugin_dir first; NULL for none)
+ * and calls fn once per file with its table, or NULL and the reason it was refused. */
+typedef void (*clf_plugin_found_fn)(void *user, const char *path, const clf_plugin_api *api,
+                                    const char *error);
+void clf_plugin_scan(const char *plugin_dir, clf_plugin_found_fn fn, void *user);
+
 /* Calls fn for every registered op, in registration order. */
 typedef void (*clf_plugin_op_fn)(void *user, const char *path, const clf_plugin_api *api,
                                  const clf_plugin_op *op);
