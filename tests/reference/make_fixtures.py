@@ -28,8 +28,10 @@ import tempfile
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import math  # noqa: E402
+
 from model import (ModelConfig, Transformer, init_weights, save_safetensors,  # noqa: E402
-                   load_safetensors)
+                   load_safetensors, activation_fn, LayerNormalization, model_from_yaml)
 
 PAD, SOS, EOS = 1, 2, 3
 B, S, T = 3, 9, 7
@@ -37,6 +39,12 @@ B, S, T = 3, 9, 7
 SRC_LENS = [9, 6, 4]
 TGT_LENS = [7, 3, 5]
 TOL = 1e-5
+
+# The activation/norm variants (seeds 112-118) are narrower than the common sizes, to keep
+# the fixture set small (~40 KB per variant instead of ~210 KB): d_model 12 (heads 4, d_k 3)
+# and d_ff 20, neither a multiple of 8, so row tails of the plugin ops are exercised too.
+# Every other size is the common one.
+VARIANT_SIZES = dict(d_model=12, d_ff=20)
 
 BASE = dict(src_vocab=50, tgt_vocab=53, max_len=64, d_model=32, layers=2, heads=4,
             d_ff=64, norm="pre", final_norm="auto", ln_style="tutorial", ln_eps=1e-6,
@@ -76,7 +84,26 @@ VARIANTS = [
     ("pre_learned_pe", 109, dict(positional="learned", ln_style="standard", ln_eps=1e-5),
      "positional: learned (src_pos/tgt_pos.embedding.weight [max_len, d]), pre-norm, "
      "standard LayerNorm"),
-]
+] + [(n, seed, dict(VARIANT_SIZES, **over), about) for n, seed, over, about in [
+    # Activation and norm variants (op plugins in clformer). Own seeds, after the others.
+    ("pre_gelu", 112, dict(ln_style="standard", ln_eps=1e-5, activation="gelu"),
+     "activation: gelu (exact, erf), pre-norm, standard LayerNorm"),
+    ("post_gelu_tanh", 113, dict(norm="post", ln_style="standard", ln_eps=1e-5,
+                                 activation="gelu_tanh"),
+     "activation: gelu_tanh (tanh approximation), post-norm, standard LayerNorm"),
+    ("pre_silu_bias", 114, dict(activation="silu", attention_bias=True),
+     "activation: silu, pre-norm, tutorial LayerNorm, attention bias"),
+    ("pre_swiglu_rms", 115, dict(ln_style="rms", ln_eps=1e-6, activation="swiglu"),
+     "LLaMA-style block: activation: swiglu (gate linear_3), layernorm rms eps 1e-6 "
+     "(alpha only), pre-norm"),
+    ("post_geglu", 116, dict(norm="post", ln_style="standard", ln_eps=1e-5, activation="geglu"),
+     "activation: geglu (exact gelu, gate linear_3), post-norm, standard LayerNorm"),
+    ("branch_rms", 117, dict(norm="branch", ln_style="rms", ln_eps=1e-5, final_norm=True),
+     "layernorm rms eps 1e-5 (alpha only), branch norm with final_norm forced true, relu"),
+    ("pre_squared_relu", 118, dict(activation="squared_relu"),
+     "activation: squared_relu (relu(x)^2, clformer's example plugin), pre-norm, tutorial "
+     "LayerNorm"),
+]]
 
 
 def make_cfg(over):
@@ -96,12 +123,15 @@ def expected_names(cfg):
     def attn(prefix):
         return ["%s.w_%s.%s" % (prefix, m, s) for m in "qkvo" for s in wb]
 
+    lins = (1, 2, 3) if cfg.activation in ("swiglu", "geglu") else (1, 2)
+    ab = ("alpha",) if cfg.ln_style == "rms" else ("alpha", "bias")
+
     def ffn(prefix):
-        return ["%s.linear_%d.%s" % (prefix, i, s) for i in (1, 2) for s in ("weight", "bias")]
+        return ["%s.linear_%d.%s" % (prefix, i, s) for i in lins for s in ("weight", "bias")]
 
     def norms(prefix, k):
         return ["%s.residual_connections.%d.norm.%s" % (prefix, i, s)
-                for i in range(k) for s in ("alpha", "bias")]
+                for i in range(k) for s in ab]
 
     for i in range(cfg.encoder_layers):
         p = "encoder.layers.%d" % i
@@ -111,7 +141,7 @@ def expected_names(cfg):
         n += (attn(p + ".self_attention_block") + attn(p + ".cross_attention_block")
               + ffn(p + ".feed_forward_block") + norms(p, 3))
     if cfg.final_norm:
-        n += ["encoder.norm.alpha", "encoder.norm.bias", "decoder.norm.alpha", "decoder.norm.bias"]
+        n += ["%s.norm.%s" % (p, s) for p in ("encoder", "decoder") for s in ab]
     if cfg.positional == "learned":
         n += ["src_pos.embedding.weight", "tgt_pos.embedding.weight"]
     if cfg.tie_embeddings != "none":
@@ -161,7 +191,7 @@ def yaml_text(name, cfg, about):
         "  final_norm: %s" % cfg.final_norm_yaml,
         "  layernorm: {style: %s, eps: %s}" % (cfg.ln_style, fmt_float(cfg.ln_eps)),
         "  attention_bias: %s" % ("true" if cfg.attention_bias else "false"),
-        "  activation: relu",
+        "  activation: %s" % cfg.activation,
         "  output: %s" % cfg.output,
         "  dropout: %s" % cfg.dropout,
         "  pad_id: %d" % cfg.pad_id,
@@ -181,6 +211,28 @@ def variant_lines(cfg):
     if cfg.tie_embeddings != "none":
         lines.append("  tie_embeddings: %s" % cfg.tie_embeddings)
     return lines
+
+
+def check_op_definitions():
+    """The reference's activations and RMS norm against their closed forms (float64), so
+    that the README's definitions are what the fixtures contain."""
+    x = torch.linspace(-6, 6, 1201, dtype=torch.float64)
+    erf_gelu = 0.5 * x * (1 + torch.erf(x / math.sqrt(2)))
+    tanh_gelu = 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    silu = x / (1 + torch.exp(-x))
+    sq = torch.where(x > 0, x * x, torch.zeros_like(x))
+    for name, want in (("relu", x.clamp(min=0)), ("gelu", erf_gelu), ("gelu_tanh", tanh_gelu),
+                       ("silu", silu), ("squared_relu", sq), ("swiglu", silu),
+                       ("geglu", erf_gelu)):
+        err = (activation_fn(name)(x) - want).abs().max().item()
+        assert err <= 1e-14, (name, err)
+    ln = LayerNormalization(7, 1e-5, "rms").double()
+    assert [n for n, _ in ln.named_parameters()] == ["alpha"]
+    with torch.no_grad():
+        ln.alpha.copy_(torch.linspace(0.5, 1.5, 7))
+        r = torch.randn(5, 7, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+        want = ln.alpha * r / torch.sqrt((r * r).sum(-1, keepdim=True) / 7 + 1e-5)
+        assert (ln(r) - want).abs().max().item() <= 1e-14
 
 
 def rel_err(a, ref):
@@ -205,6 +257,20 @@ def build_variant(name, seed, over, about):
                          % (name, sorted(names - want), sorted(want - names)))
     for k, v in sd.items():
         assert v.dtype == torch.float32, k
+        if ".linear_3." in k:
+            assert list(v.shape) == ([cfg.d_ff, cfg.d_model] if k.endswith("weight")
+                                     else [cfg.d_ff]), k
+    if cfg.gated:
+        # linear_3 is drawn after everything else: every other weight is the same-seed
+        # ungated model's (relu), bit for bit
+        plain = make_cfg(dict(over, activation="relu"))
+        torch.manual_seed(seed)
+        ref = Transformer(plain)
+        init_weights(ref, randomize_norms=True)
+        rsd = ref.state_dict()
+        assert set(rsd) == {k for k in sd if ".linear_3." not in k}
+        for k, t in rsd.items():
+            assert torch.equal(t, sd[k]), (name, k)
 
     gen = torch.Generator().manual_seed(seed * 7919)
     src, tgt = make_inputs(cfg, gen)
@@ -248,6 +314,14 @@ def write_variant(v, root):
     assert set(back) == set(v["weights"])
     for k, t in back.items():
         assert torch.equal(t, v["weights"][k]), k
+    # model.yaml describes the weights, and that model gives the stored outputs exactly
+    model, _, _ = model_from_yaml(os.path.join(d, "model.yaml"))
+    model.load_state_dict(back)
+    model.eval()
+    with torch.no_grad():
+        out, enc = model(v["io"]["src"].long(), v["io"]["tgt"].long())
+    assert torch.equal(out, v["io"]["logits"]) and torch.equal(enc, v["io"]["encoder_out"]), \
+        "%s: model.yaml + weights do not reproduce io" % v["name"]
     return d
 
 
@@ -256,6 +330,8 @@ def main():
     ap.add_argument("--out", default=None, help="output folder (default tests/fixtures)")
     ap.add_argument("--check", action="store_true",
                     help="regenerate into a temp folder and compare bytes with --out")
+    ap.add_argument("--only", default=None, metavar="NAME,...",
+                    help="build, write or check only these (folder names, comma-separated)")
     args = ap.parse_args()
 
     torch.set_num_threads(1)
@@ -263,7 +339,11 @@ def main():
     here = os.path.dirname(os.path.abspath(__file__))
     root = args.out or os.path.normpath(os.path.join(here, "..", "fixtures"))
 
-    built = [build_variant(*spec) for spec in VARIANTS]
+    only = set(args.only.split(",")) if args.only else None
+    if only and not only <= {spec[0] for spec in VARIANTS}:
+        ap.error("--only: unknown %s" % ", ".join(sorted(only - {spec[0] for spec in VARIANTS})))
+    check_op_definitions()
+    built = [build_variant(*spec) for spec in VARIANTS if not only or spec[0] in only]
 
     if args.check:
         bad = 0
@@ -280,8 +360,9 @@ def main():
         print("check: %s" % ("all fixtures identical" if not bad else "%d files differ" % bad))
         return 1 if bad else 0
 
-    hdr = ("%-26s %-6s %-8s %-5s %-4s %-11s %-5s %3s %2s %4s %7s %9s %9s %9s"
-           % ("variant", "norm", "ln", "final", "bias", "output", "enc/d", "d", "h", "d_ff",
+    hdr = ("%-26s %-6s %-8s %-12s %-5s %-4s %-11s %-5s %3s %2s %4s %7s %9s %9s %9s"
+           % ("variant", "norm", "ln", "activation", "final", "bias", "output", "enc/d", "d",
+              "h", "d_ff",
               "params", "bytes", "err_out", "err_enc"))
     print(hdr)
     print("-" * len(hdr))
@@ -291,8 +372,8 @@ def main():
         size = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
         total += size
         c = v["cfg"]
-        print("%-26s %-6s %-8s %-5s %-4s %-11s %-5s %3d %2d %4d %7d %9d %9.2e %9.2e"
-              % (v["name"], c.norm, c.ln_style, "on" if c.final_norm else "off",
+        print("%-26s %-6s %-8s %-12s %-5s %-4s %-11s %-5s %3d %2d %4d %7d %9d %9.2e %9.2e"
+              % (v["name"], c.norm, c.ln_style, c.activation, "on" if c.final_norm else "off",
                  "yes" if c.attention_bias else "no", c.output,
                  "%d/%d" % (c.encoder_layers, c.decoder_layers), c.d_model, c.heads, c.d_ff,
                  v["nparams"], size, v["e_out"], v["e_enc"]))

@@ -108,6 +108,27 @@ CASES = [
                "Adam, constant lr, clip",
          optim=dict(name="adam", lr=0.01, weight_decay=0.0, schedule="constant", warmup=0,
                     clip_norm=0.5, steps=3, accumulate=2)),
+    # Activation / norm variants (op plugins in clformer) and the tied + learned trajectory.
+    dict(name="swiglu_rms", seed=537, over=dict(ln_style="rms", ln_eps=1e-6, activation="swiglu"),
+         batch=B3,
+         about="LLaMA-style block: activation swiglu (gate linear_3), layernorm rms eps 1e-6 "
+               "(alpha only), pre-norm; AdamW wd 0.01, noam, clip",
+         optim=dict(name="adamw", lr=0.2, weight_decay=0.01, schedule="noam", warmup=2,
+                    clip_norm=0.5, steps=3, accumulate=1)),
+    dict(name="post_gelu", seed=549,
+         over=dict(norm="post", ln_style="standard", ln_eps=1e-5, activation="gelu"),
+         batch=B3,
+         about="activation gelu (exact), post-norm, standard LayerNorm eps 1e-5; Adam, "
+               "inverse_sqrt, clip",
+         optim=dict(name="adam", lr=0.02, weight_decay=0.0, schedule="inverse_sqrt", warmup=2,
+                    clip_norm=0.5, steps=3, accumulate=1)),
+    dict(name="tied_learned", seed=703,
+         over=dict(positional="learned", tie_embeddings="all", tgt_vocab=40),
+         batch=B3,
+         about="positional: learned and tie_embeddings: all (src_vocab == tgt_vocab 40), "
+               "pre-norm, tutorial LayerNorm; AdamW wd 0.01, constant lr, clip",
+         optim=dict(name="adamw", lr=0.01, weight_decay=0.01, schedule="constant", warmup=0,
+                    clip_norm=0.5, steps=3, accumulate=1)),
 ]
 
 # float32 PyTorch vs the float64 reference must stay within these (relative per tensor:
@@ -304,7 +325,10 @@ def f64_copy(model):
 
 def relu_margin(model, batch):
     """Smallest |pre-activation| of the FFN ReLUs at positions that reach the loss (the
-    non-pad tokens): a tiny margin would let float32 and float64 take different ReLU sides."""
+    non-pad tokens): a tiny margin would let float32 and float64 take different ReLU sides.
+    None for a smooth activation (gelu, silu, swiglu, ...): there is no side to take."""
+    if model.cfg.activation != "relu":
+        return None
     mins = []
     hooks = []
     masks = {}
@@ -394,7 +418,7 @@ def yaml_text(case, cfg, B):
         "  final_norm: auto",
         "  layernorm: {style: %s, eps: %s}" % (cfg.ln_style, fmt_float(cfg.ln_eps)),
         "  attention_bias: %s" % ("true" if cfg.attention_bias else "false"),
-        "  activation: relu",
+        "  activation: %s" % cfg.activation,
         "  output: %s" % cfg.output,
         "  dropout: 0.0                # the references are computed without dropout",
         "  pad_id: %d" % cfg.pad_id,
@@ -511,10 +535,19 @@ def build_case(case):
                 else "tgt_embed.embedding.weight"]
     if cfg.positional == "learned":
         fd_names.append("tgt_pos.embedding.weight")
+    if cfg.activation != "relu":  # the activation's derivative, and the gate's
+        fd_names.append("encoder.layers.1.feed_forward_block.linear_1.weight")
+        fd_names.append("decoder.layers.0.feed_forward_block.linear_1.bias")
+    if cfg.gated:
+        fd_names.append("encoder.layers.0.feed_forward_block.linear_3.weight")
+        fd_names.append("decoder.layers.1.feed_forward_block.linear_3.bias")
+    if cfg.ln_style == "rms":
+        fd_names.append("encoder.norm.alpha" if cfg.final_norm
+                        else "encoder.layers.1.residual_connections.0.norm.alpha")
     fd_worst = fd_check(f64_copy(model), batch, accumulate, fd_names, grads,
                         torch.Generator().manual_seed(case["seed"]))
     margin = relu_margin(m64, batch)
-    if margin < MIN_RELU_MARGIN:
+    if margin is not None and margin < MIN_RELU_MARGIN:
         raise SystemExit("%s: a ReLU input is %.2e from 0: pick another seed" % (name, margin))
 
     # ---- the same in float32 PyTorch, for the tolerance report ------------------------
@@ -543,8 +576,9 @@ def build_case(case):
                 raise SystemExit("%s: clipping not active (norm %.3f)" % (name, st["grad_norm"]))
         final = {n: p.detach().clone() for n, p in t64.named_parameters()}
         final_loss = eval_loss(t64, batch, opt["accumulate"])
-        margin = min(margins + [relu_margin(t64, batch)])
-        if margin < MIN_RELU_MARGIN:
+        margins.append(relu_margin(t64, batch))
+        margin = None if margins[0] is None else min(margins)
+        if margin is not None and margin < MIN_RELU_MARGIN:
             raise SystemExit("%s: a ReLU input is %.2e from 0 after training" % (name, margin))
         assert abs(steps[0]["loss"] - loss64) <= 1e-12 * loss64
 
@@ -671,6 +705,8 @@ def main():
     ap.add_argument("--out", default=None, help="output folder (default tests/fixtures)")
     ap.add_argument("--check", action="store_true",
                     help="regenerate into a temp folder and compare bytes with --out")
+    ap.add_argument("--only", default=None, metavar="NAME,...",
+                    help="build, write or check only these (folder names, comma-separated)")
     args = ap.parse_args()
 
     torch.set_num_threads(1)
@@ -678,7 +714,11 @@ def main():
     here = os.path.dirname(os.path.abspath(__file__))
     root = args.out or os.path.normpath(os.path.join(here, "..", "fixtures"))
 
-    built = [build_case(c) for c in CASES]
+    only = set(args.only.split(",")) if args.only else None
+    known = {"train_" + c["name"] for c in CASES}
+    if only and not only <= known:
+        ap.error("--only: unknown %s" % ", ".join(sorted(only - known)))
+    built = [build_case(c) for c in CASES if not only or "train_" + c["name"] in only]
 
     if args.check:
         bad = 0
@@ -712,7 +752,9 @@ def main():
                  min(v for n, v in i["gmax"].items() if not is_key_bias(n)),
                  min((n for n in i["gmax"] if not is_key_bias(n)), key=i["gmax"].get)))
         print("  float32 torch vs float64: loss %.2e, grad %.2e (max per-tensor rel); "
-              "finite diff. %.1e; ReLU margin %.2e" % (i["e_loss"], i["e_grad"], i["fd"], i["margin"]))
+              "finite diff. %.1e; ReLU margin %s"
+              % (i["e_loss"], i["e_grad"], i["fd"],
+                 "n/a (%s)" % cfg.activation if i["margin"] is None else "%.2e" % i["margin"]))
         if i["steps"]:
             for k, st in enumerate(i["steps"], 1):
                 print("  step %d: loss %.9f lr %.9g grad_norm %.6f clip_coef %.6f"

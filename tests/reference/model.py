@@ -12,6 +12,12 @@ clformer's YAML exposes:
   final_norm    encoder.norm / decoder.norm after the stack (auto = on for pre only)
   layernorm     tutorial: alpha*(x-mean)/(std_unbiased+eps)+bias
                 standard: alpha*(x-mean)/sqrt(var_biased+eps)+bias
+                rms     : alpha*x/sqrt(mean(x^2)+eps)    (RMSNorm: alpha only, no .bias)
+  activation    the FFN's f: relu | gelu (exact, erf) | gelu_tanh | silu | squared_relu
+                (relu(x)^2): linear_2(dropout(f(linear_1(x))));
+                gated swiglu (f = silu) | geglu (f = exact gelu): the FFN gains
+                feed_forward_block.linear_3 (nn.Linear(d_model, d_ff), weight [d_ff, d],
+                bias [d_ff]): linear_2(dropout(f(linear_1(x)) * linear_3(x)))
   attention_bias  bias on w_q, w_k, w_v, w_o
   output        logits | log_softmax
   positional    sinusoidal : the fixed table (a non-persistent buffer, not a weight)
@@ -40,6 +46,11 @@ import torch.nn as nn
 
 # --------------------------------------------------------------------------- config
 
+LN_STYLES = ("tutorial", "standard", "rms")
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "squared_relu")
+GATED_ACTIVATIONS = ("swiglu", "geglu")
+
+
 class ModelConfig:
     """The `model:` section of a clformer YAML, with defaults as in DESIGN.md."""
 
@@ -64,13 +75,15 @@ class ModelConfig:
         if not isinstance(final_norm, bool):
             raise ValueError("final_norm must be auto, true or false, not %r" % (final_norm,))
         self.final_norm = final_norm
-        if ln_style not in ("tutorial", "standard"):
-            raise ValueError("layernorm.style must be tutorial or standard, not %r" % (ln_style,))
+        if ln_style not in LN_STYLES:
+            raise ValueError("layernorm.style must be tutorial, standard or rms, not %r"
+                             % (ln_style,))
         self.ln_style = ln_style
         self.ln_eps = float(ln_eps)
         self.attention_bias = bool(attention_bias)
-        if activation != "relu":
-            raise ValueError("only activation: relu is supported here, not %r" % (activation,))
+        if activation not in ACTIVATIONS + GATED_ACTIVATIONS:
+            raise ValueError("activation must be one of %s, not %r"
+                             % (", ".join(ACTIVATIONS + GATED_ACTIVATIONS), activation))
         self.activation = activation
         if output not in ("logits", "log_softmax"):
             raise ValueError("output must be logits or log_softmax, not %r" % (output,))
@@ -108,20 +121,29 @@ class ModelConfig:
             kw["ln_eps"] = float(ln["eps"])
         return ModelConfig(**kw)
 
+    @property
+    def gated(self):
+        """True when the FFN has a third Linear (feed_forward_block.linear_3)."""
+        return self.activation in GATED_ACTIVATIONS
+
 
 # --------------------------------------------------------------------------- modules
 
 class LayerNormalization(nn.Module):
-    """Parameters `alpha` and `bias` in both styles, so state_dict names do not change."""
+    """Parameters `alpha` and `bias` in the tutorial and standard styles, so state_dict
+    names do not change; `alpha` only for rms (no `bias` parameter at all)."""
 
     def __init__(self, features, eps=1e-6, style="tutorial"):
         super().__init__()
         self.eps = eps
         self.style = style
         self.alpha = nn.Parameter(torch.ones(features))
-        self.bias = nn.Parameter(torch.zeros(features))
+        if style != "rms":
+            self.bias = nn.Parameter(torch.zeros(features))
 
     def forward(self, x):
+        if self.style == "rms":
+            return self.alpha * x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps)
         mean = x.mean(dim=-1, keepdim=True)
         if self.style == "tutorial":
             std = x.std(dim=-1, keepdim=True)  # unbiased (N-1), as in the tutorials
@@ -130,15 +152,54 @@ class LayerNormalization(nn.Module):
         return self.alpha * (x - mean) / torch.sqrt(var + self.eps) + self.bias
 
 
+def activation_fn(name):
+    """The FFN's f (for a gated activation: the f applied to linear_1's output)."""
+    F = nn.functional
+    return {"relu": torch.relu,
+            "gelu": F.gelu,                                     # exact (erf)
+            "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+            "silu": F.silu,
+            "squared_relu": lambda x: torch.square(torch.relu(x)),
+            "swiglu": F.silu,
+            "geglu": F.gelu}[name]
+
+
 class FeedForwardBlock(nn.Module):
-    def __init__(self, d_model, d_ff, dropout):
+    """linear_2(dropout(f(linear_1(x)))), or with a gate (swiglu, geglu)
+    linear_2(dropout(f(linear_1(x)) * linear_3(x))). linear_3 is not made here: the
+    Transformer adds it after every other module (add_gate), so that its default init
+    draws come after all the others and a gated model's other weights are those of the
+    same-seed model without a gate. It is made without touching the global RNG (its
+    construction-time values are placeholders); init_weights draws it, last of all."""
+
+    def __init__(self, d_model, d_ff, dropout, activation="relu"):
         super().__init__()
+        self.d_model = d_model
+        self.d_ff = d_ff
+        self.activation = activation
+        self.f = activation_fn(activation)
         self.linear_1 = nn.Linear(d_model, d_ff)
         self.dropout = nn.Dropout(dropout)
         self.linear_2 = nn.Linear(d_ff, d_model)
+        self.gated = False  # add_gate: swiglu / geglu
+
+    def add_gate(self):
+        with torch.random.fork_rng(devices=[]):  # the global stream stays where it was
+            self.linear_3 = nn.Linear(self.d_model, self.d_ff)
+        self.gated = True
+
+    def init_gate(self):
+        """Xavier-uniform weight, then nn.Linear's default bias U(-1/sqrt(d), 1/sqrt(d))."""
+        with torch.no_grad():
+            nn.init.xavier_uniform_(self.linear_3.weight)
+            bound = 1.0 / math.sqrt(self.d_model)
+            self.linear_3.bias.uniform_(-bound, bound)
 
     def forward(self, x):
-        return self.linear_2(self.dropout(torch.relu(self.linear_1(x))))
+        u = self.f(self.linear_1(x))
+        if self.gated:
+            u = u * self.linear_3(x)
+        return self.linear_2(self.dropout(u))
 
 
 class InputEmbeddings(nn.Module):
@@ -267,7 +328,7 @@ class EncoderBlock(nn.Module):
         super().__init__()
         d = cfg.d_model
         self.self_attention_block = MultiHeadAttentionBlock(d, cfg.heads, cfg.dropout, cfg.attention_bias)
-        self.feed_forward_block = FeedForwardBlock(d, cfg.d_ff, cfg.dropout)
+        self.feed_forward_block = FeedForwardBlock(d, cfg.d_ff, cfg.dropout, cfg.activation)
         self.residual_connections = nn.ModuleList(
             [ResidualConnection(d, cfg.dropout, cfg.norm, cfg.ln_style, cfg.ln_eps) for _ in range(2)])
 
@@ -283,7 +344,7 @@ class DecoderBlock(nn.Module):
         d = cfg.d_model
         self.self_attention_block = MultiHeadAttentionBlock(d, cfg.heads, cfg.dropout, cfg.attention_bias)
         self.cross_attention_block = MultiHeadAttentionBlock(d, cfg.heads, cfg.dropout, cfg.attention_bias)
-        self.feed_forward_block = FeedForwardBlock(d, cfg.d_ff, cfg.dropout)
+        self.feed_forward_block = FeedForwardBlock(d, cfg.d_ff, cfg.dropout, cfg.activation)
         self.residual_connections = nn.ModuleList(
             [ResidualConnection(d, cfg.dropout, cfg.norm, cfg.ln_style, cfg.ln_eps) for _ in range(3)])
 
@@ -367,6 +428,11 @@ class Transformer(nn.Module):
         self.projection_layer = ProjectionLayer(
             cfg.d_model, cfg.tgt_vocab, cfg.output,
             shared=self.tgt_embed if cfg.tie_embeddings != "none" else None)
+        # Gated FFNs: linear_3 last of all (encoder layers, then decoder layers), made
+        # without using the global RNG; init_weights draws it (see FeedForwardBlock).
+        if cfg.gated:
+            for layer in list(self.encoder.layers) + list(self.decoder.layers):
+                layer.feed_forward_block.add_gate()
 
     # masks -----------------------------------------------------------------
     def src_mask(self, src):
@@ -402,18 +468,34 @@ class Transformer(nn.Module):
         self.tgt_pos.use_exact_table()
 
 
+def is_gate_param(name):
+    return ".feed_forward_block.linear_3." in name
+
+
 def init_weights(model, randomize_norms=True):
     """Xavier-uniform for every matrix (as the tutorial does); Linear biases keep
     PyTorch's default init; norms get alpha = 1 + 0.1*randn and bias = 0.1*randn when
-    randomize_norms (so that fixtures test the norm parameters), else ones/zeros."""
+    randomize_norms (so that fixtures test the norm parameters), else ones/zeros (an rms
+    norm has alpha only: no bias draw).
+
+    The gates (feed_forward_block.linear_3, swiglu / geglu) are drawn last, after the
+    norms: per layer (encoder layers 0.., then decoder layers 0..) the Xavier-uniform
+    weight, then the bias U(-1/sqrt(d_model), 1/sqrt(d_model)) (nn.Linear's default). The
+    model was built without drawing them, so the global RNG stream up to that point is
+    exactly that of the same model without a gate: every other weight equals the same-seed
+    ungated model's."""
     for name, p in model.named_parameters():
-        if p.dim() > 1:
+        if p.dim() > 1 and not is_gate_param(name):
             nn.init.xavier_uniform_(p)
     for m in model.modules():
         if isinstance(m, LayerNormalization) and randomize_norms:
             with torch.no_grad():
                 m.alpha.copy_(1.0 + 0.1 * torch.randn(m.alpha.shape))
-                m.bias.copy_(0.1 * torch.randn(m.bias.shape))
+                if m.style != "rms":
+                    m.bias.copy_(0.1 * torch.randn(m.bias.shape))
+    for layer in list(model.encoder.layers) + list(model.decoder.layers):
+        if layer.feed_forward_block.gated:
+            layer.feed_forward_block.init_gate()
 
 
 # --------------------------------------------------------------------------- safetensors
