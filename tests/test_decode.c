@@ -255,9 +255,9 @@ static void check_batch_independence(const char *backend, const char *name)
     fixture_close(&f);
 }
 
-static const char *const fixtures[] = {"pre_tutorial",      "post_standard", "branch_tutorial",
-                                       "pre_standard_bias", "enc3_dec1",     "pre_learned_pe",
-                                       "pre_tied_all"};
+static const char *const fixtures[] = {"pre_tutorial",   "post_standard",     "branch_tutorial",
+                                       "pre_standard_bias", "enc3_dec1",    "pre_learned_pe",
+                                       "pre_tied_all",      "pre_swiglu_rms", "post_geglu"};
 #define N_FIXTURES ((int)(sizeof fixtures / sizeof fixtures[0]))
 
 START_TEST(greedy_equals_full_forward_argmax_cpu)

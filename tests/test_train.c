@@ -226,9 +226,10 @@ static void check_trajectory(const char *backend, const char *name)
 
 START_TEST(test_gradients_match_pytorch)
 {
-    static const char *cases[] = {"train_pre_tutorial",    "train_post_standard",
-                                  "train_branch_tutorial", "train_accum",
-                                  "train_learned_pe",      "train_tied_all"};
+    static const char *cases[] = {
+        "train_pre_tutorial", "train_post_standard", "train_branch_tutorial", "train_accum",
+        "train_learned_pe",   "train_tied_all",      "train_tied_learned",    "train_swiglu_rms",
+        "train_post_gelu"};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         check_gradients("cpu", cases[i]);
 }
@@ -236,7 +237,8 @@ END_TEST
 
 START_TEST(test_optimizer_matches_pytorch)
 {
-    static const char *cases[] = {"train_pre_tutorial", "train_branch_tutorial", "train_accum"};
+    static const char *cases[] = {"train_pre_tutorial", "train_branch_tutorial", "train_accum",
+                                  "train_tied_learned", "train_swiglu_rms",      "train_post_gelu"};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         check_trajectory("cpu", cases[i]);
 }
@@ -677,12 +679,14 @@ START_TEST(test_opencl_matches_pytorch)
 {
     if (!opencl_can_train())
         return;
-    static const char *cases[] = {"train_pre_tutorial",    "train_post_standard",
-                                  "train_branch_tutorial", "train_accum",
-                                  "train_learned_pe",      "train_tied_all"};
+    static const char *cases[] = {
+        "train_pre_tutorial", "train_post_standard", "train_branch_tutorial", "train_accum",
+        "train_learned_pe",   "train_tied_all",      "train_tied_learned",    "train_swiglu_rms",
+        "train_post_gelu"};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         check_gradients("opencl", cases[i]);
     check_trajectory("opencl", "train_pre_tutorial");
+    check_trajectory("opencl", "train_swiglu_rms");
     opencl_done();
 }
 END_TEST
