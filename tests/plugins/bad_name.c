@@ -1,0 +1,22 @@
+/* An op called "Bad-Name" (upper case, a hyphen): not a C identifier, refused. */
+#include "hostile.h"
+
+static const clf_plugin_op ops[] = {
+    {.name = "Bad-Name",
+     .kind = CLF_PLUGIN_ACTIVATION,
+     .cpu = {.act_forward = hostile_identity_forward, .act_backward = hostile_identity_backward},
+     .opencl_source = NULL}, /* the name is the one defect */
+};
+
+static const clf_plugin_api api = {
+    .abi_version = CLF_PLUGIN_ABI,
+    .name = "bad_name",
+    .description = "an op name that is not a C identifier",
+    .ops = ops,
+    .n_ops = 1,
+};
+
+HOSTILE_EXPORT const clf_plugin_api *clf_plugin_entry(void)
+{
+    return &api;
+}

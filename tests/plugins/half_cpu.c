@@ -1,0 +1,22 @@
+/* Half a CPU form: act_forward set, act_backward NULL. Refused (both or neither). */
+#include "hostile.h"
+
+static const clf_plugin_op ops[] = {
+    {.name = "half_cpu_act",
+     .kind = CLF_PLUGIN_ACTIVATION,
+     .cpu = {.act_forward = hostile_identity_forward, .act_backward = NULL},
+     .opencl_source = HOSTILE_IDENTITY_CL("half_cpu_act")},
+};
+
+static const clf_plugin_api api = {
+    .abi_version = CLF_PLUGIN_ABI,
+    .name = "half_cpu",
+    .description = "an activation with a forward and no backward",
+    .ops = ops,
+    .n_ops = 1,
+};
+
+HOSTILE_EXPORT const clf_plugin_api *clf_plugin_entry(void)
+{
+    return &api;
+}
