@@ -1,6 +1,7 @@
 /* The CPU backend: GEMM through CBLAS (OpenBLAS), everything else as plain C loops
  * parallelised with OpenMP. This file holds the lifecycle, memory and inference ops; the
- * training ops are in cpu_train.c and cpu_attention_backward.c. It is also the reference
+ * training ops are in cpu_train.c and cpu_attention_backward.c, the plugin ops in
+ * cpu_plugin.c. It is also the reference
  * the OpenCL backend is tested against, so reductions that decide accuracy (layernorm
  * moments, softmax sums) are accumulated in double.
  *
@@ -530,6 +531,11 @@ static const clf_backend_api cpu_api = {
     .adam = cpu_adam,
     .sum_squares = cpu_sum_squares,
     .fill = cpu_fill,
+    .plugin_prepare = cpu_plugin_prepare,
+    .activation = cpu_plugin_activation,
+    .activation_backward = cpu_plugin_activation_backward,
+    .norm = cpu_plugin_norm,
+    .norm_backward = cpu_plugin_norm_backward,
 };
 
 __attribute__((visibility("default"))) const clf_backend_api *clf_backend_entry(void)

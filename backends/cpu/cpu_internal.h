@@ -1,7 +1,7 @@
-/* What the CPU backend's files share: the buffer and backend structs, the operand checks
- * and the training ops (cpu_train.c, cpu_attention_backward.c) that cpu_backend.c puts in
- * its api table. Nothing here is exported: the target builds with hidden visibility, so
- * only clf_backend_entry leaves the .so. */
+/* What the CPU backend's files share: the buffer and backend structs, the operand checks,
+ * the training ops (cpu_train.c, cpu_attention_backward.c) and the plugin ops
+ * (cpu_plugin.c) that cpu_backend.c puts in its api table. Nothing here is exported: the
+ * target builds with hidden visibility, so only clf_backend_entry leaves the .so. */
 #ifndef CLF_CPU_INTERNAL_H
 #define CLF_CPU_INTERNAL_H
 
@@ -121,5 +121,13 @@ clf_status cpu_cross_entropy(clf_backend *be, const clf_cross_entropy_args *a);
 clf_status cpu_adam(clf_backend *be, const clf_adam_args *a);
 clf_status cpu_sum_squares(clf_backend *be, clf_ptr out, clf_ptr x, size_t n);
 clf_status cpu_fill(clf_backend *be, clf_ptr out, float value, size_t n);
+
+/* ---- plugin ops (ABI 3, cpu_plugin.c), semantics in clformer/backend.h ---- */
+
+clf_status cpu_plugin_prepare(clf_backend *be, const clf_plugin_op *op);
+clf_status cpu_plugin_activation(clf_backend *be, const clf_activation_args *a);
+clf_status cpu_plugin_activation_backward(clf_backend *be, const clf_activation_backward_args *a);
+clf_status cpu_plugin_norm(clf_backend *be, const clf_norm_args *a);
+clf_status cpu_plugin_norm_backward(clf_backend *be, const clf_norm_backward_args *a);
 
 #endif

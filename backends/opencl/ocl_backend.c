@@ -2,7 +2,8 @@
  *
  * open() picks a device (ocl_device.c), creates a context and one in-order queue, and
  * builds or loads the kernel programs (ocl_program.c). Ops are in ocl_gemm.c, ocl_ops.c,
- * ocl_train.c and ocl_attention_backward.c. All state hangs off the clf_backend; there is no global
+ * ocl_train.c and ocl_attention_backward.c; plugin ops, whose programs are built when an op
+ * is first prepared, in ocl_plugin.c. All state hangs off the clf_backend; there is no global
  * mutable state here (CLBlast keeps its own process-wide cache of compiled GEMM kernels). */
 #include "ocl_internal.h"
 
@@ -22,6 +23,7 @@ static void ocl_close(clf_backend *be)
         clFinish(be->queue); /* nothing may still run on what we release */
     if (be->scratch)
         clReleaseMemObject(be->scratch);
+    ocl_plugin_release(be);
     for (int k = 0; k < OCL_K_COUNT; k++)
         if (be->kernels[k])
             clReleaseKernel(be->kernels[k]);
@@ -40,7 +42,6 @@ static clf_status ocl_open(const clf_backend_opts *opts, clf_backend **out)
     clf_status st = CLF_OK;
     clf_backend *be = NULL;
     cl_int err;
-    char cache_dir[4096];
 
     if (!out)
         return clf_error(CLF_ERR_INPUT, "opencl: open: no output pointer");
@@ -85,8 +86,8 @@ static clf_status ocl_open(const clf_backend_opts *opts, clf_backend **out)
     snprintf(be->description, sizeof be->description, "OpenCL: %s / %s (%s)", be->dev.info.platform,
              be->dev.info.name, be->dev.info.type);
 
-    ocl_cache_dir(opts ? opts->cache_dir : NULL, cache_dir, sizeof cache_dir);
-    if ((st = ocl_build_programs(be, cache_dir)) != CLF_OK)
+    ocl_cache_dir(opts ? opts->cache_dir : NULL, be->cache_dir, sizeof be->cache_dir);
+    if ((st = ocl_build_programs(be, be->cache_dir)) != CLF_OK)
         goto fail;
     *out = be;
     return CLF_OK;
@@ -288,6 +289,11 @@ static const clf_backend_api ocl_api = {
     .adam = ocl_adam,
     .sum_squares = ocl_sum_squares,
     .fill = ocl_fill,
+    .plugin_prepare = ocl_plugin_prepare,
+    .activation = ocl_plugin_activation,
+    .activation_backward = ocl_plugin_activation_backward,
+    .norm = ocl_plugin_norm,
+    .norm_backward = ocl_plugin_norm_backward,
 };
 
 __attribute__((visibility("default"))) const clf_backend_api *clf_backend_entry(void)

@@ -73,6 +73,10 @@ struct clf_backend {
     cl_mem scratch;         /* ops' internal scratch (ocl_scratch), grown on demand */
     size_t scratch_bytes;
     char description[512];
+    char cache_dir[4096]; /* program cache ("" = none), for programs built after open */
+    /* plugin ops compiled here (ocl_plugin.c), keyed by op pointer; released by close */
+    struct ocl_plugin_prog *plugin_progs;
+    int n_plugin_progs;
 };
 
 struct clf_buffer {
@@ -106,6 +110,14 @@ clf_status ocl_list_devices(clf_device_fn fn, void *user);
 /* Builds (or loads from the disk cache under cache_dir; NULL or "" = no cache) the
  * program of every kernel family and creates the kernels in be->kernels. */
 clf_status ocl_build_programs(clf_backend *be, const char *cache_dir);
+/* Builds a program from the nsrc source pieces srcs (or loads it from the disk cache under
+ * be->cache_dir, file <cache_name>-<key>.clbin, key over the pieces, the options and the
+ * device) and creates its kernels names[0..nk) into kernels[]. A build error is
+ * CLF_ERR_BACKEND naming op, what was built (what) and the build log. */
+clf_status ocl_build_program(clf_backend *be, const char *op, const char *what,
+                             const char *cache_name, const char *const *srcs, const size_t *lens,
+                             int nsrc, const char *const *names, cl_kernel *kernels, int nk,
+                             cl_program *out);
 /* The cache directory from opts->cache_dir, $CLF_CACHE_DIR, $XDG_CACHE_HOME/clformer,
  * ~/.cache/clformer; "" in dir when the cache is off ("off") or no home is known. */
 void ocl_cache_dir(const char *opt, char *dir, size_t size);
@@ -125,7 +137,10 @@ typedef struct ocl_arg {
     const void *value;
 } ocl_arg;
 
-/* Sets args and enqueues kernel id on the queue. global and local have dims entries. */
+/* Sets args and enqueues kernel k on the queue. global and local have dims entries. */
+clf_status ocl_launch_kernel(clf_backend *be, const char *op, cl_kernel k, const ocl_arg *args,
+                             int nargs, cl_uint dims, const size_t *global, const size_t *local);
+/* The same for the kernel of a family, by id. */
 clf_status ocl_launch(clf_backend *be, const char *op, ocl_kernel_id id, const ocl_arg *args,
                       int nargs, cl_uint dims, const size_t *global, const size_t *local);
 /* Grid-stride launch of an elementwise kernel over n items. */
@@ -189,5 +204,14 @@ clf_status ocl_cross_entropy(clf_backend *be, const clf_cross_entropy_args *a);
 clf_status ocl_adam(clf_backend *be, const clf_adam_args *a);
 clf_status ocl_sum_squares(clf_backend *be, clf_ptr out, clf_ptr x, size_t n);
 clf_status ocl_fill(clf_backend *be, clf_ptr out, float value, size_t n);
+
+/* ---- plugin ops (ABI 3, ocl_plugin.c) ---- */
+clf_status ocl_plugin_prepare(clf_backend *be, const clf_plugin_op *op);
+clf_status ocl_plugin_activation(clf_backend *be, const clf_activation_args *a);
+clf_status ocl_plugin_activation_backward(clf_backend *be, const clf_activation_backward_args *a);
+clf_status ocl_plugin_norm(clf_backend *be, const clf_norm_args *a);
+clf_status ocl_plugin_norm_backward(clf_backend *be, const clf_norm_backward_args *a);
+/* Releases the plugin ops' programs and kernels (close; the queue is finished). */
+void ocl_plugin_release(clf_backend *be);
 
 #endif

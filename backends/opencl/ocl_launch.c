@@ -48,7 +48,12 @@ clf_status ocl_check_operand(clf_backend *be, const char *op, const char *name, 
 clf_status ocl_launch(clf_backend *be, const char *op, ocl_kernel_id id, const ocl_arg *args,
                       int nargs, cl_uint dims, const size_t *global, const size_t *local)
 {
-    cl_kernel k = be->kernels[id];
+    return ocl_launch_kernel(be, op, be->kernels[id], args, nargs, dims, global, local);
+}
+
+clf_status ocl_launch_kernel(clf_backend *be, const char *op, cl_kernel k, const ocl_arg *args,
+                             int nargs, cl_uint dims, const size_t *global, const size_t *local)
+{
     for (int i = 0; i < nargs; i++) {
         cl_int err = clSetKernelArg(k, (cl_uint)i, args[i].size, args[i].value);
         if (err != CL_SUCCESS)

@@ -1,4 +1,5 @@
-/* ocl_program.c - building the kernel families, with a program cache on disk.
+/* ocl_program.c - building the kernel families (and, after open, the programs of plugin
+ * ops), with a program cache on disk.
  *
  * Each kernels/<family>.cl is built as its own program, with kernels/common.cl prepended.
  * A built program's binary (CL_PROGRAM_BINARIES) is saved under the cache directory as
@@ -108,8 +109,9 @@ static uint64_t fnv1a_str(uint64_t h, const char *s)
     return fnv1a(h, s, strlen(s) + 1);
 }
 
-/* The cache key of family f on be's device. */
-static uint64_t cache_key(const clf_backend *be, ocl_family_id f)
+/* Hashes what identifies be's device and driver (platform, device, driver and their
+ * versions) into h. */
+static uint64_t hash_device(const clf_backend *be, uint64_t h)
 {
     char plat_ver[256], dev_ver[256], driver[256];
     cl_platform_id p = be->dev.platform;
@@ -121,17 +123,22 @@ static uint64_t cache_key(const clf_backend *be, ocl_family_id f)
     if (clGetDeviceInfo(d, CL_DRIVER_VERSION, sizeof driver, driver, NULL) != CL_SUCCESS)
         driver[0] = '\0';
     plat_ver[sizeof plat_ver - 1] = dev_ver[sizeof dev_ver - 1] = driver[sizeof driver - 1] = 0;
-
-    uint64_t h = fnv1a_str(FNV_OFFSET, OCL_CACHE_MAGIC);
-    h = fnv1a_str(h, families[f].name);
-    h = fnv1a_str(h, OCL_BUILD_OPTIONS);
-    h = fnv1a(h, clf_ocl_src_common, clf_ocl_src_common_len);
-    h = fnv1a(h, families[f].src, *families[f].len);
     h = fnv1a_str(h, be->dev.info.platform);
     h = fnv1a_str(h, plat_ver);
     h = fnv1a_str(h, be->dev.info.name);
     h = fnv1a_str(h, dev_ver);
     return fnv1a_str(h, driver);
+}
+
+/* The cache key of family f on be's device. */
+static uint64_t cache_key(const clf_backend *be, ocl_family_id f)
+{
+    uint64_t h = fnv1a_str(FNV_OFFSET, OCL_CACHE_MAGIC);
+    h = fnv1a_str(h, families[f].name);
+    h = fnv1a_str(h, OCL_BUILD_OPTIONS);
+    h = fnv1a(h, clf_ocl_src_common, clf_ocl_src_common_len);
+    h = fnv1a(h, families[f].src, *families[f].len);
+    return hash_device(be, h);
 }
 
 /* ---- cache directory and files ---- */
@@ -306,8 +313,8 @@ fail:
     return st;
 }
 
-/* A program from a cache file, built and with its kernels, or NULL (then: from source). */
-static cl_program load_cached(clf_backend *be, ocl_family_id f, const char *path, uint64_t key)
+/* A program built from a cache file, or NULL (then: from source). */
+static cl_program load_binary(clf_backend *be, const char *path, uint64_t key)
 {
     size_t len = 0;
     unsigned char *bin = read_cache_file(path, key, &len);
@@ -322,13 +329,22 @@ static cl_program load_cached(clf_backend *be, ocl_family_id f, const char *path
         goto fail;
     if (clBuildProgram(prog, 1, &be->dev.device, OCL_BUILD_OPTIONS, NULL, NULL) != CL_SUCCESS)
         goto fail;
-    if (create_kernels(be, f, prog) != CLF_OK)
-        goto fail;
     return prog;
 fail:
     if (prog)
         clReleaseProgram(prog);
     return NULL;
+}
+
+/* A program from a cache file, built and with its kernels, or NULL (then: from source). */
+static cl_program load_cached(clf_backend *be, ocl_family_id f, const char *path, uint64_t key)
+{
+    cl_program prog = load_binary(be, path, key);
+    if (prog && create_kernels(be, f, prog) != CLF_OK) {
+        clReleaseProgram(prog);
+        prog = NULL;
+    }
+    return prog;
 }
 
 static clf_status build_family(clf_backend *be, ocl_family_id f, const char *dir)
@@ -386,4 +402,86 @@ clf_status ocl_build_programs(clf_backend *be, const char *cache_dir)
             return st; /* the caller's close() releases what was built */
     }
     return CLF_OK;
+}
+
+/* ---- programs built after open (plugin ops) ---- */
+
+/* Creates the kernels names[0..nk) of prog into kernels[]: all of them, or (on failure)
+ * none, with the error recorded for op. */
+static clf_status create_named_kernels(const char *op, cl_program prog, const char *const *names,
+                                       cl_kernel *kernels, int nk)
+{
+    for (int k = 0; k < nk; k++) {
+        cl_int err;
+        kernels[k] = clCreateKernel(prog, names[k], &err);
+        if (err != CL_SUCCESS) {
+            kernels[k] = NULL;
+            for (int j = 0; j < k; j++) {
+                clReleaseKernel(kernels[j]);
+                kernels[j] = NULL;
+            }
+            return ocl_fail(op, "clCreateKernel", err);
+        }
+    }
+    return CLF_OK;
+}
+
+clf_status ocl_build_program(clf_backend *be, const char *op, const char *what,
+                             const char *cache_name, const char *const *srcs, const size_t *lens,
+                             int nsrc, const char *const *names, cl_kernel *kernels, int nk,
+                             cl_program *out)
+{
+    clf_status st = CLF_OK;
+    char path[4200] = "";
+    uint64_t key = 0;
+    cl_program prog = NULL;
+    cl_int err;
+    *out = NULL;
+    for (int k = 0; k < nk; k++)
+        kernels[k] = NULL;
+
+    if (be->cache_dir[0]) {
+        key = fnv1a_str(FNV_OFFSET, OCL_CACHE_MAGIC);
+        key = fnv1a_str(key, cache_name);
+        key = fnv1a_str(key, OCL_BUILD_OPTIONS);
+        for (int i = 0; i < nsrc; i++) {
+            key = fnv1a(key, &lens[i], sizeof lens[i]); /* where one piece ends */
+            key = fnv1a(key, srcs[i], lens[i]);
+        }
+        key = hash_device(be, key);
+        snprintf(path, sizeof path, "%s/%s-%016llx.clbin", be->cache_dir, cache_name,
+                 (unsigned long long)key);
+        if ((prog = load_binary(be, path, key)) != NULL) {
+            if (create_named_kernels(op, prog, names, kernels, nk) == CLF_OK) {
+                *out = prog;
+                return CLF_OK;
+            }
+            clReleaseProgram(prog); /* a binary the driver half accepts: rebuild */
+            prog = NULL;
+        }
+    }
+    prog = clCreateProgramWithSource(be->ctx, (cl_uint)nsrc, (const char **)srcs, lens, &err);
+    if (err != CL_SUCCESS) {
+        prog = NULL;
+        st = ocl_fail(op, "clCreateProgramWithSource", err);
+        goto fail;
+    }
+    err = clBuildProgram(prog, 1, &be->dev.device, OCL_BUILD_OPTIONS, NULL, NULL);
+    if (err != CL_SUCCESS) {
+        char log[800];
+        build_log(prog, be->dev.device, log, sizeof log);
+        st = clf_error(CLF_ERR_BACKEND, "opencl: %s: clBuildProgram failed: %s (%d) for %s: %s", op,
+                       ocl_error_name(err), (int)err, what, log);
+        goto fail;
+    }
+    if ((st = create_named_kernels(op, prog, names, kernels, nk)) != CLF_OK)
+        goto fail;
+    if (be->cache_dir[0] && make_dirs(be->cache_dir) == 0)
+        write_cache_file(prog, path, key);
+    *out = prog;
+    return CLF_OK;
+fail:
+    if (prog)
+        clReleaseProgram(prog);
+    return st;
 }

@@ -287,7 +287,7 @@ typedef struct clf_activation_args {
  *   dx[i] = dy[i] * gate[i] * f'(x[i])       (gate[i] read as 1 without a gate)
  *   dgate[i] = dy[i] * f(x[i])               (gate and dgate set together)
  * Both are overwritten; they may not alias each other, x or gate; dx may alias dy only
- * without a gate. */
+ * without a gate; dgate may alias dy. */
 typedef struct clf_activation_backward_args {
     const clf_plugin_op *op;
     clf_ptr dx, dgate, dy, x, gate;
@@ -295,7 +295,7 @@ typedef struct clf_activation_backward_args {
 } clf_activation_backward_args;
 
 /* out[r,:] = alpha * n(x[r,:]) + (beta.buf ? beta : 0) for r < rows, over cols features,
- * with n = op (CLF_PLUGIN_NORM). out may not alias x. alpha, beta: [cols]. */
+ * with n = op (CLF_PLUGIN_NORM). out may not alias x, alpha or beta. alpha, beta: [cols]. */
 typedef struct clf_norm_args {
     const clf_plugin_op *op;
     clf_ptr out, x, alpha, beta;
@@ -306,7 +306,7 @@ typedef struct clf_norm_args {
 /* Backward of clf_norm_args, given dy:
  *   dx[r,:] (= or, with accumulate, +=) J_n(x[r,:])^T (alpha * dy[r,:])
  *   dalpha[c] += sum_r dy[r,c] * n(x[r,:])[c];  dbeta[c] += sum_r dy[r,c]   (each optional)
- * Sums over rows in a fixed order (deterministic). dx may not alias dy or x. */
+ * Sums over rows in a fixed order (deterministic). dx may not alias dy, x or alpha. */
 typedef struct clf_norm_backward_args {
     const clf_plugin_op *op;
     clf_ptr dx, dy, x, alpha, dalpha, dbeta;

@@ -23,8 +23,9 @@
  *           activation kinds:
  *             float clf_NAME_forward(float x);   f(x)
  *             float clf_NAME_grad(float x);      f'(x)
- *           norm kind (one work-group per row; every work-item of the group calls it;
- *           row pointers already point at the row; the backend's prelude defines
+ *           norm kind (one work-group per row, its size a power of two; every work-item
+ *           of the group calls it; row pointers already point at the row; scratch holds
+ *           get_local_size(0) floats; the backend's prelude defines
  *           float clf_group_sum(float v, local float *scratch), a work-group sum that
  *           every work-item must reach, returning the total to all of them):
  *             void clf_NAME_forward(global float *xhat, const global float *x, int cols,

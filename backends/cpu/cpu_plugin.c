@@ -1,0 +1,339 @@
+/* The CPU backend's plugin ops (ABI 3): activations, gated activations and norms whose math
+ * a plugin supplies as C functions (clformer/plugin.h). The plugin gives f and f' (or the
+ * row map n and its vector-Jacobian product); this file owns the rest: operand checks,
+ * threads, the gate product, alpha/beta and their gradients. Semantics: clformer/backend.h.
+ *
+ * Elementwise ops split n into fixed chunks (not per thread) and rows are independent, so
+ * the bits never depend on the number of threads. dalpha and dbeta sum each column over
+ * the rows in order, in double, like cpu_layernorm_backward. */
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clformer/backend.h"
+#include "cpu_internal.h"
+
+/* Elements per call of a plugin's activation function: 8 KiB per operand, so x, dy, gate
+ * and the chunk's temporary stay in L1/L2 between the plugin's pass and ours. */
+#define ACT_CHUNK 2048
+/* Elementwise ops go parallel above this many elements (below, threads cost more). */
+#define ACT_PAR_MIN 65536
+/* Row ops go parallel above this many elements. */
+#define ROW_PAR_MIN 16384
+/* Columns per task of the dalpha/dbeta column sums (as in cpu_train.c): two cache lines. */
+#define PARAM_COL_BLOCK 32
+
+static const char *kind_name(clf_plugin_kind kind)
+{
+    switch (kind) {
+    case CLF_PLUGIN_ACTIVATION:
+        return "activation";
+    case CLF_PLUGIN_GATED_ACTIVATION:
+        return "gated activation";
+    case CLF_PLUGIN_NORM:
+        return "norm";
+    }
+    return "unknown";
+}
+
+/* CLF_OK when op can run here: a known kind and both CPU functions of that kind. */
+clf_status cpu_plugin_prepare(clf_backend *be, const clf_plugin_op *op)
+{
+    (void)be;
+    if (!op || !op->name)
+        return clf_error(CLF_ERR_INPUT, "cpu: plugin_prepare: no plugin op (or an op without a "
+                                        "name)");
+    int has_forward, has_backward;
+    switch (op->kind) {
+    case CLF_PLUGIN_ACTIVATION:
+    case CLF_PLUGIN_GATED_ACTIVATION:
+        has_forward = op->cpu.act_forward != NULL;
+        has_backward = op->cpu.act_backward != NULL;
+        break;
+    case CLF_PLUGIN_NORM:
+        has_forward = op->cpu.norm_forward != NULL;
+        has_backward = op->cpu.norm_backward != NULL;
+        break;
+    default:
+        return clf_error(CLF_ERR_INPUT, "cpu: plugin op '%s' has an unknown kind %d", op->name,
+                         (int)op->kind);
+    }
+    if (!has_forward && !has_backward)
+        return clf_error(CLF_ERR_UNSUPPORTED, "cpu: plugin op '%s' (%s) has no CPU form", op->name,
+                         kind_name(op->kind));
+    if (!has_forward || !has_backward)
+        return clf_error(CLF_ERR_INPUT,
+                         "cpu: plugin op '%s' (%s) has half a CPU form (its %s function is NULL)",
+                         op->name, kind_name(op->kind), has_forward ? "backward" : "forward");
+    return CLF_OK;
+}
+
+/* The op's checks shared by every entry: it runs here and is of the kind the entry takes.
+ * label gets "<entry> '<op name>'" for the messages that follow. */
+static clf_status check_op(clf_backend *be, const char *entry, const clf_plugin_op *op,
+                           int want_norm, char *label, size_t label_size)
+{
+    if (!op)
+        return clf_error(CLF_ERR_INPUT, "cpu: %s: no plugin op", entry);
+    clf_status st = cpu_plugin_prepare(be, op);
+    if (st != CLF_OK)
+        return st;
+    if ((op->kind == CLF_PLUGIN_NORM) != want_norm)
+        return clf_error(CLF_ERR_INPUT, "cpu: %s: plugin op '%s' (%s) is not %s", entry, op->name,
+                         kind_name(op->kind), want_norm ? "a norm" : "an activation");
+    snprintf(label, label_size, "%s '%s'", entry, op->name);
+    return CLF_OK;
+}
+
+/* CLF_ERR_INPUT when a and b overlap anywhere (same is 0) or, with same = 1, when they
+ * overlap without being the same span (elementwise in-place is fine). */
+static clf_status check_no_overlap(const char *op, const char *na, clf_ptr a, const char *nb,
+                                   clf_ptr b, size_t bytes, int same_ok)
+{
+    if (spans_overlap(a, bytes, b, bytes) && !(same_ok && a.off == b.off))
+        return clf_error(CLF_ERR_INPUT, "cpu: %s: '%s' %s '%s'", op, na,
+                         same_ok ? "partly overlaps" : "may not overlap", nb);
+    return CLF_OK;
+}
+
+/* ---- activations ---- */
+
+/* out, x, gate: [n]. out[i] = f(x[i]) * (gate ? gate[i] : 1), f = a->op's act_forward.
+ * out may be x (the same span), not gate. */
+clf_status cpu_plugin_activation(clf_backend *be, const clf_activation_args *a)
+{
+    char op[96];
+    if (!a)
+        return clf_error(CLF_ERR_INPUT, "cpu: activation: no arguments");
+    clf_status st = check_op(be, "activation", a->op, 0, op, sizeof op);
+    if (st != CLF_OK)
+        return st;
+    int gated = a->op->kind == CLF_PLUGIN_GATED_ACTIVATION;
+    if (gated != (a->gate.buf != NULL))
+        return clf_error(CLF_ERR_INPUT, "cpu: %s: plugin op '%s' (%s) %s", op, a->op->name,
+                         kind_name(a->op->kind), gated ? "needs a gate" : "takes no gate");
+    size_t n = a->n, bytes = 4 * n;
+    if ((st = check_span(op, "out", a->out, bytes)) != CLF_OK ||
+        (st = check_span(op, "x", a->x, bytes)) != CLF_OK ||
+        (gated && (st = check_span(op, "gate", a->gate, bytes)) != CLF_OK) ||
+        (st = check_no_overlap(op, "out", a->out, "x", a->x, bytes, 1)) != CLF_OK ||
+        (st = check_no_overlap(op, "out", a->out, "gate", a->gate, bytes, 0)) != CLF_OK)
+        return st;
+    float *out = fptr(a->out);
+    const float *x = fptr(a->x), *gate = gated ? fptr(a->gate) : NULL;
+    clf_plugin_act_fn forward = a->op->cpu.act_forward;
+    size_t chunks = (n + ACT_CHUNK - 1) / ACT_CHUNK;
+#pragma omp parallel for num_threads(be->threads) schedule(static) if (n > ACT_PAR_MIN)
+    for (size_t k = 0; k < chunks; k++) {
+        size_t lo = k * ACT_CHUNK, len = n - lo < ACT_CHUNK ? n - lo : ACT_CHUNK;
+        forward(out + lo, x + lo, len);
+        if (gate)
+            for (size_t i = lo; i < lo + len; i++)
+                out[i] *= gate[i];
+    }
+    return CLF_OK;
+}
+
+/* dx, dgate, dy, x, gate: [n].
+ *   dx[i] = (dy[i] * gate[i]) * f'(x[i])   (gate read as 1 without a gate)
+ *   dgate[i] = dy[i] * f(x[i])             (with a gate)
+ * dx may be dy only without a gate; dgate may be dy (each element is read before it is
+ * written); nothing else may overlap an output. */
+clf_status cpu_plugin_activation_backward(clf_backend *be, const clf_activation_backward_args *a)
+{
+    char op[96];
+    if (!a)
+        return clf_error(CLF_ERR_INPUT, "cpu: activation_backward: no arguments");
+    clf_status st = check_op(be, "activation_backward", a->op, 0, op, sizeof op);
+    if (st != CLF_OK)
+        return st;
+    int gated = a->op->kind == CLF_PLUGIN_GATED_ACTIVATION;
+    if (gated != (a->gate.buf != NULL) || gated != (a->dgate.buf != NULL))
+        return clf_error(CLF_ERR_INPUT, "cpu: %s: plugin op '%s' (%s) %s", op, a->op->name,
+                         kind_name(a->op->kind),
+                         gated ? "needs gate and dgate" : "takes no gate or dgate");
+    size_t n = a->n, bytes = 4 * n;
+    if ((st = check_span(op, "dx", a->dx, bytes)) != CLF_OK ||
+        (st = check_span(op, "dy", a->dy, bytes)) != CLF_OK ||
+        (st = check_span(op, "x", a->x, bytes)) != CLF_OK ||
+        (gated && (st = check_span(op, "gate", a->gate, bytes)) != CLF_OK) ||
+        (gated && (st = check_span(op, "dgate", a->dgate, bytes)) != CLF_OK) ||
+        (st = check_no_overlap(op, "dx", a->dx, "dy", a->dy, bytes, !gated)) != CLF_OK ||
+        (st = check_no_overlap(op, "dx", a->dx, "x", a->x, bytes, 0)) != CLF_OK ||
+        (st = check_no_overlap(op, "dx", a->dx, "gate", a->gate, bytes, 0)) != CLF_OK ||
+        (st = check_no_overlap(op, "dx", a->dx, "dgate", a->dgate, bytes, 0)) != CLF_OK ||
+        (st = check_no_overlap(op, "dgate", a->dgate, "dy", a->dy, bytes, 1)) != CLF_OK ||
+        (st = check_no_overlap(op, "dgate", a->dgate, "x", a->x, bytes, 0)) != CLF_OK ||
+        (st = check_no_overlap(op, "dgate", a->dgate, "gate", a->gate, bytes, 0)) != CLF_OK)
+        return st;
+    float *dx = fptr(a->dx), *dgate = gated ? fptr(a->dgate) : NULL;
+    const float *dy = fptr(a->dy), *x = fptr(a->x), *gate = gated ? fptr(a->gate) : NULL;
+    clf_plugin_act_fn forward = a->op->cpu.act_forward;
+    clf_plugin_act_backward_fn backward = a->op->cpu.act_backward;
+    size_t chunks = (n + ACT_CHUNK - 1) / ACT_CHUNK;
+#pragma omp parallel for num_threads(be->threads) schedule(static) if (n > ACT_PAR_MIN)
+    for (size_t k = 0; k < chunks; k++) {
+        size_t lo = k * ACT_CHUNK, len = n - lo < ACT_CHUNK ? n - lo : ACT_CHUNK;
+        if (!gate) {
+            backward(dx + lo, dy + lo, x + lo, len);
+            continue;
+        }
+        float fx[ACT_CHUNK]; /* f(x) of the chunk: dgate may be dy, so not staged in dgate */
+        for (size_t i = lo; i < lo + len; i++)
+            dx[i] = dy[i] * gate[i];
+        backward(dx + lo, dx + lo, x + lo, len);
+        forward(fx, x + lo, len);
+        for (size_t i = lo; i < lo + len; i++)
+            dgate[i] = dy[i] * fx[i - lo];
+    }
+    return CLF_OK;
+}
+
+/* ---- norms ---- */
+
+/* Checks rows >= 0 and cols >= 1. */
+static clf_status check_norm_shape(const char *op, int rows, int cols)
+{
+    if (rows < 0 || cols <= 0)
+        return clf_error(CLF_ERR_INPUT, "cpu: %s: bad shape rows=%d cols=%d", op, rows, cols);
+    return CLF_OK;
+}
+
+/* out, x: [rows, cols]; alpha, beta: [cols] (beta optional).
+ * out[r,:] = alpha * n(x[r,:]) + beta, n = a->op's norm_forward (written into out first).
+ * out may not overlap x, alpha or beta. */
+clf_status cpu_plugin_norm(clf_backend *be, const clf_norm_args *a)
+{
+    char op[96];
+    if (!a)
+        return clf_error(CLF_ERR_INPUT, "cpu: norm: no arguments");
+    clf_status st;
+    if ((st = check_op(be, "norm", a->op, 1, op, sizeof op)) != CLF_OK ||
+        (st = check_norm_shape(op, a->rows, a->cols)) != CLF_OK)
+        return st;
+    size_t n = (size_t)a->rows * a->cols, bytes = 4 * n, cbytes = 4 * (size_t)a->cols;
+    if ((st = check_span(op, "out", a->out, bytes)) != CLF_OK ||
+        (st = check_span(op, "x", a->x, bytes)) != CLF_OK ||
+        (st = check_span(op, "alpha", a->alpha, cbytes)) != CLF_OK ||
+        (a->beta.buf && (st = check_span(op, "beta", a->beta, cbytes)) != CLF_OK))
+        return st;
+    if (spans_overlap(a->out, bytes, a->x, bytes) ||
+        spans_overlap(a->out, bytes, a->alpha, cbytes) ||
+        spans_overlap(a->out, bytes, a->beta, cbytes))
+        return clf_error(CLF_ERR_INPUT, "cpu: %s: out may not overlap x, alpha or beta", op);
+    const float *x = fptr(a->x), *alpha = fptr(a->alpha);
+    const float *beta = a->beta.buf ? fptr(a->beta) : NULL;
+    float *out = fptr(a->out);
+    clf_plugin_norm_fn forward = a->op->cpu.norm_forward;
+    int cols = a->cols;
+    float eps = a->eps;
+#pragma omp parallel for num_threads(be->threads) schedule(static) if (n > ROW_PAR_MIN)
+    for (int r = 0; r < a->rows; r++) {
+        float *o = out + (size_t)r * cols;
+        forward(o, x + (size_t)r * cols, cols, eps);
+        for (int c = 0; c < cols; c++)
+            o[c] = alpha[c] * o[c] + (beta ? beta[c] : 0.0f);
+    }
+    return CLF_OK;
+}
+
+/* dx, dy, x: [rows, cols]; alpha, dalpha, dbeta: [cols] (dalpha, dbeta optional).
+ *   dx[r,:] (= or, with accumulate, +=) J_n(x[r,:])^T (alpha * dy[r,:])  (the plugin's
+ *           norm_backward; with accumulate it writes a per-thread row that is then added)
+ *   dalpha[c] += sum_r dy[r,c] * n(x[r,:])[c];  dbeta[c] += sum_r dy[r,c]
+ * n(x) is recomputed into a temporary [rows, cols] for dalpha; the column sums run in
+ * double over the rows in order, in blocks of columns (deterministic). dx may not overlap
+ * dy, x or alpha. */
+clf_status cpu_plugin_norm_backward(clf_backend *be, const clf_norm_backward_args *a)
+{
+    char op[96];
+    if (!a)
+        return clf_error(CLF_ERR_INPUT, "cpu: norm_backward: no arguments");
+    clf_status st;
+    if ((st = check_op(be, "norm_backward", a->op, 1, op, sizeof op)) != CLF_OK ||
+        (st = check_norm_shape(op, a->rows, a->cols)) != CLF_OK)
+        return st;
+    size_t n = (size_t)a->rows * a->cols, bytes = 4 * n, cbytes = 4 * (size_t)a->cols;
+    if ((st = check_span(op, "dx", a->dx, bytes)) != CLF_OK ||
+        (st = check_span(op, "dy", a->dy, bytes)) != CLF_OK ||
+        (st = check_span(op, "x", a->x, bytes)) != CLF_OK ||
+        (st = check_span(op, "alpha", a->alpha, cbytes)) != CLF_OK ||
+        (a->dalpha.buf && (st = check_span(op, "dalpha", a->dalpha, cbytes)) != CLF_OK) ||
+        (a->dbeta.buf && (st = check_span(op, "dbeta", a->dbeta, cbytes)) != CLF_OK))
+        return st;
+    if (spans_overlap(a->dx, bytes, a->dy, bytes) || spans_overlap(a->dx, bytes, a->x, bytes) ||
+        spans_overlap(a->dx, bytes, a->alpha, cbytes))
+        return clf_error(CLF_ERR_INPUT, "cpu: %s: dx may not overlap dy, x or alpha", op);
+    if (n == 0)
+        return CLF_OK;
+
+    const float *x = fptr(a->x), *dy = fptr(a->dy), *alpha = fptr(a->alpha);
+    float *dx = fptr(a->dx);
+    float *dalpha = a->dalpha.buf ? fptr(a->dalpha) : NULL;
+    float *dbeta = a->dbeta.buf ? fptr(a->dbeta) : NULL;
+    clf_plugin_norm_fn forward = a->op->cpu.norm_forward;
+    clf_plugin_norm_backward_fn backward = a->op->cpu.norm_backward;
+    int rows = a->rows, cols = a->cols, accumulate = a->accumulate, threads = be->threads;
+    float eps = a->eps;
+    float *rowtmp = NULL, *xhat = NULL;
+    st = CLF_OK;
+    if (accumulate && !(rowtmp = malloc(sizeof(float) * (size_t)threads * (size_t)cols))) {
+        st = clf_error(CLF_ERR_NOMEM, "cpu: %s: cannot allocate %d rows of %d floats", op, threads,
+                       cols);
+        goto fail;
+    }
+    if (dalpha && !(xhat = malloc(bytes))) {
+        st = clf_error(CLF_ERR_NOMEM, "cpu: %s: cannot allocate the [%d, %d] n(x) for dalpha", op,
+                       rows, cols);
+        goto fail;
+    }
+
+#pragma omp parallel num_threads(threads) if (n > ROW_PAR_MIN)
+    {
+        float *tmp = rowtmp ? rowtmp + (size_t)omp_get_thread_num() * (size_t)cols : NULL;
+#pragma omp for schedule(static)
+        for (int r = 0; r < rows; r++) {
+            size_t row = (size_t)r * cols;
+            float *dr = dx + row;
+            if (!tmp) {
+                backward(dr, dy + row, alpha, x + row, cols, eps);
+            } else {
+                backward(tmp, dy + row, alpha, x + row, cols, eps);
+                for (int c = 0; c < cols; c++)
+                    dr[c] += tmp[c];
+            }
+            if (xhat)
+                forward(xhat + row, x + row, cols, eps);
+        }
+    }
+
+    if (dalpha || dbeta) {
+        int blocks = (cols + PARAM_COL_BLOCK - 1) / PARAM_COL_BLOCK;
+        /* Each column is summed over the rows in order by one thread: deterministic. */
+#pragma omp parallel for num_threads(threads) schedule(static) if (n > ROW_PAR_MIN)
+        for (int blk = 0; blk < blocks; blk++) {
+            int c0 = blk * PARAM_COL_BLOCK;
+            int c1 = c0 + PARAM_COL_BLOCK < cols ? c0 + PARAM_COL_BLOCK : cols;
+            double sa[PARAM_COL_BLOCK] = {0}, sb[PARAM_COL_BLOCK] = {0};
+            for (int r = 0; r < rows; r++) {
+                size_t row = (size_t)r * cols;
+                for (int c = c0; c < c1; c++) {
+                    if (xhat)
+                        sa[c - c0] += (double)dy[row + c] * xhat[row + c];
+                    sb[c - c0] += dy[row + c];
+                }
+            }
+            for (int c = c0; c < c1; c++) {
+                if (dalpha)
+                    dalpha[c] = (float)(dalpha[c] + sa[c - c0]);
+                if (dbeta)
+                    dbeta[c] = (float)(dbeta[c] + sb[c - c0]);
+            }
+        }
+    }
+fail:
+    free(rowtmp);
+    free(xhat);
+    return st;
+}
