@@ -255,8 +255,8 @@ static void check_batch_independence(const char *backend, const char *name)
     fixture_close(&f);
 }
 
-static const char *const fixtures[] = {"pre_tutorial",   "post_standard",     "branch_tutorial",
-                                       "pre_standard_bias", "enc3_dec1",    "pre_learned_pe",
+static const char *const fixtures[] = {"pre_tutorial",      "post_standard",  "branch_tutorial",
+                                       "pre_standard_bias", "enc3_dec1",      "pre_learned_pe",
                                        "pre_tied_all",      "pre_swiglu_rms", "post_geglu"};
 #define N_FIXTURES ((int)(sizeof fixtures / sizeof fixtures[0]))
 

@@ -21,7 +21,7 @@
 
 /* A small model whose sizes do not matter here; %s is spliced in at the end of model:. */
 #define SMALL_MODEL                                                                                \
-    "model:\n  src_vocab: 11\n  tgt_vocab: 13\n  max_len: 16\n  d_model: 8\n  layers: 1\n"       \
+    "model:\n  src_vocab: 11\n  tgt_vocab: 13\n  max_len: 16\n  d_model: 8\n  layers: 1\n"         \
     "  heads: 2\n  d_ff: 12\n"
 
 static void expect_refused(const char *path, const char *want)
@@ -92,12 +92,9 @@ START_TEST(test_shipped_plugins_and_search)
     static const struct {
         const char *name;
         clf_plugin_kind kind;
-    } shipped[] = {{"gelu", CLF_PLUGIN_ACTIVATION},
-                   {"gelu_tanh", CLF_PLUGIN_ACTIVATION},
-                   {"silu", CLF_PLUGIN_ACTIVATION},
-                   {"swiglu", CLF_PLUGIN_GATED_ACTIVATION},
-                   {"geglu", CLF_PLUGIN_GATED_ACTIVATION},
-                   {"rms", CLF_PLUGIN_NORM},
+    } shipped[] = {{"gelu", CLF_PLUGIN_ACTIVATION},        {"gelu_tanh", CLF_PLUGIN_ACTIVATION},
+                   {"silu", CLF_PLUGIN_ACTIVATION},        {"swiglu", CLF_PLUGIN_GATED_ACTIVATION},
+                   {"geglu", CLF_PLUGIN_GATED_ACTIVATION}, {"rms", CLF_PLUGIN_NORM},
                    {"squared_relu", CLF_PLUGIN_ACTIVATION}};
     for (size_t i = 0; i < sizeof shipped / sizeof shipped[0]; i++) {
         const clf_plugin_op *op = NULL;
@@ -159,9 +156,8 @@ START_TEST(test_yaml_plugins_list)
     remove_dir(dir);
 
     /* a bare name is clformer-plugin-<name>.so on the search path; a missing one says so */
-    CLF_ASSERT_OK(clf_config_parse_string("plugins: [rmsnorm]\n" SMALL_MODEL
-                                          "  layernorm: {style: rms, eps: 1.0e-5}\n",
-                                          NULL, &cfg));
+    CLF_ASSERT_OK(clf_config_parse_string(
+        "plugins: [rmsnorm]\n" SMALL_MODEL "  layernorm: {style: rms, eps: 1.0e-5}\n", NULL, &cfg));
     ck_assert_ptr_nonnull(cfg.model.norm_op);
     ck_assert_int_eq(clf_model_norm_has_bias(&cfg.model), 0);
     ck_assert_int_eq(clf_config_parse_string("plugins: [nosuch]\n" SMALL_MODEL, NULL, &cfg),
@@ -184,9 +180,9 @@ START_TEST(test_yaml_op_kinds)
     ck_assert_msg(strstr(clf_last_error(), "model.activation: 'rms' is a norm op of ") &&
                       strstr(clf_last_error(), "not an activation"),
                   "%s", clf_last_error());
-    ck_assert_int_eq(clf_config_parse_string(SMALL_MODEL "  layernorm: {style: swiglu}\n", NULL,
-                                             &cfg),
-                     CLF_ERR_INPUT);
+    ck_assert_int_eq(
+        clf_config_parse_string(SMALL_MODEL "  layernorm: {style: swiglu}\n", NULL, &cfg),
+        CLF_ERR_INPUT);
     ck_assert_msg(strstr(clf_last_error(), "model.layernorm.style: 'swiglu' is a gated "
                                            "activation op of ") &&
                       strstr(clf_last_error(), "not a norm style"),

@@ -227,9 +227,9 @@ static void check_trajectory(const char *backend, const char *name)
 START_TEST(test_gradients_match_pytorch)
 {
     static const char *cases[] = {
-        "train_pre_tutorial", "train_post_standard", "train_branch_tutorial", "train_accum",
-        "train_learned_pe",   "train_tied_all",      "train_tied_learned",    "train_swiglu_rms",
-        "train_post_gelu"};
+        "train_pre_tutorial", "train_post_standard", "train_branch_tutorial",
+        "train_accum",        "train_learned_pe",    "train_tied_all",
+        "train_tied_learned", "train_swiglu_rms",    "train_post_gelu"};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         check_gradients("cpu", cases[i]);
 }
@@ -680,9 +680,9 @@ START_TEST(test_opencl_matches_pytorch)
     if (!opencl_can_train())
         return;
     static const char *cases[] = {
-        "train_pre_tutorial", "train_post_standard", "train_branch_tutorial", "train_accum",
-        "train_learned_pe",   "train_tied_all",      "train_tied_learned",    "train_swiglu_rms",
-        "train_post_gelu"};
+        "train_pre_tutorial", "train_post_standard", "train_branch_tutorial",
+        "train_accum",        "train_learned_pe",    "train_tied_all",
+        "train_tied_learned", "train_swiglu_rms",    "train_post_gelu"};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         check_gradients("opencl", cases[i]);
     check_trajectory("opencl", "train_pre_tutorial");

@@ -24,19 +24,6 @@
 /* Columns per task of the dalpha/dbeta column sums (as in cpu_train.c): two cache lines. */
 #define PARAM_COL_BLOCK 32
 
-static const char *kind_name(clf_plugin_kind kind)
-{
-    switch (kind) {
-    case CLF_PLUGIN_ACTIVATION:
-        return "activation";
-    case CLF_PLUGIN_GATED_ACTIVATION:
-        return "gated activation";
-    case CLF_PLUGIN_NORM:
-        return "norm";
-    }
-    return "unknown";
-}
-
 /* CLF_OK when op can run here: a known kind and both CPU functions of that kind. */
 clf_status cpu_plugin_prepare(clf_backend *be, const clf_plugin_op *op)
 {
@@ -61,11 +48,11 @@ clf_status cpu_plugin_prepare(clf_backend *be, const clf_plugin_op *op)
     }
     if (!has_forward && !has_backward)
         return clf_error(CLF_ERR_UNSUPPORTED, "cpu: plugin op '%s' (%s) has no CPU form", op->name,
-                         kind_name(op->kind));
+                         clf_plugin_kind_name(op->kind));
     if (!has_forward || !has_backward)
-        return clf_error(CLF_ERR_INPUT,
-                         "cpu: plugin op '%s' (%s) has half a CPU form (its %s function is NULL)",
-                         op->name, kind_name(op->kind), has_forward ? "backward" : "forward");
+        return clf_error(
+            CLF_ERR_INPUT, "cpu: plugin op '%s' (%s) has half a CPU form (its %s function is NULL)",
+            op->name, clf_plugin_kind_name(op->kind), has_forward ? "backward" : "forward");
     return CLF_OK;
 }
 
@@ -81,7 +68,7 @@ static clf_status check_op(clf_backend *be, const char *entry, const clf_plugin_
         return st;
     if ((op->kind == CLF_PLUGIN_NORM) != want_norm)
         return clf_error(CLF_ERR_INPUT, "cpu: %s: plugin op '%s' (%s) is not %s", entry, op->name,
-                         kind_name(op->kind), want_norm ? "a norm" : "an activation");
+                         clf_plugin_kind_name(op->kind), want_norm ? "a norm" : "an activation");
     snprintf(label, label_size, "%s '%s'", entry, op->name);
     return CLF_OK;
 }
@@ -112,7 +99,8 @@ clf_status cpu_plugin_activation(clf_backend *be, const clf_activation_args *a)
     int gated = a->op->kind == CLF_PLUGIN_GATED_ACTIVATION;
     if (gated != (a->gate.buf != NULL))
         return clf_error(CLF_ERR_INPUT, "cpu: %s: plugin op '%s' (%s) %s", op, a->op->name,
-                         kind_name(a->op->kind), gated ? "needs a gate" : "takes no gate");
+                         clf_plugin_kind_name(a->op->kind),
+                         gated ? "needs a gate" : "takes no gate");
     size_t n = a->n, bytes = 4 * n;
     if ((st = check_span(op, "out", a->out, bytes)) != CLF_OK ||
         (st = check_span(op, "x", a->x, bytes)) != CLF_OK ||
@@ -151,7 +139,7 @@ clf_status cpu_plugin_activation_backward(clf_backend *be, const clf_activation_
     int gated = a->op->kind == CLF_PLUGIN_GATED_ACTIVATION;
     if (gated != (a->gate.buf != NULL) || gated != (a->dgate.buf != NULL))
         return clf_error(CLF_ERR_INPUT, "cpu: %s: plugin op '%s' (%s) %s", op, a->op->name,
-                         kind_name(a->op->kind),
+                         clf_plugin_kind_name(a->op->kind),
                          gated ? "needs gate and dgate" : "takes no gate or dgate");
     size_t n = a->n, bytes = 4 * n;
     if ((st = check_span(op, "dx", a->dx, bytes)) != CLF_OK ||

@@ -51,19 +51,6 @@ struct ocl_plugin_prog {
     size_t wg[PK_COUNT]; /* power-of-two work-group size of each kernel */
 };
 
-static const char *kind_name(clf_plugin_kind kind)
-{
-    switch (kind) {
-    case CLF_PLUGIN_ACTIVATION:
-        return "activation";
-    case CLF_PLUGIN_GATED_ACTIVATION:
-        return "gated activation";
-    case CLF_PLUGIN_NORM:
-        return "norm";
-    }
-    return "unknown";
-}
-
 /* A C identifier of at most CLF_PLUGIN_NAME_MAX - 1 characters: safe to paste into the
  * program's #defines and into the cache file's name. */
 static int valid_name(const char *name)
@@ -133,7 +120,7 @@ static clf_status build_prog(clf_backend *be, const char *opname, const clf_plug
              "#define CLF_PLUGIN_FORWARD clf_%s_forward\n#define CLF_PLUGIN_GRAD clf_%s_grad\n"
              "#define CLF_PLUGIN_BACKWARD clf_%s_backward\n#line 1 \"plugin op %s\"\n",
              norm, op->kind == CLF_PLUGIN_GATED_ACTIVATION, op->name, op->name, op->name, op->name);
-    snprintf(what, sizeof what, "plugin op '%s' (%s)", op->name, kind_name(op->kind));
+    snprintf(what, sizeof what, "plugin op '%s' (%s)", op->name, clf_plugin_kind_name(op->kind));
     snprintf(cache_name, sizeof cache_name, "plugin-%s", op->name);
     static const char after[] = "\n#line 1 \"plugin.cl\"\n";
     const char *srcs[5] = {clf_ocl_src_plugin_prelude, defines, op->opencl_source, after,
@@ -180,7 +167,7 @@ static clf_status get_prog(clf_backend *be, const char *opname, const clf_plugin
                          op->name, CLF_PLUGIN_NAME_MAX - 1);
     if (!op->opencl_source)
         return clf_error(CLF_ERR_UNSUPPORTED, "opencl: plugin op '%s' (%s) has no OpenCL form",
-                         op->name, kind_name(op->kind));
+                         op->name, clf_plugin_kind_name(op->kind));
     /* room first, so a built program is never dropped for want of a table slot */
     struct ocl_plugin_prog *grown =
         realloc(be->plugin_progs, sizeof *grown * ((size_t)be->n_plugin_progs + 1));
@@ -214,7 +201,8 @@ static clf_status get_kind(clf_backend *be, const char *opname, const clf_plugin
         return st;
     if ((op->kind == CLF_PLUGIN_NORM) != want_norm)
         return clf_error(CLF_ERR_INPUT, "opencl: %s: plugin op '%s' (%s) is not %s", opname,
-                         op->name, kind_name(op->kind), want_norm ? "a norm" : "an activation");
+                         op->name, clf_plugin_kind_name(op->kind),
+                         want_norm ? "a norm" : "an activation");
     snprintf(label, label_size, "%s '%s'", opname, op->name);
     return CLF_OK;
 }
@@ -258,7 +246,8 @@ clf_status ocl_plugin_activation(clf_backend *be, const clf_activation_args *a)
     const int gated = a->op->kind == CLF_PLUGIN_GATED_ACTIVATION;
     if (gated != (a->gate.buf != NULL))
         return clf_error(CLF_ERR_INPUT, "opencl: %s: plugin op '%s' (%s) %s", op, a->op->name,
-                         kind_name(a->op->kind), gated ? "needs a gate" : "takes no gate");
+                         clf_plugin_kind_name(a->op->kind),
+                         gated ? "needs a gate" : "takes no gate");
     const uint64_t n = a->n, bytes = 4 * n;
     if ((st = ocl_check_operand(be, op, "out", a->out, n, 1)) != CLF_OK ||
         (st = ocl_check_operand(be, op, "x", a->x, n, 1)) != CLF_OK ||
@@ -294,7 +283,7 @@ clf_status ocl_plugin_activation_backward(clf_backend *be, const clf_activation_
     const int gated = a->op->kind == CLF_PLUGIN_GATED_ACTIVATION;
     if (gated != (a->gate.buf != NULL) || gated != (a->dgate.buf != NULL))
         return clf_error(CLF_ERR_INPUT, "opencl: %s: plugin op '%s' (%s) %s", op, a->op->name,
-                         kind_name(a->op->kind),
+                         clf_plugin_kind_name(a->op->kind),
                          gated ? "needs gate and dgate" : "takes no gate or dgate");
     const uint64_t n = a->n, bytes = 4 * n;
     if ((st = ocl_check_operand(be, op, "dx", a->dx, n, 1)) != CLF_OK ||
