@@ -352,6 +352,55 @@ START_TEST(test_cli_refuses_hostile)
 }
 END_TEST
 
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_int_eq(fread(s, 1, (size_t)n, f), (size_t)n);
+    s[n] = '\0';
+    fclose(f);
+    return s;
+}
+
+/* The README's copy of the example is the file itself, and the one-line build in its
+ * header works outside clformer's build (against the headers only), giving a plugin that
+ * loads and runs. */
+START_TEST(test_example_plugin_as_documented)
+{
+    char *readme = slurp(CLF_SOURCE_DIR "/README.md");
+    char *example = slurp(CLF_SOURCE_DIR "/plugins/example/squared_relu.c");
+    ck_assert_msg(strstr(readme, example),
+                  "README.md's copy of plugins/example/squared_relu.c differs from the file");
+    free(readme);
+    free(example);
+
+    char dir[] = "/tmp/clf-plugin-ex-XXXXXX", cmd[1024], so[128];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(so, sizeof so, "%s/clformer-plugin-example.so", dir);
+    snprintf(cmd, sizeof cmd,
+             "cc -shared -fPIC -O2 -I%s/core/include %s/plugins/example/squared_relu.c -o %s",
+             CLF_SOURCE_DIR, CLF_SOURCE_DIR, so);
+    ck_assert_msg(system(cmd) == 0, "%s failed", cmd);
+    const clf_plugin_api *api = NULL;
+    CLF_ASSERT_OK(clf_plugin_load_file(so, &api));
+    ck_assert_str_eq(api->ops[0].name, "squared_relu");
+    float x[4] = {-2.0f, -0.0f, 0.5f, 3.0f}, y[4], dy[4] = {1, 1, 1, 1}, dx[4];
+    api->ops[0].cpu.act_forward(y, x, 4);
+    api->ops[0].cpu.act_backward(dx, dy, x, 4);
+    const float want_y[4] = {0.0f, 0.0f, 0.25f, 9.0f}, want_dx[4] = {0.0f, 0.0f, 1.0f, 6.0f};
+    for (int i = 0; i < 4; i++) {
+        ck_assert_float_eq(y[i], want_y[i]);
+        ck_assert_float_eq(dx[i], want_dx[i]);
+    }
+    remove_dir(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("plugin");
@@ -365,6 +414,7 @@ int main(void)
     tcase_add_test(tc, test_weight_names);
     tcase_add_test(tc, test_backend_without_form);
     tcase_add_test(tc, test_cli_refuses_hostile);
+    tcase_add_test(tc, test_example_plugin_as_documented);
     suite_add_tcase(s, tc);
     return clf_test_main(s);
 }
