@@ -73,6 +73,39 @@ static void assert_round_trip(const clf_config *cfg)
     free(again);
 }
 
+/* dropout: a rate (the paper's two sites) or a map of the four sites; dumps read back. */
+START_TEST(test_dropout_sites)
+{
+    clf_config c, back;
+    const char *base = "model: {src_vocab: 9, tgt_vocab: 9, d_model: 8, heads: 2,\n"
+                       "        dropout: %s}\n";
+    char yaml[512];
+    snprintf(yaml, sizeof yaml, base, "0.3");
+    CLF_ASSERT_OK(clf_config_parse_string(yaml, NULL, &c));
+    ck_assert_float_eq(c.model.dropout, 0.3f);
+    ck_assert_float_eq(c.model.dropout_embedding, 0.3f);
+    ck_assert_float_eq(c.model.dropout_attention, 0.0f);
+    ck_assert_float_eq(c.model.dropout_ffn, 0.0f);
+    snprintf(yaml, sizeof yaml, base, "{attention: 0.125, ffn: 0.25}");
+    CLF_ASSERT_OK(clf_config_parse_string(yaml, NULL, &c));
+    ck_assert_float_eq(c.model.dropout, 0.1f); /* absent keys keep their defaults */
+    ck_assert_float_eq(c.model.dropout_embedding, 0.1f);
+    ck_assert_float_eq(c.model.dropout_attention, 0.125f);
+    ck_assert_float_eq(c.model.dropout_ffn, 0.25f);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    CLF_ASSERT_OK(clf_config_dump(&c, f));
+    fclose(f);
+    ck_assert_msg(strstr(text, "dropout: {residual: 0.1, embedding: 0.1, attention: 0.125, "
+                               "ffn: 0.25}"),
+                  "%s", text);
+    CLF_ASSERT_OK(clf_config_parse_string(text, "dump", &back));
+    free(text);
+    ck_assert_mem_eq(&back.model, &c.model, sizeof c.model);
+}
+END_TEST
+
 START_TEST(test_shipped_configs_load)
 {
     clf_config *cfg = malloc(sizeof *cfg);
@@ -547,6 +580,10 @@ static const bad_case bad_cases[] = {
     {M "  dropout: 1.0\n", "<t>:4:12: model.dropout: must be in [0, 1), got 1.0"},
     {M "  dropout: -0.1\n", "model.dropout: must be in [0, 1), got -0.1"},
     {M "  dropout: 0.99999999999\n", "model.dropout: must be in [0, 1), got 0.99999999999"},
+    {M "  dropout: {attention: 1.5}\n", "model.dropout.attention: must be in [0, 1), got 1.5"},
+    {M "  dropout: {atention: 0.1}\n",
+     "model.dropout.atention: unknown key 'atention' (did you mean 'attention'?)"},
+    {M "  dropout: [0.1]\n", "model.dropout: expected a number"},
     {M "  layernorm: {eps: 0}\n", "model.layernorm.eps: must be > 0, got 0"},
     {T "  optimizer: {lr: -1.0e-4}\n", "train.optimizer.lr: must be > 0, got -1.0e-4"},
     {T "  label_smoothing: 1\n", "train.label_smoothing: must be in [0, 1), got 1"},
@@ -688,6 +725,7 @@ static Suite *config_suite(void)
     TCase *tc = tcase_create("config");
     tcase_add_test(tc, test_shipped_configs_load);
     tcase_add_test(tc, test_defaults);
+    tcase_add_test(tc, test_dropout_sites);
     tcase_add_test(tc, test_layers);
     tcase_add_test(tc, test_final_norm);
     tcase_add_test(tc, test_train_full);

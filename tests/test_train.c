@@ -88,7 +88,7 @@ static void train_fixture_open(train_fixture *f, const char *backend, const char
     read_i32(f->batch, "labels", &f->labels, &b2, &t2);
     open_backend(backend, &f->api, &f->be);
     CLF_ASSERT_OK(clf_model_create(&f->cfg.model, f->w, f->api, f->be, &f->m));
-    CLF_ASSERT_OK(clf_trainer_create(f->m, &f->cfg.train, f->cfg.model.dropout, &f->t));
+    CLF_ASSERT_OK(clf_trainer_create(f->m, &f->cfg.train, 1, &f->t));
 }
 
 static void train_fixture_close(train_fixture *f)
@@ -244,6 +244,117 @@ START_TEST(test_optimizer_matches_pytorch)
 }
 END_TEST
 
+/* ---- per-site dropout ---- */
+
+/* Every dropout site on (the tutorial's four) */
+#define ALL_DROPOUT_SITES "{residual: 0.1, embedding: 0.1, attention: 0.1, ffn: 0.1}"
+
+static float read_param(train_fixture *f, int i, size_t k, int grad)
+{
+    int c;
+    size_t off, bytes;
+    clf_buffer *wb, *gb;
+    float v;
+    clf_model_weight_place(f->m, i, &c, &off);
+    clf_model_chunk(f->m, c, &wb, &gb, &bytes);
+    CLF_ASSERT_OK(f->api->download(f->be, &v, (clf_ptr){grad ? gb : wb, off + 4 * k}, 4));
+    return v;
+}
+
+static void write_param(train_fixture *f, int i, size_t k, float v)
+{
+    int c;
+    size_t off, bytes;
+    clf_buffer *wb, *gb;
+    clf_model_weight_place(f->m, i, &c, &off);
+    clf_model_chunk(f->m, c, &wb, &gb, &bytes);
+    CLF_ASSERT_OK(f->api->upload(f->be, (clf_ptr){wb, off + 4 * k}, &v, 4));
+}
+
+/* The loss of micro-batch 0 (so the same dropout masks every time). */
+static double loss_at_micro0(train_fixture *f)
+{
+    double loss;
+    clf_trainer_state(f->t)->micro = 0;
+    accumulate_step(f, &loss);
+    return loss;
+}
+
+/* With dropout at all four sites, a few gradient entries of every kind of parameter
+ * against central differences of the loss under the same masks (the masks are a function
+ * of the seed and the micro-batch number, so the loss is a smooth function of the weights).
+ * In float with h = 1e-2 the difference quotient carries ~1e-4 of rounding and O(h^2)
+ * curvature, far below what a mask that differed between forward and backward gives (the
+ * gradient of a dropped element is zero on one side and not on the other). */
+static void check_dropout_gradients(const char *backend)
+{
+    train_fixture f = {0};
+    train_fixture_open(&f, backend, "train_swiglu_rms");
+    clf_trainer_free(f.t);
+    f.cfg.model.dropout = f.cfg.model.dropout_embedding = 0.2f;
+    f.cfg.model.dropout_attention = f.cfg.model.dropout_ffn = 0.2f;
+    clf_model *m = f.m;
+    clf_model_free(m);
+    CLF_ASSERT_OK(clf_model_create(&f.cfg.model, f.w, f.api, f.be, &f.m));
+    CLF_ASSERT_OK(clf_trainer_create(f.m, &f.cfg.train, 1, &f.t));
+    double l0 = loss_at_micro0(&f), l_nodrop;
+    static const char *const probe[] = {
+        "encoder.layers.0.self_attention_block.w_q.weight",
+        "decoder.layers.1.cross_attention_block.w_v.weight",
+        "encoder.layers.1.feed_forward_block.linear_1.weight",
+        "decoder.layers.0.feed_forward_block.linear_3.weight",
+        "decoder.layers.1.feed_forward_block.linear_2.bias",
+        "encoder.layers.0.residual_connections.1.norm.alpha",
+        "src_embed.embedding.weight",
+    };
+    enum { PROBES = 7 * 3 };
+    int at[PROBES];
+    size_t elem[PROBES];
+    float grad[PROBES];
+    int np = 0;
+    /* the gradients of the first pass, before the difference quotients add to them */
+    for (size_t p = 0; p < sizeof probe / sizeof probe[0]; p++) {
+        int i = -1;
+        for (int j = 0; j < clf_model_weight_count(f.m); j++)
+            if (!strcmp(clf_model_weight_spec(f.m, j)->name, probe[p]))
+                i = j;
+        ck_assert_msg(i >= 0, "no weight %s", probe[p]);
+        size_t numel = (size_t)clf_weight_spec_numel(clf_model_weight_spec(f.m, i));
+        for (size_t k = 0; k < numel && np < PROBES; k += numel / 3 + 1) {
+            at[np] = i, elem[np] = k, grad[np] = read_param(&f, i, k, 1);
+            np++;
+        }
+    }
+    const double h = 1e-2;
+    double worst = 0;
+    for (int q = 0; q < np; q++) {
+        float w = read_param(&f, at[q], elem[q], 0);
+        write_param(&f, at[q], elem[q], (float)(w + h));
+        double lp = loss_at_micro0(&f);
+        write_param(&f, at[q], elem[q], (float)(w - h));
+        double lm = loss_at_micro0(&f);
+        write_param(&f, at[q], elem[q], w);
+        double fd = (lp - lm) / (2 * h), e = fabs(fd - grad[q]) / fmax(fabs(grad[q]), 1e-2);
+        worst = fmax(worst, e);
+        ck_assert_msg(e <= 2e-2, "%s[%zu] on %s: gradient %.6g, central difference %.6g",
+                      clf_model_weight_spec(f.m, at[q])->name, elem[q], backend, grad[q], fd);
+    }
+    /* dropout does change the loss (the sites are live) */
+    clf_trainer_free(f.t);
+    CLF_ASSERT_OK(clf_trainer_create(f.m, &f.cfg.train, 0, &f.t));
+    l_nodrop = loss_at_micro0(&f);
+    ck_assert_msg(fabs(l0 - l_nodrop) > 1e-3, "loss %.6f with dropout, %.6f without", l0, l_nodrop);
+    printf("dropout at every site on %s: gradient vs central difference, worst %.2g\n", backend,
+           worst);
+    train_fixture_close(&f);
+}
+
+START_TEST(test_dropout_sites_gradients)
+{
+    check_dropout_gradients("cpu");
+}
+END_TEST
+
 /* ---- the copy task (the Annotated Transformer's first check) ---- */
 
 enum { COPY_VOCAB = 14, COPY_MAXLEN = 7, COPY_B = 32 };
@@ -291,7 +402,7 @@ static void copy_open(copy_run *r, const char *backend, const char *norm, const 
     CLF_ASSERT_OK(clf_weights_init(&r->cfg.model, 1, &r->w));
     open_backend(backend, &r->api, &r->be);
     CLF_ASSERT_OK(clf_model_create(&r->cfg.model, r->w, r->api, r->be, &r->m));
-    CLF_ASSERT_OK(clf_trainer_create(r->m, &r->cfg.train, r->cfg.model.dropout, &r->t));
+    CLF_ASSERT_OK(clf_trainer_create(r->m, &r->cfg.train, 1, &r->t));
 }
 
 static void copy_close(copy_run *r)
@@ -407,15 +518,15 @@ START_TEST(test_resume_is_exact)
     snprintf(path, sizeof path, "%s/resume-%d.safetensors", CLF_TEST_BIN_DIR, (int)getpid());
     copy_run a = {0}, b = {0};
     unsigned sa = 5, sb = 5;
-    copy_open(&a, "cpu", "post", "0.1", 2, "0.001", "inverse_sqrt", 4, "0.1");
+    copy_open(&a, "cpu", "post", ALL_DROPOUT_SITES, 2, "0.001", "inverse_sqrt", 4, "0.1");
     copy_train(&a, &sa, 6, NULL);
 
-    copy_open(&b, "cpu", "post", "0.1", 2, "0.001", "inverse_sqrt", 4, "0.1");
+    copy_open(&b, "cpu", "post", ALL_DROPOUT_SITES, 2, "0.001", "inverse_sqrt", 4, "0.1");
     copy_train(&b, &sb, 3, NULL);
     CLF_ASSERT_OK(clf_trainer_save(b.t, path, "# config"));
     copy_close(&b);
     memset(&b, 0, sizeof b);
-    copy_open(&b, "cpu", "post", "0.1", 2, "0.001", "inverse_sqrt", 4, "0.1");
+    copy_open(&b, "cpu", "post", ALL_DROPOUT_SITES, 2, "0.001", "inverse_sqrt", 4, "0.1");
     CLF_ASSERT_OK(clf_trainer_load(b.t, path));
     ck_assert_int_eq(clf_trainer_state(b.t)->step, 3);
     ck_assert_int_eq(clf_trainer_state(b.t)->micro, 6);
@@ -691,8 +802,8 @@ START_TEST(test_opencl_matches_pytorch)
 }
 END_TEST
 
-/* The same 12 steps (dropout on, label smoothing) on OpenCL and CPU: the loss curves agree
- * to 1e-3 relative (identical dropout masks; float rounding differs). */
+/* The same 12 steps (dropout on at every site, label smoothing) on OpenCL and CPU: the loss curves
+ * agree to 1e-3 relative (identical dropout masks; float rounding differs). */
 START_TEST(test_opencl_follows_cpu)
 {
     if (!opencl_can_train())
@@ -701,8 +812,8 @@ START_TEST(test_opencl_follows_cpu)
     copy_run c = {0}, o = {0};
     unsigned sc = 11, so = 11;
     double lc[STEPS], lo[STEPS];
-    copy_open(&c, "cpu", "pre", "0.1", 1, "0.002", "constant", 0, "0.1");
-    copy_open(&o, "opencl", "pre", "0.1", 1, "0.002", "constant", 0, "0.1");
+    copy_open(&c, "cpu", "pre", ALL_DROPOUT_SITES, 1, "0.002", "constant", 0, "0.1");
+    copy_open(&o, "opencl", "pre", ALL_DROPOUT_SITES, 1, "0.002", "constant", 0, "0.1");
     copy_train(&c, &sc, STEPS, lc);
     copy_train(&o, &so, STEPS, lo);
     for (int s = 0; s < STEPS; s++) {
@@ -728,6 +839,7 @@ static Suite *train_suite(void)
     tcase_add_test(tc, test_bad_checkpoint);
     tcase_add_test(tc, test_gradients_match_pytorch);
     tcase_add_test(tc, test_optimizer_matches_pytorch);
+    tcase_add_test(tc, test_dropout_sites_gradients);
     tcase_add_test(tc, test_resume_is_exact);
     tcase_add_test(tc, test_copy_task_cpu);
     tcase_add_test(tc, test_cli_train_and_resume);

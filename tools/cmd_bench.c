@@ -622,7 +622,7 @@ static int bench_train(const char *cfg_path, const char *w_path, const char *jso
         goto fail;
     clf_weights_free(w);
     w = NULL;
-    if ((st = clf_trainer_create(model, tc, mc->dropout, &tr)) != CLF_OK)
+    if ((st = clf_trainer_create(model, tc, 1, &tr)) != CLF_OK)
         goto fail;
 
     const int B = o->batch, S = o->src_len, T = o->tgt_len, A = tc->accumulate;

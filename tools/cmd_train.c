@@ -617,7 +617,7 @@ int clf_cmd_train(int argc, char **argv)
         goto fail;
     if ((st = cli_open_backend(&r.cfg, &r.o.bo, &r.api, &r.be)) != CLF_OK ||
         (st = clf_model_create(&r.cfg.model, r.w, r.api, r.be, &r.model)) != CLF_OK ||
-        (st = clf_trainer_create(r.model, tc, r.cfg.model.dropout, &r.trainer)) != CLF_OK)
+        (st = clf_trainer_create(r.model, tc, 1, &r.trainer)) != CLF_OK)
         goto fail;
     clf_weights_free(r.w); /* on the device now */
     r.w = NULL;

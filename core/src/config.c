@@ -53,6 +53,7 @@ typedef enum field_kind {
     F_DATA,       /* a TSV path into off, or [source, target] paths into off and off2 */
     F_OPNAME,     /* int index into names at off, or an op plugin's name (flag: OPNAME_*) */
     F_PLUGINS,    /* the top-level plugins: list, loaded while parsing */
+    F_DROPOUT,    /* model.dropout: a rate for the paper's sites, or a map of sites (sub) */
     F_MAP         /* a nested mapping with keys `sub`; flag: set the int at off to 1 */
 } field_kind;
 
@@ -113,6 +114,14 @@ static const field layernorm_fields[] = {
     END,
 };
 
+static const field dropout_fields[] = {
+    FLOAT("residual", model.dropout, 0.0, 0, 1.0, 1),
+    FLOAT("embedding", model.dropout_embedding, 0.0, 0, 1.0, 1),
+    FLOAT("attention", model.dropout_attention, 0.0, 0, 1.0, 1),
+    FLOAT("ffn", model.dropout_ffn, 0.0, 0, 1.0, 1),
+    END,
+};
+
 static const field model_fields[] = {
     INT("src_vocab", model.src_vocab, 1, CFG_SIZE_MAX),
     INT("tgt_vocab", model.tgt_vocab, 1, CFG_SIZE_MAX),
@@ -134,7 +143,13 @@ static const field model_fields[] = {
      .names = act_names,
      .flag = OPNAME_ACTIVATION},
     ENUM("output", model.output, "output", output_names),
-    FLOAT("dropout", model.dropout, 0.0, 0, 1.0, 1),
+    {.key = "dropout",
+     .kind = F_DROPOUT,
+     .off = AT(model.dropout),
+     .fmin = 0.0,
+     .fmax = 1.0,
+     .fmax_open = 1,
+     .sub = dropout_fields},
     INT("pad_id", model.pad_id, 0, CFG_SIZE_MAX),
     ENUM("positional", model.positional, "positional encoding", positional_names),
     ENUM("tie_embeddings", model.tie_embeddings, "tie_embeddings", tie_names),
@@ -752,6 +767,12 @@ static clf_status parse_value(parse_ctx *c, const yaml_node_t *v, const field *f
     }
     case F_OPNAME:
         return parse_opname(c, v, f, key);
+    case F_DROPOUT:
+        if (v->type == YAML_MAPPING_NODE)
+            return parse_map(c, v, f->sub, key);
+        if ((st = parse_float(c, v, key, f, &fv)) == CLF_OK)
+            c->cfg->model.dropout = c->cfg->model.dropout_embedding = fv;
+        return st;
     case F_PLUGINS:
         return parse_plugins(c, v, key);
     case F_MAP:
@@ -979,6 +1000,9 @@ void clf_config_defaults(clf_config *cfg)
     m->activation = CLF_ACT_RELU;
     m->output = CLF_OUTPUT_LOGITS;
     m->dropout = 0.1f;
+    m->dropout_embedding = 0.1f;
+    m->dropout_attention = 0.0f;
+    m->dropout_ffn = 0.0f;
     m->pad_id = 1;
     m->positional = CLF_POS_SINUSOIDAL;
     m->tie_embeddings = CLF_TIE_NONE;

@@ -71,7 +71,15 @@ static void dump_model(const clf_model_config *m, FILE *out)
     fprintf(out, "  attention_bias: %s\n", m->attention_bias ? "true" : "false");
     fprintf(out, "  activation: %s\n", clf_model_activation_name(m));
     fprintf(out, "  output: %s\n", clf_output_name(m->output));
-    fprintf(out, "  dropout: %s\n", fmt_float(m->dropout, a, sizeof a));
+    if (m->dropout_embedding == m->dropout && m->dropout_attention == 0.0f &&
+        m->dropout_ffn == 0.0f) {
+        fprintf(out, "  dropout: %s\n", fmt_float(m->dropout, a, sizeof a));
+    } else {
+        fprintf(out, "  dropout: {residual: %s, ", fmt_float(m->dropout, a, sizeof a));
+        fprintf(out, "embedding: %s, ", fmt_float(m->dropout_embedding, a, sizeof a));
+        fprintf(out, "attention: %s, ", fmt_float(m->dropout_attention, a, sizeof a));
+        fprintf(out, "ffn: %s}\n", fmt_float(m->dropout_ffn, a, sizeof a));
+    }
     fprintf(out, "  pad_id: %d\n", m->pad_id);
     fprintf(out, "  positional: %s\n", clf_positional_name(m->positional));
     fprintf(out, "  tie_embeddings: %s\n", clf_tie_name(m->tie_embeddings));

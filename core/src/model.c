@@ -326,7 +326,7 @@ typedef struct builder {
     /* training: single-assignment residuals (the backward pass needs every input kept)
      * and dropout; n_dropout numbers the dropout sites */
     int training;
-    float dropout;
+    float p_residual, p_embedding, p_attention, p_ffn; /* dropout rates, 0 at inference */
     int n_dropout;
 } builder;
 
@@ -369,15 +369,15 @@ static int activation(builder *b, size_t elems, const char *label)
     return clf_graph_value(b->g, CLF_VALUE_ACTIVATION, elems * sizeof(float), label);
 }
 
-/* Training: a new value dropout(x[n]) (inverted dropout; the node's tag numbers the site
- * so that the trainer gives it, and its backward twin, one seed per step). At inference,
- * or with p = 0, x itself. */
-static int dropout(builder *b, int x, size_t n, const char *label)
+/* Training: a new value dropout(x[n]) at rate p (inverted dropout; the node's tag numbers
+ * the site so that the trainer gives it, and its backward twin, one seed per step). At
+ * inference, or with p = 0, x itself. */
+static int dropout(builder *b, int x, size_t n, float p, const char *label)
 {
-    if (!b->training || b->dropout <= 0.0f)
+    if (!b->training || p <= 0.0f)
         return x;
     int y = activation(b, n, "dropped");
-    clf_dropout_args a = {.n = n, .p = b->dropout};
+    clf_dropout_args a = {.n = n, .p = p};
     clf_node *nd = clf_graph_node(b->g, CLF_OP_DROPOUT, &a, sizeof a, label);
     if (nd)
         nd->tag = b->n_dropout++;
@@ -658,6 +658,8 @@ static void feed_forward_block(builder *b, const char *prefix, int rows, int x, 
         snprintf(label, sizeof label, "%s.linear_1", prefix);
         linear(b, label, u, 0, F, x, 0, d, w1, b1, rows, F, d, 1, 0);
     }
+    /* the tutorial's linear_2(dropout(relu(linear_1(x)))) */
+    u = dropout(b, u, (size_t)rows * F, b->p_ffn, prefix);
     snprintf(label, sizeof label, "%s.linear_2", prefix);
     linear(b, label, y, 0, d, u, 0, F, w2, b2, rows, d, F, 0, accumulate);
 }
@@ -697,13 +699,13 @@ static int residual_training(builder *b, const char *norm_prefix, int h, int row
         int x = activation(b, n, "normed");
         layernorm(b, norm_prefix, x, h, rows);
         run_sublayer(b, f, rows, x, t, 0);
-        add_into(b, out, h, dropout(b, t, n, f->prefix), n, norm_prefix);
+        add_into(b, out, h, dropout(b, t, n, b->p_residual, f->prefix), n, norm_prefix);
         return out;
     }
     case CLF_NORM_POST: {
         int sum = activation(b, n, "residual_sum");
         run_sublayer(b, f, rows, h, t, 0);
-        add_into(b, sum, h, dropout(b, t, n, f->prefix), n, norm_prefix);
+        add_into(b, sum, h, dropout(b, t, n, b->p_residual, f->prefix), n, norm_prefix);
         layernorm(b, norm_prefix, out, sum, rows);
         return out;
     }
@@ -711,7 +713,7 @@ static int residual_training(builder *b, const char *norm_prefix, int h, int row
     default: {
         int u = activation(b, n, "branch_normed");
         run_sublayer(b, f, rows, h, t, 0);
-        layernorm(b, norm_prefix, u, dropout(b, t, n, f->prefix), rows);
+        layernorm(b, norm_prefix, u, dropout(b, t, n, b->p_residual, f->prefix), rows);
         add_into(b, out, h, u, n, norm_prefix);
         return out;
     }
@@ -771,7 +773,7 @@ static int embedding(builder *b, const char *table_name, const char *pos_name, i
     clf_graph_bind(b->g, n, offsetof(clf_embed_args, ids), ids, 0);
     clf_graph_bind(b->g, n, offsetof(clf_embed_args, table), table, 0);
     clf_graph_bind(b->g, n, offsetof(clf_embed_args, pe), pe, 0);
-    return dropout(b, h, (size_t)B * L * d, table_name);
+    return dropout(b, h, (size_t)B * L * d, b->p_embedding, table_name);
 }
 
 /* enc[B*S, d]: embedding, N x (self-attention, feed-forward), optional final norm */
@@ -1115,7 +1117,12 @@ clf_status clf_model_build_train_graph(clf_model *m, const clf_train_graph_spec 
     if (st != CLF_OK)
         return st;
     b.training = 1;
-    b.dropout = s->dropout;
+    if (s->dropout) {
+        b.p_residual = c->dropout;
+        b.p_embedding = c->dropout_embedding;
+        b.p_attention = c->dropout_attention;
+        b.p_ffn = c->dropout_ffn;
+    }
     full_pass in;
     int enc, dec = encode_decode(&b, B, S, T, &in, &enc);
     (void)enc;

@@ -58,7 +58,7 @@ clf_status clf_model_enable_grads(clf_model *m);
 
 typedef struct clf_train_graph_spec {
     int B, S, T;
-    float dropout; /* model.dropout for training, 0 for evaluation */
+    int dropout; /* 1: the model's dropout rates (training); 0: none (evaluation) */
     float label_smoothing;
     int backward; /* 0: the loss only (validation) */
     clf_ptr ones; /* backward: >= B * max(S, T) floats of 1.0f (bias gradients) */

@@ -26,7 +26,7 @@ struct clf_trainer {
     const clf_backend_api *api;
     clf_backend *be;
     clf_train_config tc;
-    float dropout;
+    int dropout; /* 1: the model's dropout rates; 0: none */
     int n_chunks;
     clf_buffer **w, **grad, **exp_avg, **exp_avg_sq; /* per chunk; w and grad: the model's */
     size_t *bytes;
@@ -45,7 +45,7 @@ struct clf_trainer {
 /* ---------------------------------------------------------------------------------- */
 /* life cycle                                                                          */
 
-clf_status clf_trainer_create(clf_model *m, const clf_train_config *tc, float dropout,
+clf_status clf_trainer_create(clf_model *m, const clf_train_config *tc, int dropout,
                               clf_trainer **out)
 {
     static const clf_op ops[] = {CLF_OP_RELU_BACKWARD,
@@ -196,7 +196,7 @@ static clf_status prepare_graph(clf_trainer *t, shaped_graph *sg, int backward,
     clf_train_graph_spec spec = {.B = b->batch,
                                  .S = b->src_len,
                                  .T = b->tgt_len,
-                                 .dropout = backward ? t->dropout : 0.0f,
+                                 .dropout = backward ? t->dropout : 0,
                                  .label_smoothing = t->tc.label_smoothing,
                                  .backward = backward,
                                  .ones = (clf_ptr){t->ones, 0}};

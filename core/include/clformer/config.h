@@ -61,7 +61,13 @@ typedef struct clf_model_config {
     int attention_bias;        /* default 0 */
     clf_activation activation; /* default relu */
     clf_output output;         /* default logits */
-    float dropout;             /* default 0.1, in [0, 1) */
+    /* Dropout rates per site (training only), each in [0, 1). `dropout: p` sets the paper's
+     * two (sublayer outputs and embeddings); `dropout: {residual, embedding, attention,
+     * ffn}` sets each (absent keys keep their defaults). */
+    float dropout;             /* a sublayer's output before it joins the stream; default 0.1 */
+    float dropout_embedding;   /* the sum of token embedding and position; default 0.1 */
+    float dropout_attention;   /* the attention probabilities (the tutorial's); default 0 */
+    float dropout_ffn;         /* the FFN's hidden layer (the tutorial's); default 0 */
     int pad_id;                /* default 1 */
     clf_positional positional; /* default sinusoidal */
     clf_tie tie_embeddings;    /* default none */

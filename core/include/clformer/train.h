@@ -43,8 +43,9 @@ typedef struct clf_train_state {
     int batch;       /* next batch of that epoch */
 } clf_train_state;
 
-/* The trainer for model m (its weights are trained in place). dropout is model.dropout. */
-clf_status clf_trainer_create(clf_model *m, const clf_train_config *tc, float dropout,
+/* The trainer for model m (its weights are trained in place). dropout: 1 = the model
+ * config's dropout rates (model.dropout and its sites), 0 = none (exact comparisons). */
+clf_status clf_trainer_create(clf_model *m, const clf_train_config *tc, int dropout,
                               clf_trainer **out);
 void clf_trainer_free(clf_trainer *t);
 
