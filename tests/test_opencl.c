@@ -438,7 +438,9 @@ typedef struct attn_case {
     int B, H, Tq, Tk, D;
     int mask; /* 0 none, 1 padded tails, 2 batch 0 fully masked, 3 the first 3 keys masked */
     int causal, q_pos0, probs;
-    int pad; /* extra row and batch stride elements, and operand offsets */
+    int pad;       /* extra row and batch stride elements, and operand offsets */
+    float drop;    /* dropout_p on the probabilities (0: off) */
+    uint64_t seed; /* dropout_seed */
 } attn_case;
 
 static void ref_attention(const clf_attention_args *a, const float *Q, const float *K,
@@ -466,11 +468,18 @@ static void ref_attention(const clf_attention_args *a, const float *Q, const flo
                 for (int j = 0; j < a->kv_len; j++)
                     sum += (s[j] = exp(s[j] - mx));
                 float *o = O + a->out.off / 4 + b * a->out_bstride + (size_t)i * a->out_ld + h * D;
+                /* dropout: the factor keep / (1 - p) of element e (clformer/backend.h) */
+                uint64_t e0 = (((uint64_t)b * a->heads + h) * a->q_len + i) * a->kv_len;
                 for (int d = 0; d < D; d++) {
                     double acc = 0;
                     for (int j = 0; j < a->kv_len; j++)
                         acc +=
                             s[j] / sum *
+                            (a->dropout_p == 0.0f ? 1.0
+                             : clf_dropout_bits(a->dropout_seed, e0 + j) >=
+                                     clf_dropout_threshold(a->dropout_p)
+                                 ? (double)(1.0f / (1.0f - a->dropout_p))
+                                 : 0.0) *
                             V[a->v.off / 4 + b * a->kv_bstride + (size_t)j * a->v_ld + h * D + d];
                     o[d] = (float)acc;
                 }
@@ -522,7 +531,9 @@ static void check_attention_case(const attn_case *t, unsigned seed)
                             .head_dim = t->D,
                             .causal = t->causal,
                             .q_pos0 = t->q_pos0,
-                            .scale = 1.0f / sqrtf((float)t->D)};
+                            .scale = 1.0f / sqrtf((float)t->D),
+                            .dropout_p = t->drop,
+                            .dropout_seed = t->seed};
     a.q_ld = width + pad;
     a.k_ld = width + 2 * pad;
     a.v_ld = width + pad;
@@ -562,8 +573,10 @@ static void check_attention_case(const attn_case *t, unsigned seed)
           *cp = t->probs ? malloc(d.nprobs * 4) : NULL;
     char what[200];
     snprintf(what, sizeof what,
-             "attention B=%d H=%d Tq=%d Tk=%d D=%d mask=%d causal=%d q_pos0=%d probs=%d pad=%d",
-             t->B, t->H, t->Tq, t->Tk, t->D, t->mask, t->causal, t->q_pos0, t->probs, pad);
+             "attention B=%d H=%d Tq=%d Tk=%d D=%d mask=%d causal=%d q_pos0=%d probs=%d pad=%d "
+             "drop=%g",
+             t->B, t->H, t->Tq, t->Tk, t->D, t->mask, t->causal, t->q_pos0, t->probs, pad,
+             (double)t->drop);
     ref_attention(&a, d.q, d.k, d.v, d.mask, want, wp);
     run_attention(&ocl, &a, &d, got, gp);
     run_attention(&cpu, &a, &d, cgot, cp);
@@ -589,19 +602,25 @@ static void check_attention_case(const attn_case *t, unsigned seed)
 START_TEST(test_attention)
 {
     static const attn_case cases[] = {
-        /* B  H  Tq   Tk    D  mask causal q_pos0 probs pad */
-        {1, 1, 1, 1, 1, 0, 0, 0, 0, 0},
-        {2, 3, 7, 7, 7, 1, 0, 0, 0, 0},
-        {2, 2, 33, 33, 64, 1, 1, 0, 0, 1},
-        {1, 2, 5, 129, 64, 1, 1, 124, 0, 0},  /* decoding with a KV cache */
-        {3, 1, 65, 129, 7, 2, 0, 0, 1, 3},    /* batch 0 fully masked; probs */
-        {2, 2, 7, 300, 128, 1, 1, 293, 0, 2}, /* more keys than a work-group: several tiles */
-        {2, 2, 33, 65, 64, 1, 1, 0, 1, 0},    /* cross-length, causal, probs */
-        {1, 8, 1, 1, 64, 0, 0, 0, 1, 0},
-        {1, 2, 6, 6, 8, 3, 1, 0, 1, 1}, /* rows 0-2 see only masked keys: uniform weights */
-        {2, 1, 129, 129, 1, 1, 1, 0, 0, 0},
-        {1, 3, 65, 1, 33, 1, 0, 0, 1, 0},
-        {2, 2, 9, 600, 16, 1, 0, 0, 0, 0}, /* three tiles, the last one partial */
+        /* B  H  Tq   Tk    D  mask causal q_pos0 probs pad drop seed */
+        {1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},
+        {2, 3, 7, 7, 7, 1, 0, 0, 0, 0, 0, 0},
+        {2, 2, 33, 33, 64, 1, 1, 0, 0, 1, 0, 0},
+        {1, 2, 5, 129, 64, 1, 1, 124, 0, 0, 0, 0},  /* decoding with a KV cache */
+        {3, 1, 65, 129, 7, 2, 0, 0, 1, 3, 0, 0},    /* batch 0 fully masked; probs */
+        {2, 2, 7, 300, 128, 1, 1, 293, 0, 2, 0, 0}, /* more keys than a work-group: several tiles */
+        {2, 2, 33, 65, 64, 1, 1, 0, 1, 0, 0, 0},    /* cross-length, causal, probs */
+        {1, 8, 1, 1, 64, 0, 0, 0, 1, 0, 0, 0},
+        {1, 2, 6, 6, 8, 3, 1, 0, 1, 1, 0, 0}, /* rows 0-2 see only masked keys: uniform weights */
+        {2, 1, 129, 129, 1, 1, 1, 0, 0, 0, 0, 0},
+        {1, 3, 65, 1, 33, 1, 0, 0, 1, 0, 0, 0},
+        {2, 2, 9, 600, 16, 1, 0, 0, 0, 0, 0, 0}, /* three tiles, the last one partial */
+        /* dropout on the probabilities: the same mask as the CPU backend and the host */
+        {2, 3, 7, 33, 7, 1, 1, 0, 0, 1, 0.3f, 11},
+        {2, 3, 7, 33, 7, 1, 1, 0, 1, 1, 0.3f, 11}, /* probs: the softmax before dropout */
+        {3, 1, 65, 129, 64, 2, 0, 0, 1, 0, 0.9f, 12},
+        {2, 2, 9, 600, 16, 1, 1, 591, 0, 2, 0.9f, 0xFFFFFFFFFFFFFFFFull},
+        {1, 2, 1, 1, 1, 0, 0, 0, 0, 0, 0.3f, 13},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         check_attention_case(&cases[i], 1000 + 10 * (unsigned)i);
@@ -2315,7 +2334,7 @@ static double open_and_use(const char *cache)
     free(x);
     bk saved = ocl;
     ocl = k; /* the checkers run on `ocl` */
-    attn_case at = {2, 3, 7, 7, 11, 1, 1, 0, 0, 0};
+    attn_case at = {2, 3, 7, 7, 11, 1, 1, 0, 0, 0, 0, 0};
     check_attention_case(&at, 77);
     ocl = saved;
     int32_t ids[3] = {0, 1, 2};

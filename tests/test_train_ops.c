@@ -445,9 +445,11 @@ END_TEST
 /* A geometry: q in its own array or (fused) in the kv array; strides in elements. */
 typedef struct attn_case {
     int B, H, Tq, Tk, D, causal, q_pos0, mask;
-    int layout; /* 0: q; k and v in separate blocks, padded rows and batches
-                 * 1: fused [q|k|v] rows (Tq == Tk), ld 3W + 2
-                 * 2: q (ld W) and [k|v] (ld 2W), the cross-attention layout */
+    int layout;    /* 0: q; k and v in separate blocks, padded rows and batches
+                    * 1: fused [q|k|v] rows (Tq == Tk), ld 3W + 2
+                    * 2: q (ld W) and [k|v] (ld 2W), the cross-attention layout */
+    float drop;    /* dropout_p on the probabilities (0: off) */
+    uint64_t seed; /* dropout_seed */
 } attn_case;
 
 typedef struct attn_geo {
@@ -465,6 +467,7 @@ static attn_geo attn_geometry(const attn_case *c)
     a->batch = c->B, a->heads = c->H, a->q_len = c->Tq, a->kv_len = c->Tk;
     a->head_dim = c->D, a->causal = c->causal, a->q_pos0 = c->q_pos0;
     a->scale = 1.0f / sqrtf((float)c->D);
+    a->dropout_p = c->drop, a->dropout_seed = c->seed;
     a->out_ld = W + 2;
     a->out_bstride = (size_t)c->Tq * a->out_ld + 1;
     a->key_mask_stride = (size_t)c->Tk + 1;
@@ -548,6 +551,19 @@ static void attn_probs(const attn_geo *g, const double *qa, const double *kva, c
         p[j] /= den;
 }
 
+/* The dropout factor of probability (b, h, i, j), as clf_attention_args defines it (built
+ * here from clf_dropout_bits, independently of the backends): 0 or 1.0f / (1.0f - p). */
+static double attn_keep(const attn_geo *g, int b, int h, int i, int j)
+{
+    const attn_case *c = &g->c;
+    if (c->drop == 0.0f)
+        return 1.0;
+    uint64_t e = (((uint64_t)b * c->H + h) * c->Tq + i) * c->Tk + j;
+    return clf_dropout_bits(c->seed, e) >= clf_dropout_threshold(c->drop)
+               ? (double)(1.0f / (1.0f - c->drop))
+               : 0.0;
+}
+
 typedef struct attn_user {
     const attn_geo *g;
     double *qa, *kva, *dO, *p;
@@ -568,15 +584,16 @@ static double attn_loss(void *u)
                 for (int d = 0; d < D; d++) {
                     double o = 0;
                     for (int j = 0; j < g->c.Tk; j++)
-                        o += s->p[j] * s->kva[vidx(g, b, j, h * D + d)];
+                        o += s->p[j] * attn_keep(g, b, h, i, j) * s->kva[vidx(g, b, j, h * D + d)];
                     L += s->dO[oidx(g, b, i, h * D + d)] * o;
                 }
             }
     return L;
 }
 
-/* dQ = scale dS K, dK = scale dS^T Q, dV = P^T dO, dS = P (dP - rowsum(P dP)), 0 where
- * masked; written at the slice positions of dqa (q layout) and dkva (k/v layout). */
+/* dQ = scale dS K, dK = scale dS^T Q, dV = W^T dO, dS = P (dP - rowsum(P dP)), 0 where
+ * masked, with W = P r, dP = (dO V^T) r and r the dropout factor (1 without dropout);
+ * written at the slice positions of dqa (q layout) and dkva (k/v layout). */
 static void attn_bwd_ref(attn_user *s, double *dqa, double *dkva)
 {
     const attn_geo *g = s->g;
@@ -591,12 +608,14 @@ static void attn_bwd_ref(attn_user *s, double *dqa, double *dkva)
                 attn_probs(g, s->qa, s->kva, s->M, b, h, i, s->p);
                 double Di = 0;
                 for (int j = 0; j < Tk; j++) {
+                    double r = attn_keep(g, b, h, i, j);
                     dp[j] = 0;
                     for (int d = 0; d < D; d++) {
                         double o = s->dO[oidx(g, b, i, h * D + d)];
                         dp[j] += o * s->kva[vidx(g, b, j, h * D + d)];
-                        dkva[vidx(g, b, j, h * D + d)] += s->p[j] * o;
+                        dkva[vidx(g, b, j, h * D + d)] += s->p[j] * r * o;
                     }
+                    dp[j] *= r;
                     Di += s->p[j] * dp[j];
                 }
                 for (int d = 0; d < D; d++)
@@ -694,10 +713,11 @@ static void check_attention_backward(const attn_case *c, int fd)
             refc[t] = ref[idx[t]];
             touched[idx[t]] = 1;
         }
-        char what[128];
+        char what[192];
         snprintf(what, sizeof what,
-                 "attention_backward %s B=%d H=%d Tq=%d Tk=%d D=%d c=%d p0=%d m=%d l=%d", names[w],
-                 c->B, c->H, c->Tq, c->Tk, c->D, c->causal, c->q_pos0, c->mask, c->layout);
+                 "attention_backward %s B=%d H=%d Tq=%d Tk=%d D=%d c=%d p0=%d m=%d l=%d drop=%g",
+                 names[w], c->B, c->H, c->Tq, c->Tk, c->D, c->causal, c->q_pos0, c->mask, c->layout,
+                 (double)c->drop);
         expect_close(what, gotc, refc, m, tol_reduce());
         if (fd) {
             double *arr = w == 0 ? u.qa : u.kva;
@@ -728,13 +748,13 @@ START_TEST(attention_backward_finite_differences)
         return;
     static const attn_case cases[] = {
         /* self-attention, fused [q|k|v], key mask + causal, batch 2's query 0 fully masked */
-        {3, 2, 4, 4, 3, 1, 0, 1, 1},
+        {3, 2, 4, 4, 3, 1, 0, 1, 1, 0, 0},
         /* cross-attention q_len != kv_len, q and [k|v], batch 2 fully masked */
-        {3, 2, 3, 5, 4, 0, 0, 1, 2},
+        {3, 2, 3, 5, 4, 0, 0, 1, 2, 0, 0},
         /* decoding with a KV cache: causal from q_pos0 = kv_len - q_len, padded layout */
-        {1, 1, 2, 5, 3, 1, 3, 0, 0},
+        {1, 1, 2, 5, 3, 1, 3, 0, 0, 0, 0},
         /* one key, one query */
-        {1, 1, 1, 1, 1, 0, 0, 0, 0},
+        {1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         check_attention_backward(&cases[i], 1);
@@ -746,19 +766,237 @@ START_TEST(attention_backward_awkward_sizes)
     if (!have(CLF_OP_ATTENTION_BACKWARD))
         return;
     static const attn_case cases[] = {
-        {2, 3, 7, 33, 7, 0, 0, 1, 0},
-        {3, 2, 7, 7, 64, 1, 0, 1, 1},
-        {3, 2, 1, 65, 33, 1, 64, 1, 2},
-        {2, 4, 33, 33, 16, 1, 0, 0, 1},
-        {4, 1, 65, 129, 64, 0, 0, 1, 0},
-        {2, 2, 5, 129, 8, 1, 124, 1, 2},
-        {3, 1, 129, 1, 7, 0, 0, 1, 0},
-        {3, 2, 65, 65, 1, 1, 0, 1, 1},
+        {2, 3, 7, 33, 7, 0, 0, 1, 0, 0, 0},
+        {3, 2, 7, 7, 64, 1, 0, 1, 1, 0, 0},
+        {3, 2, 1, 65, 33, 1, 64, 1, 2, 0, 0},
+        {2, 4, 33, 33, 16, 1, 0, 0, 1, 0, 0},
+        {4, 1, 65, 129, 64, 0, 0, 1, 0, 0, 0},
+        {2, 2, 5, 129, 8, 1, 124, 1, 2, 0, 0},
+        {3, 1, 129, 1, 7, 0, 0, 1, 0, 0, 0},
+        {3, 2, 65, 65, 1, 1, 0, 1, 1, 0, 0},
         /* no queries: dk and dv are still overwritten (with zeros) */
-        {2, 2, 0, 7, 5, 0, 0, 1, 0},
+        {2, 2, 0, 7, 5, 0, 0, 1, 0, 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         check_attention_backward(&cases[i], 0);
+}
+END_TEST
+
+/* ---- attention dropout (forward and backward) ---- */
+
+/* Runs the attention forward on case g (dropout from g->a, or none when no_fields: the
+ * struct as a caller that never heard of dropout builds it); out (g->no, pre-filled with
+ * SENTINEL) and, when probs is set, the probabilities are downloaded whole. */
+static void run_attn_forward(const attn_geo *g, const float *qf, const float *kvf, const int32_t *M,
+                             int no_fields, float *out, float *probs)
+{
+    int fused = g->c.layout == 1;
+    size_t np = (size_t)g->c.B * g->c.H * g->c.Tq * g->c.Tk;
+    float *sent = fconst(g->no, SENTINEL);
+    clf_buffer *bq = fused ? NULL : up(qf, g->nq * 4), *bkv = up(kvf, g->nkv * 4);
+    clf_buffer *bo = up(sent, g->no * 4), *bp = probs ? up(NULL, (np ? np : 1) * 4) : NULL;
+    clf_buffer *bm = M ? up(M, g->a.key_mask_stride * g->c.B * 4) : NULL;
+    clf_attention_args a = g->a;
+    if (no_fields) {
+        clf_attention_args z = {0};
+        a.dropout_p = z.dropout_p, a.dropout_seed = z.dropout_seed;
+    }
+    a.q = fused ? P(bkv) : P(bq);
+    a.k = clf_ptr_add(P(bkv), 4 * g->koff);
+    a.v = clf_ptr_add(P(bkv), 4 * g->voff);
+    a.out = P(bo);
+    a.key_mask = P(bm);
+    a.probs = P(bp);
+    CLF_ASSERT_OK(api->attention(be, &a));
+    down(bo, out, g->no * 4);
+    if (probs)
+        down(bp, probs, np * 4);
+    if (bq)
+        api->free(be, bq);
+    api->free(be, bkv), api->free(be, bo);
+    if (bp)
+        api->free(be, bp);
+    if (bm)
+        api->free(be, bm);
+    free(sent);
+}
+
+/* The forward on case c, with and without probs: out against the double reference
+ * sum_j P r v (r: attn_keep), probs against the softmax before dropout, SENTINEL kept
+ * outside out's slice, the same bits on a second run, and (p = 0) the same bits as a
+ * call with the dropout fields never set. Returns the number of dropped elements. */
+static size_t check_attention_forward(const attn_case *c)
+{
+    attn_geo g = attn_geometry(c);
+    int fused = c->layout == 1, D = c->D;
+    size_t np = (size_t)c->B * c->H * c->Tq * c->Tk, dropped = 0;
+    float *qf = frand(g.nq, 40 + c->Tq, -2, 2), *kvf = frand(g.nkv, 41 + c->Tk, -1, 1);
+    const float *qsrc = fused ? kvf : qf;
+    int32_t *M = c->mask ? attn_mask(&g) : NULL;
+    double *qa = to_double(qsrc, g.nq), *kva = to_double(kvf, g.nkv), *pr = dalloc(c->Tk);
+    double *want = dalloc(g.no), *wantp = dalloc(np);
+    size_t *oi = malloc((g.no ? g.no : 1) * sizeof *oi), m = 0;
+    for (int b = 0; b < c->B; b++)
+        for (int h = 0; h < c->H; h++)
+            for (int i = 0; i < c->Tq; i++) {
+                attn_probs(&g, qa, kva, M, b, h, i, pr);
+                for (int j = 0; j < c->Tk; j++) {
+                    wantp[(((size_t)b * c->H + h) * c->Tq + i) * c->Tk + j] = pr[j];
+                    dropped += attn_keep(&g, b, h, i, j) == 0.0;
+                }
+                for (int d = 0; d < D; d++) {
+                    double o = 0;
+                    for (int j = 0; j < c->Tk; j++)
+                        o += pr[j] * attn_keep(&g, b, h, i, j) * kva[vidx(&g, b, j, h * D + d)];
+                    want[m] = o;
+                    oi[m++] = oidx(&g, b, i, h * D + d);
+                }
+            }
+    float *out = malloc(g.no * 4), *out2 = malloc(g.no * 4), *probs = malloc((np ? np : 1) * 4);
+    float *probs2 = malloc((np ? np : 1) * 4);
+    float *gotc = malloc((m ? m : 1) * 4);
+    char *in_slice = calloc(g.no, 1);
+    for (size_t t = 0; t < m; t++)
+        in_slice[oi[t]] = 1;
+    for (int with_probs = 0; with_probs < 2; with_probs++) {
+        run_attn_forward(&g, qsrc, kvf, M, 0, out, with_probs ? probs : NULL);
+        for (size_t t = 0; t < m; t++)
+            gotc[t] = out[oi[t]];
+        for (size_t t = 0; t < g.no; t++)
+            ck_assert_msg(in_slice[t] || out[t] == SENTINEL,
+                          "attention wrote element %zu of out, outside the heads' columns", t);
+        char what[192];
+        snprintf(what, sizeof what,
+                 "attention out B=%d H=%d Tq=%d Tk=%d D=%d c=%d m=%d l=%d drop=%g probs=%d", c->B,
+                 c->H, c->Tq, c->Tk, c->D, c->causal, c->mask, c->layout, (double)c->drop,
+                 with_probs);
+        expect_close(what, gotc, want, m, tol_reduce());
+        if (with_probs)
+            expect_close("attention probs (the softmax before dropout)", probs, wantp, np,
+                         tol_reduce());
+        /* a second run, then (p = 0) a run without the fields: the same bits */
+        for (int again = 0; again < (c->drop == 0.0f ? 2 : 1); again++) {
+            run_attn_forward(&g, qsrc, kvf, M, again, out2, with_probs ? probs2 : NULL);
+            ck_assert_msg(memcmp(out, out2, g.no * 4) == 0 &&
+                              (!with_probs || memcmp(probs, probs2, np * 4) == 0),
+                          "%s: %s: %s", be_name, what,
+                          again ? "dropout_p = 0 with a seed changed the bits"
+                                : "not the same bits run after run");
+        }
+    }
+    free(qf), free(kvf), free(M), free(qa), free(kva), free(pr), free(want), free(wantp);
+    free(oi), free(out), free(out2), free(probs), free(probs2), free(gotc), free(in_slice);
+    return dropped;
+}
+
+/* The cases of the dropout checks: p = 0.3 and 0.9, several seeds, batch and heads > 1,
+ * causal and key-mask variants (with a fully masked row), all three layouts. */
+static const attn_case drop_fd_cases[] = {
+    {3, 2, 4, 4, 3, 1, 0, 1, 1, 0.3f, 1},
+    {3, 2, 3, 5, 4, 0, 0, 1, 2, 0.9f, 0x9E3779B97F4A7C15ull},
+    {2, 2, 2, 5, 3, 1, 3, 0, 0, 0.3f, 12345},
+    {2, 3, 3, 3, 2, 0, 0, 0, 0, 0.9f, 7},
+    {1, 1, 1, 1, 1, 0, 0, 0, 0, 0.3f, 2},
+};
+static const attn_case drop_big_cases[] = {
+    {2, 3, 7, 33, 7, 0, 0, 1, 0, 0.3f, 5},
+    {3, 2, 7, 7, 64, 1, 0, 1, 1, 0.9f, 6},
+    {2, 4, 33, 33, 16, 1, 0, 0, 1, 0.3f, 99},
+    {3, 2, 1, 65, 33, 1, 64, 1, 2, 0.9f, 3},
+    {3, 1, 33, 1, 7, 0, 0, 1, 0, 0.3f, 8},
+    {2, 2, 33, 129, 8, 1, 96, 1, 2, 0.3f, 0xFFFFFFFFFFFFFFFFull},
+};
+
+START_TEST(attention_dropout_forward_matches_mask_reference)
+{
+    size_t dropped = 0, total = 0;
+    for (size_t i = 0; i < sizeof drop_fd_cases / sizeof drop_fd_cases[0]; i++)
+        check_attention_forward(&drop_fd_cases[i]);
+    for (size_t i = 0; i < sizeof drop_big_cases / sizeof drop_big_cases[0]; i++) {
+        const attn_case *c = &drop_big_cases[i];
+        if (c->drop == 0.3f) {
+            dropped += check_attention_forward(c);
+            total += (size_t)c->B * c->H * c->Tq * c->Tk;
+        } else {
+            check_attention_forward(c);
+        }
+    }
+    /* the reference's own mask drops about p of the elements */
+    double frac = (double)dropped / (double)total;
+    ck_assert_msg(fabs(frac - 0.3) < 0.02, "dropped fraction %.4f at p = 0.3", frac);
+    /* p = 0 with a seed set: the same bits as without the fields, on every layout */
+    static const attn_case zero[] = {
+        {3, 2, 7, 7, 64, 1, 0, 1, 1, 0.0f, 42},
+        {2, 2, 5, 129, 8, 1, 124, 1, 2, 0.0f, 43},
+        {2, 3, 7, 33, 7, 0, 0, 1, 0, 0.0f, 44},
+    };
+    for (size_t i = 0; i < sizeof zero / sizeof zero[0]; i++)
+        check_attention_forward(&zero[i]);
+}
+END_TEST
+
+START_TEST(attention_dropout_backward_fd_and_reference)
+{
+    if (!have(CLF_OP_ATTENTION_BACKWARD))
+        return;
+    for (size_t i = 0; i < sizeof drop_fd_cases / sizeof drop_fd_cases[0]; i++)
+        check_attention_backward(&drop_fd_cases[i], 1);
+    for (size_t i = 0; i < sizeof drop_big_cases / sizeof drop_big_cases[0]; i++)
+        check_attention_backward(&drop_big_cases[i], 0);
+    /* the same bits run after run, and p = 0 with a seed is the op without dropout */
+    attn_case c = drop_big_cases[2];
+    attn_geo g = attn_geometry(&c);
+    float *kvf = frand(g.nkv, 50, -1, 1), *dOf = frand(g.no, 51, -1, 1);
+    int32_t *M = attn_mask(&g);
+    float *a1 = malloc(g.nkv * 4), *a2 = malloc(g.nkv * 4);
+    run_attn_backward(&g, kvf, kvf, M, dOf, a1, a1);
+    run_attn_backward(&g, kvf, kvf, M, dOf, a2, a2);
+    ck_assert_msg(memcmp(a1, a2, g.nkv * 4) == 0,
+                  "%s: attention_backward with dropout is not the same bits run after run",
+                  be_name);
+    g.a.dropout_p = 0.0f;
+    run_attn_backward(&g, kvf, kvf, M, dOf, a1, a1);
+    g.a.dropout_seed = 0;
+    run_attn_backward(&g, kvf, kvf, M, dOf, a2, a2);
+    ck_assert_msg(memcmp(a1, a2, g.nkv * 4) == 0,
+                  "%s: dropout_p = 0 with a seed changed attention_backward's bits", be_name);
+    free(kvf), free(dOf), free(M), free(a1), free(a2);
+}
+END_TEST
+
+START_TEST(attention_dropout_p_outside_0_1_is_refused)
+{
+    float x[4] = {1, 2, 3, 4};
+    clf_buffer *b = up(x, sizeof x);
+    clf_attention_backward_args ba = {.fwd = {.batch = 1,
+                                              .heads = 1,
+                                              .q_len = 1,
+                                              .kv_len = 1,
+                                              .head_dim = 1,
+                                              .q = P(b),
+                                              .k = P(b),
+                                              .v = P(b),
+                                              .out = clf_ptr_add(P(b), 4),
+                                              .q_ld = 1,
+                                              .k_ld = 1,
+                                              .v_ld = 1,
+                                              .out_ld = 1,
+                                              .scale = 1.0f},
+                                      .dout = clf_ptr_add(P(b), 4),
+                                      .dq = clf_ptr_add(P(b), 8),
+                                      .dk = clf_ptr_add(P(b), 12),
+                                      .dv = clf_ptr_add(P(b), 12)};
+    const float bad[] = {1.0f, -0.1f, NAN, 2.0f};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ba.fwd.dropout_p = bad[i];
+        ck_assert_int_eq(api->attention(be, &ba.fwd), CLF_ERR_INPUT);
+        ck_assert_ptr_nonnull(strstr(clf_last_error(), "dropout_p"));
+        if (api->supports(be, CLF_OP_ATTENTION_BACKWARD)) {
+            ck_assert_int_eq(api->attention_backward(be, &ba), CLF_ERR_INPUT);
+            ck_assert_ptr_nonnull(strstr(clf_last_error(), "dropout_p"));
+        }
+    }
+    api->free(be, b);
 }
 END_TEST
 
@@ -1192,7 +1430,7 @@ static size_t det_run(float *out)
     float *dt = fconst(DET_V * DET_DIM, 0.25f);
     run_embed_backward(ids, dout, DET_ROWS, DET_DIM, DET_V, 1.7f, dt);
     memcpy(out + o, dt, DET_V * DET_DIM * 4), o += DET_V * DET_DIM;
-    attn_case c = {4, 2, 33, 33, 16, 1, 0, 1, 1};
+    attn_case c = {4, 2, 33, 33, 16, 1, 0, 1, 1, 0, 0};
     attn_geo g = attn_geometry(&c);
     float *kvf = frand(g.nkv, 104, -2, 2), *dOf = frand(g.no, 105, -1, 1);
     float *got = malloc(g.nkv * 4);
@@ -1214,7 +1452,7 @@ START_TEST(row_reductions_are_deterministic)
     if (!have(CLF_OP_LAYERNORM_BACKWARD) || !have(CLF_OP_EMBED_BACKWARD) ||
         !have(CLF_OP_ATTENTION_BACKWARD) || !have(CLF_OP_SUM_SQUARES))
         return;
-    attn_case c = {4, 2, 33, 33, 16, 1, 0, 1, 1};
+    attn_case c = {4, 2, 33, 33, 16, 1, 0, 1, 1, 0, 0};
     attn_geo g = attn_geometry(&c);
     size_t cap = 2 * DET_C + DET_V * DET_DIM + g.nkv + 1;
     float *a = malloc(cap * 4), *b = malloc(cap * 4);
@@ -1339,6 +1577,9 @@ static void add_tests(TCase *tc)
     tcase_add_test(tc, layernorm_backward_awkward_sizes_and_accumulate);
     tcase_add_test(tc, attention_backward_finite_differences);
     tcase_add_test(tc, attention_backward_awkward_sizes);
+    tcase_add_test(tc, attention_dropout_forward_matches_mask_reference);
+    tcase_add_test(tc, attention_dropout_backward_fd_and_reference);
+    tcase_add_test(tc, attention_dropout_p_outside_0_1_is_refused);
     tcase_add_test(tc, embed_backward_fd_repeats_skips_and_accumulates);
     tcase_add_test(tc, dropout_mask_scale_fraction_and_aliasing);
     tcase_add_test(tc, cross_entropy_smoothing_ignore_scale_aliasing_fd);

@@ -8,6 +8,11 @@
  *   dQ = scale dS K,   dK = scale dS^T Q
  * A fully masked row has uniform P, so V still gets its share of dO, as in PyTorch, but Q
  * and K get nothing from it.
+ * With dropout (fwd.dropout_p > 0) the forward's weights are W = P * keep / (1 - p), with
+ * the mask of element e = ((b * heads + h) * q_len + i) * kv_len + j drawn again from
+ * fwd.dropout_seed (attention_keep), and
+ *   dV = W^T dO,  dP = (dO V^T) * keep / (1 - p),  D_i = sum_j P_ij dP_ij
+ * while dS, dQ and dK keep the formulas above.
  *
  * One (batch, head) is one task: it alone writes its head's columns of dq, dk and dv, and
  * it sums over queries in order, so the result does not depend on the thread count. dK and
@@ -26,6 +31,9 @@ static clf_status check_attention_backward(const clf_attention_backward_args *ba
 {
     const char *op = "attention_backward";
     const clf_attention_args *a = &ba->fwd;
+    clf_status st;
+    if ((st = check_attention_dropout(op, a)) != CLF_OK)
+        return st;
     if (a->batch < 0 || a->heads <= 0 || a->q_len < 0 || a->kv_len <= 0 || a->head_dim <= 0)
         return clf_error(CLF_ERR_INPUT,
                          "cpu: attention_backward: bad shape batch=%d heads=%d q_len=%d "
@@ -45,7 +53,6 @@ static clf_status check_attention_backward(const clf_attention_backward_args *ba
     size_t kb = 4 * (nb * a->kv_bstride + span2d(a->kv_len, width, a->k_ld));
     size_t vb = 4 * (nb * a->kv_bstride + span2d(a->kv_len, width, a->v_ld));
     size_t ob = 4 * (nb * a->out_bstride + span2d(a->q_len, width, a->out_ld));
-    clf_status st;
     if ((st = check_span(op, "q", a->q, qb)) != CLF_OK ||
         (st = check_span(op, "k", a->k, kb)) != CLF_OK ||
         (st = check_span(op, "v", a->v, vb)) != CLF_OK ||
@@ -71,6 +78,7 @@ static clf_status check_attention_backward(const clf_attention_backward_args *ba
     return CLF_OK;
 }
 
+/* Shapes and formulas: the comment at the top of this file. */
 clf_status cpu_attention_backward(clf_backend *be, const clf_attention_backward_args *ba)
 {
     clf_status st = check_attention_backward(ba);
@@ -82,6 +90,7 @@ clf_status cpu_attention_backward(clf_backend *be, const clf_attention_backward_
     const int32_t *M = a->key_mask.buf ? iptr(a->key_mask) : NULL;
     const int B = a->batch, H = a->heads, Tq = a->q_len, Tk = a->kv_len, D = a->head_dim;
     const float scale = a->scale;
+    const attn_dropout dr = attention_dropout(a);
     /* per thread: P row, dP row, dQ row, dK and dV accumulators */
     const size_t per_thread = 2 * (size_t)Tk + (size_t)D + 2 * (size_t)Tk * D;
     float *scratch = malloc(sizeof(float) * (size_t)be->threads * per_thread);
@@ -103,11 +112,14 @@ clf_status cpu_attention_backward(clf_backend *be, const clf_attention_backward_
                 const float *q = Q + b * a->q_bstride + (size_t)i * a->q_ld + (size_t)h * D;
                 const float *dO = DO + b * a->out_bstride + (size_t)i * a->out_ld + (size_t)h * D;
                 attention_probs_row(a, q, kb, mask, i, p);
-                /* dP_ij = dO_i . V_j, and D_i; dV_j += P_ij dO_i */
+                /* dP_ij = (dO_i . V_j) keep / (1 - p), and D_i; dV_j += W_ij dO_i. A zero
+                 * weight (P_ij = 0, or a dropped element) gives dP_ij = 0 exactly. */
+                const uint64_t e0 = (((uint64_t)b * H + h) * Tq + i) * Tk;
                 double Di = 0.0;
                 for (int j = 0; j < Tk; j++) {
-                    float pj = p[j];
-                    if (pj == 0.0f) {
+                    float pj = p[j], keep = dr.on ? attention_keep(&dr, e0 + j) : 1.0f;
+                    float wj = dr.on ? pj * keep : pj;
+                    if (wj == 0.0f) {
                         dp[j] = 0.0f;
                         continue;
                     }
@@ -117,10 +129,10 @@ clf_status cpu_attention_backward(clf_backend *be, const clf_attention_backward_
 #pragma omp simd reduction(+ : dot)
                     for (int d = 0; d < D; d++) {
                         dot += dO[d] * v[d];
-                        dvj[d] += pj * dO[d];
+                        dvj[d] += wj * dO[d];
                     }
-                    dp[j] = dot;
-                    Di += (double)pj * dot;
+                    dp[j] = dr.on ? dot * keep : dot;
+                    Di += (double)pj * dp[j];
                 }
                 /* dS_ij = P_ij (dP_ij - D_i); dQ_i = sum_j dS_ij K_j; dK_j += dS_ij Q_i */
                 for (int d = 0; d < D; d++)

@@ -309,9 +309,16 @@ static clf_status cpu_layernorm(clf_backend *be, const clf_layernorm_args *a)
 
 /* ---- attention ---- */
 
+/* q, k, v, out: heads split from the feature dim (layout and strides: clf_attention_args).
+ * For each (b, h, i): P = softmax_j(s), s_j = scale q_i . k_j (-1e9 where masked),
+ * out_i = sum_j w_j v_j with w_j = P_j, or with dropout P_j * keep(e) / (1 - p),
+ * e = ((b * heads + h) * q_len + i) * kv_len + j. probs [B, H, q_len, kv_len] gets P. */
 static clf_status cpu_attention(clf_backend *be, const clf_attention_args *a)
 {
     const char *op = "attention";
+    clf_status st;
+    if ((st = check_attention_dropout(op, a)) != CLF_OK)
+        return st;
     if (a->batch < 0 || a->heads <= 0 || a->q_len < 0 || a->kv_len <= 0 || a->head_dim <= 0)
         return clf_error(CLF_ERR_INPUT,
                          "cpu: attention: bad shape batch=%d heads=%d q_len=%d kv_len=%d "
@@ -327,7 +334,6 @@ static clf_status cpu_attention(clf_backend *be, const clf_attention_args *a)
     if (a->batch == 0 || a->q_len == 0)
         return CLF_OK;
     size_t nb = (size_t)a->batch - 1;
-    clf_status st;
     if ((st = check_span(op, "q", a->q,
                          4 * (nb * a->q_bstride + span2d(a->q_len, width, a->q_ld)))) != CLF_OK ||
         (st = check_span(op, "k", a->k,
@@ -349,6 +355,7 @@ static clf_status cpu_attention(clf_backend *be, const clf_attention_args *a)
     float *O = fptr(a->out), *P = a->probs.buf ? fptr(a->probs) : NULL;
     const int32_t *M = a->key_mask.buf ? iptr(a->key_mask) : NULL;
     int B = a->batch, H = a->heads, Tq = a->q_len, Tk = a->kv_len, D = a->head_dim;
+    const attn_dropout dr = attention_dropout(a);
     float *scratch = malloc(sizeof(float) * (size_t)be->threads * (size_t)(Tk + D));
     if (!scratch)
         return clf_error(CLF_ERR_NOMEM, "cpu: attention: cannot allocate scratch");
@@ -367,8 +374,9 @@ static clf_status cpu_attention(clf_backend *be, const clf_attention_args *a)
                 attention_probs_row(a, q, kb, M ? M + b * a->key_mask_stride : NULL, i, s);
                 for (int d = 0; d < D; d++)
                     acc[d] = 0.0f;
+                const uint64_t e0 = (((uint64_t)b * H + h) * Tq + i) * Tk;
                 for (int j = 0; j < Tk; j++) {
-                    float p = s[j];
+                    float p = dr.on ? s[j] * attention_keep(&dr, e0 + j) : s[j];
                     if (p == 0.0f)
                         continue;
                     const float *v = vb + (size_t)j * a->v_ld;

@@ -110,6 +110,43 @@ static inline void attention_probs_row(const clf_attention_args *a, const float 
         s[j] *= inv;
 }
 
+/* Dropout on the attention probabilities (clf_attention_args.dropout_p): element
+ * e = ((b * heads + h) * q_len + i) * kv_len + j is kept when clf_dropout_bits(seed, e) >=
+ * threshold, and a kept weight is multiplied by scale = 1.0f / (1.0f - p). on = 0 (p = 0,
+ * or a p so small that its threshold is 0 and its scale 1.0f) skips the hash: every
+ * element is kept unscaled, which is what the mask would give. */
+typedef struct attn_dropout {
+    int on;
+    uint32_t threshold;
+    float scale;
+    uint64_t seed;
+} attn_dropout;
+
+static inline attn_dropout attention_dropout(const clf_attention_args *a)
+{
+    attn_dropout dr = {0, 0, 1.0f, a->dropout_seed};
+    dr.threshold = clf_dropout_threshold(a->dropout_p);
+    dr.on = dr.threshold != 0;
+    if (dr.on)
+        dr.scale = 1.0f / (1.0f - a->dropout_p);
+    return dr;
+}
+
+/* scale if element e is kept, else 0 (dr->on). */
+static inline float attention_keep(const attn_dropout *dr, uint64_t e)
+{
+    return clf_dropout_bits(dr->seed, e) >= dr->threshold ? dr->scale : 0.0f;
+}
+
+/* CLF_ERR_INPUT unless 0 <= dropout_p < 1 (NaN fails too). */
+static inline clf_status check_attention_dropout(const char *op, const clf_attention_args *a)
+{
+    if (!(a->dropout_p >= 0.0f && a->dropout_p < 1.0f))
+        return clf_error(CLF_ERR_INPUT, "cpu: %s: dropout_p=%g is outside [0, 1)", op,
+                         (double)a->dropout_p);
+    return CLF_OK;
+}
+
 /* ---- training ops (ABI 2), semantics in clformer/backend.h ---- */
 
 clf_status cpu_relu_backward(clf_backend *be, clf_ptr dx, clf_ptr dy, clf_ptr y, size_t n);

@@ -5,7 +5,8 @@
  * head and batch: the softmax statistics of the row, D_i and dq) leaves (m, l, D) per
  * query row in the backend's scratch buffer; attention_backward_key (one work-group per
  * key, head and batch) reads them and writes dk and dv. No atomics, fixed summation
- * orders: the same bits run after run. */
+ * orders: the same bits run after run. Dropout on the probabilities (fwd.dropout_p) redraws
+ * the forward's mask from fwd.dropout_seed in both kernels. */
 #include "ocl_internal.h"
 
 /* Shapes, row strides and the bounds of every operand (dout has fwd.out's layout, dq, dk
@@ -14,6 +15,8 @@ static clf_status check_args(clf_backend *be, const char *op, const clf_attentio
 {
     const clf_attention_args *f = &a->fwd;
     clf_status st;
+    if ((st = ocl_check_attention_dropout(op, f)) != CLF_OK)
+        return st;
     if (f->batch < 0 || f->heads <= 0 || f->q_len < 0 || f->kv_len <= 0 || f->head_dim <= 0)
         return clf_error(CLF_ERR_INPUT,
                          "opencl: %s: bad shape batch=%d heads=%d q_len=%d kv_len=%d "
@@ -101,6 +104,7 @@ clf_status ocl_attention_backward(clf_backend *be, const clf_attention_backward_
     cl_int has_mask = f->key_mask.buf != NULL, q_len = f->q_len, kv_len = f->kv_len,
            hd = f->head_dim, causal = f->causal != 0, q_pos0 = f->q_pos0;
     cl_float scale = f->scale;
+    ocl_attn_dropout dr = ocl_attention_dropout(f);
     const size_t hd_bytes = (size_t)f->head_dim * sizeof(cl_float);
 
     /* the arguments both kernels share; then the length of the other axis */
@@ -126,7 +130,7 @@ clf_status ocl_attention_backward(clf_backend *be, const clf_attention_backward_
         {sizeof mask_stride, &mask_stride},
         {sizeof has_mask, &has_mask},
     };
-    ocl_arg args[NGEOM + 16];
+    ocl_arg args[NGEOM + 19];
     for (int i = 0; i < NGEOM; i++)
         args[i] = geom[i];
 
@@ -138,6 +142,9 @@ clf_status ocl_attention_backward(clf_backend *be, const clf_attention_backward_
         args[n++] = (ocl_arg){sizeof causal, &causal};
         args[n++] = (ocl_arg){sizeof q_pos0, &q_pos0};
         args[n++] = (ocl_arg){sizeof scale, &scale};
+        args[n++] = (ocl_arg){sizeof dr.seed, &dr.seed};
+        args[n++] = (ocl_arg){sizeof dr.threshold, &dr.threshold};
+        args[n++] = (ocl_arg){sizeof dr.scale, &dr.scale};
         args[n++] = (ocl_arg){sizeof stats, &stats};
         args[n++] = (ocl_arg){sizeof dq, &dq};
         args[n++] = (ocl_arg){sizeof dq_off, &dq_off};
@@ -160,6 +167,9 @@ clf_status ocl_attention_backward(clf_backend *be, const clf_attention_backward_
     args[n++] = (ocl_arg){sizeof causal, &causal};
     args[n++] = (ocl_arg){sizeof q_pos0, &q_pos0};
     args[n++] = (ocl_arg){sizeof scale, &scale};
+    args[n++] = (ocl_arg){sizeof dr.seed, &dr.seed};
+    args[n++] = (ocl_arg){sizeof dr.threshold, &dr.threshold};
+    args[n++] = (ocl_arg){sizeof dr.scale, &dr.scale};
     args[n++] = (ocl_arg){sizeof stats, &stats};
     args[n++] = (ocl_arg){sizeof dk, &dk};
     args[n++] = (ocl_arg){sizeof dk_off, &dk_off};

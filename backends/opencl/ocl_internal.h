@@ -189,6 +189,16 @@ clf_status ocl_gemm(clf_backend *be, const clf_gemm_args *a);
 clf_status ocl_gemm_strided_batched(clf_backend *be, const clf_gemm_args *a);
 clf_status ocl_layernorm(clf_backend *be, const clf_layernorm_args *a);
 clf_status ocl_attention(clf_backend *be, const clf_attention_args *a);
+/* Attention dropout as the kernels take it: the seed, threshold = clf_dropout_threshold(p)
+ * (0 = off: every element kept) and scale = 1.0f / (1.0f - p) (1.0f when off). */
+typedef struct ocl_attn_dropout {
+    cl_ulong seed;
+    cl_uint threshold;
+    cl_float scale;
+} ocl_attn_dropout;
+ocl_attn_dropout ocl_attention_dropout(const clf_attention_args *a);
+/* CLF_ERR_INPUT naming op unless 0 <= a->dropout_p < 1. */
+clf_status ocl_check_attention_dropout(const char *op, const clf_attention_args *a);
 clf_status ocl_embed(clf_backend *be, const clf_embed_args *a);
 clf_status ocl_add(clf_backend *be, clf_ptr out, clf_ptr a, clf_ptr b, size_t n);
 clf_status ocl_softmax(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int cols, int log);

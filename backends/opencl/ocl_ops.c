@@ -91,14 +91,35 @@ static clf_status check_attention(clf_backend *be, const char *op, const clf_att
     return ocl_check_operand(be, op, "probs", a->probs, np, 0);
 }
 
-/* Fused scaled-dot-product attention; with probs requested, the two-step kernel that
- * stores the softmax. One work-group per (query, head, batch). */
+clf_status ocl_check_attention_dropout(const char *op, const clf_attention_args *a)
+{
+    if (!(a->dropout_p >= 0.0f && a->dropout_p < 1.0f)) /* NaN fails too */
+        return clf_error(CLF_ERR_INPUT, "opencl: %s: dropout_p = %g is outside [0, 1)", op,
+                         (double)a->dropout_p);
+    return CLF_OK;
+}
+
+ocl_attn_dropout ocl_attention_dropout(const clf_attention_args *a)
+{
+    ocl_attn_dropout dr = {a->dropout_seed, clf_dropout_threshold(a->dropout_p), 1.0f};
+    if (dr.threshold) /* the expression of clf_attention_args, in float, as the CPU has it */
+        dr.scale = 1.0f / (1.0f - a->dropout_p);
+    return dr;
+}
+
+/* q, k, v, out: heads split from the feature dim (layout: clf_attention_args).
+ * out_i = sum_j w_j v_j, w = softmax_j(scale q_i . k_j, -1e9 where masked), times
+ * keep(e) / (1 - p) with dropout (e = ((b * heads + h) * q_len + i) * kv_len + j).
+ * Fused kernel (online softmax); with probs requested, the two-step kernel that stores
+ * the softmax before dropout. One work-group per (query, head, batch). */
 clf_status ocl_attention(clf_backend *be, const clf_attention_args *a)
 {
     const char *op = "attention";
     clf_status st;
     if (!a)
         return clf_error(CLF_ERR_INPUT, "opencl: %s: no arguments", op);
+    if ((st = ocl_check_attention_dropout(op, a)) != CLF_OK)
+        return st;
     /* kv_len 0 would be a softmax over no keys */
     if (a->batch < 0 || a->heads <= 0 || a->q_len < 0 || a->kv_len <= 0 || a->head_dim <= 0)
         return clf_error(CLF_ERR_INPUT,
@@ -131,6 +152,7 @@ clf_status ocl_attention(clf_backend *be, const clf_attention_args *a)
     cl_int has_mask = a->key_mask.buf != NULL, kv_len = a->kv_len, hd = a->head_dim,
            causal = a->causal != 0, q_pos0 = a->q_pos0;
     cl_float scale = a->scale;
+    ocl_attn_dropout dr = ocl_attention_dropout(a);
     size_t hd_bytes = (size_t)a->head_dim * sizeof(cl_float), wg_bytes = wg * sizeof(cl_float);
     const ocl_arg common[] = {
         {sizeof q, &q},
@@ -157,6 +179,9 @@ clf_status ocl_attention(clf_backend *be, const clf_attention_args *a)
         {sizeof causal, &causal},
         {sizeof q_pos0, &q_pos0},
         {sizeof scale, &scale},
+        {sizeof dr.seed, &dr.seed},
+        {sizeof dr.threshold, &dr.threshold},
+        {sizeof dr.scale, &dr.scale},
     };
     enum { NCOMMON = sizeof common / sizeof common[0] };
     ocl_arg args[NCOMMON + 4];

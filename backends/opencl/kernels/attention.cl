@@ -4,7 +4,12 @@
  *   q = q[b*q_bstride + i*q_ld + h*head_dim + 0..head_dim)
  *   s_j = scale * q . k_j, or exactly CLF_MASKED_SCORE where masked:
  *         (has_mask && key_mask[b*mask_stride + j] == 0) || (causal && j > q_pos0 + i)
- *   out[b*out_bstride + i*out_ld + h*head_dim + d] = sum_j softmax(s)_j * v_j[d]
+ *   out[b*out_bstride + i*out_ld + h*head_dim + d] = sum_j w_j * v_j[d]
+ *   w_j = softmax(s)_j, or with dropout (drop_threshold != 0)
+ *   w_j = softmax(s)_j * dropout_keep(drop_seed, e, drop_threshold, drop_scale),
+ *         e = ((b * heads + h) * q_len + i) * kv_len + j
+ * drop_threshold = clf_dropout_threshold(p) and drop_scale = 1.0f / (1.0f - p) come from
+ * the host; threshold 0 keeps every element (and then the scale is 1.0f), so it means off.
  * A fully masked row has all scores equal to -1e9 and so uniform weights, as masked_fill
  * gives in PyTorch. Offsets and strides are in elements. */
 
@@ -35,10 +40,13 @@ __kernel void attention(__global const float *q, ulong q_off, ulong q_ld, ulong 
                         ulong out_off, ulong out_ld, ulong out_bstride,
                         __global const int *key_mask, ulong mask_off, ulong mask_stride,
                         int has_mask, int kv_len, int head_dim, int causal, int q_pos0, float scale,
-                        __local float *qs, __local float *acc, __local float *p, __local float *red)
+                        ulong drop_seed, uint drop_threshold, float drop_scale, __local float *qs,
+                        __local float *acc, __local float *p, __local float *red)
 {
     const int i = get_group_id(0), h = get_group_id(1), b = get_group_id(2);
+    const int q_len = get_num_groups(0), heads = get_num_groups(1);
     const int lid = get_local_id(0), wg = get_local_size(0);
+    const ulong drop_row = (((ulong)b * heads + h) * q_len + i) * kv_len;
     const ulong hd = (ulong)h * head_dim;
     __global const float *qr = q + q_off + b * q_bstride + i * q_ld + hd;
     __global const float *kb = k + k_off + b * kv_bstride + hd;
@@ -62,7 +70,10 @@ __kernel void attention(__global const float *q, ulong q_off, ulong q_ld, ulong 
                 attention_masked(key_mask, mask_base, has_mask, causal, q_pos0, i, j));
         const float m_new = fmax(m, wg_max(red, s)); /* finite: the tile has a valid key */
         const float pj = valid ? exp(s - m_new) : 0.0f;
-        p[lid] = pj;
+        /* dropped keys leave acc but not the softmax's sum l; the scale comes at the end */
+        p[lid] = drop_threshold && valid && dropout_bits(drop_seed, drop_row + j) < drop_threshold
+                     ? 0.0f
+                     : pj;
         const float corr = exp(m - m_new); /* 0 on the first tile (m = -inf) */
         l = l * corr + wg_sum(red, pj);    /* wg_sum's barriers also publish p */
         const int nt = min(wg, kv_len - j0);
@@ -77,20 +88,22 @@ __kernel void attention(__global const float *q, ulong q_off, ulong q_ld, ulong 
     }
     __global float *o = out + out_off + b * out_bstride + i * out_ld + hd;
     for (int d = lid; d < head_dim; d += wg)
-        o[d] = acc[d] / l;
+        o[d] = drop_threshold ? acc[d] / l * drop_scale : acc[d] / l;
 }
 
 /* Path used when the probabilities are wanted: probs [batch, heads, q_len, kv_len]
- * contiguous holds the scores, then the softmax, then out = probs . v.
- * Local scratch: qs [head_dim], red [wg]. */
+ * contiguous holds the scores, then the softmax (before dropout), then out = w . v.
+ * Local scratch: qs [head_dim], red [wg]; with dropout they are reused for the output's
+ * accumulators and a tile of wg weights (one hash per key, not per key and column). */
 __kernel void attention_probs(__global const float *q, ulong q_off, ulong q_ld, ulong q_bstride,
                               __global const float *k, ulong k_off, ulong k_ld,
                               __global const float *v, ulong v_off, ulong v_ld, ulong kv_bstride,
                               __global float *out, ulong out_off, ulong out_ld, ulong out_bstride,
                               __global const int *key_mask, ulong mask_off, ulong mask_stride,
                               int has_mask, int kv_len, int head_dim, int causal, int q_pos0,
-                              float scale, __global float *probs, ulong probs_off,
-                              __local float *qs, __local float *red)
+                              float scale, ulong drop_seed, uint drop_threshold, float drop_scale,
+                              __global float *probs, ulong probs_off, __local float *qs,
+                              __local float *red)
 {
     const int i = get_group_id(0), h = get_group_id(1), b = get_group_id(2);
     const int q_len = get_num_groups(0), heads = get_num_groups(1);
@@ -100,7 +113,8 @@ __kernel void attention_probs(__global const float *q, ulong q_off, ulong q_ld, 
     __global const float *kb = k + k_off + b * kv_bstride + hd;
     __global const float *vb = v + v_off + b * kv_bstride + hd;
     const ulong mask_base = mask_off + b * mask_stride;
-    __global float *pr = probs + probs_off + (((ulong)b * heads + h) * q_len + i) * kv_len;
+    const ulong row = (((ulong)b * heads + h) * q_len + i) * kv_len; /* = dropout's e of j 0 */
+    __global float *pr = probs + probs_off + row;
 
     for (int d = lid; d < head_dim; d += wg)
         qs[d] = qr[d];
@@ -128,10 +142,32 @@ __kernel void attention_probs(__global const float *q, ulong q_off, ulong q_ld, 
     barrier(CLK_GLOBAL_MEM_FENCE);
 
     __global float *o = out + out_off + b * out_bstride + i * out_ld + hd;
-    for (int d = lid; d < head_dim; d += wg) {
-        float a = 0.0f;
-        for (int j = 0; j < kv_len; j++)
-            a += pr[j] * vb[j * v_ld + d];
-        o[d] = a;
+    if (!drop_threshold) {
+        for (int d = lid; d < head_dim; d += wg) {
+            float a = 0.0f;
+            for (int j = 0; j < kv_len; j++)
+                a += pr[j] * vb[j * v_ld + d];
+            o[d] = a;
+        }
+        return;
     }
+    /* qs is free since the scores (the reductions' barriers separate its last read) */
+    for (int d = lid; d < head_dim; d += wg)
+        qs[d] = 0.0f;
+    for (int j0 = 0; j0 < kv_len; j0 += wg) {
+        const int j = j0 + lid;
+        if (j < kv_len) /* this work-item wrote pr[j] itself */
+            red[lid] = pr[j] * dropout_keep(drop_seed, row + j, drop_threshold, drop_scale);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        const int nt = min(wg, kv_len - j0);
+        for (int d = lid; d < head_dim; d += wg) {
+            float a = qs[d];
+            for (int t = 0; t < nt; t++)
+                a += red[t] * vb[(j0 + t) * v_ld + d];
+            qs[d] = a; /* only this work-item touches qs[d] */
+        }
+        barrier(CLK_LOCAL_MEM_FENCE); /* red is refilled by the next tile */
+    }
+    for (int d = lid; d < head_dim; d += wg)
+        o[d] = qs[d];
 }

@@ -16,7 +16,12 @@
  * log-sum-exp m + log(l) is not stored as one number: a fully masked row has m = -1e9,
  * where adding log(l) is lost to rounding (the ulp of 1e9 is 64) and every P would be 1
  * instead of 1 / kv_len. Offsets and strides are in elements; dq has q's layout, dk k's
- * and dv v's, and only the head_dim columns of this head are written. */
+ * and dv v's, and only the head_dim columns of this head are written.
+ * Dropout (drop_threshold != 0; see attention.cl): with the forward's factor
+ * r_ij = dropout_keep(drop_seed, e, drop_threshold, drop_scale) of the same element
+ * e = ((b * heads + h) * q_len + i) * kv_len + j,
+ *   dP_ij = (dout_i . v_j) * r_ij,  dv_j = sum_i P_ij r_ij dout_i
+ * and D, dS, dq, dk as above. */
 
 /* The forward's mask rule (attention.cl). */
 int attention_backward_masked(__global const int *key_mask, ulong mask_base, int has_mask,
@@ -41,9 +46,9 @@ __kernel void attention_backward_query(
     ulong k_off, ulong k_ld, __global const float *v, ulong v_off, ulong v_ld, ulong kv_bstride,
     __global const float *dout, ulong dout_off, ulong dout_ld, ulong dout_bstride,
     __global const int *key_mask, ulong mask_off, ulong mask_stride, int has_mask, int kv_len,
-    int head_dim, int causal, int q_pos0, float scale, __global float *stats, __global float *dq,
-    ulong dq_off, __local float *qs, __local float *dos, __local float *acc, __local float *ds,
-    __local float *red)
+    int head_dim, int causal, int q_pos0, float scale, ulong drop_seed, uint drop_threshold,
+    float drop_scale, __global float *stats, __global float *dq, ulong dq_off, __local float *qs,
+    __local float *dos, __local float *acc, __local float *ds, __local float *red)
 {
     const int i = get_group_id(0), h = get_group_id(1), b = get_group_id(2);
     const int q_len = get_num_groups(0), heads = get_num_groups(1);
@@ -54,6 +59,7 @@ __kernel void attention_backward_query(
     __global const float *kb = k + k_off + b * kv_bstride + hd;
     __global const float *vb = v + v_off + b * kv_bstride + hd;
     const ulong mask_base = mask_off + b * mask_stride;
+    const ulong drop_row = (((ulong)b * heads + h) * q_len + i) * kv_len;
 
     for (int d = lid; d < head_dim; d += wg) {
         qs[d] = qr[d];
@@ -88,7 +94,10 @@ __kernel void attention_backward_query(
             continue;
         const float p =
             exp(scale * attention_backward_dot(qs, kb + j * k_ld, head_dim) - row_m) / row_l;
-        dsum += p * attention_backward_dot(dos, vb + j * v_ld, head_dim);
+        float dp = attention_backward_dot(dos, vb + j * v_ld, head_dim);
+        if (drop_threshold)
+            dp *= dropout_keep(drop_seed, drop_row + j, drop_threshold, drop_scale);
+        dsum += p * dp;
     }
     const float row_d = wg_sum(red, dsum);
 
@@ -101,7 +110,10 @@ __kernel void attention_backward_query(
             !attention_backward_masked(key_mask, mask_base, has_mask, causal, q_pos0, i, j)) {
             const float p =
                 exp(scale * attention_backward_dot(qs, kb + j * k_ld, head_dim) - row_m) / row_l;
-            g = p * (attention_backward_dot(dos, vb + j * v_ld, head_dim) - row_d);
+            float dp = attention_backward_dot(dos, vb + j * v_ld, head_dim);
+            if (drop_threshold)
+                dp *= dropout_keep(drop_seed, drop_row + j, drop_threshold, drop_scale);
+            g = p * (dp - row_d);
         }
         ds[lid] = g;
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -126,19 +138,19 @@ __kernel void attention_backward_query(
 }
 
 /* Local scratch: ks, vs, acck, accv [head_dim] each (k_j, v_j, the dk and dv
- * accumulators); p, ds [wg] each. */
+ * accumulators); p (dv's weights), ds [wg] each. */
 __kernel void attention_backward_key(
     __global const float *q, ulong q_off, ulong q_ld, ulong q_bstride, __global const float *k,
     ulong k_off, ulong k_ld, __global const float *v, ulong v_off, ulong v_ld, ulong kv_bstride,
     __global const float *dout, ulong dout_off, ulong dout_ld, ulong dout_bstride,
     __global const int *key_mask, ulong mask_off, ulong mask_stride, int has_mask, int q_len,
-    int head_dim, int causal, int q_pos0, float scale, __global const float *stats,
-    __global float *dk, ulong dk_off, __global float *dv, ulong dv_off, __local float *ks,
-    __local float *vs, __local float *acck, __local float *accv, __local float *p,
-    __local float *ds)
+    int head_dim, int causal, int q_pos0, float scale, ulong drop_seed, uint drop_threshold,
+    float drop_scale, __global const float *stats, __global float *dk, ulong dk_off,
+    __global float *dv, ulong dv_off, __local float *ks, __local float *vs, __local float *acck,
+    __local float *accv, __local float *p, __local float *ds)
 {
     const int j = get_group_id(0), h = get_group_id(1), b = get_group_id(2);
-    const int heads = get_num_groups(1);
+    const int kv_len = get_num_groups(0), heads = get_num_groups(1);
     const int lid = get_local_id(0), wg = get_local_size(0);
     const ulong hd = (ulong)h * head_dim;
     __global const float *kr = k + k_off + b * kv_bstride + j * k_ld + hd;
@@ -167,8 +179,19 @@ __kernel void attention_backward_key(
             const float s = masked ? CLF_MASKED_SCORE
                                    : scale * attention_backward_dot(ks, qb + i * q_ld, head_dim);
             pi = exp(s - st[0]) / st[1];
-            if (!masked)
-                g = pi * (attention_backward_dot(vs, db + i * dout_ld, head_dim) - st[2]);
+            const float r =
+                drop_threshold
+                    ? dropout_keep(drop_seed, (((ulong)b * heads + h) * q_len + i) * kv_len + j,
+                                   drop_threshold, drop_scale)
+                    : 1.0f;
+            if (!masked) {
+                float dp = attention_backward_dot(vs, db + i * dout_ld, head_dim);
+                if (drop_threshold)
+                    dp *= r;
+                g = pi * (dp - st[2]);
+            }
+            if (drop_threshold)
+                pi *= r; /* dv's weight */
         }
         p[lid] = pi;
         ds[lid] = g;

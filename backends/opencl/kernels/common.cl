@@ -39,3 +39,23 @@ float wg_max(__local float *red, float v)
     barrier(CLK_LOCAL_MEM_FENCE);
     return r;
 }
+
+/* clf_dropout_bits of backend.h, in the same 64-bit unsigned arithmetic (ulong is 64 bits
+ * in OpenCL C, and its products wrap like uint64_t), so every backend draws the same mask:
+ * splitmix64 of seed + (i + 1) * golden, high 32 bits. Shared by dropout (train.cl) and
+ * the attention kernels' dropout on the probabilities. */
+uint dropout_bits(ulong seed, ulong i)
+{
+    ulong z = seed + (i + 1) * 0x9E3779B97F4A7C15UL;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9UL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBUL;
+    z ^= z >> 31;
+    return (uint)(z >> 32);
+}
+
+/* The dropout factor of element e: keep_scale (= 1.0f / (1.0f - p), from the host) when
+ * dropout_bits(seed, e) >= threshold (= clf_dropout_threshold(p)), else 0. */
+float dropout_keep(ulong seed, ulong e, uint threshold, float keep_scale)
+{
+    return dropout_bits(seed, e) >= threshold ? keep_scale : 0.0f;
+}

@@ -14,22 +14,10 @@ __kernel void relu_backward(__global float *dx, ulong dx_off, __global const flo
         dx[dx_off + i] = y[y_off + i] > 0.0f ? dy[dy_off + i] : 0.0f;
 }
 
-/* clf_dropout_bits of backend.h, in the same 64-bit unsigned arithmetic (ulong is 64 bits
- * in OpenCL C, and its products wrap like uint64_t), so every backend draws the same mask:
- * splitmix64 of seed + (i + 1) * golden, high 32 bits. */
-uint dropout_bits(ulong seed, ulong i)
-{
-    ulong z = seed + (i + 1) * 0x9E3779B97F4A7C15UL;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9UL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBUL;
-    z ^= z >> 31;
-    return (uint)(z >> 32);
-}
-
-/* out, x: [n]; out[i] = dropout_bits(seed, i) >= threshold ? x[i] * keep_scale : 0, with
- * threshold = clf_dropout_threshold(p) and keep_scale = 1.0f / (1.0f - p) from the host
- * (one float multiply per element: the same bits as the CPU backend). out may alias x.
- * Grid-stride loop. */
+/* out, x: [n]; out[i] = dropout_bits (common.cl)(seed, i) >= threshold ? x[i] * keep_scale : 0,
+ * with threshold = clf_dropout_threshold(p) and keep_scale = 1.0f / (1.0f - p) from the host (one
+ * float multiply per element: the same bits as the CPU backend). out may alias x. Grid-stride loop.
+ */
 __kernel void dropout(__global float *out, ulong out_off, __global const float *x, ulong x_off,
                       ulong n, ulong seed, uint threshold, float keep_scale)
 {

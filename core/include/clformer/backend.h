@@ -24,7 +24,9 @@
 extern "C" {
 #endif
 
-/* Bumped whenever the layout or meaning of clf_backend_api or an args struct changes. */
+/* Bumped whenever the layout or meaning of clf_backend_api or an args struct changes.
+ * ABI 3 (not yet released) adds the plugin ops and attention dropout
+ * (clf_attention_args.dropout_p and dropout_seed). */
 #define CLF_BACKEND_ABI 3
 
 typedef struct clf_backend clf_backend; /* opaque, defined by each backend */
@@ -143,7 +145,17 @@ typedef struct clf_layernorm_args {
  *   probs (optional) [batch, heads, q_len, kv_len] contiguous: the softmax itself.
  * A fully masked row stays finite (uniform weights, as PyTorch gives). Strides are in
  * elements; key_mask is I32. q_pos0 is the absolute position of query 0 (decoding with a
- * KV cache: q_pos0 = kv_len - q_len). */
+ * KV cache: q_pos0 = kv_len - q_len).
+ * Dropout on the probabilities (ABI 3; the tutorial's p_attn = dropout(p_attn) before
+ * p_attn @ value; training only): with dropout_p > 0 the weights applied to v are
+ *   w(i,j) = softmax_j(s)(i,j) * keep(e) * (1.0f / (1.0f - dropout_p))   (that float)
+ *   keep(e) = clf_dropout_bits(dropout_seed, e) >= clf_dropout_threshold(dropout_p)
+ *   e = ((b * heads + h) * q_len + i) * kv_len + j                      (uint64 arithmetic)
+ * so out(b,i,h,:) = sum_j w(i,j) v_j and every backend drops the same (i, j) for a seed
+ * (the mask depends on (seed, e) only: give every site and step its own seed). probs, if
+ * set, still receives the softmax before dropout. dropout_p = 0 (a zeroed struct) is off:
+ * the result is bit-identical to an op without these fields, and the seed is ignored.
+ * 0 <= dropout_p < 1, else CLF_ERR_INPUT. */
 typedef struct clf_attention_args {
     int batch, heads, q_len, kv_len, head_dim;
     clf_ptr q, k, v, out;
@@ -154,7 +166,9 @@ typedef struct clf_attention_args {
     int causal;
     int q_pos0;
     float scale;
-    clf_ptr probs; /* optional */
+    clf_ptr probs;         /* optional */
+    float dropout_p;       /* 0 = off; training only, 0 <= p < 1 */
+    uint64_t dropout_seed; /* the mask's seed (see above) */
 } clf_attention_args;
 
 /* out[r,:] = table[ids[r],:] * scale + pe[pos0 + r % seq_len, :]
@@ -196,7 +210,14 @@ typedef struct clf_layernorm_backward_args {
  * column slices of one buffer (the fused [q|k|v] gradient). The derivative is PyTorch's
  * through the -1e9 fill: a masked (query, key) pair gives q and k no gradient, but a fully
  * masked query row has uniform weights, so its dout still reaches v. q_len = 0 zeroes dk
- * and dv. Outputs may not overlap inputs. A backend may keep internal scratch. */
+ * and dv. Outputs may not overlap inputs. A backend may keep internal scratch.
+ * With fwd.dropout_p > 0 the backward uses the forward's mask (the same fwd.dropout_seed),
+ * w(i,j) and keep as in clf_attention_args, P = softmax_j(s):
+ *   dv_j = sum_i w(i,j) dout_i
+ *   dP(i,j) = (dout_i . v_j) * keep(e) * (1.0f / (1.0f - dropout_p))
+ *   dS(i,j) = P(i,j) (dP(i,j) - sum_k P(i,k) dP(i,k)), 0 where masked
+ *   dq_i = scale sum_j dS(i,j) k_j,  dk_j = scale sum_i dS(i,j) q_i
+ * (the mask is a constant of the seed, so this is the exact gradient of the forward). */
 typedef struct clf_attention_backward_args {
     clf_attention_args fwd;
     clf_ptr dout, dq, dk, dv;
