@@ -359,6 +359,8 @@ static clf_status backward_attention(ad *s, const clf_node *n)
         dkv = tkv >= 0 ? tkv : grad_value(s, ok->value);
     }
     clf_node *nd = node(s, CLF_OP_ATTENTION_BACKWARD, &a, sizeof a, n->label);
+    if (nd)
+        nd->tag = n->tag; /* an attention-dropout site: the same seed, so the same mask */
     const size_t fwd = offsetof(clf_attention_backward_args, fwd);
     bind(s, nd, fwd + offsetof(clf_attention_args, q), oq->value, oq->elem_off);
     bind(s, nd, fwd + offsetof(clf_attention_args, k), ok->value, ok->elem_off);

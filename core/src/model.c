@@ -490,6 +490,11 @@ static void attend_and_project(builder *b, const char *prefix, const clf_attenti
     const int d = b->d, rows = a->batch * a->q_len;
     char label[96];
     clf_node *n = clf_graph_node(b->g, CLF_OP_ATTENTION, a, sizeof *a, prefix);
+    if (n && b->training && b->p_attention > 0.0f) {
+        /* dropout on the softmax weights: a site of its own, seeded like a dropout node */
+        n->args.attention.dropout_p = b->p_attention;
+        n->tag = b->n_dropout++;
+    }
     clf_graph_bind(b->g, n, offsetof(clf_attention_args, q), q, q_off);
     clf_graph_bind(b->g, n, offsetof(clf_attention_args, k), kv, k_off);
     clf_graph_bind(b->g, n, offsetof(clf_attention_args, v), kv, v_off);

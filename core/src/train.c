@@ -228,10 +228,17 @@ static clf_status run_batch(clf_trainer *t, int backward, const clf_train_batch 
     if (backward) {
         uint64_t base =
             clf_splitmix64(clf_splitmix64((uint64_t)t->tc.seed) + (uint64_t)t->state.micro);
-        for (int i = 0; i < sg->g.n_nodes; i++)
-            if (sg->g.nodes[i].op == CLF_OP_DROPOUT)
-                sg->g.nodes[i].args.dropout.seed =
-                    clf_splitmix64(base + (uint64_t)sg->g.nodes[i].tag);
+        for (int i = 0; i < sg->g.n_nodes; i++) {
+            clf_node *n = &sg->g.nodes[i];
+            uint64_t seed = clf_splitmix64(base + (uint64_t)n->tag);
+            if (n->op == CLF_OP_DROPOUT)
+                n->args.dropout.seed = seed;
+            else if (n->op == CLF_OP_ATTENTION && n->args.attention.dropout_p > 0.0f)
+                n->args.attention.dropout_seed = seed;
+            else if (n->op == CLF_OP_ATTENTION_BACKWARD &&
+                     n->args.attention_backward.fwd.dropout_p > 0.0f)
+                n->args.attention_backward.fwd.dropout_seed = seed;
+        }
     }
 #define GRAPH_PTR(v) clf_graph_ptr(&sg->g, t->arena, (v))
     if ((st = clf_model_upload_ids(t->m, GRAPH_PTR(sg->v.src), GRAPH_PTR(sg->v.src_mask), b->src,
