@@ -288,26 +288,13 @@ static clf_status create_on(const char *backend, const char *yaml, char *err, si
     return st;
 }
 
-static int opencl_available(void)
-{
-    const clf_backend_api *api = NULL;
-    clf_backend *be = NULL;
-    clf_backend_opts o = {.abi_version = CLF_BACKEND_ABI};
-    if (clf_backend_open_named("opencl", CLF_BUILD_BACKEND_DIR, &o, &api, &be) != CLF_OK) {
-        fprintf(stderr, "plugin: OpenCL half skipped: %s\n", clf_last_error());
-        return 0;
-    }
-    api->close(be);
-    return 1;
-}
-
 START_TEST(test_backend_without_form)
 {
     char yaml[1024], err[2048];
     snprintf(yaml, sizeof yaml, "plugins: [%s]\n" SMALL_MODEL "  activation: cpu_only_act\n",
              HOSTILE("cpu_only"));
     CLF_ASSERT_OK(create_on("cpu", yaml, err, sizeof err));
-    if (!opencl_available())
+    if (!clf_test_opencl_opens("plugin"))
         return;
     ck_assert_int_eq(create_on("opencl", yaml, err, sizeof err), CLF_ERR_UNSUPPORTED);
     ck_assert_msg(strstr(err, "cpu_only_act") && strstr(err, "opencl") &&
@@ -352,28 +339,13 @@ START_TEST(test_cli_refuses_hostile)
 }
 END_TEST
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    ck_assert_ptr_nonnull(s);
-    ck_assert_int_eq(fread(s, 1, (size_t)n, f), (size_t)n);
-    s[n] = '\0';
-    fclose(f);
-    return s;
-}
-
 /* The README's copy of the example is the file itself, and the one-line build in its
  * header works outside clformer's build (against the headers only), giving a plugin that
  * loads and runs. */
 START_TEST(test_example_plugin_as_documented)
 {
-    char *readme = slurp(CLF_SOURCE_DIR "/README.md");
-    char *example = slurp(CLF_SOURCE_DIR "/plugins/example/squared_relu.c");
+    char *readme = clf_test_read_file(CLF_SOURCE_DIR "/README.md", NULL);
+    char *example = clf_test_read_file(CLF_SOURCE_DIR "/plugins/example/squared_relu.c", NULL);
     ck_assert_msg(strstr(readme, example),
                   "README.md's copy of plugins/example/squared_relu.c differs from the file");
     free(readme);

@@ -31,7 +31,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "clformer/backend.h"
@@ -45,11 +44,10 @@
 /* eps of the test norm: large enough that a backend dropping eps fails, and that a
  * one-column row (n = x / sqrt(x^2 + eps), whose gradient cancels to ~eps / (x^2 + eps)
  * in float) keeps a well-conditioned gradient. */
-#define NORM_EPS  0.1f
-#define SENTINEL  777.25f /* pre-filled around every view and in every output */
-#define PAD       3       /* sentinel elements after every view */
-#define BIG_N     70001   /* above the CPU's parallel threshold (65536): several chunks */
-#define SKIP_EXIT 77
+#define NORM_EPS 0.1f
+#define SENTINEL 777.25f /* pre-filled around every view and in every output */
+#define PAD      3       /* sentinel elements after every view */
+#define BIG_N    70001   /* above the CPU's parallel threshold (65536): several chunks */
 
 static const int SIZES[] = {1, 7, 33, 65, 129};
 #define NSIZES ((int)(sizeof SIZES / sizeof SIZES[0]))
@@ -1055,33 +1053,6 @@ static void add_tests(TCase *tc)
     tcase_add_test(tc, errors_name_the_op_the_operand_and_the_backend);
 }
 
-#ifdef CLF_HAVE_OPENCL
-/* Whether the OpenCL backend opens with a device, tried in a child process so that this
- * one (which forks the tests) never starts the OpenCL runtime. */
-static int opencl_opens(void)
-{
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid < 0)
-        return 0;
-    if (pid == 0) {
-        const clf_backend_api *oapi = NULL;
-        clf_backend *obe = NULL;
-        clf_backend_opts o = {.abi_version = CLF_BACKEND_ABI, .device = getenv("CLF_TEST_DEVICE")};
-        if (clf_backend_load("opencl", CLF_BUILD_BACKEND_DIR, &oapi) != CLF_OK ||
-            oapi->open(&o, &obe) != CLF_OK) {
-            printf("plugin_ops: the OpenCL part is skipped: %s\n", clf_last_error());
-            fflush(stdout);
-            _exit(SKIP_EXIT);
-        }
-        oapi->close(obe);
-        _exit(0);
-    }
-    int status = 0;
-    return waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-#endif
-
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0); /* lines printed by a test that then fails still show */
@@ -1093,7 +1064,7 @@ int main(void)
     tcase_add_test(cpu, cpu_refuses_half_a_cpu_form);
     suite_add_tcase(s, cpu);
 #ifdef CLF_HAVE_OPENCL
-    if (opencl_opens()) {
+    if (clf_test_opencl_opens("plugin_ops")) {
         TCase *ocl = tcase_create("opencl");
         tcase_add_checked_fixture(ocl, setup_opencl, teardown);
         tcase_set_timeout(ocl, 300);

@@ -57,23 +57,6 @@ static void write_text(const char *path, const char *text)
     fclose(f);
 }
 
-/* The whole file, NUL-terminated; *len without the NUL. */
-static char *read_text(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    ck_assert_ptr_nonnull(buf);
-    ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
-}
-
 /* The library's training corpus for the fixtures (same lines, same order). */
 static const char *const corpus[] = {
     "Hello, world!",
@@ -455,8 +438,8 @@ START_TEST(test_save_writes_library_bytes)
     clf_tokenizer *tok = build(1);
     CLF_ASSERT_OK(clf_tokenizer_save(tok, tmp_path("tok.json")));
     size_t n_got, n_want;
-    char *got = read_text(tmp_path("tok.json"), &n_got);
-    char *want = read_text(FIXTURE_DIR "/wordlevel.json", &n_want);
+    char *got = clf_test_read_file(tmp_path("tok.json"), &n_got);
+    char *want = clf_test_read_file(FIXTURE_DIR "/wordlevel.json", &n_want);
     ck_assert_uint_eq(n_got, n_want);
     ck_assert_msg(memcmp(got, want, n_want) == 0, "saved file differs from the library's");
     free(got);
@@ -501,7 +484,8 @@ START_TEST(test_save_load_round_trip)
         CLF_ASSERT_OK(clf_tokenizer_save(back, tmp_path("b.json")));
         CLF_ASSERT_OK(clf_tokenizer_save(back, tmp_path("b.json")));
         size_t na, nb;
-        char *a = read_text(tmp_path("a.json"), &na), *b = read_text(tmp_path("b.json"), &nb);
+        char *a = clf_test_read_file(tmp_path("a.json"), &na),
+             *b = clf_test_read_file(tmp_path("b.json"), &nb);
         ck_assert_uint_eq(na, nb);
         ck_assert(memcmp(a, b, na) == 0);
         free(a);

@@ -28,7 +28,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "clformer/backend.h"
@@ -42,7 +41,6 @@
 #define TOL_ADAM_STEP 1e-4    /* a 5-step Adam update vs the float parameter's 5 roundings */
 #define FD_H          1e-6    /* relative step: truncation ~h^2, cancellation ~1e-16/h */
 #define SENTINEL      777.25f /* pre-filled where an op must not write */
-#define SKIP_EXIT     77
 
 /* The backend of the running test, opened by its TCase's fixture (one process per test). */
 static const char *be_name;
@@ -1590,33 +1588,6 @@ static void add_tests(TCase *tc)
     tcase_add_test(tc, too_small_buffers_are_refused_by_op_name);
 }
 
-#ifdef CLF_HAVE_OPENCL
-/* Whether the OpenCL backend opens with a device, tried in a child process so that this
- * one (which forks the tests) never starts the OpenCL runtime. */
-static int opencl_opens(void)
-{
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid < 0)
-        return 0;
-    if (pid == 0) {
-        const clf_backend_api *oapi = NULL;
-        clf_backend *obe = NULL;
-        clf_backend_opts o = {.abi_version = CLF_BACKEND_ABI, .device = getenv("CLF_TEST_DEVICE")};
-        if (clf_backend_load("opencl", CLF_BUILD_BACKEND_DIR, &oapi) != CLF_OK ||
-            oapi->open(&o, &obe) != CLF_OK) {
-            printf("train_ops: the OpenCL part is skipped: %s\n", clf_last_error());
-            fflush(stdout);
-            _exit(SKIP_EXIT);
-        }
-        oapi->close(obe);
-        _exit(0);
-    }
-    int status = 0;
-    return waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-#endif
-
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0); /* lines printed by a test that then fails still show */
@@ -1627,7 +1598,7 @@ int main(void)
     add_tests(cpu);
     suite_add_tcase(s, cpu);
 #ifdef CLF_HAVE_OPENCL
-    if (opencl_opens()) {
+    if (clf_test_opencl_opens("train_ops")) {
         TCase *ocl = tcase_create("opencl");
         tcase_add_checked_fixture(ocl, setup_opencl, teardown);
         tcase_set_timeout(ocl, 300);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "clformer/rng.h"
 
@@ -80,6 +81,46 @@ int clf_test_run_cli(const char *args, char *err, size_t errsize)
     if (rc == -1 || !WIFEXITED(rc))
         return -1;
     return WEXITSTATUS(rc);
+}
+
+char *clf_test_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    ck_assert_ptr_nonnull(buf);
+    ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+    buf[n] = '\0';
+    fclose(f);
+    if (len)
+        *len = (size_t)n;
+    return buf;
+}
+
+int clf_test_opencl_opens(const char *suite)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0)
+        return 0;
+    if (pid == 0) {
+        const clf_backend_api *api = NULL;
+        clf_backend *be = NULL;
+        clf_backend_opts o = {.abi_version = CLF_BACKEND_ABI, .device = getenv("CLF_TEST_DEVICE")};
+        if (clf_backend_load("opencl", CLF_BUILD_BACKEND_DIR, &api) != CLF_OK ||
+            api->open(&o, &be) != CLF_OK) {
+            printf("%s: the OpenCL part is skipped: %s\n", suite, clf_last_error());
+            fflush(stdout);
+            _exit(1);
+        }
+        api->close(be);
+        _exit(0);
+    }
+    int status = 0;
+    return waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
 int clf_test_main(Suite *s)

@@ -44,6 +44,15 @@ void clf_test_fill(float *x, size_t n, unsigned seed, float lo, float hi);
  * (size errsize) and returning the exit code. */
 int clf_test_run_cli(const char *args, char *err, size_t errsize);
 
+/* The whole file, NUL-terminated (malloc'd; free() it); *len (may be NULL) without the
+ * NUL. Fails the test when it cannot be read. */
+char *clf_test_read_file(const char *path, size_t *len);
+
+/* Whether the OpenCL backend opens with a device (CLF_TEST_DEVICE chooses one), tried in
+ * a child process so that the caller, which forks the tests, never starts the OpenCL
+ * runtime. When it does not, prints "<suite>: the OpenCL part is skipped: <why>". */
+int clf_test_opencl_opens(const char *suite);
+
 /* Runs one Check suite and returns the process exit status (0 when all pass). */
 int clf_test_main(Suite *s);
 
