@@ -71,8 +71,11 @@ static void ref_gemm(const clf_gemm_args *g, const float *A, const float *B, con
         }
 }
 
-static const int gemm_shapes[][3] = {{1, 1, 1},    {1, 65, 33},  {1, 129, 7},  {7, 33, 65},
-                                     {129, 7, 33}, {65, 129, 1}, {33, 65, 129}};
+/* m <= 7 runs as matrix-vector products on the CPU backend, cut into ~1 MiB blocks of B:
+ * {3, 1031, 263} spans two blocks, {8, 9, 10} is the first SGEMM. */
+static const int gemm_shapes[][3] = {{1, 1, 1},     {1, 65, 33},   {1, 129, 7},  {2, 7, 33},
+                                     {7, 33, 65},   {8, 9, 10},    {129, 7, 33}, {65, 129, 1},
+                                     {33, 65, 129}, {3, 1031, 263}};
 
 /* Runs one gemm (batch 1) or strided batched gemm against the reference. */
 static void check_gemm(int batch, int ta, int tb, const int *mnk, int with_bias, int relu,

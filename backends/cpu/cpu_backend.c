@@ -190,24 +190,49 @@ static clf_status check_gemm(const char *op, const clf_gemm_args *a, int batch)
     return CLF_OK;
 }
 
+/* Below this many rows a product runs as matrix-vector products instead of one SGEMM. A
+ * decoding step has one row per sentence or beam, and OpenBLAS 0.3.21 packs all of B
+ * (the weight matrix) even for such an A: the copy costs more than the arithmetic, in a
+ * step that is bound by reading the weights. At 8 rows the two take the same time on the
+ * AVX-512 machine of bench/RESULTS.md (2048x512 and 512x2048 weights, 2 threads). */
+#define CPU_GEMV_MAX_ROWS 7
+
+/* The slice of B that the matrix-vector products of all rows share before moving on:
+ * about 1 MiB, so rows 2..m read it from L2 rather than from memory. */
+#define CPU_GEMV_BLOCK_BYTES (1 << 20)
+
+/* C[m,n] (+)= op(A) op(B) for m <= CPU_GEMV_MAX_ROWS as SGEMVs, B cut into blocks of
+ * output columns (rows of B when trans_b, the layout of a linear layer's weight). */
+static void gemm_rows_as_gemv(const clf_gemm_args *a, const float *A, const float *B, float *C)
+{
+    int incx = a->trans_a ? a->lda : 1;
+    int block = (int)(CPU_GEMV_BLOCK_BYTES / (sizeof(float) * (size_t)a->k));
+    if (block < 1)
+        block = 1;
+    if (a->beta == 0.0f) /* beta = 0 must not read C (it may hold NaN): clear it first */
+        for (int i = 0; i < a->m; i++)
+            memset(C + (size_t)i * a->ldc, 0, sizeof(float) * (size_t)a->n);
+    for (int j0 = 0; j0 < a->n; j0 += block) {
+        int nj = a->n - j0 < block ? a->n - j0 : block;
+        for (int i = 0; i < a->m; i++) {
+            const float *x = A + (a->trans_a ? (size_t)i : (size_t)i * a->lda);
+            float *y = C + (size_t)i * a->ldc + j0;
+            if (a->trans_b) /* B[n,k]: y = B[j0:j0+nj, :] x */
+                cblas_sgemv(CblasRowMajor, CblasNoTrans, nj, a->k, a->alpha,
+                            B + (size_t)j0 * a->ldb, a->ldb, x, incx, a->beta, y, 1);
+            else /* B[k,n]: y = B[:, j0:j0+nj]^T x */
+                cblas_sgemv(CblasRowMajor, CblasTrans, a->k, nj, a->alpha, B + j0, a->ldb, x, incx,
+                            a->beta, y, 1);
+        }
+    }
+}
+
 /* C[m,n] (+)= op(A) op(B) for one matrix, then the bias/relu epilogue. */
 static void gemm_one(clf_backend *be, const clf_gemm_args *a, const float *A, const float *B,
                      float *C)
 {
-    if (a->k > 0 && a->m == 1) {
-        /* One row (a decoding step at batch 1): a matrix-vector product. OpenBLAS 0.3.21
-         * would pack all of B for a GEMM with m = 1, doubling the memory traffic of a
-         * step that is bound by reading the weights. beta = 0 must not read C (it may
-         * hold NaN), so C is cleared first. */
-        int incx = a->trans_a ? a->lda : 1;
-        if (a->beta == 0.0f)
-            memset(C, 0, sizeof(float) * (size_t)a->n);
-        if (a->trans_b)
-            cblas_sgemv(CblasRowMajor, CblasNoTrans, a->n, a->k, a->alpha, B, a->ldb, A, incx,
-                        a->beta, C, 1);
-        else
-            cblas_sgemv(CblasRowMajor, CblasTrans, a->k, a->n, a->alpha, B, a->ldb, A, incx,
-                        a->beta, C, 1);
+    if (a->k > 0 && a->m <= CPU_GEMV_MAX_ROWS) {
+        gemm_rows_as_gemv(a, A, B, C);
     } else if (a->k > 0) {
         cblas_sgemm(CblasRowMajor, a->trans_a ? CblasTrans : CblasNoTrans,
                     a->trans_b ? CblasTrans : CblasNoTrans, a->m, a->n, a->k, a->alpha, A, a->lda,
