@@ -4,17 +4,18 @@
 #   bench/translate.sh [threads] [config]      (defaults: all cores, configs/base-prenorm.yaml)
 # Env: BUILD (build dir, default build), N (sentences with the cache, default 32),
 #      NC (sentences without the cache, default 8: every step re-runs the whole prefix),
-#      WORDS (words per sentence, default 20), MAX_LEN (output tokens, default 64).
+#      WORDS (words per sentence, default 20), MAX_LEN (output tokens, default 64),
+#      REPEAT (runs per case, default 1: the median tokens/s is printed).
 # Prints one line per case. Random weights may emit [EOS] before MAX_LEN, so the rate is
-# tokens produced / wall time (model load included once per case: a few 100 ms), the
-# tokens counted as output words (wc -w; specials are not printed, so not counted).
+# output tokens / time spent decoding, as `clformer translate --stats` reports it (the
+# best hypotheses' tokens; loading the model is not counted).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 unset OPENBLAS_CORETYPE # see bench/run.sh
 . scripts/env.sh
 threads=${1:-$(nproc)}
 config=${2:-configs/base-prenorm.yaml}
-N=${N:-32} NC=${NC:-8} WORDS=${WORDS:-20} MAX_LEN=${MAX_LEN:-64}
+N=${N:-32} NC=${NC:-8} WORDS=${WORDS:-20} MAX_LEN=${MAX_LEN:-64} REPEAT=${REPEAT:-1}
 clf=${BUILD:-build}/bin/clformer
 out=runs/bench/translate
 mkdir -p "$out"
@@ -59,20 +60,24 @@ head -n "$NC" "$out/sentences.txt" > "$out/sentences-nocache.txt"
 echo "# $config, $threads threads, $WORDS-word sentences, --max-len $MAX_LEN"
 
 run_case() { # name input extra-options...
-  local name=$1 input=$2
+  local name=$1 input=$2 r stats rates=""
   shift 2
-  local t0 t1 tokens lines
-  t0=$(date +%s.%N)
-  "$clf" translate -c "$config" -w "$out/weights.safetensors" --src-vocab "$out/src.json" \
-    --tgt-vocab "$out/tgt.json" --backend cpu --threads "$threads" --max-len "$MAX_LEN" "$@" \
-    < "$input" > "$out/out.txt"
-  t1=$(date +%s.%N)
-  tokens=$(wc -w < "$out/out.txt")
-  lines=$(wc -l < "$input")
-  awk -v name="$name" -v s="$lines" -v tok="$tokens" -v t0="$t0" -v t1="$t1" 'BEGIN {
-    printf "%-28s sentences=%-3d tokens=%-6d seconds=%-8.2f tokens/s=%.1f\n",
-           name, s, tok, t1 - t0, tok / (t1 - t0)
-  }'
+  # --stats times clf_decode alone (loading the model is left out) and counts the output
+  # tokens of the best hypotheses; the median of REPEAT runs is kept.
+  for ((r = 0; r < REPEAT; r++)); do
+    "$clf" translate -c "$config" -w "$out/weights.safetensors" --src-vocab "$out/src.json" \
+      --tgt-vocab "$out/tgt.json" --backend cpu --threads "$threads" --max-len "$MAX_LEN" \
+      --stats "$@" < "$input" > "$out/out.txt" 2> "$out/stats.txt"
+    stats=$(grep 'clformer: translate:' "$out/stats.txt")
+    rates="$rates $(echo "$stats" | awk '{for (i = 1; i < NF; i++) if ($(i + 1) == "tokens/s") print $i}')"
+  done
+  echo "$rates" | tr ' ' '\n' | grep . | sort -g | awk -v name="$name" -v s="$(wc -l < "$input")" \
+    -v tok="$(wc -w < "$out/out.txt")" -v runs="$rates" '
+    { v[NR] = $1 }
+    END {
+      printf "%-28s sentences=%-3d tokens=%-6d tokens/s=%.1f (median of:%s)\n",
+             name, s, tok, v[int((NR + 1) / 2)], runs
+    }'
 }
 
 for beam in 1 4; do

@@ -450,6 +450,33 @@ START_TEST(test_no_cache_matches_cache)
 }
 END_TEST
 
+/* --stats adds one line on stderr and changes nothing on stdout. */
+START_TEST(test_stats)
+{
+    static char plain[OUT_MAX];
+    static char input[1024];
+    snprintf(input, sizeof input, "%s\n", sentences); /* and an empty line, not decoded */
+    ck_assert_msg(translate("--max-len 12", input) == 0, "stderr: %s", err);
+    strcpy(plain, out);
+    ck_assert_msg(translate("--max-len 12 --stats", input) == 0, "stderr: %s", err);
+    ck_assert_str_eq(out, plain);
+    long lines = -1, decoded = -1, tokens = -1, words = 0;
+    double secs = -1.0;
+    ck_assert_msg(sscanf(err,
+                         "clformer: translate: %ld lines, %ld decoded, %ld output tokens in %lf s",
+                         &lines, &decoded, &tokens, &secs) == 4,
+                  "stderr: %s", err);
+    assert_one_line_error(err);
+    ck_assert_int_eq(lines, 5);
+    ck_assert_int_eq(decoded, 4);
+    for (const char *p = out; *p; p++) /* words printed: specials are not, so <= tokens */
+        words += *p != ' ' && *p != '\n' && (p == out || p[-1] == ' ' || p[-1] == '\n');
+    ck_assert_msg(tokens >= words && tokens <= 4 * 12, "%ld tokens, %ld words: %s", tokens, words,
+                  err);
+    ck_assert_msg(secs > 0.0, "%s", err);
+}
+END_TEST
+
 START_TEST(test_argument_errors)
 {
     char args[1024];
@@ -569,6 +596,7 @@ static Suite *translate_suite(void)
     tcase_add_test(tc, test_attention_safetensors);
     tcase_add_test(tc, test_attention_png);
     tcase_add_test(tc, test_no_cache_matches_cache);
+    tcase_add_test(tc, test_stats);
     tcase_add_test(tc, test_argument_errors);
     tcase_add_test(tc, test_vocab_larger_than_model);
     tcase_add_test(tc, test_png_checksums);

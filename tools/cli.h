@@ -55,6 +55,9 @@ clf_status cli_open_backend(const clf_config *cfg, const cli_backend_opts *o,
                             const clf_backend_api **api, clf_backend **be);
 
 /* Parses a positive int option value; on error prints and returns 0. */
+/* Seconds on the monotonic clock, for durations. */
+double cli_now_s(void);
+
 int cli_parse_int(const char *opt, const char *val, int min, int *out);
 
 #endif

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "cli.h"
 
@@ -23,6 +24,13 @@ int cli_usage_error(const char *fmt, ...)
     fputc('\n', stderr);
     va_end(ap);
     return 2;
+}
+
+double cli_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 int cli_parse_int(const char *opt, const char *val, int min, int *out)

@@ -29,13 +29,6 @@
 /* Token ids of the specials (DESIGN.md): the synthetic batches frame sentences with them. */
 enum { ID_SOS = 2, ID_EOS = 3, ID_FIRST_WORD = 4 };
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -95,7 +88,7 @@ static int bench_forward(const char *cfg_path, const char *w_path, const char *j
         goto fail;
     if ((st = cli_open_backend(&cfg, bo, &api, &be)) != CLF_OK)
         goto fail;
-    double t_open = now_s();
+    double t_open = cli_now_s();
     if ((st = clf_model_create(&cfg.model, w, api, be, &model)) != CLF_OK)
         goto fail;
     clf_weights_free(w);
@@ -115,24 +108,24 @@ static int bench_forward(const char *cfg_path, const char *w_path, const char *j
     for (int i = 0; i < B * T; i++)
         tgt[i] = 4 + (int32_t)(clf_rng_next(&rng) % (uint64_t)(cfg.model.tgt_vocab - 4));
     clf_forward_io io = {.batch = B, .src_len = S, .tgt_len = T, .src = src, .tgt = tgt};
-    double t0 = now_s();
+    double t0 = cli_now_s();
     if ((st = clf_model_forward(model, &io)) != CLF_OK)
         goto fail;
-    double first_call = now_s() - t0, setup = t0 - t_open;
+    double first_call = cli_now_s() - t0, setup = t0 - t_open;
     for (int i = 0; i < o->warmup; i++)
         if ((st = clf_model_forward(model, &io)) != CLF_OK)
             goto fail;
     for (int i = 0; i < o->iters; i++) {
-        t0 = now_s();
+        t0 = cli_now_s();
         if ((st = clf_model_forward(model, &io)) != CLF_OK)
             goto fail;
-        times[i] = now_s() - t0;
+        times[i] = cli_now_s() - t0;
     }
     for (int i = 0; i < o->iters; i++) {
-        t0 = now_s();
+        t0 = cli_now_s();
         if ((st = clf_model_rerun(model, 1u << CLF_OP_GEMM)) != CLF_OK)
             goto fail;
-        gemm_times[i] = now_s() - t0;
+        gemm_times[i] = cli_now_s() - t0;
     }
     double t = median(times, o->iters), tg = median(gemm_times, o->iters);
     double flops = clf_model_forward_flops(&cfg.model, B, S, T);
@@ -270,7 +263,7 @@ static clf_status timed(clf_backend *be, prof_kind k, double flops, double t0, c
     if (!W.timing || st != CLF_OK)
         return st;
     st = W.real->synchronize(be);
-    W.stat[k].seconds += now_s() - t0;
+    W.stat[k].seconds += cli_now_s() - t0;
     W.stat[k].flops += flops;
     W.stat[k].calls++;
     return st;
@@ -312,19 +305,19 @@ static void w_free(clf_backend *be, clf_buffer *buf)
 
 static clf_status w_upload(clf_backend *be, clf_ptr dst, const void *src, size_t bytes)
 {
-    double t0 = now_s();
+    double t0 = cli_now_s();
     return timed(be, P_UPLOAD, 0, t0, W.real->upload(be, dst, src, bytes));
 }
 
 static clf_status w_download(clf_backend *be, void *dst, clf_ptr src, size_t bytes)
 {
-    double t0 = now_s();
+    double t0 = cli_now_s();
     return timed(be, P_DOWNLOAD, 0, t0, W.real->download(be, dst, src, bytes));
 }
 
 static clf_status w_copy(clf_backend *be, clf_ptr dst, clf_ptr src, size_t bytes)
 {
-    double t0 = now_s();
+    double t0 = cli_now_s();
     return timed(be, P_COPY, 0, t0, W.real->copy(be, dst, src, bytes));
 }
 
@@ -334,20 +327,20 @@ static clf_status w_gemm(clf_backend *be, const clf_gemm_args *a)
                   : a->trans_b ? P_GEMM_FWD
                   : a->m == 1  ? P_GEMM_DBIAS
                                : P_GEMM_DX;
-    double t0 = now_s();
+    double t0 = cli_now_s();
     return timed(be, k, 2.0 * a->m * a->n * a->k, t0, W.real->gemm(be, a));
 }
 
 static clf_status w_gemm_strided_batched(clf_backend *be, const clf_gemm_args *a)
 {
-    double t0 = now_s();
+    double t0 = cli_now_s();
     return timed(be, P_GEMM_BATCHED, 2.0 * a->batch * a->m * a->n * a->k, t0,
                  W.real->gemm_strided_batched(be, a));
 }
 
 static clf_status w_layernorm(clf_backend *be, const clf_layernorm_args *a)
 {
-    double t0 = now_s();
+    double t0 = cli_now_s();
     return timed(be, P_LAYERNORM, 0, t0, W.real->layernorm(be, a));
 }
 
@@ -359,87 +352,87 @@ static double attention_products(const clf_attention_args *a)
 
 static clf_status w_attention(clf_backend *be, const clf_attention_args *a)
 {
-    double t0 = now_s();
+    double t0 = cli_now_s();
     return timed(be, P_ATTENTION, 2.0 * attention_products(a), t0, W.real->attention(be, a));
 }
 
 static clf_status w_embed(clf_backend *be, const clf_embed_args *a)
 {
-    double t0 = now_s();
+    double t0 = cli_now_s();
     return timed(be, P_EMBED, 0, t0, W.real->embed(be, a));
 }
 
 static clf_status w_add(clf_backend *be, clf_ptr out, clf_ptr a, clf_ptr b, size_t n)
 {
-    double t0 = now_s();
+    double t0 = cli_now_s();
     return timed(be, P_ADD, 0, t0, W.real->add(be, out, a, b, n));
 }
 
 static clf_status w_softmax(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int cols, int log)
 {
-    double t0 = now_s();
+    double t0 = cli_now_s();
     return timed(be, P_SOFTMAX, 0, t0, W.real->softmax(be, out, x, rows, cols, log));
 }
 
 static clf_status w_argmax(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int cols)
 {
-    double t0 = now_s();
+    double t0 = cli_now_s();
     return timed(be, P_ARGMAX, 0, t0, W.real->argmax(be, out, x, rows, cols));
 }
 
 static clf_status w_relu_backward(clf_backend *be, clf_ptr dx, clf_ptr dy, clf_ptr y, size_t n)
 {
-    double t0 = now_s();
+    double t0 = cli_now_s();
     return timed(be, P_RELU_BW, 0, t0, W.real->relu_backward(be, dx, dy, y, n));
 }
 
 static clf_status w_layernorm_backward(clf_backend *be, const clf_layernorm_backward_args *a)
 {
-    double t0 = now_s();
+    double t0 = cli_now_s();
     return timed(be, P_LAYERNORM_BW, 0, t0, W.real->layernorm_backward(be, a));
 }
 
 /* counted as 5 products: QK^T recomputed, dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q */
 static clf_status w_attention_backward(clf_backend *be, const clf_attention_backward_args *a)
 {
-    double t0 = now_s();
+    double t0 = cli_now_s();
     return timed(be, P_ATTENTION_BW, 5.0 * attention_products(&a->fwd), t0,
                  W.real->attention_backward(be, a));
 }
 
 static clf_status w_embed_backward(clf_backend *be, const clf_embed_backward_args *a)
 {
-    double t0 = now_s();
+    double t0 = cli_now_s();
     return timed(be, P_EMBED_BW, 0, t0, W.real->embed_backward(be, a));
 }
 
 static clf_status w_dropout(clf_backend *be, const clf_dropout_args *a)
 {
-    double t0 = now_s();
+    double t0 = cli_now_s();
     return timed(be, P_DROPOUT, 0, t0, W.real->dropout(be, a));
 }
 
 static clf_status w_cross_entropy(clf_backend *be, const clf_cross_entropy_args *a)
 {
-    double t0 = now_s();
+    double t0 = cli_now_s();
     return timed(be, P_CROSS_ENTROPY, 0, t0, W.real->cross_entropy(be, a));
 }
 
 static clf_status w_adam(clf_backend *be, const clf_adam_args *a)
 {
-    double t0 = now_s();
+    double t0 = cli_now_s();
     return timed(be, P_ADAM, 0, t0, W.real->adam(be, a));
 }
 
 static clf_status w_sum_squares(clf_backend *be, clf_ptr out, clf_ptr x, size_t n)
 {
-    double t0 = now_s();
+    double t0 = cli_now_s();
     return timed(be, P_SUM_SQUARES, 0, t0, W.real->sum_squares(be, out, x, n));
 }
 
 static clf_status w_fill(clf_backend *be, clf_ptr out, float value, size_t n)
 {
-    double t0 = now_s();
+    double t0 = cli_now_s();
     return timed(be, P_FILL, 0, t0, W.real->fill(be, out, value, n));
 }
 
@@ -648,10 +641,10 @@ static int bench_train(const char *cfg_path, const char *w_path, const char *jso
     /* A fresh batch for every step (drawn outside the timed region), as training sees. */
     double loss_first = 0, loss_last = 0, loss;
     next_batches(&rng, mc, ids, A, B, S, T);
-    double t0 = now_s();
+    double t0 = cli_now_s();
     if ((st = train_step(tr, mb, A, &loss_first)) != CLF_OK)
         goto fail;
-    double first_step = now_s() - t0;
+    double first_step = cli_now_s() - t0;
     for (int i = 0; i < o->warmup; i++) {
         next_batches(&rng, mc, ids, A, B, S, T);
         if ((st = train_step(tr, mb, A, &loss)) != CLF_OK)
@@ -659,10 +652,10 @@ static int bench_train(const char *cfg_path, const char *w_path, const char *jso
     }
     for (int i = 0; i < o->iters; i++) {
         next_batches(&rng, mc, ids, A, B, S, T);
-        t0 = now_s();
+        t0 = cli_now_s();
         if ((st = train_step(tr, mb, A, &loss_last)) != CLF_OK)
             goto fail;
-        times[i] = now_s() - t0;
+        times[i] = cli_now_s() - t0;
     }
     /* Profiled steps come after the timed ones, so that the per-op synchronization cannot
      * change the step time reported above. */
@@ -672,10 +665,10 @@ static int bench_train(const char *cfg_path, const char *w_path, const char *jso
         W.timing = 1;
         for (int i = 0; i < o->iters; i++) {
             next_batches(&rng, mc, ids, A, B, S, T);
-            t0 = now_s();
+            t0 = cli_now_s();
             if ((st = train_step(tr, mb, A, &loss)) != CLF_OK)
                 goto fail;
-            total += now_s() - t0;
+            total += cli_now_s() - t0;
         }
         W.timing = 0;
         prof_step = total / o->iters;

@@ -55,6 +55,7 @@ enum {
     OPT_LENGTH_PENALTY,
     OPT_BATCH,
     OPT_NO_CACHE,
+    OPT_STATS,
     OPT_ATTENTION,
     OPT_ATTENTION_PNG,
 };
@@ -69,6 +70,7 @@ typedef struct tr_opts {
     float length_penalty; /* < 0 until given: then the default for the beam */
     int batch;            /* --batch */
     int use_cache;        /* 0 with --no-cache */
+    int stats;            /* --stats: timing on stderr at the end */
     cli_backend_opts bo;
 } tr_opts;
 
@@ -95,6 +97,9 @@ typedef struct translator {
     int warned_unknown_id;
     clf_tensor *attn; /* --attention: one per line, data malloc'd */
     size_t n_attn, cap_attn;
+    /* --stats: what clf_decode did and how long it took, loading excluded */
+    double open_s, decode_s;
+    long decoded_lines, out_tokens;
 } translator;
 
 static void usage(void)
@@ -110,6 +115,8 @@ static void usage(void)
            "                       (default 0.6 with --beam > 1, else 0)\n"
            "  --batch N            sentences decoded together (default %d)\n"
            "  --no-cache           re-run the whole decoder every step (slow; for comparison)\n"
+           "  --stats              at the end, on stderr: lines, output tokens and the time\n"
+           "                       spent decoding them (tokens/s), loading excluded\n"
            "  --attention FILE     safetensors: F32 'attention.<i>' [out tokens (+EOS), source\n"
            "                       tokens incl. [SOS]/[EOS]] per line i (from 0), best hypothesis\n"
            "  --attention-png P    grayscale heatmap P.<i>.png per line (rows: output tokens)\n"
@@ -133,6 +140,7 @@ static int parse_args(int argc, char **argv, tr_opts *o)
         {"length-penalty", required_argument, NULL, OPT_LENGTH_PENALTY},
         {"batch", required_argument, NULL, OPT_BATCH},
         {"no-cache", no_argument, NULL, OPT_NO_CACHE},
+        {"stats", no_argument, NULL, OPT_STATS},
         {"attention", required_argument, NULL, OPT_ATTENTION},
         {"attention-png", required_argument, NULL, OPT_ATTENTION_PNG},
         CLI_BACKEND_LONGOPTS,
@@ -190,6 +198,9 @@ static int parse_args(int argc, char **argv, tr_opts *o)
             break;
         case OPT_NO_CACHE:
             o->use_cache = 0;
+            break;
+        case OPT_STATS:
+            o->stats = 1;
             break;
         case OPT_ATTENTION:
             o->attn_path = optarg;
@@ -295,9 +306,16 @@ static clf_status decode_batch(translator *t, const src_line *lines, int count,
     o.max_len = t->o.max_len > 0 ? t->o.max_len : MAX_LEN_FACTOR * longest + MAX_LEN_EXTRA;
     if (o.max_len > cap)
         o.max_len = cap;
+    double t0 = cli_now_s();
     st = clf_decode(t->model, src, rows, S, &o, res);
+    t->decode_s += cli_now_s() - t0;
     if (st != CLF_OK)
         memset(res, 0, sizeof *res); /* nothing to free after a failure */
+    else {
+        t->decoded_lines += rows;
+        for (int i = 0; i < rows; i++) /* the best hypothesis: what goes to stdout */
+            t->out_tokens += res->hyps[(size_t)i * res->n_best].len;
+    }
     free(src);
     return st;
 }
@@ -516,8 +534,10 @@ int clf_cmd_translate(int argc, char **argv)
         st = clf_error(CLF_ERR_NOMEM, "translate: out of host memory for --batch %d", t.o.batch);
         goto fail;
     }
+    double t_open = cli_now_s();
     if ((st = translator_open(&t)) != CLF_OK)
         goto fail;
+    t.open_s = cli_now_s() - t_open;
     for (;;) {
         if ((st = read_batch(&t, lines, &count)) != CLF_OK || count == 0)
             break;
@@ -539,6 +559,12 @@ int clf_cmd_translate(int argc, char **argv)
                               "source [EOS]"};
         st = clf_safetensors_write(t.o.attn_path, t.attn, (int)t.n_attn, meta, 1);
     }
+    if (st == CLF_OK && t.o.stats)
+        fprintf(stderr,
+                "clformer: translate: %ld lines, %ld decoded, %ld output tokens in %.3f s: "
+                "%.1f tokens/s (loading the model took %.3f s)\n",
+                t.lines_read, t.decoded_lines, t.out_tokens, t.decode_s,
+                t.decode_s > 0.0 ? (double)t.out_tokens / t.decode_s : 0.0, t.open_s);
 fail:
     if (res.hyps)
         clf_decode_result_free(&res);
