@@ -253,6 +253,15 @@ START_TEST(test_gemm_edge)
     run_gemm(&cpu, &g, 0, A, 7 * 65, B, 65 * 33, NULL, 0, cgot, n);
     expect_close(got, want, n, TOL_GEMM, "gemm beta=0 over NaN", "host reference");
     expect_close(got, cgot, n, TOL_GEMM, "gemm beta=0 over NaN", "cpu backend");
+    /* the same for one row, which runs as a matrix-vector product on both backends */
+    g.m = 1;
+    for (int i = 0; i < 33; i++)
+        want[i] = got[i] = cgot[i] = NAN;
+    ref_gemm(&g, 1, A, B, NULL, want);
+    run_gemm(&ocl, &g, 0, A, 65, B, 65 * 33, NULL, 0, got, 33);
+    run_gemm(&cpu, &g, 0, A, 65, B, 65 * 33, NULL, 0, cgot, 33);
+    expect_close(got, want, 33, TOL_GEMM, "gemm m=1 beta=0 over NaN", "host reference");
+    expect_close(got, cgot, 33, TOL_GEMM, "gemm m=1 beta=0 over NaN", "cpu backend");
 
     /* k = 0: C = beta * C + bias, relu (CLBlast itself refuses k = 0) */
     clf_gemm_args z = {.m = 7,

@@ -89,10 +89,27 @@ static clf_status gemm_common(clf_backend *be, const clf_gemm_args *g, int batch
         return CLF_OK;
     if (g->k == 0) /* CLBlast refuses k = 0; C = beta * C is all there is to do */
         return epilogue(be, op, g, batch, sc, 1);
+    CLBlastStatusCode cs;
 
+    if (g->m == 1 && !batched) {
+        /* One row (a decoding step at batch 1): a matrix-vector product. CLBlast's GEMM
+         * tiles m as well, so a single row leaves most of each work-group idle while
+         * the step is bound by reading the weights once. CLBlast's GEMV computes
+         * beta * y even for beta = 0 (NaN * 0 = NaN), so C is cleared first. */
+        if (g->beta == 0.0f && (st = ocl_fill(be, g->c, 0.0f, (size_t)g->n)) != CLF_OK)
+            return st;
+        size_t incx = g->trans_a ? (size_t)g->lda : 1;
+        cs = CLBlastSgemv(
+            CLBlastLayoutRowMajor, g->trans_b ? CLBlastTransposeNo : CLBlastTransposeYes,
+            (size_t)(g->trans_b ? g->n : g->k), (size_t)(g->trans_b ? g->k : g->n), g->alpha,
+            g->b.buf->mem, g->b.off / 4, (size_t)g->ldb, g->a.buf->mem, g->a.off / 4, incx, g->beta,
+            g->c.buf->mem, g->c.off / 4, 1, &be->queue, NULL);
+        if (cs != CLBlastSuccess)
+            return ocl_fail_clblast(op, "CLBlastSgemv", cs);
+        return g->bias.buf || g->relu ? epilogue(be, op, g, batch, sc, 0) : CLF_OK;
+    }
     CLBlastTranspose ta = g->trans_a ? CLBlastTransposeYes : CLBlastTransposeNo;
     CLBlastTranspose tb = g->trans_b ? CLBlastTransposeYes : CLBlastTransposeNo;
-    CLBlastStatusCode cs;
     if (batched)
         cs = CLBlastSgemmStridedBatched(
             CLBlastLayoutRowMajor, ta, tb, (size_t)g->m, (size_t)g->n, (size_t)g->k, g->alpha,
