@@ -1,19 +1,26 @@
 #!/usr/bin/python3
 """Time one full PyTorch forward (encoder + decoder + projection, teacher-forced) on CPU
-in float32, for the model a clformer YAML describes: the baseline for `clformer bench`.
+or on a CUDA GPU in float32, for the model a clformer YAML describes: the baseline for
+`clformer bench`.
 
     /usr/bin/python3 bench/pytorch_forward.py --config configs/base-prenorm.yaml \
         [--weights w.safetensors] [--batch 32] [--src-len 64] [--tgt-len 64] \
-        [--iters 10] [--warmup 2] [--threads N] [--seed 1]
+        [--iters 10] [--warmup 2] [--threads N] [--seed 1] [--device cpu|cuda]
+
+--device cuda (for bench/gpu.sh) runs on torch.cuda's current GPU in strict FP32: TF32 is
+turned off for matmuls and cuDNN, and every timed forward is bracketed by
+torch.cuda.synchronize(); --threads is ignored there. It exits 2 with one line on stderr
+when this torch has no usable CUDA device.
 
 Needs only Debian's python3-torch (1.13). The model is tests/reference/model.py (the
 tutorial Transformer under the tutorial weight names). Without --weights the weights are
 Xavier-uniform from --seed. Inputs are random token ids (no padding), so every row is full
 length. Prints one JSON object on stdout:
-  framework, torch, threads, batch, src_len, tgt_len, iters, seconds_per_forward (mean),
+  framework, torch, device (cpu or cuda), threads, batch, src_len, tgt_len, iters, seconds_per_forward (mean),
   seconds_min, tokens_per_s = batch*(src_len+tgt_len)/seconds_per_forward,
   gflop_per_forward, gflops (= GFLOP/s = gflop_per_forward/seconds_per_forward), and the
-  resolved model sizes.
+  resolved model sizes; with --device cuda also device_name (torch.cuda.get_device_name()),
+  cuda (torch.version.cuda) and tf32 (false).
 
 FLOP count (the same formula is used by `clformer bench`): 2 x the multiply-adds of every
 GEMM plus the two attention products (QK^T and PV), counted in full (no causal saving);
@@ -68,12 +75,28 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=0, help="0 = all available cores")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                    help="cuda: the current GPU, strict FP32 (no TF32); --threads ignored")
     a = ap.parse_args()
 
     if a.batch <= 0 or a.src_len <= 0 or a.tgt_len <= 0 or a.iters <= 0 or a.warmup < 0:
         ap.error("batch, src-len, tgt-len and iters must be > 0, warmup >= 0")
-    threads = a.threads if a.threads > 0 else len(os.sched_getaffinity(0))
-    torch.set_num_threads(threads)
+    cuda = a.device == "cuda"
+    if cuda:
+        if not torch.cuda.is_available():
+            why = ("this torch %s is built without CUDA" % torch.__version__
+                   if torch.version.cuda is None else
+                   "torch %s (CUDA %s) finds no usable CUDA device"
+                   % (torch.__version__, torch.version.cuda))
+            print("pytorch_forward.py: --device cuda: %s" % why, file=sys.stderr)
+            return 2
+        # FP32 as clformer computes it: no TF32 tensor-core shortcut for matmuls or cuDNN
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    else:
+        threads = a.threads if a.threads > 0 else len(os.sched_getaffinity(0))
+        torch.set_num_threads(threads)
+    device = torch.device(a.device)
     torch.manual_seed(a.seed)
 
     model, cfg, _ = model_from_yaml(a.config)
@@ -87,6 +110,7 @@ def main():
     else:
         init_weights(model, randomize_norms=False)
     model.float().eval()
+    model.to(device)
 
     g = torch.Generator().manual_seed(a.seed)
     lo = 4 if min(cfg.src_vocab, cfg.tgt_vocab) > 4 else 0
@@ -95,14 +119,21 @@ def main():
     if lo:
         src[src == cfg.pad_id] = lo
         tgt[tgt == cfg.pad_id] = lo
+    src, tgt = src.to(device), tgt.to(device)
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize()
 
     times = []
     with torch.inference_mode():
         for _ in range(a.warmup):
             model(src, tgt)
         for _ in range(a.iters):
+            sync()
             t0 = time.perf_counter()
             model(src, tgt)
+            sync()
             times.append(time.perf_counter() - t0)
 
     sec = sum(times) / len(times)
@@ -110,6 +141,7 @@ def main():
     out = {
         "framework": "pytorch",
         "torch": torch.__version__,
+        "device": a.device,
         "threads": torch.get_num_threads(),
         "batch": a.batch,
         "src_len": a.src_len,
@@ -129,6 +161,11 @@ def main():
                   "output": cfg.output},
         "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),
     }
+    if cuda:
+        out["device_name"] = torch.cuda.get_device_name()
+        out["cuda"] = torch.version.cuda
+        out["tf32"] = (torch.backends.cuda.matmul.allow_tf32
+                       or torch.backends.cudnn.allow_tf32)
     print(json.dumps(out, indent=2))
     return 0
 

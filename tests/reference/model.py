@@ -442,7 +442,7 @@ class Transformer(nn.Module):
     def tgt_mask(self, tgt):
         """[B,1,T,T]: causal AND (tgt != pad) on keys."""
         T = tgt.shape[1]
-        causal = torch.tril(torch.ones(1, 1, T, T, dtype=torch.int))
+        causal = torch.tril(torch.ones(1, 1, T, T, dtype=torch.int, device=tgt.device))
         return (tgt != self.cfg.pad_id).unsqueeze(1).unsqueeze(1).int() & causal
 
     # forward ---------------------------------------------------------------

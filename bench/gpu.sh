@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# The OpenCL backend on a GPU (issue 3), in one command: the device list, the OpenCL test
+# suites (op-by-op comparison with the CPU backend, fixtures) on that device, the forward
+# bench with CLBlast's own SGEMM rate at the model's GEMM shapes measured in the same run,
+# and PyTorch CUDA in strict FP32 (no TF32) on the same weights and sizes when the Python
+# has a CUDA torch. Ends with a markdown table for bench/RESULTS.md.
+#   bench/gpu.sh [device] [config]      (defaults: NVIDIA, configs/base-prenorm.yaml)
+# device: an index or a case-insensitive piece of "platform / name" as `clformer devices`
+# prints them (what --device and CLF_OPENCL_DEVICE take); e.g. 0, NVIDIA, pthread.
+# Env: B S T ITERS WARMUP (batch, lengths, timed and untimed iterations: 32 64 64 20 2),
+#      BUILD (build dir, default build), PYTHON (default /usr/bin/python3),
+#      TESTS (ctest -R regex of the suites run on the device, default all that use
+#      OpenCL; TESTS=none skips them: ~3 minutes on PoCL with 2 cores, less on a GPU).
+# Writes runs/bench/gpu/{ctest.log,weights.safetensors,clformer-opencl.json,pytorch-cuda.json}.
+# Exits 1 (after the table) when a test suite failed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+unset OPENBLAS_CORETYPE # see bench/run.sh
+. scripts/env.sh
+device=${1:-NVIDIA}
+config=${2:-configs/base-prenorm.yaml}
+B=${B:-32} S=${S:-64} T=${T:-64} ITERS=${ITERS:-20} WARMUP=${WARMUP:-2}
+TESTS=${TESTS:-'^(opencl|model|decode|translate|plugin_ops|train_ops|train)$'}
+PYTHON=${PYTHON:-/usr/bin/python3}
+build=${BUILD:-build}
+clf=$build/bin/clformer
+out=runs/bench/gpu
+mkdir -p "$out"
+rm -f "$out/clformer-opencl.json" "$out/pytorch-cuda.json" # no stale figures in the table
+
+echo "## clformer devices"
+"$clf" devices | tee "$out/devices.txt"
+# The device the selector names, matched as the backend matches it (ocl_device.c): an
+# index, or the first device whose "platform / name" contains it, ignoring case.
+if [[ $device =~ ^[0-9]+$ ]]; then
+  chosen=$(grep -E "^$device: " "$out/devices.txt" || true)
+else
+  chosen=$(grep -E '^[0-9]+: ' "$out/devices.txt" | grep -iF -- "$device" | head -n 1 || true)
+fi
+if [ -z "$chosen" ]; then
+  echo "bench/gpu.sh: no OpenCL device matches '$device' (see the list above; on an NVIDIA" \
+    "GPU the driver's ICD must be in /etc/OpenCL/vendors)" >&2
+  exit 2
+fi
+echo "device: $chosen"
+# Every OpenCL open below goes to that device: the suites read CLF_TEST_DEVICE, and
+# CLF_OPENCL_DEVICE overrides the choice of those (train, translate) that take the default.
+export CLF_TEST_DEVICE=$device CLF_OPENCL_DEVICE=$device
+
+tests_failed=0
+if [ "$TESTS" != none ]; then
+  echo "## OpenCL test suites on '$device' (ctest -R '$TESTS')"
+  if ! (cd "$build" && ctest -R "$TESTS" --output-on-failure) 2>&1 | tee "$out/ctest.log"; then
+    tests_failed=1
+    echo "bench/gpu.sh: a test suite failed on '$device' (see $out/ctest.log)" >&2
+  fi
+fi
+
+echo "## clformer bench --backend opencl, batch $B, src $S, tgt $T"
+"$clf" init -c "$config" --seed 1 -o "$out/weights.safetensors"
+"$clf" bench -c "$config" -w "$out/weights.safetensors" --backend opencl --device "$device" \
+  --batch "$B" --src-len "$S" --tgt-len "$T" --iters "$ITERS" --warmup "$WARMUP" \
+  --json "$out/clformer-opencl.json"
+
+echo "## PyTorch CUDA (FP32, no TF32), same weights and sizes"
+if ! "$PYTHON" -c 'import torch' 2>/dev/null; then
+  echo "no torch in $PYTHON (set PYTHON to a Python with a CUDA build of torch):" \
+    "PyTorch CUDA not measured" >&2
+elif "$PYTHON" bench/pytorch_forward.py --device cuda --config "$config" \
+  --weights "$out/weights.safetensors" --batch "$B" --src-len "$S" --tgt-len "$T" \
+  --iters "$ITERS" --warmup "$WARMUP" > "$out/pytorch-cuda.json.tmp"; then
+  mv "$out/pytorch-cuda.json.tmp" "$out/pytorch-cuda.json"
+  cat "$out/pytorch-cuda.json"
+else
+  rm -f "$out/pytorch-cuda.json.tmp"
+  echo "PyTorch CUDA not measured (see the line above)" >&2
+fi
+
+echo "## for bench/RESULTS.md"
+python3 - "$out" "$config" "$device" "$build" "$B" "$S" "$T" "$ITERS" "$WARMUP" <<'EOF'
+import json, os, sys
+
+out, config, device, build, B, S, T, iters, warmup = sys.argv[1:]
+c = json.load(open(os.path.join(out, "clformer-opencl.json")))
+p_path = os.path.join(out, "pytorch-cuda.json")
+p = json.load(open(p_path)) if os.path.exists(p_path) else None
+sgemm = c["sgemm_gflops_same_shapes"]
+dev = c["device"][len("OpenCL: "):] if c["device"].startswith("OpenCL: ") else c["device"]
+
+print("```sh\nBUILD=%s B=%s S=%s T=%s ITERS=%s WARMUP=%s bench/gpu.sh '%s' %s\n```\n"
+      % (build, B, S, T, iters, warmup, device, config))
+print("| | ms / forward | tokens/s | GFLOP/s | vs CLBlast SGEMM rate |")
+print("|---|---:|---:|---:|---:|")
+print("| CLBlast SGEMM at the graph's shapes (same run) | | | %.1f | 1.00 |" % sgemm)
+print("| **clformer opencl (%s)** | **%.2f** | **%.0f** | **%.1f** | **%.2f** |"
+      % (dev, c["seconds_per_forward"] * 1e3, c["tokens_per_s"], c["gflops"],
+         c["ratio_to_sgemm"]))
+if p:
+    print("| PyTorch %s CUDA %s FP32 (no TF32), %s, same weights | %.2f | %.0f | %.1f | %.2f |"
+          % (p["torch"], p.get("cuda"), p.get("device_name"), p["seconds_per_forward"] * 1e3,
+             p["tokens_per_s"], p["gflops"], p["gflops"] / sgemm))
+else:
+    print("| PyTorch CUDA | not measured | | | |")
+print()
+gflop = c["gflops"] * c["seconds_per_forward"]
+print("%.1f GFLOP per forward pass (batch %d, src %d, tgt %d); clformer: median of %d "
+      "timed forwards, PyTorch: mean. Device memory: weights %.1f MiB, activations %.1f MiB."
+      % (gflop, c["batch"], c["src_len"], c["tgt_len"], c["iters"],
+         c["weight_bytes"] / 1048576, c["activation_bytes"] / 1048576))
+if p:
+    print("clformer opencl runs at %.2fx the speed of PyTorch CUDA on this device."
+          % (p["seconds_per_forward"] / c["seconds_per_forward"]))
+EOF
+exit "$tests_failed"
