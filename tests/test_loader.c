@@ -94,6 +94,15 @@ START_TEST(test_plugin_path_env)
     /* found through the environment, not the explicit dir */
     ck_assert_int_eq(clf_backend_load("wrongabi", NULL, &api), CLF_ERR_INPUT);
     ck_assert_ptr_nonnull(strstr(clf_last_error(), CLF_BROKEN_SO_DIR));
+    /* not found: the message lists the search path in order, --plugin-dir first */
+    setenv("CLF_PLUGIN_PATH", "/nonexistent-a:/nonexistent-b", 1);
+    ck_assert_int_eq(clf_backend_load("nosuchbackend", CLF_BROKEN_SO_DIR, &api), CLF_ERR_BACKEND);
+    ck_assert_msg(strstr(clf_last_error(), "backend 'nosuchbackend' not found: no "
+                                           "clformer-nosuchbackend.so in " CLF_BROKEN_SO_DIR
+                                           ", /nonexistent-a, /nonexistent-b, "),
+                  "%s", clf_last_error());
+    ck_assert_msg(strstr(clf_last_error(), " (set --plugin-dir or CLF_PLUGIN_PATH)"), "%s",
+                  clf_last_error());
     unsetenv("CLF_PLUGIN_PATH");
 }
 END_TEST

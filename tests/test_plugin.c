@@ -172,6 +172,43 @@ START_TEST(test_yaml_plugins_list)
 }
 END_TEST
 
+/* A bare name in plugins: is looked up on the same search path as the backends, in the
+ * same order: --plugin-dir, then CLF_PLUGIN_PATH, then the build tree (which it shadows). */
+START_TEST(test_yaml_bare_name_search_order)
+{
+    char dir[64], path[128], link[128];
+    clf_config cfg;
+    write_yaml(dir, sizeof dir, path, sizeof path, "plugins: [mine]\n" SMALL_MODEL);
+    snprintf(link, sizeof link, "%s/clformer-plugin-mine.so", dir);
+    ck_assert_int_eq(symlink(SHIPPED("example"), link), 0);
+    ck_assert_int_eq(clf_config_load(path, &cfg), CLF_ERR_INPUT);
+    ck_assert_msg(strstr(clf_last_error(), "plugins[0]: no clformer-plugin-mine.so on the "
+                                           "plugin search path (give a path with a '/', or "
+                                           "set --plugin-dir or CLF_PLUGIN_PATH)"),
+                  "%s", clf_last_error());
+    CLF_ASSERT_OK(clf_config_load_with_plugins(path, dir, &cfg));
+    ck_assert_int_eq(cfg.n_plugins, 1);
+    ck_assert_ptr_nonnull(strstr(cfg.plugins[0], "clformer-plugin-example.so"));
+    char env[96];
+    snprintf(env, sizeof env, "/nonexistent:%s", dir);
+    setenv("CLF_PLUGIN_PATH", env, 1);
+    CLF_ASSERT_OK(clf_config_load(path, &cfg));
+    ck_assert_int_eq(cfg.n_plugins, 1);
+    unsetenv("CLF_PLUGIN_PATH");
+    remove_dir(dir);
+
+    /* the directory given first shadows the shipped rmsnorm of the build tree */
+    write_yaml(dir, sizeof dir, path, sizeof path, "plugins: [rmsnorm]\n" SMALL_MODEL);
+    snprintf(link, sizeof link, "%s/clformer-plugin-rmsnorm.so", dir);
+    ck_assert_int_eq(symlink(HOSTILE("wrong_abi"), link), 0);
+    ck_assert_int_eq(clf_config_load_with_plugins(path, dir, &cfg), CLF_ERR_INPUT);
+    ck_assert_msg(strstr(clf_last_error(), "plugins[0]: ") &&
+                      strstr(clf_last_error(), "plugin ABI version 999"),
+                  "%s", clf_last_error());
+    remove_dir(dir);
+}
+END_TEST
+
 START_TEST(test_yaml_op_kinds)
 {
     clf_config cfg;
@@ -381,6 +418,7 @@ int main(void)
     tcase_add_test(tc, test_collision_with_shipped_plugin);
     tcase_add_test(tc, test_shipped_plugins_and_search);
     tcase_add_test(tc, test_yaml_plugins_list);
+    tcase_add_test(tc, test_yaml_bare_name_search_order);
     tcase_add_test(tc, test_yaml_op_kinds);
     tcase_add_test(tc, test_dump_names_plugins);
     tcase_add_test(tc, test_weight_names);

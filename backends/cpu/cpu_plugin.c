@@ -66,11 +66,7 @@ static clf_status check_op(clf_backend *be, const char *entry, const clf_plugin_
     clf_status st = cpu_plugin_prepare(be, op);
     if (st != CLF_OK)
         return st;
-    if ((op->kind == CLF_PLUGIN_NORM) != want_norm)
-        return clf_error(CLF_ERR_INPUT, "cpu: %s: plugin op '%s' (%s) is not %s", entry, op->name,
-                         clf_plugin_kind_name(op->kind), want_norm ? "a norm" : "an activation");
-    snprintf(label, label_size, "%s '%s'", entry, op->name);
-    return CLF_OK;
+    return clf_plugin_check_entry_kind("cpu", entry, op, want_norm, label, label_size);
 }
 
 /* CLF_ERR_INPUT when a and b overlap anywhere (same is 0) or, with same = 1, when they

@@ -199,12 +199,7 @@ static clf_status get_kind(clf_backend *be, const char *opname, const clf_plugin
     clf_status st = get_prog(be, opname, op, out);
     if (st != CLF_OK)
         return st;
-    if ((op->kind == CLF_PLUGIN_NORM) != want_norm)
-        return clf_error(CLF_ERR_INPUT, "opencl: %s: plugin op '%s' (%s) is not %s", opname,
-                         op->name, clf_plugin_kind_name(op->kind),
-                         want_norm ? "a norm" : "an activation");
-    snprintf(label, label_size, "%s '%s'", opname, op->name);
-    return CLF_OK;
+    return clf_plugin_check_entry_kind("opencl", opname, op, want_norm, label, label_size);
 }
 
 /* CLF_ERR_INPUT when a and b overlap anywhere or, with same_ok, when they overlap without

@@ -19,8 +19,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define CLF_MAX_SEARCH_DIRS 32
-#define CLF_MAX_LOADED      32
+#include "search_path.h"
+
+#define CLF_MAX_LOADED 32
 
 typedef struct loaded_backend {
     char path[PATH_MAX];
@@ -123,6 +124,34 @@ int clf_backend_search_dirs(const char *plugin_dir, char dirs[][4096], int max_d
     return n;
 }
 
+int clf_search_path_find(const char *plugin_dir, const char *file, char *path, size_t path_size,
+                         char *looked, size_t looked_size)
+{
+    char dirs[CLF_MAX_SEARCH_DIRS][4096];
+    int n = clf_backend_search_dirs(plugin_dir, dirs, CLF_MAX_SEARCH_DIRS);
+    size_t used = 0;
+    path[0] = '\0';
+    if (looked && looked_size)
+        looked[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        /* joined here, not in path: under -fsanitize=undefined GCC 12 keeps path == NULL
+         * alive past access()'s nonnull check and refuses the snprintf into it */
+        char cand[4096 + NAME_MAX + 2];
+        int m = snprintf(cand, sizeof cand, "%s/%s", dirs[i], file);
+        if (m > 0 && (size_t)m < sizeof cand && (size_t)m < path_size && access(cand, F_OK) == 0) {
+            memcpy(path, cand, (size_t)m + 1);
+            return 1;
+        }
+        if (!looked || !looked_size)
+            continue;
+        int w = snprintf(looked + used, looked_size - used, "%s%s", used ? ", " : "", dirs[i]);
+        if (w > 0 && used + (size_t)w < looked_size)
+            used += (size_t)w;
+        looked[used] = '\0'; /* a directory that did not fit is left out whole */
+    }
+    return 0;
+}
+
 /* Opens path, finds the entry symbol and checks the ABI version. Caller holds the lock. */
 static clf_status load_locked(const char *path, const clf_backend_api **out)
 {
@@ -204,29 +233,14 @@ clf_status clf_backend_load(const char *name, const char *plugin_dir, const clf_
                          "backend name '%s' is not valid (expected cpu, opencl, "
                          "auto or another [a-z0-9_-] plugin name)",
                          name ? name : "");
-    char dirs[CLF_MAX_SEARCH_DIRS][4096];
-    pthread_mutex_lock(&registry_lock);
-    int n = clf_backend_search_dirs(plugin_dir, dirs, CLF_MAX_SEARCH_DIRS);
-    char looked[2048] = "";
-    size_t used = 0;
-    clf_status st = CLF_OK;
-    for (int i = 0; i < n; i++) {
-        char path[4200];
-        snprintf(path, sizeof path, "%.4095s/clformer-%.64s.so", dirs[i], name);
-        if (access(path, F_OK) == 0) {
-            st = load_locked(path, out);
-            pthread_mutex_unlock(&registry_lock);
-            return st;
-        }
-        int w = snprintf(looked + used, sizeof looked - used, "%s%s", used ? ", " : "", dirs[i]);
-        if (w > 0 && used + (size_t)w < sizeof looked)
-            used += (size_t)w;
-    }
-    pthread_mutex_unlock(&registry_lock);
-    return clf_error(CLF_ERR_BACKEND,
-                     "backend '%s' not found: no clformer-%s.so in %s (set --plugin-dir or "
-                     "CLF_PLUGIN_PATH)",
-                     name, name, used ? looked : "(no search directories)");
+    char file[96], path[4200], looked[2048];
+    snprintf(file, sizeof file, "clformer-%s.so", name);
+    if (!clf_search_path_find(plugin_dir, file, path, sizeof path, looked, sizeof looked))
+        return clf_error(CLF_ERR_BACKEND,
+                         "backend '%s' not found: no %s in %s (set --plugin-dir or "
+                         "CLF_PLUGIN_PATH)",
+                         name, file, looked[0] ? looked : "(no search directories)");
+    return clf_backend_load_file(path, out);
 }
 
 /* An OpenCL backend counts for "auto" only when its default device is a GPU. */

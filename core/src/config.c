@@ -22,8 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <unistd.h>
 #include <yaml.h>
+
+#include "search_path.h"
 
 /* Largest vocabulary, length or width accepted: ids stay exact in float (2^24) and any
  * single size fits an int with room to spare. */
@@ -594,15 +595,9 @@ static clf_status load_listed_plugin(parse_ctx *c, const yaml_node_t *item, cons
     if (!text[0])
         return fail_at(c, item->start_mark, key, "expected a plugin path or name, got ''");
     if (!strchr(text, '/')) {
-        char dirs[32][4096];
-        int n = clf_backend_search_dirs(c->plugin_dir, dirs, 32);
-        path[0] = '\0';
-        for (int i = 0; i < n && !path[0]; i++) {
-            snprintf(path, sizeof path, "%.4095s/clformer-plugin-%.255s.so", dirs[i], text);
-            if (access(path, F_OK) != 0)
-                path[0] = '\0';
-        }
-        if (!path[0])
+        char file[CLF_PATH_MAX + 32];
+        snprintf(file, sizeof file, "clformer-plugin-%s.so", text);
+        if (!clf_search_path_find(c->plugin_dir, file, path, sizeof path, NULL, 0))
             return fail_at(c, item->start_mark, key,
                            "no clformer-plugin-%s.so on the plugin search path (give a path "
                            "with a '/', or set --plugin-dir or CLF_PLUGIN_PATH)",

@@ -17,11 +17,11 @@
 #include <unistd.h>
 
 #include "clformer/backend.h"
+#include "search_path.h"
 
-#define CLF_MAX_PLUGINS     32
-#define CLF_MAX_PLUGIN_OPS  256
-#define CLF_MAX_SEARCH_DIRS 32
-#define PLUGIN_PREFIX       "clformer-plugin-"
+#define CLF_MAX_PLUGINS    32
+#define CLF_MAX_PLUGIN_OPS 256
+#define PLUGIN_PREFIX      "clformer-plugin-"
 
 typedef struct loaded_plugin {
     char path[PATH_MAX];
@@ -55,6 +55,18 @@ const char *clf_plugin_kind_name(clf_plugin_kind kind)
     default:
         return "unknown";
     }
+}
+
+clf_status clf_plugin_check_entry_kind(const char *backend, const char *entry,
+                                       const clf_plugin_op *op, int want_norm, char *label,
+                                       size_t label_size)
+{
+    if ((op->kind == CLF_PLUGIN_NORM) != want_norm)
+        return clf_error(CLF_ERR_INPUT, "%s: %s: plugin op '%s' (%s) is not %s", backend, entry,
+                         op->name, clf_plugin_kind_name(op->kind),
+                         want_norm ? "a norm" : "an activation");
+    snprintf(label, label_size, "%s '%s'", entry, op->name);
+    return CLF_OK;
 }
 
 static int valid_op_name(const char *s)

@@ -129,6 +129,15 @@ const char *clf_plugin_path_of(const clf_plugin_op *op);
 /* "activation", "gated activation", "norm"; "unknown" otherwise. */
 const char *clf_plugin_kind_name(clf_plugin_kind kind);
 
+/* For a backend's plugin entry points (clformer/backend.h): CLF_OK when op is of the kind
+ * the entry takes, a norm when want_norm, else an activation (gated or not); label then
+ * gets "<entry> '<op name>'" for the entry's later messages. Otherwise CLF_ERR_INPUT with
+ * "<backend>: <entry>: plugin op '<name>' (<kind>) is not a norm" (or "an activation"),
+ * backend being the message prefix of the caller ("cpu", "opencl"). op is not NULL. */
+clf_status clf_plugin_check_entry_kind(const char *backend, const char *entry,
+                                       const clf_plugin_op *op, int want_norm, char *label,
+                                       size_t label_size);
+
 /* Loads every clformer-plugin-*.so on the search path (plugin_dir first; NULL for none)
  * and calls fn once per file with its table, or NULL and the reason it was refused. */
 typedef void (*clf_plugin_found_fn)(void *user, const char *path, const clf_plugin_api *api,
