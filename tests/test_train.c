@@ -760,10 +760,6 @@ END_TEST
 /* 1 when the OpenCL backend opens (a device exists) and has the training ops. */
 static int opencl_can_train(void)
 {
-#ifdef CLF_SANITIZE_BUILD
-    printf("opencl: skipped under the sanitizers (see tests/train.cmake)\n");
-    return 0;
-#endif
     clf_backend_opts opts = {.abi_version = CLF_BACKEND_ABI};
     if (clf_backend_open_named("opencl", CLF_BUILD_BACKEND_DIR, &opts, &shared_api, &shared_be) !=
         CLF_OK) {
