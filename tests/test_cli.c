@@ -79,9 +79,7 @@ START_TEST(test_config_dump_and_errors)
     ck_assert_msg(system(args) == 0, "a preset in configs/ fails `clformer config --dump`");
 
     snprintf(path, sizeof path, "%s/bad.yaml", tmpdir);
-    FILE *f = fopen(path, "w");
-    fputs("model:\n  src_vocab: 10\n  tgt_vocab: 10\n  hedas: 4\n", f);
-    fclose(f);
+    clf_test_write_text(path, "model:\n  src_vocab: 10\n  tgt_vocab: 10\n  hedas: 4\n");
     snprintf(args, sizeof args, "config -c %s", path);
     ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 2);
     assert_one_line_error(err);
@@ -211,10 +209,7 @@ START_TEST(test_vocab)
     snprintf(args, sizeof args, "mkdir -p '%s'", dir);
     ck_assert_int_eq(system(args), 0);
     snprintf(path, sizeof path, "%s/text.txt", dir);
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs("hello world\nhello there world\nbye\n", f);
-    fclose(f);
+    clf_test_write_text(path, "hello world\nhello there world\nbye\n");
     snprintf(out, sizeof out, "%s/v.json", dir);
     snprintf(args, sizeof args, "vocab -o '%s' '%s'", out, path);
     ck_assert_msg(clf_test_run_cli(args, err, sizeof err) == 0, "vocab failed: %s", err);
@@ -233,9 +228,7 @@ START_TEST(test_vocab)
     clf_tokenizer_free(t);
     /* both sides of a TSV */
     snprintf(path, sizeof path, "%s/pairs.tsv", dir);
-    f = fopen(path, "w");
-    fputs("a b\tx y\na c\tx z\n", f);
-    fclose(f);
+    clf_test_write_text(path, "a b\tx y\na c\tx z\n");
     snprintf(out2, sizeof out2, "%s/t.json", dir);
     snprintf(args, sizeof args, "vocab --src-out '%s' --tgt-out '%s' '%s'", out, out2, path);
     ck_assert_msg(clf_test_run_cli(args, err, sizeof err) == 0, "vocab failed: %s", err);

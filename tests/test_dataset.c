@@ -4,7 +4,6 @@
  * once per epoch, the token budget kept, the same plan for the same (seed, epoch) whatever
  * came before, other plans for other epochs, file order without shuffle), and the message
  * of every error. Fixtures are small files written to a temporary directory here. */
-#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,54 +15,6 @@
 #include "testutil.h"
 
 /* ---- helpers ---- */
-
-static char tmpdir[256];
-
-static void make_tmpdir(void)
-{
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/clf-data-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-}
-
-static void remove_tmpdir(void)
-{
-    DIR *d = opendir(tmpdir);
-    if (!d)
-        return;
-    struct dirent *e;
-    char p[512];
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        snprintf(p, sizeof p, "%s/%s", tmpdir, e->d_name);
-        remove(p);
-    }
-    closedir(d);
-    rmdir(tmpdir);
-}
-
-/* tmpdir/name; each call returns its own buffer (a few live at once). */
-static const char *tmp_path(const char *name)
-{
-    static char p[4][512];
-    static int next;
-    char *out = p[next++ % 4];
-    snprintf(out, 512, "%s/%s", tmpdir, name);
-    return out;
-}
-
-static void write_bytes(const char *path, const char *text, size_t len)
-{
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(text, 1, len, f), len);
-    fclose(f);
-}
-
-static void write_text(const char *path, const char *text)
-{
-    write_bytes(path, text, strlen(text));
-}
 
 /* Vocabularies of a corpus (min_frequency 1: every word). */
 static void vocabs_of(const char *src_path, const char *tgt_path, clf_tokenizer **src,
@@ -144,9 +95,9 @@ static const char skip_corpus[] = "a b c\tx y\n"   /* src 3+2 = 5, tgt 2+1: kept
 
 START_TEST(test_tsv_skips_and_counts)
 {
-    make_tmpdir();
-    const char *path = tmp_path("skip.tsv");
-    write_text(path, skip_corpus);
+    clf_test_make_tmpdir("clf-data");
+    const char *path = clf_test_tmp_path("skip.tsv");
+    clf_test_write_text(path, skip_corpus);
     clf_tokenizer *st, *tt;
     vocabs_of(path, NULL, &st, &tt);
     clf_dataset *d = load(path, "", st, tt, 5);
@@ -175,24 +126,25 @@ START_TEST(test_tsv_skips_and_counts)
     clf_dataset_free(d);
     clf_tokenizer_free(st);
     clf_tokenizer_free(tt);
-    remove_tmpdir();
+    clf_test_remove_tmpdir();
 }
 END_TEST
 
 START_TEST(test_two_files_match_tsv)
 {
-    make_tmpdir();
+    clf_test_make_tmpdir("clf-data");
     /* the same pairs as a TSV and as two files (one of them CRLF, without a final '\n');
      * in two files a TAB is only white space inside a sentence */
-    write_text(tmp_path("p.tsv"), "the cat sat .\tdie Katze saß .\n"
-                                  "\t\n"
-                                  "a  dog !\tein Hund !\n"
-                                  "Grüße aus Köln\tgreetings from Cologne\n");
-    write_text(tmp_path("p.en"), "the cat sat .\n\na  dog !\nGrüße aus Köln\n");
-    write_text(tmp_path("p.de"), "die Katze saß .\r\n\r\nein Hund !\r\ngreetings from Cologne");
+    clf_test_write_text(clf_test_tmp_path("p.tsv"), "the cat sat .\tdie Katze saß .\n"
+                                                    "\t\n"
+                                                    "a  dog !\tein Hund !\n"
+                                                    "Grüße aus Köln\tgreetings from Cologne\n");
+    clf_test_write_text(clf_test_tmp_path("p.en"), "the cat sat .\n\na  dog !\nGrüße aus Köln\n");
+    clf_test_write_text(clf_test_tmp_path("p.de"),
+                        "die Katze saß .\r\n\r\nein Hund !\r\ngreetings from Cologne");
     clf_tokenizer *st, *tt, *st2, *tt2;
-    vocabs_of(tmp_path("p.tsv"), NULL, &st, &tt);
-    vocabs_of(tmp_path("p.en"), tmp_path("p.de"), &st2, &tt2);
+    vocabs_of(clf_test_tmp_path("p.tsv"), NULL, &st, &tt);
+    vocabs_of(clf_test_tmp_path("p.en"), clf_test_tmp_path("p.de"), &st2, &tt2);
     /* the same vocabularies either way */
     ck_assert_int_eq(clf_tokenizer_size(st), clf_tokenizer_size(st2));
     ck_assert_int_eq(clf_tokenizer_size(tt), clf_tokenizer_size(tt2));
@@ -206,8 +158,8 @@ START_TEST(test_two_files_match_tsv)
     ck_assert_int_ge(clf_tokenizer_id(tt, "Katze"), 4);
     ck_assert_int_eq(clf_tokenizer_id(tt, "cat"), -1);
 
-    clf_dataset *a = load(tmp_path("p.tsv"), NULL, st, tt, 0);
-    clf_dataset *b = load(tmp_path("p.en"), tmp_path("p.de"), st, tt, 0);
+    clf_dataset *a = load(clf_test_tmp_path("p.tsv"), NULL, st, tt, 0);
+    clf_dataset *b = load(clf_test_tmp_path("p.en"), clf_test_tmp_path("p.de"), st, tt, 0);
     ck_assert_uint_eq(clf_dataset_size(a), 3);
     ck_assert_uint_eq(clf_dataset_size(b), 3);
     ck_assert_uint_eq(clf_dataset_skipped_empty(a), 1);
@@ -222,11 +174,11 @@ START_TEST(test_two_files_match_tsv)
     clf_dataset_free(a);
     clf_dataset_free(b);
 
-    write_text(tmp_path("t.en"), "a\tb\n");
-    write_text(tmp_path("t.de"), "c\n");
+    clf_test_write_text(clf_test_tmp_path("t.en"), "a\tb\n");
+    clf_test_write_text(clf_test_tmp_path("t.de"), "c\n");
     clf_tokenizer *s3, *t3;
-    vocabs_of(tmp_path("t.en"), tmp_path("t.de"), &s3, &t3);
-    clf_dataset *c = load(tmp_path("t.en"), tmp_path("t.de"), s3, t3, 0);
+    vocabs_of(clf_test_tmp_path("t.en"), clf_test_tmp_path("t.de"), &s3, &t3);
+    clf_dataset *c = load(clf_test_tmp_path("t.en"), clf_test_tmp_path("t.de"), s3, t3, 0);
     const int32_t *x;
     int xn;
     clf_dataset_ids(c, 0, &x, &xn, NULL, NULL);
@@ -238,16 +190,16 @@ START_TEST(test_two_files_match_tsv)
     clf_tokenizer_free(tt);
     clf_tokenizer_free(st2);
     clf_tokenizer_free(tt2);
-    remove_tmpdir();
+    clf_test_remove_tmpdir();
 }
 END_TEST
 
 START_TEST(test_build_vocabs_min_frequency)
 {
-    make_tmpdir();
-    write_text(tmp_path("v.tsv"), "a a b\tx\nb c\ty y\n");
+    clf_test_make_tmpdir("clf-data");
+    clf_test_write_text(clf_test_tmp_path("v.tsv"), "a a b\tx\nb c\ty y\n");
     clf_tokenizer *st, *tt;
-    CLF_ASSERT_OK(clf_dataset_build_vocabs(tmp_path("v.tsv"), NULL, 2, &st, &tt));
+    CLF_ASSERT_OK(clf_dataset_build_vocabs(clf_test_tmp_path("v.tsv"), NULL, 2, &st, &tt));
     /* [UNK] [PAD] [SOS] [EOS], then the words seen twice: a, b | y */
     ck_assert_int_eq(clf_tokenizer_size(st), 6);
     ck_assert_int_eq(clf_tokenizer_id(st, "a"), 4);
@@ -257,7 +209,7 @@ START_TEST(test_build_vocabs_min_frequency)
     ck_assert_int_eq(clf_tokenizer_id(tt, "y"), 4);
     clf_tokenizer_free(st);
     clf_tokenizer_free(tt);
-    remove_tmpdir();
+    clf_test_remove_tmpdir();
 }
 END_TEST
 
@@ -265,11 +217,11 @@ END_TEST
 
 START_TEST(test_framing_and_padding)
 {
-    make_tmpdir();
-    write_text(tmp_path("f.tsv"), "a b c\tx y\na\tx y z w\nb c\tz\n");
+    clf_test_make_tmpdir("clf-data");
+    clf_test_write_text(clf_test_tmp_path("f.tsv"), "a b c\tx y\na\tx y z w\nb c\tz\n");
     clf_tokenizer *st, *tt;
-    vocabs_of(tmp_path("f.tsv"), NULL, &st, &tt);
-    clf_dataset *d = load(tmp_path("f.tsv"), NULL, st, tt, 0);
+    vocabs_of(clf_test_tmp_path("f.tsv"), NULL, &st, &tt);
+    clf_dataset *d = load(clf_test_tmp_path("f.tsv"), NULL, st, tt, 0);
     clf_batcher *b = NULL;
     CLF_ASSERT_OK(clf_batcher_create(d, 3, 0, 0, 1, &b));
     ck_assert_int_eq(clf_batcher_count(b), 1);
@@ -311,22 +263,23 @@ START_TEST(test_framing_and_padding)
     clf_dataset_free(d);
     clf_tokenizer_free(st);
     clf_tokenizer_free(tt);
-    remove_tmpdir();
+    clf_test_remove_tmpdir();
 }
 END_TEST
 
 START_TEST(test_specials_from_the_tokenizer)
 {
     /* a vocabulary with its specials at other ids: the batch uses those */
-    make_tmpdir();
-    write_text(tmp_path("o.json"),
-               "{\"model\": {\"type\": \"WordLevel\", \"vocab\": {\"<unk>\": 0, \"[EOS]\": 1, "
-               "\"[SOS]\": 2, \"a\": 3, \"[PAD]\": 4}, \"unk_token\": \"<unk>\"}, "
-               "\"pre_tokenizer\": {\"type\": \"Whitespace\"}}");
-    write_text(tmp_path("o.tsv"), "a a\ta\na\ta q\n");
+    clf_test_make_tmpdir("clf-data");
+    clf_test_write_text(
+        clf_test_tmp_path("o.json"),
+        "{\"model\": {\"type\": \"WordLevel\", \"vocab\": {\"<unk>\": 0, \"[EOS]\": 1, "
+        "\"[SOS]\": 2, \"a\": 3, \"[PAD]\": 4}, \"unk_token\": \"<unk>\"}, "
+        "\"pre_tokenizer\": {\"type\": \"Whitespace\"}}");
+    clf_test_write_text(clf_test_tmp_path("o.tsv"), "a a\ta\na\ta q\n");
     clf_tokenizer *tok;
-    CLF_ASSERT_OK(clf_tokenizer_load(tmp_path("o.json"), &tok));
-    clf_dataset *d = load(tmp_path("o.tsv"), NULL, tok, tok, 0);
+    CLF_ASSERT_OK(clf_tokenizer_load(clf_test_tmp_path("o.json"), &tok));
+    clf_dataset *d = load(clf_test_tmp_path("o.tsv"), NULL, tok, tok, 0);
     clf_batcher *b;
     CLF_ASSERT_OK(clf_batcher_create(d, 2, 0, 0, 1, &b));
     clf_batch bt;
@@ -341,7 +294,7 @@ START_TEST(test_specials_from_the_tokenizer)
     clf_batcher_free(b);
     clf_dataset_free(d);
     clf_tokenizer_free(tok);
-    remove_tmpdir();
+    clf_test_remove_tmpdir();
 }
 END_TEST
 
@@ -437,16 +390,16 @@ static int in_file_order(const plan *p, size_t n)
 static clf_dataset *random_dataset(clf_tokenizer **st, clf_tokenizer **tt)
 {
     static int src_words[N_PAIRS], tgt_words[N_PAIRS];
-    write_random_corpus(tmp_path("r.tsv"), src_words, tgt_words);
-    vocabs_of(tmp_path("r.tsv"), NULL, st, tt);
-    clf_dataset *d = load(tmp_path("r.tsv"), NULL, *st, *tt, 0);
+    write_random_corpus(clf_test_tmp_path("r.tsv"), src_words, tgt_words);
+    vocabs_of(clf_test_tmp_path("r.tsv"), NULL, st, tt);
+    clf_dataset *d = load(clf_test_tmp_path("r.tsv"), NULL, *st, *tt, 0);
     ck_assert_uint_eq(clf_dataset_size(d), N_PAIRS);
     return d;
 }
 
 START_TEST(test_batch_size_mode)
 {
-    make_tmpdir();
+    clf_test_make_tmpdir("clf-data");
     clf_tokenizer *st, *tt;
     clf_dataset *d = random_dataset(&st, &tt);
     static plan p0, p0b, p1, q0, again;
@@ -508,7 +461,7 @@ START_TEST(test_batch_size_mode)
     clf_dataset_free(d);
     clf_tokenizer_free(st);
     clf_tokenizer_free(tt);
-    remove_tmpdir();
+    clf_test_remove_tmpdir();
 }
 END_TEST
 
@@ -533,7 +486,7 @@ static size_t check_budget(const clf_batcher *b, int budget)
 
 START_TEST(test_token_mode)
 {
-    make_tmpdir();
+    clf_test_make_tmpdir("clf-data");
     clf_tokenizer *st, *tt;
     clf_dataset *d = random_dataset(&st, &tt);
     static plan p0, p0b, p1, f0, again;
@@ -602,7 +555,7 @@ START_TEST(test_token_mode)
     clf_dataset_free(d);
     clf_tokenizer_free(st);
     clf_tokenizer_free(tt);
-    remove_tmpdir();
+    clf_test_remove_tmpdir();
 }
 END_TEST
 
@@ -633,15 +586,16 @@ static const bad_data bad_data_cases[] = {
 START_TEST(test_bad_lines)
 {
     const bad_data *c = &bad_data_cases[_i];
-    make_tmpdir();
+    clf_test_make_tmpdir("clf-data");
     clf_tokenizer *st, *tt;
     const char *const good[] = {"a b c", "x y z"};
     CLF_ASSERT_OK(clf_tokenizer_build(good, 2, 1, &st));
     CLF_ASSERT_OK(clf_tokenizer_build(good, 2, 1, &tt));
-    const char *src = tmp_path("bad.src"), *tgt = c->tgt ? tmp_path("bad.tgt") : NULL;
-    write_bytes(src, c->src, c->src_len ? c->src_len : strlen(c->src));
+    const char *src = clf_test_tmp_path("bad.src"),
+               *tgt = c->tgt ? clf_test_tmp_path("bad.tgt") : NULL;
+    clf_test_write_file(src, c->src, c->src_len ? c->src_len : strlen(c->src));
     if (c->tgt)
-        write_text(tgt, c->tgt);
+        clf_test_write_text(tgt, c->tgt);
     char want[1024];
     snprintf(want, sizeof want, "%s%s", c->blame_tgt ? tgt : src, c->want);
     /* loading and building vocabularies give the same message */
@@ -659,13 +613,13 @@ START_TEST(test_bad_lines)
                   clf_last_error());
     clf_tokenizer_free(st);
     clf_tokenizer_free(tt);
-    remove_tmpdir();
+    clf_test_remove_tmpdir();
 }
 END_TEST
 
 START_TEST(test_file_errors)
 {
-    make_tmpdir();
+    clf_test_make_tmpdir("clf-data");
     clf_tokenizer *st, *tt;
     const char *const good[] = {"a b c", "x y z"};
     CLF_ASSERT_OK(clf_tokenizer_build(good, 2, 1, &st));
@@ -675,22 +629,22 @@ START_TEST(test_file_errors)
     clf_tokenizer *vs, *vt;
 
     /* missing files */
-    const char *missing = tmp_path("missing.tsv");
+    const char *missing = clf_test_tmp_path("missing.tsv");
     clf_dataset_opts o = {missing, NULL, st, tt, 0};
     ck_assert_int_eq(clf_dataset_load(&o, &d), CLF_ERR_IO);
     snprintf(want, sizeof want, "%s: cannot open: No such file or directory", missing);
     ck_assert_str_eq(clf_last_error(), want);
     ck_assert_int_eq(clf_dataset_build_vocabs(missing, NULL, 1, &vs, &vt), CLF_ERR_IO);
     ck_assert_str_eq(clf_last_error(), want);
-    const char *en = tmp_path("ok.en");
-    write_text(en, "a\nb\n");
+    const char *en = clf_test_tmp_path("ok.en");
+    clf_test_write_text(en, "a\nb\n");
     o = (clf_dataset_opts){en, missing, st, tt, 0};
     ck_assert_int_eq(clf_dataset_load(&o, &d), CLF_ERR_IO);
     ck_assert_str_eq(clf_last_error(), want);
 
     /* files that are not line-aligned */
-    const char *de = tmp_path("ok.de");
-    write_text(de, "x\ny\nz");
+    const char *de = clf_test_tmp_path("ok.de");
+    clf_test_write_text(de, "x\ny\nz");
     o = (clf_dataset_opts){en, de, st, tt, 0};
     ck_assert_int_eq(clf_dataset_load(&o, &d), CLF_ERR_INPUT);
     snprintf(want, sizeof want,
@@ -700,8 +654,8 @@ START_TEST(test_file_errors)
     ck_assert_str_eq(clf_last_error(), want);
 
     /* nothing left to train on */
-    const char *tsv = tmp_path("none.tsv");
-    write_text(tsv, "a b c\tx\n\t\n");
+    const char *tsv = clf_test_tmp_path("none.tsv");
+    clf_test_write_text(tsv, "a b c\tx\n\t\n");
     o = (clf_dataset_opts){tsv, "", st, tt, 4};
     ck_assert_int_eq(clf_dataset_load(&o, &d), CLF_ERR_INPUT);
     snprintf(want, sizeof want,
@@ -709,13 +663,13 @@ START_TEST(test_file_errors)
              "side)",
              tsv);
     ck_assert_str_eq(clf_last_error(), want);
-    write_text(tsv, "");
+    clf_test_write_text(tsv, "");
     o.max_len = 0;
     ck_assert_int_eq(clf_dataset_load(&o, &d), CLF_ERR_INPUT);
     ck_assert_ptr_nonnull(strstr(clf_last_error(), "no sentence pairs to use (0 lines"));
 
     /* options */
-    write_text(tsv, "a\tx\n");
+    clf_test_write_text(tsv, "a\tx\n");
     o = (clf_dataset_opts){tsv, NULL, st, tt, 1};
     ck_assert_int_eq(clf_dataset_load(&o, &d), CLF_ERR_INPUT);
     ck_assert_str_eq(clf_last_error(), "dataset load: max_len 1 cannot hold [SOS] [EOS] (use >= "
@@ -728,12 +682,13 @@ START_TEST(test_file_errors)
     ck_assert_str_eq(clf_last_error(), "dataset: no data file given");
 
     /* a vocabulary without the framing specials */
-    write_text(tmp_path("nosos.json"),
-               "{\"model\": {\"type\": \"WordLevel\", \"vocab\": {\"[UNK]\": 0, \"[PAD]\": 1, "
-               "\"[EOS]\": 2, \"a\": 3}, \"unk_token\": \"[UNK]\"}, \"pre_tokenizer\": "
-               "{\"type\": \"Whitespace\"}}");
+    clf_test_write_text(
+        clf_test_tmp_path("nosos.json"),
+        "{\"model\": {\"type\": \"WordLevel\", \"vocab\": {\"[UNK]\": 0, \"[PAD]\": 1, "
+        "\"[EOS]\": 2, \"a\": 3}, \"unk_token\": \"[UNK]\"}, \"pre_tokenizer\": "
+        "{\"type\": \"Whitespace\"}}");
     clf_tokenizer *nosos;
-    CLF_ASSERT_OK(clf_tokenizer_load(tmp_path("nosos.json"), &nosos));
+    CLF_ASSERT_OK(clf_tokenizer_load(clf_test_tmp_path("nosos.json"), &nosos));
     o = (clf_dataset_opts){tsv, NULL, st, nosos, 0};
     ck_assert_int_eq(clf_dataset_load(&o, &d), CLF_ERR_INPUT);
     ck_assert_str_eq(clf_last_error(), "dataset: the target vocabulary has no [SOS] token "
@@ -767,7 +722,7 @@ START_TEST(test_file_errors)
 
     clf_tokenizer_free(st);
     clf_tokenizer_free(tt);
-    remove_tmpdir();
+    clf_test_remove_tmpdir();
 }
 END_TEST
 

@@ -30,10 +30,8 @@ typedef struct fixture {
 static void fixture_open(fixture *f, const char *backend, const char *name)
 {
     char path[1024];
-    snprintf(path, sizeof path, "%s/%s/model.yaml", CLF_FIXTURES_DIR, name);
-    CLF_ASSERT_OK(clf_config_load(path, &f->cfg));
-    snprintf(path, sizeof path, "%s/%s/weights.safetensors", CLF_FIXTURES_DIR, name);
-    CLF_ASSERT_OK(clf_weights_load(path, &f->cfg.model, &f->w));
+    snprintf(path, sizeof path, "%s/%s", CLF_FIXTURES_DIR, name);
+    clf_test_load_model(path, &f->cfg, &f->w);
     clf_test_open_backend(backend, &f->api, &f->be);
     CLF_ASSERT_OK(clf_model_create(&f->cfg.model, f->w, f->api, f->be, &f->m));
     /* [SOS] words [EOS] then padding; lengths 9, 7, 3 (empty sentence), 5 */

@@ -45,10 +45,7 @@ static void run_fixture(const char *backend, const char *dir, double tol)
     clf_backend *be;
     clf_model *m = NULL;
 
-    snprintf(path, sizeof path, "%s/model.yaml", dir);
-    CLF_ASSERT_OK(clf_config_load(path, &cfg));
-    snprintf(path, sizeof path, "%s/weights.safetensors", dir);
-    CLF_ASSERT_OK(clf_weights_load(path, &cfg.model, &w));
+    clf_test_load_model(dir, &cfg, &w);
     snprintf(path, sizeof path, "%s/io.safetensors", dir);
     CLF_ASSERT_OK(clf_safetensors_open(path, &io));
     const clf_tensor *src = need_tensor(io, "src"), *tgt = need_tensor(io, "tgt");

@@ -78,14 +78,6 @@ static float *fdup(const float *x, size_t n)
     return y;
 }
 
-static float *frand(size_t n, unsigned seed, float lo, float hi)
-{
-    float *x = malloc((n ? n : 1) * sizeof *x);
-    ck_assert_ptr_nonnull(x);
-    clf_test_fill(x, n, seed, lo, hi);
-    return x;
-}
-
 static clf_buffer *up(bk *k, const void *host, size_t bytes)
 {
     return clf_test_upload(k->api, k->be, host, bytes);
@@ -190,8 +182,9 @@ static void check_gemm_case(const gemm_case *t, unsigned seed)
     size_t nb = t->off + (batch - 1) * g.stride_b + (size_t)b_rows * g.ldb + 1;
     size_t nc = t->off + (batch - 1) * g.stride_c + (size_t)t->m * g.ldc + 1;
     size_t nbias = t->off + (size_t)t->n;
-    float *A = frand(na, seed, -1, 1), *B = frand(nb, seed + 1, -1, 1);
-    float *C0 = frand(nc, seed + 2, -1, 1), *bias = t->bias ? frand(nbias, seed + 3, -1, 1) : NULL;
+    float *A = clf_test_frand(na, seed, -1, 1), *B = clf_test_frand(nb, seed + 1, -1, 1);
+    float *C0 = clf_test_frand(nc, seed + 2, -1, 1),
+          *bias = t->bias ? clf_test_frand(nbias, seed + 3, -1, 1) : NULL;
     float *want = fdup(C0, nc), *got = fdup(C0, nc), *got_cpu = fdup(C0, nc);
     char what[160];
     snprintf(what, sizeof what,
@@ -244,7 +237,8 @@ START_TEST(test_gemm_edge)
     float *nan_c = malloc(n * sizeof *nan_c);
     for (int i = 0; i < n; i++)
         nan_c[i] = NAN;
-    float *A = frand(7 * 65, 1, -1, 1), *B = frand(65 * 33, 2, -1, 1), *bias = frand(33, 3, -1, 1);
+    float *A = clf_test_frand(7 * 65, 1, -1, 1), *B = clf_test_frand(65 * 33, 2, -1, 1),
+          *bias = clf_test_frand(33, 3, -1, 1);
     clf_gemm_args g = {
         .m = 7, .n = 33, .k = 65, .alpha = 1, .beta = 0, .lda = 65, .ldb = 33, .ldc = 33};
     float *want = fdup(nan_c, n), *got = fdup(nan_c, n), *cgot = fdup(nan_c, n);
@@ -273,7 +267,7 @@ START_TEST(test_gemm_edge)
                        .ldb = 33,
                        .ldc = 33,
                        .relu = 1};
-    float *C = frand(n, 4, -1, 1), *wz = fdup(C, n), *gz = fdup(C, n), *cz = fdup(C, n);
+    float *C = clf_test_frand(n, 4, -1, 1), *wz = fdup(C, n), *gz = fdup(C, n), *cz = fdup(C, n);
     ref_gemm(&z, 1, A, B, bias, wz);
     run_gemm(&ocl, &z, 0, A, 7 * 65, B, 65 * 33, bias, 33, gz, n);
     run_gemm(&cpu, &z, 0, A, 7 * 65, B, 65 * 33, bias, 33, cz, n);
@@ -398,9 +392,10 @@ START_TEST(test_layernorm)
                                         .style = (clf_ln_style)style,
                                         .eps = style == CLF_LN_TUTORIAL ? 1e-6f : 1e-5f};
                 /* an offset of 10 checks that the variance is not E[x^2] - mean^2 */
-                float *x = frand(n, 500 + v, 7, 13),
-                      *res = with_res ? frand(n, 600 + v, -3, 3) : NULL;
-                float *alpha = frand(C, 700 + v, 0.5f, 1.5f), *beta = frand(C, 800 + v, -1, 1);
+                float *x = clf_test_frand(n, 500 + v, 7, 13),
+                      *res = with_res ? clf_test_frand(n, 600 + v, -3, 3) : NULL;
+                float *alpha = clf_test_frand(C, 700 + v, 0.5f, 1.5f),
+                      *beta = clf_test_frand(C, 800 + v, -1, 1);
                 float *want = malloc(n * 4), *wsum = malloc(n * 4), *got = malloc(n * 4),
                       *gsum = malloc(n * 4), *cout = malloc(n * 4), *csum = malloc(n * 4);
                 char what[128];
@@ -558,10 +553,10 @@ static void check_attention_case(const attn_case *t, unsigned seed)
     d.nout = pad + (size_t)t->B * a.out_bstride;
     d.nmask = pad + (size_t)t->B * a.key_mask_stride;
     d.nprobs = (size_t)t->B * t->H * t->Tq * t->Tk;
-    d.q = frand(d.nq, seed, -2, 2);
-    d.k = frand(d.nkv, seed + 1, -2, 2);
-    d.v = frand(d.nkv, seed + 2, -1, 1);
-    d.out = frand(d.nout, seed + 3, -1, 1); /* what is outside the output must stay */
+    d.q = clf_test_frand(d.nq, seed, -2, 2);
+    d.k = clf_test_frand(d.nkv, seed + 1, -2, 2);
+    d.v = clf_test_frand(d.nkv, seed + 2, -1, 1);
+    d.out = clf_test_frand(d.nout, seed + 3, -1, 1); /* what is outside the output must stay */
     if (t->mask) {
         d.mask = malloc(d.nmask * sizeof *d.mask);
         for (int b = 0; b < t->B; b++)
@@ -681,8 +676,8 @@ START_TEST(test_embed)
                 ids[1] = vocab + 5;
             }
             size_t n = (size_t)R * dim, npe = (size_t)max_len * dim;
-            float *table = frand((size_t)vocab * dim, 900 + v, -1, 1);
-            float *pe = with_pe ? frand(npe, 950 + v, -1, 1) : NULL;
+            float *table = clf_test_frand((size_t)vocab * dim, 900 + v, -1, 1);
+            float *pe = with_pe ? clf_test_frand(npe, 950 + v, -1, 1) : NULL;
             float *want = malloc(n * 4), *got = malloc(n * 4), *cgot = malloc(n * 4);
             for (int r = 0; r < R; r++) {
                 int id = ids[r] < 0 ? 0 : ids[r] >= vocab ? vocab - 1 : ids[r];
@@ -730,7 +725,8 @@ START_TEST(test_softmax)
             for (size_t ci = 0; ci < sizeof cols / sizeof cols[0]; ci++, v++) {
                 int R = rows[ri], C = cols[ci], alias = v % 2;
                 size_t n = (size_t)R * C;
-                float *x = frand(n, 1200 + v, -20, 20); /* large: needs the max subtracted */
+                /* large: needs the max subtracted */
+                float *x = clf_test_frand(n, 1200 + v, -20, 20);
                 float *want = malloc(n * 4), *got = malloc(n * 4), *cgot = malloc(n * 4);
                 for (int r = 0; r < R; r++) {
                     const float *xr = x + (size_t)r * C;
@@ -764,7 +760,7 @@ START_TEST(test_add)
     for (int i = 0; i < 5; i++) {
         size_t n = ns[i];
         int alias = i % 3; /* 0: separate out, 1: out = a, 2: out = b */
-        float *a = frand(n, 1300 + i, -5, 5), *b = frand(n, 1400 + i, -5, 5);
+        float *a = clf_test_frand(n, 1300 + i, -5, 5), *b = clf_test_frand(n, 1400 + i, -5, 5);
         float *want = malloc(n * 4), *got = malloc(n * 4);
         for (size_t j = 0; j < n; j++)
             want[j] = a[j] + b[j];
@@ -804,7 +800,7 @@ START_TEST(test_argmax)
         for (int ci = 0; ci < 5; ci++) {
             int R = rows[ri], C = cols[ci];
             size_t n = (size_t)R * C;
-            float *x = frand(n, 1500 + ri * 5 + ci, -3, 3);
+            float *x = clf_test_frand(n, 1500 + ri * 5 + ci, -3, 3);
             for (size_t i = 0; i < n; i++)
                 x[i] = floorf(x[i]) - 10.0f; /* few distinct values: many ties, all negative */
             if (R > 2) {
@@ -1108,10 +1104,10 @@ START_TEST(test_relu_backward)
     for (int t = 0; t < 5; t++) {
         size_t n = ns[t], off = t % 2 ? 3 : 0, all = n + off;
         int alias = t % 3 == 1;
-        float *dy = frand(all, 2000 + t, -1, 1), *y = frand(all, 2100 + t, -1, 1);
+        float *dy = clf_test_frand(all, 2000 + t, -1, 1), *y = clf_test_frand(all, 2100 + t, -1, 1);
         for (size_t i = 0; i < all; i += 3)
             y[i] = 0.0f; /* relu's output is often exactly 0: no gradient there */
-        float *sentinel = frand(all, 2150 + t, 5, 6);
+        float *sentinel = clf_test_frand(all, 2150 + t, 5, 6);
         float *want = fdup(alias ? dy : sentinel, all), *got = fdup(sentinel, all),
               *cgot = fdup(sentinel, all);
         for (size_t i = off; i < all; i++)
@@ -1160,8 +1156,8 @@ START_TEST(test_dropout)
             float p = ps[pi];
             uint64_t seed = seeds[v % 4];
             int alias = v % 2;
-            float *x = frand(all, 2200 + v, -2, 2);
-            float *sentinel = frand(all, 2250 + v, 5, 6);
+            float *x = clf_test_frand(all, 2200 + v, -2, 2);
+            float *sentinel = clf_test_frand(all, 2250 + v, 5, 6);
             float *want = fdup(alias ? x : sentinel, all), *got = fdup(sentinel, all),
                   *cgot = fdup(sentinel, all);
             const uint32_t thr = clf_dropout_threshold(p);
@@ -1238,7 +1234,7 @@ START_TEST(test_fill)
     static const float values[] = {0.0f, -1.5f, 3.0e38f, -0.0f, 1e-40f /* subnormal */, 7.0f};
     for (int t = 0; t < 6; t++) {
         size_t n = ns[t], off = t % 2 ? 3 : 0, all = n + off + 5;
-        float *init = frand(all, 2300 + t, -1, 1), *want = fdup(init, all);
+        float *init = clf_test_frand(all, 2300 + t, -1, 1), *want = fdup(init, all);
         float *got = malloc(all * 4), *cgot = malloc(all * 4);
         for (size_t i = 0; i < n; i++)
             want[off + i] = values[t];
@@ -1277,7 +1273,7 @@ START_TEST(test_sum_squares)
     worst w = {0};
     for (int t = 0; t < 8; t++) {
         size_t n = ns[t], off = t % 2 ? 3 : 0;
-        float *x = frand(n + off, 2400 + t, -3, 3);
+        float *x = clf_test_frand(n + off, 2400 + t, -3, 3);
         double s = 0;
         for (size_t i = off; i < n + off; i++)
             s += (double)x[i] * x[i];
@@ -1367,12 +1363,12 @@ START_TEST(test_adam)
                                    .weight_decay = wd ? 0.01f : 0.0f,
                                    .grad_scale = c % 3 == 0 ? 1.0f : 0.25f,
                                    .decoupled = decoupled};
-                float *g = frand(n, 2500 + c, -1, 1);
+                float *g = clf_test_frand(n, 2500 + c, -1, 1);
                 adam_state s[3];
                 for (int k = 0; k < 3; k++) {
-                    s[k].p = frand(n, 2600 + c, -1, 1);
-                    s[k].m = frand(n, 2700 + c, -0.1f, 0.1f);
-                    s[k].v = frand(n, 2800 + c, 0.0f, 0.01f);
+                    s[k].p = clf_test_frand(n, 2600 + c, -1, 1);
+                    s[k].m = clf_test_frand(n, 2700 + c, -0.1f, 0.1f);
+                    s[k].v = clf_test_frand(n, 2800 + c, 0.0f, 0.01f);
                 }
                 if (n > 2) /* a zero gradient and a zero second moment: the eps path */
                     g[1] = s[0].m[1] = s[0].v[1] = s[1].m[1] = s[1].v[1] = s[2].m[1] = s[2].v[1] =
@@ -1476,7 +1472,8 @@ START_TEST(test_cross_entropy)
                                             .ignore_index = v % 2 ? 1 : -100,
                                             .label_smoothing = smooth ? 0.1f : 0.0f,
                                             .grad_scale = v % 4 == 0 ? 1.0f : 1.0f / 37};
-                float *x = frand(n, 2900 + v, -20, 20); /* large: needs the max subtracted */
+                /* large: needs the max subtracted */
+                float *x = clf_test_frand(n, 2900 + v, -20, 20);
                 int32_t *tg = malloc((size_t)R * sizeof *tg);
                 for (int r = 0; r < R; r++)
                     tg[r] = (r * 7 + v) % C;
@@ -1549,7 +1546,8 @@ START_TEST(test_embed_backward)
             int32_t *ids = malloc((size_t)R * sizeof *ids);
             for (int r = 0; r < R; r++) /* repeats, and ids -2, -1, 13, 14 (skipped) */
                 ids[r] = (r * 5 + v) % (vocab + 4) - 2;
-            float *t0 = frand(nt, 3000 + v, -1, 1), *dout = frand(nd, 3100 + v, -1, 1);
+            float *t0 = clf_test_frand(nt, 3000 + v, -1, 1),
+                  *dout = clf_test_frand(nd, 3100 + v, -1, 1);
             float *want = fdup(t0, nt), *got = malloc(nt * 4), *cgot = malloc(nt * 4);
             double *acc = malloc((size_t)vocab * dim * sizeof *acc);
             for (size_t i = 0; i < (size_t)vocab * dim; i++)
@@ -1690,10 +1688,12 @@ START_TEST(test_layernorm_backward)
                                                  .eps = style == CLF_LN_TUTORIAL ? 1e-6f : 1e-5f,
                                                  .accumulate = v % 2};
                 /* an offset of 10, as in test_layernorm: the corrected two-pass variance */
-                float *x = frand(n, 3200 + v, 7, 13), *dy = frand(n, 3300 + v, -1, 1);
-                float *alpha = frand(C, 3400 + v, 0.5f, 1.5f);
-                float *dx0 = frand(n, 3500 + v, -1, 1), *da0 = frand(C, 3600 + v, -1, 1),
-                      *db0 = frand(C, 3700 + v, -1, 1);
+                float *x = clf_test_frand(n, 3200 + v, 7, 13),
+                      *dy = clf_test_frand(n, 3300 + v, -1, 1);
+                float *alpha = clf_test_frand(C, 3400 + v, 0.5f, 1.5f);
+                float *dx0 = clf_test_frand(n, 3500 + v, -1, 1),
+                      *da0 = clf_test_frand(C, 3600 + v, -1, 1),
+                      *db0 = clf_test_frand(C, 3700 + v, -1, 1);
                 float *wdx = fdup(dx0, n), *wda = fdup(da0, C), *wdb = fdup(db0, C);
                 float *gdx = malloc(n * 4), *gda = fdup(da0, C), *gdb = fdup(db0, C);
                 float *cdx = malloc(n * 4), *cda = fdup(da0, C), *cdb = fdup(db0, C);
@@ -1960,10 +1960,11 @@ static void check_attention_backward_case(const attn_bwd_case *t, unsigned seed,
     d.nout = pad + (size_t)t->B * a->out_bstride + 1;
     d.nmask = pad + (size_t)t->B * a->key_mask_stride;
     for (int i = 0; i < d.nbuf; i++) {
-        d.in[i] = frand(d.nin[i], seed + i, -2, 2);
-        d.grad[i] = frand(d.nin[i], seed + 10 + i, -1, 1); /* outside the op's columns: stays */
+        d.in[i] = clf_test_frand(d.nin[i], seed + i, -2, 2);
+        /* outside the op's columns: stays */
+        d.grad[i] = clf_test_frand(d.nin[i], seed + 10 + i, -1, 1);
     }
-    d.dout = frand(d.nout, seed + 5, -1, 1);
+    d.dout = clf_test_frand(d.nout, seed + 5, -1, 1);
     if (t->mask) {
         d.mask = malloc(d.nmask * sizeof *d.mask);
         for (size_t i = 0; i < d.nmask; i++)
@@ -2295,22 +2296,6 @@ static ino_t inode_of(const cache_state *s, const char *name)
     return 0;
 }
 
-static void remove_dir(const char *dir)
-{
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    while (d && (e = readdir(d)) != NULL) {
-        char p[600];
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-            unlink(p);
-        }
-    }
-    if (d)
-        closedir(d);
-    rmdir(dir);
-}
-
 static double seconds(void)
 {
     struct timespec t;
@@ -2329,7 +2314,7 @@ static double open_and_use(const char *cache)
     double t0 = seconds();
     CLF_ASSERT_OK(ocl.api->open(&o, &k.be));
     double t = seconds() - t0;
-    float *x = frand(7 * 33, 42, -3, 3), got[7 * 33], want[7 * 33];
+    float *x = clf_test_frand(7 * 33, 42, -3, 3), got[7 * 33], want[7 * 33];
     run_softmax(&k, x, 7, 33, 0, 0, got);
     run_softmax(&cpu, x, 7, 33, 0, 0, want);
     expect_close(got, want, 7 * 33, TOL_NORM, "softmax after a cache load", "cpu backend");
@@ -2361,7 +2346,7 @@ static double open_and_use(const char *cache)
 
     /* the training families: dropout (train), sum_squares (optim), layernorm_backward and
      * attention_backward */
-    float *y = frand(7 * 33, 43, -1, 1), d1[7 * 33], d2[7 * 33];
+    float *y = clf_test_frand(7 * 33, 43, -1, 1), d1[7 * 33], d2[7 * 33];
     for (int i = 0; i < 7 * 33; i++)
         d1[i] = d2[i] = 0.0f;
     run_dropout(&k, y, 7 * 33, 0, 0.25f, 99, 0, d1);
@@ -2371,7 +2356,7 @@ static double open_and_use(const char *cache)
     expect_close(&s_ocl, &s_cpu, 1, TOL_SUMSQ, "sum_squares after a cache load", "cpu backend");
     clf_layernorm_backward_args lb = {.rows = 7, .cols = 33, .eps = 1e-6f};
     float da1[33] = {0}, db1[33] = {0}, da2[33] = {0}, db2[33] = {0};
-    x = frand(7 * 33, 44, -3, 3);
+    x = clf_test_frand(7 * 33, 44, -3, 3);
     run_layernorm_backward(&k, &lb, x, y, al, d1, da1, db1, 1, d1, da1, db1);
     run_layernorm_backward(&cpu, &lb, x, y, al, d2, da2, db2, 1, d2, da2, db2);
     expect_close(d1, d2, 7 * 33, TOL_LN_BWD, "layernorm_backward after a cache load",
@@ -2443,16 +2428,16 @@ START_TEST(test_program_cache)
     open_and_use(NULL);
     scan_cache(other, &s3);
     ck_assert_int_eq(s3.files, s1.files);
-    remove_dir(other);
+    clf_test_remove_dir(other);
     setenv("CLF_CACHE_DIR", "off", 1);
     open_and_use(NULL);
     ck_assert_int_ne(access(other, F_OK), 0);
 
     char p[200];
     snprintf(p, sizeof p, "%s/nested", dir);
-    remove_dir(sub);
-    remove_dir(p);
-    remove_dir(dir);
+    clf_test_remove_dir(sub);
+    clf_test_remove_dir(p);
+    clf_test_remove_dir(dir);
 }
 END_TEST
 

@@ -31,10 +31,7 @@ static void teardown(void)
 
 static float *fvec(size_t n, unsigned seed)
 {
-    float *x = malloc((n ? n : 1) * sizeof *x);
-    ck_assert_ptr_nonnull(x);
-    clf_test_fill(x, n, seed, -1.0f, 1.0f);
-    return x;
+    return clf_test_frand(n, seed, -1.0f, 1.0f);
 }
 
 static clf_ptr P(clf_buffer *b)

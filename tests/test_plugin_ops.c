@@ -203,53 +203,19 @@ static void ref_norm_row_backward(double *dx, const double *dy, const double *al
         dx[c] = alpha[c] * dy[c] * r - x[c] * k;
 }
 
-/* ---- the backend of the running test ---- */
-
-static const char *be_name;
-static const clf_backend_api *api;
-static clf_backend *be;
-
-static void open_named(const char *name)
-{
-    be_name = name;
-    clf_test_open_backend(name, &api, &be);
-}
-static void setup_cpu(void)
-{
-    open_named("cpu");
-}
-#ifdef CLF_HAVE_OPENCL
-static void setup_opencl(void)
-{
-    open_named("opencl");
-}
-#endif
-static void teardown(void)
-{
-    if (api && be)
-        api->close(be);
-    be = NULL;
-}
-
-static int is_cpu(void)
-{
-    return strcmp(be_name, "cpu") == 0;
-}
+/* ---- the backend of the running test (testutil's clf_test_api / clf_test_be) ---- */
 
 static double tol(void)
 {
-    return is_cpu() ? TOL_CPU : TOL_OCL;
+    return clf_test_is_cpu() ? TOL_CPU : TOL_OCL;
 }
 
 /* The cpu backend must support every plugin op; another backend is skipped for one. */
 static int have(clf_op op)
 {
-    if (api->supports(be, op) && clf_backend_require(api, be, op) == CLF_OK)
-        return 1;
-    ck_assert_msg(!is_cpu(), "the cpu backend does not support %s", clf_op_name(op));
-    printf("plugin_ops: %s does not support %s yet: the %s part of this check is skipped\n",
-           be_name, clf_op_name(op), be_name);
-    return 0;
+    return clf_test_have("plugin_ops", op,
+                         clf_test_api->supports(clf_test_be, op) &&
+                             clf_backend_require(clf_test_api, clf_test_be, op) == CLF_OK);
 }
 
 /* ---- measuring ---- */
@@ -281,39 +247,26 @@ static void report(void)
 {
     if (getenv("CLF_TEST_VERBOSE"))
         for (int i = 0; i < ncats; i++)
-            printf("plugin_ops: %-6s %-40s max rel err %.2e (tol %.0e)\n", be_name, cats[i].what,
-                   cats[i].worst, cats[i].tol);
+            printf("plugin_ops: %-6s %-40s max rel err %.2e (tol %.0e)\n", clf_test_be_name,
+                   cats[i].what, cats[i].worst, cats[i].tol);
     ncats = 0;
-}
-
-/* max |got - want| / max |want| (got float, or double when gotf is NULL) */
-static double rel_err_d(const float *gotf, const double *gotd, const double *want, size_t n)
-{
-    double ref = 0, err = 0;
-    for (size_t i = 0; i < n; i++) {
-        double g = gotf ? (double)gotf[i] : gotd[i], d = fabs(g - want[i]);
-        if (isnan(d))
-            return INFINITY;
-        err = d > err ? d : err;
-        ref = fabs(want[i]) > ref ? fabs(want[i]) : ref;
-    }
-    return err / (ref < 1e-30 ? 1.0 : ref);
 }
 
 /* Fails unless got (float) is within tol of want (double); what names the category. */
 static void expect_close(const char *what, const char *shape, const float *got, const double *want,
                          size_t n, double t)
 {
-    double e = rel_err_d(got, NULL, want, n);
+    double e = clf_test_rel_err_d(got, NULL, want, n);
     record(what, e, t);
-    ck_assert_msg(e <= t, "%s: %s (%s): relative error %.3g > %.3g", be_name, what, shape, e, t);
+    ck_assert_msg(e <= t, "%s: %s (%s): relative error %.3g > %.3g", clf_test_be_name, what, shape,
+                  e, t);
 }
 
 /* The same for this file's double gradient against the central differences. */
 static void expect_ref_close(const char *what, const char *shape, const double *ref,
                              const double *fd, size_t n)
 {
-    double e = rel_err_d(NULL, ref, fd, n);
+    double e = clf_test_rel_err_d(NULL, ref, fd, n);
     record(what, e, TOL_REF_FD);
     ck_assert_msg(e <= TOL_REF_FD, "reference %s (%s) vs central differences: relative error %.3g",
                   what, shape, e);
@@ -327,34 +280,11 @@ static double fd_step(double v)
 
 /* ---- host and device arrays ---- */
 
-static float *frand(size_t n, unsigned seed, float lo, float hi)
-{
-    float *x = malloc((n ? n : 1) * sizeof *x);
-    ck_assert_ptr_nonnull(x);
-    clf_test_fill(x, n, seed, lo, hi);
-    return x;
-}
-
 static float *falloc(size_t n)
 {
     float *x = malloc((n ? n : 1) * sizeof *x);
     ck_assert_ptr_nonnull(x);
     return x;
-}
-
-static double *dalloc(size_t n)
-{
-    double *x = calloc(n ? n : 1, sizeof *x);
-    ck_assert_ptr_nonnull(x);
-    return x;
-}
-
-static double *to_double(const float *x, size_t n)
-{
-    double *y = dalloc(n);
-    for (size_t i = 0; i < n; i++)
-        y[i] = x[i];
-    return y;
 }
 
 /* A view: n floats at element offset off of their own buffer, SENTINEL before and after. */
@@ -374,7 +304,7 @@ static view vput(const float *host, size_t n, size_t off)
         h[i] = SENTINEL;
     if (host)
         memcpy(h + off, host, n * sizeof *h);
-    view v = {clf_test_upload(api, be, h, total * sizeof *h), off, n};
+    view v = {clf_test_upload(clf_test_api, clf_test_be, h, total * sizeof *h), off, n};
     free(h);
     return v;
 }
@@ -389,11 +319,11 @@ static void vget(view v, float *host, const char *what)
 {
     size_t total = v.off + v.n + PAD;
     float *h = falloc(total);
-    CLF_ASSERT_OK(api->download(be, h, (clf_ptr){v.buf, 0}, total * sizeof *h));
+    CLF_ASSERT_OK(clf_test_api->download(clf_test_be, h, (clf_ptr){v.buf, 0}, total * sizeof *h));
     for (size_t i = 0; i < total; i++)
         if (i < v.off || i >= v.off + v.n)
             ck_assert_msg(h[i] == SENTINEL, "%s: %s: element %zu outside the view was written",
-                          be_name, what, i);
+                          clf_test_be_name, what, i);
     memcpy(host, h + v.off, v.n * sizeof *h);
     free(h);
 }
@@ -401,7 +331,7 @@ static void vget(view v, float *host, const char *what)
 static void vfree(view v)
 {
     if (v.buf)
-        api->free(be, v.buf);
+        clf_test_api->free(clf_test_be, v.buf);
 }
 
 /* Element offset of operand k of a call: distinct per operand (so a backend that mixes up
@@ -421,9 +351,10 @@ static void activation_case(const clf_plugin_op *op, size_t n, int shifted, int 
     char shape[96];
     snprintf(shape, sizeof shape, "%s n=%zu%s%s", op->name, n, shifted ? " offsets" : "",
              inplace ? " in place" : "");
-    float *x = frand(n, 11 + (unsigned)n, -3, 3), *g = frand(n, 12 + (unsigned)n, -2, 2);
+    float *x = clf_test_frand(n, 11 + (unsigned)n, -3, 3),
+          *g = clf_test_frand(n, 12 + (unsigned)n, -2, 2);
     float *got = falloc(n);
-    double *want = dalloc(n);
+    double *want = clf_test_dalloc(n);
     for (size_t i = 0; i < n; i++)
         want[i] = ref_f(x[i]) * (gated ? g[i] : 1.0);
     view vx = vput(x, n, offset_of(shifted, 0)), vg = {0};
@@ -432,7 +363,7 @@ static void activation_case(const clf_plugin_op *op, size_t n, int shifted, int 
     view vo = inplace ? vx : vput(NULL, n, offset_of(shifted, 2));
     clf_activation_args a = {
         .op = op, .out = vp(vo), .x = vp(vx), .gate = gated ? vp(vg) : NONE, .n = n};
-    CLF_ASSERT_OK(api->activation(be, &a));
+    CLF_ASSERT_OK(clf_test_api->activation(clf_test_be, &a));
     vget(vo, got, "activation out");
     expect_close(gated ? "gated activation forward" : "activation forward", shape, got, want, n,
                  tol());
@@ -440,11 +371,11 @@ static void activation_case(const clf_plugin_op *op, size_t n, int shifted, int 
         view vx2 = vput(x, n, 0), vo2 = vput(NULL, n, 0);
         float *got2 = falloc(n);
         a.out = vp(vo2), a.x = vp(vx2);
-        CLF_ASSERT_OK(api->activation(be, &a));
+        CLF_ASSERT_OK(clf_test_api->activation(clf_test_be, &a));
         vget(vo2, got2, "activation out");
         ck_assert_msg(memcmp(got, got2, n * sizeof *got) == 0,
-                      "%s: activation in place gives other bits than out of place (%s)", be_name,
-                      shape);
+                      "%s: activation in place gives other bits than out of place (%s)",
+                      clf_test_be_name, shape);
         vfree(vx2), vfree(vo2), free(got2);
     }
     if (!inplace)
@@ -456,9 +387,9 @@ START_TEST(activation_forward_sizes_gate_offsets_in_place)
 {
     if (!have(CLF_OP_ACTIVATION))
         return;
-    CLF_ASSERT_OK(api->plugin_prepare(be, &op_tsq));
-    CLF_ASSERT_OK(api->plugin_prepare(be, &op_tsq)); /* preparing twice is fine */
-    CLF_ASSERT_OK(api->plugin_prepare(be, &op_tsqg));
+    CLF_ASSERT_OK(clf_test_api->plugin_prepare(clf_test_be, &op_tsq));
+    CLF_ASSERT_OK(clf_test_api->plugin_prepare(clf_test_be, &op_tsq)); /* preparing twice is fine */
+    CLF_ASSERT_OK(clf_test_api->plugin_prepare(clf_test_be, &op_tsqg));
     const clf_plugin_op *ops[2] = {&op_tsq, &op_tsqg};
     for (int o = 0; o < 2; o++) {
         for (int s = 0; s < NSIZES; s++)
@@ -481,9 +412,10 @@ static void activation_backward_case(const clf_plugin_op *op, size_t n, int shif
     char shape[96];
     snprintf(shape, sizeof shape, "%s n=%zu%s%s", op->name, n, shifted ? " offsets" : "",
              alias ? " aliased" : "");
-    float *x = frand(n, 21 + (unsigned)n, -3, 3), *g = frand(n, 22 + (unsigned)n, -2, 2);
-    float *dy = frand(n, 23 + (unsigned)n, -1, 1), *dx = falloc(n), *dg = falloc(n);
-    double *want_dx = dalloc(n), *want_dg = dalloc(n);
+    float *x = clf_test_frand(n, 21 + (unsigned)n, -3, 3),
+          *g = clf_test_frand(n, 22 + (unsigned)n, -2, 2);
+    float *dy = clf_test_frand(n, 23 + (unsigned)n, -1, 1), *dx = falloc(n), *dg = falloc(n);
+    double *want_dx = clf_test_dalloc(n), *want_dg = clf_test_dalloc(n);
     for (size_t i = 0; i < n; i++) {
         want_dx[i] = (double)dy[i] * (gated ? g[i] : 1.0) * ref_df(x[i]);
         want_dg[i] = (double)dy[i] * ref_f(x[i]);
@@ -502,7 +434,7 @@ static void activation_backward_case(const clf_plugin_op *op, size_t n, int shif
                                       .x = vp(vx),
                                       .gate = gated ? vp(vg) : NONE,
                                       .n = n};
-    CLF_ASSERT_OK(api->activation_backward(be, &a));
+    CLF_ASSERT_OK(clf_test_api->activation_backward(clf_test_be, &a));
     vget(vdx, dx, "activation_backward dx");
     expect_close(gated ? "gated activation dx" : "activation dx", shape, dx, want_dx, n, tol());
     if (gated) {
@@ -510,7 +442,7 @@ static void activation_backward_case(const clf_plugin_op *op, size_t n, int shif
         expect_close("gated activation dgate", shape, dg, want_dg, n, tol());
     }
     if (n <= 129) { /* the loss is a sum of independent terms: one difference per element */
-        double *fd_dx = dalloc(n), *fd_dg = dalloc(n);
+        double *fd_dx = clf_test_dalloc(n), *fd_dg = clf_test_dalloc(n);
         for (size_t i = 0; i < n; i++) {
             double xi = x[i], gi = gated ? g[i] : 1.0, h = fd_step(xi);
             fd_dx[i] = dy[i] * gi * (ref_f(xi + h) - ref_f(xi - h)) / (2 * h);
@@ -560,9 +492,9 @@ static void norm_case(int rows, int cols, int with_beta, int shifted)
              shifted ? " offsets" : "");
     size_t n = (size_t)rows * cols;
     unsigned seed = 100u * (unsigned)rows + (unsigned)cols;
-    float *x = frand(n, seed, -2, 2), *al = frand(cols, seed + 1, 0.5f, 1.5f);
-    float *bt = frand(cols, seed + 2, -1, 1), *got = falloc(n);
-    double *want = dalloc(n), *xd = to_double(x, n), *row = dalloc(cols);
+    float *x = clf_test_frand(n, seed, -2, 2), *al = clf_test_frand(cols, seed + 1, 0.5f, 1.5f);
+    float *bt = clf_test_frand(cols, seed + 2, -1, 1), *got = falloc(n);
+    double *want = clf_test_dalloc(n), *xd = clf_test_to_double(x, n), *row = clf_test_dalloc(cols);
     for (int r = 0; r < rows; r++) {
         ref_norm_row(row, xd + (size_t)r * cols, cols, NORM_EPS);
         for (int c = 0; c < cols; c++)
@@ -579,7 +511,7 @@ static void norm_case(int rows, int cols, int with_beta, int shifted)
                        .rows = rows,
                        .cols = cols,
                        .eps = NORM_EPS};
-    CLF_ASSERT_OK(api->norm(be, &a));
+    CLF_ASSERT_OK(clf_test_api->norm(clf_test_be, &a));
     vget(vo, got, "norm out");
     expect_close(with_beta ? "norm forward (beta)" : "norm forward (no beta)", shape, got, want, n,
                  tol());
@@ -591,7 +523,7 @@ START_TEST(norm_forward_sizes_beta_offsets)
 {
     if (!have(CLF_OP_NORM))
         return;
-    CLF_ASSERT_OK(api->plugin_prepare(be, &op_rmsb));
+    CLF_ASSERT_OK(clf_test_api->plugin_prepare(clf_test_be, &op_rmsb));
     int k = 0;
     for (int r = 0; r < NSIZES; r++)
         for (int c = 0; c < NSIZES; c++, k++)
@@ -626,13 +558,16 @@ static void norm_backward_case(int rows, int cols, nb_variant v, int fd)
              v.accumulate, v.with_dalpha, v.with_dbeta, v.shifted ? " offsets" : "");
     size_t n = (size_t)rows * cols;
     unsigned seed = 1000u + 100u * (unsigned)rows + (unsigned)cols;
-    float *x = frand(n, seed, -2, 2), *al = frand(cols, seed + 1, 0.5f, 1.5f);
-    float *dy = frand(n, seed + 2, -1, 1), *dx0 = frand(n, seed + 3, -1, 1);
-    float *da0 = frand(cols, seed + 4, -1, 1), *db0 = frand(cols, seed + 5, -1, 1);
+    float *x = clf_test_frand(n, seed, -2, 2), *al = clf_test_frand(cols, seed + 1, 0.5f, 1.5f);
+    float *dy = clf_test_frand(n, seed + 2, -1, 1), *dx0 = clf_test_frand(n, seed + 3, -1, 1);
+    float *da0 = clf_test_frand(cols, seed + 4, -1, 1),
+          *db0 = clf_test_frand(cols, seed + 5, -1, 1);
     float *dx = falloc(n), *da = falloc(cols), *db = falloc(cols);
-    double *xd = to_double(x, n), *dyd = to_double(dy, n), *ald = to_double(al, cols);
-    double *want_dx = dalloc(n), *want_da = dalloc(cols), *want_db = dalloc(cols);
-    double *xhat = dalloc(n);
+    double *xd = clf_test_to_double(x, n), *dyd = clf_test_to_double(dy, n),
+           *ald = clf_test_to_double(al, cols);
+    double *want_dx = clf_test_dalloc(n), *want_da = clf_test_dalloc(cols),
+           *want_db = clf_test_dalloc(cols);
+    double *xhat = clf_test_dalloc(n);
     for (int r = 0; r < rows; r++) {
         size_t o = (size_t)r * cols;
         ref_norm_row_backward(want_dx + o, dyd + o, ald, xd + o, cols, NORM_EPS);
@@ -661,7 +596,7 @@ static void norm_backward_case(int rows, int cols, nb_variant v, int fd)
                                 .cols = cols,
                                 .eps = NORM_EPS,
                                 .accumulate = v.accumulate};
-    CLF_ASSERT_OK(api->norm_backward(be, &a));
+    CLF_ASSERT_OK(clf_test_api->norm_backward(clf_test_be, &a));
     vget(vdx, dx, "norm_backward dx");
     if (v.with_dalpha)
         vget(vda, da, "norm_backward dalpha");
@@ -670,8 +605,9 @@ static void norm_backward_case(int rows, int cols, nb_variant v, int fd)
 
     if (fd) {
         ck_assert(!v.accumulate && v.with_dalpha && v.with_dbeta);
-        double *fd_dx = dalloc(n), *fd_da = dalloc(cols), *fd_db = dalloc(cols);
-        double *tmp = dalloc(cols);
+        double *fd_dx = clf_test_dalloc(n), *fd_da = clf_test_dalloc(cols),
+               *fd_db = clf_test_dalloc(cols);
+        double *tmp = clf_test_dalloc(cols);
         for (int r = 0; r < rows; r++) {
             double *xr = xd + (size_t)r * cols;
             const double *dyr = dyd + (size_t)r * cols;
@@ -755,9 +691,11 @@ END_TEST
 static size_t det_run(float *out)
 {
     size_t n = BIG_N, m = (size_t)DET_ROWS * DET_COLS, o = 0;
-    float *x = frand(n, 301, -3, 3), *g = frand(n, 302, -2, 2), *dy = frand(n, 303, -1, 1);
-    float *nx = frand(m, 304, -2, 2), *ndy = frand(m, 305, -1, 1);
-    float *al = frand(DET_COLS, 306, 0.5f, 1.5f), *bt = frand(DET_COLS, 307, -1, 1);
+    float *x = clf_test_frand(n, 301, -3, 3), *g = clf_test_frand(n, 302, -2, 2),
+          *dy = clf_test_frand(n, 303, -1, 1);
+    float *nx = clf_test_frand(m, 304, -2, 2), *ndy = clf_test_frand(m, 305, -1, 1);
+    float *al = clf_test_frand(DET_COLS, 306, 0.5f, 1.5f),
+          *bt = clf_test_frand(DET_COLS, 307, -1, 1);
     view vx = vput(x, n, 1), vg = vput(g, n, 2), vdy = vput(dy, n, 3), vo = vput(NULL, n, 4);
     view vdx = vput(NULL, n, 5), vdg = vput(NULL, n, 6);
     clf_activation_args fa = {.op = &op_tsqg, .out = vp(vo), .x = vp(vx), .gate = vp(vg), .n = n};
@@ -768,8 +706,8 @@ static size_t det_run(float *out)
                                        .x = vp(vx),
                                        .gate = vp(vg),
                                        .n = n};
-    CLF_ASSERT_OK(api->activation(be, &fa));
-    CLF_ASSERT_OK(api->activation_backward(be, &ba));
+    CLF_ASSERT_OK(clf_test_api->activation(clf_test_be, &fa));
+    CLF_ASSERT_OK(clf_test_api->activation_backward(clf_test_be, &ba));
     vget(vo, out + o, "det out"), o += n;
     vget(vdx, out + o, "det dx"), o += n;
     vget(vdg, out + o, "det dgate"), o += n;
@@ -796,8 +734,8 @@ static size_t det_run(float *out)
                                  .cols = DET_COLS,
                                  .eps = NORM_EPS,
                                  .accumulate = 1};
-    CLF_ASSERT_OK(api->norm(be, &na));
-    CLF_ASSERT_OK(api->norm_backward(be, &nb));
+    CLF_ASSERT_OK(clf_test_api->norm(clf_test_be, &na));
+    CLF_ASSERT_OK(clf_test_api->norm_backward(clf_test_be, &nb));
     vget(vno, out + o, "det norm out"), o += m;
     vget(vndx, out + o, "det norm dx"), o += m;
     vget(vda, out + o, "det dalpha"), o += DET_COLS;
@@ -820,20 +758,9 @@ START_TEST(runs_are_bit_identical)
     size_t n = det_run(a);
     ck_assert_uint_eq(n, cap);
     det_run(b);
-    ck_assert_msg(memcmp(a, b, n * sizeof *a) == 0, "%s: two runs differ", be_name);
-    if (is_cpu()) { /* and the thread count does not matter */
-        static const int threads[] = {1, 3};
-        clf_backend *keep = be;
-        for (int t = 0; t < 2; t++) {
-            clf_backend_opts o = {.abi_version = CLF_BACKEND_ABI, .threads = threads[t]};
-            CLF_ASSERT_OK(api->open(&o, &be));
-            det_run(b);
-            api->close(be);
-            ck_assert_msg(memcmp(a, b, n * sizeof *a) == 0, "cpu: %d threads give other bits",
-                          threads[t]);
-        }
-        be = keep;
-    }
+    ck_assert_msg(memcmp(a, b, n * sizeof *a) == 0, "%s: two runs differ", clf_test_be_name);
+    if (clf_test_is_cpu()) /* and the thread count does not matter */
+        clf_test_cpu_threads_same_bits(det_run, a, b, n);
     free(a), free(b);
 }
 END_TEST
@@ -845,14 +772,15 @@ static void expect_error(clf_status st, clf_status want, const char *what, const
                          const char *n2, const char *n3)
 {
     const char *msg = clf_last_error();
-    ck_assert_msg(st == want, "%s: %s gave status %d, not %d (%s)", be_name, what, (int)st,
+    ck_assert_msg(st == want, "%s: %s gave status %d, not %d (%s)", clf_test_be_name, what, (int)st,
                   (int)want, msg);
     const char *needles[3] = {n1, n2, n3};
     for (int i = 0; i < 3; i++)
         ck_assert_msg(!needles[i] || strstr(msg, needles[i]),
-                      "%s: %s: the message does not name '%s': %s", be_name, what, needles[i], msg);
+                      "%s: %s: the message does not name '%s': %s", clf_test_be_name, what,
+                      needles[i], msg);
     if (getenv("CLF_TEST_VERBOSE"))
-        printf("plugin_ops: %-6s %s -> %s\n", be_name, what, msg);
+        printf("plugin_ops: %-6s %s -> %s\n", clf_test_be_name, what, msg);
 }
 
 START_TEST(errors_name_the_op_the_operand_and_the_backend)
@@ -862,71 +790,74 @@ START_TEST(errors_name_the_op_the_operand_and_the_backend)
         return;
     const size_t n = 8;
     clf_buffer *small, *big;
-    CLF_ASSERT_OK(api->alloc(be, 16, &small));
-    CLF_ASSERT_OK(api->alloc(be, 1 << 12, &big));
+    CLF_ASSERT_OK(clf_test_api->alloc(clf_test_be, 16, &small));
+    CLF_ASSERT_OK(clf_test_api->alloc(clf_test_be, 1 << 12, &big));
     clf_ptr b0 = {big, 0}, b1 = {big, 256}, b2 = {big, 512}, b3 = {big, 768}, b4 = {big, 1024};
     clf_ptr b0x = {big, 4}; /* one element into b0: partly overlaps it */
 
     /* prepare: no op, an unknown kind, no form for this backend (also on first use) */
-    expect_error(api->plugin_prepare(be, NULL), CLF_ERR_INPUT, "prepare(NULL)", be_name, NULL,
-                 NULL);
-    expect_error(api->plugin_prepare(be, &op_bad_kind), CLF_ERR_INPUT, "prepare(bad kind)",
-                 "badkind", "kind", NULL);
-    const clf_plugin_op *formless = is_cpu() ? &op_ocl_only : &op_cpu_only;
-    const char *form = is_cpu() ? "CPU form" : "OpenCL form";
-    expect_error(api->plugin_prepare(be, formless), CLF_ERR_UNSUPPORTED,
-                 "prepare(op without this backend's form)", formless->name, be_name, form);
+    expect_error(clf_test_api->plugin_prepare(clf_test_be, NULL), CLF_ERR_INPUT, "prepare(NULL)",
+                 clf_test_be_name, NULL, NULL);
+    expect_error(clf_test_api->plugin_prepare(clf_test_be, &op_bad_kind), CLF_ERR_INPUT,
+                 "prepare(bad kind)", "badkind", "kind", NULL);
+    const clf_plugin_op *formless = clf_test_is_cpu() ? &op_ocl_only : &op_cpu_only;
+    const char *form = clf_test_is_cpu() ? "CPU form" : "OpenCL form";
+    expect_error(clf_test_api->plugin_prepare(clf_test_be, formless), CLF_ERR_UNSUPPORTED,
+                 "prepare(op without this backend's form)", formless->name, clf_test_be_name, form);
     clf_activation_args fa = {.op = formless, .out = b1, .x = b0, .n = n};
-    expect_error(api->activation(be, &fa), CLF_ERR_UNSUPPORTED,
-                 "activation(op without this backend's form)", formless->name, be_name, form);
+    expect_error(clf_test_api->activation(clf_test_be, &fa), CLF_ERR_UNSUPPORTED,
+                 "activation(op without this backend's form)", formless->name, clf_test_be_name,
+                 form);
 
     /* the gate goes with the kind */
     fa = (clf_activation_args){.op = &op_tsqg, .out = b1, .x = b0, .n = n};
-    expect_error(api->activation(be, &fa), CLF_ERR_INPUT, "gated activation without a gate", "tsqg",
-                 "gate", NULL);
+    expect_error(clf_test_api->activation(clf_test_be, &fa), CLF_ERR_INPUT,
+                 "gated activation without a gate", "tsqg", "gate", NULL);
     fa = (clf_activation_args){.op = &op_tsq, .out = b1, .x = b0, .gate = b2, .n = n};
-    expect_error(api->activation(be, &fa), CLF_ERR_INPUT, "activation with a gate", "tsq", "gate",
-                 NULL);
+    expect_error(clf_test_api->activation(clf_test_be, &fa), CLF_ERR_INPUT,
+                 "activation with a gate", "tsq", "gate", NULL);
     clf_activation_backward_args ba = {
         .op = &op_tsqg, .dx = b1, .dy = b2, .x = b0, .gate = b3, .n = n};
-    expect_error(api->activation_backward(be, &ba), CLF_ERR_INPUT,
+    expect_error(clf_test_api->activation_backward(clf_test_be, &ba), CLF_ERR_INPUT,
                  "gated activation_backward without dgate", "tsqg", "dgate", NULL);
     /* the kind goes with the entry */
     fa = (clf_activation_args){.op = &op_rmsb, .out = b1, .x = b0, .n = n};
-    expect_error(api->activation(be, &fa), CLF_ERR_INPUT, "activation(norm op)", "rmsb", "norm",
-                 NULL);
+    expect_error(clf_test_api->activation(clf_test_be, &fa), CLF_ERR_INPUT, "activation(norm op)",
+                 "rmsb", "norm", NULL);
     clf_norm_args na = {
         .op = &op_tsq, .out = b1, .x = b0, .alpha = b2, .rows = 2, .cols = 4, .eps = 1e-5f};
-    expect_error(api->norm(be, &na), CLF_ERR_INPUT, "norm(activation op)", "tsq", "activation",
-                 NULL);
+    expect_error(clf_test_api->norm(clf_test_be, &na), CLF_ERR_INPUT, "norm(activation op)", "tsq",
+                 "activation", NULL);
 
     /* spans: too small, partly overlapping, aliasing what may not alias */
     fa = (clf_activation_args){.op = &op_tsq, .out = {small, 0}, .x = b0, .n = n};
-    expect_error(api->activation(be, &fa), CLF_ERR_INPUT, "activation(small out)", "activation",
-                 "'out'", NULL);
+    expect_error(clf_test_api->activation(clf_test_be, &fa), CLF_ERR_INPUT, "activation(small out)",
+                 "activation", "'out'", NULL);
     fa = (clf_activation_args){.op = &op_tsq, .out = b0x, .x = b0, .n = n};
-    expect_error(api->activation(be, &fa), CLF_ERR_INPUT, "activation(out partly over x)",
-                 "activation", "overlap", NULL);
+    expect_error(clf_test_api->activation(clf_test_be, &fa), CLF_ERR_INPUT,
+                 "activation(out partly over x)", "activation", "overlap", NULL);
     fa = (clf_activation_args){.op = &op_tsqg, .out = b0, .x = b1, .gate = b0, .n = n};
-    expect_error(api->activation(be, &fa), CLF_ERR_INPUT, "activation(out is gate)", "gate",
-                 "overlap", NULL);
+    expect_error(clf_test_api->activation(clf_test_be, &fa), CLF_ERR_INPUT,
+                 "activation(out is gate)", "gate", "overlap", NULL);
     ba = (clf_activation_backward_args){
         .op = &op_tsqg, .dx = b0, .dgate = b1, .dy = b0, .x = b2, .gate = b3, .n = n};
-    expect_error(api->activation_backward(be, &ba), CLF_ERR_INPUT,
+    expect_error(clf_test_api->activation_backward(clf_test_be, &ba), CLF_ERR_INPUT,
                  "gated activation_backward(dx is dy)", "dx", "dy", NULL);
     ba = (clf_activation_backward_args){.op = &op_tsq, .dx = b0, .dy = b1, .x = {small, 4}, .n = n};
-    expect_error(api->activation_backward(be, &ba), CLF_ERR_INPUT, "activation_backward(small x)",
-                 "activation_backward", "'x'", NULL);
+    expect_error(clf_test_api->activation_backward(clf_test_be, &ba), CLF_ERR_INPUT,
+                 "activation_backward(small x)", "activation_backward", "'x'", NULL);
     na = (clf_norm_args){
         .op = &op_rmsb, .out = b0, .x = b0, .alpha = b2, .rows = 2, .cols = 4, .eps = 1e-5f};
-    expect_error(api->norm(be, &na), CLF_ERR_INPUT, "norm(out is x)", "rmsb", "overlap", NULL);
+    expect_error(clf_test_api->norm(clf_test_be, &na), CLF_ERR_INPUT, "norm(out is x)", "rmsb",
+                 "overlap", NULL);
     na = (clf_norm_args){
         .op = &op_rmsb, .out = b0, .x = b1, .alpha = b0x, .rows = 2, .cols = 4, .eps = 1e-5f};
-    expect_error(api->norm(be, &na), CLF_ERR_INPUT, "norm(out over alpha)", "rmsb", "overlap",
-                 NULL);
+    expect_error(clf_test_api->norm(clf_test_be, &na), CLF_ERR_INPUT, "norm(out over alpha)",
+                 "rmsb", "overlap", NULL);
     na = (clf_norm_args){
         .op = &op_rmsb, .out = b0, .x = b1, .alpha = b2, .rows = 2, .cols = 0, .eps = 1e-5f};
-    expect_error(api->norm(be, &na), CLF_ERR_INPUT, "norm(cols = 0)", "norm", "cols=0", NULL);
+    expect_error(clf_test_api->norm(clf_test_be, &na), CLF_ERR_INPUT, "norm(cols = 0)", "norm",
+                 "cols=0", NULL);
     na = (clf_norm_args){.op = &op_rmsb,
                          .out = b0,
                          .x = b1,
@@ -935,7 +866,8 @@ START_TEST(errors_name_the_op_the_operand_and_the_backend)
                          .rows = 2,
                          .cols = 4,
                          .eps = 1e-5f};
-    expect_error(api->norm(be, &na), CLF_ERR_INPUT, "norm(small beta)", "norm", "'beta'", NULL);
+    expect_error(clf_test_api->norm(clf_test_be, &na), CLF_ERR_INPUT, "norm(small beta)", "norm",
+                 "'beta'", NULL);
     clf_norm_backward_args nb = {.op = &op_rmsb,
                                  .dx = b0,
                                  .dy = b0,
@@ -944,48 +876,48 @@ START_TEST(errors_name_the_op_the_operand_and_the_backend)
                                  .rows = 2,
                                  .cols = 4,
                                  .eps = 1e-5f};
-    expect_error(api->norm_backward(be, &nb), CLF_ERR_INPUT, "norm_backward(dx is dy)",
-                 "norm_backward", "dy", NULL);
+    expect_error(clf_test_api->norm_backward(clf_test_be, &nb), CLF_ERR_INPUT,
+                 "norm_backward(dx is dy)", "norm_backward", "dy", NULL);
     nb.dy = b3, nb.alpha = b0x;
-    expect_error(api->norm_backward(be, &nb), CLF_ERR_INPUT, "norm_backward(dx over alpha)",
-                 "norm_backward", "alpha", NULL);
+    expect_error(clf_test_api->norm_backward(clf_test_be, &nb), CLF_ERR_INPUT,
+                 "norm_backward(dx over alpha)", "norm_backward", "alpha", NULL);
     nb.alpha = b2, nb.dalpha = (clf_ptr){small, 4};
-    expect_error(api->norm_backward(be, &nb), CLF_ERR_INPUT, "norm_backward(small dalpha)",
-                 "norm_backward", "'dalpha'", NULL);
+    expect_error(clf_test_api->norm_backward(clf_test_be, &nb), CLF_ERR_INPUT,
+                 "norm_backward(small dalpha)", "norm_backward", "'dalpha'", NULL);
     nb.dalpha = b4, nb.dx = (clf_ptr){big, 2};
-    expect_error(api->norm_backward(be, &nb), CLF_ERR_INPUT, "norm_backward(dx misaligned)",
-                 "norm_backward", "'dx'", NULL);
+    expect_error(clf_test_api->norm_backward(clf_test_be, &nb), CLF_ERR_INPUT,
+                 "norm_backward(dx misaligned)", "norm_backward", "'dx'", NULL);
 
     /* after all that, the ops still work */
     fa = (clf_activation_args){.op = &op_tsq, .out = b1, .x = b0, .n = n};
-    CLF_ASSERT_OK(api->activation(be, &fa));
-    CLF_ASSERT_OK(api->synchronize(be));
-    api->free(be, small), api->free(be, big);
+    CLF_ASSERT_OK(clf_test_api->activation(clf_test_be, &fa));
+    CLF_ASSERT_OK(clf_test_api->synchronize(clf_test_be));
+    clf_test_api->free(clf_test_be, small), clf_test_api->free(clf_test_be, big);
 }
 END_TEST
 
 START_TEST(cpu_refuses_half_a_cpu_form)
 {
-    expect_error(api->plugin_prepare(be, &op_half_cpu), CLF_ERR_INPUT, "prepare(half a CPU form)",
-                 "halfcpu", "half", NULL);
+    expect_error(clf_test_api->plugin_prepare(clf_test_be, &op_half_cpu), CLF_ERR_INPUT,
+                 "prepare(half a CPU form)", "halfcpu", "half", NULL);
 }
 END_TEST
 
 #ifdef CLF_HAVE_OPENCL
 START_TEST(opencl_build_error_names_the_op_and_shows_the_log)
 {
-    expect_error(api->plugin_prepare(be, &op_broken_cl), CLF_ERR_BACKEND, "prepare(broken source)",
-                 "brokencl", "clBuildProgram", "undefined_thing");
+    expect_error(clf_test_api->plugin_prepare(clf_test_be, &op_broken_cl), CLF_ERR_BACKEND,
+                 "prepare(broken source)", "brokencl", "clBuildProgram", "undefined_thing");
     /* not remembered as built: the same error on first use */
     clf_buffer *buf;
-    CLF_ASSERT_OK(api->alloc(be, 64, &buf));
+    CLF_ASSERT_OK(clf_test_api->alloc(clf_test_be, 64, &buf));
     clf_activation_args a = {.op = &op_broken_cl, .out = {buf, 0}, .x = {buf, 32}, .n = 8};
-    expect_error(api->activation(be, &a), CLF_ERR_BACKEND, "activation(broken source)", "brokencl",
-                 "clBuildProgram", NULL);
+    expect_error(clf_test_api->activation(clf_test_be, &a), CLF_ERR_BACKEND,
+                 "activation(broken source)", "brokencl", "clBuildProgram", NULL);
     a.op = &op_tsq; /* and a good op still builds and runs */
-    CLF_ASSERT_OK(api->activation(be, &a));
-    CLF_ASSERT_OK(api->synchronize(be));
-    api->free(be, buf);
+    CLF_ASSERT_OK(clf_test_api->activation(clf_test_be, &a));
+    CLF_ASSERT_OK(clf_test_api->synchronize(clf_test_be));
+    clf_test_api->free(clf_test_be, buf);
 }
 END_TEST
 
@@ -1000,7 +932,7 @@ START_TEST(opencl_plugin_programs_are_cached_on_disk)
     }
     float x[33], y1[33], y2[33];
     clf_test_fill(x, 33, 5, -3, 3);
-    CLF_ASSERT_OK(api->plugin_prepare(be, &op_rmsb));
+    CLF_ASSERT_OK(clf_test_api->plugin_prepare(clf_test_be, &op_rmsb));
     char pattern[4200];
     snprintf(pattern, sizeof pattern, "%s/plugin-rmsb-*.clbin", dir);
     glob_t g;
@@ -1009,20 +941,20 @@ START_TEST(opencl_plugin_programs_are_cached_on_disk)
     for (int pass = 0; pass < 2; pass++) {
         clf_backend *other = NULL;
         clf_backend_opts o = {.abi_version = CLF_BACKEND_ABI, .device = getenv("CLF_TEST_DEVICE")};
-        clf_backend *use = be;
+        clf_backend *use = clf_test_be;
         if (pass == 1) {
-            CLF_ASSERT_OK(api->open(&o, &other));
+            CLF_ASSERT_OK(clf_test_api->open(&o, &other));
             use = other;
         }
         clf_buffer *bx, *ba, *bo;
         float ones[33];
         for (int i = 0; i < 33; i++)
             ones[i] = 1.0f;
-        CLF_ASSERT_OK(api->alloc(use, sizeof x, &bx));
-        CLF_ASSERT_OK(api->alloc(use, sizeof x, &ba));
-        CLF_ASSERT_OK(api->alloc(use, sizeof x, &bo));
-        CLF_ASSERT_OK(api->upload(use, (clf_ptr){bx, 0}, x, sizeof x));
-        CLF_ASSERT_OK(api->upload(use, (clf_ptr){ba, 0}, ones, sizeof ones));
+        CLF_ASSERT_OK(clf_test_api->alloc(use, sizeof x, &bx));
+        CLF_ASSERT_OK(clf_test_api->alloc(use, sizeof x, &ba));
+        CLF_ASSERT_OK(clf_test_api->alloc(use, sizeof x, &bo));
+        CLF_ASSERT_OK(clf_test_api->upload(use, (clf_ptr){bx, 0}, x, sizeof x));
+        CLF_ASSERT_OK(clf_test_api->upload(use, (clf_ptr){ba, 0}, ones, sizeof ones));
         clf_norm_args a = {.op = &op_rmsb,
                            .out = {bo, 0},
                            .x = {bx, 0},
@@ -1030,11 +962,11 @@ START_TEST(opencl_plugin_programs_are_cached_on_disk)
                            .rows = 3,
                            .cols = 11,
                            .eps = NORM_EPS};
-        CLF_ASSERT_OK(api->norm(use, &a));
-        CLF_ASSERT_OK(api->download(use, pass ? y2 : y1, (clf_ptr){bo, 0}, sizeof y1));
-        api->free(use, bx), api->free(use, ba), api->free(use, bo);
+        CLF_ASSERT_OK(clf_test_api->norm(use, &a));
+        CLF_ASSERT_OK(clf_test_api->download(use, pass ? y2 : y1, (clf_ptr){bo, 0}, sizeof y1));
+        clf_test_api->free(use, bx), clf_test_api->free(use, ba), clf_test_api->free(use, bo);
         if (other)
-            api->close(other);
+            clf_test_api->close(other);
     }
     ck_assert_msg(memcmp(y1, y2, sizeof y1) == 0, "the cached program gives other bits");
 }
@@ -1057,17 +989,13 @@ int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0); /* lines printed by a test that then fails still show */
     Suite *s = suite_create("plugin_ops");
-    TCase *cpu = tcase_create("cpu");
-    tcase_add_checked_fixture(cpu, setup_cpu, teardown);
-    tcase_set_timeout(cpu, 120);
+    TCase *cpu = clf_test_backend_tcase("cpu", 120);
     add_tests(cpu);
     tcase_add_test(cpu, cpu_refuses_half_a_cpu_form);
     suite_add_tcase(s, cpu);
 #ifdef CLF_HAVE_OPENCL
     if (clf_test_opencl_opens("plugin_ops")) {
-        TCase *ocl = tcase_create("opencl");
-        tcase_add_checked_fixture(ocl, setup_opencl, teardown);
-        tcase_set_timeout(ocl, 300);
+        TCase *ocl = clf_test_backend_tcase("opencl", 300);
         add_tests(ocl);
         tcase_add_test(ocl, opencl_build_error_names_the_op_and_shows_the_log);
         tcase_add_test(ocl, opencl_plugin_programs_are_cached_on_disk);

@@ -19,47 +19,6 @@
 
 /* ---- helpers ---- */
 
-static char tmpdir[256];
-
-static void make_tmpdir(void)
-{
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/clf-st-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-}
-
-static void remove_tmpdir(void)
-{
-    DIR *d = opendir(tmpdir);
-    if (!d)
-        return;
-    struct dirent *e;
-    char p[512];
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        snprintf(p, sizeof p, "%s/%s", tmpdir, e->d_name);
-        if (remove(p) != 0)
-            rmdir(p);
-    }
-    closedir(d);
-    rmdir(tmpdir);
-}
-
-static const char *tmp_path(const char *name)
-{
-    static char p[512];
-    snprintf(p, sizeof p, "%s/%s", tmpdir, name);
-    return p;
-}
-
-static void write_bytes(const char *path, const void *data, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(data, 1, n, f), n);
-    fclose(f);
-}
-
 /* A safetensors file from a header string and raw data (header length as given). */
 static void write_st(const char *path, uint64_t hlen, const char *header, const void *data,
                      size_t n)
@@ -71,13 +30,13 @@ static void write_st(const char *path, uint64_t hlen, const char *header, const 
     memcpy(buf + 8, header, h);
     if (n)
         memcpy(buf + 8 + h, data, n);
-    write_bytes(path, buf, 8 + h + n);
+    clf_test_write_file(path, buf, 8 + h + n);
     free(buf);
 }
 
 static int count_dir_entries(void)
 {
-    DIR *d = opendir(tmpdir);
+    DIR *d = opendir(clf_test_tmpdir());
     ck_assert_ptr_nonnull(d);
     int n = 0;
     struct dirent *e;
@@ -307,20 +266,20 @@ END_TEST
 
 START_TEST(test_json_parse_file)
 {
-    make_tmpdir();
-    const char *p = tmp_path("v.json");
-    write_bytes(p, "{\"x\": [1,2,3]}\n", 15);
+    clf_test_make_tmpdir("clf-st");
+    const char *p = clf_test_tmp_path("v.json");
+    clf_test_write_file(p, "{\"x\": [1,2,3]}\n", 15);
     clf_json_doc *doc = NULL;
     CLF_ASSERT_OK(clf_json_parse_file(p, &doc));
     ck_assert_uint_eq(clf_json_get(clf_json_root(doc), "x")->count, 3);
     clf_json_free(doc);
-    write_bytes(p, "{\"x\": [1,2,3}\n", 14);
+    clf_test_write_file(p, "{\"x\": [1,2,3}\n", 14);
     ck_assert_int_eq(clf_json_parse_file(p, &doc), CLF_ERR_INPUT);
     ck_assert_msg(strstr(clf_last_error(), "v.json: invalid JSON at byte 12"), "%s",
                   clf_last_error());
-    ck_assert_int_eq(clf_json_parse_file(tmp_path("none.json"), &doc), CLF_ERR_IO);
+    ck_assert_int_eq(clf_json_parse_file(clf_test_tmp_path("none.json"), &doc), CLF_ERR_IO);
     ck_assert_msg(strstr(clf_last_error(), "none.json: cannot open"), "%s", clf_last_error());
-    remove_tmpdir();
+    clf_test_remove_tmpdir();
 }
 END_TEST
 
@@ -361,7 +320,7 @@ static clf_tensor mk(const char *name, clf_dtype dt, int ndim, const int64_t *sh
 
 START_TEST(test_round_trip)
 {
-    make_tmpdir();
+    clf_test_make_tmpdir("clf-st");
     float f32[6] = {1.5f, -2.0f, 0.0f, 3.25f, 1e-30f, -7.0f};
     uint16_t f16[4] = {0x3C00, 0xC000, 0x7BFF, 0x0001};
     uint16_t bf16[4] = {0x3F80, 0xC000, 0x4049, 0x0000};
@@ -384,7 +343,7 @@ START_TEST(test_round_trip)
     };
     int n = (int)(sizeof ts / sizeof ts[0]);
     const char *meta[] = {"format", "pt", "note", "tab\there \"quoted\" \xC3\xA9"};
-    const char *p = tmp_path("rt.safetensors");
+    const char *p = clf_test_tmp_path("rt.safetensors");
     CLF_ASSERT_OK(clf_safetensors_write(p, ts, n, meta, 2));
 
     /* the header length keeps the data section 8-byte aligned */
@@ -449,11 +408,11 @@ START_TEST(test_round_trip)
     ck_assert(iv[0] == -3 && iv[1] == 4);
 
     /* no tensors at all, no metadata */
-    CLF_ASSERT_OK(clf_safetensors_write(tmp_path("none.safetensors"), NULL, 0, NULL, 0));
-    CLF_ASSERT_OK(clf_safetensors_open(tmp_path("none.safetensors"), &f));
+    CLF_ASSERT_OK(clf_safetensors_write(clf_test_tmp_path("none.safetensors"), NULL, 0, NULL, 0));
+    CLF_ASSERT_OK(clf_safetensors_open(clf_test_tmp_path("none.safetensors"), &f));
     ck_assert_int_eq(clf_safetensors_count(f), 0);
     clf_safetensors_close(f);
-    remove_tmpdir();
+    clf_test_remove_tmpdir();
 }
 END_TEST
 
@@ -466,7 +425,7 @@ static uint32_t bits_of(float x)
 
 START_TEST(test_f16_hand_written)
 {
-    make_tmpdir();
+    clf_test_make_tmpdir("clf-st");
     /* known halves, little-endian, after an unpadded header (so the data is unaligned) */
     const uint16_t h[] = {0x3C00, 0xC000, 0x7BFF, 0x0001, 0x03FF, 0x0400,
                           0x7C00, 0xFC00, 0x8000, 0x3555, 0x7E00};
@@ -486,7 +445,7 @@ START_TEST(test_f16_hand_written)
         data[2 * i + 1] = (unsigned char)(h[i] >> 8);
     }
     const char *hdr = "{\"h\":{\"dtype\":\"F16\",\"shape\":[11],\"data_offsets\":[0,22]}}";
-    const char *p = tmp_path("h.safetensors");
+    const char *p = clf_test_tmp_path("h.safetensors");
     write_st(p, strlen(hdr), hdr, data, sizeof data);
     clf_safetensors *f = NULL;
     CLF_ASSERT_OK(clf_safetensors_open(p, &f));
@@ -510,7 +469,7 @@ START_TEST(test_f16_hand_written)
         double mag = e ? ldexp(1024 + m, (int)e - 25) : ldexp(m, -24);
         ck_assert_msg((double)got == ((v & 0x8000) ? -mag : mag), "0x%04X", v);
     }
-    remove_tmpdir();
+    clf_test_remove_tmpdir();
 }
 END_TEST
 
@@ -579,8 +538,8 @@ static const corrupt_case corrupt[] = {
 START_TEST(test_corrupt_files)
 {
     const corrupt_case *c = &corrupt[_i];
-    make_tmpdir();
-    const char *p = tmp_path("c.safetensors");
+    clf_test_make_tmpdir("clf-st");
+    const char *p = clf_test_tmp_path("c.safetensors");
     unsigned char zeros[64] = {0};
     write_st(p, c->hlen < 0 ? strlen(c->header) : (uint64_t)c->hlen, c->header, zeros, c->data_len);
     clf_safetensors *f = (clf_safetensors *)1;
@@ -591,20 +550,20 @@ START_TEST(test_corrupt_files)
                   c->what, clf_last_error());
     ck_assert_msg(strstr(clf_last_error(), c->want), "%s: got \"%s\", want \"%s\"", c->what,
                   clf_last_error(), c->want);
-    remove_tmpdir();
+    clf_test_remove_tmpdir();
 }
 END_TEST
 
 START_TEST(test_truncated_files)
 {
-    make_tmpdir();
-    const char *p = tmp_path("t.safetensors");
+    clf_test_make_tmpdir("clf-st");
+    const char *p = clf_test_tmp_path("t.safetensors");
     clf_safetensors *f = NULL;
-    write_bytes(p, "abc", 3);
+    clf_test_write_file(p, "abc", 3);
     ck_assert_int_eq(clf_safetensors_open(p, &f), CLF_ERR_INPUT);
     ck_assert_msg(strstr(clf_last_error(), "t.safetensors: not a safetensors file (3 bytes"), "%s",
                   clf_last_error());
-    write_bytes(p, "", 0);
+    clf_test_write_file(p, "", 0);
     ck_assert_int_eq(clf_safetensors_open(p, &f), CLF_ERR_INPUT);
 
     /* a good file cut short inside its data: offsets now run past the end */
@@ -625,19 +584,19 @@ START_TEST(test_truncated_files)
                   clf_last_error());
 
     /* missing file and directory: I/O errors */
-    ck_assert_int_eq(clf_safetensors_open(tmp_path("absent.safetensors"), &f), CLF_ERR_IO);
+    ck_assert_int_eq(clf_safetensors_open(clf_test_tmp_path("absent.safetensors"), &f), CLF_ERR_IO);
     ck_assert_msg(strstr(clf_last_error(), "absent.safetensors: cannot open: No such file"), "%s",
                   clf_last_error());
-    ck_assert_int_eq(clf_safetensors_open(tmpdir, &f), CLF_ERR_IO);
+    ck_assert_int_eq(clf_safetensors_open(clf_test_tmpdir(), &f), CLF_ERR_IO);
     ck_assert_ptr_null(f);
-    remove_tmpdir();
+    clf_test_remove_tmpdir();
 }
 END_TEST
 
 START_TEST(test_write_refuses_bad_tensors)
 {
-    make_tmpdir();
-    const char *p = tmp_path("w.safetensors");
+    clf_test_make_tmpdir("clf-st");
+    const char *p = clf_test_tmp_path("w.safetensors");
     float x[6] = {0};
     clf_tensor t[2] = {mk("x", CLF_F32, 2, (int64_t[]){2, 3}, x),
                        mk("x", CLF_F32, 1, (int64_t[]){6}, x)};
@@ -652,7 +611,7 @@ START_TEST(test_write_refuses_bad_tensors)
     snprintf(t[1].name, sizeof t[1].name, "__metadata__");
     ck_assert_int_eq(clf_safetensors_write(p, t, 2, NULL, 0), CLF_ERR_INPUT);
     ck_assert_int_eq(count_dir_entries(), 0); /* nothing written */
-    remove_tmpdir();
+    clf_test_remove_tmpdir();
 }
 END_TEST
 
@@ -666,8 +625,8 @@ static void read_first_float(const char *p, float *v)
 
 START_TEST(test_atomic_write)
 {
-    make_tmpdir();
-    const char *p = tmp_path("w.safetensors");
+    clf_test_make_tmpdir("clf-st");
+    const char *p = clf_test_tmp_path("w.safetensors");
     char path[512];
     snprintf(path, sizeof path, "%s", p);
     float one[1] = {1.0f}, two[1] = {2.0f}, v;
@@ -685,7 +644,7 @@ START_TEST(test_atomic_write)
 
     /* a write into a directory that does not exist fails and creates nothing */
     char nodir[600];
-    snprintf(nodir, sizeof nodir, "%s/no/such/dir/w.safetensors", tmpdir);
+    snprintf(nodir, sizeof nodir, "%s/no/such/dir/w.safetensors", clf_test_tmpdir());
     ck_assert_int_eq(clf_safetensors_write(nodir, &t1, 1, NULL, 0), CLF_ERR_IO);
     ck_assert_msg(strstr(clf_last_error(), "cannot create"), "%s", clf_last_error());
 
@@ -718,7 +677,7 @@ START_TEST(test_atomic_write)
     ck_assert_int_eq(count_dir_entries(), 1);
     read_first_float(path, &v);
     ck_assert(v == 2.0f);
-    remove_tmpdir();
+    clf_test_remove_tmpdir();
 }
 END_TEST
 

@@ -17,46 +17,6 @@
 
 /* ---- helpers ---- */
 
-static char tmpdir[256];
-
-static void make_tmpdir(void)
-{
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/clf-tok-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-}
-
-static void remove_tmpdir(void)
-{
-    DIR *d = opendir(tmpdir);
-    if (!d)
-        return;
-    struct dirent *e;
-    char p[512];
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        snprintf(p, sizeof p, "%s/%s", tmpdir, e->d_name);
-        remove(p);
-    }
-    closedir(d);
-    rmdir(tmpdir);
-}
-
-static const char *tmp_path(const char *name)
-{
-    static char p[512];
-    snprintf(p, sizeof p, "%s/%s", tmpdir, name);
-    return p;
-}
-
-static void write_text(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(text, 1, strlen(text), f), strlen(text));
-    fclose(f);
-}
-
 /* The library's training corpus for the fixtures (same lines, same order). */
 static const char *const corpus[] = {
     "Hello, world!",
@@ -194,28 +154,31 @@ END_TEST
 
 START_TEST(test_build_file)
 {
-    make_tmpdir();
+    clf_test_make_tmpdir("clf-tok");
     /* the corpus as a file with CRLF line ends ('\r' is white space): same vocabulary */
     char text[2048] = "";
     for (size_t i = 0; i < N_CORPUS; i++) {
         strcat(text, corpus[i]);
         strcat(text, "\r\n");
     }
-    write_text(tmp_path("corpus.txt"), text);
+    clf_test_write_text(clf_test_tmp_path("corpus.txt"), text);
     clf_tokenizer *tok = NULL;
-    CLF_ASSERT_OK(clf_tokenizer_build_file(tmp_path("corpus.txt"), 1, &tok));
+    CLF_ASSERT_OK(clf_tokenizer_build_file(clf_test_tmp_path("corpus.txt"), 1, &tok));
     assert_vocab(tok, vocab_mf1, 48);
     clf_tokenizer_free(tok);
 
-    write_text(tmp_path("bad.txt"), "ok\nok \xe2\x82\n");
-    ck_assert_int_eq(clf_tokenizer_build_file(tmp_path("bad.txt"), 1, &tok), CLF_ERR_INPUT);
+    clf_test_write_text(clf_test_tmp_path("bad.txt"), "ok\nok \xe2\x82\n");
+    ck_assert_int_eq(clf_tokenizer_build_file(clf_test_tmp_path("bad.txt"), 1, &tok),
+                     CLF_ERR_INPUT);
     char want[600];
-    snprintf(want, sizeof want, "%s: line 2 is not valid UTF-8 at byte 3", tmp_path("bad.txt"));
+    snprintf(want, sizeof want, "%s: line 2 is not valid UTF-8 at byte 3",
+             clf_test_tmp_path("bad.txt"));
     ck_assert_str_eq(clf_last_error(), want);
 
-    ck_assert_int_eq(clf_tokenizer_build_file(tmp_path("missing.txt"), 1, &tok), CLF_ERR_IO);
+    ck_assert_int_eq(clf_tokenizer_build_file(clf_test_tmp_path("missing.txt"), 1, &tok),
+                     CLF_ERR_IO);
     ck_assert_ptr_nonnull(strstr(clf_last_error(), "missing.txt"));
-    remove_tmpdir();
+    clf_test_remove_tmpdir();
 }
 END_TEST
 
@@ -434,11 +397,11 @@ START_TEST(test_save_writes_library_bytes)
 {
     /* The library saved the min_frequency 1 tokenizer of the corpus as wordlevel.json:
      * clformer builds the same vocabulary and writes the same bytes. */
-    make_tmpdir();
+    clf_test_make_tmpdir("clf-tok");
     clf_tokenizer *tok = build(1);
-    CLF_ASSERT_OK(clf_tokenizer_save(tok, tmp_path("tok.json")));
+    CLF_ASSERT_OK(clf_tokenizer_save(tok, clf_test_tmp_path("tok.json")));
     size_t n_got, n_want;
-    char *got = clf_test_read_file(tmp_path("tok.json"), &n_got);
+    char *got = clf_test_read_file(clf_test_tmp_path("tok.json"), &n_got);
     char *want = clf_test_read_file(FIXTURE_DIR "/wordlevel.json", &n_want);
     ck_assert_uint_eq(n_got, n_want);
     ck_assert_msg(memcmp(got, want, n_want) == 0, "saved file differs from the library's");
@@ -447,14 +410,14 @@ START_TEST(test_save_writes_library_bytes)
     clf_tokenizer_free(tok);
 
     /* no temporary file is left behind */
-    DIR *d = opendir(tmpdir);
+    DIR *d = opendir(clf_test_tmpdir());
     struct dirent *e;
     int files = 0;
     while ((e = readdir(d)) != NULL)
         files += e->d_name[0] != '.';
     closedir(d);
     ck_assert_int_eq(files, 1);
-    remove_tmpdir();
+    clf_test_remove_tmpdir();
 }
 END_TEST
 
@@ -474,18 +437,18 @@ static void assert_same_tokenizer(const clf_tokenizer *a, const clf_tokenizer *b
 
 START_TEST(test_save_load_round_trip)
 {
-    make_tmpdir();
+    clf_test_make_tmpdir("clf-tok");
     for (int mf = 1; mf <= 2; mf++) {
         clf_tokenizer *tok = build(mf), *back = NULL;
-        CLF_ASSERT_OK(clf_tokenizer_save(tok, tmp_path("a.json")));
-        CLF_ASSERT_OK(clf_tokenizer_load(tmp_path("a.json"), &back));
+        CLF_ASSERT_OK(clf_tokenizer_save(tok, clf_test_tmp_path("a.json")));
+        CLF_ASSERT_OK(clf_tokenizer_load(clf_test_tmp_path("a.json"), &back));
         assert_same_tokenizer(tok, back);
         /* saving the loaded one writes the same bytes; saving over a file replaces it */
-        CLF_ASSERT_OK(clf_tokenizer_save(back, tmp_path("b.json")));
-        CLF_ASSERT_OK(clf_tokenizer_save(back, tmp_path("b.json")));
+        CLF_ASSERT_OK(clf_tokenizer_save(back, clf_test_tmp_path("b.json")));
+        CLF_ASSERT_OK(clf_tokenizer_save(back, clf_test_tmp_path("b.json")));
         size_t na, nb;
-        char *a = clf_test_read_file(tmp_path("a.json"), &na),
-             *b = clf_test_read_file(tmp_path("b.json"), &nb);
+        char *a = clf_test_read_file(clf_test_tmp_path("a.json"), &na),
+             *b = clf_test_read_file(clf_test_tmp_path("b.json"), &nb);
         ck_assert_uint_eq(na, nb);
         ck_assert(memcmp(a, b, na) == 0);
         free(a);
@@ -499,8 +462,8 @@ START_TEST(test_save_load_round_trip)
     const char *line[] = {"\"q\" \\ \x01\x1f\x7f"};
     clf_tokenizer *tok = NULL, *back = NULL;
     CLF_ASSERT_OK(clf_tokenizer_build(line, 1, 1, &tok));
-    CLF_ASSERT_OK(clf_tokenizer_save(tok, tmp_path("c.json")));
-    CLF_ASSERT_OK(clf_tokenizer_load(tmp_path("c.json"), &back));
+    CLF_ASSERT_OK(clf_tokenizer_save(tok, clf_test_tmp_path("c.json")));
+    CLF_ASSERT_OK(clf_tokenizer_load(clf_test_tmp_path("c.json"), &back));
     assert_same_tokenizer(tok, back);
     clf_tokenizer_free(tok);
     clf_tokenizer_free(back);
@@ -509,7 +472,7 @@ START_TEST(test_save_load_round_trip)
     ck_assert_int_eq(clf_tokenizer_save(tok, "/nonexistent-dir/x.json"), CLF_ERR_IO);
     ck_assert_ptr_nonnull(strstr(clf_last_error(), "/nonexistent-dir/x.json"));
     clf_tokenizer_free(tok);
-    remove_tmpdir();
+    clf_test_remove_tmpdir();
 }
 END_TEST
 
@@ -536,19 +499,20 @@ END_TEST
 
 START_TEST(test_load_other_layouts)
 {
-    make_tmpdir();
+    clf_test_make_tmpdir("clf-tok");
     /* extra keys anywhere, no version, added tokens beyond model.vocab (id 5), specials
      * found by name at other ids, another unk_token */
-    write_text(tmp_path("t.json"),
-               "{\"extra\": [1, {\"x\": null}], \"model\": {\"vocab\": {\"<unk>\": 0, "
-               "\"[EOS]\": 1, \"[SOS]\": 2, \"a\": 3, \"[PAD]\": 4}, \"type\": \"WordLevel\", "
-               "\"unk_token\": \"<unk>\", \"dropout\": 0.5}, \"pre_tokenizer\": {\"type\": "
-               "\"Whitespace\"}, \"padding\": {\"strategy\": \"BatchLongest\"}, "
-               "\"added_tokens\": [{\"id\": 5, \"content\": \"<sep>\", \"special\": false, "
-               "\"normalized\": true, \"comment\": \"ignored\"}, {\"content\": \"[SOS]\", "
-               "\"id\": 2, \"special\": true}]}");
+    clf_test_write_text(
+        clf_test_tmp_path("t.json"),
+        "{\"extra\": [1, {\"x\": null}], \"model\": {\"vocab\": {\"<unk>\": 0, "
+        "\"[EOS]\": 1, \"[SOS]\": 2, \"a\": 3, \"[PAD]\": 4}, \"type\": \"WordLevel\", "
+        "\"unk_token\": \"<unk>\", \"dropout\": 0.5}, \"pre_tokenizer\": {\"type\": "
+        "\"Whitespace\"}, \"padding\": {\"strategy\": \"BatchLongest\"}, "
+        "\"added_tokens\": [{\"id\": 5, \"content\": \"<sep>\", \"special\": false, "
+        "\"normalized\": true, \"comment\": \"ignored\"}, {\"content\": \"[SOS]\", "
+        "\"id\": 2, \"special\": true}]}");
     clf_tokenizer *tok = NULL;
-    CLF_ASSERT_OK(clf_tokenizer_load(tmp_path("t.json"), &tok));
+    CLF_ASSERT_OK(clf_tokenizer_load(clf_test_tmp_path("t.json"), &tok));
     ck_assert_int_eq(clf_tokenizer_size(tok), 6);
     clf_tokenizer_specials sp = clf_tokenizer_special_ids(tok);
     ck_assert_int_eq(sp.unk, 0);
@@ -566,10 +530,11 @@ START_TEST(test_load_other_layouts)
     clf_tokenizer_free(tok);
 
     /* unk_token not in the vocabulary: known words encode, unknown ones are an error */
-    write_text(tmp_path("nounk.json"),
-               "{\"model\": {\"type\": \"WordLevel\", \"vocab\": {\"a\": 0}, \"unk_token\": "
-               "\"[UNK]\"}, \"pre_tokenizer\": {\"type\": \"Whitespace\"}}");
-    CLF_ASSERT_OK(clf_tokenizer_load(tmp_path("nounk.json"), &tok));
+    clf_test_write_text(
+        clf_test_tmp_path("nounk.json"),
+        "{\"model\": {\"type\": \"WordLevel\", \"vocab\": {\"a\": 0}, \"unk_token\": "
+        "\"[UNK]\"}, \"pre_tokenizer\": {\"type\": \"Whitespace\"}}");
+    CLF_ASSERT_OK(clf_tokenizer_load(clf_test_tmp_path("nounk.json"), &tok));
     ck_assert_int_eq(clf_tokenizer_special_ids(tok).unk, -1);
     ck_assert_int_eq(clf_tokenizer_special_ids(tok).pad, -1);
     CLF_ASSERT_OK(clf_tokenizer_encode(tok, "a a", 3, &ids, &n));
@@ -578,7 +543,7 @@ START_TEST(test_load_other_layouts)
     ck_assert_int_eq(clf_tokenizer_encode(tok, "a b", 3, &ids, &n), CLF_ERR_INPUT);
     ck_assert_ptr_nonnull(strstr(clf_last_error(), "'b' is not in the vocabulary"));
     clf_tokenizer_free(tok);
-    remove_tmpdir();
+    clf_test_remove_tmpdir();
 }
 END_TEST
 
@@ -631,16 +596,17 @@ static const struct {
 
 START_TEST(test_load_rejects)
 {
-    make_tmpdir();
-    write_text(tmp_path("bad.json"), bad_files[_i].json);
+    clf_test_make_tmpdir("clf-tok");
+    clf_test_write_text(clf_test_tmp_path("bad.json"), bad_files[_i].json);
     clf_tokenizer *tok = (clf_tokenizer *)&tok;
-    ck_assert_int_eq(clf_tokenizer_load(tmp_path("bad.json"), &tok), CLF_ERR_INPUT);
+    ck_assert_int_eq(clf_tokenizer_load(clf_test_tmp_path("bad.json"), &tok), CLF_ERR_INPUT);
     ck_assert_ptr_null(tok);
     const char *msg = clf_last_error();
-    ck_assert_msg(strstr(msg, tmp_path("bad.json")) != NULL, "'%s' does not name the file", msg);
+    ck_assert_msg(strstr(msg, clf_test_tmp_path("bad.json")) != NULL, "'%s' does not name the file",
+                  msg);
     ck_assert_msg(strstr(msg, bad_files[_i].want) != NULL, "'%s' lacks '%s'", msg,
                   bad_files[_i].want);
-    remove_tmpdir();
+    clf_test_remove_tmpdir();
 }
 END_TEST
 

@@ -74,10 +74,8 @@ static void read_i32(const clf_safetensors *f, const char *name, int32_t **out, 
 static void train_fixture_open(train_fixture *f, const char *backend, const char *name)
 {
     char path[1024];
-    snprintf(path, sizeof path, "%s/%s/model.yaml", CLF_FIXTURES_DIR, name);
-    CLF_ASSERT_OK(clf_config_load(path, &f->cfg));
-    snprintf(path, sizeof path, "%s/%s/weights.safetensors", CLF_FIXTURES_DIR, name);
-    CLF_ASSERT_OK(clf_weights_load(path, &f->cfg.model, &f->w));
+    snprintf(path, sizeof path, "%s/%s", CLF_FIXTURES_DIR, name);
+    clf_test_load_model(path, &f->cfg, &f->w);
     snprintf(path, sizeof path, "%s/%s/batch.safetensors", CLF_FIXTURES_DIR, name);
     CLF_ASSERT_OK(clf_safetensors_open(path, &f->batch));
     snprintf(path, sizeof path, "%s/%s/expected.safetensors", CLF_FIXTURES_DIR, name);
@@ -697,9 +695,7 @@ START_TEST(test_cli_train_and_resume)
     char *steps = strstr(text, "steps: 30");
     ck_assert_ptr_nonnull(steps);
     memcpy(steps, "steps: 40", 9);
-    f = fopen(yaml, "w");
-    fputs(text, f);
-    fclose(f);
+    clf_test_write_text(yaml, text);
     snprintf(args, sizeof args, "train -c '%s' --backend cpu --resume", yaml);
     ck_assert_msg(clf_test_run_cli(args, err, sizeof err) == 0, "resume failed: %s", err);
     snprintf(path, sizeof path, "%s/run/log.csv", dir);
@@ -745,9 +741,7 @@ START_TEST(test_cli_train_and_resume)
 
     /* errors: no train: section; --resume with nothing to resume */
     snprintf(path, sizeof path, "%s/model-only.yaml", dir);
-    f = fopen(path, "w");
-    fputs("model: {src_vocab: 14, tgt_vocab: 14}\n", f);
-    fclose(f);
+    clf_test_write_text(path, "model: {src_vocab: 14, tgt_vocab: 14}\n");
     snprintf(args, sizeof args, "train -c '%s'", path);
     ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 2);
     ck_assert_ptr_nonnull(strstr(err, "no train: section"));

@@ -42,53 +42,19 @@
 #define FD_H          1e-6    /* relative step: truncation ~h^2, cancellation ~1e-16/h */
 #define SENTINEL      777.25f /* pre-filled where an op must not write */
 
-/* The backend of the running test, opened by its TCase's fixture (one process per test). */
-static const char *be_name;
-static const clf_backend_api *api;
-static clf_backend *be;
-
-static void open_named(const char *name)
-{
-    be_name = name;
-    clf_test_open_backend(name, &api, &be);
-}
-static void setup_cpu(void)
-{
-    open_named("cpu");
-}
-#ifdef CLF_HAVE_OPENCL
-static void setup_opencl(void)
-{
-    open_named("opencl");
-}
-#endif
-static void teardown(void)
-{
-    if (api && be)
-        api->close(be);
-    be = NULL;
-}
-
-static int is_cpu(void)
-{
-    return strcmp(be_name, "cpu") == 0;
-}
+/* The backend of the running test is testutil's clf_test_api / clf_test_be, opened by its
+ * TCase's fixture (one process per test). */
 
 /* Tolerance of a check whose result is a float reduction. */
 static double tol_reduce(void)
 {
-    return is_cpu() ? TOL_REF : TOL_REF_OCL;
+    return clf_test_is_cpu() ? TOL_REF : TOL_REF_OCL;
 }
 
 /* 1 when the backend has op; the CPU backend must, another one is skipped for it. */
 static int have(clf_op op)
 {
-    if (api->supports(be, op))
-        return 1;
-    ck_assert_msg(!is_cpu(), "the cpu backend does not support %s", clf_op_name(op));
-    printf("train_ops: %s does not support %s yet: the %s part of this check is skipped\n", be_name,
-           clf_op_name(op), be_name);
-    return 0;
+    return clf_test_have("train_ops", op, clf_test_api->supports(clf_test_be, op));
 }
 
 /* ---- host helpers ---- */
@@ -100,20 +66,12 @@ static clf_ptr P(clf_buffer *b)
 
 static clf_buffer *up(const void *host, size_t bytes)
 {
-    return clf_test_upload(api, be, host, bytes);
+    return clf_test_upload(clf_test_api, clf_test_be, host, bytes);
 }
 
 static void down(clf_buffer *b, void *host, size_t bytes)
 {
-    CLF_ASSERT_OK(api->download(be, host, P(b), bytes));
-}
-
-static float *frand(size_t n, unsigned seed, float lo, float hi)
-{
-    float *x = malloc((n ? n : 1) * sizeof *x);
-    ck_assert_ptr_nonnull(x);
-    clf_test_fill(x, n, seed, lo, hi);
-    return x;
+    CLF_ASSERT_OK(clf_test_api->download(clf_test_be, host, P(b), bytes));
 }
 
 static float *fconst(size_t n, float v)
@@ -125,49 +83,20 @@ static float *fconst(size_t n, float v)
     return x;
 }
 
-static double *dalloc(size_t n)
-{
-    double *x = calloc(n ? n : 1, sizeof *x);
-    ck_assert_ptr_nonnull(x);
-    return x;
-}
-
-static double *to_double(const float *x, size_t n)
-{
-    double *y = dalloc(n);
-    for (size_t i = 0; i < n; i++)
-        y[i] = x[i];
-    return y;
-}
-
-/* rel err of got (float, or double when gotf is NULL) against want (double) */
-static double rel_err_d(const float *gotf, const double *gotd, const double *want, size_t n)
-{
-    double ref = 0, err = 0;
-    for (size_t i = 0; i < n; i++) {
-        double g = gotf ? (double)gotf[i] : gotd[i], d = fabs(g - want[i]);
-        if (isnan(d))
-            return INFINITY;
-        err = d > err ? d : err;
-        ref = fabs(want[i]) > ref ? fabs(want[i]) : ref;
-    }
-    return err / (ref < 1e-30 ? 1.0 : ref);
-}
-
 /* Fails unless the relative error of got (float) against want (double) is <= tol. */
 static void expect_close(const char *what, const float *got, const double *want, size_t n,
                          double tol)
 {
-    double e = rel_err_d(got, NULL, want, n);
+    double e = clf_test_rel_err_d(got, NULL, want, n);
     if (getenv("CLF_TEST_VERBOSE"))
-        printf("train_ops: %-7s %-60s rel err %.2e (tol %.0e)\n", be_name, what, e, tol);
-    ck_assert_msg(e <= tol, "%s: %s: relative error %.3g > %.3g", be_name, what, e, tol);
+        printf("train_ops: %-7s %-60s rel err %.2e (tol %.0e)\n", clf_test_be_name, what, e, tol);
+    ck_assert_msg(e <= tol, "%s: %s: relative error %.3g > %.3g", clf_test_be_name, what, e, tol);
 }
 
 /* The same for this file's own double gradient against finite differences. */
 static void expect_ref_close(const char *what, const double *ref, const double *fd, size_t n)
 {
-    double e = rel_err_d(NULL, ref, fd, n);
+    double e = clf_test_rel_err_d(NULL, ref, fd, n);
     if (getenv("CLF_TEST_VERBOSE"))
         printf("train_ops: reference %-50s vs fd: rel err %.2e\n", what, e);
     ck_assert_msg(e <= TOL_REF_FD, "reference %s vs finite differences: relative error %.3g", what,
@@ -199,7 +128,8 @@ START_TEST(relu_backward_exact_aliased_and_fd)
     static const size_t sizes[] = {1, 7, 33, 65, 100003};
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
         size_t n = sizes[s];
-        float *x = frand(n, 1, -1, 1), *dy = frand(n, 2, -1, 1), *y = malloc(n * 4);
+        float *x = clf_test_frand(n, 1, -1, 1), *dy = clf_test_frand(n, 2, -1, 1),
+              *y = malloc(n * 4);
         float *want = malloc(n * 4), *got = malloc(n * 4);
         for (size_t i = 0; i < n; i++) {
             if (i % 5 == 3)
@@ -208,18 +138,20 @@ START_TEST(relu_backward_exact_aliased_and_fd)
             want[i] = y[i] > 0 ? dy[i] : 0.0f;
         }
         clf_buffer *ddy = up(dy, n * 4), *dyb = up(y, n * 4), *ddx = up(NULL, n * 4);
-        CLF_ASSERT_OK(api->relu_backward(be, P(ddx), P(ddy), P(dyb), n));
+        CLF_ASSERT_OK(clf_test_api->relu_backward(clf_test_be, P(ddx), P(ddy), P(dyb), n));
         down(ddx, got, n * 4);
         ck_assert_msg(memcmp(got, want, n * 4) == 0, "relu_backward n=%zu", n);
-        CLF_ASSERT_OK(api->relu_backward(be, P(ddy), P(ddy), P(dyb), n)); /* dx aliases dy */
+        /* dx aliases dy */
+        CLF_ASSERT_OK(clf_test_api->relu_backward(clf_test_be, P(ddy), P(ddy), P(dyb), n));
         down(ddy, got, n * 4);
         ck_assert_msg(memcmp(got, want, n * 4) == 0, "relu_backward in place n=%zu", n);
-        api->free(be, ddy), api->free(be, dyb), api->free(be, ddx);
+        clf_test_api->free(clf_test_be, ddy), clf_test_api->free(clf_test_be, dyb),
+            clf_test_api->free(clf_test_be, ddx);
         free(x), free(dy), free(y), free(want), free(got);
     }
     /* finite differences of L = sum(dy * relu(x)), x away from the kink */
     enum { N = 41 };
-    float *x = frand(N, 3, -1, 1), *dy = frand(N, 4, -1, 1), y[N], got[N];
+    float *x = clf_test_frand(N, 3, -1, 1), *dy = clf_test_frand(N, 4, -1, 1), y[N], got[N];
     for (int i = 0; i < N; i++) {
         x[i] += x[i] > 0 ? 0.1f : -0.1f;
         y[i] = x[i] > 0 ? x[i] : 0.0f;
@@ -230,10 +162,11 @@ START_TEST(relu_backward_exact_aliased_and_fd)
         fd[i] = dy[i] * ((xp > 0 ? xp : 0) - (xm > 0 ? xm : 0)) / (2 * h);
     }
     clf_buffer *ddy = up(dy, sizeof got), *dyb = up(y, sizeof got), *ddx = up(NULL, sizeof got);
-    CLF_ASSERT_OK(api->relu_backward(be, P(ddx), P(ddy), P(dyb), N));
+    CLF_ASSERT_OK(clf_test_api->relu_backward(clf_test_be, P(ddx), P(ddy), P(dyb), N));
     down(ddx, got, sizeof got);
     expect_close("relu_backward vs finite differences", got, fd, N, TOL_FD);
-    api->free(be, ddy), api->free(be, dyb), api->free(be, ddx);
+    clf_test_api->free(clf_test_be, ddy), clf_test_api->free(clf_test_be, dyb),
+        clf_test_api->free(clf_test_be, ddx);
     free(x), free(dy);
 }
 END_TEST
@@ -264,7 +197,7 @@ static void ln_fwd(const double *x, const double *al, const double *bt, int R, i
 static void ln_bwd_ref(const double *x, const double *al, const double *dy, int R, int C, int style,
                        double eps, double *dx, double *dal, double *dbt)
 {
-    double *c = dalloc((size_t)C);
+    double *c = clf_test_dalloc((size_t)C);
     for (int r = 0; r < R; r++) {
         const double *xr = x + (size_t)r * C, *g = dy + (size_t)r * C;
         double mean = 0, ss = 0;
@@ -335,17 +268,18 @@ static void run_ln_backward(const float *x, const float *al, const float *dy, in
                                      .style = (clf_ln_style)style,
                                      .eps = eps,
                                      .accumulate = accumulate};
-    CLF_ASSERT_OK(api->layernorm_backward(be, &a));
+    CLF_ASSERT_OK(clf_test_api->layernorm_backward(clf_test_be, &a));
     down(bdx, dx, n * 4);
     if (dal)
         down(bda, dal, C * 4);
     if (dbt)
         down(bdb, dbt, C * 4);
-    api->free(be, bx), api->free(be, bal), api->free(be, bdy), api->free(be, bdx);
+    clf_test_api->free(clf_test_be, bx), clf_test_api->free(clf_test_be, bal),
+        clf_test_api->free(clf_test_be, bdy), clf_test_api->free(clf_test_be, bdx);
     if (bda)
-        api->free(be, bda);
+        clf_test_api->free(clf_test_be, bda);
     if (bdb)
-        api->free(be, bdb);
+        clf_test_api->free(clf_test_be, bdb);
 }
 
 START_TEST(layernorm_backward_finite_differences)
@@ -358,22 +292,22 @@ START_TEST(layernorm_backward_finite_differences)
             int R = shapes[s][0], C = shapes[s][1];
             size_t n = (size_t)R * C;
             float eps = ln_eps(style, C);
-            float *x = frand(n, 10, -2, 3), *al = frand(C, 11, 0.5f, 1.5f);
-            float *bt = frand(C, 12, -1, 1), *dy = frand(n, 13, -1, 1);
-            ln_user u = {to_double(x, n),
-                         to_double(al, C),
-                         to_double(bt, C),
-                         to_double(dy, n),
-                         dalloc(n),
+            float *x = clf_test_frand(n, 10, -2, 3), *al = clf_test_frand(C, 11, 0.5f, 1.5f);
+            float *bt = clf_test_frand(C, 12, -1, 1), *dy = clf_test_frand(n, 13, -1, 1);
+            ln_user u = {clf_test_to_double(x, n),
+                         clf_test_to_double(al, C),
+                         clf_test_to_double(bt, C),
+                         clf_test_to_double(dy, n),
+                         clf_test_dalloc(n),
                          R,
                          C,
                          style,
                          eps};
-            double *fdx = dalloc(n), *fda = dalloc(C), *fdb = dalloc(C);
+            double *fdx = clf_test_dalloc(n), *fda = clf_test_dalloc(C), *fdb = clf_test_dalloc(C);
             fd_grad(u.x, NULL, n, ln_loss, &u, fdx);
             fd_grad(u.al, NULL, C, ln_loss, &u, fda);
             fd_grad(u.bt, NULL, C, ln_loss, &u, fdb);
-            double *rdx = dalloc(n), *rda = dalloc(C), *rdb = dalloc(C);
+            double *rdx = clf_test_dalloc(n), *rda = clf_test_dalloc(C), *rdb = clf_test_dalloc(C);
             ln_bwd_ref(u.x, u.al, u.dy, R, C, style, eps, rdx, rda, rdb);
             expect_ref_close("layernorm dx", rdx, fdx, n);
             expect_ref_close("layernorm dalpha", rda, fda, C);
@@ -406,16 +340,19 @@ START_TEST(layernorm_backward_awkward_sizes_and_accumulate)
                         continue; /* the unbiased std needs two columns */
                     size_t n = (size_t)R * C;
                     float eps = ln_eps(style, C);
-                    float *x = frand(n, 20 + ri, -1, 1), *al = frand(C, 21, -1.5f, 1.5f);
-                    float *dy = frand(n, 22 + ci, -1, 1);
+                    float *x = clf_test_frand(n, 20 + ri, -1, 1),
+                          *al = clf_test_frand(C, 21, -1.5f, 1.5f);
+                    float *dy = clf_test_frand(n, 22 + ci, -1, 1);
                     for (size_t i = 0; i < n; i++)
                         x[i] = x[i] * 3.0f + 0.5f; /* a mean far from 0 tests the centring */
                     /* accumulate: dx starts non-zero and must be added to; dalpha and
                      * dbeta always accumulate onto what they hold */
-                    float *dx = acc ? frand(n, 23, -1, 1) : fconst(n, NAN);
-                    float *dal = frand(C, 24, -1, 1), *dbt = frand(C, 25, -1, 1);
-                    double *rdx = dalloc(n), *rda = to_double(dal, C), *rdb = to_double(dbt, C);
-                    double *xd = to_double(x, n), *ald = to_double(al, C), *dyd = to_double(dy, n);
+                    float *dx = acc ? clf_test_frand(n, 23, -1, 1) : fconst(n, NAN);
+                    float *dal = clf_test_frand(C, 24, -1, 1), *dbt = clf_test_frand(C, 25, -1, 1);
+                    double *rdx = clf_test_dalloc(n), *rda = clf_test_to_double(dal, C),
+                           *rdb = clf_test_to_double(dbt, C);
+                    double *xd = clf_test_to_double(x, n), *ald = clf_test_to_double(al, C),
+                           *dyd = clf_test_to_double(dy, n);
                     ln_bwd_ref(xd, ald, dyd, R, C, style, eps, rdx, rda, rdb);
                     if (acc)
                         for (size_t i = 0; i < n; i++)
@@ -596,7 +533,7 @@ static void attn_bwd_ref(attn_user *s, double *dqa, double *dkva)
 {
     const attn_geo *g = s->g;
     int D = g->c.D, Tk = g->c.Tk;
-    double scale = g->a.scale, *dp = dalloc(Tk);
+    double scale = g->a.scale, *dp = clf_test_dalloc(Tk);
     for (int b = 0; b < g->c.B; b++)
         for (int h = 0; h < g->c.H; h++) {
             for (int j = 0; j < Tk; j++)
@@ -666,15 +603,16 @@ static void run_attn_backward(const attn_geo *g, const float *qf, const float *k
     ba.dq = fused ? P(bdkv) : P(bdq);
     ba.dk = clf_ptr_add(P(bdkv), 4 * g->koff);
     ba.dv = clf_ptr_add(P(bdkv), 4 * g->voff);
-    CLF_ASSERT_OK(api->attention_backward(be, &ba));
+    CLF_ASSERT_OK(clf_test_api->attention_backward(clf_test_be, &ba));
     down(bdkv, got_kv, g->nkv * 4);
     if (!fused)
         down(bdq, got_q, g->nq * 4);
     if (bq)
-        api->free(be, bq), api->free(be, bdq);
-    api->free(be, bkv), api->free(be, bdkv), api->free(be, bo);
+        clf_test_api->free(clf_test_be, bq), clf_test_api->free(clf_test_be, bdq);
+    clf_test_api->free(clf_test_be, bkv), clf_test_api->free(clf_test_be, bdkv),
+        clf_test_api->free(clf_test_be, bo);
     if (bm)
-        api->free(be, bm);
+        clf_test_api->free(clf_test_be, bm);
     free(sent);
 }
 
@@ -684,13 +622,16 @@ static void check_attention_backward(const attn_case *c, int fd)
 {
     attn_geo g = attn_geometry(c);
     int fused = c->layout == 1;
-    float *qf = frand(g.nq, 30 + c->Tq, -2, 2), *kvf = frand(g.nkv, 31 + c->Tk, -1, 1);
-    float *dOf = frand(g.no, 32, -1, 1);
+    float *qf = clf_test_frand(g.nq, 30 + c->Tq, -2, 2),
+          *kvf = clf_test_frand(g.nkv, 31 + c->Tk, -1, 1);
+    float *dOf = clf_test_frand(g.no, 32, -1, 1);
     const float *qsrc = fused ? kvf : qf;
     int32_t *M = c->mask ? attn_mask(&g) : NULL;
-    double *qa = to_double(qsrc, g.nq), *kva = to_double(kvf, g.nkv);
-    attn_user u = {&g, fused ? kva : qa, kva, to_double(dOf, g.no), dalloc(c->Tk), M};
-    double *dqa = dalloc(g.nkv > g.nq ? g.nkv : g.nq), *dkva = fused ? dqa : dalloc(g.nkv);
+    double *qa = clf_test_to_double(qsrc, g.nq), *kva = clf_test_to_double(kvf, g.nkv);
+    attn_user u = {&g, fused ? kva : qa, kva, clf_test_to_double(dOf, g.no), clf_test_dalloc(c->Tk),
+                   M};
+    double *dqa = clf_test_dalloc(g.nkv > g.nq ? g.nkv : g.nq),
+           *dkva = fused ? dqa : clf_test_dalloc(g.nkv);
     attn_bwd_ref(&u, dqa, dkva);
     float *got_kv = malloc(g.nkv * 4), *got_q = fused ? got_kv : malloc(g.nq * 4);
     run_attn_backward(&g, qsrc, kvf, M, dOf, got_q, got_kv);
@@ -698,7 +639,7 @@ static void check_attention_backward(const attn_case *c, int fd)
     size_t maxn = (size_t)c->B * (c->Tq > c->Tk ? c->Tq : c->Tk) * g.W;
     size_t *idx = malloc((maxn ? maxn : 1) * sizeof *idx);
     float *gotc = malloc((maxn ? maxn : 1) * 4);
-    double *refc = dalloc(maxn), *fdc = dalloc(maxn);
+    double *refc = clf_test_dalloc(maxn), *fdc = clf_test_dalloc(maxn);
     char *touched_q = calloc(g.nq, 1), *touched_kv = fused ? touched_q : calloc(g.nkv, 1);
     static const char *const names[3] = {"dq", "dk", "dv"};
     for (int w = 0; w < 3; w++) {
@@ -805,17 +746,17 @@ static void run_attn_forward(const attn_geo *g, const float *qf, const float *kv
     a.out = P(bo);
     a.key_mask = P(bm);
     a.probs = P(bp);
-    CLF_ASSERT_OK(api->attention(be, &a));
+    CLF_ASSERT_OK(clf_test_api->attention(clf_test_be, &a));
     down(bo, out, g->no * 4);
     if (probs)
         down(bp, probs, np * 4);
     if (bq)
-        api->free(be, bq);
-    api->free(be, bkv), api->free(be, bo);
+        clf_test_api->free(clf_test_be, bq);
+    clf_test_api->free(clf_test_be, bkv), clf_test_api->free(clf_test_be, bo);
     if (bp)
-        api->free(be, bp);
+        clf_test_api->free(clf_test_be, bp);
     if (bm)
-        api->free(be, bm);
+        clf_test_api->free(clf_test_be, bm);
     free(sent);
 }
 
@@ -828,11 +769,13 @@ static size_t check_attention_forward(const attn_case *c)
     attn_geo g = attn_geometry(c);
     int fused = c->layout == 1, D = c->D;
     size_t np = (size_t)c->B * c->H * c->Tq * c->Tk, dropped = 0;
-    float *qf = frand(g.nq, 40 + c->Tq, -2, 2), *kvf = frand(g.nkv, 41 + c->Tk, -1, 1);
+    float *qf = clf_test_frand(g.nq, 40 + c->Tq, -2, 2),
+          *kvf = clf_test_frand(g.nkv, 41 + c->Tk, -1, 1);
     const float *qsrc = fused ? kvf : qf;
     int32_t *M = c->mask ? attn_mask(&g) : NULL;
-    double *qa = to_double(qsrc, g.nq), *kva = to_double(kvf, g.nkv), *pr = dalloc(c->Tk);
-    double *want = dalloc(g.no), *wantp = dalloc(np);
+    double *qa = clf_test_to_double(qsrc, g.nq), *kva = clf_test_to_double(kvf, g.nkv),
+           *pr = clf_test_dalloc(c->Tk);
+    double *want = clf_test_dalloc(g.no), *wantp = clf_test_dalloc(np);
     size_t *oi = malloc((g.no ? g.no : 1) * sizeof *oi), m = 0;
     for (int b = 0; b < c->B; b++)
         for (int h = 0; h < c->H; h++)
@@ -877,7 +820,7 @@ static size_t check_attention_forward(const attn_case *c)
             run_attn_forward(&g, qsrc, kvf, M, again, out2, with_probs ? probs2 : NULL);
             ck_assert_msg(memcmp(out, out2, g.no * 4) == 0 &&
                               (!with_probs || memcmp(probs, probs2, np * 4) == 0),
-                          "%s: %s: %s", be_name, what,
+                          "%s: %s: %s", clf_test_be_name, what,
                           again ? "dropout_p = 0 with a seed changed the bits"
                                 : "not the same bits run after run");
         }
@@ -944,20 +887,21 @@ START_TEST(attention_dropout_backward_fd_and_reference)
     /* the same bits run after run, and p = 0 with a seed is the op without dropout */
     attn_case c = drop_big_cases[2];
     attn_geo g = attn_geometry(&c);
-    float *kvf = frand(g.nkv, 50, -1, 1), *dOf = frand(g.no, 51, -1, 1);
+    float *kvf = clf_test_frand(g.nkv, 50, -1, 1), *dOf = clf_test_frand(g.no, 51, -1, 1);
     int32_t *M = attn_mask(&g);
     float *a1 = malloc(g.nkv * 4), *a2 = malloc(g.nkv * 4);
     run_attn_backward(&g, kvf, kvf, M, dOf, a1, a1);
     run_attn_backward(&g, kvf, kvf, M, dOf, a2, a2);
     ck_assert_msg(memcmp(a1, a2, g.nkv * 4) == 0,
                   "%s: attention_backward with dropout is not the same bits run after run",
-                  be_name);
+                  clf_test_be_name);
     g.a.dropout_p = 0.0f;
     run_attn_backward(&g, kvf, kvf, M, dOf, a1, a1);
     g.a.dropout_seed = 0;
     run_attn_backward(&g, kvf, kvf, M, dOf, a2, a2);
     ck_assert_msg(memcmp(a1, a2, g.nkv * 4) == 0,
-                  "%s: dropout_p = 0 with a seed changed attention_backward's bits", be_name);
+                  "%s: dropout_p = 0 with a seed changed attention_backward's bits",
+                  clf_test_be_name);
     free(kvf), free(dOf), free(M), free(a1), free(a2);
 }
 END_TEST
@@ -987,14 +931,14 @@ START_TEST(attention_dropout_p_outside_0_1_is_refused)
     const float bad[] = {1.0f, -0.1f, NAN, 2.0f};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         ba.fwd.dropout_p = bad[i];
-        ck_assert_int_eq(api->attention(be, &ba.fwd), CLF_ERR_INPUT);
+        ck_assert_int_eq(clf_test_api->attention(clf_test_be, &ba.fwd), CLF_ERR_INPUT);
         ck_assert_ptr_nonnull(strstr(clf_last_error(), "dropout_p"));
-        if (api->supports(be, CLF_OP_ATTENTION_BACKWARD)) {
-            ck_assert_int_eq(api->attention_backward(be, &ba), CLF_ERR_INPUT);
+        if (clf_test_api->supports(clf_test_be, CLF_OP_ATTENTION_BACKWARD)) {
+            ck_assert_int_eq(clf_test_api->attention_backward(clf_test_be, &ba), CLF_ERR_INPUT);
             ck_assert_ptr_nonnull(strstr(clf_last_error(), "dropout_p"));
         }
     }
-    api->free(be, b);
+    clf_test_api->free(clf_test_be, b);
 }
 END_TEST
 
@@ -1032,9 +976,10 @@ static void run_embed_backward(const int32_t *ids, const float *dout, int rows, 
                                  .dim = dim,
                                  .vocab = vocab,
                                  .scale = scale};
-    CLF_ASSERT_OK(api->embed_backward(be, &a));
+    CLF_ASSERT_OK(clf_test_api->embed_backward(clf_test_be, &a));
     down(bt, dtable, (size_t)vocab * dim * 4);
-    api->free(be, bi), api->free(be, bo), api->free(be, bt);
+    clf_test_api->free(clf_test_be, bi), clf_test_api->free(clf_test_be, bo),
+        clf_test_api->free(clf_test_be, bt);
 }
 
 START_TEST(embed_backward_fd_repeats_skips_and_accumulates)
@@ -1044,11 +989,11 @@ START_TEST(embed_backward_fd_repeats_skips_and_accumulates)
     { /* finite differences, ids repeated */
         enum { V = 4, Dm = 5, R = 9, S = 3 };
         int32_t ids[R] = {2, 0, 2, 3, 2, 0, 1, 2, 0};
-        float *dout = frand(R * Dm, 40, -1, 1), *table = frand(V * Dm, 41, -1, 1);
-        float *pe = frand(S * Dm, 42, -1, 1), *got = fconst(V * Dm, 0);
-        embed_user u = {to_double(table, V * Dm),
-                        to_double(dout, R * Dm),
-                        to_double(pe, S * Dm),
+        float *dout = clf_test_frand(R * Dm, 40, -1, 1), *table = clf_test_frand(V * Dm, 41, -1, 1);
+        float *pe = clf_test_frand(S * Dm, 42, -1, 1), *got = fconst(V * Dm, 0);
+        embed_user u = {clf_test_to_double(table, V * Dm),
+                        clf_test_to_double(dout, R * Dm),
+                        clf_test_to_double(pe, S * Dm),
                         ids,
                         R,
                         S,
@@ -1068,9 +1013,9 @@ START_TEST(embed_backward_fd_repeats_skips_and_accumulates)
             int32_t *ids = malloc(R * 4);
             for (int r = 0; r < R; r++) /* repeats, and -1, V and 99 which are skipped */
                 ids[r] = r % 11 == 4 ? -1 : r % 13 == 6 ? V : r % 17 == 9 ? 99 : (r * 7) % V;
-            float *dout = frand((size_t)R * Dm, 43, -1, 1);
-            float *dt = frand((size_t)V * Dm, 44, -1, 1); /* accumulated onto */
-            double *want = to_double(dt, (size_t)V * Dm);
+            float *dout = clf_test_frand((size_t)R * Dm, 43, -1, 1);
+            float *dt = clf_test_frand((size_t)V * Dm, 44, -1, 1); /* accumulated onto */
+            double *want = clf_test_to_double(dt, (size_t)V * Dm);
             for (int r = 0; r < R; r++)
                 if (ids[r] >= 0 && ids[r] < V)
                     for (int c = 0; c < Dm; c++)
@@ -1090,11 +1035,11 @@ static void run_dropout(const float *x, float *out, size_t n, float p, uint64_t 
 {
     clf_buffer *bx = up(x, n * 4), *bo = in_place ? bx : up(NULL, n * 4);
     clf_dropout_args a = {.out = P(bo), .x = P(bx), .n = n, .p = p, .seed = seed};
-    CLF_ASSERT_OK(api->dropout(be, &a));
+    CLF_ASSERT_OK(clf_test_api->dropout(clf_test_be, &a));
     down(bo, out, n * 4);
-    api->free(be, bx);
+    clf_test_api->free(clf_test_be, bx);
     if (!in_place)
-        api->free(be, bo);
+        clf_test_api->free(clf_test_be, bo);
 }
 
 START_TEST(dropout_mask_scale_fraction_and_aliasing)
@@ -1102,8 +1047,8 @@ START_TEST(dropout_mask_scale_fraction_and_aliasing)
     if (!have(CLF_OP_DROPOUT))
         return;
     enum { N = 100003 };
-    float *x = frand(N, 50, 0.5f, 1.5f), *got = malloc(N * 4), *got2 = malloc(N * 4);
-    double *want = dalloc(N);
+    float *x = clf_test_frand(N, 50, 0.5f, 1.5f), *got = malloc(N * 4), *got2 = malloc(N * 4);
+    double *want = clf_test_dalloc(N);
     static const float ps[] = {0.1f, 0.5f, 0.9f};
     for (int k = 0; k < 3; k++) {
         float p = ps[k];
@@ -1214,13 +1159,14 @@ static void run_ce(const float *x, const int32_t *t, int R, int C, int ignore, f
                                 .ignore_index = ignore,
                                 .label_smoothing = ls,
                                 .grad_scale = gs};
-    CLF_ASSERT_OK(api->cross_entropy(be, &a));
+    CLF_ASSERT_OK(clf_test_api->cross_entropy(clf_test_be, &a));
     down(bl, loss, R * 4);
     if (grad)
         down(in_place ? bx : bg, grad, n * 4);
-    api->free(be, bx), api->free(be, bt), api->free(be, bl);
+    clf_test_api->free(clf_test_be, bx), clf_test_api->free(clf_test_be, bt),
+        clf_test_api->free(clf_test_be, bl);
     if (bg)
-        api->free(be, bg);
+        clf_test_api->free(clf_test_be, bg);
     free(sent);
 }
 
@@ -1235,14 +1181,15 @@ START_TEST(cross_entropy_smoothing_ignore_scale_aliasing_fd)
             int R = shapes[s][0], C = shapes[s][1];
             size_t n = (size_t)R * C;
             float ls = k ? 0.1f : 0.0f, gs = k ? 0.25f : 1.0f;
-            float *x = frand(n, 60 + s, -8, 8), *loss = malloc(R * 4), *grad = malloc(n * 4);
+            float *x = clf_test_frand(n, 60 + s, -8, 8), *loss = malloc(R * 4),
+                  *grad = malloc(n * 4);
             int32_t *t = malloc(R * 4);
             for (int r = 0; r < R; r++) /* row 3 mod 4 is padding; row 5 an invalid target */
                 t[r] = r % 4 == 3 ? IGNORE : r == 5 ? C + 3 : (r * 37 + 2) % C;
             if (C > 1)
                 t[0] = 0;
-            ce_user u = {to_double(x, n), t, R, C, IGNORE, ls};
-            double *rl = dalloc(R), *rg = dalloc(n);
+            ce_user u = {clf_test_to_double(x, n), t, R, C, IGNORE, ls};
+            double *rl = clf_test_dalloc(R), *rg = clf_test_dalloc(n);
             ce_ref(&u, gs, rl, rg);
             run_ce(x, t, R, C, IGNORE, ls, gs, loss, grad, k);
             char what[96];
@@ -1266,8 +1213,8 @@ START_TEST(cross_entropy_smoothing_ignore_scale_aliasing_fd)
     enum { R = 6, C = 9 };
     int32_t t[R] = {0, 4, IGNORE, 8, 3, 4};
     for (int k = 0; k < 2; k++) {
-        float *x = frand(R * C, 70 + k, -3, 3), loss[R], grad[R * C];
-        ce_user u = {to_double(x, R * C), t, R, C, IGNORE, k ? 0.1 : 0.0};
+        float *x = clf_test_frand(R * C, 70 + k, -3, 3), loss[R], grad[R * C];
+        ce_user u = {clf_test_to_double(x, R * C), t, R, C, IGNORE, k ? 0.1 : 0.0};
         double fd[R * C], rl[R], rg[R * C];
         fd_grad(u.x, NULL, R * C, ce_loss, &u, fd);
         ce_ref(&u, 1.0, rl, rg);
@@ -1291,11 +1238,11 @@ START_TEST(adam_and_adamw_match_pytorch_formula)
     const double lr = 1e-3f, b1 = 0.9f, b2 = 0.98f, eps = 1e-9f, gs = 0.5f;
     for (int dec = 0; dec < 2; dec++) {
         double wd = dec ? 0.1f : 0.01f;
-        float *p = frand(N, 80, -1, 1), *m = fconst(N, 0), *v = fconst(N, 0);
-        double *rp = to_double(p, N), *rm = dalloc(N), *rv = dalloc(N);
+        float *p = clf_test_frand(N, 80, -1, 1), *m = fconst(N, 0), *v = fconst(N, 0);
+        double *rp = clf_test_to_double(p, N), *rm = clf_test_dalloc(N), *rv = clf_test_dalloc(N);
         clf_buffer *bp = up(p, N * 4), *bm = up(m, N * 4), *bv = up(v, N * 4);
         for (int step = 1; step <= STEPS; step++) {
-            float *g = frand(N, 81 + step, -2, 2);
+            float *g = clf_test_frand(N, 81 + step, -2, 2);
             for (int i = 0; i < N; i += 17)
                 g[i] = 0.0f; /* a parameter without gradient this step */
             clf_buffer *bg = up(g, N * 4);
@@ -1314,7 +1261,7 @@ START_TEST(adam_and_adamw_match_pytorch_formula)
                                .bias_correction1 = (float)bc1,
                                .sqrt_bias_correction2 = (float)bc2s,
                                .decoupled = dec};
-            CLF_ASSERT_OK(api->adam(be, &a));
+            CLF_ASSERT_OK(clf_test_api->adam(clf_test_be, &a));
             for (int i = 0; i < N; i++) { /* torch.optim.Adam / AdamW, in double */
                 double gi = g[i] * gs;
                 if (dec)
@@ -1328,7 +1275,7 @@ START_TEST(adam_and_adamw_match_pytorch_formula)
             float *g2 = malloc(N * 4);
             down(bg, g2, N * 4);
             ck_assert_msg(memcmp(g, g2, N * 4) == 0, "adam modified grad");
-            api->free(be, bg);
+            clf_test_api->free(clf_test_be, bg);
             free(g), free(g2);
         }
         down(bp, p, N * 4), down(bm, m, N * 4), down(bv, v, N * 4);
@@ -1341,8 +1288,8 @@ START_TEST(adam_and_adamw_match_pytorch_formula)
         snprintf(what, sizeof what, "%s v after %d steps", name, STEPS);
         expect_close(what, v, rv, N, TOL_ROUND);
         /* the update itself, not only the parameter it lands on (about 5 lr in size) */
-        float *p0 = frand(N, 80, -1, 1), *step = malloc(N * 4);
-        double *want_step = dalloc(N);
+        float *p0 = clf_test_frand(N, 80, -1, 1), *step = malloc(N * 4);
+        double *want_step = clf_test_dalloc(N);
         for (int i = 0; i < N; i++) {
             step[i] = (float)((double)p[i] - p0[i]);
             want_step[i] = rp[i] - p0[i];
@@ -1350,7 +1297,8 @@ START_TEST(adam_and_adamw_match_pytorch_formula)
         snprintf(what, sizeof what, "%s update over %d steps", name, STEPS);
         expect_close(what, step, want_step, N, TOL_ADAM_STEP);
         free(p0), free(step), free(want_step);
-        api->free(be, bp), api->free(be, bm), api->free(be, bv);
+        clf_test_api->free(clf_test_be, bp), clf_test_api->free(clf_test_be, bm),
+            clf_test_api->free(clf_test_be, bv);
         free(p), free(m), free(v), free(rp), free(rm), free(rv);
     }
 }
@@ -1365,18 +1313,18 @@ START_TEST(sum_squares_in_double)
     static const size_t sizes[] = {0, 1, 7, 33, 65, 100003, 1000003};
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
         size_t n = sizes[s];
-        float *x = frand(n + 1, 90, -3, 3), got;
+        float *x = clf_test_frand(n + 1, 90, -3, 3), got;
         clf_buffer *bx = up(x, (n + 1) * 4), *bo = up(&(float){SENTINEL}, 4);
         /* x from element 1: an offset operand */
-        CLF_ASSERT_OK(api->sum_squares(be, P(bo), clf_ptr_add(P(bx), 4), n));
+        CLF_ASSERT_OK(clf_test_api->sum_squares(clf_test_be, P(bo), clf_ptr_add(P(bx), 4), n));
         down(bo, &got, 4);
         double want = 0;
         for (size_t i = 1; i <= n; i++)
             want += (double)x[i] * x[i];
         char what[64];
         snprintf(what, sizeof what, "sum_squares n=%zu", n);
-        expect_close(what, &got, &want, 1, is_cpu() ? TOL_ROUND : TOL_REF_OCL / 10);
-        api->free(be, bx), api->free(be, bo);
+        expect_close(what, &got, &want, 1, clf_test_is_cpu() ? TOL_ROUND : TOL_REF_OCL / 10);
+        clf_test_api->free(clf_test_be, bx), clf_test_api->free(clf_test_be, bo);
         free(x);
     }
 }
@@ -1391,16 +1339,17 @@ START_TEST(fill_writes_exactly_its_span)
         size_t n = sizes[s], total = n + 8;
         float *x = fconst(total, SENTINEL), *got = malloc(total * 4);
         clf_buffer *b = up(x, total * 4);
-        CLF_ASSERT_OK(api->fill(be, clf_ptr_add(P(b), 4 * 3), -2.5f, n));
+        CLF_ASSERT_OK(clf_test_api->fill(clf_test_be, clf_ptr_add(P(b), 4 * 3), -2.5f, n));
         down(b, got, total * 4);
         for (size_t i = 0; i < total; i++)
             ck_assert_msg(got[i] == (i >= 3 && i < 3 + n ? -2.5f : SENTINEL),
                           "fill n=%zu: element %zu is %g", n, i, (double)got[i]);
-        CLF_ASSERT_OK(api->fill(be, P(b), 0.0f, total)); /* the gradient zeroing */
+        /* the gradient zeroing */
+        CLF_ASSERT_OK(clf_test_api->fill(clf_test_be, P(b), 0.0f, total));
         down(b, got, total * 4);
         for (size_t i = 0; i < total; i++)
             ck_assert(got[i] == 0.0f);
-        api->free(be, b);
+        clf_test_api->free(clf_test_be, b);
         free(x), free(got);
     }
 }
@@ -1415,8 +1364,8 @@ enum { DET_R = 300, DET_C = 96, DET_V = 7, DET_ROWS = 600, DET_DIM = 130, DET_N 
 static size_t det_run(float *out)
 {
     size_t o = 0;
-    float *x = frand(DET_R * DET_C, 100, -1, 1), *al = frand(DET_C, 101, -1, 1);
-    float *dy = frand(DET_R * DET_C, 102, -1, 1), *dx = fconst(DET_R * DET_C, 0);
+    float *x = clf_test_frand(DET_R * DET_C, 100, -1, 1), *al = clf_test_frand(DET_C, 101, -1, 1);
+    float *dy = clf_test_frand(DET_R * DET_C, 102, -1, 1), *dx = fconst(DET_R * DET_C, 0);
     float *dal = fconst(DET_C, 0.5f), *dbt = fconst(DET_C, 0.5f);
     run_ln_backward(x, al, dy, DET_R, DET_C, CLF_LN_STANDARD, 1e-5f, 0, dx, dal, dbt);
     memcpy(out + o, dal, DET_C * 4), o += DET_C;
@@ -1424,22 +1373,22 @@ static size_t det_run(float *out)
     int32_t *ids = malloc(DET_ROWS * 4);
     for (int r = 0; r < DET_ROWS; r++)
         ids[r] = (r * 5) % DET_V;
-    float *dout = frand((size_t)DET_ROWS * DET_DIM, 103, -1, 1);
+    float *dout = clf_test_frand((size_t)DET_ROWS * DET_DIM, 103, -1, 1);
     float *dt = fconst(DET_V * DET_DIM, 0.25f);
     run_embed_backward(ids, dout, DET_ROWS, DET_DIM, DET_V, 1.7f, dt);
     memcpy(out + o, dt, DET_V * DET_DIM * 4), o += DET_V * DET_DIM;
     attn_case c = {4, 2, 33, 33, 16, 1, 0, 1, 1, 0, 0};
     attn_geo g = attn_geometry(&c);
-    float *kvf = frand(g.nkv, 104, -2, 2), *dOf = frand(g.no, 105, -1, 1);
+    float *kvf = clf_test_frand(g.nkv, 104, -2, 2), *dOf = clf_test_frand(g.no, 105, -1, 1);
     float *got = malloc(g.nkv * 4);
     int32_t *M = attn_mask(&g);
     run_attn_backward(&g, kvf, kvf, M, dOf, got, got);
     memcpy(out + o, got, g.nkv * 4), o += g.nkv;
-    float *big = frand(DET_N, 106, -1, 1);
+    float *big = clf_test_frand(DET_N, 106, -1, 1);
     clf_buffer *bx = up(big, DET_N * 4), *bo = up(NULL, 4);
-    CLF_ASSERT_OK(api->sum_squares(be, P(bo), P(bx), DET_N));
+    CLF_ASSERT_OK(clf_test_api->sum_squares(clf_test_be, P(bo), P(bx), DET_N));
     down(bo, out + o, 4), o += 1;
-    api->free(be, bx), api->free(be, bo);
+    clf_test_api->free(clf_test_be, bx), clf_test_api->free(clf_test_be, bo);
     free(x), free(al), free(dy), free(dx), free(dal), free(dbt), free(ids), free(dout), free(dt);
     free(kvf), free(dOf), free(got), free(M), free(big);
     return o;
@@ -1457,19 +1406,9 @@ START_TEST(row_reductions_are_deterministic)
     size_t n = det_run(a);
     ck_assert_uint_le(n, cap);
     det_run(b);
-    ck_assert_msg(memcmp(a, b, n * 4) == 0, "%s: two runs differ", be_name);
-    if (is_cpu()) { /* and the thread count does not matter */
-        static const int threads[] = {1, 3};
-        clf_backend *keep = be;
-        for (int t = 0; t < 2; t++) {
-            clf_backend_opts o = {.abi_version = CLF_BACKEND_ABI, .threads = threads[t]};
-            CLF_ASSERT_OK(api->open(&o, &be));
-            det_run(b);
-            api->close(be);
-            ck_assert_msg(memcmp(a, b, n * 4) == 0, "cpu: %d threads give other bits", threads[t]);
-        }
-        be = keep;
-    }
+    ck_assert_msg(memcmp(a, b, n * 4) == 0, "%s: two runs differ", clf_test_be_name);
+    if (clf_test_is_cpu()) /* and the thread count does not matter */
+        clf_test_cpu_threads_same_bits(det_run, a, b, n);
     free(a), free(b);
 }
 END_TEST
@@ -1479,21 +1418,23 @@ END_TEST
 /* st must be CLF_ERR_INPUT with a message naming op */
 static void expect_refused(clf_status st, const char *op)
 {
-    ck_assert_msg(st == CLF_ERR_INPUT, "%s: %s with a too small buffer gave %d", be_name, op,
-                  (int)st);
-    ck_assert_msg(strstr(clf_last_error(), op), "%s: the error does not name %s: %s", be_name, op,
-                  clf_last_error());
+    ck_assert_msg(st == CLF_ERR_INPUT, "%s: %s with a too small buffer gave %d", clf_test_be_name,
+                  op, (int)st);
+    ck_assert_msg(strstr(clf_last_error(), op), "%s: the error does not name %s: %s",
+                  clf_test_be_name, op, clf_last_error());
 }
 
 START_TEST(too_small_buffers_are_refused_by_op_name)
 {
     clf_buffer *small, *big;
-    CLF_ASSERT_OK(api->alloc(be, 16, &small));
-    CLF_ASSERT_OK(api->alloc(be, 1 << 16, &big));
+    CLF_ASSERT_OK(clf_test_api->alloc(clf_test_be, 16, &small));
+    CLF_ASSERT_OK(clf_test_api->alloc(clf_test_be, 1 << 16, &big));
     float zeros[1024] = {0};
-    CLF_ASSERT_OK(api->upload(be, P(big), zeros, sizeof zeros)); /* ids 0, masks 0 */
+    /* ids 0, masks 0 */
+    CLF_ASSERT_OK(clf_test_api->upload(clf_test_be, P(big), zeros, sizeof zeros));
     if (have(CLF_OP_RELU_BACKWARD))
-        expect_refused(api->relu_backward(be, P(small), P(big), P(big), 8), "relu_backward");
+        expect_refused(clf_test_api->relu_backward(clf_test_be, P(small), P(big), P(big), 8),
+                       "relu_backward");
     if (have(CLF_OP_LAYERNORM_BACKWARD)) {
         clf_layernorm_backward_args a = {.dx = P(small),
                                          .dy = P(big),
@@ -1502,7 +1443,7 @@ START_TEST(too_small_buffers_are_refused_by_op_name)
                                          .rows = 2,
                                          .cols = 4,
                                          .eps = 1e-6f};
-        expect_refused(api->layernorm_backward(be, &a), "layernorm_backward");
+        expect_refused(clf_test_api->layernorm_backward(clf_test_be, &a), "layernorm_backward");
     }
     if (have(CLF_OP_ATTENTION_BACKWARD)) {
         clf_attention_backward_args a = {.fwd = {.batch = 1,
@@ -1522,16 +1463,16 @@ START_TEST(too_small_buffers_are_refused_by_op_name)
                                          .dq = P(small),
                                          .dk = clf_ptr_add(P(big), 4096),
                                          .dv = clf_ptr_add(P(big), 8192)};
-        expect_refused(api->attention_backward(be, &a), "attention_backward");
+        expect_refused(clf_test_api->attention_backward(clf_test_be, &a), "attention_backward");
     }
     if (have(CLF_OP_EMBED_BACKWARD)) {
         clf_embed_backward_args a = {
             .dtable = P(small), .dout = P(big), .ids = P(big), .rows = 4, .dim = 4, .vocab = 3};
-        expect_refused(api->embed_backward(be, &a), "embed_backward");
+        expect_refused(clf_test_api->embed_backward(clf_test_be, &a), "embed_backward");
     }
     if (have(CLF_OP_DROPOUT)) {
         clf_dropout_args a = {.out = P(big), .x = P(small), .n = 8, .p = 0.1f};
-        expect_refused(api->dropout(be, &a), "dropout");
+        expect_refused(clf_test_api->dropout(clf_test_be, &a), "dropout");
     }
     if (have(CLF_OP_CROSS_ENTROPY)) {
         clf_cross_entropy_args a = {.loss = P(big),
@@ -1541,7 +1482,7 @@ START_TEST(too_small_buffers_are_refused_by_op_name)
                                     .cols = 4,
                                     .ignore_index = -100,
                                     .grad_scale = 1};
-        expect_refused(api->cross_entropy(be, &a), "cross_entropy");
+        expect_refused(clf_test_api->cross_entropy(clf_test_be, &a), "cross_entropy");
     }
     if (have(CLF_OP_ADAM)) {
         clf_adam_args a = {.param = P(big),
@@ -1556,13 +1497,13 @@ START_TEST(too_small_buffers_are_refused_by_op_name)
                            .grad_scale = 1,
                            .bias_correction1 = 0.1f,
                            .sqrt_bias_correction2 = 0.1f};
-        expect_refused(api->adam(be, &a), "adam");
+        expect_refused(clf_test_api->adam(clf_test_be, &a), "adam");
     }
     if (have(CLF_OP_SUM_SQUARES))
-        expect_refused(api->sum_squares(be, P(big), P(small), 8), "sum_squares");
+        expect_refused(clf_test_api->sum_squares(clf_test_be, P(big), P(small), 8), "sum_squares");
     if (have(CLF_OP_FILL))
-        expect_refused(api->fill(be, P(small), 1.0f, 8), "fill");
-    api->free(be, small), api->free(be, big);
+        expect_refused(clf_test_api->fill(clf_test_be, P(small), 1.0f, 8), "fill");
+    clf_test_api->free(clf_test_be, small), clf_test_api->free(clf_test_be, big);
 }
 END_TEST
 
@@ -1592,16 +1533,12 @@ int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0); /* lines printed by a test that then fails still show */
     Suite *s = suite_create("train_ops");
-    TCase *cpu = tcase_create("cpu");
-    tcase_add_checked_fixture(cpu, setup_cpu, teardown);
-    tcase_set_timeout(cpu, 120);
+    TCase *cpu = clf_test_backend_tcase("cpu", 120);
     add_tests(cpu);
     suite_add_tcase(s, cpu);
 #ifdef CLF_HAVE_OPENCL
     if (clf_test_opencl_opens("train_ops")) {
-        TCase *ocl = tcase_create("opencl");
-        tcase_add_checked_fixture(ocl, setup_opencl, teardown);
-        tcase_set_timeout(ocl, 300);
+        TCase *ocl = clf_test_backend_tcase("opencl", 300);
         add_tests(ocl);
         suite_add_tcase(s, ocl);
     }

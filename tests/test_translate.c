@@ -28,14 +28,6 @@ static char model_yaml[128], weights[128];
 static clf_tokenizer *tok;
 static char out[OUT_MAX], err[OUT_MAX];
 
-static void write_bytes(const char *path, const char *data, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(data, 1, n, f), n);
-    ck_assert_int_eq(fclose(f), 0);
-}
-
 static size_t read_bytes(const char *path, char *buf, size_t size)
 {
     FILE *f = fopen(path, "rb");
@@ -59,7 +51,7 @@ static void write_model(const char *path, int vocab)
                      "  layers: 2\n  heads: 4\n  d_ff: 64\nbackend:\n  name: cpu\n"
                      "  threads: 1\n",
                      vocab, vocab, MODEL_MAX_LEN);
-    write_bytes(path, yaml, (size_t)n);
+    clf_test_write_file(path, yaml, (size_t)n);
 }
 
 static void setup(void)
@@ -92,7 +84,7 @@ static int translate_with(const char *yaml, const char *opts, const char *input,
     snprintf(in_path, sizeof in_path, "%s/in.txt", tmpdir);
     snprintf(out_path, sizeof out_path, "%s/out.txt", tmpdir);
     snprintf(err_path, sizeof err_path, "%s/err.txt", tmpdir);
-    write_bytes(in_path, input, n);
+    clf_test_write_file(in_path, input, n);
     snprintf(cmd, sizeof cmd,
              "CLF_PLUGIN_PATH= '%s' translate -c '%s' -w '%s' --src-vocab '%s' "
              "--tgt-vocab '%s' %s <'%s' >'%s' 2>'%s'",

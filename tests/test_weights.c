@@ -1,7 +1,6 @@
 /* Weights under the tutorial names: the parameter list a config implies, reproducible
  * Xavier initialisation, save/load round trips (F32, BF16, F16), and the errors that name
  * a missing, unexpected, mis-shaped or wrongly typed tensor. */
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,40 +10,6 @@
 #include "clformer/tensor.h"
 #include "clformer/weights.h"
 #include "testutil.h"
-
-static char tmpdir[256];
-
-static void make_tmpdir(void)
-{
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/clf-w-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-}
-
-static void remove_tmpdir(void)
-{
-    DIR *d = opendir(tmpdir);
-    if (!d)
-        return;
-    struct dirent *e;
-    char p[512];
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        snprintf(p, sizeof p, "%s/%s", tmpdir, e->d_name);
-        remove(p);
-    }
-    closedir(d);
-    rmdir(tmpdir);
-}
-
-static const char *tmp_path(const char *name)
-{
-    static char p[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(p[k], sizeof p[k], "%s/%s", tmpdir, name);
-    return p[k];
-}
 
 /* A small model, filled by hand (independent of the YAML reader). */
 static clf_model_config small_cfg(int enc, int dec, int bias, int final_norm)
@@ -256,12 +221,12 @@ END_TEST
 
 START_TEST(test_save_load_round_trip)
 {
-    make_tmpdir();
+    clf_test_make_tmpdir("clf-w");
     clf_model_config c = small_cfg(2, 1, 1, 1);
     clf_weights *w = NULL, *r = NULL;
     CLF_ASSERT_OK(clf_weights_init(&c, 3, &w));
     const char *meta[] = {"format", "pt", "seed", "3"};
-    const char *p = tmp_path("w.safetensors");
+    const char *p = clf_test_tmp_path("w.safetensors");
     CLF_ASSERT_OK(clf_weights_save(w, p, meta, 2));
     CLF_ASSERT_OK(clf_weights_load(p, &c, &r));
     ck_assert(weights_equal(w, r));
@@ -278,7 +243,7 @@ START_TEST(test_save_load_round_trip)
     ck_assert_str_eq(clf_safetensors_meta(f, "seed"), "3");
     clf_safetensors_close(f);
     clf_weights_free(w);
-    remove_tmpdir();
+    clf_test_remove_tmpdir();
 }
 END_TEST
 
@@ -302,7 +267,7 @@ static void write_variant(const clf_weights *w, const char *path, int drop, cons
 
 START_TEST(test_load_half_precision_and_ignored)
 {
-    make_tmpdir();
+    clf_test_make_tmpdir("clf-w");
     clf_model_config c = small_cfg(1, 1, 0, 1);
     clf_weights *w = NULL, *r = NULL;
     CLF_ASSERT_OK(clf_weights_init(&c, 5, &w));
@@ -339,7 +304,7 @@ START_TEST(test_load_half_precision_and_ignored)
     snprintf(all[w->count + 1].name, sizeof all[0].name, "src_pos.pe");
     all[w->count + 2] = all[w->count];
     snprintf(all[w->count + 2].name, sizeof all[0].name, "tgt_pos.pe");
-    const char *p = tmp_path("half.safetensors");
+    const char *p = clf_test_tmp_path("half.safetensors");
     CLF_ASSERT_OK(clf_safetensors_write(p, all, w->count + 3, NULL, 0));
     CLF_ASSERT_OK(clf_weights_load(p, &c, &r));
     ck_assert(weights_equal(w, r));
@@ -363,7 +328,7 @@ START_TEST(test_load_half_precision_and_ignored)
     free(all);
     free(t);
     clf_weights_free(w);
-    remove_tmpdir();
+    clf_test_remove_tmpdir();
 }
 END_TEST
 
@@ -379,14 +344,14 @@ static void expect_load_error(const char *path, const clf_model_config *c, const
 
 START_TEST(test_load_errors_name_the_tensor)
 {
-    make_tmpdir();
+    clf_test_make_tmpdir("clf-w");
     clf_model_config c = small_cfg(2, 1, 0, 1);
     clf_weights *w = NULL;
     char want[512];
     CLF_ASSERT_OK(clf_weights_init(&c, 1, &w));
 
     /* missing */
-    const char *p = tmp_path("missing.safetensors");
+    const char *p = clf_test_tmp_path("missing.safetensors");
     int k = clf_weights_find(w, "decoder.layers.0.cross_attention_block.w_v.weight");
     write_variant(w, p, k, NULL, 0);
     snprintf(want, sizeof want,
@@ -396,7 +361,7 @@ START_TEST(test_load_errors_name_the_tensor)
     expect_load_error(p, &c, want);
 
     /* extra, unrelated */
-    p = tmp_path("extra.safetensors");
+    p = clf_test_tmp_path("extra.safetensors");
     float x[2] = {0};
     clf_tensor extra = {.name = "foo.weight",
                         .dtype = CLF_F32,
@@ -409,7 +374,7 @@ START_TEST(test_load_errors_name_the_tensor)
     expect_load_error(p, &c, want);
 
     /* mis-shaped: the file has d_ff 16, the config 32 */
-    p = tmp_path("shape.safetensors");
+    p = clf_test_tmp_path("shape.safetensors");
     CLF_ASSERT_OK(clf_weights_save(w, p, NULL, 0));
     clf_model_config c32 = c;
     c32.d_ff = 32;
@@ -432,7 +397,7 @@ START_TEST(test_load_errors_name_the_tensor)
                       "config needs it: shape [8], attention_bias: true)");
     clf_weights *wb = NULL;
     CLF_ASSERT_OK(clf_weights_init(&cb, 1, &wb));
-    const char *pb = tmp_path("bias.safetensors");
+    const char *pb = clf_test_tmp_path("bias.safetensors");
     CLF_ASSERT_OK(clf_weights_save(wb, pb, NULL, 0));
     expect_load_error(pb, &c,
                       "unexpected tensor 'encoder.layers.0.self_attention_block.w_q.bias' (not "
@@ -450,7 +415,7 @@ START_TEST(test_load_errors_name_the_tensor)
     cf.final_norm = 1;
     clf_weights *wn = NULL;
     CLF_ASSERT_OK(clf_weights_init(&cn, 1, &wn));
-    const char *pn = tmp_path("nonorm.safetensors");
+    const char *pn = clf_test_tmp_path("nonorm.safetensors");
     CLF_ASSERT_OK(clf_weights_save(wn, pn, NULL, 0));
     expect_load_error(pn, &cf,
                       "tensor 'encoder.norm.alpha' is missing (the config needs it: "
@@ -465,7 +430,7 @@ START_TEST(test_load_errors_name_the_tensor)
                       "shape [32,8], positional: learned)");
     clf_weights *wl = NULL;
     CLF_ASSERT_OK(clf_weights_init(&cl, 1, &wl));
-    const char *pl = tmp_path("learned.safetensors");
+    const char *pl = clf_test_tmp_path("learned.safetensors");
     CLF_ASSERT_OK(clf_weights_save(wl, pl, NULL, 0));
     expect_load_error(pl, &c,
                       "unexpected tensor 'src_pos.embedding.weight' (not part of this model; the "
@@ -493,11 +458,11 @@ START_TEST(test_load_errors_name_the_tensor)
 
     /* no such file */
     clf_weights *r = NULL;
-    ck_assert_int_eq(clf_weights_load(tmp_path("absent.safetensors"), &c, &r), CLF_ERR_IO);
+    ck_assert_int_eq(clf_weights_load(clf_test_tmp_path("absent.safetensors"), &c, &r), CLF_ERR_IO);
     ck_assert_msg(strstr(clf_last_error(), "absent.safetensors: cannot open"), "%s",
                   clf_last_error());
     clf_weights_free(w);
-    remove_tmpdir();
+    clf_test_remove_tmpdir();
 }
 END_TEST
 
@@ -505,7 +470,7 @@ END_TEST
  * may repeat it under the tied names (PyTorch's state_dict() does) only as an exact copy. */
 START_TEST(test_tied_embeddings)
 {
-    make_tmpdir();
+    clf_test_make_tmpdir("clf-w");
     clf_weight_spec *s = NULL;
     int n = 0;
     clf_model_config c = small_cfg(2, 1, 0, 1);
@@ -552,7 +517,7 @@ START_TEST(test_tied_embeddings)
                             .shape = {13, 8},
                             .data = copy,
                             .nbytes = 13 * 8 * sizeof(float)}};
-    const char *p = tmp_path("tied.safetensors");
+    const char *p = clf_test_tmp_path("tied.safetensors");
     write_variant(w, p, -1, alias, 2);
     CLF_ASSERT_OK(clf_weights_load(p, &c, &r));
     ck_assert_int_eq(r->count, w->count);
@@ -572,7 +537,7 @@ START_TEST(test_tied_embeddings)
     expect_load_error(p, &u, "tensor 'src_embed.embedding.weight' is missing");
     free(copy);
     clf_weights_free(w);
-    remove_tmpdir();
+    clf_test_remove_tmpdir();
 }
 END_TEST
 

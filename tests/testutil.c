@@ -1,5 +1,6 @@
 #include "testutil.h"
 
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,19 @@ double clf_test_rel_err(const float *got, const float *want, size_t n)
     return clf_test_max_abs_err(got, want, n) / ref;
 }
 
+double clf_test_rel_err_d(const float *gotf, const double *gotd, const double *want, size_t n)
+{
+    double ref = 0, err = 0;
+    for (size_t i = 0; i < n; i++) {
+        double g = gotf ? (double)gotf[i] : gotd[i], d = fabs(g - want[i]);
+        if (isnan(d))
+            return INFINITY;
+        err = d > err ? d : err;
+        ref = fabs(want[i]) > ref ? fabs(want[i]) : ref;
+    }
+    return err / (ref < 1e-30 ? 1.0 : ref);
+}
+
 void clf_test_open_backend(const char *name, const clf_backend_api **api, clf_backend **be)
 {
     clf_backend_opts opts = {.abi_version = CLF_BACKEND_ABI};
@@ -43,6 +57,71 @@ void clf_test_open_backend(const char *name, const clf_backend_api **api, clf_ba
     *be = NULL;
     CLF_ASSERT_OK(clf_backend_load(name, CLF_BUILD_BACKEND_DIR, api));
     CLF_ASSERT_OK((*api)->open(&opts, be));
+}
+
+const char *clf_test_be_name;
+const clf_backend_api *clf_test_api;
+clf_backend *clf_test_be;
+
+static void open_named(const char *name)
+{
+    clf_test_be_name = name;
+    clf_test_open_backend(name, &clf_test_api, &clf_test_be);
+}
+
+static void setup_cpu(void)
+{
+    open_named("cpu");
+}
+
+static void setup_opencl(void)
+{
+    open_named("opencl");
+}
+
+static void teardown(void)
+{
+    if (clf_test_api && clf_test_be)
+        clf_test_api->close(clf_test_be);
+    clf_test_be = NULL;
+}
+
+TCase *clf_test_backend_tcase(const char *backend, double timeout)
+{
+    TCase *tc = tcase_create(backend);
+    tcase_add_checked_fixture(tc, strcmp(backend, "cpu") == 0 ? setup_cpu : setup_opencl, teardown);
+    tcase_set_timeout(tc, timeout);
+    return tc;
+}
+
+int clf_test_is_cpu(void)
+{
+    return strcmp(clf_test_be_name, "cpu") == 0;
+}
+
+int clf_test_have(const char *suite, clf_op op, int supported)
+{
+    if (supported)
+        return 1;
+    ck_assert_msg(!clf_test_is_cpu(), "the cpu backend does not support %s", clf_op_name(op));
+    printf("%s: %s does not support %s yet: the %s part of this check is skipped\n", suite,
+           clf_test_be_name, clf_op_name(op), clf_test_be_name);
+    return 0;
+}
+
+void clf_test_cpu_threads_same_bits(size_t (*run)(float *out), const float *a, float *b, size_t n)
+{
+    static const int threads[] = {1, 3};
+    clf_backend *keep = clf_test_be;
+    for (int t = 0; t < 2; t++) {
+        clf_backend_opts o = {.abi_version = CLF_BACKEND_ABI, .threads = threads[t]};
+        CLF_ASSERT_OK(clf_test_api->open(&o, &clf_test_be));
+        run(b);
+        clf_test_api->close(clf_test_be);
+        ck_assert_msg(memcmp(a, b, n * sizeof *a) == 0, "cpu: %d threads give other bits",
+                      threads[t]);
+    }
+    clf_test_be = keep;
 }
 
 clf_buffer *clf_test_upload(const clf_backend_api *api, clf_backend *be, const void *host,
@@ -61,6 +140,29 @@ void clf_test_fill(float *x, size_t n, unsigned seed, float lo, float hi)
     clf_rng_seed(&r, seed);
     for (size_t i = 0; i < n; i++)
         x[i] = clf_rng_uniform_range(&r, lo, hi);
+}
+
+float *clf_test_frand(size_t n, unsigned seed, float lo, float hi)
+{
+    float *x = malloc((n ? n : 1) * sizeof *x);
+    ck_assert_ptr_nonnull(x);
+    clf_test_fill(x, n, seed, lo, hi);
+    return x;
+}
+
+double *clf_test_dalloc(size_t n)
+{
+    double *x = calloc(n ? n : 1, sizeof *x);
+    ck_assert_ptr_nonnull(x);
+    return x;
+}
+
+double *clf_test_to_double(const float *x, size_t n)
+{
+    double *y = clf_test_dalloc(n);
+    for (size_t i = 0; i < n; i++)
+        y[i] = x[i];
+    return y;
 }
 
 int clf_test_run_cli(const char *args, char *err, size_t errsize)
@@ -98,6 +200,73 @@ char *clf_test_read_file(const char *path, size_t *len)
     if (len)
         *len = (size_t)n;
     return buf;
+}
+
+static char tmpdir[256];
+
+void clf_test_make_tmpdir(const char *prefix)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/%s-XXXXXX", prefix);
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+const char *clf_test_tmpdir(void)
+{
+    return tmpdir;
+}
+
+const char *clf_test_tmp_path(const char *name)
+{
+    static char p[8][512];
+    static int next;
+    char *out = p[next++ % 8];
+    snprintf(out, sizeof p[0], "%s/%s", tmpdir, name);
+    return out;
+}
+
+void clf_test_remove_tmpdir(void)
+{
+    clf_test_remove_dir(tmpdir);
+}
+
+void clf_test_remove_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    char p[512];
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (remove(p) != 0)
+            rmdir(p);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+void clf_test_write_file(const char *path, const void *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(data, 1, n, f), n);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+void clf_test_write_text(const char *path, const char *text)
+{
+    clf_test_write_file(path, text, strlen(text));
+}
+
+void clf_test_load_model(const char *dir, clf_config *cfg, clf_weights **w)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/model.yaml", dir);
+    CLF_ASSERT_OK(clf_config_load(path, cfg));
+    snprintf(path, sizeof path, "%s/weights.safetensors", dir);
+    CLF_ASSERT_OK(clf_weights_load(path, &cfg->model, w));
 }
 
 int clf_test_opencl_opens(const char *suite)

@@ -7,6 +7,8 @@
 #include <stddef.h>
 
 #include "clformer/backend.h"
+#include "clformer/config.h"
+#include "clformer/weights.h"
 
 /* max|a-b| / max(max|b|, tiny): the relative error measure of the design (max abs error
  * over max abs value of the reference). */
@@ -40,6 +42,35 @@ clf_buffer *clf_test_upload(const clf_backend_api *api, clf_backend *be, const v
 /* Fills x with uniform values in [lo, hi) from a fixed seed. */
 void clf_test_fill(float *x, size_t n, unsigned seed, float lo, float hi);
 
+/* n floats filled as clf_test_fill does (malloc'd, never NULL; free() it). */
+float *clf_test_frand(size_t n, unsigned seed, float lo, float hi);
+/* n zeroed doubles (calloc'd, never NULL; free() it). */
+double *clf_test_dalloc(size_t n);
+/* x as doubles (clf_test_dalloc'd). */
+double *clf_test_to_double(const float *x, size_t n);
+/* clf_test_rel_err of got against a double reference want; got is gotf (float) or, when
+ * gotf is NULL, gotd (double). */
+double clf_test_rel_err_d(const float *gotf, const double *gotd, const double *want, size_t n);
+
+/* The backend of the running test, for suites that run the same tests on "cpu" and
+ * "opencl": the fixture of a TCase from clf_test_backend_tcase opens it before each test
+ * (one process per test) and closes it after. */
+extern const char *clf_test_be_name;
+extern const clf_backend_api *clf_test_api;
+extern clf_backend *clf_test_be;
+/* A TCase named backend ("cpu" or "opencl") whose tests run on that backend, with a
+ * timeout of timeout seconds. */
+TCase *clf_test_backend_tcase(const char *backend, double timeout);
+/* Whether the backend of the running test is "cpu". */
+int clf_test_is_cpu(void);
+/* Whether a check that needs op runs on the backend of the running test, given whether
+ * it supports op: the cpu backend must (the test fails if not); another one that does not
+ * is told about ("<suite>: <backend> does not support <op> yet: ...") and skipped. */
+int clf_test_have(const char *suite, clf_op op, int supported);
+/* On the cpu backend of the running test: run(b) again on a backend of its own with 1 and
+ * then 3 threads; fails unless each run gives the bits of a in b's first n floats. */
+void clf_test_cpu_threads_same_bits(size_t (*run)(float *out), const float *a, float *b, size_t n);
+
 /* Runs the clformer CLI with args (a shell command tail), capturing stderr into err
  * (size errsize) and returning the exit code. */
 int clf_test_run_cli(const char *args, char *err, size_t errsize);
@@ -47,6 +78,27 @@ int clf_test_run_cli(const char *args, char *err, size_t errsize);
 /* The whole file, NUL-terminated (malloc'd; free() it); *len (may be NULL) without the
  * NUL. Fails the test when it cannot be read. */
 char *clf_test_read_file(const char *path, size_t *len);
+
+/* The temporary directory of the running test (one process per test): clf_test_make_tmpdir
+ * creates a fresh /tmp/<prefix>-XXXXXX, failing the test when it cannot; clf_test_tmpdir
+ * names it; clf_test_tmp_path(name) is <it>/<name>, in a buffer of its own per call (the
+ * last 8 stay valid); clf_test_remove_tmpdir removes it with the files in it. */
+void clf_test_make_tmpdir(const char *prefix);
+const char *clf_test_tmpdir(void);
+const char *clf_test_tmp_path(const char *name);
+void clf_test_remove_tmpdir(void);
+
+/* Removes the files (and empty directories) in dir, then dir; a missing dir is no error. */
+void clf_test_remove_dir(const char *dir);
+
+/* Writes n bytes of data to path (created or truncated), failing the test on any error. */
+void clf_test_write_file(const char *path, const void *data, size_t n);
+/* The same with the bytes of a NUL-terminated text. */
+void clf_test_write_text(const char *path, const char *text);
+
+/* Loads the config dir/model.yaml into cfg and the weights dir/weights.safetensors for its
+ * model into w, failing the test on error. */
+void clf_test_load_model(const char *dir, clf_config *cfg, clf_weights **w);
 
 /* Whether the OpenCL backend opens with a device (CLF_TEST_DEVICE chooses one), tried in
  * a child process so that the caller, which forks the tests, never starts the OpenCL
