@@ -156,6 +156,65 @@ START_TEST(test_require_unsupported_op)
 }
 END_TEST
 
+/* The checks both backends take from libclformer (backend_checks.c, clf_plugin_check_gates)
+ * keep the words each backend had for them. They compare buffer pointers only, so the
+ * operands are dummy pointers. */
+static void expect_refusal(clf_status st, const char *want)
+{
+    ck_assert_int_eq(st, CLF_ERR_INPUT);
+    ck_assert_str_eq(clf_last_error(), want);
+}
+
+START_TEST(test_shared_checks)
+{
+    static char bufs[2];
+    clf_buffer *b0 = (clf_buffer *)(void *)&bufs[0], *b1 = (clf_buffer *)(void *)&bufs[1];
+    clf_plugin_op plain = {.name = "p", .kind = CLF_PLUGIN_ACTIVATION};
+    clf_plugin_op gated = {.name = "g", .kind = CLF_PLUGIN_GATED_ACTIVATION};
+
+    CLF_ASSERT_OK(clf_check_ln_shape("cpu", "layernorm", 0, 2, CLF_LN_TUTORIAL));
+    expect_refusal(clf_check_ln_shape("cpu", "layernorm", -1, 4, CLF_LN_STANDARD),
+                   "cpu: layernorm: bad shape rows=-1 cols=4");
+    expect_refusal(clf_check_ln_shape("opencl", "layernorm", 2, 4, (clf_ln_style)7),
+                   "opencl: layernorm: unknown style 7");
+    expect_refusal(clf_check_ln_shape("cpu", "layernorm_backward", 2, 1, CLF_LN_TUTORIAL),
+                   "cpu: layernorm_backward: the tutorial style needs cols >= 2 (unbiased std)");
+
+    /* in place is fine, a shifted span is not; 4 floats are 16 bytes */
+    clf_activation_args fa = {.op = &gated, .out = {b0, 0}, .x = {b0, 0}, .gate = {b0, 16}, .n = 4};
+    CLF_ASSERT_OK(clf_check_activation_overlap("cpu", "activation 'g'", &fa));
+    fa.x.off = 4;
+    expect_refusal(clf_check_activation_overlap("opencl", "activation 'g'", &fa),
+                   "opencl: activation 'g': 'out' partly overlaps 'x'");
+    fa.x.buf = b1;
+    fa.gate.off = 12;
+    expect_refusal(clf_check_activation_overlap("cpu", "activation 'g'", &fa),
+                   "cpu: activation 'g': 'out' may not overlap 'gate'");
+
+    /* dx may be dy without a gate, not with one; dgate may be dy, not a shifted dy */
+    clf_activation_backward_args ba = {.op = &plain, .dx = {b0, 0}, .dy = {b0, 0}, .n = 4};
+    CLF_ASSERT_OK(clf_check_activation_backward_overlap("cpu", "activation_backward 'p'", &ba));
+    ba.op = &gated;
+    ba.dgate = ba.gate = (clf_ptr){b1, 0};
+    expect_refusal(clf_check_activation_backward_overlap("opencl", "b", &ba),
+                   "opencl: b: 'dx' may not overlap 'dy'");
+    ba.dy = (clf_ptr){b1, 4};
+    ba.gate = (clf_ptr){NULL, 0};
+    expect_refusal(clf_check_activation_backward_overlap("cpu", "b", &ba),
+                   "cpu: b: 'dgate' partly overlaps 'dy'");
+
+    CLF_ASSERT_OK(clf_plugin_check_gates("cpu", "a", &gated, 2, 2));
+    expect_refusal(clf_plugin_check_gates("cpu", "a", &gated, 1, 0),
+                   "cpu: a: plugin op 'g' (gated activation) needs a gate");
+    expect_refusal(clf_plugin_check_gates("opencl", "a", &plain, 1, 1),
+                   "opencl: a: plugin op 'p' (activation) takes no gate");
+    expect_refusal(clf_plugin_check_gates("opencl", "b", &gated, 2, 1),
+                   "opencl: b: plugin op 'g' (gated activation) needs gate and dgate");
+    expect_refusal(clf_plugin_check_gates("cpu", "b", &plain, 2, 1),
+                   "cpu: b: plugin op 'p' (activation) takes no gate or dgate");
+}
+END_TEST
+
 static Suite *loader_suite(void)
 {
     Suite *s = suite_create("loader");
@@ -171,6 +230,7 @@ static Suite *loader_suite(void)
     tcase_add_test(tc, test_open_named_env_override);
     tcase_add_test(tc, test_scan_reports_good_and_broken);
     tcase_add_test(tc, test_require_unsupported_op);
+    tcase_add_test(tc, test_shared_checks);
     suite_add_tcase(s, tc);
     return s;
 }

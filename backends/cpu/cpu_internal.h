@@ -40,18 +40,10 @@ static inline clf_status check_span(const char *op, const char *operand, clf_ptr
     return CLF_OK;
 }
 
-/* The shape rules layernorm and its backward share: rows >= 0, cols >= 1, a known style,
- * and cols >= 2 for the tutorial style (its std is the unbiased one). */
+/* The shape rules layernorm and its backward share (clf_check_ln_shape). */
 static inline clf_status check_ln_shape(const char *op, int rows, int cols, clf_ln_style style)
 {
-    if (rows < 0 || cols <= 0)
-        return clf_error(CLF_ERR_INPUT, "cpu: %s: bad shape rows=%d cols=%d", op, rows, cols);
-    if (style != CLF_LN_TUTORIAL && style != CLF_LN_STANDARD)
-        return clf_error(CLF_ERR_INPUT, "cpu: %s: unknown style %d", op, (int)style);
-    if (style == CLF_LN_TUTORIAL && cols < 2)
-        return clf_error(CLF_ERR_INPUT,
-                         "cpu: %s: the tutorial style needs cols >= 2 (unbiased std)", op);
-    return CLF_OK;
+    return clf_check_ln_shape("cpu", op, rows, cols, style);
 }
 
 /* 1 when the byte ranges [a.off, a.off + abytes) and [b.off, b.off + bbytes) overlap. */

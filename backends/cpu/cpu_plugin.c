@@ -69,17 +69,6 @@ static clf_status check_op(clf_backend *be, const char *entry, const clf_plugin_
     return clf_plugin_check_entry_kind("cpu", entry, op, want_norm, label, label_size);
 }
 
-/* CLF_ERR_INPUT when a and b overlap anywhere (same is 0) or, with same = 1, when they
- * overlap without being the same span (elementwise in-place is fine). */
-static clf_status check_no_overlap(const char *op, const char *na, clf_ptr a, const char *nb,
-                                   clf_ptr b, size_t bytes, int same_ok)
-{
-    if (spans_overlap(a, bytes, b, bytes) && !(same_ok && a.off == b.off))
-        return clf_error(CLF_ERR_INPUT, "cpu: %s: '%s' %s '%s'", op, na,
-                         same_ok ? "partly overlaps" : "may not overlap", nb);
-    return CLF_OK;
-}
-
 /* ---- activations ---- */
 
 /* out, x, gate: [n]. out[i] = f(x[i]) * (gate ? gate[i] : 1), f = a->op's act_forward.
@@ -93,16 +82,13 @@ clf_status cpu_plugin_activation(clf_backend *be, const clf_activation_args *a)
     if (st != CLF_OK)
         return st;
     int gated = a->op->kind == CLF_PLUGIN_GATED_ACTIVATION;
-    if (gated != (a->gate.buf != NULL))
-        return clf_error(CLF_ERR_INPUT, "cpu: %s: plugin op '%s' (%s) %s", op, a->op->name,
-                         clf_plugin_kind_name(a->op->kind),
-                         gated ? "needs a gate" : "takes no gate");
+    if ((st = clf_plugin_check_gates("cpu", op, a->op, 1, a->gate.buf != NULL)) != CLF_OK)
+        return st;
     size_t n = a->n, bytes = 4 * n;
     if ((st = check_span(op, "out", a->out, bytes)) != CLF_OK ||
         (st = check_span(op, "x", a->x, bytes)) != CLF_OK ||
         (gated && (st = check_span(op, "gate", a->gate, bytes)) != CLF_OK) ||
-        (st = check_no_overlap(op, "out", a->out, "x", a->x, bytes, 1)) != CLF_OK ||
-        (st = check_no_overlap(op, "out", a->out, "gate", a->gate, bytes, 0)) != CLF_OK)
+        (st = clf_check_activation_overlap("cpu", op, a)) != CLF_OK)
         return st;
     float *out = fptr(a->out);
     const float *x = fptr(a->x), *gate = gated ? fptr(a->gate) : NULL;
@@ -133,23 +119,16 @@ clf_status cpu_plugin_activation_backward(clf_backend *be, const clf_activation_
     if (st != CLF_OK)
         return st;
     int gated = a->op->kind == CLF_PLUGIN_GATED_ACTIVATION;
-    if (gated != (a->gate.buf != NULL) || gated != (a->dgate.buf != NULL))
-        return clf_error(CLF_ERR_INPUT, "cpu: %s: plugin op '%s' (%s) %s", op, a->op->name,
-                         clf_plugin_kind_name(a->op->kind),
-                         gated ? "needs gate and dgate" : "takes no gate or dgate");
+    if ((st = clf_plugin_check_gates("cpu", op, a->op, 2,
+                                     (a->gate.buf != NULL) + (a->dgate.buf != NULL))) != CLF_OK)
+        return st;
     size_t n = a->n, bytes = 4 * n;
     if ((st = check_span(op, "dx", a->dx, bytes)) != CLF_OK ||
         (st = check_span(op, "dy", a->dy, bytes)) != CLF_OK ||
         (st = check_span(op, "x", a->x, bytes)) != CLF_OK ||
         (gated && (st = check_span(op, "gate", a->gate, bytes)) != CLF_OK) ||
         (gated && (st = check_span(op, "dgate", a->dgate, bytes)) != CLF_OK) ||
-        (st = check_no_overlap(op, "dx", a->dx, "dy", a->dy, bytes, !gated)) != CLF_OK ||
-        (st = check_no_overlap(op, "dx", a->dx, "x", a->x, bytes, 0)) != CLF_OK ||
-        (st = check_no_overlap(op, "dx", a->dx, "gate", a->gate, bytes, 0)) != CLF_OK ||
-        (st = check_no_overlap(op, "dx", a->dx, "dgate", a->dgate, bytes, 0)) != CLF_OK ||
-        (st = check_no_overlap(op, "dgate", a->dgate, "dy", a->dy, bytes, 1)) != CLF_OK ||
-        (st = check_no_overlap(op, "dgate", a->dgate, "x", a->x, bytes, 0)) != CLF_OK ||
-        (st = check_no_overlap(op, "dgate", a->dgate, "gate", a->gate, bytes, 0)) != CLF_OK)
+        (st = clf_check_activation_backward_overlap("cpu", op, a)) != CLF_OK)
         return st;
     float *dx = fptr(a->dx), *dgate = gated ? fptr(a->dgate) : NULL;
     const float *dy = fptr(a->dy), *x = fptr(a->x), *gate = gated ? fptr(a->gate) : NULL;

@@ -137,6 +137,99 @@ typedef struct ocl_arg {
     const void *value;
 } ocl_arg;
 
+/* A kernel argument held by value, so that an op lists its arguments as one initializer of
+ * expressions (OCL_KBUF(a->x), ocl_kint(a->cols), ocl_klocal(bytes)) instead of a variable
+ * and a {size, &variable} pair for each. size is that of the OpenCL type the kernel
+ * declares; with local set, size bytes of __local scratch and no value. */
+typedef struct ocl_kval {
+    size_t size;
+    int local;
+    union {
+        cl_mem mem;
+        cl_ulong ul;
+        cl_int i;
+        cl_uint u;
+        cl_float f;
+    } v;
+} ocl_kval;
+
+/* An argument of each OpenCL type the kernels' parameters have. */
+static inline ocl_kval ocl_kmem(cl_mem m)
+{
+    return (ocl_kval){sizeof m, 0, {.mem = m}};
+}
+static inline ocl_kval ocl_kulong(cl_ulong x)
+{
+    return (ocl_kval){sizeof x, 0, {.ul = x}};
+}
+static inline ocl_kval ocl_kint(cl_int x)
+{
+    return (ocl_kval){sizeof x, 0, {.i = x}};
+}
+static inline ocl_kval ocl_kuint(cl_uint x)
+{
+    return (ocl_kval){sizeof x, 0, {.u = x}};
+}
+static inline ocl_kval ocl_kfloat(cl_float x)
+{
+    return (ocl_kval){sizeof x, 0, {.f = x}};
+}
+static inline ocl_kval ocl_klocal(size_t bytes)
+{
+    return (ocl_kval){bytes, 1, {.ul = 0}};
+}
+/* __local scratch of n floats. */
+static inline ocl_kval ocl_kfloats(size_t n)
+{
+    return ocl_klocal(n * sizeof(cl_float));
+}
+/* The int flag of a condition (has_mask, causal, accumulate ...): 1 or 0. */
+static inline ocl_kval ocl_kbool(int cond)
+{
+    return ocl_kint(cond != 0);
+}
+/* The has_<name> flag of an optional operand: whether it is given. */
+static inline ocl_kval ocl_khas(clf_ptr p)
+{
+    return ocl_kbool(p.buf != NULL);
+}
+/* The style argument of the layernorm kernels: 1 standard, 0 tutorial. */
+static inline ocl_kval ocl_kln_style(clf_ln_style style)
+{
+    return ocl_kbool(style == CLF_LN_STANDARD);
+}
+/* An operand as the kernels take it, two arguments: its cl_mem (NULL when absent) and its
+ * offset in elements (ocl_mem, ocl_elems below). */
+#define OCL_KBUF(p) ocl_kmem(ocl_mem(p)), ocl_kulong(ocl_elems(p))
+/* The number of entries of an array (of kernel arguments, of operands). */
+#define OCL_COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+/* The most arguments a kernel takes here (attention_backward_key has 38). */
+#define OCL_MAX_ARGS 48
+
+/* Sets the arguments head[0..nhead) then tail[0..ntail) (tail may be NULL with ntail 0: a
+ * head several kernels share, then each one's own) and enqueues kernel k. global and local
+ * have dims entries. */
+clf_status ocl_run(clf_backend *be, const char *op, cl_kernel k, const ocl_kval *head, int nhead,
+                   const ocl_kval *tail, int ntail, cl_uint dims, const size_t *global,
+                   const size_t *local);
+/* One work-group of wg work-items per row, rows rows (the row kernels). */
+clf_status ocl_run_rows(clf_backend *be, const char *op, cl_kernel k, size_t wg,
+                        const ocl_kval *args, int nargs, int rows);
+/* Grid-stride launch of an elementwise kernel (work-groups of wg) over n items. */
+clf_status ocl_run_elementwise(clf_backend *be, const char *op, cl_kernel k, size_t wg,
+                               const ocl_kval *args, int nargs, uint64_t n);
+/* Columns per work-group of the dalpha/dbeta column sums: 32 neighbouring floats are one
+ * 128-byte line (coalesced loads); the rest of the work-group splits the rows. */
+#define OCL_PARAMS_COLS 32
+/* The dalpha/dbeta column sums of a norm's backward (layernorm_backward_params,
+ * clf_plugin_norm_params): kernel k, work-groups of wg, cols columns. head holds the
+ * kernel's arguments before dalpha (dy and what the rows' normalised x is read from); the
+ * ones after it, the same in both kernels, come from dalpha, dbeta (either optional), rows
+ * and cols. */
+clf_status ocl_run_param_grads(clf_backend *be, const char *op, cl_kernel k, size_t wg,
+                               const ocl_kval *head, int nhead, clf_ptr dalpha, clf_ptr dbeta,
+                               int rows, int cols);
+
 /* Sets args and enqueues kernel k on the queue. global and local have dims entries. */
 clf_status ocl_launch_kernel(clf_backend *be, const char *op, cl_kernel k, const ocl_arg *args,
                              int nargs, cl_uint dims, const size_t *global, const size_t *local);
@@ -154,9 +247,30 @@ clf_status ocl_check_range(clf_backend *be, const char *op, const char *name, cl
 /* The same for elems 4-byte elements (F32 or I32), always aligned. */
 clf_status ocl_check_operand(clf_backend *be, const char *op, const char *name, clf_ptr p,
                              uint64_t elems, int required);
-/* The shape rules layernorm and its backward share: rows >= 0, cols >= 1, a known style,
- * and cols >= 2 for the tutorial style (its std is the unbiased one). */
-clf_status ocl_check_ln_shape(const char *op, int rows, int cols, clf_ln_style style);
+/* An operand of an op for ocl_check_operands: its name in messages, elements, required. */
+typedef struct ocl_operand {
+    const char *name;
+    clf_ptr p;
+    uint64_t elems;
+    int required;
+} ocl_operand;
+/* An operand that must be given. */
+static inline ocl_operand ocl_required(const char *name, clf_ptr p, uint64_t elems)
+{
+    return (ocl_operand){name, p, elems, 1};
+}
+/* An operand that may be absent (p.buf NULL: no check). */
+static inline ocl_operand ocl_optional(const char *name, clf_ptr p, uint64_t elems)
+{
+    return (ocl_operand){name, p, elems, 0};
+}
+/* ocl_check_operand on each of list[0..n) in order: the first error, else CLF_OK. */
+clf_status ocl_check_operands(clf_backend *be, const char *op, const ocl_operand *list, int n);
+/* The operands of a norm's backward (layernorm_backward, a plugin norm's), in this order:
+ * dx, dy, x [rows, cols]; alpha, dalpha, dbeta [cols], the last two optional. */
+clf_status ocl_check_norm_backward(clf_backend *be, const char *op, clf_ptr dx, clf_ptr dy,
+                                   clf_ptr x, clf_ptr alpha, clf_ptr dalpha, clf_ptr dbeta,
+                                   int rows, int cols);
 /* Elements spanned by `rows` rows of `cols` elements, `ld` apart, repeated `batch` times
  * `stride` apart; 0 when anything is empty; UINT64_MAX on overflow. */
 uint64_t ocl_extent(uint64_t rows, uint64_t cols, uint64_t ld, uint64_t batch, uint64_t stride);
@@ -189,16 +303,27 @@ clf_status ocl_gemm(clf_backend *be, const clf_gemm_args *a);
 clf_status ocl_gemm_strided_batched(clf_backend *be, const clf_gemm_args *a);
 clf_status ocl_layernorm(clf_backend *be, const clf_layernorm_args *a);
 clf_status ocl_attention(clf_backend *be, const clf_attention_args *a);
-/* Attention dropout as the kernels take it: the seed, threshold = clf_dropout_threshold(p)
- * (0 = off: every element kept) and scale = 1.0f / (1.0f - p) (1.0f when off). */
-typedef struct ocl_attn_dropout {
-    cl_ulong seed;
-    cl_uint threshold;
-    cl_float scale;
-} ocl_attn_dropout;
-ocl_attn_dropout ocl_attention_dropout(const clf_attention_args *a);
-/* CLF_ERR_INPUT naming op unless 0 <= a->dropout_p < 1. */
-clf_status ocl_check_attention_dropout(const char *op, const clf_attention_args *a);
+/* Elements spanned by each attention operand (for the backward: dq, dk, dv and dout as
+ * q, k, v and out). */
+typedef struct ocl_attn_extent {
+    uint64_t q, k, v, out, key_mask;
+} ocl_attn_extent;
+/* The checks attention and its backward share before their operands': 0 <= dropout_p < 1,
+ * the shape, the row strides; then the extents of the operands in *e. */
+clf_status ocl_check_attention_shape(const char *op, const clf_attention_args *f,
+                                     ocl_attn_extent *e);
+/* CLF_ERR_INPUT unless the local memory of an attention kernel, vectors floats [head_dim]
+ * and tiles [wg], fits the device's. */
+clf_status ocl_check_attention_local(clf_backend *be, const char *op, int head_dim, int vectors,
+                                     size_t wg, int tiles);
+/* Launches attention kernel k with work-groups of wg: first the parameters every attention
+ * kernel starts with (q, k, v and out, for the backward dout, with their strides, the key
+ * mask, the length of the other axis, head_dim, causal, q_pos0, scale, the dropout's seed,
+ * threshold and scale), then tail[0..ntail). One work-group per query, head and batch; with
+ * by_key, per key (the backward's key pass). */
+clf_status ocl_run_attention(clf_backend *be, const char *op, cl_kernel k, size_t wg,
+                             const clf_attention_args *f, clf_ptr out, int by_key,
+                             const ocl_kval *tail, int ntail);
 clf_status ocl_embed(clf_backend *be, const clf_embed_args *a);
 clf_status ocl_add(clf_backend *be, clf_ptr out, clf_ptr a, clf_ptr b, size_t n);
 clf_status ocl_softmax(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int cols, int log);

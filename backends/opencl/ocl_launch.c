@@ -45,6 +45,26 @@ clf_status ocl_check_operand(clf_backend *be, const char *op, const char *name, 
     return ocl_check_range(be, op, name, p, bytes, 1, required);
 }
 
+clf_status ocl_check_operands(clf_backend *be, const char *op, const ocl_operand *list, int n)
+{
+    clf_status st = CLF_OK;
+    for (int i = 0; i < n && st == CLF_OK; i++)
+        st = ocl_check_operand(be, op, list[i].name, list[i].p, list[i].elems, list[i].required);
+    return st;
+}
+
+clf_status ocl_check_norm_backward(clf_backend *be, const char *op, clf_ptr dx, clf_ptr dy,
+                                   clf_ptr x, clf_ptr alpha, clf_ptr dalpha, clf_ptr dbeta,
+                                   int rows, int cols)
+{
+    const uint64_t n = (uint64_t)rows * (uint64_t)cols, c = (uint64_t)cols;
+    const ocl_operand operands[] = {
+        ocl_required("dx", dx, n),         ocl_required("dy", dy, n),
+        ocl_required("x", x, n),           ocl_required("alpha", alpha, c),
+        ocl_optional("dalpha", dalpha, c), ocl_optional("dbeta", dbeta, c)};
+    return ocl_check_operands(be, op, operands, OCL_COUNT(operands));
+}
+
 clf_status ocl_launch(clf_backend *be, const char *op, ocl_kernel_id id, const ocl_arg *args,
                       int nargs, cl_uint dims, const size_t *global, const size_t *local)
 {
@@ -65,13 +85,60 @@ clf_status ocl_launch_kernel(clf_backend *be, const char *op, cl_kernel k, const
     return CLF_OK;
 }
 
-clf_status ocl_launch_elementwise(clf_backend *be, const char *op, ocl_kernel_id id,
-                                  const ocl_arg *args, int nargs, uint64_t n)
+/* The global size of a grid-stride launch over n items: enough work-groups of wg for n,
+ * at most be->max_groups of them (each work-item then loops). */
+static size_t grid_stride_global(const clf_backend *be, size_t wg, uint64_t n)
 {
-    size_t wg = be->wg[id];
     uint64_t groups = (n + wg - 1) / wg;
     if (groups > be->max_groups)
         groups = be->max_groups;
-    size_t global = (size_t)groups * wg, local = wg;
+    return (size_t)groups * wg;
+}
+
+clf_status ocl_launch_elementwise(clf_backend *be, const char *op, ocl_kernel_id id,
+                                  const ocl_arg *args, int nargs, uint64_t n)
+{
+    size_t local = be->wg[id], global = grid_stride_global(be, local, n);
     return ocl_launch(be, op, id, args, nargs, 1, &global, &local);
+}
+
+clf_status ocl_run(clf_backend *be, const char *op, cl_kernel k, const ocl_kval *head, int nhead,
+                   const ocl_kval *tail, int ntail, cl_uint dims, const size_t *global,
+                   const size_t *local)
+{
+    ocl_arg args[OCL_MAX_ARGS];
+    if (nhead + ntail > OCL_MAX_ARGS)
+        return clf_error(CLF_ERR_BACKEND, "opencl: %s: %d kernel arguments, more than %d", op,
+                         nhead + ntail, OCL_MAX_ARGS);
+    for (int i = 0; i < nhead + ntail; i++) {
+        const ocl_kval *v = i < nhead ? &head[i] : &tail[i - nhead];
+        args[i] = (ocl_arg){v->size, v->local ? NULL : (const void *)&v->v};
+    }
+    return ocl_launch_kernel(be, op, k, args, nhead + ntail, dims, global, local);
+}
+
+clf_status ocl_run_rows(clf_backend *be, const char *op, cl_kernel k, size_t wg,
+                        const ocl_kval *args, int nargs, int rows)
+{
+    size_t global = (size_t)rows * wg;
+    return ocl_run(be, op, k, args, nargs, NULL, 0, 1, &global, &wg);
+}
+
+clf_status ocl_run_elementwise(clf_backend *be, const char *op, cl_kernel k, size_t wg,
+                               const ocl_kval *args, int nargs, uint64_t n)
+{
+    size_t global = grid_stride_global(be, wg, n);
+    return ocl_run(be, op, k, args, nargs, NULL, 0, 1, &global, &wg);
+}
+
+clf_status ocl_run_param_grads(clf_backend *be, const char *op, cl_kernel k, size_t wg,
+                               const ocl_kval *head, int nhead, clf_ptr dalpha, clf_ptr dbeta,
+                               int rows, int cols)
+{
+    /* ..., dalpha, dalpha_off, has_dalpha, dbeta, dbeta_off, has_dbeta, rows, cols, reda, redb */
+    const ocl_kval tail[] = {OCL_KBUF(dalpha), ocl_khas(dalpha), OCL_KBUF(dbeta), ocl_khas(dbeta),
+                             ocl_kint(rows),   ocl_kint(cols),   ocl_kfloats(wg), ocl_kfloats(wg)};
+    size_t lx = wg < OCL_PARAMS_COLS ? wg : OCL_PARAMS_COLS, ly = wg / lx;
+    size_t global[2] = {((size_t)cols + lx - 1) / lx * lx, ly}, local[2] = {lx, ly};
+    return ocl_run(be, op, k, head, nhead, tail, OCL_COUNT(tail), 2, global, local);
 }

@@ -5,18 +5,6 @@
 
 #include <stdio.h>
 
-clf_status ocl_check_ln_shape(const char *op, int rows, int cols, clf_ln_style style)
-{
-    if (rows < 0 || cols <= 0)
-        return clf_error(CLF_ERR_INPUT, "opencl: %s: bad shape rows=%d cols=%d", op, rows, cols);
-    if (style != CLF_LN_TUTORIAL && style != CLF_LN_STANDARD)
-        return clf_error(CLF_ERR_INPUT, "opencl: %s: unknown style %d", op, (int)style);
-    if (style == CLF_LN_TUTORIAL && cols < 2)
-        return clf_error(CLF_ERR_INPUT,
-                         "opencl: %s: the tutorial style needs cols >= 2 (unbiased std)", op);
-    return CLF_OK;
-}
-
 /* out[r,:] = LN(x[r,:] + residual[r,:]) (see clf_layernorm_args); one work-group a row. */
 clf_status ocl_layernorm(clf_backend *be, const clf_layernorm_args *a)
 {
@@ -24,87 +12,93 @@ clf_status ocl_layernorm(clf_backend *be, const clf_layernorm_args *a)
     clf_status st;
     if (!a)
         return clf_error(CLF_ERR_INPUT, "opencl: %s: no arguments", op);
-    if ((st = ocl_check_ln_shape(op, a->rows, a->cols, a->style)) != CLF_OK)
+    if ((st = clf_check_ln_shape("opencl", op, a->rows, a->cols, a->style)) != CLF_OK ||
+        a->rows == 0)
         return st;
-    if (a->rows == 0)
-        return CLF_OK;
-    uint64_t n = (uint64_t)a->rows * (uint64_t)a->cols;
-    if ((st = ocl_check_operand(be, op, "out", a->out, n, 1)) != CLF_OK ||
-        (st = ocl_check_operand(be, op, "x", a->x, n, 1)) != CLF_OK ||
-        (st = ocl_check_operand(be, op, "residual", a->residual, n, 0)) != CLF_OK ||
-        (st = ocl_check_operand(be, op, "sum_out", a->sum_out, n, 0)) != CLF_OK ||
-        (st = ocl_check_operand(be, op, "alpha", a->alpha, (uint64_t)a->cols, 1)) != CLF_OK ||
-        (st = ocl_check_operand(be, op, "beta", a->beta, (uint64_t)a->cols, 1)) != CLF_OK)
+    const uint64_t n = (uint64_t)a->rows * (uint64_t)a->cols, c = (uint64_t)a->cols;
+    const ocl_operand operands[] = {
+        ocl_required("out", a->out, n),           ocl_required("x", a->x, n),
+        ocl_optional("residual", a->residual, n), ocl_optional("sum_out", a->sum_out, n),
+        ocl_required("alpha", a->alpha, c),       ocl_required("beta", a->beta, c)};
+    if ((st = ocl_check_operands(be, op, operands, OCL_COUNT(operands))) != CLF_OK)
         return st;
     if (a->out.buf == a->x.buf && a->out.off == a->x.off)
         return clf_error(CLF_ERR_INPUT, "opencl: %s: out may not alias x", op);
 
-    cl_mem out = ocl_mem(a->out), x = ocl_mem(a->x), res = ocl_mem(a->residual),
-           sum = ocl_mem(a->sum_out), alpha = ocl_mem(a->alpha), beta = ocl_mem(a->beta);
-    cl_ulong out_off = ocl_elems(a->out), x_off = ocl_elems(a->x), res_off = ocl_elems(a->residual),
-             sum_off = ocl_elems(a->sum_out), alpha_off = ocl_elems(a->alpha),
-             beta_off = ocl_elems(a->beta);
-    cl_int has_res = a->residual.buf != NULL, has_sum = a->sum_out.buf != NULL, cols = a->cols,
-           style = a->style == CLF_LN_STANDARD;
-    cl_float eps = a->eps;
     size_t wg = be->wg[OCL_K_LAYERNORM];
-    const ocl_arg args[] = {
-        {sizeof out, &out},         {sizeof out_off, &out_off},   {sizeof x, &x},
-        {sizeof x_off, &x_off},     {sizeof res, &res},           {sizeof res_off, &res_off},
-        {sizeof has_res, &has_res}, {sizeof sum, &sum},           {sizeof sum_off, &sum_off},
-        {sizeof has_sum, &has_sum}, {sizeof alpha, &alpha},       {sizeof alpha_off, &alpha_off},
-        {sizeof beta, &beta},       {sizeof beta_off, &beta_off}, {sizeof cols, &cols},
-        {sizeof style, &style},     {sizeof eps, &eps},           {wg * sizeof(cl_float), NULL},
-    };
-    size_t global = (size_t)a->rows * wg;
-    return ocl_launch(be, op, OCL_K_LAYERNORM, args, sizeof args / sizeof args[0], 1, &global, &wg);
+    const ocl_kval args[] = {OCL_KBUF(a->out),        OCL_KBUF(a->x),       OCL_KBUF(a->residual),
+                             ocl_khas(a->residual),   OCL_KBUF(a->sum_out), ocl_khas(a->sum_out),
+                             OCL_KBUF(a->alpha),      OCL_KBUF(a->beta),    ocl_kint(a->cols),
+                             ocl_kln_style(a->style), ocl_kfloat(a->eps),   ocl_kfloats(wg)};
+    return ocl_run_rows(be, op, be->kernels[OCL_K_LAYERNORM], wg, args, OCL_COUNT(args), a->rows);
 }
 
-/* Bounds of the attention operands (see clf_attention_args for the layout). */
-static clf_status check_attention(clf_backend *be, const char *op, const clf_attention_args *a)
+clf_status ocl_check_attention_shape(const char *op, const clf_attention_args *f,
+                                     ocl_attn_extent *e)
 {
-    clf_status st;
-    uint64_t B = (uint64_t)a->batch, Tq = (uint64_t)a->q_len, Tk = (uint64_t)a->kv_len,
-             width = (uint64_t)a->heads * (uint64_t)a->head_dim;
-    if (a->q_ld < 0 || a->k_ld < 0 || a->v_ld < 0 || a->out_ld < 0 || (uint64_t)a->q_ld < width ||
-        (uint64_t)a->k_ld < width || (uint64_t)a->v_ld < width || (uint64_t)a->out_ld < width)
+    if (!(f->dropout_p >= 0.0f && f->dropout_p < 1.0f)) /* NaN fails too */
+        return clf_error(CLF_ERR_INPUT, "opencl: %s: dropout_p = %g is outside [0, 1)", op,
+                         (double)f->dropout_p);
+    /* kv_len 0 would be a softmax over no keys */
+    if (f->batch < 0 || f->heads <= 0 || f->q_len < 0 || f->kv_len <= 0 || f->head_dim <= 0)
+        return clf_error(CLF_ERR_INPUT,
+                         "opencl: %s: bad shape batch=%d heads=%d q_len=%d kv_len=%d "
+                         "head_dim=%d",
+                         op, f->batch, f->heads, f->q_len, f->kv_len, f->head_dim);
+    uint64_t B = (uint64_t)f->batch, Tq = (uint64_t)f->q_len, Tk = (uint64_t)f->kv_len,
+             width = (uint64_t)f->heads * (uint64_t)f->head_dim;
+    if (f->q_ld < 0 || f->k_ld < 0 || f->v_ld < 0 || f->out_ld < 0 || (uint64_t)f->q_ld < width ||
+        (uint64_t)f->k_ld < width || (uint64_t)f->v_ld < width || (uint64_t)f->out_ld < width)
         return clf_error(CLF_ERR_INPUT,
                          "opencl: %s: row strides q_ld=%d k_ld=%d v_ld=%d out_ld=%d must be at "
                          "least heads * head_dim = %llu",
-                         op, a->q_ld, a->k_ld, a->v_ld, a->out_ld, (unsigned long long)width);
-    if ((st = ocl_check_operand(be, op, "q", a->q,
-                                ocl_extent(Tq, width, (uint64_t)a->q_ld, B, a->q_bstride), 1)) !=
-            CLF_OK ||
-        (st = ocl_check_operand(be, op, "k", a->k,
-                                ocl_extent(Tk, width, (uint64_t)a->k_ld, B, a->kv_bstride), 1)) !=
-            CLF_OK ||
-        (st = ocl_check_operand(be, op, "v", a->v,
-                                ocl_extent(Tk, width, (uint64_t)a->v_ld, B, a->kv_bstride), 1)) !=
-            CLF_OK ||
-        (st = ocl_check_operand(be, op, "out", a->out,
-                                ocl_extent(Tq, width, (uint64_t)a->out_ld, B, a->out_bstride),
-                                1)) != CLF_OK ||
-        (st = ocl_check_operand(be, op, "key_mask", a->key_mask,
-                                ocl_extent(1, Tk, Tk, B, a->key_mask_stride), 0)) != CLF_OK)
-        return st;
-    uint64_t np = B * (uint64_t)a->heads * Tq * Tk; /* ints: no overflow in 64 bits */
-    return ocl_check_operand(be, op, "probs", a->probs, np, 0);
-}
-
-clf_status ocl_check_attention_dropout(const char *op, const clf_attention_args *a)
-{
-    if (!(a->dropout_p >= 0.0f && a->dropout_p < 1.0f)) /* NaN fails too */
-        return clf_error(CLF_ERR_INPUT, "opencl: %s: dropout_p = %g is outside [0, 1)", op,
-                         (double)a->dropout_p);
+                         op, f->q_ld, f->k_ld, f->v_ld, f->out_ld, (unsigned long long)width);
+    e->q = ocl_extent(Tq, width, (uint64_t)f->q_ld, B, f->q_bstride);
+    e->k = ocl_extent(Tk, width, (uint64_t)f->k_ld, B, f->kv_bstride);
+    e->v = ocl_extent(Tk, width, (uint64_t)f->v_ld, B, f->kv_bstride);
+    e->out = ocl_extent(Tq, width, (uint64_t)f->out_ld, B, f->out_bstride);
+    e->key_mask = ocl_extent(1, Tk, Tk, B, f->key_mask_stride);
     return CLF_OK;
 }
 
-ocl_attn_dropout ocl_attention_dropout(const clf_attention_args *a)
+clf_status ocl_check_attention_local(clf_backend *be, const char *op, int head_dim, int vectors,
+                                     size_t wg, int tiles)
 {
-    ocl_attn_dropout dr = {a->dropout_seed, clf_dropout_threshold(a->dropout_p), 1.0f};
-    if (dr.threshold) /* the expression of clf_attention_args, in float, as the CPU has it */
-        dr.scale = 1.0f / (1.0f - a->dropout_p);
-    return dr;
+    uint64_t bytes = ((uint64_t)vectors * (uint64_t)head_dim + (uint64_t)tiles * wg) * 4;
+    if (bytes > be->local_mem)
+        return clf_error(CLF_ERR_INPUT,
+                         "opencl: %s: head_dim %d needs %llu bytes of local memory, the device "
+                         "has %llu",
+                         op, head_dim, (unsigned long long)bytes,
+                         (unsigned long long)be->local_mem);
+    return CLF_OK;
+}
+
+clf_status ocl_run_attention(clf_backend *be, const char *op, cl_kernel k, size_t wg,
+                             const clf_attention_args *f, clf_ptr out, int by_key,
+                             const ocl_kval *tail, int ntail)
+{
+    /* dropout: threshold 0 keeps every element; the scale is the expression of
+     * clf_attention_args, in float, as the CPU has it */
+    const cl_uint threshold = clf_dropout_threshold(f->dropout_p);
+    const cl_float keep_scale = threshold ? 1.0f / (1.0f - f->dropout_p) : 1.0f;
+    /* a line per group of the kernels' parameters */
+    /* clang-format off */
+    const ocl_kval head[] = {
+        OCL_KBUF(f->q), ocl_kulong(f->q_ld), ocl_kulong(f->q_bstride),
+        OCL_KBUF(f->k), ocl_kulong(f->k_ld),
+        OCL_KBUF(f->v), ocl_kulong(f->v_ld), ocl_kulong(f->kv_bstride),
+        OCL_KBUF(out), ocl_kulong(f->out_ld), ocl_kulong(f->out_bstride),
+        OCL_KBUF(f->key_mask), ocl_kulong(f->key_mask_stride), ocl_khas(f->key_mask),
+        ocl_kint(by_key ? f->q_len : f->kv_len), ocl_kint(f->head_dim), ocl_kbool(f->causal),
+        ocl_kint(f->q_pos0), ocl_kfloat(f->scale),
+        ocl_kulong(f->dropout_seed), ocl_kuint(threshold), ocl_kfloat(keep_scale),
+    };
+    /* clang-format on */
+    size_t global[3] = {(size_t)(by_key ? f->kv_len : f->q_len) * wg, (size_t)f->heads,
+                        (size_t)f->batch};
+    size_t local[3] = {wg, 1, 1};
+    return ocl_run(be, op, k, head, OCL_COUNT(head), tail, ntail, 3, global, local);
 }
 
 /* q, k, v, out: heads split from the feature dim (layout: clf_attention_args).
@@ -116,92 +110,36 @@ clf_status ocl_attention(clf_backend *be, const clf_attention_args *a)
 {
     const char *op = "attention";
     clf_status st;
+    ocl_attn_extent e = {0};
     if (!a)
         return clf_error(CLF_ERR_INPUT, "opencl: %s: no arguments", op);
-    if ((st = ocl_check_attention_dropout(op, a)) != CLF_OK)
+    if ((st = ocl_check_attention_shape(op, a, &e)) != CLF_OK)
         return st;
-    /* kv_len 0 would be a softmax over no keys */
-    if (a->batch < 0 || a->heads <= 0 || a->q_len < 0 || a->kv_len <= 0 || a->head_dim <= 0)
-        return clf_error(CLF_ERR_INPUT,
-                         "opencl: %s: bad shape batch=%d heads=%d q_len=%d kv_len=%d "
-                         "head_dim=%d",
-                         op, a->batch, a->heads, a->q_len, a->kv_len, a->head_dim);
-    if ((st = check_attention(be, op, a)) != CLF_OK || a->batch == 0 || a->q_len == 0)
+    /* ints: no overflow in 64 bits */
+    const uint64_t np =
+        (uint64_t)a->batch * (uint64_t)a->heads * (uint64_t)a->q_len * (uint64_t)a->kv_len;
+    const ocl_operand operands[] = {ocl_required("q", a->q, e.q),
+                                    ocl_required("k", a->k, e.k),
+                                    ocl_required("v", a->v, e.v),
+                                    ocl_required("out", a->out, e.out),
+                                    ocl_optional("key_mask", a->key_mask, e.key_mask),
+                                    ocl_optional("probs", a->probs, np)};
+    if ((st = ocl_check_operands(be, op, operands, OCL_COUNT(operands))) != CLF_OK ||
+        a->batch == 0 || a->q_len == 0)
         return st;
 
     const int probs = a->probs.buf != NULL;
     const ocl_kernel_id kid = probs ? OCL_K_ATTENTION_PROBS : OCL_K_ATTENTION;
     size_t wg = be->wg[kid];
-    /* local scratch: q and the accumulator [head_dim] each, p and red [wg] each */
-    uint64_t local_bytes = ((probs ? 1 : 2) * (uint64_t)a->head_dim + (probs ? 1 : 2) * wg) * 4;
-    if (local_bytes > be->local_mem)
-        return clf_error(CLF_ERR_INPUT,
-                         "opencl: %s: head_dim %d needs %llu bytes of local memory, the device "
-                         "has %llu",
-                         op, a->head_dim, (unsigned long long)local_bytes,
-                         (unsigned long long)be->local_mem);
-
-    cl_mem q = ocl_mem(a->q), k = ocl_mem(a->k), v = ocl_mem(a->v), out = ocl_mem(a->out),
-           mask = ocl_mem(a->key_mask), pr = ocl_mem(a->probs);
-    cl_ulong q_off = ocl_elems(a->q), q_ld = (cl_ulong)a->q_ld, q_bs = a->q_bstride,
-             k_off = ocl_elems(a->k), k_ld = (cl_ulong)a->k_ld, v_off = ocl_elems(a->v),
-             v_ld = (cl_ulong)a->v_ld, kv_bs = a->kv_bstride, out_off = ocl_elems(a->out),
-             out_ld = (cl_ulong)a->out_ld, out_bs = a->out_bstride,
-             mask_off = ocl_elems(a->key_mask), mask_stride = a->key_mask_stride,
-             pr_off = ocl_elems(a->probs);
-    cl_int has_mask = a->key_mask.buf != NULL, kv_len = a->kv_len, hd = a->head_dim,
-           causal = a->causal != 0, q_pos0 = a->q_pos0;
-    cl_float scale = a->scale;
-    ocl_attn_dropout dr = ocl_attention_dropout(a);
-    size_t hd_bytes = (size_t)a->head_dim * sizeof(cl_float), wg_bytes = wg * sizeof(cl_float);
-    const ocl_arg common[] = {
-        {sizeof q, &q},
-        {sizeof q_off, &q_off},
-        {sizeof q_ld, &q_ld},
-        {sizeof q_bs, &q_bs},
-        {sizeof k, &k},
-        {sizeof k_off, &k_off},
-        {sizeof k_ld, &k_ld},
-        {sizeof v, &v},
-        {sizeof v_off, &v_off},
-        {sizeof v_ld, &v_ld},
-        {sizeof kv_bs, &kv_bs},
-        {sizeof out, &out},
-        {sizeof out_off, &out_off},
-        {sizeof out_ld, &out_ld},
-        {sizeof out_bs, &out_bs},
-        {sizeof mask, &mask},
-        {sizeof mask_off, &mask_off},
-        {sizeof mask_stride, &mask_stride},
-        {sizeof has_mask, &has_mask},
-        {sizeof kv_len, &kv_len},
-        {sizeof hd, &hd},
-        {sizeof causal, &causal},
-        {sizeof q_pos0, &q_pos0},
-        {sizeof scale, &scale},
-        {sizeof dr.seed, &dr.seed},
-        {sizeof dr.threshold, &dr.threshold},
-        {sizeof dr.scale, &dr.scale},
-    };
-    enum { NCOMMON = sizeof common / sizeof common[0] };
-    ocl_arg args[NCOMMON + 4];
-    int n = NCOMMON;
-    for (int i = 0; i < NCOMMON; i++)
-        args[i] = common[i];
-    if (probs) {
-        args[n++] = (ocl_arg){sizeof pr, &pr};
-        args[n++] = (ocl_arg){sizeof pr_off, &pr_off};
-        args[n++] = (ocl_arg){hd_bytes, NULL}; /* qs */
-        args[n++] = (ocl_arg){wg_bytes, NULL}; /* red */
-    } else {
-        args[n++] = (ocl_arg){hd_bytes, NULL}; /* qs */
-        args[n++] = (ocl_arg){hd_bytes, NULL}; /* acc */
-        args[n++] = (ocl_arg){wg_bytes, NULL}; /* p */
-        args[n++] = (ocl_arg){wg_bytes, NULL}; /* red */
-    }
-    size_t global[3] = {(size_t)a->q_len * wg, (size_t)a->heads, (size_t)a->batch};
-    size_t local[3] = {wg, 1, 1};
-    return ocl_launch(be, op, kid, args, n, 3, global, local);
+    /* local scratch: qs [head_dim] and red [wg] with probs; fused, qs and acc [head_dim], p
+     * and red [wg] */
+    const int pairs = probs ? 1 : 2;
+    if ((st = ocl_check_attention_local(be, op, a->head_dim, pairs, wg, pairs)) != CLF_OK)
+        return st;
+    const ocl_kval qs = ocl_kfloats((size_t)a->head_dim), tile = ocl_kfloats(wg);
+    const ocl_kval with_probs[] = {OCL_KBUF(a->probs), qs, tile}, fused[] = {qs, qs, tile, tile};
+    return ocl_run_attention(be, op, be->kernels[kid], wg, a, a->out, 0, probs ? with_probs : fused,
+                             probs ? OCL_COUNT(with_probs) : OCL_COUNT(fused));
 }
 
 /* out[r,:] = table[ids[r],:] * scale + pe[pos0 + r % seq_len, :] */
@@ -219,38 +157,18 @@ clf_status ocl_embed(clf_backend *be, const clf_embed_args *a)
         return CLF_OK;
     uint64_t dim = (uint64_t)a->dim;
     uint64_t pe_rows = (uint64_t)a->pos0 + (uint64_t)(a->rows < a->seq_len ? a->rows : a->seq_len);
-    if ((st = ocl_check_operand(be, op, "out", a->out, (uint64_t)a->rows * dim, 1)) != CLF_OK ||
-        (st = ocl_check_operand(be, op, "ids", a->ids, (uint64_t)a->rows, 1)) != CLF_OK ||
-        (st = ocl_check_operand(be, op, "table", a->table, (uint64_t)a->vocab * dim, 1)) !=
-            CLF_OK ||
-        (st = ocl_check_operand(be, op, "pe", a->pe, pe_rows * dim, 0)) != CLF_OK)
+    const ocl_operand operands[] = {ocl_required("out", a->out, (uint64_t)a->rows * dim),
+                                    ocl_required("ids", a->ids, (uint64_t)a->rows),
+                                    ocl_required("table", a->table, (uint64_t)a->vocab * dim),
+                                    ocl_optional("pe", a->pe, pe_rows * dim)};
+    if ((st = ocl_check_operands(be, op, operands, OCL_COUNT(operands))) != CLF_OK)
         return st;
-    cl_mem out = ocl_mem(a->out), ids = ocl_mem(a->ids), table = ocl_mem(a->table),
-           pe = ocl_mem(a->pe);
-    cl_ulong out_off = ocl_elems(a->out), ids_off = ocl_elems(a->ids),
-             table_off = ocl_elems(a->table), pe_off = ocl_elems(a->pe);
-    cl_int has_pe = a->pe.buf != NULL, rows = a->rows, seq_len = a->seq_len, pos0 = a->pos0,
-           d = a->dim, vocab = a->vocab;
-    cl_float scale = a->scale;
-    const ocl_arg args[] = {
-        {sizeof out, &out},
-        {sizeof out_off, &out_off},
-        {sizeof ids, &ids},
-        {sizeof ids_off, &ids_off},
-        {sizeof table, &table},
-        {sizeof table_off, &table_off},
-        {sizeof pe, &pe},
-        {sizeof pe_off, &pe_off},
-        {sizeof has_pe, &has_pe},
-        {sizeof rows, &rows},
-        {sizeof seq_len, &seq_len},
-        {sizeof pos0, &pos0},
-        {sizeof d, &d},
-        {sizeof vocab, &vocab},
-        {sizeof scale, &scale},
-    };
-    return ocl_launch_elementwise(be, op, OCL_K_EMBED, args, sizeof args / sizeof args[0],
-                                  (uint64_t)a->rows * dim);
+    const ocl_kval args[] = {OCL_KBUF(a->out),     OCL_KBUF(a->ids),    OCL_KBUF(a->table),
+                             OCL_KBUF(a->pe),      ocl_khas(a->pe),     ocl_kint(a->rows),
+                             ocl_kint(a->seq_len), ocl_kint(a->pos0),   ocl_kint(a->dim),
+                             ocl_kint(a->vocab),   ocl_kfloat(a->scale)};
+    return ocl_run_elementwise(be, op, be->kernels[OCL_K_EMBED], be->wg[OCL_K_EMBED], args,
+                               OCL_COUNT(args), (uint64_t)a->rows * dim);
 }
 
 /* out[i] = a[i] + b[i], i < n */
@@ -260,31 +178,26 @@ clf_status ocl_add(clf_backend *be, clf_ptr out, clf_ptr a, clf_ptr b, size_t n)
     clf_status st;
     if (n == 0)
         return CLF_OK;
-    if ((st = ocl_check_operand(be, op, "out", out, n, 1)) != CLF_OK ||
-        (st = ocl_check_operand(be, op, "a", a, n, 1)) != CLF_OK ||
-        (st = ocl_check_operand(be, op, "b", b, n, 1)) != CLF_OK)
+    const ocl_operand operands[] = {ocl_required("out", out, n), ocl_required("a", a, n),
+                                    ocl_required("b", b, n)};
+    if ((st = ocl_check_operands(be, op, operands, OCL_COUNT(operands))) != CLF_OK)
         return st;
-    cl_mem mo = ocl_mem(out), ma = ocl_mem(a), mb = ocl_mem(b);
-    cl_ulong oo = ocl_elems(out), ao = ocl_elems(a), bo = ocl_elems(b), nn = n;
-    const ocl_arg args[] = {
-        {sizeof mo, &mo}, {sizeof oo, &oo}, {sizeof ma, &ma}, {sizeof ao, &ao},
-        {sizeof mb, &mb}, {sizeof bo, &bo}, {sizeof nn, &nn},
-    };
-    return ocl_launch_elementwise(be, op, OCL_K_ADD, args, sizeof args / sizeof args[0], n);
+    const ocl_kval args[] = {OCL_KBUF(out), OCL_KBUF(a), OCL_KBUF(b), ocl_kulong(n)};
+    return ocl_run_elementwise(be, op, be->kernels[OCL_K_ADD], be->wg[OCL_K_ADD], args,
+                               OCL_COUNT(args), n);
 }
 
 /* Checks a [rows, cols] row op's sizes and operands (out_elems: per row). */
 static clf_status check_rows(clf_backend *be, const char *op, clf_ptr out, clf_ptr x, int rows,
                              int cols, uint64_t out_per_row)
 {
-    clf_status st;
     if (rows < 0 || cols <= 0)
         return clf_error(CLF_ERR_INPUT, "opencl: %s: bad shape rows=%d cols=%d", op, rows, cols);
     if (rows == 0)
         return CLF_OK;
-    if ((st = ocl_check_operand(be, op, "out", out, (uint64_t)rows * out_per_row, 1)) != CLF_OK)
-        return st;
-    return ocl_check_operand(be, op, "x", x, (uint64_t)rows * (uint64_t)cols, 1);
+    const ocl_operand operands[] = {ocl_required("out", out, (uint64_t)rows * out_per_row),
+                                    ocl_required("x", x, (uint64_t)rows * (uint64_t)cols)};
+    return ocl_check_operands(be, op, operands, OCL_COUNT(operands));
 }
 
 /* out[r,:] = softmax(x[r,:]) or log_softmax; one work-group a row. */
@@ -294,21 +207,10 @@ clf_status ocl_softmax(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int co
     clf_status st = check_rows(be, op, out, x, rows, cols, (uint64_t)(cols > 0 ? cols : 0));
     if (st != CLF_OK || rows == 0)
         return st;
-    cl_mem mo = ocl_mem(out), mx = ocl_mem(x);
-    cl_ulong oo = ocl_elems(out), xo = ocl_elems(x);
-    cl_int c = cols, lg = log != 0;
     size_t wg = be->wg[OCL_K_SOFTMAX];
-    const ocl_arg args[] = {
-        {sizeof mo, &mo},
-        {sizeof oo, &oo},
-        {sizeof mx, &mx},
-        {sizeof xo, &xo},
-        {sizeof c, &c},
-        {sizeof lg, &lg},
-        {wg * sizeof(cl_float), NULL},
-    };
-    size_t global = (size_t)rows * wg;
-    return ocl_launch(be, op, OCL_K_SOFTMAX, args, sizeof args / sizeof args[0], 1, &global, &wg);
+    const ocl_kval args[] = {OCL_KBUF(out), OCL_KBUF(x), ocl_kint(cols), ocl_kbool(log),
+                             ocl_kfloats(wg)};
+    return ocl_run_rows(be, op, be->kernels[OCL_K_SOFTMAX], wg, args, OCL_COUNT(args), rows);
 }
 
 /* out[r] = index of the first maximum of x[r,:] (I32). */
@@ -318,19 +220,8 @@ clf_status ocl_argmax(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int col
     clf_status st = check_rows(be, op, out, x, rows, cols, 1);
     if (st != CLF_OK || rows == 0)
         return st;
-    cl_mem mo = ocl_mem(out), mx = ocl_mem(x);
-    cl_ulong oo = ocl_elems(out), xo = ocl_elems(x);
-    cl_int c = cols;
     size_t wg = be->wg[OCL_K_ARGMAX];
-    const ocl_arg args[] = {
-        {sizeof mo, &mo},
-        {sizeof oo, &oo},
-        {sizeof mx, &mx},
-        {sizeof xo, &xo},
-        {sizeof c, &c},
-        {wg * sizeof(cl_float), NULL},
-        {wg * sizeof(cl_int), NULL},
-    };
-    size_t global = (size_t)rows * wg;
-    return ocl_launch(be, op, OCL_K_ARGMAX, args, sizeof args / sizeof args[0], 1, &global, &wg);
+    const ocl_kval args[] = {OCL_KBUF(out), OCL_KBUF(x), ocl_kint(cols), ocl_kfloats(wg),
+                             ocl_klocal(wg * sizeof(cl_int))};
+    return ocl_run_rows(be, op, be->kernels[OCL_K_ARGMAX], wg, args, OCL_COUNT(args), rows);
 }

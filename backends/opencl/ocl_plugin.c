@@ -22,9 +22,6 @@ extern const size_t clf_ocl_src_plugin_prelude_len, clf_ocl_src_plugin_len;
  * (the kernel families' cap, OCL_ROW_WG in ocl_program.c): enough for a 512..8000-wide
  * row, while more would only add steps to clf_group_sum. */
 #define PLUGIN_ROW_WG 256
-/* Columns per work-group of clf_plugin_norm_params: 32 neighbouring floats are one
- * 128-byte line (coalesced loads), as in layernorm_backward_params. */
-#define PLUGIN_PARAMS_COLS 32
 
 typedef enum plugin_kernel {
     PK_ACT = 0, /* activation kinds */
@@ -202,30 +199,6 @@ static clf_status get_kind(clf_backend *be, const char *opname, const clf_plugin
     return clf_plugin_check_entry_kind("opencl", opname, op, want_norm, label, label_size);
 }
 
-/* CLF_ERR_INPUT when a and b overlap anywhere or, with same_ok, when they overlap without
- * being the same span (an elementwise op may run in place). */
-static clf_status check_no_overlap(const char *op, const char *na, clf_ptr a, const char *nb,
-                                   clf_ptr b, uint64_t bytes, int same_ok)
-{
-    if (ocl_overlap(a, bytes, b, bytes) && !(same_ok && a.off == b.off))
-        return clf_error(CLF_ERR_INPUT, "opencl: %s: '%s' %s '%s'", op, na,
-                         same_ok ? "partly overlaps" : "may not overlap", nb);
-    return CLF_OK;
-}
-
-/* Grid-stride launch of a plugin elementwise kernel over n items. */
-static clf_status launch_elementwise(clf_backend *be, const char *op,
-                                     const struct ocl_plugin_prog *p, plugin_kernel k,
-                                     const ocl_arg *args, int nargs, uint64_t n)
-{
-    size_t wg = p->wg[k];
-    uint64_t groups = (n + wg - 1) / wg;
-    if (groups > be->max_groups)
-        groups = be->max_groups;
-    size_t global = (size_t)groups * wg;
-    return ocl_launch_kernel(be, op, p->kernels[k], args, nargs, 1, &global, &wg);
-}
-
 /* ---- activations ---- */
 
 /* out, x, gate: [n]. out[i] = f(x[i]) * (gate ? gate[i] : 1); out may be x, not gate. */
@@ -236,31 +209,19 @@ clf_status ocl_plugin_activation(clf_backend *be, const clf_activation_args *a)
     clf_status st;
     if (!a)
         return clf_error(CLF_ERR_INPUT, "opencl: activation: no arguments");
-    if ((st = get_kind(be, "activation", a->op, 0, &p, op, sizeof op)) != CLF_OK)
+    if ((st = get_kind(be, "activation", a->op, 0, &p, op, sizeof op)) != CLF_OK ||
+        (st = clf_plugin_check_gates("opencl", op, a->op, 1, a->gate.buf != NULL)) != CLF_OK)
         return st;
-    const int gated = a->op->kind == CLF_PLUGIN_GATED_ACTIVATION;
-    if (gated != (a->gate.buf != NULL))
-        return clf_error(CLF_ERR_INPUT, "opencl: %s: plugin op '%s' (%s) %s", op, a->op->name,
-                         clf_plugin_kind_name(a->op->kind),
-                         gated ? "needs a gate" : "takes no gate");
-    const uint64_t n = a->n, bytes = 4 * n;
-    if ((st = ocl_check_operand(be, op, "out", a->out, n, 1)) != CLF_OK ||
-        (st = ocl_check_operand(be, op, "x", a->x, n, 1)) != CLF_OK ||
-        (st = ocl_check_operand(be, op, "gate", a->gate, n, gated)) != CLF_OK ||
-        (st = check_no_overlap(op, "out", a->out, "x", a->x, bytes, 1)) != CLF_OK ||
-        (st = check_no_overlap(op, "out", a->out, "gate", a->gate, bytes, 0)) != CLF_OK)
+    const uint64_t n = a->n;
+    const ocl_operand operands[] = {ocl_required("out", a->out, n), ocl_required("x", a->x, n),
+                                    ocl_optional("gate", a->gate, n)};
+    if ((st = ocl_check_operands(be, op, operands, OCL_COUNT(operands))) != CLF_OK ||
+        (st = clf_check_activation_overlap("opencl", op, a)) != CLF_OK)
         return st;
     if (n == 0)
         return CLF_OK;
-    cl_mem out = ocl_mem(a->out), x = ocl_mem(a->x), gate = ocl_mem(a->gate);
-    cl_ulong out_off = ocl_elems(a->out), x_off = ocl_elems(a->x), gate_off = ocl_elems(a->gate),
-             count = n;
-    const ocl_arg args[] = {
-        {sizeof out, &out},     {sizeof out_off, &out_off}, {sizeof x, &x},
-        {sizeof x_off, &x_off}, {sizeof gate, &gate},       {sizeof gate_off, &gate_off},
-        {sizeof count, &count},
-    };
-    return launch_elementwise(be, op, p, PK_ACT, args, sizeof args / sizeof args[0], n);
+    const ocl_kval args[] = {OCL_KBUF(a->out), OCL_KBUF(a->x), OCL_KBUF(a->gate), ocl_kulong(n)};
+    return ocl_run_elementwise(be, op, p->kernels[PK_ACT], p->wg[PK_ACT], args, OCL_COUNT(args), n);
 }
 
 /* dx, dgate, dy, x, gate: [n]. dx = (dy * gate) * f'(x) (gate read as 1 without one),
@@ -273,45 +234,40 @@ clf_status ocl_plugin_activation_backward(clf_backend *be, const clf_activation_
     clf_status st;
     if (!a)
         return clf_error(CLF_ERR_INPUT, "opencl: activation_backward: no arguments");
-    if ((st = get_kind(be, "activation_backward", a->op, 0, &p, op, sizeof op)) != CLF_OK)
+    if ((st = get_kind(be, "activation_backward", a->op, 0, &p, op, sizeof op)) != CLF_OK ||
+        (st = clf_plugin_check_gates("opencl", op, a->op, 2,
+                                     (a->gate.buf != NULL) + (a->dgate.buf != NULL))) != CLF_OK)
         return st;
-    const int gated = a->op->kind == CLF_PLUGIN_GATED_ACTIVATION;
-    if (gated != (a->gate.buf != NULL) || gated != (a->dgate.buf != NULL))
-        return clf_error(CLF_ERR_INPUT, "opencl: %s: plugin op '%s' (%s) %s", op, a->op->name,
-                         clf_plugin_kind_name(a->op->kind),
-                         gated ? "needs gate and dgate" : "takes no gate or dgate");
-    const uint64_t n = a->n, bytes = 4 * n;
-    if ((st = ocl_check_operand(be, op, "dx", a->dx, n, 1)) != CLF_OK ||
-        (st = ocl_check_operand(be, op, "dy", a->dy, n, 1)) != CLF_OK ||
-        (st = ocl_check_operand(be, op, "x", a->x, n, 1)) != CLF_OK ||
-        (st = ocl_check_operand(be, op, "gate", a->gate, n, gated)) != CLF_OK ||
-        (st = ocl_check_operand(be, op, "dgate", a->dgate, n, gated)) != CLF_OK ||
-        (st = check_no_overlap(op, "dx", a->dx, "dy", a->dy, bytes, !gated)) != CLF_OK ||
-        (st = check_no_overlap(op, "dx", a->dx, "x", a->x, bytes, 0)) != CLF_OK ||
-        (st = check_no_overlap(op, "dx", a->dx, "gate", a->gate, bytes, 0)) != CLF_OK ||
-        (st = check_no_overlap(op, "dx", a->dx, "dgate", a->dgate, bytes, 0)) != CLF_OK ||
-        (st = check_no_overlap(op, "dgate", a->dgate, "dy", a->dy, bytes, 1)) != CLF_OK ||
-        (st = check_no_overlap(op, "dgate", a->dgate, "x", a->x, bytes, 0)) != CLF_OK ||
-        (st = check_no_overlap(op, "dgate", a->dgate, "gate", a->gate, bytes, 0)) != CLF_OK)
+    const uint64_t n = a->n;
+    const ocl_operand operands[] = {ocl_required("dx", a->dx, n), ocl_required("dy", a->dy, n),
+                                    ocl_required("x", a->x, n), ocl_optional("gate", a->gate, n),
+                                    ocl_optional("dgate", a->dgate, n)};
+    if ((st = ocl_check_operands(be, op, operands, OCL_COUNT(operands))) != CLF_OK ||
+        (st = clf_check_activation_backward_overlap("opencl", op, a)) != CLF_OK)
         return st;
     if (n == 0)
         return CLF_OK;
-    cl_mem dx = ocl_mem(a->dx), dgate = ocl_mem(a->dgate), dy = ocl_mem(a->dy), x = ocl_mem(a->x),
-           gate = ocl_mem(a->gate);
-    cl_ulong dx_off = ocl_elems(a->dx), dgate_off = ocl_elems(a->dgate), dy_off = ocl_elems(a->dy),
-             x_off = ocl_elems(a->x), gate_off = ocl_elems(a->gate), count = n;
-    const ocl_arg args[] = {
-        {sizeof dx, &dx},       {sizeof dx_off, &dx_off},
-        {sizeof dgate, &dgate}, {sizeof dgate_off, &dgate_off},
-        {sizeof dy, &dy},       {sizeof dy_off, &dy_off},
-        {sizeof x, &x},         {sizeof x_off, &x_off},
-        {sizeof gate, &gate},   {sizeof gate_off, &gate_off},
-        {sizeof count, &count},
-    };
-    return launch_elementwise(be, op, p, PK_ACT_BWD, args, sizeof args / sizeof args[0], n);
+    const ocl_kval args[] = {OCL_KBUF(a->dx), OCL_KBUF(a->dgate), OCL_KBUF(a->dy),
+                             OCL_KBUF(a->x),  OCL_KBUF(a->gate),  ocl_kulong(n)};
+    return ocl_run_elementwise(be, op, p->kernels[PK_ACT_BWD], p->wg[PK_ACT_BWD], args,
+                               OCL_COUNT(args), n);
 }
 
 /* ---- norms ---- */
+
+/* The checks both norm entries start with: the op (of the norm kind, built here: *p) and
+ * rows >= 0, cols >= 1. op gets "<entry> '<op name>'" for the later messages. */
+static clf_status check_norm(clf_backend *be, const char *entry, const clf_plugin_op *norm,
+                             int rows, int cols, const struct ocl_plugin_prog **p, char *op,
+                             size_t op_size)
+{
+    clf_status st = get_kind(be, entry, norm, 1, p, op, op_size);
+    if (st != CLF_OK)
+        return st;
+    if (rows < 0 || cols <= 0)
+        return clf_error(CLF_ERR_INPUT, "opencl: %s: bad shape rows=%d cols=%d", op, rows, cols);
+    return CLF_OK;
+}
 
 /* One work-group per row of clf_plugin_norm: out[r,:] = n(x[r,:]), then, with affine,
  * alpha * out + beta (beta optional). */
@@ -319,29 +275,11 @@ static clf_status launch_norm(clf_backend *be, const char *op, const struct ocl_
                               cl_mem out, cl_ulong out_off, clf_ptr x, int affine, clf_ptr alpha,
                               clf_ptr beta, int rows, int cols, float eps)
 {
-    cl_mem xm = ocl_mem(x), am = ocl_mem(alpha), bm = ocl_mem(beta);
-    cl_ulong x_off = ocl_elems(x), alpha_off = ocl_elems(alpha), beta_off = ocl_elems(beta);
-    cl_int has_affine = affine != 0, has_beta = beta.buf != NULL, ncols = cols;
-    cl_float e = eps;
     size_t wg = p->wg[PK_NORM];
-    const ocl_arg args[] = {
-        {sizeof out, &out},
-        {sizeof out_off, &out_off},
-        {sizeof xm, &xm},
-        {sizeof x_off, &x_off},
-        {sizeof has_affine, &has_affine},
-        {sizeof am, &am},
-        {sizeof alpha_off, &alpha_off},
-        {sizeof bm, &bm},
-        {sizeof beta_off, &beta_off},
-        {sizeof has_beta, &has_beta},
-        {sizeof ncols, &ncols},
-        {sizeof e, &e},
-        {wg * sizeof(cl_float), NULL},
-    };
-    size_t global = (size_t)rows * wg;
-    return ocl_launch_kernel(be, op, p->kernels[PK_NORM], args, sizeof args / sizeof args[0], 1,
-                             &global, &wg);
+    const ocl_kval args[] = {
+        ocl_kmem(out),  ocl_kulong(out_off), OCL_KBUF(x),    ocl_kbool(affine), OCL_KBUF(alpha),
+        OCL_KBUF(beta), ocl_khas(beta),      ocl_kint(cols), ocl_kfloat(eps),   ocl_kfloats(wg)};
+    return ocl_run_rows(be, op, p->kernels[PK_NORM], wg, args, OCL_COUNT(args), rows);
 }
 
 /* out, x: [rows, cols]; alpha, beta: [cols] (beta optional).
@@ -354,16 +292,13 @@ clf_status ocl_plugin_norm(clf_backend *be, const clf_norm_args *a)
     clf_status st;
     if (!a)
         return clf_error(CLF_ERR_INPUT, "opencl: norm: no arguments");
-    if ((st = get_kind(be, "norm", a->op, 1, &p, op, sizeof op)) != CLF_OK)
+    if ((st = check_norm(be, "norm", a->op, a->rows, a->cols, &p, op, sizeof op)) != CLF_OK)
         return st;
-    if (a->rows < 0 || a->cols <= 0)
-        return clf_error(CLF_ERR_INPUT, "opencl: %s: bad shape rows=%d cols=%d", op, a->rows,
-                         a->cols);
     const uint64_t n = (uint64_t)a->rows * (uint64_t)a->cols, c = (uint64_t)a->cols;
-    if ((st = ocl_check_operand(be, op, "out", a->out, n, 1)) != CLF_OK ||
-        (st = ocl_check_operand(be, op, "x", a->x, n, 1)) != CLF_OK ||
-        (st = ocl_check_operand(be, op, "alpha", a->alpha, c, 1)) != CLF_OK ||
-        (st = ocl_check_operand(be, op, "beta", a->beta, c, 0)) != CLF_OK)
+    const ocl_operand operands[] = {ocl_required("out", a->out, n), ocl_required("x", a->x, n),
+                                    ocl_required("alpha", a->alpha, c),
+                                    ocl_optional("beta", a->beta, c)};
+    if ((st = ocl_check_operands(be, op, operands, OCL_COUNT(operands))) != CLF_OK)
         return st;
     if (ocl_overlap(a->out, 4 * n, a->x, 4 * n) || ocl_overlap(a->out, 4 * n, a->alpha, 4 * c) ||
         ocl_overlap(a->out, 4 * n, a->beta, 4 * c))
@@ -387,89 +322,41 @@ clf_status ocl_plugin_norm_backward(clf_backend *be, const clf_norm_backward_arg
     clf_status st;
     if (!a)
         return clf_error(CLF_ERR_INPUT, "opencl: norm_backward: no arguments");
-    if ((st = get_kind(be, "norm_backward", a->op, 1, &p, op, sizeof op)) != CLF_OK)
+    if ((st = check_norm(be, "norm_backward", a->op, a->rows, a->cols, &p, op, sizeof op)) !=
+            CLF_OK ||
+        (st = ocl_check_norm_backward(be, op, a->dx, a->dy, a->x, a->alpha, a->dalpha, a->dbeta,
+                                      a->rows, a->cols)) != CLF_OK)
         return st;
-    if (a->rows < 0 || a->cols <= 0)
-        return clf_error(CLF_ERR_INPUT, "opencl: %s: bad shape rows=%d cols=%d", op, a->rows,
-                         a->cols);
     const uint64_t n = (uint64_t)a->rows * (uint64_t)a->cols, c = (uint64_t)a->cols;
-    if ((st = ocl_check_operand(be, op, "dx", a->dx, n, 1)) != CLF_OK ||
-        (st = ocl_check_operand(be, op, "dy", a->dy, n, 1)) != CLF_OK ||
-        (st = ocl_check_operand(be, op, "x", a->x, n, 1)) != CLF_OK ||
-        (st = ocl_check_operand(be, op, "alpha", a->alpha, c, 1)) != CLF_OK ||
-        (st = ocl_check_operand(be, op, "dalpha", a->dalpha, c, 0)) != CLF_OK ||
-        (st = ocl_check_operand(be, op, "dbeta", a->dbeta, c, 0)) != CLF_OK)
-        return st;
     if (ocl_overlap(a->dx, 4 * n, a->dy, 4 * n) || ocl_overlap(a->dx, 4 * n, a->x, 4 * n) ||
         ocl_overlap(a->dx, 4 * n, a->alpha, 4 * c))
         return clf_error(CLF_ERR_INPUT, "opencl: %s: dx may not overlap dy, x or alpha", op);
     if (a->rows == 0)
         return CLF_OK;
 
-    const int accumulate = a->accumulate != 0, has_dalpha = a->dalpha.buf != NULL,
-              has_dbeta = a->dbeta.buf != NULL;
+    const int accumulate = a->accumulate != 0, has_dalpha = a->dalpha.buf != NULL;
     const uint64_t scratch_elems = (accumulate ? n : 0) + (has_dalpha ? n : 0);
     cl_mem scratch = NULL;
     if (scratch_elems &&
         (st = ocl_scratch(be, op, (size_t)(scratch_elems * sizeof(cl_float)), &scratch)) != CLF_OK)
         return st;
-    cl_ulong tmp_off = 0, xhat_off = accumulate ? n : 0;
-
-    cl_mem dx = ocl_mem(a->dx), dy = ocl_mem(a->dy), x = ocl_mem(a->x), alpha = ocl_mem(a->alpha);
-    cl_ulong dx_off = ocl_elems(a->dx), dy_off = ocl_elems(a->dy), x_off = ocl_elems(a->x),
-             alpha_off = ocl_elems(a->alpha);
-    cl_int acc = accumulate, cols = a->cols, rows = a->rows;
-    cl_float eps = a->eps;
+    /* scratch: the accumulated rows' temporary at offset 0, then n(x) at xhat_off */
+    const cl_ulong xhat_off = accumulate ? n : 0;
     size_t wg = p->wg[PK_NORM_BWD];
-    const ocl_arg args[] = {
-        {sizeof dx, &dx},
-        {sizeof dx_off, &dx_off},
-        {sizeof scratch, &scratch},
-        {sizeof tmp_off, &tmp_off},
-        {sizeof acc, &acc},
-        {sizeof dy, &dy},
-        {sizeof dy_off, &dy_off},
-        {sizeof alpha, &alpha},
-        {sizeof alpha_off, &alpha_off},
-        {sizeof x, &x},
-        {sizeof x_off, &x_off},
-        {sizeof cols, &cols},
-        {sizeof eps, &eps},
-        {wg * sizeof(cl_float), NULL},
-    };
-    size_t global = (size_t)a->rows * wg;
-    if ((st = ocl_launch_kernel(be, op, p->kernels[PK_NORM_BWD], args, sizeof args / sizeof args[0],
-                                1, &global, &wg)) != CLF_OK)
+    const ocl_kval args[] = {OCL_KBUF(a->dx),       ocl_kmem(scratch), ocl_kulong(0),
+                             ocl_kbool(accumulate), OCL_KBUF(a->dy),   OCL_KBUF(a->alpha),
+                             OCL_KBUF(a->x),        ocl_kint(a->cols), ocl_kfloat(a->eps),
+                             ocl_kfloats(wg)};
+    if ((st = ocl_run_rows(be, op, p->kernels[PK_NORM_BWD], wg, args, OCL_COUNT(args), a->rows)) !=
+        CLF_OK)
         return st;
-    if (!has_dalpha && !has_dbeta)
+    if (!has_dalpha && a->dbeta.buf == NULL)
         return CLF_OK;
     if (has_dalpha && (st = launch_norm(be, op, p, scratch, xhat_off, a->x, 0, a->alpha,
                                         (clf_ptr){NULL, 0}, a->rows, a->cols, a->eps)) != CLF_OK)
         return st;
-
-    cl_mem xhat = has_dalpha ? scratch : NULL, dalpha = ocl_mem(a->dalpha),
-           dbeta = ocl_mem(a->dbeta);
-    cl_ulong dalpha_off = ocl_elems(a->dalpha), dbeta_off = ocl_elems(a->dbeta);
-    cl_int with_dalpha = has_dalpha, with_dbeta = has_dbeta;
-    size_t pwg = p->wg[PK_NORM_PARAMS];
-    size_t lx = pwg < PLUGIN_PARAMS_COLS ? pwg : PLUGIN_PARAMS_COLS, ly = pwg / lx;
-    const ocl_arg pargs[] = {
-        {sizeof dy, &dy},
-        {sizeof dy_off, &dy_off},
-        {sizeof xhat, &xhat},
-        {sizeof xhat_off, &xhat_off},
-        {sizeof dalpha, &dalpha},
-        {sizeof dalpha_off, &dalpha_off},
-        {sizeof with_dalpha, &with_dalpha},
-        {sizeof dbeta, &dbeta},
-        {sizeof dbeta_off, &dbeta_off},
-        {sizeof with_dbeta, &with_dbeta},
-        {sizeof rows, &rows},
-        {sizeof cols, &cols},
-        {pwg * sizeof(cl_float), NULL},
-        {pwg * sizeof(cl_float), NULL},
-    };
-    size_t pglobal[2] = {((size_t)a->cols + lx - 1) / lx * lx, ly}, plocal[2] = {lx, ly};
-    return ocl_launch_kernel(be, op, p->kernels[PK_NORM_PARAMS], pargs,
-                             sizeof pargs / sizeof pargs[0], 2, pglobal, plocal);
+    const ocl_kval head[] = {OCL_KBUF(a->dy), ocl_kmem(has_dalpha ? scratch : NULL),
+                             ocl_kulong(xhat_off)};
+    return ocl_run_param_grads(be, op, p->kernels[PK_NORM_PARAMS], p->wg[PK_NORM_PARAMS], head,
+                               OCL_COUNT(head), a->dalpha, a->dbeta, a->rows, a->cols);
 }

@@ -69,6 +69,18 @@ clf_status clf_plugin_check_entry_kind(const char *backend, const char *entry,
     return CLF_OK;
 }
 
+clf_status clf_plugin_check_gates(const char *backend, const char *label, const clf_plugin_op *op,
+                                  int gates, int given)
+{
+    const int gated = op->kind == CLF_PLUGIN_GATED_ACTIVATION;
+    if (gated ? given == gates : given == 0)
+        return CLF_OK;
+    const char *why = gates == 1 ? (gated ? "needs a gate" : "takes no gate")
+                                 : (gated ? "needs gate and dgate" : "takes no gate or dgate");
+    return clf_error(CLF_ERR_INPUT, "%s: %s: plugin op '%s' (%s) %s", backend, label, op->name,
+                     clf_plugin_kind_name(op->kind), why);
+}
+
 static int valid_op_name(const char *s)
 {
     if (!s || !*s || strlen(s) >= CLF_PLUGIN_NAME_MAX)

@@ -430,6 +430,25 @@ void clf_backend_scan(const char *plugin_dir, clf_backend_found_fn fn, void *use
  * implement op (no silent fallback to another backend). */
 clf_status clf_backend_require(const clf_backend_api *api, clf_backend *be, clf_op op);
 
+/* ---- checks the backends share (core/src/backend_checks.c) ----
+ * Each fails with CLF_ERR_INPUT and a message that starts "<backend>: <op>: ", backend
+ * being the caller's prefix ("cpu", "opencl"), so both backends refuse the same calls with
+ * the same words. */
+
+/* layernorm and its backward: rows >= 0, cols >= 1, a known style, and cols >= 2 for the
+ * tutorial style (its std is the unbiased one). */
+clf_status clf_check_ln_shape(const char *backend, const char *op, int rows, int cols,
+                              clf_ln_style style);
+/* The overlaps clf_activation_args refuses: out and x partly (not the same span), out and
+ * gate at all ("'out' partly overlaps 'x'", "'out' may not overlap 'gate'"). */
+clf_status clf_check_activation_overlap(const char *backend, const char *op,
+                                        const clf_activation_args *a);
+/* The overlaps clf_activation_backward_args refuses, dx first, then dgate: dx and dy (but
+ * for the same span without a gate: a->op, not NULL, says), x, gate, dgate; dgate and dy
+ * partly, x, gate. */
+clf_status clf_check_activation_backward_overlap(const char *backend, const char *op,
+                                                 const clf_activation_backward_args *a);
+
 #ifdef __cplusplus
 }
 #endif

@@ -138,6 +138,14 @@ clf_status clf_plugin_check_entry_kind(const char *backend, const char *entry,
                                        const clf_plugin_op *op, int want_norm, char *label,
                                        size_t label_size);
 
+/* For a backend's activation entry points, after clf_plugin_check_entry_kind: CLF_OK when
+ * the gate operands the entry takes (gates: 1 for gate, 2 for gate and dgate) are all given
+ * for a gated activation and none for another (given: how many are). Otherwise
+ * CLF_ERR_INPUT with "<backend>: <label>: plugin op '<name>' (<kind>) needs a gate" (or
+ * "takes no gate", "needs gate and dgate", "takes no gate or dgate"). */
+clf_status clf_plugin_check_gates(const char *backend, const char *label, const clf_plugin_op *op,
+                                  int gates, int given);
+
 /* Loads every clformer-plugin-*.so on the search path (plugin_dir first; NULL for none)
  * and calls fn once per file with its table, or NULL and the reason it was refused. */
 typedef void (*clf_plugin_found_fn)(void *user, const char *path, const clf_plugin_api *api,
