@@ -345,12 +345,16 @@ static void check_attention(const attn_case *c)
 
 START_TEST(attention_masks_strides_and_probs)
 {
+    /* The last three exercise the CPU backend's query blocks: 3 queries (scored unpacked),
+     * 4 (one register tile), 12 (a second block of 4) with causal limits inside the key
+     * tiles. */
     static const attn_case cases[] = {
         {1, 1, 1, 1, 1, 0, 0, 0, 1, 0},     {1, 1, 1, 1, 1, 1, 0, 1, 1, 1},
         {2, 3, 7, 33, 7, 0, 0, 1, 1, 1},    {3, 2, 7, 7, 64, 1, 0, 1, 1, 1},
         {3, 2, 1, 65, 33, 1, 64, 1, 1, 0},  {2, 4, 33, 33, 16, 1, 0, 0, 0, 1},
         {4, 1, 65, 129, 64, 0, 0, 1, 1, 0}, {2, 2, 5, 129, 8, 1, 124, 1, 0, 1},
-        {3, 1, 129, 1, 7, 0, 0, 1, 1, 0},
+        {3, 1, 129, 1, 7, 0, 0, 1, 1, 0},   {2, 2, 3, 9, 5, 1, 6, 1, 1, 1},
+        {3, 1, 4, 12, 8, 1, 8, 1, 1, 0},    {2, 1, 12, 20, 16, 1, 8, 1, 1, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         check_attention(&cases[i]);

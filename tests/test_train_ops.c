@@ -713,6 +713,10 @@ START_TEST(attention_backward_awkward_sizes)
         {2, 2, 5, 129, 8, 1, 124, 1, 2, 0, 0},
         {3, 1, 129, 1, 7, 0, 0, 1, 0, 0, 0},
         {3, 2, 65, 65, 1, 1, 0, 1, 1, 0, 0},
+        /* the CPU backend's query blocks: one register tile, a second block of 4, causal
+         * limits inside the key tiles */
+        {3, 1, 4, 12, 8, 1, 8, 1, 2, 0, 0},
+        {2, 2, 12, 20, 16, 1, 8, 1, 0, 0, 0},
         /* no queries: dk and dv are still overwritten (with zeros) */
         {2, 2, 0, 7, 5, 0, 0, 1, 0, 0, 0},
     };

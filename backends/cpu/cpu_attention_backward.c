@@ -1,6 +1,6 @@
 /* The backward of the CPU attention op (semantics: clformer/backend.h).
  *
- * Per (batch, head), with P = softmax(masked(scale Q K^T)) recomputed row by row exactly as
+ * Per (batch, head), with P = softmax(masked(scale Q K^T)) recomputed block by block exactly as
  * the forward computes it:
  *   dV = P^T dO
  *   dP = dO V^T,  D_i = sum_j P_ij dP_ij  (= rowsum(dO * O))
@@ -15,8 +15,9 @@
  * while dS, dQ and dK keep the formulas above.
  *
  * One (batch, head) is one task: it alone writes its head's columns of dq, dk and dv, and
- * it sums over queries in order, so the result does not depend on the thread count. dK and
- * dV are accumulated in per-thread scratch ([kv_len, head_dim] each, contiguous rows) and
+ * it sums over queries in a fixed order (blocks of ATTN_R rows, cpu_internal.h), so the
+ * result does not depend on the thread count. dK and dV are accumulated in per-thread
+ * scratch ([kv_len, head_dim] each, contiguous zero-padded rows) and
  * written once at the end, which leaves every other column of the gradient buffers
  * untouched: dq, dk and dv may be column slices of one [q|k|v] gradient. */
 #include <omp.h>
@@ -91,76 +92,107 @@ clf_status cpu_attention_backward(clf_backend *be, const clf_attention_backward_
     const int B = a->batch, H = a->heads, Tq = a->q_len, Tk = a->kv_len, D = a->head_dim;
     const float scale = a->scale;
     const attn_dropout dr = attention_dropout(a);
-    /* per thread: P row, dP row, dQ row, dK and dV accumulators */
-    const size_t per_thread = 2 * (size_t)Tk + (size_t)D + 2 * (size_t)Tk * D;
+    const int kp = attn_round_up(Tk, ATTN_J), dp = attn_round_up(D, ATTN_J);
+    const int few = attn_few_queries(a);
+    /* per thread (padding: cpu_internal.h): Kt and Vt [D][kp]; K rows [Tk][dp]; dK and dV
+     * accumulators [kp][dp]; the query block's Q and dO transposed [D][ATTN_R] and as rows
+     * [ATTN_R][dp]; P, W and dP/dS [ATTN_R][kp]; dS transposed [kp][ATTN_R]; dQ
+     * [ATTN_R][dp] */
+    const size_t per_thread = 2 * (size_t)D * kp + (size_t)Tk * dp + 2 * (size_t)kp * dp +
+                              2 * (size_t)D * ATTN_R + 3 * (size_t)ATTN_R * dp +
+                              4 * (size_t)ATTN_R * kp;
     float *scratch = malloc(sizeof(float) * (size_t)be->threads * per_thread);
     if (!scratch)
         return clf_error(CLF_ERR_NOMEM, "cpu: attention_backward: cannot allocate scratch");
 #pragma omp parallel num_threads(be->threads)
     {
-        float *p = scratch + (size_t)omp_get_thread_num() * per_thread;
-        float *dp = p + Tk, *dq = dp + Tk, *dk = dq + D, *dv = dk + (size_t)Tk * D;
+        float *kt = scratch + (size_t)omp_get_thread_num() * per_thread;
+        float *vt = kt + (size_t)D * kp, *kr = vt + (size_t)D * kp, *dk = kr + (size_t)Tk * dp;
+        float *dv = dk + (size_t)kp * dp, *qt = dv + (size_t)kp * dp,
+              *dot = qt + (size_t)D * ATTN_R;
+        float *qr = dot + (size_t)D * ATTN_R, *dor = qr + (size_t)ATTN_R * dp;
+        float *dq = dor + (size_t)ATTN_R * dp, *p = dq + (size_t)ATTN_R * dp;
+        float *w = p + (size_t)ATTN_R * kp, *ds = w + (size_t)ATTN_R * kp;
+        float *dst = ds + (size_t)ATTN_R * kp;
 #pragma omp for schedule(dynamic, 1)
         for (int bh = 0; bh < B * H; bh++) {
             int b = bh / H, h = bh % H;
             const float *kb = K + b * a->kv_bstride + (size_t)h * D;
             const float *vb = V + b * a->kv_bstride + (size_t)h * D;
             const int32_t *mask = M ? M + b * a->key_mask_stride : NULL;
-            memset(dk, 0, sizeof(float) * (size_t)Tk * D);
-            memset(dv, 0, sizeof(float) * (size_t)Tk * D);
-            for (int i = 0; i < Tq; i++) {
-                const float *q = Q + b * a->q_bstride + (size_t)i * a->q_ld + (size_t)h * D;
-                const float *dO = DO + b * a->out_bstride + (size_t)i * a->out_ld + (size_t)h * D;
-                attention_probs_row(a, q, kb, mask, i, p);
-                /* dP_ij = (dO_i . V_j) keep / (1 - p), and D_i; dV_j += W_ij dO_i. A zero
-                 * weight (P_ij = 0, or a dropped element) gives dP_ij = 0 exactly. */
-                const uint64_t e0 = (((uint64_t)b * H + h) * Tq + i) * Tk;
-                double Di = 0.0;
-                for (int j = 0; j < Tk; j++) {
-                    float pj = p[j], keep = dr.on ? attention_keep(&dr, e0 + j) : 1.0f;
-                    float wj = dr.on ? pj * keep : pj;
-                    if (wj == 0.0f) {
-                        dp[j] = 0.0f;
+            if (!few)
+                attn_pack_t(kb, (size_t)a->k_ld, Tk, D, kp, kt);
+            attn_pack_t(vb, (size_t)a->v_ld, Tk, D, kp, vt);
+            attn_pack_rows(kb, (size_t)a->k_ld, Tk, D, dp, kr);
+            memset(dk, 0, sizeof(float) * (size_t)kp * dp);
+            memset(dv, 0, sizeof(float) * (size_t)kp * dp);
+            for (int i0 = 0; i0 < Tq; i0 += ATTN_R) {
+                const int nr = Tq - i0 < ATTN_R ? Tq - i0 : ATTN_R;
+                const float *q = Q + b * a->q_bstride + (size_t)i0 * a->q_ld + (size_t)h * D;
+                const float *dO = DO + b * a->out_bstride + (size_t)i0 * a->out_ld + (size_t)h * D;
+                attn_pack_rows_t(q, (size_t)a->q_ld, nr, D, qt);
+                attn_pack_rows_t(dO, (size_t)a->out_ld, nr, D, dot);
+                attn_pack_rows(q, (size_t)a->q_ld, nr, D, dp, qr);
+                attn_pack_rows(dO, (size_t)a->out_ld, nr, D, dp, dor);
+                /* P, as the forward computes it; raw dO_i . V_j into ds */
+                /* the scores of queries i0 .. i0 + nr - 1 need keys j < nk only: causal
+                 * masking hides the rest from every row (the limit grows with i) */
+                const int nk = attn_key_limit(a, i0 + nr - 1);
+                if (few)
+                    attn_scores_rows(q, (size_t)a->q_ld, nr, kb, (size_t)a->k_ld, D, nk, kp, p);
+                else
+                    attn_rows_mul(qt, kt, (size_t)kp, D, attn_round_up(nk, ATTN_J), nr, p,
+                                  (size_t)kp);
+                /* P is 0 in columns >= ext (causal), so W, dP and dS are too */
+                const int ext = attn_softmax_rows(a, mask, i0, nr, kp, p);
+                attn_rows_mul(dot, vt, (size_t)kp, D, attn_round_up(ext, ATTN_J), nr, ds,
+                              (size_t)kp);
+                for (int r = 0; r < ATTN_R; r++) {
+                    float *pr = p + (size_t)r * kp, *wr = w + (size_t)r * kp;
+                    float *dsr = ds + (size_t)r * kp;
+                    if (r >= nr) {
+                        memset(wr, 0, sizeof(float) * (size_t)kp);
+                        memset(dsr, 0, sizeof(float) * (size_t)kp);
                         continue;
                     }
-                    const float *v = vb + (size_t)j * a->v_ld;
-                    float *dvj = dv + (size_t)j * D;
-                    float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-                    for (int d = 0; d < D; d++) {
-                        dot += dO[d] * v[d];
-                        dvj[d] += wj * dO[d];
+                    /* W_ij = P_ij keep / (1 - p); dP_ij = (dO_i . V_j) keep / (1 - p), 0
+                     * exactly where W_ij = 0 (P_ij = 0, or a dropped element); D_i. */
+                    const uint64_t e0 = (((uint64_t)b * H + h) * Tq + i0 + r) * Tk;
+                    double Di = 0.0;
+                    for (int j = 0; j < ext; j++) {
+                        /* P_ij = 0 (masked, or underflowed) needs no hash: W_ij is 0 */
+                        float keep = dr.on && pr[j] != 0.0f ? attention_keep(&dr, e0 + j) : 1.0f;
+                        wr[j] = dr.on ? pr[j] * keep : pr[j];
+                        dsr[j] = wr[j] == 0.0f ? 0.0f : dr.on ? dsr[j] * keep : dsr[j];
+                        Di += (double)pr[j] * dsr[j];
                     }
-                    dp[j] = dr.on ? dot * keep : dot;
-                    Di += (double)pj * dp[j];
+                    /* dS_ij = P_ij (dP_ij - D_i), 0 where masked (masked_fill's gradient) */
+                    const int lim = attn_key_limit(a, i0 + r);
+                    for (int j = 0; j < ext; j++)
+                        dsr[j] = attn_masked(mask, lim, j) || pr[j] == 0.0f
+                                     ? 0.0f
+                                     : (float)(pr[j] * ((double)dsr[j] - Di));
+                    for (int j = ext; j < kp; j++)
+                        wr[j] = dsr[j] = 0.0f;
                 }
-                /* dS_ij = P_ij (dP_ij - D_i); dQ_i = sum_j dS_ij K_j; dK_j += dS_ij Q_i */
-                for (int d = 0; d < D; d++)
-                    dq[d] = 0.0f;
-                for (int j = 0; j < Tk; j++) {
-                    int masked = (mask && mask[j] == 0) || (a->causal && j > a->q_pos0 + i);
-                    if (masked || p[j] == 0.0f)
-                        continue;
-                    float ds = (float)(p[j] * ((double)dp[j] - Di));
-                    const float *k = kb + (size_t)j * a->k_ld;
-                    float *dkj = dk + (size_t)j * D;
-#pragma omp simd
-                    for (int d = 0; d < D; d++) {
-                        dq[d] += ds * k[d];
-                        dkj[d] += ds * q[d];
-                    }
+                /* dQ_i = scale sum_j dS_ij K_j; dK_j += dS_ij Q_i; dV_j += W_ij dO_i */
+                attn_block_t(ds, kp, dst);
+                attn_rows_mul(dst, kr, (size_t)dp, ext, dp, nr, dq, (size_t)dp);
+                for (int r = 0; r < nr; r++) {
+                    float *out = DQ + b * a->q_bstride + (size_t)(i0 + r) * a->q_ld + (size_t)h * D;
+                    for (int d = 0; d < D; d++)
+                        out[d] = scale * dq[(size_t)r * dp + d];
                 }
-                float *out = DQ + b * a->q_bstride + (size_t)i * a->q_ld + (size_t)h * D;
-                for (int d = 0; d < D; d++)
-                    out[d] = scale * dq[d];
+                attn_rows_accumulate(ds, kp, attn_round_up(ext, 4), qr, dp, nr, dk);
+                attn_rows_accumulate(w, kp, attn_round_up(ext, 4), dor, dp, nr, dv);
             }
             for (int j = 0; j < Tk; j++) {
                 float *ok = DK + b * a->kv_bstride + (size_t)j * a->k_ld + (size_t)h * D;
                 float *ov = DV + b * a->kv_bstride + (size_t)j * a->v_ld + (size_t)h * D;
-                const float *dkj = dk + (size_t)j * D;
+                const float *dkj = dk + (size_t)j * dp;
                 for (int d = 0; d < D; d++)
                     ok[d] = scale * dkj[d];
-                memcpy(ov, dv + (size_t)j * D, sizeof(float) * (size_t)D);
+                memcpy(ov, dv + (size_t)j * dp, sizeof(float) * (size_t)D);
             }
         }
     }

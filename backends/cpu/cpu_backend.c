@@ -381,38 +381,90 @@ static clf_status cpu_attention(clf_backend *be, const clf_attention_args *a)
     const int32_t *M = a->key_mask.buf ? iptr(a->key_mask) : NULL;
     int B = a->batch, H = a->heads, Tq = a->q_len, Tk = a->kv_len, D = a->head_dim;
     const attn_dropout dr = attention_dropout(a);
-    float *scratch = malloc(sizeof(float) * (size_t)be->threads * (size_t)(Tk + D));
+    const int kp = attn_round_up(Tk, ATTN_J), dp = attn_round_up(D, ATTN_J);
+    const int few = attn_few_queries(a);
+    /* per thread: Kt [D][kp], V rows [Tk][dp], the query block transposed [D][ATTN_R],
+     * probabilities [ATTN_R][kp], weights transposed [kp][ATTN_R], output block
+     * [ATTN_R][dp] */
+    const size_t per_thread = (size_t)D * kp + (size_t)Tk * dp + (size_t)D * ATTN_R +
+                              2 * (size_t)ATTN_R * kp + (size_t)ATTN_R * dp;
+    float *scratch = malloc(sizeof(float) * (size_t)be->threads * per_thread);
     if (!scratch)
         return clf_error(CLF_ERR_NOMEM, "cpu: attention: cannot allocate scratch");
-        /* One (batch, head, query) row per iteration: scores, softmax, weighted sum of V. */
+        /* One (batch, head) per iteration: pack its K and V once, then ATTN_R query rows at a
+         * time: scores, softmax, dropout, weighted sum of V (helpers: cpu_internal.h). */
 #pragma omp parallel num_threads(be->threads)
     {
-        float *s = scratch + (size_t)omp_get_thread_num() * (size_t)(Tk + D);
-        float *acc = s + Tk;
-#pragma omp for schedule(static) collapse(2)
+        float *kt = scratch + (size_t)omp_get_thread_num() * per_thread;
+        float *vp = kt + (size_t)D * kp, *qt = vp + (size_t)Tk * dp, *s = qt + (size_t)D * ATTN_R;
+        float *wt = s + (size_t)ATTN_R * kp, *acc = wt + (size_t)ATTN_R * kp;
+#pragma omp for schedule(dynamic, 1)
         for (int bh = 0; bh < B * H; bh++) {
-            for (int i = 0; i < Tq; i++) {
-                int b = bh / H, h = bh % H;
-                const float *q = Q + b * a->q_bstride + (size_t)i * a->q_ld + (size_t)h * D;
-                const float *kb = K + b * a->kv_bstride + (size_t)h * D;
-                const float *vb = V + b * a->kv_bstride + (size_t)h * D;
-                attention_probs_row(a, q, kb, M ? M + b * a->key_mask_stride : NULL, i, s);
-                for (int d = 0; d < D; d++)
-                    acc[d] = 0.0f;
-                const uint64_t e0 = (((uint64_t)b * H + h) * Tq + i) * Tk;
-                for (int j = 0; j < Tk; j++) {
-                    float p = dr.on ? s[j] * attention_keep(&dr, e0 + j) : s[j];
-                    if (p == 0.0f)
-                        continue;
-                    const float *v = vb + (size_t)j * a->v_ld;
-#pragma omp simd
-                    for (int d = 0; d < D; d++)
-                        acc[d] += p * v[d];
+            int b = bh / H, h = bh % H;
+            const int32_t *mask = M ? M + b * a->key_mask_stride : NULL;
+            const float *kb = K + b * a->kv_bstride + (size_t)h * D;
+            const float *vb = V + b * a->kv_bstride + (size_t)h * D;
+            if (!few) {
+                attn_pack_t(kb, (size_t)a->k_ld, Tk, D, kp, kt);
+                attn_pack_rows(vb, (size_t)a->v_ld, Tk, D, dp, vp);
+            }
+            for (int i0 = 0; i0 < Tq; i0 += ATTN_R) {
+                const int nr = Tq - i0 < ATTN_R ? Tq - i0 : ATTN_R;
+                const float *qb = Q + b * a->q_bstride + (size_t)i0 * a->q_ld + (size_t)h * D;
+                /* causal: keys past the block's last query are neither scored nor
+                 * weighted (ext: P is 0 from there on) */
+                /* the scores of queries i0 .. i0 + nr - 1 need keys j < nk only: causal
+                 * masking hides the rest from every row (the limit grows with i) */
+                const int nk = attn_key_limit(a, i0 + nr - 1);
+                if (few) {
+                    attn_scores_rows(qb, (size_t)a->q_ld, nr, kb, (size_t)a->k_ld, D, nk, kp, s);
+                } else {
+                    attn_pack_rows_t(qb, (size_t)a->q_ld, nr, D, qt);
+                    attn_rows_mul(qt, kt, (size_t)kp, D, attn_round_up(nk, ATTN_J), nr, s,
+                                  (size_t)kp);
                 }
-                float *o = O + b * a->out_bstride + (size_t)i * a->out_ld + (size_t)h * D;
-                memcpy(o, acc, sizeof(float) * (size_t)D);
-                if (P)
-                    memcpy(P + (((size_t)b * H + h) * Tq + i) * Tk, s, sizeof(float) * (size_t)Tk);
+                const int ext = attn_softmax_rows(a, mask, i0, nr, kp, s);
+                /* the weights: P, or P * keep / (1 - p). s is 0 past the live rows and
+                 * keys, and a 0 (masked or underflowed) P stays 0 whatever the mask, so
+                 * it needs no hash. */
+                if (few)
+                    for (int r = 0; r < nr; r++) {
+                        const uint64_t e0 = (((uint64_t)b * H + h) * Tq + i0 + r) * Tk;
+                        const float *sr = s + (size_t)r * kp;
+                        float *ar = acc + (size_t)r * dp;
+                        memset(ar, 0, sizeof(float) * (size_t)D);
+                        for (int j = 0; j < ext; j++) {
+                            float wj = sr[j];
+                            if (wj != 0.0f && dr.on)
+                                wj *= attention_keep(&dr, e0 + j);
+                            if (wj == 0.0f)
+                                continue;
+                            const float *v = vb + (size_t)j * a->v_ld;
+#pragma omp simd
+                            for (int d = 0; d < D; d++)
+                                ar[d] += wj * v[d];
+                        }
+                    }
+                else {
+                    attn_block_t(s, kp, wt); /* [kp][ATTN_R] */
+                    if (dr.on)
+                        for (int r = 0; r < nr; r++) {
+                            const uint64_t e0 = (((uint64_t)b * H + h) * Tq + i0 + r) * Tk;
+                            for (int j = 0; j < ext; j++) {
+                                float *wj = wt + (size_t)j * ATTN_R + r;
+                                *wj = *wj != 0.0f ? *wj * attention_keep(&dr, e0 + j) : 0.0f;
+                            }
+                        }
+                    attn_rows_mul(wt, vp, (size_t)dp, ext, dp, nr, acc, (size_t)dp);
+                }
+                for (int r = 0; r < nr; r++) {
+                    float *o =
+                        O + b * a->out_bstride + (size_t)(i0 + r) * a->out_ld + (size_t)h * D;
+                    memcpy(o, acc + (size_t)r * dp, sizeof(float) * (size_t)D);
+                    if (P)
+                        memcpy(P + (((size_t)b * H + h) * Tq + i0 + r) * Tk, s + (size_t)r * kp,
+                               sizeof(float) * (size_t)Tk);
+                }
             }
         }
     }

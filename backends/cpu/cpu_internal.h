@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "clformer/backend.h"
 
@@ -70,36 +71,234 @@ static inline size_t span2d(size_t rows, size_t cols, size_t ld)
 
 /* ---- attention ---- */
 
-/* s[j] = P(b, h, i, j) for j < kv_len: the masked, scaled softmax of one query row over the
- * keys. q is query i's head slice, kb key 0's head slice (keys k_ld apart), mask the
- * batch's key mask or NULL. The forward (cpu_attention) and the backward, which
- * recomputes the probabilities, share it so that both see the same bits. */
-static inline void attention_probs_row(const clf_attention_args *a, const float *q, const float *kb,
-                                       const int32_t *mask, int i, float *s)
+/* The forward (cpu_attention) and the backward (cpu_attention_backward) work on one
+ * (batch, head) at a time and on ATTN_R query rows at a time. Each (b, h) slice is first
+ * packed into per-thread scratch so that the inner loops run over contiguous, zero-padded
+ * rows: K transposed to Kt [head_dim][kv_pad] (the scores are then vectorised over keys,
+ * with no horizontal reductions, and every Kt row is reused by ATTN_RT accumulators), V
+ * as rows [kv_len][dim_pad]. kv_pad and dim_pad round kv_len and head_dim up to ATTN_J;
+ * the padding is zero, so it adds nothing to any sum. The register tiles below (ATTN_RT x
+ * ATTN_J and 4 x ATTN_J floats) fit the 16 SSE registers of the baseline x86-64 target
+ * (no -march: SSE2, no FMA). The forward and the backward share these helpers, so the
+ * backward's recomputed probabilities are the forward's bits. */
+#define ATTN_R  8 /* query rows per block */
+#define ATTN_RT 4 /* query rows per register tile; divides ATTN_R */
+#define ATTN_J  8 /* columns per register tile; kv_pad and dim_pad are multiples */
+
+static inline int attn_round_up(int n, int m)
 {
-    int Tk = a->kv_len, D = a->head_dim;
-    float mx = -FLT_MAX;
-    for (int j = 0; j < Tk; j++) {
-        int masked = (mask && mask[j] == 0) || (a->causal && j > a->q_pos0 + i);
-        float dot = 0.0f;
-        if (!masked) {
-            const float *k = kb + (size_t)j * a->k_ld;
+    return (n + m - 1) / m * m;
+}
+
+/* xt [D][ATTN_R] <- rows r < nr of x (rows ld apart, D columns), transposed; zero for
+ * r >= nr. */
+static inline void attn_pack_rows_t(const float *x, size_t ld, int nr, int D, float *xt)
+{
+    for (int r = 0; r < ATTN_R; r++)
+        if (r < nr)
+            for (int d = 0; d < D; d++)
+                xt[(size_t)d * ATTN_R + r] = x[(size_t)r * ld + d];
+        else
+            for (int d = 0; d < D; d++)
+                xt[(size_t)d * ATTN_R + r] = 0.0f;
+}
+
+/* xp [n][dp] <- n rows of x (rows ld apart, D columns), zero in columns [D, dp). */
+static inline void attn_pack_rows(const float *x, size_t ld, int n, int D, int dp, float *xp)
+{
+    for (int r = 0; r < n; r++) {
+        memcpy(xp + (size_t)r * dp, x + (size_t)r * ld, sizeof(float) * (size_t)D);
+        for (int d = D; d < dp; d++)
+            xp[(size_t)r * dp + d] = 0.0f;
+    }
+}
+
+/* kt [D][kp] <- the n rows of k (rows ld apart, D columns) transposed, zero in columns
+ * [n, kp) (kp a multiple of ATTN_J). ATTN_J rows are read side by side, each one
+ * sequentially: walking one column down all rows instead would touch rows whose stride
+ * (3 * d_model floats in the fused QKV layout) maps them onto a few L1 sets. */
+static inline void attn_pack_t(const float *k, size_t ld, int n, int D, int kp, float *kt)
+{
+    for (int j0 = 0; j0 < kp; j0 += ATTN_J) {
+        const int nj = n - j0 < ATTN_J ? n - j0 : ATTN_J;
+        if (nj == ATTN_J) {
+            for (int d = 0; d < D; d++)
+                for (int jj = 0; jj < ATTN_J; jj++)
+                    kt[(size_t)d * kp + j0 + jj] = k[(size_t)(j0 + jj) * ld + d];
+            continue;
+        }
+        for (int d = 0; d < D; d++)
+            for (int jj = 0; jj < ATTN_J; jj++)
+                kt[(size_t)d * kp + j0 + jj] = jj < nj ? k[(size_t)(j0 + jj) * ld + d] : 0.0f;
+    }
+}
+
+/* The register tiles work on ATTN_RT of a block's rows at a time; groups of rows that
+ * lie wholly past the block's nr live rows are skipped (decoding has one). */
+static inline int attn_row_groups(int nr)
+{
+    return (nr + ATTN_RT - 1) / ATTN_RT;
+}
+
+/* o [ATTN_R][ldo] = a b for the row groups holding rows < nr: o[r][c] =
+ * sum_{k < n} at[k][r] b[k][c] for c < nc (a multiple of ATTN_J); at [n][ATTN_R] is a
+ * transposed (a column of ATTN_R values per k, so each k reads ATTN_R adjacent floats),
+ * b [n][ldb]. The sum over k runs in order. With at = Q^T and b = Kt it gives the raw
+ * scores, with dO^T and Vt the backward's dO V^T (k over head_dim, c over keys); with W^T
+ * and V rows the output, with dS^T and K rows the backward's dQ (k over keys, c over
+ * head_dim). */
+static inline void attn_rows_mul(const float *at, const float *b, size_t ldb, int n, int nc, int nr,
+                                 float *o, size_t ldo)
+{
+    for (int g = 0; g < attn_row_groups(nr); g++)
+        for (int c0 = 0; c0 < nc; c0 += ATTN_J) {
+            float acc[ATTN_RT][ATTN_J] = {{0.0f}};
+            for (int k = 0; k < n; k++) {
+                const float *bk = b + (size_t)k * ldb + c0;
+                const float *ak = at + (size_t)k * ATTN_R + g * ATTN_RT;
+                for (int r = 0; r < ATTN_RT; r++) {
+                    const float ar = ak[r];
+#pragma omp simd
+                    for (int cc = 0; cc < ATTN_J; cc++)
+                        acc[r][cc] += ar * bk[cc];
+                }
+            }
+            for (int r = 0; r < ATTN_RT; r++)
+                for (int cc = 0; cc < ATTN_J; cc++)
+                    o[(size_t)(g * ATTN_RT + r) * ldo + c0 + cc] = acc[r][cc];
+        }
+}
+
+/* Blocks of fewer than ATTN_RT queries (q_len < ATTN_RT: decoding) are scored straight
+ * from the strided rows (attn_scores_rows) and, in the forward, weighted straight from
+ * V's rows: packing K and V for so few queries would cost more than the dot products. */
+static inline int attn_few_queries(const clf_attention_args *a)
+{
+    return a->q_len < ATTN_RT;
+}
+
+/* s [nr][kp]: s[r][j] = q_r . k_j for r < nr, j < nk; q, k: rows q_ld and k_ld apart,
+ * D columns. The few-queries counterpart of attn_rows_mul(Q^T, Kt). */
+static inline void attn_scores_rows(const float *q, size_t q_ld, int nr, const float *k,
+                                    size_t k_ld, int D, int nk, int kp, float *s)
+{
+    for (int r = 0; r < nr; r++)
+        for (int j = 0; j < nk; j++) {
+            const float *qr = q + (size_t)r * q_ld, *kj = k + (size_t)j * k_ld;
+            float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
             for (int d = 0; d < D; d++)
-                dot += q[d] * k[d];
-            dot *= a->scale;
+                dot += qr[d] * kj[d];
+            s[(size_t)r * kp + j] = dot;
         }
-        s[j] = masked ? MASKED_SCORE : dot;
-        mx = s[j] > mx ? s[j] : mx;
+}
+
+/* st [kp][ATTN_R] <- s [ATTN_R][kp] transposed (the at operand of attn_rows_mul). */
+static inline void attn_block_t(const float *s, int kp, float *st)
+{
+    for (int r = 0; r < ATTN_R; r++)
+        for (int j = 0; j < kp; j++)
+            st[(size_t)j * ATTN_R + r] = s[(size_t)r * kp + j];
+}
+
+/* y [nk][dp] += w^T x over the nr live rows: y[j][d] += sum_{r < nr} w[r][j] x[r][d] for
+ * j < nk (a multiple of 4, <= kp: tiles of 4 keys); w [ATTN_R][kp], x [ATTN_R][dp], dp a
+ * multiple of ATTN_J. The backward's dK += dS^T Q and dV += W^T dO; the sum over r runs in
+ * order. */
+static inline void attn_rows_accumulate(const float *w, int kp, int nk, const float *x, int dp,
+                                        int nr, float *y)
+{
+    for (int j0 = 0; j0 < nk; j0 += 4)
+        for (int d0 = 0; d0 < dp; d0 += ATTN_J) {
+            float acc[4][ATTN_J];
+            for (int jj = 0; jj < 4; jj++)
+                for (int dd = 0; dd < ATTN_J; dd++)
+                    acc[jj][dd] = y[(size_t)(j0 + jj) * dp + d0 + dd];
+            for (int r = 0; r < nr; r++) {
+                const float *xr = x + (size_t)r * dp + d0, *wr = w + (size_t)r * kp + j0;
+                for (int jj = 0; jj < 4; jj++) {
+                    const float wj = wr[jj];
+#pragma omp simd
+                    for (int dd = 0; dd < ATTN_J; dd++)
+                        acc[jj][dd] += wj * xr[dd];
+                }
+            }
+            for (int jj = 0; jj < 4; jj++)
+                for (int dd = 0; dd < ATTN_J; dd++)
+                    y[(size_t)(j0 + jj) * dp + d0 + dd] = acc[jj][dd];
+        }
+}
+
+/* Query i sees keys j < attn_key_limit(a, i) unless the key mask says otherwise: kv_len,
+ * or with causal the keys up to its own position q_pos0 + i. */
+static inline int attn_key_limit(const clf_attention_args *a, int i)
+{
+    if (!a->causal || a->q_pos0 + i + 1 >= a->kv_len)
+        return a->kv_len;
+    return a->q_pos0 + i + 1 < 0 ? 0 : a->q_pos0 + i + 1;
+}
+
+/* 1 when key j is masked for a query whose attn_key_limit is lim: key mask 0 (mask: the
+ * batch's [kv_len] I32 mask or NULL) or, causal, j after the query's position. */
+static inline int attn_masked(const int32_t *mask, int lim, int j)
+{
+    return j >= lim || (mask && mask[j] == 0);
+}
+
+/* s [ATTN_R][kp]: on entry the raw dots q_r . k_j of queries i0 + r for keys j <
+ * attn_key_limit (the rest is not read); on return P(b, h, i0 + r, j) for r < nr and j <
+ * kv_len, the masked (-1e9, as masked_fill), scaled softmax over the keys, and 0 everywhere
+ * else (rows >= nr, columns >= kv_len). A fully masked row is uniform, as in PyTorch.
+ * Returns n <= kv_len such that P is 0 in every column >= n: the largest causal limit of
+ * the rows, or kv_len when a row's masked keys get a nonzero weight (a fully masked row). */
+static inline int attn_softmax_rows(const clf_attention_args *a, const int32_t *mask, int i0,
+                                    int nr, int kp, float *s)
+{
+    const int Tk = a->kv_len;
+    int ext = 0;
+    for (int r = 0; r < ATTN_R; r++) {
+        float *row = s + (size_t)r * kp;
+        if (r >= nr) {
+            memset(row, 0, sizeof(float) * (size_t)kp);
+            continue;
+        }
+        const int lim = attn_key_limit(a, i0 + r);
+        const float scale = a->scale;
+        float mx = -FLT_MAX;
+        if (mask) {
+#pragma omp simd
+            for (int j = 0; j < lim; j++)
+                row[j] = mask[j] == 0 ? MASKED_SCORE : row[j] * scale;
+        } else {
+#pragma omp simd
+            for (int j = 0; j < lim; j++)
+                row[j] *= scale;
+        }
+        for (int j = lim; j < Tk; j++)
+            row[j] = MASKED_SCORE;
+#pragma omp simd reduction(max : mx)
+        for (int j = 0; j < Tk; j++)
+            mx = row[j] > mx ? row[j] : mx;
+        double denom = 0.0;
+        for (int j = 0; j < Tk; j++) {
+            /* expf underflows to +0 below about -103.98; skipping the call there gives the
+             * same bits without its slow underflow path (every masked key of a row that
+             * has an unmasked one lands there) */
+            float x = row[j] - mx;
+            row[j] = x < -104.0f ? 0.0f : expf(x);
+            denom += row[j];
+        }
+        float inv = (float)(1.0 / denom);
+#pragma omp simd
+        for (int j = 0; j < Tk; j++)
+            row[j] *= inv;
+        for (int j = Tk; j < kp; j++)
+            row[j] = 0.0f;
+        /* the weight of a masked key, as computed above */
+        int n = MASKED_SCORE - mx < -104.0f ? lim : Tk;
+        ext = n > ext ? n : ext;
     }
-    double denom = 0.0;
-    for (int j = 0; j < Tk; j++) {
-        s[j] = expf(s[j] - mx);
-        denom += s[j];
-    }
-    float inv = (float)(1.0 / denom);
-    for (int j = 0; j < Tk; j++)
-        s[j] *= inv;
+    return ext;
 }
 
 /* Dropout on the attention probabilities (clf_attention_args.dropout_p): element
