@@ -230,6 +230,14 @@ START_TEST(test_gemm)
 }
 END_TEST
 
+/* A NULL argument struct is refused with a message, never dereferenced (the CPU
+ * backend's twin check is in test_ops). */
+START_TEST(test_null_arguments)
+{
+    clf_test_refuses_null_args(ocl.api, ocl.be, "opencl");
+}
+END_TEST
+
 START_TEST(test_gemm_edge)
 {
     /* beta = 0 ignores C (BLAS semantics), even when it holds NaN */
@@ -2451,6 +2459,7 @@ static Suite *opencl_suite(void)
     tcase_set_timeout(ops, 300);
     tcase_add_test(ops, test_gemm);
     tcase_add_test(ops, test_gemm_edge);
+    tcase_add_test(ops, test_null_arguments);
     tcase_add_test(ops, test_gemm_strided_batched);
     tcase_add_test(ops, test_layernorm);
     tcase_add_test(ops, test_attention);

@@ -136,6 +136,14 @@ static void check_gemm(int batch, int ta, int tb, const int *mnk, int with_bias,
     free(got);
 }
 
+/* A NULL argument struct is refused with a message, never dereferenced (the OpenCL
+ * backend's twin check is in test_opencl). */
+START_TEST(null_arguments_are_refused)
+{
+    clf_test_refuses_null_args(api, be, "cpu");
+}
+END_TEST
+
 START_TEST(gemm_all_transposes_and_epilogues)
 {
     for (size_t s = 0; s < sizeof gemm_shapes / sizeof gemm_shapes[0]; s++)
@@ -563,6 +571,7 @@ static Suite *ops_suite(void)
     Suite *s = suite_create("ops");
     TCase *tc = tcase_create("cpu");
     tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, null_arguments_are_refused);
     tcase_add_test(tc, gemm_all_transposes_and_epilogues);
     tcase_add_test(tc, gemm_strided_batched_matches_per_matrix_reference);
     tcase_add_test(tc, layernorm_both_styles_residual_and_aliased_sum);

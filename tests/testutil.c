@@ -300,3 +300,30 @@ int clf_test_main(Suite *s)
     srunner_free(sr);
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
+
+void clf_test_refuses_null_args(const clf_backend_api *api, clf_backend *be, const char *backend)
+{
+    char want[96];
+#define EXPECT_NO_ARGS(entry)                                                                      \
+    do {                                                                                           \
+        ck_assert_int_eq(api->entry(be, NULL), CLF_ERR_INPUT);                                     \
+        snprintf(want, sizeof want, "%s: %s: no arguments", backend, #entry);                      \
+        ck_assert_msg(strstr(clf_last_error(), want), "%s: %s", want, clf_last_error());           \
+    } while (0)
+    EXPECT_NO_ARGS(gemm);
+    EXPECT_NO_ARGS(gemm_strided_batched);
+    EXPECT_NO_ARGS(layernorm);
+    EXPECT_NO_ARGS(attention);
+    EXPECT_NO_ARGS(embed);
+    EXPECT_NO_ARGS(layernorm_backward);
+    EXPECT_NO_ARGS(attention_backward);
+    EXPECT_NO_ARGS(embed_backward);
+    EXPECT_NO_ARGS(dropout);
+    EXPECT_NO_ARGS(cross_entropy);
+    EXPECT_NO_ARGS(adam);
+    EXPECT_NO_ARGS(activation);
+    EXPECT_NO_ARGS(activation_backward);
+    EXPECT_NO_ARGS(norm);
+    EXPECT_NO_ARGS(norm_backward);
+#undef EXPECT_NO_ARGS
+}

@@ -79,6 +79,10 @@ int clf_test_run_cli(const char *args, char *err, size_t errsize);
  * NUL. Fails the test when it cannot be read. */
 char *clf_test_read_file(const char *path, size_t *len);
 
+/* Every backend entry that takes an argument struct, given NULL, returns CLF_ERR_INPUT with
+ * "<backend>: <entry>: no arguments" (backend: the message prefix, "cpu" or "opencl"). */
+void clf_test_refuses_null_args(const clf_backend_api *api, clf_backend *be, const char *backend);
+
 /* The temporary directory of the running test (one process per test): clf_test_make_tmpdir
  * creates a fresh /tmp/<prefix>-XXXXXX, failing the test when it cannot; clf_test_tmpdir
  * names it; clf_test_tmp_path(name) is <it>/<name>, in a buffer of its own per call (the

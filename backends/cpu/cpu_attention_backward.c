@@ -82,6 +82,7 @@ static clf_status check_attention_backward(const clf_attention_backward_args *ba
 /* Shapes and formulas: the comment at the top of this file. */
 clf_status cpu_attention_backward(clf_backend *be, const clf_attention_backward_args *ba)
 {
+    CPU_REQUIRE_ARGS("attention_backward", ba);
     clf_status st = check_attention_backward(ba);
     const clf_attention_args *a = &ba->fwd;
     if (st != CLF_OK || a->batch == 0)

@@ -262,6 +262,7 @@ static void gemm_one(clf_backend *be, const clf_gemm_args *a, const float *A, co
 
 static clf_status cpu_gemm(clf_backend *be, const clf_gemm_args *a)
 {
+    CPU_REQUIRE_ARGS("gemm", a);
     clf_status st = check_gemm("gemm", a, 1);
     if (st != CLF_OK || a->m == 0 || a->n == 0)
         return st;
@@ -271,6 +272,7 @@ static clf_status cpu_gemm(clf_backend *be, const clf_gemm_args *a)
 
 static clf_status cpu_gemm_strided_batched(clf_backend *be, const clf_gemm_args *a)
 {
+    CPU_REQUIRE_ARGS("gemm_strided_batched", a);
     clf_status st = check_gemm("gemm_strided_batched", a, a->batch);
     if (st != CLF_OK || a->batch == 0 || a->m == 0 || a->n == 0)
         return st;
@@ -285,6 +287,7 @@ static clf_status cpu_gemm_strided_batched(clf_backend *be, const clf_gemm_args 
 
 static clf_status cpu_layernorm(clf_backend *be, const clf_layernorm_args *a)
 {
+    CPU_REQUIRE_ARGS("layernorm", a);
     const char *op = "layernorm";
     clf_status st = check_ln_shape(op, a->rows, a->cols, a->style);
     if (st != CLF_OK)
@@ -340,6 +343,7 @@ static clf_status cpu_layernorm(clf_backend *be, const clf_layernorm_args *a)
  * e = ((b * heads + h) * q_len + i) * kv_len + j. probs [B, H, q_len, kv_len] gets P. */
 static clf_status cpu_attention(clf_backend *be, const clf_attention_args *a)
 {
+    CPU_REQUIRE_ARGS("attention", a);
     const char *op = "attention";
     clf_status st;
     if ((st = check_attention_dropout(op, a)) != CLF_OK)
@@ -476,6 +480,7 @@ static clf_status cpu_attention(clf_backend *be, const clf_attention_args *a)
 
 static clf_status cpu_embed(clf_backend *be, const clf_embed_args *a)
 {
+    CPU_REQUIRE_ARGS("embed", a);
     const char *op = "embed";
     if (a->rows < 0 || a->dim <= 0 || a->vocab <= 0 || a->seq_len <= 0 || a->pos0 < 0)
         return clf_error(CLF_ERR_INPUT,

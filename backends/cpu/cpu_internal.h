@@ -54,6 +54,14 @@ static inline int spans_overlap(clf_ptr a, size_t abytes, clf_ptr b, size_t bbyt
            b.off < a.off + abytes;
 }
 
+/* Every entry that takes an argument struct refuses a NULL one with a message, as the
+ * OpenCL backend does, rather than dereferencing it. */
+#define CPU_REQUIRE_ARGS(op, a)                                                                    \
+    do {                                                                                           \
+        if (!(a))                                                                                  \
+            return clf_error(CLF_ERR_INPUT, "cpu: %s: no arguments", (op));                        \
+    } while (0)
+
 static inline float *fptr(clf_ptr p)
 {
     return (float *)(void *)(p.buf->data + p.off);

@@ -76,8 +76,7 @@ static clf_status check_op(clf_backend *be, const char *entry, const clf_plugin_
 clf_status cpu_plugin_activation(clf_backend *be, const clf_activation_args *a)
 {
     char op[96];
-    if (!a)
-        return clf_error(CLF_ERR_INPUT, "cpu: activation: no arguments");
+    CPU_REQUIRE_ARGS("activation", a);
     clf_status st = check_op(be, "activation", a->op, 0, op, sizeof op);
     if (st != CLF_OK)
         return st;
@@ -113,8 +112,7 @@ clf_status cpu_plugin_activation(clf_backend *be, const clf_activation_args *a)
 clf_status cpu_plugin_activation_backward(clf_backend *be, const clf_activation_backward_args *a)
 {
     char op[96];
-    if (!a)
-        return clf_error(CLF_ERR_INPUT, "cpu: activation_backward: no arguments");
+    CPU_REQUIRE_ARGS("activation_backward", a);
     clf_status st = check_op(be, "activation_backward", a->op, 0, op, sizeof op);
     if (st != CLF_OK)
         return st;
@@ -169,8 +167,7 @@ static clf_status check_norm_shape(const char *op, int rows, int cols)
 clf_status cpu_plugin_norm(clf_backend *be, const clf_norm_args *a)
 {
     char op[96];
-    if (!a)
-        return clf_error(CLF_ERR_INPUT, "cpu: norm: no arguments");
+    CPU_REQUIRE_ARGS("norm", a);
     clf_status st;
     if ((st = check_op(be, "norm", a->op, 1, op, sizeof op)) != CLF_OK ||
         (st = check_norm_shape(op, a->rows, a->cols)) != CLF_OK)
@@ -211,8 +208,7 @@ clf_status cpu_plugin_norm(clf_backend *be, const clf_norm_args *a)
 clf_status cpu_plugin_norm_backward(clf_backend *be, const clf_norm_backward_args *a)
 {
     char op[96];
-    if (!a)
-        return clf_error(CLF_ERR_INPUT, "cpu: norm_backward: no arguments");
+    CPU_REQUIRE_ARGS("norm_backward", a);
     clf_status st;
     if ((st = check_op(be, "norm_backward", a->op, 1, op, sizeof op)) != CLF_OK ||
         (st = check_norm_shape(op, a->rows, a->cols)) != CLF_OK)

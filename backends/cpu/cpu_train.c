@@ -60,6 +60,7 @@ clf_status cpu_relu_backward(clf_backend *be, clf_ptr dx, clf_ptr dy, clf_ptr y,
  * clf_dropout_bits, so every backend drops the same elements for the same seed. */
 clf_status cpu_dropout(clf_backend *be, const clf_dropout_args *a)
 {
+    CPU_REQUIRE_ARGS("dropout", a);
     const char *op = "dropout";
     if (!(a->p >= 0.0f && a->p < 1.0f))
         return clf_error(CLF_ERR_INPUT, "cpu: dropout: p=%g is outside [0, 1)", (double)a->p);
@@ -137,6 +138,7 @@ clf_status cpu_sum_squares(clf_backend *be, clf_ptr out, clf_ptr x, size_t n)
  *   dalpha += sum_r dy c / D;  dbeta += sum_r dy */
 clf_status cpu_layernorm_backward(clf_backend *be, const clf_layernorm_backward_args *a)
 {
+    CPU_REQUIRE_ARGS("layernorm_backward", a);
     const char *op = "layernorm_backward";
     clf_status st = check_ln_shape(op, a->rows, a->cols, a->style);
     if (st != CLF_OK)
@@ -231,6 +233,7 @@ clf_status cpu_layernorm_backward(clf_backend *be, const clf_layernorm_backward_
  * Threads split the columns, so rows sharing an id are added in order by one thread. */
 clf_status cpu_embed_backward(clf_backend *be, const clf_embed_backward_args *a)
 {
+    CPU_REQUIRE_ARGS("embed_backward", a);
     const char *op = "embed_backward";
     if (a->rows < 0 || a->dim <= 0 || a->vocab <= 0)
         return clf_error(CLF_ERR_INPUT, "cpu: embed_backward: bad shape rows=%d dim=%d vocab=%d",
@@ -271,6 +274,7 @@ clf_status cpu_embed_backward(clf_backend *be, const clf_embed_backward_args *a)
  * dlogits = grad_scale (exp(lp) - (1 - ls) [j == t] - ls / cols); ignored rows are 0. */
 clf_status cpu_cross_entropy(clf_backend *be, const clf_cross_entropy_args *a)
 {
+    CPU_REQUIRE_ARGS("cross_entropy", a);
     const char *op = "cross_entropy";
     if (a->rows < 0 || a->cols <= 0)
         return clf_error(CLF_ERR_INPUT, "cpu: cross_entropy: bad shape rows=%d cols=%d", a->rows,
@@ -334,6 +338,7 @@ clf_status cpu_cross_entropy(clf_backend *be, const clf_cross_entropy_args *a)
  * double from the float arguments and rounded once. */
 clf_status cpu_adam(clf_backend *be, const clf_adam_args *a)
 {
+    CPU_REQUIRE_ARGS("adam", a);
     const char *op = "adam";
     size_t n = a->n, bytes = 4 * n;
     if (!(a->bias_correction1 > 0.0f) || !(a->sqrt_bias_correction2 > 0.0f))
