@@ -415,10 +415,9 @@ static clf_status cpu_attention(clf_backend *be, const clf_attention_args *a)
             for (int i0 = 0; i0 < Tq; i0 += ATTN_R) {
                 const int nr = Tq - i0 < ATTN_R ? Tq - i0 : ATTN_R;
                 const float *qb = Q + b * a->q_bstride + (size_t)i0 * a->q_ld + (size_t)h * D;
-                /* causal: keys past the block's last query are neither scored nor
-                 * weighted (ext: P is 0 from there on) */
-                /* the scores of queries i0 .. i0 + nr - 1 need keys j < nk only: causal
-                 * masking hides the rest from every row (the limit grows with i) */
+                /* queries i0 .. i0 + nr - 1 need the scores of keys j < nk only: causal
+                 * masking hides the rest from every row (the limit grows with i), and
+                 * P is 0 past ext, so those keys are not weighted either */
                 const int nk = attn_key_limit(a, i0 + nr - 1);
                 if (few) {
                     attn_scores_rows(qb, (size_t)a->q_ld, nr, kb, (size_t)a->k_ld, D, nk, kp, s);
