@@ -59,6 +59,7 @@ import torch.nn as nn
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from model import (ModelConfig, Transformer, init_weights, save_safetensors,  # noqa: E402
                    load_safetensors, model_from_yaml)
+from make_fixtures import variant_lines  # noqa: E402  (the same model: keys as the forward fixtures)
 
 GEN = "tests/reference/make_train_fixtures.py"
 PAD, SOS, EOS = 1, 2, 3
@@ -388,17 +389,6 @@ def fmt_float(x):
     if m.endswith("."):
         m += "0"
     return "%se%d" % (m, int(e))
-
-
-def variant_lines(cfg):
-    """The issue-6 keys, written only when not the default (older fixtures stay as they
-    were, byte for byte)."""
-    lines = []
-    if cfg.positional != "sinusoidal":
-        lines.append("  positional: %s" % cfg.positional)
-    if cfg.tie_embeddings != "none":
-        lines.append("  tie_embeddings: %s" % cfg.tie_embeddings)
-    return lines
 
 
 def yaml_text(case, cfg, B):
