@@ -11,7 +11,6 @@
 static clf_status check_gemm(clf_backend *be, const char *op, const clf_gemm_args *g, int batch,
                              uint64_t sa, uint64_t sb, uint64_t sc)
 {
-    clf_status st;
     if (g->m < 0 || g->n < 0 || g->k < 0 || batch < 0)
         return clf_error(CLF_ERR_INPUT, "opencl: %s: negative size m=%d n=%d k=%d batch=%d", op,
                          g->m, g->n, g->k, batch);
@@ -26,52 +25,33 @@ static clf_status check_gemm(clf_backend *be, const char *op, const clf_gemm_arg
                          op, g->lda, a_cols, g->ldb, b_cols, g->ldc, g->n);
     if (g->m == 0 || g->n == 0 || batch == 0)
         return CLF_OK; /* nothing is read or written */
-    if (g->k > 0) {
-        if ((st = ocl_check_operand(be, op, "a", g->a,
-                                    ocl_extent((uint64_t)a_rows, (uint64_t)a_cols, (uint64_t)g->lda,
-                                               (uint64_t)batch, sa),
-                                    1)) != CLF_OK ||
-            (st = ocl_check_operand(be, op, "b", g->b,
-                                    ocl_extent((uint64_t)b_rows, (uint64_t)b_cols, (uint64_t)g->ldb,
-                                               (uint64_t)batch, sb),
-                                    1)) != CLF_OK)
-            return st;
-    }
-    if ((st = ocl_check_operand(
-             be, op, "c", g->c,
-             ocl_extent((uint64_t)g->m, (uint64_t)g->n, (uint64_t)g->ldc, (uint64_t)batch, sc),
-             1)) != CLF_OK)
-        return st;
-    return ocl_check_operand(be, op, "bias", g->bias, (uint64_t)g->n, 0);
+    /* A and B are read only when k > 0 (k = 0 leaves C = beta * C + bias) */
+    const ocl_operand operands[] = {ocl_required("a", g->a,
+                                                 ocl_extent((uint64_t)a_rows, (uint64_t)a_cols,
+                                                            (uint64_t)g->lda, (uint64_t)batch, sa)),
+                                    ocl_required("b", g->b,
+                                                 ocl_extent((uint64_t)b_rows, (uint64_t)b_cols,
+                                                            (uint64_t)g->ldb, (uint64_t)batch, sb)),
+                                    ocl_required("c", g->c,
+                                                 ocl_extent((uint64_t)g->m, (uint64_t)g->n,
+                                                            (uint64_t)g->ldc, (uint64_t)batch, sc)),
+                                    ocl_optional("bias", g->bias, (uint64_t)g->n)};
+    const int skip = g->k > 0 ? 0 : 2;
+    return ocl_check_operands(be, op, operands + skip, OCL_COUNT(operands) - skip);
 }
 
 /* c = prescale(c) + bias, relu, over batch matrices (see bias_relu in elementwise.cl). */
 static clf_status epilogue(clf_backend *be, const char *op, const clf_gemm_args *g, int batch,
                            uint64_t sc, int prescale)
 {
-    cl_mem c = ocl_mem(g->c), bias = ocl_mem(g->bias);
-    cl_ulong c_off = ocl_elems(g->c), ldc = (cl_ulong)g->ldc, stride = sc,
-             bias_off = ocl_elems(g->bias);
-    cl_int m = g->m, n = g->n, nb = batch, has_bias = g->bias.buf != NULL, relu = g->relu != 0,
-           pre = prescale;
-    cl_float beta = g->beta;
-    const ocl_arg args[] = {
-        {sizeof c, &c},
-        {sizeof c_off, &c_off},
-        {sizeof ldc, &ldc},
-        {sizeof stride, &stride},
-        {sizeof m, &m},
-        {sizeof n, &n},
-        {sizeof nb, &nb},
-        {sizeof bias, &bias},
-        {sizeof bias_off, &bias_off},
-        {sizeof has_bias, &has_bias},
-        {sizeof relu, &relu},
-        {sizeof pre, &pre},
-        {sizeof beta, &beta},
-    };
-    return ocl_launch_elementwise(be, op, OCL_K_BIAS_RELU, args, sizeof args / sizeof args[0],
-                                  (uint64_t)g->m * (uint64_t)g->n * (uint64_t)batch);
+    const ocl_kval args[] = {OCL_KBUF(g->c),     ocl_kulong((cl_ulong)g->ldc),
+                             ocl_kulong(sc),     ocl_kint(g->m),
+                             ocl_kint(g->n),     ocl_kint(batch),
+                             OCL_KBUF(g->bias),  ocl_khas(g->bias),
+                             ocl_kbool(g->relu), ocl_kbool(prescale),
+                             ocl_kfloat(g->beta)};
+    return ocl_run_elementwise(be, op, be->kernels[OCL_K_BIAS_RELU], be->wg[OCL_K_BIAS_RELU], args,
+                               OCL_COUNT(args), (uint64_t)g->m * (uint64_t)g->n * (uint64_t)batch);
 }
 
 static clf_status gemm_common(clf_backend *be, const clf_gemm_args *g, int batched)

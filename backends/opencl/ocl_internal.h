@@ -131,12 +131,6 @@ clf_status ocl_scratch(clf_backend *be, const char *op, size_t bytes, cl_mem *ou
 
 /* ---- ocl_launch.c ---- */
 
-/* A kernel argument: size and value pointer (value NULL with size > 0: __local scratch). */
-typedef struct ocl_arg {
-    size_t size;
-    const void *value;
-} ocl_arg;
-
 /* A kernel argument held by value, so that an op lists its arguments as one initializer of
  * expressions (OCL_KBUF(a->x), ocl_kint(a->cols), ocl_klocal(bytes)) instead of a variable
  * and a {size, &variable} pair for each. size is that of the OpenCL type the kernel
@@ -203,8 +197,6 @@ static inline ocl_kval ocl_kln_style(clf_ln_style style)
 #define OCL_KBUF(p) ocl_kmem(ocl_mem(p)), ocl_kulong(ocl_elems(p))
 /* The number of entries of an array (of kernel arguments, of operands). */
 #define OCL_COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
-/* The most arguments a kernel takes here (attention_backward_key has 38). */
-#define OCL_MAX_ARGS 48
 
 /* Sets the arguments head[0..nhead) then tail[0..ntail) (tail may be NULL with ntail 0: a
  * head several kernels share, then each one's own) and enqueues kernel k. global and local
@@ -230,15 +222,6 @@ clf_status ocl_run_param_grads(clf_backend *be, const char *op, cl_kernel k, siz
                                const ocl_kval *head, int nhead, clf_ptr dalpha, clf_ptr dbeta,
                                int rows, int cols);
 
-/* Sets args and enqueues kernel k on the queue. global and local have dims entries. */
-clf_status ocl_launch_kernel(clf_backend *be, const char *op, cl_kernel k, const ocl_arg *args,
-                             int nargs, cl_uint dims, const size_t *global, const size_t *local);
-/* The same for the kernel of a family, by id. */
-clf_status ocl_launch(clf_backend *be, const char *op, ocl_kernel_id id, const ocl_arg *args,
-                      int nargs, cl_uint dims, const size_t *global, const size_t *local);
-/* Grid-stride launch of an elementwise kernel over n items. */
-clf_status ocl_launch_elementwise(clf_backend *be, const char *op, ocl_kernel_id id,
-                                  const ocl_arg *args, int nargs, uint64_t n);
 /* Checks that operand p (called name) of op holds bytes bytes from its offset, that it
  * belongs to be and (aligned) that its offset is a multiple of 4. required = 0 lets p.buf
  * be NULL. Errors are CLF_ERR_INPUT naming the op and the operand. */

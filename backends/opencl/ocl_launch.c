@@ -65,26 +65,6 @@ clf_status ocl_check_norm_backward(clf_backend *be, const char *op, clf_ptr dx, 
     return ocl_check_operands(be, op, operands, OCL_COUNT(operands));
 }
 
-clf_status ocl_launch(clf_backend *be, const char *op, ocl_kernel_id id, const ocl_arg *args,
-                      int nargs, cl_uint dims, const size_t *global, const size_t *local)
-{
-    return ocl_launch_kernel(be, op, be->kernels[id], args, nargs, dims, global, local);
-}
-
-clf_status ocl_launch_kernel(clf_backend *be, const char *op, cl_kernel k, const ocl_arg *args,
-                             int nargs, cl_uint dims, const size_t *global, const size_t *local)
-{
-    for (int i = 0; i < nargs; i++) {
-        cl_int err = clSetKernelArg(k, (cl_uint)i, args[i].size, args[i].value);
-        if (err != CL_SUCCESS)
-            return ocl_fail(op, "clSetKernelArg", err);
-    }
-    cl_int err = clEnqueueNDRangeKernel(be->queue, k, dims, NULL, global, local, 0, NULL, NULL);
-    if (err != CL_SUCCESS)
-        return ocl_fail(op, "clEnqueueNDRangeKernel", err);
-    return CLF_OK;
-}
-
 /* The global size of a grid-stride launch over n items: enough work-groups of wg for n,
  * at most be->max_groups of them (each work-item then loops). */
 static size_t grid_stride_global(const clf_backend *be, size_t wg, uint64_t n)
@@ -95,26 +75,20 @@ static size_t grid_stride_global(const clf_backend *be, size_t wg, uint64_t n)
     return (size_t)groups * wg;
 }
 
-clf_status ocl_launch_elementwise(clf_backend *be, const char *op, ocl_kernel_id id,
-                                  const ocl_arg *args, int nargs, uint64_t n)
-{
-    size_t local = be->wg[id], global = grid_stride_global(be, local, n);
-    return ocl_launch(be, op, id, args, nargs, 1, &global, &local);
-}
-
 clf_status ocl_run(clf_backend *be, const char *op, cl_kernel k, const ocl_kval *head, int nhead,
                    const ocl_kval *tail, int ntail, cl_uint dims, const size_t *global,
                    const size_t *local)
 {
-    ocl_arg args[OCL_MAX_ARGS];
-    if (nhead + ntail > OCL_MAX_ARGS)
-        return clf_error(CLF_ERR_BACKEND, "opencl: %s: %d kernel arguments, more than %d", op,
-                         nhead + ntail, OCL_MAX_ARGS);
     for (int i = 0; i < nhead + ntail; i++) {
         const ocl_kval *v = i < nhead ? &head[i] : &tail[i - nhead];
-        args[i] = (ocl_arg){v->size, v->local ? NULL : (const void *)&v->v};
+        cl_int err = clSetKernelArg(k, (cl_uint)i, v->size, v->local ? NULL : (const void *)&v->v);
+        if (err != CL_SUCCESS)
+            return ocl_fail(op, "clSetKernelArg", err);
     }
-    return ocl_launch_kernel(be, op, k, args, nhead + ntail, dims, global, local);
+    cl_int err = clEnqueueNDRangeKernel(be->queue, k, dims, NULL, global, local, 0, NULL, NULL);
+    if (err != CL_SUCCESS)
+        return ocl_fail(op, "clEnqueueNDRangeKernel", err);
+    return CLF_OK;
 }
 
 clf_status ocl_run_rows(clf_backend *be, const char *op, cl_kernel k, size_t wg,
