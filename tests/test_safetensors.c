@@ -473,6 +473,52 @@ START_TEST(test_f16_hand_written)
 }
 END_TEST
 
+/* float -> half rounds to nearest, ties to even, exactly as IEEE says: checked against the
+ * compiler's own binary16 conversion (GCC's _Float16, done in software where the CPU has
+ * no F16C) on every 251st float bit pattern from 2^-27 to 2^16 (the magnitudes where the
+ * rounding happens) and every 65521st elsewhere, and against hand-made ties and edges. */
+START_TEST(test_float_to_half)
+{
+    /* every half survives a round trip */
+    for (unsigned v = 0; v < 65536; v++) {
+        float f = clf_half_to_float((uint16_t)v);
+        if (isnan(f))
+            ck_assert(isnan(clf_half_to_float(clf_float_to_half(f))));
+        else
+            ck_assert_msg(clf_float_to_half(f) == v, "0x%04X -> %.9g -> 0x%04X", v, (double)f,
+                          clf_float_to_half(f));
+    }
+    /* ties: 1 + 2^-11 lies halfway between 1 and 1 + 2^-10 and goes to the even 1;
+     * 1 + 3 * 2^-11 goes up to the even 1 + 2^-9 */
+    ck_assert_uint_eq(clf_float_to_half(1.0f + 0x1p-11f), 0x3C00);
+    ck_assert_uint_eq(clf_float_to_half(1.0f + 0x3p-11f), 0x3C02);
+    ck_assert_uint_eq(clf_float_to_half(0x1p-25f), 0x0000);        /* half the smallest subnormal */
+    ck_assert_uint_eq(clf_float_to_half(0x1.000002p-25f), 0x0001); /* just above it */
+    ck_assert_uint_eq(clf_float_to_half(0x3p-25f), 0x0002);        /* 1.5 units: to even 2 */
+    ck_assert_uint_eq(clf_float_to_half(65504.0f), 0x7BFF);
+    ck_assert_uint_eq(clf_float_to_half(65519.99f), 0x7BFF);
+    ck_assert_uint_eq(clf_float_to_half(65520.0f), 0x7C00);
+    ck_assert_uint_eq(clf_float_to_half(-INFINITY), 0xFC00);
+    ck_assert(clf_float_fits_half(-65519.99f) && !clf_float_fits_half(65520.0f));
+    ck_assert(!clf_float_fits_half(NAN) && !clf_float_fits_half(INFINITY));
+#if defined(__FLT16_MAX__)
+    for (uint64_t bits = 0; bits <= 0xFFFFFFFFu;) {
+        uint32_t b32 = (uint32_t)bits, mag = b32 & 0x7FFFFFFFu;
+        bits += mag >= 0x32000000u && mag < 0x47800000u ? 251 : 65521;
+        float f;
+        memcpy(&f, &b32, sizeof f);
+        if (isnan(f))
+            continue;
+        _Float16 ref = (_Float16)f;
+        uint16_t want;
+        memcpy(&want, &ref, sizeof want);
+        ck_assert_msg(clf_float_to_half(f) == want, "%a -> 0x%04X, want 0x%04X", (double)f,
+                      clf_float_to_half(f), want);
+    }
+#endif
+}
+END_TEST
+
 typedef struct corrupt_case {
     const char *what;
     const char *header; /* NULL: raw bytes below */
@@ -698,6 +744,7 @@ static Suite *suite(void)
     tcase_add_test(st, test_dtype_and_shape_helpers);
     tcase_add_test(st, test_round_trip);
     tcase_add_test(st, test_f16_hand_written);
+    tcase_add_test(st, test_float_to_half);
     tcase_add_loop_test(st, test_corrupt_files, 0, (int)(sizeof corrupt / sizeof corrupt[0]));
     tcase_add_test(st, test_truncated_files);
     tcase_add_test(st, test_write_refuses_bad_tensors);

@@ -13,6 +13,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -430,6 +431,40 @@ float clf_half_to_float(uint16_t h)
     float f;
     memcpy(&f, &bits, sizeof f);
     return f;
+}
+
+uint16_t clf_float_to_half(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    const uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    const uint32_t absx = x & 0x7FFFFFFFu;
+    if (absx > 0x7F800000u) /* NaN: keep it a (quiet) NaN */
+        return (uint16_t)(sign | 0x7E00u | ((absx >> 13) & 0x3FFu));
+    if (absx >= 0x477FF000u) /* >= 65520 (ties to even round up) or infinity */
+        return (uint16_t)(sign | 0x7C00u);
+    if (absx >= 0x38800000u) { /* normal half: >= 2^-14 */
+        /* rebias the exponent, then round the 13 dropped bits to nearest even; a carry
+         * out of the mantissa correctly bumps the exponent */
+        uint32_t h = (absx - 0x38000000u) >> 13, rest = absx & 0x1FFFu;
+        if (rest > 0x1000u || (rest == 0x1000u && (h & 1u)))
+            h++;
+        return (uint16_t)(sign | h);
+    }
+    if (absx < 0x33000000u) /* below half the smallest subnormal (2^-25): zero */
+        return sign;
+    /* subnormal half: mant * 2^-24 with the implicit bit made explicit */
+    const uint32_t e = absx >> 23, mant = (absx & 0x7FFFFFu) | 0x800000u;
+    const uint32_t shift = 126 - e; /* 14..24 */
+    uint32_t h = mant >> shift, rest = mant & ((1u << shift) - 1u), halfway = 1u << (shift - 1);
+    if (rest > halfway || (rest == halfway && (h & 1u)))
+        h++;
+    return (uint16_t)(sign | h);
+}
+
+int clf_float_fits_half(float f)
+{
+    return fabsf(f) < 65520.0f; /* false for NaN and infinities too */
 }
 
 clf_status clf_tensor_to_f32(const clf_tensor *t, float *dst)

@@ -25,9 +25,9 @@ extern "C" {
 #endif
 
 /* Bumped whenever the layout or meaning of clf_backend_api or an args struct changes.
- * ABI 3 (not yet released) adds the plugin ops and attention dropout
- * (clf_attention_args.dropout_p and dropout_seed). */
-#define CLF_BACKEND_ABI 3
+ * ABI 3 added the plugin ops and attention dropout (clf_attention_args.dropout_p and
+ * dropout_seed); ABI 4 (not yet released) adds clf_gemm_args.b_half. */
+#define CLF_BACKEND_ABI 4
 
 typedef struct clf_backend clf_backend; /* opaque, defined by each backend */
 typedef struct clf_buffer clf_buffer;   /* opaque, defined by each backend */
@@ -105,7 +105,14 @@ typedef enum clf_ln_style {
  * op(B) is [k,n]: B is stored [k,n] (ldb >= n) or, with trans_b, [n,k] (ldb >= k).
  * A Linear layer y = x W^T + b is trans_b = 1 with W [out,in].
  * For gemm_strided_batched, batch matrices follow each other at stride_a/b/c elements;
- * gemm ignores batch and the strides. The bias (if any) is shared by all batches. */
+ * gemm ignores batch and the strides. The bias (if any) is shared by all batches.
+ *
+ * b_half (gemm only, optional): B again as IEEE binary16 (uint16_t elements), same layout
+ * and ldb, element offset = b's. A backend may read it instead of b where that is faster:
+ * the products of a few rows (decoding at batch 1, a small beam) stream all of B once per
+ * call and are bound by memory bandwidth, so half the bytes is nearly half the time. The
+ * products then use B rounded to F16 and accumulate in F32. A backend that ignores b_half
+ * is correct; each backend's README says when it reads it. */
 typedef struct clf_gemm_args {
     int trans_a, trans_b;
     int m, n, k;
@@ -118,6 +125,7 @@ typedef struct clf_gemm_args {
     int ldc;
     clf_ptr bias;                        /* [n] F32, optional */
     int relu;                            /* 1: C = max(C, 0) after the bias */
+    clf_ptr b_half;                      /* optional: B as F16 (see above) */
     int batch;                           /* gemm_strided_batched only */
     size_t stride_a, stride_b, stride_c; /* elements, gemm_strided_batched only */
 } clf_gemm_args;

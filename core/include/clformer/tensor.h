@@ -60,6 +60,11 @@ const char *clf_safetensors_path(const clf_safetensors *f);
 clf_status clf_tensor_to_f32(const clf_tensor *t, float *dst);
 /* One IEEE half (binary16, as stored in F16 tensors) as float, exactly. */
 float clf_half_to_float(uint16_t h);
+/* f as the nearest IEEE half (ties to even; NaN stays NaN). Magnitudes past 65504 round
+ * to infinity: callers that need finite halves check with clf_float_fits_half first. */
+uint16_t clf_float_to_half(float f);
+/* 1 when f is finite and rounds to a finite half (|f| < 65520), 0 otherwise. */
+int clf_float_fits_half(float f);
 /* Copies t into dst as I32 (I32, I64 in int32 range, U8 sources). */
 clf_status clf_tensor_to_i32(const clf_tensor *t, int32_t *dst);
 
