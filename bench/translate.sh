@@ -5,7 +5,8 @@
 # Env: BUILD (build dir, default build), N (sentences with the cache, default 32),
 #      NC (sentences without the cache, default 8: every step re-runs the whole prefix),
 #      WORDS (words per sentence, default 20), MAX_LEN (output tokens, default 64),
-#      REPEAT (runs per case, default 1: the median tokens/s is printed).
+#      REPEAT (runs per case, default 1: the median tokens/s is printed),
+#      WEIGHT_TYPE (f32 or f16: translate --weight-type, in every case; default f32).
 # Prints one line per case. Random weights may emit [EOS] before MAX_LEN, so the rate is
 # output tokens / time spent decoding, as `clformer translate --stats` reports it (the
 # best hypotheses' tokens; loading the model is not counted).
@@ -16,6 +17,7 @@ unset OPENBLAS_CORETYPE # see bench/run.sh
 threads=${1:-$(nproc)}
 config=${2:-configs/base-prenorm.yaml}
 N=${N:-32} NC=${NC:-8} WORDS=${WORDS:-20} MAX_LEN=${MAX_LEN:-64} REPEAT=${REPEAT:-1}
+WEIGHT_TYPE=${WEIGHT_TYPE:-f32}
 clf=${BUILD:-build}/bin/clformer
 out=runs/bench/translate
 mkdir -p "$out"
@@ -57,7 +59,8 @@ awk -v n="$N" -v w="$WORDS" -v v="$src_vocab" 'BEGIN {
 head -n "$NC" "$out/sentences.txt" > "$out/sentences-nocache.txt"
 
 "$clf" init -c "$config" --seed 1 -o "$out/weights.safetensors"
-echo "# $config, $threads threads, $WORDS-word sentences, --max-len $MAX_LEN"
+echo "# $config, $threads threads, $WORDS-word sentences, --max-len $MAX_LEN," \
+  "--weight-type $WEIGHT_TYPE"
 
 run_case() { # name input extra-options...
   local name=$1 input=$2 r stats rates=""
@@ -67,7 +70,7 @@ run_case() { # name input extra-options...
   for ((r = 0; r < REPEAT; r++)); do
     "$clf" translate -c "$config" -w "$out/weights.safetensors" --src-vocab "$out/src.json" \
       --tgt-vocab "$out/tgt.json" --backend cpu --threads "$threads" --max-len "$MAX_LEN" \
-      --stats "$@" < "$input" > "$out/out.txt" 2> "$out/stats.txt"
+      --weight-type "$WEIGHT_TYPE" --stats "$@" < "$input" > "$out/out.txt" 2> "$out/stats.txt"
     stats=$(grep 'clformer: translate:' "$out/stats.txt")
     rates="$rates $(echo "$stats" | awk '{for (i = 1; i < NF; i++) if ($(i + 1) == "tokens/s") print $i}')"
   done

@@ -13,6 +13,7 @@
 #include "clformer/config.h"
 #include "clformer/decode.h"
 #include "clformer/model.h"
+#include "clformer/tensor.h"
 #include "clformer/weights.h"
 #include "testutil.h"
 
@@ -253,6 +254,92 @@ static void check_batch_independence(const char *backend, const char *name)
     fixture_close(&f);
 }
 
+/* ---- F16 weights (clf_model_enable_half_weights) ----
+ * With F16 twins, the backends' products of at most 7 rows read the weights rounded to
+ * F16. At batch 1 with a source of at most 7 framed tokens and a beam of at most 7, every
+ * product of the encoder and the decoder is such a product, so the model must decode
+ * exactly like an F32 model whose GEMM matrices were rounded to F16 beforehand (the
+ * contract's rule: every 2-D weight but the embedding tables, plus the table the output
+ * projection is tied to). Log-probabilities: 1e-4 per token, as above. The same decoding
+ * with the unrounded F32 weights must differ by more than 10x that gap (and > 1e-5), so a
+ * backend that ignores the twins fails. */
+enum { HS = 7 };
+
+static void round_gemm_matrices(const clf_model_config *mc, clf_weights *w)
+{
+    const char *proj = clf_weights_tied_to(mc, "projection_layer.proj.weight");
+    for (int i = 0; i < w->count; i++) {
+        const char *name = w->specs[i].name;
+        size_t len = strlen(name), suffix = strlen(".embedding.weight");
+        int table = len >= suffix && strcmp(name + len - suffix, ".embedding.weight") == 0;
+        if (w->specs[i].ndim != 2 || (table && !(proj && strcmp(proj, name) == 0)))
+            continue;
+        for (size_t e = 0; e < (size_t)clf_weight_spec_numel(&w->specs[i]); e++)
+            w->data[i][e] = clf_half_to_float(clf_float_to_half(w->data[i][e]));
+    }
+}
+
+static void check_half_weights(const char *backend, const char *name)
+{
+    fixture f, rounded;
+    fixture_open(&f, backend, name);
+    clf_model *half = NULL, *round = NULL;
+    CLF_ASSERT_OK(clf_model_create(&f.cfg.model, f.w, f.api, f.be, &half));
+    CLF_ASSERT_OK(clf_model_enable_half_weights(half));
+    rounded = f;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", CLF_FIXTURES_DIR, name);
+    clf_test_load_model(path, &rounded.cfg, &rounded.w);
+    round_gemm_matrices(&rounded.cfg.model, rounded.w);
+    CLF_ASSERT_OK(clf_model_create(&rounded.cfg.model, rounded.w, f.api, f.be, &round));
+    /* sentence b: [SOS] HS-2-b words [EOS] padded to HS */
+    int32_t src[B * HS];
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < HS; j++)
+            src[b * HS + j] = j == 0            ? 2
+                              : j <= HS - 2 - b ? 4 + (7 * j + 3 * b) % (f.cfg.model.src_vocab - 4)
+                              : j == HS - 1 - b ? 3
+                                                : 1;
+    double gap_rounded = 0, gap_f32 = 0;
+    for (int beam = 1; beam <= 3; beam += 2) {
+        clf_decode_opts o;
+        clf_decode_opts_default(&f.cfg.model, &o);
+        o.max_len = MAXOUT;
+        o.beam = o.n_best = beam;
+        o.eos_id = 0;
+        for (int b = 0; b < B; b++) {
+            clf_decode_result rh, rr, rf;
+            CLF_ASSERT_OK(clf_decode(half, src + b * HS, 1, HS, &o, &rh));
+            CLF_ASSERT_OK(clf_decode(round, src + b * HS, 1, HS, &o, &rr));
+            CLF_ASSERT_OK(clf_decode(f.m, src + b * HS, 1, HS, &o, &rf));
+            for (int i = 0; i < beam; i++) {
+                const clf_hypothesis *h = &rh.hyps[i], *r = &rr.hyps[i], *p = &rf.hyps[i];
+                ck_assert_int_eq(h->len, r->len);
+                ck_assert_msg(memcmp(h->tokens, r->tokens, sizeof(int32_t) * h->len) == 0,
+                              "%s beam %d sentence %d hyp %d: F16 twins and rounded F32 weights "
+                              "chose different tokens",
+                              name, beam, b, i);
+                double d = fabs(h->logprob - r->logprob);
+                ck_assert_msg(d < 1e-4 * (h->len + 1), "%s: logprob %g vs %g with rounded weights",
+                              name, h->logprob, r->logprob);
+                gap_rounded = fmax(gap_rounded, d);
+                gap_f32 = fmax(gap_f32, fabs(h->logprob - p->logprob));
+            }
+            clf_decode_result_free(&rh);
+            clf_decode_result_free(&rr);
+            clf_decode_result_free(&rf);
+        }
+    }
+    ck_assert_msg(gap_f32 > 1e-5 && gap_f32 > 10 * gap_rounded,
+                  "%s: F16 decoding is %g from F32 and %g from rounded F32: the F16 twins "
+                  "look unused",
+                  name, gap_f32, gap_rounded);
+    clf_model_free(half);
+    clf_model_free(round);
+    clf_weights_free(rounded.w);
+    fixture_close(&f);
+}
+
 static const char *const fixtures[] = {"pre_tutorial",      "post_standard",  "branch_tutorial",
                                        "pre_standard_bias", "enc3_dec1",      "pre_learned_pe",
                                        "pre_tied_all",      "pre_swiglu_rms", "post_geglu"};
@@ -290,6 +377,45 @@ START_TEST(beam_scores_match_full_forward_opencl)
 END_TEST
 #endif
 
+START_TEST(half_weights_cpu)
+{
+    check_half_weights("cpu", fixtures[_i]);
+}
+END_TEST
+
+#ifdef CLF_HAVE_OPENCL
+START_TEST(half_weights_opencl)
+{
+    check_half_weights("opencl", fixtures[_i]);
+}
+END_TEST
+#endif
+
+/* A weight F16 cannot hold is refused with its name; the model stays usable in F32. */
+START_TEST(half_weights_refuse_out_of_range)
+{
+    fixture f;
+    fixture_open(&f, "cpu", "pre_tutorial");
+    clf_model_free(f.m);
+    int i = 0;
+    while (strcmp(f.w->specs[i].name, "decoder.layers.0.feed_forward_block.linear_2.weight"))
+        i++;
+    f.w->data[i][5] = 70000.0f;
+    CLF_ASSERT_OK(clf_model_create(&f.cfg.model, f.w, f.api, f.be, &f.m));
+    ck_assert_int_eq(clf_model_enable_half_weights(f.m), CLF_ERR_INPUT);
+    ck_assert_msg(strstr(clf_last_error(), "decoder.layers.0.feed_forward_block.linear_2.weight") &&
+                      strstr(clf_last_error(), "element 5") && strstr(clf_last_error(), "F16"),
+                  "%s", clf_last_error());
+    clf_decode_opts o;
+    clf_decode_result r;
+    clf_decode_opts_default(&f.cfg.model, &o);
+    o.max_len = 3;
+    CLF_ASSERT_OK(clf_decode(f.m, f.src, B, S, &o, &r));
+    clf_decode_result_free(&r);
+    fixture_close(&f);
+}
+END_TEST
+
 START_TEST(bad_arguments_are_refused)
 {
     fixture f;
@@ -324,12 +450,15 @@ static Suite *decode_suite(void)
     tcase_add_loop_test(tc, greedy_equals_full_forward_argmax_cpu, 0, N_FIXTURES);
     tcase_add_loop_test(tc, beam_scores_match_full_forward_cpu, 0, N_FIXTURES);
     tcase_add_loop_test(tc, batch_independence_cpu, 0, N_FIXTURES);
+    tcase_add_loop_test(tc, half_weights_cpu, 0, N_FIXTURES);
+    tcase_add_test(tc, half_weights_refuse_out_of_range);
     tcase_add_test(tc, bad_arguments_are_refused);
     suite_add_tcase(s, tc);
 #ifdef CLF_HAVE_OPENCL
     TCase *ocl = tcase_create("opencl");
     tcase_add_loop_test(ocl, greedy_equals_full_forward_opencl, 0, N_FIXTURES);
     tcase_add_loop_test(ocl, beam_scores_match_full_forward_opencl, 0, N_FIXTURES);
+    tcase_add_loop_test(ocl, half_weights_opencl, 0, N_FIXTURES);
     suite_add_tcase(s, ocl);
 #endif
     return s;

@@ -469,6 +469,28 @@ START_TEST(test_stats)
 }
 END_TEST
 
+/* --weight-type f16 decodes every line (test_decode checks its arithmetic); a bad value
+ * is a usage error naming the option. */
+START_TEST(test_weight_type)
+{
+    static char f32[OUT_MAX];
+    ck_assert_msg(translate("--max-len 12 --batch 1", sentences) == 0, "stderr: %s", err);
+    strcpy(f32, out);
+    ck_assert_msg(translate("--max-len 12 --batch 1 --weight-type f16", sentences) == 0,
+                  "stderr: %s", err);
+    int lines32 = 0, lines16 = 0;
+    for (const char *p = f32; *p; p++)
+        lines32 += *p == '\n';
+    for (const char *p = out; *p; p++)
+        lines16 += *p == '\n';
+    ck_assert_int_eq(lines16, lines32);
+    ck_assert_msg(translate("--max-len 12 --weight-type f32", sentences) == 0, "stderr: %s", err);
+    ck_assert_int_eq(translate("--weight-type bf16", "Hello\n"), 2);
+    assert_one_line_error(err);
+    ck_assert_msg(strstr(err, "--weight-type") && strstr(err, "bf16"), "stderr: %s", err);
+}
+END_TEST
+
 START_TEST(test_argument_errors)
 {
     char args[1024];
@@ -589,6 +611,7 @@ static Suite *translate_suite(void)
     tcase_add_test(tc, test_attention_png);
     tcase_add_test(tc, test_no_cache_matches_cache);
     tcase_add_test(tc, test_stats);
+    tcase_add_test(tc, test_weight_type);
     tcase_add_test(tc, test_argument_errors);
     tcase_add_test(tc, test_vocab_larger_than_model);
     tcase_add_test(tc, test_png_checksums);

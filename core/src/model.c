@@ -31,7 +31,10 @@ struct clf_model {
     size_t *chunk_bytes;
     int n_chunks;
     clf_buffer **grad_chunks; /* training: one gradient buffer per weight chunk, same layout */
-    clf_buffer *pe;           /* [max_len, d] */
+    clf_buffer **half_chunks; /* clf_model_enable_half_weights: per chunk, its GEMM matrices as
+                                 F16 at half the byte offsets (other tensors: zeros) */
+    size_t half_bytes;
+    clf_buffer *pe; /* [max_len, d] */
     size_t weight_bytes;
     /* the forward graph of the last shape, reused while the shape stays */
     clf_graph g;
@@ -299,6 +302,8 @@ void clf_model_free(clf_model *m)
                 m->api->free(m->be, m->chunks[c]);
             if (m->grad_chunks && m->grad_chunks[c])
                 m->api->free(m->be, m->grad_chunks[c]);
+            if (m->half_chunks && m->half_chunks[c])
+                m->api->free(m->be, m->half_chunks[c]);
         }
         if (m->pe)
             m->api->free(m->be, m->pe);
@@ -309,6 +314,7 @@ void clf_model_free(clf_model *m)
     free(m->chunks);
     free(m->chunk_bytes);
     free(m->grad_chunks);
+    free(m->half_chunks);
     free(m->wdev);
     free(m->specs);
     free(m);
@@ -396,6 +402,20 @@ static void add_into(builder *b, int out, int x, int y, size_t n, const char *la
     clf_graph_bind(b->g, nd, offsetof(clf_add_args, b), y, 0);
 }
 
+/* The F16 twin of weight value w (clf_model_enable_half_weights), or -1 without one. */
+static int half_of(builder *b, int w)
+{
+    const clf_model *m = b->m;
+    if (!m->half_chunks || w < 0)
+        return -1;
+    const clf_value *v = &b->g->values[w];
+    for (int c = 0; c < m->n_chunks; c++)
+        if (v->kind == CLF_VALUE_EXTERNAL && v->ext.buf == m->chunks[c])
+            return clf_graph_external(b->g, (clf_ptr){m->half_chunks[c], v->ext.off / 2},
+                                      v->bytes / 2, "weight (F16)");
+    return -1;
+}
+
 /* y[M, N] (= or +=) x[M, K] · W[N, K]^T + bias[N], then relu if asked.
  * x and y start at elements x_off / y_off of their values and have row strides x_ld / y_ld;
  * accumulate adds to what y holds (the residual add fused into the GEMM, beta = 1). */
@@ -420,6 +440,10 @@ static void linear(builder *b, const char *label, int y, size_t y_off, int y_ld,
     clf_graph_bind(b->g, n, offsetof(clf_gemm_args, c), y, y_off);
     if (bias >= 0)
         clf_graph_bind(b->g, n, offsetof(clf_gemm_args, bias), bias, 0);
+    /* inference only: training changes the weights, and the F16 copy is a snapshot */
+    int wh = b->training ? -1 : half_of(b, w);
+    if (wh >= 0)
+        clf_graph_bind(b->g, n, offsetof(clf_gemm_args, b_half), wh, 0);
 }
 
 /* out[rows, d] = alpha * n(x[rows, d]) + beta with n a plugin's norm (layernorm.style:
@@ -1314,9 +1338,93 @@ const clf_graph *clf_model_last_graph(const clf_model *m)
     return m->g_valid ? &m->g : NULL;
 }
 
+/* The tensors that linear layers multiply with: every matrix but the embedding tables,
+ * plus the table the output projection is tied to (if it is). */
+static int is_gemm_matrix(const clf_model *m, int i)
+{
+    const clf_weight_spec *s = &m->specs[i];
+    if (s->ndim != 2)
+        return 0;
+    if (!ends_with(s->name, ".embedding.weight"))
+        return 1;
+    const char *proj = clf_weights_tied_to(&m->cfg, "projection_layer.proj.weight");
+    return proj && strcmp(proj, s->name) == 0;
+}
+
+clf_status clf_model_enable_half_weights(clf_model *m)
+{
+    if (m->half_chunks)
+        return CLF_OK;
+    clf_status st = CLF_OK;
+    float *f32 = NULL;
+    uint16_t *f16 = NULL;
+    clf_buffer **half = calloc((size_t)m->n_chunks, sizeof *half);
+    if (!half)
+        return clf_error(CLF_ERR_NOMEM, "model: out of host memory");
+    for (int c = 0; c < m->n_chunks; c++) {
+        const size_t n = m->chunk_bytes[c] / sizeof(float);
+        f32 = malloc(m->chunk_bytes[c]);
+        f16 = calloc(n ? n : 1, sizeof *f16);
+        if (!f32 || !f16) {
+            st = clf_error(CLF_ERR_NOMEM, "model: out of host memory for the F16 weights");
+            goto fail;
+        }
+        /* from the device: the weights as they are now (loaded, or trained in this process) */
+        if ((st = m->api->download(m->be, f32, (clf_ptr){m->chunks[c], 0}, m->chunk_bytes[c])) !=
+                CLF_OK ||
+            (st = m->api->synchronize(m->be)) != CLF_OK) {
+            clf_error_context(st, "model: reading the weights back for F16");
+            goto fail;
+        }
+        for (int i = 0; i < m->n_weights; i++) {
+            if (m->wdev[i].buf != m->chunks[c] || !is_gemm_matrix(m, i))
+                continue;
+            const size_t first = m->wdev[i].off / sizeof(float);
+            const size_t count = (size_t)clf_weight_spec_numel(&m->specs[i]);
+            for (size_t e = first; e < first + count; e++) {
+                if (!clf_float_fits_half(f32[e])) {
+                    st = clf_error(CLF_ERR_INPUT,
+                                   "weights: '%s' element %zu is %g, which F16 cannot hold "
+                                   "(|x| < 65520): use F32 weights for this model",
+                                   m->specs[i].name, e - first, (double)f32[e]);
+                    goto fail;
+                }
+                f16[e] = clf_float_to_half(f32[e]);
+            }
+        }
+        const size_t bytes = (n ? n : 1) * sizeof *f16;
+        if ((st = m->api->alloc(m->be, bytes, &half[c])) != CLF_OK) {
+            clf_error_context(st, "model: F16 weights: allocating %zu bytes", bytes);
+            goto fail;
+        }
+        if ((st = m->api->upload(m->be, (clf_ptr){half[c], 0}, f16, bytes)) != CLF_OK ||
+            (st = m->api->synchronize(m->be)) != CLF_OK) {
+            clf_error_context(st, "model: uploading the F16 weights");
+            goto fail;
+        }
+        m->half_bytes += bytes;
+        free(f32);
+        free(f16);
+        f32 = NULL;
+        f16 = NULL;
+    }
+    m->half_chunks = half;
+    m->g_valid = 0; /* the cached forward graph was built without the F16 twins */
+    return CLF_OK;
+fail:
+    free(f32);
+    free(f16);
+    for (int c = 0; c < m->n_chunks; c++)
+        if (half[c])
+            m->api->free(m->be, half[c]);
+    free(half);
+    m->half_bytes = 0;
+    return st;
+}
+
 void clf_model_memory_usage(const clf_model *m, clf_model_memory *mem)
 {
-    mem->weight_bytes = m->weight_bytes;
+    mem->weight_bytes = m->weight_bytes + m->half_bytes;
     mem->arena_bytes = m->arena_cap;
 }
 

@@ -48,8 +48,17 @@ clf_status clf_model_rerun(clf_model *m, unsigned op_mask);
 /* The planned graph of the last forward, or NULL before the first. */
 const clf_graph *clf_model_last_graph(const clf_model *m);
 
+/* Adds an F16 copy of the matrices that linear layers multiply with (the weights as they
+ * are on the device now), which inference graphs built from now on pass to the backend's
+ * gemm as b_half. A backend reads it where that is faster: the products of a few rows in
+ * decoding at batch 1 or with small beams, which are bound by memory bandwidth. Those
+ * products then use the weights rounded to F16 (accumulating in F32); the F32 weights stay
+ * for everything else. A snapshot: training graphs never use it. Costs half the matrices'
+ * bytes again on the device. CLF_ERR_INPUT names a weight that F16 cannot hold. */
+clf_status clf_model_enable_half_weights(clf_model *m);
+
 typedef struct clf_model_memory {
-    size_t weight_bytes; /* on the device, incl. the PE table */
+    size_t weight_bytes; /* on the device, incl. the PE table and any F16 copy */
     size_t arena_bytes;  /* activations of the last planned forward */
 } clf_model_memory;
 void clf_model_memory_usage(const clf_model *m, clf_model_memory *mem);
