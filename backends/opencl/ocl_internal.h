@@ -23,6 +23,7 @@ typedef enum ocl_kernel_id {
     OCL_K_EMBED,
     OCL_K_ADD,
     OCL_K_BIAS_RELU,
+    OCL_K_GEMM_ROWS_HALF,
     /* training (ABI 2) */
     OCL_K_ATTENTION_BACKWARD_QUERY,
     OCL_K_ATTENTION_BACKWARD_KEY,
@@ -44,6 +45,7 @@ typedef enum ocl_family_id {
     OCL_F_SOFTMAX,
     OCL_F_EMBED,
     OCL_F_ELEMENTWISE,
+    OCL_F_GEMM,
     OCL_F_ATTENTION_BACKWARD,
     OCL_F_LAYERNORM_BACKWARD,
     OCL_F_TRAIN,
@@ -195,6 +197,8 @@ static inline ocl_kval ocl_kln_style(clf_ln_style style)
 /* An operand as the kernels take it, two arguments: its cl_mem (NULL when absent) and its
  * offset in elements (ocl_mem, ocl_elems below). */
 #define OCL_KBUF(p) ocl_kmem(ocl_mem(p)), ocl_kulong(ocl_elems(p))
+/* The same for an operand of 2-byte F16 elements (gemm's b_half). */
+#define OCL_KBUF_HALF(p) ocl_kmem(ocl_mem(p)), ocl_kulong((cl_ulong)((p).off / 2))
 /* The number of entries of an array (of kernel arguments, of operands). */
 #define OCL_COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
@@ -290,6 +294,12 @@ static inline cl_ulong ocl_elems(clf_ptr p)
 }
 
 /* ---- inference ops (ocl_gemm.c, ocl_ops.c) ---- */
+
+/* gemm reads b_half (kernel gemm_rows_half) for products of at most this many rows: a
+ * decoding step at batch 1 or a beam up to 7, bound by reading B once. The kernel keeps a
+ * partial sum per row in registers and reads A again for every column; from 8 rows on,
+ * CLBlast's tiles (which reuse A) take over, as on the CPU backend (README). */
+#define OCL_GEMM_HALF_ROWS 7
 clf_status ocl_gemm(clf_backend *be, const clf_gemm_args *a);
 clf_status ocl_gemm_strided_batched(clf_backend *be, const clf_gemm_args *a);
 clf_status ocl_layernorm(clf_backend *be, const clf_layernorm_args *a);
