@@ -1,13 +1,16 @@
 /* The OpenCL backend, op by op: every op, inference and training (ABI 2), on random inputs
  * of awkward sizes (1, 7, 33, 65, 129, ... non-multiples of the work-group and GEMM tile
  * sizes), compared with a host reference computed here in double and with the CPU backend
- * (the dropout mask and the elementwise training ops bit for bit). Then its errors
- * (operand bounds, refused aliasing, allocation limit, device choice, no OpenCL driver at
- * all) and its program cache.
+ * (the dropout mask and the elementwise training ops bit for bit); gemm reading b_half
+ * (B as F16) with the host reference only. Then its errors (operand bounds, refused
+ * aliasing, allocation limit, device choice, no OpenCL driver at all) and its program
+ * cache.
  *
  * Without an OpenCL device (or without the backend built) the suite says why and exits 77,
  * which ctest reports as skipped (tests/opencl.cmake sets SKIP_RETURN_CODE). */
 #include "testutil.h"
+
+#include "clformer/tensor.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -29,7 +32,11 @@
 #define TOL_EXACT 1e-6 /* add, embed: one or two roundings per element */
 #define TOL_NORM  1e-5 /* layernorm, softmax: float reductions vs double */
 #define TOL_GEMM  1e-4 /* gemm: k-long float dot products summed in another order */
-#define TOL_ATTN  1e-4 /* attention: head_dim dot products and a kv_len-long softmax */
+/* gemm reading b_half: per element, |got - want| <= TOL_GEMM_HALF * (|alpha| sum|a b| +
+ * |beta c| + |bias|), want in double from the same F16-rounded B (so F16 rounding is not
+ * counted): float sums of k / 8 / lanes chunks of 8, then a tree of up to 32 lanes */
+#define TOL_GEMM_HALF 1e-5
+#define TOL_ATTN      1e-4 /* attention: head_dim dot products and a kv_len-long softmax */
 /* training ops (relu_backward, dropout and fill are compared bit for bit) */
 #define TOL_LN_BWD    1e-5 /* layernorm_backward: float row sums; dx vs central differences */
 #define TOL_ATTN_BWD  1e-4 /* attention_backward: as attention, plus dP and D_i sums */
@@ -331,6 +338,221 @@ START_TEST(test_gemm_strided_batched)
             t.off = v % 3 == 1 ? 7 : 0;
             check_gemm_case(&t, 300 + (unsigned)v);
         }
+    }
+}
+END_TEST
+
+/* ---- gemm reading b_half ---- */
+
+/* A Linear layer's product C = alpha A W^T + beta C (+ bias, relu), W [n, k] given twice:
+ * as b (F32) and as b_half (F16). */
+typedef struct half_case {
+    int m, n, k;
+    float alpha, beta; /* beta 0: C starts as NaN, which must not reach the result */
+    int bias, relu;
+    int pad, off; /* extra leading-dimension elements; operand offsets in elements */
+} half_case;
+
+/* x rounded to the nearest halves (malloc'd). */
+static uint16_t *to_half(const float *x, size_t n)
+{
+    uint16_t *h = malloc(n * sizeof *h);
+    ck_assert_ptr_nonnull(h);
+    for (size_t i = 0; i < n; i++)
+        h[i] = clf_float_to_half(x[i]);
+    return h;
+}
+
+/* run_gemm on the OpenCL backend with Bh (nh halves) uploaded as g's b_half. */
+static void run_gemm_with_half(const clf_gemm_args *tmpl, const float *A, size_t na, const float *B,
+                               size_t nb, const uint16_t *Bh, size_t nh, const float *bias,
+                               size_t nbias, float *C, size_t nc)
+{
+    clf_gemm_args g = *tmpl;
+    g.b_half.buf = up(&ocl, Bh, nh * sizeof *Bh);
+    run_gemm(&ocl, &g, 0, A, na, B, nb, bias, nbias, C, nc);
+    ocl.api->free(ocl.be, g.b_half.buf);
+}
+
+/* want = C0 with the product over g's region from A and Bh (halves) in double; scale[i]
+ * = |alpha| sum|a b| + |beta c| + |bias| there (the size of what was added), -1 outside
+ * the region (where C must keep its bits). */
+static void ref_gemm_half(const clf_gemm_args *g, const float *A, const uint16_t *Bh,
+                          const float *bias, const float *C0, size_t nc, double *want,
+                          double *scale)
+{
+    for (size_t i = 0; i < nc; i++) {
+        want[i] = C0[i];
+        scale[i] = -1;
+    }
+    const float *a = A + g->a.off / 4;
+    const uint16_t *bh = Bh + g->b_half.off / 2;
+    for (int r = 0; r < g->m; r++) {
+        for (int j = 0; j < g->n; j++) {
+            double s = 0, abs_s = 0;
+            for (int p = 0; p < g->k; p++) {
+                double t = (double)a[(size_t)r * g->lda + p] *
+                           clf_half_to_float(bh[(size_t)j * g->ldb + p]);
+                s += t;
+                abs_s += fabs(t);
+            }
+            size_t ij = g->c.off / 4 + (size_t)r * g->ldc + j;
+            double v = g->alpha * s, sc = fabs(g->alpha) * abs_s;
+            if (g->beta != 0.0f) {
+                v += g->beta * (double)C0[ij];
+                sc += fabs(g->beta * (double)C0[ij]);
+            }
+            if (bias) {
+                v += bias[g->bias.off / 4 + j];
+                sc += fabs(bias[g->bias.off / 4 + j]);
+            }
+            want[ij] = g->relu && v < 0 ? 0 : v;
+            scale[ij] = sc;
+        }
+    }
+}
+
+/* The worst |got - want| / scale over the region (see ref_gemm_half); fails the test at
+ * once if an element outside it changed. */
+static double half_err(const float *got, const double *want, const double *scale, size_t nc,
+                       const char *what)
+{
+    double worst = 0;
+    for (size_t i = 0; i < nc; i++) {
+        if (scale[i] < 0) {
+            float w = (float)want[i];
+            ck_assert_msg(memcmp(&got[i], &w, sizeof w) == 0,
+                          "%s: element %zu outside C's region changed: %g, was %g", what, i,
+                          (double)got[i], (double)w);
+            continue;
+        }
+        double d = fabs(got[i] - want[i]);
+        double e = d == 0 ? 0 : scale[i] > 0 ? d / scale[i] : INFINITY; /* NaN fails too */
+        if (!(e <= worst))
+            worst = e;
+    }
+    return worst;
+}
+
+/* One case: b is 2 W in F32 and b_half is W in F16, so that reading b instead of b_half
+ * is off by a factor 2. */
+static double check_half_case(const half_case *t, unsigned seed)
+{
+    clf_gemm_args g = {.trans_b = 1,
+                       .m = t->m,
+                       .n = t->n,
+                       .k = t->k,
+                       .alpha = t->alpha,
+                       .beta = t->beta,
+                       .relu = t->relu,
+                       .lda = t->k + t->pad,
+                       .ldb = t->k + t->pad,
+                       .ldc = t->n + t->pad};
+    size_t off = (size_t)t->off;
+    g.a.off = g.b.off = g.c.off = g.bias.off = off * 4;
+    g.b_half.off = off * 2; /* the same element offset as b, in the F16 buffer */
+    size_t na = off + (size_t)t->m * g.lda + 1, nb = off + (size_t)t->n * g.ldb + 1;
+    size_t nc = off + (size_t)t->m * g.ldc + 1, nbias = off + (size_t)t->n;
+    float *A = clf_test_frand(na, seed, -1, 1), *W = clf_test_frand(nb, seed + 1, -1, 1);
+    float *B2 = fdup(W, nb), *C0 = clf_test_frand(nc, seed + 2, -1, 1);
+    float *bias = t->bias ? clf_test_frand(nbias, seed + 3, -1, 1) : NULL;
+    for (size_t i = 0; i < nb; i++)
+        B2[i] *= 2;
+    if (t->beta == 0.0f)
+        for (size_t i = 0; i < nc; i++)
+            C0[i] = NAN;
+    uint16_t *Wh = to_half(W, nb);
+    double *want = clf_test_dalloc(nc), *scale = clf_test_dalloc(nc);
+    float *got = fdup(C0, nc);
+    char what[160];
+    snprintf(what, sizeof what,
+             "gemm b_half m=%d n=%d k=%d alpha=%g beta=%g bias=%d relu=%d pad=%d off=%d", t->m,
+             t->n, t->k, t->alpha, t->beta, t->bias, t->relu, t->pad, t->off);
+
+    ref_gemm_half(&g, A, Wh, bias, C0, nc, want, scale);
+    run_gemm_with_half(&g, A, na, B2, nb, Wh, nb, bias, nbias, got, nc);
+    double e = half_err(got, want, scale, nc, what);
+    ck_assert_msg(e <= TOL_GEMM_HALF, "%s: error %.3g of sum|terms| > %.3g", what, e,
+                  TOL_GEMM_HALF);
+    free(A);
+    free(W);
+    free(B2);
+    free(C0);
+    free(bias);
+    free(Wh);
+    free(want);
+    free(scale);
+    free(got);
+    return e;
+}
+
+START_TEST(test_gemm_half)
+{
+    /* k: shorter than one 8-half chunk, a multiple of 8 (with offset 0 and no pad every row
+     * is 16-byte aligned: no scalar head or tail), and long rows with both */
+    static const int ks[] = {1, 7, 8, 33, 64, 65, 263, 1031};
+    static const int ms[] = {1, 2, 3, 7};
+    static const int ns[] = {1, 7, 33, 65, 300};
+    double worst = 0;
+    int v = 0;
+    for (size_t ik = 0; ik < sizeof ks / sizeof ks[0]; ik++) {
+        for (size_t im = 0; im < sizeof ms / sizeof ms[0]; im++, v++) {
+            half_case t = {.m = ms[im], .n = ns[v % 5], .k = ks[ik]};
+            t.alpha = v % 3 == 0 ? 1.0f : v % 3 == 1 ? 0.5f : -1.25f;
+            t.beta = v % 2 == 0 ? 0.0f : 1.0f;
+            t.bias = v % 4 < 2;
+            t.relu = v % 3 == 2;
+            t.pad = v % 4 == 1 || v % 4 == 2 ? 3 : 0;
+            t.off = (v / 2) % 2 ? 5 : 0;
+            double e = check_half_case(&t, 700 + (unsigned)v);
+            if (e > worst)
+                worst = e;
+        }
+    }
+    printf("test_gemm_half: worst error %.3g of sum|terms| (tolerance %.3g)\n", worst,
+           TOL_GEMM_HALF);
+}
+END_TEST
+
+/* Where gemm does not read b_half it computes from b: b_half all NaN must not show. */
+START_TEST(test_gemm_half_ignored)
+{
+    /* 8 rows (CLBlast's GEMM), trans_b = 0, trans_a = 1 (the one-row GEMV and CLBlast) */
+    static const int shapes[][4] = {{8, 33, 65, 1}, {1, 33, 65, 0}, {3, 7, 33, 0}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2], tb = shapes[s][3];
+        int ta = s == 2;
+        clf_gemm_args g = {.trans_a = ta,
+                           .trans_b = tb,
+                           .m = m,
+                           .n = n,
+                           .k = k,
+                           .alpha = 0.5f,
+                           .beta = 1,
+                           .lda = ta ? m : k,
+                           .ldb = tb ? k : n,
+                           .ldc = n};
+        size_t na = (size_t)m * k, nb = (size_t)n * k, nc = (size_t)m * n;
+        float *A = clf_test_frand(na, 900 + s, -1, 1), *B = clf_test_frand(nb, 910 + s, -1, 1);
+        float *C = clf_test_frand(nc, 920 + s, -1, 1), *bias = clf_test_frand(n, 930 + s, -1, 1);
+        float *want = fdup(C, nc), *got = fdup(C, nc);
+        uint16_t *nan_h = malloc(nb * sizeof *nan_h);
+        ck_assert_ptr_nonnull(nan_h);
+        for (size_t i = 0; i < nb; i++)
+            nan_h[i] = 0x7e00; /* a quiet NaN */
+        ref_gemm(&g, 1, A, B, bias, want);
+        run_gemm_with_half(&g, A, na, B, nb, nan_h, nb, bias, n, got, nc);
+        char what[96];
+        snprintf(what, sizeof what, "gemm ignoring b_half ta=%d tb=%d m=%d n=%d k=%d", ta, tb, m, n,
+                 k);
+        expect_close(got, want, nc, TOL_GEMM, what, "host reference");
+        free(A);
+        free(B);
+        free(C);
+        free(bias);
+        free(want);
+        free(got);
+        free(nan_h);
     }
 }
 END_TEST
@@ -925,6 +1147,24 @@ START_TEST(test_bounds)
     g.stride_b = 65;
     EXPECT_ERROR(ocl.api->gemm_strided_batched(ocl.be, &g), CLF_ERR_INPUT, "gemm_strided_batched",
                  "'b'");
+    /* b_half: 64 halves = 128 bytes, checked for any shape that gives it (here 8 rows, which
+     * do not read it); its offset need only be a multiple of 2 */
+    g.batch = 0;
+    g.trans_b = 1;
+    g.b_half = (clf_ptr){small, 0};
+    EXPECT_ERROR(ocl.api->gemm(ocl.be, &g), CLF_ERR_INPUT, "gemm", "'b_half'", "needs 128 bytes",
+                 "40 bytes");
+    g.m = 1;
+    EXPECT_ERROR(ocl.api->gemm(ocl.be, &g), CLF_ERR_INPUT, "gemm", "'b_half'", "40 bytes");
+    g.b_half = (clf_ptr){big, 3};
+    EXPECT_ERROR(ocl.api->gemm(ocl.be, &g), CLF_ERR_INPUT, "gemm", "'b_half'", "multiple of 2");
+    g.b_half = (clf_ptr){big, 1024 - 128 + 2}; /* one half past the end */
+    EXPECT_ERROR(ocl.api->gemm(ocl.be, &g), CLF_ERR_INPUT, "gemm", "'b_half'", "out of bounds");
+    g.b_half = (clf_ptr){big, 1024 - 128 - 2}; /* ends one half before the end */
+    CLF_ASSERT_OK(ocl.api->gemm(ocl.be, &g));
+    g.b_half = (clf_ptr){NULL, 0};
+    g.m = 8;
+    g.trans_b = 0;
 
     clf_layernorm_args ln = {.rows = 4,
                              .cols = 12,
@@ -2461,6 +2701,8 @@ static Suite *opencl_suite(void)
     tcase_add_test(ops, test_gemm_edge);
     tcase_add_test(ops, test_null_arguments);
     tcase_add_test(ops, test_gemm_strided_batched);
+    tcase_add_test(ops, test_gemm_half);
+    tcase_add_test(ops, test_gemm_half_ignored);
     tcase_add_test(ops, test_layernorm);
     tcase_add_test(ops, test_attention);
     tcase_add_test(ops, test_embed);

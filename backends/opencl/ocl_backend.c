@@ -193,7 +193,7 @@ static void ocl_free(clf_backend *be, clf_buffer *buf)
 
 static clf_status ocl_upload(clf_backend *be, clf_ptr dst, const void *src, size_t bytes)
 {
-    clf_status st = ocl_check_range(be, "upload", "dst", dst, bytes, 0, 1);
+    clf_status st = ocl_check_range(be, "upload", "dst", dst, bytes, 1, 1);
     if (st != CLF_OK || bytes == 0)
         return st;
     /* blocking: the caller may reuse src as soon as we return */
@@ -204,7 +204,7 @@ static clf_status ocl_upload(clf_backend *be, clf_ptr dst, const void *src, size
 
 static clf_status ocl_download(clf_backend *be, void *dst, clf_ptr src, size_t bytes)
 {
-    clf_status st = ocl_check_range(be, "download", "src", src, bytes, 0, 1);
+    clf_status st = ocl_check_range(be, "download", "src", src, bytes, 1, 1);
     if (st != CLF_OK || bytes == 0)
         return st;
     cl_int err =
@@ -220,8 +220,8 @@ static clf_status ocl_copy(clf_backend *be, clf_ptr dst, clf_ptr src, size_t byt
     clf_status st;
     cl_mem tmp = NULL;
     cl_int err;
-    if ((st = ocl_check_range(be, "copy", "dst", dst, bytes, 0, 1)) != CLF_OK ||
-        (st = ocl_check_range(be, "copy", "src", src, bytes, 0, 1)) != CLF_OK || bytes == 0 ||
+    if ((st = ocl_check_range(be, "copy", "dst", dst, bytes, 1, 1)) != CLF_OK ||
+        (st = ocl_check_range(be, "copy", "src", src, bytes, 1, 1)) != CLF_OK || bytes == 0 ||
         (dst.buf == src.buf && dst.off == src.off))
         return st;
     if (dst.buf != src.buf || dst.off >= src.off + bytes || src.off >= dst.off + bytes) {

@@ -1,4 +1,5 @@
-/* ocl_gemm.c - GEMM through CLBlast, then our bias/relu epilogue kernel.
+/* ocl_gemm.c - GEMM through CLBlast, then our bias/relu epilogue kernel; products of a
+ * few rows with B given as F16 (b_half) in our own kernel.
  *
  * C[m,n] = alpha * op(A)[m,k] op(B)[k,n] + beta * C, + bias[n], relu; all row-major.
  * CLBlast takes buffer offsets in elements, so operands stay (cl_mem, offset) pairs. */
@@ -6,10 +7,16 @@
 
 #include <clblast_c.h>
 
-/* Validates sizes and leading dimensions and bounds-checks A, B, C and bias for batch
- * matrices (batch 1 for plain gemm). */
+/* Work-items per column of C in gemm_rows_half, at most: 32 lanes x 16 bytes = 512
+ * neighbouring bytes of a row of B per load (a warp on NVIDIA, half a wavefront on AMD),
+ * and a 512..2048-wide row takes 2..8 loads per lane, few enough tree steps after. */
+#define OCL_HALF_LANES 32
+
+/* Validates sizes and leading dimensions and bounds-checks A, B, C, bias and b_half (given
+ * for gemm, absent for gemm_strided_batched, which ignores it) for batch matrices (batch 1
+ * for plain gemm). */
 static clf_status check_gemm(clf_backend *be, const char *op, const clf_gemm_args *g, int batch,
-                             uint64_t sa, uint64_t sb, uint64_t sc)
+                             uint64_t sa, uint64_t sb, uint64_t sc, clf_ptr b_half)
 {
     if (g->m < 0 || g->n < 0 || g->k < 0 || batch < 0)
         return clf_error(CLF_ERR_INPUT, "opencl: %s: negative size m=%d n=%d k=%d batch=%d", op,
@@ -25,18 +32,23 @@ static clf_status check_gemm(clf_backend *be, const char *op, const clf_gemm_arg
                          op, g->lda, a_cols, g->ldb, b_cols, g->ldc, g->n);
     if (g->m == 0 || g->n == 0 || batch == 0)
         return CLF_OK; /* nothing is read or written */
-    /* A and B are read only when k > 0 (k = 0 leaves C = beta * C + bias) */
-    const ocl_operand operands[] = {ocl_required("a", g->a,
-                                                 ocl_extent((uint64_t)a_rows, (uint64_t)a_cols,
-                                                            (uint64_t)g->lda, (uint64_t)batch, sa)),
-                                    ocl_required("b", g->b,
-                                                 ocl_extent((uint64_t)b_rows, (uint64_t)b_cols,
-                                                            (uint64_t)g->ldb, (uint64_t)batch, sb)),
-                                    ocl_required("c", g->c,
-                                                 ocl_extent((uint64_t)g->m, (uint64_t)g->n,
-                                                            (uint64_t)g->ldc, (uint64_t)batch, sc)),
-                                    ocl_optional("bias", g->bias, (uint64_t)g->n)};
-    const int skip = g->k > 0 ? 0 : 2;
+    /* A, B and b_half are read only when k > 0 (k = 0 leaves C = beta * C + bias). b_half
+     * is checked whenever it is given, not only when this call reads it, so that a wrong
+     * one fails whatever the shape. */
+    const ocl_operand operands[] = {
+        ocl_required(
+            "a", g->a,
+            ocl_extent((uint64_t)a_rows, (uint64_t)a_cols, (uint64_t)g->lda, (uint64_t)batch, sa)),
+        ocl_required(
+            "b", g->b,
+            ocl_extent((uint64_t)b_rows, (uint64_t)b_cols, (uint64_t)g->ldb, (uint64_t)batch, sb)),
+        ocl_optional_half("b_half", b_half,
+                          ocl_extent((uint64_t)b_rows, (uint64_t)b_cols, (uint64_t)g->ldb, 1, 0)),
+        ocl_required(
+            "c", g->c,
+            ocl_extent((uint64_t)g->m, (uint64_t)g->n, (uint64_t)g->ldc, (uint64_t)batch, sc)),
+        ocl_optional("bias", g->bias, (uint64_t)g->n)};
+    const int skip = g->k > 0 ? 0 : 3;
     return ocl_check_operands(be, op, operands + skip, OCL_COUNT(operands) - skip);
 }
 
@@ -54,6 +66,35 @@ static clf_status epilogue(clf_backend *be, const char *op, const clf_gemm_args 
                                OCL_COUNT(args), (uint64_t)g->m * (uint64_t)g->n * (uint64_t)batch);
 }
 
+/* Whether gemm reads b_half (kernel gemm_rows_half): given, A not transposed, B stored
+ * [n, k] (a Linear layer's weight), 1..OCL_GEMM_HALF_ROWS rows, k > 0. */
+static int reads_b_half(const clf_gemm_args *g, int batched)
+{
+    return !batched && g->b_half.buf && !g->trans_a && g->trans_b && g->m >= 1 &&
+           g->m <= OCL_GEMM_HALF_ROWS && g->k > 0;
+}
+
+/* C = alpha * A Bh^T + beta * C, + bias, relu in one launch of gemm_rows_half (see gemm.cl):
+ * `lanes` work-items per column of C, wg / lanes columns per work-group. */
+static clf_status gemm_rows_half(clf_backend *be, const char *op, const clf_gemm_args *g)
+{
+    const size_t wg = be->wg[OCL_K_GEMM_ROWS_HALF], chunks = ((size_t)g->k + 7) / 8;
+    size_t lanes = 1; /* a power of two: enough for the row's 8-half chunks, if allowed */
+    while (lanes < chunks && lanes * 2 <= OCL_HALF_LANES && lanes * 2 <= wg)
+        lanes *= 2;
+    const size_t cols = wg / lanes, global = ((size_t)g->n + cols - 1) / cols * wg;
+    const ocl_kval args[] = {OCL_KBUF(g->a),           ocl_kulong((cl_ulong)g->lda),
+                             OCL_KBUF_HALF(g->b_half), ocl_kulong((cl_ulong)g->ldb),
+                             OCL_KBUF(g->c),           ocl_kulong((cl_ulong)g->ldc),
+                             OCL_KBUF(g->bias),        ocl_khas(g->bias),
+                             ocl_kbool(g->relu),       ocl_kint(g->m),
+                             ocl_kint(g->n),           ocl_kint(g->k),
+                             ocl_kfloat(g->alpha),     ocl_kfloat(g->beta),
+                             ocl_kint((cl_int)lanes),  ocl_kfloats((size_t)g->m * wg)};
+    return ocl_run(be, op, be->kernels[OCL_K_GEMM_ROWS_HALF], args, OCL_COUNT(args), NULL, 0, 1,
+                   &global, &wg);
+}
+
 static clf_status gemm_common(clf_backend *be, const clf_gemm_args *g, int batched)
 {
     const char *op = batched ? "gemm_strided_batched" : "gemm";
@@ -63,10 +104,13 @@ static clf_status gemm_common(clf_backend *be, const clf_gemm_args *g, int batch
     uint64_t sa = batched ? g->stride_a : 0, sb = batched ? g->stride_b : 0,
              sc = batched ? g->stride_c : 0;
     clf_status st;
-    if ((st = check_gemm(be, op, g, batch, sa, sb, sc)) != CLF_OK)
+    if ((st = check_gemm(be, op, g, batch, sa, sb, sc, batched ? (clf_ptr){0} : g->b_half)) !=
+        CLF_OK)
         return st;
     if (g->m == 0 || g->n == 0 || batch == 0)
         return CLF_OK;
+    if (reads_b_half(g, batched))
+        return gemm_rows_half(be, op, g);
     if (g->k == 0) /* CLBlast refuses k = 0; C = beta * C is all there is to do */
         return epilogue(be, op, g, batch, sc, 1);
     CLBlastStatusCode cs;

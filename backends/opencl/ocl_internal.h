@@ -23,6 +23,7 @@ typedef enum ocl_kernel_id {
     OCL_K_EMBED,
     OCL_K_ADD,
     OCL_K_BIAS_RELU,
+    OCL_K_GEMM_ROWS_HALF,
     /* training (ABI 2) */
     OCL_K_ATTENTION_BACKWARD_QUERY,
     OCL_K_ATTENTION_BACKWARD_KEY,
@@ -44,6 +45,7 @@ typedef enum ocl_family_id {
     OCL_F_SOFTMAX,
     OCL_F_EMBED,
     OCL_F_ELEMENTWISE,
+    OCL_F_GEMM,
     OCL_F_ATTENTION_BACKWARD,
     OCL_F_LAYERNORM_BACKWARD,
     OCL_F_TRAIN,
@@ -195,6 +197,8 @@ static inline ocl_kval ocl_kln_style(clf_ln_style style)
 /* An operand as the kernels take it, two arguments: its cl_mem (NULL when absent) and its
  * offset in elements (ocl_mem, ocl_elems below). */
 #define OCL_KBUF(p) ocl_kmem(ocl_mem(p)), ocl_kulong(ocl_elems(p))
+/* The same for an operand of 2-byte F16 elements (gemm's b_half). */
+#define OCL_KBUF_HALF(p) ocl_kmem(ocl_mem(p)), ocl_kulong((cl_ulong)((p).off / 2))
 /* The number of entries of an array (of kernel arguments, of operands). */
 #define OCL_COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
@@ -223,31 +227,39 @@ clf_status ocl_run_param_grads(clf_backend *be, const char *op, cl_kernel k, siz
                                int rows, int cols);
 
 /* Checks that operand p (called name) of op holds bytes bytes from its offset, that it
- * belongs to be and (aligned) that its offset is a multiple of 4. required = 0 lets p.buf
- * be NULL. Errors are CLF_ERR_INPUT naming the op and the operand. */
+ * belongs to be and that its offset is a multiple of align bytes (1: any). required = 0
+ * lets p.buf be NULL. Errors are CLF_ERR_INPUT naming the op and the operand. */
 clf_status ocl_check_range(clf_backend *be, const char *op, const char *name, clf_ptr p,
-                           uint64_t bytes, int aligned, int required);
+                           uint64_t bytes, unsigned align, int required);
 /* The same for elems 4-byte elements (F32 or I32), always aligned. */
 clf_status ocl_check_operand(clf_backend *be, const char *op, const char *name, clf_ptr p,
                              uint64_t elems, int required);
-/* An operand of an op for ocl_check_operands: its name in messages, elements, required. */
+/* An operand of an op for ocl_check_operands: its name in messages, elements, required,
+ * and the bytes of one element (4: F32 or I32; 2: F16), which its offset must be a
+ * multiple of. */
 typedef struct ocl_operand {
     const char *name;
     clf_ptr p;
     uint64_t elems;
     int required;
+    unsigned elem_bytes;
 } ocl_operand;
 /* An operand that must be given. */
 static inline ocl_operand ocl_required(const char *name, clf_ptr p, uint64_t elems)
 {
-    return (ocl_operand){name, p, elems, 1};
+    return (ocl_operand){name, p, elems, 1, 4};
 }
 /* An operand that may be absent (p.buf NULL: no check). */
 static inline ocl_operand ocl_optional(const char *name, clf_ptr p, uint64_t elems)
 {
-    return (ocl_operand){name, p, elems, 0};
+    return (ocl_operand){name, p, elems, 0, 4};
 }
-/* ocl_check_operand on each of list[0..n) in order: the first error, else CLF_OK. */
+/* An optional operand of F16 elements (gemm's b_half). */
+static inline ocl_operand ocl_optional_half(const char *name, clf_ptr p, uint64_t elems)
+{
+    return (ocl_operand){name, p, elems, 0, 2};
+}
+/* ocl_check_range on each of list[0..n) in order: the first error, else CLF_OK. */
 clf_status ocl_check_operands(clf_backend *be, const char *op, const ocl_operand *list, int n);
 /* The operands of a norm's backward (layernorm_backward, a plugin norm's), in this order:
  * dx, dy, x [rows, cols]; alpha, dalpha, dbeta [cols], the last two optional. */
@@ -282,6 +294,12 @@ static inline cl_ulong ocl_elems(clf_ptr p)
 }
 
 /* ---- inference ops (ocl_gemm.c, ocl_ops.c) ---- */
+
+/* gemm reads b_half (kernel gemm_rows_half) for products of at most this many rows: a
+ * decoding step at batch 1 or a beam up to 7, bound by reading B once. The kernel keeps a
+ * partial sum per row in registers and reads A again for every column; from 8 rows on,
+ * CLBlast's tiles (which reuse A) take over, as on the CPU backend (README). */
+#define OCL_GEMM_HALF_ROWS 7
 clf_status ocl_gemm(clf_backend *be, const clf_gemm_args *a);
 clf_status ocl_gemm_strided_batched(clf_backend *be, const clf_gemm_args *a);
 clf_status ocl_layernorm(clf_backend *be, const clf_layernorm_args *a);

@@ -16,7 +16,7 @@ uint64_t ocl_extent(uint64_t rows, uint64_t cols, uint64_t ld, uint64_t batch, u
 }
 
 clf_status ocl_check_range(clf_backend *be, const char *op, const char *name, clf_ptr p,
-                           uint64_t bytes, int aligned, int required)
+                           uint64_t bytes, unsigned align, int required)
 {
     if (!p.buf)
         return required ? clf_error(CLF_ERR_INPUT, "opencl: %s: operand '%s' is missing", op, name)
@@ -25,10 +25,10 @@ clf_status ocl_check_range(clf_backend *be, const char *op, const char *name, cl
         return clf_error(CLF_ERR_INPUT,
                          "opencl: %s: operand '%s' is a buffer of another backend instance", op,
                          name);
-    if (aligned && p.off % 4 != 0)
+    if (align > 1 && p.off % align != 0)
         return clf_error(CLF_ERR_INPUT,
-                         "opencl: %s: operand '%s' has offset %zu bytes, not a multiple of 4", op,
-                         name, p.off);
+                         "opencl: %s: operand '%s' has offset %zu bytes, not a multiple of %u", op,
+                         name, p.off, align);
     if (p.off > p.buf->size || bytes > p.buf->size - p.off)
         return clf_error(CLF_ERR_INPUT,
                          "opencl: %s: operand '%s' out of bounds: needs %" PRIu64
@@ -40,16 +40,20 @@ clf_status ocl_check_range(clf_backend *be, const char *op, const char *name, cl
 clf_status ocl_check_operand(clf_backend *be, const char *op, const char *name, clf_ptr p,
                              uint64_t elems, int required)
 {
-    /* an overflowing size saturates and so fails the bounds check */
-    uint64_t bytes = elems > UINT64_MAX / 4 ? UINT64_MAX : elems * 4;
-    return ocl_check_range(be, op, name, p, bytes, 1, required);
+    const ocl_operand o = required ? ocl_required(name, p, elems) : ocl_optional(name, p, elems);
+    return ocl_check_operands(be, op, &o, 1);
 }
 
 clf_status ocl_check_operands(clf_backend *be, const char *op, const ocl_operand *list, int n)
 {
     clf_status st = CLF_OK;
-    for (int i = 0; i < n && st == CLF_OK; i++)
-        st = ocl_check_operand(be, op, list[i].name, list[i].p, list[i].elems, list[i].required);
+    for (int i = 0; i < n && st == CLF_OK; i++) {
+        const ocl_operand *o = &list[i];
+        /* an overflowing size saturates and so fails the bounds check */
+        uint64_t bytes =
+            o->elems > UINT64_MAX / o->elem_bytes ? UINT64_MAX : o->elems * o->elem_bytes;
+        st = ocl_check_range(be, op, o->name, o->p, bytes, o->elem_bytes, o->required);
+    }
     return st;
 }
 

@@ -20,17 +20,21 @@
 
 /* The sources, embedded by embed_cl.cmake. */
 extern const char clf_ocl_src_common[], clf_ocl_src_attention[], clf_ocl_src_layernorm[],
-    clf_ocl_src_softmax[], clf_ocl_src_embed[], clf_ocl_src_elementwise[],
+    clf_ocl_src_softmax[], clf_ocl_src_embed[], clf_ocl_src_elementwise[], clf_ocl_src_gemm[],
     clf_ocl_src_attention_backward[], clf_ocl_src_layernorm_backward[], clf_ocl_src_train[],
     clf_ocl_src_optim[];
 extern const size_t clf_ocl_src_common_len, clf_ocl_src_attention_len, clf_ocl_src_layernorm_len,
     clf_ocl_src_softmax_len, clf_ocl_src_embed_len, clf_ocl_src_elementwise_len,
-    clf_ocl_src_attention_backward_len, clf_ocl_src_layernorm_backward_len, clf_ocl_src_train_len,
-    clf_ocl_src_optim_len;
+    clf_ocl_src_gemm_len, clf_ocl_src_attention_backward_len, clf_ocl_src_layernorm_backward_len,
+    clf_ocl_src_train_len, clf_ocl_src_optim_len;
 
 /* Build options: full-precision math (no -cl-fast-relaxed-math: results must match the
- * CPU backend to 1e-5), and the masked-score value the attention kernels use. */
-#define OCL_BUILD_OPTIONS "-DCLF_MASKED_SCORE=-1.0e9f"
+ * CPU backend to 1e-5), the masked-score value the attention kernels use, and the most
+ * rows gemm_rows_half takes (its private sums are sized by it). */
+#define OCL_STR_(x) #x
+#define OCL_STR(x)  OCL_STR_(x)
+#define OCL_BUILD_OPTIONS                                                                          \
+    "-DCLF_MASKED_SCORE=-1.0e9f -DCLF_GEMM_HALF_ROWS=" OCL_STR(OCL_GEMM_HALF_ROWS)
 
 /* Bumped when the cache file layout changes. */
 #define OCL_CACHE_MAGIC  "CLFOCLB1"
@@ -53,6 +57,7 @@ static const family_def families[OCL_F_COUNT] = {
     [OCL_F_SOFTMAX] = {"softmax", clf_ocl_src_softmax, &clf_ocl_src_softmax_len},
     [OCL_F_EMBED] = {"embed", clf_ocl_src_embed, &clf_ocl_src_embed_len},
     [OCL_F_ELEMENTWISE] = {"elementwise", clf_ocl_src_elementwise, &clf_ocl_src_elementwise_len},
+    [OCL_F_GEMM] = {"gemm", clf_ocl_src_gemm, &clf_ocl_src_gemm_len},
     [OCL_F_ATTENTION_BACKWARD] = {"attention_backward", clf_ocl_src_attention_backward,
                                   &clf_ocl_src_attention_backward_len},
     [OCL_F_LAYERNORM_BACKWARD] = {"layernorm_backward", clf_ocl_src_layernorm_backward,
@@ -75,6 +80,7 @@ static const kernel_def kernels[OCL_K_COUNT] = {
     [OCL_K_EMBED] = {OCL_F_EMBED, "embed"},
     [OCL_K_ADD] = {OCL_F_ELEMENTWISE, "add"},
     [OCL_K_BIAS_RELU] = {OCL_F_ELEMENTWISE, "bias_relu"},
+    [OCL_K_GEMM_ROWS_HALF] = {OCL_F_GEMM, "gemm_rows_half"},
     [OCL_K_ATTENTION_BACKWARD_QUERY] = {OCL_F_ATTENTION_BACKWARD, "attention_backward_query"},
     [OCL_K_ATTENTION_BACKWARD_KEY] = {OCL_F_ATTENTION_BACKWARD, "attention_backward_key"},
     [OCL_K_LAYERNORM_BACKWARD] = {OCL_F_LAYERNORM_BACKWARD, "layernorm_backward"},
