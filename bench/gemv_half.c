@@ -71,20 +71,25 @@ static double pass(int m, int n, int k, clf_buffer **w32, clf_buffer **w16, clf_
     return now_s() - t0;
 }
 
-/* GB/s of the best of REPS passes summing the words of every matrix (threads threads). */
+/* GB/s of the best of REPS passes summing the words of every matrix (threads threads,
+ * a matrix each at a time; four sums, so that the adds keep up with memory). */
 static double plain_read(uint16_t **h, size_t elems, int threads)
 {
     double best = 1e30;
     uint64_t total = 0;
     for (int rep = 0; rep < REPS + 1; rep++) {
         double t0 = now_s();
+#pragma omp parallel for num_threads(threads) reduction(+ : total) schedule(static)
         for (int i = 0; i < MATRICES; i++) {
             const uint64_t *q = (const uint64_t *)(const void *)h[i];
-            uint64_t s = 0;
-#pragma omp parallel for num_threads(threads) reduction(+ : s) schedule(static)
-            for (size_t e = 0; e < elems / 4; e++)
-                s += q[e];
-            total += s;
+            uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+            for (size_t e = 0; e + 4 <= elems / 4; e += 4) {
+                s0 += q[e];
+                s1 += q[e + 1];
+                s2 += q[e + 2];
+                s3 += q[e + 3];
+            }
+            total += s0 + s1 + s2 + s3;
         }
         double t = now_s() - t0;
         if (rep > 0 && t < best)
