@@ -2,6 +2,9 @@
  * precision, on awkward sizes (1, 7, 33, 65, 129), padded leading dimensions and the
  * aliasing the ABI allows. Tolerances (relative: max abs error / max abs reference):
  *   gemm, attention         1e-5  (float accumulation over k or kv_len terms)
+ *   gemm from b_half        1e-5 of the sum of |terms| of each output (|alpha| sum_k
+ *                                 |a b|, |beta c|, |bias|), against the product with
+ *                                 the F16-rounded B: float accumulation over k terms
  *   layernorm, softmax      1e-5
  *   embed, add              1e-6  (one or two roundings)
  *   argmax                  exact */
@@ -13,6 +16,7 @@
 #include <string.h>
 
 #include "clformer/backend.h"
+#include "clformer/tensor.h"
 #include "testutil.h"
 
 static const clf_backend_api *api;
@@ -162,6 +166,307 @@ START_TEST(gemm_strided_batched_matches_per_matrix_reference)
         for (int t = 0; t < 4; t++)
             check_gemm(3, t & 1, t >> 1, gemm_shapes[s], t == 2, t == 3, 0.5f,
                        t == 1 ? 1.0f : 0.0f);
+}
+END_TEST
+
+/* ---- gemm from the F16 copy of B (b_half) ---- */
+
+/* The kernel levels CLF_CPU_ISA may ask for, lowest first. */
+static const char *const isa_levels[] = {"generic", "avx2", "avx512"};
+
+/* A cpu backend opened with CLF_CPU_ISA=isa and threads threads, or NULL when this CPU
+ * lacks that level (the variable is a cap: the backend then says it took a lower one). */
+static clf_backend *open_isa(const char *isa, int threads)
+{
+    clf_backend_opts o = {.abi_version = CLF_BACKEND_ABI, .threads = threads};
+    clf_backend *b = NULL;
+    ck_assert_int_eq(setenv("CLF_CPU_ISA", isa, 1), 0);
+    clf_status st = api->open(&o, &b);
+    unsetenv("CLF_CPU_ISA");
+    CLF_ASSERT_OK(st);
+    char desc[512], want[64];
+    CLF_ASSERT_OK(api->describe(b, desc, sizeof desc));
+    snprintf(want, sizeof want, "F16 GEMV %s", isa);
+    if (strstr(desc, want))
+        return b;
+    ck_assert_msg(strstr(desc, "F16 GEMV "), "describe names no F16 GEMV level: %s", desc);
+    api->close(b);
+    return NULL;
+}
+
+#define HALF_MAX_BACKENDS 6 /* every level, with 1 and 2 threads */
+
+typedef struct half_backends {
+    int count;
+    clf_backend *be[HALF_MAX_BACKENDS];
+    const char *isa[HALF_MAX_BACKENDS];
+    int threads[HALF_MAX_BACKENDS];
+} half_backends;
+
+/* One backend per kernel level this CPU has and per thread count in {1, 2}. */
+static void open_half_backends(half_backends *hb)
+{
+    memset(hb, 0, sizeof *hb);
+    for (size_t l = 0; l < sizeof isa_levels / sizeof isa_levels[0]; l++)
+        for (int t = 1; t <= 2; t++) {
+            clf_backend *b = open_isa(isa_levels[l], t);
+            if (!b)
+                continue;
+            hb->be[hb->count] = b;
+            hb->isa[hb->count] = isa_levels[l];
+            hb->threads[hb->count++] = t;
+        }
+    ck_assert_msg(hb->count >= 2, "not even the generic level opened");
+}
+
+static void close_half_backends(half_backends *hb)
+{
+    for (int i = 0; i < hb->count; i++)
+        api->close(hb->be[i]);
+}
+
+/* One product from b_half on every backend of hb. Layouts: A [m, k] (lda = k + 3), B
+ * [n, k] (ldb = k + 5, for b and b_half alike), C [m, n] (ldc = n + 2), each at an offset
+ * into its buffer (b_half at an odd number of halves, so not 4-byte aligned). b holds
+ * 2 B + 1, not B: a kernel that read it instead of b_half would be far off. With beta = 0
+ * C starts as NaN, which must not leak into the result. Checks every float of the C
+ * buffer (the padding must stay as it was), and that the threads do not change a bit. */
+static void check_gemm_half(const half_backends *hb, int m, int n, int k, float alpha, float beta,
+                            int with_bias, int relu)
+{
+    const int lda = k + 3, ldb = k + 5, ldc = n + 2;
+    const size_t off_a = 7, off_b = 5, off_h = 3, off_c = 1, off_bias = 2; /* elements */
+    const size_t na = off_a + (size_t)m * lda, nb = off_b + (size_t)n * ldb,
+                 nh = off_h + (size_t)n * ldb, nc = off_c + (size_t)m * ldc, nbias = off_bias + n;
+    float *A = fvec(na, 11), *B = fvec(nb, 12), *C = fvec(nc, 13), *bias = fvec(nbias, 14);
+    float *B2 = malloc(nb * sizeof *B2), *want = malloc(nc * sizeof *want);
+    float *got = malloc(nc * sizeof *got), *first = malloc(nc * sizeof *first);
+    double *tol = clf_test_dalloc(nc);
+    uint16_t *H = calloc(nh, sizeof *H);
+    float *Hf = calloc(nh, sizeof *Hf); /* the halves of H as floats */
+    ck_assert(B2 && want && got && first && H && Hf);
+    for (size_t e = 0; e < nb; e++)
+        B2[e] = 2.0f * B[e] + 1.0f;
+    for (int j = 0; j < n; j++)
+        for (int p = 0; p < k; p++) {
+            size_t e = off_h + (size_t)j * ldb + p;
+            H[e] = clf_float_to_half(B[off_b + (size_t)j * ldb + p]);
+            Hf[e] = clf_half_to_float(H[e]);
+        }
+    if (beta == 0.0f)
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++)
+                C[off_c + (size_t)i * ldc + j] = NAN;
+    memcpy(want, C, nc * sizeof *C);
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double s = 0.0, mag = 0.0;
+            for (int p = 0; p < k; p++) {
+                double t = (double)A[off_a + (size_t)i * lda + p] * Hf[off_h + (size_t)j * ldb + p];
+                s += t;
+                mag += fabs(t);
+            }
+            float *c = &want[off_c + (size_t)i * ldc + j];
+            double v = alpha * s;
+            mag *= fabs(alpha);
+            if (beta != 0.0f) {
+                v += (double)beta * *c;
+                mag += fabs((double)beta * *c);
+            }
+            if (with_bias) {
+                v += bias[off_bias + j];
+                mag += fabs(bias[off_bias + j]);
+            }
+            *c = (float)(relu && v < 0.0 ? 0.0 : v);
+            tol[off_c + (size_t)i * ldc + j] = 1e-5 * mag;
+        }
+    for (int bi = 0; bi < hb->count; bi++) {
+        clf_backend *b = hb->be[bi];
+        clf_buffer *dA = NULL, *dB = NULL, *dH = NULL, *dC = NULL, *dbias = NULL;
+        CLF_ASSERT_OK(api->alloc(b, na * 4, &dA));
+        CLF_ASSERT_OK(api->alloc(b, nb * 4, &dB));
+        CLF_ASSERT_OK(api->alloc(b, nh * 2, &dH));
+        CLF_ASSERT_OK(api->alloc(b, nc * 4, &dC));
+        CLF_ASSERT_OK(api->alloc(b, nbias * 4, &dbias));
+        CLF_ASSERT_OK(api->upload(b, P(dA), A, na * 4));
+        CLF_ASSERT_OK(api->upload(b, P(dB), B2, nb * 4));
+        CLF_ASSERT_OK(api->upload(b, P(dH), H, nh * 2));
+        CLF_ASSERT_OK(api->upload(b, P(dC), C, nc * 4));
+        CLF_ASSERT_OK(api->upload(b, P(dbias), bias, nbias * 4));
+        clf_gemm_args g = {.trans_b = 1,
+                           .m = m,
+                           .n = n,
+                           .k = k,
+                           .alpha = alpha,
+                           .beta = beta,
+                           .a = {dA, 4 * off_a},
+                           .lda = lda,
+                           .b = {dB, 4 * off_b},
+                           .ldb = ldb,
+                           .c = {dC, 4 * off_c},
+                           .ldc = ldc,
+                           .relu = relu,
+                           .b_half = {dH, 2 * off_h}};
+        if (with_bias)
+            g.bias = (clf_ptr){dbias, 4 * off_bias};
+        CLF_ASSERT_OK(api->gemm(b, &g));
+        CLF_ASSERT_OK(api->download(b, got, P(dC), nc * 4));
+        for (size_t e = 0; e < nc; e++) {
+            double err = fabs((double)got[e] - (double)want[e]);
+            ck_assert_msg(err <= tol[e] || (isnan(want[e]) && isnan(got[e])),
+                          "gemm from b_half, %s, %d threads: m=%d n=%d k=%d alpha=%g beta=%g "
+                          "bias=%d relu=%d: C element %zu is %.9g, want %.9g (tolerance %.3g)",
+                          hb->isa[bi], hb->threads[bi], m, n, k, (double)alpha, (double)beta,
+                          with_bias, relu, e, (double)got[e], (double)want[e], tol[e]);
+        }
+        if (bi % 2 == 0)
+            memcpy(first, got, nc * sizeof *got);
+        else /* the same level with 2 threads: each output summed in the same order */
+            ck_assert_msg(memcmp(first, got, nc * sizeof *got) == 0,
+                          "gemm from b_half, %s: 1 and 2 threads differ (m=%d n=%d k=%d)",
+                          hb->isa[bi], m, n, k);
+        api->free(b, dA), api->free(b, dB), api->free(b, dH), api->free(b, dC);
+        api->free(b, dbias);
+    }
+    free(A), free(B), free(B2), free(C), free(bias), free(want), free(got), free(first);
+    free(tol), free(H), free(Hf);
+}
+
+/* Every shape twice: with beta = 0 (alpha 0.7, or 2 with the bias) and with beta != 0
+ * (-1.3, 1, the bias and relu; or 0.5, 0.5 and relu), the pairs taken in turn. m = 4, 5
+ * and 6 (kernels of their own too) on fewer n. */
+START_TEST(gemm_from_b_half_every_isa_level)
+{
+    static const int ms[] = {1, 2, 3, 7, 4, 5, 6};
+    static const int ns[] = {1, 7, 33, 65, 263, 1031};
+    /* 120 = 3.75 blocks of 32: an odd 16-block and a tail; 2057: long rows */
+    static const int ks[] = {1, 7, 33, 65, 120, 263, 512, 1031, 2048 + 9};
+    half_backends hb;
+    open_half_backends(&hb);
+    int turn = 0;
+    for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+            for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++, turn ^= 1) {
+                int m = ms[mi], n = ns[ni], k = ks[ki];
+                if (mi >= 4 && n != 7 && n != 263)
+                    continue;
+                if (turn) {
+                    check_gemm_half(&hb, m, n, k, 0.7f, 0.0f, 0, 0);
+                    check_gemm_half(&hb, m, n, k, -1.3f, 1.0f, 1, 1);
+                } else {
+                    check_gemm_half(&hb, m, n, k, 2.0f, 0.0f, 1, 0);
+                    check_gemm_half(&hb, m, n, k, 0.5f, 0.5f, 0, 1);
+                }
+            }
+    close_half_backends(&hb);
+}
+END_TEST
+
+/* Where the F16 path does not apply (m = 8, trans_a, not trans_b), b_half is ignored: it
+ * holds NaN halves here, and the result must be the F32 product of b. */
+START_TEST(gemm_ignores_b_half_where_it_does_not_apply)
+{
+    static const int cases[][5] = {/* m, n, k, trans_a, trans_b */
+                                   {8, 33, 65, 0, 1},
+                                   {9, 7, 263, 0, 1},
+                                   {3, 33, 65, 1, 1},
+                                   {3, 33, 65, 0, 0},
+                                   {1, 65, 33, 1, 0}};
+    half_backends hb;
+    open_half_backends(&hb);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (int bi = 0; bi < hb.count; bi++) {
+            clf_backend *b = hb.be[bi];
+            int m = cases[c][0], n = cases[c][1], k = cases[c][2], ta = cases[c][3],
+                tb = cases[c][4];
+            clf_gemm_args g = {.trans_a = ta,
+                               .trans_b = tb,
+                               .m = m,
+                               .n = n,
+                               .k = k,
+                               .alpha = 0.7f,
+                               .beta = 0.0f,
+                               .lda = (ta ? m : k) + 1,
+                               .ldb = (tb ? k : n) + 3,
+                               .ldc = n};
+            size_t na = (size_t)(ta ? k : m) * g.lda, nb = (size_t)(tb ? n : k) * g.ldb,
+                   nc = (size_t)m * n;
+            float *A = fvec(na, 21), *B = fvec(nb, 22), *want = malloc(nc * 4),
+                  *got = malloc(nc * 4);
+            uint16_t *H = malloc(nb * 2);
+            ck_assert(want && got && H);
+            for (size_t e = 0; e < nb; e++)
+                H[e] = 0x7e00; /* NaN */
+            ref_gemm(&g, A, B, NULL, want);
+            clf_buffer *dA = NULL, *dB = NULL, *dH = NULL, *dC = NULL;
+            CLF_ASSERT_OK(api->alloc(b, na * 4, &dA));
+            CLF_ASSERT_OK(api->alloc(b, nb * 4, &dB));
+            CLF_ASSERT_OK(api->alloc(b, nb * 2, &dH));
+            CLF_ASSERT_OK(api->alloc(b, nc * 4, &dC));
+            CLF_ASSERT_OK(api->upload(b, P(dA), A, na * 4));
+            CLF_ASSERT_OK(api->upload(b, P(dB), B, nb * 4));
+            CLF_ASSERT_OK(api->upload(b, P(dH), H, nb * 2));
+            g.a = P(dA), g.b = P(dB), g.c = P(dC), g.b_half = P(dH);
+            CLF_ASSERT_OK(api->gemm(b, &g));
+            CLF_ASSERT_OK(api->download(b, got, P(dC), nc * 4));
+            double e = clf_test_rel_err(got, want, nc);
+            ck_assert_msg(e <= 1e-5, "%s, %d threads: m=%d n=%d k=%d ta=%d tb=%d: rel err %g",
+                          hb.isa[bi], hb.threads[bi], m, n, k, ta, tb, e);
+            api->free(b, dA), api->free(b, dB), api->free(b, dH), api->free(b, dC);
+            free(A), free(B), free(H), free(want), free(got);
+        }
+    close_half_backends(&hb);
+}
+END_TEST
+
+/* b_half is bounds-checked like every operand (2-byte alignment: it holds halves). */
+START_TEST(gemm_refuses_a_bad_b_half)
+{
+    clf_buffer *big, *small;
+    CLF_ASSERT_OK(api->alloc(be, 4096, &big));
+    CLF_ASSERT_OK(api->alloc(be, 64, &small));
+    clf_gemm_args g = {.trans_b = 1,
+                       .m = 2,
+                       .n = 8,
+                       .k = 8,
+                       .alpha = 1,
+                       .a = P(big),
+                       .lda = 8,
+                       .b = P(big),
+                       .ldb = 8,
+                       .c = P(big),
+                       .ldc = 8,
+                       .b_half = P(small)}; /* 8 x 8 halves = 128 bytes */
+    ck_assert_int_eq(api->gemm(be, &g), CLF_ERR_INPUT);
+    ck_assert_msg(strstr(clf_last_error(), "'b_half'"), "%s", clf_last_error());
+    g.b_half = (clf_ptr){big, 1};
+    ck_assert_int_eq(api->gemm(be, &g), CLF_ERR_INPUT);
+    ck_assert_msg(strstr(clf_last_error(), "'b_half'") && strstr(clf_last_error(), "aligned"), "%s",
+                  clf_last_error());
+    g.b_half = (clf_ptr){big, 2};
+    CLF_ASSERT_OK(api->gemm(be, &g));
+    api->free(be, big), api->free(be, small);
+}
+END_TEST
+
+/* CLF_CPU_ISA takes generic, avx2 or avx512; anything else is an error naming it. */
+START_TEST(unknown_cpu_isa_is_refused)
+{
+    clf_backend_opts o = {.abi_version = CLF_BACKEND_ABI, .threads = 1};
+    clf_backend *b = NULL;
+    ck_assert_int_eq(setenv("CLF_CPU_ISA", "avx9000", 1), 0);
+    clf_status st = api->open(&o, &b);
+    unsetenv("CLF_CPU_ISA");
+    ck_assert_int_eq(st, CLF_ERR_INPUT);
+    ck_assert_ptr_null(b);
+    const char *msg = clf_last_error();
+    ck_assert_msg(strstr(msg, "CLF_CPU_ISA") && strstr(msg, "avx9000") &&
+                      strstr(msg, "generic, avx2, avx512"),
+                  "%s", msg);
+    /* the level actually chosen is in describe; generic is always there */
+    clf_backend *g = open_isa("generic", 1);
+    ck_assert_ptr_nonnull(g);
+    api->close(g);
 }
 END_TEST
 
@@ -574,6 +879,10 @@ static Suite *ops_suite(void)
     tcase_add_test(tc, null_arguments_are_refused);
     tcase_add_test(tc, gemm_all_transposes_and_epilogues);
     tcase_add_test(tc, gemm_strided_batched_matches_per_matrix_reference);
+    tcase_add_test(tc, gemm_from_b_half_every_isa_level);
+    tcase_add_test(tc, gemm_ignores_b_half_where_it_does_not_apply);
+    tcase_add_test(tc, gemm_refuses_a_bad_b_half);
+    tcase_add_test(tc, unknown_cpu_isa_is_refused);
     tcase_add_test(tc, layernorm_both_styles_residual_and_aliased_sum);
     tcase_add_test(tc, attention_masks_strides_and_probs);
     tcase_add_test(tc, attention_fully_masked_row_is_uniform);

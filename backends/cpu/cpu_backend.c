@@ -1,5 +1,6 @@
-/* The CPU backend: GEMM through CBLAS (OpenBLAS), everything else as plain C loops
- * parallelised with OpenMP. This file holds the lifecycle, memory and inference ops; the
+/* The CPU backend: GEMM through CBLAS (OpenBLAS), except the few-row products that read
+ * the F16 copy of B (cpu_gemv_half.c), everything else as plain C loops parallelised
+ * with OpenMP. This file holds the lifecycle, memory and inference ops; the
  * training ops are in cpu_train.c and cpu_attention_backward.c, the plugin ops in
  * cpu_plugin.c. It is also the reference
  * the OpenCL backend is tested against, so reductions that decide accuracy (layernorm
@@ -33,11 +34,16 @@ static clf_status cpu_open(const clf_backend_opts *opts, clf_backend **out)
                          "cpu: device '%s' does not exist (the cpu backend has "
                          "one device: 0)",
                          opts->device);
+    cpu_isa isa;
+    clf_status st = cpu_isa_choose(&isa);
+    if (st != CLF_OK)
+        return st;
     clf_backend *be = calloc(1, sizeof *be);
     if (!be)
         return clf_error(CLF_ERR_NOMEM, "cpu: out of memory");
     int n = opts && opts->threads > 0 ? opts->threads : omp_get_num_procs();
     be->threads = n > 0 ? n : 1;
+    be->isa = isa;
     /* OpenBLAS keeps one process-wide thread pool; size it to what the config asks. */
     openblas_set_num_threads(be->threads);
     *out = be;
@@ -51,7 +57,8 @@ static void cpu_close(clf_backend *be)
 
 static clf_status cpu_describe(clf_backend *be, char *buf, size_t size)
 {
-    snprintf(buf, size, "CPU: %d threads, OpenBLAS %s", be->threads, openblas_get_config());
+    snprintf(buf, size, "CPU: %d threads, OpenBLAS %s, F16 GEMV %s", be->threads,
+             openblas_get_config(), cpu_isa_name(be->isa));
     return CLF_OK;
 }
 
@@ -190,13 +197,6 @@ static clf_status check_gemm(const char *op, const clf_gemm_args *a, int batch)
     return CLF_OK;
 }
 
-/* Below this many rows a product runs as matrix-vector products instead of one SGEMM. A
- * decoding step has one row per sentence or beam, and OpenBLAS 0.3.21 packs all of B
- * (the weight matrix) even for such an A: the copy costs more than the arithmetic, in a
- * step that is bound by reading the weights. At 8 rows the two take the same time on the
- * AVX-512 machine of bench/RESULTS.md (2048x512 and 512x2048 weights, 2 threads). */
-#define CPU_GEMV_MAX_ROWS 7
-
 /* The slice of B that the matrix-vector products of all rows share before moving on:
  * about 1 MiB, so rows 2..m read it from L2 rather than from memory. */
 #define CPU_GEMV_BLOCK_BYTES (1 << 20)
@@ -266,6 +266,8 @@ static clf_status cpu_gemm(clf_backend *be, const clf_gemm_args *a)
     clf_status st = check_gemm("gemm", a, 1);
     if (st != CLF_OK || a->m == 0 || a->n == 0)
         return st;
+    if (cpu_gemv_half_applies(a))
+        return cpu_gemv_half(be, a);
     gemm_one(be, a, a->k ? fptr(a->a) : NULL, a->k ? fptr(a->b) : NULL, fptr(a->c));
     return CLF_OK;
 }

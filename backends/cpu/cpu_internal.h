@@ -20,8 +20,12 @@ struct clf_buffer {
     unsigned char *data;
 };
 
+/* The instruction sets the F16 matrix-vector kernels (cpu_gemv_half.c) are built for. */
+typedef enum cpu_isa { CPU_ISA_GENERIC, CPU_ISA_AVX2, CPU_ISA_AVX512 } cpu_isa;
+
 struct clf_backend {
     int threads;
+    cpu_isa isa; /* chosen once at open: the best the CPU has, capped by CLF_CPU_ISA */
 };
 
 /* ---- operand checks ---- */
@@ -345,6 +349,26 @@ static inline clf_status check_attention_dropout(const char *op, const clf_atten
                          (double)a->dropout_p);
     return CLF_OK;
 }
+
+/* ---- few-row products ---- */
+
+/* Below this many rows a product runs as matrix-vector products instead of one SGEMM. A
+ * decoding step has one row per sentence or beam, and OpenBLAS 0.3.21 packs all of B
+ * (the weight matrix) even for such an A: the copy costs more than the arithmetic, in a
+ * step that is bound by reading the weights. At 8 rows the two take the same time on the
+ * AVX-512 machine of bench/RESULTS.md (2048x512 and 512x2048 weights, 2 threads). */
+#define CPU_GEMV_MAX_ROWS 7
+
+/* The best kernel level this CPU runs, capped by the environment variable CLF_CPU_ISA
+ * (generic | avx2 | avx512; unset or empty: no cap). An unknown value is CLF_ERR_INPUT. */
+clf_status cpu_isa_choose(cpu_isa *out);
+const char *cpu_isa_name(cpu_isa isa);
+/* 1 when gemm reads a->b_half: trans_a = 0, trans_b = 1, 1 <= m <= CPU_GEMV_MAX_ROWS,
+ * k > 0 and b_half set. */
+int cpu_gemv_half_applies(const clf_gemm_args *a);
+/* The product of cpu_gemv_half_applies(a) from b_half, with the bias/relu epilogue; the
+ * other operands have passed check_gemm. CLF_ERR_INPUT when b_half is out of bounds. */
+clf_status cpu_gemv_half(clf_backend *be, const clf_gemm_args *a);
 
 /* ---- training ops (ABI 2), semantics in clformer/backend.h ---- */
 

@@ -1,0 +1,546 @@
+/* Products of a few rows against an F16 copy of a weight matrix (clf_gemm_args.b_half):
+ *
+ *   C[r,j] = relu?(alpha * sum_p A[r,p] * half(Bh[j,p]) + beta * C[r,j] + bias[j])
+ *   A [m, k] rows lda apart, Bh [n, k] rows ldb apart (trans_a = 0, trans_b = 1: y = x W^T,
+ *   a linear layer), C [m, n] rows ldc apart, 1 <= m <= CPU_GEMV_MAX_ROWS, k >= 1.
+ *
+ * Decoding at batch 1 or with a small beam is bound by reading the weights once per step;
+ * F16 weights are half the bytes. The products accumulate in F32. Each output C[r,j] is
+ * computed by one thread in an order that depends on m and k only (lane l of accumulator
+ * u sums the terms of the LANES-column blocks b with b % NA == u in order, the masked or
+ * padded k tail goes to accumulator 0, then a fixed horizontal sum), whatever the thread
+ * count and wherever j falls in a group of rows, so the result does not depend on
+ * be->threads.
+ *
+ * Three kernel levels, chosen once at open (cpu_isa_choose): AVX-512 (F, BW and VL: 16
+ * lanes, masked k tails; it hands short rows with m <= 4 to the 8-lane kernel, see
+ * avx512_range), AVX2 with FMA and F16C (8 lanes, masked tails) and portable C. The SIMD
+ * kernels read R rows of W side by side so that every load of x serves R rows (x comes
+ * from L2 when its m rows outgrow L1), with NA accumulators per output; see
+ * HALF_PREFETCH_BYTES for how they keep memory busy. */
+#include <omp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_internal.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#define CPU_X86 1
+#include <immintrin.h>
+#else
+#define CPU_X86 0
+#endif
+
+/* ---- choosing the kernel ---- */
+
+static const char *const isa_names[] = {"generic", "avx2", "avx512"};
+
+const char *cpu_isa_name(cpu_isa isa)
+{
+    return isa_names[isa];
+}
+
+/* The best level this CPU (and its OS, which must save the wider registers) runs. */
+static cpu_isa isa_detect(void)
+{
+#if CPU_X86
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma") &&
+        __builtin_cpu_supports("f16c"))
+        return CPU_ISA_AVX512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+        __builtin_cpu_supports("f16c"))
+        return CPU_ISA_AVX2;
+#endif
+    return CPU_ISA_GENERIC;
+}
+
+clf_status cpu_isa_choose(cpu_isa *out)
+{
+    cpu_isa best = isa_detect();
+    *out = best;
+    const char *env = getenv("CLF_CPU_ISA");
+    if (!env || !env[0])
+        return CLF_OK;
+    for (int i = 0; i <= CPU_ISA_AVX512; i++)
+        if (strcmp(env, isa_names[i]) == 0) {
+            /* a cap: asking for more than the CPU has gives what it has */
+            *out = (cpu_isa)i < best ? (cpu_isa)i : best;
+            return CLF_OK;
+        }
+    return clf_error(CLF_ERR_INPUT,
+                     "cpu: CLF_CPU_ISA='%s' is not one of generic, avx2, avx512 (or unset for "
+                     "the best this CPU has)",
+                     env);
+}
+
+/* ---- the job ---- */
+
+typedef struct half_job {
+    int m, k;
+    const float *a;
+    size_t lda;
+    const uint16_t *w;
+    size_t ldw;
+    float *c;
+    size_t ldc;
+    float alpha, beta;
+    const float *bias;
+    int relu;
+} half_job;
+
+#define HALF_MAX_R  4 /* the most W rows a kernel reads side by side */
+#define HALF_MAX_NA 4 /* the most accumulators per output */
+
+/* dots [R][m] holds sum_p A[i,p] W[j+r,p]: C[i, j+r] gets the epilogue of gemm_one. */
+static inline void half_store(const half_job *jb, int j, int R, const float *dots)
+{
+    for (int r = 0; r < R; r++)
+        for (int i = 0; i < jb->m; i++) {
+            float *c = jb->c + (size_t)i * jb->ldc + j + r;
+            float v = jb->alpha * dots[r * jb->m + i];
+            if (jb->beta != 0.0f) /* beta = 0 must not read C (it may hold NaN) */
+                v += jb->beta * *c;
+            if (jb->bias)
+                v += jb->bias[j + r];
+            if (jb->relu)
+                v = v > 0.0f ? v : 0.0f;
+            *c = v;
+        }
+}
+
+/* ---- portable C ---- */
+
+/* One IEEE half as float, exactly, with masks, not branches (so that loops of it vectorize), and
+ * without the float unit's subnormal path (which flush-to-zero modes would break). */
+static inline float half_to_float(uint16_t h)
+{
+    const uint32_t em = h & 0x7fffu, sign = (uint32_t)(h & 0x8000u) << 16;
+    const uint32_t normal = (em << 13) + 0x38000000u;  /* exponent rebiased 15 -> 127 */
+    const uint32_t special = (em << 13) | 0x7f800000u; /* infinity, NaN */
+    const float sub = (float)(int32_t)em * 0x1p-24f;   /* zero, subnormal: em 2^-24 */
+    const uint32_t is_sub = 0u - (uint32_t)(em < 0x400u),
+                   is_special = 0u - (uint32_t)(em >= 0x7c00u);
+    uint32_t sub_bits, bits;
+    float f;
+    memcpy(&sub_bits, &sub, sizeof sub_bits);
+    bits = (sub_bits & is_sub) | (special & is_special) | (normal & ~(is_sub | is_special)) | sign;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+#define GEN_LANES 8   /* partial sums per output: lane l takes the columns p = l mod 8 */
+#define GEN_CHUNK 256 /* columns of W converted to float at a time */
+
+/* dots [R][m]: rows j .. j+R-1 of W against the m rows of A. */
+static void generic_rows(const half_job *jb, int j, int R, float *dots)
+{
+    const int m = jb->m, k = jb->k;
+    float wf[GEN_CHUNK];
+    for (int r = 0; r < R; r++) {
+        const uint16_t *w = jb->w + (size_t)(j + r) * jb->ldw;
+        float acc[CPU_GEMV_MAX_ROWS][GEN_LANES] = {{0.0f}};
+        for (int p0 = 0; p0 < k; p0 += GEN_CHUNK) {
+            const int nc = k - p0 < GEN_CHUNK ? k - p0 : GEN_CHUNK;
+            for (int l = 0; l < nc; l++)
+                wf[l] = half_to_float(w[p0 + l]);
+            for (int i = 0; i < m; i++) {
+                const float *x = jb->a + (size_t)i * jb->lda + p0;
+                int l = 0;
+                for (; l + GEN_LANES <= nc; l += GEN_LANES)
+                    for (int t = 0; t < GEN_LANES; t++)
+                        acc[i][t] += x[l + t] * wf[l + t];
+                for (int t = 0; l + t < nc; t++)
+                    acc[i][t] += x[l + t] * wf[l + t];
+            }
+        }
+        for (int i = 0; i < m; i++) {
+            const float *s = acc[i];
+            dots[r * m + i] = ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+        }
+    }
+}
+
+static void generic_range(const half_job *jb, int j0, int j1)
+{
+    float dots[HALF_MAX_R * CPU_GEMV_MAX_ROWS];
+    for (int j = j0; j < j1; j += HALF_MAX_R) {
+        const int R = j1 - j < HALF_MAX_R ? j1 - j : HALF_MAX_R;
+        generic_rows(jb, j, R, dots);
+        half_store(jb, j, R, dots);
+    }
+}
+
+#if CPU_X86
+
+/* ---- prefetching W ---- */
+
+/* A thread reads its block of W once, R rows side by side. The hardware prefetcher of
+ * the AVX-512 machine of bench/RESULTS.md keeps up with one sequential stream but loses
+ * R interleaved ones (a plain read of 4 interleaved 1 KiB rows: 11 GB/s on one core,
+ * the same rows one after another: 22 GB/s), so with R > 1 the kernels prefetch this far
+ * ahead themselves; m = 1 reads one row at a time and leaves it to the hardware. */
+#define HALF_PREFETCH_BYTES 4096
+
+/* Rows of at least this many columns (4 KiB of F16 and up) are long: the prefetcher
+ * trains on each of them, and the kernels prefetch along every row; shorter ones are
+ * prefetched as one sequential stream through the memory after the group, where the
+ * next rows lie when ldb == k. Measured on [2048, 512] and [512, 2048] weights, m = 4:
+ * each way wins on its own shape by about 1.5x. */
+#define HALF_LONG_K 2048
+
+/* Prefetches W for the 32 columns after p of rows w[0 .. R) (ldw apart, k columns): long
+ * rows HALF_PREFETCH_BYTES / (2 R) columns ahead on each row (wrapping onto the next
+ * group), short ones R lines of the stream at *lin, which then moves on. The addresses
+ * may lie past the end of W: a prefetch never faults, and they are computed as integers,
+ * not as pointers outside the buffer. */
+static inline __attribute__((always_inline)) void half_prefetch(const uint16_t *w, size_t ldw,
+                                                                int k, int p, const int R,
+                                                                const int LONG, uintptr_t *lin)
+{
+    if (R == 1)
+        return;
+    if (LONG) {
+        const size_t ahead = (size_t)p + HALF_PREFETCH_BYTES / (2 * R);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const size_t e = ahead < (size_t)k ? r * ldw + ahead : (r + R) * ldw + ahead - k;
+            _mm_prefetch((const char *)((uintptr_t)w + 2 * e), _MM_HINT_T0);
+        }
+        return;
+    }
+#pragma GCC unroll 4
+    for (int q = 0; q < R; q++)
+        _mm_prefetch((const char *)(*lin + 64 * (unsigned)q), _MM_HINT_T0);
+    *lin += 64 * (unsigned)R;
+}
+
+/* ---- AVX2 + FMA + F16C: 8 lanes, zero-padded tails ---- */
+
+#define AVX2_TARGET __attribute__((target("avx2,fma,f16c")))
+
+/* W[p : p+n] and A[p : p+n] as 8 floats, zero past n < 8, reading nothing past p + n:
+ * masked loads (of half pairs, then the odd last half), not a copy through memcpy, whose
+ * call would spill every accumulator. */
+AVX2_TARGET static inline __m256 avx2_tail_w(const uint16_t *w, int n)
+{
+    const __m128i pairs = _mm_cmpgt_epi32(_mm_set1_epi32(n / 2), _mm_setr_epi32(0, 1, 2, 3));
+    __m128i h = _mm_maskload_epi32((const int *)(const void *)w, pairs);
+    if (n & 1) {
+        const __m128i last =
+            _mm_cmpeq_epi16(_mm_set1_epi16((short)(n - 1)), _mm_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7));
+        h = _mm_blendv_epi8(h, _mm_set1_epi16((short)w[n - 1]), last);
+    }
+    return _mm256_cvtph_ps(h);
+}
+
+AVX2_TARGET static inline __m256 avx2_tail_x(const float *x, int n)
+{
+    return _mm256_maskload_ps(
+        x, _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+}
+
+/* acc[r][i] += W[r, p : p+n] * A[i, p : p+n], n <= 8 (W at w, rows ldw apart; A at a, rows
+ * lda apart). */
+AVX2_TARGET static inline __attribute__((always_inline)) void
+avx2_step(__m256 acc[HALF_MAX_R][CPU_GEMV_MAX_ROWS], const uint16_t *w, size_t ldw, const float *a,
+          size_t lda, int p, int n, const int M, const int R)
+{
+    __m256 wv[HALF_MAX_R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+        wv[r] = n == 8 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + r * ldw + p)))
+                       : avx2_tail_w(w + r * ldw + p, n);
+#pragma GCC unroll 8
+    for (int i = 0; i < M; i++) {
+        const __m256 x =
+            n == 8 ? _mm256_loadu_ps(a + i * lda + p) : avx2_tail_x(a + i * lda + p, n);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++)
+            acc[r][i] = _mm256_fmadd_ps(wv[r], x, acc[r][i]);
+    }
+}
+
+AVX2_TARGET static inline float avx2_hsum(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* dots [R][M] for rows j .. j+R-1 of W. M, R, NA (accumulators per output, which take the
+ * 8-column blocks in turn: one chain of dependent FMAs per output would wait on their
+ * latency when R * M is small; divides 4) and LONG are constants where it is inlined. */
+AVX2_TARGET static inline __attribute__((always_inline)) void avx2_rows(const half_job *jb, int j,
+                                                                        const int M, const int R,
+                                                                        const int NA,
+                                                                        const int LONG, float *dots)
+{
+    const int k = jb->k, k8 = k & ~7, k32 = k & ~31;
+    const uint16_t *w = jb->w + (size_t)j * jb->ldw;
+    const size_t ldw = jb->ldw, lda = jb->lda;
+    const float *a = jb->a;
+    uintptr_t lin = (uintptr_t)w + HALF_PREFETCH_BYTES;
+    __m256 acc[HALF_MAX_NA][HALF_MAX_R][CPU_GEMV_MAX_ROWS];
+#pragma GCC unroll 4
+    for (int u = 0; u < NA; u++)
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+            for (int i = 0; i < M; i++)
+                acc[u][r][i] = _mm256_setzero_ps();
+    for (int p = 0; p < k32; p += 32) {
+        half_prefetch(w, ldw, k, p, R, LONG, &lin);
+#pragma GCC unroll 4
+        for (int b = 0; b < 4; b++)
+            avx2_step(acc[b % NA], w, ldw, a, lda, p + 8 * b, 8, M, R);
+    }
+#pragma GCC unroll 4
+    for (int b = 0; b < 3; b++) /* the last full blocks */
+        if (k32 + 8 * b < k8)
+            avx2_step(acc[b % NA], w, ldw, a, lda, k32 + 8 * b, 8, M, R);
+    if (k8 < k)
+        avx2_step(acc[0], w, ldw, a, lda, k8, k - k8, M, R);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+        for (int i = 0; i < M; i++) {
+            __m256 s = acc[0][r][i];
+#pragma GCC unroll 4
+            for (int u = 1; u < NA; u++)
+                s = _mm256_add_ps(s, acc[u][r][i]);
+            dots[r * M + i] = avx2_hsum(s);
+        }
+}
+
+/* Rows [j0, j1) of W, R at a time, then the rest one at a time (the same arithmetic). */
+AVX2_TARGET static inline __attribute__((always_inline)) void
+avx2_range_mr(const half_job *jb, int j0, int j1, const int M, const int R, const int NA,
+              const int LONG)
+{
+    float dots[HALF_MAX_R * CPU_GEMV_MAX_ROWS];
+    int j = j0;
+    for (; j + R <= j1; j += R) {
+        avx2_rows(jb, j, M, R, NA, LONG, dots);
+        half_store(jb, j, R, dots);
+    }
+    for (; j < j1; j++) {
+        avx2_rows(jb, j, M, 1, NA, LONG, dots);
+        half_store(jb, j, 1, dots);
+    }
+}
+
+/* R and NA per m: R * M * NA accumulators and R converted rows in 16 registers. */
+AVX2_TARGET static void avx2_range(const half_job *jb, int j0, int j1)
+{
+    const int lng = jb->k >= HALF_LONG_K;
+    /* clang-format off */
+    switch (jb->m) {            /*          M  R  NA LONG */
+    case 1:  avx2_range_mr(jb, j0, j1, 1, 1, 4, 0); /* R = 1: no prefetch, long or not */
+             break;
+    case 2:  if (lng) avx2_range_mr(jb, j0, j1, 2, 4, 1, 1);
+             else     avx2_range_mr(jb, j0, j1, 2, 2, 2, 0);
+             break;
+    case 3:  if (lng) avx2_range_mr(jb, j0, j1, 3, 3, 1, 1);
+             else     avx2_range_mr(jb, j0, j1, 3, 2, 1, 0);
+             break;
+    case 4:  if (lng) avx2_range_mr(jb, j0, j1, 4, 2, 1, 1);
+             else     avx2_range_mr(jb, j0, j1, 4, 2, 1, 0);
+             break;
+    case 5:  if (lng) avx2_range_mr(jb, j0, j1, 5, 2, 1, 1);
+             else     avx2_range_mr(jb, j0, j1, 5, 2, 1, 0);
+             break;
+    case 6:  if (lng) avx2_range_mr(jb, j0, j1, 6, 2, 1, 1);
+             else     avx2_range_mr(jb, j0, j1, 6, 2, 1, 0);
+             break;
+    default: avx2_range_mr(jb, j0, j1, 7, 1, 1, 0);
+             break;
+    }
+    /* clang-format on */
+}
+
+/* ---- AVX-512 (F, BW, VL): 16 lanes, masked tails ---- */
+
+#define AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
+
+/* acc[r][i] += W[r, p : p+16] * A[i, p : p+16] for the lanes in mk (W at w, rows ldw
+ * apart; A at a, rows lda apart). */
+AVX512_TARGET static inline __attribute__((always_inline)) void
+avx512_step(__m512 acc[HALF_MAX_R][CPU_GEMV_MAX_ROWS], const uint16_t *w, size_t ldw,
+            const float *a, size_t lda, int p, __mmask16 mk, const int M, const int R)
+{
+    __m512 wv[HALF_MAX_R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+        wv[r] = mk == 0xffff
+                    ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w + r * ldw + p)))
+                    : _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mk, w + r * ldw + p));
+#pragma GCC unroll 8
+    for (int i = 0; i < M; i++) {
+        const __m512 x = mk == 0xffff ? _mm512_loadu_ps(a + i * lda + p)
+                                      : _mm512_maskz_loadu_ps(mk, a + i * lda + p);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++)
+            acc[r][i] = _mm512_fmadd_ps(wv[r], x, acc[r][i]);
+    }
+}
+
+/* avx2_rows with 16 lanes; NA divides 2. */
+AVX512_TARGET static inline __attribute__((always_inline)) void
+avx512_rows(const half_job *jb, int j, const int M, const int R, const int NA, const int LONG,
+            float *dots)
+{
+    const int k = jb->k, k16 = k & ~15, k32 = k & ~31;
+    const uint16_t *w = jb->w + (size_t)j * jb->ldw;
+    const size_t ldw = jb->ldw, lda = jb->lda;
+    const float *a = jb->a;
+    uintptr_t lin = (uintptr_t)w + HALF_PREFETCH_BYTES;
+    __m512 acc[HALF_MAX_NA][HALF_MAX_R][CPU_GEMV_MAX_ROWS];
+#pragma GCC unroll 4
+    for (int u = 0; u < NA; u++)
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+            for (int i = 0; i < M; i++)
+                acc[u][r][i] = _mm512_setzero_ps();
+    for (int p = 0; p < k32; p += 32) {
+        half_prefetch(w, ldw, k, p, R, LONG, &lin);
+        avx512_step(acc[0], w, ldw, a, lda, p, 0xffff, M, R);
+        avx512_step(acc[1 % NA], w, ldw, a, lda, p + 16, 0xffff, M, R);
+    }
+    if (k32 < k16) /* an odd last block */
+        avx512_step(acc[0], w, ldw, a, lda, k32, 0xffff, M, R);
+    if (k16 < k) /* masked loads: the lanes past k read nothing and add zero */
+        avx512_step(acc[0], w, ldw, a, lda, k16, (__mmask16)((1u << (k - k16)) - 1u), M, R);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+        for (int i = 0; i < M; i++) {
+            __m512 s = acc[0][r][i];
+#pragma GCC unroll 4
+            for (int u = 1; u < NA; u++)
+                s = _mm512_add_ps(s, acc[u][r][i]);
+            dots[r * M + i] = _mm512_reduce_add_ps(s);
+        }
+}
+
+AVX512_TARGET static inline __attribute__((always_inline)) void
+avx512_range_mr(const half_job *jb, int j0, int j1, const int M, const int R, const int NA,
+                const int LONG)
+{
+    float dots[HALF_MAX_R * CPU_GEMV_MAX_ROWS];
+    int j = j0;
+    for (; j + R <= j1; j += R) {
+        avx512_rows(jb, j, M, R, NA, LONG, dots);
+        half_store(jb, j, R, dots);
+    }
+    for (; j < j1; j++) {
+        avx512_rows(jb, j, M, 1, NA, LONG, dots);
+        half_store(jb, j, 1, dots);
+    }
+}
+
+/* R and NA per m: R * M * NA accumulators, R converted rows and x in 32 registers; R = 4
+ * on long rows (x is read from L2 there, once per R rows). Short rows with m <= 4 go to
+ * the 8-lane kernel: the 16-lane conversion (vcvtph2ps zmm) is slow on the Zen 4 machine
+ * of bench/RESULTS.md, and [2048, 512] weights stream about 1.35x faster with 8 lanes
+ * for m = 2..4 (the same for m = 1 and 5), while 16 lanes win by 1.2x and more on long
+ * rows and for m = 6, 7. */
+AVX512_TARGET static void avx512_range(const half_job *jb, int j0, int j1)
+{
+    if (jb->k < HALF_LONG_K && jb->m <= 4) {
+        avx2_range(jb, j0, j1);
+        return;
+    }
+    const int lng = jb->k >= HALF_LONG_K;
+    /* clang-format off */
+    switch (jb->m) {            /*          M  R  NA LONG */
+    case 1:  avx512_range_mr(jb, j0, j1, 1, 1, 2, 1); /* R = 1: no prefetch */
+             break;
+    case 2:  avx512_range_mr(jb, j0, j1, 2, 4, 1, 1);
+             break;
+    case 3:  avx512_range_mr(jb, j0, j1, 3, 4, 1, 1);
+             break;
+    case 4:  avx512_range_mr(jb, j0, j1, 4, 4, 1, 1);
+             break;
+    case 5:  if (lng) avx512_range_mr(jb, j0, j1, 5, 4, 1, 1);
+             else     avx512_range_mr(jb, j0, j1, 5, 2, 2, 0);
+             break;
+    case 6:  if (lng) avx512_range_mr(jb, j0, j1, 6, 3, 1, 1);
+             else     avx512_range_mr(jb, j0, j1, 6, 2, 1, 0);
+             break;
+    default: if (lng) avx512_range_mr(jb, j0, j1, 7, 3, 1, 1);
+             else     avx512_range_mr(jb, j0, j1, 7, 2, 1, 0);
+             break;
+    }
+    /* clang-format on */
+}
+
+#endif /* CPU_X86 */
+
+/* ---- the entry ---- */
+
+/* Below this many weights a product runs on one thread: starting the team costs more
+ * than streaming 64 KiB. */
+#define HALF_PARALLEL_MIN ((size_t)1 << 15)
+
+/* Threads take contiguous blocks of output columns, a multiple of this many (of R = 1, 2
+ * and 4), so that a block starts on a group of rows. */
+#define HALF_THREAD_ALIGN 8
+
+int cpu_gemv_half_applies(const clf_gemm_args *a)
+{
+    return a->b_half.buf && !a->trans_a && a->trans_b && a->m >= 1 && a->m <= CPU_GEMV_MAX_ROWS &&
+           a->k > 0;
+}
+
+clf_status cpu_gemv_half(clf_backend *be, const clf_gemm_args *a)
+{
+    const clf_ptr h = a->b_half;
+    const size_t bytes = 2 * span2d((size_t)a->n, (size_t)a->k, (size_t)a->ldb);
+    if (h.off % 2 != 0)
+        return clf_error(CLF_ERR_INPUT,
+                         "cpu: gemm: operand 'b_half' offset %zu is not 2-byte aligned", h.off);
+    if (h.off > h.buf->size || bytes > h.buf->size - h.off)
+        return clf_error(
+            CLF_ERR_INPUT,
+            "cpu: gemm: operand 'b_half' needs bytes [%zu, %zu) but its buffer holds %zu", h.off,
+            h.off + bytes, h.buf->size);
+    const half_job jb = {.m = a->m,
+                         .k = a->k,
+                         .a = fptr(a->a),
+                         .lda = (size_t)a->lda,
+                         .w = (const uint16_t *)(const void *)(h.buf->data + h.off),
+                         .ldw = (size_t)a->ldb,
+                         .c = fptr(a->c),
+                         .ldc = (size_t)a->ldc,
+                         .alpha = a->alpha,
+                         .beta = a->beta,
+                         .bias = a->bias.buf ? fptr(a->bias) : NULL,
+                         .relu = a->relu};
+    void (*range)(const half_job *, int, int) = generic_range;
+#if CPU_X86
+    if (be->isa == CPU_ISA_AVX512)
+        range = avx512_range;
+    else if (be->isa == CPU_ISA_AVX2)
+        range = avx2_range;
+#endif
+    const int n = a->n;
+    int threads = (size_t)n * (size_t)a->k >= HALF_PARALLEL_MIN ? be->threads : 1;
+    int per = (n + threads - 1) / threads;
+    per = (per + HALF_THREAD_ALIGN - 1) / HALF_THREAD_ALIGN * HALF_THREAD_ALIGN;
+    threads = (n + per - 1) / per;
+    if (threads <= 1) {
+        range(&jb, 0, n);
+        return CLF_OK;
+    }
+#pragma omp parallel for num_threads(threads) schedule(static, 1)
+    for (int t = 0; t < threads; t++) {
+        const int j0 = t * per, j1 = j0 + per < n ? j0 + per : n;
+        range(&jb, j0, j1);
+    }
+    return CLF_OK;
+}
