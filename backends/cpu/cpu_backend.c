@@ -35,7 +35,8 @@ static clf_status cpu_open(const clf_backend_opts *opts, clf_backend **out)
                          "one device: 0)",
                          opts->device);
     cpu_isa isa;
-    clf_status st = cpu_isa_choose(&isa);
+    int capped;
+    clf_status st = cpu_isa_choose(&isa, &capped);
     if (st != CLF_OK)
         return st;
     clf_backend *be = calloc(1, sizeof *be);
@@ -44,6 +45,7 @@ static clf_status cpu_open(const clf_backend_opts *opts, clf_backend **out)
     int n = opts && opts->threads > 0 ? opts->threads : omp_get_num_procs();
     be->threads = n > 0 ? n : 1;
     be->isa = isa;
+    be->read_half = isa != CPU_ISA_GENERIC || capped;
     /* OpenBLAS keeps one process-wide thread pool; size it to what the config asks. */
     openblas_set_num_threads(be->threads);
     *out = be;
@@ -57,8 +59,8 @@ static void cpu_close(clf_backend *be)
 
 static clf_status cpu_describe(clf_backend *be, char *buf, size_t size)
 {
-    snprintf(buf, size, "CPU: %d threads, OpenBLAS %s, F16 GEMV %s", be->threads,
-             openblas_get_config(), cpu_isa_name(be->isa));
+    snprintf(buf, size, "CPU: %d threads, %s, F16 GEMV %s%s", be->threads, openblas_get_config(),
+             cpu_isa_name(be->isa), be->read_half ? "" : " (off: slower than SGEMV)");
     return CLF_OK;
 }
 
@@ -266,7 +268,7 @@ static clf_status cpu_gemm(clf_backend *be, const clf_gemm_args *a)
     clf_status st = check_gemm("gemm", a, 1);
     if (st != CLF_OK || a->m == 0 || a->n == 0)
         return st;
-    if (cpu_gemv_half_applies(a))
+    if (be->read_half && cpu_gemv_half_applies(a))
         return cpu_gemv_half(be, a);
     gemm_one(be, a, a->k ? fptr(a->a) : NULL, a->k ? fptr(a->b) : NULL, fptr(a->c));
     return CLF_OK;

@@ -57,13 +57,15 @@ static cpu_isa isa_detect(void)
     return CPU_ISA_GENERIC;
 }
 
-clf_status cpu_isa_choose(cpu_isa *out)
+clf_status cpu_isa_choose(cpu_isa *out, int *capped)
 {
     cpu_isa best = isa_detect();
     *out = best;
+    *capped = 0;
     const char *env = getenv("CLF_CPU_ISA");
     if (!env || !env[0])
         return CLF_OK;
+    *capped = 1;
     for (int i = 0; i <= CPU_ISA_AVX512; i++)
         if (strcmp(env, isa_names[i]) == 0) {
             /* a cap: asking for more than the CPU has gives what it has */

@@ -26,6 +26,10 @@ typedef enum cpu_isa { CPU_ISA_GENERIC, CPU_ISA_AVX2, CPU_ISA_AVX512 } cpu_isa;
 struct clf_backend {
     int threads;
     cpu_isa isa; /* chosen once at open: the best the CPU has, capped by CLF_CPU_ISA */
+    /* gemm reads b_half. Not when the CPU has only the generic level: portable C converts
+     * halves 2-3x slower than OpenBLAS's SGEMV reads F32 (bench/gemv_half.c), so b_half
+     * is ignored there unless CLF_CPU_ISA=generic asks for it (the tests do). */
+    int read_half;
 };
 
 /* ---- operand checks ---- */
@@ -360,8 +364,9 @@ static inline clf_status check_attention_dropout(const char *op, const clf_atten
 #define CPU_GEMV_MAX_ROWS 7
 
 /* The best kernel level this CPU runs, capped by the environment variable CLF_CPU_ISA
- * (generic | avx2 | avx512; unset or empty: no cap). An unknown value is CLF_ERR_INPUT. */
-clf_status cpu_isa_choose(cpu_isa *out);
+ * (generic | avx2 | avx512; unset or empty: no cap). An unknown value is CLF_ERR_INPUT.
+ * *capped: 1 when CLF_CPU_ISA was given. */
+clf_status cpu_isa_choose(cpu_isa *out, int *capped);
 const char *cpu_isa_name(cpu_isa isa);
 /* 1 when gemm reads a->b_half: trans_a = 0, trans_b = 1, 1 <= m <= CPU_GEMV_MAX_ROWS,
  * k > 0 and b_half set. */
