@@ -58,6 +58,19 @@ clf_status cli_open_backend(const clf_config *cfg, const cli_backend_opts *o,
 /* Seconds on the monotonic clock, for durations. */
 double cli_now_s(void);
 
+/* How idle worker threads wait, set in the environment before a backend (and libgomp and
+ * OpenBLAS with it) is loaded; a variable the user set is left alone. The CPU backend runs
+ * its own loops on OpenMP threads and its GEMMs on OpenBLAS's pthreads: threads of one pool
+ * that spin while the other works steal its cores (10-25% of a forward pass on 2 cores).
+ *   CLI_THREADS_BLAS: OpenMP threads sleep at once (OMP_WAIT_POLICY=PASSIVE); the default.
+ *   CLI_THREADS_OPENMP: for work that is ~100 short OpenMP loops in a row (decoding with F16
+ *     weights: its few-row products are the backend's own kernels, not OpenBLAS's): OpenMP
+ *     threads spin ~3000 rounds (microseconds) before sleeping, so that the next loop does
+ *     not pay a futex wake-up, and OpenBLAS's threads, which would yield-spin far longer,
+ *     sleep at once (OPENBLAS_THREAD_TIMEOUT=4). bench/RESULTS.md has the figures. */
+typedef enum { CLI_THREADS_BLAS, CLI_THREADS_OPENMP } cli_thread_work;
+void cli_thread_wait_policy(cli_thread_work work);
+
 int cli_parse_int(const char *opt, const char *val, int min, int *out);
 
 #endif

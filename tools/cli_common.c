@@ -99,3 +99,15 @@ clf_status cli_open_backend(const clf_config *cfg, const cli_backend_opts *o,
         name = cfg->backend.name;
     return clf_backend_open_named(name, o->plugin_dir, &opts, api, be);
 }
+
+void cli_thread_wait_policy(cli_thread_work work)
+{
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT"))
+        return; /* the user's choice */
+    if (work == CLI_THREADS_BLAS) {
+        setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
+        return;
+    }
+    setenv("GOMP_SPINCOUNT", "3000", 0);
+    setenv("OPENBLAS_THREAD_TIMEOUT", "4", 0);
+}

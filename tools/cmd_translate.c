@@ -492,6 +492,9 @@ static clf_status translator_open(translator *t)
     clf_status st;
     clf_weights *w = NULL;
     const clf_model_config *mc = &t->cfg.model;
+    /* before anything loads libgomp or OpenBLAS (op plugins with the config, backends):
+     * with F16 weights a decoding step is the backend's own OpenMP loops back to back */
+    cli_thread_wait_policy(t->o.half_weights ? CLI_THREADS_OPENMP : CLI_THREADS_BLAS);
     if ((st = clf_config_load_with_plugins(t->o.cfg_path, t->o.bo.plugin_dir, &t->cfg)) != CLF_OK)
         goto fail;
     if ((st = load_vocab(t->o.src_vocab, "src", mc->src_vocab, mc->pad_id, &t->src_tok,

@@ -9,19 +9,20 @@ typedef struct command {
     const char *name;
     int (*run)(int argc, char **argv);
     const char *summary;
+    int own_thread_policy; /* calls cli_thread_wait_policy itself, after parsing */
 } command;
 
 static const command commands[] = {
-    {"info", clf_cmd_info, "version, backends found, their devices"},
-    {"devices", clf_cmd_devices, "OpenCL platforms and devices (like clinfo -l)"},
-    {"config", clf_cmd_config, "-c model.yaml --dump: the resolved config, or the error"},
-    {"init", clf_cmd_init, "-c model.yaml --seed N -o w.safetensors: random weights"},
-    {"forward", clf_cmd_forward, "-c model.yaml -w w.safetensors -i in -o out: run the model"},
+    {"info", clf_cmd_info, "version, backends found, their devices", 0},
+    {"devices", clf_cmd_devices, "OpenCL platforms and devices (like clinfo -l)", 0},
+    {"config", clf_cmd_config, "-c model.yaml --dump: the resolved config, or the error", 0},
+    {"init", clf_cmd_init, "-c model.yaml --seed N -o w.safetensors: random weights", 0},
+    {"forward", clf_cmd_forward, "-c model.yaml -w w.safetensors -i in -o out: run the model", 0},
     {"translate", clf_cmd_translate,
-     "-c model.yaml -w w --src-vocab s.json --tgt-vocab t.json: stdin -> stdout"},
-    {"vocab", clf_cmd_vocab, "-o vocab.json FILE | --src-out s --tgt-out t TRAIN: vocabularies"},
-    {"train", clf_cmd_train, "-c experiment.yaml [--resume]: train, validate, checkpoint"},
-    {"bench", clf_cmd_bench, "-c model.yaml [--backend B]: tokens/s, GFLOP/s, memory"},
+     "-c model.yaml -w w --src-vocab s.json --tgt-vocab t.json: stdin -> stdout", 1},
+    {"vocab", clf_cmd_vocab, "-o vocab.json FILE | --src-out s --tgt-out t TRAIN: vocabularies", 0},
+    {"train", clf_cmd_train, "-c experiment.yaml [--resume]: train, validate, checkpoint", 0},
+    {"bench", clf_cmd_bench, "-c model.yaml [--backend B]: tokens/s, GFLOP/s, memory", 0},
 };
 
 static void usage(FILE *f)
@@ -35,11 +36,6 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-    /* The CPU backend runs its own loops on OpenMP threads and its GEMMs on OpenBLAS's
-     * thread pool. Threads of one pool that spin while the other works steal its cores
-     * (10-25% of a forward pass on 2 cores), so idle OpenMP threads sleep unless the user
-     * says otherwise. Set before any backend (and libgomp with it) is loaded. */
-    setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
@@ -49,8 +45,11 @@ int main(int argc, char **argv)
         return 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (strcmp(argv[1], commands[i].name) == 0)
+        if (strcmp(argv[1], commands[i].name) == 0) {
+            if (!commands[i].own_thread_policy)
+                cli_thread_wait_policy(CLI_THREADS_BLAS);
             return commands[i].run(argc - 1, argv + 1);
+        }
     fprintf(stderr, "clformer: unknown command '%s' (try `clformer --help`)\n", argv[1]);
     return 2;
 }
