@@ -1,12 +1,14 @@
-/* The memory roofline of batch-1 decoding: how fast OpenBLAS's SGEMV streams weight
- * matrices that do not fit in the caches, and SGEMM with a few rows against the same
- * matrices (what a beam of 4 would cost as one GEMM).
+/* The F32 limit of batch-1 decoding: how fast OpenBLAS's SGEMV streams weight matrices
+ * that do not fit in the caches, and SGEMM with a few rows against the same matrices (what
+ * a beam of 4 would cost as one GEMM). bench/gemv_half.c compares both with a plain read
+ * of memory and with the CPU backend's F16 kernels.
  *
  *   cc -O2 -o /tmp/sgemv_bandwidth bench/sgemv_bandwidth.c -lopenblas
  *   OPENBLAS_NUM_THREADS=2 /tmp/sgemv_bandwidth [rows cols matrices]   (default 2048 512 40)
  *
  * A decoding step with the KV cache at batch 1 reads every decoder weight once (plus the
- * output projection), so tokens/s can be at most (this rate) / (bytes of those weights);
+ * output projection), so with F32 weights tokens/s can be at most (this rate) / (bytes of
+ * those weights);
  * bench/RESULTS.md compares the two. */
 #include <cblas.h>
 #include <stdio.h>
