@@ -502,15 +502,11 @@ int cpu_gemv_half_applies(const clf_gemm_args *a)
 clf_status cpu_gemv_half(clf_backend *be, const clf_gemm_args *a)
 {
     const clf_ptr h = a->b_half;
-    const size_t bytes = 2 * span2d((size_t)a->n, (size_t)a->k, (size_t)a->ldb);
-    if (h.off % 2 != 0)
-        return clf_error(CLF_ERR_INPUT,
-                         "cpu: gemm: operand 'b_half' offset %zu is not 2-byte aligned", h.off);
-    if (h.off > h.buf->size || bytes > h.buf->size - h.off)
-        return clf_error(
-            CLF_ERR_INPUT,
-            "cpu: gemm: operand 'b_half' needs bytes [%zu, %zu) but its buffer holds %zu", h.off,
-            h.off + bytes, h.buf->size);
+    clf_status st = check_span_aligned(
+        "gemm", "b_half", h, sizeof(uint16_t) * span2d((size_t)a->n, (size_t)a->k, (size_t)a->ldb),
+        sizeof(uint16_t));
+    if (st != CLF_OK)
+        return st;
     const half_job jb = {.m = a->m,
                          .k = a->k,
                          .a = fptr(a->a),

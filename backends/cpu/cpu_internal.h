@@ -34,19 +34,27 @@ struct clf_backend {
 
 /* ---- operand checks ---- */
 
-/* Checks that [ptr.off, ptr.off + bytes) lies inside ptr.buf and is 4-byte aligned. */
-static inline clf_status check_span(const char *op, const char *operand, clf_ptr p, size_t bytes)
+/* Checks that [ptr.off, ptr.off + bytes) lies inside ptr.buf and that the offset is a
+ * multiple of align bytes (the element size). */
+static inline clf_status check_span_aligned(const char *op, const char *operand, clf_ptr p,
+                                            size_t bytes, size_t align)
 {
     if (!p.buf)
         return clf_error(CLF_ERR_INPUT, "cpu: %s: operand '%s' is missing", op, operand);
-    if (p.off % 4 != 0)
-        return clf_error(CLF_ERR_INPUT, "cpu: %s: operand '%s' offset %zu is not 4-byte aligned",
-                         op, operand, p.off);
+    if (p.off % align != 0)
+        return clf_error(CLF_ERR_INPUT, "cpu: %s: operand '%s' offset %zu is not %zu-byte aligned",
+                         op, operand, p.off, align);
     if (p.off > p.buf->size || bytes > p.buf->size - p.off)
         return clf_error(CLF_ERR_INPUT,
                          "cpu: %s: operand '%s' needs bytes [%zu, %zu) but its buffer holds %zu",
                          op, operand, p.off, p.off + bytes, p.buf->size);
     return CLF_OK;
+}
+
+/* The same for F32 and I32 operands: 4-byte aligned. */
+static inline clf_status check_span(const char *op, const char *operand, clf_ptr p, size_t bytes)
+{
+    return check_span_aligned(op, operand, p, bytes, 4);
 }
 
 /* The shape rules layernorm and its backward share (clf_check_ln_shape). */

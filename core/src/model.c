@@ -70,6 +70,15 @@ static int find_spec(const clf_model *m, const char *name)
     return -1;
 }
 
+/* The index of the weight chunk that is buffer buf, or -1 (the PE table, activations). */
+static int chunk_holding(const clf_model *m, const clf_buffer *buf)
+{
+    for (int c = 0; c < m->n_chunks; c++)
+        if (m->chunks[c] == buf)
+            return c;
+    return -1;
+}
+
 static int ends_with(const char *s, const char *suffix)
 {
     size_t a = strlen(s), b = strlen(suffix);
@@ -406,14 +415,13 @@ static void add_into(builder *b, int out, int x, int y, size_t n, const char *la
 static int half_of(builder *b, int w)
 {
     const clf_model *m = b->m;
-    if (!m->half_chunks || w < 0)
+    if (!m->half_chunks || w < 0 || b->g->values[w].kind != CLF_VALUE_EXTERNAL)
         return -1;
     const clf_value *v = &b->g->values[w];
-    for (int c = 0; c < m->n_chunks; c++)
-        if (v->kind == CLF_VALUE_EXTERNAL && v->ext.buf == m->chunks[c])
-            return clf_graph_external(b->g, (clf_ptr){m->half_chunks[c], v->ext.off / 2},
+    int c = chunk_holding(m, v->ext.buf);
+    return c < 0 ? -1
+                 : clf_graph_external(b->g, (clf_ptr){m->half_chunks[c], v->ext.off / 2},
                                       v->bytes / 2, "weight (F16)");
-    return -1;
 }
 
 /* y[M, N] (= or +=) x[M, K] · W[N, K]^T + bias[N], then relu if asked.
@@ -1128,10 +1136,8 @@ clf_status clf_model_enable_grads(clf_model *m)
 static clf_ptr grad_of_weight(void *user, clf_ptr param)
 {
     const clf_model *m = user;
-    for (int c = 0; c < m->n_chunks; c++)
-        if (m->chunks[c] == param.buf)
-            return (clf_ptr){m->grad_chunks[c], param.off};
-    return (clf_ptr){0}; /* the PE table */
+    int c = chunk_holding(m, param.buf);
+    return c < 0 ? (clf_ptr){0} /* the PE table */ : (clf_ptr){m->grad_chunks[c], param.off};
 }
 
 clf_status clf_model_build_train_graph(clf_model *m, const clf_train_graph_spec *s, clf_graph *g,
@@ -1216,10 +1222,7 @@ const clf_weight_spec *clf_model_weight_spec(const clf_model *m, int i)
 
 void clf_model_weight_place(const clf_model *m, int i, int *chunk, size_t *off)
 {
-    *chunk = 0;
-    for (int c = 0; c < m->n_chunks; c++)
-        if (m->chunks[c] == m->wdev[i].buf)
-            *chunk = c;
+    *chunk = chunk_holding(m, m->wdev[i].buf); /* every weight lives in a chunk */
     *off = m->wdev[i].off;
 }
 
@@ -1364,7 +1367,7 @@ clf_status clf_model_enable_half_weights(clf_model *m)
     for (int c = 0; c < m->n_chunks; c++) {
         const size_t n = m->chunk_bytes[c] / sizeof(float);
         f32 = malloc(m->chunk_bytes[c]);
-        f16 = calloc(n ? n : 1, sizeof *f16);
+        f16 = calloc(n, sizeof *f16); /* n >= 1: a chunk holds at least 4 bytes */
         if (!f32 || !f16) {
             st = clf_error(CLF_ERR_NOMEM, "model: out of host memory for the F16 weights");
             goto fail;
@@ -1392,7 +1395,7 @@ clf_status clf_model_enable_half_weights(clf_model *m)
                 f16[e] = clf_float_to_half(f32[e]);
             }
         }
-        const size_t bytes = (n ? n : 1) * sizeof *f16;
+        const size_t bytes = n * sizeof *f16;
         if ((st = m->api->alloc(m->be, bytes, &half[c])) != CLF_OK) {
             clf_error_context(st, "model: F16 weights: allocating %zu bytes", bytes);
             goto fail;
