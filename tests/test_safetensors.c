@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "clformer/tensor.h"
-#include "json.h"
+#include "io/json.h"
 #include "testutil.h"
 
 /* ---- helpers ---- */

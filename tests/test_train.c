@@ -13,14 +13,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "autodiff.h"
+#include "graph/autodiff.h"
 #include "clformer/config.h"
 #include "clformer/decode.h"
 #include "clformer/model.h"
 #include "clformer/tensor.h"
 #include "clformer/train.h"
 #include "clformer/weights.h"
-#include "model_internal.h"
+#include "graph/model_internal.h"
 #include "testutil.h"
 
 /* The OpenCL tests open the backend once and share it between the models they build:

@@ -184,7 +184,7 @@ fail:
  * is followed by synchronize() and its wall time is added to its kind. On the CPU backend
  * ops are synchronous, so this measures them as they run; on a queued backend it measures
  * them serialised. GEMMs are split by the role their transpose flags give them in the
- * training graph (core/src/autodiff.c): A·W^T is a forward Linear, dY·W an input
+ * training graph (core/src/graph/autodiff.c): A·W^T is a forward Linear, dY·W an input
  * gradient, dY^T·X a weight gradient, 1^T·dY (one row) a bias gradient. */
 typedef enum prof_kind {
     P_GEMM_FWD,

@@ -407,7 +407,7 @@ typedef struct clf_backend_api {
 typedef const clf_backend_api *(*clf_backend_entry_fn)(void);
 #define CLF_BACKEND_ENTRY_SYMBOL "clf_backend_entry"
 
-/* ---- loader and registry (core/src/backend_loader.c) ---- */
+/* ---- loader and registry (core/src/runtime/backend_loader.c) ---- */
 
 /* Directories searched for clformer-<name>.so, in order: plugin_dir (may be NULL), each
  * entry of $CLF_PLUGIN_PATH (':'-separated), the build tree's lib/clformer, and the
@@ -438,7 +438,7 @@ void clf_backend_scan(const char *plugin_dir, clf_backend_found_fn fn, void *use
  * implement op (no silent fallback to another backend). */
 clf_status clf_backend_require(const clf_backend_api *api, clf_backend *be, clf_op op);
 
-/* ---- checks the backends share (core/src/backend_checks.c) ----
+/* ---- checks the backends share (core/src/runtime/backend_checks.c) ----
  * Each fails with CLF_ERR_INPUT and a message that starts "<backend>: <op>: ", backend
  * being the caller's prefix ("cpu", "opencl"), so both backends refuse the same calls with
  * the same words. */

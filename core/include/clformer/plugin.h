@@ -41,7 +41,7 @@
  * with a built-in (activation relu; norm styles tutorial, standard) or with an op of
  * another loaded plugin. Plugins are never unloaded while the process runs.
  *
- * Where plugins come from (core/src/plugin_loader.c): the paths under the YAML's top-level
+ * Where plugins come from (core/src/runtime/plugin_loader.c): the paths under the YAML's top-level
  * `plugins:` list (relative to the YAML's directory), then, for a name none of those
  * provides, every clformer-plugin-*.so in the backend search path (--plugin-dir,
  * $CLF_PLUGIN_PATH, the build tree, the install libdir). */
@@ -106,7 +106,7 @@ typedef struct clf_plugin_api {
 typedef const clf_plugin_api *(*clf_plugin_entry_fn)(void);
 #define CLF_PLUGIN_ENTRY_SYMBOL "clf_plugin_entry"
 
-/* ---- loader and registry (core/src/plugin_loader.c) ---- */
+/* ---- loader and registry (core/src/runtime/plugin_loader.c) ---- */
 
 /* Loads the plugin at path (once per real path) and registers its ops. Refused, with a
  * message naming the file and the reason, and nothing registered: not a shared object,

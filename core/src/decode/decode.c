@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model_internal.h"
+#include "graph/model_internal.h"
 
 void clf_decode_opts_default(const clf_model_config *cfg, clf_decode_opts *o)
 {

@@ -24,7 +24,7 @@
 #include <strings.h>
 #include <yaml.h>
 
-#include "search_path.h"
+#include "runtime/search_path.h"
 
 /* Largest vocabulary, length or width accepted: ids stay exact in float (2^24) and any
  * single size fits an int with room to spare. */

@@ -11,8 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "json.h"
-#include "pretokenize.h"
+#include "io/json.h"
+#include "text/pretokenize.h"
 
 static uint64_t fnv1a(const char *s, size_t n)
 {

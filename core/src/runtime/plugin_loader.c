@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "clformer/backend.h"
-#include "search_path.h"
+#include "runtime/search_path.h"
 
 #define CLF_MAX_PLUGINS    32
 #define CLF_MAX_PLUGIN_OPS 256

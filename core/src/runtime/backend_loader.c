@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "search_path.h"
+#include "runtime/search_path.h"
 
 #define CLF_MAX_LOADED 32
 

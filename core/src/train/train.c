@@ -10,7 +10,7 @@
 
 #include "clformer/rng.h"
 #include "clformer/tensor.h"
-#include "model_internal.h"
+#include "graph/model_internal.h"
 
 #define CHECKPOINT_FORMAT "clformer-checkpoint-1"
 

@@ -5,8 +5,8 @@
  * with rows = B*S (encoder) or B*T (decoder). */
 #include "clformer/model.h"
 
-#include "autodiff.h"
-#include "model_internal.h"
+#include "graph/autodiff.h"
+#include "graph/model_internal.h"
 
 #include <math.h>
 #include <stddef.h>

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "clformer/rng.h"
-#include "pretokenize.h"
+#include "text/pretokenize.h"
 
 /* ---- reading lines ----------------------------------------------------------------- */
 

@@ -1,6 +1,6 @@
 /* pretokenize.c - the tokenizers library's Whitespace pre-tokenizer (\w+|[^\w\s]+) over
  * UTF-8, and the UTF-8 check that comes before it (see pretokenize.h). */
-#include "pretokenize.h"
+#include "text/pretokenize.h"
 
 /* ---- character classes ---- */
 

@@ -1,6 +1,6 @@
 /* A strict recursive-descent JSON parser into an arena-allocated DOM. See json.h for what
  * "strict" means here; the writer helpers are in json_write.c. */
-#include "json.h"
+#include "io/json.h"
 
 #include <errno.h>
 #include <locale.h>

@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "json.h"
+#include "io/json.h"
 
 /* The writer pads the header so that the data section starts 8-byte aligned. */
 #define HEADER_ALIGN 8

@@ -11,7 +11,7 @@
  * gradients are external too (the trainer's gradient buffers) and always accumulate.
  *
  * Shapes in the comments: a Linear is C[M,N] = A[M,K] · W[N,K]^T + bias[N]. */
-#include "autodiff.h"
+#include "graph/autodiff.h"
 
 #include <stddef.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* The JSON writer helpers of json.h: a growable buffer and string quoting. */
-#include "json.h"
+#include "io/json.h"
 
 #include <stdarg.h>
 #include <stdint.h>
