@@ -14,7 +14,7 @@ One step is what `clformer bench --train` times: `accumulate` micro-batches (tra
 section, default 1) of forward, CrossEntropyLoss(ignore_index=pad_id,
 label_smoothing=train.label_smoothing) over the logits, backward, then clipping when
 train.clip_norm > 0 and one torch.optim.Adam / AdamW step (train.optimizer: lr, betas,
-eps, weight_decay; defaults as DESIGN.md), gradients cleared with
+eps, weight_decay; defaults as docs/CONFIG.md), gradients cleared with
 zero_grad(set_to_none=True). Batches are synthetic and unpadded, framed as clformer's
 trainer frames them: src = [SOS] x [EOS], tgt = [SOS] y, labels = y [EOS], x and y random
 non-special ids; a fresh batch per step, drawn outside the timed region.
@@ -49,7 +49,7 @@ from model import (FeedForwardBlock, MultiHeadAttentionBlock, init_weights,  # n
                    load_safetensors, model_from_yaml)
 from pytorch_forward import forward_flops  # noqa: E402
 
-SOS, EOS, FIRST_WORD = 2, 3, 4  # the specials of DESIGN.md
+SOS, EOS, FIRST_WORD = 2, 3, 4  # the specials of clformer/tokenizer.h
 
 TRAIN_DEFAULTS = {"accumulate": 1, "label_smoothing": 0.1, "clip_norm": 0.0}
 OPTIM_DEFAULTS = {"name": "adam", "lr": 1.0e-4, "betas": [0.9, 0.98], "eps": 1.0e-9,
@@ -57,7 +57,7 @@ OPTIM_DEFAULTS = {"name": "adam", "lr": 1.0e-4, "betas": [0.9, 0.98], "eps": 1.0
 
 
 def train_settings(doc):
-    """The train: section's settings that shape a step, with DESIGN.md's defaults."""
+    """The train: section's settings that shape a step, with docs/CONFIG.md's defaults."""
     t = dict(TRAIN_DEFAULTS)
     o = dict(OPTIM_DEFAULTS)
     sec = doc.get("train") or {}

@@ -26,7 +26,8 @@
 #include "clformer/train.h"
 #include "clformer/weights.h"
 
-/* Token ids of the specials (DESIGN.md): the synthetic batches frame sentences with them. */
+/* Token ids of the specials ([SOS] 2, [EOS] 3, clformer/tokenizer.h): the synthetic batches
+ * frame sentences with them. */
 enum { ID_SOS = 2, ID_EOS = 3, ID_FIRST_WORD = 4 };
 
 static int cmp_double(const void *a, const void *b)

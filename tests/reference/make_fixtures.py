@@ -115,7 +115,7 @@ def make_cfg(over):
 
 
 def expected_names(cfg):
-    """The weight names of DESIGN.md, built independently of the model code."""
+    """The weight names of docs/ARCHITECTURE.md section 6, built apart from the model code."""
     n = ["src_embed.embedding.weight", "tgt_embed.embedding.weight",
          "projection_layer.proj.weight", "projection_layer.proj.bias"]
     wb = ["weight"] + (["bias"] if cfg.attention_bias else [])
@@ -253,7 +253,8 @@ def build_variant(name, seed, over, about):
     names = set(sd)
     want = expected_names(cfg)
     if names != want:
-        raise SystemExit("%s: state_dict names differ from DESIGN.md: extra %s, missing %s"
+        raise SystemExit("%s: state_dict names differ from docs/ARCHITECTURE.md: extra %s, "
+                         "missing %s"
                          % (name, sorted(names - want), sorted(want - names)))
     for k, v in sd.items():
         assert v.dtype == torch.float32, k

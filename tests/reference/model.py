@@ -2,7 +2,7 @@
 
 Written after the structure of the Annotated Transformer and hkproj's
 pytorch-transformer, so that state_dict() names are exactly the "tutorial names" of
-/work/shared/DESIGN.md (src_embed.embedding.weight, encoder.layers.{i}.
+docs/ARCHITECTURE.md, section 6 (src_embed.embedding.weight, encoder.layers.{i}.
 self_attention_block.w_q.weight, ..., projection_layer.proj.weight), with the options
 clformer's YAML exposes:
 
@@ -52,7 +52,7 @@ GATED_ACTIVATIONS = ("swiglu", "geglu")
 
 
 class ModelConfig:
-    """The `model:` section of a clformer YAML, with defaults as in DESIGN.md."""
+    """The `model:` section of a clformer YAML, with defaults as in docs/CONFIG.md."""
 
     def __init__(self, src_vocab, tgt_vocab, max_len=256, d_model=512, layers=6,
                  encoder_layers=None, decoder_layers=None, heads=8, d_ff=2048,

@@ -3,7 +3,7 @@
  * Every error names the file, line and column (1-based) and the key:
  *   "configs/x.yaml:7:10: model.heads: d_model 512 is not divisible by heads 7"
  * Unknown keys, wrong types and out-of-range values are errors (CLF_ERR_INPUT), never a
- * silent default. Absent keys take the defaults of DESIGN.md. */
+ * silent default. Absent keys take the defaults listed in docs/CONFIG.md. */
 #ifndef CLFORMER_CONFIG_H
 #define CLFORMER_CONFIG_H
 
