@@ -2,6 +2,7 @@
  * building, encode/decode, and the tokenizers library's tokenizer.json. The words come from
  * the Whitespace pre-tokenizer in pretokenize.c. */
 #include "clformer/tokenizer.h"
+#include "clformer/hash.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,12 +17,7 @@
 
 static uint64_t fnv1a(const char *s, size_t n)
 {
-    uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a 64-bit offset basis and prime */
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
+    return clf_hash_fnv1a64(CLF_FNV1A64_OFFSET, s, n);
 }
 
 /* Smallest power of two >= 2n (load factor <= 1/2), at least 16. */
