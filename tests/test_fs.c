@@ -281,8 +281,7 @@ START_TEST(test_lock_held_once)
     ck_assert_int_ge(child, 0);
     if (child == 0) {
         clf_fs_lock *l = NULL;
-        _exit(clf_fs_lock_acquire(path, &l) == CLF_ERR_IO && !l &&
-                      strstr(clf_last_error(), holder)
+        _exit(clf_fs_lock_acquire(path, &l) == CLF_ERR_IO && !l && strstr(clf_last_error(), holder)
                   ? 0
                   : 1);
     }

@@ -10,6 +10,7 @@
  * rebuilt from source (and then overwritten). The cache never makes open() fail. */
 #include "ocl_internal.h"
 
+#include "clformer/fs.h"
 #include "clformer/hash.h"
 
 #include <errno.h>
@@ -208,7 +209,8 @@ static unsigned char *read_cache_file(const char *path, uint64_t key, size_t *le
         (uint64_t)end != OCL_CACHE_HEADER + flen || fseek(f, OCL_CACHE_HEADER, SEEK_SET) != 0)
         goto fail;
     payload = malloc(flen);
-    if (!payload || fread(payload, 1, flen, f) != flen || clf_hash_fnv1a64(CACHE_HASH_START, payload, flen) != fsum)
+    if (!payload || fread(payload, 1, flen, f) != flen ||
+        clf_hash_fnv1a64(CACHE_HASH_START, payload, flen) != fsum)
         goto fail;
     fclose(f);
     *len = flen;
@@ -219,35 +221,40 @@ fail:
     return NULL;
 }
 
-/* Saves prog's binary; any failure just leaves no (or the old) cache file. */
+/* A cache file: the magic, the header {key, payload length, payload checksum}, the payload
+ * (the program binary). */
+typedef struct cache_file {
+    uint64_t key;
+    const unsigned char *bin;
+    size_t len;
+} cache_file;
+
+static clf_status put_cache_file(FILE *f, void *ctx)
+{
+    const cache_file *c = ctx;
+    uint64_t hdr[3] = {c->key, c->len, clf_hash_fnv1a64(CACHE_HASH_START, c->bin, c->len)};
+    fwrite(OCL_CACHE_MAGIC, 1, 8, f);
+    fwrite(hdr, 8, 3, f);
+    fwrite(c->bin, 1, c->len, f);
+    return CLF_OK;
+}
+
+/* Saves prog's binary; any failure just leaves no (or the old) cache file. Two threads of
+ * one process saving the same file at once share its temporary name: a mixed file then
+ * fails its checksum when read, and is rebuilt. */
 static void write_cache_file(cl_program prog, const char *path, uint64_t key)
 {
     size_t len = 0;
     unsigned char *bin = NULL;
-    char tmp[4200];
-    int fd = -1;
-    FILE *f = NULL;
     if (clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof len, &len, NULL) != CL_SUCCESS ||
         len == 0 || !(bin = malloc(len)))
-        goto fail;
+        goto done;
     unsigned char *bins[1] = {bin};
     if (clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bins, bins, NULL) != CL_SUCCESS)
-        goto fail;
-    if (snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path) >= (int)sizeof tmp ||
-        (fd = mkstemp(tmp)) < 0)
-        goto fail;
-    if (!(f = fdopen(fd, "wb"))) {
-        close(fd);
-        unlink(tmp);
-        goto fail;
-    }
-    uint64_t hdr[3] = {key, len, clf_hash_fnv1a64(CACHE_HASH_START, bin, len)};
-    int ok = fwrite(OCL_CACHE_MAGIC, 1, 8, f) == 8 && fwrite(hdr, 8, 3, f) == 3 &&
-             fwrite(bin, 1, len, f) == len;
-    ok = fclose(f) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0)
-        unlink(tmp);
-fail:
+        goto done;
+    cache_file c = {key, bin, len};
+    (void)clf_fs_write_atomic(path, put_cache_file, &c); /* failure: the cache is optional */
+done:
     free(bin);
 }
 

@@ -39,8 +39,8 @@ static clf_status sync_parent_dir(const char *path)
     int fd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd >= 0) {
         if (fsync(fd) != 0 && errno != EINVAL)
-            st = clf_error(CLF_ERR_IO, "%s: written, but cannot sync its directory %s: %s", path,
-                           d, strerror(errno));
+            st = clf_error(CLF_ERR_IO, "%s: written, but cannot sync its directory %s: %s", path, d,
+                           strerror(errno));
         close(fd);
     }
     free(dir);
