@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "clformer/fs.h"
 #include "clformer/model.h"
 #include "clformer/rng.h"
 #include "clformer/train.h"
@@ -47,20 +48,16 @@ typedef struct bench_opts {
     int train, profile;
 } bench_opts;
 
-/* Writes text + "\n" to path atomically (temporary name, then rename). */
+static clf_status put_line(FILE *f, void *text)
+{
+    fprintf(f, "%s\n", (const char *)text);
+    return CLF_OK;
+}
+
+/* Writes text + "\n" to path atomically (clf_fs_write_atomic). */
 static clf_status write_json(const char *path, const char *text)
 {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%.4000s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    int bad = !f || fprintf(f, "%s\n", text) < 0;
-    if (f && fclose(f) != 0)
-        bad = 1;
-    if (bad || rename(tmp, path)) {
-        remove(tmp);
-        return clf_error(CLF_ERR_IO, "%s: cannot write", path);
-    }
-    return CLF_OK;
+    return clf_fs_write_atomic(path, put_line, (void *)text);
 }
 
 /* ------------------------------------------------------------------------------------ */

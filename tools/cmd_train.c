@@ -33,6 +33,7 @@
 #include "cli.h"
 #include "clformer/dataset.h"
 #include "clformer/decode.h"
+#include "clformer/fs.h"
 #include "clformer/metrics.h"
 #include "clformer/model.h"
 #include "clformer/tokenizer.h"
@@ -163,19 +164,9 @@ static clf_status write_config(run *r)
     fclose(mem);
     if (st != CLF_OK)
         return st;
-    char path[CLF_PATH_MAX + 32], tmp[CLF_PATH_MAX + 64];
+    char path[CLF_PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/config.yaml", r->cfg.train.checkpoint_dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        return clf_error(CLF_ERR_IO, "%s: cannot write: %s", tmp, strerror(errno));
-    int ok = fputs(r->config_yaml, f) >= 0;
-    ok = fclose(f) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        unlink(tmp);
-        return clf_error(CLF_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-    }
-    return CLF_OK;
+    return clf_fs_write_atomic_bytes(path, r->config_yaml, len);
 }
 
 /* Loads both vocabularies, or builds (and saves) them from the training data. */
@@ -397,31 +388,37 @@ static void format_eta(double s, char *buf, size_t size)
 }
 
 /* A resumed run drops the rows logged after its checkpoint (a run killed hard logged
- * steps it will now redo), rewriting the file under a temporary name, then appends. */
+ * steps it will now redo), rewriting the file atomically, then appends. */
+typedef struct csv_trim {
+    FILE *in;
+    const char *path;
+    long long last_step;
+} csv_trim;
+
+static clf_status write_trimmed_csv(FILE *out, void *ctx)
+{
+    const csv_trim *t = ctx;
+    char line[1024];
+    while (fgets(line, sizeof line, t->in)) {
+        long long step;
+        if (sscanf(line, "%lld,", &step) == 1 && step > t->last_step)
+            continue;
+        fputs(line, out);
+    }
+    if (ferror(t->in))
+        return clf_error(CLF_ERR_IO, "%s: cannot read: %s", t->path, strerror(errno));
+    return CLF_OK;
+}
+
 static clf_status trim_csv(const char *path, long long last_step)
 {
-    char tmp[CLF_PATH_MAX + 64], line[1024];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *in = fopen(path, "r"), *out = in ? fopen(tmp, "w") : NULL;
-    if (!out) {
-        if (in)
-            fclose(in);
+    FILE *in = fopen(path, "r");
+    if (!in)
         return clf_error(CLF_ERR_IO, "%s: cannot rewrite: %s", path, strerror(errno));
-    }
-    int ok = 1;
-    while (fgets(line, sizeof line, in)) {
-        long long step;
-        if (sscanf(line, "%lld,", &step) == 1 && step > last_step)
-            continue;
-        ok = fputs(line, out) >= 0 && ok;
-    }
+    csv_trim t = {in, path, last_step};
+    clf_status st = clf_fs_write_atomic(path, write_trimmed_csv, &t);
     fclose(in);
-    ok = fclose(out) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        unlink(tmp);
-        return clf_error(CLF_ERR_IO, "%s: cannot rewrite: %s", path, strerror(errno));
-    }
-    return CLF_OK;
+    return st;
 }
 
 static clf_status open_csv(run *r)

@@ -10,6 +10,9 @@
  * rebuilt from source (and then overwritten). The cache never makes open() fail. */
 #include "ocl_internal.h"
 
+#include "clformer/fs.h"
+#include "clformer/hash.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,23 +99,16 @@ static const kernel_def kernels[OCL_K_COUNT] = {
 
 /* ---- hashing ---- */
 
-#define FNV_OFFSET 1469598103934665603ULL
-#define FNV_PRIME  1099511628211ULL
-
-static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
-{
-    const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= FNV_PRIME;
-    }
-    return h;
-}
+/* The start value of the cache keys and payload checksums (clf_hash_fnv1a64 from it). It is
+ * FNV-1a's offset basis 14695981039346656037 a digit short; kept, because the cache files
+ * already on disk are named and checksummed with it (any 64-bit start value hashes equally
+ * well). */
+#define CACHE_HASH_START 1469598103934665603ULL
 
 /* Hashes s and its terminating NUL, so that ("ab","c") and ("a","bc") differ. */
 static uint64_t fnv1a_str(uint64_t h, const char *s)
 {
-    return fnv1a(h, s, strlen(s) + 1);
+    return clf_hash_fnv1a64(h, s, strlen(s) + 1);
 }
 
 /* Hashes what identifies be's device and driver (platform, device, driver and their
@@ -139,11 +135,11 @@ static uint64_t hash_device(const clf_backend *be, uint64_t h)
 /* The cache key of family f on be's device. */
 static uint64_t cache_key(const clf_backend *be, ocl_family_id f)
 {
-    uint64_t h = fnv1a_str(FNV_OFFSET, OCL_CACHE_MAGIC);
+    uint64_t h = fnv1a_str(CACHE_HASH_START, OCL_CACHE_MAGIC);
     h = fnv1a_str(h, families[f].name);
     h = fnv1a_str(h, OCL_BUILD_OPTIONS);
-    h = fnv1a(h, clf_ocl_src_common, clf_ocl_src_common_len);
-    h = fnv1a(h, families[f].src, *families[f].len);
+    h = clf_hash_fnv1a64(h, clf_ocl_src_common, clf_ocl_src_common_len);
+    h = clf_hash_fnv1a64(h, families[f].src, *families[f].len);
     return hash_device(be, h);
 }
 
@@ -213,7 +209,8 @@ static unsigned char *read_cache_file(const char *path, uint64_t key, size_t *le
         (uint64_t)end != OCL_CACHE_HEADER + flen || fseek(f, OCL_CACHE_HEADER, SEEK_SET) != 0)
         goto fail;
     payload = malloc(flen);
-    if (!payload || fread(payload, 1, flen, f) != flen || fnv1a(FNV_OFFSET, payload, flen) != fsum)
+    if (!payload || fread(payload, 1, flen, f) != flen ||
+        clf_hash_fnv1a64(CACHE_HASH_START, payload, flen) != fsum)
         goto fail;
     fclose(f);
     *len = flen;
@@ -224,35 +221,40 @@ fail:
     return NULL;
 }
 
-/* Saves prog's binary; any failure just leaves no (or the old) cache file. */
+/* A cache file: the magic, the header {key, payload length, payload checksum}, the payload
+ * (the program binary). */
+typedef struct cache_file {
+    uint64_t key;
+    const unsigned char *bin;
+    size_t len;
+} cache_file;
+
+static clf_status put_cache_file(FILE *f, void *ctx)
+{
+    const cache_file *c = ctx;
+    uint64_t hdr[3] = {c->key, c->len, clf_hash_fnv1a64(CACHE_HASH_START, c->bin, c->len)};
+    fwrite(OCL_CACHE_MAGIC, 1, 8, f);
+    fwrite(hdr, 8, 3, f);
+    fwrite(c->bin, 1, c->len, f);
+    return CLF_OK;
+}
+
+/* Saves prog's binary; any failure just leaves no (or the old) cache file. Two threads of
+ * one process saving the same file at once share its temporary name: a mixed file then
+ * fails its checksum when read, and is rebuilt. */
 static void write_cache_file(cl_program prog, const char *path, uint64_t key)
 {
     size_t len = 0;
     unsigned char *bin = NULL;
-    char tmp[4200];
-    int fd = -1;
-    FILE *f = NULL;
     if (clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof len, &len, NULL) != CL_SUCCESS ||
         len == 0 || !(bin = malloc(len)))
-        goto fail;
+        goto done;
     unsigned char *bins[1] = {bin};
     if (clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bins, bins, NULL) != CL_SUCCESS)
-        goto fail;
-    if (snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path) >= (int)sizeof tmp ||
-        (fd = mkstemp(tmp)) < 0)
-        goto fail;
-    if (!(f = fdopen(fd, "wb"))) {
-        close(fd);
-        unlink(tmp);
-        goto fail;
-    }
-    uint64_t hdr[3] = {key, len, fnv1a(FNV_OFFSET, bin, len)};
-    int ok = fwrite(OCL_CACHE_MAGIC, 1, 8, f) == 8 && fwrite(hdr, 8, 3, f) == 3 &&
-             fwrite(bin, 1, len, f) == len;
-    ok = fclose(f) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0)
-        unlink(tmp);
-fail:
+        goto done;
+    cache_file c = {key, bin, len};
+    (void)clf_fs_write_atomic(path, put_cache_file, &c); /* failure: the cache is optional */
+done:
     free(bin);
 }
 
@@ -447,12 +449,12 @@ clf_status ocl_build_program(clf_backend *be, const char *op, const char *what,
         kernels[k] = NULL;
 
     if (be->cache_dir[0]) {
-        key = fnv1a_str(FNV_OFFSET, OCL_CACHE_MAGIC);
+        key = fnv1a_str(CACHE_HASH_START, OCL_CACHE_MAGIC);
         key = fnv1a_str(key, cache_name);
         key = fnv1a_str(key, OCL_BUILD_OPTIONS);
         for (int i = 0; i < nsrc; i++) {
-            key = fnv1a(key, &lens[i], sizeof lens[i]); /* where one piece ends */
-            key = fnv1a(key, srcs[i], lens[i]);
+            key = clf_hash_fnv1a64(key, &lens[i], sizeof lens[i]); /* where one piece ends */
+            key = clf_hash_fnv1a64(key, srcs[i], lens[i]);
         }
         key = hash_device(be, key);
         snprintf(path, sizeof path, "%s/%s-%016llx.clbin", be->cache_dir, cache_name,

@@ -7,6 +7,7 @@
  * string values. Tensor data in a mapping may be unaligned: read it with memcpy (as
  * clf_tensor_to_f32 / clf_tensor_to_i32 do). */
 #include "clformer/tensor.h"
+#include "clformer/fs.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -597,45 +598,27 @@ static void build_header(clf_json_buf *b, const clf_tensor *ts, int n, const cha
         clf_json_buf_puts(b, " ");
 }
 
-static int write_all(int fd, const void *buf, size_t n)
-{
-    const char *p = buf;
-    while (n > 0) {
-        /* large single writes may be cut short; some kernels cap one call near 2 GiB */
-        size_t chunk = n > ((size_t)1 << 30) ? ((size_t)1 << 30) : n;
-        ssize_t w = write(fd, p, chunk);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
+/* What clf_safetensors_write puts in the file: the header's length (8 bytes, little
+ * endian), the header, then each tensor's bytes in order. */
+typedef struct file_parts {
+    const char *header;
+    size_t header_len;
+    const clf_tensor *tensors;
+    int n;
+} file_parts;
 
-/* Makes the rename durable; failure here loses nothing, so it is not reported. */
-static void sync_parent_dir(const char *path)
+static clf_status write_parts(FILE *f, void *ctx)
 {
-    char *dir = strdup(path);
-    if (!dir)
-        return;
-    char *slash = strrchr(dir, '/');
-    const char *d = ".";
-    if (slash) {
-        if (slash == dir)
-            slash[1] = '\0';
-        else
-            *slash = '\0';
-        d = dir;
-    }
-    int fd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
-    free(dir);
+    const file_parts *p = ctx;
+    unsigned char len8[8];
+    for (int i = 0; i < 8; i++)
+        len8[i] = (unsigned char)((uint64_t)p->header_len >> (8 * i));
+    fwrite(len8, 1, 8, f);
+    fwrite(p->header, 1, p->header_len, f);
+    for (int i = 0; i < p->n && !ferror(f); i++)
+        if (p->tensors[i].nbytes)
+            fwrite(p->tensors[i].data, 1, p->tensors[i].nbytes, f);
+    return CLF_OK; /* stdio errors are checked by clf_fs_write_atomic */
 }
 
 clf_status clf_safetensors_write(const char *path, const clf_tensor *tensors, int n,
@@ -657,47 +640,8 @@ clf_status clf_safetensors_write(const char *path, const clf_tensor *tensors, in
         clf_json_buf_free(&hdr);
         return clf_error(CLF_ERR_NOMEM, "%s: out of memory building the header", path);
     }
-    size_t tlen = strlen(path) + 32;
-    char *tmp = malloc(tlen);
-    if (!tmp) {
-        clf_json_buf_free(&hdr);
-        return clf_error(CLF_ERR_NOMEM, "%s: out of memory", path);
-    }
-    snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
-
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (fd < 0) {
-        st = clf_error(CLF_ERR_IO, "%s: cannot create %s: %s", path, tmp, strerror(errno));
-        goto done;
-    }
-    unsigned char len8[8];
-    uint64_t hlen = hdr.len;
-    for (int i = 0; i < 8; i++)
-        len8[i] = (unsigned char)(hlen >> (8 * i));
-    int bad = write_all(fd, len8, 8) || write_all(fd, hdr.data, hdr.len);
-    for (int i = 0; i < n && !bad; i++)
-        bad = write_all(fd, tensors[i].data, tensors[i].nbytes);
-    if (!bad)
-        bad = fsync(fd);
-    int saved = errno;
-    if (close(fd) != 0 && !bad) {
-        bad = 1;
-        saved = errno;
-    }
-    if (bad) {
-        st = clf_error(CLF_ERR_IO, "%s: cannot write %s: %s", path, tmp, strerror(saved));
-        unlink(tmp);
-        goto done;
-    }
-    if (rename(tmp, path) != 0) {
-        st = clf_error(CLF_ERR_IO, "%s: cannot rename %s to it: %s", path, tmp, strerror(errno));
-        unlink(tmp);
-        goto done;
-    }
-    sync_parent_dir(path);
-    st = CLF_OK;
-done:
-    free(tmp);
+    file_parts parts = {hdr.data, hdr.len, tensors, n};
+    st = clf_fs_write_atomic(path, write_parts, &parts);
     clf_json_buf_free(&hdr);
     return st;
 }

@@ -1,5 +1,6 @@
 /* metrics.c - corpus BLEU-4 without smoothing (see clformer/metrics.h). */
 #include "clformer/metrics.h"
+#include "clformer/hash.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -148,12 +149,7 @@ static int split(const char *s, span *t)
 
 static uint64_t fnv1a(const char *s, size_t n)
 {
-    uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a 64-bit offset basis and prime */
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
+    return clf_hash_fnv1a64(CLF_FNV1A64_OFFSET, s, n);
 }
 
 /* ids[i] = the same number for equal tokens t[i] (numbered in order of first appearance),

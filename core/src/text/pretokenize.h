@@ -5,8 +5,8 @@
  * characters that are neither word characters nor white space; white space separates.
  * Word characters: ASCII letters, digits, '_', and the code points >= 0x80 that the library
  * counts as \w (letters, marks, decimal digits, letter numbers, connector punctuation,
- * joiners), from a table generated from the library itself (see pretokenize.c). White
- * space: the Unicode White_Space set.
+ * joiners), from utf8proc's Unicode categories (see pretokenize.c for the Unicode version).
+ * White space: the Unicode White_Space set.
  *
  *     if (clf_utf8_invalid_at(s, n) < n) ... refuse ...
  *     size_t pos = 0, start, len;

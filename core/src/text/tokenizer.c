@@ -2,6 +2,8 @@
  * building, encode/decode, and the tokenizers library's tokenizer.json. The words come from
  * the Whitespace pre-tokenizer in pretokenize.c. */
 #include "clformer/tokenizer.h"
+#include "clformer/fs.h"
+#include "clformer/hash.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,12 +18,7 @@
 
 static uint64_t fnv1a(const char *s, size_t n)
 {
-    uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a 64-bit offset basis and prime */
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
+    return clf_hash_fnv1a64(CLF_FNV1A64_OFFSET, s, n);
 }
 
 /* Smallest power of two >= 2n (load factor <= 1/2), at least 16. */
@@ -808,58 +805,14 @@ static void write_json(const clf_tokenizer *tok, clf_json_buf *b)
     clf_json_buf_puts(b, "\n  }\n}");
 }
 
-static int write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 clf_status clf_tokenizer_save(const clf_tokenizer *tok, const char *path)
 {
-    clf_status st;
     clf_json_buf b;
     clf_json_buf_init(&b);
     write_json(tok, &b);
-    size_t tlen = strlen(path) + 32;
-    char *tmp = malloc(tlen);
-    if (b.failed || !tmp) {
-        st = clf_error(CLF_ERR_NOMEM, "%s: out of memory writing the tokenizer", path);
-        goto done;
-    }
-    snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (fd < 0) {
-        st = clf_error(CLF_ERR_IO, "%s: cannot create %s: %s", path, tmp, strerror(errno));
-        goto done;
-    }
-    int bad = write_all(fd, b.data, b.len) || fsync(fd);
-    int saved = errno;
-    if (close(fd) != 0 && !bad) {
-        bad = 1;
-        saved = errno;
-    }
-    if (bad) {
-        st = clf_error(CLF_ERR_IO, "%s: cannot write %s: %s", path, tmp, strerror(saved));
-        unlink(tmp);
-        goto done;
-    }
-    if (rename(tmp, path) != 0) {
-        st = clf_error(CLF_ERR_IO, "%s: cannot rename %s to it: %s", path, tmp, strerror(errno));
-        unlink(tmp);
-        goto done;
-    }
-    st = CLF_OK;
-done:
-    free(tmp);
+    clf_status st = b.failed
+                        ? clf_error(CLF_ERR_NOMEM, "%s: out of memory writing the tokenizer", path)
+                        : clf_fs_write_atomic_bytes(path, b.data, b.len);
     clf_json_buf_free(&b);
     return st;
 }

@@ -1,0 +1,63 @@
+/* clformer/fs.h - files written whole or not at all, files read whole within a limit, and
+ * lock files.
+ *
+ * Atomic write: the content goes to a temporary file in the same directory
+ * (<path>.tmp.<pid>), which is flushed to disk (fsync), renamed over path and made durable by
+ * an fsync of the directory. A reader, or a machine that loses power, sees the old file or
+ * the new one, never half of one; on any failure the temporary file is removed and the old
+ * file is left as it was.
+ *
+ *     static clf_status put(FILE *f, void *ctx) { fputs(ctx, f); return CLF_OK; }
+ *     st = clf_fs_write_atomic("run/config.yaml", put, text);
+ *
+ * Errors are one line naming the file and the reason (strerror), like every clformer error:
+ * "run/config.yaml: cannot write run/config.yaml.tmp.4242: No space left on device". */
+#ifndef CLFORMER_FS_H
+#define CLFORMER_FS_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "clformer/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Writes the file's content to f (the temporary file, opened "wb"). fn need not check each
+ * stdio call: the stream's error flag and errno are checked after it returns. It returns
+ * CLF_OK, or a status whose message it has recorded (clf_error) to abandon the write. */
+typedef clf_status (*clf_fs_write_fn)(FILE *f, void *ctx);
+
+/* Replaces path with what fn writes, atomically (see above). The new file has mode 0666
+ * less the umask. On failure path is untouched and no temporary file remains: fn's own
+ * status, or CLF_ERR_IO ("cannot create", "cannot write", "cannot rename") naming path, the
+ * temporary file and strerror. */
+clf_status clf_fs_write_atomic(const char *path, clf_fs_write_fn fn, void *ctx);
+
+/* clf_fs_write_atomic of the n bytes at data. */
+clf_status clf_fs_write_atomic_bytes(const char *path, const void *data, size_t n);
+
+/* Reads the whole of path into *data (malloc'd, with a '\0' after the last byte that *len
+ * does not count; free() it). A file of more than max_len bytes is refused with
+ * CLF_ERR_INPUT before anything is allocated for it; a file that cannot be opened or read
+ * gives CLF_ERR_IO naming it and strerror. On failure *data is NULL and *len 0. */
+clf_status clf_fs_read_all(const char *path, size_t max_len, char **data, size_t *len);
+
+/* An exclusive advisory lock held through a lock file (flock: it protects against other
+ * processes and against a second clf_fs_lock in this process; it dies with the process, so
+ * a killed holder leaves no stale lock). */
+typedef struct clf_fs_lock clf_fs_lock;
+
+/* Takes the lock on path, creating the file, without waiting. The file then holds the
+ * holder's process id and host name. When another holder has it: CLF_ERR_IO, naming path
+ * and the holder ("...: locked by process 4242 on host gpu1"). */
+clf_status clf_fs_lock_acquire(const char *path, clf_fs_lock **out);
+
+/* Removes the lock file and releases the lock; NULL is a no-op. */
+void clf_fs_lock_release(clf_fs_lock *lock);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
