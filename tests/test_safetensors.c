@@ -117,6 +117,11 @@ START_TEST(test_json_strings_and_unicode)
 }
 END_TEST
 
+/* Sixteen integers beyond int64, the most one document may hold. */
+#define BIG4                                                                                       \
+    "99999999999999999999, 99999999999999999999, 99999999999999999999, -99999999999999999999, "
+#define BIG16 BIG4 BIG4 BIG4 BIG4
+
 START_TEST(test_json_numbers)
 {
     json_t *r = parse_ok("[0, -0, 123456789012345678, 9223372036854775807, "
@@ -139,6 +144,12 @@ START_TEST(test_json_numbers)
     ck_assert(json_number_value(v[10]) == 0.0); /* underflow to zero is fine */
     ck_assert(!json_is_integer(v[11]) && json_number_value(v[11]) == -1e20);
     ck_assert(json_is_integer(v[12]) && json_integer_value(v[12]) == 7);
+    json_decref(r);
+
+    /* sixteen of them in one document are all read */
+    r = parse_ok("[" BIG16 "0]");
+    ck_assert_uint_eq(json_array_size(r), 17);
+    ck_assert(json_number_value(json_array_get(r, 15)) == -1e20);
     json_decref(r);
 }
 END_TEST
@@ -196,6 +207,9 @@ static const bad_json bad_cases[] = {
     /* offsets count the byte order mark, and not the ".0" read after a big integer */
     {"\xEF\xBB\xBF[1 2]", "at byte 6 (line 1, column 7): expected ',' or ']'"},
     {"[99999999999999999999, 1 2]", "at byte 25 (line 1, column 26): expected ',' or ']'"},
+    /* each integer beyond int64 costs one more parse: the 17th is refused */
+    {"[" BIG16 "99999999999999999999]",
+     "at byte 357 (line 1, column 358): number 99999999999999999999 is out of range"},
     /* the one rule Jansson changed: a key may not hold \u0000 */
     {"{\"a\\u0000b\":1}", "at byte 1 (line 1, column 2): object key \"a\" contains a NUL "
                           "character"},

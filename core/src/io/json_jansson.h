@@ -9,9 +9,10 @@
  *   - a leading UTF-8 byte order mark is skipped (RFC 8259 lets parsers ignore it; Jansson
  *     refuses it);
  *   - nesting deeper than CLF_JSON_MAX_DEPTH levels is refused (Jansson allows 2048);
- *   - an integer outside int64 is read as a real (Jansson refuses it as "too big integer"):
- *     json_is_integer() holds exactly for numbers written without fraction or exponent that
- *     fit int64;
+ *   - an integer outside int64 is read as a real (Jansson refuses it as "too big integer";
+ *     each costs Jansson one more parse, so the 17th in one document is refused as out of
+ *     range): json_is_integer() holds exactly for numbers written without fraction or
+ *     exponent that fit int64;
  *   - a string may hold "\u0000": json_string_length() is its exact length.
  * One rule could not be kept: an object key holding "\u0000" is refused (Jansson's parser
  * does not take it); clformer's parser read it. No file clformer reads needs one.
