@@ -229,6 +229,18 @@ START_TEST(test_json_errors)
 }
 END_TEST
 
+/* A NUL byte, which Jansson 2.14 skips after a number. */
+START_TEST(test_json_nul_byte)
+{
+    json_t *doc = (json_t *)1;
+    ck_assert_int_eq(clf_json_parse("[1, 2\0]", 7, "bad.json", &doc), CLF_ERR_INPUT);
+    ck_assert_ptr_null(doc);
+    ck_assert_msg(strstr(clf_last_error(), "bad.json: invalid JSON at byte 5 (line 1, column 6): "
+                                           "unexpected byte 0x00"),
+                  "%s", clf_last_error());
+}
+END_TEST
+
 START_TEST(test_json_big_object_and_depth)
 {
     /* many keys: lookups work and a late duplicate is found */
@@ -766,6 +778,7 @@ static Suite *suite(void)
     tcase_add_test(json, test_json_numbers);
     tcase_add_loop_test(json, test_json_errors, 0, (int)(sizeof bad_cases / sizeof bad_cases[0]));
     tcase_add_test(json, test_json_big_object_and_depth);
+    tcase_add_test(json, test_json_nul_byte);
     tcase_add_test(json, test_json_writer);
     tcase_add_test(json, test_json_parse_file);
     suite_add_tcase(s, json);

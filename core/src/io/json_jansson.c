@@ -154,10 +154,9 @@ static void split_report(const source *s, const json_error_t *e, jansson_report 
 static clf_status bad_value(const source *s, const jansson_report *r)
 {
     char d[32];
-    if (r->at_eof && r->pos >= s->len)
+    if (r->at_eof)
         return fail_at(s, r->pos, "unexpected end of input, expected a value");
-    size_t start = r->at_eof ? (r->pos ? r->pos - 1 : 0) /* a NUL byte: Jansson names none */
-                             : token_start(s, r->pos, r->near_len, 0);
+    size_t start = token_start(s, r->pos, r->near_len, 0);
     const char *tok = s->text + start;
     size_t n = r->pos - start;
     char last = n ? tok[n - 1] : 0;
@@ -333,6 +332,12 @@ clf_status clf_json_parse(const char *text, size_t len, const char *name, json_t
         s.text += 3;
         s.len -= 3;
     }
+    /* JSON allows a NUL byte nowhere (a string writes it \u0000). Jansson 2.14 loses one
+     * that follows a number, having put it back as its look-ahead byte: "[1, 2<NUL>]" would
+     * read as [1, 2]. */
+    const char *nul = memchr(s.text, '\0', s.len);
+    if (nul)
+        return fail_at(&s, (size_t)(nul - s.text), "unexpected byte 0x00 (NUL)");
     char *copy = NULL;
     clf_status st;
     for (;;) {

@@ -14,6 +14,7 @@
  *     range): json_is_integer() holds exactly for numbers written without fraction or
  *     exponent that fit int64;
  *   - a string may hold "\u0000": json_string_length() is its exact length.
+ *   - a raw NUL byte is refused wherever it is (Jansson 2.14 skips one after a number).
  * One rule could not be kept: an object key holding "\u0000" is refused (Jansson's parser
  * does not take it); clformer's parser read it. No file clformer reads needs one.
  *
