@@ -14,6 +14,7 @@
  *
  * Never a pass/fail: numbers only. */
 #include <getopt.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,23 @@ static clf_status put_line(FILE *f, void *text)
 static clf_status write_json(const char *path, const char *text)
 {
     return clf_fs_write_atomic(path, put_line, (void *)text);
+}
+
+/* Prints the report (built by json_pack_ex; NULL: err says why) on stdout as one line of
+ * JSON and, with --json, writes it to json_path; frees it. Jansson escapes the strings (a
+ * path may hold '"'); reals keep 7 significant digits. */
+static clf_status emit_report(json_t *report, const json_error_t *err, const char *json_path)
+{
+    if (!report)
+        return clf_error(CLF_ERR_INPUT, "bench: cannot make the JSON report: %s", err->text);
+    char *text = json_dumps(report, JSON_REAL_PRECISION(7));
+    json_decref(report);
+    if (!text)
+        return clf_error(CLF_ERR_NOMEM, "bench: out of memory writing the JSON report");
+    printf("%s\n", text);
+    clf_status st = json_path ? write_json(json_path, text) : CLF_OK;
+    free(text);
+    return st;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -138,17 +156,18 @@ static int bench_forward(const char *cfg_path, const char *w_path, const char *j
         api->describe(be, desc, sizeof desc);
     const char *coretype = getenv("OPENBLAS_CORETYPE");
 
-    char json[2048];
-    snprintf(json, sizeof json,
-             "{\"config\": \"%s\", \"backend\": \"%s\", \"device\": \"%s\", "
-             "\"openblas_coretype_env\": \"%s\", \"batch\": %d, \"src_len\": %d, \"tgt_len\": "
-             "%d, \"iters\": %d, \"seconds_per_forward\": %.6f, \"tokens_per_s\": %.1f, "
-             "\"gflops\": %.2f, \"sgemm_gflops_same_shapes\": %.2f, \"ratio_to_sgemm\": %.3f, "
-             "\"gemm_seconds\": %.6f, \"model_setup_s\": %.3f, \"first_forward_s\": %.3f, "
-             "\"weight_bytes\": %zu, \"activation_bytes\": %zu, \"peak_rss_bytes\": %ld}",
-             cfg_path, api->name, desc, coretype ? coretype : "", B, S, T, o->iters, t,
-             (double)B * (S + T) / t, gflops, sgemm_gflops, gflops / sgemm_gflops, tg, setup,
-             first_call, mem.weight_bytes, mem.arena_bytes, ru.ru_maxrss * 1024L);
+    json_error_t jerr;
+    json_t *report = json_pack_ex(
+        &jerr, 0,
+        "{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, "
+        "s:I, s:I}",
+        "config", cfg_path, "backend", api->name, "device", desc, "openblas_coretype_env",
+        coretype ? coretype : "", "batch", B, "src_len", S, "tgt_len", T, "iters", o->iters,
+        "seconds_per_forward", t, "tokens_per_s", (double)B * (S + T) / t, "gflops", gflops,
+        "sgemm_gflops_same_shapes", sgemm_gflops, "ratio_to_sgemm", gflops / sgemm_gflops,
+        "gemm_seconds", tg, "model_setup_s", setup, "first_forward_s", first_call, "weight_bytes",
+        (json_int_t)mem.weight_bytes, "activation_bytes", (json_int_t)mem.arena_bytes,
+        "peak_rss_bytes", (json_int_t)ru.ru_maxrss * 1024);
     fprintf(stderr,
             "%s on %s (%s)\n  batch %d, src %d, tgt %d: %.2f ms/forward, %.0f tokens/s, %.1f "
             "GFLOP/s\n  backend SGEMM at the same shapes: %.1f GFLOP/s -> ratio %.2f\n"
@@ -156,9 +175,7 @@ static int bench_forward(const char *cfg_path, const char *w_path, const char *j
             cfg_path, api->name, desc, B, S, T, t * 1e3, (double)B * (S + T) / t, gflops,
             sgemm_gflops, gflops / sgemm_gflops, mem.weight_bytes / 1048576.0,
             mem.arena_bytes / 1048576.0);
-    printf("%s\n", json);
-    if (json_path)
-        st = write_json(json_path, json);
+    st = emit_report(report, &jerr, json_path);
 fail:
     clf_model_free(model);
     if (be)
@@ -526,8 +543,8 @@ static int cmp_stat_desc(const void *a, const void *b)
     return (x < y) - (x > y);
 }
 
-/* The per-op table on stderr and as a JSON array appended to json (at most cap bytes). */
-static void report_profile(double step_s, int steps, char *json, size_t cap)
+/* The per-op table on stderr and as members of report (NULL: stderr only). */
+static void report_profile(double step_s, int steps, json_t *report)
 {
     int order[P_COUNT];
     double ops_s = 0;
@@ -540,12 +557,7 @@ static void report_profile(double step_s, int steps, char *json, size_t cap)
             steps, step_s * 1e3);
     fprintf(stderr, "    %-28s %10s %10s %7s %9s\n", "op", "calls/step", "ms/step", "share",
             "GFLOP/s");
-    size_t len = strlen(json);
-    len += (size_t)snprintf(json + len, cap - len,
-                            ", \"profile_steps\": %d, \"profile_ms_per_step\": %.3f, "
-                            "\"profile\": [",
-                            steps, step_s * 1e3);
-    int first = 1;
+    json_t *ops = json_array();
     for (int i = 0; i < P_COUNT; i++) {
         const prof_stat *s = &W.stat[order[i]];
         if (!s->calls)
@@ -557,19 +569,17 @@ static void report_profile(double step_s, int steps, char *json, size_t cap)
         if (gf > 0)
             fprintf(stderr, " %9.1f", gf);
         fputc('\n', stderr);
-        if (len < cap)
-            len += (size_t)snprintf(json + len, cap - len,
-                                    "%s{\"op\": \"%s\", \"calls_per_step\": %.1f, "
-                                    "\"ms_per_step\": %.3f, \"share\": %.4f, \"gflops\": %.2f}",
-                                    first ? "" : ", ", prof_name[order[i]],
-                                    (double)s->calls / steps, ms, share, gf);
-        first = 0;
+        json_array_append_new(ops, json_pack("{s:s, s:f, s:f, s:f, s:f}", "op", prof_name[order[i]],
+                                             "calls_per_step", (double)s->calls / steps,
+                                             "ms_per_step", ms, "share", share, "gflops", gf));
     }
     double other = step_s - ops_s / steps;
     fprintf(stderr, "    %-28s %10s %10.2f %6.1f%%\n", "(outside the ops: host work)", "",
             other * 1e3, 100 * other / step_s);
-    if (len < cap)
-        snprintf(json + len, cap - len, "], \"profile_host_ms_per_step\": %.3f", other * 1e3);
+    json_object_set_new(report, "profile_steps", json_integer(steps));
+    json_object_set_new(report, "profile_ms_per_step", json_real(step_s * 1e3));
+    json_object_set_new(report, "profile", ops);
+    json_object_set_new(report, "profile_host_ms_per_step", json_real(other * 1e3));
 }
 
 static int bench_train(const char *cfg_path, const char *w_path, const char *json_path,
@@ -584,8 +594,6 @@ static int bench_train(const char *cfg_path, const char *w_path, const char *jso
     clf_trainer *tr = NULL;
     int32_t *ids = NULL;
     clf_train_batch *mb = NULL;
-    char *json = NULL;
-    const size_t json_cap = 8192;
     double *times = calloc((size_t)o->iters, sizeof(double));
     if (!times) {
         st = clf_error(CLF_ERR_NOMEM, "bench: out of host memory");
@@ -620,8 +628,7 @@ static int bench_train(const char *cfg_path, const char *w_path, const char *jso
     const size_t per = (size_t)B * (S + 2 * T);
     ids = malloc((size_t)A * per * sizeof(int32_t));
     mb = calloc((size_t)A, sizeof *mb);
-    json = malloc(json_cap);
-    if (!ids || !mb || !json) {
+    if (!ids || !mb) {
         st = clf_error(CLF_ERR_NOMEM, "bench: out of host memory");
         goto fail;
     }
@@ -685,21 +692,22 @@ static int bench_train(const char *cfg_path, const char *w_path, const char *jso
         real->describe(be, desc, sizeof desc);
     const char *coretype = getenv("OPENBLAS_CORETYPE");
 
-    snprintf(json, json_cap,
-             "{\"mode\": \"train\", \"framework\": \"clformer\", \"config\": \"%s\", "
-             "\"backend\": \"%s\", \"device\": \"%s\", \"openblas_coretype_env\": \"%s\", "
-             "\"batch\": %d, \"src_len\": %d, \"tgt_len\": %d, \"accumulate\": %d, "
-             "\"padding\": \"none\", \"iters\": %d, \"warmup\": %d, \"dropout\": %g, "
-             "\"optimizer\": \"%s\", \"lr\": %g, \"label_smoothing\": %g, "
-             "\"seconds_per_step\": %.6f, \"seconds_min\": %.6f, \"tgt_tokens_per_s\": %.1f, "
-             "\"tokens_per_s\": %.1f, \"gflop_per_step\": %.3f, \"gflops\": %.2f, "
-             "\"flops_convention\": \"3 x forward (GEMMs + attention products)\", "
-             "\"first_step_s\": %.3f, \"loss_first\": %.4f, \"loss_last\": %.4f, "
-             "\"weight_bytes\": %zu, \"peak_device_bytes\": %zu, \"peak_rss_bytes\": %ld",
-             cfg_path, real->name, desc, coretype ? coretype : "", B, S, T, A, o->iters, o->warmup,
-             mc->dropout, clf_optimizer_name(tc->optimizer), tc->lr, tc->label_smoothing, t, t_min,
-             tgt_tokens / t, all_tokens / t, flops * 1e-9, gflops, first_step, loss_first,
-             loss_last, mem.weight_bytes, W.peak_bytes, ru.ru_maxrss * 1024L);
+    json_error_t jerr;
+    json_t *report = json_pack_ex(
+        &jerr, 0,
+        "{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:s, s:i, s:i, s:f, s:s, s:f, s:f, "
+        "s:f, s:f, s:f, s:f, s:f, s:f, s:s, s:f, s:f, s:f, s:I, s:I, s:I}",
+        "mode", "train", "framework", "clformer", "config", cfg_path, "backend", real->name,
+        "device", desc, "openblas_coretype_env", coretype ? coretype : "", "batch", B, "src_len", S,
+        "tgt_len", T, "accumulate", A, "padding", "none", "iters", o->iters, "warmup", o->warmup,
+        "dropout", (double)mc->dropout, "optimizer", clf_optimizer_name(tc->optimizer), "lr",
+        (double)tc->lr, "label_smoothing", (double)tc->label_smoothing, "seconds_per_step", t,
+        "seconds_min", t_min, "tgt_tokens_per_s", tgt_tokens / t, "tokens_per_s", all_tokens / t,
+        "gflop_per_step", flops * 1e-9, "gflops", gflops, "flops_convention",
+        "3 x forward (GEMMs + attention products)", "first_step_s", first_step, "loss_first",
+        loss_first, "loss_last", loss_last, "weight_bytes", (json_int_t)mem.weight_bytes,
+        "peak_device_bytes", (json_int_t)W.peak_bytes, "peak_rss_bytes",
+        (json_int_t)ru.ru_maxrss * 1024);
     fprintf(stderr,
             "%s on %s (%s), training\n  accumulate %d x batch %d, src %d, tgt %d, dropout %g, %s "
             "lr %g: "
@@ -711,12 +719,8 @@ static int bench_train(const char *cfg_path, const char *w_path, const char *jso
             first_step, W.peak_bytes / 1048576.0, mem.weight_bytes / 1048576.0,
             ru.ru_maxrss / 1024.0);
     if (o->profile)
-        report_profile(prof_step, o->iters, json, json_cap - 2);
-    size_t len = strlen(json);
-    snprintf(json + len, json_cap - len, "}");
-    printf("%s\n", json);
-    if (json_path)
-        st = write_json(json_path, json);
+        report_profile(prof_step, o->iters, report);
+    st = emit_report(report, &jerr, json_path);
 fail:
     clf_trainer_free(tr);
     clf_model_free(model);
@@ -725,7 +729,6 @@ fail:
     clf_weights_free(w);
     free(ids);
     free(mb);
-    free(json);
     free(times);
     free(W.bufs);
     W.bufs = NULL;

@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "io/json.h"
+#include "io/json_jansson.h"
 
 /* The writer pads the header so that the data section starts 8-byte aligned. */
 #define HEADER_ALIGN 8
@@ -91,10 +91,10 @@ struct clf_safetensors {
     char *path;
     void *map;
     size_t map_size;
-    clf_json_doc *header;
+    json_t *header;
     int count;
     clf_tensor *tensors;
-    const clf_json *meta; /* the __metadata__ object, or NULL */
+    json_t *meta; /* the __metadata__ object, or NULL */
 };
 
 static int dtype_from_name(const char *s, clf_dtype *out)
@@ -108,68 +108,68 @@ static int dtype_from_name(const char *s, clf_dtype *out)
 }
 
 /* Reads a non-negative JSON integer. */
-static int json_uint(const clf_json *v, int64_t *out)
+static int json_uint(const json_t *v, int64_t *out)
 {
-    if (!v || v->type != CLF_JSON_NUMBER || !v->is_int || v->ival < 0)
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
         return 0;
-    *out = v->ival;
+    *out = json_integer_value(v);
     return 1;
 }
 
 /* Checks one header entry and fills t (data still relative: begin in t->data's place). */
-static clf_status parse_entry(const char *path, const char *name, size_t name_len,
-                              const clf_json *v, uint64_t data_size, clf_tensor *t,
-                              uint64_t *begin_out)
+static clf_status parse_entry(const char *path, const char *name, size_t name_len, json_t *v,
+                              uint64_t data_size, clf_tensor *t, uint64_t *begin_out)
 {
-    if (name_len != strlen(name))
-        return clf_error(CLF_ERR_INPUT, "%s: a tensor name contains a NUL character", path);
+    /* A name cannot hold a NUL: the JSON reader refuses such keys. */
     if (name_len >= CLF_TENSOR_NAME_MAX)
         return clf_error(CLF_ERR_INPUT, "%s: tensor name '%.64s...' is longer than %d bytes", path,
                          name, CLF_TENSOR_NAME_MAX - 1);
     memcpy(t->name, name, name_len + 1);
-    if (v->type != CLF_JSON_OBJECT)
+    if (!json_is_object(v))
         return clf_error(CLF_ERR_INPUT,
                          "%s: tensor '%s': header entry must be an object with dtype, shape "
                          "and data_offsets, not %s",
-                         path, name, clf_json_type_name(v->type));
-    for (size_t i = 0; i < v->count; i++)
-        if (strcmp(v->keys[i], "dtype") != 0 && strcmp(v->keys[i], "shape") != 0 &&
-            strcmp(v->keys[i], "data_offsets") != 0)
+                         path, name, clf_json_type_name(v));
+    for (void *it = json_object_iter(v); it; it = json_object_iter_next(v, it)) {
+        const char *key = json_object_iter_key(it);
+        if (strcmp(key, "dtype") != 0 && strcmp(key, "shape") != 0 &&
+            strcmp(key, "data_offsets") != 0)
             return clf_error(CLF_ERR_INPUT,
                              "%s: tensor '%s': unknown header field '%s' (expected dtype, "
                              "shape, data_offsets)",
-                             path, name, v->keys[i]);
-    const clf_json *dt = clf_json_get(v, "dtype");
-    const clf_json *shape = clf_json_get(v, "shape");
-    const clf_json *offs = clf_json_get(v, "data_offsets");
+                             path, name, key);
+    }
+    const json_t *dt = json_object_get(v, "dtype");
+    const json_t *shape = json_object_get(v, "shape");
+    const json_t *offs = json_object_get(v, "data_offsets");
     if (!dt || !shape || !offs)
         return clf_error(CLF_ERR_INPUT, "%s: tensor '%s': header entry lacks '%s'", path, name,
                          !dt      ? "dtype"
                          : !shape ? "shape"
                                   : "data_offsets");
-    if (dt->type != CLF_JSON_STRING)
+    if (!json_is_string(dt))
         return clf_error(CLF_ERR_INPUT, "%s: tensor '%s': dtype must be a string, not %s", path,
-                         name, clf_json_type_name(dt->type));
-    if (!dtype_from_name(dt->str, &t->dtype))
+                         name, clf_json_type_name(dt));
+    if (!dtype_from_name(json_string_value(dt), &t->dtype))
         return clf_error(CLF_ERR_INPUT,
                          "%s: tensor '%s' has dtype '%.32s', which clformer does not read "
                          "(F32, F16, BF16, I32, I64, U8)",
-                         path, name, dt->str);
-    if (shape->type != CLF_JSON_ARRAY)
+                         path, name, json_string_value(dt));
+    if (!json_is_array(shape))
         return clf_error(CLF_ERR_INPUT, "%s: tensor '%s': shape must be an array, not %s", path,
-                         name, clf_json_type_name(shape->type));
-    if (shape->count > CLF_MAX_DIMS)
+                         name, clf_json_type_name(shape));
+    if (json_array_size(shape) > CLF_MAX_DIMS)
         return clf_error(CLF_ERR_INPUT, "%s: tensor '%s' has %zu dimensions, at most %d allowed",
-                         path, name, shape->count, CLF_MAX_DIMS);
-    t->ndim = (int)shape->count;
+                         path, name, json_array_size(shape), CLF_MAX_DIMS);
+    t->ndim = (int)json_array_size(shape);
     for (int i = 0; i < t->ndim; i++)
-        if (!json_uint(&shape->items[i], &t->shape[i]))
+        if (!json_uint(json_array_get(shape, (size_t)i), &t->shape[i]))
             return clf_error(CLF_ERR_INPUT,
                              "%s: tensor '%s': shape entry %d is not a non-negative integer", path,
                              name, i);
     int64_t begin, end;
-    if (offs->type != CLF_JSON_ARRAY || offs->count != 2 || !json_uint(&offs->items[0], &begin) ||
-        !json_uint(&offs->items[1], &end))
+    if (!json_is_array(offs) || json_array_size(offs) != 2 ||
+        !json_uint(json_array_get(offs, 0), &begin) || !json_uint(json_array_get(offs, 1), &end))
         return clf_error(CLF_ERR_INPUT,
                          "%s: tensor '%s': data_offsets must be [begin, end], two non-negative "
                          "integers",
@@ -200,15 +200,17 @@ static clf_status parse_entry(const char *path, const char *name, size_t name_le
     return CLF_OK;
 }
 
-static clf_status check_metadata(const char *path, const clf_json *meta)
+static clf_status check_metadata(const char *path, json_t *meta)
 {
-    if (meta->type != CLF_JSON_OBJECT)
+    if (!json_is_object(meta))
         return clf_error(CLF_ERR_INPUT, "%s: __metadata__ must be an object of strings, not %s",
-                         path, clf_json_type_name(meta->type));
-    for (size_t i = 0; i < meta->count; i++)
-        if (meta->items[i].type != CLF_JSON_STRING)
+                         path, clf_json_type_name(meta));
+    for (void *it = json_object_iter(meta); it; it = json_object_iter_next(meta, it)) {
+        const json_t *v = json_object_iter_value(it);
+        if (!json_is_string(v))
             return clf_error(CLF_ERR_INPUT, "%s: __metadata__ entry '%s' must be a string, not %s",
-                             path, meta->keys[i], clf_json_type_name(meta->items[i].type));
+                             path, json_object_iter_key(it), clf_json_type_name(v));
+    }
     return CLF_OK;
 }
 
@@ -257,14 +259,11 @@ static clf_status parse_header(clf_safetensors *f, const unsigned char *hdr, uin
     free(name);
     if (st != CLF_OK)
         return st;
-    const clf_json *root = clf_json_root(f->header);
-    if (root->type != CLF_JSON_OBJECT)
+    json_t *root = f->header;
+    if (!json_is_object(root))
         return clf_error(CLF_ERR_INPUT, "%s: the header must be a JSON object, not %s", f->path,
-                         clf_json_type_name(root->type));
-    int n = 0;
-    for (size_t i = 0; i < root->count; i++)
-        if (strcmp(root->keys[i], "__metadata__") != 0)
-            n++;
+                         clf_json_type_name(root));
+    int n = (int)json_object_size(root) - (json_object_get(root, "__metadata__") != NULL);
     f->tensors = calloc(n ? (size_t)n : 1, sizeof *f->tensors);
     span *spans = calloc(n ? (size_t)n : 1, sizeof *spans);
     if (!f->tensors || !spans) {
@@ -272,17 +271,19 @@ static clf_status parse_header(clf_safetensors *f, const unsigned char *hdr, uin
         return clf_error(CLF_ERR_NOMEM, "%s: out of memory reading the header", f->path);
     }
     const unsigned char *data = hdr + hlen;
-    for (size_t i = 0; i < root->count; i++) {
-        if (strcmp(root->keys[i], "__metadata__") == 0) {
-            f->meta = &root->items[i];
+    for (void *it = json_object_iter(root); it; it = json_object_iter_next(root, it)) {
+        const char *key = json_object_iter_key(it);
+        json_t *v = json_object_iter_value(it);
+        if (strcmp(key, "__metadata__") == 0) {
+            f->meta = v;
             if ((st = check_metadata(f->path, f->meta)) != CLF_OK)
                 goto done;
             continue;
         }
         clf_tensor *t = &f->tensors[f->count];
         uint64_t begin = 0;
-        if ((st = parse_entry(f->path, root->keys[i], root->key_lens[i], &root->items[i], data_size,
-                              t, &begin)) != CLF_OK)
+        if ((st = parse_entry(f->path, key, json_object_iter_key_len(it), v, data_size, t,
+                              &begin)) != CLF_OK)
             goto done;
         t->data = (void *)(data + begin);
         spans[f->count] = (span){begin, begin + t->nbytes, f->count};
@@ -367,7 +368,7 @@ void clf_safetensors_close(clf_safetensors *f)
         return;
     if (f->map)
         munmap(f->map, f->map_size);
-    clf_json_free(f->header);
+    json_decref(f->header);
     free(f->tensors);
     free(f->path);
     free(f);
@@ -395,8 +396,7 @@ const clf_tensor *clf_safetensors_find(const clf_safetensors *f, const char *nam
 
 const char *clf_safetensors_meta(const clf_safetensors *f, const char *key)
 {
-    const clf_json *v = clf_json_get(f->meta, key);
-    return v ? v->str : NULL;
+    return json_string_value(json_object_get(f->meta, key));
 }
 
 const char *clf_safetensors_path(const clf_safetensors *f)
@@ -563,39 +563,88 @@ static clf_status check_tensors(const char *path, const clf_tensor *ts, int n)
     return CLF_OK;
 }
 
-/* The JSON header, padded with spaces so that 8 + length is a multiple of HEADER_ALIGN. */
-static void build_header(clf_json_buf *b, const clf_tensor *ts, int n, const char *const *meta,
-                         int n_meta)
+/* The JSON header, padded with spaces so that 8 + len is a multiple of HEADER_ALIGN. */
+typedef struct header_text {
+    char *data; /* malloc'd */
+    size_t len;
+} header_text;
+
+/* Adds key: value to obj (value NULL: it could not be made). Refuses a key given twice,
+ * which Jansson would silently replace, and text that is not UTF-8, which Jansson refuses. */
+static clf_status put_member(const char *path, const char *what, json_t *obj, const char *key,
+                             json_t *value)
 {
-    clf_json_buf_puts(b, "{");
-    if (n_meta > 0) {
-        clf_json_buf_puts(b, "\"__metadata__\":{");
-        for (int i = 0; i < n_meta; i++) {
-            const char *k = meta[2 * i], *v = meta[2 * i + 1] ? meta[2 * i + 1] : "";
-            if (i)
-                clf_json_buf_puts(b, ",");
-            clf_json_buf_string(b, k, strlen(k));
-            clf_json_buf_puts(b, ":");
-            clf_json_buf_string(b, v, strlen(v));
-        }
-        clf_json_buf_puts(b, "}");
+    if (json_object_get(obj, key)) {
+        json_decref(value);
+        return clf_error(CLF_ERR_INPUT, "%s: %s '%s' is given twice", path, what, key);
     }
+    if (!value || json_object_set_new(obj, key, value) != 0) /* set_new frees value */
+        return clf_error(CLF_ERR_INPUT,
+                         "%s: %s '%.64s': it or its value is not valid UTF-8 (or memory ran out)",
+                         path, what, key);
+    return CLF_OK;
+}
+
+static json_t *tensor_entry(const clf_tensor *t, uint64_t off)
+{
+    json_t *shape = json_array();
+    for (int d = 0; d < t->ndim; d++)
+        json_array_append_new(shape, json_integer(t->shape[d]));
+    json_t *offsets = json_array();
+    json_array_append_new(offsets, json_integer((json_int_t)off));
+    json_array_append_new(offsets, json_integer((json_int_t)(off + t->nbytes)));
+    json_t *e = json_object();
+    int bad = !shape || !offsets || !e || json_array_size(shape) != (size_t)t->ndim ||
+              json_array_size(offsets) != 2;
+    bad |= json_object_set_new(e, "dtype", json_string(clf_dtype_name(t->dtype)));
+    bad |= json_object_set_new(e, "shape", shape);
+    bad |= json_object_set_new(e, "data_offsets", offsets);
+    if (bad) {
+        json_decref(e);
+        return NULL;
+    }
+    return e;
+}
+
+static clf_status build_header(const char *path, const clf_tensor *ts, int n,
+                               const char *const *meta, int n_meta, header_text *out)
+{
+    clf_status st = CLF_OK;
+    json_t *root = json_object(), *m = n_meta > 0 ? json_object() : NULL;
+    if (!root || (n_meta > 0 && !m)) {
+        json_decref(m);
+        st = clf_error(CLF_ERR_NOMEM, "%s: out of memory building the header", path);
+        goto done;
+    }
+    for (int i = 0; i < n_meta && st == CLF_OK; i++)
+        st = put_member(path, "metadata key", m, meta[2 * i],
+                        json_string(meta[2 * i + 1] ? meta[2 * i + 1] : ""));
+    if (m && st == CLF_OK)
+        st = put_member(path, "metadata", root, "__metadata__", json_incref(m));
+    json_decref(m);
     uint64_t off = 0;
-    for (int i = 0; i < n; i++) {
-        const clf_tensor *t = &ts[i];
-        if (i || n_meta > 0)
-            clf_json_buf_puts(b, ",");
-        clf_json_buf_string(b, t->name, strlen(t->name));
-        clf_json_buf_printf(b, ":{\"dtype\":\"%s\",\"shape\":[", clf_dtype_name(t->dtype));
-        for (int d = 0; d < t->ndim; d++)
-            clf_json_buf_printf(b, "%s%lld", d ? "," : "", (long long)t->shape[d]);
-        clf_json_buf_printf(b, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
-                            (unsigned long long)(off + t->nbytes));
-        off += t->nbytes;
+    for (int i = 0; i < n && st == CLF_OK; i++) {
+        st = put_member(path, "tensor name", root, ts[i].name, tensor_entry(&ts[i], off));
+        off += ts[i].nbytes;
     }
-    clf_json_buf_puts(b, "}");
-    while (!b->failed && b->len % HEADER_ALIGN != 0)
-        clf_json_buf_puts(b, " ");
+    if (st != CLF_OK)
+        goto done;
+    char *text = json_dumps(root, JSON_COMPACT);
+    size_t len = text ? strlen(text) : 0;
+    size_t padded = (len + 8 + HEADER_ALIGN - 1) / HEADER_ALIGN * HEADER_ALIGN - 8;
+    char *grown = text ? realloc(text, padded + 1) : NULL;
+    if (!grown) {
+        free(text);
+        st = clf_error(CLF_ERR_NOMEM, "%s: out of memory building the header", path);
+        goto done;
+    }
+    memset(grown + len, ' ', padded - len);
+    grown[padded] = '\0';
+    out->data = grown;
+    out->len = padded;
+done:
+    json_decref(root);
+    return st;
 }
 
 /* What clf_safetensors_write puts in the file: the header's length (8 bytes, little
@@ -633,15 +682,11 @@ clf_status clf_safetensors_write(const char *path, const clf_tensor *tensors, in
     if ((st = check_tensors(path, tensors, n)) != CLF_OK)
         return st;
 
-    clf_json_buf hdr;
-    clf_json_buf_init(&hdr);
-    build_header(&hdr, tensors, n, meta, n_meta);
-    if (hdr.failed) {
-        clf_json_buf_free(&hdr);
-        return clf_error(CLF_ERR_NOMEM, "%s: out of memory building the header", path);
-    }
+    header_text hdr = {0};
+    if ((st = build_header(path, tensors, n, meta, n_meta, &hdr)) != CLF_OK)
+        return st;
     file_parts parts = {hdr.data, hdr.len, tensors, n};
     st = clf_fs_write_atomic(path, write_parts, &parts);
-    clf_json_buf_free(&hdr);
+    free(hdr.data);
     return st;
 }

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "io/json.h"
+#include "io/json_jansson.h"
 #include "text/pretokenize.h"
 
 static uint64_t fnv1a(const char *s, size_t n)
@@ -575,58 +575,58 @@ clf_status clf_tokenizer_decode(const clf_tokenizer *tok, const int32_t *ids, in
 /* ---- tokenizer.json ---- */
 
 /* "null" or the "type" of a component object, for messages. */
-static const char *component_type(const clf_json *v)
+static const char *component_type(const json_t *v)
 {
-    if (!v || v->type == CLF_JSON_NULL)
+    if (!v || json_is_null(v))
         return "null";
-    const clf_json *t = clf_json_get(v, "type");
-    return (t && t->type == CLF_JSON_STRING) ? t->str : clf_json_type_name(v->type);
+    const json_t *t = json_object_get(v, "type");
+    return json_is_string(t) ? json_string_value(t) : clf_json_type_name(v);
 }
 
 /* A component that clformer does not implement must be absent or null. */
-static clf_status check_absent(const char *path, const clf_json *root, const char *key,
+static clf_status check_absent(const char *path, const json_t *root, const char *key,
                                const char *why)
 {
-    const clf_json *v = clf_json_get(root, key);
-    if (v && v->type != CLF_JSON_NULL)
+    const json_t *v = json_object_get(root, key);
+    if (v && !json_is_null(v))
         return clf_error(CLF_ERR_INPUT, "%s: %s '%s' is not supported (%s)", path, key,
                          component_type(v), why);
     return CLF_OK;
 }
 
-static clf_status check_header(const char *path, const clf_json *root)
+static clf_status check_header(const char *path, const json_t *root)
 {
     clf_status st;
-    if (root->type != CLF_JSON_OBJECT)
+    if (!json_is_object(root))
         return clf_error(CLF_ERR_INPUT, "%s: not a tokenizer file: the top level is %s %s", path,
-                         root->type == CLF_JSON_ARRAY ? "an" : "a", clf_json_type_name(root->type));
-    const clf_json *v = clf_json_get(root, "version");
-    if (v && (v->type != CLF_JSON_STRING || strcmp(v->str, "1.0") != 0))
+                         json_is_array(root) ? "an" : "a", clf_json_type_name(root));
+    const json_t *v = json_object_get(root, "version");
+    if (v && (!json_is_string(v) || strcmp(json_string_value(v), "1.0") != 0))
         return clf_error(CLF_ERR_INPUT,
                          "%s: unknown tokenizer file version %s%s%s (expected "
                          "\"1.0\")",
-                         path, v->type == CLF_JSON_STRING ? "'" : "",
-                         v->type == CLF_JSON_STRING ? v->str : clf_json_type_name(v->type),
-                         v->type == CLF_JSON_STRING ? "'" : "");
-    const clf_json *model = clf_json_get(root, "model");
-    if (!model || model->type != CLF_JSON_OBJECT)
+                         path, json_is_string(v) ? "'" : "",
+                         json_is_string(v) ? json_string_value(v) : clf_json_type_name(v),
+                         json_is_string(v) ? "'" : "");
+    const json_t *model = json_object_get(root, "model");
+    if (!json_is_object(model))
         return clf_error(CLF_ERR_INPUT, "%s: not a tokenizer file: no \"model\" object", path);
-    const clf_json *type = clf_json_get(model, "type");
-    if (!type || type->type != CLF_JSON_STRING)
+    const json_t *type = json_object_get(model, "type");
+    if (!json_is_string(type))
         return clf_error(CLF_ERR_INPUT,
                          "%s: the model has no \"type\"; clformer reads WordLevel tokenizers "
                          "only",
                          path);
-    if (strcmp(type->str, "WordLevel") != 0)
+    if (strcmp(json_string_value(type), "WordLevel") != 0)
         return clf_error(CLF_ERR_INPUT,
                          "%s: the model type is '%s'; clformer reads WordLevel tokenizers only",
-                         path, type->str);
+                         path, json_string_value(type));
     if ((st = check_absent(path, root, "normalizer", "clformer applies no normalizer")) ||
         (st = check_absent(path, root, "post_processor",
                            "clformer adds [SOS]/[EOS] itself, not through the tokenizer")) ||
         (st = check_absent(path, root, "decoder", "clformer joins words with spaces")))
         return st;
-    const clf_json *pre = clf_json_get(root, "pre_tokenizer");
+    const json_t *pre = json_object_get(root, "pre_tokenizer");
     if (strcmp(component_type(pre), "Whitespace") != 0)
         return clf_error(CLF_ERR_INPUT,
                          "%s: pre_tokenizer '%s' is not supported (clformer implements "
@@ -637,67 +637,66 @@ static clf_status check_header(const char *path, const clf_json *root)
 
 /* Puts every word of model.vocab at its id in w/wl; ids must be < total (else some id
  * below them is missing) and unique. */
-static clf_status read_vocab(const char *path, const clf_json *vocab, size_t total, const char **w,
+static clf_status read_vocab(const char *path, json_t *vocab, size_t total, const char **w,
                              size_t *wl)
 {
-    for (size_t i = 0; i < vocab->count; i++) {
-        const clf_json *v = &vocab->items[i];
-        const char *word = vocab->keys[i];
-        if (v->type != CLF_JSON_NUMBER || !v->is_int || v->ival < 0)
+    for (void *it = json_object_iter(vocab); it; it = json_object_iter_next(vocab, it)) {
+        const json_t *v = json_object_iter_value(it);
+        const char *word = json_object_iter_key(it);
+        json_int_t id = json_integer_value(v);
+        if (!json_is_integer(v) || id < 0)
             return clf_error(CLF_ERR_INPUT,
                              "%s: model.vocab: the id of '%s' is not a non-negative integer", path,
                              word);
-        if ((uint64_t)v->ival >= total)
+        if ((uint64_t)id >= total)
             return clf_error(CLF_ERR_INPUT,
                              "%s: model.vocab: '%s' has id %lld, beyond the %zu entries of the "
                              "file: ids must run 0..n-1 without gaps",
-                             path, word, (long long)v->ival, total);
-        if (w[v->ival])
+                             path, word, (long long)id, total);
+        if (w[id])
             return clf_error(CLF_ERR_INPUT, "%s: model.vocab: '%s' and '%s' both have id %lld",
-                             path, w[v->ival], word, (long long)v->ival);
-        w[v->ival] = word;
-        wl[v->ival] = vocab->key_lens[i];
+                             path, w[id], word, (long long)id);
+        w[id] = word;
+        wl[id] = json_object_iter_key_len(it);
     }
     return CLF_OK;
 }
 
-static int get_flag(const clf_json *obj, const char *key)
+static int get_flag(const json_t *obj, const char *key)
 {
-    const clf_json *v = clf_json_get(obj, key);
-    return v && v->type == CLF_JSON_BOOL && v->boolean;
+    return json_is_true(json_object_get(obj, key));
 }
 
 clf_status clf_tokenizer_load(const char *path, clf_tokenizer **out)
 {
     clf_status st;
     *out = NULL;
-    clf_json_doc *doc = NULL;
+    json_t *root = NULL;
     const char **w = NULL;
     size_t *wl = NULL;
     unsigned char *fl = NULL;
-    if ((st = clf_json_parse_file(path, &doc)) != CLF_OK)
+    if ((st = clf_json_parse_file(path, &root)) != CLF_OK)
         return st;
-    const clf_json *root = clf_json_root(doc);
     if ((st = check_header(path, root)) != CLF_OK)
         goto done;
-    const clf_json *model = clf_json_get(root, "model");
-    const clf_json *vocab = clf_json_get(model, "vocab");
-    const clf_json *unk = clf_json_get(model, "unk_token");
-    const clf_json *added = clf_json_get(root, "added_tokens");
-    if (!vocab || vocab->type != CLF_JSON_OBJECT) {
+    json_t *model = json_object_get(root, "model");
+    json_t *vocab = json_object_get(model, "vocab");
+    const json_t *unk = json_object_get(model, "unk_token");
+    const json_t *added = json_object_get(root, "added_tokens");
+    if (!json_is_object(vocab)) {
         st = clf_error(CLF_ERR_INPUT, "%s: model.vocab is missing or not an object", path);
         goto done;
     }
-    if (!unk || unk->type != CLF_JSON_STRING) {
+    if (!json_is_string(unk)) {
         st = clf_error(CLF_ERR_INPUT, "%s: model.unk_token is missing or not a string", path);
         goto done;
     }
-    if (added && added->type != CLF_JSON_NULL && added->type != CLF_JSON_ARRAY) {
+    if (added && !json_is_null(added) && !json_is_array(added)) {
         st = clf_error(CLF_ERR_INPUT, "%s: added_tokens is not an array", path);
         goto done;
     }
-    size_t n_added = (added && added->type == CLF_JSON_ARRAY) ? added->count : 0;
-    size_t total = vocab->count + n_added;
+    size_t n_added = json_is_array(added) ? json_array_size(added) : 0;
+    size_t total = json_object_size(vocab) + n_added;
     if (total > (size_t)INT32_MAX) {
         st = clf_error(CLF_ERR_INPUT, "%s: too many words (%zu)", path, total);
         goto done;
@@ -712,10 +711,10 @@ clf_status clf_tokenizer_load(const char *path, clf_tokenizer **out)
     if ((st = read_vocab(path, vocab, total, w, wl)) != CLF_OK)
         goto done;
     for (size_t i = 0; i < n_added; i++) {
-        const clf_json *a = &added->items[i];
-        const clf_json *id = clf_json_get(a, "id"), *content = clf_json_get(a, "content");
-        if (a->type != CLF_JSON_OBJECT || !id || id->type != CLF_JSON_NUMBER || !id->is_int ||
-            id->ival < 0 || !content || content->type != CLF_JSON_STRING) {
+        const json_t *a = json_array_get(added, i);
+        const json_t *id = json_object_get(a, "id"), *content = json_object_get(a, "content");
+        if (!json_is_object(a) || !json_is_integer(id) || json_integer_value(id) < 0 ||
+            !json_is_string(content)) {
             st = clf_error(CLF_ERR_INPUT,
                            "%s: added_tokens[%zu] needs an integer \"id\" >= 0 and a string "
                            "\"content\"",
@@ -728,24 +727,26 @@ clf_status clf_tokenizer_load(const char *path, clf_tokenizer **out)
                 st = clf_error(CLF_ERR_INPUT,
                                "%s: added token '%s' sets \"%s\", which clformer does not "
                                "support",
-                               path, content->str, opt[k]);
+                               path, json_string_value(content), opt[k]);
                 goto done;
             }
-        if ((uint64_t)id->ival >= total) {
+        const char *text = json_string_value(content);
+        size_t text_len = json_string_length(content);
+        int64_t k = json_integer_value(id);
+        if ((uint64_t)k >= total) {
             st = clf_error(CLF_ERR_INPUT,
                            "%s: added token '%s' has id %lld, beyond the %zu entries of the "
                            "file: ids must run 0..n-1 without gaps",
-                           path, content->str, (long long)id->ival, total);
+                           path, text, (long long)k, total);
             goto done;
         }
-        int64_t k = id->ival;
-        if (w[k] && (wl[k] != content->len || memcmp(w[k], content->str, wl[k]) != 0)) {
+        if (w[k] && (wl[k] != text_len || memcmp(w[k], text, wl[k]) != 0)) {
             st = clf_error(CLF_ERR_INPUT, "%s: added token '%s' has id %lld, which is '%s'", path,
-                           content->str, (long long)k, w[k]);
+                           text, (long long)k, w[k]);
             goto done;
         }
-        w[k] = content->str;
-        wl[k] = content->len;
+        w[k] = text;
+        wl[k] = text_len;
         fl[k] = TOK_ADDED | (get_flag(a, "special") ? TOK_SPECIAL : 0) |
                 (get_flag(a, "normalized") ? TOK_NORMALIZED : 0);
     }
@@ -760,59 +761,76 @@ clf_status clf_tokenizer_load(const char *path, clf_tokenizer **out)
                            path, id, w[n - 1], n - 1);
             goto done;
         }
-    st = tok_create((int)n, w, wl, fl, unk->str, path, out);
+    st = tok_create((int)n, w, wl, fl, json_string_value(unk), path, out);
 done:
     free(w);
     free(wl);
     free(fl);
-    clf_json_free(doc);
+    json_decref(root);
     return st;
 }
 
 /* The file as the library's Tokenizer.save writes it (serde_json's pretty printer: two
- * spaces of indent, "key": value, no newline at the end). */
-static void write_json(const clf_tokenizer *tok, clf_json_buf *b)
+ * spaces of indent, "key": value, no newline at the end), which is Jansson's JSON_INDENT(2)
+ * with members in insertion order. */
+typedef struct json_text {
+    char *data; /* malloc'd by Jansson */
+    size_t len;
+    int failed; /* out of memory */
+} json_text;
+
+static json_t *added_token_json(const clf_tokenizer *tok, int i)
 {
-    clf_json_buf_puts(b, "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n"
-                         "  \"padding\": null,\n  \"added_tokens\": [");
-    int first = 1;
-    for (int i = 0; i < tok->n; i++) {
-        if (!(tok->flags[i] & TOK_ADDED))
-            continue;
-        clf_json_buf_printf(
-            b, "%s\n    {\n      \"id\": %d,\n      \"content\": ", first ? "" : ",", i);
-        clf_json_buf_string(b, tok->pool + tok->off[i], tok->len[i]);
-        clf_json_buf_printf(b,
-                            ",\n      \"single_word\": false,\n      \"lstrip\": false,\n"
-                            "      \"rstrip\": false,\n      \"normalized\": %s,\n"
-                            "      \"special\": %s\n    }",
-                            (tok->flags[i] & TOK_NORMALIZED) ? "true" : "false",
-                            (tok->flags[i] & TOK_SPECIAL) ? "true" : "false");
-        first = 0;
+    json_t *a = json_object();
+    int bad = !a;
+    bad |= json_object_set_new(a, "id", json_integer(i));
+    bad |= json_object_set_new(a, "content", json_stringn(tok->pool + tok->off[i], tok->len[i]));
+    bad |= json_object_set_new(a, "single_word", json_false());
+    bad |= json_object_set_new(a, "lstrip", json_false());
+    bad |= json_object_set_new(a, "rstrip", json_false());
+    bad |= json_object_set_new(a, "normalized", json_boolean(tok->flags[i] & TOK_NORMALIZED));
+    bad |= json_object_set_new(a, "special", json_boolean(tok->flags[i] & TOK_SPECIAL));
+    if (bad) {
+        json_decref(a);
+        return NULL;
     }
-    clf_json_buf_puts(b, first ? "],\n" : "\n  ],\n");
-    clf_json_buf_puts(b, "  \"normalizer\": null,\n  \"pre_tokenizer\": {\n"
-                         "    \"type\": \"Whitespace\"\n  },\n  \"post_processor\": null,\n"
-                         "  \"decoder\": null,\n  \"model\": {\n    \"type\": \"WordLevel\",\n"
-                         "    \"vocab\": {");
-    for (int i = 0; i < tok->n; i++) {
-        clf_json_buf_puts(b, i ? ",\n      " : "\n      ");
-        clf_json_buf_string(b, tok->pool + tok->off[i], tok->len[i]);
-        clf_json_buf_printf(b, ": %d", i);
-    }
-    clf_json_buf_puts(b, tok->n ? "\n    },\n    \"unk_token\": " : "},\n    \"unk_token\": ");
-    clf_json_buf_string(b, tok->unk_token, strlen(tok->unk_token));
-    clf_json_buf_puts(b, "\n  }\n}");
+    return a;
+}
+
+static void write_json(const clf_tokenizer *tok, json_text *b)
+{
+    json_t *root = json_object(), *added = json_array(), *vocab = json_object();
+    json_t *pre = json_pack("{s:s}", "type", "Whitespace");
+    int bad = !root || !added || !vocab || !pre;
+    for (int i = 0; i < tok->n && !bad; i++)
+        if (tok->flags[i] & TOK_ADDED)
+            bad |= json_array_append_new(added, added_token_json(tok, i));
+    for (int i = 0; i < tok->n && !bad; i++)
+        bad |= json_object_setn_new(vocab, tok->pool + tok->off[i], tok->len[i], json_integer(i));
+    json_t *model = json_pack("{s:s, s:o, s:s}", "type", "WordLevel", "vocab", vocab, "unk_token",
+                              tok->unk_token); /* takes vocab */
+    bad |= json_object_set_new(root, "version", json_string("1.0"));
+    bad |= json_object_set_new(root, "truncation", json_null());
+    bad |= json_object_set_new(root, "padding", json_null());
+    bad |= json_object_set_new(root, "added_tokens", added);
+    bad |= json_object_set_new(root, "normalizer", json_null());
+    bad |= json_object_set_new(root, "pre_tokenizer", pre);
+    bad |= json_object_set_new(root, "post_processor", json_null());
+    bad |= json_object_set_new(root, "decoder", json_null());
+    bad |= json_object_set_new(root, "model", model);
+    b->data = bad ? NULL : json_dumps(root, JSON_INDENT(2));
+    b->len = b->data ? strlen(b->data) : 0;
+    b->failed = !b->data;
+    json_decref(root);
 }
 
 clf_status clf_tokenizer_save(const clf_tokenizer *tok, const char *path)
 {
-    clf_json_buf b;
-    clf_json_buf_init(&b);
+    json_text b = {0};
     write_json(tok, &b);
     clf_status st = b.failed
                         ? clf_error(CLF_ERR_NOMEM, "%s: out of memory writing the tokenizer", path)
                         : clf_fs_write_atomic_bytes(path, b.data, b.len);
-    clf_json_buf_free(&b);
+    free(b.data);
     return st;
 }
