@@ -222,7 +222,8 @@ void count_device(void *user, const clf_device_info *d)
 
 /* Whether a device is there, probed in a child process so that this one (which forks the
  * tests) never initialises the OpenCL runtime. 0: yes; SKIP_EXIT: no device (why is
- * printed); anything else: the backend itself is broken. */
+ * printed); anything else: the backend itself is broken, or there is no device and
+ * CLF_TEST_REQUIRE_OPENCL=1. */
 static int probe_device(const char *suite)
 {
     fflush(stdout);
@@ -238,11 +239,8 @@ static int probe_device(const char *suite)
             _exit(1);
         }
         clf_status st = api->list_devices(count_device, &l);
-        if (st == CLF_ERR_BACKEND) {
-            printf("%s: skipped, no OpenCL device: %s\n", suite, clf_last_error());
-            fflush(stdout);
-            _exit(SKIP_EXIT);
-        }
+        if (st == CLF_ERR_BACKEND)
+            _exit(clf_test_opencl_unavailable(suite, clf_last_error()) ? 1 : SKIP_EXIT);
         if (st != CLF_OK) {
             printf("%s: list_devices failed: %s\n", suite, clf_last_error());
             fflush(stdout);
@@ -270,10 +268,10 @@ int ocl_test_main(const char *suite, Suite *(*make)(void))
 #ifndef CLF_HAVE_OPENCL
     (void)probe_device; /* used only when the backend is built */
     (void)make;
-    printf("%s: skipped, the OpenCL backend was not built (OpenCL or CLBlast missing "
-           "when cmake ran)\n",
-           suite);
-    return SKIP_EXIT;
+    return clf_test_opencl_unavailable(suite, "the OpenCL backend was not built (OpenCL or "
+                                              "CLBlast missing when cmake ran)")
+               ? EXIT_FAILURE
+               : SKIP_EXIT;
 #else
     int probe = probe_device(suite);
     if (probe != 0)

@@ -111,7 +111,8 @@ void count_device(void *user, const clf_device_info *d);
 /* A TCase name whose tests open ocl and cpu before each test and close them after. */
 TCase *ocl_test_tcase(const char *name);
 /* main() of an OpenCL suite: without the backend or without a device, says why and returns
- * SKIP_EXIT; otherwise runs make()'s suite and returns its exit status. */
+ * SKIP_EXIT (EXIT_FAILURE with CLF_TEST_REQUIRE_OPENCL=1); otherwise runs make()'s suite and
+ * returns its exit status. */
 int ocl_test_main(const char *suite, Suite *(*make)(void));
 
 #endif

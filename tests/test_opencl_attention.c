@@ -3,7 +3,8 @@
  * rows, compared with a host reference in double and with the CPU backend. Then the
  * on-disk program cache: an op of every kernel family after a cold and a warm load (here
  * because it reuses the attention checkers).
- * Without an OpenCL device the suite says why and exits 77 (ctest: skipped). */
+ * Without an OpenCL device the suite says why and exits 77 (ctest: skipped; a failure with
+ * CLF_TEST_REQUIRE_OPENCL=1). */
 #include "opencl_testutil.h"
 
 #include "clformer/tensor.h"

@@ -1,7 +1,8 @@
 /* The OpenCL backend's device handling: the device list and device choice (by index, by
  * name, CLF_OPENCL_DEVICE), no OpenCL driver at all (this program run again with an empty
  * ICD vendor directory).
- * Without an OpenCL device the suite says why and exits 77 (ctest: skipped). */
+ * Without an OpenCL device the suite says why and exits 77 (ctest: skipped; a failure with
+ * CLF_TEST_REQUIRE_OPENCL=1). */
 #include "opencl_testutil.h"
 
 #include "clformer/tensor.h"

@@ -1,7 +1,8 @@
 /* The OpenCL backend's errors: NULL argument structs, operand bounds and refused aliasing
  * (inference and training ops), buffers of another instance, the allocation limit, and
  * the OpenCL / CLBlast error-name tables.
- * Without an OpenCL device the suite says why and exits 77 (ctest: skipped). */
+ * Without an OpenCL device the suite says why and exits 77 (ctest: skipped; a failure with
+ * CLF_TEST_REQUIRE_OPENCL=1). */
 #include "opencl_testutil.h"
 
 #include "clformer/tensor.h"

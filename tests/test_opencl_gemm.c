@@ -2,7 +2,8 @@
  * awkward sizes (1, 7, 33, 65, 129: non-multiples of CLBlast's tiles), every transpose,
  * alpha/beta, bias and relu, compared with a host reference in double and with the CPU
  * backend; then gemm reading b_half (B as F16) against the host reference only.
- * Without an OpenCL device the suite says why and exits 77 (ctest: skipped). */
+ * Without an OpenCL device the suite says why and exits 77 (ctest: skipped; a failure with
+ * CLF_TEST_REQUIRE_OPENCL=1). */
 #include "opencl_testutil.h"
 
 #include "clformer/tensor.h"

@@ -2,7 +2,8 @@
  * fused residual add, sum_out) and layernorm_backward (dx, dalpha, dbeta, accumulate) on
  * random rows of awkward widths, compared with a host reference in double (dx also with
  * central differences) and with the CPU backend.
- * Without an OpenCL device the suite says why and exits 77 (ctest: skipped). */
+ * Without an OpenCL device the suite says why and exits 77 (ctest: skipped; a failure with
+ * CLF_TEST_REQUIRE_OPENCL=1). */
 #include "opencl_testutil.h"
 
 #include "clformer/tensor.h"

@@ -1,7 +1,8 @@
 /* The OpenCL backend's small inference ops and its memory: embed, softmax / log_softmax,
  * add, argmax, and copy / upload / download (overlapping copies as memmove), compared with
  * a host reference in double and with the CPU backend.
- * Without an OpenCL device the suite says why and exits 77 (ctest: skipped). */
+ * Without an OpenCL device the suite says why and exits 77 (ctest: skipped; a failure with
+ * CLF_TEST_REQUIRE_OPENCL=1). */
 #include "opencl_testutil.h"
 
 #include "clformer/tensor.h"

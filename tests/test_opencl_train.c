@@ -2,7 +2,8 @@
  * dropout, fill (bit for bit with the CPU backend), sum_squares, adam, cross_entropy and
  * embed_backward, each on the same inputs through both backends, compared with a host
  * reference in double and with the CPU backend.
- * Without an OpenCL device the suite says why and exits 77 (ctest: skipped). */
+ * Without an OpenCL device the suite says why and exits 77 (ctest: skipped; a failure with
+ * CLF_TEST_REQUIRE_OPENCL=1). */
 #include "opencl_testutil.h"
 
 #include "clformer/tensor.h"
