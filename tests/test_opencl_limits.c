@@ -288,7 +288,7 @@ START_TEST(test_limit_compute_units)
     clf_backend *be = open_ok("compute_units=1", NULL);
     ck_assert_uint_eq(be->limits.compute_units, 1);
     ck_assert_uint_eq(be->max_groups, 64);
-    float *x = clf_test_frand(100000, 9, -1, 1);
+    float *x = clf_test_frand(100003, 9, -1, 1); /* x[3 .. 100003) is summed */
     bk k = {"opencl", ocl.api, be};
     float got = run_sum_squares(&k, x, 100000, 3), want = run_sum_squares(&cpu, x, 100000, 3);
     expect_close(&got, &want, 1, TOL_SUMSQ, "sum_squares on one compute unit", "cpu backend");

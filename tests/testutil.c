@@ -295,7 +295,8 @@ int clf_test_opencl_opens(const char *suite)
     char why[512] = "cannot fork the probe";
     fflush(stdout);
     if (pipe(fds) != 0) {
-        clf_test_opencl_unavailable(suite, "cannot create the probe's pipe");
+        if (clf_test_opencl_unavailable(suite, "cannot create the probe's pipe"))
+            exit(EXIT_FAILURE);
         return 0;
     }
     pid_t pid = fork();
