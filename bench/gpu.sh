@@ -20,7 +20,7 @@ unset OPENBLAS_CORETYPE # see bench/run.sh
 device=${1:-NVIDIA}
 config=${2:-configs/base-prenorm.yaml}
 B=${B:-32} S=${S:-64} T=${T:-64} ITERS=${ITERS:-20} WARMUP=${WARMUP:-2}
-TESTS=${TESTS:-'^(opencl|model|decode|translate|plugin_ops|train_ops|train)$'}
+TESTS=${TESTS:-'^(opencl_.*|model|decode|translate|plugin_ops|train_ops|train)$'}
 PYTHON=${PYTHON:-/usr/bin/python3}
 build=${BUILD:-build}
 clf=$build/bin/clformer

@@ -141,7 +141,7 @@ static void check_gemm(int batch, int ta, int tb, const int *mnk, int with_bias,
 }
 
 /* A NULL argument struct is refused with a message, never dereferenced (the OpenCL
- * backend's twin check is in test_opencl). */
+ * backend's twin check is in test_opencl_errors). */
 START_TEST(null_arguments_are_refused)
 {
     clf_test_refuses_null_args(api, be, "cpu");

@@ -1002,7 +1002,8 @@ int main(void)
         suite_add_tcase(s, ocl);
     }
 #else
-    printf("plugin_ops: the OpenCL part is skipped: this build has no OpenCL backend\n");
+    if (clf_test_opencl_unavailable("plugin_ops", "this build has no OpenCL backend"))
+        return EXIT_FAILURE;
 #endif
     return clf_test_main(s);
 }

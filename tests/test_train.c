@@ -757,8 +757,10 @@ static int opencl_can_train(void)
     clf_backend_opts opts = {.abi_version = CLF_BACKEND_ABI};
     if (clf_backend_open_named("opencl", CLF_BUILD_BACKEND_DIR, &opts, &shared_api, &shared_be) !=
         CLF_OK) {
-        printf("opencl: not available (%s), skipped\n", clf_last_error());
         shared_be = NULL;
+        ck_assert_msg(!clf_test_opencl_unavailable("train", clf_last_error()),
+                      "CLF_TEST_REQUIRE_OPENCL=1 but the OpenCL backend does not open: %s",
+                      clf_last_error());
         return 0;
     }
     if (!shared_api->supports(shared_be, CLF_OP_ATTENTION_BACKWARD)) {

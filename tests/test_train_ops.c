@@ -1546,6 +1546,9 @@ int main(void)
         add_tests(ocl);
         suite_add_tcase(s, ocl);
     }
+#else
+    if (clf_test_opencl_unavailable("train_ops", "this build has no OpenCL backend"))
+        return EXIT_FAILURE;
 #endif
     return clf_test_main(s);
 }

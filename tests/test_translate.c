@@ -518,7 +518,9 @@ START_TEST(test_opencl_matches_cpu)
     const char *in = "Hello , world !\n\nthe cat sat on the dog .\nGrüße aus Köln\n";
     static const char *const opts[2] = {"--max-len 20", "--max-len 20 --beam 3 --n-best 2"};
     if (system("CLF_PLUGIN_PATH= '" CLF_CLI_PATH "' devices >/dev/null 2>&1") != 0) {
-        fprintf(stderr, "translate: no OpenCL device, OpenCL comparison skipped\n");
+        ck_assert_msg(!clf_test_opencl_unavailable("translate", "`clformer devices` lists no "
+                                                                "OpenCL device"),
+                      "CLF_TEST_REQUIRE_OPENCL=1 but there is no OpenCL device");
         return;
     }
     for (int i = 0; i < 2; i++) {

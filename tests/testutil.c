@@ -269,27 +269,66 @@ void clf_test_load_model(const char *dir, clf_config *cfg, clf_weights **w)
     CLF_ASSERT_OK(clf_weights_load(path, &cfg->model, w));
 }
 
+int clf_test_opencl_required(void)
+{
+    const char *v = getenv("CLF_TEST_REQUIRE_OPENCL");
+    return v && strcmp(v, "1") == 0;
+}
+
+int clf_test_opencl_unavailable(const char *suite, const char *why)
+{
+    if (!clf_test_opencl_required()) {
+        printf("%s: the OpenCL part is skipped: %s\n", suite, why);
+        fflush(stdout);
+        return 0;
+    }
+    printf("%s: FAILED: CLF_TEST_REQUIRE_OPENCL=1 but the OpenCL part cannot run: %s\n", suite,
+           why);
+    fflush(stdout);
+    return 1;
+}
+
 int clf_test_opencl_opens(const char *suite)
 {
+    /* the child writes why the backend does not open into the pipe */
+    int fds[2];
+    char why[512] = "cannot fork the probe";
     fflush(stdout);
-    pid_t pid = fork();
-    if (pid < 0)
+    if (pipe(fds) != 0) {
+        if (clf_test_opencl_unavailable(suite, "cannot create the probe's pipe"))
+            exit(EXIT_FAILURE);
         return 0;
+    }
+    pid_t pid = fork();
     if (pid == 0) {
         const clf_backend_api *api = NULL;
         clf_backend *be = NULL;
         clf_backend_opts o = {.abi_version = CLF_BACKEND_ABI, .device = getenv("CLF_TEST_DEVICE")};
+        close(fds[0]);
         if (clf_backend_load("opencl", CLF_BUILD_BACKEND_DIR, &api) != CLF_OK ||
             api->open(&o, &be) != CLF_OK) {
-            printf("%s: the OpenCL part is skipped: %s\n", suite, clf_last_error());
-            fflush(stdout);
-            _exit(1);
+            const char *msg = clf_last_error();
+            ssize_t w = write(fds[1], msg, strlen(msg));
+            _exit(w >= 0 ? 1 : 2);
         }
         api->close(be);
         _exit(0);
     }
+    close(fds[1]);
+    if (pid > 0) {
+        ssize_t n = read(fds[0], why, sizeof why - 1);
+        if (n > 0)
+            why[n] = '\0';
+        else
+            snprintf(why, sizeof why, "the probe process ended without a message");
+    }
+    close(fds[0]);
     int status = 0;
-    return waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        return 1;
+    if (clf_test_opencl_unavailable(suite, why))
+        exit(EXIT_FAILURE);
+    return 0;
 }
 
 int clf_test_main(Suite *s)

@@ -104,9 +104,20 @@ void clf_test_write_text(const char *path, const char *text);
  * model into w, failing the test on error. */
 void clf_test_load_model(const char *dir, clf_config *cfg, clf_weights **w);
 
+/* Whether CLF_TEST_REQUIRE_OPENCL=1 (CI and scripts/test.sh set it): then no OpenCL check
+ * may be skipped, for want of a driver, a device or the backend in the build. */
+int clf_test_opencl_required(void);
+/* The OpenCL part of suite cannot run, for reason why: prints "<suite>: the OpenCL part is
+ * skipped: <why>" and returns 0, or, with CLF_TEST_REQUIRE_OPENCL=1, prints "<suite>:
+ * FAILED: CLF_TEST_REQUIRE_OPENCL=1 but the OpenCL part cannot run: <why>" and returns 1:
+ * the caller must then fail (its test, or its suite's exit status). */
+int clf_test_opencl_unavailable(const char *suite, const char *why);
+
 /* Whether the OpenCL backend opens with a device (CLF_TEST_DEVICE chooses one), tried in
  * a child process so that the caller, which forks the tests, never starts the OpenCL
- * runtime. When it does not, prints "<suite>: the OpenCL part is skipped: <why>". */
+ * runtime. When it does not, clf_test_opencl_unavailable says why, and with
+ * CLF_TEST_REQUIRE_OPENCL=1 the process exits with EXIT_FAILURE (called from a suite's
+ * main: the suite fails; from a test: that test fails). */
 int clf_test_opencl_opens(const char *suite);
 
 /* Runs one Check suite and returns the process exit status (0 when all pass). */

@@ -71,18 +71,21 @@ static clf_status ocl_open(const clf_backend_opts *opts, clf_backend **out)
         st = ocl_fail("open", "clCreateCommandQueue", err);
         goto fail;
     }
-    cl_ulong local_mem = 0;
-    cl_uint cus = 1;
-    if ((err = clGetDeviceInfo(be->dev.device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof local_mem,
-                               &local_mem, NULL)) != CL_SUCCESS ||
-        (err = clGetDeviceInfo(be->dev.device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cus, &cus,
-                               NULL)) != CL_SUCCESS) {
-        st = ocl_fail("open", "clGetDeviceInfo", err);
+    if ((st = ocl_query_limits(&be->dev, &be->limits)) != CLF_OK ||
+        (st = ocl_local_size_mode(&be->local_size)) != CLF_OK)
+        goto fail;
+    if (be->limits.c_version < OCL_MIN_C_VERSION) {
+        st = clf_error(CLF_ERR_BACKEND,
+                       "opencl: open: %s / %s: OpenCL C %d.%d (CL_DEVICE_OPENCL_C_VERSION "
+                       "'%s'); the kernels need OpenCL C %d.%d",
+                       be->dev.info.platform, be->dev.info.name, be->limits.c_version / 10,
+                       be->limits.c_version % 10, be->dev.info.version, OCL_MIN_C_VERSION / 10,
+                       OCL_MIN_C_VERSION % 10);
         goto fail;
     }
-    be->max_alloc = be->dev.info.max_alloc_bytes;
-    be->local_mem = local_mem;
-    be->max_groups = (size_t)(cus ? cus : 1) * OCL_GROUPS_PER_CU;
+    be->max_alloc = be->limits.max_alloc;
+    be->local_mem = be->limits.local_mem;
+    be->max_groups = (size_t)be->limits.compute_units * OCL_GROUPS_PER_CU;
     snprintf(be->description, sizeof be->description, "OpenCL: %s / %s (%s)", be->dev.info.platform,
              be->dev.info.name, be->dev.info.type);
 

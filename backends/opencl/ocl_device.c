@@ -5,6 +5,8 @@
 #include "ocl_internal.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +101,7 @@ static void fill_info(ocl_device *d, int index)
     in->global_mem_bytes = gmem;
     in->max_alloc_bytes = maxalloc;
     in->fp16 = has_fp16(d->device);
+    ocl_cap_device_info(in);
 }
 
 clf_status ocl_enumerate(ocl_device **out, int *count)
@@ -263,4 +266,146 @@ clf_status ocl_choose_device(const char *spec, ocl_device *out)
 fail:
     free(devs);
     return st;
+}
+
+/* ---- device limits ---- */
+
+/* "OpenCL C 1.2 PoCL" -> 12; 0 when it cannot be read. */
+static int parse_c_version(const char *s)
+{
+    unsigned major = 0, minor = 0;
+    if (sscanf(s, "OpenCL C %u.%u", &major, &minor) != 2 || minor > 9)
+        return 0;
+    return (int)(major * 10 + minor);
+}
+
+/* One cap of $CLF_OPENCL_LIMITS: value from "key=value" into limits' field, lowering it. */
+static clf_status apply_cap(ocl_limits *l, const char *item, size_t len)
+{
+    char buf[64], *end = NULL;
+    if (len == 0 || len >= sizeof buf)
+        goto bad;
+    memcpy(buf, item, len);
+    buf[len] = '\0';
+    char *eq = strchr(buf, '=');
+    if (!eq || !eq[1] || !isdigit((unsigned char)eq[1]))
+        goto bad;
+    *eq = '\0';
+    const char *key = buf, *val = eq + 1;
+    errno = 0;
+    unsigned long long v = strtoull(val, &end, 10);
+    if (strcmp(key, "c_version") == 0) { /* "1.1": major.minor, one digit each */
+        if (v > 9 || end[0] != '.' || !isdigit((unsigned char)end[1]) || end[2] != '\0')
+            goto bad;
+        int c = (int)v * 10 + (end[1] - '0');
+        if (c < l->c_version)
+            l->c_version = c;
+        return CLF_OK;
+    }
+    if (errno || *end != '\0')
+        goto bad;
+    if (strcmp(key, "max_alloc") == 0) {
+        if (v < l->max_alloc)
+            l->max_alloc = v;
+    } else if (strcmp(key, "local_mem") == 0) {
+        if (v < l->local_mem)
+            l->local_mem = v;
+    } else if (strcmp(key, "max_wg") == 0) {
+        if (v < l->max_wg)
+            l->max_wg = (size_t)v;
+    } else if (strcmp(key, "fp16") == 0) {
+        if (v > 1)
+            goto bad;
+        l->fp16 = l->fp16 && v;
+    } else if (strcmp(key, "compute_units") == 0) {
+        if (v < l->compute_units)
+            l->compute_units = (cl_uint)v;
+    } else {
+        goto bad;
+    }
+    return CLF_OK;
+bad:
+    return clf_error(CLF_ERR_INPUT,
+                     "opencl: CLF_OPENCL_LIMITS: '%.*s' is not one of max_alloc=BYTES, "
+                     "local_mem=BYTES, max_wg=N, fp16=0|1, c_version=M.m, compute_units=N",
+                     (int)len, item);
+}
+
+/* Lowers l's limits to the caps of $CLF_OPENCL_LIMITS (comma-separated key=value). */
+static clf_status apply_caps(ocl_limits *l)
+{
+    const char *env = getenv("CLF_OPENCL_LIMITS");
+    if (!env)
+        return CLF_OK;
+    while (*env) {
+        size_t len = strcspn(env, ",");
+        clf_status st = apply_cap(l, env, len);
+        if (st != CLF_OK)
+            return st;
+        env += len;
+        if (*env == ',')
+            env++;
+    }
+    return CLF_OK;
+}
+
+void ocl_cap_device_info(clf_device_info *info)
+{
+    ocl_limits l = {.max_alloc = info->max_alloc_bytes,
+                    .local_mem = UINT64_MAX,
+                    .max_wg = SIZE_MAX,
+                    .fp16 = info->fp16,
+                    .c_version = 99,
+                    .compute_units = (cl_uint)info->compute_units};
+    if (apply_caps(&l) != CLF_OK)
+        return;
+    info->max_alloc_bytes = l.max_alloc;
+    info->fp16 = l.fp16;
+    info->compute_units = (int)l.compute_units;
+}
+
+clf_status ocl_query_limits(const ocl_device *d, ocl_limits *out)
+{
+    cl_ulong max_alloc = 0, local_mem = 0;
+    size_t max_wg = 0;
+    cl_uint cus = 0;
+    cl_int err;
+    if ((err = clGetDeviceInfo(d->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof max_alloc,
+                               &max_alloc, NULL)) != CL_SUCCESS ||
+        (err = clGetDeviceInfo(d->device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof local_mem, &local_mem,
+                               NULL)) != CL_SUCCESS ||
+        (err = clGetDeviceInfo(d->device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof max_wg, &max_wg,
+                               NULL)) != CL_SUCCESS ||
+        (err = clGetDeviceInfo(d->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cus, &cus, NULL)) !=
+            CL_SUCCESS)
+        return ocl_fail("open", "clGetDeviceInfo", err);
+    *out = (ocl_limits){.max_alloc = max_alloc,
+                        .local_mem = local_mem,
+                        .max_wg = max_wg ? max_wg : 1,
+                        .fp16 = has_fp16(d->device),
+                        .c_version = parse_c_version(d->info.version),
+                        .compute_units = cus ? cus : 1};
+    /* a zero cap of the work-group or compute units would leave nothing to run on */
+    clf_status st = apply_caps(out);
+    if (out->max_wg == 0)
+        out->max_wg = 1;
+    if (out->compute_units == 0)
+        out->compute_units = 1;
+    return st;
+}
+
+clf_status ocl_local_size_mode(ocl_local_size *out)
+{
+    const char *env = getenv("CLF_OPENCL_LOCAL_SIZE");
+    *out = OCL_LOCAL_AUTO;
+    if (!env || !*env || strcmp(env, "auto") == 0)
+        return CLF_OK;
+    if (strcmp(env, "min") == 0)
+        *out = OCL_LOCAL_MIN;
+    else if (strcmp(env, "max") == 0)
+        *out = OCL_LOCAL_MAX;
+    else
+        return clf_error(CLF_ERR_INPUT,
+                         "opencl: CLF_OPENCL_LOCAL_SIZE is '%s', not min, max or auto", env);
+    return CLF_OK;
 }

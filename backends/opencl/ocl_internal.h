@@ -61,15 +61,38 @@ typedef struct ocl_device {
     cl_device_type type;
 } ocl_device;
 
+/* What the device allows, from clGetDeviceInfo (never assumed), each capped by the
+ * test-only $CLF_OPENCL_LIMITS ("max_alloc=1048576,local_mem=8192,max_wg=64,fp16=0,
+ * c_version=1.1,compute_units=1": a cap only lowers a limit, see ocl_query_limits). */
+typedef struct ocl_limits {
+    uint64_t max_alloc;    /* CL_DEVICE_MAX_MEM_ALLOC_SIZE, bytes */
+    uint64_t local_mem;    /* CL_DEVICE_LOCAL_MEM_SIZE, bytes */
+    size_t max_wg;         /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
+    int fp16;              /* cl_khr_fp16 among CL_DEVICE_EXTENSIONS */
+    int c_version;         /* CL_DEVICE_OPENCL_C_VERSION as 10 * major + minor (12: 1.2) */
+    cl_uint compute_units; /* CL_DEVICE_MAX_COMPUTE_UNITS */
+} ocl_limits;
+
+/* The kernels' OpenCL C: 1.2 (and clEnqueueFillBuffer is an OpenCL 1.2 call). */
+#define OCL_MIN_C_VERSION 12
+
+/* Work-group sizes of our own kernels ($CLF_OPENCL_LOCAL_SIZE): auto (the default) picks
+ * the largest power of two within the device's and the kernel's limits and a per-kernel
+ * cap (256 for the row kernels); min forces 1; max forces the largest power of two the
+ * device, the kernel and the local memory allow (no cap), as GPUs run (64 to 1024). */
+typedef enum ocl_local_size { OCL_LOCAL_AUTO = 0, OCL_LOCAL_MIN, OCL_LOCAL_MAX } ocl_local_size;
+
 struct clf_backend {
     ocl_device dev;
+    ocl_limits limits;
+    ocl_local_size local_size;
     cl_context ctx;
     cl_command_queue queue;
     cl_program programs[OCL_F_COUNT];
     cl_kernel kernels[OCL_K_COUNT];
-    size_t wg[OCL_K_COUNT]; /* work-group size used for each kernel */
-    uint64_t max_alloc;     /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
-    uint64_t local_mem;     /* CL_DEVICE_LOCAL_MEM_SIZE */
+    size_t wg[OCL_K_COUNT]; /* work-group size used for each kernel (ocl_pick_wg) */
+    uint64_t max_alloc;     /* limits.max_alloc */
+    uint64_t local_mem;     /* limits.local_mem */
     size_t max_groups;      /* cap on work-groups of grid-stride kernels */
     int cache_hits;         /* programs loaded from the disk cache by open() */
     cl_mem scratch;         /* ops' internal scratch (ocl_scratch), grown on demand */
@@ -106,6 +129,16 @@ clf_status ocl_enumerate(ocl_device **out, int *count);
  * case-insensitive substring of "platform / device". $CLF_OPENCL_DEVICE overrides spec. */
 clf_status ocl_choose_device(const char *spec, ocl_device *out);
 clf_status ocl_list_devices(clf_device_fn fn, void *user);
+/* The limits of device d, each lowered to its cap in $CLF_OPENCL_LIMITS when set (a test
+ * hook: a large device behaves like a small one). A malformed $CLF_OPENCL_LIMITS is
+ * CLF_ERR_INPUT naming it; a failed query is CLF_ERR_BACKEND. */
+clf_status ocl_query_limits(const ocl_device *d, ocl_limits *out);
+/* $CLF_OPENCL_LIMITS's caps applied to list_devices' fields (max_alloc_bytes, fp16); a
+ * malformed value is left for open() to report. */
+void ocl_cap_device_info(clf_device_info *info);
+/* The work-group policy from $CLF_OPENCL_LOCAL_SIZE (unset or "" = auto); another value
+ * is CLF_ERR_INPUT naming it. */
+clf_status ocl_local_size_mode(ocl_local_size *out);
 
 /* ---- ocl_program.c ---- */
 
@@ -202,6 +235,14 @@ static inline ocl_kval ocl_kln_style(clf_ln_style style)
 /* The number of entries of an array (of kernel arguments, of operands). */
 #define OCL_COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
+/* The work-group size of kernel k (of op) under be->local_size: a power of two within
+ * CL_KERNEL_WORK_GROUP_SIZE, limits.max_wg and, given local_per_item bytes of __local
+ * scratch per work-item, half the local memory left beside the kernel's own
+ * (CL_KERNEL_LOCAL_MEM_SIZE; the other half is for per-op vectors such as attention's
+ * head_dim); in auto mode also at most auto_cap and, where those allow, at least the
+ * kernel's CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE. */
+clf_status ocl_pick_wg(clf_backend *be, const char *op, cl_kernel k, size_t local_per_item,
+                       size_t auto_cap, size_t *wg);
 /* Sets the arguments head[0..nhead) then tail[0..ntail) (tail may be NULL with ntail 0: a
  * head several kernels share, then each one's own) and enqueues kernel k. global and local
  * have dims entries. */

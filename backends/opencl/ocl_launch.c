@@ -69,6 +69,50 @@ clf_status ocl_check_norm_backward(clf_backend *be, const char *op, clf_ptr dx, 
     return ocl_check_operands(be, op, operands, OCL_COUNT(operands));
 }
 
+clf_status ocl_pick_wg(clf_backend *be, const char *op, cl_kernel k, size_t local_per_item,
+                       size_t auto_cap, size_t *wg)
+{
+    size_t kernel_wg = 0, multiple = 1;
+    cl_ulong kernel_local = 0;
+    cl_int err;
+    if ((err = clGetKernelWorkGroupInfo(k, be->dev.device, CL_KERNEL_WORK_GROUP_SIZE,
+                                        sizeof kernel_wg, &kernel_wg, NULL)) != CL_SUCCESS ||
+        (err = clGetKernelWorkGroupInfo(k, be->dev.device,
+                                        CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE,
+                                        sizeof multiple, &multiple, NULL)) != CL_SUCCESS ||
+        (err = clGetKernelWorkGroupInfo(k, be->dev.device, CL_KERNEL_LOCAL_MEM_SIZE,
+                                        sizeof kernel_local, &kernel_local, NULL)) != CL_SUCCESS)
+        return ocl_fail(op, "clGetKernelWorkGroupInfo", err);
+    size_t cap = kernel_wg < be->limits.max_wg ? kernel_wg : be->limits.max_wg;
+    if (local_per_item > 0) {
+        uint64_t room = be->limits.local_mem > kernel_local
+                            ? (be->limits.local_mem - kernel_local) / 2 / local_per_item
+                            : 0;
+        if (room < cap)
+            cap = (size_t)room;
+    }
+    if (cap == 0)
+        return clf_error(CLF_ERR_BACKEND,
+                         "opencl: %s: no work-group fits: CL_KERNEL_WORK_GROUP_SIZE %zu, "
+                         "CL_DEVICE_MAX_WORK_GROUP_SIZE %zu, CL_DEVICE_LOCAL_MEM_SIZE %llu bytes "
+                         "(%zu bytes per work-item, %llu the kernel's own)",
+                         op, kernel_wg, be->limits.max_wg, (unsigned long long)be->limits.local_mem,
+                         local_per_item, (unsigned long long)kernel_local);
+    size_t limit = cap; /* what the device allows */
+    if (be->local_size == OCL_LOCAL_MIN)
+        cap = 1;
+    else if (be->local_size == OCL_LOCAL_AUTO && cap > auto_cap)
+        cap = auto_cap;
+    size_t w = 1; /* the reductions need a power of two */
+    while (w * 2 <= cap)
+        w *= 2;
+    /* auto: a whole SIMD width (warp, wavefront) where the device allows it */
+    while (be->local_size == OCL_LOCAL_AUTO && w < multiple && w * 2 <= limit)
+        w *= 2;
+    *wg = w;
+    return CLF_OK;
+}
+
 /* The global size of a grid-stride launch over n items: enough work-groups of wg for n,
  * at most be->max_groups of them (each work-item then loops). */
 static size_t grid_stride_global(const clf_backend *be, size_t wg, uint64_t n)

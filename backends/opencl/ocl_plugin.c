@@ -82,26 +82,11 @@ void ocl_plugin_release(clf_backend *be)
     be->n_plugin_progs = 0;
 }
 
-/* The largest power of two <= min(PLUGIN_ROW_WG, the device's and the kernel's limits). */
+/* ocl_pick_wg with at most PLUGIN_ROW_WG in auto mode; every plugin kernel is given at
+ * most two floats of __local scratch per work-item (clf_plugin_norm_params: reda, redb). */
 static clf_status pick_wg(clf_backend *be, const char *op, cl_kernel k, size_t *wg)
 {
-    size_t dev_wg = 1, kernel_wg = 1;
-    cl_int err = clGetDeviceInfo(be->dev.device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof dev_wg,
-                                 &dev_wg, NULL);
-    if (err != CL_SUCCESS)
-        return ocl_fail(op, "clGetDeviceInfo", err);
-    err = clGetKernelWorkGroupInfo(k, be->dev.device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kernel_wg,
-                                   &kernel_wg, NULL);
-    if (err != CL_SUCCESS)
-        return ocl_fail(op, "clGetKernelWorkGroupInfo", err);
-    size_t cap = dev_wg < kernel_wg ? dev_wg : kernel_wg;
-    if (cap > PLUGIN_ROW_WG)
-        cap = PLUGIN_ROW_WG;
-    size_t w = 1;
-    while (w * 2 <= cap)
-        w *= 2;
-    *wg = w;
-    return CLF_OK;
+    return ocl_pick_wg(be, op, k, 2 * sizeof(cl_float), PLUGIN_ROW_WG, wg);
 }
 
 /* Builds op's program and kernels into p (all or nothing). */

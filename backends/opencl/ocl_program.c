@@ -69,33 +69,43 @@ static const family_def families[OCL_F_COUNT] = {
     [OCL_F_OPTIM] = {"optim", clf_ocl_src_optim, &clf_ocl_src_optim_len},
 };
 
+/* A kernel: its family, its name, and the bytes of __local scratch it is given per
+ * work-item (ocl_pick_wg keeps the work-group within the local memory). */
 typedef struct kernel_def {
     ocl_family_id family;
     const char *name;
+    size_t local_per_item;
 } kernel_def;
 
+/* One float (a reduction's slot), two (two reductions or tiles), or gemm_rows_half's one
+ * float per row of A. */
+#define L1 sizeof(cl_float)
+#define L2 (2 * sizeof(cl_float))
+
 static const kernel_def kernels[OCL_K_COUNT] = {
-    [OCL_K_ATTENTION] = {OCL_F_ATTENTION, "attention"},
-    [OCL_K_ATTENTION_PROBS] = {OCL_F_ATTENTION, "attention_probs"},
-    [OCL_K_LAYERNORM] = {OCL_F_LAYERNORM, "layernorm"},
-    [OCL_K_SOFTMAX] = {OCL_F_SOFTMAX, "softmax"},
-    [OCL_K_ARGMAX] = {OCL_F_SOFTMAX, "argmax"},
-    [OCL_K_EMBED] = {OCL_F_EMBED, "embed"},
-    [OCL_K_ADD] = {OCL_F_ELEMENTWISE, "add"},
-    [OCL_K_BIAS_RELU] = {OCL_F_ELEMENTWISE, "bias_relu"},
-    [OCL_K_GEMM_ROWS_HALF] = {OCL_F_GEMM, "gemm_rows_half"},
-    [OCL_K_ATTENTION_BACKWARD_QUERY] = {OCL_F_ATTENTION_BACKWARD, "attention_backward_query"},
-    [OCL_K_ATTENTION_BACKWARD_KEY] = {OCL_F_ATTENTION_BACKWARD, "attention_backward_key"},
-    [OCL_K_LAYERNORM_BACKWARD] = {OCL_F_LAYERNORM_BACKWARD, "layernorm_backward"},
-    [OCL_K_LAYERNORM_BACKWARD_PARAMS] = {OCL_F_LAYERNORM_BACKWARD, "layernorm_backward_params"},
-    [OCL_K_RELU_BACKWARD] = {OCL_F_TRAIN, "relu_backward"},
-    [OCL_K_DROPOUT] = {OCL_F_TRAIN, "dropout"},
-    [OCL_K_EMBED_BACKWARD] = {OCL_F_TRAIN, "embed_backward"},
-    [OCL_K_CROSS_ENTROPY] = {OCL_F_TRAIN, "cross_entropy"},
-    [OCL_K_ADAM] = {OCL_F_OPTIM, "adam"},
-    [OCL_K_SUM_SQUARES_PARTIAL] = {OCL_F_OPTIM, "sum_squares_partial"},
-    [OCL_K_SUM_SQUARES_FINAL] = {OCL_F_OPTIM, "sum_squares_final"},
+    [OCL_K_ATTENTION] = {OCL_F_ATTENTION, "attention", L2},
+    [OCL_K_ATTENTION_PROBS] = {OCL_F_ATTENTION, "attention_probs", L1},
+    [OCL_K_LAYERNORM] = {OCL_F_LAYERNORM, "layernorm", L1},
+    [OCL_K_SOFTMAX] = {OCL_F_SOFTMAX, "softmax", L1},
+    [OCL_K_ARGMAX] = {OCL_F_SOFTMAX, "argmax", L1 + sizeof(cl_int)},
+    [OCL_K_EMBED] = {OCL_F_EMBED, "embed", 0},
+    [OCL_K_ADD] = {OCL_F_ELEMENTWISE, "add", 0},
+    [OCL_K_BIAS_RELU] = {OCL_F_ELEMENTWISE, "bias_relu", 0},
+    [OCL_K_GEMM_ROWS_HALF] = {OCL_F_GEMM, "gemm_rows_half", OCL_GEMM_HALF_ROWS *L1},
+    [OCL_K_ATTENTION_BACKWARD_QUERY] = {OCL_F_ATTENTION_BACKWARD, "attention_backward_query", L2},
+    [OCL_K_ATTENTION_BACKWARD_KEY] = {OCL_F_ATTENTION_BACKWARD, "attention_backward_key", L2},
+    [OCL_K_LAYERNORM_BACKWARD] = {OCL_F_LAYERNORM_BACKWARD, "layernorm_backward", L1},
+    [OCL_K_LAYERNORM_BACKWARD_PARAMS] = {OCL_F_LAYERNORM_BACKWARD, "layernorm_backward_params", L2},
+    [OCL_K_RELU_BACKWARD] = {OCL_F_TRAIN, "relu_backward", 0},
+    [OCL_K_DROPOUT] = {OCL_F_TRAIN, "dropout", 0},
+    [OCL_K_EMBED_BACKWARD] = {OCL_F_TRAIN, "embed_backward", 0},
+    [OCL_K_CROSS_ENTROPY] = {OCL_F_TRAIN, "cross_entropy", L1},
+    [OCL_K_ADAM] = {OCL_F_OPTIM, "adam", 0},
+    [OCL_K_SUM_SQUARES_PARTIAL] = {OCL_F_OPTIM, "sum_squares_partial", L1},
+    [OCL_K_SUM_SQUARES_FINAL] = {OCL_F_OPTIM, "sum_squares_final", L1},
 };
+#undef L1
+#undef L2
 
 /* ---- hashing ---- */
 
@@ -283,8 +293,6 @@ static void build_log(cl_program prog, cl_device_id dev, char *buf, size_t size)
 static clf_status create_kernels(clf_backend *be, ocl_family_id f, cl_program prog)
 {
     clf_status st = CLF_OK;
-    size_t dev_wg = 1;
-    clGetDeviceInfo(be->dev.device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof dev_wg, &dev_wg, NULL);
     for (int k = 0; k < OCL_K_COUNT; k++) {
         if (kernels[k].family != f)
             continue;
@@ -295,20 +303,9 @@ static clf_status create_kernels(clf_backend *be, ocl_family_id f, cl_program pr
             st = ocl_fail("open", "clCreateKernel", err);
             goto fail;
         }
-        size_t kwg = 0;
-        err = clGetKernelWorkGroupInfo(be->kernels[k], be->dev.device, CL_KERNEL_WORK_GROUP_SIZE,
-                                       sizeof kwg, &kwg, NULL);
-        if (err != CL_SUCCESS) {
-            st = ocl_fail("open", "clGetKernelWorkGroupInfo", err);
+        if ((st = ocl_pick_wg(be, kernels[k].name, be->kernels[k], kernels[k].local_per_item,
+                              OCL_ROW_WG, &be->wg[k])) != CLF_OK)
             goto fail;
-        }
-        size_t cap = kwg < dev_wg ? kwg : dev_wg;
-        if (cap > OCL_ROW_WG)
-            cap = OCL_ROW_WG;
-        size_t wg = 1; /* the reductions need a power of two */
-        while (wg * 2 <= cap)
-            wg *= 2;
-        be->wg[k] = wg;
     }
     return CLF_OK;
 fail:

@@ -1,0 +1,233 @@
+/* The OpenCL backend's small inference ops and its memory: embed, softmax / log_softmax,
+ * add, argmax, and copy / upload / download (overlapping copies as memmove), compared with
+ * a host reference in double and with the CPU backend.
+ * Without an OpenCL device the suite says why and exits 77 (ctest: skipped; a failure with
+ * CLF_TEST_REQUIRE_OPENCL=1). */
+#include "opencl_testutil.h"
+
+#include "clformer/tensor.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+START_TEST(test_embed)
+{
+    static const int dims[] = {1, 7, 65, 512}, rows[] = {1, 21, 33}, seqs[] = {1, 7, 33};
+    int v = 0;
+    for (int di = 0; di < 4; di++)
+        for (int ri = 0; ri < 3; ri++, v++) {
+            int vocab = 33, dim = dims[di], R = rows[ri], seq = seqs[ri], pos0 = v % 2 ? 3 : 0;
+            int max_len = pos0 + seq + 1, with_pe = v % 4 != 3;
+            clf_embed_args a = {.rows = R,
+                                .seq_len = seq,
+                                .pos0 = pos0,
+                                .dim = dim,
+                                .vocab = vocab,
+                                .scale = sqrtf((float)dim)};
+            int32_t *ids = malloc(R * sizeof *ids);
+            for (int r = 0; r < R; r++)
+                ids[r] = (r * 7 + v) % vocab;
+            if (R > 2) { /* out of range: clamped, never read outside the table */
+                ids[0] = -4;
+                ids[1] = vocab + 5;
+            }
+            size_t n = (size_t)R * dim, npe = (size_t)max_len * dim;
+            float *table = clf_test_frand((size_t)vocab * dim, 900 + v, -1, 1);
+            float *pe = with_pe ? clf_test_frand(npe, 950 + v, -1, 1) : NULL;
+            float *want = malloc(n * 4), *got = malloc(n * 4), *cgot = malloc(n * 4);
+            for (int r = 0; r < R; r++) {
+                int id = ids[r] < 0 ? 0 : ids[r] >= vocab ? vocab - 1 : ids[r];
+                for (int c = 0; c < dim; c++)
+                    want[(size_t)r * dim + c] =
+                        table[(size_t)id * dim + c] * a.scale +
+                        (pe ? pe[(size_t)(pos0 + r % seq) * dim + c] : 0.0f);
+            }
+            char what[96];
+            snprintf(what, sizeof what, "embed rows=%d dim=%d seq_len=%d pos0=%d pe=%d", R, dim,
+                     seq, pos0, with_pe);
+            run_embed(&ocl, &a, ids, table, pe, npe, got);
+            run_embed(&cpu, &a, ids, table, pe, npe, cgot);
+            expect_close(got, want, n, TOL_EXACT, what, "host reference");
+            expect_close(got, cgot, n, TOL_EXACT, what, "cpu backend");
+            free(ids);
+            free(table);
+            free(pe);
+            free(want);
+            free(got);
+            free(cgot);
+        }
+}
+END_TEST
+
+START_TEST(test_softmax)
+{
+    static const int rows[] = {1, 7, 33}, cols[] = {1, 7, 33, 65, 129, 1000, 8000};
+    int v = 0;
+    for (int log = 0; log < 2; log++)
+        for (int ri = 0; ri < 3; ri++)
+            for (size_t ci = 0; ci < sizeof cols / sizeof cols[0]; ci++, v++) {
+                int R = rows[ri], C = cols[ci], alias = v % 2;
+                size_t n = (size_t)R * C;
+                /* large: needs the max subtracted */
+                float *x = clf_test_frand(n, 1200 + v, -20, 20);
+                float *want = malloc(n * 4), *got = malloc(n * 4), *cgot = malloc(n * 4);
+                for (int r = 0; r < R; r++) {
+                    const float *xr = x + (size_t)r * C;
+                    double mx = xr[0], s = 0;
+                    for (int c = 1; c < C; c++)
+                        mx = xr[c] > mx ? xr[c] : mx;
+                    for (int c = 0; c < C; c++)
+                        s += exp(xr[c] - mx);
+                    for (int c = 0; c < C; c++)
+                        want[(size_t)r * C + c] =
+                            (float)(log ? xr[c] - mx - (double)logl(s) : exp(xr[c] - mx) / s);
+                }
+                char what[96];
+                snprintf(what, sizeof what, "%s rows=%d cols=%d out aliasing x=%d",
+                         log ? "log_softmax" : "softmax", R, C, alias);
+                run_softmax(&ocl, x, R, C, log, alias, got);
+                run_softmax(&cpu, x, R, C, log, alias, cgot);
+                expect_close(got, want, n, TOL_NORM, what, "host reference");
+                expect_close(got, cgot, n, TOL_NORM, what, "cpu backend");
+                free(x);
+                free(want);
+                free(got);
+                free(cgot);
+            }
+}
+END_TEST
+
+START_TEST(test_add)
+{
+    static const size_t ns[] = {1, 7, 129, 65537, 1000003};
+    for (int i = 0; i < 5; i++) {
+        size_t n = ns[i];
+        int alias = i % 3; /* 0: separate out, 1: out = a, 2: out = b */
+        float *a = clf_test_frand(n, 1300 + i, -5, 5), *b = clf_test_frand(n, 1400 + i, -5, 5);
+        float *want = malloc(n * 4), *got = malloc(n * 4);
+        for (size_t j = 0; j < n; j++)
+            want[j] = a[j] + b[j];
+        clf_buffer *ba = up(&ocl, a, n * 4), *bb = up(&ocl, b, n * 4);
+        clf_buffer *bo = alias == 1 ? ba : alias == 2 ? bb : up(&ocl, NULL, n * 4);
+        CLF_ASSERT_OK(
+            ocl.api->add(ocl.be, (clf_ptr){bo, 0}, (clf_ptr){ba, 0}, (clf_ptr){bb, 0}, n));
+        down(&ocl, got, bo, n * 4);
+        char what[64];
+        snprintf(what, sizeof what, "add n=%zu alias=%d", n, alias);
+        expect_close(got, want, n, 0.0, what, "host reference"); /* one rounding: exact */
+        ocl.api->free(ocl.be, ba);
+        ocl.api->free(ocl.be, bb);
+        if (!alias)
+            ocl.api->free(ocl.be, bo);
+        free(a);
+        free(b);
+        free(want);
+        free(got);
+    }
+}
+END_TEST
+
+static void run_argmax(bk *k, const float *x, int rows, int cols, int32_t *out)
+{
+    clf_buffer *bx = up(k, x, (size_t)rows * cols * 4), *bo = up(k, NULL, (size_t)rows * 4);
+    CLF_ASSERT_OK(k->api->argmax(k->be, (clf_ptr){bo, 0}, (clf_ptr){bx, 0}, rows, cols));
+    down(k, out, bo, (size_t)rows * 4);
+    k->api->free(k->be, bx);
+    k->api->free(k->be, bo);
+}
+
+START_TEST(test_argmax)
+{
+    static const int rows[] = {1, 7, 33}, cols[] = {1, 7, 65, 1000, 8000};
+    for (int ri = 0; ri < 3; ri++)
+        for (int ci = 0; ci < 5; ci++) {
+            int R = rows[ri], C = cols[ci];
+            size_t n = (size_t)R * C;
+            float *x = clf_test_frand(n, 1500 + ri * 5 + ci, -3, 3);
+            for (size_t i = 0; i < n; i++)
+                x[i] = floorf(x[i]) - 10.0f; /* few distinct values: many ties, all negative */
+            if (R > 2) {
+                for (int c = 0; c < C; c++)
+                    x[c] = -1;                  /* row 0 all equal: index 0 */
+                x[(size_t)2 * C + C - 1] = 100; /* row 2: the maximum at the very end */
+            }
+            int32_t *want = malloc(R * 4), *got = malloc(R * 4), *cgot = malloc(R * 4);
+            for (int r = 0; r < R; r++) {
+                const float *xr = x + (size_t)r * C;
+                int best = 0;
+                for (int c = 1; c < C; c++)
+                    if (xr[c] > xr[best])
+                        best = c;
+                want[r] = best;
+            }
+            run_argmax(&ocl, x, R, C, got);
+            run_argmax(&cpu, x, R, C, cgot);
+            for (int r = 0; r < R; r++) {
+                ck_assert_msg(got[r] == want[r], "argmax rows=%d cols=%d row %d: %d, want %d", R, C,
+                              r, got[r], want[r]);
+                ck_assert_int_eq(got[r], cgot[r]);
+            }
+            free(x);
+            free(want);
+            free(got);
+            free(cgot);
+        }
+}
+END_TEST
+
+/* ---- memory ---- */
+
+START_TEST(test_memory)
+{
+    /* copy between and within buffers, including overlapping ranges (memmove semantics) */
+    float h[64], g[64];
+    for (int i = 0; i < 64; i++)
+        h[i] = (float)i;
+    clf_buffer *a = up(&ocl, h, sizeof h), *b = up(&ocl, NULL, sizeof h);
+    CLF_ASSERT_OK(ocl.api->copy(ocl.be, (clf_ptr){b, 8}, (clf_ptr){a, 0}, 40));
+    down(&ocl, g, b, sizeof g);
+    ck_assert_float_eq(g[0], 0);
+    ck_assert_float_eq(g[2], 0);
+    ck_assert_float_eq(g[11], 9);
+    CLF_ASSERT_OK(ocl.api->copy(ocl.be, (clf_ptr){a, 4}, (clf_ptr){a, 0}, 32)); /* forward */
+    CLF_ASSERT_OK(ocl.api->download(ocl.be, g, (clf_ptr){a, 0}, sizeof g));
+    for (int i = 1; i <= 8; i++)
+        ck_assert_float_eq(g[i], (float)(i - 1));
+    CLF_ASSERT_OK(ocl.api->copy(ocl.be, (clf_ptr){a, 0}, (clf_ptr){a, 8}, 32)); /* backward */
+    CLF_ASSERT_OK(ocl.api->synchronize(ocl.be));
+    CLF_ASSERT_OK(ocl.api->download(ocl.be, g, (clf_ptr){a, 0}, sizeof g));
+    ck_assert_float_eq(g[0], 1); /* a was 0 0 1 2 3 4 5 6 7 9 10 ... */
+    ck_assert_float_eq(g[6], 7);
+    ck_assert_float_eq(g[7], 9);
+    /* a fresh buffer reads as zeros; an empty one is fine */
+    clf_buffer *z = NULL;
+    CLF_ASSERT_OK(ocl.api->alloc(ocl.be, 0, &z));
+    CLF_ASSERT_OK(ocl.api->upload(ocl.be, (clf_ptr){z, 0}, h, 0));
+    ocl.api->free(ocl.be, z);
+    down(&ocl, g, b, sizeof g);
+    ck_assert_float_eq(g[63], 0);
+    ocl.api->free(ocl.be, a);
+    ocl.api->free(ocl.be, b);
+}
+END_TEST
+
+static Suite *ops_suite(void)
+{
+    Suite *s = suite_create("opencl_ops");
+    TCase *tc = ocl_test_tcase("ops");
+    tcase_add_test(tc, test_embed);
+    tcase_add_test(tc, test_softmax);
+    tcase_add_test(tc, test_add);
+    tcase_add_test(tc, test_argmax);
+    tcase_add_test(tc, test_memory);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return ocl_test_main("opencl_ops", ops_suite);
+}
