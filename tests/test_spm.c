@@ -477,6 +477,65 @@ START_TEST(test_cli_translate)
 }
 END_TEST
 
+/* clformer train with the fixture model as the vocabulary of both sides: English lines of
+ * the corpus to the German ones after them, a few steps with a validation (which decodes
+ * through the library); a .model vocabulary that does not exist is refused, not built. */
+START_TEST(test_cli_train)
+{
+    clf_test_make_tmpdir("clf-spm");
+    char *corpus = clf_test_read_file(SPM_DIR "/corpus.txt", NULL);
+    char *lines[400];
+    int n = 0;
+    for (char *p = corpus; *p && n < 400; n++) {
+        char *nl = strchr(p, '\n');
+        *nl = '\0';
+        lines[n] = p;
+        p = nl + 1;
+    }
+    FILE *f = fopen(clf_test_tmp_path("pairs.tsv"), "w");
+    ck_assert_ptr_nonnull(f);
+    for (int i = 0; i + 1 < n; i += 2)
+        fprintf(f, "%s\t%s\n", lines[i], lines[i + 1]);
+    ck_assert_int_eq(fclose(f), 0);
+    free(corpus);
+    char yaml[1024], args[1200], err[8192];
+    /* a copy: a train that wrongly built vocabularies would overwrite the fixture */
+    char vocab[512];
+    snprintf(vocab, sizeof vocab, "%s", clf_test_tmp_path("v.model"));
+    copy_file(MODEL_PATH, vocab);
+    const char *vocab_tgt[2] = {vocab, "/nonexistent/tgt.model"};
+    for (int k = 0; k < 2; k++) {
+        int len = snprintf(yaml, sizeof yaml,
+                           "model: {src_vocab: %d, tgt_vocab: %d, max_len: 48, d_model: 32, "
+                           "layers: 1, heads: 2, d_ff: 64}\n"
+                           "backend: {name: cpu, threads: 1}\n"
+                           "train:\n"
+                           "  data: {train: %s, valid: %s}\n"
+                           "  vocab: {src: %s, tgt: %s}\n"
+                           "  batch_size: 16\n"
+                           "  steps: 4\n"
+                           "  log_every: 2\n"
+                           "  validate_every: 4\n"
+                           "  checkpoint: {dir: %s, every: 4}\n",
+                           MODEL_SIZE, MODEL_SIZE, clf_test_tmp_path("pairs.tsv"),
+                           clf_test_tmp_path("pairs.tsv"), vocab_tgt[0], vocab_tgt[k],
+                           clf_test_tmp_path(k ? "run1" : "run0"));
+        clf_test_write_file(clf_test_tmp_path("exp.yaml"), yaml, (size_t)len);
+        snprintf(args, sizeof args, "train -c '%s'", clf_test_tmp_path("exp.yaml"));
+        int rc = clf_test_run_cli(args, err, sizeof err);
+        if (k == 0) {
+            ck_assert_msg(rc == 0, "train failed: %s", err);
+            ck_assert_msg(strstr(err, "built vocabularies") == NULL, "%s", err);
+            ck_assert_msg(strstr(err, "validation at step 4") != NULL, "%s", err);
+        } else {
+            ck_assert_int_eq(rc, 2);
+            ck_assert_msg(strstr(err, "/nonexistent/tgt.model: no such file") != NULL, "%s", err);
+        }
+    }
+    clf_test_remove_tmpdir();
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("spm");
@@ -500,6 +559,7 @@ static Suite *suite(void)
     tcase_add_test(t, test_train_refuses);
     tcase_add_test(t, test_cli_vocab);
     tcase_add_test(t, test_cli_translate);
+    tcase_add_test(t, test_cli_train);
     suite_add_tcase(s, t);
     return s;
 }
