@@ -4,7 +4,8 @@ set -euo pipefail
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 PKGS="build-essential cmake pkg-config libyaml-dev check libopenblas-dev ocl-icd-opencl-dev
-opencl-c-headers pocl-opencl-icd clinfo libclblast-dev libutf8proc-dev libspng-dev libjansson-dev"
+opencl-c-headers pocl-opencl-icd clinfo libclblast-dev libutf8proc-dev libspng-dev libjansson-dev
+libsentencepiece-dev"
 missing=""
 for p in $PKGS; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

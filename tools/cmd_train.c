@@ -169,16 +169,33 @@ static clf_status write_config(run *r)
     return clf_fs_write_atomic_bytes(path, r->config_yaml, len);
 }
 
-/* Loads both vocabularies, or builds (and saves) them from the training data. */
+/* A SentencePiece model's name (clformer/tokenizer.h): train cannot build one itself. */
+static int is_spm_name(const char *path)
+{
+    size_t n = strlen(path);
+    return (n >= 6 && strcmp(path + n - 6, ".model") == 0) ||
+           (n >= 4 && strcmp(path + n - 4, ".spm") == 0);
+}
+
+/* Loads both vocabularies (word-level JSON or SentencePiece .model), or builds (and saves)
+ * word-level ones from the training data. */
 static clf_status prepare_vocabs(run *r)
 {
     const clf_train_config *tc = &r->cfg.train;
     clf_model_config *mc = &r->cfg.model;
     clf_status st;
-    if (file_exists(tc->vocab_src) && file_exists(tc->vocab_tgt)) {
+    const char *missing = !file_exists(tc->vocab_src)   ? tc->vocab_src
+                          : !file_exists(tc->vocab_tgt) ? tc->vocab_tgt
+                                                        : NULL;
+    if (!missing) {
         if ((st = clf_tokenizer_load(tc->vocab_src, &r->src_tok)) != CLF_OK ||
             (st = clf_tokenizer_load(tc->vocab_tgt, &r->tgt_tok)) != CLF_OK)
             return st;
+    } else if (is_spm_name(tc->vocab_src) || is_spm_name(tc->vocab_tgt)) {
+        return clf_error(CLF_ERR_IO,
+                         "%s: no such file (train builds word-level vocabularies only; make "
+                         "SentencePiece models first with `clformer vocab --sentencepiece`)",
+                         missing);
     } else {
         if ((st = clf_dataset_build_vocabs(tc->data_train, tc->data_train_tgt, tc->min_frequency,
                                            &r->src_tok, &r->tgt_tok)) != CLF_OK)

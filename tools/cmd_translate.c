@@ -108,7 +108,8 @@ static void usage(void)
 {
     printf("usage: clformer translate -c model.yaml -w w.safetensors --src-vocab src.json\n"
            "       --tgt-vocab tgt.json [options] < sentences > translations\n"
-           "One line in, one line out: the translation's words joined by single spaces.\n"
+           "One line in, one line out: the translation's words joined by single spaces, or\n"
+           "detokenized by SentencePiece when the vocabularies are SentencePiece .model files.\n"
            "  --beam K             beam size (default 1: greedy)\n"
            "  --n-best N           N lines per input, `score<TAB>text`, best first (N <= K)\n"
            "  --max-len N          output tokens at most (default 2 * longest source line of\n"

@@ -1,19 +1,26 @@
-/* clformer vocab: word-level vocabularies (tokenizers-library WordLevel JSON) from text.
+/* clformer vocab: vocabularies from text, word-level (tokenizers-library WordLevel JSON)
+ * or SentencePiece (.model, trained by the library's trainer).
  *
  *   clformer vocab -o vocab.json [--min-frequency N] FILE
  *       one sentence per line (the tutorial's build_tokenizer on one language);
  *   clformer vocab --src-out s.json --tgt-out t.json [--min-frequency N] TRAIN.tsv | SRC TGT
- *       both sides of training data, exactly as `clformer train` builds them.
+ *       both sides of training data, exactly as `clformer train` builds them;
+ *   clformer vocab --sentencepiece --vocab-size N [--model-type unigram|bpe] -o spm.model DATA...
+ *       one joint SentencePiece model from text files, one sentence per line;
+ *   clformer vocab --sentencepiece --vocab-size N [--model-type T] --src-out s.model
+ *                  --tgt-out t.model SRC TGT
+ *       one model per side.
  * Files are written under a temporary name and renamed. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
 #include "clformer/dataset.h"
 #include "clformer/tokenizer.h"
 
-enum { OPT_MIN_FREQ = 256, OPT_SRC_OUT, OPT_TGT_OUT };
+enum { OPT_MIN_FREQ = 256, OPT_SRC_OUT, OPT_TGT_OUT, OPT_SPM, OPT_VOCAB_SIZE, OPT_MODEL_TYPE };
 
 static void usage(void)
 {
@@ -21,19 +28,75 @@ static void usage(void)
            "       clformer vocab --src-out s.json --tgt-out t.json [--min-frequency N] "
            "TRAIN.tsv | SRC TGT\n"
            "Word-level vocabularies ([UNK] [PAD] [SOS] [EOS] = 0..3, then the words seen at\n"
-           "least --min-frequency times, default %d) as tokenizers-library JSON.\n",
+           "least --min-frequency times, default %d) as tokenizers-library JSON.\n"
+           "       clformer vocab --sentencepiece --vocab-size N [--model-type unigram|bpe]\n"
+           "                      -o spm.model DATA... | --src-out s.model --tgt-out t.model "
+           "SRC TGT\n"
+           "SentencePiece models trained by the library (<unk> <pad> <s> </s> = 0..3, then\n"
+           "the pieces; model type default unigram): one joint model from all DATA files,\n"
+           "or one per side.\n",
            CLF_TOKENIZER_MIN_FREQUENCY);
+}
+
+/* Trains one SentencePiece model per output (n_out 1: on all files; 2: on file i for
+ * output i), then writes them: a refused training writes nothing. */
+static clf_status train_spm(char *const *files, int n_files, const char *const *outs, int n_out,
+                            int vocab_size, const char *type)
+{
+    clf_tokenizer *tok[2] = {NULL, NULL};
+    clf_status st = CLF_OK;
+    for (int i = 0; i < n_out && st == CLF_OK; i++)
+        st = clf_tokenizer_train_sentencepiece((const char *const *)files + (n_out == 1 ? 0 : i),
+                                               n_out == 1 ? n_files : 1, vocab_size, type, &tok[i]);
+    for (int i = 0; i < n_out && st == CLF_OK; i++)
+        st = clf_tokenizer_save(tok[i], outs[i]);
+    for (int i = 0; i < n_out; i++) {
+        if (st == CLF_OK)
+            fprintf(stderr, "clformer: %s: %d pieces (SentencePiece %s)\n", outs[i],
+                    clf_tokenizer_size(tok[i]), type);
+        clf_tokenizer_free(tok[i]);
+    }
+    return st;
+}
+
+static int cmd_sentencepiece(int argc, char **argv, const char *out, const char *src_out,
+                             const char *tgt_out, int vocab_size, const char *type)
+{
+    const int files = argc - optind;
+    clf_status st;
+    if (vocab_size <= 0)
+        return cli_usage_error("vocab: --sentencepiece needs --vocab-size N");
+    if (out && !src_out && !tgt_out) {
+        if (files < 1)
+            return cli_usage_error("vocab: --sentencepiece -o takes one or more text files");
+        st = train_spm(argv + optind, files, &out, 1, vocab_size, type);
+    } else if (!out && src_out && tgt_out) {
+        if (files != 2)
+            return cli_usage_error("vocab: --sentencepiece --src-out/--tgt-out take two "
+                                   "files (SRC TGT), got %d",
+                                   files);
+        const char *outs[2] = {src_out, tgt_out};
+        st = train_spm(argv + optind, files, outs, 2, vocab_size, type);
+    } else {
+        return cli_usage_error("vocab: give either -o FILE, or both --src-out and --tgt-out");
+    }
+    return st == CLF_OK ? 0 : cli_fail(st);
 }
 
 int clf_cmd_vocab(int argc, char **argv)
 {
     const char *out = NULL, *src_out = NULL, *tgt_out = NULL;
-    int min_freq = CLF_TOKENIZER_MIN_FREQUENCY;
+    const char *model_type = "unigram";
+    int min_freq = CLF_TOKENIZER_MIN_FREQUENCY, min_freq_given = 0;
+    int sentencepiece = 0, vocab_size = 0;
     static const struct option longopts[] = {
         {"output", required_argument, NULL, 'o'},
         {"min-frequency", required_argument, NULL, OPT_MIN_FREQ},
         {"src-out", required_argument, NULL, OPT_SRC_OUT},
         {"tgt-out", required_argument, NULL, OPT_TGT_OUT},
+        {"sentencepiece", no_argument, NULL, OPT_SPM},
+        {"vocab-size", required_argument, NULL, OPT_VOCAB_SIZE},
+        {"model-type", required_argument, NULL, OPT_MODEL_TYPE},
         {"help", no_argument, NULL, 'h'},
         {0}};
     int c;
@@ -46,6 +109,19 @@ int clf_cmd_vocab(int argc, char **argv)
         case OPT_MIN_FREQ:
             if (!cli_parse_int("--min-frequency", optarg, 0, &min_freq))
                 return 2;
+            min_freq_given = 1;
+            break;
+        case OPT_SPM:
+            sentencepiece = 1;
+            break;
+        case OPT_VOCAB_SIZE:
+            if (!cli_parse_int("--vocab-size", optarg, 5, &vocab_size))
+                return 2;
+            break;
+        case OPT_MODEL_TYPE:
+            if (strcmp(optarg, "unigram") != 0 && strcmp(optarg, "bpe") != 0)
+                return cli_usage_error("--model-type: expected unigram or bpe, got '%s'", optarg);
+            model_type = optarg;
             break;
         case OPT_SRC_OUT:
             src_out = optarg;
@@ -60,6 +136,14 @@ int clf_cmd_vocab(int argc, char **argv)
             return 2;
         }
     }
+    if (sentencepiece) {
+        if (min_freq_given)
+            return cli_usage_error("vocab: --min-frequency is for word-level vocabularies, "
+                                   "not --sentencepiece");
+        return cmd_sentencepiece(argc, argv, out, src_out, tgt_out, vocab_size, model_type);
+    }
+    if (vocab_size || strcmp(model_type, "unigram") != 0)
+        return cli_usage_error("vocab: --vocab-size and --model-type need --sentencepiece");
     const int files = argc - optind;
     clf_tokenizer *a = NULL, *b = NULL;
     clf_status st;

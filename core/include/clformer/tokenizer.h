@@ -1,4 +1,30 @@
-/* clformer/tokenizer.h - the word-level tokenizer of the pytorch-transformer tutorial.
+/* clformer/tokenizer.h - tokenizers: one interface, two kinds.
+ *
+ * WORD LEVEL (CLF_TOKENIZER_WORD_LEVEL): the tokenizer of the pytorch-transformer tutorial,
+ * read from and written to the tokenizers library's tokenizer.json (described below).
+ *
+ * SENTENCEPIECE (CLF_TOKENIZER_SENTENCEPIECE): a SentencePiece model (.model file, a
+ * serialized ModelProto), handled entirely by the SentencePiece library (libsentencepiece):
+ * encode is its Encode (normalization, pieces, unknown text -> its unk id), decode its
+ * Decode (detokenization: pieces joined and U+2581 turned back into spaces), id/word are
+ * its PieceToId/IdToPiece (id -1 for a piece the model lacks, although the library's
+ * Encode maps such text to unk), size its GetPieceSize. Specials: unk = unk_id, sos =
+ * bos_id, eos = eos_id, pad = pad_id of the model; a special the model disables is -1
+ * there, exactly as for a word-level vocabulary lacking it, and the callers that need it
+ * refuse with their usual message (training needs pad, sos and eos; translation sos and
+ * eos). The special tokens (clf_tokenizer_is_special, dropped by decode's skip_specials)
+ * are the unknown piece and the control pieces (<s>, </s>, <pad>, ...); decode without
+ * skip_specials hands them to the library, which writes nothing for control pieces and
+ * " \u2047 " for unk. Invalid UTF-8 is refused before the library sees it, with the word
+ * level's message. Saving writes the model's bytes back (temporary name, fsync, rename).
+ *
+ * Which kind clf_tokenizer_load reads, by the file: content first, then the name. A file
+ * whose first byte other than ASCII white space is '{' is tokenizer JSON; otherwise a file
+ * whose first byte is 0x0A (field 1, the pieces, with which a ModelProto starts) or whose
+ * name ends in ".model" or ".spm" is SentencePiece; anything else (or an unreadable file
+ * with another name) is read as JSON and refused with the JSON messages.
+ *
+ * The word-level kind in detail:
  *
  * Compatible with the HuggingFace `tokenizers` library as the tutorial sets it up:
  *
@@ -59,6 +85,11 @@ extern "C" {
 
 typedef struct clf_tokenizer clf_tokenizer;
 
+typedef enum clf_tokenizer_kind {
+    CLF_TOKENIZER_WORD_LEVEL = 0,   /* tokenizers-library WordLevel JSON */
+    CLF_TOKENIZER_SENTENCEPIECE = 1 /* SentencePiece .model */
+} clf_tokenizer_kind;
+
 /* Ids of the tutorial's specials, looked up by name ([UNK] is the model's unk_token);
  * -1 for one the vocabulary lacks. */
 typedef struct clf_tokenizer_specials {
@@ -78,10 +109,23 @@ clf_status clf_tokenizer_build_sized(const char *const *lines, size_t n, int min
  * space anyway). CLF_ERR_IO when it cannot be read; messages start with the path. */
 clf_status clf_tokenizer_build_file(const char *path, int min_freq, clf_tokenizer **out);
 
-/* Reads a tokenizers-library tokenizer.json (see above). CLF_ERR_IO when unreadable,
- * CLF_ERR_INPUT for invalid JSON or a file that is not this tokenizer. */
+/* Trains a SentencePiece model with the library's trainer on the text files
+ * paths[0..n_paths) (one sentence per line; several files make one joint vocabulary):
+ * vocab_size pieces in all (>= 5; the trainer refuses a size the text cannot fill),
+ * model_type "unigram" or "bpe", the library's defaults otherwise. Ids: <unk> 0, <pad> 1,
+ * <s> 2, </s> 3 (those of the word level's [UNK] [PAD] [SOS] [EOS], so a model config's
+ * default pad_id fits either kind), then the pieces. Save it with clf_tokenizer_save. CLF_ERR_IO for an unreadable file,
+ * CLF_ERR_INPUT with the trainer's message when it refuses. */
+clf_status clf_tokenizer_train_sentencepiece(const char *const *paths, int n_paths, int vocab_size,
+                                             const char *model_type, clf_tokenizer **out);
+
+/* Reads a tokenizer file of either kind (which one: see above). Word level: CLF_ERR_IO
+ * when unreadable, CLF_ERR_INPUT for invalid JSON or a file that is not this tokenizer.
+ * SentencePiece: CLF_ERR_IO when unreadable, CLF_ERR_INPUT "<path>: not a valid
+ * SentencePiece model: <the library's reason>" for an empty, truncated or corrupt one. */
 clf_status clf_tokenizer_load(const char *path, clf_tokenizer **out);
-/* Writes tok as the library would (path.tmp.<pid>, fsync, rename: never a half file). */
+/* Writes tok to path (path.tmp.<pid>, fsync, rename: never a half file): word level as the
+ * tokenizers library would write it, SentencePiece as the model's bytes. */
 clf_status clf_tokenizer_save(const clf_tokenizer *tok, const char *path);
 void clf_tokenizer_free(clf_tokenizer *tok); /* NULL is fine */
 
@@ -103,6 +147,7 @@ int32_t clf_tokenizer_id(const clf_tokenizer *tok, const char *word);
 int32_t clf_tokenizer_id_n(const clf_tokenizer *tok, const char *word, size_t len);
 /* The word of an id (NUL-terminated, owned by tok), or NULL when out of range. */
 const char *clf_tokenizer_word(const clf_tokenizer *tok, int32_t id);
+clf_tokenizer_kind clf_tokenizer_get_kind(const clf_tokenizer *tok);
 /* Number of ids (specials included). */
 int clf_tokenizer_size(const clf_tokenizer *tok);
 clf_tokenizer_specials clf_tokenizer_special_ids(const clf_tokenizer *tok);

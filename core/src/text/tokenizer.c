@@ -15,6 +15,7 @@
 
 #include "io/json_jansson.h"
 #include "text/pretokenize.h"
+#include "text/tokenizer_spm.h"
 
 static uint64_t fnv1a(const char *s, size_t n)
 {
@@ -57,12 +58,29 @@ struct clf_tokenizer {
     unsigned char first[256]; /* first[b]: some added token starts with byte b */
     char *unk_token;          /* model.unk_token (possibly not in the vocabulary) */
     clf_tokenizer_specials sp;
+    clf_spm *spm; /* set: the SentencePiece kind (tokenizer_spm.c); the fields above unused */
 };
+
+clf_tokenizer *clf_tok_wrap_spm(clf_spm *spm)
+{
+    clf_tokenizer *tok = calloc(1, sizeof *tok);
+    if (!tok)
+        clf_spm_free(spm);
+    else
+        tok->spm = spm;
+    return tok;
+}
+
+clf_tokenizer_kind clf_tokenizer_get_kind(const clf_tokenizer *tok)
+{
+    return tok->spm ? CLF_TOKENIZER_SENTENCEPIECE : CLF_TOKENIZER_WORD_LEVEL;
+}
 
 void clf_tokenizer_free(clf_tokenizer *tok)
 {
     if (!tok)
         return;
+    clf_spm_free(tok->spm);
     free(tok->pool);
     free(tok->off);
     free(tok->len);
@@ -75,6 +93,8 @@ void clf_tokenizer_free(clf_tokenizer *tok)
 
 int32_t clf_tokenizer_id_n(const clf_tokenizer *tok, const char *word, size_t len)
 {
+    if (tok->spm)
+        return clf_spm_piece_id(tok->spm, word, len);
     size_t mask = tok->cap - 1;
     for (size_t h = (size_t)fnv1a(word, len) & mask;; h = (h + 1) & mask) {
         int32_t id = tok->slots[h];
@@ -92,21 +112,25 @@ int32_t clf_tokenizer_id(const clf_tokenizer *tok, const char *word)
 
 const char *clf_tokenizer_word(const clf_tokenizer *tok, int32_t id)
 {
+    if (tok->spm)
+        return clf_spm_piece(tok->spm, id);
     return (id >= 0 && id < tok->n) ? tok->pool + tok->off[id] : NULL;
 }
 
 int clf_tokenizer_size(const clf_tokenizer *tok)
 {
-    return tok->n;
+    return tok->spm ? clf_spm_size(tok->spm) : tok->n;
 }
 
 clf_tokenizer_specials clf_tokenizer_special_ids(const clf_tokenizer *tok)
 {
-    return tok->sp;
+    return tok->spm ? clf_tok_spm_specials(tok->spm) : tok->sp;
 }
 
 int clf_tokenizer_is_special(const clf_tokenizer *tok, int32_t id)
 {
+    if (tok->spm)
+        return clf_spm_is_special(tok->spm, id);
     return id >= 0 && id < tok->n && (tok->flags[id] & TOK_SPECIAL);
 }
 
@@ -495,6 +519,8 @@ static int push_id(id_list *l, int32_t id)
 clf_status clf_tokenizer_encode(const clf_tokenizer *tok, const char *text, size_t len,
                                 int32_t **ids, int *n)
 {
+    if (tok->spm)
+        return clf_tok_spm_encode(tok->spm, text, len, ids, n);
     *ids = NULL;
     *n = 0;
     if (len > 0 && !text)
@@ -540,6 +566,8 @@ nomem:
 clf_status clf_tokenizer_decode(const clf_tokenizer *tok, const int32_t *ids, int n,
                                 int skip_specials, char **text)
 {
+    if (tok->spm)
+        return clf_tok_spm_decode(tok->spm, ids, n, skip_specials, text);
     *text = NULL;
     if (n < 0 || (n > 0 && !ids))
         return clf_error(CLF_ERR_INPUT, "tokenizer decode: invalid arguments (n = %d)", n);
@@ -671,6 +699,14 @@ clf_status clf_tokenizer_load(const char *path, clf_tokenizer **out)
 {
     clf_status st;
     *out = NULL;
+    if (clf_tok_spm_detect(path)) {
+        clf_spm *spm;
+        if ((st = clf_tok_spm_load(path, &spm)) != CLF_OK)
+            return st;
+        if (!(*out = clf_tok_wrap_spm(spm)))
+            return clf_error(CLF_ERR_NOMEM, "%s: out of memory", path);
+        return CLF_OK;
+    }
     json_t *root = NULL;
     const char **w = NULL;
     size_t *wl = NULL;
@@ -826,6 +862,8 @@ static void write_json(const clf_tokenizer *tok, json_text *b)
 
 clf_status clf_tokenizer_save(const clf_tokenizer *tok, const char *path)
 {
+    if (tok->spm)
+        return clf_tok_spm_save(tok->spm, path);
     json_text b = {0};
     write_json(tok, &b);
     clf_status st = b.failed
