@@ -1,6 +1,8 @@
-# The plugin-op suite runs every check on the OpenCL backend too when it is built (that
-# part is skipped, saying why, when the backend finds no OpenCL device).
+# The plugin-op suites (test_plugin_ops*.c; their .cmake files include this one) share
+# tests/plugin_ops_util.c, and run every check on the OpenCL backend too when it is built
+# (that part is skipped, saying why, when the backend finds no OpenCL device).
+target_sources(${suite} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/plugin_ops_util.c)
 if(TARGET clformer-opencl)
-  target_compile_definitions(test_plugin_ops PRIVATE CLF_HAVE_OPENCL=1)
-  add_dependencies(test_plugin_ops clformer-opencl)
+  target_compile_definitions(${suite} PRIVATE CLF_HAVE_OPENCL=1)
+  add_dependencies(${suite} clformer-opencl)
 endif()

@@ -340,6 +340,32 @@ int clf_test_main(Suite *s)
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
 
+int clf_test_backends_main(const char *name, void (*add_tests)(TCase *tc),
+                           void (*cpu_only)(TCase *tc), void (*opencl_only)(TCase *tc))
+{
+    setvbuf(stdout, NULL, _IOLBF, 0); /* lines printed by a test that then fails still show */
+    Suite *s = suite_create(name);
+    TCase *cpu = clf_test_backend_tcase("cpu", 120);
+    add_tests(cpu);
+    if (cpu_only)
+        cpu_only(cpu);
+    suite_add_tcase(s, cpu);
+#ifdef CLF_HAVE_OPENCL
+    if (clf_test_opencl_opens(name)) {
+        TCase *ocl = clf_test_backend_tcase("opencl", 300);
+        add_tests(ocl);
+        if (opencl_only)
+            opencl_only(ocl);
+        suite_add_tcase(s, ocl);
+    }
+#else
+    (void)opencl_only;
+    if (clf_test_opencl_unavailable(name, "this build has no OpenCL backend"))
+        return EXIT_FAILURE;
+#endif
+    return clf_test_main(s);
+}
+
 void clf_test_refuses_null_args(const clf_backend_api *api, clf_backend *be, const char *backend)
 {
     char want[96];

@@ -123,4 +123,10 @@ int clf_test_opencl_opens(const char *suite);
 /* Runs one Check suite and returns the process exit status (0 when all pass). */
 int clf_test_main(Suite *s);
 
+/* main() of a suite whose tests run on each backend: add_tests on a CPU and (when it opens;
+ * see clf_test_opencl_opens) an OpenCL test case, plus cpu_only / opencl_only (may be NULL)
+ * on the one backend. */
+int clf_test_backends_main(const char *name, void (*add_tests)(TCase *tc),
+                           void (*cpu_only)(TCase *tc), void (*opencl_only)(TCase *tc));
+
 #endif

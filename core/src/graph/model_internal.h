@@ -1,5 +1,6 @@
-/* What decode.c needs from model.c beyond the public API: the graphs of a decoding step
- * and of the encoder with the cross-attention key/value projections. Not installed. */
+/* What decode.c and train.c need from the model (graph/model*.c) beyond the public API:
+ * the graphs of a decoding step and of the encoder with the cross-attention key/value
+ * projections, the training graph and the parameter storage. Not installed. */
 #ifndef CLF_MODEL_INTERNAL_H
 #define CLF_MODEL_INTERNAL_H
 

@@ -10,13 +10,7 @@
 #include <string.h>
 
 #include "clformer/rng.h"
-
-/* Names under this prefix are optimizer state in training checkpoints: not parameters. */
-#define OPTIM_PREFIX "optim."
-
-/* Buffers the tutorial's PositionalEncoding registers (persistent) in state_dict(): the
- * sinusoidal table, which clformer computes itself, so they are accepted and ignored. */
-static const char *const ignored_buffers[] = {"src_pos.pe", "tgt_pos.pe"};
+#include "io/weight_names.h"
 
 /* ---- the parameter list ---- */
 
@@ -131,13 +125,13 @@ clf_status clf_weight_specs(const clf_model_config *cfg, clf_weight_spec **out, 
     int d = cfg->d_model;
     /* a tied matrix is stored once, as tgt_embed.embedding.weight (clf_weights_tied_to) */
     if (cfg->tie_embeddings != CLF_TIE_ALL)
-        add_spec(&l, 2, cfg->src_vocab, d, CLF_INIT_XAVIER, d, "src_embed.embedding.weight");
-    add_spec(&l, 2, cfg->tgt_vocab, d, CLF_INIT_XAVIER, d, "tgt_embed.embedding.weight");
+        add_spec(&l, 2, cfg->src_vocab, d, CLF_INIT_XAVIER, d, CLF_WN_SRC_EMBED);
+    add_spec(&l, 2, cfg->tgt_vocab, d, CLF_INIT_XAVIER, d, CLF_WN_TGT_EMBED);
     /* learned positions are embeddings of the position index, initialised as the token
      * embeddings are (Xavier-uniform, as the reference model does for every matrix) */
     if (cfg->positional == CLF_POS_LEARNED) {
-        add_spec(&l, 2, cfg->max_len, d, CLF_INIT_XAVIER, d, "src_pos.embedding.weight");
-        add_spec(&l, 2, cfg->max_len, d, CLF_INIT_XAVIER, d, "tgt_pos.embedding.weight");
+        add_spec(&l, 2, cfg->max_len, d, CLF_INIT_XAVIER, d, CLF_WN_SRC_POS);
+        add_spec(&l, 2, cfg->max_len, d, CLF_INIT_XAVIER, d, CLF_WN_TGT_POS);
     }
     for (int i = 0; i < cfg->encoder_layers; i++)
         add_block(&l, "encoder", i, 0, cfg);
@@ -150,7 +144,7 @@ clf_status clf_weight_specs(const clf_model_config *cfg, clf_weight_spec **out, 
     if (cfg->tie_embeddings == CLF_TIE_NONE)
         add_linear(&l, "projection_layer.proj", d, cfg->tgt_vocab, 1);
     else /* the weight is tgt_embed's; the bias stays the projection's own */
-        add_spec(&l, 1, cfg->tgt_vocab, 0, CLF_INIT_LINEAR_BIAS, d, "projection_layer.proj.bias");
+        add_spec(&l, 1, cfg->tgt_vocab, 0, CLF_INIT_LINEAR_BIAS, d, CLF_WN_PROJ_BIAS);
     *out = l.v;
     *count = l.n;
     return CLF_OK;
@@ -158,11 +152,10 @@ clf_status clf_weight_specs(const clf_model_config *cfg, clf_weight_spec **out, 
 
 const char *clf_weights_tied_to(const clf_model_config *cfg, const char *name)
 {
-    static const char *const shared = "tgt_embed.embedding.weight";
-    if (cfg->tie_embeddings != CLF_TIE_NONE && strcmp(name, "projection_layer.proj.weight") == 0)
-        return shared;
-    if (cfg->tie_embeddings == CLF_TIE_ALL && strcmp(name, "src_embed.embedding.weight") == 0)
-        return shared;
+    if (cfg->tie_embeddings != CLF_TIE_NONE && strcmp(name, CLF_WN_PROJ_WEIGHT) == 0)
+        return CLF_WN_TGT_EMBED;
+    if (cfg->tie_embeddings == CLF_TIE_ALL && strcmp(name, CLF_WN_SRC_EMBED) == 0)
+        return CLF_WN_TGT_EMBED;
     return NULL;
 }
 
@@ -258,42 +251,6 @@ clf_status clf_weights_init(const clf_model_config *cfg, uint64_t seed, clf_weig
 
 /* ---- loading ---- */
 
-static int starts_with(const char *s, const char *prefix)
-{
-    return strncmp(s, prefix, strlen(prefix)) == 0;
-}
-
-static int ends_with(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
-static int is_positional(const char *name)
-{
-    return starts_with(name, "src_pos.embedding.") || starts_with(name, "tgt_pos.embedding.");
-}
-
-static int is_attention_bias(const char *name)
-{
-    return (strstr(name, "attention_block.w_") != NULL) && ends_with(name, ".bias");
-}
-
-/* Layer index of "<stack>.layers.<i>." names, or -1. */
-static int layer_index(const char *name, const char *stack)
-{
-    char prefix[32];
-    snprintf(prefix, sizeof prefix, "%s.layers.", stack);
-    if (!starts_with(name, prefix))
-        return -1;
-    const char *p = name + strlen(prefix);
-    char *end;
-    long i = strtol(p, &end, 10);
-    if (end == p || *end != '.' || i < 0 || i > 1000000)
-        return -1;
-    return (int)i;
-}
-
 /* Why the config wants a tensor, for the "is missing" message. */
 static void need_reason(const clf_model_config *cfg, const clf_weight_spec *s, char *buf,
                         size_t size)
@@ -301,15 +258,16 @@ static void need_reason(const clf_model_config *cfg, const clf_weight_spec *s, c
     char shape[64];
     clf_shape_str(s->shape, s->ndim, shape, sizeof shape);
     const char *name = s->name;
-    if (is_attention_bias(name))
+    const unsigned kinds = clf_weight_name_kinds(name);
+    if (kinds & CLF_WK_ATTENTION_BIAS)
         snprintf(buf, size, "shape %s, attention_bias: true", shape);
-    else if (is_positional(name))
+    else if (kinds & CLF_WK_POSITIONAL)
         snprintf(buf, size, "shape %s, positional: learned", shape);
-    else if (starts_with(name, "encoder.norm.") || starts_with(name, "decoder.norm."))
+    else if (kinds & CLF_WK_FINAL_NORM)
         snprintf(buf, size, "shape %s, final_norm: true", shape);
-    else if (layer_index(name, "encoder") >= 0)
+    else if (clf_weight_name_layer(name, "encoder") >= 0)
         snprintf(buf, size, "shape %s, encoder_layers: %d", shape, cfg->encoder_layers);
-    else if (layer_index(name, "decoder") >= 0)
+    else if (clf_weight_name_layer(name, "decoder") >= 0)
         snprintf(buf, size, "shape %s, decoder_layers: %d", shape, cfg->decoder_layers);
     else
         snprintf(buf, size, "shape %s", shape);
@@ -318,13 +276,14 @@ static void need_reason(const clf_model_config *cfg, const clf_weight_spec *s, c
 /* The config values a tensor's shape follows from, for the "has shape" message. */
 static void shape_reason(const clf_model_config *cfg, const char *name, char *buf, size_t size)
 {
-    if (is_positional(name))
+    const unsigned kinds = clf_weight_name_kinds(name);
+    if (kinds & CLF_WK_POSITIONAL)
         snprintf(buf, size, "max_len %d, d_model %d", cfg->max_len, cfg->d_model);
-    else if (starts_with(name, "src_embed."))
+    else if (kinds & CLF_WK_SRC_EMBED)
         snprintf(buf, size, "src_vocab %d, d_model %d", cfg->src_vocab, cfg->d_model);
-    else if (starts_with(name, "tgt_embed.") || starts_with(name, "projection_layer."))
+    else if (kinds & CLF_WK_TGT_VOCAB)
         snprintf(buf, size, "tgt_vocab %d, d_model %d", cfg->tgt_vocab, cfg->d_model);
-    else if (strstr(name, "feed_forward_block."))
+    else if (kinds & CLF_WK_FEED_FORWARD)
         snprintf(buf, size, "d_model %d, d_ff %d", cfg->d_model, cfg->d_ff);
     else
         snprintf(buf, size, "d_model %d", cfg->d_model);
@@ -333,25 +292,25 @@ static void shape_reason(const clf_model_config *cfg, const char *name, char *bu
 /* Why a tensor of the file is not one of the model's, for the "unexpected" message. */
 static void extra_reason(const clf_model_config *cfg, const char *name, char *buf, size_t size)
 {
-    int ei = layer_index(name, "encoder"), di = layer_index(name, "decoder");
-    if (is_attention_bias(name) && !cfg->attention_bias)
+    const unsigned kinds = clf_weight_name_kinds(name);
+    int ei = clf_weight_name_layer(name, "encoder"), di = clf_weight_name_layer(name, "decoder");
+    if ((kinds & CLF_WK_ATTENTION_BIAS) && !cfg->attention_bias)
         snprintf(buf, size,
                  "the file has attention biases but the config has attention_bias: false");
-    else if (is_positional(name) && cfg->positional != CLF_POS_LEARNED)
+    else if ((kinds & CLF_WK_POSITIONAL) && cfg->positional != CLF_POS_LEARNED)
         snprintf(buf, size,
                  "the file has learned positional embeddings but the config has positional: "
                  "sinusoidal");
-    else if ((starts_with(name, "encoder.norm.") || starts_with(name, "decoder.norm.")) &&
-             !cfg->final_norm)
+    else if ((kinds & CLF_WK_FINAL_NORM) && !cfg->final_norm)
         snprintf(buf, size,
                  "the file has a final norm but final_norm is off for this config; set "
                  "final_norm: true (auto turns it off for norm: post and branch)");
-    else if (strstr(name, "feed_forward_block.linear_3.") && !clf_model_ffn_gated(cfg))
+    else if ((kinds & CLF_WK_FFN_GATE) && !clf_model_ffn_gated(cfg))
         snprintf(buf, size,
                  "the file has a gated feed-forward (linear_3) but activation %s is not gated "
                  "(swiglu and geglu are)",
                  clf_model_activation_name(cfg));
-    else if (strstr(name, ".norm.bias") && !clf_model_norm_has_bias(cfg))
+    else if ((kinds & CLF_WK_NORM_BIAS) && !clf_model_norm_has_bias(cfg))
         snprintf(buf, size, "the file has norm biases but layernorm style %s has none",
                  clf_model_norm_style_name(cfg));
     else if (ei >= cfg->encoder_layers)
@@ -360,20 +319,10 @@ static void extra_reason(const clf_model_config *cfg, const char *name, char *bu
     else if (di >= cfg->decoder_layers)
         snprintf(buf, size, "the file has more decoder layers than decoder_layers: %d",
                  cfg->decoder_layers);
-    else if (starts_with(name, "module."))
+    else if (kinds & CLF_WK_DATA_PARALLEL)
         snprintf(buf, size, "names start with 'module.' (saved from nn.DataParallel): strip it");
     else
         snprintf(buf, size, "names must be the tutorial's state_dict() names");
-}
-
-static int is_ignored(const char *name)
-{
-    if (starts_with(name, OPTIM_PREFIX))
-        return 1;
-    for (size_t i = 0; i < sizeof ignored_buffers / sizeof ignored_buffers[0]; i++)
-        if (strcmp(name, ignored_buffers[i]) == 0)
-            return 1;
-    return 0;
 }
 
 static int shape_matches(const clf_tensor *t, const clf_weight_spec *s)
@@ -457,7 +406,9 @@ clf_status clf_weights_load(const char *path, const clf_model_config *cfg, clf_w
     for (int i = 0; i < clf_safetensors_count(f); i++) {
         const clf_tensor *t = clf_safetensors_at(f, i);
         const char *name = t->name;
-        if (is_ignored(name) || clf_weights_find(w, name) >= 0)
+        /* optimizer state of a checkpoint, and the PE buffers the tutorial's
+         * PositionalEncoding registers in state_dict() (clformer computes the table) */
+        if ((clf_weight_name_kinds(name) & CLF_WK_NOT_PARAMETER) || clf_weights_find(w, name) >= 0)
             continue;
         const char *tied = clf_weights_tied_to(cfg, name);
         if (tied) {

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "clformer/backend.h"
+#include "runtime/plugin_loader.h"
 #include "runtime/search_path.h"
 
 #define CLF_MAX_PLUGINS    32
@@ -312,6 +313,33 @@ fail:
     free(dirs);
     free(seen);
     return st;
+}
+
+clf_status clf_plugin_load_listed(const char *entry, const char *base_dir, const char *plugin_dir,
+                                  char *real_path, size_t size)
+{
+    char path[PATH_MAX * 2 + 32];
+    if (!strchr(entry, '/')) {
+        char file[PATH_MAX + 32];
+        snprintf(file, sizeof file, PLUGIN_PREFIX "%s.so", entry);
+        if (!clf_search_path_find(plugin_dir, file, path, sizeof path, NULL, 0))
+            return clf_error(CLF_ERR_INPUT,
+                             "no " PLUGIN_PREFIX "%s.so on the plugin search path (give a path "
+                             "with a '/', or set --plugin-dir or CLF_PLUGIN_PATH)",
+                             entry);
+    } else if (entry[0] == '/') {
+        snprintf(path, sizeof path, "%s", entry);
+    } else {
+        snprintf(path, sizeof path, "%s/%s", base_dir, entry);
+    }
+    clf_status st = clf_plugin_load_file(path, NULL);
+    if (st != CLF_OK)
+        return st;
+    char real[PATH_MAX];
+    if (!realpath(path, real) || strlen(real) >= size)
+        return clf_error(CLF_ERR_INPUT, "%s: cannot resolve the path", path);
+    snprintf(real_path, size, "%s", real);
+    return CLF_OK;
 }
 
 void clf_plugin_scan(const char *plugin_dir, clf_plugin_found_fn fn, void *user)

@@ -1,0 +1,114 @@
+/* The YAML walk of a configuration, shared by config.c (the tables of keys, defaults,
+ * checks across keys, entry points), config_yaml.c (walking the document against the
+ * tables, scalars, messages with positions) and config_plugins.c (the `plugins:` list
+ * and op-plugin names). Not installed. */
+#ifndef CLF_CONFIG_YAML_H
+#define CLF_CONFIG_YAML_H
+
+#include <stddef.h>
+#include <yaml.h>
+
+#include "clformer/config.h"
+
+/* The tables of config.c have ~60 keys in all; each may be seen once. */
+#define CFG_SEEN_MAX 128
+#define CFG_KEY_MAX  96
+
+typedef enum field_kind {
+    F_INT,        /* int, range [imin, imax] */
+    F_LLONG,      /* long long, range [imin, imax] */
+    F_FLOAT,      /* float, range fmin..fmax, open ends where *_open */
+    F_BOOL,       /* int 0/1 from true/false/yes/no */
+    F_ENUM,       /* int index into names */
+    F_NAME,       /* char[size], one of names */
+    F_PATH,       /* char[size]; null = "" */
+    F_DEVICE,     /* char[size]; an integer >= 0 or a name substring; null = "" */
+    F_LAYERS,     /* sets model.encoder_layers and model.decoder_layers */
+    F_FINAL_NORM, /* auto | true | false */
+    F_BETAS,      /* [beta1, beta2], each in fmin..fmax */
+    F_DATA,       /* a TSV path into off, or [source, target] paths into off and off2 */
+    F_OPNAME,     /* int index into names at off, or an op plugin's name (flag: OPNAME_*) */
+    F_PLUGINS,    /* the top-level plugins: list, loaded while parsing */
+    F_DROPOUT,    /* model.dropout: a rate for the paper's sites, or a map of sites (sub) */
+    F_MAP         /* a nested mapping with keys `sub`; flag: set the int at off to 1 */
+} field_kind;
+
+typedef struct field {
+    const char *key;
+    field_kind kind;
+    size_t off;  /* where the value lives in clf_config */
+    size_t off2; /* F_DATA: where the target file's path goes */
+    size_t size; /* char arrays: capacity */
+    long long imin, imax;
+    double fmin, fmax;
+    int fmin_open, fmax_open;
+    const char *noun;         /* F_ENUM/F_NAME: "norm" in "unknown norm 'x'" */
+    const char *const *names; /* F_ENUM/F_NAME: valid values, NULL-terminated */
+    const struct field *sub;  /* F_MAP: its keys, ending with {NULL} */
+    int flag; /* F_MAP: 1 = the section has a `present` int at off; F_OPNAME: OPNAME_* */
+} field;
+
+/* F_OPNAME: which plugin-op slot a name that is not built in goes to */
+enum { OPNAME_ACTIVATION = 1, OPNAME_NORM = 2 };
+
+typedef struct seen_key {
+    char key[CFG_KEY_MAX]; /* "model.heads" */
+    yaml_mark_t mark;      /* of its value */
+} seen_key;
+
+typedef struct parse_ctx {
+    const char *name; /* the path, for messages */
+    yaml_document_t *doc;
+    clf_config *cfg;
+    yaml_mark_t root_mark;
+    seen_key seen[CFG_SEEN_MAX];
+    int n_seen;
+    const char *plugin_dir; /* searched first for op plugins; "" = the default path only */
+    /* names of model.activation / model.layernorm.style that are not built in, resolved
+     * against the plugins once the whole file is read */
+    char activation_op[CLF_PLUGIN_NAME_MAX], norm_op[CLF_PLUGIN_NAME_MAX];
+} parse_ctx;
+
+/* Every error: "<name>:<line>:<col>: <key.path>: <why>" (without the key when NULL), with
+ * the 1-based position of mark m. */
+clf_status clf_cfg_fail_at(const parse_ctx *c, yaml_mark_t m, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* libyaml's complaint, at its position. */
+clf_status clf_cfg_fail_yaml(const parse_ctx *c, const yaml_parser_t *p, const char *text,
+                             size_t len);
+
+const char *clf_cfg_scalar_text(const yaml_node_t *n);
+/* An empty or ~/null plain scalar. */
+int clf_cfg_is_null(const yaml_node_t *n);
+/* A plain scalar that is not null. */
+int clf_cfg_is_plain(const yaml_node_t *n);
+/* What a node is, for "expected X, got <this>": 'abc', a mapping, nothing, ... */
+const char *clf_cfg_describe(const yaml_node_t *n, char *buf, size_t size);
+/* "a, b or c" of a NULL-terminated list */
+void clf_cfg_join_names(const char *const *names, char *buf, size_t size);
+/* A string scalar into char[size]; null gives "" when nullable. */
+clf_status clf_cfg_parse_string(const parse_ctx *c, const yaml_node_t *n, const char *key,
+                                int nullable, char *dst, size_t size);
+
+/* Walks a mapping node against fields; prefix is the key path of the mapping ("" at the
+ * top, "train.optimizer" below). */
+clf_status clf_cfg_parse_map(parse_ctx *c, const yaml_node_t *map, const field *fields,
+                             const char *prefix);
+/* Where the value of key (a path like "model.heads") was, or NULL when it was not given. */
+const yaml_mark_t *clf_cfg_seen_mark(const parse_ctx *c, const char *key);
+/* The mark of the first of the keys that was seen, else the root's. */
+yaml_mark_t clf_cfg_mark_of(const parse_ctx *c, const char *k1, const char *k2, const char *k3);
+
+/* ---- config_plugins.c ---- */
+
+/* F_OPNAME: model.activation / model.layernorm.style */
+clf_status clf_cfg_parse_opname(parse_ctx *c, const yaml_node_t *v, const field *f,
+                                const char *key);
+/* F_PLUGINS: the top-level `plugins:` list, each loaded as it is read */
+clf_status clf_cfg_parse_plugins(parse_ctx *c, const yaml_node_t *v, const char *key);
+/* The op-plugin names kept by clf_cfg_parse_opname, found among the plugins once the
+ * whole file is read; act_names and ln_names are the built-in names, for messages. */
+clf_status clf_cfg_resolve_plugin_ops(parse_ctx *c, const char *const *act_names,
+                                      const char *const *ln_names);
+
+#endif

@@ -1,0 +1,99 @@
+/* The parts of the model that graph/model*.c share and nothing else sees: the clf_model
+ * struct (model.c) and the graph builder (model_build.c) that the graphs callers ask for
+ * (model_graphs.c) are made of. decode.c and train.c use graph/model_internal.h. Not
+ * installed. */
+#ifndef CLF_MODEL_IMPL_H
+#define CLF_MODEL_IMPL_H
+
+#include "graph/model_internal.h"
+
+struct clf_model {
+    clf_model_config cfg;
+    const clf_backend_api *api;
+    clf_backend *be;
+    int n_weights;
+    clf_weight_spec *specs; /* copy of the weight specs: names and shapes */
+    clf_ptr *wdev;          /* per weight: where it lives on the device */
+    clf_buffer **chunks;
+    size_t *chunk_bytes;
+    int n_chunks;
+    clf_buffer **grad_chunks; /* training: one gradient buffer per weight chunk, same layout */
+    clf_buffer **half_chunks; /* clf_model_enable_half_weights: per chunk, its GEMM matrices as
+                                 F16 at half the byte offsets (other tensors: zeros) */
+    size_t half_bytes;
+    clf_buffer *pe; /* [max_len, d] */
+    size_t weight_bytes;
+    /* the forward graph of the last shape, reused while the shape stays */
+    clf_graph g;
+    int g_valid, g_batch, g_src, g_tgt;
+    int v_src, v_tgt, v_src_mask, v_tgt_mask, v_enc, v_logits;
+    clf_buffer *arena;
+    size_t arena_cap;
+};
+
+/* The index of the weight named name in m->specs, or -1. */
+int clf_model_spec_index(const clf_model *m, const char *name);
+/* The index of the weight chunk that is buffer buf, or -1 (the PE table, activations). */
+int clf_model_chunk_holding(const clf_model *m, const clf_buffer *buf);
+
+/* ---- the graph builder (model_build.c, where the notation of the shapes is) ----
+ * Errors go to b->g->status; the first one sticks. */
+
+typedef struct builder {
+    clf_model *m;
+    clf_graph *g;
+    int *wval; /* weight index -> graph value, -1 until first used */
+    int pe;    /* graph value of the sinusoidal PE table; -1 with learned positions */
+    int d, dk;
+    /* training: single-assignment residuals (the backward pass needs every input kept)
+     * and dropout; n_dropout numbers the dropout sites */
+    int training;
+    float p_residual, p_embedding, p_attention, p_ffn; /* dropout rates, 0 at inference */
+    int n_dropout;
+} builder;
+
+/* What the decoder reads. The full pass has T rows per sentence, a target key mask and
+ * the encoder output; a decoding step has one row per sentence at position pos0 and reads
+ * keys and values from the caches (see clf_model_build_step_graph). */
+typedef struct decoder_spec {
+    int B, S, T;
+    int ids;      /* I32 [B*T] */
+    int tgt_mask; /* I32 [B, T] (full pass) */
+    int enc;      /* [B*S, d] (full pass) */
+    int src_mask; /* I32 [B, S] */
+    int pos0;
+    /* decoding step */
+    int has_cache;
+    int self_cache, cross_cache; /* values: all layers' blocks, [L, slots, len, 2d] */
+    int slots, self_len;
+    int probs; /* the last layer's cross-attention softmax, or -1 */
+} decoder_spec;
+
+/* Starts a graph: the weight-value map and the PE table. */
+clf_status clf_builder_begin(clf_model *m, clf_graph *g, builder *b);
+/* Plans the graph built with b; frees it on error. */
+clf_status clf_builder_end(builder *b);
+
+/* A new activation value of elems floats. */
+int clf_build_activation(builder *b, size_t elems, const char *label);
+/* The graph value of weight sprintf(fmt, prefix, suffix) spanning count packed tensors
+ * (3: [Wq;Wk;Wv], 2: [Wk;Wv]); -1 when the model has no such tensor. */
+int clf_build_weightf(builder *b, int count, const char *fmt, const char *prefix,
+                      const char *suffix);
+/* v, or the graph's error "model: weight <prefix><what> missing" when v < 0. */
+int clf_build_required(builder *b, int v, const char *prefix, const char *what);
+/* y[M, N] (= or +=) x[M, K] · W[N, K]^T + bias[N] (relu if asked), x and y from elements
+ * x_off / y_off with row strides x_ld / y_ld. */
+void clf_build_linear(builder *b, const char *label, int y, size_t y_off, int y_ld, int x,
+                      size_t x_off, int x_ld, int w, int bias, int M, int N, int K, int relu,
+                      int accumulate);
+/* enc[B*S, d] of src ids I32 [B*S] with key mask I32 [B, S] */
+int clf_build_encoder(builder *b, int src, int src_mask, int B, int S);
+/* dec[B*T, d] (see decoder_spec) */
+int clf_build_decoder(builder *b, const decoder_spec *ds);
+/* out[rows, V] = dec · Wp^T + bp (then log_softmax if asked), dec's rows from element
+ * dec_off, dec_ld apart */
+void clf_build_projection(builder *b, int out, int dec, size_t dec_off, int dec_ld, int rows,
+                          int log_softmax);
+
+#endif
