@@ -27,6 +27,7 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #define CPU_X86 1
+#include <cpuid.h>
 #include <immintrin.h>
 #else
 #define CPU_X86 0
@@ -41,17 +42,24 @@ const char *cpu_isa_name(cpu_isa isa)
     return isa_names[isa];
 }
 
+#if CPU_X86
+/* F16C from CPUID leaf 1: clang before 16 has no "f16c" for __builtin_cpu_supports. */
+static int has_f16c(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+#endif
+
 /* The best level this CPU (and its OS, which must save the wider registers) runs. */
 static cpu_isa isa_detect(void)
 {
 #if CPU_X86
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c"))
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma") && has_f16c())
         return CPU_ISA_AVX512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c"))
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c())
         return CPU_ISA_AVX2;
 #endif
     return CPU_ISA_GENERIC;
