@@ -28,6 +28,7 @@ static char *dump(const clf_config *cfg, size_t *len)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    clf_clear_error(); /* a finding names this input's last error, not an earlier one's */
     /* two configs of ~60 KB each: on the heap, so that ASan watches them */
     clf_config *cfg = malloc(sizeof *cfg), *again = malloc(sizeof *again);
     FUZZ_CHECK(cfg && again, "out of memory");

@@ -58,6 +58,7 @@ static void check_epoch(const clf_dataset *d, clf_batcher *b, int e, const clf_t
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    clf_clear_error(); /* a finding names this input's last error, not an earlier one's */
     if (size < 2)
         return 0;
     const int two_files = data[0] & 1, max_len = max_lens[(data[0] >> 1) & 7];

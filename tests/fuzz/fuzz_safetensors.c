@@ -51,6 +51,7 @@ static void convert(const clf_tensor *t)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    clf_clear_error(); /* a finding names this input's last error, not an earlier one's */
     const char *path = fuzz_file(0, data, size);
     clf_safetensors *f = NULL;
     if (clf_safetensors_open(path, &f) == CLF_OK) {

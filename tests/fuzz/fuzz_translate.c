@@ -139,6 +139,7 @@ static void decode_batch(const line_ids *lines, int count, int beam)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    clf_clear_error(); /* a finding names this input's last error, not an earlier one's */
     line_ids lines[BATCH];
     int count = 0, refused = 0;
     const int beam = (size & 1) ? 2 : 1; /* greedy and beam search both see inputs */
