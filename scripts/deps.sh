@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Installs the Debian packages clformer builds and tests with (Debian 12).
+# Installs the Debian packages clformer builds and tests with (Debian 12). clang and
+# libclang-rt-14-dev (libFuzzer's runtime; clang only recommends it) are for scripts/fuzz.sh.
 set -euo pipefail
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 PKGS="build-essential cmake pkg-config libyaml-dev check libopenblas-dev ocl-icd-opencl-dev
 opencl-c-headers pocl-opencl-icd clinfo libclblast-dev libutf8proc-dev libspng-dev libjansson-dev
-libsentencepiece-dev"
+libsentencepiece-dev clang libclang-rt-14-dev"
 missing=""
 for p in $PKGS; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

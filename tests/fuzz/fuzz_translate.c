@@ -1,0 +1,171 @@
+/* Fuzz target: the `clformer translate` input path. The input is what stdin would hold:
+ * it is cut into lines as getline() cuts them, each line is encoded with the source
+ * vocabulary, checked against the model's max_len, framed [SOS] x [EOS] [PAD]... in
+ * batches and decoded by a tiny model on the CPU backend, and the output words come back
+ * through the target vocabulary, as tools/cmd_translate.c's read_batch, decode_batch and
+ * hyp_text do. Every input line must give exactly one output line, or the run stops at
+ * the first refused line with an error (as the CLI exits 2). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clformer/backend.h"
+#include "clformer/config.h"
+#include "clformer/decode.h"
+#include "clformer/model.h"
+#include "clformer/tokenizer.h"
+#include "clformer/weights.h"
+#include "fuzz_util.h"
+
+#define BATCH   4  /* lines decoded together (the CLI's --batch) */
+#define MAX_LEN 16 /* the model's positions: a line of more than 14 tokens is refused */
+/* The CLI's default output limit: 2 * source tokens + 10, capped at max_len - 1. */
+#define MAX_LEN_FACTOR 2
+#define MAX_LEN_EXTRA  10
+
+/* The process's model, made once (LLVMFuzzerInitialize) and kept to the end. */
+static struct {
+    clf_config cfg;
+    clf_tokenizer *tok; /* both sides: the model's vocabularies are this one's */
+    clf_tokenizer_specials sp;
+    const clf_backend_api *api;
+    clf_backend *be;
+    clf_model *model;
+} fz;
+
+static const char *const corpus[] = {
+    "Hello, world!", "Grüße aus Berlin.", "你好 世界", "a b c d e f g h", "x_y 12 ½ €",
+};
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    /* one thread everywhere: deterministic and cheap per input */
+    setenv("OPENBLAS_NUM_THREADS", "1", 1);
+    setenv("OMP_NUM_THREADS", "1", 1);
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    FUZZ_CHECK(clf_tokenizer_build(corpus, sizeof corpus / sizeof *corpus, 1, &fz.tok) == CLF_OK,
+               "building the vocabulary failed");
+    fz.sp = clf_tokenizer_special_ids(fz.tok);
+    /* tgt_vocab 2 past the vocabulary: the model can emit ids with no word, which the CLI
+     * leaves out (a model with a rounded-up vocabulary) */
+    char yaml[512];
+    int size = clf_tokenizer_size(fz.tok);
+    snprintf(yaml, sizeof yaml,
+             "model: {src_vocab: %d, tgt_vocab: %d, max_len: %d, d_model: 8, layers: 1,\n"
+             "        heads: 2, d_ff: 8}\n"
+             "backend: {name: cpu, threads: 1}\n",
+             size, size + 2, MAX_LEN);
+    FUZZ_CHECK(clf_config_parse_string(yaml, "<fuzz model>", &fz.cfg) == CLF_OK,
+               "the fuzz model config does not load");
+    clf_weights *w = NULL;
+    FUZZ_CHECK(clf_weights_init(&fz.cfg.model, 1, &w) == CLF_OK, "clf_weights_init failed");
+    clf_backend_opts bo = {.abi_version = CLF_BACKEND_ABI, .threads = 1};
+    FUZZ_CHECK(clf_backend_open_named("cpu", NULL, &bo, &fz.api, &fz.be) == CLF_OK,
+               "the cpu backend does not open");
+    FUZZ_CHECK(clf_model_create(&fz.cfg.model, w, fz.api, fz.be, &fz.model) == CLF_OK,
+               "clf_model_create failed");
+    clf_weights_free(w);
+    return 0;
+}
+
+typedef struct line_ids {
+    int32_t *ids;
+    int n;
+} line_ids;
+
+/* Turns one hypothesis into words as the CLI does (ids past the vocabulary left out). */
+static void check_output(const clf_hypothesis *h)
+{
+    int size = clf_tokenizer_size(fz.tok), kept = 0;
+    int32_t *ids = malloc((size_t)(h->len > 0 ? h->len : 1) * sizeof *ids);
+    FUZZ_CHECK(ids, "out of memory");
+    for (int i = 0; i < h->len; i++) {
+        FUZZ_CHECK(h->tokens[i] >= 0 && h->tokens[i] < fz.cfg.model.tgt_vocab,
+                   "the decoder emitted an id outside the model's vocabulary");
+        if (h->tokens[i] < size)
+            ids[kept++] = h->tokens[i];
+    }
+    char *text = NULL;
+    FUZZ_CHECK(clf_tokenizer_decode(fz.tok, ids, kept, 1, &text) == CLF_OK,
+               "decoding the output ids failed");
+    free(text);
+    free(ids);
+}
+
+/* Frames and decodes lines[0..count); each non-empty line must get one hypothesis. */
+static void decode_batch(const line_ids *lines, int count, int beam)
+{
+    int rows = 0, longest = 0;
+    for (int i = 0; i < count; i++) {
+        rows += lines[i].n > 0;
+        if (lines[i].n > longest)
+            longest = lines[i].n;
+    }
+    if (rows == 0)
+        return; /* every line empty: empty output lines, nothing decoded */
+    const int S = longest + 2;
+    int32_t *src = malloc((size_t)rows * S * sizeof *src);
+    FUZZ_CHECK(src, "out of memory");
+    int r = 0;
+    for (int i = 0; i < count; i++) {
+        if (lines[i].n == 0)
+            continue;
+        int32_t *row = src + (size_t)r++ * S;
+        row[0] = fz.sp.sos;
+        memcpy(row + 1, lines[i].ids, (size_t)lines[i].n * sizeof *row);
+        row[lines[i].n + 1] = fz.sp.eos;
+        for (int j = lines[i].n + 2; j < S; j++)
+            row[j] = fz.cfg.model.pad_id;
+    }
+    clf_decode_opts o;
+    clf_decode_opts_default(&fz.cfg.model, &o);
+    o.beam = beam;
+    o.sos_id = fz.sp.sos;
+    o.eos_id = fz.sp.eos;
+    o.max_len = MAX_LEN_FACTOR * longest + MAX_LEN_EXTRA;
+    if (o.max_len > MAX_LEN - 1)
+        o.max_len = MAX_LEN - 1;
+    clf_decode_result res = {0};
+    FUZZ_CHECK(clf_decode(fz.model, src, rows, S, &o, &res) == CLF_OK,
+               "decoding accepted lines failed");
+    FUZZ_CHECK(res.batch == rows && res.n_best == 1, "one hypothesis per decoded line expected");
+    for (int i = 0; i < rows; i++)
+        check_output(&res.hyps[i]);
+    clf_decode_result_free(&res);
+    free(src);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    clf_clear_error(); /* a finding names this input's last error, not an earlier one's */
+    line_ids lines[BATCH];
+    int count = 0, refused = 0;
+    const int beam = (size & 1) ? 2 : 1; /* greedy and beam search both see inputs */
+    size_t pos = 0;
+    while (pos < size && !refused) {
+        /* one line as getline() returns it, less its '\n' */
+        const uint8_t *nl = memchr(data + pos, '\n', size - pos);
+        size_t len = nl ? (size_t)(nl - (data + pos)) : size - pos;
+        line_ids *l = &lines[count];
+        if (clf_tokenizer_encode(fz.tok, (const char *)data + pos, len, &l->ids, &l->n) != CLF_OK)
+            refused = 1; /* not UTF-8: the CLI names the line and stops */
+        else {
+            FUZZ_CHECK(l->n >= 0 && (l->n == 0) == (l->ids == NULL), "encode's result is odd");
+            count++;
+            if (l->n + 2 > MAX_LEN)
+                refused = 1; /* longer than the model's positions: refused, never cut */
+        }
+        pos += len + (nl != NULL);
+        if (!refused && (count == BATCH || pos >= size)) {
+            decode_batch(lines, count, beam);
+            for (int i = 0; i < count; i++)
+                free(lines[i].ids);
+            count = 0;
+        }
+    }
+    for (int i = 0; i < count; i++)
+        free(lines[i].ids);
+    return 0;
+}

@@ -1,0 +1,51 @@
+/* The in-memory files of the fuzz targets; see fuzz_util.h. */
+#include "fuzz_util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "clformer/status.h"
+
+#define SLOTS 2
+
+_Noreturn void fuzz_fail(const char *file, int line, const char *msg)
+{
+    fprintf(stderr, "%s:%d: %s (last error: %s)\n", file, line, msg, clf_last_error());
+    abort();
+}
+
+const char *fuzz_file(int slot, const void *data, size_t size)
+{
+    /* the harness's own state, one memfd per slot for the life of the process */
+    static int fds[SLOTS] = {-1, -1};
+    static char paths[SLOTS][64];
+    FUZZ_CHECK(slot >= 0 && slot < SLOTS, "fuzz_file: bad slot");
+    if (fds[slot] < 0) {
+        fds[slot] = memfd_create("clf-fuzz", 0);
+        FUZZ_CHECK(fds[slot] >= 0, "memfd_create failed");
+        snprintf(paths[slot], sizeof paths[slot], "/proc/self/fd/%d", fds[slot]);
+    }
+    FUZZ_CHECK(ftruncate(fds[slot], 0) == 0, "ftruncate failed");
+    const char *p = data;
+    size_t done = 0;
+    while (done < size) {
+        ssize_t n = pwrite(fds[slot], p + done, size - done, (off_t)done);
+        FUZZ_CHECK(n > 0, "pwrite failed");
+        done += (size_t)n;
+    }
+    return paths[slot];
+}
+
+const uint8_t *fuzz_find(const uint8_t *data, size_t size, const char *sep)
+{
+    size_t n = strlen(sep);
+    if (n == 0 || size < n)
+        return NULL;
+    for (size_t i = 0; i + n <= size; i++)
+        if (memcmp(data + i, sep, n) == 0)
+            return data + i;
+    return NULL;
+}

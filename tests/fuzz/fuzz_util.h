@@ -1,0 +1,28 @@
+/* Shared by the fuzz targets (tests/fuzz/README.md). */
+#ifndef CLF_FUZZ_UTIL_H
+#define CLF_FUZZ_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The entry points libFuzzer (or replay_main.c) calls. */
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* Readers that take a path read the input through an in-memory file: slot (0 or 1) is
+ * rewritten with data[0..size) and "/proc/self/fd/N" is returned (valid until the next
+ * call for the same slot). No disk write, no cleanup between inputs. */
+const char *fuzz_file(int slot, const void *data, size_t size);
+
+/* The first occurrence of sep in data[0..size), or NULL. */
+const uint8_t *fuzz_find(const uint8_t *data, size_t size, const char *sep);
+
+/* Aborts with msg when cond is false: a finding for libFuzzer, a failure for the replay. */
+#define FUZZ_CHECK(cond, msg)                                                                      \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            fuzz_fail(__FILE__, __LINE__, (msg));                                                  \
+    } while (0)
+_Noreturn void fuzz_fail(const char *file, int line, const char *msg);
+
+#endif
