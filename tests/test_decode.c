@@ -457,6 +457,219 @@ START_TEST(bad_arguments_are_refused)
 }
 END_TEST
 
+/* ---- beam search against exhaustive search ----
+ *
+ * A tiny model whose hypotheses can all be scored: target vocabulary V = 6 ([UNK] 0,
+ * [PAD] 1, [SOS] 2, [EOS] 3, 4, 5), at most M = 4 output tokens. The exhaustive search
+ * runs the full forward pass (not the decoder's cached steps) on every prefix of up to
+ * M - 1 tokens other than EOS, one batch per length, and scores every hypothesis there is:
+ * each prefix of l < M tokens followed by EOS (finished), and each run of M tokens without
+ * EOS (stopped at max_len): sum_{l<M} 5^l + 5^M = 781 of them. A hypothesis' score is its
+ * log-prob sum (EOS included) divided by ((5 + len + finished) / 6)^alpha, as decode.h says.
+ *
+ * With beam K = (V-1)^M = 625 beam search prunes nothing: at step t the (V-1)^t <= K live
+ * prefixes all survive, top_choices examines 2K >= V (V-1)^(M-1) continuations, i.e. all of
+ * them, and the 156 that finish before the last step stay below K. Its n-best list must then
+ * be the exhaustive one for any length penalty. With K = V^(M-1) = 216 the last step keeps
+ * only the best K continuations by log-prob: still the exhaustive n-best without a length
+ * penalty (what it drops ranks below K kept ones), which is checked too.
+ *
+ * Tolerance: 1e-4 per token on log-probs, as in check_beam (F32 sums along two different
+ * graphs), so 4e-4 per hypothesis. Ranks whose exhaustive score lies within 2 * 4e-4 of a
+ * neighbour's are ties the two paths may order either way: there only the scores are
+ * compared; elsewhere the hypothesis itself must be the same. */
+enum { XV = 6, XM = 4, XS = 5, XN = 40, XEOS = 3, XPAD = 1 };
+#define X_TOL (1e-4 * XM)
+
+typedef struct exhaustive_hyp {
+    int32_t tokens[XM];
+    int len, finished;
+    double logprob, score;
+} exhaustive_hyp;
+
+static const char *tiny_yaml = "model:\n"
+                               "  src_vocab: 7\n"
+                               "  tgt_vocab: 6\n"
+                               "  max_len: 8\n"
+                               "  d_model: 8\n"
+                               "  layers: 2\n"
+                               "  heads: 2\n"
+                               "  d_ff: 16\n"
+                               "  norm: pre\n"
+                               "  dropout: 0.0\n"
+                               "  pad_id: 1\n";
+
+/* Weights uniform in [-1, 1] (wider than the init's, so that scores spread out), and a
+ * projection that gives [PAD] a logit of -30: `forward` masks [PAD] in tgt as a key while
+ * decoding does not, so a prefix holding it cannot be scored the same way; at -30 such
+ * hypotheses rank below everything compared (checked). */
+static void tiny_model(clf_config *cfg, clf_weights **w, const clf_backend_api **api,
+                       clf_backend **be, clf_model **m)
+{
+    CLF_ASSERT_OK(clf_config_parse_string(tiny_yaml, "tiny.yaml", cfg));
+    CLF_ASSERT_OK(clf_weights_init(&cfg->model, 1, w));
+    for (int i = 0; i < (*w)->count; i++)
+        clf_test_fill((*w)->data[i], (size_t)clf_weight_spec_numel(&(*w)->specs[i]),
+                      100u + (unsigned)i, -1.0f, 1.0f);
+    const int d = cfg->model.d_model;
+    int pw = clf_weights_find(*w, "projection_layer.proj.weight");
+    int pb = clf_weights_find(*w, "projection_layer.proj.bias");
+    ck_assert(pw >= 0 && pb >= 0);
+    memset((*w)->data[pw] + (size_t)XPAD * d, 0, sizeof(float) * d);
+    (*w)->data[pb][XPAD] = -30.0f;
+    clf_test_open_backend("cpu", api, be);
+    CLF_ASSERT_OK(clf_model_create(&cfg->model, *w, *api, *be, m));
+}
+
+static double penalized(double logprob, int len, int finished, double alpha)
+{
+    return logprob / pow((5.0 + len + finished) / 6.0, alpha);
+}
+
+static int exhaustive_desc(const void *a, const void *b)
+{
+    const exhaustive_hyp *x = a, *y = b;
+    return (x->score < y->score) - (x->score > y->score);
+}
+
+/* Every hypothesis of src [1, XS], scored with the full forward pass, best first. */
+static int exhaustive_search(clf_model *m, const clf_model_config *c, const int32_t *src,
+                             double alpha, exhaustive_hyp *out)
+{
+    int n_out = 0, n_pre = 1;
+    /* prefixes of length l: [n_pre, XM] tokens and their log-prob sums */
+    int32_t *pre = calloc((size_t)625 * XM, sizeof(int32_t));
+    double *pre_lp = calloc(625, sizeof(double));
+    for (int l = 0; l < XM; l++) {
+        const int T = l + 1;
+        int32_t *srcs = malloc(sizeof(int32_t) * n_pre * XS);
+        int32_t *tgt = malloc(sizeof(int32_t) * n_pre * T);
+        float *logits = malloc(sizeof(float) * n_pre * T * XV);
+        for (int p = 0; p < n_pre; p++) {
+            memcpy(srcs + p * XS, src, sizeof(int32_t) * XS);
+            tgt[p * T] = 2;
+            memcpy(tgt + p * T + 1, pre + p * XM, sizeof(int32_t) * l);
+        }
+        clf_forward_io io = {
+            .batch = n_pre, .src_len = XS, .tgt_len = T, .src = srcs, .tgt = tgt, .logits = logits};
+        CLF_ASSERT_OK(clf_model_forward(m, &io));
+        int32_t *next = calloc((size_t)n_pre * (XV - 1) * XM, sizeof(int32_t));
+        double *next_lp = calloc((size_t)n_pre * (XV - 1), sizeof(double));
+        int n_next = 0;
+        for (int p = 0; p < n_pre; p++) {
+            const float *row = logits + ((size_t)p * T + l) * XV;
+            double mx = -INFINITY, sum = 0;
+            for (int v = 0; v < XV; v++)
+                mx = fmax(mx, row[v]);
+            for (int v = 0; v < XV; v++)
+                sum += exp(row[v] - mx);
+            for (int v = 0; v < XV; v++) {
+                double lp = pre_lp[p] +
+                            (c->output == CLF_OUTPUT_LOG_SOFTMAX ? row[v] : row[v] - mx - log(sum));
+                if (v == XEOS || l + 1 == XM) {
+                    exhaustive_hyp *h = &out[n_out++];
+                    memcpy(h->tokens, pre + p * XM, sizeof(int32_t) * l);
+                    h->finished = v == XEOS;
+                    h->len = h->finished ? l : l + 1;
+                    if (!h->finished)
+                        h->tokens[l] = v;
+                    h->logprob = lp;
+                    h->score = penalized(lp, h->len, h->finished, alpha);
+                    continue;
+                }
+                memcpy(next + n_next * XM, pre + p * XM, sizeof(int32_t) * l);
+                next[n_next * XM + l] = v;
+                next_lp[n_next++] = lp;
+            }
+        }
+        memcpy(pre, next, sizeof(int32_t) * n_next * XM);
+        memcpy(pre_lp, next_lp, sizeof(double) * n_next);
+        n_pre = n_next;
+        free(next);
+        free(next_lp);
+        free(srcs);
+        free(tgt);
+        free(logits);
+    }
+    free(pre);
+    free(pre_lp);
+    qsort(out, (size_t)n_out, sizeof *out, exhaustive_desc);
+    return n_out;
+}
+
+static int same_hyp(const clf_hypothesis *h, const exhaustive_hyp *e)
+{
+    return h->len == e->len && h->finished == e->finished &&
+           memcmp(h->tokens, e->tokens, sizeof(int32_t) * (size_t)h->len) == 0;
+}
+
+static void check_beam_exhaustive(int beam, double alpha)
+{
+    clf_config cfg;
+    clf_weights *w;
+    const clf_backend_api *api;
+    clf_backend *be;
+    clf_model *m;
+    tiny_model(&cfg, &w, &api, &be, &m);
+    static const int32_t src[XS] = {2, 4, 6, 5, 3};
+    exhaustive_hyp *all = malloc(sizeof(exhaustive_hyp) * 1024);
+    const int n_all = exhaustive_search(m, &cfg.model, src, alpha, all);
+    ck_assert_int_eq(n_all, 156 + 625);
+
+    clf_decode_opts o;
+    clf_decode_result r;
+    clf_decode_opts_default(&cfg.model, &o);
+    o.beam = beam;
+    o.n_best = XN;
+    o.max_len = XM;
+    o.length_penalty = (float)alpha;
+    CLF_ASSERT_OK(clf_decode(m, src, 1, XS, &o, &r));
+    int exact = 0;
+    for (int i = 0; i < XN; i++) {
+        const clf_hypothesis *h = &r.hyps[i];
+        const exhaustive_hyp *e = &all[i];
+        for (int t = 0; t < e->len; t++)
+            ck_assert_msg(e->tokens[t] != XPAD, "exhaustive rank %d holds [PAD]", i);
+        /* the beam's own numbers for its hypothesis are the full pass's */
+        int j = 0;
+        while (j < n_all && !same_hyp(h, &all[j]))
+            j++;
+        ck_assert_msg(j < n_all, "beam %d rank %d: hypothesis not in the exhaustive set", beam, i);
+        ck_assert_msg(fabs(h->logprob - all[j].logprob) <= X_TOL &&
+                          fabs(h->score - all[j].score) <= X_TOL,
+                      "beam %d rank %d: logprob %.6f score %.6f, full forward %.6f and %.6f", beam,
+                      i, h->logprob, h->score, all[j].logprob, all[j].score);
+        /* the i-th score is the exhaustive i-th; the hypothesis too where it is no tie */
+        ck_assert_msg(fabs(h->score - e->score) <= 2 * X_TOL,
+                      "beam %d alpha %g rank %d: score %.6f, exhaustive %.6f", beam, alpha, i,
+                      h->score, e->score);
+        const int tie = (i > 0 && all[i - 1].score - e->score <= 2 * X_TOL) ||
+                        e->score - all[i + 1].score <= 2 * X_TOL;
+        if (!tie) {
+            ck_assert_msg(same_hyp(h, e),
+                          "beam %d alpha %g rank %d: beam found another hypothesis than the "
+                          "exhaustive search (len %d vs %d, score %.6f vs %.6f)",
+                          beam, alpha, i, h->len, e->len, h->score, e->score);
+            exact++;
+        }
+    }
+    /* the scores spread: most ranks are compared hypothesis by hypothesis */
+    ck_assert_msg(exact >= XN / 2, "only %d of %d ranks are no tie", exact, XN);
+    clf_decode_result_free(&r);
+    free(all);
+    clf_model_free(m);
+    api->close(be);
+    clf_weights_free(w);
+}
+
+START_TEST(beam_equals_exhaustive_search)
+{
+    check_beam_exhaustive(625, 0.0); /* (V-1)^M: nothing pruned */
+    check_beam_exhaustive(625, 1.0); /* ... so any length penalty ranks as exhaustively */
+    check_beam_exhaustive(216, 0.0); /* V^(M-1): exact without a length penalty */
+}
+END_TEST
+
 static Suite *decode_suite(void)
 {
     Suite *s = suite_create("decode");
@@ -468,6 +681,9 @@ static Suite *decode_suite(void)
     tcase_add_test(tc, half_weights_refuse_out_of_range);
     tcase_add_test(tc, bad_arguments_are_refused);
     suite_add_tcase(s, tc);
+    TCase *ex = tcase_create("exhaustive");
+    tcase_add_test(ex, beam_equals_exhaustive_search);
+    suite_add_tcase(s, ex);
 #ifdef CLF_HAVE_OPENCL
     TCase *ocl = tcase_create("opencl");
     tcase_add_loop_test(ocl, greedy_equals_full_forward_opencl, 0, N_FIXTURES);

@@ -596,6 +596,22 @@ START_TEST(test_autodiff_refuses_in_place)
 }
 END_TEST
 
+/* This suite links the core's objects rather than libclformer.so (tests/CMakeLists.txt), and
+ * the backend it loads names libclformer.so.0 as needed: the backend must still bind to the
+ * suite's core, one copy of the state, so an error the backend raises is the message this
+ * thread's clf_last_error() returns (a second copy would keep it in its own thread-local). */
+START_TEST(test_backend_errors_reach_this_core)
+{
+    const clf_backend_api *api;
+    clf_backend *be;
+    open_backend("cpu", &api, &be);
+    clf_clear_error();
+    ck_assert_int_eq(api->layernorm(be, NULL), CLF_ERR_INPUT);
+    ck_assert_str_eq(clf_last_error(), "cpu: layernorm: no arguments");
+    close_backend(api, be);
+}
+END_TEST
+
 /* ---- clformer train, end to end on a tiny corpus ---- */
 
 /* Writes a corpus of n "reversal" pairs over 10 words (each word frequent enough to be in
@@ -828,6 +844,7 @@ static Suite *train_suite(void)
     TCase *tc = tcase_create("train");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_autodiff_refuses_in_place);
+    tcase_add_test(tc, test_backend_errors_reach_this_core);
     tcase_add_test(tc, test_bad_checkpoint);
     tcase_add_test(tc, test_gradients_match_pytorch);
     tcase_add_test(tc, test_optimizer_matches_pytorch);

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "clformer/export.h"
 #include "clformer/plugin.h"
 #include "clformer/status.h"
 
@@ -93,7 +94,7 @@ typedef enum clf_op {
     CLF_OP_COUNT
 } clf_op;
 
-const char *clf_op_name(clf_op op);
+CLF_API const char *clf_op_name(clf_op op);
 
 typedef enum clf_ln_style {
     CLF_LN_TUTORIAL = 0, /* a*(x-mean)/(std_unbiased+eps)+b  (the tutorials' LayerNorm) */
@@ -412,31 +413,32 @@ typedef const clf_backend_api *(*clf_backend_entry_fn)(void);
 /* Directories searched for clformer-<name>.so, in order: plugin_dir (may be NULL), each
  * entry of $CLF_PLUGIN_PATH (':'-separated), the build tree's lib/clformer, and the
  * install libdir's clformer/, then <exe>/../lib/clformer. Returns how many were written. */
-int clf_backend_search_dirs(const char *plugin_dir, char dirs[][4096], int max_dirs);
+CLF_API int clf_backend_search_dirs(const char *plugin_dir, char dirs[][4096], int max_dirs);
 
 /* Loads (once per path; handles are kept until exit, never dlclose'd while work runs) the
  * backend called name ("cpu", "opencl") from the search path. Errors name the file and
  * the reason: not found (listing where it looked), not a shared object, no entry symbol,
  * ABI version mismatch (naming both versions). */
-clf_status clf_backend_load(const char *name, const char *plugin_dir, const clf_backend_api **out);
+CLF_API clf_status clf_backend_load(const char *name, const char *plugin_dir,
+                                    const clf_backend_api **out);
 /* Loads a backend from an explicit .so path. */
-clf_status clf_backend_load_file(const char *path, const clf_backend_api **out);
+CLF_API clf_status clf_backend_load_file(const char *path, const clf_backend_api **out);
 
 /* Resolves the backend name to use: cli_name (if set) > $CLF_BACKEND > config_name.
  * "auto" picks opencl when it loads and finds a GPU, else cpu. Loads and opens it. */
-clf_status clf_backend_open_named(const char *name, const char *plugin_dir,
-                                  const clf_backend_opts *opts, const clf_backend_api **api,
-                                  clf_backend **be);
+CLF_API clf_status clf_backend_open_named(const char *name, const char *plugin_dir,
+                                          const clf_backend_opts *opts, const clf_backend_api **api,
+                                          clf_backend **be);
 
 /* Calls fn for every clformer-*.so found on the search path (path, loaded api or NULL
  * and the reason it failed to load). */
 typedef void (*clf_backend_found_fn)(void *user, const char *path, const clf_backend_api *api,
                                      const char *error);
-void clf_backend_scan(const char *plugin_dir, clf_backend_found_fn fn, void *user);
+CLF_API void clf_backend_scan(const char *plugin_dir, clf_backend_found_fn fn, void *user);
 
 /* Fails with CLF_ERR_UNSUPPORTED naming the op and the backend when the backend does not
  * implement op (no silent fallback to another backend). */
-clf_status clf_backend_require(const clf_backend_api *api, clf_backend *be, clf_op op);
+CLF_API clf_status clf_backend_require(const clf_backend_api *api, clf_backend *be, clf_op op);
 
 /* ---- checks the backends share (core/src/runtime/backend_checks.c) ----
  * Each fails with CLF_ERR_INPUT and a message that starts "<backend>: <op>: ", backend
@@ -445,17 +447,17 @@ clf_status clf_backend_require(const clf_backend_api *api, clf_backend *be, clf_
 
 /* layernorm and its backward: rows >= 0, cols >= 1, a known style, and cols >= 2 for the
  * tutorial style (its std is the unbiased one). */
-clf_status clf_check_ln_shape(const char *backend, const char *op, int rows, int cols,
-                              clf_ln_style style);
+CLF_API clf_status clf_check_ln_shape(const char *backend, const char *op, int rows, int cols,
+                                      clf_ln_style style);
 /* The overlaps clf_activation_args refuses: out and x partly (not the same span), out and
  * gate at all ("'out' partly overlaps 'x'", "'out' may not overlap 'gate'"). */
-clf_status clf_check_activation_overlap(const char *backend, const char *op,
-                                        const clf_activation_args *a);
+CLF_API clf_status clf_check_activation_overlap(const char *backend, const char *op,
+                                                const clf_activation_args *a);
 /* The overlaps clf_activation_backward_args refuses, dx first, then dgate: dx and dy (but
  * for the same span without a gate: a->op, not NULL, says), x, gate, dgate; dgate and dy
  * partly, x, gate. */
-clf_status clf_check_activation_backward_overlap(const char *backend, const char *op,
-                                                 const clf_activation_backward_args *a);
+CLF_API clf_status clf_check_activation_backward_overlap(const char *backend, const char *op,
+                                                         const clf_activation_backward_args *a);
 
 #ifdef __cplusplus
 }

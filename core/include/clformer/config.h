@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "clformer/backend.h"
+#include "clformer/export.h"
 #include "clformer/plugin.h"
 #include "clformer/status.h"
 
@@ -77,12 +78,12 @@ typedef struct clf_model_config {
 } clf_model_config;
 
 /* The YAML spellings of model.activation and model.layernorm.style, plugin ops included. */
-const char *clf_model_activation_name(const clf_model_config *m);
-const char *clf_model_norm_style_name(const clf_model_config *m);
+CLF_API const char *clf_model_activation_name(const clf_model_config *m);
+CLF_API const char *clf_model_norm_style_name(const clf_model_config *m);
 /* 1 when the FFN has linear_3 (a gated activation). */
-int clf_model_ffn_gated(const clf_model_config *m);
+CLF_API int clf_model_ffn_gated(const clf_model_config *m);
 /* 1 when every norm has a .bias vector (built-in styles; plugin norms that say so). */
-int clf_model_norm_has_bias(const clf_model_config *m);
+CLF_API int clf_model_norm_has_bias(const clf_model_config *m);
 
 typedef struct clf_backend_config {
     char name[CLF_NAME_MAX];       /* cpu | opencl | auto; default cpu */
@@ -146,12 +147,12 @@ typedef struct clf_config {
 } clf_config;
 
 /* Fills every field with the design's defaults (src_vocab/tgt_vocab = 0: required). */
-void clf_config_defaults(clf_config *cfg);
+CLF_API void clf_config_defaults(clf_config *cfg);
 
 /* Reads and validates a YAML file. On error: CLF_ERR_IO ("<path>: cannot open: <why>") or
  * CLF_ERR_INPUT with "<path>:<line>:<col>: <key>: <why>" (YAML syntax errors and an empty
  * file omit the key); *cfg then holds defaults and part of the file, to be discarded. */
-clf_status clf_config_load(const char *path, clf_config *cfg);
+CLF_API clf_status clf_config_load(const char *path, clf_config *cfg);
 
 /* The same, searching plugin_dir first (then $CLF_PLUGIN_PATH, the build tree, the install
  * libdir) for the op plugins the YAML names; NULL: the default search path. Entries of
@@ -159,24 +160,25 @@ clf_status clf_config_load(const char *path, clf_config *cfg);
  * and a bare name (no '/') is clformer-plugin-<name>.so on the search path. A name that
  * no listed plugin provides is looked for in every clformer-plugin-*.so on the search
  * path. Errors name the key's file:line:col and the plugin's reason. */
-clf_status clf_config_load_with_plugins(const char *path, const char *plugin_dir, clf_config *cfg);
+CLF_API clf_status clf_config_load_with_plugins(const char *path, const char *plugin_dir,
+                                                clf_config *cfg);
 
 /* The same from a string; name stands for the path in messages. */
-clf_status clf_config_parse_string(const char *text, const char *name, clf_config *cfg);
+CLF_API clf_status clf_config_parse_string(const char *text, const char *name, clf_config *cfg);
 
 /* Writes the fully resolved config as YAML that clf_config_load reads back unchanged. */
-clf_status clf_config_dump(const clf_config *cfg, FILE *out);
+CLF_API clf_status clf_config_dump(const clf_config *cfg, FILE *out);
 
 /* The YAML spelling of each enum ("pre", "tutorial", "log_softmax", ...); "unknown" for
  * a value out of range. */
-const char *clf_norm_place_name(clf_norm_place n);
-const char *clf_ln_style_name(clf_ln_style s);
-const char *clf_activation_name(clf_activation a);
-const char *clf_output_name(clf_output o);
-const char *clf_positional_name(clf_positional p);
-const char *clf_tie_name(clf_tie t);
-const char *clf_optimizer_name(clf_optimizer_kind o);
-const char *clf_schedule_name(clf_schedule_kind s);
+CLF_API const char *clf_norm_place_name(clf_norm_place n);
+CLF_API const char *clf_ln_style_name(clf_ln_style s);
+CLF_API const char *clf_activation_name(clf_activation a);
+CLF_API const char *clf_output_name(clf_output o);
+CLF_API const char *clf_positional_name(clf_positional p);
+CLF_API const char *clf_tie_name(clf_tie t);
+CLF_API const char *clf_optimizer_name(clf_optimizer_kind o);
+CLF_API const char *clf_schedule_name(clf_schedule_kind s);
 
 #ifdef __cplusplus
 }

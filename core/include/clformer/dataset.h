@@ -50,6 +50,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "clformer/export.h"
 #include "clformer/status.h"
 #include "clformer/tokenizer.h"
 
@@ -68,28 +69,28 @@ typedef struct clf_dataset_opts {
 
 /* Reads, checks and tokenizes the pairs. CLF_ERR_IO when a file cannot be read,
  * CLF_ERR_INPUT for bad lines (messages "<path>:<line>: <why>") and missing specials. */
-clf_status clf_dataset_load(const clf_dataset_opts *o, clf_dataset **out);
-void clf_dataset_free(clf_dataset *d); /* NULL is fine */
+CLF_API clf_status clf_dataset_load(const clf_dataset_opts *o, clf_dataset **out);
+CLF_API void clf_dataset_free(clf_dataset *d); /* NULL is fine */
 
-size_t clf_dataset_size(const clf_dataset *d);          /* pairs kept */
-size_t clf_dataset_skipped(const clf_dataset *d);       /* lines skipped: long + empty */
-size_t clf_dataset_skipped_long(const clf_dataset *d);  /* pairs over max_len */
-size_t clf_dataset_skipped_empty(const clf_dataset *d); /* pairs with an empty side */
+CLF_API size_t clf_dataset_size(const clf_dataset *d);          /* pairs kept */
+CLF_API size_t clf_dataset_skipped(const clf_dataset *d);       /* lines skipped: long + empty */
+CLF_API size_t clf_dataset_skipped_long(const clf_dataset *d);  /* pairs over max_len */
+CLF_API size_t clf_dataset_skipped_empty(const clf_dataset *d); /* pairs with an empty side */
 
 /* Raw text of pair i < size (NUL-terminated, owned by d; no '\r', no '\n'), for validation
  * BLEU and sample translations. */
-void clf_dataset_text(const clf_dataset *d, size_t i, const char **src, const char **tgt);
+CLF_API void clf_dataset_text(const clf_dataset *d, size_t i, const char **src, const char **tgt);
 /* Token ids of pair i without specials (owned by d), and their counts (> 0). */
-void clf_dataset_ids(const clf_dataset *d, size_t i, const int32_t **src, int *src_n,
-                     const int32_t **tgt, int *tgt_n);
+CLF_API void clf_dataset_ids(const clf_dataset *d, size_t i, const int32_t **src, int *src_n,
+                             const int32_t **tgt, int *tgt_n);
 /* The line (from 1) pair i came from, for messages. */
-size_t clf_dataset_line(const clf_dataset *d, size_t i);
+CLF_API size_t clf_dataset_line(const clf_dataset *d, size_t i);
 
 /* Builds the source and target vocabularies from a training file (or pair of files) as
  * clf_tokenizer_build does, with the same line checks and messages as clf_dataset_load.
  * *src and *tgt are both set on success, both NULL on failure. */
-clf_status clf_dataset_build_vocabs(const char *src_path, const char *tgt_path, int min_freq,
-                                    clf_tokenizer **src, clf_tokenizer **tgt);
+CLF_API clf_status clf_dataset_build_vocabs(const char *src_path, const char *tgt_path,
+                                            int min_freq, clf_tokenizer **src, clf_tokenizer **tgt);
 
 typedef struct clf_batch {
     int batch, src_len, tgt_len;
@@ -100,25 +101,25 @@ typedef struct clf_batch {
     size_t *index;                    /* [batch] dataset indices of the pairs */
 } clf_batch;
 /* Frees the arrays and zeroes *b (a zeroed or freed batch is fine). */
-void clf_batch_free(clf_batch *b);
+CLF_API void clf_batch_free(clf_batch *b);
 
 typedef struct clf_batcher clf_batcher;
 
 /* batch_size >= 1 pairs per batch when batch_tokens is 0; batch_tokens > 0: token mode
  * (batch_size then unused). The plan of epoch 0 is made here. */
-clf_status clf_batcher_create(const clf_dataset *d, int batch_size, int batch_tokens, int shuffle,
-                              uint64_t seed, clf_batcher **out);
-void clf_batcher_free(clf_batcher *b); /* NULL is fine */
+CLF_API clf_status clf_batcher_create(const clf_dataset *d, int batch_size, int batch_tokens,
+                                      int shuffle, uint64_t seed, clf_batcher **out);
+CLF_API void clf_batcher_free(clf_batcher *b); /* NULL is fine */
 /* Plans epoch (>= 0); a pure function of (seed, epoch), so a resumed run sees the same
  * batches. */
-clf_status clf_batcher_plan_epoch(clf_batcher *b, int epoch);
-int clf_batcher_count(const clf_batcher *b); /* batches in the planned epoch */
-int clf_batcher_epoch(const clf_batcher *b); /* the planned epoch */
+CLF_API clf_status clf_batcher_plan_epoch(clf_batcher *b, int epoch);
+CLF_API int clf_batcher_count(const clf_batcher *b); /* batches in the planned epoch */
+CLF_API int clf_batcher_epoch(const clf_batcher *b); /* the planned epoch */
 /* Pairs of the planned epoch that alone exceed batch_tokens (each a batch of one). */
-size_t clf_batcher_oversized(const clf_batcher *b);
+CLF_API size_t clf_batcher_oversized(const clf_batcher *b);
 /* The i-th batch (0 <= i < count) of the planned epoch into *out, freshly allocated:
  * *out is not read, release it with clf_batch_free. On failure *out is zeroed. */
-clf_status clf_batcher_get(const clf_batcher *b, int i, clf_batch *out);
+CLF_API clf_status clf_batcher_get(const clf_batcher *b, int i, clf_batch *out);
 
 #ifdef __cplusplus
 }

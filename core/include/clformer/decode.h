@@ -15,6 +15,7 @@
 
 #include <stdint.h>
 
+#include "clformer/export.h"
 #include "clformer/model.h"
 
 #ifdef __cplusplus
@@ -35,7 +36,7 @@ typedef struct clf_decode_opts {
 
 /* beam 1, n_best 1, length_penalty 0, max_len 0 (must be set), use_cache 1, the ids of
  * the model config (sos 2, eos 3, pad 1 by default), no attention. */
-void clf_decode_opts_default(const clf_model_config *cfg, clf_decode_opts *o);
+CLF_API void clf_decode_opts_default(const clf_model_config *cfg, clf_decode_opts *o);
 
 typedef struct clf_hypothesis {
     int32_t *tokens; /* [len] generated ids, without SOS and without the final EOS */
@@ -57,9 +58,9 @@ typedef struct clf_decode_result {
 /* Decodes a batch: src is [batch, src_len] I32 ids (pad_id-padded). Errors: bad ids or
  * lengths (CLF_ERR_INPUT), backend failures. On success *out must be freed with
  * clf_decode_result_free. */
-clf_status clf_decode(clf_model *m, const int32_t *src, int batch, int src_len,
-                      const clf_decode_opts *o, clf_decode_result *out);
-void clf_decode_result_free(clf_decode_result *r);
+CLF_API clf_status clf_decode(clf_model *m, const int32_t *src, int batch, int src_len,
+                              const clf_decode_opts *o, clf_decode_result *out);
+CLF_API void clf_decode_result_free(clf_decode_result *r);
 
 #ifdef __cplusplus
 }

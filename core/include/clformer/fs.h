@@ -33,16 +33,16 @@ typedef clf_status (*clf_fs_write_fn)(FILE *f, void *ctx);
  * less the umask. On failure path is untouched and no temporary file remains: fn's own
  * status, or CLF_ERR_IO ("cannot create", "cannot write", "cannot rename") naming path, the
  * temporary file and strerror. */
-clf_status clf_fs_write_atomic(const char *path, clf_fs_write_fn fn, void *ctx);
+CLF_API clf_status clf_fs_write_atomic(const char *path, clf_fs_write_fn fn, void *ctx);
 
 /* clf_fs_write_atomic of the n bytes at data. */
-clf_status clf_fs_write_atomic_bytes(const char *path, const void *data, size_t n);
+CLF_API clf_status clf_fs_write_atomic_bytes(const char *path, const void *data, size_t n);
 
 /* Reads the whole of path into *data (malloc'd, with a '\0' after the last byte that *len
  * does not count; free() it). A file of more than max_len bytes is refused with
  * CLF_ERR_INPUT before anything is allocated for it; a file that cannot be opened or read
  * gives CLF_ERR_IO naming it and strerror. On failure *data is NULL and *len 0. */
-clf_status clf_fs_read_all(const char *path, size_t max_len, char **data, size_t *len);
+CLF_API clf_status clf_fs_read_all(const char *path, size_t max_len, char **data, size_t *len);
 
 /* An exclusive advisory lock held through a lock file (flock: it protects against other
  * processes and against a second clf_fs_lock in this process; it dies with the process, so
@@ -52,10 +52,10 @@ typedef struct clf_fs_lock clf_fs_lock;
 /* Takes the lock on path, creating the file, without waiting. The file then holds the
  * holder's process id and host name. When another holder has it: CLF_ERR_IO, naming path
  * and the holder ("...: locked by process 4242 on host gpu1"). */
-clf_status clf_fs_lock_acquire(const char *path, clf_fs_lock **out);
+CLF_API clf_status clf_fs_lock_acquire(const char *path, clf_fs_lock **out);
 
 /* Removes the lock file and releases the lock; NULL is a no-op. */
-void clf_fs_lock_release(clf_fs_lock *lock);
+CLF_API void clf_fs_lock_release(clf_fs_lock *lock);
 
 #ifdef __cplusplus
 }

@@ -14,6 +14,7 @@
 #include <stddef.h>
 
 #include "clformer/backend.h"
+#include "clformer/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -100,45 +101,46 @@ typedef struct clf_graph {
     clf_status status;  /* first error met while building (sticky), CLF_OK otherwise */
 } clf_graph;
 
-void clf_graph_init(clf_graph *g);
-void clf_graph_free(clf_graph *g);
+CLF_API void clf_graph_init(clf_graph *g);
+CLF_API void clf_graph_free(clf_graph *g);
 
 /* Adds a value; returns its index, or -1 after recording an error in g->status. */
-int clf_graph_value(clf_graph *g, clf_value_kind kind, size_t bytes, const char *label);
-int clf_graph_external(clf_graph *g, clf_ptr where, size_t bytes, const char *label);
+CLF_API int clf_graph_value(clf_graph *g, clf_value_kind kind, size_t bytes, const char *label);
+CLF_API int clf_graph_external(clf_graph *g, clf_ptr where, size_t bytes, const char *label);
 
 /* Appends a node with the given args (pointer fields are filled at run time from its
  * operands, added next with clf_graph_bind). Returns the node, or NULL on error. */
-clf_node *clf_graph_node(clf_graph *g, clf_op op, const void *args, size_t args_size,
-                         const char *label);
+CLF_API clf_node *clf_graph_node(clf_graph *g, clf_op op, const void *args, size_t args_size,
+                                 const char *label);
 /* Binds pointer field `field` (an offsetof) of node n to value v at element offset off. */
-void clf_graph_bind(clf_graph *g, clf_node *n, size_t field, int v, size_t elem_off);
+CLF_API void clf_graph_bind(clf_graph *g, clf_node *n, size_t field, int v, size_t elem_off);
 
 /* Finds the operand bound to pointer field `field` of n; NULL when absent. */
-const clf_operand *clf_node_operand(const clf_node *n, size_t field);
+CLF_API const clf_operand *clf_node_operand(const clf_node *n, size_t field);
 
 /* Computes lifetimes and arena offsets (aligned to CLF_GRAPH_ALIGN bytes). */
 #define CLF_GRAPH_ALIGN 256
-clf_status clf_graph_plan(clf_graph *g);
+CLF_API clf_status clf_graph_plan(clf_graph *g);
 
 /* Grows a caller-owned activation arena to g->arena_bytes when it is smaller (the old
  * buffer is freed first: nothing in it survives). what names the caller in the error. */
-clf_status clf_graph_reserve_arena(const clf_graph *g, const clf_backend_api *api, clf_backend *be,
-                                   clf_buffer **arena, size_t *cap, const char *what);
+CLF_API clf_status clf_graph_reserve_arena(const clf_graph *g, const clf_backend_api *api,
+                                           clf_backend *be, clf_buffer **arena, size_t *cap,
+                                           const char *what);
 
 /* The arena address of a value (arena values) or its external pointer. */
-clf_ptr clf_graph_ptr(const clf_graph *g, clf_buffer *arena, int v);
+CLF_API clf_ptr clf_graph_ptr(const clf_graph *g, clf_buffer *arena, int v);
 
 /* Runs every node in order on the backend, with arena values in `arena` (at least
  * g->arena_bytes). Errors name the node's label. Does not synchronize. */
-clf_status clf_graph_run(const clf_graph *g, const clf_backend_api *api, clf_backend *be,
-                         clf_buffer *arena);
+CLF_API clf_status clf_graph_run(const clf_graph *g, const clf_backend_api *api, clf_backend *be,
+                                 clf_buffer *arena);
 /* The same, running only the nodes whose op bit (1u << op) is set in op_mask: the bench
  * times the GEMMs alone this way to get the backend's own SGEMM rate at the model's shapes. */
-clf_status clf_graph_run_ops(const clf_graph *g, const clf_backend_api *api, clf_backend *be,
-                             clf_buffer *arena, unsigned op_mask);
+CLF_API clf_status clf_graph_run_ops(const clf_graph *g, const clf_backend_api *api,
+                                     clf_backend *be, clf_buffer *arena, unsigned op_mask);
 /* FLOPs (2 per multiply-add) of the GEMM nodes. */
-double clf_graph_gemm_flops(const clf_graph *g);
+CLF_API double clf_graph_gemm_flops(const clf_graph *g);
 
 #ifdef __cplusplus
 }

@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "clformer/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -23,7 +25,7 @@ extern "C" {
 /* Continues the FNV-1a 64 hash h over data[0..n): for each byte, h = (h ^ byte) * prime
  * with prime 0x100000001b3. clf_hash_fnv1a64(CLF_FNV1A64_OFFSET, "a", 1) is
  * 0xaf63dc4c8601ec8c (the published test vector). */
-uint64_t clf_hash_fnv1a64(uint64_t h, const void *data, size_t n);
+CLF_API uint64_t clf_hash_fnv1a64(uint64_t h, const void *data, size_t n);
 
 #ifdef __cplusplus
 }

@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "clformer/export.h"
 #include "clformer/status.h"
 
 #ifdef __cplusplus
@@ -44,26 +45,26 @@ typedef struct clf_bleu {
 } clf_bleu;
 
 /* An empty corpus: every field 0. */
-void clf_bleu_init(clf_bleu *b);
+CLF_API void clf_bleu_init(clf_bleu *b);
 
 /* Adds one pair of token-id sequences (lengths >= 0; a pointer may be NULL when its length
  * is 0) and updates every field. CLF_ERR_INPUT for a negative length or NULL data,
  * CLF_ERR_NOMEM when the n-gram tables cannot be allocated (b is then unchanged). */
-clf_status clf_bleu_add(clf_bleu *b, const int32_t *hyp, int hyp_len, const int32_t *ref,
-                        int ref_len);
+CLF_API clf_status clf_bleu_add(clf_bleu *b, const int32_t *hyp, int hyp_len, const int32_t *ref,
+                                int ref_len);
 
 /* The same for two NUL-terminated strings of tokens separated by ASCII white space
  * (space, tab, newline, CR, VT, FF): tokens are compared byte for byte. */
-clf_status clf_bleu_add_text(clf_bleu *b, const char *hyp, const char *ref);
+CLF_API clf_status clf_bleu_add_text(clf_bleu *b, const char *hyp, const char *ref);
 
 /* Corpus BLEU of n pairs: hyps[i] (hyp_lens[i] ids) against refs[i] (ref_lens[i] ids). */
-clf_status clf_bleu_corpus(const int32_t *const *hyps, const int *hyp_lens,
-                           const int32_t *const *refs, const int *ref_lens, size_t n,
-                           clf_bleu *out);
+CLF_API clf_status clf_bleu_corpus(const int32_t *const *hyps, const int *hyp_lens,
+                                   const int32_t *const *refs, const int *ref_lens, size_t n,
+                                   clf_bleu *out);
 
 /* Corpus BLEU of n pairs of space-separated strings (see clf_bleu_add_text). */
-clf_status clf_bleu_corpus_text(const char *const *hyps, const char *const *refs, size_t n,
-                                clf_bleu *out);
+CLF_API clf_status clf_bleu_corpus_text(const char *const *hyps, const char *const *refs, size_t n,
+                                        clf_bleu *out);
 
 #ifdef __cplusplus
 }

@@ -13,6 +13,7 @@
 
 #include "clformer/backend.h"
 #include "clformer/config.h"
+#include "clformer/export.h"
 #include "clformer/graph.h"
 #include "clformer/weights.h"
 
@@ -22,9 +23,9 @@ extern "C" {
 
 typedef struct clf_model clf_model;
 
-clf_status clf_model_create(const clf_model_config *cfg, const clf_weights *w,
-                            const clf_backend_api *api, clf_backend *be, clf_model **out);
-void clf_model_free(clf_model *m);
+CLF_API clf_status clf_model_create(const clf_model_config *cfg, const clf_weights *w,
+                                    const clf_backend_api *api, clf_backend *be, clf_model **out);
+CLF_API void clf_model_free(clf_model *m);
 
 typedef struct clf_forward_io {
     int batch, src_len, tgt_len;
@@ -35,18 +36,18 @@ typedef struct clf_forward_io {
 } clf_forward_io;
 
 /* Checks ids (0 <= id < vocab) and lengths (<= max_len), then runs the model. */
-clf_status clf_model_forward(clf_model *m, const clf_forward_io *io);
+CLF_API clf_status clf_model_forward(clf_model *m, const clf_forward_io *io);
 
 /* Builds the forward graph for a shape and plans it, without running (for tests, bench and
  * `clformer config --plan`). g must be freed with clf_graph_free. */
-clf_status clf_model_build_forward_graph(clf_model *m, int batch, int src_len, int tgt_len,
-                                         clf_graph *g);
+CLF_API clf_status clf_model_build_forward_graph(clf_model *m, int batch, int src_len, int tgt_len,
+                                                 clf_graph *g);
 
 /* Re-runs the graph of the last forward (same inputs), only the nodes whose op bit
  * (1u << op) is in op_mask, and waits for the device: the bench's timing hook. */
-clf_status clf_model_rerun(clf_model *m, unsigned op_mask);
+CLF_API clf_status clf_model_rerun(clf_model *m, unsigned op_mask);
 /* The planned graph of the last forward, or NULL before the first. */
-const clf_graph *clf_model_last_graph(const clf_model *m);
+CLF_API const clf_graph *clf_model_last_graph(const clf_model *m);
 
 /* Adds an F16 copy of the matrices that linear layers multiply with (the weights as they
  * are on the device now), which inference graphs built from now on pass to the backend's
@@ -55,21 +56,22 @@ const clf_graph *clf_model_last_graph(const clf_model *m);
  * products then use the weights rounded to F16 (accumulating in F32); the F32 weights stay
  * for everything else. A snapshot: training graphs never use it. Costs half the matrices'
  * bytes again on the device. CLF_ERR_INPUT names a weight that F16 cannot hold. */
-clf_status clf_model_enable_half_weights(clf_model *m);
+CLF_API clf_status clf_model_enable_half_weights(clf_model *m);
 
 typedef struct clf_model_memory {
     size_t weight_bytes; /* on the device, incl. the PE table and any F16 copy */
     size_t arena_bytes;  /* activations of the last planned forward */
 } clf_model_memory;
-void clf_model_memory_usage(const clf_model *m, clf_model_memory *mem);
+CLF_API void clf_model_memory_usage(const clf_model *m, clf_model_memory *mem);
 
 /* Multiply-adds x2 of the forward pass at a shape (GEMMs and attention products), the
  * FLOP count the benchmarks divide by. */
-double clf_model_forward_flops(const clf_model_config *cfg, int batch, int src_len, int tgt_len);
+CLF_API double clf_model_forward_flops(const clf_model_config *cfg, int batch, int src_len,
+                                       int tgt_len);
 
 /* The sinusoidal PE table [max_len, d] exactly as the tutorial's PyTorch computes it in
  * float32. */
-void clf_positional_encoding(float *pe, int max_len, int d);
+CLF_API void clf_positional_encoding(float *pe, int max_len, int d);
 
 #ifdef __cplusplus
 }

@@ -50,6 +50,7 @@
 
 #include <stddef.h>
 
+#include "clformer/export.h"
 #include "clformer/status.h"
 
 #ifdef __cplusplus
@@ -113,49 +114,49 @@ typedef const clf_plugin_api *(*clf_plugin_entry_fn)(void);
  * no clf_plugin_entry, an ABI version other than CLF_PLUGIN_ABI (naming both), an op with
  * a bad name or kind, half a CPU form, no form at all, or a name that collides with a
  * built-in or with an op already registered (naming the other plugin). */
-clf_status clf_plugin_load_file(const char *path, const clf_plugin_api **out);
+CLF_API clf_status clf_plugin_load_file(const char *path, const clf_plugin_api **out);
 
 /* The registered op called name, or NULL. With plugin_dir_or_scan set to a non-NULL
  * string ("" for none), a name not yet registered makes the loader scan the search path
  * (plugin_dir first) for clformer-plugin-*.so and load each one not loaded yet; a plugin
  * that fails to load there is an error (CLF_ERR_INPUT), not skipped. *op is NULL (and the
  * status CLF_OK) when nothing provides the name. */
-clf_status clf_plugin_find(const char *name, const char *plugin_dir_or_scan,
-                           const clf_plugin_op **op);
+CLF_API clf_status clf_plugin_find(const char *name, const char *plugin_dir_or_scan,
+                                   const clf_plugin_op **op);
 
 /* The file that registered op (for messages); "" for an op the registry does not know. */
-const char *clf_plugin_path_of(const clf_plugin_op *op);
+CLF_API const char *clf_plugin_path_of(const clf_plugin_op *op);
 
 /* "activation", "gated activation", "norm"; "unknown" otherwise. */
-const char *clf_plugin_kind_name(clf_plugin_kind kind);
+CLF_API const char *clf_plugin_kind_name(clf_plugin_kind kind);
 
 /* For a backend's plugin entry points (clformer/backend.h): CLF_OK when op is of the kind
  * the entry takes, a norm when want_norm, else an activation (gated or not); label then
  * gets "<entry> '<op name>'" for the entry's later messages. Otherwise CLF_ERR_INPUT with
  * "<backend>: <entry>: plugin op '<name>' (<kind>) is not a norm" (or "an activation"),
  * backend being the message prefix of the caller ("cpu", "opencl"). op is not NULL. */
-clf_status clf_plugin_check_entry_kind(const char *backend, const char *entry,
-                                       const clf_plugin_op *op, int want_norm, char *label,
-                                       size_t label_size);
+CLF_API clf_status clf_plugin_check_entry_kind(const char *backend, const char *entry,
+                                               const clf_plugin_op *op, int want_norm, char *label,
+                                               size_t label_size);
 
 /* For a backend's activation entry points, after clf_plugin_check_entry_kind: CLF_OK when
  * the gate operands the entry takes (gates: 1 for gate, 2 for gate and dgate) are all given
  * for a gated activation and none for another (given: how many are). Otherwise
  * CLF_ERR_INPUT with "<backend>: <label>: plugin op '<name>' (<kind>) needs a gate" (or
  * "takes no gate", "needs gate and dgate", "takes no gate or dgate"). */
-clf_status clf_plugin_check_gates(const char *backend, const char *label, const clf_plugin_op *op,
-                                  int gates, int given);
+CLF_API clf_status clf_plugin_check_gates(const char *backend, const char *label,
+                                          const clf_plugin_op *op, int gates, int given);
 
 /* Loads every clformer-plugin-*.so on the search path (plugin_dir first; NULL for none)
  * and calls fn once per file with its table, or NULL and the reason it was refused. */
 typedef void (*clf_plugin_found_fn)(void *user, const char *path, const clf_plugin_api *api,
                                     const char *error);
-void clf_plugin_scan(const char *plugin_dir, clf_plugin_found_fn fn, void *user);
+CLF_API void clf_plugin_scan(const char *plugin_dir, clf_plugin_found_fn fn, void *user);
 
 /* Calls fn for every registered op, in registration order. */
 typedef void (*clf_plugin_op_fn)(void *user, const char *path, const clf_plugin_api *api,
                                  const clf_plugin_op *op);
-void clf_plugin_each(clf_plugin_op_fn fn, void *user);
+CLF_API void clf_plugin_each(clf_plugin_op_fn fn, void *user);
 
 #ifdef __cplusplus
 }

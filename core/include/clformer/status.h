@@ -9,6 +9,8 @@
 
 #include <stdarg.h>
 
+#include "clformer/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -25,20 +27,21 @@ typedef enum clf_status {
 
 /* Records the message (printf format) for this thread and returns st, so that a caller
  * writes `return clf_error(CLF_ERR_INPUT, "%s: tensor '%s' missing", path, name);`. */
-clf_status clf_error(clf_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-clf_status clf_verror(clf_status st, const char *fmt, va_list ap);
+CLF_API clf_status clf_error(clf_status st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+CLF_API clf_status clf_verror(clf_status st, const char *fmt, va_list ap);
 
 /* Prepends "<prefix>: " to the current message (adds context on the way up). */
-clf_status clf_error_context(clf_status st, const char *fmt, ...)
+CLF_API clf_status clf_error_context(clf_status st, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* The last message recorded on this thread ("" if none). */
-const char *clf_last_error(void);
-void clf_clear_error(void);
+CLF_API const char *clf_last_error(void);
+CLF_API void clf_clear_error(void);
 
 /* The process exit code the CLI uses for a status: 0, 2 (bad input), 3 (backend), 1. */
-int clf_status_exit_code(clf_status st);
-const char *clf_status_name(clf_status st);
+CLF_API int clf_status_exit_code(clf_status st);
+CLF_API const char *clf_status_name(clf_status st);
 
 #ifdef __cplusplus
 }

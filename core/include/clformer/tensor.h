@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "clformer/export.h"
 #include "clformer/status.h"
 
 #ifdef __cplusplus
@@ -25,8 +26,8 @@ typedef enum clf_dtype {
     CLF_DTYPE_COUNT
 } clf_dtype;
 
-const char *clf_dtype_name(clf_dtype dt); /* safetensors spelling: "F32", "I32", ... */
-size_t clf_dtype_size(clf_dtype dt);
+CLF_API const char *clf_dtype_name(clf_dtype dt); /* safetensors spelling: "F32", "I32", ... */
+CLF_API size_t clf_dtype_size(clf_dtype dt);
 
 /* A named host tensor. For a tensor read from a file, data points into the mapping. */
 typedef struct clf_tensor {
@@ -38,41 +39,41 @@ typedef struct clf_tensor {
     size_t nbytes;
 } clf_tensor;
 
-int64_t clf_tensor_numel(const clf_tensor *t);
+CLF_API int64_t clf_tensor_numel(const clf_tensor *t);
 /* "[2,3,4]" into buf */
-const char *clf_shape_str(const int64_t *shape, int ndim, char *buf, size_t size);
+CLF_API const char *clf_shape_str(const int64_t *shape, int ndim, char *buf, size_t size);
 
 /* ---- reading ---- */
 typedef struct clf_safetensors clf_safetensors;
 
 /* Maps the file and parses its header. Errors name the file and what is wrong with it
  * (not safetensors, header truncated, offsets out of range, unknown dtype, ...). */
-clf_status clf_safetensors_open(const char *path, clf_safetensors **out);
-void clf_safetensors_close(clf_safetensors *f); /* NULL is fine */
-int clf_safetensors_count(const clf_safetensors *f);
-const clf_tensor *clf_safetensors_at(const clf_safetensors *f, int i);
-const clf_tensor *clf_safetensors_find(const clf_safetensors *f, const char *name);
+CLF_API clf_status clf_safetensors_open(const char *path, clf_safetensors **out);
+CLF_API void clf_safetensors_close(clf_safetensors *f); /* NULL is fine */
+CLF_API int clf_safetensors_count(const clf_safetensors *f);
+CLF_API const clf_tensor *clf_safetensors_at(const clf_safetensors *f, int i);
+CLF_API const clf_tensor *clf_safetensors_find(const clf_safetensors *f, const char *name);
 /* value of a __metadata__ string entry, or NULL */
-const char *clf_safetensors_meta(const clf_safetensors *f, const char *key);
-const char *clf_safetensors_path(const clf_safetensors *f);
+CLF_API const char *clf_safetensors_meta(const clf_safetensors *f, const char *key);
+CLF_API const char *clf_safetensors_path(const clf_safetensors *f);
 
 /* Copies t into dst as F32 (F32, F16, BF16 sources). CLF_ERR_INPUT for other dtypes. */
-clf_status clf_tensor_to_f32(const clf_tensor *t, float *dst);
+CLF_API clf_status clf_tensor_to_f32(const clf_tensor *t, float *dst);
 /* One IEEE half (binary16, as stored in F16 tensors) as float, exactly. */
-float clf_half_to_float(uint16_t h);
+CLF_API float clf_half_to_float(uint16_t h);
 /* f as the nearest IEEE half (ties to even; NaN stays NaN). Magnitudes past 65504 round
  * to infinity: callers that need finite halves check with clf_float_fits_half first. */
-uint16_t clf_float_to_half(float f);
+CLF_API uint16_t clf_float_to_half(float f);
 /* 1 when f is finite and rounds to a finite half (|f| < 65520), 0 otherwise. */
-int clf_float_fits_half(float f);
+CLF_API int clf_float_fits_half(float f);
 /* Copies t into dst as I32 (I32, I64 in int32 range, U8 sources). */
-clf_status clf_tensor_to_i32(const clf_tensor *t, int32_t *dst);
+CLF_API clf_status clf_tensor_to_i32(const clf_tensor *t, int32_t *dst);
 
 /* ---- writing ---- */
 /* Writes n tensors (in the given order; offsets follow it) and optional metadata pairs
  * meta[2*i] = key, meta[2*i+1] = value, to path via path.tmp.<pid> + rename. */
-clf_status clf_safetensors_write(const char *path, const clf_tensor *tensors, int n,
-                                 const char *const *meta, int n_meta);
+CLF_API clf_status clf_safetensors_write(const char *path, const clf_tensor *tensors, int n,
+                                         const char *const *meta, int n_meta);
 
 #ifdef __cplusplus
 }

@@ -72,6 +72,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "clformer/export.h"
 #include "clformer/status.h"
 
 #ifdef __cplusplus
@@ -100,59 +101,60 @@ typedef struct clf_tokenizer_specials {
  * min_freq (>= 0; 0 and 1 keep every word) times, at most CLF_TOKENIZER_VOCAB_SIZE ids.
  * A line that is not valid UTF-8: CLF_ERR_INPUT "line 3 is not valid UTF-8 at byte 7"
  * (lines count from 1, bytes from 0). */
-clf_status clf_tokenizer_build(const char *const *lines, size_t n, int min_freq,
-                               clf_tokenizer **out);
+CLF_API clf_status clf_tokenizer_build(const char *const *lines, size_t n, int min_freq,
+                                       clf_tokenizer **out);
 /* The same with another size cap: vocab_size >= 4 ids in all, or 0 for no cap. */
-clf_status clf_tokenizer_build_sized(const char *const *lines, size_t n, int min_freq,
-                                     int vocab_size, clf_tokenizer **out);
+CLF_API clf_status clf_tokenizer_build_sized(const char *const *lines, size_t n, int min_freq,
+                                             int vocab_size, clf_tokenizer **out);
 /* The same from a text file, one sentence per line ('\n'; a '\r' before it is white
  * space anyway). CLF_ERR_IO when it cannot be read; messages start with the path. */
-clf_status clf_tokenizer_build_file(const char *path, int min_freq, clf_tokenizer **out);
+CLF_API clf_status clf_tokenizer_build_file(const char *path, int min_freq, clf_tokenizer **out);
 
 /* Trains a SentencePiece model with the library's trainer on the text files
  * paths[0..n_paths) (one sentence per line; several files make one joint vocabulary):
  * vocab_size pieces in all (>= 5; the trainer refuses a size the text cannot fill),
  * model_type "unigram" or "bpe", the library's defaults otherwise. Ids: <unk> 0, <pad> 1,
  * <s> 2, </s> 3 (those of the word level's [UNK] [PAD] [SOS] [EOS], so a model config's
- * default pad_id fits either kind), then the pieces. Save it with clf_tokenizer_save. CLF_ERR_IO for an unreadable file,
- * CLF_ERR_INPUT with the trainer's message when it refuses. */
-clf_status clf_tokenizer_train_sentencepiece(const char *const *paths, int n_paths, int vocab_size,
-                                             const char *model_type, clf_tokenizer **out);
+ * default pad_id fits either kind), then the pieces. Save it with clf_tokenizer_save. CLF_ERR_IO
+ * for an unreadable file, CLF_ERR_INPUT with the trainer's message when it refuses. */
+CLF_API clf_status clf_tokenizer_train_sentencepiece(const char *const *paths, int n_paths,
+                                                     int vocab_size, const char *model_type,
+                                                     clf_tokenizer **out);
 
 /* Reads a tokenizer file of either kind (which one: see above). Word level: CLF_ERR_IO
  * when unreadable, CLF_ERR_INPUT for invalid JSON or a file that is not this tokenizer.
  * SentencePiece: CLF_ERR_IO when unreadable, CLF_ERR_INPUT "<path>: not a valid
  * SentencePiece model: <the library's reason>" for an empty, truncated or corrupt one. */
-clf_status clf_tokenizer_load(const char *path, clf_tokenizer **out);
+CLF_API clf_status clf_tokenizer_load(const char *path, clf_tokenizer **out);
 /* Writes tok to path (path.tmp.<pid>, fsync, rename: never a half file): word level as the
  * tokenizers library would write it, SentencePiece as the model's bytes. */
-clf_status clf_tokenizer_save(const clf_tokenizer *tok, const char *path);
-void clf_tokenizer_free(clf_tokenizer *tok); /* NULL is fine */
+CLF_API clf_status clf_tokenizer_save(const clf_tokenizer *tok, const char *path);
+CLF_API void clf_tokenizer_free(clf_tokenizer *tok); /* NULL is fine */
 
 /* Token ids of text[0..len) (UTF-8, no NUL needed; NULs inside are ordinary characters).
  * *ids is malloc'd (free() it; NULL when *n is 0, e.g. for an empty or all-blank line).
  * Invalid UTF-8: CLF_ERR_INPUT "line is not valid UTF-8 at byte N" (N from 0). A word not
  * in the vocabulary when the vocabulary has no unk_token: CLF_ERR_INPUT naming it. */
-clf_status clf_tokenizer_encode(const clf_tokenizer *tok, const char *text, size_t len,
-                                int32_t **ids, int *n);
+CLF_API clf_status clf_tokenizer_encode(const clf_tokenizer *tok, const char *text, size_t len,
+                                        int32_t **ids, int *n);
 /* The words of ids[0..n) joined by single spaces, as a malloc'd NUL-terminated string
  * (free() it). skip_specials drops the special tokens (the library's
  * skip_special_tokens=True). An id outside [0, size): CLF_ERR_INPUT naming it. */
-clf_status clf_tokenizer_decode(const clf_tokenizer *tok, const int32_t *ids, int n,
-                                int skip_specials, char **text);
+CLF_API clf_status clf_tokenizer_decode(const clf_tokenizer *tok, const int32_t *ids, int n,
+                                        int skip_specials, char **text);
 
 /* Id of a word (NUL-terminated), or -1 when absent. Hash lookup: O(length). */
-int32_t clf_tokenizer_id(const clf_tokenizer *tok, const char *word);
+CLF_API int32_t clf_tokenizer_id(const clf_tokenizer *tok, const char *word);
 /* The same for word[0..len). */
-int32_t clf_tokenizer_id_n(const clf_tokenizer *tok, const char *word, size_t len);
+CLF_API int32_t clf_tokenizer_id_n(const clf_tokenizer *tok, const char *word, size_t len);
 /* The word of an id (NUL-terminated, owned by tok), or NULL when out of range. */
-const char *clf_tokenizer_word(const clf_tokenizer *tok, int32_t id);
-clf_tokenizer_kind clf_tokenizer_get_kind(const clf_tokenizer *tok);
+CLF_API const char *clf_tokenizer_word(const clf_tokenizer *tok, int32_t id);
+CLF_API clf_tokenizer_kind clf_tokenizer_get_kind(const clf_tokenizer *tok);
 /* Number of ids (specials included). */
-int clf_tokenizer_size(const clf_tokenizer *tok);
-clf_tokenizer_specials clf_tokenizer_special_ids(const clf_tokenizer *tok);
+CLF_API int clf_tokenizer_size(const clf_tokenizer *tok);
+CLF_API clf_tokenizer_specials clf_tokenizer_special_ids(const clf_tokenizer *tok);
 /* 1 when id is a special token (an added token marked "special"), else 0. */
-int clf_tokenizer_is_special(const clf_tokenizer *tok, int32_t id);
+CLF_API int clf_tokenizer_is_special(const clf_tokenizer *tok, int32_t id);
 
 #ifdef __cplusplus
 }

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "clformer/config.h"
+#include "clformer/export.h"
 #include "clformer/model.h"
 
 #ifdef __cplusplus
@@ -45,41 +46,41 @@ typedef struct clf_train_state {
 
 /* The trainer for model m (its weights are trained in place). dropout: 1 = the model
  * config's dropout rates (model.dropout and its sites), 0 = none (exact comparisons). */
-clf_status clf_trainer_create(clf_model *m, const clf_train_config *tc, int dropout,
-                              clf_trainer **out);
-void clf_trainer_free(clf_trainer *t);
+CLF_API clf_status clf_trainer_create(clf_model *m, const clf_train_config *tc, int dropout,
+                                      clf_trainer **out);
+CLF_API void clf_trainer_free(clf_trainer *t);
 
 /* Forward and backward of one micro-batch; its gradient (of its mean loss, divided by
  * tc->accumulate) adds to the gradient buffers. *loss_sum: sum of the per-token losses,
  * *tokens: non-pad labels (both may be NULL). */
-clf_status clf_trainer_accumulate(clf_trainer *t, const clf_train_batch *b, double *loss_sum,
-                                  long long *tokens);
+CLF_API clf_status clf_trainer_accumulate(clf_trainer *t, const clf_train_batch *b,
+                                          double *loss_sum, long long *tokens);
 
 /* The optimizer step: learning rate from the schedule at step state.step + 1, clipping by
  * global norm (when tc->clip_norm > 0), Adam or AdamW, then the gradients are zeroed.
  * *lr and *grad_norm (before clipping) may be NULL. */
-clf_status clf_trainer_step(clf_trainer *t, double *lr, double *grad_norm);
+CLF_API clf_status clf_trainer_step(clf_trainer *t, double *lr, double *grad_norm);
 
 /* Loss only (no dropout, no gradient), for validation. */
-clf_status clf_trainer_evaluate(clf_trainer *t, const clf_train_batch *b, double *loss_sum,
-                                long long *tokens);
+CLF_API clf_status clf_trainer_evaluate(clf_trainer *t, const clf_train_batch *b, double *loss_sum,
+                                        long long *tokens);
 
 /* The learning rate at optimizer step `step` (1-based):
  *   constant:     lr * min(1, step / warmup)          (no warmup when warmup = 0)
  *   noam:         lr * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
  *   inverse_sqrt: lr * min(step / warmup, sqrt(warmup / step)) */
-double clf_train_lr(const clf_train_config *tc, int d_model, long long step);
+CLF_API double clf_train_lr(const clf_train_config *tc, int d_model, long long step);
 
-clf_train_state *clf_trainer_state(clf_trainer *t);
+CLF_API clf_train_state *clf_trainer_state(clf_trainer *t);
 
 /* Writes weights (tutorial names), Adam moments ("optim.exp_avg.<name>",
  * "optim.exp_avg_sq.<name>") and the state and config_yaml (may be NULL) as metadata, to
  * path atomically (temporary name, then rename). */
-clf_status clf_trainer_save(clf_trainer *t, const char *path, const char *config_yaml);
+CLF_API clf_status clf_trainer_save(clf_trainer *t, const char *path, const char *config_yaml);
 
 /* Restores what clf_trainer_save wrote: weights, moments and state. Errors name the
  * file and the tensor (missing, mis-shaped) or the metadata key. */
-clf_status clf_trainer_load(clf_trainer *t, const char *path);
+CLF_API clf_status clf_trainer_load(clf_trainer *t, const char *path);
 
 #ifdef __cplusplus
 }

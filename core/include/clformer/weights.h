@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "clformer/config.h"
+#include "clformer/export.h"
 #include "clformer/tensor.h"
 
 #ifdef __cplusplus
@@ -37,7 +38,7 @@ typedef struct clf_weight_spec {
 
 /* The parameter list for cfg, in a fixed order (embeddings, encoder layers, encoder.norm,
  * decoder layers, decoder.norm, projection). *out is malloc'd; free() it. */
-clf_status clf_weight_specs(const clf_model_config *cfg, clf_weight_spec **out, int *count);
+CLF_API clf_status clf_weight_specs(const clf_model_config *cfg, clf_weight_spec **out, int *count);
 
 /* Host copy of every parameter as F32, in clf_weight_specs order. */
 typedef struct clf_weights {
@@ -48,26 +49,27 @@ typedef struct clf_weights {
 
 /* The name whose tensor `name` is with cfg's tie_embeddings ("tgt_embed.embedding.weight"
  * for a tied projection or source embedding), or NULL when name is a tensor of its own. */
-const char *clf_weights_tied_to(const clf_model_config *cfg, const char *name);
+CLF_API const char *clf_weights_tied_to(const clf_model_config *cfg, const char *name);
 
 /* Loads and checks a safetensors file against cfg. Tensors named "optim.*" (optimizer
  * state in training checkpoints) and the tutorial's PE buffers "src_pos.pe"/"tgt_pos.pe"
  * are ignored; any other tensor the config does not expect is an error. */
-clf_status clf_weights_load(const char *path, const clf_model_config *cfg, clf_weights **out);
+CLF_API clf_status clf_weights_load(const char *path, const clf_model_config *cfg,
+                                    clf_weights **out);
 /* Reproducible initialisation from seed (same seed, same weights, any machine). */
-clf_status clf_weights_init(const clf_model_config *cfg, uint64_t seed, clf_weights **out);
+CLF_API clf_status clf_weights_init(const clf_model_config *cfg, uint64_t seed, clf_weights **out);
 /* Writes F32 safetensors (atomically), with optional metadata pairs. */
-clf_status clf_weights_save(const clf_weights *w, const char *path, const char *const *meta,
-                            int n_meta);
+CLF_API clf_status clf_weights_save(const clf_weights *w, const char *path, const char *const *meta,
+                                    int n_meta);
 /* Views of w's parameters as F32 tensors (data points into w), e.g. to write them with
  * optimizer state in one clf_safetensors_write. *out is malloc'd; free() it. */
-clf_status clf_weights_as_tensors(const clf_weights *w, clf_tensor **out);
+CLF_API clf_status clf_weights_as_tensors(const clf_weights *w, clf_tensor **out);
 /* Elements of a parameter (its shape's product). */
-int64_t clf_weight_spec_numel(const clf_weight_spec *s);
+CLF_API int64_t clf_weight_spec_numel(const clf_weight_spec *s);
 
 /* Index of name, or -1. */
-int clf_weights_find(const clf_weights *w, const char *name);
-void clf_weights_free(clf_weights *w);
+CLF_API int clf_weights_find(const clf_weights *w, const char *name);
+CLF_API void clf_weights_free(clf_weights *w);
 
 #ifdef __cplusplus
 }
