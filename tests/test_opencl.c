@@ -164,6 +164,8 @@ static void run_gemm(bk *k, const clf_gemm_args *tmpl, int batched, const float 
 
 static void check_gemm_case(const gemm_case *t, unsigned seed)
 {
+    if (clf_test_too_big((double)t->m * t->n * t->k * (t->batch > 0 ? t->batch : 1)))
+        return;
     int batched = t->batch > 0, batch = batched ? t->batch : 1;
     int a_rows = t->ta ? t->k : t->m, a_cols = t->ta ? t->m : t->k;
     int b_rows = t->tb ? t->n : t->k, b_cols = t->tb ? t->k : t->n;
@@ -438,6 +440,8 @@ static double half_err(const float *got, const double *want, const double *scale
  * is off by a factor 2. */
 static double check_half_case(const half_case *t, unsigned seed)
 {
+    if (clf_test_too_big((double)t->m * t->n * t->k))
+        return 0;
     clf_gemm_args g = {.trans_b = 1,
                        .m = t->m,
                        .n = t->n,
@@ -616,6 +620,8 @@ START_TEST(test_layernorm)
         for (size_t ri = 0; ri < 3; ri++)
             for (size_t ci = 0; ci < sizeof cols / sizeof cols[0]; ci++, v++) {
                 int R = rows[ri], C = cols[ci], with_res = v % 2, sum_mode = v % 3;
+                if (clf_test_too_big((double)R * C))
+                    continue;
                 size_t n = (size_t)R * C;
                 clf_layernorm_args a = {.rows = R,
                                         .cols = C,
@@ -757,6 +763,8 @@ static void run_attention(bk *k, const clf_attention_args *tmpl, const attn_data
 
 static void check_attention_case(const attn_case *t, unsigned seed)
 {
+    if (clf_test_too_big((double)t->B * t->H * t->Tq * t->Tk * t->D))
+        return;
     int width = t->H * t->D, pad = t->pad;
     clf_attention_args a = {.batch = t->B,
                             .heads = t->H,
@@ -954,6 +962,8 @@ START_TEST(test_softmax)
         for (int ri = 0; ri < 3; ri++)
             for (size_t ci = 0; ci < sizeof cols / sizeof cols[0]; ci++, v++) {
                 int R = rows[ri], C = cols[ci], alias = v % 2;
+                if (clf_test_too_big((double)R * C))
+                    continue;
                 size_t n = (size_t)R * C;
                 /* large: needs the max subtracted */
                 float *x = clf_test_frand(n, 1200 + v, -20, 20);
@@ -990,6 +1000,8 @@ START_TEST(test_add)
     for (int i = 0; i < 5; i++) {
         size_t n = ns[i];
         int alias = i % 3; /* 0: separate out, 1: out = a, 2: out = b */
+        if (clf_test_too_big((double)n))
+            continue;
         float *a = clf_test_frand(n, 1300 + i, -5, 5), *b = clf_test_frand(n, 1400 + i, -5, 5);
         float *want = malloc(n * 4), *got = malloc(n * 4);
         for (size_t j = 0; j < n; j++)
@@ -1029,6 +1041,8 @@ START_TEST(test_argmax)
     for (int ri = 0; ri < 3; ri++)
         for (int ci = 0; ci < 5; ci++) {
             int R = rows[ri], C = cols[ci];
+            if (clf_test_too_big((double)R * C))
+                continue;
             size_t n = (size_t)R * C;
             float *x = clf_test_frand(n, 1500 + ri * 5 + ci, -3, 3);
             for (size_t i = 0; i < n; i++)
@@ -1116,6 +1130,7 @@ START_TEST(test_bounds)
 {
     float h[256] = {0};
     clf_buffer *big = up(&ocl, h, sizeof h), *small = up(&ocl, h, 40); /* 10 floats */
+    clf_buffer *out = up(&ocl, h, sizeof h); /* C: it may not overlap A or B */
     /* gemm 8x8x8 needs 64 floats per operand */
     clf_gemm_args g = {.m = 8,
                        .n = 8,
@@ -1131,7 +1146,7 @@ START_TEST(test_bounds)
     g.a = (clf_ptr){big, 0};
     g.c = (clf_ptr){big, 800}; /* 200 + 64 > 256 */
     EXPECT_ERROR(ocl.api->gemm(ocl.be, &g), CLF_ERR_INPUT, "gemm", "'c'");
-    g.c = (clf_ptr){big, 0};
+    g.c = (clf_ptr){out, 0};
     g.bias = (clf_ptr){small, 16}; /* 4 + 8 > 10 */
     EXPECT_ERROR(ocl.api->gemm(ocl.be, &g), CLF_ERR_INPUT, "gemm", "'bias'");
     g.bias = (clf_ptr){NULL, 0};
@@ -1242,6 +1257,7 @@ START_TEST(test_bounds)
 
     ocl.api->free(ocl.be, big);
     ocl.api->free(ocl.be, small);
+    ocl.api->free(ocl.be, out);
 }
 END_TEST
 
@@ -1352,6 +1368,8 @@ START_TEST(test_relu_backward)
     for (int t = 0; t < 5; t++) {
         size_t n = ns[t], off = t % 2 ? 3 : 0, all = n + off;
         int alias = t % 3 == 1;
+        if (clf_test_too_big((double)n))
+            continue;
         float *dy = clf_test_frand(all, 2000 + t, -1, 1), *y = clf_test_frand(all, 2100 + t, -1, 1);
         for (size_t i = 0; i < all; i += 3)
             y[i] = 0.0f; /* relu's output is often exactly 0: no gradient there */
@@ -1401,6 +1419,8 @@ START_TEST(test_dropout)
     for (int t = 0; t < 5; t++)
         for (int pi = 0; pi < 4; pi++, v++) {
             size_t n = ns[t], off = v % 3 == 2 ? 5 : 0, all = n + off;
+            if (clf_test_too_big((double)n))
+                continue;
             float p = ps[pi];
             uint64_t seed = seeds[v % 4];
             int alias = v % 2;
@@ -1482,6 +1502,8 @@ START_TEST(test_fill)
     static const float values[] = {0.0f, -1.5f, 3.0e38f, -0.0f, 1e-40f /* subnormal */, 7.0f};
     for (int t = 0; t < 6; t++) {
         size_t n = ns[t], off = t % 2 ? 3 : 0, all = n + off + 5;
+        if (clf_test_too_big((double)n))
+            continue;
         float *init = clf_test_frand(all, 2300 + t, -1, 1), *want = fdup(init, all);
         float *got = malloc(all * 4), *cgot = malloc(all * 4);
         for (size_t i = 0; i < n; i++)
@@ -1521,6 +1543,8 @@ START_TEST(test_sum_squares)
     worst w = {0};
     for (int t = 0; t < 8; t++) {
         size_t n = ns[t], off = t % 2 ? 3 : 0;
+        if (clf_test_too_big((double)n))
+            continue;
         float *x = clf_test_frand(n + off, 2400 + t, -3, 3);
         double s = 0;
         for (size_t i = off; i < n + off; i++)
@@ -1603,6 +1627,8 @@ START_TEST(test_adam)
         for (int decoupled = 0; decoupled < 2; decoupled++)
             for (int wd = 0; wd < 2; wd++, c++) {
                 size_t n = ns[t];
+                if (clf_test_too_big((double)n))
+                    continue;
                 clf_adam_args a = {.n = n,
                                    .lr = 1e-3f,
                                    .beta1 = 0.9f,
@@ -1714,6 +1740,8 @@ START_TEST(test_cross_entropy)
         for (int ci = 0; ci < 6; ci++)
             for (int smooth = 0; smooth < 2; smooth++, v++) {
                 int R = rows[ri], C = cols[ci], dl_mode = v % 3;
+                if (clf_test_too_big((double)R * C))
+                    continue;
                 size_t n = (size_t)R * C;
                 clf_cross_entropy_args a = {.rows = R,
                                             .cols = C,
@@ -1787,6 +1815,8 @@ START_TEST(test_embed_backward)
     for (int ri = 0; ri < 5; ri++)
         for (int di = 0; di < 4; di++, v++) {
             int R = rows[ri], dim = dims[di], vocab = 13;
+            if (clf_test_too_big((double)R * dim))
+                continue;
             size_t off = v % 3 == 1 ? 5 : 0;
             size_t nt = (size_t)vocab * dim + off, nd = (size_t)R * dim + off;
             clf_embed_backward_args a = {
@@ -1929,6 +1959,8 @@ START_TEST(test_layernorm_backward)
         for (int ri = 0; ri < 3; ri++)
             for (size_t ci = 0; ci < sizeof cols / sizeof cols[0]; ci++, v++) {
                 int R = rows[ri], C = cols[ci], params = v % 3;
+                if (clf_test_too_big((double)R * C))
+                    continue;
                 size_t n = (size_t)R * C;
                 clf_layernorm_backward_args a = {.rows = R,
                                                  .cols = C,
@@ -2166,6 +2198,8 @@ static void run_attention_backward(bk *k, const clf_attention_backward_args *tmp
 
 static void check_attention_backward_case(const attn_bwd_case *t, unsigned seed, worst *w)
 {
+    if (clf_test_too_big((double)t->B * t->H * t->Tq * t->Tk * t->D))
+        return;
     int width = t->H * t->D, pad = t->pad;
     clf_attention_backward_args ba = {0};
     clf_attention_args *a = &ba.fwd;
