@@ -4,7 +4,7 @@ set -euo pipefail
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 PKGS="build-essential cmake pkg-config libyaml-dev check libopenblas-dev ocl-icd-opencl-dev
-opencl-c-headers pocl-opencl-icd clinfo libclblast-dev"
+opencl-c-headers pocl-opencl-icd clinfo libclblast-dev oclgrind"
 missing=""
 for p in $PKGS; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
