@@ -28,14 +28,14 @@ if [ ! -e "$dir/lib/clformer/clformer-opencl.so" ]; then
   exit 1
 fi
 
-# suite:test case (Check's CK_RUN_CASE; empty: every case of the suite). The default pass;
-# then suites run only when named: decode re-runs the full forward pass for every token it
-# checks (about a hundred passes per fixture for greedy, three hundred for beams, each
-# tens of seconds on the simulator), train takes optimizer steps on nine fixtures. Their
-# kernels are the ones the default pass runs (model: the forward pass; opencl, train_ops:
-# every op and its backward).
-default=(opencl_lifecycle: "opencl:" plugin_ops:opencl train_ops:opencl model:fixtures)
-all=("${default[@]}" decode:opencl train:opencl)
+# suite:test case (Check's CK_RUN_CASE; empty: every case of the suite). The default pass
+# runs every op and its backward (opencl) and the forward pass of three fixtures (model).
+# The others run only when named, being too slow for it: decode re-runs the full forward
+# pass for every token it checks (about a hundred passes per fixture for greedy, three
+# hundred for beams, each tens of seconds on the simulator); plugin_ops and train_ops check
+# gradients by finite differences (many passes per case); train takes optimizer steps.
+default=(opencl_lifecycle: "opencl:" model:fixtures)
+all=("${default[@]}" plugin_ops:opencl train_ops:opencl decode:opencl train:opencl)
 if [ $# -gt 0 ]; then
   sel=()
   for name in "$@"; do
