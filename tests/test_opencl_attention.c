@@ -110,6 +110,8 @@ static void run_attention(bk *k, const clf_attention_args *tmpl, const attn_data
 
 static void check_attention_case(const attn_case *t, unsigned seed)
 {
+    if (clf_test_too_big((double)t->B * t->H * t->Tq * t->Tk * t->D))
+        return;
     int width = t->H * t->D, pad = t->pad;
     clf_attention_args a = {.batch = t->B,
                             .heads = t->H,
@@ -340,6 +342,8 @@ static void run_attention_backward(bk *k, const clf_attention_backward_args *tmp
 
 static void check_attention_backward_case(const attn_bwd_case *t, unsigned seed, worst *w)
 {
+    if (clf_test_too_big((double)t->B * t->H * t->Tq * t->Tk * t->D))
+        return;
     int width = t->H * t->D, pad = t->pad;
     clf_attention_backward_args ba = {0};
     clf_attention_args *a = &ba.fwd;

@@ -29,6 +29,7 @@ START_TEST(test_bounds)
 {
     float h[256] = {0};
     clf_buffer *big = up(&ocl, h, sizeof h), *small = up(&ocl, h, 40); /* 10 floats */
+    clf_buffer *out = up(&ocl, h, sizeof h); /* C: it may not overlap A or B */
     /* gemm 8x8x8 needs 64 floats per operand */
     clf_gemm_args g = {.m = 8,
                        .n = 8,
@@ -44,7 +45,7 @@ START_TEST(test_bounds)
     g.a = (clf_ptr){big, 0};
     g.c = (clf_ptr){big, 800}; /* 200 + 64 > 256 */
     EXPECT_ERROR(ocl.api->gemm(ocl.be, &g), CLF_ERR_INPUT, "gemm", "'c'");
-    g.c = (clf_ptr){big, 0};
+    g.c = (clf_ptr){out, 0};
     g.bias = (clf_ptr){small, 16}; /* 4 + 8 > 10 */
     EXPECT_ERROR(ocl.api->gemm(ocl.be, &g), CLF_ERR_INPUT, "gemm", "'bias'");
     g.bias = (clf_ptr){NULL, 0};
@@ -155,6 +156,7 @@ START_TEST(test_bounds)
 
     ocl.api->free(ocl.be, big);
     ocl.api->free(ocl.be, small);
+    ocl.api->free(ocl.be, out);
 }
 END_TEST
 

@@ -73,6 +73,8 @@ static void run_gemm(bk *k, const clf_gemm_args *tmpl, int batched, const float 
 
 static void check_gemm_case(const gemm_case *t, unsigned seed)
 {
+    if (clf_test_too_big((double)t->m * t->n * t->k * (t->batch > 0 ? t->batch : 1)))
+        return;
     int batched = t->batch > 0, batch = batched ? t->batch : 1;
     int a_rows = t->ta ? t->k : t->m, a_cols = t->ta ? t->m : t->k;
     int b_rows = t->tb ? t->n : t->k, b_cols = t->tb ? t->k : t->n;
@@ -339,6 +341,8 @@ static double half_err(const float *got, const double *want, const double *scale
  * is off by a factor 2. */
 static double check_half_case(const half_case *t, unsigned seed)
 {
+    if (clf_test_too_big((double)t->m * t->n * t->k))
+        return 0;
     clf_gemm_args g = {.trans_b = 1,
                        .m = t->m,
                        .n = t->n,

@@ -35,6 +35,8 @@ START_TEST(test_relu_backward)
     for (int t = 0; t < 5; t++) {
         size_t n = ns[t], off = t % 2 ? 3 : 0, all = n + off;
         int alias = t % 3 == 1;
+        if (clf_test_too_big((double)n))
+            continue;
         float *dy = clf_test_frand(all, 2000 + t, -1, 1), *y = clf_test_frand(all, 2100 + t, -1, 1);
         for (size_t i = 0; i < all; i += 3)
             y[i] = 0.0f; /* relu's output is often exactly 0: no gradient there */
@@ -71,6 +73,8 @@ START_TEST(test_dropout)
     for (int t = 0; t < 5; t++)
         for (int pi = 0; pi < 4; pi++, v++) {
             size_t n = ns[t], off = v % 3 == 2 ? 5 : 0, all = n + off;
+            if (clf_test_too_big((double)n))
+                continue;
             float p = ps[pi];
             uint64_t seed = seeds[v % 4];
             int alias = v % 2;
@@ -152,6 +156,8 @@ START_TEST(test_fill)
     static const float values[] = {0.0f, -1.5f, 3.0e38f, -0.0f, 1e-40f /* subnormal */, 7.0f};
     for (int t = 0; t < 6; t++) {
         size_t n = ns[t], off = t % 2 ? 3 : 0, all = n + off + 5;
+        if (clf_test_too_big((double)n))
+            continue;
         float *init = clf_test_frand(all, 2300 + t, -1, 1), *want = fdup(init, all);
         float *got = malloc(all * 4), *cgot = malloc(all * 4);
         for (size_t i = 0; i < n; i++)
@@ -178,6 +184,8 @@ START_TEST(test_sum_squares)
     worst w = {0};
     for (int t = 0; t < 8; t++) {
         size_t n = ns[t], off = t % 2 ? 3 : 0;
+        if (clf_test_too_big((double)n))
+            continue;
         float *x = clf_test_frand(n + off, 2400 + t, -3, 3);
         double s = 0;
         for (size_t i = off; i < n + off; i++)
@@ -260,6 +268,8 @@ START_TEST(test_adam)
         for (int decoupled = 0; decoupled < 2; decoupled++)
             for (int wd = 0; wd < 2; wd++, c++) {
                 size_t n = ns[t];
+                if (clf_test_too_big((double)n))
+                    continue;
                 clf_adam_args a = {.n = n,
                                    .lr = 1e-3f,
                                    .beta1 = 0.9f,
@@ -371,6 +381,8 @@ START_TEST(test_cross_entropy)
         for (int ci = 0; ci < 6; ci++)
             for (int smooth = 0; smooth < 2; smooth++, v++) {
                 int R = rows[ri], C = cols[ci], dl_mode = v % 3;
+                if (clf_test_too_big((double)R * C))
+                    continue;
                 size_t n = (size_t)R * C;
                 clf_cross_entropy_args a = {.rows = R,
                                             .cols = C,
@@ -444,6 +456,8 @@ START_TEST(test_embed_backward)
     for (int ri = 0; ri < 5; ri++)
         for (int di = 0; di < 4; di++, v++) {
             int R = rows[ri], dim = dims[di], vocab = 13;
+            if (clf_test_too_big((double)R * dim))
+                continue;
             size_t off = v % 3 == 1 ? 5 : 0;
             size_t nt = (size_t)vocab * dim + off, nd = (size_t)R * dim + off;
             clf_embed_backward_args a = {

@@ -148,6 +148,14 @@ START_TEST(null_arguments_are_refused)
 }
 END_TEST
 
+/* C overlapping what the product reads is refused (core/src/runtime/backend_checks.c; the
+ * OpenCL backend's twin is in test_opencl_lifecycle). */
+START_TEST(gemm_refuses_c_over_its_inputs)
+{
+    clf_test_refuses_gemm_overlap(api, be, "cpu");
+}
+END_TEST
+
 START_TEST(gemm_all_transposes_and_epilogues)
 {
     for (size_t s = 0; s < sizeof gemm_shapes / sizeof gemm_shapes[0]; s++)
@@ -434,7 +442,7 @@ START_TEST(gemm_refuses_a_bad_b_half)
                        .lda = 8,
                        .b = P(big),
                        .ldb = 8,
-                       .c = P(big),
+                       .c = {big, 2048}, /* clear of A, B and b_half */
                        .ldc = 8,
                        .b_half = P(small)}; /* 8 x 8 halves = 128 bytes */
     ck_assert_int_eq(api->gemm(be, &g), CLF_ERR_INPUT);
@@ -877,6 +885,7 @@ static Suite *ops_suite(void)
     TCase *tc = tcase_create("cpu");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, null_arguments_are_refused);
+    tcase_add_test(tc, gemm_refuses_c_over_its_inputs);
     tcase_add_test(tc, gemm_all_transposes_and_epilogues);
     tcase_add_test(tc, gemm_strided_batched_matches_per_matrix_reference);
     tcase_add_test(tc, gemm_from_b_half_every_isa_level);

@@ -770,7 +770,7 @@ END_TEST
 /* 1 when the OpenCL backend opens (a device exists) and has the training ops. */
 static int opencl_can_train(void)
 {
-    clf_backend_opts opts = {.abi_version = CLF_BACKEND_ABI};
+    clf_backend_opts opts = {.abi_version = CLF_BACKEND_ABI, .device = getenv("CLF_TEST_DEVICE")};
     if (clf_backend_open_named("opencl", CLF_BUILD_BACKEND_DIR, &opts, &shared_api, &shared_be) !=
         CLF_OK) {
         shared_be = NULL;

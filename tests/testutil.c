@@ -51,8 +51,8 @@ double clf_test_rel_err_d(const float *gotf, const double *gotd, const double *w
 void clf_test_open_backend(const char *name, const clf_backend_api **api, clf_backend **be)
 {
     clf_backend_opts opts = {.abi_version = CLF_BACKEND_ABI};
-    const char *dev = getenv("CLF_TEST_DEVICE");
-    opts.device = dev;
+    /* CLF_TEST_DEVICE names an OpenCL device; the cpu backend has only its own */
+    opts.device = strcmp(name, "cpu") == 0 ? NULL : getenv("CLF_TEST_DEVICE");
     *api = NULL;
     *be = NULL;
     CLF_ASSERT_OK(clf_backend_load(name, CLF_BUILD_BACKEND_DIR, api));
@@ -331,6 +331,17 @@ int clf_test_opencl_opens(const char *suite)
     return 0;
 }
 
+int clf_test_small(void)
+{
+    const char *v = getenv("CLF_TEST_SMALL");
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+int clf_test_too_big(double work)
+{
+    return work > CLF_TEST_SMALL_WORK && clf_test_small();
+}
+
 int clf_test_main(Suite *s)
 {
     SRunner *sr = srunner_create(s);
@@ -391,4 +402,71 @@ void clf_test_refuses_null_args(const clf_backend_api *api, clf_backend *be, con
     EXPECT_NO_ARGS(norm);
     EXPECT_NO_ARGS(norm_backward);
 #undef EXPECT_NO_ARGS
+}
+
+void clf_test_refuses_gemm_overlap(const clf_backend_api *api, clf_backend *be, const char *backend)
+{
+    /* 4x4x4 products in one buffer of 64 floats: A at 0, B at 16, C after them at 32;
+     * bias [4] and b_half (4x4 halves = 8 floats) at 48 */
+    float zero[64] = {0};
+    clf_buffer *buf = clf_test_upload(api, be, zero, sizeof zero);
+    clf_gemm_args g = {.m = 4,
+                       .n = 4,
+                       .k = 4,
+                       .alpha = 1,
+                       .lda = 4,
+                       .ldb = 4,
+                       .ldc = 4,
+                       .a = {buf, 0},
+                       .b = {buf, 64},
+                       .c = {buf, 128}};
+    char want[128];
+#define EXPECT_OVERLAP(entry, operand)                                                             \
+    do {                                                                                           \
+        ck_assert_int_eq(api->entry(be, &g), CLF_ERR_INPUT);                                       \
+        snprintf(want, sizeof want, "%s: %s: 'c' may not overlap '%s'", backend, #entry, operand); \
+        ck_assert_msg(strstr(clf_last_error(), want), "want '%s', got '%s'", want,                 \
+                      clf_last_error());                                                           \
+    } while (0)
+    CLF_ASSERT_OK(api->gemm(be, &g)); /* neighbouring spans of one buffer */
+    g.c.off = 4 * 15;                 /* C's first element is A's last */
+    EXPECT_OVERLAP(gemm, "a");
+    g.c.off = 4 * 31; /* C's first element is B's last */
+    EXPECT_OVERLAP(gemm, "b");
+    g.c.off = 0; /* in place, as test_bounds once did */
+    EXPECT_OVERLAP(gemm, "a");
+    g.c.off = 4 * 32;
+    g.bias = (clf_ptr){buf, 4 * 47}; /* bias[0] is C's last element */
+    EXPECT_OVERLAP(gemm, "bias");
+    g.bias = (clf_ptr){buf, 4 * 48};
+    CLF_ASSERT_OK(api->gemm(be, &g));
+    g.trans_b = 1;
+    g.b_half = (clf_ptr){buf, 4 * 32 + 2}; /* F16 B inside C */
+    EXPECT_OVERLAP(gemm, "b_half");
+    g.b_half = (clf_ptr){buf, 4 * 48};
+    g.bias = (clf_ptr){buf, 4 * 60};
+    CLF_ASSERT_OK(api->gemm(be, &g));
+    g.bias = (clf_ptr){NULL, 0};
+    g.b_half = (clf_ptr){NULL, 0};
+    g.k = 0; /* A and B are not read: C may lie over them */
+    g.c.off = 0;
+    CLF_ASSERT_OK(api->gemm(be, &g));
+    /* two products: A at stride 4 spans 0 .. 19, B at stride 20 spans 16 .. 51 */
+    g.k = 4;
+    g.batch = 2;
+    g.stride_a = 4;
+    g.stride_b = 20;
+    g.stride_c = 10;
+    g.b.off = 4 * 16;
+    g.c.off = 4 * 40; /* C spans 40 .. 65: out of bounds, refused before any overlap */
+    ck_assert_int_eq(api->gemm_strided_batched(be, &g), CLF_ERR_INPUT);
+    ck_assert_msg(strstr(clf_last_error(), "'c'"), "%s", clf_last_error());
+    g.c.off = 4 * 30; /* 30 .. 55: clear of A, over B */
+    EXPECT_OVERLAP(gemm_strided_batched, "b");
+    g.stride_b = 4; /* B 16 .. 35, C 36 .. 61: apart */
+    g.c.off = 4 * 36;
+    CLF_ASSERT_OK(api->gemm_strided_batched(be, &g));
+#undef EXPECT_OVERLAP
+    CLF_ASSERT_OK(api->synchronize(be));
+    api->free(be, buf);
 }

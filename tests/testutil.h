@@ -83,6 +83,12 @@ char *clf_test_read_file(const char *path, size_t *len);
  * "<backend>: <entry>: no arguments" (backend: the message prefix, "cpu" or "opencl"). */
 void clf_test_refuses_null_args(const clf_backend_api *api, clf_backend *be, const char *backend);
 
+/* gemm and gemm_strided_batched refuse C overlapping A, B, b_half or bias ("<backend>:
+ * gemm: 'c' may not overlap 'b'") and accept spans of one buffer that only touch, and C
+ * over A and B when k = 0 (nothing is read). */
+void clf_test_refuses_gemm_overlap(const clf_backend_api *api, clf_backend *be,
+                                   const char *backend);
+
 /* The temporary directory of the running test (one process per test): clf_test_make_tmpdir
  * creates a fresh /tmp/<prefix>-XXXXXX, failing the test when it cannot; clf_test_tmpdir
  * names it; clf_test_tmp_path(name) is <it>/<name>, in a buffer of its own per call (the
@@ -119,6 +125,17 @@ int clf_test_opencl_unavailable(const char *suite, const char *why);
  * CLF_TEST_REQUIRE_OPENCL=1 the process exits with EXIT_FAILURE (called from a suite's
  * main: the suite fails; from a test: that test fails). */
 int clf_test_opencl_opens(const char *suite);
+
+/* Whether CLF_TEST_SMALL is set (and not "0"): the OpenCL parts of the suites then run
+ * small shapes and a subset of the fixtures, for a simulated device (scripts/oclgrind.sh)
+ * that interprets every work-item. */
+int clf_test_small(void);
+
+/* Under CLF_TEST_SMALL, whether a case whose work (elements, or multiply-adds of a product)
+ * is above CLF_TEST_SMALL_WORK: the suites skip such cases there (the simulator runs a few
+ * million work-item instructions a second). Always 0 otherwise. */
+#define CLF_TEST_SMALL_WORK 20000.0
+int clf_test_too_big(double work);
 
 /* Runs one Check suite and returns the process exit status (0 when all pass). */
 int clf_test_main(Suite *s);

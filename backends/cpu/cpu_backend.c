@@ -266,6 +266,8 @@ static clf_status cpu_gemm(clf_backend *be, const clf_gemm_args *a)
 {
     CPU_REQUIRE_ARGS("gemm", a);
     clf_status st = check_gemm("gemm", a, 1);
+    if (st == CLF_OK)
+        st = clf_check_gemm_overlap("cpu", "gemm", a, 0);
     if (st != CLF_OK || a->m == 0 || a->n == 0)
         return st;
     if (be->read_half && cpu_gemv_half_applies(a))
@@ -278,6 +280,8 @@ static clf_status cpu_gemm_strided_batched(clf_backend *be, const clf_gemm_args 
 {
     CPU_REQUIRE_ARGS("gemm_strided_batched", a);
     clf_status st = check_gemm("gemm_strided_batched", a, a->batch);
+    if (st == CLF_OK)
+        st = clf_check_gemm_overlap("cpu", "gemm_strided_batched", a, 1);
     if (st != CLF_OK || a->batch == 0 || a->m == 0 || a->n == 0)
         return st;
     for (int b = 0; b < a->batch; b++)

@@ -105,7 +105,8 @@ static clf_status gemm_common(clf_backend *be, const clf_gemm_args *g, int batch
              sc = batched ? g->stride_c : 0;
     clf_status st;
     if ((st = check_gemm(be, op, g, batch, sa, sb, sc, batched ? (clf_ptr){0} : g->b_half)) !=
-        CLF_OK)
+            CLF_OK ||
+        (st = clf_check_gemm_overlap("opencl", op, g, batched)) != CLF_OK)
         return st;
     if (g->m == 0 || g->n == 0 || batch == 0)
         return CLF_OK;

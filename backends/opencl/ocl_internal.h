@@ -157,8 +157,14 @@ clf_status ocl_build_program(clf_backend *be, const char *op, const char *what,
  * ~/.cache/clformer; "" in dir when the cache is off ("off") or no home is known. */
 void ocl_cache_dir(const char *opt, char *dir, size_t size);
 
-/* ---- ocl_backend.c ---- */
+/* ---- ocl_memory.c (the api's memory entries and the ops' scratch buffer) ---- */
 
+clf_status ocl_alloc(clf_backend *be, size_t bytes, clf_buffer **out);
+void ocl_free(clf_backend *be, clf_buffer *buf);
+clf_status ocl_upload(clf_backend *be, clf_ptr dst, const void *src, size_t bytes);
+clf_status ocl_download(clf_backend *be, void *dst, clf_ptr src, size_t bytes);
+clf_status ocl_copy(clf_backend *be, clf_ptr dst, clf_ptr src, size_t bytes);
+clf_status ocl_synchronize(clf_backend *be);
 /* The backend's scratch buffer, at least bytes long (grown on demand, released by close).
  * Ops use it between their own kernels only: the in-order queue runs the next op's
  * kernels after this op's, so one buffer serves them all. */

@@ -51,8 +51,8 @@ __kernel void embed_backward(__global float *dtable, ulong dtable_off, __global 
  *   dlogits[r,j] = grad_scale * (softmax_j - (1 - ls) [j == t] - ls / cols)
  * Rows with t == ignore_index or t outside [0, cols) get loss 0 and zero gradients.
  * sum_j lp[j] = sum_j (x_j - max) - cols * log(sum_j exp(x_j - max)): both terms <= 0, so
- * nothing cancels. dlogits (optional) may alias logits: logits[t] is read before the first
- * barrier and each work-item overwrites only the columns it alone reads. red: [wg]. */
+ * nothing cancels. dlogits (optional) may alias logits: each work-item reads and then
+ * overwrites only its own columns (c = lid + i * wg), logits[t] included. red: [wg]. */
 __kernel void cross_entropy(__global float *loss, ulong loss_off, __global float *dlogits,
                             ulong dlogits_off, int has_dlogits, __global const float *logits,
                             ulong logits_off, __global const int *targets, ulong targets_off,
@@ -73,7 +73,12 @@ __kernel void cross_entropy(__global float *loss, ulong loss_off, __global float
             loss[loss_off + r] = 0.0f;
         return;
     }
-    const float xt = xr[t];
+    /* Only the work-item that owns column t reads xr[t] and writes the loss: dlogits may
+     * alias logits, and that work-item alone overwrites xr[t] (below, after its read). A
+     * read of xr[t] by any other work-item would race with that write (the barriers of
+     * wg_max and wg_sum fence local memory only). */
+    const int owns_t = lid == t % wg;
+    const float xt = owns_t ? xr[t] : 0.0f;
     float m = -INFINITY;
     for (int c = lid; c < cols; c += wg)
         m = fmax(m, xr[c]);
@@ -88,7 +93,7 @@ __kernel void cross_entropy(__global float *loss, ulong loss_off, __global float
     sx = wg_sum(red, sx);
     const float log_se = log(se);
     const float smooth = ls / (float)cols;
-    if (lid == 0)
+    if (owns_t)
         loss[loss_off + r] =
             -(1.0f - ls) * ((xt - m) - log_se) - smooth * (sx - (float)cols * log_se);
     if (has_dlogits)

@@ -10,7 +10,15 @@
  * submission order (one in-order queue), so an op may read what the previous one wrote.
  *
  * Ops report bad arguments as CLF_ERR_INPUT and device failures as CLF_ERR_BACKEND, with
- * a message naming the op (and, for OpenCL, the call and the error name). */
+ * a message naming the op (and, for OpenCL, the call and the error name).
+ *
+ * Aliasing: two operands alias when they share a byte of one buffer. Inputs may alias each
+ * other freely. An output may alias an input only where its op's comment says so, and then
+ * only as the very same span (the op runs in place: the backend orders every read of an
+ * element before the write over it); a partial overlap is refused. Everything else an op writes may
+ * not overlap anything it reads: gemm's C may not overlap A, B, b_half or bias. A backend refuses
+ * what this forbids (CLF_ERR_INPUT) rather than computing with it: on a GPU the work-items of a
+ * parallel op run in no fixed order, so a write over another work-item's input is a race. */
 #ifndef CLFORMER_BACKEND_H
 #define CLFORMER_BACKEND_H
 
@@ -102,6 +110,7 @@ typedef enum clf_ln_style {
 } clf_ln_style;
 
 /* C[m,n] = alpha * op(A) op(B) + beta * C, then + bias[n] (if bias.buf), then relu (if relu).
+ * C may not overlap A, B, b_half or bias (clf_check_gemm_overlap); A and B may overlap.
  * op(A) is [m,k]: A is stored [m,k] (lda >= k) or, with trans_a, [k,m] (lda >= m).
  * op(B) is [k,n]: B is stored [k,n] (ldb >= n) or, with trans_b, [n,k] (ldb >= k).
  * A Linear layer y = x W^T + b is trans_b = 1 with W [out,in].
@@ -449,6 +458,13 @@ CLF_API clf_status clf_backend_require(const clf_backend_api *api, clf_backend *
  * tutorial style (its std is the unbiased one). */
 CLF_API clf_status clf_check_ln_shape(const char *backend, const char *op, int rows, int cols,
                                       clf_ln_style style);
+/* gemm (batched 0: one product, b_half considered) and gemm_strided_batched (batched 1:
+ * a->batch products at the strides, b_half ignored): C may not share a byte with what the
+ * call reads, A and B (when k > 0), b_half, bias ("'c' may not overlap 'b'"). BLAS forbids
+ * such aliasing, and a tiled GEMM would read elements of A or B another work-group has
+ * already overwritten. Call it after the operands' bounds checks. */
+CLF_API clf_status clf_check_gemm_overlap(const char *backend, const char *op,
+                                          const clf_gemm_args *a, int batched);
 /* The overlaps clf_activation_args refuses: out and x partly (not the same span), out and
  * gate at all ("'out' partly overlaps 'x'", "'out' may not overlap 'gate'"). */
 CLF_API clf_status clf_check_activation_overlap(const char *backend, const char *op,
