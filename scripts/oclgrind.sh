@@ -29,15 +29,18 @@ if [ ! -e "$dir/lib/clformer/clformer-opencl.so" ]; then
 fi
 
 # suite:test case (Check's CK_RUN_CASE; empty: every case of the suite). The default pass
-# runs every op and its backward (the opencl_* suites of the op families) and the forward
-# pass of three fixtures (model).
-# The others run only when named, being too slow for it: decode re-runs the full forward
-# pass for every token it checks (about a hundred passes per fixture for greedy, three
-# hundred for beams, each tens of seconds on the simulator); plugin_ops and train_ops check
-# gradients by finite differences (many passes per case); train takes optimizer steps.
-default=(opencl_lifecycle: opencl_gemm: opencl_norm: opencl_attention: opencl_ops: opencl_train:
-  opencl_errors: model:fixtures)
-all=("${default[@]}" plugin_ops:opencl train_ops:opencl decode:opencl train:opencl)
+# (about 5 minutes on 2 idle cores) runs every op and its backward (the opencl_* suites of
+# the op families, the plugin ops, the training ops with their finite-difference checks on
+# small shapes) and the forward pass of three fixtures (model). decode and train run only
+# when named, being too slow for it: decode re-runs the full forward pass for every token it
+# checks (about a hundred passes per fixture for greedy, three hundred for beams, each tens
+# of seconds on the simulator); train takes optimizer steps.
+# Longest first, so that the two at a time end together.
+default=(train_ops_attention:opencl plugin_ops_norm:opencl model:fixtures opencl_attention:
+  opencl_gemm: opencl_train: train_ops_layernorm:opencl train_ops_optim:opencl opencl_norm:
+  opencl_ops: opencl_errors: opencl_lifecycle: opencl_device: opencl_limits: train_ops:opencl
+  plugin_ops:opencl plugin_ops_activation:opencl)
+all=("${default[@]}" decode:opencl train:opencl)
 if [ $# -gt 0 ]; then
   sel=()
   for name in "$@"; do
