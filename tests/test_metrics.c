@@ -211,8 +211,8 @@ START_TEST(test_realistic_corpus)
         "there is a cat on the mat .",
         "a dog barks loudly at night",
         "he read the book because he was interested in world history",
-        "it is a guide to action which ensures that the military always obeys the commands "
-        "of the party",
+        ("it is a guide to action which ensures that the military always obeys the commands "
+         "of the party"), /* one long line: the parentheses say the concatenation is meant */
         "  extra   spaces\tand tabs ",
     };
     const char *r[] = {
@@ -220,8 +220,8 @@ START_TEST(test_realistic_corpus)
         "there is a cat on the mat .",
         "the dog barks at night",
         "he was interested in world history because he read the book",
-        "it is a guide to action that ensures that the military will forever heed party "
-        "commands",
+        ("it is a guide to action that ensures that the military will forever heed party "
+         "commands"),
         "extra spaces and tabs",
     };
     expected e = {59.46527084468104,
