@@ -64,17 +64,22 @@ def forward_flops(cfg, B, S, T):
     return 2 * macs
 
 
-def main():
-    ap = argparse.ArgumentParser(description="Time a PyTorch forward of a clformer model.")
+def add_run_args(ap, iters, warmup):
+    """The options the forward and the training bench share (run.sh and train.sh pass them)."""
     ap.add_argument("--config", default="configs/base-prenorm.yaml")
     ap.add_argument("--weights", default=None, help="safetensors under the tutorial names")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--src-len", type=int, default=64)
     ap.add_argument("--tgt-len", type=int, default=64)
-    ap.add_argument("--iters", type=int, default=10)
-    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--iters", type=int, default=iters)
+    ap.add_argument("--warmup", type=int, default=warmup)
     ap.add_argument("--threads", type=int, default=0, help="0 = all available cores")
     ap.add_argument("--seed", type=int, default=1)
+
+
+def main():
+    ap = argparse.ArgumentParser(description="Time a PyTorch forward of a clformer model.")
+    add_run_args(ap, iters=10, warmup=2)
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                     help="cuda: the current GPU, strict FP32 (no TF32); --threads ignored")
     a = ap.parse_args()

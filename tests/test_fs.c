@@ -18,19 +18,6 @@
 
 static const char OLD_TEXT[] = "the old content\n";
 
-static int count_dir_entries(void)
-{
-    DIR *d = opendir(clf_test_tmpdir());
-    ck_assert_ptr_nonnull(d);
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-            n++;
-    closedir(d);
-    return n;
-}
-
 /* Fails unless path holds exactly text. */
 static void assert_content(const char *path, const char *text)
 {
@@ -71,7 +58,7 @@ START_TEST(test_write_replaces_whole_file)
     assert_content(path, "new");
     CLF_ASSERT_OK(clf_fs_write_atomic_bytes(path, NULL, 0));
     assert_content(path, "");
-    ck_assert_int_eq(count_dir_entries(), 1); /* no temporary file left behind */
+    ck_assert_int_eq(clf_test_tmpdir_entries(), 1); /* no temporary file left behind */
 }
 END_TEST
 
@@ -92,7 +79,7 @@ START_TEST(test_failing_callback_keeps_old_file)
                      CLF_ERR_INPUT);
     ck_assert_str_eq(clf_last_error(), "the caller's own reason"); /* the callback's error */
     assert_content(path, OLD_TEXT);
-    ck_assert_int_eq(count_dir_entries(), 1);
+    ck_assert_int_eq(clf_test_tmpdir_entries(), 1);
 }
 END_TEST
 
@@ -128,7 +115,7 @@ START_TEST(test_write_error_keeps_old_file)
     assert_error_has("cannot write");
     assert_error_has(strerror(EFBIG));
     assert_content(path, OLD_TEXT);
-    ck_assert_int_eq(count_dir_entries(), 1);
+    ck_assert_int_eq(clf_test_tmpdir_entries(), 1);
 }
 END_TEST
 
@@ -161,7 +148,7 @@ START_TEST(test_write_refusals_name_the_file)
     assert_error_has(dir);
     assert_error_has("cannot rename");
     assert_content(clf_test_tmp_path("d/inside"), "x");
-    ck_assert_int_eq(count_dir_entries(), 2); /* f.txt and d */
+    ck_assert_int_eq(clf_test_tmpdir_entries(), 2); /* f.txt and d */
 }
 END_TEST
 
@@ -196,7 +183,7 @@ START_TEST(test_reader_never_sees_half_a_file)
         ck_assert_int_eq(waitpid(child, &status, 0), child);
     ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     ck_assert_msg(!torn, "a reader saw a partly written file (read %d)", reads);
-    ck_assert_int_eq(count_dir_entries(), 1);
+    ck_assert_int_eq(clf_test_tmpdir_entries(), 1);
 }
 END_TEST
 
@@ -296,7 +283,7 @@ START_TEST(test_lock_held_once)
     CLF_ASSERT_OK(clf_fs_lock_acquire(path, &second));
     clf_fs_lock_release(second);
     clf_fs_lock_release(NULL);
-    ck_assert_int_eq(count_dir_entries(), 0);
+    ck_assert_int_eq(clf_test_tmpdir_entries(), 0);
 }
 END_TEST
 

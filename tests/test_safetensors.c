@@ -34,19 +34,6 @@ static void write_st(const char *path, uint64_t hlen, const char *header, const 
     free(buf);
 }
 
-static int count_dir_entries(void)
-{
-    DIR *d = opendir(clf_test_tmpdir());
-    ck_assert_ptr_nonnull(d);
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-            n++;
-    closedir(d);
-    return n;
-}
-
 static json_t *parse_ok(const char *text)
 {
     json_t *doc = NULL;
@@ -698,7 +685,7 @@ START_TEST(test_write_refuses_bad_tensors)
                   clf_last_error());
     snprintf(t[1].name, sizeof t[1].name, "__metadata__");
     ck_assert_int_eq(clf_safetensors_write(p, t, 2, NULL, 0), CLF_ERR_INPUT);
-    ck_assert_int_eq(count_dir_entries(), 0); /* nothing written */
+    ck_assert_int_eq(clf_test_tmpdir_entries(), 0); /* nothing written */
     clf_test_remove_tmpdir();
 }
 END_TEST
@@ -724,9 +711,9 @@ START_TEST(test_atomic_write)
     clf_tensor tb = mk("v", CLF_F32, 1, (int64_t[]){4096}, big);
 
     CLF_ASSERT_OK(clf_safetensors_write(path, &t1, 1, NULL, 0));
-    ck_assert_int_eq(count_dir_entries(), 1); /* no temporary file left behind */
+    ck_assert_int_eq(clf_test_tmpdir_entries(), 1); /* no temporary file left behind */
     CLF_ASSERT_OK(clf_safetensors_write(path, &t2, 1, NULL, 0));
-    ck_assert_int_eq(count_dir_entries(), 1);
+    ck_assert_int_eq(clf_test_tmpdir_entries(), 1);
     read_first_float(path, &v);
     ck_assert(v == 2.0f);
 
@@ -762,7 +749,7 @@ START_TEST(test_atomic_write)
     ck_assert_int_eq(restored, 0);
     ck_assert_int_eq(st, CLF_ERR_IO);
     ck_assert_msg(strstr(clf_last_error(), "cannot write"), "%s", clf_last_error());
-    ck_assert_int_eq(count_dir_entries(), 1);
+    ck_assert_int_eq(clf_test_tmpdir_entries(), 1);
     read_first_float(path, &v);
     ck_assert(v == 2.0f);
     clf_test_remove_tmpdir();

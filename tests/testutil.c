@@ -229,6 +229,19 @@ void clf_test_remove_tmpdir(void)
     clf_test_remove_dir(tmpdir);
 }
 
+int clf_test_tmpdir_entries(void)
+{
+    DIR *d = opendir(clf_test_tmpdir());
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            n++;
+    closedir(d);
+    return n;
+}
+
 void clf_test_remove_dir(const char *dir)
 {
     DIR *d = opendir(dir);

@@ -97,6 +97,8 @@ void clf_test_make_tmpdir(const char *prefix);
 const char *clf_test_tmpdir(void);
 const char *clf_test_tmp_path(const char *name);
 void clf_test_remove_tmpdir(void);
+/* How many entries (other than . and ..) the temporary directory holds. */
+int clf_test_tmpdir_entries(void);
 
 /* Removes the files (and empty directories) in dir, then dir; a missing dir is no error. */
 void clf_test_remove_dir(const char *dir);
