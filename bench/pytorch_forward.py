@@ -77,6 +77,22 @@ def add_run_args(ap, iters, warmup):
     ap.add_argument("--seed", type=int, default=1)
 
 
+def load_model(ap, a):
+    """The model of --config with the weights of --weights (Xavier-uniform without), after
+    checking the lengths against model.max_len: (model, cfg, the YAML document)."""
+    model, cfg, doc = model_from_yaml(a.config)
+    if max(a.src_len, a.tgt_len) > cfg.max_len:
+        ap.error("src/tgt length %d exceeds model.max_len %d"
+                 % (max(a.src_len, a.tgt_len), cfg.max_len))
+    if a.weights:
+        w, _ = load_safetensors(a.weights)
+        w = {k: v.float() for k, v in w.items() if not k.startswith("optim.")}
+        model.load_state_dict(w, strict=True)
+    else:
+        init_weights(model, randomize_norms=False)
+    return model, cfg, doc
+
+
 def main():
     ap = argparse.ArgumentParser(description="Time a PyTorch forward of a clformer model.")
     add_run_args(ap, iters=10, warmup=2)
@@ -104,16 +120,7 @@ def main():
     device = torch.device(a.device)
     torch.manual_seed(a.seed)
 
-    model, cfg, _ = model_from_yaml(a.config)
-    if max(a.src_len, a.tgt_len) > cfg.max_len:
-        ap.error("src/tgt length %d exceeds model.max_len %d"
-                 % (max(a.src_len, a.tgt_len), cfg.max_len))
-    if a.weights:
-        w, _ = load_safetensors(a.weights)
-        w = {k: v.float() for k, v in w.items() if not k.startswith("optim.")}
-        model.load_state_dict(w, strict=True)
-    else:
-        init_weights(model, randomize_norms=False)
+    model, cfg, _ = load_model(ap, a)
     model.float().eval()
     model.to(device)
 

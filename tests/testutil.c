@@ -2,9 +2,11 @@
 
 #include <dirent.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -240,6 +242,22 @@ int clf_test_tmpdir_entries(void)
             n++;
     closedir(d);
     return n;
+}
+
+clf_status clf_test_write_under_size_limit(clf_status (*write)(void *arg), void *arg)
+{
+    struct rlimit old_lim, lim;
+    ck_assert_int_eq(getrlimit(RLIMIT_FSIZE, &old_lim), 0);
+    void (*old_sig)(int) = signal(SIGXFSZ, SIG_IGN);
+    lim = old_lim;
+    lim.rlim_cur = 1024;
+    int set = setrlimit(RLIMIT_FSIZE, &lim);
+    clf_status st = write(arg);
+    int restored = setrlimit(RLIMIT_FSIZE, &old_lim);
+    signal(SIGXFSZ, old_sig);
+    ck_assert_int_eq(set, 0);
+    ck_assert_int_eq(restored, 0);
+    return st;
 }
 
 void clf_test_remove_dir(const char *dir)

@@ -99,6 +99,11 @@ const char *clf_test_tmp_path(const char *name);
 void clf_test_remove_tmpdir(void);
 /* How many entries (other than . and ..) the temporary directory holds. */
 int clf_test_tmpdir_entries(void);
+/* Runs write(arg) with the file size limit (RLIMIT_FSIZE) at 1 KiB and SIGXFSZ ignored, so
+ * that a longer write fails halfway (EFBIG), then restores both and returns write's status.
+ * No Check assertion may run inside write: Check's own message file is subject to the
+ * limit too. */
+clf_status clf_test_write_under_size_limit(clf_status (*write)(void *arg), void *arg);
 
 /* Removes the files (and empty directories) in dir, then dir; a missing dir is no error. */
 void clf_test_remove_dir(const char *dir);
