@@ -373,6 +373,20 @@ int clf_test_too_big(double work)
     return work > CLF_TEST_SMALL_WORK && clf_test_small();
 }
 
+Suite *clf_test_suite_of(const char *suite, TCase *tc, const TTest *const *tests, int n)
+{
+    Suite *s = suite_create(suite);
+    for (int i = 0; i < n; i++)
+        tcase_add_test(tc, tests[i]);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int clf_test_run(const char *suite, const char *tcase, const TTest *const *tests, int n)
+{
+    return clf_test_main(clf_test_suite_of(suite, tcase_create(tcase), tests, n));
+}
+
 int clf_test_main(Suite *s)
 {
     SRunner *sr = srunner_create(s);

@@ -146,6 +146,18 @@ int clf_test_too_big(double work);
 
 /* Runs one Check suite and returns the process exit status (0 when all pass). */
 int clf_test_main(Suite *s);
+/* A suite named suite of the one test case tc, which gets the n tests listed. */
+Suite *clf_test_suite_of(const char *suite, TCase *tc, const TTest *const *tests, int n);
+/* Runs the suite of one plain test case tcase holding the n tests (for CLF_TEST_MAIN). */
+int clf_test_run(const char *suite, const char *tcase, const TTest *const *tests, int n);
+/* Defines main() of a suite of one test case holding the tests listed (START_TEST names):
+ * it returns runner(suite, tcase, tests, n), e.g. ocl_test_run. */
+#define CLF_TEST_MAIN(runner, suite, tcase, ...)                                                   \
+    int main(void)                                                                                 \
+    {                                                                                              \
+        const TTest *const tests_[] = {__VA_ARGS__};                                               \
+        return runner(suite, tcase, tests_, (int)(sizeof tests_ / sizeof tests_[0]));              \
+    }
 
 /* main() of a suite whose tests run on each backend: add_tests on a CPU and (when it opens;
  * see clf_test_opencl_opens) an OpenCL test case, plus cpu_only / opencl_only (may be NULL)
