@@ -215,8 +215,27 @@ START_TEST(test_shared_checks)
 }
 END_TEST
 
-CLF_TEST_MAIN(clf_test_run, "loader", "load", test_load_cpu_from_build_tree,
-              test_missing_backend_names_dirs, test_invalid_name, test_no_entry_symbol,
-              test_wrong_abi_version, test_incomplete_table, test_not_a_shared_object,
-              test_plugin_path_env, test_open_named_env_override, test_scan_reports_good_and_broken,
-              test_require_unsupported_op, test_shared_checks)
+static Suite *loader_suite(void)
+{
+    Suite *s = suite_create("loader");
+    TCase *tc = tcase_create("load");
+    tcase_add_test(tc, test_load_cpu_from_build_tree);
+    tcase_add_test(tc, test_missing_backend_names_dirs);
+    tcase_add_test(tc, test_invalid_name);
+    tcase_add_test(tc, test_no_entry_symbol);
+    tcase_add_test(tc, test_wrong_abi_version);
+    tcase_add_test(tc, test_incomplete_table);
+    tcase_add_test(tc, test_not_a_shared_object);
+    tcase_add_test(tc, test_plugin_path_env);
+    tcase_add_test(tc, test_open_named_env_override);
+    tcase_add_test(tc, test_scan_reports_good_and_broken);
+    tcase_add_test(tc, test_require_unsupported_op);
+    tcase_add_test(tc, test_shared_checks);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return clf_test_main(loader_suite());
+}

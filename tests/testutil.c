@@ -382,11 +382,6 @@ Suite *clf_test_suite_of(const char *suite, TCase *tc, const TTest *const *tests
     return s;
 }
 
-int clf_test_run(const char *suite, const char *tcase, const TTest *const *tests, int n)
-{
-    return clf_test_main(clf_test_suite_of(suite, tcase_create(tcase), tests, n));
-}
-
 int clf_test_main(Suite *s)
 {
     SRunner *sr = srunner_create(s);

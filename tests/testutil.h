@@ -148,8 +148,6 @@ int clf_test_too_big(double work);
 int clf_test_main(Suite *s);
 /* A suite named suite of the one test case tc, which gets the n tests listed. */
 Suite *clf_test_suite_of(const char *suite, TCase *tc, const TTest *const *tests, int n);
-/* Runs the suite of one plain test case tcase holding the n tests (for CLF_TEST_MAIN). */
-int clf_test_run(const char *suite, const char *tcase, const TTest *const *tests, int n);
 /* Defines main() of a suite of one test case holding the tests listed (START_TEST names):
  * it returns runner(suite, tcase, tests, n), e.g. ocl_test_run. */
 #define CLF_TEST_MAIN(runner, suite, tcase, ...)                                                   \
