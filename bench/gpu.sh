@@ -15,7 +15,7 @@
 # Exits 1 (after the table) when a test suite failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-unset OPENBLAS_CORETYPE # see bench/run.sh
+unset OPENBLAS_CORETYPE # see bench/common.sh
 . scripts/env.sh
 device=${1:-NVIDIA}
 config=${2:-configs/base-prenorm.yaml}

@@ -64,17 +64,38 @@ def forward_flops(cfg, B, S, T):
     return 2 * macs
 
 
-def main():
-    ap = argparse.ArgumentParser(description="Time a PyTorch forward of a clformer model.")
+def add_run_args(ap, iters, warmup):
+    """The options the forward and the training bench share (run.sh and train.sh pass them)."""
     ap.add_argument("--config", default="configs/base-prenorm.yaml")
     ap.add_argument("--weights", default=None, help="safetensors under the tutorial names")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--src-len", type=int, default=64)
     ap.add_argument("--tgt-len", type=int, default=64)
-    ap.add_argument("--iters", type=int, default=10)
-    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--iters", type=int, default=iters)
+    ap.add_argument("--warmup", type=int, default=warmup)
     ap.add_argument("--threads", type=int, default=0, help="0 = all available cores")
     ap.add_argument("--seed", type=int, default=1)
+
+
+def load_model(ap, a):
+    """The model of --config with the weights of --weights (Xavier-uniform without), after
+    checking the lengths against model.max_len: (model, cfg, the YAML document)."""
+    model, cfg, doc = model_from_yaml(a.config)
+    if max(a.src_len, a.tgt_len) > cfg.max_len:
+        ap.error("src/tgt length %d exceeds model.max_len %d"
+                 % (max(a.src_len, a.tgt_len), cfg.max_len))
+    if a.weights:
+        w, _ = load_safetensors(a.weights)
+        w = {k: v.float() for k, v in w.items() if not k.startswith("optim.")}
+        model.load_state_dict(w, strict=True)
+    else:
+        init_weights(model, randomize_norms=False)
+    return model, cfg, doc
+
+
+def main():
+    ap = argparse.ArgumentParser(description="Time a PyTorch forward of a clformer model.")
+    add_run_args(ap, iters=10, warmup=2)
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                     help="cuda: the current GPU, strict FP32 (no TF32); --threads ignored")
     a = ap.parse_args()
@@ -99,16 +120,7 @@ def main():
     device = torch.device(a.device)
     torch.manual_seed(a.seed)
 
-    model, cfg, _ = model_from_yaml(a.config)
-    if max(a.src_len, a.tgt_len) > cfg.max_len:
-        ap.error("src/tgt length %d exceeds model.max_len %d"
-                 % (max(a.src_len, a.tgt_len), cfg.max_len))
-    if a.weights:
-        w, _ = load_safetensors(a.weights)
-        w = {k: v.float() for k, v in w.items() if not k.startswith("optim.")}
-        model.load_state_dict(w, strict=True)
-    else:
-        init_weights(model, randomize_norms=False)
+    model, cfg, _ = load_model(ap, a)
     model.float().eval()
     model.to(device)
 

@@ -45,9 +45,8 @@ import torch.nn as nn
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "reference"))
-from model import (FeedForwardBlock, MultiHeadAttentionBlock, init_weights,  # noqa: E402
-                   load_safetensors, model_from_yaml)
-from pytorch_forward import forward_flops  # noqa: E402
+from model import FeedForwardBlock, MultiHeadAttentionBlock  # noqa: E402
+from pytorch_forward import add_run_args, forward_flops, load_model  # noqa: E402
 
 SOS, EOS, FIRST_WORD = 2, 3, 4  # the specials of clformer/tokenizer.h
 
@@ -82,15 +81,7 @@ def synthetic_batch(g, cfg, B, S, T):
 
 def main():
     ap = argparse.ArgumentParser(description="Time PyTorch training steps of a clformer model.")
-    ap.add_argument("--config", default="configs/base-prenorm.yaml")
-    ap.add_argument("--weights", default=None, help="safetensors under the tutorial names")
-    ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--src-len", type=int, default=64)
-    ap.add_argument("--tgt-len", type=int, default=64)
-    ap.add_argument("--iters", type=int, default=5)
-    ap.add_argument("--warmup", type=int, default=1)
-    ap.add_argument("--threads", type=int, default=0, help="0 = all available cores")
-    ap.add_argument("--seed", type=int, default=1)
+    add_run_args(ap, iters=5, warmup=1)
     ap.add_argument("--dropout-sites", choices=("clformer", "tutorial"), default="clformer")
     a = ap.parse_args()
 
@@ -100,17 +91,8 @@ def main():
     torch.set_num_threads(threads)
     torch.manual_seed(a.seed)
 
-    model, cfg, doc = model_from_yaml(a.config)
+    model, cfg, doc = load_model(ap, a)
     ts, opt = train_settings(doc)
-    if max(a.src_len, a.tgt_len) > cfg.max_len:
-        ap.error("src/tgt length %d exceeds model.max_len %d"
-                 % (max(a.src_len, a.tgt_len), cfg.max_len))
-    if a.weights:
-        w, _ = load_safetensors(a.weights)
-        w = {k: v.float() for k, v in w.items() if not k.startswith("optim.")}
-        model.load_state_dict(w, strict=True)
-    else:
-        init_weights(model, randomize_norms=False)
     if a.dropout_sites == "clformer":
         for m in model.modules():
             if isinstance(m, (MultiHeadAttentionBlock, FeedForwardBlock)):

@@ -5,17 +5,8 @@
 # Writes runs/bench/*.json; the figures go into bench/RESULTS.md by hand, with this command.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# Some shells preset OPENBLAS_CORETYPE=Haswell, which halves OpenBLAS on AVX-512 machines:
-# let OpenBLAS pick the core (the CPU backend's description reports which one it uses).
-unset OPENBLAS_CORETYPE
-. scripts/env.sh
-threads=${1:-$(nproc)}
-config=${2:-configs/base-prenorm.yaml}
 B=${B:-32} S=${S:-64} T=${T:-64} ITERS=${ITERS:-5}
-clf=${BUILD:-build}/bin/clformer
-out=runs/bench
-mkdir -p "$out"
-"$clf" init -c "$config" --seed 1 -o "$out/weights.safetensors"
+. bench/common.sh "$@"
 "$clf" bench -c "$config" -w "$out/weights.safetensors" --backend cpu \
   --threads "$threads" --batch "$B" --src-len "$S" --tgt-len "$T" --iters "$ITERS" --warmup 1 \
   --json "$out/clformer-cpu.json"

@@ -9,17 +9,8 @@
 # command.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# Some shells preset OPENBLAS_CORETYPE=Haswell, which halves OpenBLAS on AVX-512 machines:
-# let OpenBLAS pick the core (the CPU backend's description reports which one it uses).
-unset OPENBLAS_CORETYPE
-. scripts/env.sh
-threads=${1:-$(nproc)}
-config=${2:-configs/base-prenorm.yaml}
 B=${B:-16} S=${S:-64} T=${T:-64} ITERS=${ITERS:-5} WARMUP=${WARMUP:-1}
-clf=${BUILD:-build}/bin/clformer
-out=runs/bench
-mkdir -p "$out"
-"$clf" init -c "$config" --seed 1 -o "$out/weights.safetensors"
+. bench/common.sh "$@"
 profile=()
 [ "${PROFILE:-0}" = 1 ] && profile=(--profile)
 "$clf" bench --train "${profile[@]}" -c "$config" -w "$out/weights.safetensors" --backend cpu \

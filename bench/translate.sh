@@ -12,7 +12,7 @@
 # best hypotheses' tokens; loading the model is not counted).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-unset OPENBLAS_CORETYPE # see bench/run.sh
+unset OPENBLAS_CORETYPE # see bench/common.sh
 . scripts/env.sh
 threads=${1:-$(nproc)}
 config=${2:-configs/base-prenorm.yaml}

@@ -263,19 +263,28 @@ TCase *ocl_test_tcase(const char *name)
     return tc;
 }
 
-int ocl_test_main(const char *suite, Suite *(*make)(void))
+/* main()'s check before any test: 0 to run the suite, else the exit code (see ocl_test_main). */
+static int check_opencl(const char *suite)
 {
 #ifndef CLF_HAVE_OPENCL
     (void)probe_device; /* used only when the backend is built */
-    (void)make;
     return clf_test_opencl_unavailable(suite, "the OpenCL backend was not built (OpenCL or "
                                               "CLBlast missing when cmake ran)")
                ? EXIT_FAILURE
                : SKIP_EXIT;
 #else
-    int probe = probe_device(suite);
-    if (probe != 0)
-        return probe;
-    return clf_test_main(make());
+    return probe_device(suite);
 #endif
+}
+
+int ocl_test_main(const char *suite, Suite *(*make)(void))
+{
+    int rc = check_opencl(suite);
+    return rc != 0 ? rc : clf_test_main(make());
+}
+
+int ocl_test_run(const char *suite, const char *tcase, const TTest *const *tests, int n)
+{
+    int rc = check_opencl(suite);
+    return rc != 0 ? rc : clf_test_main(clf_test_suite_of(suite, ocl_test_tcase(tcase), tests, n));
 }

@@ -114,5 +114,7 @@ TCase *ocl_test_tcase(const char *name);
  * SKIP_EXIT (EXIT_FAILURE with CLF_TEST_REQUIRE_OPENCL=1); otherwise runs make()'s suite and
  * returns its exit status. */
 int ocl_test_main(const char *suite, Suite *(*make)(void));
+/* The same for a suite of one ocl_test_tcase(tcase) holding the n tests (CLF_TEST_MAIN). */
+int ocl_test_run(const char *suite, const char *tcase, const TTest *const *tests, int n);
 
 #endif

@@ -4,11 +4,9 @@
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,19 +15,6 @@
 #include "testutil.h"
 
 static const char OLD_TEXT[] = "the old content\n";
-
-static int count_dir_entries(void)
-{
-    DIR *d = opendir(clf_test_tmpdir());
-    ck_assert_ptr_nonnull(d);
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-            n++;
-    closedir(d);
-    return n;
-}
 
 /* Fails unless path holds exactly text. */
 static void assert_content(const char *path, const char *text)
@@ -71,7 +56,7 @@ START_TEST(test_write_replaces_whole_file)
     assert_content(path, "new");
     CLF_ASSERT_OK(clf_fs_write_atomic_bytes(path, NULL, 0));
     assert_content(path, "");
-    ck_assert_int_eq(count_dir_entries(), 1); /* no temporary file left behind */
+    ck_assert_int_eq(clf_test_tmpdir_entries(), 1); /* no temporary file left behind */
 }
 END_TEST
 
@@ -92,7 +77,7 @@ START_TEST(test_failing_callback_keeps_old_file)
                      CLF_ERR_INPUT);
     ck_assert_str_eq(clf_last_error(), "the caller's own reason"); /* the callback's error */
     assert_content(path, OLD_TEXT);
-    ck_assert_int_eq(count_dir_entries(), 1);
+    ck_assert_int_eq(clf_test_tmpdir_entries(), 1);
 }
 END_TEST
 
@@ -108,27 +93,21 @@ static clf_status write_64k(FILE *f, void *ctx)
 /* A write that fails halfway (the file size limit, as a full disk would): the old file
  * stays, the partial temporary file is removed. No Check assertion runs under the limit:
  * Check's own message file is subject to it too. */
+static clf_status write_64k_to(void *path)
+{
+    return clf_fs_write_atomic(path, write_64k, NULL);
+}
+
 START_TEST(test_write_error_keeps_old_file)
 {
     const char *path = clf_test_tmp_path("f.txt");
     CLF_ASSERT_OK(clf_fs_write_atomic_bytes(path, OLD_TEXT, strlen(OLD_TEXT)));
-    struct rlimit old_lim, lim;
-    ck_assert_int_eq(getrlimit(RLIMIT_FSIZE, &old_lim), 0);
-    void (*old_sig)(int) = signal(SIGXFSZ, SIG_IGN);
-    lim = old_lim;
-    lim.rlim_cur = 1024;
-    int set = setrlimit(RLIMIT_FSIZE, &lim);
-    clf_status st = clf_fs_write_atomic(path, write_64k, NULL);
-    int restored = setrlimit(RLIMIT_FSIZE, &old_lim);
-    signal(SIGXFSZ, old_sig);
-    ck_assert_int_eq(set, 0);
-    ck_assert_int_eq(restored, 0);
-    ck_assert_int_eq(st, CLF_ERR_IO);
+    ck_assert_int_eq(clf_test_write_under_size_limit(write_64k_to, (void *)path), CLF_ERR_IO);
     assert_error_has(path);
     assert_error_has("cannot write");
     assert_error_has(strerror(EFBIG));
     assert_content(path, OLD_TEXT);
-    ck_assert_int_eq(count_dir_entries(), 1);
+    ck_assert_int_eq(clf_test_tmpdir_entries(), 1);
 }
 END_TEST
 
@@ -161,7 +140,7 @@ START_TEST(test_write_refusals_name_the_file)
     assert_error_has(dir);
     assert_error_has("cannot rename");
     assert_content(clf_test_tmp_path("d/inside"), "x");
-    ck_assert_int_eq(count_dir_entries(), 2); /* f.txt and d */
+    ck_assert_int_eq(clf_test_tmpdir_entries(), 2); /* f.txt and d */
 }
 END_TEST
 
@@ -196,7 +175,7 @@ START_TEST(test_reader_never_sees_half_a_file)
         ck_assert_int_eq(waitpid(child, &status, 0), child);
     ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     ck_assert_msg(!torn, "a reader saw a partly written file (read %d)", reads);
-    ck_assert_int_eq(count_dir_entries(), 1);
+    ck_assert_int_eq(clf_test_tmpdir_entries(), 1);
 }
 END_TEST
 
@@ -296,7 +275,7 @@ START_TEST(test_lock_held_once)
     CLF_ASSERT_OK(clf_fs_lock_acquire(path, &second));
     clf_fs_lock_release(second);
     clf_fs_lock_release(NULL);
-    ck_assert_int_eq(count_dir_entries(), 0);
+    ck_assert_int_eq(clf_test_tmpdir_entries(), 0);
 }
 END_TEST
 

@@ -651,18 +651,5 @@ START_TEST(test_program_cache)
 }
 END_TEST
 
-static Suite *attention_suite(void)
-{
-    Suite *s = suite_create("opencl_attention");
-    TCase *tc = ocl_test_tcase("attention");
-    tcase_add_test(tc, test_attention);
-    tcase_add_test(tc, test_attention_backward);
-    tcase_add_test(tc, test_program_cache);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void)
-{
-    return ocl_test_main("opencl_attention", attention_suite);
-}
+CLF_TEST_MAIN(ocl_test_run, "opencl_attention", "attention", test_attention,
+              test_attention_backward, test_program_cache)

@@ -127,16 +127,6 @@ START_TEST(test_no_driver)
 }
 END_TEST
 
-static Suite *device_suite(void)
-{
-    Suite *s = suite_create("opencl_device");
-    TCase *tc = ocl_test_tcase("device");
-    tcase_add_test(tc, test_devices);
-    tcase_add_test(tc, test_no_driver);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--no-icd-child") == 0) {
@@ -146,5 +136,6 @@ int main(int argc, char **argv)
         fflush(NULL);
         _exit(rc);
     }
-    return ocl_test_main("opencl_device", device_suite);
+    const TTest *const tests[] = {test_devices, test_no_driver};
+    return ocl_test_run("opencl_device", "device", tests, (int)(sizeof tests / sizeof tests[0]));
 }

@@ -462,20 +462,5 @@ START_TEST(test_gemm_half_ignored)
 }
 END_TEST
 
-static Suite *gemm_suite(void)
-{
-    Suite *s = suite_create("opencl_gemm");
-    TCase *tc = ocl_test_tcase("gemm");
-    tcase_add_test(tc, test_gemm);
-    tcase_add_test(tc, test_gemm_edge);
-    tcase_add_test(tc, test_gemm_strided_batched);
-    tcase_add_test(tc, test_gemm_half);
-    tcase_add_test(tc, test_gemm_half_ignored);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void)
-{
-    return ocl_test_main("opencl_gemm", gemm_suite);
-}
+CLF_TEST_MAIN(ocl_test_run, "opencl_gemm", "gemm", test_gemm, test_gemm_edge,
+              test_gemm_strided_batched, test_gemm_half, test_gemm_half_ignored)

@@ -283,17 +283,4 @@ START_TEST(test_layernorm_backward)
 }
 END_TEST
 
-static Suite *norm_suite(void)
-{
-    Suite *s = suite_create("opencl_norm");
-    TCase *tc = ocl_test_tcase("layernorm");
-    tcase_add_test(tc, test_layernorm);
-    tcase_add_test(tc, test_layernorm_backward);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void)
-{
-    return ocl_test_main("opencl_norm", norm_suite);
-}
+CLF_TEST_MAIN(ocl_test_run, "opencl_norm", "layernorm", test_layernorm, test_layernorm_backward)

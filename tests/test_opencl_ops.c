@@ -220,20 +220,5 @@ START_TEST(test_memory)
 }
 END_TEST
 
-static Suite *ops_suite(void)
-{
-    Suite *s = suite_create("opencl_ops");
-    TCase *tc = ocl_test_tcase("ops");
-    tcase_add_test(tc, test_embed);
-    tcase_add_test(tc, test_softmax);
-    tcase_add_test(tc, test_add);
-    tcase_add_test(tc, test_argmax);
-    tcase_add_test(tc, test_memory);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void)
-{
-    return ocl_test_main("opencl_ops", ops_suite);
-}
+CLF_TEST_MAIN(ocl_test_run, "opencl_ops", "ops", test_embed, test_softmax, test_add, test_argmax,
+              test_memory)

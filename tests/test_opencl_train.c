@@ -495,22 +495,5 @@ START_TEST(test_embed_backward)
 }
 END_TEST
 
-static Suite *train_suite(void)
-{
-    Suite *s = suite_create("opencl_train");
-    TCase *tc = ocl_test_tcase("train");
-    tcase_add_test(tc, test_relu_backward);
-    tcase_add_test(tc, test_dropout);
-    tcase_add_test(tc, test_fill);
-    tcase_add_test(tc, test_sum_squares);
-    tcase_add_test(tc, test_adam);
-    tcase_add_test(tc, test_cross_entropy);
-    tcase_add_test(tc, test_embed_backward);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void)
-{
-    return ocl_test_main("opencl_train", train_suite);
-}
+CLF_TEST_MAIN(ocl_test_run, "opencl_train", "train", test_relu_backward, test_dropout, test_fill,
+              test_sum_squares, test_adam, test_cross_entropy, test_embed_backward)

@@ -4,12 +4,10 @@
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -32,19 +30,6 @@ static void write_st(const char *path, uint64_t hlen, const char *header, const 
         memcpy(buf + 8 + h, data, n);
     clf_test_write_file(path, buf, 8 + h + n);
     free(buf);
-}
-
-static int count_dir_entries(void)
-{
-    DIR *d = opendir(clf_test_tmpdir());
-    ck_assert_ptr_nonnull(d);
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-            n++;
-    closedir(d);
-    return n;
 }
 
 static json_t *parse_ok(const char *text)
@@ -698,7 +683,7 @@ START_TEST(test_write_refuses_bad_tensors)
                   clf_last_error());
     snprintf(t[1].name, sizeof t[1].name, "__metadata__");
     ck_assert_int_eq(clf_safetensors_write(p, t, 2, NULL, 0), CLF_ERR_INPUT);
-    ck_assert_int_eq(count_dir_entries(), 0); /* nothing written */
+    ck_assert_int_eq(clf_test_tmpdir_entries(), 0); /* nothing written */
     clf_test_remove_tmpdir();
 }
 END_TEST
@@ -709,6 +694,17 @@ static void read_first_float(const char *p, float *v)
     CLF_ASSERT_OK(clf_safetensors_open(p, &f));
     CLF_ASSERT_OK(clf_tensor_to_f32(clf_safetensors_at(f, 0), v));
     clf_safetensors_close(f);
+}
+
+struct big_write {
+    const char *path;
+    const clf_tensor *tensor;
+};
+
+static clf_status write_big(void *arg)
+{
+    const struct big_write *bw = arg;
+    return clf_safetensors_write(bw->path, bw->tensor, 1, NULL, 0);
 }
 
 START_TEST(test_atomic_write)
@@ -724,9 +720,9 @@ START_TEST(test_atomic_write)
     clf_tensor tb = mk("v", CLF_F32, 1, (int64_t[]){4096}, big);
 
     CLF_ASSERT_OK(clf_safetensors_write(path, &t1, 1, NULL, 0));
-    ck_assert_int_eq(count_dir_entries(), 1); /* no temporary file left behind */
+    ck_assert_int_eq(clf_test_tmpdir_entries(), 1); /* no temporary file left behind */
     CLF_ASSERT_OK(clf_safetensors_write(path, &t2, 1, NULL, 0));
-    ck_assert_int_eq(count_dir_entries(), 1);
+    ck_assert_int_eq(clf_test_tmpdir_entries(), 1);
     read_first_float(path, &v);
     ck_assert(v == 2.0f);
 
@@ -749,20 +745,10 @@ START_TEST(test_atomic_write)
     /* a write that fails halfway (file size limit): the old file stays, the partial
      * temporary file is removed. No check assertion runs under the limit: Check's own
      * message file is subject to it too. */
-    struct rlimit old_lim, lim;
-    ck_assert_int_eq(getrlimit(RLIMIT_FSIZE, &old_lim), 0);
-    void (*old_sig)(int) = signal(SIGXFSZ, SIG_IGN);
-    lim = old_lim;
-    lim.rlim_cur = 1024;
-    int set = setrlimit(RLIMIT_FSIZE, &lim);
-    clf_status st = clf_safetensors_write(path, &tb, 1, NULL, 0);
-    int restored = setrlimit(RLIMIT_FSIZE, &old_lim);
-    signal(SIGXFSZ, old_sig);
-    ck_assert_int_eq(set, 0);
-    ck_assert_int_eq(restored, 0);
-    ck_assert_int_eq(st, CLF_ERR_IO);
+    struct big_write bw = {path, &tb};
+    ck_assert_int_eq(clf_test_write_under_size_limit(write_big, &bw), CLF_ERR_IO);
     ck_assert_msg(strstr(clf_last_error(), "cannot write"), "%s", clf_last_error());
-    ck_assert_int_eq(count_dir_entries(), 1);
+    ck_assert_int_eq(clf_test_tmpdir_entries(), 1);
     read_first_float(path, &v);
     ck_assert(v == 2.0f);
     clf_test_remove_tmpdir();

@@ -2,9 +2,11 @@
 
 #include <dirent.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -229,6 +231,35 @@ void clf_test_remove_tmpdir(void)
     clf_test_remove_dir(tmpdir);
 }
 
+int clf_test_tmpdir_entries(void)
+{
+    DIR *d = opendir(clf_test_tmpdir());
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            n++;
+    closedir(d);
+    return n;
+}
+
+clf_status clf_test_write_under_size_limit(clf_status (*write)(void *arg), void *arg)
+{
+    struct rlimit old_lim, lim;
+    ck_assert_int_eq(getrlimit(RLIMIT_FSIZE, &old_lim), 0);
+    void (*old_sig)(int) = signal(SIGXFSZ, SIG_IGN);
+    lim = old_lim;
+    lim.rlim_cur = 1024;
+    int set = setrlimit(RLIMIT_FSIZE, &lim);
+    clf_status st = write(arg);
+    int restored = setrlimit(RLIMIT_FSIZE, &old_lim);
+    signal(SIGXFSZ, old_sig);
+    ck_assert_int_eq(set, 0);
+    ck_assert_int_eq(restored, 0);
+    return st;
+}
+
 void clf_test_remove_dir(const char *dir)
 {
     DIR *d = opendir(dir);
@@ -340,6 +371,15 @@ int clf_test_small(void)
 int clf_test_too_big(double work)
 {
     return work > CLF_TEST_SMALL_WORK && clf_test_small();
+}
+
+Suite *clf_test_suite_of(const char *suite, TCase *tc, const TTest *const *tests, int n)
+{
+    Suite *s = suite_create(suite);
+    for (int i = 0; i < n; i++)
+        tcase_add_test(tc, tests[i]);
+    suite_add_tcase(s, tc);
+    return s;
 }
 
 int clf_test_main(Suite *s)

@@ -97,6 +97,13 @@ void clf_test_make_tmpdir(const char *prefix);
 const char *clf_test_tmpdir(void);
 const char *clf_test_tmp_path(const char *name);
 void clf_test_remove_tmpdir(void);
+/* How many entries (other than . and ..) the temporary directory holds. */
+int clf_test_tmpdir_entries(void);
+/* Runs write(arg) with the file size limit (RLIMIT_FSIZE) at 1 KiB and SIGXFSZ ignored, so
+ * that a longer write fails halfway (EFBIG), then restores both and returns write's status.
+ * No Check assertion may run inside write: Check's own message file is subject to the
+ * limit too. */
+clf_status clf_test_write_under_size_limit(clf_status (*write)(void *arg), void *arg);
 
 /* Removes the files (and empty directories) in dir, then dir; a missing dir is no error. */
 void clf_test_remove_dir(const char *dir);
@@ -139,6 +146,16 @@ int clf_test_too_big(double work);
 
 /* Runs one Check suite and returns the process exit status (0 when all pass). */
 int clf_test_main(Suite *s);
+/* A suite named suite of the one test case tc, which gets the n tests listed. */
+Suite *clf_test_suite_of(const char *suite, TCase *tc, const TTest *const *tests, int n);
+/* Defines main() of a suite of one test case holding the tests listed (START_TEST names):
+ * it returns runner(suite, tcase, tests, n), e.g. ocl_test_run. */
+#define CLF_TEST_MAIN(runner, suite, tcase, ...)                                                   \
+    int main(void)                                                                                 \
+    {                                                                                              \
+        const TTest *const tests_[] = {__VA_ARGS__};                                               \
+        return runner(suite, tcase, tests_, (int)(sizeof tests_ / sizeof tests_[0]));              \
+    }
 
 /* main() of a suite whose tests run on each backend: add_tests on a CPU and (when it opens;
  * see clf_test_opencl_opens) an OpenCL test case, plus cpu_only / opencl_only (may be NULL)

@@ -73,4 +73,9 @@ void cli_thread_wait_policy(cli_thread_work work);
 
 int cli_parse_int(const char *opt, const char *val, int min, int *out);
 
+/* Parses the options of a command that takes only --plugin-dir and --help. Returns -1 to go
+ * on (with *plugin_dir set, or NULL), or the exit code: 0 after printing "usage: <usage>"
+ * for --help, 2 for an unknown option. */
+int cli_parse_plugin_dir_only(int argc, char **argv, const char *usage, const char **plugin_dir);
+
 #endif

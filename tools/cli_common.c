@@ -1,5 +1,6 @@
 /* Helpers shared by the subcommands: error printing, backend opening, option values. */
 #include <errno.h>
+#include <getopt.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -110,4 +111,23 @@ void cli_thread_wait_policy(cli_thread_work work)
     }
     setenv("GOMP_SPINCOUNT", "3000", 0);
     setenv("OPENBLAS_THREAD_TIMEOUT", "4", 0);
+}
+
+int cli_parse_plugin_dir_only(int argc, char **argv, const char *usage, const char **plugin_dir)
+{
+    static const struct option longopts[] = {
+        {"plugin-dir", required_argument, NULL, 'p'}, {"help", no_argument, NULL, 'h'}, {0}};
+    int c;
+    *plugin_dir = NULL;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "p:h", longopts, NULL)) != -1) {
+        if (c == 'p')
+            *plugin_dir = optarg;
+        else if (c == 'h') {
+            printf("usage: %s\n", usage);
+            return 0;
+        } else
+            return 2;
+    }
+    return -1;
 }

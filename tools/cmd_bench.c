@@ -81,6 +81,29 @@ static clf_status emit_report(json_t *report, const json_error_t *err, const cha
 /* ------------------------------------------------------------------------------------ */
 /* forward                                                                              */
 
+/* What every report states besides its timings: the device, the OpenBLAS core type the
+ * user forced (if any), the model's memory and the process's peak RSS. */
+typedef struct run_facts {
+    char desc[256];
+    const char *coretype;
+    clf_model_memory mem;
+    long peak_rss_kib;
+} run_facts;
+
+static void get_run_facts(const clf_backend_api *api, clf_backend *be, const clf_model *model,
+                          run_facts *f)
+{
+    clf_model_memory_usage(model, &f->mem);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    f->peak_rss_kib = ru.ru_maxrss;
+    f->desc[0] = '\0';
+    if (api->describe)
+        api->describe(be, f->desc, sizeof f->desc);
+    const char *coretype = getenv("OPENBLAS_CORETYPE");
+    f->coretype = coretype ? coretype : "";
+}
+
 static int bench_forward(const char *cfg_path, const char *w_path, const char *json_path,
                          const cli_backend_opts *bo, const bench_opts *o)
 {
@@ -147,34 +170,28 @@ static int bench_forward(const char *cfg_path, const char *w_path, const char *j
     double flops = clf_model_forward_flops(&cfg.model, B, S, T);
     double gemm_flops = clf_graph_gemm_flops(clf_model_last_graph(model));
     double gflops = flops / t * 1e-9, sgemm_gflops = gemm_flops / tg * 1e-9;
-    clf_model_memory mem;
-    clf_model_memory_usage(model, &mem);
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    char desc[256] = "";
-    if (api->describe)
-        api->describe(be, desc, sizeof desc);
-    const char *coretype = getenv("OPENBLAS_CORETYPE");
+    run_facts facts;
+    get_run_facts(api, be, model, &facts);
 
     json_error_t jerr;
     json_t *report = json_pack_ex(
         &jerr, 0,
         "{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, "
         "s:I, s:I}",
-        "config", cfg_path, "backend", api->name, "device", desc, "openblas_coretype_env",
-        coretype ? coretype : "", "batch", B, "src_len", S, "tgt_len", T, "iters", o->iters,
+        "config", cfg_path, "backend", api->name, "device", facts.desc, "openblas_coretype_env",
+        facts.coretype, "batch", B, "src_len", S, "tgt_len", T, "iters", o->iters,
         "seconds_per_forward", t, "tokens_per_s", (double)B * (S + T) / t, "gflops", gflops,
         "sgemm_gflops_same_shapes", sgemm_gflops, "ratio_to_sgemm", gflops / sgemm_gflops,
         "gemm_seconds", tg, "model_setup_s", setup, "first_forward_s", first_call, "weight_bytes",
-        (json_int_t)mem.weight_bytes, "activation_bytes", (json_int_t)mem.arena_bytes,
-        "peak_rss_bytes", (json_int_t)ru.ru_maxrss * 1024);
+        (json_int_t)facts.mem.weight_bytes, "activation_bytes", (json_int_t)facts.mem.arena_bytes,
+        "peak_rss_bytes", (json_int_t)facts.peak_rss_kib * 1024);
     fprintf(stderr,
             "%s on %s (%s)\n  batch %d, src %d, tgt %d: %.2f ms/forward, %.0f tokens/s, %.1f "
             "GFLOP/s\n  backend SGEMM at the same shapes: %.1f GFLOP/s -> ratio %.2f\n"
             "  device memory: weights %.1f MiB, activations %.1f MiB\n",
-            cfg_path, api->name, desc, B, S, T, t * 1e3, (double)B * (S + T) / t, gflops,
-            sgemm_gflops, gflops / sgemm_gflops, mem.weight_bytes / 1048576.0,
-            mem.arena_bytes / 1048576.0);
+            cfg_path, api->name, facts.desc, B, S, T, t * 1e3, (double)B * (S + T) / t, gflops,
+            sgemm_gflops, gflops / sgemm_gflops, facts.mem.weight_bytes / 1048576.0,
+            facts.mem.arena_bytes / 1048576.0);
     st = emit_report(report, &jerr, json_path);
 fail:
     clf_model_free(model);
@@ -683,14 +700,8 @@ static int bench_train(const char *cfg_path, const char *w_path, const char *jso
     const double tgt_tokens = (double)A * B * T, all_tokens = (double)A * B * (S + T);
     const double fwd_flops = (double)A * clf_model_forward_flops(mc, B, S, T);
     const double flops = 3.0 * fwd_flops, gflops = flops / t * 1e-9;
-    clf_model_memory mem;
-    clf_model_memory_usage(model, &mem);
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    char desc[256] = "";
-    if (real->describe)
-        real->describe(be, desc, sizeof desc);
-    const char *coretype = getenv("OPENBLAS_CORETYPE");
+    run_facts facts;
+    get_run_facts(real, be, model, &facts);
 
     json_error_t jerr;
     json_t *report = json_pack_ex(
@@ -698,26 +709,26 @@ static int bench_train(const char *cfg_path, const char *w_path, const char *jso
         "{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:s, s:i, s:i, s:f, s:s, s:f, s:f, "
         "s:f, s:f, s:f, s:f, s:f, s:f, s:s, s:f, s:f, s:f, s:I, s:I, s:I}",
         "mode", "train", "framework", "clformer", "config", cfg_path, "backend", real->name,
-        "device", desc, "openblas_coretype_env", coretype ? coretype : "", "batch", B, "src_len", S,
+        "device", facts.desc, "openblas_coretype_env", facts.coretype, "batch", B, "src_len", S,
         "tgt_len", T, "accumulate", A, "padding", "none", "iters", o->iters, "warmup", o->warmup,
         "dropout", (double)mc->dropout, "optimizer", clf_optimizer_name(tc->optimizer), "lr",
         (double)tc->lr, "label_smoothing", (double)tc->label_smoothing, "seconds_per_step", t,
         "seconds_min", t_min, "tgt_tokens_per_s", tgt_tokens / t, "tokens_per_s", all_tokens / t,
         "gflop_per_step", flops * 1e-9, "gflops", gflops, "flops_convention",
         "3 x forward (GEMMs + attention products)", "first_step_s", first_step, "loss_first",
-        loss_first, "loss_last", loss_last, "weight_bytes", (json_int_t)mem.weight_bytes,
+        loss_first, "loss_last", loss_last, "weight_bytes", (json_int_t)facts.mem.weight_bytes,
         "peak_device_bytes", (json_int_t)W.peak_bytes, "peak_rss_bytes",
-        (json_int_t)ru.ru_maxrss * 1024);
+        (json_int_t)facts.peak_rss_kib * 1024);
     fprintf(stderr,
             "%s on %s (%s), training\n  accumulate %d x batch %d, src %d, tgt %d, dropout %g, %s "
             "lr %g: "
             "%.1f ms/step, %.0f target tokens/s, %.0f src+tgt tokens/s, %.1f GFLOP/s (3x "
             "forward)\n  loss %.4f -> %.4f; first step %.2f s\n  device memory: peak %.1f MiB "
             "allocated (weights %.1f MiB); peak RSS %.1f MiB\n",
-            cfg_path, real->name, desc, A, B, S, T, mc->dropout, clf_optimizer_name(tc->optimizer),
-            tc->lr, t * 1e3, tgt_tokens / t, all_tokens / t, gflops, loss_first, loss_last,
-            first_step, W.peak_bytes / 1048576.0, mem.weight_bytes / 1048576.0,
-            ru.ru_maxrss / 1024.0);
+            cfg_path, real->name, facts.desc, A, B, S, T, mc->dropout,
+            clf_optimizer_name(tc->optimizer), tc->lr, t * 1e3, tgt_tokens / t, all_tokens / t,
+            gflops, loss_first, loss_last, first_step, W.peak_bytes / 1048576.0,
+            facts.mem.weight_bytes / 1048576.0, facts.peak_rss_kib / 1024.0);
     if (o->profile)
         report_profile(prof_step, o->iters, report);
     st = emit_report(report, &jerr, json_path);

@@ -1,5 +1,4 @@
 /* clformer devices: the OpenCL platforms and devices, like `clinfo -l`. */
-#include <getopt.h>
 #include <stdio.h>
 
 #include "cli.h"
@@ -17,20 +16,11 @@ static void print_device(void *user, const clf_device_info *d)
 
 int clf_cmd_devices(int argc, char **argv)
 {
-    const char *plugin_dir = NULL;
-    static const struct option longopts[] = {
-        {"plugin-dir", required_argument, NULL, 'p'}, {"help", no_argument, NULL, 'h'}, {0}};
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "p:h", longopts, NULL)) != -1) {
-        if (c == 'p')
-            plugin_dir = optarg;
-        else if (c == 'h') {
-            printf("usage: clformer devices [--plugin-dir DIR]\n");
-            return 0;
-        } else
-            return 2;
-    }
+    const char *plugin_dir;
+    int rc =
+        cli_parse_plugin_dir_only(argc, argv, "clformer devices [--plugin-dir DIR]", &plugin_dir);
+    if (rc >= 0)
+        return rc;
     const clf_backend_api *api = NULL;
     clf_status st = clf_backend_load("opencl", plugin_dir, &api);
     if (st != CLF_OK)

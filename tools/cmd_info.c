@@ -1,6 +1,5 @@
 /* clformer info: version, the backends found on the search path, their devices, and the
  * op plugins there with their ops. */
-#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -51,20 +50,10 @@ static void print_plugin(void *user, const char *path, const clf_plugin_api *api
 
 int clf_cmd_info(int argc, char **argv)
 {
-    const char *plugin_dir = NULL;
-    static const struct option longopts[] = {
-        {"plugin-dir", required_argument, NULL, 'p'}, {"help", no_argument, NULL, 'h'}, {0}};
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "p:h", longopts, NULL)) != -1) {
-        if (c == 'p')
-            plugin_dir = optarg;
-        else if (c == 'h') {
-            printf("usage: clformer info [--plugin-dir DIR]\n");
-            return 0;
-        } else
-            return 2;
-    }
+    const char *plugin_dir;
+    int rc = cli_parse_plugin_dir_only(argc, argv, "clformer info [--plugin-dir DIR]", &plugin_dir);
+    if (rc >= 0)
+        return rc;
     printf("clformer %s (backend ABI %d)\n", CLF_VERSION_STRING, CLF_BACKEND_ABI);
     char dirs[16][4096];
     int n = clf_backend_search_dirs(plugin_dir, dirs, 16);
