@@ -169,14 +169,6 @@ static clf_status write_config(run *r)
     return clf_fs_write_atomic_bytes(path, r->config_yaml, len);
 }
 
-/* A SentencePiece model's name (clformer/tokenizer.h): train cannot build one itself. */
-static int is_spm_name(const char *path)
-{
-    size_t n = strlen(path);
-    return (n >= 6 && strcmp(path + n - 6, ".model") == 0) ||
-           (n >= 4 && strcmp(path + n - 4, ".spm") == 0);
-}
-
 /* Loads both vocabularies (word-level JSON or SentencePiece .model), or builds (and saves)
  * word-level ones from the training data. */
 static clf_status prepare_vocabs(run *r)
@@ -191,7 +183,9 @@ static clf_status prepare_vocabs(run *r)
         if ((st = clf_tokenizer_load(tc->vocab_src, &r->src_tok)) != CLF_OK ||
             (st = clf_tokenizer_load(tc->vocab_tgt, &r->tgt_tok)) != CLF_OK)
             return st;
-    } else if (is_spm_name(tc->vocab_src) || is_spm_name(tc->vocab_tgt)) {
+    } else if (clf_tokenizer_name_is_sentencepiece(tc->vocab_src) ||
+               clf_tokenizer_name_is_sentencepiece(tc->vocab_tgt)) {
+        /* train builds word-level vocabularies only */
         return clf_error(CLF_ERR_IO,
                          "%s: no such file (train builds word-level vocabularies only; make "
                          "SentencePiece models first with `clformer vocab --sentencepiece`)",

@@ -149,7 +149,12 @@ CLF_API int32_t clf_tokenizer_id(const clf_tokenizer *tok, const char *word);
 CLF_API int32_t clf_tokenizer_id_n(const clf_tokenizer *tok, const char *word, size_t len);
 /* The word of an id (NUL-terminated, owned by tok), or NULL when out of range. */
 CLF_API const char *clf_tokenizer_word(const clf_tokenizer *tok, int32_t id);
+/* Which kind tok is. */
 CLF_API clf_tokenizer_kind clf_tokenizer_get_kind(const clf_tokenizer *tok);
+/* Whether path's name says SentencePiece (ends in ".model" or ".spm"): the rule
+ * clf_tokenizer_load falls back on when the content does not decide, for callers that
+ * must choose before the file exists. */
+CLF_API int clf_tokenizer_name_is_sentencepiece(const char *path);
 /* Number of ids (specials included). */
 CLF_API int clf_tokenizer_size(const clf_tokenizer *tok);
 CLF_API clf_tokenizer_specials clf_tokenizer_special_ids(const clf_tokenizer *tok);

@@ -19,6 +19,11 @@ static int ends_with(const char *s, const char *suffix)
     return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
+int clf_tokenizer_name_is_sentencepiece(const char *path)
+{
+    return ends_with(path, ".model") || ends_with(path, ".spm");
+}
+
 int clf_tok_spm_detect(const char *path)
 {
     int first = EOF, c = EOF;
@@ -34,7 +39,7 @@ int clf_tok_spm_detect(const char *path)
     /* 0x0A: field 1 (the pieces), length-delimited, which a ModelProto starts with */
     if (first == 0x0A)
         return 1;
-    return ends_with(path, ".model") || ends_with(path, ".spm");
+    return clf_tokenizer_name_is_sentencepiece(path);
 }
 
 /* A SentencePiece model is ~0.2-10 MB (its normalization table and pieces); anything
