@@ -545,6 +545,9 @@ static const bad_case bad_cases[] = {
     {M "  d_model: 512\n  heads: 7\n",
      "<t>:5:10: model.heads: d_model 512 is not divisible by heads 7"},
     {M "  d_model: 30\n", "<t>:4:12: model.heads: d_model 30 is not divisible by heads 8"},
+    /* configurations that parse but cannot run are refused at load, with the line */
+    {M "  d_model: 9\n  heads: 3\n",
+     "<t>:4:12: model.d_model: 9 must be even for positional: sinusoidal (sin/cos pairs)"},
     /* names */
     {M "  norm: middle\n",
      "<t>:4:9: model.norm: unknown norm 'middle' (expected pre, post or branch)"},

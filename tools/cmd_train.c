@@ -627,6 +627,14 @@ int clf_cmd_train(int argc, char **argv)
         (st = clf_model_create(&r.cfg.model, r.w, r.api, r.be, &r.model)) != CLF_OK ||
         (st = clf_trainer_create(r.model, tc, 1, &r.trainer)) != CLF_OK)
         goto fail;
+    /* the largest batch the train: section allows must fit the device now, not when the
+     * first such batch comes (token mode: batch_tokens of pairs at max_len) */
+    const int largest =
+        tc->batch_tokens > 0
+            ? (tc->batch_tokens / tc->max_len > 0 ? tc->batch_tokens / tc->max_len : 1)
+            : tc->batch_size;
+    if ((st = clf_model_check_train_batch(r.model, largest, tc->max_len, tc->max_len)) != CLF_OK)
+        goto fail;
     clf_weights_free(r.w); /* on the device now */
     r.w = NULL;
     if (r.o.resume && (st = clf_trainer_load(r.trainer, last)) != CLF_OK)

@@ -216,6 +216,14 @@ static clf_status resolve_model(parse_ctx *c)
         return clf_cfg_fail_at(c, clf_cfg_mark_of(c, "model.heads", "model.d_model", "model"),
                                "model.heads", "d_model %d is not divisible by heads %d", m->d_model,
                                m->heads);
+    /* the sinusoidal table pairs sin and cos columns: refused here, with the line, rather
+     * than when a model is made from the config */
+    if (m->positional == CLF_POS_SINUSOIDAL && m->d_model % 2 != 0)
+        return clf_cfg_fail_at(c, clf_cfg_mark_of(c, "model.d_model", "model", NULL),
+                               "model.d_model",
+                               "%d must be even for positional: sinusoidal (sin/cos pairs); use "
+                               "an even d_model or positional: learned",
+                               m->d_model);
     if ((m->src_vocab && m->pad_id >= m->src_vocab) || (m->tgt_vocab && m->pad_id >= m->tgt_vocab))
         return clf_cfg_fail_at(c, clf_cfg_mark_of(c, "model.pad_id", "model.src_vocab", "model"),
                                "model.pad_id",
