@@ -168,8 +168,11 @@ static clf_status lock_run(run *r)
     char path[CLF_PATH_MAX + 320]; /* room for a file name of the directory */
     snprintf(path, sizeof path, "%s/train.lock", dir);
     clf_status st = clf_fs_lock_acquire(path, &r->lock);
-    if (st != CLF_OK)
-        return clf_error_context(st, "train.checkpoint.dir %s is in use by another run", dir);
+    if (st != CLF_OK) /* held ("...: locked by process N on host H"), or not lockable at all */
+        return clf_error_context(st, "train.checkpoint.dir %s %s", dir,
+                                 strstr(clf_last_error(), ": locked by ")
+                                     ? "is in use by another run"
+                                     : "cannot be locked");
     DIR *d = opendir(dir);
     struct dirent *e;
     while (d && (e = readdir(d))) {
