@@ -20,9 +20,11 @@
 
 /* The kill test: kills, and the pause CLF_FAULT=write_slow puts inside each checkpoint
  * write (between its temporary file and the rename) for the kills aimed at that window. */
-#define KILLS        10
-#define WRITE_PAUSE  "write_slow:40"
-#define WINDOW_MS    30 /* a kill lands this long at most after the temporary file appears */
+#define KILLS       10
+#define WRITE_PAUSE "write_slow:250"
+/* A kill lands this long at most after the temporary file appears: 150 ms before the pause
+ * ends, room for a busy machine's scheduling delays. */
+#define WINDOW_MS    100
 #define MAX_DELAY_MS 800
 
 static char err[16384];
