@@ -70,6 +70,13 @@ static void teardown(void)
     clf_test_remove_tmpdir();
 }
 
+/* The end of a long output, for a message (Check's messages hold a few KiB). */
+static const char *tail_of(const char *out)
+{
+    size_t n = strlen(out);
+    return n > 2000 ? out + n - 2000 : out;
+}
+
 /* Runs `[timeout] mpirun --oversubscribe -np np <tail>` (np 0: `<tail>` alone), output and
  * errors into out; returns the exit code (124: timed out). */
 static int run_raw(int np, const char *tail, char *out, size_t size)
@@ -135,7 +142,7 @@ static const char *write_yaml(const char *name, const char *dir, int accumulate,
         char a_[1024];                                                                             \
         snprintf(a_, sizeof a_, __VA_ARGS__);                                                      \
         int rc_ = run((np), a_, (out), sizeof(out));                                               \
-        ck_assert_msg(rc_ == 0, "`%s` (%d ranks) exited %d:\n%s", a_, (np), rc_, (out));           \
+        ck_assert_msg(rc_ == 0, "`%s` (%d ranks) exited %d:\n%s", a_, (np), rc_, tail_of(out));    \
     } while (0)
 
 /* The loss column of <tmp>/<dir>/log.csv, one per step row; returns the rows. */
@@ -274,7 +281,7 @@ START_TEST(test_agreement)
     ck_assert_int_ne(run_raw(2, tail, out, sizeof out), 0);
     ck_assert_msg(strstr(out, "clformer: rank 1 does not start from what rank 0 does: its "
                               "resolved config differs"),
-                  "%s", out);
+                  "%s", tail_of(out));
     snprintf(ck, sizeof ck, "run-cfg/last.safetensors");
     ck_assert_int_ne(access(clf_test_tmp_path(ck), F_OK), 0);
 
@@ -296,7 +303,7 @@ START_TEST(test_agreement)
     ck_assert_int_ne(run_raw(2, tail, out, sizeof out), 0);
     ck_assert_msg(strstr(out, "clformer: rank 1 does not start from what rank 0 does: its "
                               "initial weights and optimizer state differ"),
-                  "%s", out);
+                  "%s", tail_of(out));
 }
 END_TEST
 
@@ -307,62 +314,114 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* kill -9 of rank 1 mid-run: mpirun stops rank 0 within seconds and names rank 1 (Open
- * MPI's own handling: its daemon sees the death and terminates the job), and the last
- * checkpoint is whole: two ranks resume from it. */
-START_TEST(test_rank_killed)
+/* Starts `mpirun -np 2 clformer train -q -c yaml` in the background (each rank writes its
+ * pid to <tmp>/pid.<rank>), waits for <tmp>/<file> and returns mpirun's process (a child
+ * running run_raw). */
+static pid_t start_and_wait(const char *yaml, const char *file)
 {
-    char out[16384], tail[2048];
-    const char *t = clf_test_tmpdir();
-    const char *yaml = write_yaml("kill", "run-kill", 1, 100000, 2, "cpu");
+    char tail[2048];
     snprintf(tail, sizeof tail,
-             "sh -c 'echo $$ >%s/pid.$OMPI_COMM_WORLD_RANK; exec \"$0\" train -q -c %s' '%s'", t,
-             yaml, CLF_CLI_PATH);
+             "sh -c 'echo $$ >%s/pid.$OMPI_COMM_WORLD_RANK; exec \"$0\" train -q -c %s' '%s'",
+             clf_test_tmpdir(), yaml, CLF_CLI_PATH);
     pid_t child = fork();
     ck_assert_int_ge(child, 0);
     if (child == 0) {
         char o[256];
         _exit(run_raw(2, tail, o, sizeof o));
     }
-    /* wait for the second checkpoint, then kill rank 1 */
     int found = 0;
     for (int i = 0; i < 6000 && !found; i++) {
-        found = access(clf_test_tmp_path("run-kill/step-4.safetensors"), F_OK) == 0 &&
+        found = access(clf_test_tmp_path(file), F_OK) == 0 &&
                 access(clf_test_tmp_path("pid.1"), F_OK) == 0;
         if (!found)
             usleep(10000);
     }
-    ck_assert_msg(found, "the run never wrote step-4.safetensors");
-    char *pid_text = clf_test_read_file(clf_test_tmp_path("pid.1"), NULL);
-    pid_t rank1 = (pid_t)atoi(pid_text);
-    free(pid_text);
-    ck_assert_int_gt(rank1, 0);
-    const double t0 = now_s();
-    ck_assert_int_eq(kill(rank1, SIGKILL), 0);
+    ck_assert_msg(found, "the run never wrote %s", file);
+    return child;
+}
+
+static pid_t rank_pid(int rank)
+{
+    char name[32];
+    snprintf(name, sizeof name, "pid.%d", rank);
+    char *text = clf_test_read_file(clf_test_tmp_path(name), NULL);
+    pid_t pid = (pid_t)atoi(text);
+    free(text);
+    ck_assert_int_gt(pid, 0);
+    return pid;
+}
+
+/* Waits (30 s at most) for the child; returns its wait status, *took the seconds since t0. */
+static int wait_child(pid_t child, double t0, double *took)
+{
     int status = 0;
     pid_t w = 0;
     while ((w = waitpid(child, &status, WNOHANG)) == 0 && now_s() - t0 < 30)
         usleep(20000);
-    const double took = now_s() - t0;
-    ck_assert_msg(w == child, "mpirun still runs 30 s after rank 1 was killed");
+    *took = now_s() - t0;
+    ck_assert_msg(w == child, "mpirun still runs 30 s later");
+    return status;
+}
+
+static int checkpoint_step(const char *name)
+{
+    clf_safetensors *f;
+    CLF_ASSERT_OK(clf_safetensors_open(clf_test_tmp_path(name), &f));
+    const int step = atoi(clf_safetensors_meta(f, "step"));
+    clf_safetensors_close(f);
+    return step;
+}
+
+/* kill -9 of rank 1 mid-run: mpirun stops rank 0 within seconds and names rank 1 (Open
+ * MPI's own handling: its daemon sees the death and terminates the job), and the last
+ * checkpoint is whole: two ranks resume from it. */
+START_TEST(test_rank_killed)
+{
+    char out[16384];
+    const char *yaml = write_yaml("kill", "run-kill", 1, 100000, 2, "cpu");
+    pid_t child = start_and_wait(yaml, "run-kill/step-4.safetensors");
+    const double t0 = now_s();
+    ck_assert_int_eq(kill(rank_pid(1), SIGKILL), 0);
+    double took;
+    int status = wait_child(child, t0, &took);
     ck_assert_msg(took < 10, "mpirun took %.1f s to stop after rank 1 was killed", took);
     printf("mpi: rank 1 killed: mpirun stopped %.2f s later\n", took);
     ck_assert(WIFEXITED(status) && WEXITSTATUS(status) != 0);
     char *log = clf_test_read_file(clf_test_tmp_path("run.log"), NULL);
     ck_assert_msg(strstr(log, "process rank 1") && strstr(log, "signal 9"),
-                  "mpirun's output does not name rank 1 and signal 9:\n%s", log);
+                  "mpirun's output does not name rank 1 and signal 9:\n%s", tail_of(log));
     free(log);
     /* the newest checkpoint is whole: resume it two steps further with two ranks */
-    clf_safetensors *f;
-    CLF_ASSERT_OK(clf_safetensors_open(clf_test_tmp_path("run-kill/last.safetensors"), &f));
-    const int step = atoi(clf_safetensors_meta(f, "step"));
-    clf_safetensors_close(f);
+    const int step = checkpoint_step("run-kill/last.safetensors");
     ck_assert_int_ge(step, 4);
     yaml = write_yaml("kill", "run-kill", 1, step + 2, 2, "cpu");
     RUN_OK(2, out, "train -q -c '%s' --resume", yaml);
-    CLF_ASSERT_OK(clf_safetensors_open(clf_test_tmp_path("run-kill/last.safetensors"), &f));
-    ck_assert_int_eq(atoi(clf_safetensors_meta(f, "step")), step + 2);
-    clf_safetensors_close(f);
+    ck_assert_int_eq(checkpoint_step("run-kill/last.safetensors"), step + 2);
+}
+END_TEST
+
+/* SIGINT to one rank: the ranks agree at the next step, rank 0 writes the checkpoint of
+ * that step, all exit 130 (as one process does). */
+START_TEST(test_signal_stops_together)
+{
+    const char *yaml = write_yaml("int", "run-int", 1, 100000, 1000, "cpu");
+    pid_t child = start_and_wait(yaml, "run-int/log.csv");
+    /* a logged step: both ranks are in the loop, their handlers installed */
+    double l[2];
+    for (int i = 0; i < 3000 && read_losses("run-int", l, 2) < 2; i++)
+        usleep(10000);
+    ck_assert_int_eq(kill(rank_pid(1), SIGINT), 0);
+    double took;
+    int status = wait_child(child, now_s(), &took);
+    char *log = clf_test_read_file(clf_test_tmp_path("run.log"), NULL);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 130, "exit %d:\n%s",
+                  WIFEXITED(status) ? WEXITSTATUS(status) : -1, tail_of(log));
+    int stopped = -1;
+    const char *p = strstr(log, "clformer: stopped at step ");
+    ck_assert_msg(p && sscanf(p, "clformer: stopped at step %d", &stopped) == 1, "%s",
+                  tail_of(log));
+    free(log);
+    ck_assert_int_eq(checkpoint_step("run-int/last.safetensors"), stopped);
 }
 END_TEST
 
@@ -376,6 +435,7 @@ static Suite *mpi_suite(int opencl)
     tcase_add_test(tc, test_resume);
     tcase_add_test(tc, test_agreement);
     tcase_add_test(tc, test_rank_killed);
+    tcase_add_test(tc, test_signal_stops_together);
     if (opencl)
         tcase_add_test(tc, test_equivalence_opencl);
     suite_add_tcase(s, tc);
@@ -390,7 +450,7 @@ START_TEST(test_refused_without_mpi)
     /* the launcher's variable, as mpirun -np 2 sets it */
     int rc = run(0, "train -c /nonexistent.yaml", out, sizeof out);
     ck_assert_int_eq(rc, 2);
-    ck_assert_msg(strstr(out, "/nonexistent.yaml"), "%s", out);
+    ck_assert_msg(strstr(out, "/nonexistent.yaml"), "%s", tail_of(out));
     char args[256];
     snprintf(args, sizeof args, "train -c /nonexistent.yaml");
     setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
@@ -399,7 +459,7 @@ START_TEST(test_refused_without_mpi)
     ck_assert_int_eq(rc, 2);
     ck_assert_msg(strstr(out, "clformer: started as one of 2 processes (mpirun), but this "
                               "clformer was built without MPI"),
-                  "%s", out);
+                  "%s", tail_of(out));
 }
 END_TEST
 
