@@ -78,18 +78,18 @@ static const char *tail_of(const char *out)
 }
 
 /* Runs `[timeout] mpirun --oversubscribe -np np <tail>` (np 0: `<tail>` alone), output and
- * errors into out; returns the exit code (124: timed out). */
+ * errors into out (unless tail redirects them); returns the exit code (124: timed out). */
 static int run_raw(int np, const char *tail, char *out, size_t size)
 {
     char cmd[4096];
     const char *log = clf_test_tmp_path("run.log");
     if (np > 0)
         snprintf(cmd, sizeof cmd,
-                 "timeout 120 mpirun --oversubscribe --bind-to none -np %d %s >'%s' 2>&1 "
+                 "(timeout 120 mpirun --oversubscribe --bind-to none -np %d %s) >'%s' 2>&1 "
                  "</dev/null",
                  np, tail, log);
     else
-        snprintf(cmd, sizeof cmd, "timeout 120 %s >'%s' 2>&1 </dev/null", tail, log);
+        snprintf(cmd, sizeof cmd, "(timeout 120 %s) >'%s' 2>&1 </dev/null", tail, log);
     int rc = system(cmd);
     char *text = clf_test_read_file(log, NULL);
     snprintf(out, size, "%s", text);
@@ -425,6 +425,51 @@ START_TEST(test_signal_stops_together)
 }
 END_TEST
 
+/* mpirun -np 2 translate: the same bytes as one process (rank r translates the r-th batch
+ * of each round, so the batches are one process's), and a bad line on rank 1 is named. */
+START_TEST(test_translate)
+{
+    char out[16384];
+    const char *t = clf_test_tmpdir();
+    const char *yaml = write_yaml("tr", "run-tr", 1, 2, 2, "cpu");
+    RUN_OK(0, out, "train -q -c '%s'", yaml);
+    /* 17 lines (one empty) in rounds of 3 x 2: the last round leaves rank 1 without lines */
+    FILE *f = fopen(clf_test_tmp_path("in.txt"), "w");
+    ck_assert_ptr_nonnull(f);
+    unsigned seed = 5;
+    static const char *words[4] = {"alpha", "golf", "india", "juliet"};
+    for (int i = 0; i < 17; i++) {
+        for (int j = 0, n = i == 7 ? 0 : 1 + (int)(lcg(&seed) % 4); j < n; j++)
+            fprintf(f, "%s%s", j ? " " : "", words[lcg(&seed) % 4]);
+        fputc('\n', f);
+    }
+    fclose(f);
+    char args[2048];
+    snprintf(args, sizeof args,
+             "translate -c %s/run-tr/config.yaml -w %s/run-tr/last.safetensors --src-vocab "
+             "%s/src.json --tgt-vocab %s/tgt.json --batch 3 --max-len 6",
+             t, t, t, t);
+    RUN_OK(0, out, "%s <%s/in.txt >%s/out1.txt", args, t, t);
+    RUN_OK(2, out, "%s <%s/in.txt >%s/out2.txt", args, t, t);
+    size_t n1, n2;
+    char *o1 = clf_test_read_file(clf_test_tmp_path("out1.txt"), &n1);
+    char *o2 = clf_test_read_file(clf_test_tmp_path("out2.txt"), &n2);
+    int lines = 0;
+    for (size_t i = 0; i < n1; i++)
+        lines += o1[i] == '\n';
+    ck_assert_int_eq(lines, 17);
+    ck_assert_msg(n1 == n2 && memcmp(o1, o2, n1) == 0, "one process:\n%s\ntwo ranks:\n%s", o1, o2);
+    free(o1);
+    free(o2);
+    /* line 5 (rank 1's second line of the first round) is not UTF-8 */
+    clf_test_write_text(clf_test_tmp_path("bad.txt"), "alpha\ngolf\nindia\njuliet\n\xff\n");
+    char cmd[2600];
+    snprintf(cmd, sizeof cmd, "%s <%s/bad.txt", args, t);
+    ck_assert_int_ne(run(2, cmd, out, sizeof out), 0);
+    ck_assert_msg(strstr(out, "clformer: rank 1: input line 5:"), "%s", tail_of(out));
+}
+END_TEST
+
 static Suite *mpi_suite(int opencl)
 {
     Suite *s = suite_create("mpi");
@@ -436,6 +481,7 @@ static Suite *mpi_suite(int opencl)
     tcase_add_test(tc, test_agreement);
     tcase_add_test(tc, test_rank_killed);
     tcase_add_test(tc, test_signal_stops_together);
+    tcase_add_test(tc, test_translate);
     if (opencl)
         tcase_add_test(tc, test_equivalence_opencl);
     suite_add_tcase(s, tc);

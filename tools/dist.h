@@ -48,6 +48,15 @@ clf_status cli_dist_reduce_grads(cli_dist *d, clf_trainer *t);
 /* Sums n doubles over the ranks, in place. */
 clf_status cli_dist_sum(cli_dist *d, double *v, int n);
 
+/* Rank 0's *buf (*len bytes) to every rank: the others get a malloc'd copy (free() it; NULL
+ * when *len is 0). */
+clf_status cli_dist_bcast_bytes(cli_dist *d, char **buf, size_t *len);
+
+/* Every rank's mine (len bytes) to rank 0, in rank order: *all (malloc'd, free() it) and
+ * *all_len there; NULL and 0 on the other ranks. */
+clf_status cli_dist_gather_bytes(cli_dist *d, const char *mine, size_t len, char **all,
+                                 size_t *all_len);
+
 /* The exit code of a command that ends with st (ok_code when CLF_OK). A failure prints
  * "clformer: [rank R: ]<error>"; under MPI a rank that fails alone then aborts the job
  * (MPI_Abort: the other ranks are stopped by the launcher), otherwise MPI is finalised. */

@@ -2,6 +2,7 @@
  * here: joining the job, the start-up agreement, the gradient all-reduce, the end. */
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,6 +106,81 @@ clf_status cli_dist_sum(cli_dist *d, double *v, int n)
         return CLF_OK;
     return mpi_check(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD),
                      "MPI_Allreduce (step totals)");
+}
+
+/* Byte counts travel as unsigned long long; one message is at most INT_MAX bytes (a
+ * translation round is --batch x ranks lines). */
+clf_status cli_dist_bcast_bytes(cli_dist *d, char **buf, size_t *len)
+{
+    if (!d->mpi)
+        return CLF_OK;
+    unsigned long long n = *len;
+    clf_status st = mpi_check(MPI_Bcast(&n, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD),
+                              "MPI_Bcast (length)");
+    if (st != CLF_OK)
+        return st;
+    if (n > INT_MAX)
+        return clf_error(CLF_ERR_INPUT, "%llu bytes are too many for one message", n);
+    if (d->rank > 0) {
+        *len = (size_t)n;
+        *buf = NULL;
+        if (n == 0)
+            return CLF_OK;
+        if (!(*buf = malloc((size_t)n)))
+            return clf_error(CLF_ERR_NOMEM, "out of host memory");
+    }
+    return n ? mpi_check(MPI_Bcast(*buf, (int)n, MPI_CHAR, 0, MPI_COMM_WORLD), "MPI_Bcast")
+             : CLF_OK;
+}
+
+clf_status cli_dist_gather_bytes(cli_dist *d, const char *mine, size_t len, char **all,
+                                 size_t *all_len)
+{
+    *all = NULL;
+    *all_len = 0;
+    if (len > INT_MAX)
+        return clf_error(CLF_ERR_INPUT, "%zu bytes are too many for one message", len);
+    int n = (int)len, *counts = NULL, *offs = NULL;
+    clf_status st = CLF_OK;
+    if (d->rank == 0) {
+        counts = calloc((size_t)d->size, sizeof *counts);
+        offs = calloc((size_t)d->size, sizeof *offs);
+        if (!counts || !offs) {
+            st = clf_error(CLF_ERR_NOMEM, "out of host memory");
+            goto fail;
+        }
+    }
+    if ((st = mpi_check(MPI_Gather(&n, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD),
+                        "MPI_Gather (lengths)")) != CLF_OK)
+        goto fail;
+    size_t total = 0;
+    if (d->rank == 0) {
+        for (int r = 0; r < d->size; r++) {
+            if (total + (size_t)counts[r] > INT_MAX) {
+                st = clf_error(CLF_ERR_INPUT, "%zu bytes are too many for one message",
+                               total + (size_t)counts[r]);
+                goto fail;
+            }
+            offs[r] = (int)total;
+            total += (size_t)counts[r];
+        }
+        if (!(*all = malloc(total ? total : 1))) {
+            st = clf_error(CLF_ERR_NOMEM, "out of host memory");
+            goto fail;
+        }
+    }
+    st = mpi_check(MPI_Gatherv(mine, n, MPI_CHAR, *all, counts, offs, MPI_CHAR, 0, MPI_COMM_WORLD),
+                   "MPI_Gatherv");
+    if (st == CLF_OK)
+        *all_len = total;
+fail:
+    if (st != CLF_OK) {
+        free(*all);
+        *all = NULL;
+    }
+    free(counts);
+    free(offs);
+    return st;
 }
 
 int cli_dist_exit(cli_dist *d, clf_status st, int ok_code)
