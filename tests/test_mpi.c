@@ -233,37 +233,38 @@ static void equivalence(const char *backend)
     compare_checkpoints("run-one/last.safetensors", "run-two/last.safetensors", TOL);
 }
 
-START_TEST(test_equivalence_cpu)
+/* A checkpoint of 2 ranks resumes with 2 ranks bit for bit, and with 1 process (and
+ * accumulate: 2, the equivalent run) within the bound; against equivalence()'s run-two. */
+static void resume(void)
+{
+    char out[16384];
+    const char *half = write_yaml("half", "run-half", 1, 3, 3, "cpu");
+    RUN_OK(2, out, "train -c '%s' -q", half);
+    const char *rest = write_yaml("half", "run-half", 1, 6, 3, "cpu");
+    RUN_OK(2, out, "train -c '%s' -q --resume", rest);
+    compare_checkpoints("run-two/last.safetensors", "run-half/last.safetensors", 0);
+
+    /* stopped by 2 ranks at step 3 (run-half's step 3), continued by one process with
+     * accumulate: 2 */
+    ck_assert_int_eq(mkdir(clf_test_tmp_path("run-other"), 0777), 0);
+    char from[512];
+    snprintf(from, sizeof from, "%s", clf_test_tmp_path("run-half/step-3.safetensors"));
+    ck_assert_int_eq(link(from, clf_test_tmp_path("run-other/last.safetensors")), 0);
+    const char *other = write_yaml("other", "run-other", 2, 6, 3, "cpu");
+    RUN_OK(0, out, "train -c '%s' -q --resume", other);
+    compare_checkpoints("run-two/last.safetensors", "run-other/last.safetensors", TOL);
+}
+
+START_TEST(test_equivalence_and_resume_cpu)
 {
     equivalence("cpu");
+    resume();
 }
 END_TEST
 
 START_TEST(test_equivalence_opencl)
 {
     equivalence("opencl");
-}
-END_TEST
-
-/* A checkpoint of 2 ranks resumes with 2 ranks bit for bit, and with 1 process (and
- * accumulate: 2, the equivalent run) within the bound. */
-START_TEST(test_resume)
-{
-    char out[16384];
-    const char *full = write_yaml("full", "run-full", 1, 6, 3, "cpu");
-    RUN_OK(2, out, "train -c '%s' -q", full);
-    const char *half = write_yaml("half", "run-half", 1, 3, 3, "cpu");
-    RUN_OK(2, out, "train -c '%s' -q", half);
-    const char *rest = write_yaml("half", "run-half", 1, 6, 3, "cpu");
-    RUN_OK(2, out, "train -c '%s' -q --resume", rest);
-    compare_checkpoints("run-full/last.safetensors", "run-half/last.safetensors", 0);
-
-    /* stopped by 2 ranks at step 3, continued by one process with accumulate: 2 */
-    const char *other = write_yaml("other", "run-other", 1, 3, 3, "cpu");
-    RUN_OK(2, out, "train -c '%s' -q", other);
-    other = write_yaml("other", "run-other", 2, 6, 3, "cpu");
-    RUN_OK(0, out, "train -c '%s' -q --resume", other);
-    compare_checkpoints("run-full/last.safetensors", "run-other/last.safetensors", TOL);
 }
 END_TEST
 
@@ -476,8 +477,7 @@ static Suite *mpi_suite(int opencl)
     TCase *tc = tcase_create("mpi");
     tcase_set_timeout(tc, 300);
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_equivalence_cpu);
-    tcase_add_test(tc, test_resume);
+    tcase_add_test(tc, test_equivalence_and_resume_cpu);
     tcase_add_test(tc, test_agreement);
     tcase_add_test(tc, test_rank_killed);
     tcase_add_test(tc, test_signal_stops_together);
