@@ -268,6 +268,13 @@ START_TEST(test_equivalence_opencl)
 }
 END_TEST
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 /* Ranks that start from different configs or weights refuse, naming the rank. */
 START_TEST(test_agreement)
 {
@@ -285,6 +292,19 @@ START_TEST(test_agreement)
                   "%s", tail_of(out));
     snprintf(ck, sizeof ck, "run-cfg/last.safetensors");
     ck_assert_int_ne(access(clf_test_tmp_path(ck), F_OK), 0);
+
+    /* a rank that fails alone (its data file is missing) names itself and aborts the job */
+    char *text0 = clf_test_read_file(clf_test_tmp_path("cfg0.yaml"), NULL);
+    char *train_tsv = strstr(text0, "/train.tsv");
+    ck_assert_ptr_nonnull(train_tsv);
+    memcpy(train_tsv, "/nothere.x", 10);
+    clf_test_write_text(clf_test_tmp_path("cfg1.yaml"), text0);
+    free(text0);
+    const double t0 = now_s();
+    ck_assert_int_ne(run_raw(2, tail, out, sizeof out), 0);
+    ck_assert_msg(strstr(out, "clformer: rank 1: ") && strstr(out, "/nothere.x"), "%s",
+                  tail_of(out));
+    ck_assert_msg(now_s() - t0 < 20, "the job took %.1f s to stop", now_s() - t0);
 
     /* the same config, other weights: train.init is a relative path and each rank runs in
      * a directory of its own, holding weights of another seed */
@@ -307,13 +327,6 @@ START_TEST(test_agreement)
                   "%s", tail_of(out));
 }
 END_TEST
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* Starts `mpirun -np 2 clformer train -q -c yaml` in the background (each rank writes its
  * pid to <tmp>/pid.<rank>), waits for <tmp>/<file> and returns mpirun's process (a child
