@@ -46,20 +46,22 @@
 #define VALID_SAMPLES  3
 
 static volatile sig_atomic_t stop_requested;
-/* under mpirun a signal only asks (signal_pending); the ranks stop together at the step
+/* under mpirun a signal only asks (on_signal_ask); the ranks stop together at the step
  * where the sum over ranks says one asked (dist.h) */
 static volatile sig_atomic_t signal_pending;
-static int stop_by_agreement;
 /* train_loop's result after a signal: not an error, exit code 130 (128 + SIGINT) */
 #define STOPPED ((clf_status)1000)
 
 static void on_signal(int sig)
 {
     (void)sig;
-    if (stop_by_agreement)
-        signal_pending = 1;
-    else
-        stop_requested = 1;
+    stop_requested = 1;
+}
+
+static void on_signal_ask(int sig)
+{
+    (void)sig;
+    signal_pending = 1;
 }
 
 typedef struct train_opts {
@@ -678,11 +680,10 @@ int clf_cmd_train(int argc, char **argv)
     r.total_steps = tc->steps > 0
                         ? tc->steps
                         : (long long)tc->epochs * clf_batcher_count(r.batcher) / step_tc.accumulate;
-    struct sigaction sa = {.sa_handler = on_signal};
+    struct sigaction sa = {.sa_handler = r.dist.size > 1 ? on_signal_ask : on_signal};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    stop_by_agreement = r.dist.size > 1;
     st = train_loop(&r);
 fail:
     run_free(&r);
