@@ -98,7 +98,8 @@ static void usage(void)
            "  --backend cpu|opencl|auto, --device D, --threads N, --plugin-dir DIR\n"
            "Writes <dir>/log.csv (step,epoch,loss,lr,tokens_per_s,valid_loss,valid_bleu),\n"
            "<dir>/config.yaml and checkpoints <dir>/step-<N>.safetensors + last.safetensors.\n"
-           "SIGINT/SIGTERM: finish the step, write a checkpoint, exit 130.\n");
+           "SIGINT/SIGTERM: finish the step, write a checkpoint, exit 130.\n"
+           "Under mpirun -np N: data-parallel, accumulate x N micro-batches a step.\n");
 }
 
 static int parse_args(int argc, char **argv, train_opts *o)

@@ -131,7 +131,8 @@ static void usage(void)
            "  --attention-png P    grayscale heatmap P.<i>.png per line (rows: output tokens)\n"
            "  --backend cpu|opencl|auto, --device D, --threads N, --plugin-dir DIR\n"
            "An empty line gives an empty line; a line longer than the model's max_len (with\n"
-           "[SOS] and [EOS]) or not valid UTF-8 is an error (exit 2).\n",
+           "[SOS] and [EOS]) or not valid UTF-8 is an error (exit 2).\n"
+           "Under mpirun -np N: the ranks share the batches; output in input order.\n",
            DEFAULT_BATCH);
 }
 
