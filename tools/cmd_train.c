@@ -176,6 +176,8 @@ static clf_status make_dirs(const char *path)
  * while we hold the lock. */
 static clf_status lock_run(run *r)
 {
+    if (r->dist.rank > 0) /* rank 0 holds it for the whole job */
+        return CLF_OK;
     const char *dir = r->cfg.train.checkpoint_dir;
     char path[CLF_PATH_MAX + 320]; /* room for a file name of the directory */
     snprintf(path, sizeof path, "%s/train.lock", dir);
@@ -211,6 +213,8 @@ static clf_status write_config(run *r)
     fclose(mem);
     if (st != CLF_OK)
         return st;
+    if (r->dist.rank > 0) /* rank 0 writes the files */
+        return CLF_OK;
     char path[CLF_PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/config.yaml", r->cfg.train.checkpoint_dir);
     return clf_fs_write_atomic_bytes(path, r->config_yaml, len);
@@ -681,8 +685,14 @@ int clf_cmd_train(int argc, char **argv)
                        tc->checkpoint_dir, last);
         goto fail;
     }
+    /* rank 0 first (the lock, a killed run's leftovers, vocabularies built from the data),
+     * then the other ranks, which find the vocabularies and write nothing there */
+    if (r.dist.rank > 0 && (st = cli_dist_barrier(&r.dist)) != CLF_OK)
+        goto fail;
     if ((st = prepare_vocabs(&r)) != CLF_OK || (st = load_data(&r)) != CLF_OK ||
         (st = write_config(&r)) != CLF_OK)
+        goto fail;
+    if (r.dist.rank == 0 && (st = cli_dist_barrier(&r.dist)) != CLF_OK)
         goto fail;
     if (r.dist.rank > 0) { /* rank 0 validates */
         clf_batcher_free(r.valid_batcher);

@@ -45,6 +45,9 @@ clf_status cli_dist_agree(cli_dist *d, const char *config_yaml, clf_trainer *t);
 /* Sums the gradients of every rank (MPI_Allreduce in CLI_DIST_BUCKET_BYTES buckets). */
 clf_status cli_dist_reduce_grads(cli_dist *d, clf_trainer *t);
 
+/* Waits until every rank calls it (MPI_Barrier). */
+clf_status cli_dist_barrier(cli_dist *d);
+
 /* Sums n doubles over the ranks, in place. */
 clf_status cli_dist_sum(cli_dist *d, double *v, int n);
 

@@ -100,6 +100,11 @@ clf_status cli_dist_reduce_grads(cli_dist *d, clf_trainer *t)
     return clf_trainer_reduce_grads(t, CLI_DIST_BUCKET_BYTES, allreduce_bucket, NULL);
 }
 
+clf_status cli_dist_barrier(cli_dist *d)
+{
+    return d->mpi ? mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier") : CLF_OK;
+}
+
 clf_status cli_dist_sum(cli_dist *d, double *v, int n)
 {
     if (!d->mpi)
