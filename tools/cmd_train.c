@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "dist.h"
 #include "clformer/dataset.h"
 #include "clformer/decode.h"
 #include "clformer/fs.h"
@@ -49,6 +50,9 @@
 #define VALID_SAMPLES  3
 
 static volatile sig_atomic_t stop_requested;
+/* under mpirun a signal only asks (on_signal_ask); the ranks stop together at the step
+ * where the sum over ranks says one asked (dist.h) */
+static volatile sig_atomic_t signal_pending;
 /* train_loop's result after a signal: not an error, exit code 130 (128 + SIGINT) */
 #define STOPPED ((clf_status)1000)
 
@@ -56,6 +60,12 @@ static void on_signal(int sig)
 {
     (void)sig;
     stop_requested = 1;
+}
+
+static void on_signal_ask(int sig)
+{
+    (void)sig;
+    signal_pending = 1;
 }
 
 typedef struct train_opts {
@@ -81,6 +91,7 @@ typedef struct run {
     FILE *csv;
     int tty;
     long long total_steps; /* planned optimizer steps (for the ETA) */
+    cli_dist dist;         /* data-parallel ranks (one outside mpirun) */
 } run;
 
 static void usage(void)
@@ -92,7 +103,8 @@ static void usage(void)
            "  --backend cpu|opencl|auto, --device D, --threads N, --plugin-dir DIR\n"
            "Writes <dir>/log.csv (step,epoch,loss,lr,tokens_per_s,valid_loss,valid_bleu),\n"
            "<dir>/config.yaml and checkpoints <dir>/step-<N>.safetensors + last.safetensors.\n"
-           "SIGINT/SIGTERM: finish the step, write a checkpoint, exit 130.\n");
+           "SIGINT/SIGTERM: finish the step, write a checkpoint, exit 130.\n"
+           "Under mpirun -np N: data-parallel, accumulate x N micro-batches a step.\n");
 }
 
 static int parse_args(int argc, char **argv, train_opts *o)
@@ -164,6 +176,8 @@ static clf_status make_dirs(const char *path)
  * while we hold the lock. */
 static clf_status lock_run(run *r)
 {
+    if (r->dist.rank > 0) /* rank 0 holds it for the whole job */
+        return CLF_OK;
     const char *dir = r->cfg.train.checkpoint_dir;
     char path[CLF_PATH_MAX + 320]; /* room for a file name of the directory */
     snprintf(path, sizeof path, "%s/train.lock", dir);
@@ -199,6 +213,8 @@ static clf_status write_config(run *r)
     fclose(mem);
     if (st != CLF_OK)
         return st;
+    if (r->dist.rank > 0) /* rank 0 writes the files */
+        return CLF_OK;
     char path[CLF_PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/config.yaml", r->cfg.train.checkpoint_dir);
     return clf_fs_write_atomic_bytes(path, r->config_yaml, len);
@@ -313,6 +329,8 @@ static void prune_checkpoints(const char *dir, int keep)
 
 static clf_status save_checkpoint(run *r)
 {
+    if (r->dist.rank > 0) /* rank 0 writes the files */
+        return CLF_OK;
     const clf_train_config *tc = &r->cfg.train;
     long long step = clf_trainer_state(r->trainer)->step;
     char path[CLF_PATH_MAX + 64], last[CLF_PATH_MAX + 64];
@@ -466,6 +484,10 @@ static clf_status open_csv(run *r)
 {
     char path[CLF_PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/log.csv", r->cfg.train.checkpoint_dir);
+    if (r->dist.rank > 0) { /* rank 0 writes the log */
+        r->csv = fopen("/dev/null", "w");
+        return r->csv ? CLF_OK : clf_error(CLF_ERR_IO, "/dev/null: cannot open");
+    }
     int append = r->o.resume && file_exists(path);
     clf_status st;
     if (append && (st = trim_csv(path, clf_trainer_state(r->trainer)->step)) != CLF_OK)
@@ -486,7 +508,7 @@ static clf_status train_loop(run *r)
     clf_status st = CLF_OK;
     clf_batch b = {0};
     double t_start = now_s(), t_mark = t_start, step_loss = 0;
-    long long tokens_mark = 0, steps_at_start = state->step;
+    long long tokens_mark = 0, step_tokens = 0, steps_at_start = state->step;
     int in_accum = 0;
     double accum_loss = 0;
     if (!r->tty && !r->o.quiet)
@@ -504,19 +526,34 @@ static clf_status train_loop(run *r)
             state->batch = 0;
             continue;
         }
-        if ((st = clf_batcher_get(r->batcher, state->batch, &b)) != CLF_OK)
-            goto fail;
-        const clf_train_batch tb = train_view(&b);
-        double ls;
-        long long nt;
-        if ((st = clf_trainer_accumulate(r->trainer, &tb, &ls, &nt)) != CLF_OK)
-            goto fail;
-        clf_batch_free(&b);
+        double ls = 0;
+        long long nt = 0;
+        if (in_accum % r->dist.size != r->dist.rank) {
+            state->micro++; /* another rank's micro-batch (dropout seeds follow micro) */
+        } else {
+            if ((st = clf_batcher_get(r->batcher, state->batch, &b)) != CLF_OK)
+                goto fail;
+            const clf_train_batch tb = train_view(&b);
+            if ((st = clf_trainer_accumulate(r->trainer, &tb, &ls, &nt)) != CLF_OK)
+                goto fail;
+            clf_batch_free(&b);
+        }
         state->batch++;
         accum_loss += nt ? ls / (double)nt : 0.0;
-        tokens_mark += nt; /* tokens/s counts target tokens, as fairseq's wps does */
-        if (++in_accum < tc->accumulate)
+        step_tokens += nt; /* tokens/s counts target tokens, as fairseq's wps does */
+        if (++in_accum < tc->accumulate * r->dist.size)
             continue;
+        if (r->dist.size > 1) { /* all ranks' gradients, losses, tokens and stop requests */
+            double sums[3] = {accum_loss, (double)step_tokens, signal_pending};
+            if ((st = cli_dist_reduce_grads(&r->dist, r->trainer)) != CLF_OK ||
+                (st = cli_dist_sum(&r->dist, sums, 3)) != CLF_OK)
+                goto fail;
+            accum_loss = sums[0];
+            step_tokens = (long long)sums[1];
+            stop_requested = sums[2] > 0;
+        }
+        tokens_mark += step_tokens;
+        step_tokens = 0;
         double lr, norm;
         if ((st = clf_trainer_step(r->trainer, &lr, &norm)) != CLF_OK)
             goto fail;
@@ -624,9 +661,10 @@ int clf_cmd_train(int argc, char **argv)
     int rc = parse_args(argc, argv, &r.o);
     if (rc >= 0)
         return rc;
-    clf_status st = clf_config_load_with_plugins(r.o.cfg_path, r.o.bo.plugin_dir, &r.cfg);
-    if (st != CLF_OK)
-        return cli_fail(st);
+    clf_status st = cli_dist_init(&r.dist);
+    if (st != CLF_OK ||
+        (st = clf_config_load_with_plugins(r.o.cfg_path, r.o.bo.plugin_dir, &r.cfg)) != CLF_OK)
+        goto fail;
     clf_train_config *tc = &r.cfg.train;
     if (!tc->present) {
         st = clf_error(CLF_ERR_INPUT, "%s: no train: section (see README: training)", r.o.cfg_path);
@@ -647,9 +685,23 @@ int clf_cmd_train(int argc, char **argv)
                        tc->checkpoint_dir, last);
         goto fail;
     }
+    /* rank 0 first (the lock, a killed run's leftovers, vocabularies built from the data),
+     * then the other ranks, which find the vocabularies and write nothing there */
+    if (r.dist.rank > 0 && (st = cli_dist_barrier(&r.dist)) != CLF_OK)
+        goto fail;
     if ((st = prepare_vocabs(&r)) != CLF_OK || (st = load_data(&r)) != CLF_OK ||
         (st = write_config(&r)) != CLF_OK)
         goto fail;
+    if (r.dist.rank == 0 && (st = cli_dist_barrier(&r.dist)) != CLF_OK)
+        goto fail;
+    if (r.dist.rank > 0) { /* rank 0 validates */
+        clf_batcher_free(r.valid_batcher);
+        clf_dataset_free(r.valid);
+        r.valid_batcher = NULL, r.valid = NULL;
+    }
+    /* the trainer scales each micro-batch's gradient by 1 / (accumulate x ranks) */
+    clf_train_config step_tc = *tc;
+    step_tc.accumulate *= r.dist.size;
     if (tc->init[0] && !r.o.resume)
         st = clf_weights_load(tc->init, &r.cfg.model, &r.w);
     else
@@ -658,7 +710,7 @@ int clf_cmd_train(int argc, char **argv)
         goto fail;
     if ((st = cli_open_backend(&r.cfg, &r.o.bo, &r.api, &r.be)) != CLF_OK ||
         (st = clf_model_create(&r.cfg.model, r.w, r.api, r.be, &r.model)) != CLF_OK ||
-        (st = clf_trainer_create(r.model, tc, 1, &r.trainer)) != CLF_OK)
+        (st = clf_trainer_create(r.model, &step_tc, 1, &r.trainer)) != CLF_OK)
         goto fail;
     /* the largest batch the train: section allows must fit the device now, not when the
      * first such batch comes (token mode: batch_tokens of pairs at max_len) */
@@ -672,20 +724,20 @@ int clf_cmd_train(int argc, char **argv)
     r.w = NULL;
     if (r.o.resume && (st = clf_trainer_load(r.trainer, last)) != CLF_OK)
         goto fail;
+    if ((st = cli_dist_agree(&r.dist, r.config_yaml, r.trainer)) != CLF_OK)
+        goto fail;
     if ((st = open_csv(&r)) != CLF_OK)
         goto fail;
     r.tty = isatty(2);
     r.total_steps = tc->steps > 0
                         ? tc->steps
-                        : (long long)tc->epochs * clf_batcher_count(r.batcher) / tc->accumulate;
-    struct sigaction sa = {.sa_handler = on_signal};
+                        : (long long)tc->epochs * clf_batcher_count(r.batcher) / step_tc.accumulate;
+    struct sigaction sa = {.sa_handler = r.dist.size > 1 ? on_signal_ask : on_signal};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     st = train_loop(&r);
 fail:
     run_free(&r);
-    if (st == STOPPED)
-        return 130;
-    return st == CLF_OK ? 0 : cli_fail(st);
+    return st == STOPPED ? cli_dist_exit(&r.dist, CLF_OK, 130) : cli_dist_exit(&r.dist, st, 0);
 }

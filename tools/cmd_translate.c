@@ -37,6 +37,7 @@
 #include <sys/types.h>
 
 #include "cli.h"
+#include "dist.h"
 #include "png.h"
 #include "clformer/decode.h"
 #include "clformer/model.h"
@@ -106,6 +107,7 @@ typedef struct translator {
     clf_model *model;
     clf_decode_opts dopts; /* max_len set per batch */
     char *line;            /* the line being read: line_cap <= TRANSLATE_LINE_MAX bytes */
+    FILE *in, *out;        /* stdin and stdout; under mpirun a rank's share (dist.h) */
     size_t line_cap;
     long lines_read, lines_refused;
     int warned_unknown_id;
@@ -143,7 +145,8 @@ static void usage(void)
            "One line out per line in. An empty line gives an empty line; a line that is not\n"
            "valid UTF-8, holds a NUL byte, is longer than %d bytes or than the model's\n"
            "max_len (with [SOS] and [EOS]) is refused: a warning names it, its output is an\n"
-           "empty line, the rest is translated, and the exit status is 2.\n",
+           "empty line, the rest is translated, and the exit status is 2.\n"
+           "Under mpirun -np N: the ranks share the batches; output in input order.\n",
            DEFAULT_BATCH, TRANSLATE_LINE_MAX);
 }
 
@@ -266,16 +269,16 @@ static clf_status load_vocab(const char *path, const char *side, int model_vocab
     return cli_check_vocab(path, side, *tok, model_vocab, pad_id);
 }
 
-/* Reads one line of stdin, less its '\n', into t->line[0..*len): at most
- * TRANSLATE_LINE_MAX bytes are kept (*too_long set when more were read and dropped).
- * *got is 1 for a line, 0 at the end of the input. */
+/* Reads one line of t->in (stdin, or a rank's share under mpirun), less its '\n', into
+ * t->line[0..*len): at most TRANSLATE_LINE_MAX bytes are kept (*too_long set when more were read
+ * and dropped). *got is 1 for a line, 0 at the end of the input. */
 static clf_status read_line(translator *t, int *got, size_t *len, int *too_long)
 {
     size_t n = 0;
     int c;
     *got = 0;
     *too_long = 0;
-    while ((c = getc_unlocked(stdin)) != EOF && c != '\n') {
+    while ((c = getc_unlocked(t->in)) != EOF && c != '\n') {
         if (n == TRANSLATE_LINE_MAX) {
             *too_long = 1;
             continue;
@@ -292,7 +295,7 @@ static clf_status read_line(translator *t, int *got, size_t *len, int *too_long)
         }
         t->line[n++] = (char)c;
     }
-    if (c == EOF && ferror(stdin))
+    if (c == EOF && ferror(t->in))
         return clf_error(CLF_ERR_IO, "stdin: read error: %s", strerror(errno));
     *len = n;
     *got = c != EOF || n > 0;
@@ -558,7 +561,7 @@ static clf_status write_batch(translator *t, const src_line *lines, int count,
         st = clf_error(CLF_ERR_NOMEM, "translate: out of host memory");
         goto fail;
     }
-    if (fwrite(buf, 1, len, stdout) != len || fflush(stdout) != 0)
+    if (fwrite(buf, 1, len, t->out) != len || fflush(t->out) != 0)
         st = clf_error(CLF_ERR_IO, "stdout: write failed: %s", strerror(errno));
 fail:
     if (mem)
@@ -619,6 +622,109 @@ static void translator_free(translator *t)
     free(t->line);
 }
 
+/* Under mpirun (dist.h): rank 0 reads rounds of --batch x ranks lines and sends each round
+ * to every rank; rank r translates the round's r-th batch (so batches are those of one
+ * process) and rank 0 gathers the output and prints it in input order. */
+static clf_status translate_ranks(translator *t, cli_dist *d, src_line *lines, int *count,
+                                  clf_decode_result *res)
+{
+    clf_status st = CLF_OK;
+    char *round = NULL, *mine = NULL, *all = NULL;
+    size_t round_len = 0, mine_len = 0, all_len = 0;
+    long base = 0; /* index of the round's first line */
+    FILE *in = NULL, *out = NULL;
+    for (;;) {
+        if (d->rank == 0) { /* the round, each line ending in \n */
+            FILE *mem = open_memstream(&round, &round_len);
+            if (!mem)
+                return clf_error(CLF_ERR_NOMEM, "translate: out of host memory");
+            /* read_line's bound holds here too; a line over it is sent with one byte
+             * more than the bound, so that the rank that reads it refuses it as too long. */
+            for (long i = 0; i < (long)t->o.batch * d->size; i++) {
+                size_t len = 0;
+                int got = 0, too_long = 0;
+                errno = 0;
+                if ((st = read_line(t, &got, &len, &too_long)) != CLF_OK || !got)
+                    break;
+                fwrite(t->line, 1, len, mem);
+                if (too_long)
+                    fputc('x', mem);
+                fputc('\n', mem);
+            }
+            if (fclose(mem) != 0 && st == CLF_OK)
+                st = clf_error(CLF_ERR_NOMEM, "translate: out of host memory");
+            if (st != CLF_OK)
+                goto fail;
+        }
+        if ((st = cli_dist_bcast_bytes(d, &round, &round_len)) != CLF_OK || round_len == 0)
+            goto fail;
+        /* this rank's lines: [rank x batch, (rank + 1) x batch) of the round */
+        size_t from = round_len, to = round_len;
+        long line = 0, first = (long)d->rank * t->o.batch, end = first + t->o.batch;
+        for (size_t i = 0; i <= round_len; i++) {
+            if (line == first && from == round_len)
+                from = i;
+            if (line == end) {
+                to = i;
+                break;
+            }
+            if (i < round_len && round[i] == '\n')
+                line++;
+        }
+        out = open_memstream(&mine, &mine_len);
+        if (!out) {
+            st = clf_error(CLF_ERR_NOMEM, "translate: out of host memory");
+            goto fail;
+        }
+        if (to > from) {
+            if (!(in = fmemopen(round + from, to - from, "r"))) {
+                st = clf_error(CLF_ERR_NOMEM, "translate: out of host memory");
+                goto fail;
+            }
+            t->in = in, t->out = out;
+            t->lines_read = base + first;
+            if ((st = read_batch(t, lines, count)) != CLF_OK ||
+                (st = decode_batch(t, lines, *count, res)) != CLF_OK ||
+                (st = write_batch(t, lines, *count, res)) != CLF_OK)
+                goto fail;
+            if (res->hyps)
+                clf_decode_result_free(res);
+            memset(res, 0, sizeof *res);
+            for (int i = 0; i < *count; i++)
+                free(lines[i].ids);
+            *count = 0;
+            fclose(in);
+            in = NULL;
+        }
+        int bad = fclose(out) != 0;
+        out = NULL;
+        if (bad) {
+            st = clf_error(CLF_ERR_NOMEM, "translate: out of host memory");
+            goto fail;
+        }
+        if ((st = cli_dist_gather_bytes(d, mine, mine_len, &all, &all_len)) != CLF_OK)
+            goto fail;
+        if (d->rank == 0 && (fwrite(all, 1, all_len, stdout) != all_len || fflush(stdout) != 0)) {
+            st = clf_error(CLF_ERR_IO, "stdout: write failed: %s", strerror(errno));
+            goto fail;
+        }
+        for (size_t i = 0; i < round_len; i++)
+            base += round[i] == '\n';
+        free(round), free(mine), free(all);
+        round = mine = all = NULL;
+        round_len = mine_len = all_len = 0;
+    }
+fail:
+    if (in)
+        fclose(in);
+    if (out)
+        fclose(out);
+    free(round), free(mine), free(all);
+    t->in = stdin, t->out = stdout;
+    t->lines_read = base;
+    return st;
+}
+
 int clf_cmd_translate(int argc, char **argv)
 {
     translator t = {0};
@@ -629,6 +735,17 @@ int clf_cmd_translate(int argc, char **argv)
     src_line *lines = calloc((size_t)t.o.batch, sizeof *lines);
     clf_decode_result res = {0};
     int count = 0;
+    cli_dist d;
+    t.in = stdin, t.out = stdout;
+    if ((st = cli_dist_init(&d)) != CLF_OK)
+        goto fail;
+    if (d.size > 1 && (t.o.attn_path || t.o.png_prefix)) {
+        st = clf_error(CLF_ERR_INPUT,
+                       "translate: --attention and --attention-png need one "
+                       "process, not %d (mpirun)",
+                       d.size);
+        goto fail;
+    }
     if (!lines) {
         st = clf_error(CLF_ERR_NOMEM, "translate: out of host memory for --batch %d", t.o.batch);
         goto fail;
@@ -638,6 +755,10 @@ int clf_cmd_translate(int argc, char **argv)
         goto fail;
     t.open_s = cli_now_s() - t_open;
     for (;;) {
+        if (d.size > 1) {
+            st = translate_ranks(&t, &d, lines, &count, &res);
+            break;
+        }
         if ((st = read_batch(&t, lines, &count)) != CLF_OK || count == 0)
             break;
         if ((st = decode_batch(&t, lines, count, &res)) != CLF_OK)
@@ -658,6 +779,11 @@ int clf_cmd_translate(int argc, char **argv)
                               "source [EOS]"};
         st = clf_safetensors_write(t.o.attn_path, t.attn, (int)t.n_attn, meta, 1);
     }
+    double totals[3] = {(double)t.decoded_lines, (double)t.out_tokens, (double)t.lines_refused};
+    if (st == CLF_OK && d.size > 1 && (st = cli_dist_sum(&d, totals, 3)) == CLF_OK)
+        t.decoded_lines = (long)totals[0], t.out_tokens = (long)totals[1],
+        t.lines_refused = (long)totals[2];
+    /* under mpirun: every rank's lines and tokens, rank 0's decoding time */
     if (st == CLF_OK && t.o.stats)
         fprintf(stderr,
                 "clformer: translate: %ld lines, %ld decoded, %ld output tokens in %.3f s: "
@@ -676,5 +802,5 @@ fail:
         free(lines[i].ids);
     free(lines);
     translator_free(&t);
-    return st == CLF_OK ? 0 : cli_fail(st);
+    return cli_dist_exit(&d, st, 0);
 }

@@ -16,6 +16,7 @@
 #ifndef CLFORMER_TRAIN_H
 #define CLFORMER_TRAIN_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "clformer/config.h"
@@ -83,6 +84,20 @@ CLF_API clf_status clf_trainer_save(clf_trainer *t, const char *path, const char
  * file and the tensor (missing, mis-shaped) or the metadata key; data that does not hash
  * to its "data_fnv1a64" is refused ("damaged checkpoint") before anything is restored. */
 CLF_API clf_status clf_trainer_load(clf_trainer *t, const char *path);
+
+/* Data-parallel training (`mpirun -np N clformer train`, tools/dist_mpi.c). fn gets a host
+ * copy of a piece (a bucket) of the gradients, at most bucket_bytes, and may change it in
+ * place (an all-reduce sum over the processes); what it leaves there is uploaded back. The
+ * buckets cover the gradient buffers in a fixed order, so every process hands fn the same
+ * sequence of sizes. Called between the last clf_trainer_accumulate of a step and
+ * clf_trainer_step. */
+typedef clf_status (*clf_trainer_bucket_fn)(void *ctx, float *data, size_t n);
+CLF_API clf_status clf_trainer_reduce_grads(clf_trainer *t, size_t bucket_bytes,
+                                            clf_trainer_bucket_fn fn, void *ctx);
+
+/* FNV-1a 64 (clformer/hash.h) of the weights and Adam moments, tensor by tensor in the
+ * checkpoint's order: equal in two processes when they hold the same state. */
+CLF_API clf_status clf_trainer_hash(clf_trainer *t, uint64_t *out);
 
 #ifdef __cplusplus
 }

@@ -544,3 +544,64 @@ fail:
     clf_safetensors_close(f);
     return st;
 }
+
+/* ---------------------------------------------------------------------------------- */
+/* hooks for data-parallel training (tools/dist_mpi.c)                                 */
+
+clf_status clf_trainer_reduce_grads(clf_trainer *t, size_t bucket_bytes, clf_trainer_bucket_fn fn,
+                                    void *ctx)
+{
+    clf_status st = CLF_OK;
+    size_t cap = bucket_bytes / sizeof(float);
+    if (cap == 0)
+        cap = 1;
+    float *host = malloc(cap * sizeof *host);
+    if (!host)
+        return clf_error(CLF_ERR_NOMEM, "train: out of host memory");
+    /* whole chunks, padding included: it is zero on every rank (the gradients are filled
+     * with zeros over the chunk and no op writes between groups), so its sum is zero */
+    for (int c = 0; c < t->n_chunks && st == CLF_OK; c++) {
+        const size_t n = t->bytes[c] / sizeof(float);
+        for (size_t off = 0; off < n && st == CLF_OK; off += cap) {
+            const size_t k = n - off < cap ? n - off : cap;
+            const clf_ptr p = {t->grad[c], off * sizeof(float)};
+            if ((st = t->api->download(t->be, host, p, k * sizeof(float))) != CLF_OK ||
+                (st = fn(ctx, host, k)) != CLF_OK)
+                break;
+            st = t->api->upload(t->be, p, host, k * sizeof(float));
+        }
+    }
+    free(host);
+    return st;
+}
+
+clf_status clf_trainer_hash(clf_trainer *t, uint64_t *out)
+{
+    clf_status st = CLF_OK;
+    uint64_t h = CLF_FNV1A64_OFFSET;
+    float *host = NULL;
+    const int nw = clf_model_weight_count(t->m);
+    /* per tensor, as clf_trainer_save writes them: the padding between groups is never
+     * written and may differ between processes */
+    for (int part = 0; part < 3 && st == CLF_OK; part++)
+        for (int i = 0; i < nw; i++) {
+            const clf_weight_spec *ws = clf_model_weight_spec(t->m, i);
+            const size_t bytes = (size_t)clf_weight_spec_numel(ws) * sizeof(float);
+            float *p = realloc(host, bytes ? bytes : 1);
+            if (!p) {
+                st = clf_error(CLF_ERR_NOMEM, "train: out of host memory");
+                break;
+            }
+            host = p;
+            int c;
+            size_t off;
+            clf_model_weight_place(t->m, i, &c, &off);
+            if ((st = t->api->download(t->be, host, (clf_ptr){part_chunk(t, part, c), off},
+                                       bytes)) != CLF_OK)
+                break;
+            h = clf_hash_fnv1a64(h, host, bytes);
+        }
+    free(host);
+    *out = h;
+    return st;
+}
