@@ -640,6 +640,7 @@ static clf_status translate_ranks(translator *t, cli_dist *d, src_line *lines, i
                 return clf_error(CLF_ERR_NOMEM, "translate: out of host memory");
             /* read_line's bound holds here too; a line over it is sent with one byte
              * more than the bound, so that the rank that reads it refuses it as too long. */
+            t->in = stdin;
             for (long i = 0; i < (long)t->o.batch * d->size; i++) {
                 size_t len = 0;
                 int got = 0, too_long = 0;
@@ -790,7 +791,7 @@ int clf_cmd_translate(int argc, char **argv)
                 "%.1f tokens/s (loading the model took %.3f s)\n",
                 t.lines_read, t.decoded_lines, t.out_tokens, t.decode_s,
                 t.decode_s > 0.0 ? (double)t.out_tokens / t.decode_s : 0.0, t.open_s);
-    if (st == CLF_OK && t.lines_refused > 0)
+    if (st == CLF_OK && t.lines_refused > 0 && d.rank == 0) /* the sum: said once */
         st = clf_error(CLF_ERR_INPUT,
                        "translate: %ld of %ld input lines refused (warnings above); their output "
                        "lines are empty",
