@@ -21,6 +21,13 @@ Writes (all deterministic from SEED):
                          inputs I32 logits_tgt [B, T] on the sources logits_src [B, S];
                          metadata: the generate() arguments
   greedy.txt, beam.txt   the tokenizer's batch_decode(skip_special_tokens=True) of those
+
+With --full-size OUTDIR it writes the same files for an OPUS-MT-shaped model instead (issue
+17's full-size check; bench/marian_fullsize.sh runs it and the comparison): d_model 512,
+6+6 layers, 8 heads, FFN 2048, vocab.json filled up to 58,101 ids (the pieces of the two
+small SentencePiece models, then made-up pieces), max_position_embeddings 512, and
+transformers' own random initialisation (init_std 0.02, final_logits_bias 0), max_length
+FULL_MAX_LENGTH.
 """
 import json
 import os
@@ -45,6 +52,11 @@ NUM_BEAMS = 4
 LENGTH_PENALTY = 1.0     # transformers' default
 EARLY_STOPPING = False   # transformers' default
 INIT_STD = 0.35          # larger than Marian's 0.02, so that random scores are far apart
+FULL = len(sys.argv) == 3 and sys.argv[1] == "--full-size"
+FULL_VOCAB = 58101       # opus-mt-en-de's
+FULL_MAX_LENGTH = 32
+if FULL:
+    D_MODEL, FFN, HEADS, LAYERS, MAX_POS, MAX_LENGTH = 512, 2048, 8, 6, 512, FULL_MAX_LENGTH
 
 TEXT_SRC = """the cat sits on the mat
 a dog runs in the park
@@ -109,9 +121,23 @@ def train_spm(lines, path_prefix, vocab_size):
         unk_id=0, minloglevel=2)
 
 
+def perturb(model, V):
+    """LayerNorms and biases away from their ones/zeros, so that the import is checked; a
+    random final_logits_bias with EOS likelier, so that some hypotheses end before
+    max_length."""
+    for name, p in model.named_parameters():
+        if "embed_positions" in name:
+            continue
+        if p.dim() == 1:
+            p.normal_(0.0 if "bias" in name else 1.0, 0.2)
+    fb = torch.randn(1, V) * 0.5
+    fb[0, 0] += float(os.environ.get("MARIAN_FIXTURE_EOS", "3.0"))
+    model.final_logits_bias.copy_(fb)
+
+
 def main():
     out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "marian")
-    out = os.path.normpath(out)
+    out = os.path.normpath(sys.argv[2] if FULL else out)
     hf = os.path.join(out, "hf")
     if os.path.isdir(out):
         shutil.rmtree(out)
@@ -131,6 +157,8 @@ def main():
             if sp.is_control(i) or sp.is_unknown(i) or p in vocab:
                 continue
             vocab[p] = len(vocab)
+    while FULL and len(vocab) < FULL_VOCAB - 1:
+        vocab["\u2581w%05d" % len(vocab)] = len(vocab)
     vocab["<pad>"] = len(vocab)
     V = len(vocab)
     pad = vocab["<pad>"]
@@ -146,19 +174,12 @@ def main():
         encoder_ffn_dim=FFN, decoder_ffn_dim=FFN, max_position_embeddings=MAX_POS,
         activation_function="swish", scale_embedding=True, pad_token_id=pad, eos_token_id=0,
         decoder_start_token_id=pad, forced_eos_token_id=0, bad_words_ids=[[pad]],
-        share_encoder_decoder_embeddings=True, init_std=INIT_STD, dropout=0.1,
+        share_encoder_decoder_embeddings=True, init_std=0.02 if FULL else INIT_STD, dropout=0.1,
         max_length=MAX_LENGTH, num_beams=NUM_BEAMS)
     model = MarianMTModel(config)
-    with torch.no_grad():
-        # LayerNorms and biases away from their ones/zeros, so that the import is checked
-        for name, p in model.named_parameters():
-            if "embed_positions" in name:
-                continue
-            if p.dim() == 1:
-                p.normal_(0.0 if "bias" in name else 1.0, 0.2)
-        fb = torch.randn(1, V) * 0.5
-        fb[0, 0] += float(os.environ.get("MARIAN_FIXTURE_EOS", "3.0"))  # EOS likelier, so that some hypotheses end before max_length
-        model.final_logits_bias.copy_(fb)
+    if not FULL:
+        with torch.no_grad():
+            perturb(model, V)
     model.eval()
     model.save_pretrained(hf, safe_serialization=True)
     tok = MarianTokenizer(os.path.join(hf, "source.spm"), os.path.join(hf, "target.spm"),
