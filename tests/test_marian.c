@@ -372,6 +372,7 @@ static const char *config_with(const char *key_and_value, const char *replacemen
 START_TEST(import_refuses_bad_input)
 {
     const char *d;
+    char out[512], args[1024], err[2048];
     d = config_with("\"activation_function\": \"swish\"", "\"activation_function\": \"tanh\"");
     expect_refusal(d, "config.json: activation_function = \"tanh\": not one clformer has");
     clf_test_remove_dir(d);
@@ -403,9 +404,14 @@ START_TEST(import_refuses_bad_input)
     expect_refusal(d, "vocab.json: 4 pieces, but the weights (and config.json vocab_size) have "
                       "144 rows");
     clf_test_remove_dir(d);
+    /* usage errors: exit 2, one line */
+    ck_assert_int_eq(clf_test_run_cli("import", err, sizeof err), 2);
+    ck_assert_msg(strstr(err, "marian HF_DIR -o MODEL_DIR"), "%s", err);
+    ck_assert_int_eq(clf_test_run_cli("import bart x -o y", err, sizeof err), 2);
+    ck_assert_int_eq(clf_test_run_cli("import marian x", err, sizeof err), 2);
+    ck_assert_msg(strstr(err, "-o MODEL_DIR is required"), "%s", err);
     /* an existing output is never overwritten */
     d = hf_copy(NULL, NULL);
-    char out[512], args[1024], err[2048];
     snprintf(out, sizeof out, "%s/out", d);
     ck_assert_int_eq(mkdir(out, 0755), 0);
     snprintf(args, sizeof args, "import marian '%s' -o '%s'", d, out);
