@@ -584,6 +584,9 @@ static const bad_case bad_cases[] = {
     {M "  d_model: 512\n  heads: 7\n",
      "<t>:5:10: model.heads: d_model 512 is not divisible by heads 7"},
     {M "  d_model: 30\n", "<t>:4:12: model.heads: d_model 30 is not divisible by heads 8"},
+    /* configurations that parse but cannot run are refused at load, with the line */
+    {M "  d_model: 9\n  heads: 3\n",
+     "<t>:4:12: model.d_model: 9 must be even for positional: sinusoidal (sin/cos pairs)"},
     /* names */
     {M "  norm: middle\n",
      "<t>:4:9: model.norm: unknown norm 'middle' (expected pre, post or branch)"},
@@ -703,6 +706,19 @@ static const bad_case bad_cases[] = {
     {M "\t\n", "invalid YAML"},
     {M "  norm: \"\xff\"\n", "<t>:4:10: invalid YAML: invalid leading UTF-8 octet (byte 0xff)"},
     {M "---\nmodel: {}\n", "<t>:5:1: a second YAML document"},
+    /* the limits (README, "Limits"): aliases that expand past CFG_NODES_MAX (10 x 10 x 10 x
+     * 10 leaves: "billion laughs"), an alias inside what it names, nesting past 64 */
+    {M "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+       "b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+       "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\n"
+       "d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n",
+     "<t>:7:4: expands to more than the limit of 10000 nodes (aliases count as the nodes they "
+     "stand for)"},
+    {M "a: &a [x, *a]\n", "<t>:4:4: an alias inside the node it names (a recursive alias)"},
+    {M
+     "a: [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[x]]]]]]]]]]]]]]]]]]]]]]]]"
+     "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]\n",
+     "<t>:4:67: nested deeper than the limit of 64 levels"},
 };
 
 START_TEST(test_errors)
@@ -772,6 +788,42 @@ START_TEST(test_file_errors)
 }
 END_TEST
 
+/* The document's size limit (1 MiB): a file one byte over it is refused before it is read,
+ * naming the file and the limit; a string one byte over it likewise. */
+START_TEST(test_size_limit)
+{
+    clf_config *cfg = malloc(sizeof *cfg);
+    const size_t max = 1 << 20;
+    char dir[] = "/tmp/clf-config-XXXXXX", path[256], want[512];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/big.yaml", dir);
+    char *text = malloc(max + 2);
+    ck_assert_ptr_nonnull(text);
+    /* a valid config padded with a comment to exactly max + 1 bytes */
+    const char head[] = "model: {src_vocab: 10, tgt_vocab: 10}\n#";
+    memcpy(text, head, sizeof head - 1);
+    memset(text + sizeof head - 1, 'x', max + 1 - (sizeof head - 1) - 1);
+    text[max] = '\n';
+    text[max + 1] = '\0';
+    clf_test_write_file(path, text, max + 1);
+    ck_assert_int_eq(clf_config_load(path, cfg), CLF_ERR_INPUT);
+    snprintf(want, sizeof want, "%s: 1048577 bytes, more than the limit of 1048576", path);
+    ck_assert_str_eq(clf_last_error(), want);
+    ck_assert_int_eq(clf_config_parse_string(text, "<t>", cfg), CLF_ERR_INPUT);
+    ck_assert_str_eq(clf_last_error(), "<t>: 1048577 bytes, more than the limit of 1048576");
+    /* one byte less loads */
+    text[max - 1] = '\n';
+    text[max] = '\0';
+    clf_test_write_file(path, text, max);
+    CLF_ASSERT_OK(clf_config_load(path, cfg));
+    CLF_ASSERT_OK(clf_config_parse_string(text, "<t>", cfg));
+    unlink(path);
+    rmdir(dir);
+    free(text);
+    free(cfg);
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
     Suite *s = suite_create("config");
@@ -787,6 +839,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_real_model_keys);
     tcase_add_loop_test(tc, test_errors, 0, (int)(sizeof bad_cases / sizeof *bad_cases));
     tcase_add_test(tc, test_file_errors);
+    tcase_add_test(tc, test_size_limit);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -653,6 +653,39 @@ START_TEST(test_file_errors)
     ck_assert_int_eq(clf_dataset_build_vocabs(en, de, 1, &vs, &vt), CLF_ERR_INPUT);
     ck_assert_str_eq(clf_last_error(), want);
 
+    /* the limits (README, "Limits"): a file over CLF_DATASET_FILE_MAX bytes (sparse: no
+     * disk used) before it is read, a line over CLF_DATASET_LINE_MAX bytes by its number */
+    const char *big = clf_test_tmp_path("big.tsv");
+    clf_test_write_sparse(big, "a\tx\n", (uint64_t)CLF_DATASET_FILE_MAX + 1);
+    o = (clf_dataset_opts){big, NULL, st, tt, 0};
+    ck_assert_int_eq(clf_dataset_load(&o, &d), CLF_ERR_INPUT);
+    snprintf(want, sizeof want, "%s: 4294967297 bytes, more than the limit of 4294967296", big);
+    ck_assert_str_eq(clf_last_error(), want);
+    ck_assert_int_eq(clf_dataset_build_vocabs(big, NULL, 1, &vs, &vt), CLF_ERR_INPUT);
+    ck_assert_str_eq(clf_last_error(), want);
+    const size_t line_max = CLF_DATASET_LINE_MAX;
+    char *lines = malloc(line_max + 16);
+    ck_assert_ptr_nonnull(lines);
+    for (size_t n = line_max; n <= line_max + 1; n++) {
+        memcpy(lines, "a\tx\n", 4);
+        memset(lines + 4, 'b', n - 2);
+        memcpy(lines + 4 + n - 2, "\ty\n", 4);
+        clf_test_write_file(big, lines, 4 + n + 1);
+        o = (clf_dataset_opts){big, NULL, st, tt, 0};
+        clf_status s = clf_dataset_load(&o, &d);
+        if (n == line_max) {
+            CLF_ASSERT_OK(s);
+            clf_dataset_free(d);
+            d = NULL;
+            continue;
+        }
+        ck_assert_int_eq(s, CLF_ERR_INPUT);
+        snprintf(want, sizeof want, "%s:2: a line of 1048577 bytes, more than the limit of 1048576",
+                 big);
+        ck_assert_str_eq(clf_last_error(), want);
+    }
+    free(lines);
+
     /* nothing left to train on */
     const char *tsv = clf_test_tmp_path("none.tsv");
     clf_test_write_text(tsv, "a b c\tx\n\t\n");

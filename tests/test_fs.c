@@ -179,6 +179,42 @@ START_TEST(test_reader_never_sees_half_a_file)
 }
 END_TEST
 
+/* ---- atomic hard link ---- */
+
+static ino_t inode_of(const char *path)
+{
+    struct stat sb;
+    ck_assert_int_eq(stat(path, &sb), 0);
+    return sb.st_ino;
+}
+
+/* The name is swapped from one file to another, never absent, and relinking a name to the
+ * file it already names leaves no temporary name behind (rename() of two names of one
+ * file does nothing). */
+START_TEST(test_link_swaps_the_name)
+{
+    const char *a = clf_test_tmp_path("a"), *b = clf_test_tmp_path("b");
+    const char *last = clf_test_tmp_path("last");
+    clf_test_write_text(a, "first");
+    clf_test_write_text(b, "second");
+    CLF_ASSERT_OK(clf_fs_link_atomic(a, last));
+    ck_assert(inode_of(last) == inode_of(a));
+    CLF_ASSERT_OK(clf_fs_link_atomic(b, last));
+    ck_assert(inode_of(last) == inode_of(b));
+    assert_content(last, "second");
+    assert_content(a, "first"); /* the old target is untouched */
+    CLF_ASSERT_OK(clf_fs_link_atomic(b, last));
+    ck_assert_int_eq(clf_test_tmpdir_entries(), 3);
+    /* a target that does not exist: the name keeps its file */
+    const char *none = clf_test_tmp_path("none");
+    ck_assert_int_eq(clf_fs_link_atomic(none, last), CLF_ERR_IO);
+    assert_error_has(last);
+    assert_error_has(strerror(ENOENT));
+    assert_content(last, "second");
+    ck_assert_int_eq(clf_test_tmpdir_entries(), 3);
+}
+END_TEST
+
 /* ---- whole-file read ---- */
 
 START_TEST(test_read_all_within_limit)
@@ -311,6 +347,7 @@ static Suite *suite(void)
     tcase_add_test(t, test_write_error_keeps_old_file);
     tcase_add_test(t, test_write_refusals_name_the_file);
     tcase_add_test(t, test_reader_never_sees_half_a_file);
+    tcase_add_test(t, test_link_swaps_the_name);
     tcase_add_test(t, test_read_all_within_limit);
     tcase_add_test(t, test_read_all_refusals);
     tcase_add_test(t, test_lock_held_once);

@@ -11,6 +11,7 @@
 #include "clformer/config.h"
 #include "clformer/model.h"
 #include "clformer/tensor.h"
+#include "clformer/train.h"
 #include "clformer/weights.h"
 #include "testutil.h"
 
@@ -295,6 +296,46 @@ START_TEST(test_weights_for_other_config_refused)
 }
 END_TEST
 
+/* The backend's largest allocation, as a test backend reports it. */
+static uint64_t small_max_alloc(clf_backend *be)
+{
+    (void)be;
+    return 4 << 20;
+}
+
+/* A training batch shape whose activations exceed the backend's largest allocation is
+ * refused before anything runs (clformer train checks the largest its train: section
+ * allows), naming the shape and both sizes; a shape that fits passes. */
+START_TEST(test_train_batch_beyond_device)
+{
+    const clf_backend_api *cpu;
+    clf_backend *be;
+    clf_test_open_backend("cpu", &cpu, &be);
+    clf_backend_api small = *cpu; /* the CPU backend, reporting 4 MiB as its largest */
+    small.max_alloc = small_max_alloc;
+    clf_config cfg;
+    CLF_ASSERT_OK(clf_config_parse_string("model: {src_vocab: 50, tgt_vocab: 50, max_len: 512, "
+                                          "d_model: 16, heads: 2, d_ff: 32, layers: 1}\n"
+                                          "backend: {name: cpu, threads: 1}\n",
+                                          "<t>", &cfg));
+    clf_weights *w = NULL;
+    clf_model *m = NULL;
+    clf_trainer *t = NULL;
+    CLF_ASSERT_OK(clf_weights_init(&cfg.model, 1, &w));
+    CLF_ASSERT_OK(clf_model_create(&cfg.model, w, &small, be, &m));
+    CLF_ASSERT_OK(clf_trainer_create(m, &cfg.train, 0, &t));
+    CLF_ASSERT_OK(clf_model_check_train_batch(m, 2, 16, 16));
+    ck_assert_int_eq(clf_model_check_train_batch(m, 64, 512, 512), CLF_ERR_INPUT);
+    ck_assert_msg(strstr(clf_last_error(), "a training batch of 64 x 512/512 tokens needs ") &&
+                      strstr(clf_last_error(), "more than the backend's largest (4194304 bytes)"),
+                  "%s", clf_last_error());
+    clf_trainer_free(t);
+    clf_model_free(m);
+    clf_weights_free(w);
+    cpu->close(be);
+}
+END_TEST
+
 /* An odd d_model has no sin/cos pairs: refused with sinusoidal positions, fine with learned
  * ones (the table is a weight of any width). */
 START_TEST(test_odd_width_needs_learned_positions)
@@ -310,7 +351,17 @@ START_TEST(test_odd_width_needs_learned_positions)
         clf_weights *w = NULL;
         clf_model *m = NULL;
         snprintf(text, sizeof text, yaml, learned ? "learned" : "sinusoidal");
+        if (!learned) {
+            /* the config is refused at load, with its line; a config made in code (the
+             * same one made learned, then switched) is refused when the model is made */
+            ck_assert_int_eq(clf_config_parse_string(text, "<odd>", &cfg), CLF_ERR_INPUT);
+            ck_assert_msg(strstr(clf_last_error(), "<odd>:1:") &&
+                              strstr(clf_last_error(), "model.d_model: 15 must be even"),
+                          "%s", clf_last_error());
+            snprintf(text, sizeof text, yaml, "learned");
+        }
         CLF_ASSERT_OK(clf_config_parse_string(text, "<odd>", &cfg));
+        cfg.model.positional = learned ? CLF_POS_LEARNED : CLF_POS_SINUSOIDAL;
         CLF_ASSERT_OK(clf_weights_init(&cfg.model, 2, &w));
         clf_status st = clf_model_create(&cfg.model, w, api, be, &m);
         if (learned) {
@@ -348,6 +399,7 @@ static Suite *model_suite(void)
     tcase_add_test(inv, test_bad_ids_and_lengths);
     tcase_add_test(inv, test_weights_for_other_config_refused);
     tcase_add_test(inv, test_odd_width_needs_learned_positions);
+    tcase_add_test(inv, test_train_batch_beyond_device);
     suite_add_tcase(s, inv);
     return s;
 }

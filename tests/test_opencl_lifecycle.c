@@ -4,11 +4,16 @@
  * - close then open again in one process, GEMM on both instances, and a clean exit: close()
  *   must clear CLBlast's process-wide program cache before the context goes (issue 21: on
  *   Oclgrind the cache's programs otherwise outlive their context and the process aborts in
- *   exit()); the products are compared with the host's, exactly (small integers);
+ *   exit()); the products are compared with the host's, exactly (small integers). Whether
+ *   a driver crashes on the late release depends on its heap, so the suite watches the order
+ *   itself: it defines clCreateContext, clReleaseContext and clReleaseProgram (exported, so
+ *   the backend and CLBlast call these, which pass on to the ICD loader's) and the process
+ *   fails at exit if a program was released after clformer released its context;
  * - gemm and gemm_strided_batched refuse C overlapping A, B, b_half or bias (the core's
  *   check, tests/testutil.c; the CPU backend's twin is in test_ops).
  *
  * Without an OpenCL device (or the backend) the suite says why and exits 77 (skipped). */
+/* RTLD_NEXT: _GNU_SOURCE comes from the build (CMakeLists.txt) */
 #include "testutil.h"
 
 #include <stdio.h>
@@ -18,6 +23,92 @@
 #include <unistd.h>
 
 #define SKIP_EXIT 77 /* ctest's SKIP_RETURN_CODE for this suite */
+
+#ifdef CLF_HAVE_OPENCL
+#include <CL/cl.h>
+#include <dlfcn.h>
+
+/* ---- release order, watched (see the top of the file) ----
+ * The contexts the backend released so far; a context created later at the same address
+ * leaves the list. A program released while its context is listed was released too late:
+ * CLBlast's cache kept it, and with it the context (programs hold a reference to their
+ * context), alive after close: a leak per open and close in a long-lived process, and on
+ * an implementation that frees the context anyway (Oclgrind did), a use after free. */
+enum { WATCHED = 64, LATE_EXIT = 3 };
+static cl_context released_contexts[WATCHED];
+static int n_released, late_releases;
+
+/* The real entry point: the next definition after this executable's (the ICD loader's, or
+ * Oclgrind's preloaded runtime), else the loader the backend brought in. */
+static void *next_cl_symbol(const char *name)
+{
+    void *f = dlsym(RTLD_NEXT, name);
+    if (!f) {
+        void *loader = dlopen("libOpenCL.so.1", RTLD_NOW | RTLD_NOLOAD);
+        f = loader ? dlsym(loader, name) : NULL;
+    }
+    if (!f) {
+        fprintf(stderr, "test_opencl_lifecycle: no %s to pass the call on to\n", name);
+        _exit(2);
+    }
+    return f;
+}
+
+CL_API_ENTRY cl_context CL_API_CALL clCreateContext(
+    const cl_context_properties *props, cl_uint n, const cl_device_id *devices,
+    void(CL_CALLBACK *notify)(const char *, const void *, size_t, void *), void *user, cl_int *err)
+{
+    cl_context (*next)(const cl_context_properties *, cl_uint, const cl_device_id *,
+                       void(CL_CALLBACK *)(const char *, const void *, size_t, void *), void *,
+                       cl_int *);
+    *(void **)&next = next_cl_symbol("clCreateContext");
+    cl_context c = next(props, n, devices, notify, user, err);
+    for (int i = 0; i < n_released; i++)
+        if (released_contexts[i] == c)
+            released_contexts[i] = released_contexts[--n_released];
+    return c;
+}
+
+CL_API_ENTRY cl_int CL_API_CALL clReleaseContext(cl_context c)
+{
+    cl_int (*next)(cl_context);
+    *(void **)&next = next_cl_symbol("clReleaseContext");
+    /* clformer's own release only: an implementation may pass its internal reference
+     * counting through the public entry points too (Oclgrind does). */
+    Dl_info caller;
+    if (dladdr(__builtin_return_address(0), &caller) && caller.dli_fname &&
+        strstr(caller.dli_fname, "clformer-opencl") && n_released < WATCHED)
+        released_contexts[n_released++] = c;
+    return next(c);
+}
+
+CL_API_ENTRY cl_int CL_API_CALL clReleaseProgram(cl_program p)
+{
+    cl_int (*next)(cl_program);
+    cl_int (*info)(cl_program, cl_program_info, size_t, void *, size_t *);
+    *(void **)&next = next_cl_symbol("clReleaseProgram");
+    *(void **)&info = next_cl_symbol("clGetProgramInfo");
+    cl_context c = NULL;
+    if (info(p, CL_PROGRAM_CONTEXT, sizeof c, &c, NULL) == CL_SUCCESS)
+        for (int i = 0; i < n_released; i++)
+            late_releases += released_contexts[i] == c;
+    return next(p);
+}
+
+/* After every exit handler (CLBlast's static cache is released by one), in every process
+ * of the suite that used the backend. */
+__attribute__((destructor)) static void fail_on_late_release(void)
+{
+    if (late_releases > 0) {
+        fprintf(stderr,
+                "test_opencl_lifecycle: %d OpenCL program(s) released after clformer "
+                "released their context (CLBlast's cache not cleared at close)\n",
+                late_releases);
+        fflush(stderr);
+        _exit(LATE_EXIT);
+    }
+}
+#endif
 
 static const clf_backend_api *api;
 static clf_backend *be;

@@ -13,6 +13,7 @@
 
 #include "clformer/tensor.h"
 #include "io/json_jansson.h"
+#include "text/tokenizer_spm.h"
 #include "testutil.h"
 
 /* ---- helpers ---- */
@@ -270,6 +271,81 @@ START_TEST(test_json_big_object_and_depth)
 }
 END_TEST
 
+/* CLF_JSON_STRING_MAX: a string (value or key) of that many bytes parses, one more byte is
+ * refused at the string's first byte, before Jansson allocates it. */
+START_TEST(test_json_string_limit)
+{
+    const size_t max = CLF_JSON_STRING_MAX;
+    char *text = malloc(max + 16);
+    ck_assert_ptr_nonnull(text);
+    for (int key = 0; key <= 1; key++)
+        for (size_t n = max; n <= max + 1; n++) {
+            size_t at = 0;
+            text[at++] = key ? '{' : '[';
+            text[at++] = '"';
+            memset(text + at, 'a', n);
+            at += n;
+            text[at++] = '"';
+            if (key) {
+                memcpy(text + at, ":1", 2);
+                at += 2;
+            }
+            text[at++] = key ? '}' : ']';
+            json_t *doc = NULL;
+            clf_status st = clf_json_parse(text, at, "long.json", &doc);
+            if (n == max) {
+                CLF_ASSERT_OK(st);
+                json_decref(doc);
+                continue;
+            }
+            ck_assert_int_eq(st, CLF_ERR_INPUT);
+            ck_assert_msg(strstr(clf_last_error(), "long.json: invalid JSON at byte 1 ") &&
+                              strstr(clf_last_error(), "a string of 1048577 bytes, more than the "
+                                                       "limit of 1048576"),
+                          "%s", clf_last_error());
+        }
+    free(text);
+}
+END_TEST
+
+/* CLF_SAFETENSORS_TENSORS_MAX: a header of one more entry is refused before the tensor
+ * table is allocated (the entries need not even be valid: the count comes first). */
+START_TEST(test_tensor_count_limit)
+{
+    clf_test_make_tmpdir("clf-st");
+    const char *p = clf_test_tmp_path("many.safetensors");
+    const int n = CLF_SAFETENSORS_TENSORS_MAX + 1;
+    size_t cap = (size_t)n * 16 + 16, len = 0;
+    char *h = malloc(cap);
+    ck_assert_ptr_nonnull(h);
+    h[len++] = '{';
+    for (int i = 0; i < n; i++)
+        len += (size_t)snprintf(h + len, cap - len, "%s\"t%d\":0", i ? "," : "", i);
+    h[len++] = '}';
+    write_st(p, len, h, NULL, 0);
+    free(h);
+    clf_safetensors *f = NULL;
+    ck_assert_int_eq(clf_safetensors_open(p, &f), CLF_ERR_INPUT);
+    ck_assert_ptr_null(f);
+    ck_assert_msg(strstr(clf_last_error(), "many.safetensors: 65537 tensors, more than the limit "
+                                           "of 65536"),
+                  "%s", clf_last_error());
+    clf_test_remove_tmpdir();
+}
+END_TEST
+
+/* CLF_TOKENIZER_VOCAB_MAX, the one check both tokenizer kinds make once they know their
+ * size (a file at the limit is 2^24 entries, ~200 MB of JSON: too big to write in a test,
+ * so the check itself is tested here, where the suite reaches internals). */
+START_TEST(test_vocab_size_limit)
+{
+    CLF_ASSERT_OK(clf_tok_check_vocab_size("v.json", CLF_TOKENIZER_VOCAB_MAX));
+    ck_assert_int_eq(clf_tok_check_vocab_size("v.json", (size_t)CLF_TOKENIZER_VOCAB_MAX + 1),
+                     CLF_ERR_INPUT);
+    ck_assert_str_eq(clf_last_error(), "v.json: 16777217 words, more than the limit of 16777216");
+}
+END_TEST
+
 START_TEST(test_json_writer)
 {
     /* What Jansson writes (the writers of safetensors.c, tokenizer.c and bench use it),
@@ -297,14 +373,19 @@ START_TEST(test_json_parse_file)
     const char *p = clf_test_tmp_path("v.json");
     clf_test_write_file(p, "{\"x\": [1,2,3]}\n", 15);
     json_t *doc = NULL;
-    CLF_ASSERT_OK(clf_json_parse_file(p, &doc));
+    CLF_ASSERT_OK(clf_json_parse_file(p, 15, &doc));
     ck_assert_uint_eq(json_array_size(json_object_get(doc, "x")), 3);
     json_decref(doc);
     clf_test_write_file(p, "{\"x\": [1,2,3}\n", 14);
-    ck_assert_int_eq(clf_json_parse_file(p, &doc), CLF_ERR_INPUT);
+    ck_assert_int_eq(clf_json_parse_file(p, 14, &doc), CLF_ERR_INPUT);
     ck_assert_msg(strstr(clf_last_error(), "v.json: invalid JSON at byte 12"), "%s",
                   clf_last_error());
-    ck_assert_int_eq(clf_json_parse_file(clf_test_tmp_path("none.json"), &doc), CLF_ERR_IO);
+    /* the caller's limit on the file's size, checked before it is read */
+    ck_assert_int_eq(clf_json_parse_file(p, 13, &doc), CLF_ERR_INPUT);
+    ck_assert_ptr_null(doc);
+    ck_assert_msg(strstr(clf_last_error(), "v.json: 14 bytes, more than the limit of 13"), "%s",
+                  clf_last_error());
+    ck_assert_int_eq(clf_json_parse_file(clf_test_tmp_path("none.json"), 99, &doc), CLF_ERR_IO);
     ck_assert_msg(strstr(clf_last_error(), "none.json: cannot open"), "%s", clf_last_error());
     clf_test_remove_tmpdir();
 }
@@ -583,8 +664,15 @@ static const corrupt_case corrupt[] = {
      "{\"x\":{\"dtype\":\"U8\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,1]}}", -1, 8,
      "tensor 'x' has 9 dimensions, at most 8 allowed"},
     {"huge shape",
-     "{\"x\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904,4],\"data_offsets\":[0,0]}}", -1, 0,
-     "tensor 'x' has shape [4611686018427387904,4], too large to address"},
+     "{\"x\":{\"dtype\":\"F32\",\"shape\":[2147483647,2147483647,2147483647],"
+     "\"data_offsets\":[0,0]}}",
+     -1, 0, "tensor 'x' has shape [2147483647,2147483647,2147483647], too large to address"},
+    /* the limits (README, "Limits") */
+    {"dim over the limit",
+     "{\"x\":{\"dtype\":\"U8\",\"shape\":[0,2147483648],\"data_offsets\":[0,0]}}", -1, 0,
+     "tensor 'x': dimension 1 is 2147483648, more than the limit of 2147483647"},
+    {"header over the limit", "{}", (int64_t)CLF_SAFETENSORS_HEADER_MAX + 1, 0,
+     "c.safetensors: header length 16777217, more than the limit of 16777216 bytes"},
     {"missing field", "{\"x\":{\"dtype\":\"U8\",\"shape\":[1]}}", -1, 8,
      "tensor 'x': header entry lacks 'data_offsets'"},
     {"unknown field",
@@ -767,6 +855,8 @@ static Suite *suite(void)
     tcase_add_test(json, test_json_nul_byte);
     tcase_add_test(json, test_json_writer);
     tcase_add_test(json, test_json_parse_file);
+    tcase_add_test(json, test_json_string_limit);
+    tcase_add_test(json, test_vocab_size_limit);
     suite_add_tcase(s, json);
 
     TCase *st = tcase_create("safetensors");
@@ -776,6 +866,7 @@ static Suite *suite(void)
     tcase_add_test(st, test_float_to_half);
     tcase_add_loop_test(st, test_corrupt_files, 0, (int)(sizeof corrupt / sizeof corrupt[0]));
     tcase_add_test(st, test_truncated_files);
+    tcase_add_test(st, test_tensor_count_limit);
     tcase_add_test(st, test_write_refuses_bad_tensors);
     tcase_add_test(st, test_atomic_write);
     suite_add_tcase(s, st);

@@ -329,6 +329,11 @@ START_TEST(test_refuses_bad_files)
                    "not a valid SentencePiece model");
     free(noise);
     free(model);
+    /* the size limit (README, "Limits"), checked before the file is read */
+    clf_test_write_sparse(clf_test_tmp_path("big.model"), "\n",
+                          (uint64_t)CLF_TOKENIZER_SPM_MAX + 1);
+    assert_refused(clf_test_tmp_path("big.model"), CLF_ERR_INPUT,
+                   "big.model: 268435457 bytes, more than the limit of 268435456");
     clf_test_remove_tmpdir();
 }
 END_TEST

@@ -618,6 +618,49 @@ START_TEST(test_load_missing_file)
 }
 END_TEST
 
+/* The readers' limits (README, "Limits"): files over them are refused before they are
+ * read (sparse files: no disk used), naming the file and the limit; a string over the
+ * JSON reader's limit names where it starts. */
+START_TEST(test_limits)
+{
+    clf_test_make_tmpdir("clf-tok");
+    clf_tokenizer *tok = NULL;
+    const char *json = clf_test_tmp_path("big.json");
+    char want[512];
+    clf_test_write_sparse(json, "{", (uint64_t)CLF_TOKENIZER_JSON_MAX + 1);
+    ck_assert_int_eq(clf_tokenizer_load(json, &tok), CLF_ERR_INPUT);
+    ck_assert_ptr_null(tok);
+    snprintf(want, sizeof want, "%s: 268435457 bytes, more than the limit of 268435456", json);
+    ck_assert_str_eq(clf_last_error(), want);
+
+    const char *corpus = clf_test_tmp_path("corpus.txt");
+    clf_test_write_sparse(corpus, "a b c\n", (uint64_t)CLF_TOKENIZER_CORPUS_MAX + 1);
+    ck_assert_int_eq(clf_tokenizer_build_file(corpus, 1, &tok), CLF_ERR_INPUT);
+    ck_assert_ptr_null(tok);
+    snprintf(want, sizeof want, "%s: 4294967297 bytes, more than the limit of 4294967296", corpus);
+    ck_assert_str_eq(clf_last_error(), want);
+
+    /* a word of 1 MiB + 1 bytes */
+    const size_t n = (1 << 20) + 1;
+    const char head[] = "{\"model\": {\"type\": \"WordLevel\", \"unk_token\": \"[UNK]\", "
+                        "\"vocab\": {\"";
+    char *text = malloc(sizeof head + n + 16);
+    ck_assert_ptr_nonnull(text);
+    memcpy(text, head, sizeof head - 1);
+    memset(text + sizeof head - 1, 'w', n);
+    memcpy(text + sizeof head - 1 + n, "\": 0}}}", 8);
+    clf_test_write_text(json, text);
+    free(text);
+    ck_assert_int_eq(clf_tokenizer_load(json, &tok), CLF_ERR_INPUT);
+    snprintf(want, sizeof want,
+             "%s: invalid JSON at byte %zu (line 1, column %zu): a string of 1048577 bytes, more "
+             "than the limit of 1048576",
+             json, sizeof head - 2, sizeof head - 1);
+    ck_assert_str_eq(clf_last_error(), want);
+    clf_test_remove_tmpdir();
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("tokenizer");
@@ -627,6 +670,7 @@ static Suite *suite(void)
     tcase_add_test(b, test_build_order_ties_and_cap);
     tcase_add_test(b, test_build_rejects_invalid_utf8);
     tcase_add_test(b, test_build_file);
+    tcase_add_test(b, test_limits);
     suite_add_tcase(s, b);
 
     TCase *e = tcase_create("encode");

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -77,9 +78,11 @@ static void teardown(void)
     ck_assert_int_eq(system(cmd), 0);
 }
 
-/* Runs `clformer translate` on input[0..n) with the model, the fixture vocabulary on both
- * sides and extra options; stdout lands in out, stderr in err. Returns the exit code. */
-static int translate_with(const char *yaml, const char *opts, const char *input, size_t n)
+/* Runs `clformer translate` on input[0..n) with the model yaml and weights w, the fixture
+ * vocabulary on both sides and extra options; stdout lands in out, stderr in err. Returns
+ * the exit code. */
+static int translate_model(const char *yaml, const char *w, const char *opts, const char *input,
+                           size_t n)
 {
     char in_path[128], out_path[128], err_path[128], cmd[2048];
     snprintf(in_path, sizeof in_path, "%s/in.txt", tmpdir);
@@ -89,13 +92,17 @@ static int translate_with(const char *yaml, const char *opts, const char *input,
     snprintf(cmd, sizeof cmd,
              "CLF_PLUGIN_PATH= '%s' translate -c '%s' -w '%s' --src-vocab '%s' "
              "--tgt-vocab '%s' %s <'%s' >'%s' 2>'%s'",
-             CLF_CLI_PATH, yaml, weights, VOCAB_PATH, VOCAB_PATH, opts, in_path, out_path,
-             err_path);
+             CLF_CLI_PATH, yaml, w, VOCAB_PATH, VOCAB_PATH, opts, in_path, out_path, err_path);
     int rc = system(cmd);
     read_bytes(out_path, out, sizeof out);
     read_bytes(err_path, err, sizeof err);
     ck_assert_msg(rc != -1 && WIFEXITED(rc), "translate did not exit normally: %s", err);
     return WEXITSTATUS(rc);
+}
+
+static int translate_with(const char *yaml, const char *opts, const char *input, size_t n)
+{
+    return translate_model(yaml, weights, opts, input, n);
 }
 
 static int translate(const char *opts, const char *input)
@@ -229,34 +236,206 @@ START_TEST(test_empty_line)
 }
 END_TEST
 
-START_TEST(test_too_long_line)
+/* The output line of `translate --max-len 20` for one line alone (batch-independent with
+ * an explicit --max-len), into buf. */
+static void translate_alone(const char *line, char *buf, size_t size)
 {
     char input[1024];
-    size_t at = (size_t)snprintf(input, sizeof input, "Hello\nworld\n");
+    snprintf(input, sizeof input, "%s\n", line);
+    ck_assert_msg(translate("--max-len 20", input) == 0, "stderr: %s", err);
+    ck_assert_msg(strlen(out) > 0 && out[strlen(out) - 1] == '\n', "output: %s", out);
+    snprintf(buf, size, "%.*s", (int)strlen(out) - 1, out);
+}
+
+/* Every line of stderr starts with "clformer: ". */
+static void assert_clformer_lines(const char *e)
+{
+    for (const char *p = e; *p; p = strchr(p, '\n') + 1) {
+        ck_assert_msg(strncmp(p, "clformer: ", 10) == 0, "stderr line: %s", p);
+        ck_assert_msg(strchr(p, '\n') != NULL, "stderr does not end with a newline: %s", e);
+    }
+}
+
+/* The input policy (README, "Translate input"): a line that is not valid UTF-8, holds a NUL
+ * byte or is longer than the model's positions is refused with a warning naming it, its
+ * output is an empty line, the other lines are translated as they would be alone, and the
+ * exit status is 2 after the last line. CRLF reads as LF. */
+START_TEST(test_refused_lines)
+{
+    static char want[3][512];
+    translate_alone("Hello , world !", want[0], sizeof want[0]);
+    translate_alone("the cat sat", want[1], sizeof want[1]);
+    translate_alone("Grüße aus Köln", want[2], sizeof want[2]);
+    char input[2048];
+    size_t at = 0;
+    at += (size_t)snprintf(input + at, sizeof input - at, "Hello , world !\n");
+    at += (size_t)snprintf(input + at, sizeof input - at, "the \xff\xfe cat\n");
+    memcpy(input + at, "a\0b\n", 4);
+    at += 4;
+    at += (size_t)snprintf(input + at, sizeof input - at, "\n");
     for (int i = 0; i < MODEL_MAX_LEN - 1; i++) /* 63 words + [SOS] + [EOS] > 64 */
         at += (size_t)snprintf(input + at, sizeof input - at, "cat ");
-    at += (size_t)snprintf(input + at, sizeof input - at, "\nthe\n");
-    ck_assert_int_eq(translate("--batch 1", input), 2);
-    assert_one_line_error(err);
-    ck_assert_msg(strstr(err, "line 3") && strstr(err, "max_len"), "stderr: %s", err);
-    /* the lines of earlier batches are out, nothing after */
-    char *lines[8];
-    ck_assert_int_eq(split_lines(out, lines, 8), 2);
+    at += (size_t)snprintf(input + at, sizeof input - at, "\nthe cat sat\r\nGrüße aus Köln");
+    for (int batch = 1; batch <= 32; batch += 31) {
+        char opts[64];
+        snprintf(opts, sizeof opts, "--max-len 20 --batch %d", batch);
+        ck_assert_int_eq(translate_with(model_yaml, opts, input, at), 2);
+        char *lines[16];
+        ck_assert_int_eq(split_lines(out, lines, 16), 7);
+        ck_assert_str_eq(lines[0], want[0]);
+        for (int i = 1; i <= 4; i++)
+            ck_assert_msg(lines[i][0] == '\0', "line %d: '%s'", i + 1, lines[i]);
+        ck_assert_str_eq(lines[5], want[1]);
+        ck_assert_str_eq(lines[6], want[2]);
+        assert_clformer_lines(err);
+        ck_assert_msg(strstr(err, "warning: input line 2 refused (") &&
+                          strstr(err, "UTF-8 at byte 4"),
+                      "stderr: %s", err);
+        ck_assert_msg(strstr(err, "warning: input line 3 refused (a NUL byte at byte 1): its "
+                                  "output is an empty line"),
+                      "stderr: %s", err);
+        ck_assert_msg(strstr(err, "warning: input line 5 refused (63 tokens, 65 with [SOS] and "
+                                  "[EOS], more than the model's max_len 64"),
+                      "stderr: %s", err);
+        ck_assert_msg(!strstr(err, "input line 4") && !strstr(err, "input line 6"), "stderr: %s",
+                      err);
+        ck_assert_msg(strstr(err, "clformer: translate: 3 of 7 input lines refused"), "stderr: %s",
+                      err);
+    }
+    /* n-best: a refused line gives N lines, as an empty line does */
+    ck_assert_int_eq(translate_with(model_yaml, "--beam 2 --n-best 2", input, at), 2);
+    char *lines[32];
+    ck_assert_int_eq(split_lines(out, lines, 32), 14);
+    ck_assert_str_eq(lines[2], "0.000000\t");
+    ck_assert_str_eq(lines[3], "0.000000\t");
 
     /* 62 words fit exactly */
     at = 0;
     for (int i = 0; i < MODEL_MAX_LEN - 2; i++)
         at += (size_t)snprintf(input + at, sizeof input - at, "cat ");
     ck_assert_msg(translate("--max-len 3", input) == 0, "stderr: %s", err);
+    ck_assert_str_eq(err, "");
 }
 END_TEST
 
-START_TEST(test_non_utf8)
+/* A line of TRANSLATE_LINE_MAX (1 MiB) bytes is read; one byte more is refused, its bytes
+ * read and dropped, and the next line is translated. */
+START_TEST(test_line_byte_limit)
 {
-    const char input[] = "Hello\nthe \xff\xfe cat\n";
-    ck_assert_int_eq(translate_with(model_yaml, "", input, sizeof input - 1), 2);
-    assert_one_line_error(err);
-    ck_assert_msg(strstr(err, "line 2") && strstr(err, "UTF-8"), "stderr: %s", err);
+    const size_t max = 1 << 20;
+    static char want[512];
+    translate_alone("the cat sat", want, sizeof want);
+    char *input = malloc(max + 64);
+    ck_assert_ptr_nonnull(input);
+    for (size_t n = max; n <= max + 1; n++) {
+        memset(input, 'x', n); /* one word: [UNK] */
+        memcpy(input + n, "\nthe cat sat\n", 13);
+        int rc = translate_with(model_yaml, "--max-len 20", input, n + 13);
+        char *lines[4];
+        ck_assert_int_eq(split_lines(out, lines, 4), 2);
+        ck_assert_str_eq(lines[1], want);
+        if (n == max) {
+            ck_assert_msg(rc == 0, "stderr: %s", err);
+            continue;
+        }
+        ck_assert_int_eq(rc, 2);
+        ck_assert_str_eq(lines[0], "");
+        ck_assert_msg(strstr(err, "clformer: warning: input line 1 refused (longer than the limit "
+                                  "of 1048576 bytes)"),
+                      "stderr: %s", err);
+    }
+    free(input);
+}
+END_TEST
+
+/* Max resident set (KiB) of the processes cmd runs, measured in a child of its own. */
+static long max_rss_kib(const char *cmd, int *exit_code)
+{
+    int fd[2];
+    ck_assert_int_eq(pipe(fd), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(fd[0]);
+        int rc = system(cmd);
+        struct rusage ru;
+        getrusage(RUSAGE_CHILDREN, &ru);
+        long v[2] = {ru.ru_maxrss, rc != -1 && WIFEXITED(rc) ? WEXITSTATUS(rc) : -1};
+        ssize_t w = write(fd[1], v, sizeof v);
+        _exit(w == (ssize_t)sizeof v ? 0 : 1);
+    }
+    close(fd[1]);
+    long v[2] = {0, -1};
+    ck_assert_int_eq(read(fd[0], v, sizeof v), (ssize_t)sizeof v);
+    close(fd[0]);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    *exit_code = (int)v[1];
+    return v[0];
+}
+
+/* 100,000 lines stream through in constant memory: one output line per input line, each
+ * the translation of its sentence alone, and the peak memory no more than that of a
+ * 1,000-line run plus 4 MiB (the 100,000 lines are ~1.7 MB: a reader that kept them, or
+ * their output, would show; under ASan the quarantine of freed memory is cut to 1 MB, or it
+ * alone would grow). A tinier model than the suite's and 2 output tokens at most: ~1 s for
+ * the 100,000 lines. */
+START_TEST(test_100k_lines_constant_memory)
+{
+    static const char *const cycle[] = {"the cat sat on the dog .", "Hello , world !",
+                                        "I and again and again", ""};
+    char yaml[256], w[256], in_path[128], out_path[128], cmd[2048];
+    snprintf(yaml, sizeof yaml, "%s/tiny.yaml", tmpdir);
+    snprintf(w, sizeof w, "%s/tiny.safetensors", tmpdir);
+    snprintf(in_path, sizeof in_path, "%s/many.txt", tmpdir);
+    snprintf(out_path, sizeof out_path, "%s/many.out", tmpdir);
+    char text[512];
+    int tn = snprintf(text, sizeof text,
+                      "model: {src_vocab: %d, tgt_vocab: %d, max_len: 16, d_model: 8, layers: 1, "
+                      "heads: 2, d_ff: 8}\nbackend: {name: cpu, threads: 1}\n",
+                      clf_tokenizer_size(tok), clf_tokenizer_size(tok));
+    clf_test_write_file(yaml, text, (size_t)tn);
+    snprintf(cmd, sizeof cmd, "init -c %s --seed 2 -o %s", yaml, w);
+    ck_assert_msg(clf_test_run_cli(cmd, err, sizeof err) == 0, "init: %s", err);
+    static char want[4][512];
+    for (int k = 0; k < 4; k++) {
+        ck_assert_msg(translate_model(yaml, w, "--max-len 2", cycle[k], strlen(cycle[k])) == 0,
+                      "stderr: %s", err);
+        snprintf(want[k], sizeof want[k], "%.*s", (int)strcspn(out, "\n"), out);
+    }
+    const long counts[2] = {1000, 100000};
+    long rss[2];
+    for (int run = 0; run < 2; run++) {
+        FILE *f = fopen(in_path, "w");
+        ck_assert_ptr_nonnull(f);
+        for (long i = 0; i < counts[run]; i++)
+            fprintf(f, "%s\n", cycle[i % 4]);
+        ck_assert_int_eq(fclose(f), 0);
+        snprintf(cmd, sizeof cmd,
+                 "ASAN_OPTIONS=\"${ASAN_OPTIONS:-}:quarantine_size_mb=1\" CLF_PLUGIN_PATH= '%s' "
+                 "translate -c '%s' -w '%s' --src-vocab '%s' --tgt-vocab '%s' --max-len 2 "
+                 "--batch 64 <'%s' >'%s' 2>/dev/null",
+                 CLF_CLI_PATH, yaml, w, VOCAB_PATH, VOCAB_PATH, in_path, out_path);
+        int rc = -1;
+        rss[run] = max_rss_kib(cmd, &rc);
+        ck_assert_int_eq(rc, 0);
+        size_t len = 0;
+        char *res = clf_test_read_file(out_path, &len);
+        long n = 0;
+        for (char *p = res; p < res + len; n++) {
+            char *nl = memchr(p, '\n', (size_t)(res + len - p));
+            ck_assert_msg(nl != NULL, "output line %ld has no newline", n + 1);
+            *nl = '\0';
+            ck_assert_msg(strcmp(p, want[n % 4]) == 0, "output line %ld: '%s', want '%s'", n + 1, p,
+                          want[n % 4]);
+            p = nl + 1;
+        }
+        free(res);
+        ck_assert_int_eq(n, counts[run]);
+    }
+    ck_assert_msg(rss[1] <= rss[0] + 4096,
+                  "peak memory grew with the input: %ld KiB for %ld lines, %ld KiB for %ld", rss[0],
+                  counts[0], rss[1], counts[1]);
 }
 END_TEST
 
@@ -604,8 +783,9 @@ static Suite *translate_suite(void)
     tcase_add_test(tc, test_deterministic_and_batch_independent);
     tcase_add_test(tc, test_n_best);
     tcase_add_test(tc, test_empty_line);
-    tcase_add_test(tc, test_too_long_line);
-    tcase_add_test(tc, test_non_utf8);
+    tcase_add_test(tc, test_refused_lines);
+    tcase_add_test(tc, test_line_byte_limit);
+    tcase_add_test(tc, test_100k_lines_constant_memory);
     tcase_add_test(tc, test_attention_safetensors);
     tcase_add_test(tc, test_attention_png);
     tcase_add_test(tc, test_no_cache_matches_cache);

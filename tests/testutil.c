@@ -291,6 +291,12 @@ void clf_test_write_text(const char *path, const char *text)
     clf_test_write_file(path, text, strlen(text));
 }
 
+void clf_test_write_sparse(const char *path, const char *text, uint64_t size)
+{
+    clf_test_write_text(path, text);
+    ck_assert_int_eq(truncate(path, (off_t)size), 0);
+}
+
 void clf_test_load_model(const char *dir, clf_config *cfg, clf_weights **w)
 {
     char path[1024];

@@ -112,6 +112,9 @@ void clf_test_remove_dir(const char *dir);
 void clf_test_write_file(const char *path, const void *data, size_t n);
 /* The same with the bytes of a NUL-terminated text. */
 void clf_test_write_text(const char *path, const char *text);
+/* A sparse file of size bytes starting with text (the rest reads as zeros, occupying no
+ * disk): a file "larger than the limit" for a reader that checks the size before reading. */
+void clf_test_write_sparse(const char *path, const char *text, uint64_t size);
 
 /* Loads the config dir/model.yaml into cfg and the weights dir/weights.safetensors for its
  * model into w, failing the test on error. */

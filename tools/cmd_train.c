@@ -12,7 +12,11 @@
  *     <dir>/config.yaml is the resolved YAML;
  *   - checkpoints: <dir>/step-<N>.safetensors every checkpoint.every steps and at the end,
  *     the newest `keep` of them kept, and <dir>/last.safetensors (a hard link to the
- *     newest); each is written under a temporary name and renamed;
+ *     newest); each is written under a temporary name, fsynced and renamed, the directory
+ *     fsynced (clformer/fs.h), so a kill or a power loss leaves the previous one whole;
+ *   - <dir>/train.lock (clf_fs_lock_acquire: flock, which the kernel drops when the holder
+ *     dies) keeps a second run out of the directory while one runs; the temporary files a
+ *     killed run left are removed under the lock;
  *   - Ctrl-C (SIGINT) or SIGTERM finishes the step in progress, writes a checkpoint and
  *     exits with 130: `--resume` then continues exactly where it stopped;
  *   - validation BLEU is corpus BLEU (4-gram, brevity penalty) over the target
@@ -73,6 +77,7 @@ typedef struct run {
     clf_backend *be;
     clf_model *model;
     clf_trainer *trainer;
+    clf_fs_lock *lock; /* <dir>/train.lock, held for the whole run */
     FILE *csv;
     int tty;
     long long total_steps; /* planned optimizer steps (for the ETA) */
@@ -150,6 +155,36 @@ static clf_status make_dirs(const char *path)
         if (!saved)
             break;
     }
+    return CLF_OK;
+}
+
+/* Takes <dir>/train.lock (a second run on the directory is refused, naming the holder's
+ * process), then removes what a killed run left half-written: files named
+ * <anything>.tmp.<digits> (clformer/fs.h's temporary names); nobody else writes there
+ * while we hold the lock. */
+static clf_status lock_run(run *r)
+{
+    const char *dir = r->cfg.train.checkpoint_dir;
+    char path[CLF_PATH_MAX + 320]; /* room for a file name of the directory */
+    snprintf(path, sizeof path, "%s/train.lock", dir);
+    clf_status st = clf_fs_lock_acquire(path, &r->lock);
+    if (st != CLF_OK) /* held ("...: locked by process N on host H"), or not lockable at all */
+        return clf_error_context(st, "train.checkpoint.dir %s %s", dir,
+                                 strstr(clf_last_error(), ": locked by ")
+                                     ? "is in use by another run"
+                                     : "cannot be locked");
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        const char *tmp = strstr(e->d_name, ".tmp.");
+        if (!tmp || !tmp[5] || tmp[5 + strspn(tmp + 5, "0123456789")])
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (unlink(path) == 0)
+            fprintf(stderr, "clformer: removed %s, left by a killed run\n", path);
+    }
+    if (d)
+        closedir(d);
     return CLF_OK;
 }
 
@@ -280,20 +315,13 @@ static clf_status save_checkpoint(run *r)
 {
     const clf_train_config *tc = &r->cfg.train;
     long long step = clf_trainer_state(r->trainer)->step;
-    char path[CLF_PATH_MAX + 64], last[CLF_PATH_MAX + 64], tmp[CLF_PATH_MAX + 96];
+    char path[CLF_PATH_MAX + 64], last[CLF_PATH_MAX + 64];
     snprintf(path, sizeof path, "%s/step-%lld.safetensors", tc->checkpoint_dir, step);
     snprintf(last, sizeof last, "%s/last.safetensors", tc->checkpoint_dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", last, (int)getpid());
     clf_status st = clf_trainer_save(r->trainer, path, r->config_yaml);
-    if (st != CLF_OK)
-        return st;
     /* last.safetensors: a hard link to the newest, swapped in by rename */
-    unlink(tmp);
-    if (link(path, tmp) != 0 || rename(tmp, last) != 0) {
-        unlink(tmp);
-        return clf_error(CLF_ERR_IO, "%s: cannot link the newest checkpoint: %s", last,
-                         strerror(errno));
-    }
+    if (st != CLF_OK || (st = clf_fs_link_atomic(path, last)) != CLF_OK)
+        return st;
     prune_checkpoints(tc->checkpoint_dir, tc->checkpoint_keep);
     return CLF_OK;
 }
@@ -414,6 +442,8 @@ static clf_status write_trimmed_csv(FILE *out, void *ctx)
         long long step;
         if (sscanf(line, "%lld,", &step) == 1 && step > t->last_step)
             continue;
+        if (!strchr(line, '\n') && feof(t->in)) /* half a row: the run was killed writing it */
+            break;
         fputs(line, out);
     }
     if (ferror(t->in))
@@ -585,6 +615,7 @@ static void run_free(run *r)
     clf_tokenizer_free(r->src_tok);
     clf_tokenizer_free(r->tgt_tok);
     free(r->config_yaml);
+    clf_fs_lock_release(r->lock);
 }
 
 int clf_cmd_train(int argc, char **argv)
@@ -607,6 +638,8 @@ int clf_cmd_train(int argc, char **argv)
         st = clf_error(CLF_ERR_INPUT, "--resume: %s does not exist (nothing to resume)", last);
         goto fail;
     }
+    if ((st = make_dirs(tc->checkpoint_dir)) != CLF_OK || (st = lock_run(&r)) != CLF_OK)
+        goto fail;
     if (!r.o.resume && file_exists(last)) {
         st = clf_error(CLF_ERR_INPUT,
                        "%s already holds a run (%s): use --resume to continue it, or another "
@@ -614,8 +647,8 @@ int clf_cmd_train(int argc, char **argv)
                        tc->checkpoint_dir, last);
         goto fail;
     }
-    if ((st = make_dirs(tc->checkpoint_dir)) != CLF_OK || (st = prepare_vocabs(&r)) != CLF_OK ||
-        (st = load_data(&r)) != CLF_OK || (st = write_config(&r)) != CLF_OK)
+    if ((st = prepare_vocabs(&r)) != CLF_OK || (st = load_data(&r)) != CLF_OK ||
+        (st = write_config(&r)) != CLF_OK)
         goto fail;
     if (tc->init[0] && !r.o.resume)
         st = clf_weights_load(tc->init, &r.cfg.model, &r.w);
@@ -626,6 +659,14 @@ int clf_cmd_train(int argc, char **argv)
     if ((st = cli_open_backend(&r.cfg, &r.o.bo, &r.api, &r.be)) != CLF_OK ||
         (st = clf_model_create(&r.cfg.model, r.w, r.api, r.be, &r.model)) != CLF_OK ||
         (st = clf_trainer_create(r.model, tc, 1, &r.trainer)) != CLF_OK)
+        goto fail;
+    /* the largest batch the train: section allows must fit the device now, not when the
+     * first such batch comes (token mode: batch_tokens of pairs at max_len) */
+    const int largest =
+        tc->batch_tokens > 0
+            ? (tc->batch_tokens / tc->max_len > 0 ? tc->batch_tokens / tc->max_len : 1)
+            : tc->batch_size;
+    if ((st = clf_model_check_train_batch(r.model, largest, tc->max_len, tc->max_len)) != CLF_OK)
         goto fail;
     clf_weights_free(r.w); /* on the device now */
     r.w = NULL;

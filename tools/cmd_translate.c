@@ -7,13 +7,22 @@
  * special tokens left out. Each batch's lines are written, in input order, and flushed
  * before the next batch is read, so an error leaves only whole lines of earlier batches.
  *
- * Decisions a user relies on (README):
+ * Decisions a user relies on (README, "Translate input"):
+ *   - one output line per input line, always (n-best: N per input line), in order;
  *   - an empty or all-blank line is not decoded: its output is an empty line (with
  *     --n-best N, N lines `0.000000<TAB>`); with --attention its tensor is [0, 0] and
  *     --attention-png writes no image for it;
- *   - a line whose framed length (tokens + 2) exceeds the model's max_len is an error
- *     naming the line (exit 2), never a silent truncation;
- *   - a line that is not valid UTF-8 is an error naming the line and the byte (exit 2);
+ *   - a line that cannot be translated whole is refused: a warning on stderr names the
+ *     line and why, its output is that of an empty line, and the run goes on; at the end
+ *     a count of the refused lines and exit status 2. Refused: a line that is not valid
+ *     UTF-8 or holds a NUL byte (naming the byte), a line of more than TRANSLATE_LINE_MAX
+ *     bytes, a line whose framed length (tokens + 2) exceeds the model's max_len. Never a
+ *     silent truncation: half a sentence translated reads like a whole one;
+ *   - a '\r' before the '\n' is dropped (CRLF input reads as LF input);
+ *   - memory does not grow with the input (without --attention, which keeps a tensor per
+ *     line): lines are read into one buffer of at most TRANSLATE_LINE_MAX bytes (the rest
+ *     of a longer line is read and dropped) and each batch is written and flushed before
+ *     the next is read;
  *   - --max-len defaults to 2 * (tokens of the batch's longest line) + 10, always capped
  *     at the model's max_len - 1 (the decoder's positions); give --max-len for outputs
  *     that do not depend on how lines are batched;
@@ -44,6 +53,9 @@
 /* Default output limit: 2 * source tokens + 10, room for any plausible translation. */
 #define MAX_LEN_FACTOR 2
 #define MAX_LEN_EXTRA  10
+/* Longest input line read, in bytes (README, "Limits"): far beyond a sentence, and a
+ * bound on the line buffer whatever comes on stdin. */
+#define TRANSLATE_LINE_MAX (1 << 20)
 /* Pixels per attention weight in each direction, so that short sentences stay visible. */
 #define PNG_CELL 8
 
@@ -88,7 +100,7 @@ typedef struct tr_opts {
 typedef struct src_line {
     long index;   /* from 0 */
     int32_t *ids; /* source tokens without the framing; NULL when n == 0 */
-    int n;        /* 0: empty or blank, not decoded */
+    int n;        /* 0: empty, blank or refused: not decoded */
 } src_line;
 
 /* Everything a run holds; freed by translator_free. */
@@ -103,9 +115,9 @@ typedef struct translator {
     clf_backend *be;
     clf_model *model;
     clf_decode_opts dopts; /* max_len set per batch */
-    char *line;            /* getline's buffer */
+    char *line;            /* the line being read: line_cap <= TRANSLATE_LINE_MAX bytes */
     size_t line_cap;
-    long lines_read;
+    long lines_read, lines_refused;
     int warned_unknown_id;
     clf_tensor *attn; /* --attention: one per line, data malloc'd */
     size_t n_attn, cap_attn;
@@ -147,9 +159,11 @@ static void usage(void)
            "                       tokens incl. [SOS]/[EOS]] per line i (from 0), best hypothesis\n"
            "  --attention-png P    grayscale heatmap P.<i>.png per line (rows: output tokens)\n"
            "  --backend cpu|opencl|auto, --device D, --threads N, --plugin-dir DIR\n"
-           "An empty line gives an empty line; a line longer than the model's max_len (with\n"
-           "[SOS] and [EOS]) or not valid UTF-8 is an error (exit 2).\n",
-           DEFAULT_BATCH);
+           "One line out per line in. An empty line gives an empty line; a line that is not\n"
+           "valid UTF-8, holds a NUL byte, is longer than %d bytes or than the model's\n"
+           "max_len (with [SOS] and [EOS]) is refused: a warning names it, its output is an\n"
+           "empty line, the rest is translated, and the exit status is 2.\n",
+           DEFAULT_BATCH, TRANSLATE_LINE_MAX);
 }
 
 static int file_exists(const char *path)
@@ -368,32 +382,102 @@ static clf_status load_vocab(const tr_opts *o, const char *path, const char *sid
     return CLF_OK;
 }
 
-/* Reads up to o.batch lines into lines[], tokenized and checked. *count is how many were
- * read (0 at the end of the input). */
+/* Reads one line of stdin, less its '\n', into t->line[0..*len): at most
+ * TRANSLATE_LINE_MAX bytes are kept (*too_long set when more were read and dropped).
+ * *got is 1 for a line, 0 at the end of the input. */
+static clf_status read_line(translator *t, int *got, size_t *len, int *too_long)
+{
+    size_t n = 0;
+    int c;
+    *got = 0;
+    *too_long = 0;
+    while ((c = getc_unlocked(stdin)) != EOF && c != '\n') {
+        if (n == TRANSLATE_LINE_MAX) {
+            *too_long = 1;
+            continue;
+        }
+        if (n == t->line_cap) {
+            size_t cap = t->line_cap ? 2 * t->line_cap : 256;
+            if (cap > TRANSLATE_LINE_MAX)
+                cap = TRANSLATE_LINE_MAX;
+            char *grown = realloc(t->line, cap);
+            if (!grown)
+                return clf_error(CLF_ERR_NOMEM, "translate: out of host memory for a line");
+            t->line = grown;
+            t->line_cap = cap;
+        }
+        t->line[n++] = (char)c;
+    }
+    if (c == EOF && ferror(stdin))
+        return clf_error(CLF_ERR_IO, "stdin: read error: %s", strerror(errno));
+    *len = n;
+    *got = c != EOF || n > 0;
+    return CLF_OK;
+}
+
+/* Says on stderr why input line l is refused; its output is that of an empty line. */
+static void refuse(translator *t, src_line *l, const char *why)
+{
+    free(l->ids);
+    l->ids = NULL;
+    l->n = 0;
+    t->lines_refused++;
+    fprintf(stderr, "clformer: warning: input line %ld refused (%s): its output is an empty line\n",
+            l->index + 1, why);
+}
+
+/* Reads up to o.batch lines into lines[], tokenized and checked: a line that cannot be
+ * translated whole is refused (refuse()), never cut. *count is how many were read (0 at
+ * the end of the input). */
 static clf_status read_batch(translator *t, src_line *lines, int *count)
 {
     *count = 0;
     while (*count < t->o.batch) {
+        size_t len = 0;
+        int too_long = 0;
+        int got = 0;
         errno = 0;
-        ssize_t len = getline(&t->line, &t->line_cap, stdin);
-        if (len < 0) {
-            if (ferror(stdin))
-                return clf_error(CLF_ERR_IO, "stdin: read error: %s", strerror(errno));
+        clf_status st = read_line(t, &got, &len, &too_long);
+        if (st != CLF_OK)
+            return st;
+        if (!got)
             break;
-        }
-        if (len > 0 && t->line[len - 1] == '\n')
+        if (len > 0 && t->line[len - 1] == '\r')
             len--;
         src_line *l = &lines[*count];
         l->index = t->lines_read++;
-        clf_status st = clf_tokenizer_encode(t->src_tok, t->line, (size_t)len, &l->ids, &l->n);
+        l->ids = NULL;
+        l->n = 0;
+        (*count)++; /* counted now, so that its ids are freed with the batch */
+        char why[256];
+        const char *nul = len > 0 ? memchr(t->line, '\0', len) : NULL;
+        if (too_long) {
+            snprintf(why, sizeof why, "longer than the limit of %d bytes", TRANSLATE_LINE_MAX);
+            refuse(t, l, why);
+            continue;
+        }
+        if (nul) {
+            snprintf(why, sizeof why, "a NUL byte at byte %zu", (size_t)(nul - t->line));
+            refuse(t, l, why);
+            continue;
+        }
+        st = clf_tokenizer_encode(t->src_tok, t->line, len, &l->ids, &l->n);
+        if (st == CLF_ERR_INPUT) { /* not UTF-8, or a word the vocabulary cannot encode */
+            refuse(t, l, clf_last_error());
+            continue;
+        }
         if (st != CLF_OK)
             return clf_error_context(st, "input line %ld", l->index + 1);
-        (*count)++; /* counted now, so that its ids are freed with the batch */
-        if (l->n + t->framing > t->cfg.model.max_len)
-            return clf_error(CLF_ERR_INPUT,
-                             "input line %ld has %d tokens, %d with the framing ([SOS], [EOS]), "
-                             "more than the model's max_len %d (split the line)",
-                             l->index + 1, l->n, l->n + t->framing, t->cfg.model.max_len);
+        if (l->n + t->framing > t->cfg.model.max_len) {
+            const char *framing = t->src_bos >= 0 && t->src_eos >= 0 ? "[SOS] and [EOS]"
+                                  : t->src_bos >= 0                  ? "[SOS]"
+                                  : t->src_eos >= 0                  ? "[EOS]"
+                                                                     : "no framing";
+            snprintf(why, sizeof why,
+                     "%d tokens, %d with %s, more than the model's max_len %d: split the line",
+                     l->n, l->n + t->framing, framing, t->cfg.model.max_len);
+            refuse(t, l, why);
+        }
     }
     return CLF_OK;
 }
@@ -715,6 +799,11 @@ int clf_cmd_translate(int argc, char **argv)
                 "%.1f tokens/s (loading the model took %.3f s)\n",
                 t.lines_read, t.decoded_lines, t.out_tokens, t.decode_s,
                 t.decode_s > 0.0 ? (double)t.out_tokens / t.decode_s : 0.0, t.open_s);
+    if (st == CLF_OK && t.lines_refused > 0)
+        st = clf_error(CLF_ERR_INPUT,
+                       "translate: %ld of %ld input lines refused (warnings above); their output "
+                       "lines are empty",
+                       t.lines_refused, t.lines_read);
 fail:
     if (res.hyps)
         clf_decode_result_free(&res);

@@ -1,9 +1,11 @@
 /* clformer: the command-line front end. Each subcommand lives in tools/cmd_<name>.c. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "clformer/fault.h"
 
 typedef struct command {
     const char *name;
@@ -46,6 +48,13 @@ int main(int argc, char **argv)
         printf("clformer %s\n", CLF_VERSION_STRING);
         return 0;
     }
+    /* A file past the size limit (ulimit -f) is a failed write (EFBIG) that clformer
+     * reports, naming the file, and cleans up after, as it does a full disk: not a
+     * signal that kills the process halfway. */
+    signal(SIGXFSZ, SIG_IGN);
+    clf_status st = clf_fault_check_env(); /* a typo in CLF_FAULT would inject nothing */
+    if (st != CLF_OK)
+        return cli_fail(st);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(argv[1], commands[i].name) == 0) {
             if (!commands[i].own_thread_policy)

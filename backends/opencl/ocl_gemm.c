@@ -7,6 +7,8 @@
 
 #include <clblast_c.h>
 
+#include "clformer/fault.h"
+
 /* Work-items per column of C in gemm_rows_half, at most: 32 lanes x 16 bytes = 512
  * neighbouring bytes of a row of B per load (a warp on NVIDIA, half a wavefront on AMD),
  * and a 512..2048-wide row takes 2..8 loads per lane, few enough tree steps after. */
@@ -124,18 +126,24 @@ static clf_status gemm_common(clf_backend *be, const clf_gemm_args *g, int batch
         if (g->beta == 0.0f && (st = ocl_fill(be, g->c, 0.0f, (size_t)g->n)) != CLF_OK)
             return st;
         size_t incx = g->trans_a ? (size_t)g->lda : 1;
-        cs = CLBlastSgemv(
-            CLBlastLayoutRowMajor, g->trans_b ? CLBlastTransposeNo : CLBlastTransposeYes,
-            (size_t)(g->trans_b ? g->n : g->k), (size_t)(g->trans_b ? g->k : g->n), g->alpha,
-            g->b.buf->mem, g->b.off / 4, (size_t)g->ldb, g->a.buf->mem, g->a.off / 4, incx, g->beta,
-            g->c.buf->mem, g->c.off / 4, 1, &be->queue, NULL);
+        /* CLF_FAULT=opencl_enqueue:N: the launch fails as a device out of resources would */
+        cs = clf_fault_hit(CLF_FAULT_OPENCL_ENQUEUE)
+                 ? CLBlastOpenCLOutOfResources
+                 : CLBlastSgemv(CLBlastLayoutRowMajor,
+                                g->trans_b ? CLBlastTransposeNo : CLBlastTransposeYes,
+                                (size_t)(g->trans_b ? g->n : g->k),
+                                (size_t)(g->trans_b ? g->k : g->n), g->alpha, g->b.buf->mem,
+                                g->b.off / 4, (size_t)g->ldb, g->a.buf->mem, g->a.off / 4, incx,
+                                g->beta, g->c.buf->mem, g->c.off / 4, 1, &be->queue, NULL);
         if (cs != CLBlastSuccess)
             return ocl_fail_clblast(op, "CLBlastSgemv", cs);
         return g->bias.buf || g->relu ? epilogue(be, op, g, batch, sc, 0) : CLF_OK;
     }
     CLBlastTranspose ta = g->trans_a ? CLBlastTransposeYes : CLBlastTransposeNo;
     CLBlastTranspose tb = g->trans_b ? CLBlastTransposeYes : CLBlastTransposeNo;
-    if (batched)
+    if (clf_fault_hit(CLF_FAULT_OPENCL_ENQUEUE))
+        cs = CLBlastOpenCLOutOfResources;
+    else if (batched)
         cs = CLBlastSgemmStridedBatched(
             CLBlastLayoutRowMajor, ta, tb, (size_t)g->m, (size_t)g->n, (size_t)g->k, g->alpha,
             g->a.buf->mem, g->a.off / 4, (size_t)g->lda, g->stride_a, g->b.buf->mem, g->b.off / 4,

@@ -3,6 +3,8 @@
 
 #include <inttypes.h>
 
+#include "clformer/fault.h"
+
 uint64_t ocl_extent(uint64_t rows, uint64_t cols, uint64_t ld, uint64_t batch, uint64_t stride)
 {
     uint64_t one, all;
@@ -133,7 +135,11 @@ clf_status ocl_run(clf_backend *be, const char *op, cl_kernel k, const ocl_kval 
         if (err != CL_SUCCESS)
             return ocl_fail(op, "clSetKernelArg", err);
     }
-    cl_int err = clEnqueueNDRangeKernel(be->queue, k, dims, NULL, global, local, 0, NULL, NULL);
+    /* CLF_FAULT=opencl_enqueue:N: the launch fails as a device out of resources would */
+    cl_int err =
+        clf_fault_hit(CLF_FAULT_OPENCL_ENQUEUE)
+            ? CL_OUT_OF_RESOURCES
+            : clEnqueueNDRangeKernel(be->queue, k, dims, NULL, global, local, 0, NULL, NULL);
     if (err != CL_SUCCESS)
         return ocl_fail(op, "clEnqueueNDRangeKernel", err);
     return CLF_OK;

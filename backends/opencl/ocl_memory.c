@@ -8,6 +8,18 @@
 
 #include <stdlib.h>
 
+#include "clformer/fault.h"
+
+/* clCreateBuffer, or (CLF_FAULT=opencl_alloc:N) the failure of a device out of memory. */
+static cl_mem create_buffer(clf_backend *be, size_t bytes, cl_int *err)
+{
+    if (clf_fault_hit(CLF_FAULT_OPENCL_ALLOC)) {
+        *err = CL_MEM_OBJECT_ALLOCATION_FAILURE;
+        return NULL;
+    }
+    return clCreateBuffer(be->ctx, CL_MEM_READ_WRITE, bytes, NULL, err);
+}
+
 /* A zero-filled buffer of bytes bytes (at least 4 on the device: OpenCL has no empty
  * buffers). Zeroing makes runs deterministic and makes lazy drivers commit the memory
  * now, so an out-of-memory shows up here rather than in a later op. */
@@ -26,7 +38,7 @@ clf_status ocl_alloc(clf_backend *be, size_t bytes, clf_buffer **out)
     if (!(b = calloc(1, sizeof *b)))
         return clf_error(CLF_ERR_NOMEM, "opencl: alloc: out of host memory");
     size_t dev_bytes = bytes < 4 ? 4 : bytes;
-    b->mem = clCreateBuffer(be->ctx, CL_MEM_READ_WRITE, dev_bytes, NULL, &err);
+    b->mem = create_buffer(be, dev_bytes, &err);
     if (err != CL_SUCCESS) {
         b->mem = NULL;
         st = ocl_fail("alloc", "clCreateBuffer", err);
@@ -63,7 +75,7 @@ clf_status ocl_scratch(clf_backend *be, const char *op, size_t bytes, cl_mem *ou
         if (be->scratch)
             clReleaseMemObject(be->scratch);
         be->scratch_bytes = 0;
-        be->scratch = clCreateBuffer(be->ctx, CL_MEM_READ_WRITE, bytes, NULL, &err);
+        be->scratch = create_buffer(be, bytes, &err);
         if (err != CL_SUCCESS) {
             be->scratch = NULL;
             return ocl_fail(op, "clCreateBuffer", err);
@@ -122,7 +134,7 @@ clf_status ocl_copy(clf_backend *be, clf_ptr dst, clf_ptr src, size_t bytes)
                                   NULL, NULL);
         return err == CL_SUCCESS ? CLF_OK : ocl_fail("copy", "clEnqueueCopyBuffer", err);
     }
-    tmp = clCreateBuffer(be->ctx, CL_MEM_READ_WRITE, bytes, NULL, &err);
+    tmp = create_buffer(be, bytes, &err);
     if (err != CL_SUCCESS) {
         tmp = NULL;
         st = ocl_fail("copy", "clCreateBuffer", err);

@@ -10,6 +10,7 @@
  * rebuilt from source (and then overwritten). The cache never makes open() fail. */
 #include "ocl_internal.h"
 
+#include "clformer/fault.h"
 #include "clformer/fs.h"
 #include "clformer/hash.h"
 
@@ -359,8 +360,11 @@ static clf_status build_family(clf_backend *be, ocl_family_id f, const char *dir
     uint64_t key = 0;
     cl_program prog = NULL;
     cl_int err;
+    /* CLF_FAULT=opencl_build:N counts programs, cached or not; the Nth is built from source
+     * and its build fails as a driver's would */
+    const int fault = clf_fault_hit(CLF_FAULT_OPENCL_BUILD);
 
-    if (dir[0]) {
+    if (dir[0] && !fault) {
         key = cache_key(be, f);
         cache_path(dir, f, key, path, sizeof path);
         if ((prog = load_cached(be, f, path, key)) != NULL) {
@@ -377,10 +381,12 @@ static clf_status build_family(clf_backend *be, ocl_family_id f, const char *dir
         st = ocl_fail("open", "clCreateProgramWithSource", err);
         goto fail;
     }
-    err = clBuildProgram(prog, 1, &be->dev.device, OCL_BUILD_OPTIONS, NULL, NULL);
+    err = fault ? CL_BUILD_PROGRAM_FAILURE
+                : clBuildProgram(prog, 1, &be->dev.device, OCL_BUILD_OPTIONS, NULL, NULL);
     if (err != CL_SUCCESS) {
-        char log[600];
-        build_log(prog, be->dev.device, log, sizeof log);
+        char log[600] = "(injected: CLF_FAULT)";
+        if (!fault)
+            build_log(prog, be->dev.device, log, sizeof log);
         st = clf_error(CLF_ERR_BACKEND,
                        "opencl: open: clBuildProgram failed: %s (%d) for "
                        "kernels/%s.cl: %s",
@@ -444,8 +450,9 @@ clf_status ocl_build_program(clf_backend *be, const char *op, const char *what,
     *out = NULL;
     for (int k = 0; k < nk; k++)
         kernels[k] = NULL;
+    const int fault = clf_fault_hit(CLF_FAULT_OPENCL_BUILD); /* as in build_family */
 
-    if (be->cache_dir[0]) {
+    if (be->cache_dir[0] && !fault) {
         key = fnv1a_str(CACHE_HASH_START, OCL_CACHE_MAGIC);
         key = fnv1a_str(key, cache_name);
         key = fnv1a_str(key, OCL_BUILD_OPTIONS);
@@ -471,10 +478,12 @@ clf_status ocl_build_program(clf_backend *be, const char *op, const char *what,
         st = ocl_fail(op, "clCreateProgramWithSource", err);
         goto fail;
     }
-    err = clBuildProgram(prog, 1, &be->dev.device, OCL_BUILD_OPTIONS, NULL, NULL);
+    err = fault ? CL_BUILD_PROGRAM_FAILURE
+                : clBuildProgram(prog, 1, &be->dev.device, OCL_BUILD_OPTIONS, NULL, NULL);
     if (err != CL_SUCCESS) {
-        char log[800];
-        build_log(prog, be->dev.device, log, sizeof log);
+        char log[800] = "(injected: CLF_FAULT)";
+        if (!fault)
+            build_log(prog, be->dev.device, log, sizeof log);
         st = clf_error(CLF_ERR_BACKEND, "opencl: %s: clBuildProgram failed: %s (%d) for %s: %s", op,
                        ocl_error_name(err), (int)err, what, log);
         goto fail;

@@ -3,8 +3,9 @@
  * vocabulary, checked against the model's max_len, framed [SOS] x [EOS] [PAD]... in
  * batches and decoded by a tiny model on the CPU backend, and the output words come back
  * through the target vocabulary, as tools/cmd_translate.c's read_batch, decode_batch and
- * hyp_text do. Every input line must give exactly one output line, or the run stops at
- * the first refused line with an error (as the CLI exits 2). */
+ * hyp_text do. Every input line must give exactly one output line: decoded, or empty for
+ * an empty, blank or refused line (not UTF-8, a NUL byte, more than LINE_MAX bytes, longer
+ * than the model's positions), as the CLI's input policy says (README, "Translate input"). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,8 @@
 /* The CLI's default output limit: 2 * source tokens + 10, capped at max_len - 1. */
 #define MAX_LEN_FACTOR 2
 #define MAX_LEN_EXTRA  10
+/* The CLI's TRANSLATE_LINE_MAX: bytes of a line read, a longer one is refused. */
+#define LINE_MAX_BYTES (1 << 20)
 
 /* The process's model, made once (LLVMFuzzerInitialize) and kept to the end. */
 static struct {
@@ -94,8 +97,9 @@ static void check_output(const clf_hypothesis *h)
     free(ids);
 }
 
-/* Frames and decodes lines[0..count); each non-empty line must get one hypothesis. */
-static void decode_batch(const line_ids *lines, int count, int beam)
+/* Frames and decodes lines[0..count); each non-empty line must get one hypothesis.
+ * Returns the output lines: one per line. */
+static int decode_batch(const line_ids *lines, int count, int beam)
 {
     int rows = 0, longest = 0;
     for (int i = 0; i < count; i++) {
@@ -104,7 +108,7 @@ static void decode_batch(const line_ids *lines, int count, int beam)
             longest = lines[i].n;
     }
     if (rows == 0)
-        return; /* every line empty: empty output lines, nothing decoded */
+        return count; /* every line empty: empty output lines, nothing decoded */
     const int S = longest + 2;
     int32_t *src = malloc((size_t)rows * S * sizeof *src);
     FUZZ_CHECK(src, "out of memory");
@@ -135,36 +139,52 @@ static void decode_batch(const line_ids *lines, int count, int beam)
         check_output(&res.hyps[i]);
     clf_decode_result_free(&res);
     free(src);
+    return count;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     clf_clear_error(); /* a finding names this input's last error, not an earlier one's */
     line_ids lines[BATCH];
-    int count = 0, refused = 0;
+    int count = 0;
+    long in_lines = 0, out_lines = 0;
     const int beam = (size & 1) ? 2 : 1; /* greedy and beam search both see inputs */
     size_t pos = 0;
-    while (pos < size && !refused) {
-        /* one line as getline() returns it, less its '\n' */
+    while (pos < size) {
+        /* one line as the CLI reads it, less its '\n' (and a '\r' before it) */
         const uint8_t *nl = memchr(data + pos, '\n', size - pos);
         size_t len = nl ? (size_t)(nl - (data + pos)) : size - pos;
-        line_ids *l = &lines[count];
-        if (clf_tokenizer_encode(fz.tok, (const char *)data + pos, len, &l->ids, &l->n) != CLF_OK)
-            refused = 1; /* not UTF-8: the CLI names the line and stops */
-        else {
-            FUZZ_CHECK(l->n >= 0 && (l->n == 0) == (l->ids == NULL), "encode's result is odd");
-            count++;
-            if (l->n + 2 > MAX_LEN)
-                refused = 1; /* longer than the model's positions: refused, never cut */
-        }
+        const char *text = (const char *)data + pos;
         pos += len + (nl != NULL);
-        if (!refused && (count == BATCH || pos >= size)) {
-            decode_batch(lines, count, beam);
+        in_lines++;
+        size_t kept = len > LINE_MAX_BYTES ? LINE_MAX_BYTES : len;
+        if (kept > 0 && text[kept - 1] == '\r')
+            kept--;
+        line_ids *l = &lines[count++];
+        l->ids = NULL;
+        l->n = 0;
+        /* refused (an empty output line): more than LINE_MAX_BYTES, a NUL byte, not UTF-8
+         * (encode fails), or longer than the model's positions (never cut) */
+        if (len <= LINE_MAX_BYTES && !memchr(text, '\0', kept) &&
+            clf_tokenizer_encode(fz.tok, text, kept, &l->ids, &l->n) == CLF_OK) {
+            FUZZ_CHECK(l->n >= 0 && (l->n == 0) == (l->ids == NULL), "encode's result is odd");
+            if (l->n + 2 > MAX_LEN) {
+                free(l->ids);
+                l->ids = NULL;
+                l->n = 0;
+            }
+        } else {
+            l->ids = NULL;
+            l->n = 0;
+        }
+        if (count == BATCH || pos >= size) {
+            out_lines += decode_batch(lines, count, beam);
             for (int i = 0; i < count; i++)
                 free(lines[i].ids);
             count = 0;
         }
     }
+    FUZZ_CHECK(out_lines == in_lines, "an input line without its output line");
     for (int i = 0; i < count; i++)
         free(lines[i].ids);
     return 0;

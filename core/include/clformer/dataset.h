@@ -6,7 +6,8 @@
  * line may lack it. Lines count from 1 in every message.
  *
  * Which lines become pairs, in file order:
- *   - a line that is not valid UTF-8, or holds a NUL byte: error "<path>:<line>: ..."
+ *   - a line that is not valid UTF-8, holds a NUL byte or is longer than
+ *     CLF_DATASET_LINE_MAX bytes: error "<path>:<line>: ..."
  *   - a TSV line with no TAB or more than one: error, unless it is blank (white space
  *     only), which is an empty pair (below)
  *   - two files with different line counts: error naming both counts
@@ -57,6 +58,13 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The reader's limits (README, "Limits"): a file is read whole, and one of more than
+ * CLF_DATASET_FILE_MAX bytes is refused before it is read; a line of more than
+ * CLF_DATASET_LINE_MAX bytes (a sentence is < 1 KB: such a line is a binary or a file
+ * without line breaks) is an error naming the file and line. */
+#define CLF_DATASET_FILE_MAX ((size_t)4 << 30)
+#define CLF_DATASET_LINE_MAX (1 << 20)
 
 typedef struct clf_dataset clf_dataset;
 

@@ -11,7 +11,8 @@
  *     st = clf_fs_write_atomic("run/config.yaml", put, text);
  *
  * Errors are one line naming the file and the reason (strerror), like every clformer error:
- * "run/config.yaml: cannot write run/config.yaml.tmp.4242: No space left on device". */
+ * "run/config.yaml: cannot write run/config.yaml.tmp.4242: No space left on device".
+ * CLF_FAULT=write:N (clformer/fault.h) fails the Nth write of a process in this way. */
 #ifndef CLFORMER_FS_H
 #define CLFORMER_FS_H
 
@@ -37,6 +38,12 @@ CLF_API clf_status clf_fs_write_atomic(const char *path, clf_fs_write_fn fn, voi
 
 /* clf_fs_write_atomic of the n bytes at data. */
 CLF_API clf_status clf_fs_write_atomic_bytes(const char *path, const void *data, size_t n);
+
+/* Makes path a hard link to the existing file target (on the same file system), replacing
+ * path atomically: the link is made under <path>.tmp.<pid>, renamed over path, and the
+ * directory fsynced, so path names the old file or target, never nothing. On failure path
+ * is untouched and no temporary name remains: CLF_ERR_IO naming path and strerror. */
+CLF_API clf_status clf_fs_link_atomic(const char *target, const char *path);
 
 /* Reads the whole of path into *data (malloc'd, with a '\0' after the last byte that *len
  * does not count; free() it). A file of more than max_len bytes is refused with

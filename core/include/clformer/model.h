@@ -58,6 +58,15 @@ CLF_API const clf_graph *clf_model_last_graph(const clf_model *m);
  * bytes again on the device. CLF_ERR_INPUT names a weight that F16 cannot hold. */
 CLF_API clf_status clf_model_enable_half_weights(clf_model *m);
 
+/* Refuses, before anything runs, a training batch shape the backend cannot hold: one
+ * training step of batch x src_len / tgt_len tokens (forward, loss and backward; its
+ * activations are one arena) is planned without allocating and its arena compared with the
+ * backend's largest allocation. CLF_ERR_INPUT naming the shape, the bytes and the limit.
+ * Needs the model's gradients (clf_trainer_create enables them). clformer train calls it
+ * with the largest batch its train: section allows, so that a configuration that cannot
+ * run fails at load, not at the first long batch of step 10,000. */
+CLF_API clf_status clf_model_check_train_batch(clf_model *m, int batch, int src_len, int tgt_len);
+
 typedef struct clf_model_memory {
     size_t weight_bytes; /* on the device, incl. the PE table and any F16 copy */
     size_t arena_bytes;  /* activations of the last planned forward */

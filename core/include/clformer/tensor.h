@@ -46,6 +46,14 @@ CLF_API const char *clf_shape_str(const int64_t *shape, int ndim, char *buf, siz
 /* ---- reading ---- */
 typedef struct clf_safetensors clf_safetensors;
 
+/* The reader's limits (README, "Limits"): a file that claims more is refused with one line
+ * naming the file and the limit, before anything is allocated for it. Rank: CLF_MAX_DIMS;
+ * every tensor's bytes (shape x dtype) must equal its data offsets' span, inside the file.
+ * The header's JSON: CLF_JSON_MAX_DEPTH / CLF_JSON_STRING_MAX (512 levels, 1 MiB). */
+#define CLF_SAFETENSORS_HEADER_MAX  ((uint64_t)16 << 20) /* header bytes (real: < 1 MiB) */
+#define CLF_SAFETENSORS_TENSORS_MAX 65536                /* tensors in one file */
+#define CLF_SAFETENSORS_DIM_MAX     INT32_MAX            /* each dimension */
+
 /* Maps the file and parses its header. Errors name the file and what is wrong with it
  * (not safetensors, header truncated, offsets out of range, unknown dtype, ...). */
 CLF_API clf_status clf_safetensors_open(const char *path, clf_safetensors **out);

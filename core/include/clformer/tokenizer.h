@@ -84,6 +84,13 @@ extern "C" {
 /* The library's WordLevelTrainer default vocab_size (the specials included). */
 #define CLF_TOKENIZER_VOCAB_SIZE 30000
 
+/* The readers' limits (README, "Limits"): a file that claims more is refused with one line
+ * naming the file and the limit. File sizes are checked before the file is read. */
+#define CLF_TOKENIZER_JSON_MAX   ((size_t)256 << 20) /* tokenizer.json bytes */
+#define CLF_TOKENIZER_SPM_MAX    ((size_t)256 << 20) /* SentencePiece .model bytes */
+#define CLF_TOKENIZER_VOCAB_MAX  (1 << 24)           /* ids of either kind (model.*_vocab's) */
+#define CLF_TOKENIZER_CORPUS_MAX ((size_t)4 << 30)   /* clf_tokenizer_build_file's text */
+
 typedef struct clf_tokenizer clf_tokenizer;
 
 typedef enum clf_tokenizer_kind {

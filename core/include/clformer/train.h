@@ -74,12 +74,14 @@ CLF_API double clf_train_lr(const clf_train_config *tc, int d_model, long long s
 CLF_API clf_train_state *clf_trainer_state(clf_trainer *t);
 
 /* Writes weights (tutorial names), Adam moments ("optim.exp_avg.<name>",
- * "optim.exp_avg_sq.<name>") and the state and config_yaml (may be NULL) as metadata, to
- * path atomically (temporary name, then rename). */
+ * "optim.exp_avg_sq.<name>") and the state, config_yaml (may be NULL) and the FNV-1a 64
+ * hash of the data section ("data_fnv1a64") as metadata, to path atomically (clformer/fs.h:
+ * temporary name, fsync, rename, directory fsync). */
 CLF_API clf_status clf_trainer_save(clf_trainer *t, const char *path, const char *config_yaml);
 
 /* Restores what clf_trainer_save wrote: weights, moments and state. Errors name the
- * file and the tensor (missing, mis-shaped) or the metadata key. */
+ * file and the tensor (missing, mis-shaped) or the metadata key; data that does not hash
+ * to its "data_fnv1a64" is refused ("damaged checkpoint") before anything is restored. */
 CLF_API clf_status clf_trainer_load(clf_trainer *t, const char *path);
 
 #ifdef __cplusplus

@@ -9,7 +9,11 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
+
+#include "base/fault_internal.h"
+#include "clformer/fault.h"
 
 /* Bytes read at a time from a file whose size stat() does not tell (a pipe). */
 #define READ_STEP ((size_t)1 << 16)
@@ -47,6 +51,15 @@ static clf_status sync_parent_dir(const char *path)
     return st;
 }
 
+/* Sleeps for CLF_FAULT's write_slow:<ms>, if any (clformer/fault.h). */
+static void fault_pause(void)
+{
+    unsigned ms = clf_fault_write_pause_ms();
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    while (ms && nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
 clf_status clf_fs_write_atomic(const char *path, clf_fs_write_fn fn, void *ctx)
 {
     clf_status st = CLF_OK;
@@ -73,7 +86,13 @@ clf_status clf_fs_write_atomic(const char *path, clf_fs_write_fn fn, void *ctx)
         goto fail;
     /* errno is still that of the failed call when fn went on after a stdio error */
     saved = ferror(f) ? (errno ? errno : EIO) : 0;
-    if (!saved && (fflush(f) != 0 || fsync(fileno(f)) != 0))
+    if (!saved && clf_fault_hit(CLF_FAULT_WRITE))
+        saved = ENOSPC; /* CLF_FAULT=write:N: as if the disk were full */
+    if (!saved && fflush(f) != 0)
+        saved = errno;
+    if (!saved)
+        fault_pause(); /* CLF_FAULT=write_slow:<ms>: a kill test's window */
+    if (!saved && fsync(fileno(f)) != 0)
         saved = errno;
     if (fclose(f) != 0 && !saved)
         saved = errno;
@@ -115,6 +134,33 @@ clf_status clf_fs_write_atomic_bytes(const char *path, const void *data, size_t 
 {
     byte_span s = {data, n};
     return clf_fs_write_atomic(path, write_span, &s);
+}
+
+clf_status clf_fs_link_atomic(const char *target, const char *path)
+{
+    clf_status st = CLF_OK;
+    size_t tlen = strlen(path) + 32;
+    char *tmp = malloc(tlen);
+    if (!tmp)
+        return clf_error(CLF_ERR_NOMEM, "%s: out of memory", path);
+    snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
+    unlink(tmp); /* a leftover of a killed process of our pid */
+    if (link(target, tmp) != 0) {
+        st = clf_error(CLF_ERR_IO, "%s: cannot link %s as %s: %s", path, target, tmp,
+                       strerror(errno));
+        free(tmp);
+        return st; /* nothing created */
+    }
+    if (rename(tmp, path) != 0) {
+        st = clf_error(CLF_ERR_IO, "%s: cannot rename %s to it: %s", path, tmp, strerror(errno));
+        unlink(tmp);
+        free(tmp);
+        return st;
+    }
+    /* when path already was target, rename() keeps both names: drop the temporary one */
+    unlink(tmp);
+    free(tmp);
+    return sync_parent_dir(path);
 }
 
 /* ---- whole-file read ---- */

@@ -23,15 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clformer/fs.h"
 #include "config/config_yaml.h"
-
-/* Largest vocabulary, length or width accepted: ids stay exact in float (2^24) and any
- * single size fits an int with room to spare. */
-#define CFG_SIZE_MAX (1 << 24)
-/* Layers per stack: far beyond any real model, small enough to catch a typo like 60000. */
-#define CFG_LAYERS_MAX 1024
-/* A config is a few hundred bytes; refuse to slurp a mistaken multi-gigabyte file. */
-#define CFG_FILE_MAX (16 << 20)
 
 // clang-format off
 #define AT(m)     offsetof(clf_config, m)
@@ -231,6 +224,14 @@ static clf_status resolve_model(parse_ctx *c)
         return clf_cfg_fail_at(c, clf_cfg_mark_of(c, "model.heads", "model.d_model", "model"),
                                "model.heads", "d_model %d is not divisible by heads %d", m->d_model,
                                m->heads);
+    /* the sinusoidal table pairs sin and cos columns: refused here, with the line, rather
+     * than when a model is made from the config */
+    if (m->positional == CLF_POS_SINUSOIDAL && m->d_model % 2 != 0)
+        return clf_cfg_fail_at(c, clf_cfg_mark_of(c, "model.d_model", "model", NULL),
+                               "model.d_model",
+                               "%d must be even for positional: sinusoidal (sin/cos pairs); use "
+                               "an even d_model or positional: learned",
+                               m->d_model);
     if ((m->src_vocab && m->pad_id >= m->src_vocab) || (m->tgt_vocab && m->pad_id >= m->tgt_vocab))
         return clf_cfg_fail_at(c, clf_cfg_mark_of(c, "model.pad_id", "model.src_vocab", "model"),
                                "model.pad_id",
@@ -408,6 +409,8 @@ static clf_status parse_text(const char *text, size_t len, const char *name, con
         goto fail;
     }
     c->root_mark = root->start_mark;
+    if ((st = clf_cfg_check_size(c)) != CLF_OK)
+        goto fail;
     if (!yaml_parser_load(&parser, &extra)) {
         st = clf_cfg_fail_yaml(c, &parser, text, len);
         goto fail;
@@ -449,7 +452,11 @@ clf_status clf_config_parse_string(const char *text, const char *name, clf_confi
         name = "<string>";
     if (!text || !cfg)
         return clf_error(CLF_ERR_INPUT, "%s: no configuration text", name);
-    return parse_text(text, strlen(text), name, NULL, cfg);
+    const size_t len = strlen(text);
+    if (len > CFG_FILE_MAX)
+        return clf_error(CLF_ERR_INPUT, "%s: %zu bytes, more than the limit of %d", name, len,
+                         CFG_FILE_MAX);
+    return parse_text(text, len, name, NULL, cfg);
 }
 
 clf_status clf_config_load(const char *path, clf_config *cfg)
@@ -459,41 +466,12 @@ clf_status clf_config_load(const char *path, clf_config *cfg)
 
 clf_status clf_config_load_with_plugins(const char *path, const char *plugin_dir, clf_config *cfg)
 {
-    clf_status st = CLF_OK;
     char *text = NULL;
-    size_t len = 0, cap = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return clf_error(CLF_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    for (;;) {
-        if (len + 4096 + 1 > cap) {
-            cap = cap ? cap * 2 : 8192;
-            char *grown = realloc(text, cap);
-            if (!grown) {
-                st = clf_error(CLF_ERR_NOMEM, "%s: out of memory reading the file", path);
-                goto fail;
-            }
-            text = grown;
-        }
-        size_t n = fread(text + len, 1, cap - len - 1, f);
-        len += n;
-        if (len > CFG_FILE_MAX) {
-            st = clf_error(CLF_ERR_INPUT, "%s: larger than %d bytes: not a configuration", path,
-                           CFG_FILE_MAX);
-            goto fail;
-        }
-        if (n == 0)
-            break;
-    }
-    if (ferror(f)) {
-        st = clf_error(CLF_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
-        goto fail;
-    }
-    text[len] = '\0';
-    st = parse_text(text, len, path, plugin_dir, cfg);
-fail:
+    size_t len = 0;
+    clf_status st = clf_fs_read_all(path, CFG_FILE_MAX, &text, &len);
+    if (st == CLF_OK)
+        st = parse_text(text, len, path, plugin_dir, cfg);
     free(text);
-    fclose(f);
     return st;
 }
 

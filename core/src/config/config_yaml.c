@@ -561,3 +561,81 @@ clf_status clf_cfg_fail_yaml(const parse_ctx *c, const yaml_parser_t *p, const c
                                p->context_mark.line + 1, p->context_mark.column + 1);
     return clf_cfg_fail_at(c, p->problem_mark, NULL, "invalid YAML: %s", problem);
 }
+
+/* ---- size of the document ---------------------------------------------------------- */
+
+typedef struct expand_ctx {
+    const parse_ctx *c;
+    size_t *size;           /* [node id] expanded size once known, else 0 */
+    unsigned char *walking; /* [node id] 1 while its children are being counted */
+} expand_ctx;
+
+/* Expanded size of node id (itself and, through aliases, all it contains) into *out; a
+ * node reached again through an alias is counted again, from its memo. */
+static clf_status expand(expand_ctx *e, int id, int depth, size_t *out)
+{
+    yaml_node_t *n = yaml_document_get_node(e->c->doc, id);
+    *out = 0;
+    if (!n)
+        return CLF_OK;
+    if (depth > CFG_DEPTH_MAX)
+        return clf_cfg_fail_at(e->c, n->start_mark, NULL,
+                               "nested deeper than the limit of %d levels", CFG_DEPTH_MAX);
+    if (e->walking[id])
+        return clf_cfg_fail_at(e->c, n->start_mark, NULL,
+                               "an alias inside the node it names (a recursive alias)");
+    size_t size = e->size[id];
+    if (size == 0) {
+        size = 1;
+        e->walking[id] = 1;
+        yaml_node_item_t *item = NULL, *item_end = NULL;
+        yaml_node_pair_t *pair = NULL, *pair_end = NULL;
+        if (n->type == YAML_SEQUENCE_NODE) {
+            item = n->data.sequence.items.start;
+            item_end = n->data.sequence.items.top;
+        } else if (n->type == YAML_MAPPING_NODE) {
+            pair = n->data.mapping.pairs.start;
+            pair_end = n->data.mapping.pairs.top;
+        }
+        clf_status st = CLF_OK;
+        for (; item && item < item_end && st == CLF_OK; item++) {
+            size_t s = 0;
+            st = expand(e, *item, depth + 1, &s);
+            size += s;
+        }
+        for (; pair && pair < pair_end && st == CLF_OK; pair++) {
+            size_t k = 0, v = 0;
+            if ((st = expand(e, pair->key, depth + 1, &k)) == CLF_OK)
+                st = expand(e, pair->value, depth + 1, &v);
+            size += k + v;
+        }
+        e->walking[id] = 0;
+        if (st != CLF_OK)
+            return st;
+        if (size > CFG_NODES_MAX)
+            size = CFG_NODES_MAX + 1; /* saturated: sums of these cannot overflow */
+        e->size[id] = size;
+    }
+    if (size > CFG_NODES_MAX)
+        return clf_cfg_fail_at(e->c, n->start_mark, NULL,
+                               "expands to more than the limit of %d nodes (aliases count as "
+                               "the nodes they stand for)",
+                               CFG_NODES_MAX);
+    *out = size;
+    return CLF_OK;
+}
+
+clf_status clf_cfg_check_size(const parse_ctx *c)
+{
+    const size_t n = (size_t)(c->doc->nodes.top - c->doc->nodes.start);
+    expand_ctx e = {.c = c, .size = calloc(n + 1, sizeof *e.size), .walking = calloc(n + 1, 1)};
+    clf_status st;
+    size_t total = 0;
+    if (!e.size || !e.walking)
+        st = clf_error(CLF_ERR_NOMEM, "%s: out of memory", c->name);
+    else
+        st = expand(&e, 1, 1, &total); /* node 1 is the root */
+    free(e.size);
+    free(e.walking);
+    return st;
+}

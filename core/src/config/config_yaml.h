@@ -10,6 +10,22 @@
 
 #include "clformer/config.h"
 
+/* The reader's limits (README, "Limits"); each refused with "<file>:<line>:<col>: ..." or,
+ * for the file's size, "<file>: N bytes, more than the limit of ...".
+ * A config is a few hundred bytes; refuse to slurp a mistaken multi-gigabyte file (checked
+ * before it is read, by clf_fs_read_all). */
+#define CFG_FILE_MAX (1 << 20)
+/* Nodes of the document with each alias counted as the nodes it stands for (a real config
+ * has ~100): a few bytes of aliases cannot expand into billions of nodes for the walk. */
+#define CFG_NODES_MAX 10000
+/* Mappings and sequences nested deeper than this are refused (a config nests 4 deep). */
+#define CFG_DEPTH_MAX 64
+/* Largest vocabulary, length or width accepted: ids stay exact in float (2^24) and any
+ * single size fits an int with room to spare. */
+#define CFG_SIZE_MAX (1 << 24)
+/* Layers per stack: far beyond any real model, small enough to catch a typo like 60000. */
+#define CFG_LAYERS_MAX 1024
+
 /* The tables of config.c have ~60 keys in all; each may be seen once. */
 #define CFG_SEEN_MAX 128
 #define CFG_KEY_MAX  96
@@ -91,6 +107,11 @@ void clf_cfg_join_names(const char *const *names, char *buf, size_t size);
 /* A string scalar into char[size]; null gives "" when nullable. */
 clf_status clf_cfg_parse_string(const parse_ctx *c, const yaml_node_t *n, const char *key,
                                 int nullable, char *dst, size_t size);
+
+/* Refuses a document nested deeper than CFG_DEPTH_MAX, expanding (aliases counted as what
+ * they stand for) to more than CFG_NODES_MAX nodes, or with an alias inside the node it
+ * names; before anything walks it. */
+clf_status clf_cfg_check_size(const parse_ctx *c);
 
 /* Walks a mapping node against fields; prefix is the key path of the mapping ("" at the
  * top, "train.optimizer" below). */

@@ -216,3 +216,27 @@ clf_status clf_model_build_train_graph(clf_model *m, const clf_train_graph_spec 
     }
     return clf_builder_end(&b);
 }
+
+clf_status clf_model_check_train_batch(clf_model *m, int batch, int src_len, int tgt_len)
+{
+    if (batch < 1 || src_len < 1 || tgt_len < 1)
+        return clf_error(CLF_ERR_INPUT, "model: batch check: empty shape %d x %d/%d", batch,
+                         src_len, tgt_len);
+    clf_train_graph_spec spec = {
+        .B = batch, .S = src_len, .T = tgt_len, .dropout = 1, .backward = 1};
+    clf_train_values v;
+    clf_graph g;
+    clf_graph_init(&g);
+    clf_status st = clf_model_build_train_graph(m, &spec, &g, &v); /* planned; freed on failure */
+    if (st != CLF_OK)
+        return st;
+    const uint64_t limit = m->api->max_alloc ? m->api->max_alloc(m->be) : 0;
+    if (limit && g.arena_bytes > limit)
+        st = clf_error(CLF_ERR_INPUT,
+                       "model: a training batch of %d x %d/%d tokens needs %zu bytes of "
+                       "activations in one allocation, more than the backend's largest (%llu "
+                       "bytes): lower train.max_len, batch_size or batch_tokens",
+                       batch, src_len, tgt_len, g.arena_bytes, (unsigned long long)limit);
+    clf_graph_free(&g);
+    return st;
+}

@@ -9,6 +9,7 @@
  * nearest '"' not escaped by a backslash). The input itself is never parsed here: the bytes
  * around the place Jansson names only pick the words of the message. */
 #include "io/json_jansson.h"
+#include "clformer/fs.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -302,24 +303,31 @@ static int splice_real(source *s, char **copy, size_t at)
     return 0;
 }
 
-/* Containers at depth (1: the top level) and below nest at most CLF_JSON_MAX_DEPTH deep.
- * Jansson bounds the recursion at 2048 levels. */
-static int nesting_ok(json_t *v, int depth)
+/* The limits Jansson does not have, checked on the text before Jansson allocates anything
+ * for it: containers nest at most CLF_JSON_MAX_DEPTH deep, a string (key or value) holds at
+ * most CLF_JSON_STRING_MAX bytes as written. A text that is not JSON may pass or fail here
+ * (an unclosed '[' counts as one level); Jansson then names what is wrong with it. */
+static clf_status check_limits(const source *s)
 {
-    if (json_is_array(v)) {
-        if (depth > CLF_JSON_MAX_DEPTH)
-            return 0;
-        for (size_t i = 0; i < json_array_size(v); i++)
-            if (!nesting_ok(json_array_get(v, i), depth + 1))
-                return 0;
-    } else if (json_is_object(v)) {
-        if (depth > CLF_JSON_MAX_DEPTH)
-            return 0;
-        for (void *it = json_object_iter(v); it; it = json_object_iter_next(v, it))
-            if (!nesting_ok(json_object_iter_value(it), depth + 1))
-                return 0;
+    size_t depth = 0;
+    for (size_t i = 0; i < s->len; i++) {
+        const char c = s->text[i];
+        if (c == '[' || c == '{') {
+            if (++depth > CLF_JSON_MAX_DEPTH)
+                return fail_at(s, i, "nesting deeper than %d levels", CLF_JSON_MAX_DEPTH);
+        } else if (c == ']' || c == '}') {
+            depth -= depth > 0;
+        } else if (c == '"') {
+            const size_t start = i++;
+            while (i < s->len && s->text[i] != '"')
+                i += s->text[i] == '\\' ? 2 : 1;
+            const size_t bytes = (i < s->len ? i : s->len) - start - 1;
+            if (bytes > CLF_JSON_STRING_MAX)
+                return fail_at(s, start, "a string of %zu bytes, more than the limit of %d", bytes,
+                               CLF_JSON_STRING_MAX);
+        }
     }
-    return 1;
+    return CLF_OK;
 }
 
 clf_status clf_json_parse(const char *text, size_t len, const char *name, json_t **out)
@@ -338,20 +346,16 @@ clf_status clf_json_parse(const char *text, size_t len, const char *name, json_t
     const char *nul = memchr(s.text, '\0', s.len);
     if (nul)
         return fail_at(&s, (size_t)(nul - s.text), "unexpected byte 0x00 (NUL)");
+    clf_status st = check_limits(&s);
+    if (st != CLF_OK)
+        return st;
     char *copy = NULL;
-    clf_status st;
     for (;;) {
         json_error_t e;
         json_t *root = json_loadb(s.text, s.len, LOAD_FLAGS, &e);
         if (root) {
-            if (nesting_ok(root, 1)) {
-                *out = root;
-                st = CLF_OK;
-            } else {
-                json_decref(root);
-                st = clf_error(CLF_ERR_INPUT, "%s: invalid JSON: nesting deeper than %d levels",
-                               s.name, CLF_JSON_MAX_DEPTH);
-            }
+            *out = root;
+            st = CLF_OK;
             break;
         }
         int big = json_error_code(&e) == json_error_numeric_overflow &&
@@ -369,39 +373,14 @@ clf_status clf_json_parse(const char *text, size_t len, const char *name, json_t
     return st;
 }
 
-clf_status clf_json_parse_file(const char *path, json_t **out)
+clf_status clf_json_parse_file(const char *path, size_t max_len, json_t **out)
 {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return clf_error(CLF_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     char *buf = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (cap - len < 65536) {
-            size_t ncap = cap ? cap * 2 : 65536;
-            char *n = realloc(buf, ncap);
-            if (!n) {
-                free(buf);
-                fclose(f);
-                return clf_error(CLF_ERR_NOMEM, "%s: out of memory reading the file", path);
-            }
-            buf = n;
-            cap = ncap;
-        }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0)
-            break;
-    }
-    int bad = ferror(f);
-    int saved = errno;
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return clf_error(CLF_ERR_IO, "%s: cannot read: %s", path, strerror(saved));
-    }
-    clf_status st = clf_json_parse(buf, len, path, out);
+    size_t len = 0;
+    clf_status st = clf_fs_read_all(path, max_len, &buf, &len);
+    if (st == CLF_OK)
+        st = clf_json_parse(buf, len, path, out);
     free(buf);
     return st;
 }

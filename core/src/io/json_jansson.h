@@ -8,7 +8,9 @@
  * Where Jansson 2.14 differs from the rules clformer's own parser had, the old rule is kept:
  *   - a leading UTF-8 byte order mark is skipped (RFC 8259 lets parsers ignore it; Jansson
  *     refuses it);
- *   - nesting deeper than CLF_JSON_MAX_DEPTH levels is refused (Jansson allows 2048);
+ *   - nesting deeper than CLF_JSON_MAX_DEPTH levels is refused (Jansson allows 2048), and so
+ *     is a string (key or value) of more than CLF_JSON_STRING_MAX bytes as written: both
+ *     found by one scan of the text before Jansson allocates anything;
  *   - an integer outside int64 is read as a real (Jansson refuses it as "too big integer";
  *     each costs Jansson one more parse, so the 17th in one document is refused as out of
  *     range): json_is_integer() holds exactly for numbers written without fraction or
@@ -22,8 +24,9 @@
  *   "<name>: invalid JSON at byte 17 (line 2, column 5): expected ':' after an object key,
  *    found character '1'"
  * (line and column 1-based, the column in bytes), the byte being where the offending token
- * starts. Nesting too deep is found after Jansson has built the tree, which has no offsets:
- * that message has none ("<name>: invalid JSON: nesting deeper than 512 levels").
+ * starts. Nesting too deep and a string too long name where the container or the string
+ * starts ("<name>: invalid JSON at byte 512 (line 1, column 513): nesting deeper than 512
+ * levels").
  *
  *     json_t *root;
  *     if ((st = clf_json_parse(text, len, path, &root)) != CLF_OK) return st;
@@ -39,14 +42,19 @@
 
 #include "clformer/status.h"
 
-/* Containers nested deeper than this are refused (real files nest fewer than 10). */
+/* The JSON reader's limits (README, "Limits"). Containers nested deeper than this are
+ * refused (real files nest fewer than 10). */
 #define CLF_JSON_MAX_DEPTH 512
+/* A string longer than this (bytes between its quotes, escapes as written) is refused: the
+ * longest a clformer file holds is a config in safetensors metadata, a few KB. */
+#define CLF_JSON_STRING_MAX (1 << 20)
 
 /* Parses text[0..len) (no NUL needed). name prefixes error messages (a path, or
  * "<path>: header"). On success *out holds the tree (json_decref it); on failure NULL. */
 clf_status clf_json_parse(const char *text, size_t len, const char *name, json_t **out);
-/* Reads and parses a whole file; CLF_ERR_IO when it cannot be read. */
-clf_status clf_json_parse_file(const char *path, json_t **out);
+/* Reads (clf_fs_read_all: at most max_len bytes, else CLF_ERR_INPUT naming the limit) and
+ * parses a whole file; CLF_ERR_IO when it cannot be read. */
+clf_status clf_json_parse_file(const char *path, size_t max_len, json_t **out);
 /* "null", "boolean", "number", "string", "array", "object", for messages
  * (NULL, an absent member: "null"). */
 const char *clf_json_type_name(const json_t *v);

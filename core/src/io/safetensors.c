@@ -162,11 +162,16 @@ static clf_status parse_entry(const char *path, const char *name, size_t name_le
         return clf_error(CLF_ERR_INPUT, "%s: tensor '%s' has %zu dimensions, at most %d allowed",
                          path, name, json_array_size(shape), CLF_MAX_DIMS);
     t->ndim = (int)json_array_size(shape);
-    for (int i = 0; i < t->ndim; i++)
+    for (int i = 0; i < t->ndim; i++) {
         if (!json_uint(json_array_get(shape, (size_t)i), &t->shape[i]))
             return clf_error(CLF_ERR_INPUT,
                              "%s: tensor '%s': shape entry %d is not a non-negative integer", path,
                              name, i);
+        if (t->shape[i] > CLF_SAFETENSORS_DIM_MAX)
+            return clf_error(CLF_ERR_INPUT,
+                             "%s: tensor '%s': dimension %d is %lld, more than the limit of %d",
+                             path, name, i, (long long)t->shape[i], CLF_SAFETENSORS_DIM_MAX);
+    }
     int64_t begin, end;
     if (!json_is_array(offs) || json_array_size(offs) != 2 ||
         !json_uint(json_array_get(offs, 0), &begin) || !json_uint(json_array_get(offs, 1), &end))
@@ -263,7 +268,12 @@ static clf_status parse_header(clf_safetensors *f, const unsigned char *hdr, uin
     if (!json_is_object(root))
         return clf_error(CLF_ERR_INPUT, "%s: the header must be a JSON object, not %s", f->path,
                          clf_json_type_name(root));
-    int n = (int)json_object_size(root) - (json_object_get(root, "__metadata__") != NULL);
+    const size_t n_entries =
+        json_object_size(root) - (json_object_get(root, "__metadata__") != NULL);
+    if (n_entries > CLF_SAFETENSORS_TENSORS_MAX)
+        return clf_error(CLF_ERR_INPUT, "%s: %zu tensors, more than the limit of %d", f->path,
+                         n_entries, CLF_SAFETENSORS_TENSORS_MAX);
+    const int n = (int)n_entries;
     f->tensors = calloc(n ? (size_t)n : 1, sizeof *f->tensors);
     span *spans = calloc(n ? (size_t)n : 1, sizeof *spans);
     if (!f->tensors || !spans) {
@@ -341,6 +351,12 @@ clf_status clf_safetensors_open(const char *path, clf_safetensors **out)
     for (int i = 7; i >= 0; i--)
         hlen = (hlen << 8) | b[i];
     uint64_t rest = (uint64_t)f->map_size - 8;
+    if (hlen > CLF_SAFETENSORS_HEADER_MAX) {
+        st = clf_error(CLF_ERR_INPUT, "%s: header length %llu, more than the limit of %llu bytes",
+                       path, (unsigned long long)hlen,
+                       (unsigned long long)CLF_SAFETENSORS_HEADER_MAX);
+        goto fail;
+    }
     if (hlen > rest) {
         st = clf_error(CLF_ERR_INPUT,
                        "%s: header length %llu is beyond the end of the file (%llu bytes): "

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clformer/fs.h"
 #include "clformer/rng.h"
 #include "text/pretokenize.h"
 
@@ -35,47 +36,6 @@ static void text_file_free(text_file *f)
     memset(f, 0, sizeof *f);
 }
 
-static clf_status read_whole(const char *path, char **data, size_t *len)
-{
-    clf_status st = CLF_OK;
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    *data = NULL;
-    *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return clf_error(CLF_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    for (;;) {
-        if (cap - n < 65536 + 1) { /* + 1: room for the final NUL */
-            size_t grown_cap = cap ? cap * 2 : 65536 * 2;
-            char *grown = realloc(buf, grown_cap);
-            if (!grown) {
-                st = clf_error(CLF_ERR_NOMEM, "%s: out of memory reading it", path);
-                goto fail;
-            }
-            buf = grown;
-            cap = grown_cap;
-        }
-        size_t got = fread(buf + n, 1, cap - n - 1, f);
-        n += got;
-        if (got == 0)
-            break;
-    }
-    if (ferror(f)) {
-        st = clf_error(CLF_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
-        goto fail;
-    }
-    buf[n] = '\0';
-    fclose(f);
-    *data = buf;
-    *len = n;
-    return CLF_OK;
-fail:
-    free(buf);
-    fclose(f);
-    return st;
-}
-
 /* Reads path and splits it into checked lines: valid UTF-8, no NUL byte. */
 static clf_status text_file_read(const char *path, text_file *f)
 {
@@ -83,7 +43,7 @@ static clf_status text_file_read(const char *path, text_file *f)
     size_t len = 0;
     memset(f, 0, sizeof *f);
     f->path = path;
-    if ((st = read_whole(path, &f->data, &len)) != CLF_OK)
+    if ((st = clf_fs_read_all(path, CLF_DATASET_FILE_MAX, &f->data, &len)) != CLF_OK)
         return st;
     size_t n = 0;
     for (size_t i = 0; i < len; i++)
@@ -105,6 +65,11 @@ static clf_status text_file_read(const char *path, text_file *f)
             line_len--; /* CRLF files read the same as LF files */
         line[line_len] = '\0';
         pos = end + 1;
+        if (line_len > CLF_DATASET_LINE_MAX) {
+            st = clf_error(CLF_ERR_INPUT, "%s:%zu: a line of %zu bytes, more than the limit of %d",
+                           path, k + 1, line_len, CLF_DATASET_LINE_MAX);
+            goto fail;
+        }
         if (memchr(line, '\0', line_len)) {
             st = clf_error(CLF_ERR_INPUT, "%s:%zu: contains a NUL byte at byte %zu", path, k + 1,
                            (size_t)((char *)memchr(line, '\0', line_len) - line));

@@ -64,6 +64,14 @@ struct clf_tokenizer {
     int mapped;
 };
 
+clf_status clf_tok_check_vocab_size(const char *path, size_t n)
+{
+    if (n > (size_t)CLF_TOKENIZER_VOCAB_MAX)
+        return clf_error(CLF_ERR_INPUT, "%s: %zu words, more than the limit of %d", path, n,
+                         CLF_TOKENIZER_VOCAB_MAX);
+    return CLF_OK;
+}
+
 clf_tokenizer *clf_tok_wrap_spm(clf_spm *spm)
 {
     clf_tokenizer *tok = calloc(1, sizeof *tok);
@@ -423,40 +431,6 @@ clf_status clf_tokenizer_build(const char *const *lines, size_t n, int min_freq,
     return clf_tokenizer_build_sized(lines, n, min_freq, CLF_TOKENIZER_VOCAB_SIZE, out);
 }
 
-/* Reads a whole file into a malloc'd buffer. */
-static clf_status read_file(const char *path, char **data, size_t *len)
-{
-    *data = NULL;
-    *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return clf_error(CLF_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        char *more = reserve(buf, &cap, n + 65536, 1);
-        if (!more) {
-            free(buf);
-            fclose(f);
-            return clf_error(CLF_ERR_NOMEM, "%s: out of memory reading it", path);
-        }
-        buf = more;
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (got == 0)
-            break;
-    }
-    int err = ferror(f);
-    fclose(f);
-    if (err) {
-        free(buf);
-        return clf_error(CLF_ERR_IO, "%s: read error", path);
-    }
-    *data = buf;
-    *len = n;
-    return CLF_OK;
-}
-
 clf_status clf_tokenizer_build_file(const char *path, int min_freq, clf_tokenizer **out)
 {
     clf_status st = check_build_args(min_freq, CLF_TOKENIZER_VOCAB_SIZE, out);
@@ -464,7 +438,7 @@ clf_status clf_tokenizer_build_file(const char *path, int min_freq, clf_tokenize
         return st;
     char *data;
     size_t len;
-    if ((st = read_file(path, &data, &len)) != CLF_OK)
+    if ((st = clf_fs_read_all(path, CLF_TOKENIZER_CORPUS_MAX, &data, &len)) != CLF_OK)
         return st;
     counter c = {0};
     size_t line_no = 1;
@@ -817,7 +791,7 @@ clf_status clf_tokenizer_load(const char *path, clf_tokenizer **out)
     const char **w = NULL;
     size_t *wl = NULL;
     unsigned char *fl = NULL;
-    if ((st = clf_json_parse_file(path, &root)) != CLF_OK)
+    if ((st = clf_json_parse_file(path, CLF_TOKENIZER_JSON_MAX, &root)) != CLF_OK)
         return st;
     if ((st = check_header(path, root)) != CLF_OK)
         goto done;
@@ -839,10 +813,8 @@ clf_status clf_tokenizer_load(const char *path, clf_tokenizer **out)
     }
     size_t n_added = json_is_array(added) ? json_array_size(added) : 0;
     size_t total = json_object_size(vocab) + n_added;
-    if (total > (size_t)INT32_MAX) {
-        st = clf_error(CLF_ERR_INPUT, "%s: too many words (%zu)", path, total);
+    if ((st = clf_tok_check_vocab_size(path, total)) != CLF_OK)
         goto done;
-    }
     w = calloc(total + 1, sizeof *w);
     wl = calloc(total + 1, sizeof *wl);
     fl = calloc(total + 1, 1);
@@ -999,7 +971,7 @@ clf_status clf_tokenizer_load_mapped(const char *spm_path, const char *vocab_pat
     clf_status st = clf_tok_spm_load(spm_path, &spm);
     if (st != CLF_OK)
         return st;
-    if ((st = clf_json_parse_file(vocab_path, &root)) != CLF_OK)
+    if ((st = clf_json_parse_file(vocab_path, CLF_TOKENIZER_JSON_MAX, &root)) != CLF_OK)
         goto done;
     if (!json_is_object(root)) {
         st = clf_error(CLF_ERR_INPUT, "%s: expected an object of piece: id pairs", vocab_path);

@@ -42,24 +42,26 @@ int clf_tok_spm_detect(const char *path)
     return clf_tokenizer_name_is_sentencepiece(path);
 }
 
-/* A SentencePiece model is ~0.2-10 MB (its normalization table and pieces); anything
- * larger is not one, and is refused before it is read. */
-#define SPM_MODEL_MAX_BYTES ((size_t)256 << 20)
-
 clf_status clf_tok_spm_load(const char *path, clf_spm **out)
 {
     clf_status st;
     *out = NULL;
     char *data = NULL;
     size_t len = 0;
-    if ((st = clf_fs_read_all(path, SPM_MODEL_MAX_BYTES, &data, &len)) != CLF_OK)
+    /* a model is ~0.2-10 MB (its normalization table and pieces): anything over
+     * CLF_TOKENIZER_SPM_MAX is not one, and is refused before it is read */
+    if ((st = clf_fs_read_all(path, CLF_TOKENIZER_SPM_MAX, &data, &len)) != CLF_OK)
         return st;
     if (len == 0) {
         st = clf_error(CLF_ERR_INPUT, "%s: not a valid SentencePiece model: the file is empty",
                        path);
         goto fail;
     }
-    st = clf_spm_load(data, len, path, out);
+    if ((st = clf_spm_load(data, len, path, out)) == CLF_OK &&
+        (st = clf_tok_check_vocab_size(path, (size_t)clf_spm_size(*out))) != CLF_OK) {
+        clf_spm_free(*out);
+        *out = NULL;
+    }
 fail:
     free(data);
     return st;

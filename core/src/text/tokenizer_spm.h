@@ -24,6 +24,10 @@ clf_status clf_tok_spm_decode(const clf_spm *spm, const int32_t *ids, int n, int
                               char **text);
 clf_tokenizer_specials clf_tok_spm_specials(const clf_spm *spm);
 
+/* Defined in tokenizer.c: CLF_ERR_INPUT "<path>: <n> words, more than the limit of ..."
+ * when a vocabulary of n ids exceeds CLF_TOKENIZER_VOCAB_MAX; the one check of both kinds. */
+clf_status clf_tok_check_vocab_size(const char *path, size_t n);
+
 /* Defined in tokenizer.c: a tokenizer of the SentencePiece kind that owns spm (freed, and
  * NULL returned, when out of memory). */
 clf_tokenizer *clf_tok_wrap_spm(clf_spm *spm);

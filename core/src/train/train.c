@@ -8,11 +8,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clformer/hash.h"
 #include "clformer/rng.h"
 #include "clformer/tensor.h"
 #include "graph/model_internal.h"
 
 #define CHECKPOINT_FORMAT "clformer-checkpoint-1"
+/* Metadata key of the checkpoint's data hash: FNV-1a 64 (clformer/hash.h) of the data
+ * section, i.e. every tensor's bytes in file order, as 16 lowercase hex digits. Written
+ * since the crash-safety work; a checkpoint without it (older) loads unchecked. */
+#define HASH_KEY "data_fnv1a64"
 
 /* A planned training (or evaluation) graph for one batch shape. */
 typedef struct shaped_graph {
@@ -399,7 +404,12 @@ clf_status clf_trainer_save(clf_trainer *t, const char *path, const char *config
                 goto fail;
             }
         }
-    char step[32], micro[32], epoch[32], batch[32], seed[32];
+    /* the data section is the tensors' bytes in this order (clf_safetensors_write) */
+    uint64_t h = CLF_FNV1A64_OFFSET;
+    for (int i = 0; i < nt; i++)
+        h = clf_hash_fnv1a64(h, tensors[i].data, tensors[i].nbytes);
+    char step[32], micro[32], epoch[32], batch[32], seed[32], hash[32];
+    snprintf(hash, sizeof hash, "%016" PRIx64, h);
     snprintf(step, sizeof step, "%lld", t->state.step);
     snprintf(micro, sizeof micro, "%lld", t->state.micro);
     snprintf(epoch, sizeof epoch, "%d", t->state.epoch);
@@ -412,6 +422,7 @@ clf_status clf_trainer_save(clf_trainer *t, const char *path, const char *config
                           "batch",     batch,
                           "seed",      seed,
                           "optimizer", clf_optimizer_name(t->tc.optimizer),
+                          HASH_KEY,    hash,
                           "config",    config_yaml ? config_yaml : ""};
     st = clf_safetensors_write(path, tensors, nt, meta, (int)(sizeof meta / sizeof meta[0]) / 2);
 fail:
@@ -436,6 +447,36 @@ static clf_status meta_ll(const clf_safetensors *f, const char *key, long long *
     return CLF_OK;
 }
 
+/* The checkpoint's tensors named name(part, i), hashed in that order, against its
+ * HASH_KEY (absent: a checkpoint older than the key, not checked). Run before
+ * anything is uploaded, so that a damaged file leaves the trainer as it was. */
+static clf_status check_hash(const clf_trainer *t, const clf_safetensors *f)
+{
+    const char *want = clf_safetensors_meta(f, HASH_KEY);
+    const char *path = clf_safetensors_path(f);
+    if (!want)
+        return CLF_OK;
+    const int nw = clf_model_weight_count(t->m);
+    uint64_t h = CLF_FNV1A64_OFFSET;
+    for (int part = 0; part < 3; part++)
+        for (int i = 0; i < nw; i++) {
+            char name[CLF_TENSOR_NAME_MAX + 32];
+            snprintf(name, sizeof name, "%s%s", part_prefix[part],
+                     clf_model_weight_spec(t->m, i)->name);
+            const clf_tensor *x = clf_safetensors_find(f, name);
+            if (!x)
+                return clf_error(CLF_ERR_INPUT, "%s: tensor '%s' is missing", path, name);
+            h = clf_hash_fnv1a64(h, x->data, x->nbytes);
+        }
+    char got[32];
+    snprintf(got, sizeof got, "%016" PRIx64, h);
+    if (strcmp(got, want) != 0)
+        return clf_error(CLF_ERR_INPUT,
+                         "%s: damaged checkpoint: its data hashes to %s, its metadata %s says %s",
+                         path, got, HASH_KEY, want);
+    return CLF_OK;
+}
+
 clf_status clf_trainer_load(clf_trainer *t, const char *path)
 {
     clf_safetensors *f = NULL;
@@ -453,7 +494,7 @@ clf_status clf_trainer_load(clf_trainer *t, const char *path)
     }
     clf_train_state s;
     long long epoch, batch;
-    if ((st = meta_ll(f, "step", &s.step)) != CLF_OK ||
+    if ((st = check_hash(t, f)) != CLF_OK || (st = meta_ll(f, "step", &s.step)) != CLF_OK ||
         (st = meta_ll(f, "micro", &s.micro)) != CLF_OK ||
         (st = meta_ll(f, "epoch", &epoch)) != CLF_OK ||
         (st = meta_ll(f, "batch", &batch)) != CLF_OK)
