@@ -488,6 +488,45 @@ START_TEST(test_dump_strings_round_trip)
 }
 END_TEST
 
+/* The keys real checkpoints need: defaults keep the tutorial's model, set values dump and
+ * read back. */
+START_TEST(test_real_model_keys)
+{
+    clf_config *cfg = malloc(sizeof *cfg);
+    CLF_ASSERT_OK(clf_config_parse_string("model: {src_vocab: 9, tgt_vocab: 9}\n", "<s>", cfg));
+    ck_assert_float_eq(cfg->model.embed_scale, 0.0f);
+    ck_assert_int_eq(cfg->model.bos_id, -1);
+    ck_assert_int_eq(cfg->model.eos_id, -1);
+    ck_assert_int_eq(cfg->model.unk_id, -1);
+    ck_assert_int_eq(cfg->model.decoder_start_id, -1);
+    ck_assert_int_eq(cfg->model.source_bos, 1);
+    ck_assert_int_eq(cfg->model.source_eos, 1);
+    ck_assert_int_eq(cfg->model.n_banned_ids, 0);
+    assert_round_trip(cfg);
+    CLF_ASSERT_OK(clf_config_parse_string(
+        "model: {src_vocab: 9, tgt_vocab: 9, embed_scale: 1, eos_id: 0, decoder_start_id: 8,\n"
+        "        bos_id: 2, unk_id: 1, source_bos: false, source_eos: true,\n"
+        "        banned_ids: [8, 3], positional: sinusoidal_split}\n",
+        "<s>", cfg));
+    ck_assert_float_eq(cfg->model.embed_scale, 1.0f);
+    ck_assert_int_eq(cfg->model.eos_id, 0);
+    ck_assert_int_eq(cfg->model.bos_id, 2);
+    ck_assert_int_eq(cfg->model.unk_id, 1);
+    ck_assert_int_eq(cfg->model.decoder_start_id, 8);
+    ck_assert_int_eq(cfg->model.source_bos, 0);
+    ck_assert_int_eq(cfg->model.n_banned_ids, 2);
+    ck_assert_int_eq(cfg->model.banned_ids[1], 3);
+    ck_assert_int_eq(cfg->model.positional, CLF_POS_SINUSOIDAL_SPLIT);
+    assert_round_trip(cfg);
+    char *text = dump_to_string(cfg);
+    ck_assert_ptr_nonnull(strstr(text, "  embed_scale: 1.0\n"));
+    ck_assert_ptr_nonnull(strstr(text, "  banned_ids: [8, 3]\n"));
+    ck_assert_ptr_nonnull(strstr(text, "  positional: sinusoidal_split\n"));
+    free(text);
+    free(cfg);
+}
+END_TEST
+
 /* A bad config and a piece of the one-line message it must give. */
 typedef struct bad_case {
     const char *text;
@@ -552,8 +591,22 @@ static const bad_case bad_cases[] = {
     {M "  norm: middle\n",
      "<t>:4:9: model.norm: unknown norm 'middle' (expected pre, post or branch)"},
     {M "  positional: rotary\n",
-     "<t>:4:15: model.positional: unknown positional encoding 'rotary' (expected sinusoidal or "
-     "learned)"},
+     "<t>:4:15: model.positional: unknown positional encoding 'rotary' (expected sinusoidal, "
+     "learned or sinusoidal_split)"},
+    /* the keys of real checkpoints (Marian) */
+    {M "  embed_scale: big\n",
+     "<t>:4:16: model.embed_scale: expected sqrt_d_model or a number > 0, got 'big'"},
+    {M "  embed_scale: 0\n", "<t>:4:16: model.embed_scale: must be > 0, got 0"},
+    {M "  eos_id: -2\n", "<t>:4:11: model.eos_id: must be >= -1, got -2"},
+    {M "  decoder_start_id: 10\n",
+     "<t>:4:21: model.decoder_start_id: 10 is not an id of the vocabularies (src_vocab 10, "
+     "tgt_vocab 10)"},
+    {M "  banned_ids: 3\n", "<t>:4:15: model.banned_ids: expected a list of ids like [58100]"},
+    {M "  banned_ids: [1, x]\n", "<t>:4:19: model.banned_ids[1]: expected an integer"},
+    {M "  banned_ids: [12]\n", "model.banned_ids: 12 is not an id of tgt_vocab 10"},
+    {M "  banned_ids: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1, 2, 3, 4, 5, 6]\n",
+     "<t>:4:15: model.banned_ids: at most 16 ids, got 17"},
+    {M "  source_eos: maybe\n", "<t>:4:15: model.source_eos: expected true or false"},
     {M "  tie_embeddings: both\n",
      "<t>:4:19: model.tie_embeddings: unknown tie_embeddings 'both' (expected none, decoder or "
      "all)"},
@@ -783,6 +836,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_train_full);
     tcase_add_test(tc, test_train_data_forms);
     tcase_add_test(tc, test_dump_strings_round_trip);
+    tcase_add_test(tc, test_real_model_keys);
     tcase_add_loop_test(tc, test_errors, 0, (int)(sizeof bad_cases / sizeof *bad_cases));
     tcase_add_test(tc, test_file_errors);
     tcase_add_test(tc, test_size_limit);

@@ -655,6 +655,52 @@ START_TEST(test_argument_errors)
 }
 END_TEST
 
+/* -m RUN_DIR: a training run's directory (config.yaml with its train: section,
+ * last.safetensors, the vocabularies the config names) translates as the long form does,
+ * from another working directory too; -m with -c is refused. */
+START_TEST(test_model_dir_of_a_run)
+{
+    const char *input = "Hello world\nthe file\n";
+    ck_assert_int_eq(translate("--beam 2", input), 0);
+    char want[OUT_MAX];
+    snprintf(want, sizeof want, "%s", out);
+    char run[160], yaml[1024], cmd[2048];
+    snprintf(run, sizeof run, "%s/run", tmpdir);
+    snprintf(cmd, sizeof cmd,
+             "mkdir '%s' && cp '%s' '%s/last.safetensors' && cp '%s' '%s/src.json'"
+             " && cp '%s' '%s/tgt.json'",
+             run, weights, run, VOCAB_PATH, run, VOCAB_PATH, run);
+    ck_assert_int_eq(system(cmd), 0);
+    /* the vocabularies as a run's config names them: relative to where train ran */
+    int n = snprintf(yaml, sizeof yaml,
+                     "model: {src_vocab: %d, tgt_vocab: %d, max_len: %d, d_model: 32, layers: 2,"
+                     " heads: 4, d_ff: 64}\nbackend: {name: cpu, threads: 1}\n"
+                     "train: {data: {train: nowhere.tsv}, checkpoint: {dir: elsewhere/run}}\n",
+                     clf_tokenizer_size(tok), clf_tokenizer_size(tok), MODEL_MAX_LEN);
+    snprintf(cmd, sizeof cmd, "%s/config.yaml", run);
+    clf_test_write_file(cmd, yaml, (size_t)n);
+    char in_path[160], out_path[160], err_path[160];
+    snprintf(in_path, sizeof in_path, "%s/in.txt", tmpdir);
+    snprintf(out_path, sizeof out_path, "%s/out-m.txt", tmpdir);
+    snprintf(err_path, sizeof err_path, "%s/err-m.txt", tmpdir);
+    clf_test_write_file(in_path, input, strlen(input));
+    snprintf(cmd, sizeof cmd,
+             "cd / && CLF_PLUGIN_PATH= '%s' translate -m '%s' --beam 2 <'%s' >'%s' 2>'%s'",
+             CLF_CLI_PATH, run, in_path, out_path, err_path);
+    int rc = system(cmd);
+    read_bytes(out_path, out, sizeof out);
+    read_bytes(err_path, err, sizeof err);
+    ck_assert_msg(rc == 0, "translate -m: %s", err);
+    ck_assert_str_eq(out, want);
+    snprintf(cmd, sizeof cmd, "translate -m '%s' -c '%s'", run, model_yaml);
+    ck_assert_int_eq(clf_test_run_cli(cmd, err, sizeof err), 2);
+    ck_assert_msg(strstr(err, "give one form"), "stderr: %s", err);
+    snprintf(cmd, sizeof cmd, "translate -m '%s/none'", tmpdir);
+    ck_assert_int_eq(clf_test_run_cli(cmd, err, sizeof err), 2);
+    ck_assert_msg(strstr(err, "no model.yaml"), "stderr: %s", err);
+}
+END_TEST
+
 START_TEST(test_vocab_larger_than_model)
 {
     char yaml[128];
@@ -747,6 +793,7 @@ static Suite *translate_suite(void)
     tcase_add_test(tc, test_weight_type);
     tcase_add_test(tc, test_argument_errors);
     tcase_add_test(tc, test_vocab_larger_than_model);
+    tcase_add_test(tc, test_model_dir_of_a_run);
     tcase_add_test(tc, test_png_writer_round_trip);
 #ifdef CLF_HAVE_OPENCL
     tcase_add_test(tc, test_opencl_matches_cpu);

@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "dist.h"
@@ -72,10 +73,17 @@ enum {
     OPT_ATTENTION,
     OPT_ATTENTION_PNG,
     OPT_WEIGHT_TYPE,
+    OPT_BEAM_STYLE,
+    OPT_FORCED_EOS,
 };
 
 typedef struct tr_opts {
     const char *cfg_path, *w_path, *src_vocab, *tgt_vocab;
+    const char *model_dir; /* -m: the four paths above come from it */
+    int mapped;            /* -m of an imported Marian model: vocab.json maps the pieces */
+    char paths[5][CLF_PATH_MAX];
+    int beam_style;         /* --beam-style: clf_beam_style */
+    int forced_eos;         /* --forced-eos */
     const char *attn_path;  /* --attention FILE, or NULL */
     const char *png_prefix; /* --attention-png PREFIX, or NULL */
     int beam, n_best;
@@ -92,7 +100,7 @@ typedef struct tr_opts {
 /* One input line of the current batch. */
 typedef struct src_line {
     long index;   /* from 0 */
-    int32_t *ids; /* source tokens without [SOS]/[EOS]; NULL when n == 0 */
+    int32_t *ids; /* source tokens without the framing; NULL when n == 0 */
     int n;        /* 0: empty, blank or refused: not decoded */
 } src_line;
 
@@ -102,6 +110,8 @@ typedef struct translator {
     clf_config cfg;
     clf_tokenizer *src_tok, *tgt_tok;
     clf_tokenizer_specials src_sp, tgt_sp;
+    int src_bos, src_eos; /* the source framing: ids, -1 for none (model.source_bos/eos) */
+    int framing;          /* tokens the framing adds */
     const clf_backend_api *api;
     clf_backend *be;
     clf_model *model;
@@ -120,8 +130,12 @@ typedef struct translator {
 
 static void usage(void)
 {
-    printf("usage: clformer translate -c model.yaml -w w.safetensors --src-vocab src.json\n"
+    printf("usage: clformer translate -m MODEL_DIR [options] < sentences > translations\n"
+           "       clformer translate -c model.yaml -w w.safetensors --src-vocab src.json\n"
            "       --tgt-vocab tgt.json [options] < sentences > translations\n"
+           "MODEL_DIR: one `clformer import marian` wrote (model.yaml, weights.safetensors,\n"
+           "source.spm, target.spm, vocab.json) or a training run's checkpoint directory\n"
+           "(config.yaml, last.safetensors and its vocabularies).\n"
            "One line in, one line out: the translation's words joined by single spaces, or\n"
            "detokenized by SentencePiece when the vocabularies are SentencePiece .model files.\n"
            "  --beam K             beam size (default 1: greedy)\n"
@@ -130,6 +144,11 @@ static void usage(void)
            "                       the batch + 10; always <= the model's max_len - 1)\n"
            "  --length-penalty A   GNMT alpha: score = logprob / ((5 + len) / 6)^A\n"
            "                       (default 0.6 with --beam > 1, else 0)\n"
+           "  --beam-style gnmt|hf how beams are ranked and when a sentence is done: gnmt\n"
+           "                       (default) as above; hf as transformers' generate: score =\n"
+           "                       logprob / len^A, early_stopping=False (see README)\n"
+           "  --forced-eos         the last token allowed by --max-len can only be the end\n"
+           "                       (transformers' forced_eos_token_id)\n"
            "  --batch N            sentences decoded together (default %d)\n"
            "  --no-cache           re-run the whole decoder every step (slow; for comparison)\n"
            "  --weight-type f32|f16  f16: the products of few rows (batch 1, small beams) read\n"
@@ -150,11 +169,70 @@ static void usage(void)
            DEFAULT_BATCH, TRANSLATE_LINE_MAX);
 }
 
+static int file_exists(const char *path)
+{
+    return access(path, F_OK) == 0;
+}
+
+/* -m DIR: an imported model (model.yaml, weights.safetensors; vocab.json with source.spm
+ * and target.spm, or src.json / tgt.json / src.model / tgt.model) or a training run's
+ * directory (config.yaml, last.safetensors, the vocabularies its config names, looked for
+ * in DIR when the config's paths do not exist from here). Returns -1 to go on, else the
+ * exit code. */
+static int resolve_model_dir(tr_opts *o)
+{
+    char(*p)[CLF_PATH_MAX] = o->paths;
+    const char *d = o->model_dir;
+    snprintf(p[0], CLF_PATH_MAX, "%s/model.yaml", d);
+    snprintf(p[1], CLF_PATH_MAX, "%s/weights.safetensors", d);
+    if (!file_exists(p[0])) {
+        snprintf(p[0], CLF_PATH_MAX, "%s/config.yaml", d);
+        snprintf(p[1], CLF_PATH_MAX, "%s/last.safetensors", d);
+    }
+    if (!file_exists(p[0]))
+        return cli_usage_error("translate: -m %s: no model.yaml (clformer import) or config.yaml "
+                               "(a training run) there",
+                               d);
+    snprintf(p[4], CLF_PATH_MAX, "%s/vocab.json", d);
+    if (file_exists(p[4])) {
+        o->mapped = 1;
+        snprintf(p[2], CLF_PATH_MAX, "%s/source.spm", d);
+        snprintf(p[3], CLF_PATH_MAX, "%s/target.spm", d);
+    } else {
+        /* a run's config.yaml names its vocabularies; else the usual names in d */
+        clf_config cfg;
+        int have = clf_config_load_with_plugins(p[0], o->bo.plugin_dir, &cfg) == CLF_OK &&
+                   cfg.train.present;
+        const char *named[2] = {have ? cfg.train.vocab_src : "", have ? cfg.train.vocab_tgt : ""};
+        static const char *const guess[2][2] = {{"src.json", "src.model"},
+                                                {"tgt.json", "tgt.model"}};
+        for (int i = 0; i < 2; i++) {
+            const char *base = strrchr(named[i], '/');
+            if (named[i][0] && file_exists(named[i]))
+                snprintf(p[2 + i], CLF_PATH_MAX, "%s", named[i]);
+            else if (named[i][0])
+                snprintf(p[2 + i], CLF_PATH_MAX, "%s/%s", d, base ? base + 1 : named[i]);
+            else
+                snprintf(p[2 + i], CLF_PATH_MAX, "%s/%s", d, guess[i][0]);
+            if (!file_exists(p[2 + i]) && !named[i][0])
+                snprintf(p[2 + i], CLF_PATH_MAX, "%s/%s", d, guess[i][1]);
+        }
+    }
+    o->cfg_path = p[0];
+    o->w_path = p[1];
+    o->src_vocab = p[2];
+    o->tgt_vocab = p[3];
+    return -1;
+}
+
 /* Parses argv into o. Returns -1 to go on, else the exit code (0 after --help). */
 static int parse_args(int argc, char **argv, tr_opts *o)
 {
     static const struct option longopts[] = {
         {"config", required_argument, NULL, 'c'},
+        {"model", required_argument, NULL, 'm'},
+        {"beam-style", required_argument, NULL, OPT_BEAM_STYLE},
+        {"forced-eos", no_argument, NULL, OPT_FORCED_EOS},
         {"weights", required_argument, NULL, 'w'},
         {"src-vocab", required_argument, NULL, OPT_SRC_VOCAB},
         {"tgt-vocab", required_argument, NULL, OPT_TGT_VOCAB},
@@ -179,13 +257,25 @@ static int parse_args(int argc, char **argv, tr_opts *o)
                    .bo = {.threads = -1}};
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "c:w:" CLI_BACKEND_SHORTOPTS "h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "c:w:m:" CLI_BACKEND_SHORTOPTS "h", longopts, NULL)) !=
+           -1) {
         switch (c) {
         case 'c':
             o->cfg_path = optarg;
             break;
         case 'w':
             o->w_path = optarg;
+            break;
+        case 'm':
+            o->model_dir = optarg;
+            break;
+        case OPT_BEAM_STYLE:
+            if (strcmp(optarg, "gnmt") != 0 && strcmp(optarg, "hf") != 0)
+                return cli_usage_error("--beam-style: expected gnmt or hf, got '%s'", optarg);
+            o->beam_style = strcmp(optarg, "hf") == 0 ? CLF_BEAM_HF : CLF_BEAM_GNMT;
+            break;
+        case OPT_FORCED_EOS:
+            o->forced_eos = 1;
             break;
         case OPT_SRC_VOCAB:
             o->src_vocab = optarg;
@@ -249,8 +339,17 @@ static int parse_args(int argc, char **argv, tr_opts *o)
     if (optind < argc)
         return cli_usage_error("translate: unexpected argument '%s' (sentences come on stdin)",
                                argv[optind]);
+    if (o->model_dir && (o->cfg_path || o->w_path || o->src_vocab || o->tgt_vocab))
+        return cli_usage_error("translate: -m MODEL_DIR replaces -c, -w, --src-vocab and "
+                               "--tgt-vocab: give one form");
+    if (o->model_dir) {
+        int rc = resolve_model_dir(o);
+        if (rc >= 0)
+            return rc;
+    }
     if (!o->cfg_path || !o->w_path || !o->src_vocab || !o->tgt_vocab)
-        return cli_usage_error("translate: -c, -w, --src-vocab and --tgt-vocab are all required");
+        return cli_usage_error("translate: -m MODEL_DIR, or -c, -w, --src-vocab and --tgt-vocab, "
+                               "are required");
     if (o->n_best > o->beam)
         return cli_usage_error("translate: --n-best %d is more than --beam %d", o->n_best, o->beam);
     if (o->length_penalty < 0.0f)
@@ -258,15 +357,32 @@ static int parse_args(int argc, char **argv, tr_opts *o)
     return -1;
 }
 
-/* Loads a vocabulary for a model side and checks that they fit (cli_check_vocab). */
-static clf_status load_vocab(const char *path, const char *side, int model_vocab, int pad_id,
-                             clf_tokenizer **tok, clf_tokenizer_specials *sp)
+/* Loads a vocabulary for a model side and checks that they fit (cli_check_vocab, unless
+ * the model config names its specials itself: then only the size and pad are checked). */
+static clf_status load_vocab(const tr_opts *o, const char *path, const char *side,
+                             const clf_model_config *mc, clf_tokenizer **tok,
+                             clf_tokenizer_specials *sp)
 {
-    clf_status st = clf_tokenizer_load(path, tok);
+    const int model_vocab = side[0] == 's' ? mc->src_vocab : mc->tgt_vocab;
+    clf_status st = o->mapped ? clf_tokenizer_load_mapped(path, o->paths[4], tok)
+                              : clf_tokenizer_load(path, tok);
     if (st != CLF_OK)
         return st;
     *sp = clf_tokenizer_special_ids(*tok);
-    return cli_check_vocab(path, side, *tok, model_vocab, pad_id);
+    if (mc->eos_id < 0 || (mc->bos_id < 0 && mc->decoder_start_id < 0))
+        return cli_check_vocab(path, side, *tok, model_vocab, mc->pad_id);
+    int size = clf_tokenizer_size(*tok);
+    if (size > model_vocab)
+        return clf_error(CLF_ERR_INPUT,
+                         "%s: the %s vocabulary has %d words but the model's %s_vocab is %d "
+                         "(a vocabulary for another model?)",
+                         path, side, size, side, model_vocab);
+    if (sp->pad >= 0 && sp->pad != mc->pad_id)
+        return clf_error(CLF_ERR_INPUT,
+                         "%s: the pad token has id %d in the %s vocabulary but the model's "
+                         "pad_id is %d",
+                         path, (int)sp->pad, side, mc->pad_id);
+    return CLF_OK;
 }
 
 /* Reads one line of t->in (stdin, or a rank's share under mpirun), less its '\n', into
@@ -355,11 +471,14 @@ static clf_status read_batch(translator *t, src_line *lines, int *count)
         }
         if (st != CLF_OK)
             return clf_error_context(st, "input line %ld", l->index + 1);
-        if (l->n + 2 > t->cfg.model.max_len) {
+        if (l->n + t->framing > t->cfg.model.max_len) {
+            const char *framing = t->src_bos >= 0 && t->src_eos >= 0 ? "[SOS] and [EOS]"
+                                  : t->src_bos >= 0                  ? "[SOS]"
+                                  : t->src_eos >= 0                  ? "[EOS]"
+                                                                     : "no framing";
             snprintf(why, sizeof why,
-                     "%d tokens, %d with [SOS] and [EOS], more than the model's max_len %d: "
-                     "split the line",
-                     l->n, l->n + 2, t->cfg.model.max_len);
+                     "%d tokens, %d with %s, more than the model's max_len %d: split the line",
+                     l->n, l->n + t->framing, framing, t->cfg.model.max_len);
             refuse(t, l, why);
         }
     }
@@ -383,7 +502,7 @@ static clf_status decode_batch(translator *t, const src_line *lines, int count,
     }
     if (rows == 0)
         return CLF_OK;
-    const int S = longest + 2;
+    const int S = longest + t->framing;
     src = malloc((size_t)rows * S * sizeof *src);
     if (!src)
         return clf_error(CLF_ERR_NOMEM, "translate: out of host memory");
@@ -392,10 +511,14 @@ static clf_status decode_batch(translator *t, const src_line *lines, int count,
         if (lines[i].n == 0)
             continue;
         int32_t *row = src + (size_t)r++ * S;
-        row[0] = t->src_sp.sos;
-        memcpy(row + 1, lines[i].ids, (size_t)lines[i].n * sizeof *row);
-        row[lines[i].n + 1] = t->src_sp.eos;
-        for (int j = lines[i].n + 2; j < S; j++)
+        int k = 0;
+        if (t->src_bos >= 0)
+            row[k++] = t->src_bos;
+        memcpy(row + k, lines[i].ids, (size_t)lines[i].n * sizeof *row);
+        k += lines[i].n;
+        if (t->src_eos >= 0)
+            row[k++] = t->src_eos;
+        for (int j = k; j < S; j++)
             row[j] = t->cfg.model.pad_id;
     }
     clf_decode_opts o = t->dopts;
@@ -474,7 +597,7 @@ static clf_status keep_attention(translator *t, const src_line *l, const clf_hyp
         return CLF_OK;
     if (!h->attention)
         return clf_error(CLF_ERR_INTERNAL, "translate: the decoder returned no attention");
-    int rows = h->len + h->finished, cols = l->n + 2;
+    int rows = h->len + h->finished, cols = l->n + t->framing;
     float *d = malloc((size_t)(rows > 0 ? rows : 1) * cols * sizeof *d);
     if (!d)
         return clf_error(CLF_ERR_NOMEM, "translate: out of host memory");
@@ -492,7 +615,7 @@ static clf_status keep_attention(translator *t, const src_line *l, const clf_hyp
 static clf_status write_png(translator *t, const src_line *l, const clf_hypothesis *h, int src_len)
 {
     clf_status st = CLF_OK;
-    int rows = h->len + h->finished, cols = l->n + 2;
+    int rows = h->len + h->finished, cols = l->n + t->framing;
     if (rows < 1)
         return CLF_OK; /* nothing was generated: no image has 0 rows */
     if (!h->attention)
@@ -582,11 +705,19 @@ static clf_status translator_open(translator *t)
     cli_thread_wait_policy(t->o.half_weights ? CLI_THREADS_OPENMP : CLI_THREADS_BLAS);
     if ((st = clf_config_load_with_plugins(t->o.cfg_path, t->o.bo.plugin_dir, &t->cfg)) != CLF_OK)
         goto fail;
-    if ((st = load_vocab(t->o.src_vocab, "src", mc->src_vocab, mc->pad_id, &t->src_tok,
-                         &t->src_sp)) != CLF_OK ||
-        (st = load_vocab(t->o.tgt_vocab, "tgt", mc->tgt_vocab, mc->pad_id, &t->tgt_tok,
-                         &t->tgt_sp)) != CLF_OK)
+    if ((st = load_vocab(&t->o, t->o.src_vocab, "src", mc, &t->src_tok, &t->src_sp)) != CLF_OK ||
+        (st = load_vocab(&t->o, t->o.tgt_vocab, "tgt", mc, &t->tgt_tok, &t->tgt_sp)) != CLF_OK)
         goto fail;
+    /* the model config's ids first, the vocabulary's otherwise */
+    t->src_bos = !mc->source_bos ? -1 : mc->bos_id >= 0 ? mc->bos_id : t->src_sp.sos;
+    t->src_eos = !mc->source_eos ? -1 : mc->eos_id >= 0 ? mc->eos_id : t->src_sp.eos;
+    if ((mc->source_bos && t->src_bos < 0) || (mc->source_eos && t->src_eos < 0)) {
+        st = clf_error(CLF_ERR_INPUT, "%s: the src vocabulary has no %s token (set model.%s)",
+                       t->o.src_vocab, t->src_bos < 0 ? "[SOS]" : "[EOS]",
+                       t->src_bos < 0 ? "bos_id" : "eos_id");
+        goto fail;
+    }
+    t->framing = (t->src_bos >= 0) + (t->src_eos >= 0);
     if ((st = clf_weights_load(t->o.w_path, mc, &w)) != CLF_OK)
         goto fail;
     if ((st = cli_open_backend(&t->cfg, &t->o.bo, &t->api, &t->be)) != CLF_OK)
@@ -600,8 +731,12 @@ static clf_status translator_open(translator *t)
     t->dopts.n_best = t->o.n_best;
     t->dopts.length_penalty = t->o.length_penalty;
     t->dopts.use_cache = t->o.use_cache;
-    t->dopts.sos_id = t->tgt_sp.sos;
-    t->dopts.eos_id = t->tgt_sp.eos;
+    if (mc->decoder_start_id < 0 && mc->bos_id < 0)
+        t->dopts.sos_id = t->tgt_sp.sos;
+    if (mc->eos_id < 0)
+        t->dopts.eos_id = t->tgt_sp.eos;
+    t->dopts.style = (clf_beam_style)t->o.beam_style;
+    t->dopts.forced_eos = t->o.forced_eos;
     t->dopts.pad_id = mc->pad_id;
     t->dopts.want_attention = t->o.attn_path || t->o.png_prefix;
 fail:

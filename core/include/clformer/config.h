@@ -36,8 +36,14 @@ typedef enum clf_output { CLF_OUTPUT_LOGITS = 0, CLF_OUTPUT_LOG_SOFTMAX = 1 } cl
 
 typedef enum clf_positional {
     CLF_POS_SINUSOIDAL = 0, /* the paper's fixed sin/cos table (computed, not a weight) */
-    CLF_POS_LEARNED = 1     /* weights src_pos.embedding.weight, tgt_pos.embedding.weight */
+    CLF_POS_LEARNED = 1,    /* weights src_pos.embedding.weight, tgt_pos.embedding.weight */
+    /* the same frequencies as CLF_POS_SINUSOIDAL, laid out as [sin | cos] halves (Marian's
+     * and fairseq's MarianSinusoidalPositionalEmbedding), computed in double */
+    CLF_POS_SINUSOIDAL_SPLIT = 2
 } clf_positional;
+
+/* model.banned_ids: at most this many ids that decoding never generates. */
+#define CLF_BANNED_IDS_MAX 16
 
 /* Which matrices share tgt_embed.embedding.weight (the only name the weights file has). */
 typedef enum clf_tie {
@@ -72,6 +78,18 @@ typedef struct clf_model_config {
     int pad_id;                /* default 1 */
     clf_positional positional; /* default sinusoidal */
     clf_tie tie_embeddings;    /* default none */
+    /* The factor of the token embeddings: 0 = sqrt(d_model) (the default, the paper's),
+     * else this number (Marian's scale_embedding: false is 1). */
+    float embed_scale;
+    /* Special ids; -1 (the default) = the vocabulary's own ([SOS]/<s>, [EOS]</s>, [UNK]).
+     * decoder_start_id: the first decoder input (-1: bos_id, else the vocabulary's sos);
+     * Marian starts from its pad id. */
+    int bos_id, eos_id, unk_id, decoder_start_id;
+    int source_bos, source_eos; /* frame the source with bos / eos; default 1 and 1 */
+    /* Ids decoding never generates (Marian bans pad): their score is -inf after the
+     * log-softmax, as transformers' bad_words_ids does. */
+    int banned_ids[CLF_BANNED_IDS_MAX];
+    int n_banned_ids; /* default 0 */
     /* Op plugins (clformer/plugin.h) the YAML names; they stay loaded for the process. */
     const clf_plugin_op *activation_op; /* set exactly when activation == CLF_ACT_PLUGIN */
     const clf_plugin_op *norm_op;       /* layernorm.style: <plugin norm>; NULL = ln_style */

@@ -22,20 +22,40 @@
 extern "C" {
 #endif
 
+/* How beam search keeps and ranks hypotheses. */
+typedef enum clf_beam_style {
+    /* clformer's own: score = logprob / ((5 + len) / 6)^alpha (GNMT), len counting EOS; a
+     * sentence is done when K hypotheses have ended with EOS. */
+    CLF_BEAM_GNMT = 0,
+    /* transformers' BeamSearchScorer (4.40, early_stopping=False): score = logprob /
+     * len^alpha, len counting EOS; of the 2K best continuations an EOS counts only among
+     * the first K; the K best finished are kept (a better one replaces the worst); a
+     * sentence is done when K have finished and the worst of them is at least the best
+     * continuation's logprob / (t + 1)^alpha after step t. */
+    CLF_BEAM_HF = 1
+} clf_beam_style;
+
 typedef struct clf_decode_opts {
-    int beam;             /* 1: greedy (argmax on the device); K > 1: beam search */
-    int n_best;           /* hypotheses returned per sentence, 1..beam */
-    float length_penalty; /* alpha of GNMT's ((5+len)/6)^alpha; 0: raw log-prob sum */
-    int max_len;          /* output tokens per sentence (EOS not counted), >= 1; it is also
-                             capped at the model's max_len - 1 (the decoder's positions) */
-    int use_cache;        /* 1: KV cache (default); 0: re-run the full decoder each step */
-    int sos_id, eos_id, pad_id;
+    int beam;                   /* 1: greedy (argmax on the device); K > 1: beam search */
+    int n_best;                 /* hypotheses returned per sentence, 1..beam */
+    float length_penalty;       /* alpha of GNMT's ((5+len)/6)^alpha; 0: raw log-prob sum */
+    int max_len;                /* output tokens per sentence (EOS not counted), >= 1; it is also
+                                   capped at the model's max_len - 1 (the decoder's positions) */
+    int use_cache;              /* 1: KV cache (default); 0: re-run the full decoder each step */
+    int sos_id, eos_id, pad_id; /* sos_id: the first decoder input (decoder_start) */
+    clf_beam_style style;       /* default CLF_BEAM_GNMT */
+    /* 1: the token at position max_len - 1 (the last one) can only be EOS, as transformers'
+     * forced_eos_token_id does (log-prob 0 for it in beam search). Default 0. */
+    int forced_eos;
+    /* The model's banned_ids (clf_model_config) are never generated: -inf after the
+     * log-softmax in beam search, excluded from the argmax in greedy decoding. */
     int want_attention; /* record cross-attention weights (last decoder layer, mean of
                            the heads) of every returned hypothesis */
 } clf_decode_opts;
 
 /* beam 1, n_best 1, length_penalty 0, max_len 0 (must be set), use_cache 1, the ids of
- * the model config (sos 2, eos 3, pad 1 by default), no attention. */
+ * the model config (sos = decoder_start_id, else bos_id, else 2; eos = eos_id, else 3;
+ * pad = pad_id), style GNMT, no forced EOS, no attention. */
 CLF_API void clf_decode_opts_default(const clf_model_config *cfg, clf_decode_opts *o);
 
 typedef struct clf_hypothesis {

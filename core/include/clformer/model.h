@@ -81,6 +81,10 @@ CLF_API double clf_model_forward_flops(const clf_model_config *cfg, int batch, i
 /* The sinusoidal PE table [max_len, d] exactly as the tutorial's PyTorch computes it in
  * float32. */
 CLF_API void clf_positional_encoding(float *pe, int max_len, int d);
+/* The same frequencies in Marian's layout (positional: sinusoidal_split): columns
+ * [0, ceil(d/2)) are sin(pos / 10000^(2i/d)), the rest cos(pos / 10000^(2i/d)), computed in
+ * double and rounded to float once, as transformers' MarianSinusoidalPositionalEmbedding. */
+CLF_API void clf_positional_encoding_split(float *pe, int max_len, int d);
 
 #ifdef __cplusplus
 }

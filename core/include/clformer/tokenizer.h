@@ -133,6 +133,19 @@ CLF_API clf_status clf_tokenizer_train_sentencepiece(const char *const *paths, i
  * SentencePiece: CLF_ERR_IO when unreadable, CLF_ERR_INPUT "<path>: not a valid
  * SentencePiece model: <the library's reason>" for an empty, truncated or corrupt one. */
 CLF_API clf_status clf_tokenizer_load(const char *path, clf_tokenizer **out);
+/* A SentencePiece model whose pieces take their ids from a separate piece vocabulary, as
+ * Marian's tokenizer does (source.spm / target.spm with one shared vocab.json, a JSON
+ * object {"piece": id} with ids 0..n-1): encode cuts the text into the model's pieces
+ * (their text, as Python's encode(out_type=str)) and looks each up in the vocabulary,
+ * unknown ones becoming <unk>; decode turns ids back into pieces, leaves out the specials
+ * (<unk> <pad> <s> </s>) with skip_specials, joins them with the model's Decode and strips
+ * leading and trailing spaces. Size, id/word lookups and the specials (by those names;
+ * -1 when absent) are the vocabulary's. Moses punctuation normalization, which
+ * transformers' MarianTokenizer applies when sacremoses is installed, is not done, nor are
+ * >>lang<< codes split off. CLF_ERR_IO / CLF_ERR_INPUT naming the file that is unreadable
+ * or invalid. Such a tokenizer cannot be saved (copy the two files). */
+CLF_API clf_status clf_tokenizer_load_mapped(const char *spm_path, const char *vocab_path,
+                                             clf_tokenizer **out);
 /* Writes tok to path (path.tmp.<pid>, fsync, rename: never a half file): word level as the
  * tokenizers library would write it, SentencePiece as the model's bytes. */
 CLF_API clf_status clf_tokenizer_save(const clf_tokenizer *tok, const char *path);

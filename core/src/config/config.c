@@ -48,7 +48,7 @@ static const char *const norm_names[] = {"pre", "post", "branch", NULL};
 static const char *const ln_names[] = {"tutorial", "standard", NULL};
 static const char *const act_names[] = {"relu", NULL};
 static const char *const output_names[] = {"logits", "log_softmax", NULL};
-static const char *const positional_names[] = {"sinusoidal", "learned", NULL};
+static const char *const positional_names[] = {"sinusoidal", "learned", "sinusoidal_split", NULL};
 static const char *const tie_names[] = {"none", "decoder", "all", NULL};
 static const char *const backend_names[] = {"cpu", "opencl", "auto", NULL};
 static const char *const opt_names[] = {"adam", "adamw", NULL};
@@ -104,6 +104,14 @@ static const field model_fields[] = {
     INT("pad_id", model.pad_id, 0, CFG_SIZE_MAX),
     ENUM("positional", model.positional, "positional encoding", positional_names),
     ENUM("tie_embeddings", model.tie_embeddings, "tie_embeddings", tie_names),
+    {.key = "embed_scale", .kind = F_EMBED_SCALE, .fmin = 0.0, .fmin_open = 1, .fmax = HUGE_VAL},
+    INT("bos_id", model.bos_id, -1, CFG_SIZE_MAX),
+    INT("eos_id", model.eos_id, -1, CFG_SIZE_MAX),
+    INT("unk_id", model.unk_id, -1, CFG_SIZE_MAX),
+    INT("decoder_start_id", model.decoder_start_id, -1, CFG_SIZE_MAX),
+    BOOL("source_bos", model.source_bos),
+    BOOL("source_eos", model.source_eos),
+    {.key = "banned_ids", .kind = F_ID_LIST, .imin = 0, .imax = CFG_SIZE_MAX},
     END,
 };
 
@@ -238,6 +246,26 @@ static clf_status resolve_model(parse_ctx *c)
             "all shares one matrix between source and target embeddings, which needs "
             "src_vocab == tgt_vocab (got %d and %d); use decoder, or one vocabulary",
             m->src_vocab, m->tgt_vocab);
+    /* special ids must be ids of the vocabularies they are used in */
+    static const char *const id_keys[] = {"model.bos_id", "model.eos_id", "model.unk_id",
+                                          "model.decoder_start_id"};
+    const int ids[] = {m->bos_id, m->eos_id, m->unk_id, m->decoder_start_id};
+    for (int i = 0; i < 4; i++) {
+        const int limit = i == 3 ? m->tgt_vocab
+                          : m->src_vocab && m->tgt_vocab
+                              ? (m->src_vocab < m->tgt_vocab ? m->src_vocab : m->tgt_vocab)
+                              : m->src_vocab + m->tgt_vocab;
+        if (limit && ids[i] >= limit)
+            return clf_cfg_fail_at(c, clf_cfg_mark_of(c, id_keys[i], "model", NULL), id_keys[i],
+                                   "%d is not an id of the vocabularies (src_vocab %d, tgt_vocab "
+                                   "%d)",
+                                   ids[i], m->src_vocab, m->tgt_vocab);
+    }
+    for (int i = 0; i < m->n_banned_ids; i++)
+        if (m->tgt_vocab && m->banned_ids[i] >= m->tgt_vocab)
+            return clf_cfg_fail_at(c, clf_cfg_mark_of(c, "model.banned_ids", "model", NULL),
+                                   "model.banned_ids", "%d is not an id of tgt_vocab %d",
+                                   m->banned_ids[i], m->tgt_vocab);
     if (m->final_norm_auto)
         m->final_norm = m->norm == CLF_NORM_PRE;
     return CLF_OK;
@@ -315,6 +343,10 @@ void clf_config_defaults(clf_config *cfg)
     m->pad_id = 1;
     m->positional = CLF_POS_SINUSOIDAL;
     m->tie_embeddings = CLF_TIE_NONE;
+    m->embed_scale = 0.0f;
+    m->bos_id = m->eos_id = m->unk_id = m->decoder_start_id = -1;
+    m->source_bos = m->source_eos = 1;
+    m->n_banned_ids = 0;
     set_text(cfg->backend.name, sizeof cfg->backend.name, "cpu");
     cfg->backend.threads = 0;
     clf_train_config *t = &cfg->train;
@@ -495,7 +527,7 @@ const char *clf_output_name(clf_output o)
 
 const char *clf_positional_name(clf_positional p)
 {
-    return name_or(positional_names, 2, (int)p);
+    return name_or(positional_names, 3, (int)p);
 }
 
 const char *clf_tie_name(clf_tie t)

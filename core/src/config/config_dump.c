@@ -83,6 +83,18 @@ static void dump_model(const clf_model_config *m, FILE *out)
     fprintf(out, "  pad_id: %d\n", m->pad_id);
     fprintf(out, "  positional: %s\n", clf_positional_name(m->positional));
     fprintf(out, "  tie_embeddings: %s\n", clf_tie_name(m->tie_embeddings));
+    if (m->embed_scale > 0.0f)
+        fprintf(out, "  embed_scale: %s\n", fmt_float(m->embed_scale, a, sizeof a));
+    else
+        fprintf(out, "  embed_scale: sqrt_d_model\n");
+    fprintf(out, "  bos_id: %d\n  eos_id: %d\n  unk_id: %d\n  decoder_start_id: %d\n", m->bos_id,
+            m->eos_id, m->unk_id, m->decoder_start_id);
+    fprintf(out, "  source_bos: %s\n  source_eos: %s\n", m->source_bos ? "true" : "false",
+            m->source_eos ? "true" : "false");
+    fprintf(out, "  banned_ids: [");
+    for (int i = 0; i < m->n_banned_ids; i++)
+        fprintf(out, "%s%d", i ? ", " : "", m->banned_ids[i]);
+    fprintf(out, "]\n");
 }
 
 static void dump_backend(const clf_backend_config *b, FILE *out)

@@ -373,6 +373,41 @@ static clf_status parse_value(parse_ctx *c, const yaml_node_t *v, const field *f
                 c, v->start_mark, key,
                 "a device index must be >= 0, got %lld (or give a name substring)", iv);
         return clf_cfg_parse_string(c, v, key, 1, base + f->off, f->size);
+    case F_EMBED_SCALE:
+        if (clf_cfg_is_plain(v) && !strcmp(clf_cfg_scalar_text(v), "sqrt_d_model")) {
+            c->cfg->model.embed_scale = 0.0f;
+            return CLF_OK;
+        }
+        if (!clf_cfg_is_plain(v) || !*clf_cfg_scalar_text(v) ||
+            strspn(clf_cfg_scalar_text(v), "0123456789.eE+-") != strlen(clf_cfg_scalar_text(v)))
+            return clf_cfg_fail_at(c, v->start_mark, key,
+                                   "expected sqrt_d_model or a number > 0, got %s",
+                                   clf_cfg_describe(v, buf, sizeof buf));
+        if ((st = parse_float(c, v, key, f, &fv)) == CLF_OK)
+            c->cfg->model.embed_scale = fv;
+        return st;
+    case F_ID_LIST: {
+        if (v->type != YAML_SEQUENCE_NODE)
+            return clf_cfg_fail_at(c, v->start_mark, key,
+                                   "expected a list of ids like [58100], got %s",
+                                   clf_cfg_describe(v, buf, sizeof buf));
+        yaml_node_item_t *items = v->data.sequence.items.start;
+        long count = v->data.sequence.items.top - items;
+        if (count > CLF_BANNED_IDS_MAX)
+            return clf_cfg_fail_at(c, v->start_mark, key, "at most %d ids, got %ld",
+                                   CLF_BANNED_IDS_MAX, count);
+        clf_model_config *m = &c->cfg->model;
+        for (long i = 0; i < count; i++) {
+            char item_key[CFG_KEY_MAX + 8];
+            snprintf(item_key, sizeof item_key, "%s[%ld]", key, i);
+            const yaml_node_t *item = yaml_document_get_node(c->doc, items[i]);
+            if ((st = parse_integer(c, item, item_key, 0, f->imax, &iv)) != CLF_OK)
+                return st;
+            m->banned_ids[i] = (int)iv;
+        }
+        m->n_banned_ids = (int)count;
+        return CLF_OK;
+    }
     case F_BETAS: {
         if (v->type != YAML_SEQUENCE_NODE)
             return clf_cfg_fail_at(c, v->start_mark, key,

@@ -31,22 +31,24 @@
 #define CFG_KEY_MAX  96
 
 typedef enum field_kind {
-    F_INT,        /* int, range [imin, imax] */
-    F_LLONG,      /* long long, range [imin, imax] */
-    F_FLOAT,      /* float, range fmin..fmax, open ends where *_open */
-    F_BOOL,       /* int 0/1 from true/false/yes/no */
-    F_ENUM,       /* int index into names */
-    F_NAME,       /* char[size], one of names */
-    F_PATH,       /* char[size]; null = "" */
-    F_DEVICE,     /* char[size]; an integer >= 0 or a name substring; null = "" */
-    F_LAYERS,     /* sets model.encoder_layers and model.decoder_layers */
-    F_FINAL_NORM, /* auto | true | false */
-    F_BETAS,      /* [beta1, beta2], each in fmin..fmax */
-    F_DATA,       /* a TSV path into off, or [source, target] paths into off and off2 */
-    F_OPNAME,     /* int index into names at off, or an op plugin's name (flag: OPNAME_*) */
-    F_PLUGINS,    /* the top-level plugins: list, loaded while parsing */
-    F_DROPOUT,    /* model.dropout: a rate for the paper's sites, or a map of sites (sub) */
-    F_MAP         /* a nested mapping with keys `sub`; flag: set the int at off to 1 */
+    F_INT,         /* int, range [imin, imax] */
+    F_LLONG,       /* long long, range [imin, imax] */
+    F_FLOAT,       /* float, range fmin..fmax, open ends where *_open */
+    F_BOOL,        /* int 0/1 from true/false/yes/no */
+    F_ENUM,        /* int index into names */
+    F_NAME,        /* char[size], one of names */
+    F_PATH,        /* char[size]; null = "" */
+    F_DEVICE,      /* char[size]; an integer >= 0 or a name substring; null = "" */
+    F_LAYERS,      /* sets model.encoder_layers and model.decoder_layers */
+    F_FINAL_NORM,  /* auto | true | false */
+    F_BETAS,       /* [beta1, beta2], each in fmin..fmax */
+    F_DATA,        /* a TSV path into off, or [source, target] paths into off and off2 */
+    F_OPNAME,      /* int index into names at off, or an op plugin's name (flag: OPNAME_*) */
+    F_PLUGINS,     /* the top-level plugins: list, loaded while parsing */
+    F_DROPOUT,     /* model.dropout: a rate for the paper's sites, or a map of sites (sub) */
+    F_EMBED_SCALE, /* model.embed_scale: sqrt_d_model or a number > 0 */
+    F_ID_LIST,     /* model.banned_ids: a list of ids >= 0 */
+    F_MAP          /* a nested mapping with keys `sub`; flag: set the int at off to 1 */
 } field_kind;
 
 typedef struct field {

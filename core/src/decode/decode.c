@@ -29,8 +29,12 @@ void clf_decode_opts_default(const clf_model_config *cfg, clf_decode_opts *o)
                            .length_penalty = 0.0f,
                            .max_len = 0,
                            .use_cache = 1,
-                           .sos_id = 2,
-                           .eos_id = 3,
+                           .sos_id = cfg->decoder_start_id >= 0 ? cfg->decoder_start_id
+                                     : cfg->bos_id >= 0         ? cfg->bos_id
+                                                                : 2,
+                           .eos_id = cfg->eos_id >= 0 ? cfg->eos_id : 3,
+                           .style = CLF_BEAM_GNMT,
+                           .forced_eos = 0,
                            .pad_id = cfg->pad_id,
                            .want_attention = 0};
 }
@@ -184,6 +188,8 @@ static float length_penalty(const run *r, int len)
 {
     if (r->o->length_penalty == 0.0f)
         return 1.0f;
+    if (r->o->style == CLF_BEAM_HF)
+        return powf((float)len, r->o->length_penalty);
     return powf((5.0f + (float)len) / 6.0f, r->o->length_penalty);
 }
 
@@ -194,7 +200,22 @@ static clf_status add_candidate(run *r, int s, int buf, int slot, int len, int f
                                 float logprob)
 {
     sentence *se = &r->sents[s];
-    candidate *cd = &se->done[se->n_done];
+    const float score = logprob / length_penalty(r, len + finished);
+    int slot_i = se->n_done;
+    if (r->o->style == CLF_BEAM_HF && se->n_done >= r->K) {
+        /* transformers keeps the K best: a better one replaces the worst */
+        int worst = 0;
+        for (int i = 1; i < se->n_done; i++)
+            if (se->done[i].score < se->done[worst].score)
+                worst = i;
+        if (!(score > se->done[worst].score))
+            return CLF_OK;
+        free(se->done[worst].tokens);
+        free(se->done[worst].attention);
+        slot_i = worst;
+        se->n_done--;
+    }
+    candidate *cd = &se->done[slot_i];
     memset(cd, 0, sizeof *cd);
     cd->tokens = malloc(sizeof(int32_t) * (size_t)(len > 0 ? len : 1));
     if (!cd->tokens)
@@ -203,7 +224,7 @@ static clf_status add_candidate(run *r, int s, int buf, int slot, int len, int f
     cd->len = len;
     cd->finished = finished;
     cd->logprob = logprob;
-    cd->score = logprob / length_penalty(r, len + finished);
+    cd->score = score;
     if (r->att[buf]) {
         size_t rows = (size_t)(len + finished), n = rows * r->S;
         cd->attention = malloc(sizeof(float) * (n ? n : 1));
@@ -232,7 +253,7 @@ static clf_status run_step(run *r, int t)
                           .src_mask = {r->mask, 0},
                           .self = self_view(r),
                           .cross = cross_view(r),
-                          .log_probs = r->K > 1,
+                          .log_probs = r->logp != NULL,
                           .want_attention = r->o->want_attention,
                           .use_cache = r->o->use_cache,
                           .enc = {r->enc, 0}};
@@ -257,7 +278,7 @@ static clf_status run_step(run *r, int t)
         st = clf_error_context(st, "decode: step %d", t);
         goto done;
     }
-    if (r->K > 1)
+    if (r->logp)
         st = r->api->download(r->be, r->logp, clf_graph_ptr(&g, r->arena, v.out),
                               sizeof(float) * rows * r->V);
     else
@@ -317,12 +338,35 @@ static int top_choices(const run *r, int a, choice *best, int n)
     return have;
 }
 
+static int is_banned(const run *r, int id)
+{
+    for (int i = 0; i < r->c->n_banned_ids; i++)
+        if (r->c->banned_ids[i] == id)
+            return 1;
+    return 0;
+}
+
+/* transformers' BeamHypotheses.is_done with early_stopping=False after step t: K finished,
+ * and none of the live continuations (the best has log-prob best_lp, t + 1 tokens) can
+ * beat the worst of them at its current length. */
+static int hf_done(const run *r, const sentence *se, float best_lp, int t)
+{
+    if (se->n_done < r->K)
+        return 0;
+    float worst = se->done[0].score;
+    for (int i = 1; i < se->n_done; i++)
+        if (se->done[i].score < worst)
+            worst = se->done[i].score;
+    return worst >= best_lp / length_penalty(r, t + 1);
+}
+
 /* After step t: chooses every active sentence's next beams, records finished
  * hypotheses, drops finished sentences and rebuilds the caches for the survivors. */
 static clf_status advance(run *r, int t, choice *scratch)
 {
     const int K = r->K, cur = r->cur, nxt = 1 - cur;
     const int last_step = t + 1 >= r->max_out;
+    const int hf = r->o->style == CLF_BEAM_HF && K > 1;
     int n_next = 0; /* active sentences after this step */
     clf_status st = CLF_OK;
     /* new slot -> old slot, for the gather */
@@ -333,18 +377,39 @@ static clf_status advance(run *r, int t, choice *scratch)
         const int s = r->sent[a];
         sentence *se = &r->sents[s];
         int n = 0;
-        if (K == 1) {
+        if (K == 1 && last_step && r->o->forced_eos) {
+            scratch[0] = (choice){0.0f, 0, r->o->eos_id};
+            n = 1;
+        } else if (K == 1 && r->logp) { /* banned ids: the argmax on the host */
+            const float *lp = r->logp + (size_t)a * r->V;
+            int best = -1;
+            for (int v = 0; v < r->V; v++)
+                if (!is_banned(r, v) && (best < 0 || lp[v] > lp[best]))
+                    best = v;
+            scratch[0] = (choice){0.0f, 0, best};
+            n = 1;
+        } else if (K == 1) {
             scratch[0] = (choice){0.0f, 0, r->ids[a]};
             n = 1;
         } else {
+            for (int k = 0; k < K; k++) {
+                float *lp = r->logp + (size_t)(a * K + k) * r->V;
+                for (int i = 0; i < r->c->n_banned_ids; i++)
+                    lp[r->c->banned_ids[i]] = -INFINITY;
+                if (last_step && r->o->forced_eos)
+                    for (int v = 0; v < r->V; v++)
+                        lp[v] = v == r->o->eos_id ? 0.0f : -INFINITY;
+            }
             n = top_choices(r, a, scratch, 2 * K);
         }
         int kept = 0;
         int nb = n_next * K; /* this sentence's first slot after compaction */
-        for (int i = 0; i < n && kept < K && se->n_done < K; i++) {
+        for (int i = 0; i < n && kept < K && (hf || se->n_done < K); i++) {
             const int parent = a * K + scratch[i].parent;
             const int len = t; /* tokens the parent has */
             if (scratch[i].token == r->o->eos_id) {
+                if (hf && i >= K) /* transformers: only an EOS among the K best counts */
+                    continue;
                 if ((st = add_candidate(r, s, cur, parent, len, 1, scratch[i].lp)) != CLF_OK)
                     goto done;
                 continue;
@@ -362,7 +427,8 @@ static clf_status advance(run *r, int t, choice *scratch)
                        sizeof(float) * (size_t)(t + 1) * r->S);
         }
         /* done: K hypotheses ended (beam), EOS (greedy), or no more positions */
-        int finished = se->n_done >= K || kept == 0;
+        int finished = kept == 0 || (hf ? hf_done(r, se, n > 0 ? scratch[0].lp : -INFINITY, t)
+                                        : se->n_done >= K);
         if (!finished && last_step) {
             for (int k = 0; k < kept; k++)
                 if ((st = add_candidate(r, s, nxt, nb + k, t + 1, 0, r->lp[nxt][nb + k])) != CLF_OK)
@@ -586,7 +652,9 @@ clf_status clf_decode(clf_model *m, const int32_t *src, int B, int S, const clf_
     /* beam 0 of each sentence starts alive, the others dead until the first step fans out */
     for (size_t i = 0; i < slots; i++)
         r.lp[0][i] = i % (size_t)r.K == 0 ? 0.0f : -INFINITY;
-    if (r.K > 1 && !(r.logp = malloc(sizeof(float) * slots * (size_t)r.V)))
+    /* beam search, or greedy with banned ids, selects on the host from log-probabilities */
+    if ((r.K > 1 || r.c->n_banned_ids > 0) &&
+        !(r.logp = malloc(sizeof(float) * slots * (size_t)r.V)))
         goto nomem;
     if (o->want_attention && !(r.probs = malloc(sizeof(float) * slots * (size_t)r.H * S *
                                                 (size_t)(o->use_cache ? 1 : r.max_out))))

@@ -34,6 +34,17 @@ void clf_positional_encoding(float *pe, int max_len, int d)
     }
 }
 
+void clf_positional_encoding_split(float *pe, int max_len, int d)
+{
+    const int half = (d + 1) / 2; /* the sin columns: those of the even j of [0, d) */
+    for (int pos = 0; pos < max_len; pos++)
+        for (int j = 0; j < d; j++) {
+            const double arg = (double)pos / pow(10000.0, (double)(2 * (j / 2)) / (double)d);
+            const int col = j % 2 == 0 ? j / 2 : half + j / 2;
+            pe[(size_t)pos * d + col] = (float)(j % 2 == 0 ? sin(arg) : cos(arg));
+        }
+}
+
 /* ---------------------------------------------------------------------------------- */
 /* weights on the device                                                               */
 
@@ -246,7 +257,10 @@ clf_status clf_model_create(const clf_model_config *cfg, const clf_weights *w,
         st = clf_error(CLF_ERR_NOMEM, "model: out of host memory");
         goto fail;
     }
-    clf_positional_encoding(pe_host, cfg->max_len, cfg->d_model);
+    if (cfg->positional == CLF_POS_SINUSOIDAL_SPLIT)
+        clf_positional_encoding_split(pe_host, cfg->max_len, cfg->d_model);
+    else
+        clf_positional_encoding(pe_host, cfg->max_len, cfg->d_model);
     if ((st = api->alloc(be, pe_bytes, &m->pe)) != CLF_OK ||
         (st = api->upload(be, (clf_ptr){m->pe, 0}, pe_host, pe_bytes)) != CLF_OK) {
         clf_error_context(st, "model: positional-encoding table");

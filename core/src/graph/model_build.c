@@ -474,9 +474,10 @@ static int residual(builder *b, const char *norm_prefix, int h, int rows, const 
     }
 }
 
-/* h[B*L, d] = table[ids] * sqrt(d) + pe[pos0..pos0+L), where pe is the sinusoidal table or,
+/* h[B*L, d] = table[ids] * scale + pe[pos0..pos0+L), where pe is the sinusoidal table or,
  * with positional: learned, the weight pos_name [max_len, d]: the embed op adds either the
  * same way, and autodiff gives the learned one its gradient (see backward_embed). */
+/* scale: model.embed_scale (sqrt(d) by default). */
 static int embedding(builder *b, const char *table_name, const char *pos_name, int ids, int B,
                      int L, int pos0, int vocab)
 {
@@ -491,7 +492,8 @@ static int embedding(builder *b, const char *table_name, const char *pos_name, i
                         .pos0 = pos0,
                         .dim = d,
                         .vocab = vocab,
-                        .scale = (float)sqrt((double)d)};
+                        .scale = b->m->cfg.embed_scale > 0.0f ? b->m->cfg.embed_scale
+                                                              : (float)sqrt((double)d)};
     clf_node *n = clf_graph_node(b->g, CLF_OP_EMBED, &a, sizeof a, table_name);
     clf_graph_bind(b->g, n, offsetof(clf_embed_args, out), h, 0);
     clf_graph_bind(b->g, n, offsetof(clf_embed_args, ids), ids, 0);

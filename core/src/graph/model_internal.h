@@ -95,6 +95,10 @@ clf_status clf_model_check_batch(const clf_model *m, const char *what, int B, in
 /* Uploads n ids to ids_dst and, when mask_dst.buf is set, their key mask (ids != pad_id). */
 clf_status clf_model_upload_ids(const clf_model *m, clf_ptr ids_dst, clf_ptr mask_dst,
                                 const int32_t *ids, size_t n);
+/* The same for decoder inputs in rows of row_len: when model.decoder_start_id is the pad id
+ * (Marian), the first position of each row is the decoder start and stays unmasked. */
+clf_status clf_model_upload_tgt_ids(const clf_model *m, clf_ptr ids_dst, clf_ptr mask_dst,
+                                    const int32_t *ids, size_t n, int row_len);
 
 const clf_model_config *clf_model_config_of(const clf_model *m);
 void clf_model_backend_of(const clf_model *m, const clf_backend_api **api, clf_backend **be);

@@ -44,6 +44,14 @@ clf_status clf_model_check_batch(const clf_model *m, const char *what, int B, in
 clf_status clf_model_upload_ids(const clf_model *m, clf_ptr ids_dst, clf_ptr mask_dst,
                                 const int32_t *ids, size_t n)
 {
+    return clf_model_upload_tgt_ids(m, ids_dst, mask_dst, ids, n, 0);
+}
+
+clf_status clf_model_upload_tgt_ids(const clf_model *m, clf_ptr ids_dst, clf_ptr mask_dst,
+                                    const int32_t *ids, size_t n, int row_len)
+{
+    /* a decoder that starts from the pad id (Marian) must still see its first position */
+    const int start_is_pad = row_len > 0 && m->cfg.decoder_start_id == m->cfg.pad_id;
     clf_status st = m->api->upload(m->be, ids_dst, ids, n * 4);
     if (st != CLF_OK || !mask_dst.buf)
         return st;
@@ -51,7 +59,7 @@ clf_status clf_model_upload_ids(const clf_model *m, clf_ptr ids_dst, clf_ptr mas
     if (!mask)
         return clf_error(CLF_ERR_NOMEM, "model: out of host memory");
     for (size_t i = 0; i < n; i++)
-        mask[i] = ids[i] != m->cfg.pad_id; /* key mask: (ids != pad) */
+        mask[i] = ids[i] != m->cfg.pad_id || (start_is_pad && i % (size_t)row_len == 0);
     st = m->api->upload(m->be, mask_dst, mask, n * 4);
     free(mask);
     return st;
@@ -78,8 +86,8 @@ clf_status clf_model_forward(clf_model *m, const clf_forward_io *io)
 #define GRAPH_PTR(v) clf_graph_ptr(&m->g, m->arena, (v))
     if ((st = clf_model_upload_ids(m, GRAPH_PTR(m->v_src), GRAPH_PTR(m->v_src_mask), io->src,
                                    (size_t)B * S)) != CLF_OK ||
-        (st = clf_model_upload_ids(m, GRAPH_PTR(m->v_tgt), GRAPH_PTR(m->v_tgt_mask), io->tgt,
-                                   (size_t)B * T)) != CLF_OK)
+        (st = clf_model_upload_tgt_ids(m, GRAPH_PTR(m->v_tgt), GRAPH_PTR(m->v_tgt_mask), io->tgt,
+                                       (size_t)B * T, T)) != CLF_OK)
 #undef GRAPH_PTR
         return st;
     if ((st = clf_graph_run(&m->g, m->api, m->be, m->arena)) != CLF_OK)

@@ -190,6 +190,52 @@ clf_status clf_spm_decode(const clf_spm *spm, const int32_t *ids, int n, char **
     }
 }
 
+clf_status clf_spm_encode_pieces(const clf_spm *spm, const char *text, size_t len, char **pool,
+                                 int *n)
+{
+    *pool = nullptr;
+    *n = 0;
+    try {
+        std::vector<std::string> v;
+        auto st = spm->proc.Encode(absl::string_view(text, len), &v);
+        if (!st.ok())
+            return clf_error(CLF_ERR_INPUT, "SentencePiece encode: %s",
+                             one_line(st.message()).c_str());
+        if (v.empty())
+            return CLF_OK;
+        std::string all;
+        for (const auto &p : v) {
+            all += p;
+            all.push_back('\0');
+        }
+        char *p = static_cast<char *>(std::malloc(all.size()));
+        if (!p)
+            return clf_error(CLF_ERR_NOMEM, "SentencePiece encode: out of memory");
+        std::memcpy(p, all.data(), all.size());
+        *pool = p;
+        *n = static_cast<int>(v.size());
+        return CLF_OK;
+    } catch (...) {
+        return from_exception("SentencePiece encode");
+    }
+}
+
+clf_status clf_spm_decode_pieces(const clf_spm *spm, const char *const *pieces, int n, char **text)
+{
+    *text = nullptr;
+    try {
+        std::vector<std::string> v(pieces, pieces + n);
+        std::string s;
+        auto st = spm->proc.Decode(v, &s);
+        if (!st.ok())
+            return clf_error(CLF_ERR_INPUT, "SentencePiece decode: %s",
+                             one_line(st.message()).c_str());
+        return copy_out(s, "SentencePiece decode", text, nullptr);
+    } catch (...) {
+        return from_exception("SentencePiece decode");
+    }
+}
+
 clf_status clf_spm_train(const char *const *inputs, int n_inputs, int vocab_size,
                          const char *model_type, char **data, size_t *n)
 {

@@ -45,10 +45,18 @@ clf_status clf_spm_encode(const clf_spm *spm, const char *text, size_t len, int3
  * as a malloc'd NUL-terminated string. */
 clf_status clf_spm_decode(const clf_spm *spm, const int32_t *ids, int n, char **text);
 
+/* The library's Encode of text[0..len) into pieces (strings; text the model cannot cover
+ * comes back as its surface, as Python's encode(out_type=str)): *pool holds them
+ * NUL-terminated back to back (malloc'd; NULL when *n is 0). */
+clf_status clf_spm_encode_pieces(const clf_spm *spm, const char *text, size_t len, char **pool,
+                                 int *n);
+/* The library's Decode of the pieces pieces[0..n) (NUL-terminated strings; a piece the
+ * model lacks decodes as unk does) as a malloc'd NUL-terminated string. */
+clf_status clf_spm_decode_pieces(const clf_spm *spm, const char *const *pieces, int n, char **text);
 /* Trains a model with the library's trainer on the text files inputs[0..n_inputs) (one
  * sentence per line) and returns it serialized (malloc'd). model_type: "unigram" or
- * "bpe". The ids: <unk> 0, <pad> 1, <s> 2, </s> 3 (the word level's), then the pieces. The library's
- * progress log is silenced (it keeps only errors, which come back as the message). */
+ * "bpe". The ids: <unk> 0, <pad> 1, <s> 2, </s> 3 (the word level's), then the pieces. The
+ * library's progress log is silenced (it keeps only errors, which come back as the message). */
 clf_status clf_spm_train(const char *const *inputs, int n_inputs, int vocab_size,
                          const char *model_type, char **data, size_t *n);
 

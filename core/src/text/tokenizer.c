@@ -59,6 +59,9 @@ struct clf_tokenizer {
     char *unk_token;          /* model.unk_token (possibly not in the vocabulary) */
     clf_tokenizer_specials sp;
     clf_spm *spm; /* set: the SentencePiece kind (tokenizer_spm.c); the fields above unused */
+    /* with spm: the ids are those of a piece vocabulary (Marian's vocab.json) held in the
+     * fields above; spm only cuts text into pieces and joins pieces into text */
+    int mapped;
 };
 
 clf_status clf_tok_check_vocab_size(const char *path, size_t n)
@@ -101,7 +104,7 @@ void clf_tokenizer_free(clf_tokenizer *tok)
 
 int32_t clf_tokenizer_id_n(const clf_tokenizer *tok, const char *word, size_t len)
 {
-    if (tok->spm)
+    if (tok->spm && !tok->mapped)
         return clf_spm_piece_id(tok->spm, word, len);
     size_t mask = tok->cap - 1;
     for (size_t h = (size_t)fnv1a(word, len) & mask;; h = (h + 1) & mask) {
@@ -120,24 +123,24 @@ int32_t clf_tokenizer_id(const clf_tokenizer *tok, const char *word)
 
 const char *clf_tokenizer_word(const clf_tokenizer *tok, int32_t id)
 {
-    if (tok->spm)
+    if (tok->spm && !tok->mapped)
         return clf_spm_piece(tok->spm, id);
     return (id >= 0 && id < tok->n) ? tok->pool + tok->off[id] : NULL;
 }
 
 int clf_tokenizer_size(const clf_tokenizer *tok)
 {
-    return tok->spm ? clf_spm_size(tok->spm) : tok->n;
+    return tok->spm && !tok->mapped ? clf_spm_size(tok->spm) : tok->n;
 }
 
 clf_tokenizer_specials clf_tokenizer_special_ids(const clf_tokenizer *tok)
 {
-    return tok->spm ? clf_tok_spm_specials(tok->spm) : tok->sp;
+    return tok->spm && !tok->mapped ? clf_tok_spm_specials(tok->spm) : tok->sp;
 }
 
 int clf_tokenizer_is_special(const clf_tokenizer *tok, int32_t id)
 {
-    if (tok->spm)
+    if (tok->spm && !tok->mapped)
         return clf_spm_is_special(tok->spm, id);
     return id >= 0 && id < tok->n && (tok->flags[id] & TOK_SPECIAL);
 }
@@ -490,9 +493,110 @@ static int push_id(id_list *l, int32_t id)
     return 0;
 }
 
+/* Marian's MarianTokenizer: the SentencePiece model's pieces (their text), each looked up
+ * in the piece vocabulary, unk_id when it is not there. */
+static clf_status encode_mapped(const clf_tokenizer *tok, const char *text, size_t len,
+                                int32_t **ids, int *n)
+{
+    *ids = NULL;
+    *n = 0;
+    if (len > 0 && !text)
+        return clf_error(CLF_ERR_INPUT, "tokenizer encode: text is NULL");
+    if (len > (size_t)INT_MAX)
+        return clf_error(CLF_ERR_INPUT, "tokenizer encode: line of %zu bytes is too long", len);
+    size_t bad = clf_utf8_invalid_at((const unsigned char *)text, len);
+    if (bad < len)
+        return clf_error(CLF_ERR_INPUT, "line is not valid UTF-8 at byte %zu", bad);
+    if (len == 0)
+        return CLF_OK;
+    char *pool = NULL;
+    int count = 0;
+    clf_status st = clf_spm_encode_pieces(tok->spm, text, len, &pool, &count);
+    if (st != CLF_OK || count == 0)
+        return st;
+    int32_t *v = malloc(sizeof *v * (size_t)count);
+    if (!v) {
+        free(pool);
+        return clf_error(CLF_ERR_NOMEM, "tokenizer encode: out of memory");
+    }
+    const char *p = pool;
+    for (int i = 0; i < count; i++) {
+        size_t l = strlen(p);
+        int32_t id = clf_tokenizer_id_n(tok, p, l);
+        if (id < 0 && tok->sp.unk < 0) {
+            st = clf_error(CLF_ERR_INPUT,
+                           "tokenizer encode: piece '%s' is not in the vocabulary, which has no "
+                           "<unk>",
+                           p);
+            free(v);
+            free(pool);
+            return st;
+        }
+        v[i] = id < 0 ? tok->sp.unk : id;
+        p += l + 1;
+    }
+    free(pool);
+    *ids = v;
+    *n = count;
+    return CLF_OK;
+}
+
+/* The pieces of ids (specials left out with skip_specials) joined by the SentencePiece
+ * model's Decode, U+2581 left by unknown pieces made spaces and the ends stripped of white
+ * space (MarianTokenizer's decode). */
+static clf_status decode_mapped(const clf_tokenizer *tok, const int32_t *ids, int n,
+                                int skip_specials, char **text)
+{
+    *text = NULL;
+    if (n < 0 || (n > 0 && !ids))
+        return clf_error(CLF_ERR_INPUT, "tokenizer decode: invalid arguments (n = %d)", n);
+    const char **pieces = malloc(sizeof *pieces * (size_t)(n > 0 ? n : 1));
+    if (!pieces)
+        return clf_error(CLF_ERR_NOMEM, "tokenizer decode: out of memory");
+    int kept = 0;
+    for (int i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= tok->n) {
+            free(pieces);
+            return clf_error(CLF_ERR_INPUT,
+                             "tokenizer decode: id %d at position %d is outside the "
+                             "vocabulary (size %d)",
+                             (int)ids[i], i, tok->n);
+        }
+        if (!skip_specials || !(tok->flags[ids[i]] & TOK_SPECIAL))
+            pieces[kept++] = tok->pool + tok->off[ids[i]];
+    }
+    clf_status st = clf_spm_decode_pieces(tok->spm, pieces, kept, text);
+    free(pieces);
+    if (st != CLF_OK)
+        return st;
+    /* pieces the model lacks keep their U+2581: MarianTokenizer turns every one into a
+     * space, then strips white space at both ends (Python's str.strip, ASCII part) */
+    char *t = *text, *w = t;
+    for (const char *r = t; *r;) {
+        if (!strncmp(r, "\xe2\x96\x81", 3)) {
+            *w++ = ' ';
+            r += 3;
+        } else {
+            *w++ = *r++;
+        }
+    }
+    *w = '\0';
+    char *b = t;
+    while (*b && strchr(" \t\n\r\v\f", *b))
+        b++;
+    size_t l = strlen(b);
+    while (l > 0 && strchr(" \t\n\r\v\f", b[l - 1]))
+        l--;
+    memmove(t, b, l);
+    t[l] = '\0';
+    return CLF_OK;
+}
+
 clf_status clf_tokenizer_encode(const clf_tokenizer *tok, const char *text, size_t len,
                                 int32_t **ids, int *n)
 {
+    if (tok->spm && tok->mapped)
+        return encode_mapped(tok, text, len, ids, n);
     if (tok->spm)
         return clf_tok_spm_encode(tok->spm, text, len, ids, n);
     *ids = NULL;
@@ -540,6 +644,8 @@ nomem:
 clf_status clf_tokenizer_decode(const clf_tokenizer *tok, const int32_t *ids, int n,
                                 int skip_specials, char **text)
 {
+    if (tok->spm && tok->mapped)
+        return decode_mapped(tok, ids, n, skip_specials, text);
     if (tok->spm)
         return clf_tok_spm_decode(tok->spm, ids, n, skip_specials, text);
     *text = NULL;
@@ -834,6 +940,11 @@ static void write_json(const clf_tokenizer *tok, json_text *b)
 
 clf_status clf_tokenizer_save(const clf_tokenizer *tok, const char *path)
 {
+    if (tok->spm && tok->mapped)
+        return clf_error(CLF_ERR_INPUT,
+                         "%s: a SentencePiece model with a piece vocabulary is two files: copy "
+                         "them instead",
+                         path);
     if (tok->spm)
         return clf_tok_spm_save(tok->spm, path);
     json_text b = {0};
@@ -842,5 +953,67 @@ clf_status clf_tokenizer_save(const clf_tokenizer *tok, const char *path)
                         ? clf_error(CLF_ERR_NOMEM, "%s: out of memory writing the tokenizer", path)
                         : clf_fs_write_atomic_bytes(path, b.data, b.len);
     free(b.data);
+    return st;
+}
+
+/* Marian's names of the specials in vocab.json. */
+static const char *const mapped_special[4] = {"<unk>", "<pad>", "<s>", "</s>"};
+
+clf_status clf_tokenizer_load_mapped(const char *spm_path, const char *vocab_path,
+                                     clf_tokenizer **out)
+{
+    *out = NULL;
+    clf_spm *spm = NULL;
+    json_t *root = NULL;
+    const char **w = NULL;
+    size_t *wl = NULL;
+    unsigned char *fl = NULL;
+    clf_status st = clf_tok_spm_load(spm_path, &spm);
+    if (st != CLF_OK)
+        return st;
+    if ((st = clf_json_parse_file(vocab_path, CLF_TOKENIZER_JSON_MAX, &root)) != CLF_OK)
+        goto done;
+    if (!json_is_object(root)) {
+        st = clf_error(CLF_ERR_INPUT, "%s: expected an object of piece: id pairs", vocab_path);
+        goto done;
+    }
+    size_t total = json_object_size(root);
+    if (total == 0 || total > (size_t)INT32_MAX) {
+        st = clf_error(CLF_ERR_INPUT, "%s: %zu pieces: not a vocabulary", vocab_path, total);
+        goto done;
+    }
+    w = calloc(total + 1, sizeof *w);
+    wl = calloc(total + 1, sizeof *wl);
+    fl = calloc(total + 1, 1);
+    if (!w || !wl || !fl) {
+        st = clf_error(CLF_ERR_NOMEM, "%s: out of memory for %zu pieces", vocab_path, total);
+        goto done;
+    }
+    if ((st = read_vocab(vocab_path, root, total, w, wl)) != CLF_OK)
+        goto done;
+    for (size_t id = 0; id < total; id++) {
+        if (!w[id]) {
+            st = clf_error(CLF_ERR_INPUT, "%s: no piece has id %zu: ids must run 0..n-1",
+                           vocab_path, id);
+            goto done;
+        }
+        for (int k = 0; k < 4; k++)
+            if (wl[id] == strlen(mapped_special[k]) && !memcmp(w[id], mapped_special[k], wl[id]))
+                fl[id] = TOK_SPECIAL;
+    }
+    if ((st = tok_create((int)total, w, wl, fl, "<unk>", vocab_path, out)) != CLF_OK)
+        goto done;
+    (*out)->spm = spm;
+    (*out)->mapped = 1;
+    spm = NULL;
+    int32_t *sp[4] = {&(*out)->sp.unk, &(*out)->sp.pad, &(*out)->sp.sos, &(*out)->sp.eos};
+    for (int k = 0; k < 4; k++)
+        *sp[k] = clf_tokenizer_id(*out, mapped_special[k]);
+done:
+    clf_spm_free(spm);
+    json_decref(root);
+    free(w);
+    free(wl);
+    free(fl);
     return st;
 }

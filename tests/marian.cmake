@@ -1,0 +1,6 @@
+# The marian suite also runs on the OpenCL backend when it is built (CLF_TEST_DEVICE picks
+# the device), and runs the CLI (clformer import marian, translate -m).
+if(TARGET clformer-opencl)
+  target_compile_definitions(test_marian PRIVATE CLF_HAVE_OPENCL=1)
+  add_dependencies(test_marian clformer-opencl)
+endif()

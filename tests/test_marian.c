@@ -1,0 +1,456 @@
+/* The Marian import against transformers (tests/fixtures/marian, made by
+ * tests/reference/make_marian_fixture.py with transformers 4.40.2): a small random
+ * MarianMTModel in the Hugging Face layout is imported with `clformer import marian`, then
+ * on each backend (CPU; OpenCL, the device of CLF_TEST_DEVICE) its logits must match
+ * transformers' to 1e-4 relative, and greedy and beam-4 decoding must give transformers'
+ * generate() outputs token for token (the fixture's metadata holds the generate()
+ * arguments: max_length, num_beams, length_penalty, early_stopping, forced_eos_token_id,
+ * bad_words_ids). The tokenizer (source.spm pieces through vocab.json) must give the ids
+ * of transformers' MarianTokenizer, and `clformer translate -m` its decoded text. The
+ * import's refusals (a config it cannot express, a corrupt .spm, a vocab.json of another
+ * size, an existing output) leave nothing behind. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "clformer/decode.h"
+#include "clformer/model.h"
+#include "clformer/tensor.h"
+#include "clformer/tokenizer.h"
+#include "clformer/weights.h"
+#include "testutil.h"
+
+/* The fixture directory: tests/fixtures/marian, or $CLF_MARIAN_FIXTURE (the full-size check
+ * of bench/marian_fullsize.sh, where only the comparisons with transformers run). */
+static const char *fix_dir(void)
+{
+    const char *e = getenv("CLF_MARIAN_FIXTURE");
+    return e && *e ? e : CLF_FIXTURES_DIR "/marian";
+}
+
+/* fix_dir()/name, in one of four rotating static buffers */
+static const char *fix(const char *name)
+{
+    static char buf[4][1024];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", fix_dir(), name);
+    return buf[k];
+}
+#define LOGITS_TOL 1e-4
+
+typedef struct ref {
+    clf_safetensors *f;
+    int N, S, M; /* sentences, padded source length, max tokens out */
+    int32_t *src, *src_len;
+    int32_t *greedy, *greedy_len, *beam, *beam_len;
+    int max_length, num_beams;
+    float length_penalty;
+} ref;
+
+static int32_t *ints(const ref *r, const char *name, int64_t *shape)
+{
+    const clf_tensor *t = clf_safetensors_find(r->f, name);
+    ck_assert_msg(t != NULL, "reference.safetensors: no %s", name);
+    int32_t *v = malloc(sizeof *v * (size_t)clf_tensor_numel(t));
+    CLF_ASSERT_OK(clf_tensor_to_i32(t, v));
+    if (shape)
+        memcpy(shape, t->shape, sizeof t->shape);
+    return v;
+}
+
+static int meta_int(const ref *r, const char *key)
+{
+    const char *v = clf_safetensors_meta(r->f, key);
+    ck_assert_msg(v != NULL, "reference.safetensors: no metadata %s", key);
+    return atoi(v);
+}
+
+static void ref_open(ref *r)
+{
+    int64_t shape[8];
+    CLF_ASSERT_OK(clf_safetensors_open(fix("reference.safetensors"), &r->f));
+    r->src = ints(r, "src", shape);
+    r->N = (int)shape[0];
+    r->S = (int)shape[1];
+    r->src_len = ints(r, "src_len", NULL);
+    r->greedy = ints(r, "greedy", shape);
+    r->M = (int)shape[1];
+    r->greedy_len = ints(r, "greedy_len", NULL);
+    r->beam = ints(r, "beam", NULL);
+    r->beam_len = ints(r, "beam_len", NULL);
+    r->max_length = meta_int(r, "max_length");
+    r->num_beams = meta_int(r, "num_beams");
+    r->length_penalty = (float)atof(clf_safetensors_meta(r->f, "length_penalty"));
+    /* what this suite reproduces; another generate() call needs other options */
+    ck_assert_str_eq(clf_safetensors_meta(r->f, "early_stopping"), "False");
+    ck_assert_str_eq(clf_safetensors_meta(r->f, "forced_eos_token_id"), "0");
+}
+
+static void ref_close(ref *r)
+{
+    free(r->src);
+    free(r->src_len);
+    free(r->greedy);
+    free(r->greedy_len);
+    free(r->beam);
+    free(r->beam_len);
+    clf_safetensors_close(r->f);
+}
+
+/* Imports the fixture into a fresh directory; returns its path (static storage). */
+static const char *import_fixture(void)
+{
+    static char dir[256];
+    char err[2048], args[1024];
+    char base[] = "/tmp/clf-marian-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(base));
+    snprintf(dir, sizeof dir, "%s/model", base);
+    snprintf(args, sizeof args, "import marian '%s/hf' -o '%s' >/dev/null", fix_dir(), dir);
+    int rc = clf_test_run_cli(args, err, sizeof err);
+    ck_assert_msg(rc == 0, "clformer %s: exit %d: %s", args, rc, err);
+    return dir;
+}
+
+static void remove_import(const char *dir)
+{
+    clf_test_remove_dir(dir);
+    char base[256];
+    snprintf(base, sizeof base, "%s", dir);
+    *strrchr(base, '/') = '\0';
+    rmdir(base);
+}
+
+typedef struct loaded {
+    const char *dir;
+    clf_config cfg;
+    clf_weights *w;
+    clf_model *m;
+} loaded;
+
+static void load(loaded *l)
+{
+    l->dir = import_fixture();
+    clf_test_load_model(l->dir, &l->cfg, &l->w);
+    CLF_ASSERT_OK(clf_model_create(&l->cfg.model, l->w, clf_test_api, clf_test_be, &l->m));
+}
+
+static void unload(loaded *l)
+{
+    clf_model_free(l->m);
+    clf_weights_free(l->w);
+    remove_import(l->dir);
+}
+
+START_TEST(logits_match_transformers)
+{
+    ref r = {0};
+    loaded l = {0};
+    ref_open(&r);
+    load(&l);
+    int64_t ss[8], ts[8];
+    int32_t *src = ints(&r, "logits_src", ss), *tgt = ints(&r, "logits_tgt", ts);
+    const clf_tensor *want = clf_safetensors_find(r.f, "logits");
+    ck_assert_ptr_nonnull(want);
+    size_t n = (size_t)clf_tensor_numel(want);
+    ck_assert_uint_eq(n, (size_t)ts[0] * ts[1] * l.cfg.model.tgt_vocab);
+    float *w = malloc(sizeof *w * n), *got = malloc(sizeof *got * n);
+    CLF_ASSERT_OK(clf_tensor_to_f32(want, w));
+    clf_forward_io io = {.batch = (int)ss[0],
+                         .src_len = (int)ss[1],
+                         .tgt_len = (int)ts[1],
+                         .src = src,
+                         .tgt = tgt,
+                         .logits = got};
+    CLF_ASSERT_OK(clf_model_forward(l.m, &io));
+    CLF_ASSERT_CLOSE(got, w, n, LOGITS_TOL);
+    free(w);
+    free(got);
+    free(src);
+    free(tgt);
+    unload(&l);
+    ref_close(&r);
+}
+END_TEST
+
+/* clf_decode of all sentences at once (padded as the reference's batch) with transformers'
+ * generate() options; hypothesis i must be want[i] (generated ids, EOS included when it
+ * ended, want_len[i] of them). */
+static void check_decode(int beam, const int32_t *want, const int32_t *want_len, int M)
+{
+    ref r = {0};
+    loaded l = {0};
+    ref_open(&r);
+    load(&l);
+    clf_decode_opts o;
+    clf_decode_opts_default(&l.cfg.model, &o);
+    ck_assert_int_eq(o.sos_id, l.cfg.model.pad_id); /* Marian starts from the pad id */
+    o.beam = beam;
+    o.max_len = r.max_length - 1; /* max_length counts the decoder start */
+    o.forced_eos = 1;
+    if (beam > 1) {
+        o.style = CLF_BEAM_HF;
+        o.length_penalty = r.length_penalty;
+    }
+    clf_decode_result res;
+    CLF_ASSERT_OK(clf_decode(l.m, r.src, r.N, r.S, &o, &res));
+    for (int i = 0; i < r.N; i++) {
+        const clf_hypothesis *h = &res.hyps[i];
+        const int32_t *w = want + (size_t)i * M;
+        int n = want_len[i];
+        int ended = n > 0 && w[n - 1] == o.eos_id;
+        ck_assert_msg(h->len == n - ended && h->finished == ended,
+                      "sentence %d (beam %d): %d tokens%s, transformers %d%s", i, beam, h->len,
+                      h->finished ? " + EOS" : "", n - ended, ended ? " + EOS" : "");
+        for (int t = 0; t < h->len; t++)
+            ck_assert_msg(h->tokens[t] == w[t], "sentence %d (beam %d): token %d is %d, not %d", i,
+                          beam, t, h->tokens[t], w[t]);
+    }
+    clf_decode_result_free(&res);
+    unload(&l);
+    ref_close(&r);
+}
+
+START_TEST(greedy_matches_generate)
+{
+    ref r = {0};
+    ref_open(&r);
+    check_decode(1, r.greedy, r.greedy_len, r.M);
+    ref_close(&r);
+}
+END_TEST
+
+START_TEST(beam4_matches_generate)
+{
+    ref r = {0};
+    ref_open(&r);
+    ck_assert_int_eq(r.num_beams, 4);
+    check_decode(r.num_beams, r.beam, r.beam_len, r.M);
+    ref_close(&r);
+}
+END_TEST
+
+/* source.spm through vocab.json gives MarianTokenizer's ids (then </s>) */
+START_TEST(tokenizer_matches_marian_tokenizer)
+{
+    ref r = {0};
+    ref_open(&r);
+    clf_tokenizer *tok;
+    CLF_ASSERT_OK(clf_tokenizer_load_mapped(fix("hf/source.spm"), fix("hf/vocab.json"), &tok));
+    clf_tokenizer_specials sp = clf_tokenizer_special_ids(tok);
+    ck_assert_int_eq(sp.eos, 0);
+    ck_assert_int_eq(sp.unk, 1);
+    ck_assert_int_eq(sp.sos, -1);
+    ck_assert_int_eq(sp.pad, clf_tokenizer_size(tok) - 1);
+    FILE *f = fopen(fix("sentences.txt"), "r");
+    ck_assert_ptr_nonnull(f);
+    char line[1024];
+    int i = 0, unk_seen = 0;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        ck_assert_int_lt(i, r.N);
+        int32_t *ids;
+        int n;
+        CLF_ASSERT_OK(clf_tokenizer_encode(tok, line, strlen(line), &ids, &n));
+        ck_assert_msg(n + 1 == r.src_len[i], "line %d: %d pieces, transformers %d", i + 1, n,
+                      r.src_len[i] - 1);
+        for (int j = 0; j < n; j++) {
+            ck_assert_msg(ids[j] == r.src[(size_t)i * r.S + j], "line %d piece %d: %d, not %d",
+                          i + 1, j, ids[j], r.src[(size_t)i * r.S + j]);
+            unk_seen |= ids[j] == sp.unk;
+        }
+        ck_assert_int_eq(r.src[(size_t)i * r.S + n], sp.eos);
+        free(ids);
+        i++;
+    }
+    fclose(f);
+    ck_assert_int_eq(i, r.N);
+    ck_assert_msg(unk_seen, "no sentence checks the unknown piece");
+    clf_tokenizer_free(tok);
+    ref_close(&r);
+}
+END_TEST
+
+/* `clformer translate -m` end to end: the text transformers' tokenizer decodes */
+static void check_translate_cli(const char *opts, const char *want_file)
+{
+    const char *dir = import_fixture();
+    char args[2048], err[4096], out[256];
+    snprintf(out, sizeof out, "%s.out", dir);
+    ref r = {0};
+    ref_open(&r); /* generate()'s max_length counts the decoder start */
+    snprintf(args, sizeof args, "translate -m '%s' --backend %s --max-len %d --forced-eos %s", dir,
+             clf_test_be_name, r.max_length - 1, opts);
+    ref_close(&r);
+    /* clf_test_run_cli reads stdin from /dev/null: this one runs with the sentences */
+    char full[4096];
+    snprintf(full, sizeof full, "CLF_PLUGIN_PATH= '%s' %s <'%s' >'%s' 2>'%s.err'", CLF_CLI_PATH,
+             args, fix("sentences.txt"), out, out);
+    int rc = system(full);
+    size_t len;
+    char *e = clf_test_read_file((snprintf(err, sizeof err, "%s.err", out), err), &len);
+    ck_assert_msg(rc == 0, "clformer %s: %s", args, e);
+    free(e);
+    char *got = clf_test_read_file(out, &len), *want = clf_test_read_file(want_file, &len);
+    /* line by line, so that a difference is named briefly */
+    int line = 1;
+    for (const char *g = got, *w = want; *g || *w; line++) {
+        size_t gl = strcspn(g, "\n"), wl = strcspn(w, "\n");
+        ck_assert_msg(gl == wl && !memcmp(g, w, gl),
+                      "%s line %d: '%.60s' (%zu bytes), want '%.60s' (%zu bytes)", want_file, line,
+                      g, gl, w, wl);
+        g += gl + (g[gl] == '\n');
+        w += wl + (w[wl] == '\n');
+    }
+    free(got);
+    free(want);
+    remove(out);
+    remove(err);
+    remove_import(dir);
+}
+
+START_TEST(translate_cli_greedy_text)
+{
+    check_translate_cli("", fix("greedy.txt"));
+}
+END_TEST
+
+START_TEST(translate_cli_beam_text)
+{
+    check_translate_cli("--beam 4 --beam-style hf --length-penalty 1", fix("beam.txt"));
+}
+END_TEST
+
+/* ---- refusals (CPU only: no backend is opened) ---- */
+
+/* Copies the fixture's hf/ into a new directory, with file name replaced by text (NULL:
+ * unchanged). Returns the directory (static storage). */
+static const char *hf_copy(const char *name, const char *text)
+{
+    static char dir[256];
+    char base[] = "/tmp/clf-marian-bad-XXXXXX", cmd[1024];
+    ck_assert_ptr_nonnull(mkdtemp(base));
+    snprintf(dir, sizeof dir, "%s", base);
+    snprintf(cmd, sizeof cmd, "cp '%s'/hf/* '%s'/", fix_dir(), dir);
+    ck_assert_int_eq(system(cmd), 0);
+    if (name) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", dir, name);
+        clf_test_write_text(path, text);
+    }
+    return dir;
+}
+
+/* import of hf must fail with a message holding want, and leave no output behind */
+static void expect_refusal(const char *hf, const char *want)
+{
+    char args[1024], err[2048], out[512];
+    snprintf(out, sizeof out, "%s/out", hf);
+    snprintf(args, sizeof args, "import marian '%s' -o '%s'", hf, out);
+    int rc = clf_test_run_cli(args, err, sizeof err);
+    ck_assert_msg(rc != 0, "clformer %s succeeded", args);
+    ck_assert_msg(strstr(err, want), "clformer %s: '%s' lacks '%s'", args, err, want);
+    ck_assert_msg(strchr(err, '\n') == strrchr(err, '\n'), "not one line: %s", err);
+    ck_assert_msg(access(out, F_OK) != 0, "%s was written", out);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "ls '%s' | grep -c tmp >/dev/null", hf);
+    ck_assert_msg(system(cmd) != 0, "a temporary directory was left in %s", hf);
+}
+
+static char *fixture_config(void)
+{
+    size_t len;
+    return clf_test_read_file(fix("hf/config.json"), &len);
+}
+
+/* config.json with the text of key's value replaced */
+static const char *config_with(const char *key_and_value, const char *replacement)
+{
+    char *c = fixture_config();
+    char *at = strstr(c, key_and_value);
+    ck_assert_msg(at != NULL, "config.json has no %s", key_and_value);
+    size_t n = strlen(c) + strlen(replacement) + 1;
+    char *out = malloc(n);
+    snprintf(out, n, "%.*s%s%s", (int)(at - c), c, replacement, at + strlen(key_and_value));
+    const char *dir = hf_copy("config.json", out);
+    free(out);
+    free(c);
+    return dir;
+}
+
+START_TEST(import_refuses_bad_input)
+{
+    const char *d;
+    char out[512], args[1024], err[2048];
+    d = config_with("\"activation_function\": \"swish\"", "\"activation_function\": \"tanh\"");
+    expect_refusal(d, "config.json: activation_function = \"tanh\": not one clformer has");
+    clf_test_remove_dir(d);
+    d = config_with("\"decoder_ffn_dim\": 32", "\"decoder_ffn_dim\": 64");
+    expect_refusal(d, "config.json: decoder_ffn_dim = 64: differs from encoder_ffn_dim");
+    clf_test_remove_dir(d);
+    d = config_with("\"model_type\": \"marian\"", "\"model_type\": \"bart\"");
+    expect_refusal(d, "config.json: model_type = \"bart\": expected \"marian\"");
+    clf_test_remove_dir(d);
+    d = config_with("\"bad_words_ids\": [", "\"normalize_before\": true, \"bad_words_ids\": [");
+    expect_refusal(d, "config.json: normalize_before = true");
+    clf_test_remove_dir(d);
+    d = config_with("\"d_model\": 16", "\"d_model\": 32");
+    expect_refusal(d, "model.safetensors: tensor ");
+    clf_test_remove_dir(d);
+    d = hf_copy("config.json", "{\"model_type\": ");
+    expect_refusal(d, "config.json: line 1");
+    clf_test_remove_dir(d);
+    d = hf_copy("source.spm", "this is not a SentencePiece model");
+    expect_refusal(d, "source.spm: not a valid SentencePiece model");
+    clf_test_remove_dir(d);
+    d = hf_copy(NULL, NULL);
+    char path[512];
+    snprintf(path, sizeof path, "%s/target.spm", d);
+    remove(path);
+    expect_refusal(d, "target.spm");
+    clf_test_remove_dir(d);
+    d = hf_copy("vocab.json", "{\"</s>\": 0, \"<unk>\": 1, \"a\": 2, \"<pad>\": 3}");
+    expect_refusal(d, "vocab.json: 4 pieces, but the weights (and config.json vocab_size) have "
+                      "144 rows");
+    clf_test_remove_dir(d);
+    /* usage errors: exit 2, one line */
+    ck_assert_int_eq(clf_test_run_cli("import", err, sizeof err), 2);
+    ck_assert_msg(strstr(err, "marian HF_DIR -o MODEL_DIR"), "%s", err);
+    ck_assert_int_eq(clf_test_run_cli("import bart x -o y", err, sizeof err), 2);
+    ck_assert_int_eq(clf_test_run_cli("import marian x", err, sizeof err), 2);
+    ck_assert_msg(strstr(err, "-o MODEL_DIR is required"), "%s", err);
+    /* an existing output is never overwritten */
+    d = hf_copy(NULL, NULL);
+    snprintf(out, sizeof out, "%s/out", d);
+    ck_assert_int_eq(mkdir(out, 0755), 0);
+    snprintf(args, sizeof args, "import marian '%s' -o '%s'", d, out);
+    ck_assert_int_ne(clf_test_run_cli(args, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "already exists"), "%s", err);
+    clf_test_remove_dir(d);
+}
+END_TEST
+
+static void add_tests(TCase *tc)
+{
+    tcase_add_test(tc, logits_match_transformers);
+    tcase_add_test(tc, greedy_matches_generate);
+    tcase_add_test(tc, beam4_matches_generate);
+    tcase_add_test(tc, translate_cli_greedy_text);
+    tcase_add_test(tc, translate_cli_beam_text);
+}
+
+static void cpu_only(TCase *tc)
+{
+    if (getenv("CLF_MARIAN_FIXTURE") && *getenv("CLF_MARIAN_FIXTURE"))
+        return; /* the fixture's own checks, for tests/fixtures/marian only */
+    tcase_add_test(tc, tokenizer_matches_marian_tokenizer);
+    tcase_add_test(tc, import_refuses_bad_input);
+}
+
+int main(void)
+{
+    return clf_test_backends_main("marian", add_tests, cpu_only, NULL);
+}
