@@ -82,12 +82,14 @@ static clf_status convert(const char *path, const clf_tensor *t, clf_weight_type
     out[0].data = q;
     out[0].nbytes = (size_t)n;
     memset(&out[1], 0, sizeof out[1]);
-    if (strlen(t->name) + strlen(CLF_SCALE_SUFFIX) >= sizeof out[1].name) {
+    const size_t nl = strlen(t->name), sl = strlen(CLF_SCALE_SUFFIX);
+    if (nl + sl >= sizeof out[1].name) {
         st = clf_error(CLF_ERR_INPUT, "%s: tensor '%s': name too long for its scales", path,
                        t->name);
         goto done;
     }
-    snprintf(out[1].name, sizeof out[1].name, "%s%s", t->name, CLF_SCALE_SUFFIX);
+    memcpy(out[1].name, t->name, nl);
+    memcpy(out[1].name + nl, CLF_SCALE_SUFFIX, sl + 1);
     out[1].dtype = CLF_F32;
     out[1].ndim = 1;
     out[1].shape[0] = rows;
