@@ -14,12 +14,13 @@
  * products into 16 bits with saturation: 2 * 128 * 127 = 32512 fits, 2 * 255 * 127 does
  * not, so qmax is 64 there (7-bit activations) and 127 with AVX-512 VNNI.
  *
- * Why oneDNN and not OpenBLAS or a kernel of our own: Debian's OpenBLAS 0.3.21 has no
- * integer GEMM, and oneDNN's u8 x s8 -> s32 matmul runs the model's shapes 2.3-2.9x faster
- * than OpenBLAS's SGEMM at 32 rows and 6-10x at 1-4 rows (bench/RESULTS.md). oneDNN's own
- * s8 x s8 path is 2-3x slower than u8 x s8 (it adds 128 and the compensation per call), so
- * the offset is ours. A matmul primitive is made once per shape (m, n, k, lda, ldb) and
- * kept in a small cache of the backend: making one costs about as much as running it. */
+ * Why oneDNN: Debian's OpenBLAS 0.3.21 has no integer GEMM, and oneDNN's u8 x s8 -> s32
+ * matmul runs the model's shapes 1.6-2.1x faster than OpenBLAS's SGEMM at 32 rows and
+ * 1.4-1.8x at 128 (bench/RESULTS.md), and 1.0-1.6x faster than the kernel below, which we
+ * keep for the few-row products only (see there). oneDNN's own s8 x s8 path is 2-3x slower
+ * than u8 x s8 (it adds 128 and the compensation per call), so the offset is ours. A matmul
+ * primitive is made once per shape (m, n, k, lda, ldb) and kept in a small cache of the backend:
+ * making one costs about as much as running it. */
 #include <dnnl.h>
 #include <math.h>
 #include <omp.h>
@@ -168,6 +169,133 @@ static clf_status prim_get(struct cpu_i8 *q, const clf_gemm_args *a, i8_prim **o
     return CLF_OK;
 }
 
+/* ---- few rows: a kernel of our own ----
+ *
+ * oneDNN 2.6's matmul is slow for the products of a few rows that decoding at batch 1 or
+ * with a small beam makes (about 4 GB/s of weights at m = 1 on the AVX2 machine of
+ * bench/RESULTS.md), where the product is bound by reading the int8 weights once: this
+ * kernel reads them at 1.5-2.8x that speed (bench/gemm_int8.c), while oneDNN is 1.1-1.6x
+ * faster than it from 32 rows on. It uses the 7-bit activations only (vpmaddubsw's pair
+ * sums of u8 <= 128 times s8 fit 16 bits), so with VNNI (8-bit activations) oneDNN runs
+ * every product. acc[i][j] = sum_p ua[i,p] W[j,p], exactly as oneDNN's. */
+#define I8_FEW_ROWS 7
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+#define I8_AVX2 __attribute__((target("avx2")))
+
+I8_AVX2 static inline int32_t hsum8(__m256i v)
+{
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* acc[i0+i][j0+r] for MR rows of ua (rows ldu apart) and NR rows of w (rows ldw apart);
+ * 32 columns at a time, then the k % 32 last ones in scalar code. */
+I8_AVX2 static inline __attribute__((always_inline)) void
+few_tile(const uint8_t *ua, size_t ldu, const int8_t *w, size_t ldw, int k, int i0, int j0,
+         const int MR, const int NR, int32_t *acc, size_t ldacc)
+{
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i t[4][2];
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 2
+        for (int r = 0; r < NR; r++)
+            t[i][r] = _mm256_setzero_si256();
+    const uint8_t *a = ua + (size_t)i0 * ldu;
+    const int8_t *wr = w + (size_t)j0 * ldw;
+    const int k32 = k & ~31;
+    for (int p = 0; p < k32; p += 32) {
+        __m256i b[2];
+#pragma GCC unroll 2
+        for (int r = 0; r < NR; r++)
+            b[r] = _mm256_loadu_si256((const __m256i *)(const void *)(wr + (size_t)r * ldw + p));
+#pragma GCC unroll 4
+        for (int i = 0; i < MR; i++) {
+            const __m256i x =
+                _mm256_loadu_si256((const __m256i *)(const void *)(a + (size_t)i * ldu + p));
+#pragma GCC unroll 2
+            for (int r = 0; r < NR; r++)
+                t[i][r] = _mm256_add_epi32(t[i][r],
+                                           _mm256_madd_epi16(_mm256_maddubs_epi16(x, b[r]), ones));
+        }
+    }
+    for (int i = 0; i < MR; i++)
+        for (int r = 0; r < NR; r++) {
+            int32_t v = hsum8(t[i][r]);
+            for (int p = k32; p < k; p++)
+                v += (int32_t)a[(size_t)i * ldu + p] * wr[(size_t)r * ldw + p];
+            acc[(size_t)(i0 + i) * ldacc + j0 + r] = v;
+        }
+}
+
+/* rows [0, m) against W rows j0 .. j0 + NR */
+I8_AVX2 static inline __attribute__((always_inline)) void
+few_rows(const uint8_t *ua, size_t ldu, int m, const int8_t *w, size_t ldw, int k, int j0,
+         const int NR, int32_t *acc, size_t ldacc)
+{
+    int i0 = 0;
+    for (; i0 + 4 <= m; i0 += 4)
+        few_tile(ua, ldu, w, ldw, k, i0, j0, 4, NR, acc, ldacc);
+    switch (m - i0) {
+    case 3:
+        few_tile(ua, ldu, w, ldw, k, i0, j0, 3, NR, acc, ldacc);
+        break;
+    case 2:
+        few_tile(ua, ldu, w, ldw, k, i0, j0, 2, NR, acc, ldacc);
+        break;
+    case 1:
+        few_tile(ua, ldu, w, ldw, k, i0, j0, 1, NR, acc, ldacc);
+        break;
+    default:
+        break;
+    }
+}
+
+I8_AVX2 static void few_range(const uint8_t *ua, size_t ldu, int m, const int8_t *w, size_t ldw,
+                              int k, int j0, int j1, int32_t *acc, size_t ldacc)
+{
+    int j = j0;
+    for (; j + 2 <= j1; j += 2)
+        few_rows(ua, ldu, m, w, ldw, k, j, 2, acc, ldacc);
+    if (j < j1)
+        few_rows(ua, ldu, m, w, ldw, k, j, 1, acc, ldacc);
+}
+
+/* Below this many weights a product runs on one thread. */
+#define I8_PARALLEL_MIN ((size_t)1 << 15)
+
+static void few_product(clf_backend *be, const clf_gemm_args *a, const uint8_t *ua, int32_t *acc)
+{
+    const int n = a->n;
+    const int8_t *w = (const int8_t *)(const void *)(a->b_i8.buf->data + a->b_i8.off);
+    int threads = (size_t)n * (size_t)a->k >= I8_PARALLEL_MIN ? be->threads : 1;
+    int per = ((n + threads - 1) / threads + 7) / 8 * 8; /* whole pairs of W rows */
+    threads = (n + per - 1) / per;
+#pragma omp parallel for num_threads(threads) schedule(static, 1) if (threads > 1)
+    for (int t = 0; t < threads; t++) {
+        const int j0 = t * per, j1 = j0 + per < n ? j0 + per : n;
+        few_range(ua, (size_t)a->lda, a->m, w, (size_t)a->ldb, a->k, j0, j1, acc, (size_t)n);
+    }
+}
+#endif
+
+/* 1 when the own kernel runs this product: few rows, 7-bit activations, AVX2 or better. */
+static int few_applies(const clf_backend *be, const clf_gemm_args *a)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    return a->m <= I8_FEW_ROWS && be->i8->qmax == 64 && be->isa != CPU_ISA_GENERIC;
+#else
+    (void)be;
+    (void)a;
+    return 0;
+#endif
+}
+
 int cpu_gemm_i8_applies(const clf_gemm_args *a)
 {
     return a->b_i8.buf && !a->trans_a && a->trans_b && a->k > 0;
@@ -188,7 +316,8 @@ clf_status cpu_gemm_i8(clf_backend *be, const clf_gemm_args *a)
     if (st == CLF_OK)
         st = grow((void **)&q->acc, &q->acc_cap, (size_t)m * (size_t)n, sizeof(int32_t));
     i8_prim *p = NULL;
-    if (st == CLF_OK)
+    const int few = few_applies(be, a);
+    if (st == CLF_OK && !few)
         st = prim_get(q, a, &p);
     if (st != CLF_OK)
         return st;
@@ -210,15 +339,21 @@ clf_status cpu_gemm_i8(clf_backend *be, const clf_gemm_args *a)
         for (int p = 0; p < k; p++)
             u[p] = (uint8_t)((int)lrintf(x[p] * inv) + zero);
     }
-    dnnl_memory_set_data_handle(p->src, qa);
-    dnnl_memory_set_data_handle(p->wei, a->b_i8.buf->data + a->b_i8.off);
-    dnnl_memory_set_data_handle(p->dst, q->acc);
-    dnnl_exec_arg_t args[3] = {
-        {DNNL_ARG_SRC, p->src}, {DNNL_ARG_WEIGHTS, p->wei}, {DNNL_ARG_DST, p->dst}};
-    if (dnnl_primitive_execute(p->prim, q->stream, 3, args) != dnnl_success ||
-        dnnl_stream_wait(q->stream) != dnnl_success)
-        return clf_error(CLF_ERR_BACKEND, "cpu: gemm: oneDNN int8 matmul failed (m=%d n=%d k=%d)",
-                         m, n, k);
+    if (few) {
+#if defined(__x86_64__) || defined(__i386__)
+        few_product(be, a, qa, q->acc);
+#endif
+    } else {
+        dnnl_memory_set_data_handle(p->src, qa);
+        dnnl_memory_set_data_handle(p->wei, a->b_i8.buf->data + a->b_i8.off);
+        dnnl_memory_set_data_handle(p->dst, q->acc);
+        dnnl_exec_arg_t args[3] = {
+            {DNNL_ARG_SRC, p->src}, {DNNL_ARG_WEIGHTS, p->wei}, {DNNL_ARG_DST, p->dst}};
+        if (dnnl_primitive_execute(p->prim, q->stream, 3, args) != dnnl_success ||
+            dnnl_stream_wait(q->stream) != dnnl_success)
+            return clf_error(CLF_ERR_BACKEND,
+                             "cpu: gemm: oneDNN int8 matmul failed (m=%d n=%d k=%d)", m, n, k);
+    }
     /* b_scale: per row {F32 scale, I32 sum} */
     const unsigned char *ws = a->b_scale.buf->data + a->b_scale.off;
     const float *bias = a->bias.buf ? fptr(a->bias) : NULL;
