@@ -50,8 +50,10 @@ static clf_status cpu_open(const clf_backend_opts *opts, clf_backend **out)
         free(be);
         return st;
     }
-    /* OpenBLAS keeps one process-wide thread pool; size it to what the config asks. */
+    /* OpenBLAS keeps one process-wide thread pool; size it to what the config asks. So
+     * does oneDNN (int8 products), which takes OpenMP's default team size. */
     openblas_set_num_threads(be->threads);
+    omp_set_num_threads(be->threads);
     *out = be;
     return CLF_OK;
 }

@@ -284,7 +284,8 @@ static void few_product(clf_backend *be, const clf_gemm_args *a, const uint8_t *
 }
 #endif
 
-/* 1 when the own kernel runs this product: few rows, 7-bit activations, AVX2 or better. */
+/* 1 when the own kernel runs this product: few rows, 7-bit activations, AVX2 or better
+ * (the F16 kernels' level: CLF_CPU_ISA=generic leaves every product to oneDNN). */
 static int few_applies(const clf_backend *be, const clf_gemm_args *a)
 {
 #if defined(__x86_64__) || defined(__i386__)
