@@ -6,7 +6,11 @@
 #      NC (sentences without the cache, default 8: every step re-runs the whole prefix),
 #      WORDS (words per sentence, default 20), MAX_LEN (output tokens, default 64),
 #      REPEAT (runs per case, default 1: the median tokens/s is printed),
-#      WEIGHT_TYPE (f32 or f16: translate --weight-type, in every case; default f32).
+#      WEIGHT_TYPE (f32, f16, bf16 or int8: translate --weight-type, in every case; default
+#      f32; several, space-separated, e.g. "f32 int8": each case runs every type in turn,
+#      REPEAT rounds interleaved, and prints each type's median and its ratio to the first),
+#      CASES (default "greedy:1 greedy:32 beam4:1 beam4:32": mode:batch, with the cache),
+#      NOCACHE (1, the default: also the no-cache cases).
 # Prints one line per case. Random weights may emit [EOS] before MAX_LEN, so the rate is
 # output tokens / time spent decoding, as `clformer translate --stats` reports it (the
 # best hypotheses' tokens; loading the model is not counted).
@@ -18,6 +22,7 @@ threads=${1:-$(nproc)}
 config=${2:-configs/base-prenorm.yaml}
 N=${N:-32} NC=${NC:-8} WORDS=${WORDS:-20} MAX_LEN=${MAX_LEN:-64} REPEAT=${REPEAT:-1}
 WEIGHT_TYPE=${WEIGHT_TYPE:-f32}
+CASES=${CASES:-greedy:1 greedy:32 beam4:1 beam4:32} NOCACHE=${NOCACHE:-1}
 clf=${BUILD:-build}/bin/clformer
 out=runs/bench/translate
 mkdir -p "$out"
@@ -63,31 +68,39 @@ echo "# $config, $threads threads, $WORDS-word sentences, --max-len $MAX_LEN," \
   "--weight-type $WEIGHT_TYPE"
 
 run_case() { # name input extra-options...
-  local name=$1 input=$2 r stats rates=""
+  local name=$1 input=$2 r t stats first="" base=""
+  local -A rates=()
   shift 2
   # --stats times clf_decode alone (loading the model is left out) and counts the output
-  # tokens of the best hypotheses; the median of REPEAT runs is kept.
+  # tokens of the best hypotheses; the median of REPEAT runs is kept. The weight types take
+  # turns within each round, so that a busy neighbour slows them alike.
   for ((r = 0; r < REPEAT; r++)); do
-    "$clf" translate -c "$config" -w "$out/weights.safetensors" --src-vocab "$out/src.json" \
-      --tgt-vocab "$out/tgt.json" --backend cpu --threads "$threads" --max-len "$MAX_LEN" \
-      --weight-type "$WEIGHT_TYPE" --stats "$@" < "$input" > "$out/out.txt" 2> "$out/stats.txt"
-    stats=$(grep 'clformer: translate:' "$out/stats.txt")
-    rates="$rates $(echo "$stats" | awk '{for (i = 1; i < NF; i++) if ($(i + 1) == "tokens/s") print $i}')"
+    for t in $WEIGHT_TYPE; do
+      "$clf" translate -c "$config" -w "$out/weights.safetensors" --src-vocab "$out/src.json" \
+        --tgt-vocab "$out/tgt.json" --backend cpu --threads "$threads" --max-len "$MAX_LEN" \
+        --weight-type "$t" --stats "$@" < "$input" > "$out/out.$t.txt" 2> "$out/stats.txt"
+      stats=$(grep 'clformer: translate:' "$out/stats.txt")
+      rates[$t]="${rates[$t]:-} $(echo "$stats" | awk '{for (i = 1; i < NF; i++) if ($(i + 1) == "tokens/s") print $i}')"
+    done
   done
-  echo "$rates" | tr ' ' '\n' | grep . | sort -g | awk -v name="$name" -v s="$(wc -l < "$input")" \
-    -v tok="$(wc -w < "$out/out.txt")" -v runs="$rates" '
-    { v[NR] = $1 }
-    END {
-      printf "%-28s sentences=%-3d tokens=%-6d tokens/s=%.1f (median of:%s)\n",
-             name, s, tok, v[int((NR + 1) / 2)], runs
-    }'
+  for t in $WEIGHT_TYPE; do
+    local med
+    med=$(echo "${rates[$t]}" | tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+    [ -z "$first" ] && first=$t base=$med
+    echo "$med" | awk -v name="$name" -v t="$t" -v s="$(wc -l < "$input")" \
+      -v tok="$(wc -w < "$out/out.$t.txt")" -v runs="${rates[$t]}" -v base="$base" -v first="$first" '
+      { printf "%-28s %-5s sentences=%-3d tokens=%-6d tokens/s=%.1f (x%.2f of %s; median of:%s)\n",
+               name, t, s, tok, $1, $1 / base, first, runs }'
+  done
 }
 
-for beam in 1 4; do
-  for batch in 1 32; do
-    mode=$([ "$beam" = 1 ] && echo greedy || echo "beam$beam")
-    run_case "$mode batch=$batch cache" "$out/sentences.txt" --beam "$beam" --batch "$batch"
+for c in $CASES; do
+  mode=${c%%:*} batch=${c##*:}
+  beam=1
+  [ "$mode" != greedy ] && beam=${mode#beam}
+  run_case "$mode batch=$batch cache" "$out/sentences.txt" --beam "$beam" --batch "$batch"
+  if [ "$NOCACHE" = 1 ]; then
     run_case "$mode batch=$batch no-cache" "$out/sentences-nocache.txt" --beam "$beam" \
       --batch "$batch" --no-cache
-  done
+  fi
 done

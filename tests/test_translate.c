@@ -619,8 +619,8 @@ START_TEST(test_stats)
 }
 END_TEST
 
-/* --weight-type f16 decodes every line (test_decode checks its arithmetic); a bad value
- * is a usage error naming the option. */
+/* --weight-type f16, bf16 and int8 decode every line (test_decode and test_quant check
+ * their arithmetic); a bad value is a usage error naming the option. */
 START_TEST(test_weight_type)
 {
     static char f32[OUT_MAX];
@@ -634,10 +634,20 @@ START_TEST(test_weight_type)
     for (const char *p = out; *p; p++)
         lines16 += *p == '\n';
     ck_assert_int_eq(lines16, lines32);
+    const char *const others[] = {"--max-len 12 --batch 1 --weight-type bf16",
+                                  "--max-len 12 --batch 1 --weight-type int8",
+                                  "--max-len 12 --beam 2 --weight-type int8"};
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+        ck_assert_msg(translate(others[i], sentences) == 0, "%s: stderr: %s", others[i], err);
+        int lines = 0;
+        for (const char *p = out; *p; p++)
+            lines += *p == '\n';
+        ck_assert_int_eq(lines, lines32);
+    }
     ck_assert_msg(translate("--max-len 12 --weight-type f32", sentences) == 0, "stderr: %s", err);
-    ck_assert_int_eq(translate("--weight-type bf16", "Hello\n"), 2);
+    ck_assert_int_eq(translate("--weight-type int4", "Hello\n"), 2);
     assert_one_line_error(err);
-    ck_assert_msg(strstr(err, "--weight-type") && strstr(err, "bf16"), "stderr: %s", err);
+    ck_assert_msg(strstr(err, "--weight-type") && strstr(err, "int4"), "stderr: %s", err);
 }
 END_TEST
 

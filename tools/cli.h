@@ -6,6 +6,7 @@
 #include "clformer/config.h"
 #include "clformer/status.h"
 #include "clformer/tokenizer.h"
+#include "clformer/weights.h"
 
 int clf_cmd_info(int argc, char **argv);
 int clf_cmd_devices(int argc, char **argv);
@@ -13,6 +14,7 @@ int clf_cmd_config(int argc, char **argv);
 int clf_cmd_init(int argc, char **argv);
 int clf_cmd_forward(int argc, char **argv);
 int clf_cmd_bench(int argc, char **argv);
+int clf_cmd_quantize(int argc, char **argv);
 int clf_cmd_translate(int argc, char **argv);
 int clf_cmd_train(int argc, char **argv);
 int clf_cmd_vocab(int argc, char **argv);
@@ -73,6 +75,10 @@ typedef enum { CLI_THREADS_BLAS, CLI_THREADS_OPENMP } cli_thread_work;
 void cli_thread_wait_policy(cli_thread_work work);
 
 int cli_parse_int(const char *opt, const char *val, int min, int *out);
+/* The type a weights file records (CLF_WEIGHT_TYPE_META), f32 when it has none or cannot
+ * be read (clf_weights_load reports that): read before the backend loads, for the thread
+ * policy. */
+clf_weight_type cli_file_weight_type(const char *path);
 
 /* Parses the options of a command that takes only --plugin-dir and --help. Returns -1 to go
  * on (with *plugin_dir set, or NULL), or the exit code: 0 after printing "usage: <usage>"

@@ -131,3 +131,17 @@ int cli_parse_plugin_dir_only(int argc, char **argv, const char *usage, const ch
     }
     return -1;
 }
+
+clf_weight_type cli_file_weight_type(const char *path)
+{
+    clf_safetensors *f = NULL;
+    clf_weight_type t = CLF_WEIGHT_F32;
+    if (path && clf_safetensors_open(path, &f) == CLF_OK) {
+        const char *meta = clf_safetensors_meta(f, CLF_WEIGHT_TYPE_META);
+        if (!meta || clf_weight_type_parse(meta, &t) != CLF_OK)
+            t = CLF_WEIGHT_F32;
+    }
+    clf_safetensors_close(f);
+    clf_clear_error();
+    return t;
+}

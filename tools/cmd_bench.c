@@ -47,6 +47,8 @@ static double median(double *v, int n)
 typedef struct bench_opts {
     int batch, src_len, tgt_len, iters, warmup;
     int train, profile;
+    int weight_type_set;         /* --weight-type; else the weights file's type */
+    clf_weight_type weight_type; /* forward passes only */
 } bench_opts;
 
 static clf_status put_line(FILE *f, void *text)
@@ -130,6 +132,9 @@ static int bench_forward(const char *cfg_path, const char *w_path, const char *j
     double t_open = cli_now_s();
     if ((st = clf_model_create(&cfg.model, w, api, be, &model)) != CLF_OK)
         goto fail;
+    const clf_weight_type wt = o->weight_type_set ? o->weight_type : w->stored_type;
+    if ((st = clf_model_set_weight_type(model, wt)) != CLF_OK)
+        goto fail;
     clf_weights_free(w);
     w = NULL;
     const int B = o->batch, S = o->src_len, T = o->tgt_len;
@@ -176,22 +181,23 @@ static int bench_forward(const char *cfg_path, const char *w_path, const char *j
     json_error_t jerr;
     json_t *report = json_pack_ex(
         &jerr, 0,
-        "{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, "
-        "s:I, s:I}",
-        "config", cfg_path, "backend", api->name, "device", facts.desc, "openblas_coretype_env",
-        facts.coretype, "batch", B, "src_len", S, "tgt_len", T, "iters", o->iters,
-        "seconds_per_forward", t, "tokens_per_s", (double)B * (S + T) / t, "gflops", gflops,
-        "sgemm_gflops_same_shapes", sgemm_gflops, "ratio_to_sgemm", gflops / sgemm_gflops,
-        "gemm_seconds", tg, "model_setup_s", setup, "first_forward_s", first_call, "weight_bytes",
-        (json_int_t)facts.mem.weight_bytes, "activation_bytes", (json_int_t)facts.mem.arena_bytes,
-        "peak_rss_bytes", (json_int_t)facts.peak_rss_kib * 1024);
+        "{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, "
+        "s:I, s:I, s:I}",
+        "config", cfg_path, "backend", api->name, "weight_type", clf_weight_type_name(wt), "device",
+        facts.desc, "openblas_coretype_env", facts.coretype, "batch", B, "src_len", S, "tgt_len", T,
+        "iters", o->iters, "seconds_per_forward", t, "tokens_per_s", (double)B * (S + T) / t,
+        "gflops", gflops, "sgemm_gflops_same_shapes", sgemm_gflops, "ratio_to_sgemm",
+        gflops / sgemm_gflops, "gemm_seconds", tg, "model_setup_s", setup, "first_forward_s",
+        first_call, "weight_bytes", (json_int_t)facts.mem.weight_bytes, "activation_bytes",
+        (json_int_t)facts.mem.arena_bytes, "peak_rss_bytes", (json_int_t)facts.peak_rss_kib * 1024);
     fprintf(stderr,
-            "%s on %s (%s)\n  batch %d, src %d, tgt %d: %.2f ms/forward, %.0f tokens/s, %.1f "
-            "GFLOP/s\n  backend SGEMM at the same shapes: %.1f GFLOP/s -> ratio %.2f\n"
+            "%s on %s (%s), %s weights\n  batch %d, src %d, tgt %d: %.2f ms/forward, %.0f "
+            "tokens/s, %.1f GFLOP/s\n  backend GEMM alone at the same shapes: %.1f GFLOP/s -> "
+            "ratio %.2f\n"
             "  device memory: weights %.1f MiB, activations %.1f MiB\n",
-            cfg_path, api->name, facts.desc, B, S, T, t * 1e3, (double)B * (S + T) / t, gflops,
-            sgemm_gflops, gflops / sgemm_gflops, facts.mem.weight_bytes / 1048576.0,
-            facts.mem.arena_bytes / 1048576.0);
+            cfg_path, api->name, facts.desc, clf_weight_type_name(wt), B, S, T, t * 1e3,
+            (double)B * (S + T) / t, gflops, sgemm_gflops, gflops / sgemm_gflops,
+            facts.mem.weight_bytes / 1048576.0, facts.mem.arena_bytes / 1048576.0);
     st = emit_report(report, &jerr, json_path);
 fail:
     clf_model_free(model);
@@ -764,6 +770,7 @@ int clf_cmd_bench(int argc, char **argv)
                                              {"json", required_argument, NULL, 'j'},
                                              {"train", no_argument, NULL, 'r'},
                                              {"profile", no_argument, NULL, 'P'},
+                                             {"weight-type", required_argument, NULL, 'Q'},
                                              {"help", no_argument, NULL, 'h'},
                                              {0}};
     int c;
@@ -802,12 +809,21 @@ int clf_cmd_bench(int argc, char **argv)
         case 'P':
             o.profile = 1;
             break;
+        case 'Q':
+            if (clf_weight_type_parse(optarg, &o.weight_type) != CLF_OK) {
+                cli_usage_error("--weight-type: expected f32, f16, bf16 or int8, got '%s'", optarg);
+                return 2;
+            }
+            o.weight_type_set = 1;
+            break;
         case 'h':
             printf("usage: clformer bench -c model.yaml [-w w.safetensors] [--backend B] "
                    "[--device D]\n"
                    "       [--threads N] [--batch 32] [--src-len 64] [--tgt-len 64] "
                    "[--iters 10] [--warmup 2] [--json FILE]\n"
-                   "       [--train [--profile]]\n"
+                   "       [--train [--profile]] [--weight-type f32|f16|bf16|int8]\n"
+                   "  --weight-type  the forward passes' weight matrices (default: the weights\n"
+                   "             file's type, f32 without -w); --train is always f32\n"
                    "  --train    time optimizer steps (forward, loss, backward, Adam as the\n"
                    "             YAML's train: section or its defaults say) on random batches\n"
                    "             without padding, instead of forward passes\n"
@@ -822,6 +838,9 @@ int clf_cmd_bench(int argc, char **argv)
     }
     if (!cfg_path)
         return cli_usage_error("bench: -c model.yaml is required");
+    if (o.train && o.weight_type_set && o.weight_type != CLF_WEIGHT_F32)
+        return cli_usage_error("bench: --train trains F32 weights; --weight-type is for forward "
+                               "passes");
     if (o.profile && !o.train)
         return cli_usage_error("bench: --profile needs --train");
     if (o.train && o.tgt_len < 2)

@@ -42,13 +42,18 @@ int clf_cmd_forward(int argc, char **argv)
 {
     const char *cfg_path = NULL, *w_path = NULL, *in_path = NULL, *out_path = NULL;
     cli_backend_opts bo = {.threads = -1};
-    static const struct option longopts[] = {{"config", required_argument, NULL, 'c'},
-                                             {"weights", required_argument, NULL, 'w'},
-                                             {"input", required_argument, NULL, 'i'},
-                                             {"output", required_argument, NULL, 'o'},
-                                             CLI_BACKEND_LONGOPTS,
-                                             {"help", no_argument, NULL, 'h'},
-                                             {0}};
+    int weight_type_set = 0;
+    clf_weight_type weight_type = CLF_WEIGHT_F32;
+    enum { OPT_WEIGHT_TYPE = 1000 };
+    static const struct option longopts[] = {
+        {"config", required_argument, NULL, 'c'},
+        {"weight-type", required_argument, NULL, OPT_WEIGHT_TYPE},
+        {"weights", required_argument, NULL, 'w'},
+        {"input", required_argument, NULL, 'i'},
+        {"output", required_argument, NULL, 'o'},
+        CLI_BACKEND_LONGOPTS,
+        {"help", no_argument, NULL, 'h'},
+        {0}};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "c:w:i:o:" CLI_BACKEND_SHORTOPTS "h", longopts, NULL)) !=
@@ -66,11 +71,19 @@ int clf_cmd_forward(int argc, char **argv)
         case 'o':
             out_path = optarg;
             break;
+        case OPT_WEIGHT_TYPE:
+            if (clf_weight_type_parse(optarg, &weight_type) != CLF_OK)
+                return cli_usage_error("--weight-type: expected f32, f16, bf16 or int8, got '%s'",
+                                       optarg);
+            weight_type_set = 1;
+            break;
         case 'h':
             printf("usage: clformer forward -c model.yaml -w w.safetensors -i in.safetensors "
                    "-o out.safetensors\n"
                    "       [--backend cpu|opencl|auto] [--device D] [--threads N] "
                    "[--plugin-dir DIR]\n"
+                   "       [--weight-type f32|f16|bf16|int8] (default: the weights file's "
+                   "type)\n"
                    "in: I32 'src' [B,S], 'tgt' [B,T]; out: F32 'logits' [B,T,tgt_vocab], "
                    "'encoder_out' [B,S,d_model]\n");
             return 0;
@@ -117,6 +130,9 @@ int clf_cmd_forward(int argc, char **argv)
     if ((st = cli_open_backend(&cfg, &bo, &api, &be)) != CLF_OK)
         goto fail;
     if ((st = clf_model_create(&cfg.model, w, api, be, &model)) != CLF_OK)
+        goto fail;
+    if ((st = clf_model_set_weight_type(model, weight_type_set ? weight_type : w->stored_type)) !=
+        CLF_OK)
         goto fail;
     clf_weights_free(w);
     w = NULL;

@@ -93,7 +93,8 @@ typedef struct tr_opts {
     int batch;            /* --batch */
     int use_cache;        /* 0 with --no-cache */
     int stats;            /* --stats: timing on stderr at the end */
-    int half_weights;     /* --weight-type f16 */
+    int weight_type_set;  /* --weight-type given; else the weights file's own type */
+    clf_weight_type weight_type;
     cli_backend_opts bo;
 } tr_opts;
 
@@ -151,10 +152,12 @@ static void usage(void)
            "                       (transformers' forced_eos_token_id)\n"
            "  --batch N            sentences decoded together (default %d)\n"
            "  --no-cache           re-run the whole decoder every step (slow; for comparison)\n"
-           "  --weight-type f32|f16  f16: the products of few rows (batch 1, small beams) read\n"
-           "                       an F16 copy of the weight matrices, about twice as fast\n"
-           "                       where memory bandwidth bounds them; rounds the weights\n"
-           "                       to F16 there (default f32)\n"
+           "  --weight-type T      f32|f16|bf16|int8 (default: the weights file's type, f32\n"
+           "                       for a plain file). f16, bf16: the products of few rows\n"
+           "                       (batch 1, small beams) read a 16-bit copy of the weight\n"
+           "                       matrices, about twice as fast where memory bandwidth\n"
+           "                       bounds them. int8: every product uses int8 weights (per\n"
+           "                       output channel) and int8 activations (per row; cpu only)\n"
            "  --stats              at the end, on stderr: lines, output tokens and the time\n"
            "                       spent decoding them (tokens/s), loading excluded\n"
            "  --attention FILE     safetensors: F32 'attention.<i>' [out tokens (+EOS), source\n"
@@ -324,9 +327,10 @@ static int parse_args(int argc, char **argv, tr_opts *o)
             o->png_prefix = optarg;
             break;
         case OPT_WEIGHT_TYPE:
-            if (strcmp(optarg, "f32") != 0 && strcmp(optarg, "f16") != 0)
-                return cli_usage_error("--weight-type: expected f32 or f16, got '%s'", optarg);
-            o->half_weights = strcmp(optarg, "f16") == 0;
+            if (clf_weight_type_parse(optarg, &o->weight_type) != CLF_OK)
+                return cli_usage_error("--weight-type: expected f32, f16, bf16 or int8, got '%s'",
+                                       optarg);
+            o->weight_type_set = 1;
             break;
         case 'h':
             usage();
@@ -702,7 +706,10 @@ static clf_status translator_open(translator *t)
     const clf_model_config *mc = &t->cfg.model;
     /* before anything loads libgomp or OpenBLAS (op plugins with the config, backends):
      * with F16 weights a decoding step is the backend's own OpenMP loops back to back */
-    cli_thread_wait_policy(t->o.half_weights ? CLI_THREADS_OPENMP : CLI_THREADS_BLAS);
+    if (!t->o.weight_type_set)
+        t->o.weight_type = cli_file_weight_type(t->o.w_path);
+    cli_thread_wait_policy(t->o.weight_type != CLF_WEIGHT_F32 ? CLI_THREADS_OPENMP
+                                                              : CLI_THREADS_BLAS);
     if ((st = clf_config_load_with_plugins(t->o.cfg_path, t->o.bo.plugin_dir, &t->cfg)) != CLF_OK)
         goto fail;
     if ((st = load_vocab(&t->o, t->o.src_vocab, "src", mc, &t->src_tok, &t->src_sp)) != CLF_OK ||
@@ -724,7 +731,9 @@ static clf_status translator_open(translator *t)
         goto fail;
     if ((st = clf_model_create(mc, w, t->api, t->be, &t->model)) != CLF_OK)
         goto fail;
-    if (t->o.half_weights && (st = clf_model_enable_half_weights(t->model)) != CLF_OK)
+    if (!t->o.weight_type_set)
+        t->o.weight_type = w->stored_type;
+    if ((st = clf_model_set_weight_type(t->model, t->o.weight_type)) != CLF_OK)
         goto fail;
     clf_decode_opts_default(mc, &t->dopts);
     t->dopts.beam = t->o.beam;

@@ -27,6 +27,7 @@ static const command commands[] = {
     {"vocab", clf_cmd_vocab, "-o vocab.json FILE | --src-out s --tgt-out t TRAIN: vocabularies", 0},
     {"train", clf_cmd_train, "-c experiment.yaml [--resume]: train, validate, checkpoint", 0},
     {"bench", clf_cmd_bench, "-c model.yaml [--backend B]: tokens/s, GFLOP/s, memory", 0},
+    {"quantize", clf_cmd_quantize, "-w IN -o OUT --type int8|bf16|f16: quantized weights", 0},
 };
 
 static void usage(FILE *f)

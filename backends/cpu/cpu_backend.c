@@ -46,21 +46,30 @@ static clf_status cpu_open(const clf_backend_opts *opts, clf_backend **out)
     be->threads = n > 0 ? n : 1;
     be->isa = isa;
     be->read_half = isa != CPU_ISA_GENERIC || capped;
-    /* OpenBLAS keeps one process-wide thread pool; size it to what the config asks. */
+    if ((st = cpu_i8_open(&be->i8)) != CLF_OK) {
+        free(be);
+        return st;
+    }
+    /* OpenBLAS keeps one process-wide thread pool; size it to what the config asks. So
+     * does oneDNN (int8 products), which takes OpenMP's default team size. */
     openblas_set_num_threads(be->threads);
+    omp_set_num_threads(be->threads);
     *out = be;
     return CLF_OK;
 }
 
 static void cpu_close(clf_backend *be)
 {
+    if (be)
+        cpu_i8_close(be->i8);
     free(be);
 }
 
 static clf_status cpu_describe(clf_backend *be, char *buf, size_t size)
 {
-    snprintf(buf, size, "CPU: %d threads, %s, F16 GEMV %s%s", be->threads, openblas_get_config(),
-             cpu_isa_name(be->isa), be->read_half ? "" : " (off: slower than SGEMV)");
+    snprintf(buf, size, "CPU: %d threads, %s, F16/BF16 GEMV %s%s, int8 oneDNN %d-bit activations",
+             be->threads, openblas_get_config(), cpu_isa_name(be->isa),
+             be->read_half ? "" : " (off: slower than SGEMV)", cpu_i8_activation_bits(be->i8));
     return CLF_OK;
 }
 
@@ -270,6 +279,10 @@ static clf_status cpu_gemm(clf_backend *be, const clf_gemm_args *a)
         st = clf_check_gemm_overlap("cpu", "gemm", a, 0);
     if (st != CLF_OK || a->m == 0 || a->n == 0)
         return st;
+    if (cpu_gemm_i8_applies(a))
+        return cpu_gemm_i8(be, a);
+    if (be->read_half && cpu_gemv_bf16_applies(a))
+        return cpu_gemv_bf16(be, a);
     if (be->read_half && cpu_gemv_half_applies(a))
         return cpu_gemv_half(be, a);
     gemm_one(be, a, a->k ? fptr(a->a) : NULL, a->k ? fptr(a->b) : NULL, fptr(a->c));

@@ -1,4 +1,5 @@
-/* Products of a few rows against an F16 copy of a weight matrix (clf_gemm_args.b_half):
+/* Products of a few rows against an F16 copy of a weight matrix (clf_gemm_args.b_half) or a
+ * BF16 one (b_bf16: the same kernels, converting by a 16-bit shift instead of vcvtph2ps):
  *
  *   C[r,j] = relu?(alpha * sum_p A[r,p] * half(Bh[j,p]) + beta * C[r,j] + bias[j])
  *   A [m, k] rows lda apart, Bh [n, k] rows ldb apart (trans_a = 0, trans_b = 1: y = x W^T,
@@ -99,6 +100,7 @@ typedef struct half_job {
     float alpha, beta;
     const float *bias;
     int relu;
+    int bf16; /* w holds bfloat16 (b_bf16), not IEEE halves */
 } half_job;
 
 #define HALF_MAX_R  4 /* the most W rows a kernel reads side by side */
@@ -141,6 +143,15 @@ static inline float half_to_float(uint16_t h)
     return f;
 }
 
+/* One bfloat16 as float: its bits are the float's high half. */
+static inline float bf16_to_float(uint16_t h)
+{
+    const uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
 #define GEN_LANES 8   /* partial sums per output: lane l takes the columns p = l mod 8 */
 #define GEN_CHUNK 256 /* columns of W converted to float at a time */
 
@@ -154,8 +165,12 @@ static void generic_rows(const half_job *jb, int j, int R, float *dots)
         float acc[CPU_GEMV_MAX_ROWS][GEN_LANES] = {{0.0f}};
         for (int p0 = 0; p0 < k; p0 += GEN_CHUNK) {
             const int nc = k - p0 < GEN_CHUNK ? k - p0 : GEN_CHUNK;
-            for (int l = 0; l < nc; l++)
-                wf[l] = half_to_float(w[p0 + l]);
+            if (jb->bf16)
+                for (int l = 0; l < nc; l++)
+                    wf[l] = bf16_to_float(w[p0 + l]);
+            else
+                for (int l = 0; l < nc; l++)
+                    wf[l] = half_to_float(w[p0 + l]);
             for (int i = 0; i < m; i++) {
                 const float *x = jb->a + (size_t)i * jb->lda + p0;
                 int l = 0;
@@ -231,10 +246,18 @@ static inline __attribute__((always_inline)) void half_prefetch(const uint16_t *
 
 #define AVX2_TARGET __attribute__((target("avx2,fma,f16c")))
 
+/* 8 halves (BF = 0) or bfloat16s (BF = 1) as floats */
+AVX2_TARGET static inline __attribute__((always_inline)) __m256 avx2_cvt(__m128i h, const int BF)
+{
+    return BF ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
+              : _mm256_cvtph_ps(h);
+}
+
 /* W[p : p+n] and A[p : p+n] as 8 floats, zero past n < 8, reading nothing past p + n:
  * masked loads (of half pairs, then the odd last half), not a copy through memcpy, whose
  * call would spill every accumulator. */
-AVX2_TARGET static inline __m256 avx2_tail_w(const uint16_t *w, int n)
+AVX2_TARGET static inline __attribute__((always_inline)) __m256 avx2_tail_w(const uint16_t *w,
+                                                                            int n, const int BF)
 {
     const __m128i pairs = _mm_cmpgt_epi32(_mm_set1_epi32(n / 2), _mm_setr_epi32(0, 1, 2, 3));
     __m128i h = _mm_maskload_epi32((const int *)(const void *)w, pairs);
@@ -243,7 +266,7 @@ AVX2_TARGET static inline __m256 avx2_tail_w(const uint16_t *w, int n)
             _mm_cmpeq_epi16(_mm_set1_epi16((short)(n - 1)), _mm_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7));
         h = _mm_blendv_epi8(h, _mm_set1_epi16((short)w[n - 1]), last);
     }
-    return _mm256_cvtph_ps(h);
+    return avx2_cvt(h, BF);
 }
 
 AVX2_TARGET static inline __m256 avx2_tail_x(const float *x, int n)
@@ -256,13 +279,13 @@ AVX2_TARGET static inline __m256 avx2_tail_x(const float *x, int n)
  * lda apart). */
 AVX2_TARGET static inline __attribute__((always_inline)) void
 avx2_step(__m256 acc[HALF_MAX_R][CPU_GEMV_MAX_ROWS], const uint16_t *w, size_t ldw, const float *a,
-          size_t lda, int p, int n, const int M, const int R)
+          size_t lda, int p, int n, const int M, const int R, const int BF)
 {
     __m256 wv[HALF_MAX_R];
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
-        wv[r] = n == 8 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + r * ldw + p)))
-                       : avx2_tail_w(w + r * ldw + p, n);
+        wv[r] = n == 8 ? avx2_cvt(_mm_loadu_si128((const __m128i *)(w + r * ldw + p)), BF)
+                       : avx2_tail_w(w + r * ldw + p, n, BF);
 #pragma GCC unroll 8
     for (int i = 0; i < M; i++) {
         const __m256 x =
@@ -284,10 +307,9 @@ AVX2_TARGET static inline float avx2_hsum(__m256 v)
 /* dots [R][M] for rows j .. j+R-1 of W. M, R, NA (accumulators per output, which take the
  * 8-column blocks in turn: one chain of dependent FMAs per output would wait on their
  * latency when R * M is small; divides 4) and LONG are constants where it is inlined. */
-AVX2_TARGET static inline __attribute__((always_inline)) void avx2_rows(const half_job *jb, int j,
-                                                                        const int M, const int R,
-                                                                        const int NA,
-                                                                        const int LONG, float *dots)
+AVX2_TARGET static inline __attribute__((always_inline)) void
+avx2_rows(const half_job *jb, int j, const int M, const int R, const int NA, const int LONG,
+          const int BF, float *dots)
 {
     const int k = jb->k, k8 = k & ~7, k32 = k & ~31;
     const uint16_t *w = jb->w + (size_t)j * jb->ldw;
@@ -306,14 +328,14 @@ AVX2_TARGET static inline __attribute__((always_inline)) void avx2_rows(const ha
         half_prefetch(w, ldw, k, p, R, LONG, &lin);
 #pragma GCC unroll 4
         for (int b = 0; b < 4; b++)
-            avx2_step(acc[b % NA], w, ldw, a, lda, p + 8 * b, 8, M, R);
+            avx2_step(acc[b % NA], w, ldw, a, lda, p + 8 * b, 8, M, R, BF);
     }
 #pragma GCC unroll 4
     for (int b = 0; b < 3; b++) /* the last full blocks */
         if (k32 + 8 * b < k8)
-            avx2_step(acc[b % NA], w, ldw, a, lda, k32 + 8 * b, 8, M, R);
+            avx2_step(acc[b % NA], w, ldw, a, lda, k32 + 8 * b, 8, M, R, BF);
     if (k8 < k)
-        avx2_step(acc[0], w, ldw, a, lda, k8, k - k8, M, R);
+        avx2_step(acc[0], w, ldw, a, lda, k8, k - k8, M, R, BF);
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 8
@@ -329,65 +351,84 @@ AVX2_TARGET static inline __attribute__((always_inline)) void avx2_rows(const ha
 /* Rows [j0, j1) of W, R at a time, then the rest one at a time (the same arithmetic). */
 AVX2_TARGET static inline __attribute__((always_inline)) void
 avx2_range_mr(const half_job *jb, int j0, int j1, const int M, const int R, const int NA,
-              const int LONG)
+              const int LONG, const int BF)
 {
     float dots[HALF_MAX_R * CPU_GEMV_MAX_ROWS];
     int j = j0;
     for (; j + R <= j1; j += R) {
-        avx2_rows(jb, j, M, R, NA, LONG, dots);
+        avx2_rows(jb, j, M, R, NA, LONG, BF, dots);
         half_store(jb, j, R, dots);
     }
     for (; j < j1; j++) {
-        avx2_rows(jb, j, M, 1, NA, LONG, dots);
+        avx2_rows(jb, j, M, 1, NA, LONG, BF, dots);
         half_store(jb, j, 1, dots);
     }
 }
 
 /* R and NA per m: R * M * NA accumulators and R converted rows in 16 registers. */
-AVX2_TARGET static void avx2_range(const half_job *jb, int j0, int j1)
+AVX2_TARGET static inline __attribute__((always_inline)) void
+avx2_range_t(const half_job *jb, int j0, int j1, const int BF)
 {
     const int lng = jb->k >= HALF_LONG_K;
     /* clang-format off */
     switch (jb->m) {            /*          M  R  NA LONG */
-    case 1:  avx2_range_mr(jb, j0, j1, 1, 1, 4, 0); /* R = 1: no prefetch, long or not */
+    case 1:  avx2_range_mr(jb, j0, j1, 1, 1, 4, 0, BF); /* R = 1: no prefetch, long or not */
              break;
-    case 2:  if (lng) avx2_range_mr(jb, j0, j1, 2, 4, 1, 1);
-             else     avx2_range_mr(jb, j0, j1, 2, 2, 2, 0);
+    case 2:  if (lng) avx2_range_mr(jb, j0, j1, 2, 4, 1, 1, BF);
+             else     avx2_range_mr(jb, j0, j1, 2, 2, 2, 0, BF);
              break;
-    case 3:  if (lng) avx2_range_mr(jb, j0, j1, 3, 3, 1, 1);
-             else     avx2_range_mr(jb, j0, j1, 3, 2, 1, 0);
+    case 3:  if (lng) avx2_range_mr(jb, j0, j1, 3, 3, 1, 1, BF);
+             else     avx2_range_mr(jb, j0, j1, 3, 2, 1, 0, BF);
              break;
-    case 4:  if (lng) avx2_range_mr(jb, j0, j1, 4, 2, 1, 1);
-             else     avx2_range_mr(jb, j0, j1, 4, 2, 1, 0);
+    case 4:  if (lng) avx2_range_mr(jb, j0, j1, 4, 2, 1, 1, BF);
+             else     avx2_range_mr(jb, j0, j1, 4, 2, 1, 0, BF);
              break;
-    case 5:  if (lng) avx2_range_mr(jb, j0, j1, 5, 2, 1, 1);
-             else     avx2_range_mr(jb, j0, j1, 5, 2, 1, 0);
+    case 5:  if (lng) avx2_range_mr(jb, j0, j1, 5, 2, 1, 1, BF);
+             else     avx2_range_mr(jb, j0, j1, 5, 2, 1, 0, BF);
              break;
-    case 6:  if (lng) avx2_range_mr(jb, j0, j1, 6, 2, 1, 1);
-             else     avx2_range_mr(jb, j0, j1, 6, 2, 1, 0);
+    case 6:  if (lng) avx2_range_mr(jb, j0, j1, 6, 2, 1, 1, BF);
+             else     avx2_range_mr(jb, j0, j1, 6, 2, 1, 0, BF);
              break;
-    default: avx2_range_mr(jb, j0, j1, 7, 1, 1, 0);
+    default: avx2_range_mr(jb, j0, j1, 7, 1, 1, 0, BF);
              break;
     }
     /* clang-format on */
+}
+
+AVX2_TARGET static void avx2_range(const half_job *jb, int j0, int j1)
+{
+    avx2_range_t(jb, j0, j1, 0);
+}
+
+AVX2_TARGET static void avx2_range_bf(const half_job *jb, int j0, int j1)
+{
+    avx2_range_t(jb, j0, j1, 1);
 }
 
 /* ---- AVX-512 (F, BW, VL): 16 lanes, masked tails ---- */
 
 #define AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
 
+/* 16 halves (BF = 0) or bfloat16s (BF = 1) as floats */
+AVX512_TARGET static inline __attribute__((always_inline)) __m512 avx512_cvt(__m256i h,
+                                                                             const int BF)
+{
+    return BF ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))
+              : _mm512_cvtph_ps(h);
+}
+
 /* acc[r][i] += W[r, p : p+16] * A[i, p : p+16] for the lanes in mk (W at w, rows ldw
  * apart; A at a, rows lda apart). */
 AVX512_TARGET static inline __attribute__((always_inline)) void
 avx512_step(__m512 acc[HALF_MAX_R][CPU_GEMV_MAX_ROWS], const uint16_t *w, size_t ldw,
-            const float *a, size_t lda, int p, __mmask16 mk, const int M, const int R)
+            const float *a, size_t lda, int p, __mmask16 mk, const int M, const int R, const int BF)
 {
     __m512 wv[HALF_MAX_R];
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
         wv[r] = mk == 0xffff
-                    ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w + r * ldw + p)))
-                    : _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mk, w + r * ldw + p));
+                    ? avx512_cvt(_mm256_loadu_si256((const __m256i *)(w + r * ldw + p)), BF)
+                    : avx512_cvt(_mm256_maskz_loadu_epi16(mk, w + r * ldw + p), BF);
 #pragma GCC unroll 8
     for (int i = 0; i < M; i++) {
         const __m512 x = mk == 0xffff ? _mm512_loadu_ps(a + i * lda + p)
@@ -401,7 +442,7 @@ avx512_step(__m512 acc[HALF_MAX_R][CPU_GEMV_MAX_ROWS], const uint16_t *w, size_t
 /* avx2_rows with 16 lanes; NA divides 2. */
 AVX512_TARGET static inline __attribute__((always_inline)) void
 avx512_rows(const half_job *jb, int j, const int M, const int R, const int NA, const int LONG,
-            float *dots)
+            const int BF, float *dots)
 {
     const int k = jb->k, k16 = k & ~15, k32 = k & ~31;
     const uint16_t *w = jb->w + (size_t)j * jb->ldw;
@@ -418,13 +459,13 @@ avx512_rows(const half_job *jb, int j, const int M, const int R, const int NA, c
                 acc[u][r][i] = _mm512_setzero_ps();
     for (int p = 0; p < k32; p += 32) {
         half_prefetch(w, ldw, k, p, R, LONG, &lin);
-        avx512_step(acc[0], w, ldw, a, lda, p, 0xffff, M, R);
-        avx512_step(acc[1 % NA], w, ldw, a, lda, p + 16, 0xffff, M, R);
+        avx512_step(acc[0], w, ldw, a, lda, p, 0xffff, M, R, BF);
+        avx512_step(acc[1 % NA], w, ldw, a, lda, p + 16, 0xffff, M, R, BF);
     }
     if (k32 < k16) /* an odd last block */
-        avx512_step(acc[0], w, ldw, a, lda, k32, 0xffff, M, R);
+        avx512_step(acc[0], w, ldw, a, lda, k32, 0xffff, M, R, BF);
     if (k16 < k) /* masked loads: the lanes past k read nothing and add zero */
-        avx512_step(acc[0], w, ldw, a, lda, k16, (__mmask16)((1u << (k - k16)) - 1u), M, R);
+        avx512_step(acc[0], w, ldw, a, lda, k16, (__mmask16)((1u << (k - k16)) - 1u), M, R, BF);
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 8
@@ -439,16 +480,16 @@ avx512_rows(const half_job *jb, int j, const int M, const int R, const int NA, c
 
 AVX512_TARGET static inline __attribute__((always_inline)) void
 avx512_range_mr(const half_job *jb, int j0, int j1, const int M, const int R, const int NA,
-                const int LONG)
+                const int LONG, const int BF)
 {
     float dots[HALF_MAX_R * CPU_GEMV_MAX_ROWS];
     int j = j0;
     for (; j + R <= j1; j += R) {
-        avx512_rows(jb, j, M, R, NA, LONG, dots);
+        avx512_rows(jb, j, M, R, NA, LONG, BF, dots);
         half_store(jb, j, R, dots);
     }
     for (; j < j1; j++) {
-        avx512_rows(jb, j, M, 1, NA, LONG, dots);
+        avx512_rows(jb, j, M, 1, NA, LONG, BF, dots);
         half_store(jb, j, 1, dots);
     }
 }
@@ -459,34 +500,45 @@ avx512_range_mr(const half_job *jb, int j0, int j1, const int M, const int R, co
  * of bench/RESULTS.md, and [2048, 512] weights stream about 1.35x faster with 8 lanes
  * for m = 2..4 (the same for m = 1 and 5), while 16 lanes win by 1.2x and more on long
  * rows and for m = 6, 7. */
-AVX512_TARGET static void avx512_range(const half_job *jb, int j0, int j1)
+AVX512_TARGET static inline __attribute__((always_inline)) void
+avx512_range_t(const half_job *jb, int j0, int j1, const int BF)
 {
     if (jb->k < HALF_LONG_K && jb->m <= 4) {
-        avx2_range(jb, j0, j1);
+        avx2_range_t(jb, j0, j1, BF);
         return;
     }
     const int lng = jb->k >= HALF_LONG_K;
     /* clang-format off */
     switch (jb->m) {            /*          M  R  NA LONG */
-    case 1:  avx512_range_mr(jb, j0, j1, 1, 1, 2, 1); /* R = 1: no prefetch */
+    case 1:  avx512_range_mr(jb, j0, j1, 1, 1, 2, 1, BF); /* R = 1: no prefetch */
              break;
-    case 2:  avx512_range_mr(jb, j0, j1, 2, 4, 1, 1);
+    case 2:  avx512_range_mr(jb, j0, j1, 2, 4, 1, 1, BF);
              break;
-    case 3:  avx512_range_mr(jb, j0, j1, 3, 4, 1, 1);
+    case 3:  avx512_range_mr(jb, j0, j1, 3, 4, 1, 1, BF);
              break;
-    case 4:  avx512_range_mr(jb, j0, j1, 4, 4, 1, 1);
+    case 4:  avx512_range_mr(jb, j0, j1, 4, 4, 1, 1, BF);
              break;
-    case 5:  if (lng) avx512_range_mr(jb, j0, j1, 5, 4, 1, 1);
-             else     avx512_range_mr(jb, j0, j1, 5, 2, 2, 0);
+    case 5:  if (lng) avx512_range_mr(jb, j0, j1, 5, 4, 1, 1, BF);
+             else     avx512_range_mr(jb, j0, j1, 5, 2, 2, 0, BF);
              break;
-    case 6:  if (lng) avx512_range_mr(jb, j0, j1, 6, 3, 1, 1);
-             else     avx512_range_mr(jb, j0, j1, 6, 2, 1, 0);
+    case 6:  if (lng) avx512_range_mr(jb, j0, j1, 6, 3, 1, 1, BF);
+             else     avx512_range_mr(jb, j0, j1, 6, 2, 1, 0, BF);
              break;
-    default: if (lng) avx512_range_mr(jb, j0, j1, 7, 3, 1, 1);
-             else     avx512_range_mr(jb, j0, j1, 7, 2, 1, 0);
+    default: if (lng) avx512_range_mr(jb, j0, j1, 7, 3, 1, 1, BF);
+             else     avx512_range_mr(jb, j0, j1, 7, 2, 1, 0, BF);
              break;
     }
     /* clang-format on */
+}
+
+AVX512_TARGET static void avx512_range(const half_job *jb, int j0, int j1)
+{
+    avx512_range_t(jb, j0, j1, 0);
+}
+
+AVX512_TARGET static void avx512_range_bf(const half_job *jb, int j0, int j1)
+{
+    avx512_range_t(jb, j0, j1, 1);
 }
 
 #endif /* CPU_X86 */
@@ -507,12 +559,18 @@ int cpu_gemv_half_applies(const clf_gemm_args *a)
            a->k > 0;
 }
 
-clf_status cpu_gemv_half(clf_backend *be, const clf_gemm_args *a)
+int cpu_gemv_bf16_applies(const clf_gemm_args *a)
 {
-    const clf_ptr h = a->b_half;
+    return a->b_bf16.buf && !a->trans_a && a->trans_b && a->m >= 1 && a->m <= CPU_GEMV_MAX_ROWS &&
+           a->k > 0;
+}
+
+/* The product from 16-bit weights h (b_half, or b_bf16 with bf16 = 1). */
+static clf_status gemv_16(clf_backend *be, const clf_gemm_args *a, clf_ptr h, int bf16)
+{
     clf_status st = check_span_aligned(
-        "gemm", "b_half", h, sizeof(uint16_t) * span2d((size_t)a->n, (size_t)a->k, (size_t)a->ldb),
-        sizeof(uint16_t));
+        "gemm", bf16 ? "b_bf16" : "b_half", h,
+        sizeof(uint16_t) * span2d((size_t)a->n, (size_t)a->k, (size_t)a->ldb), sizeof(uint16_t));
     if (st != CLF_OK)
         return st;
     const half_job jb = {.m = a->m,
@@ -526,13 +584,14 @@ clf_status cpu_gemv_half(clf_backend *be, const clf_gemm_args *a)
                          .alpha = a->alpha,
                          .beta = a->beta,
                          .bias = a->bias.buf ? fptr(a->bias) : NULL,
-                         .relu = a->relu};
+                         .relu = a->relu,
+                         .bf16 = bf16};
     void (*range)(const half_job *, int, int) = generic_range;
 #if CPU_X86
     if (be->isa == CPU_ISA_AVX512)
-        range = avx512_range;
+        range = bf16 ? avx512_range_bf : avx512_range;
     else if (be->isa == CPU_ISA_AVX2)
-        range = avx2_range;
+        range = bf16 ? avx2_range_bf : avx2_range;
 #endif
     const int n = a->n;
     int threads = (size_t)n * (size_t)a->k >= HALF_PARALLEL_MIN ? be->threads : 1;
@@ -549,4 +608,14 @@ clf_status cpu_gemv_half(clf_backend *be, const clf_gemm_args *a)
         range(&jb, j0, j1);
     }
     return CLF_OK;
+}
+
+clf_status cpu_gemv_half(clf_backend *be, const clf_gemm_args *a)
+{
+    return gemv_16(be, a, a->b_half, 0);
+}
+
+clf_status cpu_gemv_bf16(clf_backend *be, const clf_gemm_args *a)
+{
+    return gemv_16(be, a, a->b_bf16, 1);
 }

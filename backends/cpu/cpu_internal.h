@@ -30,6 +30,7 @@ struct clf_backend {
      * halves 2-3x slower than OpenBLAS's SGEMV reads F32 (bench/gemv_half.c), so b_half
      * is ignored there unless CLF_CPU_ISA=generic asks for it (the tests do). */
     int read_half;
+    struct cpu_i8 *i8; /* oneDNN engine, stream and matmul cache (cpu_gemm_i8.c) */
 };
 
 /* ---- operand checks ---- */
@@ -382,6 +383,24 @@ int cpu_gemv_half_applies(const clf_gemm_args *a);
 /* The product of cpu_gemv_half_applies(a) from b_half, with the bias/relu epilogue; the
  * other operands have passed check_gemm. CLF_ERR_INPUT when b_half is out of bounds. */
 clf_status cpu_gemv_half(clf_backend *be, const clf_gemm_args *a);
+
+/* 1 when gemm reads a->b_bf16: as cpu_gemv_half_applies, for b_bf16. */
+int cpu_gemv_bf16_applies(const clf_gemm_args *a);
+/* The same product as cpu_gemv_half from b_bf16. */
+clf_status cpu_gemv_bf16(clf_backend *be, const clf_gemm_args *a);
+
+/* ---- int8 weights (cpu_gemm_i8.c) ---- */
+
+struct cpu_i8;
+clf_status cpu_i8_open(struct cpu_i8 **out);
+void cpu_i8_close(struct cpu_i8 *q); /* NULL is fine */
+/* 8 with AVX-512 VNNI, else 7: the precision activations are quantized to */
+int cpu_i8_activation_bits(const struct cpu_i8 *q);
+/* 1 when gemm reads a->b_i8: trans_a = 0, trans_b = 1, k > 0 and b_i8 set. */
+int cpu_gemm_i8_applies(const clf_gemm_args *a);
+/* The product of cpu_gemm_i8_applies(a) (clformer/backend.h) with its epilogue; the other
+ * operands have passed check_gemm. CLF_ERR_INPUT when b_i8 or b_scale is out of bounds. */
+clf_status cpu_gemm_i8(clf_backend *be, const clf_gemm_args *a);
 
 /* ---- training ops (ABI 2), semantics in clformer/backend.h ---- */
 

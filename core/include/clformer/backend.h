@@ -16,9 +16,10 @@
  * other freely. An output may alias an input only where its op's comment says so, and then
  * only as the very same span (the op runs in place: the backend orders every read of an
  * element before the write over it); a partial overlap is refused. Everything else an op writes may
- * not overlap anything it reads: gemm's C may not overlap A, B, b_half or bias. A backend refuses
- * what this forbids (CLF_ERR_INPUT) rather than computing with it: on a GPU the work-items of a
- * parallel op run in no fixed order, so a write over another work-item's input is a race. */
+ * not overlap anything it reads: gemm's C may not overlap A, B, b_half, b_bf16, b_i8, b_scale or
+ * bias. A backend refuses what this forbids (CLF_ERR_INPUT) rather than computing with it: on a GPU
+ * the work-items of a parallel op run in no fixed order, so a write over another work-item's input
+ * is a race. */
 #ifndef CLFORMER_BACKEND_H
 #define CLFORMER_BACKEND_H
 
@@ -35,8 +36,9 @@ extern "C" {
 
 /* Bumped whenever the layout or meaning of clf_backend_api or an args struct changes.
  * ABI 3 added the plugin ops and attention dropout (clf_attention_args.dropout_p and
- * dropout_seed); ABI 4 (not yet released) adds clf_gemm_args.b_half. */
-#define CLF_BACKEND_ABI 4
+ * dropout_seed); ABI 4 added clf_gemm_args.b_half; ABI 5 (not yet released) adds b_bf16, b_i8 and
+ * b_scale and the capabilities CLF_OP_GEMM_BF16 and CLF_OP_GEMM_I8. */
+#define CLF_BACKEND_ABI 5
 
 typedef struct clf_backend clf_backend; /* opaque, defined by each backend */
 typedef struct clf_buffer clf_buffer;   /* opaque, defined by each backend */
@@ -99,6 +101,11 @@ typedef enum clf_op {
     CLF_OP_ACTIVATION_BACKWARD,
     CLF_OP_NORM,
     CLF_OP_NORM_BACKWARD,
+    /* capabilities, not ops of their own (ABI 5): gemm reads b_bf16 / b_i8 (no graph node
+     * has these ops; supports() answers for them, and a model refuses the weight type
+     * on a backend that says no) */
+    CLF_OP_GEMM_BF16,
+    CLF_OP_GEMM_I8,
     CLF_OP_COUNT
 } clf_op;
 
@@ -122,7 +129,20 @@ typedef enum clf_ln_style {
  * the products of a few rows (decoding at batch 1, a small beam) stream all of B once per
  * call and are bound by memory bandwidth, so half the bytes is nearly half the time. The
  * products then use B rounded to F16 and accumulate in F32. A backend that ignores b_half
- * is correct; each backend's README says when it reads it. */
+ * is correct; each backend's README says when it reads it.
+ *
+ * b_bf16 (gemm only, optional, ABI 5): B again as bfloat16 (the high 16 bits of the F32),
+ * same layout and ldb, element offset = b's; read like b_half (the products of a few rows),
+ * by a backend whose supports(CLF_OP_GEMM_BF16) is 1.
+ *
+ * b_i8, b_scale (gemm only, optional, ABI 5; only with trans_a = 0, trans_b = 1): the
+ * weight matrix quantized per output channel, B[j,p] ~ b_i8[j,p] * b_scale[j], int8
+ * elements [n, k] rows ldb apart (element offset = b's), b_scale F32 [n]. A backend whose
+ * supports(CLF_OP_GEMM_I8) is 1 then computes every product of this call, whatever m, as
+ *   C[i,j] = relu?(alpha * sa[i] * b_scale[j] * sum_p qa[i,p] b_i8[j,p] + beta C + bias[j])
+ * with A quantized per row at run time, qa[i,p] = round(A[i,p] / sa[i]) (symmetric, to the
+ * precision its integer product holds without overflow: the CPU backend uses 7 bits, so
+ * that AVX2's 16-bit pair sums cannot saturate), summed in int32. */
 typedef struct clf_gemm_args {
     int trans_a, trans_b;
     int m, n, k;
@@ -136,6 +156,9 @@ typedef struct clf_gemm_args {
     clf_ptr bias;                        /* [n] F32, optional */
     int relu;                            /* 1: C = max(C, 0) after the bias */
     clf_ptr b_half;                      /* optional: B as F16 (see above) */
+    clf_ptr b_bf16;                      /* optional: B as BF16 (ABI 5, see above) */
+    clf_ptr b_i8;                        /* optional: B as int8 (ABI 5, see above) */
+    clf_ptr b_scale;                     /* with b_i8: F32 [n] per-channel scales */
     int batch;                           /* gemm_strided_batched only */
     size_t stride_a, stride_b, stride_c; /* elements, gemm_strided_batched only */
 } clf_gemm_args;

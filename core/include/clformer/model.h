@@ -57,6 +57,15 @@ CLF_API const clf_graph *clf_model_last_graph(const clf_model *m);
  * for everything else. A snapshot: training graphs never use it. Costs half the matrices'
  * bytes again on the device. CLF_ERR_INPUT names a weight that F16 cannot hold. */
 CLF_API clf_status clf_model_enable_half_weights(clf_model *m);
+/* The weight type inference graphs built from now on multiply with (clformer/weights.h):
+ * F32 drops any copy; F16 is clf_model_enable_half_weights; BF16 the same with bfloat16
+ * (b_bf16); INT8 quantizes every matrix a linear layer multiplies with per output channel
+ * (clf_quantize_rows_i8) and every product then reads it (b_i8, b_scale), whatever its
+ * rows. A copy replaces the previous one; the F32 weights stay (training, embeddings).
+ * CLF_ERR_UNSUPPORTED when the backend cannot read the type (supports() of
+ * CLF_OP_GEMM_BF16 / CLF_OP_GEMM_I8), CLF_ERR_INPUT naming a weight the type cannot
+ * hold. */
+CLF_API clf_status clf_model_set_weight_type(clf_model *m, clf_weight_type type);
 
 /* Refuses, before anything runs, a training batch shape the backend cannot hold: one
  * training step of batch x src_len / tgt_len tokens (forward, loss and backward; its

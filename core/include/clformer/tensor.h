@@ -23,6 +23,7 @@ typedef enum clf_dtype {
     CLF_I32,
     CLF_I64,
     CLF_U8,
+    CLF_I8,
     CLF_DTYPE_COUNT
 } clf_dtype;
 
@@ -74,6 +75,18 @@ CLF_API float clf_half_to_float(uint16_t h);
 CLF_API uint16_t clf_float_to_half(float f);
 /* 1 when f is finite and rounds to a finite half (|f| < 65520), 0 otherwise. */
 CLF_API int clf_float_fits_half(float f);
+/* f as the nearest bfloat16 (the float's high 16 bits, rounded to nearest even; NaN stays
+ * NaN), and back (exact). Magnitudes that round past the largest bfloat16 become infinity:
+ * clf_float_fits_bf16 says 0 for them (and for NaN and infinities). */
+CLF_API uint16_t clf_float_to_bf16(float f);
+CLF_API float clf_bf16_to_float(uint16_t h);
+CLF_API int clf_float_fits_bf16(float f);
+/* Symmetric per-row int8 quantization of w [rows, k]: scale[r] = max |w[r,:]| / 127
+ * (nudged by an ulp or so so that q * scale quantizes back to q and the same scale),
+ * q[r,p] = round(w[r,p] / scale[r]) in [-127, 127]; a zero row gets scale 0. Returns -1,
+ * or the index of the first element that is not finite (nothing after it is written). */
+CLF_API int64_t clf_quantize_rows_i8(const float *w, int64_t rows, int64_t k, int8_t *q,
+                                     float *scale);
 /* Copies t into dst as I32 (I32, I64 in int32 range, U8 sources). */
 CLF_API clf_status clf_tensor_to_i32(const clf_tensor *t, int32_t *dst);
 

@@ -40,11 +40,34 @@ typedef struct clf_weight_spec {
  * decoder layers, decoder.norm, projection). *out is malloc'd; free() it. */
 CLF_API clf_status clf_weight_specs(const clf_model_config *cfg, clf_weight_spec **out, int *count);
 
+/* The precision of the weight matrices that linear layers multiply with (everything else
+ * stays F32): `--weight-type`, `clformer quantize --type`. */
+typedef enum clf_weight_type {
+    CLF_WEIGHT_F32 = 0,
+    CLF_WEIGHT_F16,  /* IEEE half copy, read by the few-row products */
+    CLF_WEIGHT_BF16, /* bfloat16 copy, read by the few-row products */
+    CLF_WEIGHT_INT8  /* per-output-channel symmetric int8, every product */
+} clf_weight_type;
+
+/* "f32", "f16", "bf16", "int8" */
+CLF_API const char *clf_weight_type_name(clf_weight_type t);
+/* The type spelled s (as clf_weight_type_name writes it); CLF_ERR_INPUT naming s else. */
+CLF_API clf_status clf_weight_type_parse(const char *s, clf_weight_type *out);
+
+/* The metadata key a quantized file records its type under, and the suffix of the
+ * per-output-channel scales of an I8 tensor: "<name>.scale", F32 [rows]. */
+#define CLF_WEIGHT_TYPE_META "clformer.weight_type"
+#define CLF_SCALE_SUFFIX     ".scale"
+
 /* Host copy of every parameter as F32, in clf_weight_specs order. */
 typedef struct clf_weights {
     int count;
     clf_weight_spec *specs;
     float **data; /* data[i]: numel(specs[i]) floats, owned */
+    /* clf_weights_load: the type the file was quantized to (its CLF_WEIGHT_TYPE_META, or
+     * int8 when it holds I8 tensors), CLF_WEIGHT_F32 otherwise. The data above is always
+     * F32: I8 tensors are dequantized (q * scale), F16/BF16 converted. */
+    clf_weight_type stored_type;
 } clf_weights;
 
 /* The name whose tensor `name` is with cfg's tie_embeddings ("tgt_embed.embedding.weight"
@@ -53,9 +76,21 @@ CLF_API const char *clf_weights_tied_to(const clf_model_config *cfg, const char 
 
 /* Loads and checks a safetensors file against cfg. Tensors named "optim.*" (optimizer
  * state in training checkpoints) and the tutorial's PE buffers "src_pos.pe"/"tgt_pos.pe"
- * are ignored; any other tensor the config does not expect is an error. */
+ * are ignored; any other tensor the config does not expect is an error. A 2-D weight may
+ * be I8 with its scales "<name>.scale" (F32 [rows], finite, >= 0; clformer quantize's
+ * files): it is dequantized; a scale missing, of another dtype or shape, is an error
+ * naming it. */
 CLF_API clf_status clf_weights_load(const char *path, const clf_model_config *cfg,
                                     clf_weights **out);
+/* Writes the tensors of the safetensors file in_path to out_path (atomically) with the
+ * matrices that linear layers multiply with (2-D tensors other than embedding tables) as
+ * type: F16 or BF16 tensors of the same name, or an I8 tensor of the same name plus
+ * "<name>.scale" F32 [rows] (clf_quantize_rows_i8), and CLF_WEIGHT_TYPE_META = the type's
+ * name. Other tensors are copied as they are; optimizer state ("optim.*") is dropped. A
+ * matrix that is not F32/F16/BF16 (an already quantized file), or a value the type cannot
+ * hold (F16 beyond 65504, a non-finite number) is CLF_ERR_INPUT naming the tensor. */
+CLF_API clf_status clf_weights_quantize_file(const char *in_path, const char *out_path,
+                                             clf_weight_type type);
 /* Reproducible initialisation from seed (same seed, same weights, any machine). */
 CLF_API clf_status clf_weights_init(const clf_model_config *cfg, uint64_t seed, clf_weights **out);
 /* Writes F32 safetensors (atomically), with optional metadata pairs. */

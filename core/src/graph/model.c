@@ -276,6 +276,23 @@ fail:
     return st;
 }
 
+/* Frees the low-precision copy, if any. */
+static void lowp_free(clf_model *m)
+{
+    if (m->lowp_chunks)
+        for (int c = 0; c < m->n_chunks; c++)
+            if (m->lowp_chunks[c])
+                m->api->free(m->be, m->lowp_chunks[c]);
+    free(m->lowp_chunks);
+    free(m->lowp_scale_off);
+    free(m->lowp_row);
+    m->lowp_chunks = NULL;
+    m->lowp_scale_off = NULL;
+    m->lowp_row = NULL;
+    m->lowp_bytes = 0;
+    m->lowp_type = CLF_WEIGHT_F32;
+}
+
 void clf_model_free(clf_model *m)
 {
     if (!m)
@@ -286,9 +303,8 @@ void clf_model_free(clf_model *m)
                 m->api->free(m->be, m->chunks[c]);
             if (m->grad_chunks && m->grad_chunks[c])
                 m->api->free(m->be, m->grad_chunks[c]);
-            if (m->half_chunks && m->half_chunks[c])
-                m->api->free(m->be, m->half_chunks[c]);
         }
+        lowp_free(m);
         if (m->pe)
             m->api->free(m->be, m->pe);
         if (m->arena)
@@ -298,7 +314,6 @@ void clf_model_free(clf_model *m)
     free(m->chunks);
     free(m->chunk_bytes);
     free(m->grad_chunks);
-    free(m->half_chunks);
     free(m->wdev);
     free(m->specs);
     free(m);
@@ -342,75 +357,191 @@ static int is_gemm_matrix(const clf_model *m, int i)
     return proj && strcmp(proj, s->name) == 0;
 }
 
-clf_status clf_model_enable_half_weights(clf_model *m)
+/* The twin of chunk c as type into host memory *out (*bytes long): F16/BF16 halves at
+ * half the offsets, or int8 at a quarter of them and the {scale, sum} pairs from
+ * m->lowp_scale_off[c] (m->lowp_row filled for the chunk's matrices). f32 is the chunk. */
+static clf_status lowp_make(clf_model *m, int c, const float *f32, clf_weight_type type,
+                            unsigned char **out, size_t *bytes)
 {
-    if (m->half_chunks)
+    const size_t n = m->chunk_bytes[c] / sizeof(float);
+    size_t rows = 0;
+    *out = NULL;
+    if (type == CLF_WEIGHT_INT8) {
+        /* number the rows of the chunk's matrices in the order of their offsets */
+        size_t next_off = 0;
+        for (;;) {
+            int best = -1;
+            for (int i = 0; i < m->n_weights; i++)
+                if (m->wdev[i].buf == m->chunks[c] && is_gemm_matrix(m, i) &&
+                    m->wdev[i].off >= next_off && (best < 0 || m->wdev[i].off < m->wdev[best].off))
+                    best = i;
+            if (best < 0)
+                break;
+            m->lowp_row[best] = rows;
+            rows += (size_t)m->specs[best].shape[0];
+            next_off = m->wdev[best].off + 1;
+        }
+        m->lowp_scale_off[c] = (n + 63) / 64 * 64;
+        *bytes = m->lowp_scale_off[c] + 8 * rows;
+    } else {
+        *bytes = n * sizeof(uint16_t);
+    }
+    unsigned char *buf = calloc(*bytes ? *bytes : 1, 1);
+    if (!buf)
+        return clf_error(CLF_ERR_NOMEM, "model: out of host memory for the %s weights",
+                         clf_weight_type_name(type));
+    for (int i = 0; i < m->n_weights; i++) {
+        if (m->wdev[i].buf != m->chunks[c] || !is_gemm_matrix(m, i))
+            continue;
+        const clf_weight_spec *sp = &m->specs[i];
+        const size_t first = m->wdev[i].off / sizeof(float);
+        const size_t count = (size_t)clf_weight_spec_numel(sp);
+        if (type == CLF_WEIGHT_INT8) {
+            const int64_t R = sp->shape[0], K = sp->shape[1];
+            int8_t *q = (int8_t *)(buf + first);
+            float *sc = malloc((size_t)(R ? R : 1) * sizeof *sc);
+            if (!sc) {
+                free(buf);
+                return clf_error(CLF_ERR_NOMEM, "model: out of host memory for the int8 weights");
+            }
+            int64_t bad = clf_quantize_rows_i8(f32 + first, R, K, q, sc);
+            if (bad >= 0) {
+                free(sc);
+                free(buf);
+                return clf_error(CLF_ERR_INPUT,
+                                 "weights: '%s' element %lld is %g, which int8 "
+                                 "cannot hold",
+                                 sp->name, (long long)bad, (double)f32[first + (size_t)bad]);
+            }
+            unsigned char *pairs = buf + m->lowp_scale_off[c] + 8 * m->lowp_row[i];
+            for (int64_t r = 0; r < R; r++) {
+                int32_t sum = 0;
+                for (int64_t p = 0; p < K; p++)
+                    sum += q[r * K + p];
+                memcpy(pairs + 8 * r, &sc[r], 4);
+                memcpy(pairs + 8 * r + 4, &sum, 4);
+            }
+            free(sc);
+            continue;
+        }
+        uint16_t *h = (uint16_t *)(void *)buf;
+        for (size_t e = first; e < first + count; e++) {
+            const int fits =
+                type == CLF_WEIGHT_F16 ? clf_float_fits_half(f32[e]) : clf_float_fits_bf16(f32[e]);
+            if (!fits) {
+                free(buf);
+                return clf_error(CLF_ERR_INPUT,
+                                 "weights: '%s' element %zu is %g, which %s cannot hold "
+                                 "(F16: |x| < 65520): use F32 weights for this model",
+                                 sp->name, e - first, (double)f32[e], clf_weight_type_name(type));
+            }
+            h[e] = type == CLF_WEIGHT_F16 ? clf_float_to_half(f32[e]) : clf_float_to_bf16(f32[e]);
+        }
+    }
+    *out = buf;
+    return CLF_OK;
+}
+
+clf_status clf_model_set_weight_type(clf_model *m, clf_weight_type type)
+{
+    if (type == m->lowp_type)
         return CLF_OK;
     clf_status st = CLF_OK;
     float *f32 = NULL;
-    uint16_t *f16 = NULL;
-    clf_buffer **half = calloc((size_t)m->n_chunks, sizeof *half);
-    if (!half)
-        return clf_error(CLF_ERR_NOMEM, "model: out of host memory");
+    unsigned char *host = NULL;
+    if ((int)type < 0 || type > CLF_WEIGHT_INT8)
+        return clf_error(CLF_ERR_INPUT, "model: unknown weight type %d", (int)type);
+    if (type == CLF_WEIGHT_BF16 || type == CLF_WEIGHT_INT8) {
+        const clf_op need = type == CLF_WEIGHT_BF16 ? CLF_OP_GEMM_BF16 : CLF_OP_GEMM_I8;
+        if (!m->api->supports(m->be, need))
+            return clf_error(CLF_ERR_UNSUPPORTED,
+                             "the %s backend cannot multiply with %s weights (use --weight-type "
+                             "f32 or f16 there, or the cpu backend)",
+                             m->api->name, clf_weight_type_name(type));
+    }
+    lowp_free(m);
+    m->g_valid = 0; /* the cached forward graph was built with the previous copy */
+    if (type == CLF_WEIGHT_F32)
+        return CLF_OK;
+    m->lowp_chunks = calloc((size_t)m->n_chunks, sizeof *m->lowp_chunks);
+    m->lowp_scale_off = calloc((size_t)m->n_chunks, sizeof *m->lowp_scale_off);
+    m->lowp_row = calloc((size_t)m->n_weights, sizeof *m->lowp_row);
+    if (!m->lowp_chunks || !m->lowp_scale_off || !m->lowp_row) {
+        st = clf_error(CLF_ERR_NOMEM, "model: out of host memory");
+        goto fail;
+    }
+    m->lowp_type = type;
     for (int c = 0; c < m->n_chunks; c++) {
-        const size_t n = m->chunk_bytes[c] / sizeof(float);
-        f32 = malloc(m->chunk_bytes[c]);
-        f16 = calloc(n, sizeof *f16); /* n >= 1: a chunk holds at least 4 bytes */
-        if (!f32 || !f16) {
-            st = clf_error(CLF_ERR_NOMEM, "model: out of host memory for the F16 weights");
+        size_t bytes = 0;
+        if (!(f32 = malloc(m->chunk_bytes[c]))) {
+            st = clf_error(CLF_ERR_NOMEM, "model: out of host memory for the %s weights",
+                           clf_weight_type_name(type));
             goto fail;
         }
         /* from the device: the weights as they are now (loaded, or trained in this process) */
         if ((st = m->api->download(m->be, f32, (clf_ptr){m->chunks[c], 0}, m->chunk_bytes[c])) !=
                 CLF_OK ||
             (st = m->api->synchronize(m->be)) != CLF_OK) {
-            clf_error_context(st, "model: reading the weights back for F16");
+            clf_error_context(st, "model: reading the weights back for %s",
+                              clf_weight_type_name(type));
             goto fail;
         }
-        for (int i = 0; i < m->n_weights; i++) {
-            if (m->wdev[i].buf != m->chunks[c] || !is_gemm_matrix(m, i))
-                continue;
-            const size_t first = m->wdev[i].off / sizeof(float);
-            const size_t count = (size_t)clf_weight_spec_numel(&m->specs[i]);
-            for (size_t e = first; e < first + count; e++) {
-                if (!clf_float_fits_half(f32[e])) {
-                    st = clf_error(CLF_ERR_INPUT,
-                                   "weights: '%s' element %zu is %g, which F16 cannot hold "
-                                   "(|x| < 65520): use F32 weights for this model",
-                                   m->specs[i].name, e - first, (double)f32[e]);
-                    goto fail;
-                }
-                f16[e] = clf_float_to_half(f32[e]);
-            }
-        }
-        const size_t bytes = n * sizeof *f16;
-        if ((st = m->api->alloc(m->be, bytes, &half[c])) != CLF_OK) {
-            clf_error_context(st, "model: F16 weights: allocating %zu bytes", bytes);
+        if ((st = lowp_make(m, c, f32, type, &host, &bytes)) != CLF_OK)
+            goto fail;
+        if ((st = m->api->alloc(m->be, bytes, &m->lowp_chunks[c])) != CLF_OK) {
+            clf_error_context(st, "model: %s weights: allocating %zu bytes",
+                              clf_weight_type_name(type), bytes);
             goto fail;
         }
-        if ((st = m->api->upload(m->be, (clf_ptr){half[c], 0}, f16, bytes)) != CLF_OK ||
+        if ((st = m->api->upload(m->be, (clf_ptr){m->lowp_chunks[c], 0}, host, bytes)) != CLF_OK ||
             (st = m->api->synchronize(m->be)) != CLF_OK) {
-            clf_error_context(st, "model: uploading the F16 weights");
+            clf_error_context(st, "model: uploading the %s weights", clf_weight_type_name(type));
             goto fail;
         }
-        m->half_bytes += bytes;
+        m->lowp_bytes += bytes;
         free(f32);
-        free(f16);
+        free(host);
         f32 = NULL;
-        f16 = NULL;
+        host = NULL;
     }
-    m->half_chunks = half;
-    m->g_valid = 0; /* the cached forward graph was built without the F16 twins */
     return CLF_OK;
 fail:
     free(f32);
-    free(f16);
-    for (int c = 0; c < m->n_chunks; c++)
-        if (half[c])
-            m->api->free(m->be, half[c]);
-    free(half);
-    m->half_bytes = 0;
+    free(host);
+    lowp_free(m);
     return st;
+}
+
+clf_status clf_model_enable_half_weights(clf_model *m)
+{
+    return clf_model_set_weight_type(m, CLF_WEIGHT_F16);
+}
+
+int clf_model_lowp_twin(const clf_model *m, clf_ptr w, size_t bytes, clf_lowp_twin *t)
+{
+    memset(t, 0, sizeof *t);
+    const int c = m->lowp_chunks ? clf_model_chunk_holding(m, w.buf) : -1;
+    if (c < 0)
+        return 0;
+    if (m->lowp_type != CLF_WEIGHT_INT8) {
+        t->field = m->lowp_type == CLF_WEIGHT_F16 ? offsetof(clf_gemm_args, b_half)
+                                                  : offsetof(clf_gemm_args, b_bf16);
+        t->w = (clf_ptr){m->lowp_chunks[c], w.off / 2};
+        t->w_bytes = bytes / 2;
+        return 1;
+    }
+    /* the value starts at a matrix (a packed one at its first member) */
+    for (int i = 0; i < m->n_weights; i++)
+        if (m->wdev[i].buf == w.buf && m->wdev[i].off == w.off && is_gemm_matrix(m, i)) {
+            const size_t rows = bytes / sizeof(float) / (size_t)m->specs[i].shape[1];
+            t->field = offsetof(clf_gemm_args, b_i8);
+            t->w = (clf_ptr){m->lowp_chunks[c], w.off / 4};
+            t->w_bytes = bytes / 4;
+            t->scale = (clf_ptr){m->lowp_chunks[c], m->lowp_scale_off[c] + 8 * m->lowp_row[i]};
+            t->scale_bytes = 8 * rows;
+            return 1;
+        }
+    return 0;
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -458,7 +589,7 @@ void clf_model_backend_of(const clf_model *m, const clf_backend_api **api, clf_b
 
 void clf_model_memory_usage(const clf_model *m, clf_model_memory *mem)
 {
-    mem->weight_bytes = m->weight_bytes + m->half_bytes;
+    mem->weight_bytes = m->weight_bytes + m->lowp_bytes;
     mem->arena_bytes = m->arena_cap;
 }
 

@@ -82,17 +82,18 @@ static void add_into(builder *b, int out, int x, int y, size_t n, const char *la
     clf_graph_bind(b->g, nd, offsetof(clf_add_args, b), y, 0);
 }
 
-/* The F16 twin of weight value w (clf_model_enable_half_weights), or -1 without one. */
-static int half_of(builder *b, int w)
+/* Binds the low-precision twin of weight value w (clf_model_set_weight_type), if it has
+ * one, to gemm node n. */
+static void bind_lowp(builder *b, clf_node *n, int w)
 {
-    const clf_model *m = b->m;
-    if (!m->half_chunks || w < 0 || b->g->values[w].kind != CLF_VALUE_EXTERNAL)
-        return -1;
-    const clf_value *v = &b->g->values[w];
-    int c = clf_model_chunk_holding(m, v->ext.buf);
-    return c < 0 ? -1
-                 : clf_graph_external(b->g, (clf_ptr){m->half_chunks[c], v->ext.off / 2},
-                                      v->bytes / 2, "weight (F16)");
+    clf_lowp_twin t;
+    if (w < 0 || b->g->values[w].kind != CLF_VALUE_EXTERNAL ||
+        !clf_model_lowp_twin(b->m, b->g->values[w].ext, b->g->values[w].bytes, &t))
+        return;
+    clf_graph_bind(b->g, n, t.field, clf_graph_external(b->g, t.w, t.w_bytes, "weight (lowp)"), 0);
+    if (t.scale.buf)
+        clf_graph_bind(b->g, n, offsetof(clf_gemm_args, b_scale),
+                       clf_graph_external(b->g, t.scale, t.scale_bytes, "weight scales"), 0);
 }
 
 /* y[M, N] (= or +=) x[M, K] · W[N, K]^T + bias[N], then relu if asked.
@@ -119,10 +120,10 @@ void clf_build_linear(builder *b, const char *label, int y, size_t y_off, int y_
     clf_graph_bind(b->g, n, offsetof(clf_gemm_args, c), y, y_off);
     if (bias >= 0)
         clf_graph_bind(b->g, n, offsetof(clf_gemm_args, bias), bias, 0);
-    /* inference only: training changes the weights, and the F16 copy is a snapshot */
-    int wh = b->training ? -1 : half_of(b, w);
-    if (wh >= 0)
-        clf_graph_bind(b->g, n, offsetof(clf_gemm_args, b_half), wh, 0);
+    /* inference only: training changes the weights, and the low-precision copy is a
+     * snapshot */
+    if (!b->training)
+        bind_lowp(b, n, w);
 }
 
 /* out[rows, d] = alpha * n(x[rows, d]) + beta with n a plugin's norm (layernorm.style:

@@ -18,9 +18,16 @@ struct clf_model {
     size_t *chunk_bytes;
     int n_chunks;
     clf_buffer **grad_chunks; /* training: one gradient buffer per weight chunk, same layout */
-    clf_buffer **half_chunks; /* clf_model_enable_half_weights: per chunk, its GEMM matrices as
-                                 F16 at half the byte offsets (other tensors: zeros) */
-    size_t half_bytes;
+    /* clf_model_set_weight_type: per chunk, its GEMM matrices again as lowp_type (other
+     * tensors: zeros). F16, BF16: at half the byte offsets. int8: at a quarter of them,
+     * then from lowp_scale_off[c] one {F32 scale, I32 sum} pair per matrix row, the rows
+     * of the chunk's matrices numbered in the order of their offsets (lowp_row[i]: weight
+     * i's first), so a packed [Wq;Wk;Wv] has its rows' pairs side by side too. */
+    clf_weight_type lowp_type;
+    clf_buffer **lowp_chunks;
+    size_t *lowp_scale_off;
+    size_t *lowp_row;
+    size_t lowp_bytes;
     clf_buffer *pe; /* [max_len, d] */
     size_t weight_bytes;
     /* the forward graph of the last shape, reused while the shape stays */
@@ -35,6 +42,16 @@ struct clf_model {
 int clf_model_spec_index(const clf_model *m, const char *name);
 /* The index of the weight chunk that is buffer buf, or -1 (the PE table, activations). */
 int clf_model_chunk_holding(const clf_model *m, const clf_buffer *buf);
+
+/* The low-precision twin (clf_model_set_weight_type) of the weight value at w, bytes long
+ * (F32), for a gemm: the clf_gemm_args field to bind (offsetof b_half, b_bf16 or b_i8) and
+ * where it lies; with int8, the scales too (b_scale). 0 when w has none. */
+typedef struct clf_lowp_twin {
+    size_t field;
+    clf_ptr w, scale;
+    size_t w_bytes, scale_bytes;
+} clf_lowp_twin;
+int clf_model_lowp_twin(const clf_model *m, clf_ptr w, size_t bytes, clf_lowp_twin *t);
 
 /* ---- the graph builder (model_build.c, where the notation of the shapes is) ----
  * Errors go to b->g->status; the first one sticks. */

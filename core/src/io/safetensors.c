@@ -25,8 +25,9 @@
 /* The writer pads the header so that the data section starts 8-byte aligned. */
 #define HEADER_ALIGN 8
 
-static const char *const dtype_names[CLF_DTYPE_COUNT] = {"F32", "F16", "BF16", "I32", "I64", "U8"};
-static const size_t dtype_sizes[CLF_DTYPE_COUNT] = {4, 2, 2, 4, 8, 1};
+static const char *const dtype_names[CLF_DTYPE_COUNT] = {"F32", "F16", "BF16", "I32",
+                                                         "I64", "U8",  "I8"};
+static const size_t dtype_sizes[CLF_DTYPE_COUNT] = {4, 2, 2, 4, 8, 1, 1};
 
 const char *clf_dtype_name(clf_dtype dt)
 {
@@ -153,7 +154,7 @@ static clf_status parse_entry(const char *path, const char *name, size_t name_le
     if (!dtype_from_name(json_string_value(dt), &t->dtype))
         return clf_error(CLF_ERR_INPUT,
                          "%s: tensor '%s' has dtype '%.32s', which clformer does not read "
-                         "(F32, F16, BF16, I32, I64, U8)",
+                         "(F32, F16, BF16, I32, I64, U8, I8)",
                          path, name, json_string_value(dt));
     if (!json_is_array(shape))
         return clf_error(CLF_ERR_INPUT, "%s: tensor '%s': shape must be an array, not %s", path,
@@ -484,6 +485,61 @@ int clf_float_fits_half(float f)
     return fabsf(f) < 65520.0f; /* false for NaN and infinities too */
 }
 
+uint16_t clf_float_to_bf16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    if ((x & 0x7FFFFFFFu) > 0x7F800000u) /* NaN: keep it a (quiet) NaN */
+        return (uint16_t)((x >> 16) | 0x40u);
+    /* round the 16 dropped bits to nearest even; a carry moves into the exponent */
+    x += 0x7FFFu + ((x >> 16) & 1u);
+    return (uint16_t)(x >> 16);
+}
+
+float clf_bf16_to_float(uint16_t h)
+{
+    const uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+int clf_float_fits_bf16(float f)
+{
+    return isfinite(clf_bf16_to_float(clf_float_to_bf16(f)));
+}
+
+/* fl(fl(127 s) / 127): the scale a row dequantized with s gets when quantized again */
+static float i8_requantized_scale(float s)
+{
+    volatile float max = 127.0f * s; /* volatile: round to float here, not in a wider register */
+    return max / 127.0f;
+}
+
+int64_t clf_quantize_rows_i8(const float *w, int64_t rows, int64_t k, int8_t *q, float *scale)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        const float *x = w + r * k;
+        float amax = 0.0f;
+        for (int64_t p = 0; p < k; p++) {
+            if (!isfinite(x[p]))
+                return r * k + p;
+            amax = fabsf(x[p]) > amax ? fabsf(x[p]) : amax;
+        }
+        /* a scale that quantizing the dequantized row gives back (a few steps at most), so
+         * that a quantized file loaded as F32 and quantized again is the same file */
+        float s = amax / 127.0f;
+        for (int it = 0; it < 4 && s != i8_requantized_scale(s); it++)
+            s = i8_requantized_scale(s);
+        scale[r] = s;
+        for (int64_t p = 0; p < k; p++) {
+            long v = s > 0.0f ? lrintf(x[p] / s) : 0;
+            q[r * k + p] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
+        }
+    }
+    return -1;
+}
+
 clf_status clf_tensor_to_f32(const clf_tensor *t, float *dst)
 {
     int64_t n = clf_tensor_numel(t);
@@ -539,8 +595,12 @@ clf_status clf_tensor_to_i32(const clf_tensor *t, int32_t *dst)
         for (int64_t i = 0; i < n; i++)
             dst[i] = src[i];
         return CLF_OK;
+    case CLF_I8:
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = (int8_t)src[i];
+        return CLF_OK;
     default:
-        return clf_error(CLF_ERR_INPUT, "tensor '%s' has dtype %s, expected I32, I64 or U8",
+        return clf_error(CLF_ERR_INPUT, "tensor '%s' has dtype %s, expected I32, I64, U8 or I8",
                          t->name, clf_dtype_name(t->dtype));
     }
 }

@@ -364,6 +364,77 @@ static clf_status check_tied_copy(const char *path, const clf_model_config *cfg,
     return st;
 }
 
+/* ---- weight types, int8 matrices ---- */
+
+static const char *const weight_type_names[] = {"f32", "f16", "bf16", "int8"};
+
+const char *clf_weight_type_name(clf_weight_type t)
+{
+    return (int)t >= 0 && t <= CLF_WEIGHT_INT8 ? weight_type_names[t] : "?";
+}
+
+clf_status clf_weight_type_parse(const char *s, clf_weight_type *out)
+{
+    for (int i = 0; i <= CLF_WEIGHT_INT8; i++)
+        if (s && strcmp(s, weight_type_names[i]) == 0) {
+            *out = (clf_weight_type)i;
+            return CLF_OK;
+        }
+    return clf_error(CLF_ERR_INPUT, "weight type '%s' is not one of f32, f16, bf16, int8",
+                     s ? s : "");
+}
+
+/* 1 when name is "<x>.scale" and <x> is an I8 tensor of f (then it belongs to <x>). */
+static int is_scale_of_i8(const clf_safetensors *f, const char *name)
+{
+    const size_t n = strlen(name), sl = strlen(CLF_SCALE_SUFFIX);
+    char base[CLF_TENSOR_NAME_MAX];
+    if (n <= sl || n - sl >= sizeof base || strcmp(name + n - sl, CLF_SCALE_SUFFIX) != 0)
+        return 0;
+    memcpy(base, name, n - sl);
+    base[n - sl] = '\0';
+    const clf_tensor *t = clf_safetensors_find(f, base);
+    return t && t->dtype == CLF_I8;
+}
+
+/* dst [rows, k] = t (I8 [rows, k]) * "<t>.scale" (F32 [rows]) per row, the scales checked. */
+static clf_status dequantize_i8(const char *path, const clf_safetensors *f, const clf_tensor *t,
+                                float *dst)
+{
+    char sname[CLF_TENSOR_NAME_MAX + 8], a[160];
+    snprintf(sname, sizeof sname, "%s%s", t->name, CLF_SCALE_SUFFIX);
+    const clf_tensor *sc = clf_safetensors_find(f, sname);
+    const int64_t rows = t->shape[0], k = t->shape[1];
+    if (!sc)
+        return clf_error(CLF_ERR_INPUT,
+                         "%s: tensor '%s' is I8 but its scales '%s' (F32 [%lld]) are missing", path,
+                         t->name, sname, (long long)rows);
+    if (sc->dtype != CLF_F32)
+        return clf_error(CLF_ERR_INPUT,
+                         "%s: tensor '%s' has dtype %s; the scales of an I8 "
+                         "tensor must be F32",
+                         path, sname, clf_dtype_name(sc->dtype));
+    if (sc->ndim != 1 || sc->shape[0] != rows)
+        return clf_error(CLF_ERR_INPUT,
+                         "%s: tensor '%s' has shape %s; '%s' (I8, %lld rows) "
+                         "needs [%lld]",
+                         path, sname, clf_shape_str(sc->shape, sc->ndim, a, sizeof a), t->name,
+                         (long long)rows, (long long)rows);
+    const unsigned char *q = t->data, *sp = sc->data;
+    for (int64_t r = 0; r < rows; r++) {
+        float s;
+        memcpy(&s, sp + 4 * r, 4);
+        if (!(s >= 0.0f) || !isfinite(s))
+            return clf_error(CLF_ERR_INPUT,
+                             "%s: tensor '%s' element %lld is %g; a scale must be finite and "
+                             ">= 0",
+                             path, sname, (long long)r, (double)s);
+        for (int64_t p = 0; p < k; p++)
+            dst[r * k + p] = (float)(int8_t)q[r * k + p] * s;
+    }
+    return CLF_OK;
+}
+
 clf_status clf_weights_load(const char *path, const clf_model_config *cfg, clf_weights **out)
 {
     clf_status st;
@@ -392,10 +463,17 @@ clf_status clf_weights_load(const char *path, const clf_model_config *cfg, clf_w
                            path, s->name, a, b, why);
             goto fail;
         }
+        if (t->dtype == CLF_I8 && s->ndim == 2) {
+            if ((st = dequantize_i8(path, f, t, w->data[i])) != CLF_OK)
+                goto fail;
+            w->stored_type = CLF_WEIGHT_INT8;
+            continue;
+        }
         if (t->dtype != CLF_F32 && t->dtype != CLF_F16 && t->dtype != CLF_BF16) {
             st = clf_error(CLF_ERR_INPUT,
-                           "%s: tensor '%s' has dtype %s; weights must be F32, F16 or BF16", path,
-                           s->name, clf_dtype_name(t->dtype));
+                           "%s: tensor '%s' has dtype %s; weights must be F32, F16 or BF16 (or "
+                           "I8 matrices with their scales)",
+                           path, s->name, clf_dtype_name(t->dtype));
             goto fail;
         }
         if ((st = clf_tensor_to_f32(t, w->data[i])) != CLF_OK) {
@@ -408,7 +486,8 @@ clf_status clf_weights_load(const char *path, const clf_model_config *cfg, clf_w
         const char *name = t->name;
         /* optimizer state of a checkpoint, and the PE buffers the tutorial's
          * PositionalEncoding registers in state_dict() (clformer computes the table) */
-        if ((clf_weight_name_kinds(name) & CLF_WK_NOT_PARAMETER) || clf_weights_find(w, name) >= 0)
+        if ((clf_weight_name_kinds(name) & CLF_WK_NOT_PARAMETER) ||
+            clf_weights_find(w, name) >= 0 || is_scale_of_i8(f, name))
             continue;
         const char *tied = clf_weights_tied_to(cfg, name);
         if (tied) {
@@ -421,6 +500,10 @@ clf_status clf_weights_load(const char *path, const clf_model_config *cfg, clf_w
                        path, name, why);
         goto fail;
     }
+    const char *meta = clf_safetensors_meta(f, CLF_WEIGHT_TYPE_META);
+    clf_weight_type mt;
+    if (meta && clf_weight_type_parse(meta, &mt) == CLF_OK)
+        w->stored_type = mt;
     clf_safetensors_close(f);
     *out = w;
     return CLF_OK;

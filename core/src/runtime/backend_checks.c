@@ -62,6 +62,7 @@ clf_status clf_check_gemm_overlap(const char *backend, const char *op, const clf
     const uint64_t b_bytes = a->k > 0 ? 4 * matrix_span(b_rows, b_cols, a->ldb, batch, sb) : 0;
     const uint64_t h_bytes =
         a->k > 0 && !batched ? 2 * matrix_span(b_rows, b_cols, a->ldb, 1, 0) : 0;
+    const uint64_t i8_bytes = a->k > 0 && !batched ? matrix_span(b_rows, b_cols, a->ldb, 1, 0) : 0;
     const uint64_t bias_bytes = c_bytes ? 4 * (uint64_t)a->n : 0;
     clf_status st;
     if ((st = check_spans_apart(backend, op, "c", a->c, c_bytes, "a", a->a, a_bytes, 0)) !=
@@ -69,7 +70,13 @@ clf_status clf_check_gemm_overlap(const char *backend, const char *op, const clf
         (st = check_spans_apart(backend, op, "c", a->c, c_bytes, "b", a->b, b_bytes, 0)) !=
             CLF_OK ||
         (st = check_spans_apart(backend, op, "c", a->c, c_bytes, "b_half", a->b_half, h_bytes,
-                                0)) != CLF_OK)
+                                0)) != CLF_OK ||
+        (st = check_spans_apart(backend, op, "c", a->c, c_bytes, "b_bf16", a->b_bf16, h_bytes,
+                                0)) != CLF_OK ||
+        (st = check_spans_apart(backend, op, "c", a->c, c_bytes, "b_i8", a->b_i8, i8_bytes, 0)) !=
+            CLF_OK ||
+        (st = check_spans_apart(backend, op, "c", a->c, c_bytes, "b_scale", a->b_scale,
+                                a->b_i8.buf && !batched ? bias_bytes : 0, 0)) != CLF_OK)
         return st;
     return check_spans_apart(backend, op, "c", a->c, c_bytes, "bias", a->bias, bias_bytes, 0);
 }

@@ -57,6 +57,8 @@ const char *clf_op_name(clf_op op)
         [CLF_OP_ACTIVATION_BACKWARD] = "activation_backward",
         [CLF_OP_NORM] = "norm",
         [CLF_OP_NORM_BACKWARD] = "norm_backward",
+        [CLF_OP_GEMM_BF16] = "gemm (BF16 weights)",
+        [CLF_OP_GEMM_I8] = "gemm (int8 weights)",
     };
     if ((int)op < 0 || op >= CLF_OP_COUNT)
         return "unknown-op";
@@ -375,6 +377,9 @@ static int op_fn_present(const clf_backend_api *api, clf_op op)
         return api->plugin_prepare != NULL && api->norm != NULL;
     case CLF_OP_NORM_BACKWARD:
         return api->plugin_prepare != NULL && api->norm_backward != NULL;
+    case CLF_OP_GEMM_BF16:
+    case CLF_OP_GEMM_I8:
+        return api->gemm != NULL;
     default:
         return 0;
     }

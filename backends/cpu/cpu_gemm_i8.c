@@ -1,0 +1,395 @@
+/* Products against int8 weights (clf_gemm_args.b_i8, b_scale):
+ *
+ *   C[i,j] = relu?(alpha * sa[i] * s[j] * (sum_p ua[i,p] W[j,p] - z * wsum[j])
+ *                  + beta * C[i,j] + bias[j])
+ *   A [m, k] rows lda apart, W = b_i8 [n, k] rows ldb apart (y = x W^T), s[j] and wsum[j]
+ *   from b_scale ({F32 scale, I32 sum of row j's int8 values} per row).
+ *
+ * A is quantized per row here, at run time: sa[i] = max_p |A[i,p]| / qmax, qa = round(A /
+ * sa) in [-qmax, qmax], stored unsigned as ua = qa + z (z = qmax + 1 would not fit a u8
+ * at qmax 127, so z = 128 there and 64 at qmax 64). Unsigned activations times signed
+ * weights is the product x86 has (vpmaddubsw, and VNNI's vpdpbusd); oneDNN's matmul
+ * computes sum_p ua W in int32, and the z * wsum term (the sums are made with the weights,
+ * once) takes the offset back out, exactly. Without VNNI, vpmaddubsw adds two u8 x s8
+ * products into 16 bits with saturation: 2 * 128 * 127 = 32512 fits, 2 * 255 * 127 does
+ * not, so qmax is 64 there (7-bit activations) and 127 with AVX-512 VNNI.
+ *
+ * Why oneDNN: Debian's OpenBLAS 0.3.21 has no integer GEMM, and oneDNN's u8 x s8 -> s32
+ * matmul runs the model's shapes 1.6-2.1x faster than OpenBLAS's SGEMM at 32 rows and
+ * 1.4-1.8x at 128 (bench/RESULTS.md), and 1.0-1.6x faster than the kernel below, which we
+ * keep for the few-row products only (see there). oneDNN's own s8 x s8 path is 2-3x slower
+ * than u8 x s8 (it adds 128 and the compensation per call), so the offset is ours. A matmul
+ * primitive is made once per shape (m, n, k, lda, ldb) and kept in a small cache of the backend:
+ * making one costs about as much as running it. */
+#include <dnnl.h>
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_internal.h"
+
+#define I8_CACHE 48 /* primitives kept: a decoding step has about 6 shapes, an encoder 6 */
+
+typedef struct i8_prim {
+    int used;
+    int m, n, k, lda, ldb;
+    dnnl_primitive_t prim;
+    dnnl_memory_t src, wei, dst;
+} i8_prim;
+
+struct cpu_i8 {
+    dnnl_engine_t engine;
+    dnnl_stream_t stream;
+    int qmax, zero; /* activation range and its unsigned offset (see above) */
+    i8_prim cache[I8_CACHE];
+    int next; /* the entry replaced next when the cache is full */
+    /* scratch, grown as needed */
+    uint8_t *qa;
+    float *sa;
+    int32_t *acc;
+    size_t qa_cap, sa_cap, acc_cap;
+};
+
+static void prim_free(i8_prim *p)
+{
+    if (p->src)
+        dnnl_memory_destroy(p->src);
+    if (p->wei)
+        dnnl_memory_destroy(p->wei);
+    if (p->dst)
+        dnnl_memory_destroy(p->dst);
+    if (p->prim)
+        dnnl_primitive_destroy(p->prim);
+    memset(p, 0, sizeof *p);
+}
+
+void cpu_i8_close(struct cpu_i8 *q)
+{
+    if (!q)
+        return;
+    for (int i = 0; i < I8_CACHE; i++)
+        prim_free(&q->cache[i]);
+    if (q->stream)
+        dnnl_stream_destroy(q->stream);
+    if (q->engine)
+        dnnl_engine_destroy(q->engine);
+    free(q->qa);
+    free(q->sa);
+    free(q->acc);
+    free(q);
+}
+
+clf_status cpu_i8_open(struct cpu_i8 **out)
+{
+    *out = NULL;
+    struct cpu_i8 *q = calloc(1, sizeof *q);
+    if (!q)
+        return clf_error(CLF_ERR_NOMEM, "cpu: out of memory");
+    if (dnnl_engine_create(&q->engine, dnnl_cpu, 0) != dnnl_success ||
+        dnnl_stream_create(&q->stream, q->engine, dnnl_stream_default_flags) != dnnl_success) {
+        cpu_i8_close(q);
+        return clf_error(CLF_ERR_BACKEND, "cpu: oneDNN: cannot create a CPU engine and stream");
+    }
+    q->qmax = 64;
+    q->zero = 64;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512vnni")) {
+        q->qmax = 127;
+        q->zero = 128;
+    }
+#endif
+    *out = q;
+    return CLF_OK;
+}
+
+int cpu_i8_activation_bits(const struct cpu_i8 *q)
+{
+    return q->qmax == 127 ? 8 : 7;
+}
+
+/* grows *p to at least n elements of size sz */
+static clf_status grow(void **p, size_t *cap, size_t n, size_t sz)
+{
+    if (n <= *cap)
+        return CLF_OK;
+    void *np = realloc(*p, n * sz);
+    if (!np)
+        return clf_error(CLF_ERR_NOMEM, "cpu: gemm: out of memory for int8 scratch");
+    *p = np;
+    *cap = n;
+    return CLF_OK;
+}
+
+/* The cached primitive for this shape, made on first use. */
+static clf_status prim_get(struct cpu_i8 *q, const clf_gemm_args *a, i8_prim **out)
+{
+    for (int i = 0; i < I8_CACHE; i++) {
+        i8_prim *p = &q->cache[i];
+        if (p->used && p->m == a->m && p->n == a->n && p->k == a->k && p->lda == a->lda &&
+            p->ldb == a->ldb) {
+            *out = p;
+            return CLF_OK;
+        }
+    }
+    i8_prim *p = &q->cache[q->next];
+    q->next = (q->next + 1) % I8_CACHE;
+    prim_free(p);
+    dnnl_memory_desc_t md_a, md_w, md_c;
+    /* A [m, k] (lda); W^T as [k, n] with strides (1, ldb): the weights' own rows; C s32 */
+    dnnl_dims_t da = {a->m, a->k}, sa = {a->lda, 1}, dw = {a->k, a->n}, sw = {1, a->ldb},
+                dc = {a->m, a->n}, sc = {a->n, 1};
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_matmul_desc_t mm;
+    if (dnnl_memory_desc_init_by_strides(&md_a, 2, da, dnnl_u8, sa) != dnnl_success ||
+        dnnl_memory_desc_init_by_strides(&md_w, 2, dw, dnnl_s8, sw) != dnnl_success ||
+        dnnl_memory_desc_init_by_strides(&md_c, 2, dc, dnnl_s32, sc) != dnnl_success ||
+        dnnl_matmul_desc_init(&mm, &md_a, &md_w, NULL, &md_c) != dnnl_success ||
+        dnnl_primitive_desc_create(&pd, &mm, NULL, q->engine, NULL) != dnnl_success ||
+        dnnl_primitive_create(&p->prim, pd) != dnnl_success ||
+        dnnl_memory_create(&p->src, &md_a, q->engine, DNNL_MEMORY_NONE) != dnnl_success ||
+        dnnl_memory_create(&p->wei, &md_w, q->engine, DNNL_MEMORY_NONE) != dnnl_success ||
+        dnnl_memory_create(&p->dst, &md_c, q->engine, DNNL_MEMORY_NONE) != dnnl_success) {
+        if (pd)
+            dnnl_primitive_desc_destroy(pd);
+        prim_free(p);
+        return clf_error(CLF_ERR_BACKEND, "cpu: gemm: oneDNN has no int8 matmul for m=%d n=%d k=%d",
+                         a->m, a->n, a->k);
+    }
+    dnnl_primitive_desc_destroy(pd);
+    p->used = 1;
+    p->m = a->m;
+    p->n = a->n;
+    p->k = a->k;
+    p->lda = a->lda;
+    p->ldb = a->ldb;
+    *out = p;
+    return CLF_OK;
+}
+
+/* ---- few rows: a kernel of our own ----
+ *
+ * oneDNN 2.6's matmul is slow for the products of a few rows that decoding at batch 1 or
+ * with a small beam makes (about 4 GB/s of weights at m = 1 on the AVX2 machine of
+ * bench/RESULTS.md), where the product is bound by reading the int8 weights once: this
+ * kernel reads them at 1.5-2.8x that speed (bench/gemm_int8.c), while oneDNN is 1.1-1.6x
+ * faster than it from 32 rows on. It uses the 7-bit activations only (vpmaddubsw's pair
+ * sums of u8 <= 128 times s8 fit 16 bits), so with VNNI (8-bit activations) oneDNN runs
+ * every product. acc[i][j] = sum_p ua[i,p] W[j,p], exactly as oneDNN's. */
+#define I8_FEW_ROWS 7
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+#define I8_AVX2 __attribute__((target("avx2")))
+
+I8_AVX2 static inline int32_t hsum8(__m256i v)
+{
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* acc[i0+i][j0+r] for MR rows of ua (rows ldu apart) and NR rows of w (rows ldw apart);
+ * 32 columns at a time, then the k % 32 last ones in scalar code. */
+I8_AVX2 static inline __attribute__((always_inline)) void
+few_tile(const uint8_t *ua, size_t ldu, const int8_t *w, size_t ldw, int k, int i0, int j0,
+         const int MR, const int NR, int32_t *acc, size_t ldacc)
+{
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i t[4][2];
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 2
+        for (int r = 0; r < NR; r++)
+            t[i][r] = _mm256_setzero_si256();
+    const uint8_t *a = ua + (size_t)i0 * ldu;
+    const int8_t *wr = w + (size_t)j0 * ldw;
+    const int k32 = k & ~31;
+    for (int p = 0; p < k32; p += 32) {
+        __m256i b[2];
+#pragma GCC unroll 2
+        for (int r = 0; r < NR; r++)
+            b[r] = _mm256_loadu_si256((const __m256i *)(const void *)(wr + (size_t)r * ldw + p));
+#pragma GCC unroll 4
+        for (int i = 0; i < MR; i++) {
+            const __m256i x =
+                _mm256_loadu_si256((const __m256i *)(const void *)(a + (size_t)i * ldu + p));
+#pragma GCC unroll 2
+            for (int r = 0; r < NR; r++)
+                t[i][r] = _mm256_add_epi32(t[i][r],
+                                           _mm256_madd_epi16(_mm256_maddubs_epi16(x, b[r]), ones));
+        }
+    }
+    for (int i = 0; i < MR; i++)
+        for (int r = 0; r < NR; r++) {
+            int32_t v = hsum8(t[i][r]);
+            for (int p = k32; p < k; p++)
+                v += (int32_t)a[(size_t)i * ldu + p] * wr[(size_t)r * ldw + p];
+            acc[(size_t)(i0 + i) * ldacc + j0 + r] = v;
+        }
+}
+
+/* rows [0, m) against W rows j0 .. j0 + NR */
+I8_AVX2 static inline __attribute__((always_inline)) void
+few_rows(const uint8_t *ua, size_t ldu, int m, const int8_t *w, size_t ldw, int k, int j0,
+         const int NR, int32_t *acc, size_t ldacc)
+{
+    int i0 = 0;
+    for (; i0 + 4 <= m; i0 += 4)
+        few_tile(ua, ldu, w, ldw, k, i0, j0, 4, NR, acc, ldacc);
+    switch (m - i0) {
+    case 3:
+        few_tile(ua, ldu, w, ldw, k, i0, j0, 3, NR, acc, ldacc);
+        break;
+    case 2:
+        few_tile(ua, ldu, w, ldw, k, i0, j0, 2, NR, acc, ldacc);
+        break;
+    case 1:
+        few_tile(ua, ldu, w, ldw, k, i0, j0, 1, NR, acc, ldacc);
+        break;
+    default:
+        break;
+    }
+}
+
+I8_AVX2 static void few_range(const uint8_t *ua, size_t ldu, int m, const int8_t *w, size_t ldw,
+                              int k, int j0, int j1, int32_t *acc, size_t ldacc)
+{
+    int j = j0;
+    for (; j + 2 <= j1; j += 2)
+        few_rows(ua, ldu, m, w, ldw, k, j, 2, acc, ldacc);
+    if (j < j1)
+        few_rows(ua, ldu, m, w, ldw, k, j, 1, acc, ldacc);
+}
+
+/* Below this many weights a product runs on one thread. */
+#define I8_PARALLEL_MIN ((size_t)1 << 15)
+
+static void few_product(clf_backend *be, const clf_gemm_args *a, const uint8_t *ua, int32_t *acc)
+{
+    const int n = a->n;
+    const int8_t *w = (const int8_t *)(const void *)(a->b_i8.buf->data + a->b_i8.off);
+    int threads = (size_t)n * (size_t)a->k >= I8_PARALLEL_MIN ? be->threads : 1;
+    int per = ((n + threads - 1) / threads + 7) / 8 * 8; /* whole pairs of W rows */
+    threads = (n + per - 1) / per;
+#pragma omp parallel for num_threads(threads) schedule(static, 1) if (threads > 1)
+    for (int t = 0; t < threads; t++) {
+        const int j0 = t * per, j1 = j0 + per < n ? j0 + per : n;
+        few_range(ua, (size_t)a->lda, a->m, w, (size_t)a->ldb, a->k, j0, j1, acc, (size_t)n);
+    }
+}
+#endif
+
+/* 1 when the own kernel runs this product: few rows, 7-bit activations, AVX2 or better
+ * (the F16 kernels' level: CLF_CPU_ISA=generic leaves every product to oneDNN). */
+static int few_applies(const clf_backend *be, const clf_gemm_args *a)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    return a->m <= I8_FEW_ROWS && be->i8->qmax == 64 && be->isa != CPU_ISA_GENERIC;
+#else
+    (void)be;
+    (void)a;
+    return 0;
+#endif
+}
+
+int cpu_gemm_i8_applies(const clf_gemm_args *a)
+{
+    return a->b_i8.buf && !a->trans_a && a->trans_b && a->k > 0;
+}
+
+clf_status cpu_gemm_i8(clf_backend *be, const clf_gemm_args *a)
+{
+    struct cpu_i8 *q = be->i8;
+    const int m = a->m, n = a->n, k = a->k;
+    clf_status st = check_span_aligned("gemm", "b_i8", a->b_i8,
+                                       span2d((size_t)n, (size_t)k, (size_t)a->ldb), 1);
+    if (st == CLF_OK)
+        st = check_span("gemm", "b_scale", a->b_scale, 8 * (size_t)n);
+    if (st == CLF_OK)
+        st = grow((void **)&q->qa, &q->qa_cap, (size_t)m * (size_t)a->lda, 1);
+    if (st == CLF_OK)
+        st = grow((void **)&q->sa, &q->sa_cap, (size_t)m, sizeof(float));
+    if (st == CLF_OK)
+        st = grow((void **)&q->acc, &q->acc_cap, (size_t)m * (size_t)n, sizeof(int32_t));
+    i8_prim *p = NULL;
+    const int few = few_applies(be, a);
+    if (st == CLF_OK && !few)
+        st = prim_get(q, a, &p);
+    if (st != CLF_OK)
+        return st;
+    const float *A = fptr(a->a);
+    const float qmax = (float)q->qmax;
+    const int zero = q->zero;
+    uint8_t *qa = q->qa;
+    float *sa = q->sa;
+#pragma omp parallel for num_threads(be->threads) schedule(static) if (m > 8)
+    for (int i = 0; i < m; i++) {
+        const float *x = A + (size_t)i * a->lda;
+        uint8_t *u = qa + (size_t)i * a->lda;
+        float amax = 0.0f;
+#pragma omp simd reduction(max : amax)
+        for (int p = 0; p < k; p++)
+            amax = fabsf(x[p]) > amax ? fabsf(x[p]) : amax;
+        /* a zero row (or one of NaN: amax stays 0) quantizes to zeros with scale 0 */
+        const float s = amax / qmax, inv = amax > 0.0f ? qmax / amax : 0.0f;
+        sa[i] = s;
+        /* rounding half away from zero, in SIMD (lrintf is a libm call per element: 10% of
+         * an int8 beam search's profile); the clamp also sends NaN to -qmax, so the
+         * conversion to int is always defined */
+#pragma omp simd
+        for (int p = 0; p < k; p++) {
+            float v = x[p] * inv;
+            v = v >= -qmax ? v : -qmax;
+            v = v <= qmax ? v : qmax;
+            u[p] = (uint8_t)((int)(v + (v >= 0.0f ? 0.5f : -0.5f)) + zero);
+        }
+    }
+    if (few) {
+#if defined(__x86_64__) || defined(__i386__)
+        few_product(be, a, qa, q->acc);
+#endif
+    } else {
+        dnnl_memory_set_data_handle(p->src, qa);
+        dnnl_memory_set_data_handle(p->wei, a->b_i8.buf->data + a->b_i8.off);
+        dnnl_memory_set_data_handle(p->dst, q->acc);
+        dnnl_exec_arg_t args[3] = {
+            {DNNL_ARG_SRC, p->src}, {DNNL_ARG_WEIGHTS, p->wei}, {DNNL_ARG_DST, p->dst}};
+        if (dnnl_primitive_execute(p->prim, q->stream, 3, args) != dnnl_success ||
+            dnnl_stream_wait(q->stream) != dnnl_success)
+            return clf_error(CLF_ERR_BACKEND,
+                             "cpu: gemm: oneDNN int8 matmul failed (m=%d n=%d k=%d)", m, n, k);
+    }
+    /* b_scale: per row {F32 scale, I32 sum} */
+    const unsigned char *ws = a->b_scale.buf->data + a->b_scale.off;
+    const float *bias = a->bias.buf ? fptr(a->bias) : NULL;
+    float *C = fptr(a->c);
+    const int32_t *acc = q->acc;
+    const float alpha = a->alpha, beta = a->beta;
+    const int relu = a->relu;
+#pragma omp parallel for num_threads(be->threads) schedule(static) if ((size_t)m * n > 65536)
+    for (int i = 0; i < m; i++) {
+        float *c = C + (size_t)i * a->ldc;
+        const int32_t *r = acc + (size_t)i * n;
+        const float si = alpha * sa[i];
+        for (int j = 0; j < n; j++) {
+            float sj;
+            int32_t sum;
+            memcpy(&sj, ws + 8 * (size_t)j, 4);
+            memcpy(&sum, ws + 8 * (size_t)j + 4, 4);
+            float v = si * sj * (float)(r[j] - zero * sum);
+            if (beta != 0.0f) /* beta = 0 must not read C (it may hold NaN) */
+                v += beta * c[j];
+            if (bias)
+                v += bias[j];
+            if (relu)
+                v = v > 0.0f ? v : 0.0f;
+            c[j] = v;
+        }
+    }
+    return CLF_OK;
+}

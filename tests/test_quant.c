@@ -1,0 +1,613 @@
+/* Weight types (clf_model_set_weight_type, clformer quantize): the F16, BF16 and int8
+ * weights against F32 on the PyTorch fixtures, with a stated bound per type; the CPU
+ * backend's int8 product against F32 with its rounding bound; quantized files written,
+ * loaded and quantized again; hostile quantized files refused with the tensor's name.
+ *
+ * The fixtures run one sentence at a time: the decoder's products then have 7 rows, so the
+ * F16 and BF16 copies are read (the backends read them for products of at most 7 rows),
+ * and int8 is read by every product. The bounds are on the logits, relative to the
+ * largest F32 logit of the fixture: max |x - f32| / max |f32| and mean |x - f32| / max
+ * |f32|, over every fixture variant. */
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "clformer/config.h"
+#include "clformer/model.h"
+#include "clformer/tensor.h"
+#include "clformer/weights.h"
+#include "testutil.h"
+
+/* Bounds per type (max, mean); the measured worst case over the fixtures is printed and
+ * recorded in bench/RESULTS.md. F16 keeps 11 significant bits, BF16 8; int8 weights have
+ * 8 bits per output channel and the CPU backend's activations 7 (8 with VNNI) per row. */
+static const struct {
+    clf_weight_type type;
+    double max_bound, mean_bound;
+} type_bounds[] = {
+    {CLF_WEIGHT_F16, 2e-3, 3e-4},
+    {CLF_WEIGHT_BF16, 1.5e-2, 2.5e-3},
+    {CLF_WEIGHT_INT8, 6e-2, 1.2e-2},
+};
+#define N_TYPES      (int)(sizeof type_bounds / sizeof type_bounds[0])
+#define MIN_VARIANTS 11
+
+static int list_variants(char names[][256], int max)
+{
+    DIR *d = opendir(CLF_FIXTURES_DIR);
+    int n = 0;
+    if (!d)
+        return 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL && n < max) {
+        char p[1024];
+        struct stat sb;
+        snprintf(p, sizeof p, "%s/%s/io.safetensors", CLF_FIXTURES_DIR, e->d_name);
+        if (e->d_name[0] != '.' && stat(p, &sb) == 0)
+            snprintf(names[n++], 256, "%s", e->d_name);
+    }
+    closedir(d);
+    return n;
+}
+
+/* The logits [B, T, V] of fixture dir with weight type `type`, each sentence run alone, on
+ * the backend of the running test. *count gets B * T * V. */
+static float *fixture_logits(const char *dir, clf_weight_type type, size_t *count)
+{
+    char path[1024];
+    clf_config cfg;
+    clf_weights *w = NULL;
+    clf_safetensors *io = NULL;
+    clf_model *m = NULL;
+    clf_test_load_model(dir, &cfg, &w);
+    snprintf(path, sizeof path, "%s/io.safetensors", dir);
+    CLF_ASSERT_OK(clf_safetensors_open(path, &io));
+    const clf_tensor *src = clf_safetensors_find(io, "src"), *tgt = clf_safetensors_find(io, "tgt");
+    ck_assert(src && tgt);
+    const int B = (int)src->shape[0], S = (int)src->shape[1], T = (int)tgt->shape[1];
+    const int V = cfg.model.tgt_vocab;
+    int32_t *s_ids = malloc((size_t)B * S * 4), *t_ids = malloc((size_t)B * T * 4);
+    CLF_ASSERT_OK(clf_tensor_to_i32(src, s_ids));
+    CLF_ASSERT_OK(clf_tensor_to_i32(tgt, t_ids));
+    float *logits = malloc((size_t)B * T * V * sizeof(float));
+    CLF_ASSERT_OK(clf_model_create(&cfg.model, w, clf_test_api, clf_test_be, &m));
+    CLF_ASSERT_OK(clf_model_set_weight_type(m, type));
+    for (int b = 0; b < B; b++) {
+        clf_forward_io fio = {.batch = 1,
+                              .src_len = S,
+                              .tgt_len = T,
+                              .src = s_ids + (size_t)b * S,
+                              .tgt = t_ids + (size_t)b * T,
+                              .logits = logits + (size_t)b * T * V};
+        CLF_ASSERT_OK(clf_model_forward(m, &fio));
+    }
+    *count = (size_t)B * T * V;
+    clf_model_free(m);
+    clf_weights_free(w);
+    clf_safetensors_close(io);
+    free(s_ids);
+    free(t_ids);
+    return logits;
+}
+
+START_TEST(test_weight_types_against_f32)
+{
+    char names[64][256];
+    const int n = list_variants(names, 64);
+    ck_assert_msg(n >= MIN_VARIANTS, "only %d fixture variants in %s", n, CLF_FIXTURES_DIR);
+    double worst_max[N_TYPES] = {0}, worst_mean[N_TYPES] = {0};
+    int ran[N_TYPES] = {0};
+    for (int v = 0; v < n; v++) {
+        char dir[1024];
+        snprintf(dir, sizeof dir, "%s/%s", CLF_FIXTURES_DIR, names[v]);
+        size_t cnt = 0, cnt2 = 0;
+        float *ref = fixture_logits(dir, CLF_WEIGHT_F32, &cnt);
+        double ref_max = 0;
+        for (size_t i = 0; i < cnt; i++)
+            ref_max = fmax(ref_max, fabs(ref[i]));
+        ck_assert(ref_max > 0);
+        for (int k = 0; k < N_TYPES; k++) {
+            const clf_weight_type type = type_bounds[k].type;
+            const clf_op need = type == CLF_WEIGHT_BF16   ? CLF_OP_GEMM_BF16
+                                : type == CLF_WEIGHT_INT8 ? CLF_OP_GEMM_I8
+                                                          : CLF_OP_GEMM;
+            if (!clf_test_api->supports(clf_test_be, need)) {
+                ck_assert(!clf_test_is_cpu()); /* the cpu backend runs every type */
+                continue;
+            }
+            float *got = fixture_logits(dir, type, &cnt2);
+            ck_assert_uint_eq(cnt, cnt2);
+            double mx = 0, sum = 0;
+            for (size_t i = 0; i < cnt; i++) {
+                const double d = fabs((double)got[i] - ref[i]);
+                mx = fmax(mx, d);
+                sum += d;
+            }
+            mx /= ref_max;
+            const double mean = sum / (double)cnt / ref_max;
+            /* the copy was read: the logits moved */
+            ck_assert_msg(mx > 0, "%s: %s logits equal F32's: the copy was not read", names[v],
+                          clf_weight_type_name(type));
+            ck_assert_msg(mx <= type_bounds[k].max_bound,
+                          "%s on %s: %s max logit difference %.3g > %.3g", names[v],
+                          clf_test_be_name, clf_weight_type_name(type), mx,
+                          type_bounds[k].max_bound);
+            ck_assert_msg(mean <= type_bounds[k].mean_bound,
+                          "%s on %s: %s mean logit difference %.3g > %.3g", names[v],
+                          clf_test_be_name, clf_weight_type_name(type), mean,
+                          type_bounds[k].mean_bound);
+            worst_max[k] = fmax(worst_max[k], mx);
+            worst_mean[k] = fmax(worst_mean[k], mean);
+            ran[k]++;
+            free(got);
+        }
+        free(ref);
+    }
+    for (int k = 0; k < N_TYPES; k++)
+        if (ran[k])
+            fprintf(stderr,
+                    "  %-6s %-5s over %d fixtures: worst max |dlogit|/max|logit| %.2e (bound "
+                    "%.0e), worst mean %.2e (bound %.0e)\n",
+                    clf_test_be_name, clf_weight_type_name(type_bounds[k].type), ran[k],
+                    worst_max[k], type_bounds[k].max_bound, worst_mean[k],
+                    type_bounds[k].mean_bound);
+}
+END_TEST
+
+/* A backend that cannot read a type says so, naming it, and the model stays usable. */
+START_TEST(test_unsupported_type_refused)
+{
+    const clf_weight_type types[2] = {CLF_WEIGHT_BF16, CLF_WEIGHT_INT8};
+    const clf_op ops[2] = {CLF_OP_GEMM_BF16, CLF_OP_GEMM_I8};
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/pre_tutorial", CLF_FIXTURES_DIR);
+    clf_config cfg;
+    clf_weights *w = NULL;
+    clf_model *m = NULL;
+    clf_test_load_model(dir, &cfg, &w);
+    CLF_ASSERT_OK(clf_model_create(&cfg.model, w, clf_test_api, clf_test_be, &m));
+    for (int k = 0; k < 2; k++) {
+        if (clf_test_api->supports(clf_test_be, ops[k]))
+            continue;
+        ck_assert_int_eq(clf_model_set_weight_type(m, types[k]), CLF_ERR_UNSUPPORTED);
+        ck_assert_ptr_nonnull(strstr(clf_last_error(), clf_weight_type_name(types[k])));
+        ck_assert_ptr_null(strchr(clf_last_error(), '\n'));
+    }
+    CLF_ASSERT_OK(clf_model_set_weight_type(m, CLF_WEIGHT_F32));
+    clf_model_free(m);
+    clf_weights_free(w);
+}
+END_TEST
+
+/* ---- the CPU backend's int8 product ---- */
+
+/* C = alpha * A W^T + beta * C0 + bias (relu) with W = q * s (b_i8, b_scale) against the
+ * same in double with the dequantized W: the only difference is A rounded per row to at
+ * least 7 bits, so |C - ref| <= |alpha| * max|A[i,:]| / 128 * sum_p |W[j,p]| (+ float
+ * rounding). */
+static void check_i8_product(int m, int n, int k, int lda, int ldc, float alpha, float beta,
+                             int bias_on, int relu)
+{
+    const clf_backend_api *api = clf_test_api;
+    clf_backend *be = clf_test_be;
+    float *A = clf_test_frand((size_t)m * lda, 11u + (unsigned)m, -2.0f, 2.0f);
+    float *W = clf_test_frand((size_t)n * k, 12u, -0.5f, 0.5f);
+    float *bias = clf_test_frand((size_t)n, 13u, -1.0f, 1.0f);
+    float *C0 = clf_test_frand((size_t)m * ldc, 14u, -1.0f, 1.0f);
+    float *C = malloc((size_t)m * ldc * sizeof(float));
+    int8_t *q = malloc((size_t)n * k);
+    float *sc = malloc((size_t)n * sizeof(float));
+    ck_assert_int_eq(clf_quantize_rows_i8(W, n, k, q, sc), -1);
+    unsigned char *pairs = malloc((size_t)n * 8);
+    for (int j = 0; j < n; j++) {
+        int32_t sum = 0;
+        for (int p = 0; p < k; p++)
+            sum += q[(size_t)j * k + p];
+        memcpy(pairs + 8 * j, &sc[j], 4);
+        memcpy(pairs + 8 * j + 4, &sum, 4);
+    }
+    clf_buffer *bA = clf_test_upload(api, be, A, (size_t)m * lda * 4),
+               *bW = clf_test_upload(api, be, W, (size_t)n * k * 4),
+               *bQ = clf_test_upload(api, be, q, (size_t)n * k),
+               *bS = clf_test_upload(api, be, pairs, (size_t)n * 8),
+               *bB = clf_test_upload(api, be, bias, (size_t)n * 4),
+               *bC = clf_test_upload(api, be, C0, (size_t)m * ldc * 4);
+    clf_gemm_args g = {.trans_b = 1,
+                       .m = m,
+                       .n = n,
+                       .k = k,
+                       .alpha = alpha,
+                       .beta = beta,
+                       .a = {bA, 0},
+                       .lda = lda,
+                       .b = {bW, 0},
+                       .ldb = k,
+                       .c = {bC, 0},
+                       .ldc = ldc,
+                       .bias = {bias_on ? bB : NULL, 0},
+                       .relu = relu,
+                       .b_i8 = {bQ, 0},
+                       .b_scale = {bS, 0}};
+    CLF_ASSERT_OK(api->gemm(be, &g));
+    CLF_ASSERT_OK(api->download(be, C, (clf_ptr){bC, 0}, (size_t)m * ldc * 4));
+    int moved = 0;
+    for (int i = 0; i < m; i++) {
+        double amax = 0;
+        for (int p = 0; p < k; p++)
+            amax = fmax(amax, fabs(A[(size_t)i * lda + p]));
+        for (int j = 0; j < n; j++) {
+            double ref = 0, wabs = 0;
+            for (int p = 0; p < k; p++) {
+                const double wq = (double)q[(size_t)j * k + p] * sc[j];
+                ref += (double)A[(size_t)i * lda + p] * wq;
+                wabs += fabs(wq);
+            }
+            ref = alpha * ref + beta * C0[(size_t)i * ldc + j] + (bias_on ? bias[j] : 0.0);
+            if (relu)
+                ref = ref > 0 ? ref : 0;
+            const double bound = fabs(alpha) * amax / 128.0 * wabs * 1.001 + 1e-4;
+            const double got = C[(size_t)i * ldc + j];
+            ck_assert_msg(fabs(got - ref) <= bound,
+                          "int8 gemm m=%d n=%d k=%d: C[%d,%d] = %g, reference %g (bound %g)", m, n,
+                          k, i, j, got, ref, bound);
+            moved |= got != (float)ref;
+        }
+        /* the padding between rows of C is not written */
+        for (int j = n; j < ldc; j++)
+            ck_assert_float_eq(C[(size_t)i * ldc + j], C0[(size_t)i * ldc + j]);
+    }
+    ck_assert_msg(moved, "int8 gemm m=%d: every element equals the F32 reference", m);
+    clf_buffer *bufs[] = {bA, bW, bQ, bS, bB, bC};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        api->free(be, bufs[i]);
+    free(A);
+    free(W);
+    free(bias);
+    free(C0);
+    free(C);
+    free(q);
+    free(sc);
+    free(pairs);
+}
+
+START_TEST(test_cpu_gemm_i8)
+{
+    check_i8_product(1, 24, 37, 37, 24, 1.0f, 0.0f, 0, 0);
+    check_i8_product(5, 24, 37, 40, 30, 0.5f, 1.0f, 1, 0);
+    check_i8_product(9, 33, 64, 64, 33, 1.0f, 0.0f, 1, 1);
+    check_i8_product(40, 17, 129, 131, 20, -1.5f, 0.5f, 1, 1);
+    /* the same shape twice: the cached primitive, other data */
+    check_i8_product(9, 33, 64, 64, 33, 1.0f, 1.0f, 0, 0);
+}
+END_TEST
+
+/* b_i8 / b_scale out of their buffers are refused, naming the operand. */
+START_TEST(test_cpu_gemm_i8_bounds)
+{
+    const clf_backend_api *api = clf_test_api;
+    clf_backend *be = clf_test_be;
+    float host[64] = {0};
+    clf_buffer *f = clf_test_upload(api, be, host, sizeof host);
+    clf_buffer *c = clf_test_upload(api, be, host, sizeof host);
+    clf_buffer *small = clf_test_upload(api, be, host, 8);
+    clf_gemm_args g = {.trans_b = 1,
+                       .m = 2,
+                       .n = 4,
+                       .k = 4,
+                       .alpha = 1.0f,
+                       .a = {f, 0},
+                       .lda = 4,
+                       .b = {f, 0},
+                       .ldb = 4,
+                       .c = {c, 0},
+                       .ldc = 4,
+                       .b_i8 = {small, 0},
+                       .b_scale = {f, 0}};
+    ck_assert_int_eq(api->gemm(be, &g), CLF_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "'b_i8'"));
+    g.b_i8 = (clf_ptr){f, 0};
+    g.b_scale = (clf_ptr){small, 0};
+    ck_assert_int_eq(api->gemm(be, &g), CLF_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "'b_scale'"));
+    g.b_scale = (clf_ptr){c, 0}; /* C may not overlap what the product reads */
+    ck_assert_int_eq(api->gemm(be, &g), CLF_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "'b_scale'"));
+    api->free(be, f);
+    api->free(be, c);
+    api->free(be, small);
+}
+END_TEST
+
+/* ---- quantized files ---- */
+
+static void fixture_paths(char *yaml, char *weights, size_t size)
+{
+    snprintf(yaml, size, "%s/pre_standard_bias/model.yaml", CLF_FIXTURES_DIR);
+    snprintf(weights, size, "%s/pre_standard_bias/weights.safetensors", CLF_FIXTURES_DIR);
+}
+
+START_TEST(test_quantize_round_trip)
+{
+    char yaml[1024], wpath[1024];
+    fixture_paths(yaml, wpath, sizeof yaml);
+    clf_test_make_tmpdir("clf-quant");
+    clf_config cfg;
+    CLF_ASSERT_OK(clf_config_load(yaml, &cfg));
+    clf_weights *orig = NULL, *w8 = NULL, *again = NULL;
+    CLF_ASSERT_OK(clf_weights_load(wpath, &cfg.model, &orig));
+    ck_assert_int_eq(orig->stored_type, CLF_WEIGHT_F32);
+
+    const char *q1 = clf_test_tmp_path("q1.safetensors");
+    CLF_ASSERT_OK(clf_weights_quantize_file(wpath, q1, CLF_WEIGHT_INT8));
+    clf_safetensors *f1 = NULL;
+    CLF_ASSERT_OK(clf_safetensors_open(q1, &f1));
+    ck_assert_str_eq(clf_safetensors_meta(f1, CLF_WEIGHT_TYPE_META), "int8");
+    /* a linear layer's matrix and its scales; an embedding table stays F32 */
+    const char *lin = "encoder.layers.0.feed_forward_block.linear_1.weight";
+    const clf_tensor *t = clf_safetensors_find(f1, lin);
+    ck_assert_ptr_nonnull(t);
+    ck_assert_int_eq(t->dtype, CLF_I8);
+    const clf_tensor *s =
+        clf_safetensors_find(f1, "encoder.layers.0.feed_forward_block.linear_1.weight.scale");
+    ck_assert_ptr_nonnull(s);
+    ck_assert_int_eq(s->dtype, CLF_F32);
+    ck_assert_int_eq(s->ndim, 1);
+    ck_assert_int_eq(s->shape[0], t->shape[0]);
+    ck_assert_int_eq(clf_safetensors_find(f1, "src_embed.embedding.weight")->dtype, CLF_F32);
+
+    /* loaded: dequantized, within half a step of the original */
+    CLF_ASSERT_OK(clf_weights_load(q1, &cfg.model, &w8));
+    ck_assert_int_eq(w8->stored_type, CLF_WEIGHT_INT8);
+    for (int i = 0; i < orig->count; i++) {
+        const int64_t numel = clf_weight_spec_numel(&orig->specs[i]);
+        const clf_tensor *ti = clf_safetensors_find(f1, orig->specs[i].name);
+        ck_assert_ptr_nonnull(ti);
+        if (ti->dtype != CLF_I8) {
+            for (int64_t e = 0; e < numel; e++)
+                ck_assert_float_eq(w8->data[i][e], orig->data[i][e]);
+            continue;
+        }
+        char sname[CLF_TENSOR_NAME_MAX + 8];
+        snprintf(sname, sizeof sname, "%s%s", ti->name, CLF_SCALE_SUFFIX);
+        const clf_tensor *si = clf_safetensors_find(f1, sname);
+        ck_assert_ptr_nonnull(si);
+        const int64_t cols = ti->shape[1];
+        for (int64_t e = 0; e < numel; e++) {
+            float sc;
+            memcpy(&sc, (const char *)si->data + 4 * (e / cols), 4);
+            ck_assert(fabsf(w8->data[i][e] - orig->data[i][e]) <= sc * 0.5f * 1.0001f);
+        }
+    }
+    const int wi = clf_weights_find(orig, lin);
+
+    /* the dequantized weights saved as F32 and quantized again give the same file */
+    const char *f32 = clf_test_tmp_path("f32.safetensors");
+    const char *q2 = clf_test_tmp_path("q2.safetensors");
+    CLF_ASSERT_OK(clf_weights_save(w8, f32, NULL, 0));
+    CLF_ASSERT_OK(clf_weights_quantize_file(f32, q2, CLF_WEIGHT_INT8));
+    clf_safetensors *f2 = NULL;
+    CLF_ASSERT_OK(clf_safetensors_open(q2, &f2));
+    ck_assert_int_eq(clf_safetensors_count(f1), clf_safetensors_count(f2));
+    for (int i = 0; i < clf_safetensors_count(f1); i++) {
+        const clf_tensor *a = clf_safetensors_at(f1, i);
+        const clf_tensor *b = clf_safetensors_find(f2, a->name);
+        ck_assert_msg(b != NULL, "'%s' missing after the second quantization", a->name);
+        ck_assert_int_eq(a->dtype, b->dtype);
+        ck_assert_uint_eq(a->nbytes, b->nbytes);
+        ck_assert_msg(memcmp(a->data, b->data, a->nbytes) == 0,
+                      "'%s' differs after the second quantization", a->name);
+    }
+    /* an already quantized file is not quantized again */
+    ck_assert_int_eq(
+        clf_weights_quantize_file(q1, clf_test_tmp_path("q3.safetensors"), CLF_WEIGHT_INT8),
+        CLF_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "I8"));
+
+    /* BF16 and F16 files: the matrices rounded, the type recorded */
+    const clf_weight_type t16[2] = {CLF_WEIGHT_BF16, CLF_WEIGHT_F16};
+    for (int j = 0; j < 2; j++) {
+        const char *p = clf_test_tmp_path(j ? "h.safetensors" : "b.safetensors");
+        CLF_ASSERT_OK(clf_weights_quantize_file(wpath, p, t16[j]));
+        CLF_ASSERT_OK(clf_weights_load(p, &cfg.model, &again));
+        ck_assert_int_eq(again->stored_type, t16[j]);
+        for (int64_t e = 0; e < clf_weight_spec_numel(&orig->specs[wi]); e++) {
+            const float x = orig->data[wi][e];
+            const float want = j ? clf_half_to_float(clf_float_to_half(x))
+                                 : clf_bf16_to_float(clf_float_to_bf16(x));
+            ck_assert_float_eq(again->data[wi][e], want);
+        }
+        clf_weights_free(again);
+        again = NULL;
+    }
+    clf_safetensors_close(f1);
+    clf_safetensors_close(f2);
+    clf_weights_free(orig);
+    clf_weights_free(w8);
+    clf_test_remove_tmpdir();
+}
+END_TEST
+
+/* The int8 file gives the logits of the F32 file quantized at load, bit for bit. */
+START_TEST(test_quantized_file_equals_load_time_quantization)
+{
+    char yaml[1024], wpath[1024];
+    fixture_paths(yaml, wpath, sizeof yaml);
+    clf_test_make_tmpdir("clf-quant");
+    const char *q = clf_test_tmp_path("q.safetensors");
+    CLF_ASSERT_OK(clf_weights_quantize_file(wpath, q, CLF_WEIGHT_INT8));
+    clf_config cfg;
+    CLF_ASSERT_OK(clf_config_load(yaml, &cfg));
+    float out[2][2 * 5 * 64];
+    const int32_t src[2 * 6] = {2, 5, 6, 7, 8, 3, 2, 9, 10, 11, 3, 1};
+    const int32_t tgt[2 * 5] = {2, 4, 5, 6, 7, 2, 8, 9, 10, 11};
+    ck_assert_int_le(cfg.model.tgt_vocab, 64);
+    for (int k = 0; k < 2; k++) {
+        clf_weights *w = NULL;
+        clf_model *m = NULL;
+        CLF_ASSERT_OK(clf_weights_load(k ? q : wpath, &cfg.model, &w));
+        CLF_ASSERT_OK(clf_model_create(&cfg.model, w, clf_test_api, clf_test_be, &m));
+        CLF_ASSERT_OK(clf_model_set_weight_type(m, CLF_WEIGHT_INT8));
+        clf_forward_io fio = {
+            .batch = 2, .src_len = 6, .tgt_len = 5, .src = src, .tgt = tgt, .logits = out[k]};
+        CLF_ASSERT_OK(clf_model_forward(m, &fio));
+        clf_model_free(m);
+        clf_weights_free(w);
+    }
+    ck_assert(memcmp(out[0], out[1], sizeof(float) * 2 * 5 * (size_t)cfg.model.tgt_vocab) == 0);
+    clf_test_remove_tmpdir();
+}
+END_TEST
+
+/* Writes the tensors of the int8 file src with tensor `name` changed by edit to dst. */
+typedef void (*tensor_edit)(clf_tensor *t, void *scratch);
+
+static void write_edited(const char *src, const char *dst, const char *name, tensor_edit edit,
+                         int drop)
+{
+    clf_safetensors *f = NULL;
+    CLF_ASSERT_OK(clf_safetensors_open(src, &f));
+    const int n = clf_safetensors_count(f);
+    clf_tensor *ts = calloc((size_t)n, sizeof *ts);
+    static unsigned char scratch[1 << 16];
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        const clf_tensor *t = clf_safetensors_at(f, i);
+        if (strcmp(t->name, name) == 0) {
+            if (drop)
+                continue;
+            ts[k] = *t;
+            edit(&ts[k++], scratch);
+            continue;
+        }
+        ts[k++] = *t;
+    }
+    const char *meta[2] = {CLF_WEIGHT_TYPE_META, "int8"};
+    CLF_ASSERT_OK(clf_safetensors_write(dst, ts, k, meta, 1));
+    free(ts);
+    clf_safetensors_close(f);
+}
+
+static void shorter(clf_tensor *t, void *scratch)
+{
+    (void)scratch;
+    t->shape[0] -= 1;
+    t->nbytes -= 4;
+}
+
+static void as_f16(clf_tensor *t, void *scratch)
+{
+    uint16_t *h = scratch;
+    for (int64_t i = 0; i < t->shape[0]; i++) {
+        float x;
+        memcpy(&x, (const char *)t->data + 4 * i, 4);
+        h[i] = clf_float_to_half(x);
+    }
+    t->dtype = CLF_F16;
+    t->data = h;
+    t->nbytes /= 2;
+}
+
+static void negative_first(clf_tensor *t, void *scratch)
+{
+    memcpy(scratch, t->data, t->nbytes);
+    const float neg = -1.0f;
+    memcpy(scratch, &neg, 4);
+    t->data = scratch;
+}
+
+static void expect_refused(const char *path, const clf_model_config *mc, const char *tensor,
+                           const char *why)
+{
+    clf_weights *w = NULL;
+    ck_assert_int_eq(clf_weights_load(path, mc, &w), CLF_ERR_INPUT);
+    ck_assert_ptr_null(w);
+    const char *e = clf_last_error();
+    ck_assert_msg(strstr(e, tensor) != NULL, "message does not name '%s': %s", tensor, e);
+    ck_assert_msg(strstr(e, why) != NULL, "message does not say '%s': %s", why, e);
+    ck_assert_ptr_null(strchr(e, '\n'));
+}
+
+START_TEST(test_hostile_quantized_files)
+{
+    char yaml[1024], wpath[1024];
+    fixture_paths(yaml, wpath, sizeof yaml);
+    clf_test_make_tmpdir("clf-quant");
+    clf_config cfg;
+    CLF_ASSERT_OK(clf_config_load(yaml, &cfg));
+    const char *q = clf_test_tmp_path("q.safetensors"), *bad = clf_test_tmp_path("bad.safetensors");
+    CLF_ASSERT_OK(clf_weights_quantize_file(wpath, q, CLF_WEIGHT_INT8));
+    const char *sname = "decoder.layers.1.feed_forward_block.linear_2.weight.scale";
+
+    write_edited(q, bad, sname, shorter, 0);
+    expect_refused(bad, &cfg.model, sname, "has shape");
+    write_edited(q, bad, sname, as_f16, 0);
+    expect_refused(bad, &cfg.model, sname, "F16");
+    write_edited(q, bad, sname, NULL, 1);
+    expect_refused(bad, &cfg.model, sname, "missing");
+    write_edited(q, bad, sname, negative_first, 0);
+    expect_refused(bad, &cfg.model, sname, ">= 0");
+
+    /* truncated: the data section cut short */
+    size_t len = 0;
+    char *bytes = clf_test_read_file(q, &len);
+    FILE *fp = fopen(bad, "wb");
+    ck_assert_ptr_nonnull(fp);
+    ck_assert_uint_eq(fwrite(bytes, 1, len - 100, fp), len - 100);
+    fclose(fp);
+    free(bytes);
+    clf_weights *w = NULL;
+    ck_assert_int_eq(clf_weights_load(bad, &cfg.model, &w), CLF_ERR_INPUT);
+    ck_assert_ptr_null(strchr(clf_last_error(), '\n'));
+    ck_assert_msg(strstr(clf_last_error(), "'") != NULL, "no tensor named: %s", clf_last_error());
+    clf_test_remove_tmpdir();
+}
+END_TEST
+
+/* The CLI: quantize, then translate-free checks of the flags through forward. */
+START_TEST(test_cli_quantize_and_weight_type)
+{
+    char yaml[1024], wpath[1024], args[4096], err[4096];
+    fixture_paths(yaml, wpath, sizeof yaml);
+    clf_test_make_tmpdir("clf-quant");
+    const char *q = clf_test_tmp_path("q.safetensors");
+    snprintf(args, sizeof args, "quantize -w %s -o %s --type int8", wpath, q);
+    ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 0);
+    snprintf(args, sizeof args, "quantize -w %s -o %s --type int4", wpath, q);
+    ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 2);
+    ck_assert_ptr_nonnull(strstr(err, "int4"));
+    char io[1024];
+    snprintf(io, sizeof io, "%s/pre_standard_bias/io.safetensors", CLF_FIXTURES_DIR);
+    snprintf(args, sizeof args, "forward -c %s -w %s -i %s -o %s --weight-type f8", yaml, q, io,
+             clf_test_tmp_path("out.safetensors"));
+    ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 2);
+    ck_assert_ptr_nonnull(strstr(err, "--weight-type"));
+    snprintf(args, sizeof args, "forward -c %s -w %s -i %s -o %s", yaml, q, io,
+             clf_test_tmp_path("out.safetensors"));
+    ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 0);
+    clf_test_remove_tmpdir();
+}
+END_TEST
+
+static void add_tests(TCase *tc)
+{
+    tcase_add_test(tc, test_weight_types_against_f32);
+    tcase_add_test(tc, test_unsupported_type_refused);
+}
+
+static void cpu_only(TCase *tc)
+{
+    tcase_add_test(tc, test_cpu_gemm_i8);
+    tcase_add_test(tc, test_cpu_gemm_i8_bounds);
+    tcase_add_test(tc, test_quantized_file_equals_load_time_quantization);
+    tcase_add_test(tc, test_quantize_round_trip);
+    tcase_add_test(tc, test_hostile_quantized_files);
+    tcase_add_test(tc, test_cli_quantize_and_weight_type);
+}
+
+int main(void)
+{
+    return clf_test_backends_main("quant", add_tests, cpu_only, NULL);
+}
