@@ -10,7 +10,8 @@
 #      f32; several, space-separated, e.g. "f32 int8": each case runs every type in turn,
 #      REPEAT rounds interleaved, and prints each type's median and its ratio to the first),
 #      CASES (default "greedy:1 greedy:32 beam4:1 beam4:32": mode:batch, with the cache),
-#      NOCACHE (1, the default: also the no-cache cases).
+#      NOCACHE (1, the default: also the no-cache cases),
+#      BACKEND (cpu, the default, or opencl: the device CLF_OPENCL_DEVICE names).
 # Prints one line per case. Random weights may emit [EOS] before MAX_LEN, so the rate is
 # output tokens / time spent decoding, as `clformer translate --stats` reports it (the
 # best hypotheses' tokens; loading the model is not counted).
@@ -77,7 +78,7 @@ run_case() { # name input extra-options...
   for ((r = 0; r < REPEAT; r++)); do
     for t in $WEIGHT_TYPE; do
       "$clf" translate -c "$config" -w "$out/weights.safetensors" --src-vocab "$out/src.json" \
-        --tgt-vocab "$out/tgt.json" --backend cpu --threads "$threads" --max-len "$MAX_LEN" \
+        --tgt-vocab "$out/tgt.json" --backend "${BACKEND:-cpu}" --threads "$threads" --max-len "$MAX_LEN" \
         --weight-type "$t" --stats "$@" < "$input" > "$out/out.$t.txt" 2> "$out/stats.txt"
       stats=$(grep 'clformer: translate:' "$out/stats.txt")
       rates[$t]="${rates[$t]:-} $(echo "$stats" | awk '{for (i = 1; i < NF; i++) if ($(i + 1) == "tokens/s") print $i}')"
