@@ -416,6 +416,17 @@ START_TEST(import_refuses_bad_input)
     expect_refusal(d, "vocab.json: 4 pieces, but the weights (and config.json vocab_size) have "
                       "144 rows");
     clf_test_remove_dir(d);
+    /* files past their limits (sparse: no disk), refused before they are read */
+    d = hf_copy(NULL, NULL);
+    snprintf(path, sizeof path, "%s/config.json", d);
+    clf_test_write_sparse(path, "{", ((uint64_t)1 << 20) + 1);
+    expect_refusal(d, "config.json: 1048577 bytes, more than the limit of 1048576");
+    clf_test_remove_dir(d);
+    d = hf_copy(NULL, NULL);
+    snprintf(path, sizeof path, "%s/vocab.json", d);
+    clf_test_write_sparse(path, "{", (uint64_t)CLF_TOKENIZER_JSON_MAX + 1);
+    expect_refusal(d, "vocab.json: 268435457 bytes, more than the limit of 268435456");
+    clf_test_remove_dir(d);
     /* usage errors: exit 2, one line */
     ck_assert_int_eq(clf_test_run_cli("import", err, sizeof err), 2);
     ck_assert_msg(strstr(err, "marian HF_DIR -o MODEL_DIR"), "%s", err);

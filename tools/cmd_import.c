@@ -1,10 +1,10 @@
 /* clformer import marian HF_DIR -o MODEL_DIR: a transformers MarianMTModel (an OPUS-MT
  * model as the Hugging Face hub has it) as a clformer model directory.
  *
- * Reads HF_DIR/config.json (Jansson), model.safetensors, source.spm, target.spm and
- * vocab.json; writes MODEL_DIR/model.yaml (the model: section that says what Marian is in
- * clformer's keys), weights.safetensors (clformer's weight names, F32) and copies of the
- * three tokenizer files, all into MODEL_DIR.tmp.<pid> first, renamed to MODEL_DIR at the
+ * Reads HF_DIR/config.json (Jansson, at most IMPORT_CONFIG_JSON_MAX bytes), model.safetensors,
+ * source.spm, target.spm and vocab.json; writes MODEL_DIR/model.yaml (the model: section that says
+ * what Marian is in clformer's keys), weights.safetensors (clformer's weight names, F32) and copies
+ * of the three tokenizer files, all into MODEL_DIR.tmp.<pid> first, renamed to MODEL_DIR at the
  * end: an error leaves no MODEL_DIR behind. `clformer translate -m MODEL_DIR` runs it.
  *
  * What Marian is, in clformer's terms (transformers 4.40's modeling_marian.py): post-norm
@@ -37,7 +37,11 @@
 
 /* A tokenizer or config file is small; a weights file is mapped, not read. */
 #define IMPORT_FILE_MAX ((size_t)64 << 20)
-#define IMPORT_YAML_MAX 4096
+/* config.json is about 1 KB; a larger one is not a config, refused before it is read
+ * (README, "Limits"). Read through clf_fs_read_all, then Jansson: the CLI has only the
+ * public API, not libclformer's own JSON reader. */
+#define IMPORT_CONFIG_JSON_MAX ((size_t)1 << 20)
+#define IMPORT_YAML_MAX        4096
 
 static void usage(void)
 {
@@ -156,13 +160,18 @@ static clf_status read_config(importer *im)
 {
     json_error_t err;
     const char *path = in_dir(im, im->hf, "config.json");
-    im->cfg = json_load_file(path, JSON_REJECT_DUPLICATES, &err);
+    char *text = NULL;
+    size_t len = 0;
+    clf_status st = clf_fs_read_all(path, IMPORT_CONFIG_JSON_MAX, &text, &len);
+    if (st != CLF_OK)
+        return st;
+    im->cfg = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
+    free(text);
     if (!im->cfg)
-        return clf_error(access(path, R_OK) != 0 ? CLF_ERR_IO : CLF_ERR_INPUT, "%s: line %d: %s",
-                         path, err.line, err.text);
+        return clf_error(CLF_ERR_INPUT, "%s: line %d: %s", path, err.line, err.text);
     if (!json_is_object(im->cfg))
         return clf_error(CLF_ERR_INPUT, "%s: expected a JSON object", path);
-    clf_status st = check_fixed(im);
+    st = check_fixed(im);
     if (st != CLF_OK)
         return st;
     long long V, Vd, d, el, dl, eh, dh, ef, df, maxpos, pad, eos, start;
