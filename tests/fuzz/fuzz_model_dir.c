@@ -1,0 +1,143 @@
+/* Fuzz target: the model-directory loader, `clformer import marian HF_DIR -o MODEL_DIR`
+ * (tools/cmd_import.c, compiled in: its entry clf_cmd_import runs as the CLI runs it), then
+ * the imported directory loaded as `clformer translate -m` loads it.
+ *
+ * The input is HF_DIR's config.json, then a 0x1e byte (the ASCII record separator, which
+ * valid JSON never holds raw) and vocab.json; without a 0x1e byte the input is config.json
+ * and vocab.json is the fixture's. The other files of HF_DIR are links to the small
+ * fixture's real source.spm, target.spm and model.safetensors (tests/fixtures/marian/hf),
+ * so an input that keeps the config's sizes reaches the weights and the copy. Every
+ * refusal must be an exit status from the CLI with nothing left behind; an import that
+ * succeeds must give a directory whose model.yaml loads, whose weights load against it
+ * and whose vocab.json maps the source pieces to the model's vocabulary size. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "clformer/config.h"
+#include "clformer/tokenizer.h"
+#include "clformer/weights.h"
+#include "fuzz_util.h"
+
+#define FILE_SEPARATOR "\x1e"
+
+/* The process's HF_DIR (a temporary directory, removed at exit). */
+static char hf_dir[64];
+
+static const char *const linked[] = {"source.spm", "target.spm", "model.safetensors"};
+static const char *const imported[] = {"model.yaml", "weights.safetensors", "source.spm",
+                                       "target.spm", "vocab.json"};
+
+static void path_of(char *buf, size_t size, const char *dir, const char *name)
+{
+    FUZZ_CHECK((size_t)snprintf(buf, size, "%s/%s", dir, name) < size, "path too long");
+}
+
+static void write_file(const char *name, const void *data, size_t size)
+{
+    char path[128];
+    path_of(path, sizeof path, hf_dir, name);
+    FILE *f = fopen(path, "wb");
+    FUZZ_CHECK(f != NULL, "cannot write into the temporary HF_DIR");
+    FUZZ_CHECK(fwrite(data, 1, size, f) == size && fclose(f) == 0, "write failed");
+}
+
+static void remove_hf_dir(void)
+{
+    char path[128];
+    for (size_t i = 0; i < sizeof linked / sizeof *linked; i++) {
+        path_of(path, sizeof path, hf_dir, linked[i]);
+        unlink(path);
+    }
+    path_of(path, sizeof path, hf_dir, "config.json");
+    unlink(path);
+    path_of(path, sizeof path, hf_dir, "vocab.json");
+    unlink(path);
+    rmdir(hf_dir);
+}
+
+/* The fixture's vocab.json, for inputs without a separator. */
+static char *fixture_vocab;
+static size_t fixture_vocab_len;
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    setenv("OPENBLAS_NUM_THREADS", "1", 1);
+    snprintf(hf_dir, sizeof hf_dir, "%s", "/tmp/clf-fuzz-model-dir-XXXXXX");
+    FUZZ_CHECK(mkdtemp(hf_dir) != NULL, "mkdtemp failed");
+    atexit(remove_hf_dir);
+    char src[512], dst[128];
+    for (size_t i = 0; i < sizeof linked / sizeof *linked; i++) {
+        path_of(src, sizeof src, CLF_FUZZ_MARIAN_DIR, linked[i]);
+        path_of(dst, sizeof dst, hf_dir, linked[i]);
+        FUZZ_CHECK(symlink(src, dst) == 0, "cannot link the fixture into HF_DIR");
+    }
+    path_of(src, sizeof src, CLF_FUZZ_MARIAN_DIR, "vocab.json");
+    FILE *f = fopen(src, "rb");
+    FUZZ_CHECK(f != NULL, "no fixture vocab.json");
+    fixture_vocab = malloc(1 << 16);
+    FUZZ_CHECK(fixture_vocab != NULL, "out of memory");
+    fixture_vocab_len = fread(fixture_vocab, 1, 1 << 16, f);
+    fclose(f);
+    return 0;
+}
+
+/* The imported directory loads as translate -m loads it. */
+static void check_imported(const char *out)
+{
+    char path[128], spm[128];
+    clf_config cfg;
+    path_of(path, sizeof path, out, "model.yaml");
+    FUZZ_CHECK(clf_config_load(path, &cfg) == CLF_OK, "an imported model.yaml does not load");
+    clf_weights *w = NULL;
+    path_of(path, sizeof path, out, "weights.safetensors");
+    FUZZ_CHECK(clf_weights_load(path, &cfg.model, &w) == CLF_OK,
+               "imported weights do not load against the imported model.yaml");
+    clf_weights_free(w);
+    clf_tokenizer *tok = NULL;
+    path_of(spm, sizeof spm, out, "source.spm");
+    path_of(path, sizeof path, out, "vocab.json");
+    FUZZ_CHECK(clf_tokenizer_load_mapped(spm, path, &tok) == CLF_OK,
+               "the imported vocab.json does not load");
+    FUZZ_CHECK(clf_tokenizer_size(tok) == cfg.model.src_vocab,
+               "the imported vocabulary's size is not model.src_vocab");
+    clf_tokenizer_free(tok);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    const uint8_t *sep = fuzz_find(data, size, FILE_SEPARATOR);
+    size_t cfg_len = sep ? (size_t)(sep - data) : size;
+    write_file("config.json", data, cfg_len);
+    if (sep)
+        write_file("vocab.json", sep + 1, size - cfg_len - 1);
+    else
+        write_file("vocab.json", fixture_vocab, fixture_vocab_len);
+
+    char out[128];
+    path_of(out, sizeof out, hf_dir, "out");
+    char *argv[] = {"import", "marian", hf_dir, "-o", out, NULL};
+    int rc = clf_cmd_import(5, argv);
+    struct stat sb;
+    if (rc != 0) {
+        FUZZ_CHECK(rc > 0, "a negative exit status");
+        FUZZ_CHECK(stat(out, &sb) != 0, "a refused import left MODEL_DIR behind");
+        char tmp[160];
+        snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid());
+        FUZZ_CHECK(stat(tmp, &sb) != 0, "a refused import left its temporary directory");
+        return 0;
+    }
+    check_imported(out);
+    char path[128];
+    for (size_t i = 0; i < sizeof imported / sizeof *imported; i++) {
+        path_of(path, sizeof path, out, imported[i]);
+        FUZZ_CHECK(unlink(path) == 0, "an imported file is missing");
+    }
+    FUZZ_CHECK(rmdir(out) == 0, "MODEL_DIR holds more than the import writes");
+    return 0;
+}
