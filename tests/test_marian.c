@@ -400,6 +400,9 @@ START_TEST(import_refuses_bad_input)
     d = config_with("\"d_model\": 16", "\"d_model\": 32");
     expect_refusal(d, "model.safetensors: tensor ");
     clf_test_remove_dir(d);
+    d = config_with("\"attention_dropout\": 0.0", "\"attention_dropout\": 1.5");
+    expect_refusal(d, "config.json: attention_dropout = 1.5: dropout rates must be in [0, 1)");
+    clf_test_remove_dir(d);
     d = hf_copy("config.json", "{\"model_type\": ");
     expect_refusal(d, "config.json: line 1");
     clf_test_remove_dir(d);

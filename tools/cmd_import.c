@@ -233,8 +233,12 @@ static clf_status read_config(importer *im)
                      (long long)json_integer_value(id));
         }
     }
-    if (drop < 0 || drop >= 1 || adrop < 0 || adrop >= 1 || actdrop < 0 || actdrop >= 1)
-        return bad_key(im, "dropout", "dropout rates must be in [0, 1)");
+    /* each rate named by its own key (one message for all three named the wrong one) */
+    const char *const rate_keys[3] = {"dropout", "attention_dropout", "activation_dropout"};
+    const double rates[3] = {drop, adrop, actdrop};
+    for (int i = 0; i < 3; i++)
+        if (!(rates[i] >= 0 && rates[i] < 1))
+            return bad_key(im, rate_keys[i], "dropout rates must be in [0, 1)");
     int n =
         snprintf(im->yaml, sizeof im->yaml,
                  "# Imported by `clformer import marian` from %s (a transformers "
