@@ -498,16 +498,7 @@ static int push_id(id_list *l, int32_t id)
 static clf_status encode_mapped(const clf_tokenizer *tok, const char *text, size_t len,
                                 int32_t **ids, int *n)
 {
-    *ids = NULL;
-    *n = 0;
-    if (len > 0 && !text)
-        return clf_error(CLF_ERR_INPUT, "tokenizer encode: text is NULL");
-    if (len > (size_t)INT_MAX)
-        return clf_error(CLF_ERR_INPUT, "tokenizer encode: line of %zu bytes is too long", len);
-    size_t bad = clf_utf8_invalid_at((const unsigned char *)text, len);
-    if (bad < len)
-        return clf_error(CLF_ERR_INPUT, "line is not valid UTF-8 at byte %zu", bad);
-    if (len == 0)
+    if (len == 0) /* text checked by clf_tokenizer_encode */
         return CLF_OK;
     char *pool = NULL;
     int count = 0;
@@ -595,10 +586,8 @@ static clf_status decode_mapped(const clf_tokenizer *tok, const int32_t *ids, in
 clf_status clf_tokenizer_encode(const clf_tokenizer *tok, const char *text, size_t len,
                                 int32_t **ids, int *n)
 {
-    if (tok->spm && tok->mapped)
-        return encode_mapped(tok, text, len, ids, n);
-    if (tok->spm)
-        return clf_tok_spm_encode(tok->spm, text, len, ids, n);
+    /* The text's checks, once for every kind (the SentencePiece library would replace bad
+     * bytes silently; they are refused as the word level refuses them). */
     *ids = NULL;
     *n = 0;
     if (len > 0 && !text)
@@ -609,6 +598,10 @@ clf_status clf_tokenizer_encode(const clf_tokenizer *tok, const char *text, size
     size_t bad = clf_utf8_invalid_at(s, len);
     if (bad < len)
         return clf_error(CLF_ERR_INPUT, "line is not valid UTF-8 at byte %zu", bad);
+    if (tok->spm && tok->mapped)
+        return encode_mapped(tok, text, len, ids, n);
+    if (tok->spm)
+        return clf_tok_spm_encode(tok->spm, text, len, ids, n);
     id_list out = {0};
     size_t i = 0;
     while (i < len) {

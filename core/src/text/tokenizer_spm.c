@@ -4,14 +4,12 @@
 #include "text/tokenizer_spm.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "clformer/fs.h"
-#include "text/pretokenize.h"
 
 static int ends_with(const char *s, const char *suffix)
 {
@@ -84,15 +82,7 @@ clf_status clf_tok_spm_encode(const clf_spm *spm, const char *text, size_t len, 
 {
     *ids = NULL;
     *n = 0;
-    if (len > 0 && !text)
-        return clf_error(CLF_ERR_INPUT, "tokenizer encode: text is NULL");
-    if (len > (size_t)INT_MAX)
-        return clf_error(CLF_ERR_INPUT, "tokenizer encode: line of %zu bytes is too long", len);
-    /* the library would replace bad bytes silently; refuse them as the word level does */
-    size_t bad = clf_utf8_invalid_at((const unsigned char *)text, len);
-    if (bad < len)
-        return clf_error(CLF_ERR_INPUT, "line is not valid UTF-8 at byte %zu", bad);
-    if (len == 0)
+    if (len == 0) /* text checked by clf_tokenizer_encode */
         return CLF_OK;
     return clf_spm_encode(spm, text, len, ids, n);
 }

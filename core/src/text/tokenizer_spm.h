@@ -18,6 +18,7 @@ clf_status clf_tok_spm_load(const char *path, clf_spm **out);
 /* Writes the model (path.tmp.<pid>, fsync, rename). */
 clf_status clf_tok_spm_save(const clf_spm *spm, const char *path);
 
+/* text: checked by clf_tokenizer_encode (not NULL, at most INT_MAX bytes, valid UTF-8). */
 clf_status clf_tok_spm_encode(const clf_spm *spm, const char *text, size_t len, int32_t **ids,
                               int *n);
 clf_status clf_tok_spm_decode(const clf_spm *spm, const int32_t *ids, int n, int skip_specials,
