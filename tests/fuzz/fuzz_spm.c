@@ -38,24 +38,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
-static void round_trip(const clf_tokenizer *tok, const char *text, size_t len)
-{
-    int32_t *ids = NULL;
-    int n = 0;
-    if (clf_tokenizer_encode(tok, text, len, &ids, &n) != CLF_OK)
-        return;
-    int size = clf_tokenizer_size(tok);
-    for (int i = 0; i < n; i++)
-        FUZZ_CHECK(ids[i] >= 0 && ids[i] < size, "encode gave an id outside the vocabulary");
-    for (int skip = 0; skip <= 1; skip++) {
-        char *out = NULL;
-        FUZZ_CHECK(clf_tokenizer_decode(tok, ids, n, skip, &out) == CLF_OK,
-                   "decode refused the ids encode gave");
-        free(out);
-    }
-    free(ids);
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     clf_clear_error(); /* a finding names this input's last error, not an earlier one's */
@@ -77,8 +59,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(sp.unk < n && sp.pad < n && sp.sos < n && sp.eos < n,
                "a special id outside the vocabulary");
     static const char sentence[] = "Hello, world! Grüße aus Köln.  ＡＢ 你好\t<s>x</s> 🙂";
-    round_trip(tok, sentence, sizeof sentence - 1);
-    round_trip(tok, (const char *)data, size < ENCODE_MAX ? size : ENCODE_MAX);
+    fuzz_tokenizer_round_trip(tok, sentence, sizeof sentence - 1);
+    fuzz_tokenizer_round_trip(tok, (const char *)data, size < ENCODE_MAX ? size : ENCODE_MAX);
     clf_tokenizer_free(tok);
     return 0;
 }

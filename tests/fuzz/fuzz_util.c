@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "clformer/status.h"
+#include "clformer/tokenizer.h"
 
 #define SLOTS 2
 
@@ -48,4 +49,22 @@ const uint8_t *fuzz_find(const uint8_t *data, size_t size, const char *sep)
         if (memcmp(data + i, sep, n) == 0)
             return data + i;
     return NULL;
+}
+
+void fuzz_tokenizer_round_trip(const clf_tokenizer *tok, const char *text, size_t len)
+{
+    int32_t *ids = NULL;
+    int n = 0;
+    if (clf_tokenizer_encode(tok, text, len, &ids, &n) != CLF_OK)
+        return;
+    int size = clf_tokenizer_size(tok);
+    for (int i = 0; i < n; i++)
+        FUZZ_CHECK(ids[i] >= 0 && ids[i] < size, "encode gave an id outside the vocabulary");
+    for (int skip = 0; skip <= 1; skip++) {
+        char *out = NULL;
+        FUZZ_CHECK(clf_tokenizer_decode(tok, ids, n, skip, &out) == CLF_OK,
+                   "decode refused the ids encode gave");
+        free(out);
+    }
+    free(ids);
 }

@@ -17,6 +17,12 @@ const char *fuzz_file(int slot, const void *data, size_t size);
 /* The first occurrence of sep in data[0..size), or NULL. */
 const uint8_t *fuzz_find(const uint8_t *data, size_t size, const char *sep);
 
+/* Encodes text[0..len) with tok; when that succeeds, every id must be in the vocabulary
+ * and decode (with and without the specials) must take them (else a finding). Shared by
+ * the tokenizer JSON and SentencePiece targets. */
+struct clf_tokenizer;
+void fuzz_tokenizer_round_trip(const struct clf_tokenizer *tok, const char *text, size_t len);
+
 /* Aborts with msg when cond is false: a finding for libFuzzer, a failure for the replay. */
 #define FUZZ_CHECK(cond, msg)                                                                      \
     do {                                                                                           \
