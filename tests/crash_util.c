@@ -18,9 +18,6 @@
 #include "clformer/hash.h"
 #include "clformer/tensor.h"
 
-static const char *const words[10] = {"alpha",   "bravo", "charlie", "delta", "echo",
-                                      "foxtrot", "golf",  "hotel",   "india", "juliet"};
-
 const char *cu_path(const char *dir, const char *name)
 {
     static char p[16][512];
@@ -49,25 +46,7 @@ static void write_yaml(const char *dir, long long steps, int every)
 
 void cu_write_experiment(const char *dir, long long steps, int every)
 {
-    FILE *f = fopen(cu_path(dir, "train.tsv"), "w");
-    ck_assert_ptr_nonnull(f);
-    unsigned seed = 3;
-    for (int i = 0; i < 200; i++) {
-        int ids[5], len;
-        seed = seed * 1103515245u + 12345u;
-        len = 1 + (int)((seed >> 16) % 5);
-        for (int j = 0; j < len; j++) {
-            seed = seed * 1103515245u + 12345u;
-            ids[j] = (int)((seed >> 16) % 10);
-        }
-        for (int j = 0; j < len; j++)
-            fprintf(f, "%s%s", j ? " " : "", words[ids[j]]);
-        fputc('\t', f);
-        for (int j = len - 1; j >= 0; j--)
-            fprintf(f, "%s%s", j < len - 1 ? " " : "", words[ids[j]]);
-        fputc('\n', f);
-    }
-    ck_assert_int_eq(fclose(f), 0);
+    clf_test_write_reversal_corpus(cu_path(dir, "train.tsv"), 200, 3);
     write_yaml(dir, steps, every);
 }
 

@@ -41,32 +41,11 @@ static unsigned lcg(unsigned *s)
     return (*s >> 16) & 0x7fff;
 }
 
-/* n pairs of 1-5 words and their reversal (the copy-reverse task) */
-static void write_corpus(const char *path, int n, unsigned seed)
-{
-    static const char *words[10] = {"alpha",   "bravo", "charlie", "delta", "echo",
-                                    "foxtrot", "golf",  "hotel",   "india", "juliet"};
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    for (int i = 0; i < n; i++) {
-        int len = 1 + (int)(lcg(&seed) % 5), ids[5];
-        for (int j = 0; j < len; j++)
-            ids[j] = (int)(lcg(&seed) % 10);
-        for (int j = 0; j < len; j++)
-            fprintf(f, "%s%s", j ? " " : "", words[ids[j]]);
-        fputc('\t', f);
-        for (int j = len - 1; j >= 0; j--)
-            fprintf(f, "%s%s", j < len - 1 ? " " : "", words[ids[j]]);
-        fputc('\n', f);
-    }
-    fclose(f);
-}
-
 static void setup(void)
 {
     clf_test_make_tmpdir("clf-mpi");
-    write_corpus(clf_test_tmp_path("train.tsv"), 120, 3);
-    write_corpus(clf_test_tmp_path("valid.tsv"), 8, 4);
+    clf_test_write_reversal_corpus(clf_test_tmp_path("train.tsv"), 120, 3);
+    clf_test_write_reversal_corpus(clf_test_tmp_path("valid.tsv"), 8, 4);
 }
 
 static void teardown(void)

@@ -614,28 +614,6 @@ END_TEST
 
 /* ---- clformer train, end to end on a tiny corpus ---- */
 
-/* Writes a corpus of n "reversal" pairs over 10 words (each word frequent enough to be in
- * the vocabulary: 4 specials + 10 words on each side). */
-static void write_corpus(const char *path, int n, unsigned seed)
-{
-    static const char *words[10] = {"alpha",   "bravo", "charlie", "delta", "echo",
-                                    "foxtrot", "golf",  "hotel",   "india", "juliet"};
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    for (int i = 0; i < n; i++) {
-        int len = 1 + (int)(lcg(&seed) % 5), ids[5];
-        for (int j = 0; j < len; j++)
-            ids[j] = (int)(lcg(&seed) % 10);
-        for (int j = 0; j < len; j++)
-            fprintf(f, "%s%s", j ? " " : "", words[ids[j]]);
-        fputc('\t', f);
-        for (int j = len - 1; j >= 0; j--)
-            fprintf(f, "%s%s", j < len - 1 ? " " : "", words[ids[j]]);
-        fputc('\n', f);
-    }
-    fclose(f);
-}
-
 static int count_lines(const char *path)
 {
     FILE *f = fopen(path, "r");
@@ -654,9 +632,9 @@ START_TEST(test_cli_train_and_resume)
     snprintf(dir, sizeof dir, "%s/train-cli-%d", CLF_TEST_BIN_DIR, (int)getpid());
     ck_assert_int_eq(mkdir(dir, 0777), 0);
     snprintf(path, sizeof path, "%s/train.tsv", dir);
-    write_corpus(path, 300, 3);
+    clf_test_write_reversal_corpus(path, 300, 3);
     snprintf(path, sizeof path, "%s/valid.tsv", dir);
-    write_corpus(path, 20, 4);
+    clf_test_write_reversal_corpus(path, 20, 4);
     snprintf(yaml, sizeof yaml, "%s/exp.yaml", dir);
     FILE *f = fopen(yaml, "w");
     ck_assert_ptr_nonnull(f);

@@ -516,3 +516,27 @@ void clf_test_refuses_gemm_overlap(const clf_backend_api *api, clf_backend *be, 
     CLF_ASSERT_OK(api->synchronize(be));
     api->free(be, buf);
 }
+
+void clf_test_write_reversal_corpus(const char *path, int n, unsigned seed)
+{
+    static const char *const words[10] = {"alpha",   "bravo", "charlie", "delta", "echo",
+                                          "foxtrot", "golf",  "hotel",   "india", "juliet"};
+    FILE *f = fopen(path, "w");
+    ck_assert_msg(f != NULL, "%s: cannot write", path);
+    for (int i = 0; i < n; i++) {
+        int ids[5], len;
+        seed = seed * 1103515245u + 12345u;
+        len = 1 + (int)((seed >> 16) % 5);
+        for (int j = 0; j < len; j++) {
+            seed = seed * 1103515245u + 12345u;
+            ids[j] = (int)((seed >> 16) % 10);
+        }
+        for (int j = 0; j < len; j++)
+            fprintf(f, "%s%s", j ? " " : "", words[ids[j]]);
+        fputc('\t', f);
+        for (int j = len - 1; j >= 0; j--)
+            fprintf(f, "%s%s", j < len - 1 ? " " : "", words[ids[j]]);
+        fputc('\n', f);
+    }
+    ck_assert_int_eq(fclose(f), 0);
+}

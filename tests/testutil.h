@@ -112,6 +112,10 @@ void clf_test_remove_dir(const char *dir);
 void clf_test_write_file(const char *path, const void *data, size_t n);
 /* The same with the bytes of a NUL-terminated text. */
 void clf_test_write_text(const char *path, const char *text);
+/* Writes n tab-separated "reversal" pairs (1-5 of ten words, then the same reversed) to
+ * path, from seed: the copy-reverse corpus the end-to-end training suites train on. Each
+ * word is frequent enough to be in a vocabulary built from it (4 specials + 10 words). */
+void clf_test_write_reversal_corpus(const char *path, int n, unsigned seed);
 /* A sparse file of size bytes starting with text (the rest reads as zeros, occupying no
  * disk): a file "larger than the limit" for a reader that checks the size before reading. */
 void clf_test_write_sparse(const char *path, const char *text, uint64_t size);
