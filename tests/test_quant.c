@@ -341,7 +341,7 @@ START_TEST(test_quantize_round_trip)
     ck_assert_int_eq(orig->stored_type, CLF_WEIGHT_F32);
 
     const char *q1 = clf_test_tmp_path("q1.safetensors");
-    CLF_ASSERT_OK(clf_weights_quantize_file(wpath, q1, CLF_WEIGHT_INT8));
+    CLF_ASSERT_OK(clf_weights_quantize_file(wpath, q1, CLF_WEIGHT_INT8, 0));
     clf_safetensors *f1 = NULL;
     CLF_ASSERT_OK(clf_safetensors_open(q1, &f1));
     ck_assert_str_eq(clf_safetensors_meta(f1, CLF_WEIGHT_TYPE_META), "int8");
@@ -387,7 +387,7 @@ START_TEST(test_quantize_round_trip)
     const char *f32 = clf_test_tmp_path("f32.safetensors");
     const char *q2 = clf_test_tmp_path("q2.safetensors");
     CLF_ASSERT_OK(clf_weights_save(w8, f32, NULL, 0));
-    CLF_ASSERT_OK(clf_weights_quantize_file(f32, q2, CLF_WEIGHT_INT8));
+    CLF_ASSERT_OK(clf_weights_quantize_file(f32, q2, CLF_WEIGHT_INT8, 0));
     clf_safetensors *f2 = NULL;
     CLF_ASSERT_OK(clf_safetensors_open(q2, &f2));
     ck_assert_int_eq(clf_safetensors_count(f1), clf_safetensors_count(f2));
@@ -402,7 +402,7 @@ START_TEST(test_quantize_round_trip)
     }
     /* an already quantized file is not quantized again */
     ck_assert_int_eq(
-        clf_weights_quantize_file(q1, clf_test_tmp_path("q3.safetensors"), CLF_WEIGHT_INT8),
+        clf_weights_quantize_file(q1, clf_test_tmp_path("q3.safetensors"), CLF_WEIGHT_INT8, 0),
         CLF_ERR_INPUT);
     ck_assert_ptr_nonnull(strstr(clf_last_error(), "I8"));
 
@@ -410,7 +410,7 @@ START_TEST(test_quantize_round_trip)
     const clf_weight_type t16[2] = {CLF_WEIGHT_BF16, CLF_WEIGHT_F16};
     for (int j = 0; j < 2; j++) {
         const char *p = clf_test_tmp_path(j ? "h.safetensors" : "b.safetensors");
-        CLF_ASSERT_OK(clf_weights_quantize_file(wpath, p, t16[j]));
+        CLF_ASSERT_OK(clf_weights_quantize_file(wpath, p, t16[j], 0));
         CLF_ASSERT_OK(clf_weights_load(p, &cfg.model, &again));
         ck_assert_int_eq(again->stored_type, t16[j]);
         for (int64_t e = 0; e < clf_weight_spec_numel(&orig->specs[wi]); e++) {
@@ -422,6 +422,27 @@ START_TEST(test_quantize_round_trip)
         clf_weights_free(again);
         again = NULL;
     }
+
+    /* --embeddings: the tables in F16 in the file, read back as their rounded values; without
+     * it they stay F32 */
+    const char *table = "src_embed.embedding.weight";
+    const int ti = clf_weights_find(orig, table);
+    ck_assert_int_ge(ti, 0);
+    const char *he = clf_test_tmp_path("he.safetensors");
+    CLF_ASSERT_OK(clf_weights_quantize_file(wpath, he, CLF_WEIGHT_F16, CLF_QUANTIZE_EMBEDDINGS));
+    clf_safetensors *fe = NULL;
+    CLF_ASSERT_OK(clf_safetensors_open(he, &fe));
+    ck_assert_int_eq(clf_safetensors_find(fe, table)->dtype, CLF_F16);
+    clf_safetensors_close(fe);
+    CLF_ASSERT_OK(clf_safetensors_open(clf_test_tmp_path("h.safetensors"), &fe));
+    ck_assert_int_eq(clf_safetensors_find(fe, table)->dtype, CLF_F32);
+    clf_safetensors_close(fe);
+    CLF_ASSERT_OK(clf_weights_load(he, &cfg.model, &again));
+    for (int64_t e = 0; e < clf_weight_spec_numel(&orig->specs[ti]); e++)
+        ck_assert_float_eq(again->data[ti][e],
+                           clf_half_to_float(clf_float_to_half(orig->data[ti][e])));
+    clf_weights_free(again);
+    again = NULL;
     clf_safetensors_close(f1);
     clf_safetensors_close(f2);
     clf_weights_free(orig);
@@ -437,7 +458,7 @@ START_TEST(test_quantized_file_equals_load_time_quantization)
     fixture_paths(yaml, wpath, sizeof yaml);
     clf_test_make_tmpdir("clf-quant");
     const char *q = clf_test_tmp_path("q.safetensors");
-    CLF_ASSERT_OK(clf_weights_quantize_file(wpath, q, CLF_WEIGHT_INT8));
+    CLF_ASSERT_OK(clf_weights_quantize_file(wpath, q, CLF_WEIGHT_INT8, 0));
     clf_config cfg;
     CLF_ASSERT_OK(clf_config_load(yaml, &cfg));
     float out[2][2 * 5 * 64];
@@ -538,7 +559,7 @@ START_TEST(test_hostile_quantized_files)
     clf_config cfg;
     CLF_ASSERT_OK(clf_config_load(yaml, &cfg));
     const char *q = clf_test_tmp_path("q.safetensors"), *bad = clf_test_tmp_path("bad.safetensors");
-    CLF_ASSERT_OK(clf_weights_quantize_file(wpath, q, CLF_WEIGHT_INT8));
+    CLF_ASSERT_OK(clf_weights_quantize_file(wpath, q, CLF_WEIGHT_INT8, 0));
     const char *sname = "decoder.layers.1.feed_forward_block.linear_2.weight.scale";
 
     write_edited(q, bad, sname, shorter, 0);

@@ -88,9 +88,13 @@ CLF_API clf_status clf_weights_load(const char *path, const clf_model_config *cf
  * "<name>.scale" F32 [rows] (clf_quantize_rows_i8), and CLF_WEIGHT_TYPE_META = the type's
  * name. Other tensors are copied as they are; optimizer state ("optim.*") is dropped. A
  * matrix that is not F32/F16/BF16 (an already quantized file), or a value the type cannot
- * hold (F16 beyond 65504, a non-finite number) is CLF_ERR_INPUT naming the tensor. */
+ * hold (F16 beyond 65504, a non-finite number) is CLF_ERR_INPUT naming the tensor.
+ * flags CLF_QUANTIZE_EMBEDDINGS: the embedding tables too, for a smaller file (a tied model's
+ * table is its largest tensor); clf_weights_load reads them back as F32, so lookups then see
+ * the rounded values. 0: tables stay as they are. */
+#define CLF_QUANTIZE_EMBEDDINGS 1u
 CLF_API clf_status clf_weights_quantize_file(const char *in_path, const char *out_path,
-                                             clf_weight_type type);
+                                             clf_weight_type type, unsigned flags);
 /* Reproducible initialisation from seed (same seed, same weights, any machine). */
 CLF_API clf_status clf_weights_init(const clf_model_config *cfg, uint64_t seed, clf_weights **out);
 /* Writes F32 safetensors (atomically), with optional metadata pairs. */

@@ -1,8 +1,9 @@
 /* clformer quantize: a weights file rewritten with its GEMM matrices as F16, BF16 or int8
  * (clf_weights_quantize_file, clformer/weights.h). Which tensors: 2-D ones that are not
  * embedding tables (those are looked up, not multiplied) - the names say which, so no
- * config is needed. A tied projection's table stays F32 in the file; a model quantizes
- * it at load (clf_model_set_weight_type) where it multiplies with it. */
+ * config is needed. A tied projection's table stays F32 in the file (unless
+ * CLF_QUANTIZE_EMBEDDINGS); a model quantizes it at load (clf_model_set_weight_type) where it
+ * multiplies with it. */
 #include "clformer/weights.h"
 
 #include <math.h>
@@ -12,12 +13,14 @@
 
 #include "io/weight_names.h"
 
-/* 1 when t is a matrix a linear layer multiplies with (by its name and shape). */
-static int is_linear_matrix(const clf_tensor *t)
+/* 1 when t is converted: a matrix a linear layer multiplies with (by its name and shape),
+ * or with CLF_QUANTIZE_EMBEDDINGS an embedding table too. */
+static int is_converted(const clf_tensor *t, unsigned flags)
 {
     const unsigned kinds = clf_weight_name_kinds(t->name);
-    return t->ndim == 2 &&
-           !(kinds & (CLF_WK_EMBEDDING_TABLE | CLF_WK_POSITIONAL | CLF_WK_NOT_PARAMETER));
+    const unsigned kept = CLF_WK_POSITIONAL | CLF_WK_NOT_PARAMETER |
+                          (flags & CLF_QUANTIZE_EMBEDDINGS ? 0u : CLF_WK_EMBEDDING_TABLE);
+    return t->ndim == 2 && !(kinds & kept);
 }
 
 /* out = t as type (its new data malloc'd into *owned, and for int8 the scales in
@@ -102,7 +105,7 @@ done:
 }
 
 clf_status clf_weights_quantize_file(const char *in_path, const char *out_path,
-                                     clf_weight_type type)
+                                     clf_weight_type type, unsigned flags)
 {
     clf_safetensors *f = NULL;
     clf_tensor *ts = NULL;
@@ -124,7 +127,7 @@ clf_status clf_weights_quantize_file(const char *in_path, const char *out_path,
         const clf_tensor *t = clf_safetensors_at(f, i);
         if (clf_weight_name_kinds(t->name) & CLF_WK_NOT_PARAMETER)
             continue; /* optimizer state: a quantized file is for inference */
-        if (!is_linear_matrix(t)) {
+        if (!is_converted(t, flags)) {
             ts[nt++] = *t;
             continue;
         }
