@@ -381,55 +381,68 @@ static const char *config_with(const char *key_and_value, const char *replacemen
     return dir;
 }
 
+/* The import's refusals of a bad HF_DIR: the fixture's hf/ with file changed (the text find
+ * replaced by text, or, without find, the whole file written as text; NULL text: the file
+ * removed), or made a sparse file of sparse bytes (no disk) past its limit, refused before
+ * it is read. */
+static const struct refusal {
+    const char *file, *find, *text;
+    uint64_t sparse;
+    const char *want;
+} refusals[] = {
+    {"config.json", "\"activation_function\": \"swish\"", "\"activation_function\": \"tanh\"", 0,
+     "config.json: activation_function = \"tanh\": not one clformer has"},
+    {"config.json", "\"decoder_ffn_dim\": 32", "\"decoder_ffn_dim\": 64", 0,
+     "config.json: decoder_ffn_dim = 64: differs from encoder_ffn_dim"},
+    {"config.json", "\"model_type\": \"marian\"", "\"model_type\": \"bart\"", 0,
+     "config.json: model_type = \"bart\": expected \"marian\""},
+    {"config.json", "\"bad_words_ids\": [", "\"normalize_before\": true, \"bad_words_ids\": [", 0,
+     "config.json: normalize_before = true"},
+    {"config.json", "\"d_model\": 16", "\"d_model\": 32", 0, "model.safetensors: tensor "},
+    {"config.json", "\"attention_dropout\": 0.0", "\"attention_dropout\": 1.5", 0,
+     "config.json: attention_dropout = 1.5: dropout rates must be in [0, 1)"},
+    /* config.json is read by clformer's JSON reader: its messages and limits */
+    {"config.json", NULL, "{\"model_type\": ", 0,
+     "config.json: invalid JSON at byte 15 (line 1, column 16): unexpected end of input"},
+    {"config.json", NULL, "{\"a\": 1, \"a\": 2}", 0,
+     "config.json: invalid JSON at byte 9 (line 1, column 10): duplicate key \"a\" in object"},
+    {"source.spm", NULL, "this is not a SentencePiece model", 0,
+     "source.spm: not a valid SentencePiece model"},
+    {"target.spm", NULL, NULL, 0, "target.spm"},
+    {"vocab.json", NULL, "{\"</s>\": 0, \"<unk>\": 1, \"a\": 2, \"<pad>\": 3}", 0,
+     "vocab.json: 4 pieces, but the weights (and config.json vocab_size) have 144 rows"},
+    {"config.json", NULL, "{", ((uint64_t)1 << 20) + 1,
+     "config.json: 1048577 bytes, more than the limit of 1048576"},
+    {"vocab.json", NULL, "{", (uint64_t)CLF_TOKENIZER_JSON_MAX + 1,
+     "vocab.json: 268435457 bytes, more than the limit of 268435456"},
+};
+
 START_TEST(import_refuses_bad_input)
 {
+    const struct refusal *r = &refusals[_i];
     const char *d;
+    if (r->find) {
+        d = config_with(r->find, r->text);
+    } else {
+        d = hf_copy(NULL, NULL);
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", d, r->file);
+        if (r->sparse)
+            clf_test_write_sparse(path, r->text, r->sparse);
+        else if (r->text)
+            clf_test_write_text(path, r->text);
+        else
+            remove(path);
+    }
+    expect_refusal(d, r->want);
+    clf_test_remove_dir(d);
+}
+END_TEST
+
+START_TEST(import_refuses_usage)
+{
     char out[512], args[1024], err[2048];
-    d = config_with("\"activation_function\": \"swish\"", "\"activation_function\": \"tanh\"");
-    expect_refusal(d, "config.json: activation_function = \"tanh\": not one clformer has");
-    clf_test_remove_dir(d);
-    d = config_with("\"decoder_ffn_dim\": 32", "\"decoder_ffn_dim\": 64");
-    expect_refusal(d, "config.json: decoder_ffn_dim = 64: differs from encoder_ffn_dim");
-    clf_test_remove_dir(d);
-    d = config_with("\"model_type\": \"marian\"", "\"model_type\": \"bart\"");
-    expect_refusal(d, "config.json: model_type = \"bart\": expected \"marian\"");
-    clf_test_remove_dir(d);
-    d = config_with("\"bad_words_ids\": [", "\"normalize_before\": true, \"bad_words_ids\": [");
-    expect_refusal(d, "config.json: normalize_before = true");
-    clf_test_remove_dir(d);
-    d = config_with("\"d_model\": 16", "\"d_model\": 32");
-    expect_refusal(d, "model.safetensors: tensor ");
-    clf_test_remove_dir(d);
-    d = config_with("\"attention_dropout\": 0.0", "\"attention_dropout\": 1.5");
-    expect_refusal(d, "config.json: attention_dropout = 1.5: dropout rates must be in [0, 1)");
-    clf_test_remove_dir(d);
-    d = hf_copy("config.json", "{\"model_type\": ");
-    expect_refusal(d, "config.json: line 1");
-    clf_test_remove_dir(d);
-    d = hf_copy("source.spm", "this is not a SentencePiece model");
-    expect_refusal(d, "source.spm: not a valid SentencePiece model");
-    clf_test_remove_dir(d);
-    d = hf_copy(NULL, NULL);
-    char path[512];
-    snprintf(path, sizeof path, "%s/target.spm", d);
-    remove(path);
-    expect_refusal(d, "target.spm");
-    clf_test_remove_dir(d);
-    d = hf_copy("vocab.json", "{\"</s>\": 0, \"<unk>\": 1, \"a\": 2, \"<pad>\": 3}");
-    expect_refusal(d, "vocab.json: 4 pieces, but the weights (and config.json vocab_size) have "
-                      "144 rows");
-    clf_test_remove_dir(d);
-    /* files past their limits (sparse: no disk), refused before they are read */
-    d = hf_copy(NULL, NULL);
-    snprintf(path, sizeof path, "%s/config.json", d);
-    clf_test_write_sparse(path, "{", ((uint64_t)1 << 20) + 1);
-    expect_refusal(d, "config.json: 1048577 bytes, more than the limit of 1048576");
-    clf_test_remove_dir(d);
-    d = hf_copy(NULL, NULL);
-    snprintf(path, sizeof path, "%s/vocab.json", d);
-    clf_test_write_sparse(path, "{", (uint64_t)CLF_TOKENIZER_JSON_MAX + 1);
-    expect_refusal(d, "vocab.json: 268435457 bytes, more than the limit of 268435456");
-    clf_test_remove_dir(d);
+    const char *d;
     /* usage errors: exit 2, one line */
     ck_assert_int_eq(clf_test_run_cli("import", err, sizeof err), 2);
     ck_assert_msg(strstr(err, "marian HF_DIR -o MODEL_DIR"), "%s", err);
@@ -461,7 +474,9 @@ static void cpu_only(TCase *tc)
     if (getenv("CLF_MARIAN_FIXTURE") && *getenv("CLF_MARIAN_FIXTURE"))
         return; /* the fixture's own checks, for tests/fixtures/marian only */
     tcase_add_test(tc, tokenizer_matches_marian_tokenizer);
-    tcase_add_test(tc, import_refuses_bad_input);
+    tcase_add_loop_test(tc, import_refuses_bad_input, 0,
+                        (int)(sizeof refusals / sizeof refusals[0]));
+    tcase_add_test(tc, import_refuses_usage);
 }
 
 int main(void)

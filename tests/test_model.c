@@ -2,11 +2,9 @@
  * model.yaml, weights.safetensors, io.safetensors made by tests/reference/make_fixtures.py),
  * plus the model's own invariants: batch rows are independent, activation memory does not
  * grow with depth, bad ids and lengths are refused. */
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "clformer/config.h"
 #include "clformer/model.h"
@@ -89,28 +87,10 @@ static void run_fixture(const char *backend, const char *dir, double tol)
     free(got_enc);
 }
 
-static int list_variants(char names[][256], int max)
-{
-    DIR *d = opendir(CLF_FIXTURES_DIR);
-    int n = 0;
-    if (!d)
-        return 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL && n < max) {
-        char p[1024];
-        struct stat sb;
-        snprintf(p, sizeof p, "%s/%s/io.safetensors", CLF_FIXTURES_DIR, e->d_name);
-        if (e->d_name[0] != '.' && stat(p, &sb) == 0)
-            snprintf(names[n++], 256, "%s", e->d_name);
-    }
-    closedir(d);
-    return n;
-}
-
 START_TEST(test_fixtures_cpu)
 {
     char names[64][256];
-    int n = list_variants(names, 64);
+    int n = clf_test_fixture_variants(names, 64);
     ck_assert_msg(n >= MIN_VARIANTS, "only %d fixture variants in %s", n, CLF_FIXTURES_DIR);
     for (int i = 0; i < n; i++) {
         char dir[1024];
@@ -140,7 +120,7 @@ static int in_small_set(const char *name)
 START_TEST(test_fixtures_opencl)
 {
     char names[64][256];
-    int n = list_variants(names, 64);
+    int n = clf_test_fixture_variants(names, 64);
     ck_assert_int_ge(n, MIN_VARIANTS);
     for (int i = 0; i < n; i++) {
         if (clf_test_small() && !in_small_set(names[i]))

@@ -8,12 +8,10 @@
  * and int8 is read by every product. The bounds are on the logits, relative to the
  * largest F32 logit of the fixture: max |x - f32| / max |f32| and mean |x - f32| / max
  * |f32|, over every fixture variant. */
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "clformer/config.h"
 #include "clformer/model.h"
@@ -34,24 +32,6 @@ static const struct {
 };
 #define N_TYPES      (int)(sizeof type_bounds / sizeof type_bounds[0])
 #define MIN_VARIANTS 11
-
-static int list_variants(char names[][256], int max)
-{
-    DIR *d = opendir(CLF_FIXTURES_DIR);
-    int n = 0;
-    if (!d)
-        return 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL && n < max) {
-        char p[1024];
-        struct stat sb;
-        snprintf(p, sizeof p, "%s/%s/io.safetensors", CLF_FIXTURES_DIR, e->d_name);
-        if (e->d_name[0] != '.' && stat(p, &sb) == 0)
-            snprintf(names[n++], 256, "%s", e->d_name);
-    }
-    closedir(d);
-    return n;
-}
 
 /* The logits [B, T, V] of fixture dir with weight type `type`, each sentence run alone, on
  * the backend of the running test. *count gets B * T * V. */
@@ -96,7 +76,7 @@ static float *fixture_logits(const char *dir, clf_weight_type type, size_t *coun
 START_TEST(test_weight_types_against_f32)
 {
     char names[64][256];
-    const int n = list_variants(names, 64);
+    const int n = clf_test_fixture_variants(names, 64);
     ck_assert_msg(n >= MIN_VARIANTS, "only %d fixture variants in %s", n, CLF_FIXTURES_DIR);
     double worst_max[N_TYPES] = {0}, worst_mean[N_TYPES] = {0};
     int ran[N_TYPES] = {0};

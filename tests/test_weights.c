@@ -342,6 +342,20 @@ static void expect_load_error(const char *path, const clf_model_config *c, const
                   want);
 }
 
+/* Weights initialized for config made, saved as name in the temporary directory: loading
+ * them against config c must fail with want. Returns the file's path. */
+static const char *expect_other_config_refused(const clf_model_config *made, const char *name,
+                                               const clf_model_config *c, const char *want)
+{
+    clf_weights *w = NULL;
+    CLF_ASSERT_OK(clf_weights_init(made, 1, &w));
+    const char *path = clf_test_tmp_path(name);
+    CLF_ASSERT_OK(clf_weights_save(w, path, NULL, 0));
+    clf_weights_free(w);
+    expect_load_error(path, c, want);
+    return path;
+}
+
 START_TEST(test_load_errors_name_the_tensor)
 {
     clf_test_make_tmpdir("clf-w");
@@ -395,15 +409,11 @@ START_TEST(test_load_errors_name_the_tensor)
     expect_load_error(p, &cb,
                       "tensor 'encoder.layers.0.self_attention_block.w_q.bias' is missing (the "
                       "config needs it: shape [8], attention_bias: true)");
-    clf_weights *wb = NULL;
-    CLF_ASSERT_OK(clf_weights_init(&cb, 1, &wb));
-    const char *pb = clf_test_tmp_path("bias.safetensors");
-    CLF_ASSERT_OK(clf_weights_save(wb, pb, NULL, 0));
-    expect_load_error(pb, &c,
-                      "unexpected tensor 'encoder.layers.0.self_attention_block.w_q.bias' (not "
-                      "part of this model; the file has attention biases but the config has "
-                      "attention_bias: false)");
-    clf_weights_free(wb);
+    expect_other_config_refused(
+        &cb, "bias.safetensors", &c,
+        "unexpected tensor 'encoder.layers.0.self_attention_block.w_q.bias' (not "
+        "part of this model; the file has attention biases but the config has "
+        "attention_bias: false)");
 
     /* final_norm */
     clf_model_config cn = c;
@@ -413,14 +423,9 @@ START_TEST(test_load_errors_name_the_tensor)
                       "the file has a final norm");
     clf_model_config cf = cn;
     cf.final_norm = 1;
-    clf_weights *wn = NULL;
-    CLF_ASSERT_OK(clf_weights_init(&cn, 1, &wn));
-    const char *pn = clf_test_tmp_path("nonorm.safetensors");
-    CLF_ASSERT_OK(clf_weights_save(wn, pn, NULL, 0));
-    expect_load_error(pn, &cf,
-                      "tensor 'encoder.norm.alpha' is missing (the config needs it: "
-                      "shape [8], final_norm: true)");
-    clf_weights_free(wn);
+    expect_other_config_refused(&cn, "nonorm.safetensors", &cf,
+                                "tensor 'encoder.norm.alpha' is missing (the config needs it: "
+                                "shape [8], final_norm: true)");
 
     /* positional: learned wants the position tables; a sinusoidal config refuses them */
     clf_model_config cl = c;
@@ -428,20 +433,15 @@ START_TEST(test_load_errors_name_the_tensor)
     expect_load_error(p, &cl,
                       "tensor 'src_pos.embedding.weight' is missing (the config needs it: "
                       "shape [32,8], positional: learned)");
-    clf_weights *wl = NULL;
-    CLF_ASSERT_OK(clf_weights_init(&cl, 1, &wl));
-    const char *pl = clf_test_tmp_path("learned.safetensors");
-    CLF_ASSERT_OK(clf_weights_save(wl, pl, NULL, 0));
-    expect_load_error(pl, &c,
-                      "unexpected tensor 'src_pos.embedding.weight' (not part of this model; the "
-                      "file has learned positional embeddings but the config has positional: "
-                      "sinusoidal)");
+    const char *pl = expect_other_config_refused(
+        &cl, "learned.safetensors", &c,
+        "unexpected tensor 'src_pos.embedding.weight' (not part of this model; the file has "
+        "learned positional embeddings but the config has positional: sinusoidal)");
     clf_model_config cm = cl;
     cm.max_len = 33;
     expect_load_error(pl, &cm,
                       "tensor 'src_pos.embedding.weight' has shape [32,8], the config needs "
                       "[33,8] (max_len 33, d_model 8)");
-    clf_weights_free(wl);
 
     /* layer counts */
     clf_model_config c1 = c;

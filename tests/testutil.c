@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -304,6 +305,24 @@ void clf_test_load_model(const char *dir, clf_config *cfg, clf_weights **w)
     CLF_ASSERT_OK(clf_config_load(path, cfg));
     snprintf(path, sizeof path, "%s/weights.safetensors", dir);
     CLF_ASSERT_OK(clf_weights_load(path, &cfg->model, w));
+}
+
+int clf_test_fixture_variants(char names[][256], int max)
+{
+    DIR *d = opendir(CLF_FIXTURES_DIR);
+    int n = 0;
+    if (!d)
+        return 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL && n < max) {
+        char p[1024];
+        struct stat sb;
+        snprintf(p, sizeof p, "%s/%s/io.safetensors", CLF_FIXTURES_DIR, e->d_name);
+        if (e->d_name[0] != '.' && stat(p, &sb) == 0)
+            snprintf(names[n++], 256, "%s", e->d_name);
+    }
+    closedir(d);
+    return n;
 }
 
 int clf_test_opencl_required(void)

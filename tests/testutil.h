@@ -124,6 +124,11 @@ void clf_test_write_sparse(const char *path, const char *text, uint64_t size);
  * model into w, failing the test on error. */
 void clf_test_load_model(const char *dir, clf_config *cfg, clf_weights **w);
 
+/* The PyTorch fixture variants (tests/reference/make_fixtures.py): the names of the
+ * directories of CLF_FIXTURES_DIR that hold an io.safetensors, at most max of them, into
+ * names; returns how many (0 when the directory cannot be read). */
+int clf_test_fixture_variants(char names[][256], int max);
+
 /* Whether CLF_TEST_REQUIRE_OPENCL=1 (CI and scripts/test.sh set it): then no OpenCL check
  * may be skipped, for want of a driver, a device or the backend in the build. */
 int clf_test_opencl_required(void);

@@ -75,6 +75,9 @@ typedef enum { CLI_THREADS_BLAS, CLI_THREADS_OPENMP } cli_thread_work;
 void cli_thread_wait_policy(cli_thread_work work);
 
 int cli_parse_int(const char *opt, const char *val, int min, int *out);
+/* --weight-type VAL: *type, and *set = 1; on a VAL that is not f32, f16, bf16 or int8
+ * prints why and returns 0. */
+int cli_weight_type_option(const char *val, clf_weight_type *type, int *set);
 /* The type a weights file records (CLF_WEIGHT_TYPE_META), f32 when it has none or cannot
  * be read (clf_weights_load reports that): read before the backend loads, for the thread
  * policy. */

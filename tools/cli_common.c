@@ -47,6 +47,16 @@ int cli_parse_int(const char *opt, const char *val, int min, int *out)
     return 1;
 }
 
+int cli_weight_type_option(const char *val, clf_weight_type *type, int *set)
+{
+    if (clf_weight_type_parse(val, type) != CLF_OK) {
+        cli_usage_error("--weight-type: expected f32, f16, bf16 or int8, got '%s'", val);
+        return 0;
+    }
+    *set = 1;
+    return 1;
+}
+
 clf_status cli_check_vocab(const char *path, const char *side, const clf_tokenizer *tok,
                            int model_vocab, int pad_id)
 {

@@ -810,11 +810,7 @@ int clf_cmd_bench(int argc, char **argv)
             o.profile = 1;
             break;
         case 'Q':
-            if (clf_weight_type_parse(optarg, &o.weight_type) != CLF_OK) {
-                cli_usage_error("--weight-type: expected f32, f16, bf16 or int8, got '%s'", optarg);
-                return 2;
-            }
-            o.weight_type_set = 1;
+            ok = cli_weight_type_option(optarg, &o.weight_type, &o.weight_type_set);
             break;
         case 'h':
             printf("usage: clformer bench -c model.yaml [-w w.safetensors] [--backend B] "

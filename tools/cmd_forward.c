@@ -72,10 +72,8 @@ int clf_cmd_forward(int argc, char **argv)
             out_path = optarg;
             break;
         case OPT_WEIGHT_TYPE:
-            if (clf_weight_type_parse(optarg, &weight_type) != CLF_OK)
-                return cli_usage_error("--weight-type: expected f32, f16, bf16 or int8, got '%s'",
-                                       optarg);
-            weight_type_set = 1;
+            if (!cli_weight_type_option(optarg, &weight_type, &weight_type_set))
+                return 2;
             break;
         case 'h':
             printf("usage: clformer forward -c model.yaml -w w.safetensors -i in.safetensors "

@@ -1,11 +1,12 @@
 /* clformer import marian HF_DIR -o MODEL_DIR: a transformers MarianMTModel (an OPUS-MT
  * model as the Hugging Face hub has it) as a clformer model directory.
  *
- * Reads HF_DIR/config.json (Jansson, at most IMPORT_CONFIG_JSON_MAX bytes), model.safetensors,
- * source.spm, target.spm and vocab.json; writes MODEL_DIR/model.yaml (the model: section that says
- * what Marian is in clformer's keys), weights.safetensors (clformer's weight names, F32) and copies
- * of the three tokenizer files, all into MODEL_DIR.tmp.<pid> first, renamed to MODEL_DIR at the
- * end: an error leaves no MODEL_DIR behind. `clformer translate -m MODEL_DIR` runs it.
+ * Reads HF_DIR/config.json (clf_json_parse_file, at most IMPORT_CONFIG_JSON_MAX bytes),
+ * model.safetensors, source.spm, target.spm and vocab.json; writes MODEL_DIR/model.yaml (the model:
+ * section that says what Marian is in clformer's keys), weights.safetensors (clformer's weight
+ * names, F32) and copies of the three tokenizer files, all into MODEL_DIR.tmp.<pid> first, renamed
+ * to MODEL_DIR at the end: an error leaves no MODEL_DIR behind. `clformer translate -m MODEL_DIR`
+ * runs it.
  *
  * What Marian is, in clformer's terms (transformers 4.40's modeling_marian.py): post-norm
  * layers (LN(x + f(x)), torch.nn.LayerNorm with eps 1e-5) and no final norm, biases on
@@ -31,6 +32,7 @@
 #include "cli.h"
 #include "clformer/config.h"
 #include "clformer/fs.h"
+#include "clformer/json.h"
 #include "clformer/tensor.h"
 #include "clformer/tokenizer.h"
 #include "clformer/weights.h"
@@ -38,8 +40,8 @@
 /* A tokenizer or config file is small; a weights file is mapped, not read. */
 #define IMPORT_FILE_MAX ((size_t)64 << 20)
 /* config.json is about 1 KB; a larger one is not a config, refused before it is read
- * (README, "Limits"). Read through clf_fs_read_all, then Jansson: the CLI has only the
- * public API, not libclformer's own JSON reader. */
+ * (README, "Limits"). Read by clformer's JSON reader (clformer/json.h), with the nesting and
+ * string limits and the error messages of every JSON file clformer reads. */
 #define IMPORT_CONFIG_JSON_MAX ((size_t)1 << 20)
 #define IMPORT_YAML_MAX        4096
 
@@ -158,17 +160,10 @@ static clf_status check_fixed(const importer *im)
 /* config.json -> the model: section (im->yaml), validated by clformer's own reader. */
 static clf_status read_config(importer *im)
 {
-    json_error_t err;
     const char *path = in_dir(im, im->hf, "config.json");
-    char *text = NULL;
-    size_t len = 0;
-    clf_status st = clf_fs_read_all(path, IMPORT_CONFIG_JSON_MAX, &text, &len);
+    clf_status st = clf_json_parse_file(path, IMPORT_CONFIG_JSON_MAX, &im->cfg);
     if (st != CLF_OK)
         return st;
-    im->cfg = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
-    free(text);
-    if (!im->cfg)
-        return clf_error(CLF_ERR_INPUT, "%s: line %d: %s", path, err.line, err.text);
     if (!json_is_object(im->cfg))
         return clf_error(CLF_ERR_INPUT, "%s: expected a JSON object", path);
     st = check_fixed(im);

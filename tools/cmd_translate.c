@@ -327,10 +327,8 @@ static int parse_args(int argc, char **argv, tr_opts *o)
             o->png_prefix = optarg;
             break;
         case OPT_WEIGHT_TYPE:
-            if (clf_weight_type_parse(optarg, &o->weight_type) != CLF_OK)
-                return cli_usage_error("--weight-type: expected f32, f16, bf16 or int8, got '%s'",
-                                       optarg);
-            o->weight_type_set = 1;
+            if (!cli_weight_type_option(optarg, &o->weight_type, &o->weight_type_set))
+                return 2;
             break;
         case 'h':
             usage();

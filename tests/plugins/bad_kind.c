@@ -8,15 +8,4 @@ static const clf_plugin_op ops[] = {
      .opencl_source = HOSTILE_IDENTITY_CL("bad_kind_op")},
 };
 
-static const clf_plugin_api api = {
-    .abi_version = CLF_PLUGIN_ABI,
-    .name = "bad_kind",
-    .description = "an op of an unknown kind",
-    .ops = ops,
-    .n_ops = 1,
-};
-
-HOSTILE_EXPORT const clf_plugin_api *clf_plugin_entry(void)
-{
-    return &api;
-}
+HOSTILE_PLUGIN(CLF_PLUGIN_ABI, "bad_kind", "an op of an unknown kind", ops)

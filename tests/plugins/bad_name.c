@@ -8,15 +8,4 @@ static const clf_plugin_op ops[] = {
      .opencl_source = NULL}, /* the name is the one defect */
 };
 
-static const clf_plugin_api api = {
-    .abi_version = CLF_PLUGIN_ABI,
-    .name = "bad_name",
-    .description = "an op name that is not a C identifier",
-    .ops = ops,
-    .n_ops = 1,
-};
-
-HOSTILE_EXPORT const clf_plugin_api *clf_plugin_entry(void)
-{
-    return &api;
-}
+HOSTILE_PLUGIN(CLF_PLUGIN_ABI, "bad_name", "an op name that is not a C identifier", ops)

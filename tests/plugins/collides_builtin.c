@@ -2,21 +2,8 @@
 #include "hostile.h"
 
 static const clf_plugin_op ops[] = {
-    {.name = "relu",
-     .kind = CLF_PLUGIN_ACTIVATION,
-     .cpu = {.act_forward = hostile_identity_forward, .act_backward = hostile_identity_backward},
-     .opencl_source = HOSTILE_IDENTITY_CL("relu")},
+    HOSTILE_IDENTITY_ACT("relu"),
 };
 
-static const clf_plugin_api api = {
-    .abi_version = CLF_PLUGIN_ABI,
-    .name = "collides_builtin",
-    .description = "an activation named like the built-in relu",
-    .ops = ops,
-    .n_ops = 1,
-};
-
-HOSTILE_EXPORT const clf_plugin_api *clf_plugin_entry(void)
-{
-    return &api;
-}
+HOSTILE_PLUGIN(CLF_PLUGIN_ABI, "collides_builtin", "an activation named like the built-in relu",
+               ops)

@@ -10,15 +10,4 @@ static const clf_plugin_op ops[] = {
      .opencl_source = NULL},
 };
 
-static const clf_plugin_api api = {
-    .abi_version = CLF_PLUGIN_ABI,
-    .name = "cpu_only",
-    .description = "an identity activation with a CPU form only",
-    .ops = ops,
-    .n_ops = 1,
-};
-
-HOSTILE_EXPORT const clf_plugin_api *clf_plugin_entry(void)
-{
-    return &api;
-}
+HOSTILE_PLUGIN(CLF_PLUGIN_ABI, "cpu_only", "an identity activation with a CPU form only", ops)

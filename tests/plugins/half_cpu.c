@@ -8,15 +8,4 @@ static const clf_plugin_op ops[] = {
      .opencl_source = HOSTILE_IDENTITY_CL("half_cpu_act")},
 };
 
-static const clf_plugin_api api = {
-    .abi_version = CLF_PLUGIN_ABI,
-    .name = "half_cpu",
-    .description = "an activation with a forward and no backward",
-    .ops = ops,
-    .n_ops = 1,
-};
-
-HOSTILE_EXPORT const clf_plugin_api *clf_plugin_entry(void)
-{
-    return &api;
-}
+HOSTILE_PLUGIN(CLF_PLUGIN_ABI, "half_cpu", "an activation with a forward and no backward", ops)

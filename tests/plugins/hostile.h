@@ -31,4 +31,29 @@ static inline void hostile_identity_backward(float *dx, const float *dy, const f
 
 #define HOSTILE_EXPORT __attribute__((visibility("default")))
 
+/* An identity activation called NAME with both forms (CPU and OpenCL), as an element of a
+ * plugin's ops: the op of a plugin whose one defect lies elsewhere. */
+#define HOSTILE_IDENTITY_ACT(NAME)                                                                 \
+    {                                                                                              \
+        .name = NAME, .kind = CLF_PLUGIN_ACTIVATION,                                               \
+        .cpu = {.act_forward = hostile_identity_forward,                                           \
+                .act_backward = hostile_identity_backward},                                        \
+        .opencl_source = HOSTILE_IDENTITY_CL(NAME)                                                 \
+    }
+
+/* The plugin's entry: clf_plugin_entry returning the API of ABI version ABI, called NAME,
+ * with the ops of the array OPS (all of its elements). */
+#define HOSTILE_PLUGIN(ABI, NAME, DESCRIPTION, OPS)                                                \
+    static const clf_plugin_api api = {                                                            \
+        .abi_version = (ABI),                                                                      \
+        .name = (NAME),                                                                            \
+        .description = (DESCRIPTION),                                                              \
+        .ops = (OPS),                                                                              \
+        .n_ops = (int)(sizeof(OPS) / sizeof((OPS)[0])),                                            \
+    };                                                                                             \
+    HOSTILE_EXPORT const clf_plugin_api *clf_plugin_entry(void)                                    \
+    {                                                                                              \
+        return &api;                                                                               \
+    }
+
 #endif

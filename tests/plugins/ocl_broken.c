@@ -19,15 +19,5 @@ static const clf_plugin_op ops[] = {
      .opencl_source = broken_cl},
 };
 
-static const clf_plugin_api api = {
-    .abi_version = CLF_PLUGIN_ABI,
-    .name = "ocl_broken",
-    .description = "an identity activation whose OpenCL source does not compile",
-    .ops = ops,
-    .n_ops = 1,
-};
-
-HOSTILE_EXPORT const clf_plugin_api *clf_plugin_entry(void)
-{
-    return &api;
-}
+HOSTILE_PLUGIN(CLF_PLUGIN_ABI, "ocl_broken",
+               "an identity activation whose OpenCL source does not compile", ops)

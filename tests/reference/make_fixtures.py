@@ -326,8 +326,11 @@ def write_variant(v, root):
     return d
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def fixture_args(doc, known):
+    """The command line of the fixture scripts (this one and make_train_fixtures.py): --out,
+    --check, --only (names from known). Makes torch single-threaded and deterministic.
+    Returns (check, root, only): only is None for every fixture."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
     ap.add_argument("--out", default=None, help="output folder (default tests/fixtures)")
     ap.add_argument("--check", action="store_true",
                     help="regenerate into a temp folder and compare bytes with --out")
@@ -341,23 +344,37 @@ def main():
     root = args.out or os.path.normpath(os.path.join(here, "..", "fixtures"))
 
     only = set(args.only.split(",")) if args.only else None
-    if only and not only <= {spec[0] for spec in VARIANTS}:
-        ap.error("--only: unknown %s" % ", ".join(sorted(only - {spec[0] for spec in VARIANTS})))
+    if only and not only <= known:
+        ap.error("--only: unknown %s" % ", ".join(sorted(only - known)))
+    return args.check, root, only
+
+
+def count_differing(built, write, files, root):
+    """--check: writes each built fixture (write(fixture, folder) returns the fixture's own
+    folder in it) into a temporary folder and returns how many of its files are not
+    byte-for-byte those under root, printing each."""
+    bad = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for v in built:
+            name = os.path.basename(write(v, tmp))
+            for fn in files:
+                a = os.path.join(tmp, name, fn)
+                b = os.path.join(root, name, fn)
+                same = os.path.exists(b) and open(a, "rb").read() == open(b, "rb").read()
+                if not same:
+                    print("DIFFERS: %s" % b)
+                    bad += 1
+    return bad
+
+
+def main():
+    check, root, only = fixture_args(__doc__, {spec[0] for spec in VARIANTS})
     check_op_definitions()
     built = [build_variant(*spec) for spec in VARIANTS if not only or spec[0] in only]
 
-    if args.check:
-        bad = 0
-        with tempfile.TemporaryDirectory() as tmp:
-            for v in built:
-                write_variant(v, tmp)
-                for fn in ("model.yaml", "weights.safetensors", "io.safetensors"):
-                    a = os.path.join(tmp, v["name"], fn)
-                    b = os.path.join(root, v["name"], fn)
-                    same = os.path.exists(b) and open(a, "rb").read() == open(b, "rb").read()
-                    if not same:
-                        print("DIFFERS: %s" % b)
-                        bad += 1
+    if check:
+        bad = count_differing(built, write_variant,
+                              ("model.yaml", "weights.safetensors", "io.safetensors"), root)
         print("check: %s" % ("all fixtures identical" if not bad else "%d files differ" % bad))
         return 1 if bad else 0
 

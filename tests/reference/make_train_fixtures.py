@@ -46,12 +46,10 @@ differences in float64 agree with autograd on sampled elements; float32 PyTorch 
 the stated tolerances of the float64 reference.
 """
 
-import argparse
 import copy
 import math
 import os
 import sys
-import tempfile
 
 import torch
 import torch.nn as nn
@@ -59,7 +57,8 @@ import torch.nn as nn
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from model import (ModelConfig, Transformer, init_weights, save_safetensors,  # noqa: E402
                    load_safetensors, model_from_yaml)
-from make_fixtures import variant_lines  # noqa: E402  (the same model: keys as the forward fixtures)
+from make_fixtures import (count_differing, fixture_args,  # noqa: E402
+                           variant_lines)  # (the same model: keys as the forward fixtures)
 
 GEN = "tests/reference/make_train_fixtures.py"
 PAD, SOS, EOS = 1, 2, 3
@@ -691,36 +690,11 @@ def reload_check(c, d):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default=None, help="output folder (default tests/fixtures)")
-    ap.add_argument("--check", action="store_true",
-                    help="regenerate into a temp folder and compare bytes with --out")
-    ap.add_argument("--only", default=None, metavar="NAME,...",
-                    help="build, write or check only these (folder names, comma-separated)")
-    args = ap.parse_args()
-
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
-    here = os.path.dirname(os.path.abspath(__file__))
-    root = args.out or os.path.normpath(os.path.join(here, "..", "fixtures"))
-
-    only = set(args.only.split(",")) if args.only else None
-    known = {"train_" + c["name"] for c in CASES}
-    if only and not only <= known:
-        ap.error("--only: unknown %s" % ", ".join(sorted(only - known)))
+    check, root, only = fixture_args(__doc__, {"train_" + c["name"] for c in CASES})
     built = [build_case(c) for c in CASES if not only or "train_" + c["name"] in only]
 
-    if args.check:
-        bad = 0
-        with tempfile.TemporaryDirectory() as tmp:
-            for c in built:
-                write_case(c, tmp)
-                for fn in FILES:
-                    a = os.path.join(tmp, c["name"], fn)
-                    b = os.path.join(root, c["name"], fn)
-                    if not (os.path.exists(b) and open(a, "rb").read() == open(b, "rb").read()):
-                        print("DIFFERS: %s" % b)
-                        bad += 1
+    if check:
+        bad = count_differing(built, write_case, FILES, root)
         print("check: %s" % ("all training fixtures identical" if not bad
                              else "%d files differ" % bad))
         return 1 if bad else 0

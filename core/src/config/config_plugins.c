@@ -70,25 +70,23 @@ static clf_status load_listed_plugin(parse_ctx *c, const yaml_node_t *item, cons
 
 clf_status clf_cfg_parse_plugins(parse_ctx *c, const yaml_node_t *v, const char *key)
 {
-    char buf[96];
     clf_config *cfg = c->cfg;
     if (clf_cfg_is_null(v))
         return CLF_OK;
-    if (v->type != YAML_SEQUENCE_NODE)
-        return clf_cfg_fail_at(c, v->start_mark, key,
-                               "expected a list of plugin paths like [./x.so], got %s",
-                               clf_cfg_describe(v, buf, sizeof buf));
-    yaml_node_item_t *items = v->data.sequence.items.start;
-    long count = v->data.sequence.items.top - items;
+    const yaml_node_item_t *items;
+    long count;
+    clf_status st =
+        clf_cfg_sequence(c, v, key, "a list of plugin paths like [./x.so]", &items, &count);
+    if (st != CLF_OK)
+        return st;
     if (count > CLF_CONFIG_PLUGINS_MAX)
         return clf_cfg_fail_at(c, v->start_mark, key, "%ld plugins, at most %d", count,
                                CLF_CONFIG_PLUGINS_MAX);
     for (long i = 0; i < count; i++) {
-        char item_key[CFG_KEY_MAX + 24];
-        snprintf(item_key, sizeof item_key, "%s[%d]", key, (int)i);
-        const yaml_node_t *item = yaml_document_get_node(c->doc, items[i]);
-        clf_status st = load_listed_plugin(c, item, item_key, cfg->plugins[cfg->n_plugins],
-                                           sizeof cfg->plugins[0]);
+        char item_key[CFG_ITEM_KEY_MAX];
+        const yaml_node_t *item = clf_cfg_item(c, items, i, key, item_key);
+        st = load_listed_plugin(c, item, item_key, cfg->plugins[cfg->n_plugins],
+                                sizeof cfg->plugins[0]);
         if (st != CLF_OK)
             return st;
         cfg->n_plugins++;

@@ -70,6 +70,27 @@ const char *clf_cfg_describe(const yaml_node_t *n, char *buf, size_t size)
     return buf;
 }
 
+clf_status clf_cfg_sequence(const parse_ctx *c, const yaml_node_t *v, const char *key,
+                            const char *expected, const yaml_node_item_t **items, long *count)
+{
+    char buf[96];
+    *items = NULL;
+    *count = 0;
+    if (v->type != YAML_SEQUENCE_NODE)
+        return clf_cfg_fail_at(c, v->start_mark, key, "expected %s, got %s", expected,
+                               clf_cfg_describe(v, buf, sizeof buf));
+    *items = v->data.sequence.items.start;
+    *count = v->data.sequence.items.top - *items;
+    return CLF_OK;
+}
+
+const yaml_node_t *clf_cfg_item(const parse_ctx *c, const yaml_node_item_t *items, long i,
+                                const char *key, char item_key[CFG_ITEM_KEY_MAX])
+{
+    snprintf(item_key, CFG_ITEM_KEY_MAX, "%s[%ld]", key, i);
+    return yaml_document_get_node(c->doc, items[i]);
+}
+
 /* "a, b or c" */
 void clf_cfg_join_names(const char *const *names, char *buf, size_t size)
 {
@@ -387,20 +408,18 @@ static clf_status parse_value(parse_ctx *c, const yaml_node_t *v, const field *f
             c->cfg->model.embed_scale = fv;
         return st;
     case F_ID_LIST: {
-        if (v->type != YAML_SEQUENCE_NODE)
-            return clf_cfg_fail_at(c, v->start_mark, key,
-                                   "expected a list of ids like [58100], got %s",
-                                   clf_cfg_describe(v, buf, sizeof buf));
-        yaml_node_item_t *items = v->data.sequence.items.start;
-        long count = v->data.sequence.items.top - items;
+        const yaml_node_item_t *items;
+        long count;
+        if ((st = clf_cfg_sequence(c, v, key, "a list of ids like [58100]", &items, &count)) !=
+            CLF_OK)
+            return st;
         if (count > CLF_BANNED_IDS_MAX)
             return clf_cfg_fail_at(c, v->start_mark, key, "at most %d ids, got %ld",
                                    CLF_BANNED_IDS_MAX, count);
         clf_model_config *m = &c->cfg->model;
         for (long i = 0; i < count; i++) {
-            char item_key[CFG_KEY_MAX + 8];
-            snprintf(item_key, sizeof item_key, "%s[%ld]", key, i);
-            const yaml_node_t *item = yaml_document_get_node(c->doc, items[i]);
+            char item_key[CFG_ITEM_KEY_MAX];
+            const yaml_node_t *item = clf_cfg_item(c, items, i, key, item_key);
             if ((st = parse_integer(c, item, item_key, 0, f->imax, &iv)) != CLF_OK)
                 return st;
             m->banned_ids[i] = (int)iv;
@@ -409,20 +428,18 @@ static clf_status parse_value(parse_ctx *c, const yaml_node_t *v, const field *f
         return CLF_OK;
     }
     case F_BETAS: {
-        if (v->type != YAML_SEQUENCE_NODE)
-            return clf_cfg_fail_at(c, v->start_mark, key,
-                                   "expected two numbers [beta1, beta2] like [0.9, 0.98], got %s",
-                                   clf_cfg_describe(v, buf, sizeof buf));
-        yaml_node_item_t *items = v->data.sequence.items.start;
-        long count = v->data.sequence.items.top - items;
+        const yaml_node_item_t *items;
+        long count;
+        if ((st = clf_cfg_sequence(c, v, key, "two numbers [beta1, beta2] like [0.9, 0.98]", &items,
+                                   &count)) != CLF_OK)
+            return st;
         if (count != 2)
             return clf_cfg_fail_at(c, v->start_mark, key,
                                    "expected two numbers [beta1, beta2], got %ld of them", count);
         float *dst[2] = {&c->cfg->train.beta1, &c->cfg->train.beta2};
         for (int i = 0; i < 2; i++) {
-            char item_key[CFG_KEY_MAX + 8];
-            snprintf(item_key, sizeof item_key, "%s[%d]", key, i);
-            const yaml_node_t *item = yaml_document_get_node(c->doc, items[i]);
+            char item_key[CFG_ITEM_KEY_MAX];
+            const yaml_node_t *item = clf_cfg_item(c, items, i, key, item_key);
             if ((st = parse_float(c, item, item_key, f, dst[i])) != CLF_OK)
                 return st;
         }
@@ -435,8 +452,10 @@ static clf_status parse_value(parse_ctx *c, const yaml_node_t *v, const field *f
             memset(paths[1], 0, f->size);
             return clf_cfg_parse_string(c, v, key, 1, paths[0], f->size);
         }
-        yaml_node_item_t *items = v->data.sequence.items.start;
-        long count = v->data.sequence.items.top - items;
+        const yaml_node_item_t *items;
+        long count;
+        if ((st = clf_cfg_sequence(c, v, key, "a list", &items, &count)) != CLF_OK)
+            return st; /* cannot fail: v is a sequence */
         if (count != 2)
             return clf_cfg_fail_at(
                 c, v->start_mark, key,
@@ -444,9 +463,8 @@ static clf_status parse_value(parse_ctx *c, const yaml_node_t *v, const field *f
                 "%ld file%s",
                 count, count == 1 ? "" : "s");
         for (int i = 0; i < 2; i++) {
-            char item_key[CFG_KEY_MAX + 8];
-            snprintf(item_key, sizeof item_key, "%s[%d]", key, i);
-            const yaml_node_t *item = yaml_document_get_node(c->doc, items[i]);
+            char item_key[CFG_ITEM_KEY_MAX];
+            const yaml_node_t *item = clf_cfg_item(c, items, i, key, item_key);
             if ((st = clf_cfg_parse_string(c, item, item_key, 0, paths[i], f->size)) != CLF_OK)
                 return st;
             if (!paths[i][0])

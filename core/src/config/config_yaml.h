@@ -29,6 +29,8 @@
 /* The tables of config.c have ~60 keys in all; each may be seen once. */
 #define CFG_SEEN_MAX 128
 #define CFG_KEY_MAX  96
+/* A key with a sequence index: "model.banned_ids[12]" */
+#define CFG_ITEM_KEY_MAX (CFG_KEY_MAX + 24)
 
 typedef enum field_kind {
     F_INT,         /* int, range [imin, imax] */
@@ -104,6 +106,14 @@ int clf_cfg_is_plain(const yaml_node_t *n);
 const char *clf_cfg_describe(const yaml_node_t *n, char *buf, size_t size);
 /* "a, b or c" of a NULL-terminated list */
 void clf_cfg_join_names(const char *const *names, char *buf, size_t size);
+/* The items of the sequence v (the value of key): *items and *count; when v is not a
+ * sequence, the error "expected <expected>, got <what v is>" at v. */
+clf_status clf_cfg_sequence(const parse_ctx *c, const yaml_node_t *v, const char *key,
+                            const char *expected, const yaml_node_item_t **items, long *count);
+/* Item i of a sequence (items from clf_cfg_sequence) that is the value of key, with its key
+ * for messages, "key[i]", written into item_key. */
+const yaml_node_t *clf_cfg_item(const parse_ctx *c, const yaml_node_item_t *items, long i,
+                                const char *key, char item_key[CFG_ITEM_KEY_MAX]);
 /* A string scalar into char[size]; null gives "" when nullable. */
 clf_status clf_cfg_parse_string(const parse_ctx *c, const yaml_node_t *n, const char *key,
                                 int nullable, char *dst, size_t size);

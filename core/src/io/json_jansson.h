@@ -1,6 +1,7 @@
 /* json_jansson.h - reading JSON with Jansson under clformer's rules and error messages.
- * Internal to libclformer: safetensors headers and tokenizers-library files. Writers build a
- * json_t and call json_dumps themselves; Jansson does the escaping.
+ * Internal to libclformer (but clf_json_parse_file, clformer/json.h): safetensors headers and
+ * tokenizers-library files. Writers build a json_t and call json_dumps themselves; Jansson
+ * does the escaping.
  *
  * clf_json_parse loads with JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, so
  * Jansson's strict RFC 8259 applies: no comments, trailing commas, NaN/Infinity, control
@@ -40,6 +41,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "clformer/json.h"
 #include "clformer/status.h"
 
 /* The JSON reader's limits (README, "Limits"). Containers nested deeper than this are
@@ -52,9 +54,8 @@
 /* Parses text[0..len) (no NUL needed). name prefixes error messages (a path, or
  * "<path>: header"). On success *out holds the tree (json_decref it); on failure NULL. */
 clf_status clf_json_parse(const char *text, size_t len, const char *name, json_t **out);
-/* Reads (clf_fs_read_all: at most max_len bytes, else CLF_ERR_INPUT naming the limit) and
- * parses a whole file; CLF_ERR_IO when it cannot be read. */
-clf_status clf_json_parse_file(const char *path, size_t max_len, json_t **out);
+/* clf_json_parse_file (clformer/json.h, public: the CLI reads Marian's config.json with it)
+ * reads a whole file (clf_fs_read_all) and parses it with clf_json_parse. */
 /* "null", "boolean", "number", "string", "array", "object", for messages
  * (NULL, an absent member: "null"). */
 const char *clf_json_type_name(const json_t *v);

@@ -60,6 +60,39 @@ clf_status copy_out(const std::string &s, const char *what, char **data, size_t 
     return CLF_OK;
 }
 
+// A failed library status as CLF_ERR_INPUT "<what>: <the library's message>".
+template <typename Status> clf_status failed(const Status &st, const char *what)
+{
+    return clf_error(CLF_ERR_INPUT, "%s: %s", what, one_line(st.message()).c_str());
+}
+
+// text[0..len) encoded into *v, as ids (Piece int) or as pieces (Piece std::string). Throws
+// what the library throws: the caller catches.
+template <typename Piece>
+clf_status encode(const clf_spm *spm, const char *text, size_t len, std::vector<Piece> *v)
+{
+    auto st = spm->proc.Encode(absl::string_view(text, len), v);
+    return st.ok() ? CLF_OK : failed(st, "SentencePiece encode");
+}
+
+// The n ids (Piece int, Item int32_t) or pieces (Piece std::string, Item a C string) at items,
+// decoded into *text (malloc'd, NUL-terminated).
+template <typename Piece, typename Item>
+clf_status decode(const clf_spm *spm, const Item *items, int n, char **text)
+{
+    *text = nullptr;
+    try {
+        std::vector<Piece> v(items, items + n);
+        std::string s;
+        auto st = spm->proc.Decode(v, &s);
+        if (!st.ok())
+            return failed(st, "SentencePiece decode");
+        return copy_out(s, "SentencePiece decode", text, nullptr);
+    } catch (...) {
+        return from_exception("SentencePiece decode");
+    }
+}
+
 } // namespace
 
 extern "C" {
@@ -155,12 +188,9 @@ clf_status clf_spm_encode(const clf_spm *spm, const char *text, size_t len, int3
     *n = 0;
     try {
         std::vector<int> v;
-        auto st = spm->proc.Encode(absl::string_view(text, len), &v);
-        if (!st.ok())
-            return clf_error(CLF_ERR_INPUT, "SentencePiece encode: %s",
-                             one_line(st.message()).c_str());
-        if (v.empty())
-            return CLF_OK;
+        clf_status st = encode(spm, text, len, &v);
+        if (st != CLF_OK || v.empty())
+            return st;
         int32_t *p = static_cast<int32_t *>(std::malloc(v.size() * sizeof *p));
         if (!p)
             return clf_error(CLF_ERR_NOMEM, "SentencePiece encode: out of memory");
@@ -176,18 +206,7 @@ clf_status clf_spm_encode(const clf_spm *spm, const char *text, size_t len, int3
 
 clf_status clf_spm_decode(const clf_spm *spm, const int32_t *ids, int n, char **text)
 {
-    *text = nullptr;
-    try {
-        std::vector<int> v(ids, ids + n);
-        std::string s;
-        auto st = spm->proc.Decode(v, &s);
-        if (!st.ok())
-            return clf_error(CLF_ERR_INPUT, "SentencePiece decode: %s",
-                             one_line(st.message()).c_str());
-        return copy_out(s, "SentencePiece decode", text, nullptr);
-    } catch (...) {
-        return from_exception("SentencePiece decode");
-    }
+    return decode<int>(spm, ids, n, text);
 }
 
 clf_status clf_spm_encode_pieces(const clf_spm *spm, const char *text, size_t len, char **pool,
@@ -197,12 +216,9 @@ clf_status clf_spm_encode_pieces(const clf_spm *spm, const char *text, size_t le
     *n = 0;
     try {
         std::vector<std::string> v;
-        auto st = spm->proc.Encode(absl::string_view(text, len), &v);
-        if (!st.ok())
-            return clf_error(CLF_ERR_INPUT, "SentencePiece encode: %s",
-                             one_line(st.message()).c_str());
-        if (v.empty())
-            return CLF_OK;
+        clf_status st = encode(spm, text, len, &v);
+        if (st != CLF_OK || v.empty())
+            return st;
         std::string all;
         for (const auto &p : v) {
             all += p;
@@ -222,18 +238,7 @@ clf_status clf_spm_encode_pieces(const clf_spm *spm, const char *text, size_t le
 
 clf_status clf_spm_decode_pieces(const clf_spm *spm, const char *const *pieces, int n, char **text)
 {
-    *text = nullptr;
-    try {
-        std::vector<std::string> v(pieces, pieces + n);
-        std::string s;
-        auto st = spm->proc.Decode(v, &s);
-        if (!st.ok())
-            return clf_error(CLF_ERR_INPUT, "SentencePiece decode: %s",
-                             one_line(st.message()).c_str());
-        return copy_out(s, "SentencePiece decode", text, nullptr);
-    } catch (...) {
-        return from_exception("SentencePiece decode");
-    }
+    return decode<std::string>(spm, pieces, n, text);
 }
 
 clf_status clf_spm_train(const char *const *inputs, int n_inputs, int vocab_size,
@@ -267,8 +272,7 @@ clf_status clf_spm_train(const char *const *inputs, int n_inputs, int vocab_size
         std::string model;
         auto st = sentencepiece::SentencePieceTrainer::Train(args, nullptr, &model);
         if (!st.ok())
-            return clf_error(CLF_ERR_INPUT, "SentencePiece training: %s",
-                             one_line(st.message()).c_str());
+            return failed(st, "SentencePiece training");
         return copy_out(model, "SentencePiece training", data, n);
     } catch (...) {
         return from_exception("SentencePiece training");
