@@ -11,7 +11,7 @@
 # VENV: a venv with transformers==4.40.2, sentencepiece and safetensors on top of Debian's
 # python3-torch (default /work/venv-marian); OUTDIR: where the ~600 MB of files go (default
 # /tmp/clf-marian-full). Needs a Release build in build/. Result: README, "Running an
-# OPUS-MT model".
+# OPUS-MT model". The speed of the same model against transformers: bench/marian_speed.sh.
 set -eu
 VENV=${1:-/work/venv-marian}
 OUT=${2:-/tmp/clf-marian-full}

@@ -43,6 +43,7 @@ static void assert_same_config(const clf_config *a, const clf_config *b)
     ck_assert_int_eq(memcmp(&a->model, &b->model, sizeof a->model), 0);
     ck_assert_int_eq(memcmp(&a->backend, &b->backend, sizeof a->backend), 0);
     ck_assert_int_eq(memcmp(&a->train, &b->train, sizeof a->train), 0);
+    ck_assert_int_eq(memcmp(&a->generate, &b->generate, sizeof a->generate), 0);
 }
 
 /* Dumps cfg to a string (caller frees). */
@@ -527,6 +528,54 @@ START_TEST(test_real_model_keys)
 }
 END_TEST
 
+/* generate: translate's decoding settings; absent, translate's own defaults and no section
+ * in the dump; given, every key read, dumped and read back. */
+START_TEST(test_generate)
+{
+    clf_config *cfg = malloc(sizeof *cfg);
+    CLF_ASSERT_OK(clf_config_parse_string("model: {src_vocab: 9, tgt_vocab: 9}\n", "<s>", cfg));
+    const clf_generate_config *g = &cfg->generate;
+    ck_assert_int_eq(g->present, 0);
+    ck_assert_int_eq(g->beam, 1);
+    ck_assert_int_eq(g->beam_style, 0);
+    ck_assert_float_eq(g->length_penalty, -1.0f);
+    ck_assert_int_eq(g->max_len, 0);
+    ck_assert_int_eq(g->forced_eos, 0);
+    char *text = dump_to_string(cfg);
+    ck_assert_ptr_null(strstr(text, "generate:"));
+    free(text);
+    CLF_ASSERT_OK(clf_config_parse_string("model: {src_vocab: 9, tgt_vocab: 9, max_len: 512}\n"
+                                          "generate: {beam: 4, beam_style: hf, length_penalty: "
+                                          "1.0, max_len: 511, forced_eos: true}\n",
+                                          "<s>", cfg));
+    ck_assert_int_eq(g->present, 1);
+    ck_assert_int_eq(g->beam, 4);
+    ck_assert_int_eq(g->beam_style, 1);
+    ck_assert_float_eq(g->length_penalty, 1.0f);
+    ck_assert_int_eq(g->max_len, 511);
+    ck_assert_int_eq(g->forced_eos, 1);
+    assert_round_trip(cfg);
+    text = dump_to_string(cfg);
+    ck_assert_ptr_nonnull(strstr(text, "generate:\n  beam: 4\n  beam_style: hf\n"
+                                       "  length_penalty: 1.0\n  max_len: 511\n"
+                                       "  forced_eos: true\n"));
+    free(text);
+    /* a section with one key: the others keep translate's defaults, auto included */
+    CLF_ASSERT_OK(clf_config_parse_string("model: {src_vocab: 9, tgt_vocab: 9}\n"
+                                          "generate: {beam: 2, length_penalty: auto}\n",
+                                          "<s>", cfg));
+    ck_assert_int_eq(g->present, 1);
+    ck_assert_int_eq(g->beam, 2);
+    ck_assert_float_eq(g->length_penalty, -1.0f);
+    ck_assert_int_eq(g->beam_style, 0);
+    assert_round_trip(cfg);
+    text = dump_to_string(cfg);
+    ck_assert_ptr_nonnull(strstr(text, "  length_penalty: auto\n"));
+    free(text);
+    free(cfg);
+}
+END_TEST
+
 /* A bad config and a piece of the one-line message it must give. */
 typedef struct bad_case {
     const char *text;
@@ -607,6 +656,20 @@ static const bad_case bad_cases[] = {
     {M "  banned_ids: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1, 2, 3, 4, 5, 6]\n",
      "<t>:4:15: model.banned_ids: at most 16 ids, got 17"},
     {M "  source_eos: maybe\n", "<t>:4:15: model.source_eos: expected true or false"},
+    /* generate: translate's settings */
+    {M "generate: {beem: 4}\n",
+     "<t>:4:12: generate.beem: unknown key 'beem' (did you mean 'beam'?)"},
+    {M "generate: {beam: 0}\n", "<t>:4:18: generate.beam: must be > 0, got 0"},
+    {M "generate: {beam_style: marian}\n",
+     "<t>:4:24: generate.beam_style: unknown beam style 'marian' (expected gnmt or hf)"},
+    {M "generate: {length_penalty: -1}\n",
+     "<t>:4:28: generate.length_penalty: must be in [0, 100], got -1"},
+    {M "generate: {length_penalty: long}\n",
+     "<t>:4:28: generate.length_penalty: expected auto or a number in [0, 100], got 'long'"},
+    {M "generate: {max_len: 256}\n",
+     "<t>:4:21: generate.max_len: 256 is more than model.max_len - 1 = 255"},
+    {M "generate: {forced_eos: 1}\n",
+     "<t>:4:24: generate.forced_eos: expected true or false, got '1'"},
     {M "  tie_embeddings: both\n",
      "<t>:4:19: model.tie_embeddings: unknown tie_embeddings 'both' (expected none, decoder or "
      "all)"},
@@ -837,6 +900,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_train_data_forms);
     tcase_add_test(tc, test_dump_strings_round_trip);
     tcase_add_test(tc, test_real_model_keys);
+    tcase_add_test(tc, test_generate);
     tcase_add_loop_test(tc, test_errors, 0, (int)(sizeof bad_cases / sizeof *bad_cases));
     tcase_add_test(tc, test_file_errors);
     tcase_add_test(tc, test_size_limit);

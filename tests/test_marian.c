@@ -274,7 +274,9 @@ START_TEST(tokenizer_matches_marian_tokenizer)
 }
 END_TEST
 
-/* `clformer translate -m` end to end: the text transformers' tokenizer decodes */
+/* `clformer translate -m` end to end: the text transformers' tokenizer decodes. opts NULL:
+ * no decoding flags at all, the model.yaml's generate: section (import marian's, from
+ * config.json) must be the reference's generate() arguments. */
 static void check_translate_cli(const char *opts, const char *want_file)
 {
     const char *dir = import_fixture();
@@ -282,8 +284,24 @@ static void check_translate_cli(const char *opts, const char *want_file)
     snprintf(out, sizeof out, "%s.out", dir);
     ref r = {0};
     ref_open(&r); /* generate()'s max_length counts the decoder start */
-    snprintf(args, sizeof args, "translate -m '%s' --backend %s --max-len %d --forced-eos %s", dir,
-             clf_test_be_name, r.max_length - 1, opts);
+    if (opts)
+        snprintf(args, sizeof args, "translate -m '%s' --backend %s --max-len %d --forced-eos %s",
+                 dir, clf_test_be_name, r.max_length - 1, opts);
+    else
+        snprintf(args, sizeof args, "translate -m '%s' --backend %s", dir, clf_test_be_name);
+    if (!opts) {
+        clf_config cfg;
+        char yaml[512];
+        snprintf(yaml, sizeof yaml, "%s/model.yaml", dir);
+        CLF_ASSERT_OK(clf_config_load(yaml, &cfg));
+        const clf_generate_config *g = &cfg.generate;
+        ck_assert_int_eq(g->present, 1);
+        ck_assert_int_eq(g->beam, r.num_beams);
+        ck_assert_int_eq(g->beam_style, CLF_BEAM_HF);
+        ck_assert_float_eq(g->length_penalty, r.length_penalty);
+        ck_assert_int_eq(g->max_len, r.max_length - 1);
+        ck_assert_int_eq(g->forced_eos, 1);
+    }
     ref_close(&r);
     /* clf_test_run_cli reads stdin from /dev/null: this one runs with the sentences */
     char full[4096];
@@ -314,13 +332,20 @@ static void check_translate_cli(const char *opts, const char *want_file)
 
 START_TEST(translate_cli_greedy_text)
 {
-    check_translate_cli("", fix("greedy.txt"));
+    check_translate_cli("--beam 1", fix("greedy.txt"));
 }
 END_TEST
 
 START_TEST(translate_cli_beam_text)
 {
     check_translate_cli("--beam 4 --beam-style hf --length-penalty 1", fix("beam.txt"));
+}
+END_TEST
+
+/* no flags: model.yaml's generate: section is transformers' default generate() (beam 4) */
+START_TEST(translate_cli_model_defaults)
+{
+    check_translate_cli(NULL, fix("beam.txt"));
 }
 END_TEST
 
@@ -406,6 +431,13 @@ static const struct refusal {
      "config.json: invalid JSON at byte 15 (line 1, column 16): unexpected end of input"},
     {"config.json", NULL, "{\"a\": 1, \"a\": 2}", 0,
      "config.json: invalid JSON at byte 9 (line 1, column 10): duplicate key \"a\" in object"},
+    /* generation settings: generation_config.json's, which transformers reads first */
+    {"generation_config.json", NULL, "{\"forced_eos_token_id\": 5}", 0,
+     "generation_config.json: forced_eos_token_id = 5: only the eos_token_id can be forced"},
+    {"generation_config.json", NULL, "{\"num_beams\": 4, \"length_penalty\": -1.0}", 0,
+     "generation_config.json: length_penalty = -1.0: clformer's length penalty is a number in "
+     "[0, 100]"},
+    {"generation_config.json", NULL, "[1]", 0, "generation_config.json: expected a JSON object"},
     {"source.spm", NULL, "this is not a SentencePiece model", 0,
      "source.spm: not a valid SentencePiece model"},
     {"target.spm", NULL, NULL, 0, "target.spm"},
@@ -467,6 +499,7 @@ static void add_tests(TCase *tc)
     tcase_add_test(tc, beam4_matches_generate);
     tcase_add_test(tc, translate_cli_greedy_text);
     tcase_add_test(tc, translate_cli_beam_text);
+    tcase_add_test(tc, translate_cli_model_defaults);
 }
 
 static void cpu_only(TCase *tc)

@@ -18,6 +18,12 @@
  * <s>), decoding started from decoder_start_token_id (the pad id) and bad_words_ids
  * (pad) never generated.
  *
+ * model.yaml's generate: section holds what transformers' generate() does with the model
+ * by default (generation_config.json's settings when the file is there, as
+ * from_pretrained reads them, else config.json's; transformers' defaults for absent keys):
+ * num_beams, max_length (or max_new_tokens), length_penalty, forced_eos_token_id, and
+ * beams ranked as transformers ranks them (beam_style: hf).
+ *
  * A config it cannot express is refused naming the key and value; vocab.json must have as
  * many pieces as the weights' vocabulary rows. */
 #include <errno.h>
@@ -59,6 +65,7 @@ typedef struct importer {
     const char *hf, *out;
     char path[CLF_PATH_MAX]; /* scratch for file names */
     json_t *cfg;
+    const char *cfg_name; /* the file cfg came from, for messages: config.json unless set */
     char yaml[IMPORT_YAML_MAX];
     clf_config config;
     clf_safetensors *st;
@@ -80,8 +87,9 @@ static const char *in_dir(importer *im, const char *dir, const char *name)
 static clf_status bad_key(const importer *im, const char *key, const char *why)
 {
     char *v = json_dumps(json_object_get(im->cfg, key), JSON_ENCODE_ANY | JSON_COMPACT);
-    clf_status st = clf_error(CLF_ERR_INPUT, "%s/config.json: %s = %s: %s", im->hf, key,
-                              v ? v : "(absent)", why);
+    clf_status st =
+        clf_error(CLF_ERR_INPUT, "%s/%s: %s = %s: %s", im->hf,
+                  im->cfg_name ? im->cfg_name : "config.json", key, v ? v : "(absent)", why);
     free(v);
     return st;
 }
@@ -155,6 +163,64 @@ static clf_status check_fixed(const importer *im)
     if (!json_is_string(mt) || strcmp(json_string_value(mt), "marian") != 0)
         return bad_key(im, "model_type", "expected \"marian\" (a MarianMTModel)");
     return CLF_OK;
+}
+
+/* The generate: section of model.yaml (appended to yaml[size]) from the generation
+ * settings of generation_config.json, or of config.json without one; max_len is at most
+ * the positions the decoder has after its start token (maxpos - 1). */
+static clf_status read_generate(importer *im, long long eos, long long maxpos, char *yaml,
+                                size_t size)
+{
+    json_t *const model_cfg = im->cfg;
+    json_t *gen = NULL;
+    clf_status st = CLF_OK;
+    const char *path = in_dir(im, im->hf, "generation_config.json");
+    if (access(path, F_OK) == 0) {
+        if ((st = clf_json_parse_file(path, IMPORT_CONFIG_JSON_MAX, &gen)) != CLF_OK)
+            return st;
+        if (!json_is_object(gen)) {
+            json_decref(gen);
+            return clf_error(CLF_ERR_INPUT, "%s: expected a JSON object", path);
+        }
+        im->cfg = gen; /* get_* and bad_key read im->cfg */
+        im->cfg_name = "generation_config.json";
+    }
+    long long beams, max_length, max_new = 0;
+    double lp = 1.0;
+    const json_t *forced = json_object_get(im->cfg, "forced_eos_token_id");
+    const json_t *new_tokens = json_object_get(im->cfg, "max_new_tokens");
+    if ((st = get_int(im, "num_beams", 1, 1, &beams)) != CLF_OK ||
+        (st = get_int(im, "max_length", 20, 2, &max_length)) != CLF_OK ||
+        (new_tokens && !json_is_null(new_tokens) &&
+         (st = get_int(im, "max_new_tokens", -1, 1, &max_new)) != CLF_OK) ||
+        (st = get_float(im, "length_penalty", 1.0, &lp)) != CLF_OK)
+        goto done;
+    if (!(lp >= 0.0 && lp <= 100.0)) {
+        st = bad_key(im, "length_penalty", "clformer's length penalty is a number in [0, 100]");
+        goto done;
+    }
+    if (forced && !json_is_null(forced) &&
+        (!json_is_integer(forced) || json_integer_value(forced) != eos)) {
+        st = bad_key(im, "forced_eos_token_id", "only the eos_token_id can be forced");
+        goto done;
+    }
+    /* max_length counts the decoder start; max_new_tokens, when set, wins over it */
+    long long max_len = max_new > 0 ? max_new : max_length - 1;
+    if (max_len > maxpos - 1)
+        max_len = maxpos - 1;
+    size_t used = strlen(yaml);
+    int n = snprintf(yaml + used, size - used,
+                     "generate:  # transformers' generate() defaults for this model\n"
+                     "  beam: %lld\n  beam_style: hf\n  length_penalty: %.9g\n"
+                     "  max_len: %lld\n  forced_eos: %s\n",
+                     beams, lp, max_len, forced && !json_is_null(forced) ? "true" : "false");
+    if (n < 0 || (size_t)n >= size - used)
+        st = clf_error(CLF_ERR_INPUT, "%s/config.json: the path is too long", im->hf);
+done:
+    im->cfg = model_cfg;
+    im->cfg_name = NULL;
+    json_decref(gen);
+    return st;
 }
 
 /* config.json -> the model: section (im->yaml), validated by clformer's own reader. */
@@ -252,6 +318,8 @@ static clf_status read_config(importer *im)
                  pad, tie ? "all" : "none", scale ? "sqrt_d_model" : "1.0", eos, start, banned);
     if (n < 0 || (size_t)n >= sizeof im->yaml)
         return clf_error(CLF_ERR_INPUT, "%s/config.json: the path is too long", im->hf);
+    if ((st = read_generate(im, eos, maxpos, im->yaml, sizeof im->yaml)) != CLF_OK)
+        return st;
     st = clf_config_parse_string(im->yaml, "model.yaml (from config.json)", &im->config);
     if (st != CLF_OK)
         return clf_error_context(st, "%s/config.json", im->hf);

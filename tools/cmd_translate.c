@@ -82,6 +82,8 @@ typedef struct tr_opts {
     const char *model_dir; /* -m: the four paths above come from it */
     int mapped;            /* -m of an imported Marian model: vocab.json maps the pieces */
     char paths[5][CLF_PATH_MAX];
+    /* the decoding settings below: < 0 (beam, max_len: 0) until given, then the config's
+     * generate: section (clf_generate_config) fills them in */
     int beam_style;         /* --beam-style: clf_beam_style */
     int forced_eos;         /* --forced-eos */
     const char *attn_path;  /* --attention FILE, or NULL */
@@ -89,7 +91,7 @@ typedef struct tr_opts {
     int beam, n_best;
     int n_best_given;     /* --n-best was given: `score<TAB>text` lines */
     int max_len;          /* --max-len, 0 = from the source lengths */
-    float length_penalty; /* < 0 until given: then the default for the beam */
+    float length_penalty; /* < 0: the default for the beam */
     int batch;            /* --batch */
     int use_cache;        /* 0 with --no-cache */
     int stats;            /* --stats: timing on stderr at the end */
@@ -150,6 +152,8 @@ static void usage(void)
            "                       logprob / len^A, early_stopping=False (see README)\n"
            "  --forced-eos         the last token allowed by --max-len can only be the end\n"
            "                       (transformers' forced_eos_token_id)\n"
+           "The model's YAML may set these five in a generate: section (`import marian` writes\n"
+           "the model's own); a flag given here overrides its key.\n"
            "  --batch N            sentences decoded together (default %d)\n"
            "  --no-cache           re-run the whole decoder every step (slow; for comparison)\n"
            "  --weight-type T      f32|f16|bf16|int8 (default: the weights file's type, f32\n"
@@ -252,9 +256,11 @@ static int parse_args(int argc, char **argv, tr_opts *o)
         CLI_BACKEND_LONGOPTS,
         {"help", no_argument, NULL, 'h'},
         {0}};
-    *o = (tr_opts){.beam = 1,
+    *o = (tr_opts){.beam = 0,
+                   .beam_style = -1,
+                   .forced_eos = -1,
                    .n_best = 1,
-                   .length_penalty = -1.0f,
+                   .length_penalty = -2.0f,
                    .batch = DEFAULT_BATCH,
                    .use_cache = 1,
                    .bo = {.threads = -1}};
@@ -352,11 +358,36 @@ static int parse_args(int argc, char **argv, tr_opts *o)
     if (!o->cfg_path || !o->w_path || !o->src_vocab || !o->tgt_vocab)
         return cli_usage_error("translate: -m MODEL_DIR, or -c, -w, --src-vocab and --tgt-vocab, "
                                "are required");
-    if (o->n_best > o->beam)
+    if (o->beam > 0 && o->n_best > o->beam)
         return cli_usage_error("translate: --n-best %d is more than --beam %d", o->n_best, o->beam);
-    if (o->length_penalty < 0.0f)
-        o->length_penalty = o->beam > 1 ? DEFAULT_BEAM_LENGTH_PENALTY : 0.0f;
     return -1;
+}
+
+/* The settings the command line left open, from the config's generate: section (its
+ * defaults, translate's own, when the section is absent). */
+static clf_status apply_generate(tr_opts *o, const clf_config *cfg)
+{
+    const clf_generate_config *g = &cfg->generate;
+    _Static_assert(CLF_BEAM_GNMT == 0 && CLF_BEAM_HF == 1, "generate.beam_style's values");
+    if (o->beam <= 0) {
+        o->beam = g->beam;
+        if (o->n_best > o->beam)
+            return clf_error(CLF_ERR_INPUT,
+                             "translate: --n-best %d is more than %s's generate.beam %d (give "
+                             "--beam)",
+                             o->n_best, cfg->path, o->beam);
+    }
+    if (o->beam_style < 0)
+        o->beam_style = g->beam_style;
+    if (o->forced_eos < 0)
+        o->forced_eos = g->forced_eos;
+    if (o->max_len <= 0)
+        o->max_len = g->max_len;
+    if (o->length_penalty < -1.5f) /* not given */
+        o->length_penalty = g->length_penalty;
+    if (o->length_penalty < 0.0f) /* auto */
+        o->length_penalty = o->beam > 1 ? DEFAULT_BEAM_LENGTH_PENALTY : 0.0f;
+    return CLF_OK;
 }
 
 /* Loads a vocabulary for a model side and checks that they fit (cli_check_vocab, unless
@@ -708,7 +739,8 @@ static clf_status translator_open(translator *t)
         t->o.weight_type = cli_file_weight_type(t->o.w_path);
     cli_thread_wait_policy(t->o.weight_type != CLF_WEIGHT_F32 ? CLI_THREADS_OPENMP
                                                               : CLI_THREADS_BLAS);
-    if ((st = clf_config_load_with_plugins(t->o.cfg_path, t->o.bo.plugin_dir, &t->cfg)) != CLF_OK)
+    if ((st = clf_config_load_with_plugins(t->o.cfg_path, t->o.bo.plugin_dir, &t->cfg)) != CLF_OK ||
+        (st = apply_generate(&t->o, &t->cfg)) != CLF_OK)
         goto fail;
     if ((st = load_vocab(&t->o, t->o.src_vocab, "src", mc, &t->src_tok, &t->src_sp)) != CLF_OK ||
         (st = load_vocab(&t->o, t->o.tgt_vocab, "tgt", mc, &t->tgt_tok, &t->tgt_sp)) != CLF_OK)

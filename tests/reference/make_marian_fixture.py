@@ -27,7 +27,8 @@ With --full-size OUTDIR it writes the same files for an OPUS-MT-shaped model ins
 6+6 layers, 8 heads, FFN 2048, vocab.json filled up to 58,101 ids (the pieces of the two
 small SentencePiece models, then made-up pieces), max_position_embeddings 512, and
 transformers' own random initialisation (init_std 0.02, final_logits_bias 0), max_length
-FULL_MAX_LENGTH.
+FULL_MAX_LENGTH. `--full-size OUTDIR --model-only` writes only OUTDIR/hf (the model and
+tokenizer; bench/marian_speed.sh times it).
 """
 import json
 import os
@@ -52,7 +53,8 @@ NUM_BEAMS = 4
 LENGTH_PENALTY = 1.0     # transformers' default
 EARLY_STOPPING = False   # transformers' default
 INIT_STD = 0.35          # larger than Marian's 0.02, so that random scores are far apart
-FULL = len(sys.argv) == 3 and sys.argv[1] == "--full-size"
+FULL = len(sys.argv) in (3, 4) and sys.argv[1] == "--full-size"
+MODEL_ONLY = FULL and sys.argv[3:] == ["--model-only"]
 FULL_VOCAB = 58101       # opus-mt-en-de's
 FULL_MAX_LENGTH = 32
 if FULL:
@@ -185,6 +187,8 @@ def main():
     tok = MarianTokenizer(os.path.join(hf, "source.spm"), os.path.join(hf, "target.spm"),
                           os.path.join(hf, "vocab.json"), source_lang="en", target_lang="de")
     tok.save_pretrained(hf)
+    if MODEL_ONLY:
+        return
 
     enc = tok(SENTENCES, return_tensors="pt", padding=True)
     src = enc["input_ids"]

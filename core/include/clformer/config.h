@@ -152,6 +152,18 @@ typedef struct clf_train_config {
     char data_valid_tgt[CLF_PATH_MAX];
 } clf_train_config;
 
+/* The generate: section: how `clformer translate` decodes when its command line does not
+ * say (each flag overrides its key). Absent, translate keeps its own defaults, which are
+ * these. `clformer import marian` writes one from the model's config.json. */
+typedef struct clf_generate_config {
+    int present;          /* 1 when the YAML has a generate: section */
+    int beam;             /* --beam; default 1 (greedy) */
+    int beam_style;       /* --beam-style: clf_beam_style's values, 0 gnmt (default), 1 hf */
+    float length_penalty; /* --length-penalty; -1 = auto (0.6 with a beam, else 0) */
+    int max_len;          /* --max-len; 0 (default) = 2 x the longest source + 10 */
+    int forced_eos;       /* --forced-eos; default 0 */
+} clf_generate_config;
+
 #define CLF_CONFIG_PLUGINS_MAX 8
 
 typedef struct clf_config {
@@ -162,6 +174,7 @@ typedef struct clf_config {
     clf_model_config model;
     clf_backend_config backend;
     clf_train_config train;
+    clf_generate_config generate;
 } clf_config;
 
 /* Fills every field with the design's defaults (src_vocab/tgt_vocab = 0: required). */
@@ -197,6 +210,8 @@ CLF_API const char *clf_positional_name(clf_positional p);
 CLF_API const char *clf_tie_name(clf_tie t);
 CLF_API const char *clf_optimizer_name(clf_optimizer_kind o);
 CLF_API const char *clf_schedule_name(clf_schedule_kind s);
+/* generate.beam_style: "gnmt" or "hf" */
+CLF_API const char *clf_beam_style_name(int style);
 
 #ifdef __cplusplus
 }

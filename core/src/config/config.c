@@ -53,6 +53,7 @@ static const char *const tie_names[] = {"none", "decoder", "all", NULL};
 static const char *const backend_names[] = {"cpu", "opencl", "auto", NULL};
 static const char *const opt_names[] = {"adam", "adamw", NULL};
 static const char *const sched_names[] = {"constant", "noam", "inverse_sqrt", NULL};
+static const char *const beam_style_names[] = {"gnmt", "hf", NULL}; /* clf_beam_style */
 
 static const field layernorm_fields[] = {
     {.key = "style",
@@ -104,7 +105,12 @@ static const field model_fields[] = {
     INT("pad_id", model.pad_id, 0, CFG_SIZE_MAX),
     ENUM("positional", model.positional, "positional encoding", positional_names),
     ENUM("tie_embeddings", model.tie_embeddings, "tie_embeddings", tie_names),
-    {.key = "embed_scale", .kind = F_EMBED_SCALE, .fmin = 0.0, .fmin_open = 1, .fmax = HUGE_VAL},
+    {.key = "embed_scale",
+     .kind = F_EMBED_SCALE,
+     .off = AT(model.embed_scale),
+     .fmin = 0.0,
+     .fmin_open = 1,
+     .fmax = HUGE_VAL},
     INT("bos_id", model.bos_id, -1, CFG_SIZE_MAX),
     INT("eos_id", model.eos_id, -1, CFG_SIZE_MAX),
     INT("unk_id", model.unk_id, -1, CFG_SIZE_MAX),
@@ -184,11 +190,30 @@ static const field train_fields[] = {
     END,
 };
 
+/* translate's settings; the ranges are those of its flags */
+static const field generate_fields[] = {
+    INT("beam", generate.beam, 1, INT_MAX),
+    ENUM("beam_style", generate.beam_style, "beam style", beam_style_names),
+    {.key = "length_penalty",
+     .kind = F_AUTO_FLOAT,
+     .off = AT(generate.length_penalty),
+     .fmin = 0.0,
+     .fmax = 100.0},
+    INT("max_len", generate.max_len, 0, CFG_SIZE_MAX),
+    BOOL("forced_eos", generate.forced_eos),
+    END,
+};
+
 static const field top_fields[] = {
     {.key = "plugins", .kind = F_PLUGINS},
     MAP("model", model_fields),
     MAP("backend", backend_fields),
     {.key = "train", .kind = F_MAP, .sub = train_fields, .off = AT(train.present), .flag = 1},
+    {.key = "generate",
+     .kind = F_MAP,
+     .sub = generate_fields,
+     .off = AT(generate.present),
+     .flag = 1},
     END,
 };
 
@@ -310,6 +335,20 @@ static clf_status resolve_train(parse_ctx *c)
     return CLF_OK;
 }
 
+/* the decoder has model.max_len positions, the first the start token's */
+static clf_status resolve_generate(parse_ctx *c)
+{
+    const clf_generate_config *g = &c->cfg->generate;
+    const int cap = c->cfg->model.max_len - 1;
+    if (g->max_len > cap)
+        return clf_cfg_fail_at(c, clf_cfg_mark_of(c, "generate.max_len", "generate", NULL),
+                               "generate.max_len",
+                               "%d is more than model.max_len - 1 = %d (the decoder's positions "
+                               "after the start token)",
+                               g->max_len, cap);
+    return CLF_OK;
+}
+
 /* ---- entry points ------------------------------------------------------------------ */
 
 static void set_text(char *dst, size_t size, const char *src)
@@ -374,6 +413,12 @@ void clf_config_defaults(clf_config *cfg)
     set_text(t->checkpoint_dir, sizeof t->checkpoint_dir, "runs/default");
     t->checkpoint_every = 500;
     t->checkpoint_keep = 3;
+    clf_generate_config *g = &cfg->generate;
+    g->beam = 1;
+    g->beam_style = 0;
+    g->length_penalty = -1.0f;
+    g->max_len = 0;
+    g->forced_eos = 0;
 }
 
 static clf_status parse_text(const char *text, size_t len, const char *name, const char *plugin_dir,
@@ -435,7 +480,9 @@ static clf_status parse_text(const char *text, size_t len, const char *name, con
         goto fail;
     if ((st = clf_cfg_resolve_plugin_ops(c, act_names, ln_names)) != CLF_OK)
         goto fail;
-    st = resolve_train(c);
+    if ((st = resolve_train(c)) != CLF_OK)
+        goto fail;
+    st = resolve_generate(c);
 fail:
     if (have_extra)
         yaml_document_delete(&extra);
@@ -543,4 +590,9 @@ const char *clf_optimizer_name(clf_optimizer_kind o)
 const char *clf_schedule_name(clf_schedule_kind s)
 {
     return name_or(sched_names, 3, (int)s);
+}
+
+const char *clf_beam_style_name(int style)
+{
+    return name_or(beam_style_names, 2, style);
 }

@@ -152,6 +152,16 @@ static void dump_train(const clf_train_config *t, FILE *out)
     fprintf(out, ", every: %d, keep: %d}\n", t->checkpoint_every, t->checkpoint_keep);
 }
 
+static void dump_generate(const clf_generate_config *g, FILE *out)
+{
+    char a[40];
+    fprintf(out, "generate:\n  beam: %d\n  beam_style: %s\n", g->beam,
+            clf_beam_style_name(g->beam_style));
+    fprintf(out, "  length_penalty: %s\n",
+            g->length_penalty < 0.0f ? "auto" : fmt_float(g->length_penalty, a, sizeof a));
+    fprintf(out, "  max_len: %d\n  forced_eos: %s\n", g->max_len, g->forced_eos ? "true" : "false");
+}
+
 /* The plugins: list, with the plugins that provided model ops by a search-path lookup
  * added, so that the resolved file names every .so it depends on. */
 static void dump_plugins(const clf_config *cfg, FILE *out)
@@ -187,6 +197,8 @@ clf_status clf_config_dump(const clf_config *cfg, FILE *out)
     dump_backend(&cfg->backend, out);
     if (cfg->train.present)
         dump_train(&cfg->train, out);
+    if (cfg->generate.present)
+        dump_generate(&cfg->generate, out);
     if (fflush(out) != 0 || ferror(out))
         return clf_error(CLF_ERR_IO, "cannot write the configuration: %s", strerror(errno));
     return CLF_OK;

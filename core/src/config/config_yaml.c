@@ -395,18 +395,23 @@ static clf_status parse_value(parse_ctx *c, const yaml_node_t *v, const field *f
                 "a device index must be >= 0, got %lld (or give a name substring)", iv);
         return clf_cfg_parse_string(c, v, key, 1, base + f->off, f->size);
     case F_EMBED_SCALE:
-        if (clf_cfg_is_plain(v) && !strcmp(clf_cfg_scalar_text(v), "sqrt_d_model")) {
-            c->cfg->model.embed_scale = 0.0f;
+    case F_AUTO_FLOAT: {
+        /* a word for a value computed later (stored as 0 / -1), or a number */
+        const int is_auto = f->kind == F_AUTO_FLOAT;
+        const char *word = is_auto ? "auto" : "sqrt_d_model";
+        if (clf_cfg_is_plain(v) && !strcmp(clf_cfg_scalar_text(v), word)) {
+            *(float *)(base + f->off) = is_auto ? -1.0f : 0.0f;
             return CLF_OK;
         }
         if (!clf_cfg_is_plain(v) || !*clf_cfg_scalar_text(v) ||
             strspn(clf_cfg_scalar_text(v), "0123456789.eE+-") != strlen(clf_cfg_scalar_text(v)))
-            return clf_cfg_fail_at(c, v->start_mark, key,
-                                   "expected sqrt_d_model or a number > 0, got %s",
+            return clf_cfg_fail_at(c, v->start_mark, key, "expected %s or a number %s, got %s",
+                                   word, is_auto ? "in [0, 100]" : "> 0",
                                    clf_cfg_describe(v, buf, sizeof buf));
         if ((st = parse_float(c, v, key, f, &fv)) == CLF_OK)
-            c->cfg->model.embed_scale = fv;
+            *(float *)(base + f->off) = fv;
         return st;
+    }
     case F_ID_LIST: {
         const yaml_node_item_t *items;
         long count;

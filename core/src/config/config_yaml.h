@@ -50,6 +50,7 @@ typedef enum field_kind {
     F_DROPOUT,     /* model.dropout: a rate for the paper's sites, or a map of sites (sub) */
     F_EMBED_SCALE, /* model.embed_scale: sqrt_d_model or a number > 0 */
     F_ID_LIST,     /* model.banned_ids: a list of ids >= 0 */
+    F_AUTO_FLOAT,  /* float at off: auto (stored as -1) or a number in fmin..fmax */
     F_MAP          /* a nested mapping with keys `sub`; flag: set the int at off to 1 */
 } field_kind;
 
