@@ -9,8 +9,8 @@
 # rounds, the median kept; length penalty 0, up to MAX_LEN output tokens, THREADS threads.
 # Rates are output tokens / decoding time, loading excluded on both sides.
 # CTranslate2 picks its GEMM library by CPU vendor; on an AMD CPU it skips MKL for oneDNN,
-# whose F32 GEMM of one row is ~10x slower than MKL's here, while MKL's int8 GEMM is ~10x
-# slower than oneDNN's on AMD. So ct2-float32 runs with CT2_USE_MKL=1 and ct2-int8 with
+# whose F32 greedy batch 1 was ~10x slower than MKL's here, while MKL's int8 was ~10x
+# slower than oneDNN's on this AMD CPU. So ct2-float32 runs with CT2_USE_MKL=1 and ct2-int8 with
 # CT2_USE_MKL=0: each CTranslate2 type at its best on this machine.
 # Env: BUILD (default build), THREADS (2), REPEAT (3), MAX_LEN (64),
 #      ROWS (default "greedy:1:50 greedy:32:256 beam4:32:128": mode:batch:sentences),
