@@ -230,10 +230,10 @@ def convert(src, out):
         linear(layer.attention.linear[2], f"{a}.w_o")
         ffn(layer.ffn, p, 2)
 
-    spec.config.unk_token, spec.config.bos_token, spec.config.eos_token = SPECIALS[0], SPECIALS[2], SPECIALS[3]
-    spec.config.decoder_start_token = SPECIALS[2]
-    spec.config.add_source_bos = spec.config.add_source_eos = True
-    spec.config.layer_norm_epsilon = 1e-6
+    c = spec.config
+    c.unk_token, c.bos_token, c.eos_token, c.decoder_start_token = SPECIALS[0], *SPECIALS[2:], SPECIALS[2]
+    c.add_source_bos = c.add_source_eos = True
+    c.layer_norm_epsilon = 1e-6
     spec.register_source_vocabulary(SPECIALS + WORDS)
     spec.register_target_vocabulary(SPECIALS + WORDS)
     spec.validate()

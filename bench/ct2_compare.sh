@@ -36,19 +36,21 @@ py() { "$venv/bin/python" bench/ct2_compare.py "$@"; }
 py make "$out"
 py convert "$out" "$out/ct2"
 
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -n), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)," \
-  "$(nproc) cores, AVX-512: $(grep -qw avx512f /proc/cpuinfo && echo yes || echo no)"
-echo "# clformer $(git rev-parse --short HEAD), CTranslate2 $("$venv/bin/python" -c 'import ctranslate2; print(ctranslate2.__version__)')," \
-  "$THREADS threads, up to $MAX_LEN output tokens, length penalty 0, median of $REPEAT"
+cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)
+avx512=$(grep -qw avx512f /proc/cpuinfo && echo yes || echo no)
+ct2=$("$venv/bin/python" -c 'import ctranslate2; print(ctranslate2.__version__)')
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -n), $cpu, $(nproc) cores, AVX-512: $avx512"
+echo "# clformer $(git rev-parse --short HEAD), CTranslate2 $ct2, $THREADS threads," \
+  "up to $MAX_LEN output tokens, length penalty 0, median of $REPEAT"
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # run ENGINE BEAM BATCH INPUT OUTPUT: translates, prints the tokens/s.
 run() {
   local engine=$1 beam=$2 batch=$3 input=$4 output=$5 type=${1#*-}
-  if [ "$engine" = ct2-float32 ]; then # each type on its faster GEMM here (see the header)
-    CT2_USE_MKL=1 py translate "$out/ct2" float32 "$beam" "$batch" "$MAX_LEN" "$THREADS" < "$input" > "$output" 2> "$out/stats.txt"
-  elif [ "$engine" = ct2-int8 ]; then
-    CT2_USE_MKL=0 py translate "$out/ct2" "$type" "$beam" "$batch" "$MAX_LEN" "$THREADS" < "$input" > "$output" 2> "$out/stats.txt"
+  if [ "${engine%%-*}" = ct2 ]; then # each type on its faster GEMM here (see the header)
+    CT2_USE_MKL=$([ "$type" = float32 ] && echo 1 || echo 0) \
+      py translate "$out/ct2" "$type" "$beam" "$batch" "$MAX_LEN" "$THREADS" \
+      < "$input" > "$output" 2> "$out/stats.txt"
   else
     "$clf" translate -c "$out/config.yaml" -w "$out/weights.safetensors" --src-vocab "$out/src.json" \
       --tgt-vocab "$out/tgt.json" --backend cpu --threads "$THREADS" --max-len "$MAX_LEN" \
