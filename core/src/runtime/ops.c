@@ -1,7 +1,7 @@
 /* The core's side of every op call (clformer/ops.h): the argument checks that need no
  * device knowledge, made once here for every backend, then the backend's entry. The rules
- * are those of clformer/backend.h; the overlap rules shared with tests and plugins are in
- * backend_checks.c. */
+ * are those of clformer/backend.h; the gemm overlap and layernorm shape rules are in
+ * backend_checks.c, with the checks the backends still make themselves. */
 #include "clformer/ops.h"
 
 #include <inttypes.h>
