@@ -91,7 +91,7 @@ START_TEST(test_layernorm)
     clf_buffer *b = up(&ocl, one, sizeof one);
     a.style = CLF_LN_TUTORIAL;
     a.out = a.x = a.alpha = a.beta = (clf_ptr){b, 0};
-    ck_assert_int_eq(ocl.api->layernorm(ocl.be, &a), CLF_ERR_INPUT);
+    ck_assert_int_eq(clf_op_layernorm(ocl.api, ocl.be, &a), CLF_ERR_INPUT);
     ocl.api->free(ocl.be, b);
 }
 END_TEST

@@ -286,14 +286,14 @@ START_TEST(test_cpu_gemm_i8_bounds)
                        .ldc = 4,
                        .b_i8 = {small, 0},
                        .b_scale = {f, 0}};
-    ck_assert_int_eq(api->gemm(be, &g), CLF_ERR_INPUT);
+    ck_assert_int_eq(clf_op_gemm(api, be, &g), CLF_ERR_INPUT);
     ck_assert_ptr_nonnull(strstr(clf_last_error(), "'b_i8'"));
     g.b_i8 = (clf_ptr){f, 0};
     g.b_scale = (clf_ptr){small, 0};
-    ck_assert_int_eq(api->gemm(be, &g), CLF_ERR_INPUT);
+    ck_assert_int_eq(clf_op_gemm(api, be, &g), CLF_ERR_INPUT);
     ck_assert_ptr_nonnull(strstr(clf_last_error(), "'b_scale'"));
     g.b_scale = (clf_ptr){c, 0}; /* C may not overlap what the product reads */
-    ck_assert_int_eq(api->gemm(be, &g), CLF_ERR_INPUT);
+    ck_assert_int_eq(clf_op_gemm(api, be, &g), CLF_ERR_INPUT);
     ck_assert_ptr_nonnull(strstr(clf_last_error(), "'b_scale'"));
     api->free(be, f);
     api->free(be, c);

@@ -570,10 +570,10 @@ START_TEST(attention_dropout_p_outside_0_1_is_refused)
     const float bad[] = {1.0f, -0.1f, NAN, 2.0f};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         ba.fwd.dropout_p = bad[i];
-        ck_assert_int_eq(clf_test_api->attention(clf_test_be, &ba.fwd), CLF_ERR_INPUT);
+        ck_assert_int_eq(clf_op_attention(clf_test_api, clf_test_be, &ba.fwd), CLF_ERR_INPUT);
         ck_assert_ptr_nonnull(strstr(clf_last_error(), "dropout_p"));
         if (clf_test_api->supports(clf_test_be, CLF_OP_ATTENTION_BACKWARD)) {
-            ck_assert_int_eq(clf_test_api->attention_backward(clf_test_be, &ba), CLF_ERR_INPUT);
+            ck_assert_int_eq(clf_op_attention_backward(clf_test_api, clf_test_be, &ba), CLF_ERR_INPUT);
             ck_assert_ptr_nonnull(strstr(clf_last_error(), "dropout_p"));
         }
     }

@@ -8,6 +8,7 @@
 
 #include "clformer/backend.h"
 #include "clformer/config.h"
+#include "clformer/ops.h"
 #include "clformer/weights.h"
 
 /* max|a-b| / max(max|b|, tiny): the relative error measure of the design (max abs error

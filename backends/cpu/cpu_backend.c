@@ -138,6 +138,14 @@ static void cpu_free(clf_backend *be, clf_buffer *buf)
     free(buf);
 }
 
+/* The CPU backend's buffers are host memory: any instance may use any of them. */
+static clf_status cpu_buffer_size(clf_backend *be, const clf_buffer *buf, size_t *bytes)
+{
+    (void)be;
+    *bytes = buf->size;
+    return CLF_OK;
+}
+
 static clf_status cpu_upload(clf_backend *be, clf_ptr dst, const void *src, size_t bytes)
 {
     (void)be;
@@ -175,38 +183,6 @@ static clf_status cpu_synchronize(clf_backend *be)
 }
 
 /* ---- gemm ---- */
-
-static clf_status check_gemm(const char *op, const clf_gemm_args *a, int batch)
-{
-    if (a->m < 0 || a->n < 0 || a->k < 0 || batch < 0)
-        return clf_error(CLF_ERR_INPUT, "cpu: %s: negative size (m=%d n=%d k=%d batch=%d)", op,
-                         a->m, a->n, a->k, batch);
-    int a_rows = a->trans_a ? a->k : a->m, a_cols = a->trans_a ? a->m : a->k;
-    int b_rows = a->trans_b ? a->n : a->k, b_cols = a->trans_b ? a->k : a->n;
-    if (a->lda < (a_cols > 1 ? a_cols : 1) || a->ldb < (b_cols > 1 ? b_cols : 1) ||
-        a->ldc < (a->n > 1 ? a->n : 1))
-        return clf_error(CLF_ERR_INPUT,
-                         "cpu: %s: leading dimension too small (lda=%d ldb=%d "
-                         "ldc=%d for m=%d n=%d k=%d)",
-                         op, a->lda, a->ldb, a->ldc, a->m, a->n, a->k);
-    if (batch == 0 || a->m == 0 || a->n == 0)
-        return CLF_OK;
-    size_t nb = (size_t)batch - 1;
-    clf_status st;
-    if (a->k > 0) {
-        if ((st = check_span(op, "a", a->a,
-                             4 * (nb * a->stride_a + span2d(a_rows, a_cols, a->lda)))) != CLF_OK ||
-            (st = check_span(op, "b", a->b,
-                             4 * (nb * a->stride_b + span2d(b_rows, b_cols, a->ldb)))) != CLF_OK)
-            return st;
-    }
-    if ((st = check_span(op, "c", a->c, 4 * (nb * a->stride_c + span2d(a->m, a->n, a->ldc)))) !=
-        CLF_OK)
-        return st;
-    if (a->bias.buf && (st = check_span(op, "bias", a->bias, 4 * (size_t)a->n)) != CLF_OK)
-        return st;
-    return CLF_OK;
-}
 
 /* The slice of B that the matrix-vector products of all rows share before moving on:
  * about 1 MiB, so rows 2..m read it from L2 rather than from memory. */
@@ -274,11 +250,10 @@ static void gemm_one(clf_backend *be, const clf_gemm_args *a, const float *A, co
 static clf_status cpu_gemm(clf_backend *be, const clf_gemm_args *a)
 {
     CPU_REQUIRE_ARGS("gemm", a);
-    clf_status st = check_gemm("gemm", a, 1);
-    if (st == CLF_OK)
-        st = clf_check_gemm_overlap("cpu", "gemm", a, 0);
-    if (st != CLF_OK || a->m == 0 || a->n == 0)
-        return st;
+    /* sizes, leading dimensions, bounds and aliasing: checked by the core (clformer/ops.h);
+     * b_half, b_bf16 and b_i8 where a path reads them */
+    if (a->m == 0 || a->n == 0)
+        return CLF_OK;
     if (cpu_gemm_i8_applies(a))
         return cpu_gemm_i8(be, a);
     if (be->read_half && cpu_gemv_bf16_applies(a))
@@ -292,11 +267,9 @@ static clf_status cpu_gemm(clf_backend *be, const clf_gemm_args *a)
 static clf_status cpu_gemm_strided_batched(clf_backend *be, const clf_gemm_args *a)
 {
     CPU_REQUIRE_ARGS("gemm_strided_batched", a);
-    clf_status st = check_gemm("gemm_strided_batched", a, a->batch);
-    if (st == CLF_OK)
-        st = clf_check_gemm_overlap("cpu", "gemm_strided_batched", a, 1);
-    if (st != CLF_OK || a->batch == 0 || a->m == 0 || a->n == 0)
-        return st;
+    /* sizes, strides, bounds and aliasing: checked by the core (clformer/ops.h) */
+    if (a->batch <= 0 || a->m == 0 || a->n == 0)
+        return CLF_OK;
     for (int b = 0; b < a->batch; b++)
         gemm_one(be, a, a->k ? fptr(a->a) + (size_t)b * a->stride_a : NULL,
                  a->k ? fptr(a->b) + (size_t)b * a->stride_b : NULL,
@@ -309,20 +282,10 @@ static clf_status cpu_gemm_strided_batched(clf_backend *be, const clf_gemm_args 
 static clf_status cpu_layernorm(clf_backend *be, const clf_layernorm_args *a)
 {
     CPU_REQUIRE_ARGS("layernorm", a);
-    const char *op = "layernorm";
-    clf_status st = check_ln_shape(op, a->rows, a->cols, a->style);
-    if (st != CLF_OK)
-        return st;
-    size_t n = (size_t)a->rows * a->cols, bytes = 4 * n;
-    if ((st = check_span(op, "out", a->out, bytes)) != CLF_OK ||
-        (st = check_span(op, "x", a->x, bytes)) != CLF_OK ||
-        (a->residual.buf && (st = check_span(op, "residual", a->residual, bytes)) != CLF_OK) ||
-        (a->sum_out.buf && (st = check_span(op, "sum_out", a->sum_out, bytes)) != CLF_OK) ||
-        (st = check_span(op, "alpha", a->alpha, 4 * (size_t)a->cols)) != CLF_OK ||
-        (st = check_span(op, "beta", a->beta, 4 * (size_t)a->cols)) != CLF_OK)
-        return st;
-    if (a->out.buf == a->x.buf && a->out.off == a->x.off && n)
-        return clf_error(CLF_ERR_INPUT, "cpu: layernorm: out may not alias x");
+    /* shape, bounds and aliasing: checked by the core (clformer/ops.h) */
+    size_t n = (size_t)a->rows * a->cols;
+    if (n == 0)
+        return CLF_OK;
     const float *x = fptr(a->x), *res = a->residual.buf ? fptr(a->residual) : NULL;
     const float *alpha = fptr(a->alpha), *beta = fptr(a->beta);
     float *out = fptr(a->out), *sum = a->sum_out.buf ? fptr(a->sum_out) : NULL;
@@ -365,42 +328,9 @@ static clf_status cpu_layernorm(clf_backend *be, const clf_layernorm_args *a)
 static clf_status cpu_attention(clf_backend *be, const clf_attention_args *a)
 {
     CPU_REQUIRE_ARGS("attention", a);
-    const char *op = "attention";
-    clf_status st;
-    if ((st = check_attention_dropout(op, a)) != CLF_OK)
-        return st;
-    if (a->batch < 0 || a->heads <= 0 || a->q_len < 0 || a->kv_len <= 0 || a->head_dim <= 0)
-        return clf_error(CLF_ERR_INPUT,
-                         "cpu: attention: bad shape batch=%d heads=%d q_len=%d kv_len=%d "
-                         "head_dim=%d",
-                         a->batch, a->heads, a->q_len, a->kv_len, a->head_dim);
-    size_t width = (size_t)a->heads * a->head_dim;
-    if ((size_t)a->q_ld < width || (size_t)a->k_ld < width || (size_t)a->v_ld < width ||
-        (size_t)a->out_ld < width)
-        return clf_error(CLF_ERR_INPUT,
-                         "cpu: attention: row stride below heads*head_dim=%zu (q_ld=%d k_ld=%d "
-                         "v_ld=%d out_ld=%d)",
-                         width, a->q_ld, a->k_ld, a->v_ld, a->out_ld);
-    if (a->batch == 0 || a->q_len == 0)
+    /* dropout_p, shape, strides and bounds: checked by the core (clformer/ops.h) */
+    if (a->batch <= 0 || a->q_len <= 0)
         return CLF_OK;
-    size_t nb = (size_t)a->batch - 1;
-    if ((st = check_span(op, "q", a->q,
-                         4 * (nb * a->q_bstride + span2d(a->q_len, width, a->q_ld)))) != CLF_OK ||
-        (st = check_span(op, "k", a->k,
-                         4 * (nb * a->kv_bstride + span2d(a->kv_len, width, a->k_ld)))) != CLF_OK ||
-        (st = check_span(op, "v", a->v,
-                         4 * (nb * a->kv_bstride + span2d(a->kv_len, width, a->v_ld)))) != CLF_OK ||
-        (st = check_span(op, "out", a->out,
-                         4 * (nb * a->out_bstride + span2d(a->q_len, width, a->out_ld)))) !=
-            CLF_OK ||
-        (a->key_mask.buf &&
-         (st = check_span(op, "key_mask", a->key_mask,
-                          4 * (nb * a->key_mask_stride + (size_t)a->kv_len))) != CLF_OK) ||
-        (a->probs.buf &&
-         (st = check_span(op, "probs", a->probs,
-                          4 * (size_t)a->batch * a->heads * a->q_len * a->kv_len)) != CLF_OK))
-        return st;
-
     const float *Q = fptr(a->q), *K = fptr(a->k), *V = fptr(a->v);
     float *O = fptr(a->out), *P = a->probs.buf ? fptr(a->probs) : NULL;
     const int32_t *M = a->key_mask.buf ? iptr(a->key_mask) : NULL;
@@ -620,6 +550,7 @@ static const clf_backend_api cpu_api = {
     .max_alloc = cpu_max_alloc,
     .alloc = cpu_alloc,
     .free = cpu_free,
+    .buffer_size = cpu_buffer_size,
     .upload = cpu_upload,
     .download = cpu_download,
     .copy = cpu_copy,

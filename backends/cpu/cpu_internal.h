@@ -58,12 +58,6 @@ static inline clf_status check_span(const char *op, const char *operand, clf_ptr
     return check_span_aligned(op, operand, p, bytes, 4);
 }
 
-/* The shape rules layernorm and its backward share (clf_check_ln_shape). */
-static inline clf_status check_ln_shape(const char *op, int rows, int cols, clf_ln_style style)
-{
-    return clf_check_ln_shape("cpu", op, rows, cols, style);
-}
-
 /* 1 when the byte ranges [a.off, a.off + abytes) and [b.off, b.off + bbytes) overlap. */
 static inline int spans_overlap(clf_ptr a, size_t abytes, clf_ptr b, size_t bbytes)
 {
@@ -352,15 +346,6 @@ static inline attn_dropout attention_dropout(const clf_attention_args *a)
 static inline float attention_keep(const attn_dropout *dr, uint64_t e)
 {
     return clf_dropout_bits(dr->seed, e) >= dr->threshold ? dr->scale : 0.0f;
-}
-
-/* CLF_ERR_INPUT unless 0 <= dropout_p < 1 (NaN fails too). */
-static inline clf_status check_attention_dropout(const char *op, const clf_attention_args *a)
-{
-    if (!(a->dropout_p >= 0.0f && a->dropout_p < 1.0f))
-        return clf_error(CLF_ERR_INPUT, "cpu: %s: dropout_p=%g is outside [0, 1)", op,
-                         (double)a->dropout_p);
-    return CLF_OK;
 }
 
 /* ---- few-row products ---- */

@@ -9,33 +9,6 @@
  * the forward's mask from fwd.dropout_seed in both kernels. */
 #include "ocl_internal.h"
 
-/* Shapes, row strides and the bounds of every operand (dout has fwd.out's layout, dq, dk
- * and dv those of q, k and v). */
-static clf_status check_args(clf_backend *be, const char *op, const clf_attention_backward_args *a)
-{
-    const clf_attention_args *f = &a->fwd;
-    ocl_attn_extent e = {0};
-    clf_status st;
-    if ((st = ocl_check_attention_shape(op, f, &e)) != CLF_OK)
-        return st;
-    const ocl_operand operands[] = {
-        ocl_required("q", f->q, e.q),   ocl_required("k", f->k, e.k),
-        ocl_required("v", f->v, e.v),   ocl_required("dout", a->dout, e.out),
-        ocl_required("dq", a->dq, e.q), ocl_required("dk", a->dk, e.k),
-        ocl_required("dv", a->dv, e.v), ocl_optional("key_mask", f->key_mask, e.key_mask)};
-    if ((st = ocl_check_operands(be, op, operands, OCL_COUNT(operands))) != CLF_OK)
-        return st;
-    /* the kernels write the gradients (dq, dk, dv) while other work-groups still read the
-     * inputs (q, k, v, dout) */
-    for (int o = 4; o < 7; o++)
-        for (int i = 0; i < 4; i++)
-            if (ocl_overlap(operands[o].p, 4 * operands[o].elems, operands[i].p,
-                            4 * operands[i].elems))
-                return clf_error(CLF_ERR_INPUT, "opencl: %s: '%s' overlaps the input '%s'", op,
-                                 operands[o].name, operands[i].name);
-    return CLF_OK;
-}
-
 clf_status ocl_attention_backward(clf_backend *be, const clf_attention_backward_args *a)
 {
     const char *op = "attention_backward";
@@ -43,8 +16,9 @@ clf_status ocl_attention_backward(clf_backend *be, const clf_attention_backward_
     if (!a)
         return clf_error(CLF_ERR_INPUT, "opencl: %s: no arguments", op);
     const clf_attention_args *f = &a->fwd;
-    if ((st = check_args(be, op, a)) != CLF_OK || f->batch == 0)
-        return st;
+    /* dropout_p, shape, strides, operands and aliasing: checked by the core (clformer/ops.h) */
+    if (f->batch == 0)
+        return CLF_OK;
     const size_t wq = be->wg[OCL_K_ATTENTION_BACKWARD_QUERY],
                  wk = be->wg[OCL_K_ATTENTION_BACKWARD_KEY];
     if ((st = ocl_check_attention_local(be, op, f->head_dim, 3, wq, 2)) != CLF_OK ||

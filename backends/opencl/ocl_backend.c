@@ -143,6 +143,7 @@ static const clf_backend_api ocl_api = {
     .max_alloc = ocl_max_alloc,
     .alloc = ocl_alloc,
     .free = ocl_free,
+    .buffer_size = ocl_buffer_size,
     .upload = ocl_upload,
     .download = ocl_download,
     .copy = ocl_copy,

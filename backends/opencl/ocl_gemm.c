@@ -14,44 +14,18 @@
  * and a 512..2048-wide row takes 2..8 loads per lane, few enough tree steps after. */
 #define OCL_HALF_LANES 32
 
-/* Validates sizes and leading dimensions and bounds-checks A, B, C, bias and b_half (given
- * for gemm, absent for gemm_strided_batched, which ignores it) for batch matrices (batch 1
- * for plain gemm). */
-static clf_status check_gemm(clf_backend *be, const char *op, const clf_gemm_args *g, int batch,
-                             uint64_t sa, uint64_t sb, uint64_t sc, clf_ptr b_half)
+/* What is the backend's own once the core (clformer/ops.h) has checked the sizes, the
+ * leading dimensions, the operands A, B, C and bias and the aliasing: the bounds of b_half
+ * (gemm only; absent for gemm_strided_batched, which ignores it), checked whenever it is
+ * given (and k > 0) so that a wrong one fails whatever the shape. */
+static clf_status check_b_half(clf_backend *be, const char *op, const clf_gemm_args *g,
+                               clf_ptr b_half)
 {
-    if (g->m < 0 || g->n < 0 || g->k < 0 || batch < 0)
-        return clf_error(CLF_ERR_INPUT, "opencl: %s: negative size m=%d n=%d k=%d batch=%d", op,
-                         g->m, g->n, g->k, batch);
-    /* stored shapes: A [m,k] or [k,m]; B [k,n] or [n,k]; C [m,n] */
-    int a_rows = g->trans_a ? g->k : g->m, a_cols = g->trans_a ? g->m : g->k;
-    int b_rows = g->trans_b ? g->n : g->k, b_cols = g->trans_b ? g->k : g->n;
-    if (g->lda < (a_cols > 1 ? a_cols : 1) || g->ldb < (b_cols > 1 ? b_cols : 1) ||
-        g->ldc < (g->n > 1 ? g->n : 1))
-        return clf_error(CLF_ERR_INPUT,
-                         "opencl: %s: leading dimension too small: lda=%d (needs >= %d), "
-                         "ldb=%d (needs >= %d), ldc=%d (needs >= %d)",
-                         op, g->lda, a_cols, g->ldb, b_cols, g->ldc, g->n);
-    if (g->m == 0 || g->n == 0 || batch == 0)
-        return CLF_OK; /* nothing is read or written */
-    /* A, B and b_half are read only when k > 0 (k = 0 leaves C = beta * C + bias). b_half
-     * is checked whenever it is given, not only when this call reads it, so that a wrong
-     * one fails whatever the shape. */
-    const ocl_operand operands[] = {
-        ocl_required(
-            "a", g->a,
-            ocl_extent((uint64_t)a_rows, (uint64_t)a_cols, (uint64_t)g->lda, (uint64_t)batch, sa)),
-        ocl_required(
-            "b", g->b,
-            ocl_extent((uint64_t)b_rows, (uint64_t)b_cols, (uint64_t)g->ldb, (uint64_t)batch, sb)),
-        ocl_optional_half("b_half", b_half,
-                          ocl_extent((uint64_t)b_rows, (uint64_t)b_cols, (uint64_t)g->ldb, 1, 0)),
-        ocl_required(
-            "c", g->c,
-            ocl_extent((uint64_t)g->m, (uint64_t)g->n, (uint64_t)g->ldc, (uint64_t)batch, sc)),
-        ocl_optional("bias", g->bias, (uint64_t)g->n)};
-    const int skip = g->k > 0 ? 0 : 3;
-    return ocl_check_operands(be, op, operands + skip, OCL_COUNT(operands) - skip);
+    const int b_rows = g->trans_b ? g->n : g->k, b_cols = g->trans_b ? g->k : g->n;
+    const ocl_operand half = ocl_optional_half(
+        "b_half", b_half,
+        clf_span_elems((uint64_t)b_rows, (uint64_t)b_cols, (uint64_t)g->ldb, 1, 0));
+    return g->k > 0 ? ocl_check_operands(be, op, &half, 1) : CLF_OK;
 }
 
 /* c = prescale(c) + bias, relu, over batch matrices (see bias_relu in elementwise.cl). */
@@ -103,15 +77,11 @@ static clf_status gemm_common(clf_backend *be, const clf_gemm_args *g, int batch
     if (!g)
         return clf_error(CLF_ERR_INPUT, "opencl: %s: no arguments", op);
     int batch = batched ? g->batch : 1;
-    uint64_t sa = batched ? g->stride_a : 0, sb = batched ? g->stride_b : 0,
-             sc = batched ? g->stride_c : 0;
+    const uint64_t sc = batched ? g->stride_c : 0;
     clf_status st;
-    if ((st = check_gemm(be, op, g, batch, sa, sb, sc, batched ? (clf_ptr){0} : g->b_half)) !=
-            CLF_OK ||
-        (st = clf_check_gemm_overlap("opencl", op, g, batched)) != CLF_OK)
+    if ((st = check_b_half(be, op, g, batched ? (clf_ptr){0} : g->b_half)) != CLF_OK || g->m == 0 ||
+        g->n == 0 || batch == 0)
         return st;
-    if (g->m == 0 || g->n == 0 || batch == 0)
-        return CLF_OK;
     if (reads_b_half(g, batched))
         return gemm_rows_half(be, op, g);
     if (g->k == 0) /* CLBlast refuses k = 0; C = beta * C is all there is to do */

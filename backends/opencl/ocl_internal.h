@@ -161,6 +161,7 @@ void ocl_cache_dir(const char *opt, char *dir, size_t size);
 
 clf_status ocl_alloc(clf_backend *be, size_t bytes, clf_buffer **out);
 void ocl_free(clf_backend *be, clf_buffer *buf);
+clf_status ocl_buffer_size(clf_backend *be, const clf_buffer *buf, size_t *bytes);
 clf_status ocl_upload(clf_backend *be, clf_ptr dst, const void *src, size_t bytes);
 clf_status ocl_download(clf_backend *be, void *dst, clf_ptr src, size_t bytes);
 clf_status ocl_copy(clf_backend *be, clf_ptr dst, clf_ptr src, size_t bytes);
@@ -313,9 +314,6 @@ clf_status ocl_check_operands(clf_backend *be, const char *op, const ocl_operand
 clf_status ocl_check_norm_backward(clf_backend *be, const char *op, clf_ptr dx, clf_ptr dy,
                                    clf_ptr x, clf_ptr alpha, clf_ptr dalpha, clf_ptr dbeta,
                                    int rows, int cols);
-/* Elements spanned by `rows` rows of `cols` elements, `ld` apart, repeated `batch` times
- * `stride` apart; 0 when anything is empty; UINT64_MAX on overflow. */
-uint64_t ocl_extent(uint64_t rows, uint64_t cols, uint64_t ld, uint64_t batch, uint64_t stride);
 
 /* Whether [a.off, a.off + abytes) and [b.off, b.off + bbytes) share a byte of one buffer
  * (the CPU backend's rule; the ops refuse what it refuses). */
@@ -351,15 +349,6 @@ clf_status ocl_gemm(clf_backend *be, const clf_gemm_args *a);
 clf_status ocl_gemm_strided_batched(clf_backend *be, const clf_gemm_args *a);
 clf_status ocl_layernorm(clf_backend *be, const clf_layernorm_args *a);
 clf_status ocl_attention(clf_backend *be, const clf_attention_args *a);
-/* Elements spanned by each attention operand (for the backward: dq, dk, dv and dout as
- * q, k, v and out). */
-typedef struct ocl_attn_extent {
-    uint64_t q, k, v, out, key_mask;
-} ocl_attn_extent;
-/* The checks attention and its backward share before their operands': 0 <= dropout_p < 1,
- * the shape, the row strides; then the extents of the operands in *e. */
-clf_status ocl_check_attention_shape(const char *op, const clf_attention_args *f,
-                                     ocl_attn_extent *e);
 /* CLF_ERR_INPUT unless the local memory of an attention kernel, vectors floats [head_dim]
  * and tiles [wg], fits the device's. */
 clf_status ocl_check_attention_local(clf_backend *be, const char *op, int head_dim, int vectors,

@@ -5,18 +5,6 @@
 
 #include "clformer/fault.h"
 
-uint64_t ocl_extent(uint64_t rows, uint64_t cols, uint64_t ld, uint64_t batch, uint64_t stride)
-{
-    uint64_t one, all;
-    if (rows == 0 || cols == 0 || batch == 0)
-        return 0;
-    /* one matrix: (rows - 1) * ld + cols; then (batch - 1) * stride more */
-    if (__builtin_mul_overflow(rows - 1, ld, &one) || __builtin_add_overflow(one, cols, &one) ||
-        __builtin_mul_overflow(batch - 1, stride, &all) || __builtin_add_overflow(all, one, &all))
-        return UINT64_MAX;
-    return all;
-}
-
 clf_status ocl_check_range(clf_backend *be, const char *op, const char *name, clf_ptr p,
                            uint64_t bytes, unsigned align, int required)
 {

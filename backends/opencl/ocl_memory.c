@@ -96,6 +96,12 @@ void ocl_free(clf_backend *be, clf_buffer *buf)
     free(buf);
 }
 
+clf_status ocl_buffer_size(clf_backend *be, const clf_buffer *buf, size_t *bytes)
+{
+    *bytes = buf->owner == be ? buf->size : 0;
+    return buf->owner == be ? CLF_OK : CLF_ERR_INPUT; /* the core names the operand */
+}
+
 clf_status ocl_upload(clf_backend *be, clf_ptr dst, const void *src, size_t bytes)
 {
     clf_status st = ocl_check_range(be, "upload", "dst", dst, bytes, 1, 1);

@@ -9,21 +9,11 @@
 clf_status ocl_layernorm(clf_backend *be, const clf_layernorm_args *a)
 {
     const char *op = "layernorm";
-    clf_status st;
     if (!a)
         return clf_error(CLF_ERR_INPUT, "opencl: %s: no arguments", op);
-    if ((st = clf_check_ln_shape("opencl", op, a->rows, a->cols, a->style)) != CLF_OK ||
-        a->rows == 0)
-        return st;
-    const uint64_t n = (uint64_t)a->rows * (uint64_t)a->cols, c = (uint64_t)a->cols;
-    const ocl_operand operands[] = {
-        ocl_required("out", a->out, n),           ocl_required("x", a->x, n),
-        ocl_optional("residual", a->residual, n), ocl_optional("sum_out", a->sum_out, n),
-        ocl_required("alpha", a->alpha, c),       ocl_required("beta", a->beta, c)};
-    if ((st = ocl_check_operands(be, op, operands, OCL_COUNT(operands))) != CLF_OK)
-        return st;
-    if (a->out.buf == a->x.buf && a->out.off == a->x.off)
-        return clf_error(CLF_ERR_INPUT, "opencl: %s: out may not alias x", op);
+    /* shape, operands and aliasing: checked by the core (clformer/ops.h) */
+    if (a->rows == 0)
+        return CLF_OK;
 
     size_t wg = be->wg[OCL_K_LAYERNORM];
     const ocl_kval args[] = {OCL_KBUF(a->out),        OCL_KBUF(a->x),       OCL_KBUF(a->residual),
@@ -31,34 +21,6 @@ clf_status ocl_layernorm(clf_backend *be, const clf_layernorm_args *a)
                              OCL_KBUF(a->alpha),      OCL_KBUF(a->beta),    ocl_kint(a->cols),
                              ocl_kln_style(a->style), ocl_kfloat(a->eps),   ocl_kfloats(wg)};
     return ocl_run_rows(be, op, be->kernels[OCL_K_LAYERNORM], wg, args, OCL_COUNT(args), a->rows);
-}
-
-clf_status ocl_check_attention_shape(const char *op, const clf_attention_args *f,
-                                     ocl_attn_extent *e)
-{
-    if (!(f->dropout_p >= 0.0f && f->dropout_p < 1.0f)) /* NaN fails too */
-        return clf_error(CLF_ERR_INPUT, "opencl: %s: dropout_p = %g is outside [0, 1)", op,
-                         (double)f->dropout_p);
-    /* kv_len 0 would be a softmax over no keys */
-    if (f->batch < 0 || f->heads <= 0 || f->q_len < 0 || f->kv_len <= 0 || f->head_dim <= 0)
-        return clf_error(CLF_ERR_INPUT,
-                         "opencl: %s: bad shape batch=%d heads=%d q_len=%d kv_len=%d "
-                         "head_dim=%d",
-                         op, f->batch, f->heads, f->q_len, f->kv_len, f->head_dim);
-    uint64_t B = (uint64_t)f->batch, Tq = (uint64_t)f->q_len, Tk = (uint64_t)f->kv_len,
-             width = (uint64_t)f->heads * (uint64_t)f->head_dim;
-    if (f->q_ld < 0 || f->k_ld < 0 || f->v_ld < 0 || f->out_ld < 0 || (uint64_t)f->q_ld < width ||
-        (uint64_t)f->k_ld < width || (uint64_t)f->v_ld < width || (uint64_t)f->out_ld < width)
-        return clf_error(CLF_ERR_INPUT,
-                         "opencl: %s: row strides q_ld=%d k_ld=%d v_ld=%d out_ld=%d must be at "
-                         "least heads * head_dim = %llu",
-                         op, f->q_ld, f->k_ld, f->v_ld, f->out_ld, (unsigned long long)width);
-    e->q = ocl_extent(Tq, width, (uint64_t)f->q_ld, B, f->q_bstride);
-    e->k = ocl_extent(Tk, width, (uint64_t)f->k_ld, B, f->kv_bstride);
-    e->v = ocl_extent(Tk, width, (uint64_t)f->v_ld, B, f->kv_bstride);
-    e->out = ocl_extent(Tq, width, (uint64_t)f->out_ld, B, f->out_bstride);
-    e->key_mask = ocl_extent(1, Tk, Tk, B, f->key_mask_stride);
-    return CLF_OK;
 }
 
 clf_status ocl_check_attention_local(clf_backend *be, const char *op, int head_dim, int vectors,
@@ -110,23 +72,11 @@ clf_status ocl_attention(clf_backend *be, const clf_attention_args *a)
 {
     const char *op = "attention";
     clf_status st;
-    ocl_attn_extent e = {0};
     if (!a)
         return clf_error(CLF_ERR_INPUT, "opencl: %s: no arguments", op);
-    if ((st = ocl_check_attention_shape(op, a, &e)) != CLF_OK)
-        return st;
-    /* ints: no overflow in 64 bits */
-    const uint64_t np =
-        (uint64_t)a->batch * (uint64_t)a->heads * (uint64_t)a->q_len * (uint64_t)a->kv_len;
-    const ocl_operand operands[] = {ocl_required("q", a->q, e.q),
-                                    ocl_required("k", a->k, e.k),
-                                    ocl_required("v", a->v, e.v),
-                                    ocl_required("out", a->out, e.out),
-                                    ocl_optional("key_mask", a->key_mask, e.key_mask),
-                                    ocl_optional("probs", a->probs, np)};
-    if ((st = ocl_check_operands(be, op, operands, OCL_COUNT(operands))) != CLF_OK ||
-        a->batch == 0 || a->q_len == 0)
-        return st;
+    /* dropout_p, shape, strides and operands: checked by the core (clformer/ops.h) */
+    if (a->batch == 0 || a->q_len == 0)
+        return CLF_OK;
 
     const int probs = a->probs.buf != NULL;
     const ocl_kernel_id kid = probs ? OCL_K_ATTENTION_PROBS : OCL_K_ATTENTION;

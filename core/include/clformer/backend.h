@@ -10,15 +10,20 @@
  * submission order (one in-order queue), so an op may read what the previous one wrote.
  *
  * Ops report bad arguments as CLF_ERR_INPUT and device failures as CLF_ERR_BACKEND, with
- * a message naming the op (and, for OpenCL, the call and the error name).
+ * a message naming the op (and, for OpenCL, the call and the error name). The core calls
+ * gemm, gemm_strided_batched, layernorm, layernorm_backward, attention and
+ * attention_backward only through clformer/ops.h, which has already checked what needs no
+ * device knowledge (sizes, strides, operand bounds and alignment, the aliasing rules below);
+ * for those ops a backend checks only what is its own (device limits, its own buffers).
  *
  * Aliasing: two operands alias when they share a byte of one buffer. Inputs may alias each
  * other freely. An output may alias an input only where its op's comment says so, and then
  * only as the very same span (the op runs in place: the backend orders every read of an
  * element before the write over it); a partial overlap is refused. Everything else an op writes may
  * not overlap anything it reads: gemm's C may not overlap A, B, b_half, b_bf16, b_i8, b_scale or
- * bias. A backend refuses what this forbids (CLF_ERR_INPUT) rather than computing with it: on a GPU
- * the work-items of a parallel op run in no fixed order, so a write over another work-item's input
+ * bias. What this forbids is refused (CLF_ERR_INPUT) rather than computed with, by the core
+ * (clformer/ops.h) for the ops it checks and by the backend for the others: on a GPU the
+ * work-items of a parallel op run in no fixed order, so a write over another work-item's input
  * is a race. */
 #ifndef CLFORMER_BACKEND_H
 #define CLFORMER_BACKEND_H
@@ -37,7 +42,8 @@ extern "C" {
 /* Bumped whenever the layout or meaning of clf_backend_api or an args struct changes.
  * ABI 3 added the plugin ops and attention dropout (clf_attention_args.dropout_p and
  * dropout_seed); ABI 4 added clf_gemm_args.b_half; ABI 5 (not yet released) adds b_bf16, b_i8 and
- * b_scale and the capabilities CLF_OP_GEMM_BF16 and CLF_OP_GEMM_I8. */
+ * b_scale, the capabilities CLF_OP_GEMM_BF16 and CLF_OP_GEMM_I8, and buffer_size (the core
+ * checks operand bounds, clformer/ops.h). */
 #define CLF_BACKEND_ABI 5
 
 typedef struct clf_backend clf_backend; /* opaque, defined by each backend */
@@ -53,6 +59,21 @@ static inline clf_ptr clf_ptr_add(clf_ptr p, size_t bytes)
 {
     p.off += bytes;
     return p;
+}
+
+/* Elements an operand spans from its offset: rows rows of cols elements, ld apart, repeated
+ * batch times stride apart; 0 when a count is 0, UINT64_MAX when that does not fit in 64
+ * bits (and so fails any bounds check). */
+static inline uint64_t clf_span_elems(uint64_t rows, uint64_t cols, uint64_t ld, uint64_t batch,
+                                      uint64_t stride)
+{
+    uint64_t one, all;
+    if (rows == 0 || cols == 0 || batch == 0)
+        return 0;
+    if (__builtin_mul_overflow(rows - 1, ld, &one) || __builtin_add_overflow(one, cols, &one) ||
+        __builtin_mul_overflow(batch - 1, stride, &all) || __builtin_add_overflow(all, one, &all))
+        return UINT64_MAX;
+    return all;
 }
 
 typedef struct clf_backend_opts {
@@ -117,7 +138,8 @@ typedef enum clf_ln_style {
 } clf_ln_style;
 
 /* C[m,n] = alpha * op(A) op(B) + beta * C, then + bias[n] (if bias.buf), then relu (if relu).
- * C may not overlap A, B, b_half or bias (clf_check_gemm_overlap); A and B may overlap.
+ * C may not overlap A, B, b_half, b_bf16, b_i8, b_scale or bias (clf_check_gemm_overlap); A
+ * and B may overlap.
  * op(A) is [m,k]: A is stored [m,k] (lda >= k) or, with trans_a, [k,m] (lda >= m).
  * op(B) is [k,n]: B is stored [k,n] (ldb >= n) or, with trans_b, [n,k] (ldb >= k).
  * A Linear layer y = x W^T + b is trans_b = 1 with W [out,in].
@@ -396,6 +418,10 @@ typedef struct clf_backend_api {
     /* memory; download blocks until the data is on the host */
     clf_status (*alloc)(clf_backend *be, size_t bytes, clf_buffer **out);
     void (*free)(clf_backend *be, clf_buffer *buf);
+    /* *bytes = what buf holds (what alloc was asked for); CLF_ERR_INPUT (no message: the
+     * caller names the operand) when buf is a buffer of another instance. The core checks
+     * operands' bounds and owners with it (ABI 5, clformer/ops.h). */
+    clf_status (*buffer_size)(clf_backend *be, const clf_buffer *buf, size_t *bytes);
     clf_status (*upload)(clf_backend *be, clf_ptr dst, const void *src, size_t bytes);
     clf_status (*download)(clf_backend *be, void *dst, clf_ptr src, size_t bytes);
     clf_status (*copy)(clf_backend *be, clf_ptr dst, clf_ptr src, size_t bytes);
@@ -472,10 +498,12 @@ CLF_API void clf_backend_scan(const char *plugin_dir, clf_backend_found_fn fn, v
  * implement op (no silent fallback to another backend). */
 CLF_API clf_status clf_backend_require(const clf_backend_api *api, clf_backend *be, clf_op op);
 
-/* ---- checks the backends share (core/src/runtime/backend_checks.c) ----
- * Each fails with CLF_ERR_INPUT and a message that starts "<backend>: <op>: ", backend
- * being the caller's prefix ("cpu", "opencl"), so both backends refuse the same calls with
- * the same words. */
+/* ---- checks of op arguments (core/src/runtime/backend_checks.c) ----
+ * The core's op layer (clformer/ops.h) makes them before dispatch; the backends make them
+ * for the ops the layer does not check yet (activation, activation_backward). Each fails
+ * with CLF_ERR_INPUT and a message that starts "<backend>: <op>: ", backend being the
+ * backend's name ("cpu", "opencl"), so every backend refuses the same calls with the same
+ * words. */
 
 /* layernorm and its backward: rows >= 0, cols >= 1, a known style, and cols >= 2 for the
  * tutorial style (its std is the unbiased one). */

@@ -1,5 +1,6 @@
 /* Op list, liveness-based buffer planning and execution (see clformer/graph.h). */
 #include "clformer/graph.h"
+#include "clformer/ops.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -251,16 +252,16 @@ clf_status clf_graph_run_ops(const clf_graph *g, const clf_backend_api *api, clf
         clf_status st;
         switch (n.op) {
         case CLF_OP_GEMM:
-            st = api->gemm(be, &n.args.gemm);
+            st = clf_op_gemm(api, be, &n.args.gemm);
             break;
         case CLF_OP_GEMM_STRIDED_BATCHED:
-            st = api->gemm_strided_batched(be, &n.args.gemm);
+            st = clf_op_gemm_strided_batched(api, be, &n.args.gemm);
             break;
         case CLF_OP_LAYERNORM:
-            st = api->layernorm(be, &n.args.layernorm);
+            st = clf_op_layernorm(api, be, &n.args.layernorm);
             break;
         case CLF_OP_ATTENTION:
-            st = api->attention(be, &n.args.attention);
+            st = clf_op_attention(api, be, &n.args.attention);
             break;
         case CLF_OP_EMBED:
             st = api->embed(be, &n.args.embed);
@@ -283,10 +284,10 @@ clf_status clf_graph_run_ops(const clf_graph *g, const clf_backend_api *api, clf
             st = api->relu_backward(be, n.args.add.out, n.args.add.a, n.args.add.b, n.args.add.n);
             break;
         case CLF_OP_LAYERNORM_BACKWARD:
-            st = api->layernorm_backward(be, &n.args.layernorm_backward);
+            st = clf_op_layernorm_backward(api, be, &n.args.layernorm_backward);
             break;
         case CLF_OP_ATTENTION_BACKWARD:
-            st = api->attention_backward(be, &n.args.attention_backward);
+            st = clf_op_attention_backward(api, be, &n.args.attention_backward);
             break;
         case CLF_OP_EMBED_BACKWARD:
             st = api->embed_backward(be, &n.args.embed_backward);

@@ -38,14 +38,13 @@ static clf_status check_no_overlap(const char *backend, const char *op, const ch
     return check_spans_apart(backend, op, na, a, bytes, nb, b, bytes, same_ok);
 }
 
-/* Elements from the first to the last one of rows rows of cols elements, ld apart, repeated
- * batch times stride apart; 0 when any count is 0. The caller has bounds-checked the
- * operand, so this fits in its buffer. */
+/* clf_span_elems of an operand whose counts may be negative (then 0). The caller has
+ * bounds-checked the operand, so this fits in its buffer. */
 static uint64_t matrix_span(int rows, int cols, int ld, int batch, size_t stride)
 {
     if (rows <= 0 || cols <= 0 || batch <= 0)
         return 0;
-    return (uint64_t)(batch - 1) * stride + (uint64_t)(rows - 1) * (uint64_t)ld + (uint64_t)cols;
+    return clf_span_elems((uint64_t)rows, (uint64_t)cols, (uint64_t)ld, (uint64_t)batch, stride);
 }
 
 clf_status clf_check_gemm_overlap(const char *backend, const char *op, const clf_gemm_args *a,

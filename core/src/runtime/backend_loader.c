@@ -193,8 +193,8 @@ static clf_status load_locked(const char *path, const clf_backend_api **out)
                          "(rebuild the backend against this clformer)",
                          path, v, CLF_BACKEND_ABI);
     }
-    if (!api->name || !api->open || !api->close || !api->alloc || !api->free || !api->upload ||
-        !api->download || !api->synchronize || !api->supports) {
+    if (!api->name || !api->open || !api->close || !api->alloc || !api->free || !api->buffer_size ||
+        !api->upload || !api->download || !api->synchronize || !api->supports) {
         dlclose(h);
         return clf_error(CLF_ERR_INPUT,
                          "%s: backend table is incomplete (a required lifecycle or memory "
