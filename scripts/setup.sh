@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
-# One command from a fresh Debian machine: install the packages, build, and run the paper's
-# base model (random weights) on the CPU backend.
+# One command from a fresh Debian machine: install the packages, build, and translate a few
+# English sentences into German with the model shipped in models/en-de-gettext (trained by
+# clformer on the gettext catalogs; README, "The shipped model"), on the CPU backend.
+# The paper's base model with random weights (forward, bench) is the README's next step.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/env.sh
 scripts/deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j"$(nproc)"
-mkdir -p runs/demo
-./build/bin/clformer init -c configs/base.yaml --seed 1 -o runs/demo/base.safetensors
-./build/bin/clformer forward -c configs/base.yaml -w runs/demo/base.safetensors \
-  -i examples/input.safetensors -o runs/demo/out.safetensors
-echo "wrote runs/demo/out.safetensors (logits [2,12,8000], encoder_out [2,12,512])"
-./build/bin/clformer bench -c configs/base.yaml --batch 8 --src-len 32 --tgt-len 32 --iters 3 --warmup 1
+sentences=(
+  "Could not open file."
+  "The file has been saved."
+  "Do you want to delete this folder?"
+  "No network connection is available."
+  "Show hidden files"
+)
+echo "English -> German with models/en-de-gettext (beam 4, CPU backend):"
+printf '%s\n' "${sentences[@]}" | ./build/bin/clformer translate -m models/en-de-gettext --beam 4 |
+  paste <(printf '%s\n' "${sentences[@]}") - | sed 's/\t/  ->  /'
