@@ -58,13 +58,6 @@ static inline clf_status check_span(const char *op, const char *operand, clf_ptr
     return check_span_aligned(op, operand, p, bytes, 4);
 }
 
-/* 1 when the byte ranges [a.off, a.off + abytes) and [b.off, b.off + bbytes) overlap. */
-static inline int spans_overlap(clf_ptr a, size_t abytes, clf_ptr b, size_t bbytes)
-{
-    return a.buf && a.buf == b.buf && abytes && bbytes && a.off < b.off + bbytes &&
-           b.off < a.off + abytes;
-}
-
 /* Every entry that takes an argument struct refuses a NULL one with a message, as the
  * OpenCL backend does, rather than dereferencing it. */
 #define CPU_REQUIRE_ARGS(op, a)                                                                    \

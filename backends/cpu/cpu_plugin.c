@@ -178,9 +178,9 @@ clf_status cpu_plugin_norm(clf_backend *be, const clf_norm_args *a)
         (st = check_span(op, "alpha", a->alpha, cbytes)) != CLF_OK ||
         (a->beta.buf && (st = check_span(op, "beta", a->beta, cbytes)) != CLF_OK))
         return st;
-    if (spans_overlap(a->out, bytes, a->x, bytes) ||
-        spans_overlap(a->out, bytes, a->alpha, cbytes) ||
-        spans_overlap(a->out, bytes, a->beta, cbytes))
+    if (clf_ptr_overlap(a->out, bytes, a->x, bytes) ||
+        clf_ptr_overlap(a->out, bytes, a->alpha, cbytes) ||
+        clf_ptr_overlap(a->out, bytes, a->beta, cbytes))
         return clf_error(CLF_ERR_INPUT, "cpu: %s: out may not overlap x, alpha or beta", op);
     const float *x = fptr(a->x), *alpha = fptr(a->alpha);
     const float *beta = a->beta.buf ? fptr(a->beta) : NULL;
@@ -221,8 +221,8 @@ clf_status cpu_plugin_norm_backward(clf_backend *be, const clf_norm_backward_arg
         (a->dalpha.buf && (st = check_span(op, "dalpha", a->dalpha, cbytes)) != CLF_OK) ||
         (a->dbeta.buf && (st = check_span(op, "dbeta", a->dbeta, cbytes)) != CLF_OK))
         return st;
-    if (spans_overlap(a->dx, bytes, a->dy, bytes) || spans_overlap(a->dx, bytes, a->x, bytes) ||
-        spans_overlap(a->dx, bytes, a->alpha, cbytes))
+    if (clf_ptr_overlap(a->dx, bytes, a->dy, bytes) || clf_ptr_overlap(a->dx, bytes, a->x, bytes) ||
+        clf_ptr_overlap(a->dx, bytes, a->alpha, cbytes))
         return clf_error(CLF_ERR_INPUT, "cpu: %s: dx may not overlap dy, x or alpha", op);
     if (n == 0)
         return CLF_OK;

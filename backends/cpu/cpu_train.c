@@ -29,7 +29,7 @@
 static clf_status check_alias(const char *op, const char *na, clf_ptr a, const char *nb, clf_ptr b,
                               size_t bytes)
 {
-    if (spans_overlap(a, bytes, b, bytes) && a.off != b.off)
+    if (clf_ptr_overlap(a, bytes, b, bytes) && a.off != b.off)
         return clf_error(CLF_ERR_INPUT, "cpu: %s: '%s' partly overlaps '%s'", op, na, nb);
     return CLF_OK;
 }
@@ -279,8 +279,8 @@ clf_status cpu_cross_entropy(clf_backend *be, const clf_cross_entropy_args *a)
         (a->dlogits.buf &&
          (st = check_alias(op, "dlogits", a->dlogits, "logits", a->logits, bytes)) != CLF_OK))
         return st;
-    if (spans_overlap(a->loss, rbytes, a->logits, bytes) ||
-        spans_overlap(a->loss, rbytes, a->dlogits, bytes))
+    if (clf_ptr_overlap(a->loss, rbytes, a->logits, bytes) ||
+        clf_ptr_overlap(a->loss, rbytes, a->dlogits, bytes))
         return clf_error(CLF_ERR_INPUT, "cpu: cross_entropy: 'loss' overlaps the logits");
     const float *X = fptr(a->logits);
     const int32_t *T = iptr(a->targets);
@@ -339,10 +339,11 @@ clf_status cpu_adam(clf_backend *be, const clf_adam_args *a)
         (st = check_span(op, "m", a->m, bytes)) != CLF_OK ||
         (st = check_span(op, "v", a->v, bytes)) != CLF_OK)
         return st;
-    if (spans_overlap(a->param, bytes, a->grad, bytes) ||
-        spans_overlap(a->param, bytes, a->m, bytes) ||
-        spans_overlap(a->param, bytes, a->v, bytes) || spans_overlap(a->m, bytes, a->v, bytes) ||
-        spans_overlap(a->grad, bytes, a->m, bytes) || spans_overlap(a->grad, bytes, a->v, bytes))
+    if (clf_ptr_overlap(a->param, bytes, a->grad, bytes) ||
+        clf_ptr_overlap(a->param, bytes, a->m, bytes) ||
+        clf_ptr_overlap(a->param, bytes, a->v, bytes) ||
+        clf_ptr_overlap(a->m, bytes, a->v, bytes) || clf_ptr_overlap(a->grad, bytes, a->m, bytes) ||
+        clf_ptr_overlap(a->grad, bytes, a->v, bytes))
         return clf_error(CLF_ERR_INPUT, "cpu: adam: param, grad, m and v may not overlap");
     float *P = fptr(a->param), *M = fptr(a->m), *V = fptr(a->v);
     const float *G = fptr(a->grad);

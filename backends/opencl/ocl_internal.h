@@ -315,17 +315,10 @@ clf_status ocl_check_norm_backward(clf_backend *be, const char *op, clf_ptr dx, 
                                    clf_ptr x, clf_ptr alpha, clf_ptr dalpha, clf_ptr dbeta,
                                    int rows, int cols);
 
-/* Whether [a.off, a.off + abytes) and [b.off, b.off + bbytes) share a byte of one buffer
- * (the CPU backend's rule; the ops refuse what it refuses). */
-static inline int ocl_overlap(clf_ptr a, uint64_t abytes, clf_ptr b, uint64_t bbytes)
-{
-    return a.buf && a.buf == b.buf && abytes && bbytes && a.off < b.off + bbytes &&
-           b.off < a.off + abytes;
-}
 /* Elementwise ops may run in place (the same span) but not on partly overlapping spans. */
 static inline int ocl_partial_overlap(clf_ptr a, clf_ptr b, uint64_t bytes)
 {
-    return ocl_overlap(a, bytes, b, bytes) && a.off != b.off;
+    return clf_ptr_overlap(a, bytes, b, bytes) && a.off != b.off;
 }
 
 /* The cl_mem of an optional operand (NULL when absent) and its offset in elements. */

@@ -285,8 +285,9 @@ clf_status ocl_plugin_norm(clf_backend *be, const clf_norm_args *a)
                                     ocl_optional("beta", a->beta, c)};
     if ((st = ocl_check_operands(be, op, operands, OCL_COUNT(operands))) != CLF_OK)
         return st;
-    if (ocl_overlap(a->out, 4 * n, a->x, 4 * n) || ocl_overlap(a->out, 4 * n, a->alpha, 4 * c) ||
-        ocl_overlap(a->out, 4 * n, a->beta, 4 * c))
+    if (clf_ptr_overlap(a->out, 4 * n, a->x, 4 * n) ||
+        clf_ptr_overlap(a->out, 4 * n, a->alpha, 4 * c) ||
+        clf_ptr_overlap(a->out, 4 * n, a->beta, 4 * c))
         return clf_error(CLF_ERR_INPUT, "opencl: %s: out may not overlap x, alpha or beta", op);
     if (a->rows == 0)
         return CLF_OK;
@@ -313,8 +314,8 @@ clf_status ocl_plugin_norm_backward(clf_backend *be, const clf_norm_backward_arg
                                       a->rows, a->cols)) != CLF_OK)
         return st;
     const uint64_t n = (uint64_t)a->rows * (uint64_t)a->cols, c = (uint64_t)a->cols;
-    if (ocl_overlap(a->dx, 4 * n, a->dy, 4 * n) || ocl_overlap(a->dx, 4 * n, a->x, 4 * n) ||
-        ocl_overlap(a->dx, 4 * n, a->alpha, 4 * c))
+    if (clf_ptr_overlap(a->dx, 4 * n, a->dy, 4 * n) || clf_ptr_overlap(a->dx, 4 * n, a->x, 4 * n) ||
+        clf_ptr_overlap(a->dx, 4 * n, a->alpha, 4 * c))
         return clf_error(CLF_ERR_INPUT, "opencl: %s: dx may not overlap dy, x or alpha", op);
     if (a->rows == 0)
         return CLF_OK;

@@ -133,8 +133,8 @@ clf_status ocl_cross_entropy(clf_backend *be, const clf_cross_entropy_args *a)
         return st;
     if (ocl_partial_overlap(a->dlogits, a->logits, 4 * n))
         return clf_error(CLF_ERR_INPUT, "opencl: %s: dlogits partly overlaps logits", op);
-    if (ocl_overlap(a->loss, 4 * rows, a->logits, 4 * n) ||
-        ocl_overlap(a->loss, 4 * rows, a->dlogits, 4 * n))
+    if (clf_ptr_overlap(a->loss, 4 * rows, a->logits, 4 * n) ||
+        clf_ptr_overlap(a->loss, 4 * rows, a->dlogits, 4 * n))
         return clf_error(CLF_ERR_INPUT, "opencl: %s: loss overlaps the logits", op);
     size_t wg = be->wg[OCL_K_CROSS_ENTROPY];
     const ocl_kval args[] = {OCL_KBUF(a->loss),         OCL_KBUF(a->dlogits),
@@ -167,7 +167,7 @@ clf_status ocl_adam(clf_backend *be, const clf_adam_args *a)
     const uint64_t bytes = 4 * (uint64_t)a->n;
     for (int i = 0; i < OCL_COUNT(operands); i++)
         for (int j = i + 1; j < OCL_COUNT(operands); j++)
-            if (ocl_overlap(operands[i].p, bytes, operands[j].p, bytes))
+            if (clf_ptr_overlap(operands[i].p, bytes, operands[j].p, bytes))
                 return clf_error(CLF_ERR_INPUT, "opencl: %s: param, grad, m and v may not overlap",
                                  op);
     /* PyTorch forms these scalars in double (Python floats) and rounds each once */

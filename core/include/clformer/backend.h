@@ -61,6 +61,14 @@ static inline clf_ptr clf_ptr_add(clf_ptr p, size_t bytes)
     return p;
 }
 
+/* 1 when the byte spans [a.off, a.off + abytes) and [b.off, b.off + bbytes) share a byte of
+ * one buffer: the aliasing rule above, for the core's op checks and the backends' own. */
+static inline int clf_ptr_overlap(clf_ptr a, uint64_t abytes, clf_ptr b, uint64_t bbytes)
+{
+    return a.buf && a.buf == b.buf && abytes && bbytes && a.off < b.off + bbytes &&
+           b.off < a.off + abytes;
+}
+
 /* Elements an operand spans from its offset: rows rows of cols elements, ld apart, repeated
  * batch times stride apart; 0 when a count is 0, UINT64_MAX when that does not fit in 64
  * bits (and so fails any bounds check). */

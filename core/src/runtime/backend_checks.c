@@ -23,8 +23,7 @@ static clf_status check_spans_apart(const char *backend, const char *op, const c
                                     uint64_t abytes, const char *nb, clf_ptr b, uint64_t bbytes,
                                     int same_ok)
 {
-    int overlap = a.buf && a.buf == b.buf && abytes && bbytes && a.off < b.off + bbytes &&
-                  b.off < a.off + abytes;
+    const int overlap = clf_ptr_overlap(a, abytes, b, bbytes);
     if (overlap && !(same_ok && a.off == b.off && abytes == bbytes))
         return clf_error(CLF_ERR_INPUT, "%s: %s: '%s' %s '%s'", backend, op, na,
                          same_ok ? "partly overlaps" : "may not overlap", nb);

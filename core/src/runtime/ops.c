@@ -61,13 +61,6 @@ static clf_status check_operands(const clf_backend_api *api, clf_backend *be, co
     return CLF_OK;
 }
 
-/* 1 when [a.off, a.off + abytes) and [b.off, b.off + bbytes) share a byte of one buffer. */
-static int overlap(clf_ptr a, uint64_t abytes, clf_ptr b, uint64_t bbytes)
-{
-    return a.buf && a.buf == b.buf && abytes && bbytes && a.off < b.off + bbytes &&
-           b.off < a.off + abytes;
-}
-
 /* The table implements the op and the call has arguments. */
 static clf_status check_entry(const clf_backend_api *api, const char *op, int present,
                               const void *args)
@@ -169,7 +162,8 @@ static clf_status check_ln(const clf_backend_api *api, clf_backend *be, const ch
         return st;
     if (!backward && p[0].buf == p[1].buf && p[0].off == p[1].off)
         return clf_error(CLF_ERR_INPUT, "%s: %s: out may not alias x", api->name, op);
-    if (backward && (overlap(p[0], 4 * n, p[1], 4 * n) || overlap(p[0], 4 * n, p[2], 4 * n)))
+    if (backward &&
+        (clf_ptr_overlap(p[0], 4 * n, p[1], 4 * n) || clf_ptr_overlap(p[0], 4 * n, p[2], 4 * n)))
         return clf_error(CLF_ERR_INPUT, "%s: %s: dx may not alias dy or x", api->name, op);
     return CLF_OK;
 }
@@ -277,7 +271,8 @@ clf_status clf_op_attention_backward(const clf_backend_api *api, clf_backend *be
     /* the gradients (dq, dk, dv) are written while the inputs (q, k, v, dout) are still read */
     for (int o = 4; o < 7; o++)
         for (int i = 0; i < 4; i++)
-            if (overlap(operands[o].p, 4 * operands[o].elems, operands[i].p, 4 * operands[i].elems))
+            if (clf_ptr_overlap(operands[o].p, 4 * operands[o].elems, operands[i].p,
+                                4 * operands[i].elems))
                 return clf_error(CLF_ERR_INPUT, "%s: %s: '%s' overlaps the input '%s'", api->name,
                                  op, operands[o].name, operands[i].name);
     return api->attention_backward(be, a);
