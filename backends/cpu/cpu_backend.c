@@ -235,7 +235,8 @@ static void gemm_one(clf_backend *be, const clf_gemm_args *a, const float *A, co
         return;
     const float *bias = a->bias.buf ? fptr(a->bias) : NULL;
     int relu = a->relu;
-#pragma omp parallel for num_threads(be->threads) schedule(static) if (a->m * (size_t)a->n > 65536)
+#pragma omp parallel for num_threads(be->threads)                                                  \
+    schedule(static) if (a->m * (size_t)a->n > CPU_PAR_MIN)
     for (int i = 0; i < a->m; i++) {
         float *row = C + (size_t)i * a->ldc;
         if (bias)
@@ -291,7 +292,7 @@ static clf_status cpu_layernorm(clf_backend *be, const clf_layernorm_args *a)
     float *out = fptr(a->out), *sum = a->sum_out.buf ? fptr(a->sum_out) : NULL;
     int cols = a->cols, tutorial = a->style == CLF_LN_TUTORIAL;
     double eps = a->eps;
-#pragma omp parallel for num_threads(be->threads) schedule(static) if (n > 16384)
+#pragma omp parallel for num_threads(be->threads) schedule(static) if (n > CPU_PAR_MIN)
     for (int r = 0; r < a->rows; r++) {
         const float *xr = x + (size_t)r * cols, *rr = res ? res + (size_t)r * cols : NULL;
         float *orow = out + (size_t)r * cols;
@@ -346,9 +347,12 @@ static clf_status cpu_attention(clf_backend *be, const clf_attention_args *a)
     float *scratch = malloc(sizeof(float) * (size_t)be->threads * per_thread);
     if (!scratch)
         return clf_error(CLF_ERR_NOMEM, "cpu: attention: cannot allocate scratch");
-        /* One (batch, head) per iteration: pack its K and V once, then ATTN_R query rows at a
-         * time: scores, softmax, dropout, weighted sum of V (helpers: cpu_internal.h). */
-#pragma omp parallel num_threads(be->threads)
+    /* one thread when the products are too few to pay for a parallel region (see
+     * CPU_PAR_MIN): 2 multiply-adds per query, key and column */
+    const int par = 2 * (size_t)B * H * Tq * Tk * D > CPU_PAR_MIN;
+    /* One (batch, head) per iteration: pack its K and V once, then ATTN_R query rows at a
+     * time: scores, softmax, dropout, weighted sum of V (helpers: cpu_internal.h). */
+#pragma omp parallel num_threads(be->threads) if (par)
     {
         float *kt = scratch + (size_t)omp_get_thread_num() * per_thread;
         float *vp = kt + (size_t)D * kp, *qt = vp + (size_t)Tk * dp, *s = qt + (size_t)D * ATTN_R;
@@ -474,7 +478,7 @@ static clf_status cpu_add(clf_backend *be, clf_ptr out, clf_ptr a, clf_ptr b, si
         return st;
     float *o = fptr(out);
     const float *x = fptr(a), *y = fptr(b);
-#pragma omp parallel for num_threads(be->threads) schedule(static) if (n > 65536)
+#pragma omp parallel for num_threads(be->threads) schedule(static) if (n > CPU_PAR_MIN)
     for (size_t i = 0; i < n; i++)
         o[i] = x[i] + y[i];
     return CLF_OK;
@@ -493,7 +497,8 @@ static clf_status cpu_softmax(clf_backend *be, clf_ptr out, clf_ptr x, int rows,
         return st;
     const float *X = fptr(x);
     float *O = fptr(out);
-#pragma omp parallel for num_threads(be->threads) schedule(static) if ((size_t)rows * cols > 16384)
+#pragma omp parallel for num_threads(be->threads)                                                  \
+    schedule(static) if ((size_t)rows * cols > CPU_PAR_MIN)
     for (int r = 0; r < rows; r++) {
         const float *xr = X + (size_t)r * cols;
         float *orow = O + (size_t)r * cols;

@@ -327,7 +327,7 @@ clf_status cpu_gemm_i8(clf_backend *be, const clf_gemm_args *a)
     const int zero = q->zero;
     uint8_t *qa = q->qa;
     float *sa = q->sa;
-#pragma omp parallel for num_threads(be->threads) schedule(static) if (m > 8)
+#pragma omp parallel for num_threads(be->threads) schedule(static) if ((size_t)m * k > CPU_PAR_MIN)
     for (int i = 0; i < m; i++) {
         const float *x = A + (size_t)i * a->lda;
         uint8_t *u = qa + (size_t)i * a->lda;
@@ -371,7 +371,7 @@ clf_status cpu_gemm_i8(clf_backend *be, const clf_gemm_args *a)
     const int32_t *acc = q->acc;
     const float alpha = a->alpha, beta = a->beta;
     const int relu = a->relu;
-#pragma omp parallel for num_threads(be->threads) schedule(static) if ((size_t)m * n > 65536)
+#pragma omp parallel for num_threads(be->threads) schedule(static) if ((size_t)m * n > CPU_PAR_MIN)
     for (int i = 0; i < m; i++) {
         float *c = C + (size_t)i * a->ldc;
         const int32_t *r = acc + (size_t)i * n;

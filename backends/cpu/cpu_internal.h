@@ -33,6 +33,18 @@ struct clf_backend {
     struct cpu_i8 *i8; /* oneDNN engine, stream and matmul cache (cpu_gemm_i8.c) */
 };
 
+/* The small per-row ops (layernorm, softmax, add, quantizing activations, the GEMM
+ * epilogues, attention) open an OpenMP parallel region only above CPU_PAR_MIN elements
+ * (attention: multiply-adds). A decoding step is ~100 such ops on a few rows each; a region
+ * costs ~2 us when the partner thread is spinning and ~0.2 ms when it must be woken or is
+ * descheduled (this 2-core machine at load 9: an empty region took 170-1000 us), while
+ * 2^17 elements of layernorm take ~0.25 ms on one core. Measured (bench/RESULTS.md, issue
+ * 18): int8 decoding, 2 threads, against the former thresholds (16384 or 65536 elements,
+ * attention always parallel), 2^17 gives 1.29x at greedy batch 1, 1.13x at greedy batch 32
+ * and 1.14x at beam 4 batch 32; 2^14 gives 1.02x / 1.06x / 0.88x, 2^20 as 2^17 within
+ * the noise. */
+#define CPU_PAR_MIN ((size_t)1 << 17)
+
 /* ---- operand checks ---- */
 
 /* Checks that [ptr.off, ptr.off + bytes) lies inside ptr.buf and that the offset is a
