@@ -682,6 +682,31 @@ START_TEST(attention_masks_strides_and_probs)
 }
 END_TEST
 
+START_TEST(attention_decode_every_isa_level)
+{
+    /* The few-query forward (q_len < 4: decoding) has an AVX2 + FMA path (scores and the
+     * weighted sum of V); every kernel level this CPU has, 1 and 2 threads, against the
+     * double reference. Head dims 64 (the models'), 44 (a 32-column block, an 8 and a
+     * masked tail) and 7 (the tail only); key counts off multiples of 4; the first case is
+     * large enough to run on both threads (CPU_PAR_MIN). */
+    static const attn_case cases[] = {
+        {3, 8, 1, 64, 64, 0, 0, 1, 1, 1}, {2, 8, 2, 37, 64, 1, 35, 1, 0, 0},
+        {4, 8, 1, 22, 64, 0, 0, 1, 0, 1}, {2, 3, 3, 13, 44, 1, 10, 1, 1, 1},
+        {3, 2, 1, 6, 7, 0, 0, 1, 1, 0},   {1, 1, 3, 3, 1, 1, 0, 0, 1, 1},
+    };
+    half_backends hb;
+    open_half_backends(&hb);
+    clf_backend *saved = be;
+    for (int i = 0; i < hb.count; i++) {
+        be = hb.be[i]; /* check_attention runs on be */
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+            check_attention(&cases[c]);
+    }
+    be = saved;
+    close_half_backends(&hb);
+}
+END_TEST
+
 START_TEST(attention_fully_masked_row_is_uniform)
 {
     /* All keys masked: masked_fill(-1e9) makes every score equal, so the softmax is
@@ -894,6 +919,7 @@ static Suite *ops_suite(void)
     tcase_add_test(tc, unknown_cpu_isa_is_refused);
     tcase_add_test(tc, layernorm_both_styles_residual_and_aliased_sum);
     tcase_add_test(tc, attention_masks_strides_and_probs);
+    tcase_add_test(tc, attention_decode_every_isa_level);
     tcase_add_test(tc, attention_fully_masked_row_is_uniform);
     tcase_add_test(tc, embed_scale_pe_and_clamped_ids);
     tcase_add_test(tc, add_with_aliasing);

@@ -60,8 +60,10 @@ static clf_status cpu_open(const clf_backend_opts *opts, clf_backend **out)
 
 static void cpu_close(clf_backend *be)
 {
-    if (be)
+    if (be) {
         cpu_i8_close(be->i8);
+        free(be->attn_scratch);
+    }
     free(be);
 }
 
@@ -322,6 +324,22 @@ static clf_status cpu_layernorm(clf_backend *be, const clf_layernorm_args *a)
 
 /* ---- attention ---- */
 
+/* be->attn_scratch holds at least `floats` floats: grown (never shrunk) here rather than
+ * allocated per call, which at decode is 12 calls a step. Ops on one backend run one at a
+ * time (they are synchronous), and each thread of a call takes its own slice. */
+static clf_status cpu_attn_scratch(clf_backend *be, size_t floats)
+{
+    if (floats <= be->attn_cap)
+        return CLF_OK;
+    float *p = malloc(sizeof(float) * floats);
+    if (!p)
+        return clf_error(CLF_ERR_NOMEM, "cpu: attention: cannot allocate scratch");
+    free(be->attn_scratch);
+    be->attn_scratch = p;
+    be->attn_cap = floats;
+    return CLF_OK;
+}
+
 /* q, k, v, out: heads split from the feature dim (layout and strides: clf_attention_args).
  * For each (b, h, i): P = softmax_j(s), s_j = scale q_i . k_j (-1e9 where masked),
  * out_i = sum_j w_j v_j with w_j = P_j, or with dropout P_j * keep(e) / (1 - p),
@@ -344,9 +362,13 @@ static clf_status cpu_attention(clf_backend *be, const clf_attention_args *a)
      * [ATTN_R][dp] */
     const size_t per_thread = (size_t)D * kp + (size_t)Tk * dp + (size_t)D * ATTN_R +
                               2 * (size_t)ATTN_R * kp + (size_t)ATTN_R * dp;
-    float *scratch = malloc(sizeof(float) * (size_t)be->threads * per_thread);
-    if (!scratch)
-        return clf_error(CLF_ERR_NOMEM, "cpu: attention: cannot allocate scratch");
+    clf_status st = cpu_attn_scratch(be, (size_t)be->threads * per_thread);
+    if (st != CLF_OK)
+        return st;
+    float *scratch = be->attn_scratch;
+    /* decoding without dropout: the AVX2 + FMA kernels (cpu_attention_avx2.c) for the
+     * scores and the weighted sum of V */
+    const int avx2 = few && !dr.on && be->isa != CPU_ISA_GENERIC;
     /* one thread when the products are too few to pay for a parallel region (see
      * CPU_PAR_MIN): 2 multiply-adds per query, key and column */
     const int par = 2 * (size_t)B * H * Tq * Tk * D > CPU_PAR_MIN;
@@ -374,7 +396,10 @@ static clf_status cpu_attention(clf_backend *be, const clf_attention_args *a)
                  * masking hides the rest from every row (the limit grows with i), and
                  * P is 0 past ext, so those keys are not weighted either */
                 const int nk = attn_key_limit(a, i0 + nr - 1);
-                if (few) {
+                if (avx2) {
+                    cpu_attn_scores_avx2(qb, (size_t)a->q_ld, nr, kb, (size_t)a->k_ld, D, nk, kp,
+                                         s);
+                } else if (few) {
                     attn_scores_rows(qb, (size_t)a->q_ld, nr, kb, (size_t)a->k_ld, D, nk, kp, s);
                 } else {
                     attn_pack_rows_t(qb, (size_t)a->q_ld, nr, D, qt);
@@ -385,7 +410,11 @@ static clf_status cpu_attention(clf_backend *be, const clf_attention_args *a)
                 /* the weights: P, or P * keep / (1 - p). s is 0 past the live rows and
                  * keys, and a 0 (masked or underflowed) P stays 0 whatever the mask, so
                  * it needs no hash. */
-                if (few)
+                if (avx2)
+                    for (int r = 0; r < nr; r++)
+                        cpu_attn_weigh_avx2(s + (size_t)r * kp, ext, vb, (size_t)a->v_ld, D,
+                                            acc + (size_t)r * dp);
+                else if (few)
                     for (int r = 0; r < nr; r++) {
                         const uint64_t e0 = (((uint64_t)b * H + h) * Tq + i0 + r) * Tk;
                         const float *sr = s + (size_t)r * kp;
@@ -426,7 +455,6 @@ static clf_status cpu_attention(clf_backend *be, const clf_attention_args *a)
             }
         }
     }
-    free(scratch);
     return CLF_OK;
 }
 

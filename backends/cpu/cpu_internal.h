@@ -30,7 +30,9 @@ struct clf_backend {
      * halves 2-3x slower than OpenBLAS's SGEMV reads F32 (bench/gemv_half.c), so b_half
      * is ignored there unless CLF_CPU_ISA=generic asks for it (the tests do). */
     int read_half;
-    struct cpu_i8 *i8; /* oneDNN engine, stream and matmul cache (cpu_gemm_i8.c) */
+    struct cpu_i8 *i8;   /* oneDNN engine, stream and matmul cache (cpu_gemm_i8.c) */
+    float *attn_scratch; /* attention's per-thread scratch, grown as needed */
+    size_t attn_cap;     /* floats in attn_scratch */
 };
 
 /* The small per-row ops (layernorm, softmax, add, quantizing activations, the GEMM
@@ -352,6 +354,13 @@ static inline float attention_keep(const attn_dropout *dr, uint64_t e)
 {
     return clf_dropout_bits(dr->seed, e) >= dr->threshold ? dr->scale : 0.0f;
 }
+
+/* The few-query forward (attn_few_queries) with AVX2 and FMA (cpu_attention_avx2.c), for
+ * be->isa >= CPU_ISA_AVX2: cpu_attn_scores_avx2 computes what attn_scores_rows does;
+ * cpu_attn_weigh_avx2 o[d] = sum_{j < n, w[j] != 0} w[j] v[j * v_ld + d] for d < D. */
+void cpu_attn_scores_avx2(const float *q, size_t q_ld, int nr, const float *k, size_t k_ld, int D,
+                          int nk, int kp, float *s);
+void cpu_attn_weigh_avx2(const float *w, int n, const float *v, size_t v_ld, int D, float *o);
 
 /* ---- few-row products ---- */
 
