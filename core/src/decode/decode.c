@@ -3,14 +3,15 @@
  * Device state for B sentences and beam K (slots = B*K, slot s*K + k is beam k of the
  * s-th active sentence):
  *   cross  [L, slots, S, 2d]   cross-attention k|v, projected once from the encoder output
- *   self   [L, slots, Tmax, 2d] x2  self-attention k|v of every generated position; two
- *                              copies, because reordering beams gathers from one into the
- *                              other
+ *   self   [L, slots, Tmax, 2d]   self-attention k|v of every generated position
+ *   spare  [L, slots, Tmax, 2d]   beam search only: where reordering beams in place saves
+ *                              the caches it overwrites before it has read them
  *   mask   [slots, S] I32      source key mask
  *   enc    [slots, S, d]       encoder output (only without the cache)
  * Each step runs the step graph on the active slots only. When sentences finish, their
  * slots are compacted away (copies on the device), so they stop costing work; in beam
- * search the survivors' self caches are gathered from their parent beams.
+ * search the survivors' self caches are gathered from their parent beams, in place: a
+ * slot that keeps its own cache costs no copy.
  *
  * Greedy (K = 1) takes the argmax on the device and downloads one id per sentence; beam
  * search downloads log-probabilities [rows, V] and selects on the host. */
@@ -59,10 +60,10 @@ typedef struct run {
     const clf_model_config *c;
     const clf_decode_opts *o;
     int B, K, S, slots, max_out, L, d, V, H;
-    clf_buffer *self_kv[2], *cross_kv, *mask, *enc, *arena;
+    clf_buffer *self_kv[2], *cross_kv, *mask, *enc, *arena; /* self_kv[1]: the spare */
     size_t arena_cap;
-    int cur; /* which self_kv holds the live cache */
-    /* host state per slot, double-buffered like the self cache */
+    int cur; /* which of the host state's two buffers holds the live state */
+    /* host state per slot, double-buffered: the next step's is gathered from this one's */
     int32_t *tok[2]; /* [slots, max_out] generated ids */
     float *lp[2];    /* [slots] log-prob sums; -INFINITY: a dead beam */
     float *att[2];   /* [slots, max_out + 1, S] or NULL */
@@ -88,7 +89,7 @@ static size_t cross_slot_elems(const run *r)
 
 static clf_kv_cache self_view(const run *r)
 {
-    return (clf_kv_cache){.base = {r->self_kv[r->cur], 0},
+    return (clf_kv_cache){.base = {r->self_kv[0], 0},
                           .bytes = (size_t)r->L * r->slots * self_slot_elems(r) * 4,
                           .slots = r->slots,
                           .len = r->max_out};
@@ -122,6 +123,34 @@ static clf_status copy_slot(run *r, clf_buffer *dst, clf_buffer *src, size_t slo
                          (clf_ptr){src, 4 * (base + (size_t)from * slot_elems)}, 4 * elems);
         if (st != CLF_OK)
             return clf_error_context(st, "decode: cache copy");
+    }
+    return CLF_OK;
+}
+
+/* Reorders the self caches of slots 0..n-1 in place: slot i takes the first len positions
+ * of slot from[i]'s cache. Slots are written in increasing order, so a source s that is
+ * itself rewritten (from[s] != s) before a later slot i > s reads it is first saved into
+ * the spare (save: n ints of scratch). Compaction alone (greedy: from[i] >= i) saves
+ * nothing, and a slot with from[i] == i (every slot of a greedy step in which no sentence
+ * ends) is not copied at all. */
+static clf_status reorder_self(run *r, const int *from, int n, int len, int *save)
+{
+    const size_t elems = (size_t)len * 2 * r->d;
+    clf_status st;
+    memset(save, 0, sizeof(int) * (size_t)n);
+    for (int i = 0; i < n; i++)
+        if (from[i] < i && from[from[i]] != from[i])
+            save[from[i]] = 1;
+    for (int s = 0; s < n; s++)
+        if (save[s] && (st = copy_slot(r, r->self_kv[1], r->self_kv[0], self_slot_elems(r), r->L, s,
+                                       s, elems)) != CLF_OK)
+            return st;
+    for (int i = 0; i < n; i++) {
+        const int s = from[i];
+        if (s != i &&
+            (st = copy_slot(r, r->self_kv[0], s < n && save[s] ? r->self_kv[1] : r->self_kv[0],
+                            self_slot_elems(r), r->L, i, s, elems)) != CLF_OK)
+            return st;
     }
     return CLF_OK;
 }
@@ -369,8 +398,8 @@ static clf_status advance(run *r, int t, choice *scratch)
     const int hf = r->o->style == CLF_BEAM_HF && K > 1;
     int n_next = 0; /* active sentences after this step */
     clf_status st = CLF_OK;
-    /* new slot -> old slot, for the gather */
-    int *from = malloc(sizeof(int) * r->slots);
+    /* new slot -> old slot, for the gather; then reorder_self's scratch */
+    int *from = malloc(sizeof(int) * 2 * (size_t)r->slots);
     if (!from)
         return clf_error(CLF_ERR_NOMEM, "decode: out of host memory");
     for (int a = 0; a < r->n_active; a++) {
@@ -457,12 +486,10 @@ static clf_status advance(run *r, int t, choice *scratch)
         }
         r->sent[n_next++] = s;
     }
-    /* gather the self caches of the survivors into the other buffer (positions 0..t) */
-    if (r->o->use_cache)
-        for (int i = 0; i < n_next * K; i++)
-            if ((st = copy_slot(r, r->self_kv[nxt], r->self_kv[cur], self_slot_elems(r), r->L, i,
-                                from[i], (size_t)(t + 1) * 2 * r->d)) != CLF_OK)
-                goto done;
+    /* the self caches of the survivors (positions 0..t) */
+    if (r->o->use_cache &&
+        (st = reorder_self(r, from, n_next * K, t + 1, from + r->slots)) != CLF_OK)
+        goto done;
     r->n_active = n_next;
     r->cur = nxt;
 done:
@@ -619,7 +646,8 @@ clf_status clf_decode(clf_model *m, const int32_t *src, int B, int S, const clf_
     if (o->use_cache) {
         size_t self_bytes = (size_t)r.L * slots * self_slot_elems(&r) * 4;
         if ((st = alloc_device(&r, &r.self_kv[0], self_bytes, "self-attention cache")) != CLF_OK ||
-            (st = alloc_device(&r, &r.self_kv[1], self_bytes, "self-attention cache")) != CLF_OK)
+            (r.K > 1 &&
+             (st = alloc_device(&r, &r.self_kv[1], self_bytes, "self-attention cache")) != CLF_OK))
             goto fail;
     } else if ((st = alloc_device(&r, &r.enc, slots * S * r.d * 4, "encoder output")) != CLF_OK) {
         goto fail;
