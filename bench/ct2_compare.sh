@@ -14,6 +14,7 @@
 # CT2_USE_MKL=0: each CTranslate2 type at its best on this machine.
 # Env: BUILD (default build), THREADS (2), REPEAT (3), MAX_LEN (64),
 #      ROWS (default "greedy:1:50 greedy:32:256 beam4:32:128": mode:batch:sentences),
+#      ENGINES (default all six; keep ct2-int8, which the ratio is taken against),
 #      CLF_CT2_VENV (default /work/venv-ct2: made with --system-site-packages when missing),
 #      CT2_VERSION (the ctranslate2 wheel pip installs there, default 4.8.5).
 # A benchmark, not a test: CI never runs it. Results: bench/RESULTS.md.
@@ -68,7 +69,7 @@ for beam in 1 4; do
   py check "$out/check.clf.$beam.txt" "$out/check.ct2.$beam.txt"
 done
 
-engines="ct2-float32 ct2-int8 clf-f32 clf-f16 clf-bf16 clf-int8"
+engines=${ENGINES:-ct2-float32 ct2-int8 clf-f32 clf-f16 clf-bf16 clf-int8}
 : > "$out/rates.txt"
 for row in $ROWS; do
   IFS=: read -r mode batch n <<< "$row"
