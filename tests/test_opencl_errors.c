@@ -126,26 +126,26 @@ START_TEST(test_bounds)
                          .out = {big, 0},
                          .ids = {small, 0},
                          .table = {big, 0}};
-    EXPECT_ERROR(ocl.api->embed(ocl.be, &em), CLF_ERR_INPUT, "embed", "'ids'");
+    EXPECT_ERROR(clf_op_embed(ocl.api, ocl.be, &em), CLF_ERR_INPUT, "embed", "'ids'");
     em.ids = (clf_ptr){big, 0};
     em.pe = (clf_ptr){small, 0}; /* needs 12 * 4 floats */
-    EXPECT_ERROR(ocl.api->embed(ocl.be, &em), CLF_ERR_INPUT, "embed", "'pe'");
+    EXPECT_ERROR(clf_op_embed(ocl.api, ocl.be, &em), CLF_ERR_INPUT, "embed", "'pe'");
 
     EXPECT_ERROR(
-        ocl.api->add(ocl.be, (clf_ptr){small, 0}, (clf_ptr){big, 0}, (clf_ptr){big, 0}, 11),
+        clf_op_add(ocl.api, ocl.be, (clf_ptr){small, 0}, (clf_ptr){big, 0}, (clf_ptr){big, 0}, 11),
         CLF_ERR_INPUT, "add", "'out'");
-    EXPECT_ERROR(ocl.api->softmax(ocl.be, (clf_ptr){big, 0}, (clf_ptr){small, 0}, 2, 6, 0),
+    EXPECT_ERROR(clf_op_softmax(ocl.api, ocl.be, (clf_ptr){big, 0}, (clf_ptr){small, 0}, 2, 6, 0),
                  CLF_ERR_INPUT, "softmax", "'x'");
-    EXPECT_ERROR(ocl.api->softmax(ocl.be, (clf_ptr){big, 0}, (clf_ptr){small, 0}, 2, 6, 1),
+    EXPECT_ERROR(clf_op_softmax(ocl.api, ocl.be, (clf_ptr){big, 0}, (clf_ptr){small, 0}, 2, 6, 1),
                  CLF_ERR_INPUT, "log_softmax", "'x'");
-    EXPECT_ERROR(ocl.api->argmax(ocl.be, (clf_ptr){small, 0}, (clf_ptr){big, 0}, 11, 2),
+    EXPECT_ERROR(clf_op_argmax(ocl.api, ocl.be, (clf_ptr){small, 0}, (clf_ptr){big, 0}, 11, 2),
                  CLF_ERR_INPUT, "argmax", "'out'");
-    EXPECT_ERROR(ocl.api->upload(ocl.be, (clf_ptr){small, 4}, h, 40), CLF_ERR_INPUT, "upload",
-                 "'dst'");
-    EXPECT_ERROR(ocl.api->download(ocl.be, h, (clf_ptr){small, 0}, 44), CLF_ERR_INPUT, "download",
-                 "'src'");
-    EXPECT_ERROR(ocl.api->copy(ocl.be, (clf_ptr){small, 0}, (clf_ptr){big, 0}, 41), CLF_ERR_INPUT,
-                 "copy", "'dst'");
+    EXPECT_ERROR(clf_op_upload(ocl.api, ocl.be, (clf_ptr){small, 4}, h, 40), CLF_ERR_INPUT,
+                 "upload", "'dst'");
+    EXPECT_ERROR(clf_op_download(ocl.api, ocl.be, h, (clf_ptr){small, 0}, 44), CLF_ERR_INPUT,
+                 "download", "'src'");
+    EXPECT_ERROR(clf_op_copy(ocl.api, ocl.be, (clf_ptr){small, 0}, (clf_ptr){big, 0}, 41),
+                 CLF_ERR_INPUT, "copy", "'dst'");
 
     /* a buffer of another backend instance */
     const clf_backend_api *api2 = NULL;
@@ -153,7 +153,7 @@ START_TEST(test_bounds)
     clf_backend_opts o = {.abi_version = CLF_BACKEND_ABI, .device = getenv("CLF_TEST_DEVICE")};
     CLF_ASSERT_OK(clf_backend_load("opencl", CLF_BUILD_BACKEND_DIR, &api2));
     CLF_ASSERT_OK(api2->open(&o, &be2));
-    EXPECT_ERROR(api2->add(be2, (clf_ptr){big, 0}, (clf_ptr){big, 0}, (clf_ptr){big, 0}, 4),
+    EXPECT_ERROR(clf_op_add(api2, be2, (clf_ptr){big, 0}, (clf_ptr){big, 0}, (clf_ptr){big, 0}, 4),
                  CLF_ERR_INPUT, "add", "another backend");
     /* the same refusal from the core's checks (clformer/ops.h), for the ops it checks */
     EXPECT_ERROR(clf_op_gemm(api2, be2, &g), CLF_ERR_INPUT, "opencl: gemm", "'a'",
@@ -205,11 +205,11 @@ START_TEST(test_train_bounds)
     float h[256] = {0};
     clf_buffer *big = up(&ocl, h, sizeof h), *small = up(&ocl, h, 40); /* 10 floats */
 
-    EXPECT_ERROR(ocl.api->relu_backward(ocl.be, (clf_ptr){small, 0}, (clf_ptr){big, 0},
-                                        (clf_ptr){big, 0}, 11),
+    EXPECT_ERROR(clf_op_relu_backward(ocl.api, ocl.be, (clf_ptr){small, 0}, (clf_ptr){big, 0},
+                                      (clf_ptr){big, 0}, 11),
                  CLF_ERR_INPUT, "relu_backward", "'dx'");
-    EXPECT_ERROR(ocl.api->relu_backward(ocl.be, (clf_ptr){big, 4}, (clf_ptr){big, 0},
-                                        (clf_ptr){small, 0}, 8),
+    EXPECT_ERROR(clf_op_relu_backward(ocl.api, ocl.be, (clf_ptr){big, 4}, (clf_ptr){big, 0},
+                                      (clf_ptr){small, 0}, 8),
                  CLF_ERR_INPUT, "relu_backward", "overlaps");
 
     clf_layernorm_backward_args ln = {.rows = 2,
@@ -266,27 +266,28 @@ START_TEST(test_train_bounds)
                                   .dtable = {big, 0},
                                   .dout = {big, 0},
                                   .ids = {small, 0}};
-    EXPECT_ERROR(ocl.api->embed_backward(ocl.be, &em), CLF_ERR_INPUT, "embed_backward", "'ids'");
+    EXPECT_ERROR(clf_op_embed_backward(ocl.api, ocl.be, &em), CLF_ERR_INPUT, "embed_backward",
+                 "'ids'");
 
     clf_cross_entropy_args ce = {
         .rows = 4, .cols = 16, .loss = {NULL, 0}, .logits = {big, 0}, .targets = {small, 0}};
-    EXPECT_ERROR(ocl.api->cross_entropy(ocl.be, &ce), CLF_ERR_INPUT, "cross_entropy", "'loss'",
-                 "missing");
+    EXPECT_ERROR(clf_op_cross_entropy(ocl.api, ocl.be, &ce), CLF_ERR_INPUT, "cross_entropy",
+                 "'loss'", "missing");
     ce.loss = (clf_ptr){big, 16}; /* inside the logits */
-    EXPECT_ERROR(ocl.api->cross_entropy(ocl.be, &ce), CLF_ERR_INPUT, "cross_entropy", "loss",
+    EXPECT_ERROR(clf_op_cross_entropy(ocl.api, ocl.be, &ce), CLF_ERR_INPUT, "cross_entropy", "loss",
                  "overlaps");
     ce.loss = (clf_ptr){big, 512};
     ce.label_smoothing = 1.5f;
-    EXPECT_ERROR(ocl.api->cross_entropy(ocl.be, &ce), CLF_ERR_INPUT, "cross_entropy",
+    EXPECT_ERROR(clf_op_cross_entropy(ocl.api, ocl.be, &ce), CLF_ERR_INPUT, "cross_entropy",
                  "label_smoothing");
 
-    EXPECT_ERROR(ocl.api->sum_squares(ocl.be, (clf_ptr){NULL, 0}, (clf_ptr){big, 0}, 4),
+    EXPECT_ERROR(clf_op_sum_squares(ocl.api, ocl.be, (clf_ptr){NULL, 0}, (clf_ptr){big, 0}, 4),
                  CLF_ERR_INPUT, "sum_squares", "'out'");
-    EXPECT_ERROR(ocl.api->sum_squares(ocl.be, (clf_ptr){big, 0}, (clf_ptr){small, 0}, 11),
+    EXPECT_ERROR(clf_op_sum_squares(ocl.api, ocl.be, (clf_ptr){big, 0}, (clf_ptr){small, 0}, 11),
                  CLF_ERR_INPUT, "sum_squares", "'x'");
-    EXPECT_ERROR(ocl.api->fill(ocl.be, (clf_ptr){small, 4}, 1.0f, 10), CLF_ERR_INPUT, "fill",
+    EXPECT_ERROR(clf_op_fill(ocl.api, ocl.be, (clf_ptr){small, 4}, 1.0f, 10), CLF_ERR_INPUT, "fill",
                  "'out'");
-    EXPECT_ERROR(ocl.api->fill(ocl.be, (clf_ptr){small, 2}, 1.0f, 1), CLF_ERR_INPUT, "fill",
+    EXPECT_ERROR(clf_op_fill(ocl.api, ocl.be, (clf_ptr){small, 2}, 1.0f, 1), CLF_ERR_INPUT, "fill",
                  "multiple of 4");
     ocl.api->free(ocl.be, big);
     ocl.api->free(ocl.be, small);

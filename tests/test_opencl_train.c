@@ -127,14 +127,14 @@ START_TEST(test_dropout)
 
     clf_buffer *b = up(&ocl, NULL, 64);
     clf_dropout_args bad = {.out = {b, 0}, .x = {b, 0}, .n = 8, .p = 1.0f};
-    EXPECT_ERROR(ocl.api->dropout(ocl.be, &bad), CLF_ERR_INPUT, "dropout", "[0, 1)");
+    EXPECT_ERROR(clf_op_dropout(ocl.api, ocl.be, &bad), CLF_ERR_INPUT, "dropout", "[0, 1)");
     bad.p = -0.25f;
-    EXPECT_ERROR(ocl.api->dropout(ocl.be, &bad), CLF_ERR_INPUT, "dropout");
+    EXPECT_ERROR(clf_op_dropout(ocl.api, ocl.be, &bad), CLF_ERR_INPUT, "dropout");
     bad.p = NAN;
-    EXPECT_ERROR(ocl.api->dropout(ocl.be, &bad), CLF_ERR_INPUT, "dropout");
+    EXPECT_ERROR(clf_op_dropout(ocl.api, ocl.be, &bad), CLF_ERR_INPUT, "dropout");
     bad.p = 0.5f;
     bad.out.off = 8; /* partly over x */
-    EXPECT_ERROR(ocl.api->dropout(ocl.be, &bad), CLF_ERR_INPUT, "dropout", "overlaps");
+    EXPECT_ERROR(clf_op_dropout(ocl.api, ocl.be, &bad), CLF_ERR_INPUT, "dropout", "overlaps");
     ocl.api->free(ocl.be, b);
 }
 END_TEST
@@ -314,9 +314,9 @@ START_TEST(test_adam)
                          .v = {b, 0},
                          .bias_correction1 = 0.1f,
                          .sqrt_bias_correction2 = 0.1f};
-    EXPECT_ERROR(ocl.api->adam(ocl.be, &bad), CLF_ERR_INPUT, "adam", "overlap");
+    EXPECT_ERROR(clf_op_adam(ocl.api, ocl.be, &bad), CLF_ERR_INPUT, "adam", "overlap");
     bad.bias_correction1 = 0.0f;
-    EXPECT_ERROR(ocl.api->adam(ocl.be, &bad), CLF_ERR_INPUT, "adam", "bias correction");
+    EXPECT_ERROR(clf_op_adam(ocl.api, ocl.be, &bad), CLF_ERR_INPUT, "adam", "bias correction");
     ocl.api->free(ocl.be, b);
 }
 END_TEST

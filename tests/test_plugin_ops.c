@@ -162,59 +162,59 @@ START_TEST(errors_name_the_op_the_operand_and_the_backend)
     expect_error(clf_test_api->plugin_prepare(clf_test_be, formless), CLF_ERR_UNSUPPORTED,
                  "prepare(op without this backend's form)", formless->name, clf_test_be_name, form);
     clf_activation_args fa = {.op = formless, .out = b1, .x = b0, .n = n};
-    expect_error(clf_test_api->activation(clf_test_be, &fa), CLF_ERR_UNSUPPORTED,
+    expect_error(clf_op_activation(clf_test_api, clf_test_be, &fa), CLF_ERR_UNSUPPORTED,
                  "activation(op without this backend's form)", formless->name, clf_test_be_name,
                  form);
 
     /* the gate goes with the kind */
     fa = (clf_activation_args){.op = &op_tsqg, .out = b1, .x = b0, .n = n};
-    expect_error(clf_test_api->activation(clf_test_be, &fa), CLF_ERR_INPUT,
+    expect_error(clf_op_activation(clf_test_api, clf_test_be, &fa), CLF_ERR_INPUT,
                  "gated activation without a gate", "tsqg", "gate", NULL);
     fa = (clf_activation_args){.op = &op_tsq, .out = b1, .x = b0, .gate = b2, .n = n};
-    expect_error(clf_test_api->activation(clf_test_be, &fa), CLF_ERR_INPUT,
+    expect_error(clf_op_activation(clf_test_api, clf_test_be, &fa), CLF_ERR_INPUT,
                  "activation with a gate", "tsq", "gate", NULL);
     clf_activation_backward_args ba = {
         .op = &op_tsqg, .dx = b1, .dy = b2, .x = b0, .gate = b3, .n = n};
-    expect_error(clf_test_api->activation_backward(clf_test_be, &ba), CLF_ERR_INPUT,
+    expect_error(clf_op_activation_backward(clf_test_api, clf_test_be, &ba), CLF_ERR_INPUT,
                  "gated activation_backward without dgate", "tsqg", "dgate", NULL);
     /* the kind goes with the entry */
     fa = (clf_activation_args){.op = &op_rmsb, .out = b1, .x = b0, .n = n};
-    expect_error(clf_test_api->activation(clf_test_be, &fa), CLF_ERR_INPUT, "activation(norm op)",
-                 "rmsb", "norm", NULL);
+    expect_error(clf_op_activation(clf_test_api, clf_test_be, &fa), CLF_ERR_INPUT,
+                 "activation(norm op)", "rmsb", "norm", NULL);
     clf_norm_args na = {
         .op = &op_tsq, .out = b1, .x = b0, .alpha = b2, .rows = 2, .cols = 4, .eps = 1e-5f};
-    expect_error(clf_test_api->norm(clf_test_be, &na), CLF_ERR_INPUT, "norm(activation op)", "tsq",
-                 "activation", NULL);
+    expect_error(clf_op_norm(clf_test_api, clf_test_be, &na), CLF_ERR_INPUT, "norm(activation op)",
+                 "tsq", "activation", NULL);
 
     /* spans: too small, partly overlapping, aliasing what may not alias */
     fa = (clf_activation_args){.op = &op_tsq, .out = {small, 0}, .x = b0, .n = n};
-    expect_error(clf_test_api->activation(clf_test_be, &fa), CLF_ERR_INPUT, "activation(small out)",
-                 "activation", "'out'", NULL);
+    expect_error(clf_op_activation(clf_test_api, clf_test_be, &fa), CLF_ERR_INPUT,
+                 "activation(small out)", "activation", "'out'", NULL);
     fa = (clf_activation_args){.op = &op_tsq, .out = b0x, .x = b0, .n = n};
-    expect_error(clf_test_api->activation(clf_test_be, &fa), CLF_ERR_INPUT,
+    expect_error(clf_op_activation(clf_test_api, clf_test_be, &fa), CLF_ERR_INPUT,
                  "activation(out partly over x)", "activation", "overlap", NULL);
     fa = (clf_activation_args){.op = &op_tsqg, .out = b0, .x = b1, .gate = b0, .n = n};
-    expect_error(clf_test_api->activation(clf_test_be, &fa), CLF_ERR_INPUT,
+    expect_error(clf_op_activation(clf_test_api, clf_test_be, &fa), CLF_ERR_INPUT,
                  "activation(out is gate)", "gate", "overlap", NULL);
     ba = (clf_activation_backward_args){
         .op = &op_tsqg, .dx = b0, .dgate = b1, .dy = b0, .x = b2, .gate = b3, .n = n};
-    expect_error(clf_test_api->activation_backward(clf_test_be, &ba), CLF_ERR_INPUT,
+    expect_error(clf_op_activation_backward(clf_test_api, clf_test_be, &ba), CLF_ERR_INPUT,
                  "gated activation_backward(dx is dy)", "dx", "dy", NULL);
     ba = (clf_activation_backward_args){.op = &op_tsq, .dx = b0, .dy = b1, .x = {small, 4}, .n = n};
-    expect_error(clf_test_api->activation_backward(clf_test_be, &ba), CLF_ERR_INPUT,
+    expect_error(clf_op_activation_backward(clf_test_api, clf_test_be, &ba), CLF_ERR_INPUT,
                  "activation_backward(small x)", "activation_backward", "'x'", NULL);
     na = (clf_norm_args){
         .op = &op_rmsb, .out = b0, .x = b0, .alpha = b2, .rows = 2, .cols = 4, .eps = 1e-5f};
-    expect_error(clf_test_api->norm(clf_test_be, &na), CLF_ERR_INPUT, "norm(out is x)", "rmsb",
-                 "overlap", NULL);
+    expect_error(clf_op_norm(clf_test_api, clf_test_be, &na), CLF_ERR_INPUT, "norm(out is x)",
+                 "rmsb", "overlap", NULL);
     na = (clf_norm_args){
         .op = &op_rmsb, .out = b0, .x = b1, .alpha = b0x, .rows = 2, .cols = 4, .eps = 1e-5f};
-    expect_error(clf_test_api->norm(clf_test_be, &na), CLF_ERR_INPUT, "norm(out over alpha)",
+    expect_error(clf_op_norm(clf_test_api, clf_test_be, &na), CLF_ERR_INPUT, "norm(out over alpha)",
                  "rmsb", "overlap", NULL);
     na = (clf_norm_args){
         .op = &op_rmsb, .out = b0, .x = b1, .alpha = b2, .rows = 2, .cols = 0, .eps = 1e-5f};
-    expect_error(clf_test_api->norm(clf_test_be, &na), CLF_ERR_INPUT, "norm(cols = 0)", "norm",
-                 "cols=0", NULL);
+    expect_error(clf_op_norm(clf_test_api, clf_test_be, &na), CLF_ERR_INPUT, "norm(cols = 0)",
+                 "norm", "cols=0", NULL);
     na = (clf_norm_args){.op = &op_rmsb,
                          .out = b0,
                          .x = b1,
@@ -223,8 +223,8 @@ START_TEST(errors_name_the_op_the_operand_and_the_backend)
                          .rows = 2,
                          .cols = 4,
                          .eps = 1e-5f};
-    expect_error(clf_test_api->norm(clf_test_be, &na), CLF_ERR_INPUT, "norm(small beta)", "norm",
-                 "'beta'", NULL);
+    expect_error(clf_op_norm(clf_test_api, clf_test_be, &na), CLF_ERR_INPUT, "norm(small beta)",
+                 "norm", "'beta'", NULL);
     clf_norm_backward_args nb = {.op = &op_rmsb,
                                  .dx = b0,
                                  .dy = b0,
@@ -233,16 +233,16 @@ START_TEST(errors_name_the_op_the_operand_and_the_backend)
                                  .rows = 2,
                                  .cols = 4,
                                  .eps = 1e-5f};
-    expect_error(clf_test_api->norm_backward(clf_test_be, &nb), CLF_ERR_INPUT,
+    expect_error(clf_op_norm_backward(clf_test_api, clf_test_be, &nb), CLF_ERR_INPUT,
                  "norm_backward(dx is dy)", "norm_backward", "dy", NULL);
     nb.dy = b3, nb.alpha = b0x;
-    expect_error(clf_test_api->norm_backward(clf_test_be, &nb), CLF_ERR_INPUT,
+    expect_error(clf_op_norm_backward(clf_test_api, clf_test_be, &nb), CLF_ERR_INPUT,
                  "norm_backward(dx over alpha)", "norm_backward", "alpha", NULL);
     nb.alpha = b2, nb.dalpha = (clf_ptr){small, 4};
-    expect_error(clf_test_api->norm_backward(clf_test_be, &nb), CLF_ERR_INPUT,
+    expect_error(clf_op_norm_backward(clf_test_api, clf_test_be, &nb), CLF_ERR_INPUT,
                  "norm_backward(small dalpha)", "norm_backward", "'dalpha'", NULL);
     nb.dalpha = b4, nb.dx = (clf_ptr){big, 2};
-    expect_error(clf_test_api->norm_backward(clf_test_be, &nb), CLF_ERR_INPUT,
+    expect_error(clf_op_norm_backward(clf_test_api, clf_test_be, &nb), CLF_ERR_INPUT,
                  "norm_backward(dx misaligned)", "norm_backward", "'dx'", NULL);
 
     /* after all that, the ops still work */
@@ -269,7 +269,7 @@ START_TEST(opencl_build_error_names_the_op_and_shows_the_log)
     clf_buffer *buf;
     CLF_ASSERT_OK(clf_test_api->alloc(clf_test_be, 64, &buf));
     clf_activation_args a = {.op = &op_broken_cl, .out = {buf, 0}, .x = {buf, 32}, .n = 8};
-    expect_error(clf_test_api->activation(clf_test_be, &a), CLF_ERR_BACKEND,
+    expect_error(clf_op_activation(clf_test_api, clf_test_be, &a), CLF_ERR_BACKEND,
                  "activation(broken source)", "brokencl", "clBuildProgram", NULL);
     a.op = &op_tsq; /* and a good op still builds and runs */
     CLF_ASSERT_OK(clf_test_api->activation(clf_test_be, &a));

@@ -303,25 +303,33 @@ END_TEST
 
 /* ---- quantized files ---- */
 
-static void fixture_paths(char *yaml, char *weights, size_t size)
+/* What the quantized-file tests start from: the pre_standard_bias fixture's model.yaml,
+ * its weights and its config, and a fresh temporary directory (clf_test_tmp_path; the test
+ * removes it). */
+typedef struct quant_fixture {
+    char yaml[1024], wpath[1024];
+    clf_config cfg;
+} quant_fixture;
+
+static void fixture_open(quant_fixture *f)
 {
-    snprintf(yaml, size, "%s/pre_standard_bias/model.yaml", CLF_FIXTURES_DIR);
-    snprintf(weights, size, "%s/pre_standard_bias/weights.safetensors", CLF_FIXTURES_DIR);
+    snprintf(f->yaml, sizeof f->yaml, "%s/pre_standard_bias/model.yaml", CLF_FIXTURES_DIR);
+    snprintf(f->wpath, sizeof f->wpath, "%s/pre_standard_bias/weights.safetensors",
+             CLF_FIXTURES_DIR);
+    clf_test_make_tmpdir("clf-quant");
+    CLF_ASSERT_OK(clf_config_load(f->yaml, &f->cfg));
 }
 
 START_TEST(test_quantize_round_trip)
 {
-    char yaml[1024], wpath[1024];
-    fixture_paths(yaml, wpath, sizeof yaml);
-    clf_test_make_tmpdir("clf-quant");
-    clf_config cfg;
-    CLF_ASSERT_OK(clf_config_load(yaml, &cfg));
+    quant_fixture f;
+    fixture_open(&f);
     clf_weights *orig = NULL, *w8 = NULL, *again = NULL;
-    CLF_ASSERT_OK(clf_weights_load(wpath, &cfg.model, &orig));
+    CLF_ASSERT_OK(clf_weights_load(f.wpath, &f.cfg.model, &orig));
     ck_assert_int_eq(orig->stored_type, CLF_WEIGHT_F32);
 
     const char *q1 = clf_test_tmp_path("q1.safetensors");
-    CLF_ASSERT_OK(clf_weights_quantize_file(wpath, q1, CLF_WEIGHT_INT8, 0));
+    CLF_ASSERT_OK(clf_weights_quantize_file(f.wpath, q1, CLF_WEIGHT_INT8, 0));
     clf_safetensors *f1 = NULL;
     CLF_ASSERT_OK(clf_safetensors_open(q1, &f1));
     ck_assert_str_eq(clf_safetensors_meta(f1, CLF_WEIGHT_TYPE_META), "int8");
@@ -339,7 +347,7 @@ START_TEST(test_quantize_round_trip)
     ck_assert_int_eq(clf_safetensors_find(f1, "src_embed.embedding.weight")->dtype, CLF_F32);
 
     /* loaded: dequantized, within half a step of the original */
-    CLF_ASSERT_OK(clf_weights_load(q1, &cfg.model, &w8));
+    CLF_ASSERT_OK(clf_weights_load(q1, &f.cfg.model, &w8));
     ck_assert_int_eq(w8->stored_type, CLF_WEIGHT_INT8);
     for (int i = 0; i < orig->count; i++) {
         const int64_t numel = clf_weight_spec_numel(&orig->specs[i]);
@@ -390,8 +398,8 @@ START_TEST(test_quantize_round_trip)
     const clf_weight_type t16[2] = {CLF_WEIGHT_BF16, CLF_WEIGHT_F16};
     for (int j = 0; j < 2; j++) {
         const char *p = clf_test_tmp_path(j ? "h.safetensors" : "b.safetensors");
-        CLF_ASSERT_OK(clf_weights_quantize_file(wpath, p, t16[j], 0));
-        CLF_ASSERT_OK(clf_weights_load(p, &cfg.model, &again));
+        CLF_ASSERT_OK(clf_weights_quantize_file(f.wpath, p, t16[j], 0));
+        CLF_ASSERT_OK(clf_weights_load(p, &f.cfg.model, &again));
         ck_assert_int_eq(again->stored_type, t16[j]);
         for (int64_t e = 0; e < clf_weight_spec_numel(&orig->specs[wi]); e++) {
             const float x = orig->data[wi][e];
@@ -409,7 +417,7 @@ START_TEST(test_quantize_round_trip)
     const int ti = clf_weights_find(orig, table);
     ck_assert_int_ge(ti, 0);
     const char *he = clf_test_tmp_path("he.safetensors");
-    CLF_ASSERT_OK(clf_weights_quantize_file(wpath, he, CLF_WEIGHT_F16, CLF_QUANTIZE_EMBEDDINGS));
+    CLF_ASSERT_OK(clf_weights_quantize_file(f.wpath, he, CLF_WEIGHT_F16, CLF_QUANTIZE_EMBEDDINGS));
     clf_safetensors *fe = NULL;
     CLF_ASSERT_OK(clf_safetensors_open(he, &fe));
     ck_assert_int_eq(clf_safetensors_find(fe, table)->dtype, CLF_F16);
@@ -417,7 +425,7 @@ START_TEST(test_quantize_round_trip)
     CLF_ASSERT_OK(clf_safetensors_open(clf_test_tmp_path("h.safetensors"), &fe));
     ck_assert_int_eq(clf_safetensors_find(fe, table)->dtype, CLF_F32);
     clf_safetensors_close(fe);
-    CLF_ASSERT_OK(clf_weights_load(he, &cfg.model, &again));
+    CLF_ASSERT_OK(clf_weights_load(he, &f.cfg.model, &again));
     for (int64_t e = 0; e < clf_weight_spec_numel(&orig->specs[ti]); e++)
         ck_assert_float_eq(again->data[ti][e],
                            clf_half_to_float(clf_float_to_half(orig->data[ti][e])));
@@ -434,22 +442,19 @@ END_TEST
 /* The int8 file gives the logits of the F32 file quantized at load, bit for bit. */
 START_TEST(test_quantized_file_equals_load_time_quantization)
 {
-    char yaml[1024], wpath[1024];
-    fixture_paths(yaml, wpath, sizeof yaml);
-    clf_test_make_tmpdir("clf-quant");
+    quant_fixture f;
+    fixture_open(&f);
     const char *q = clf_test_tmp_path("q.safetensors");
-    CLF_ASSERT_OK(clf_weights_quantize_file(wpath, q, CLF_WEIGHT_INT8, 0));
-    clf_config cfg;
-    CLF_ASSERT_OK(clf_config_load(yaml, &cfg));
+    CLF_ASSERT_OK(clf_weights_quantize_file(f.wpath, q, CLF_WEIGHT_INT8, 0));
     float out[2][2 * 5 * 64];
     const int32_t src[2 * 6] = {2, 5, 6, 7, 8, 3, 2, 9, 10, 11, 3, 1};
     const int32_t tgt[2 * 5] = {2, 4, 5, 6, 7, 2, 8, 9, 10, 11};
-    ck_assert_int_le(cfg.model.tgt_vocab, 64);
+    ck_assert_int_le(f.cfg.model.tgt_vocab, 64);
     for (int k = 0; k < 2; k++) {
         clf_weights *w = NULL;
         clf_model *m = NULL;
-        CLF_ASSERT_OK(clf_weights_load(k ? q : wpath, &cfg.model, &w));
-        CLF_ASSERT_OK(clf_model_create(&cfg.model, w, clf_test_api, clf_test_be, &m));
+        CLF_ASSERT_OK(clf_weights_load(k ? q : f.wpath, &f.cfg.model, &w));
+        CLF_ASSERT_OK(clf_model_create(&f.cfg.model, w, clf_test_api, clf_test_be, &m));
         CLF_ASSERT_OK(clf_model_set_weight_type(m, CLF_WEIGHT_INT8));
         clf_forward_io fio = {
             .batch = 2, .src_len = 6, .tgt_len = 5, .src = src, .tgt = tgt, .logits = out[k]};
@@ -457,7 +462,7 @@ START_TEST(test_quantized_file_equals_load_time_quantization)
         clf_model_free(m);
         clf_weights_free(w);
     }
-    ck_assert(memcmp(out[0], out[1], sizeof(float) * 2 * 5 * (size_t)cfg.model.tgt_vocab) == 0);
+    ck_assert(memcmp(out[0], out[1], sizeof(float) * 2 * 5 * (size_t)f.cfg.model.tgt_vocab) == 0);
     clf_test_remove_tmpdir();
 }
 END_TEST
@@ -533,23 +538,20 @@ static void expect_refused(const char *path, const clf_model_config *mc, const c
 
 START_TEST(test_hostile_quantized_files)
 {
-    char yaml[1024], wpath[1024];
-    fixture_paths(yaml, wpath, sizeof yaml);
-    clf_test_make_tmpdir("clf-quant");
-    clf_config cfg;
-    CLF_ASSERT_OK(clf_config_load(yaml, &cfg));
+    quant_fixture f;
+    fixture_open(&f);
     const char *q = clf_test_tmp_path("q.safetensors"), *bad = clf_test_tmp_path("bad.safetensors");
-    CLF_ASSERT_OK(clf_weights_quantize_file(wpath, q, CLF_WEIGHT_INT8, 0));
+    CLF_ASSERT_OK(clf_weights_quantize_file(f.wpath, q, CLF_WEIGHT_INT8, 0));
     const char *sname = "decoder.layers.1.feed_forward_block.linear_2.weight.scale";
 
     write_edited(q, bad, sname, shorter, 0);
-    expect_refused(bad, &cfg.model, sname, "has shape");
+    expect_refused(bad, &f.cfg.model, sname, "has shape");
     write_edited(q, bad, sname, as_f16, 0);
-    expect_refused(bad, &cfg.model, sname, "F16");
+    expect_refused(bad, &f.cfg.model, sname, "F16");
     write_edited(q, bad, sname, NULL, 1);
-    expect_refused(bad, &cfg.model, sname, "missing");
+    expect_refused(bad, &f.cfg.model, sname, "missing");
     write_edited(q, bad, sname, negative_first, 0);
-    expect_refused(bad, &cfg.model, sname, ">= 0");
+    expect_refused(bad, &f.cfg.model, sname, ">= 0");
 
     /* truncated: the data section cut short */
     size_t len = 0;
@@ -560,7 +562,7 @@ START_TEST(test_hostile_quantized_files)
     fclose(fp);
     free(bytes);
     clf_weights *w = NULL;
-    ck_assert_int_eq(clf_weights_load(bad, &cfg.model, &w), CLF_ERR_INPUT);
+    ck_assert_int_eq(clf_weights_load(bad, &f.cfg.model, &w), CLF_ERR_INPUT);
     ck_assert_ptr_null(strchr(clf_last_error(), '\n'));
     ck_assert_msg(strstr(clf_last_error(), "'") != NULL, "no tensor named: %s", clf_last_error());
     clf_test_remove_tmpdir();
@@ -570,22 +572,22 @@ END_TEST
 /* The CLI: quantize, then translate-free checks of the flags through forward. */
 START_TEST(test_cli_quantize_and_weight_type)
 {
-    char yaml[1024], wpath[1024], args[4096], err[4096];
-    fixture_paths(yaml, wpath, sizeof yaml);
-    clf_test_make_tmpdir("clf-quant");
+    char args[4096], err[4096];
+    quant_fixture f;
+    fixture_open(&f);
     const char *q = clf_test_tmp_path("q.safetensors");
-    snprintf(args, sizeof args, "quantize -w %s -o %s --type int8", wpath, q);
+    snprintf(args, sizeof args, "quantize -w %s -o %s --type int8", f.wpath, q);
     ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 0);
-    snprintf(args, sizeof args, "quantize -w %s -o %s --type int4", wpath, q);
+    snprintf(args, sizeof args, "quantize -w %s -o %s --type int4", f.wpath, q);
     ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 2);
     ck_assert_ptr_nonnull(strstr(err, "int4"));
     char io[1024];
     snprintf(io, sizeof io, "%s/pre_standard_bias/io.safetensors", CLF_FIXTURES_DIR);
-    snprintf(args, sizeof args, "forward -c %s -w %s -i %s -o %s --weight-type f8", yaml, q, io,
+    snprintf(args, sizeof args, "forward -c %s -w %s -i %s -o %s --weight-type f8", f.yaml, q, io,
              clf_test_tmp_path("out.safetensors"));
     ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 2);
     ck_assert_ptr_nonnull(strstr(err, "--weight-type"));
-    snprintf(args, sizeof args, "forward -c %s -w %s -i %s -o %s", yaml, q, io,
+    snprintf(args, sizeof args, "forward -c %s -w %s -i %s -o %s", f.yaml, q, io,
              clf_test_tmp_path("out.safetensors"));
     ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 0);
     clf_test_remove_tmpdir();

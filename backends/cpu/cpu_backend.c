@@ -148,31 +148,26 @@ static clf_status cpu_buffer_size(clf_backend *be, const clf_buffer *buf, size_t
     return CLF_OK;
 }
 
+/* upload, download, copy: the spans are checked by the core (clformer/ops.h) */
 static clf_status cpu_upload(clf_backend *be, clf_ptr dst, const void *src, size_t bytes)
 {
     (void)be;
-    clf_status st = check_span("upload", "dst", dst, bytes);
-    if (st == CLF_OK && bytes)
+    if (bytes)
         memcpy(dst.buf->data + dst.off, src, bytes);
-    return st;
+    return CLF_OK;
 }
 
 static clf_status cpu_download(clf_backend *be, void *dst, clf_ptr src, size_t bytes)
 {
     (void)be;
-    clf_status st = check_span("download", "src", src, bytes);
-    if (st == CLF_OK && bytes)
+    if (bytes)
         memcpy(dst, src.buf->data + src.off, bytes);
-    return st;
+    return CLF_OK;
 }
 
 static clf_status cpu_copy(clf_backend *be, clf_ptr dst, clf_ptr src, size_t bytes)
 {
     (void)be;
-    clf_status st;
-    if ((st = check_span("copy", "dst", dst, bytes)) != CLF_OK ||
-        (st = check_span("copy", "src", src, bytes)) != CLF_OK)
-        return st;
     if (bytes)
         memmove(dst.buf->data + dst.off, src.buf->data + src.off, bytes);
     return CLF_OK;
@@ -463,20 +458,8 @@ static clf_status cpu_attention(clf_backend *be, const clf_attention_args *a)
 static clf_status cpu_embed(clf_backend *be, const clf_embed_args *a)
 {
     CPU_REQUIRE_ARGS("embed", a);
-    const char *op = "embed";
-    if (a->rows < 0 || a->dim <= 0 || a->vocab <= 0 || a->seq_len <= 0 || a->pos0 < 0)
-        return clf_error(CLF_ERR_INPUT,
-                         "cpu: embed: bad shape rows=%d dim=%d vocab=%d seq_len=%d pos0=%d",
-                         a->rows, a->dim, a->vocab, a->seq_len, a->pos0);
+    /* shape and operands: checked by the core (clformer/ops.h) */
     size_t dim = (size_t)a->dim;
-    clf_status st;
-    int npos = a->rows < a->seq_len ? a->rows : a->seq_len;
-    if ((st = check_span(op, "out", a->out, 4 * (size_t)a->rows * dim)) != CLF_OK ||
-        (st = check_span(op, "ids", a->ids, 4 * (size_t)a->rows)) != CLF_OK ||
-        (st = check_span(op, "table", a->table, 4 * (size_t)a->vocab * dim)) != CLF_OK ||
-        (a->pe.buf &&
-         (st = check_span(op, "pe", a->pe, 4 * ((size_t)a->pos0 + npos) * dim)) != CLF_OK))
-        return st;
     const int32_t *ids = iptr(a->ids);
     const float *table = fptr(a->table), *pe = a->pe.buf ? fptr(a->pe) : NULL;
     float *out = fptr(a->out);
@@ -497,13 +480,9 @@ static clf_status cpu_embed(clf_backend *be, const clf_embed_args *a)
     return CLF_OK;
 }
 
+/* add, softmax, argmax: shapes and operands checked by the core (clformer/ops.h) */
 static clf_status cpu_add(clf_backend *be, clf_ptr out, clf_ptr a, clf_ptr b, size_t n)
 {
-    clf_status st;
-    if ((st = check_span("add", "out", out, 4 * n)) != CLF_OK ||
-        (st = check_span("add", "a", a, 4 * n)) != CLF_OK ||
-        (st = check_span("add", "b", b, 4 * n)) != CLF_OK)
-        return st;
     float *o = fptr(out);
     const float *x = fptr(a), *y = fptr(b);
 #pragma omp parallel for num_threads(be->threads) schedule(static) if (n > CPU_PAR_MIN)
@@ -515,14 +494,6 @@ static clf_status cpu_add(clf_backend *be, clf_ptr out, clf_ptr a, clf_ptr b, si
 static clf_status cpu_softmax(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int cols,
                               int use_log)
 {
-    const char *op = use_log ? "log_softmax" : "softmax";
-    if (rows < 0 || cols <= 0)
-        return clf_error(CLF_ERR_INPUT, "cpu: %s: bad shape rows=%d cols=%d", op, rows, cols);
-    size_t bytes = 4 * (size_t)rows * cols;
-    clf_status st;
-    if ((st = check_span(op, "out", out, bytes)) != CLF_OK ||
-        (st = check_span(op, "x", x, bytes)) != CLF_OK)
-        return st;
     const float *X = fptr(x);
     float *O = fptr(out);
 #pragma omp parallel for num_threads(be->threads)                                                  \
@@ -551,12 +522,6 @@ static clf_status cpu_softmax(clf_backend *be, clf_ptr out, clf_ptr x, int rows,
 
 static clf_status cpu_argmax(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int cols)
 {
-    if (rows < 0 || cols <= 0)
-        return clf_error(CLF_ERR_INPUT, "cpu: argmax: bad shape rows=%d cols=%d", rows, cols);
-    clf_status st;
-    if ((st = check_span("argmax", "out", out, 4 * (size_t)rows)) != CLF_OK ||
-        (st = check_span("argmax", "x", x, 4 * (size_t)rows * cols)) != CLF_OK)
-        return st;
     const float *X = fptr(x);
     int32_t *O = iptr(out);
 #pragma omp parallel for num_threads(be->threads) schedule(static) if ((size_t)rows * cols > 65536)

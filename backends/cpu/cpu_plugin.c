@@ -1,7 +1,8 @@
 /* The CPU backend's plugin ops (ABI 3): activations, gated activations and norms whose math
  * a plugin supplies as C functions (clformer/plugin.h). The plugin gives f and f' (or the
- * row map n and its vector-Jacobian product); this file owns the rest: operand checks,
- * threads, the gate product, alpha/beta and their gradients. Semantics: clformer/backend.h.
+ * row map n and its vector-Jacobian product); this file owns the rest: threads, the gate
+ * product, alpha/beta and their gradients (the core has checked the operands,
+ * clformer/ops.h). Semantics: clformer/backend.h.
  *
  * Elementwise ops split n into fixed chunks (not per thread) and rows are independent, so
  * the bits never depend on the number of threads. dalpha and dbeta sum each column over
@@ -56,17 +57,17 @@ clf_status cpu_plugin_prepare(clf_backend *be, const clf_plugin_op *op)
     return CLF_OK;
 }
 
-/* The op's checks shared by every entry: it runs here and is of the kind the entry takes.
- * label gets "<entry> '<op name>'" for the messages that follow. */
-static clf_status check_op(clf_backend *be, const char *entry, const clf_plugin_op *op,
-                           int want_norm, char *label, size_t label_size)
+/* What every entry checks itself: that the op has a CPU form (cpu_plugin_prepare). The
+ * core (clformer/ops.h) has checked the rest: the op's kind against the entry, the gates,
+ * the shape, the operands' bounds and aliasing. label gets "<entry> '<op name>'" for the
+ * messages that follow. */
+static clf_status check_op(clf_backend *be, const char *entry, const clf_plugin_op *op, char *label,
+                           size_t label_size)
 {
-    if (!op)
-        return clf_error(CLF_ERR_INPUT, "cpu: %s: no plugin op", entry);
     clf_status st = cpu_plugin_prepare(be, op);
-    if (st != CLF_OK)
-        return st;
-    return clf_plugin_check_entry_kind("cpu", entry, op, want_norm, label, label_size);
+    if (st == CLF_OK)
+        snprintf(label, label_size, "%s '%s'", entry, op->name);
+    return st;
 }
 
 /* ---- activations ---- */
@@ -77,18 +78,11 @@ clf_status cpu_plugin_activation(clf_backend *be, const clf_activation_args *a)
 {
     char op[96];
     CPU_REQUIRE_ARGS("activation", a);
-    clf_status st = check_op(be, "activation", a->op, 0, op, sizeof op);
+    clf_status st = check_op(be, "activation", a->op, op, sizeof op);
     if (st != CLF_OK)
         return st;
     int gated = a->op->kind == CLF_PLUGIN_GATED_ACTIVATION;
-    if ((st = clf_plugin_check_gates("cpu", op, a->op, 1, a->gate.buf != NULL)) != CLF_OK)
-        return st;
-    size_t n = a->n, bytes = 4 * n;
-    if ((st = check_span(op, "out", a->out, bytes)) != CLF_OK ||
-        (st = check_span(op, "x", a->x, bytes)) != CLF_OK ||
-        (gated && (st = check_span(op, "gate", a->gate, bytes)) != CLF_OK) ||
-        (st = clf_check_activation_overlap("cpu", op, a)) != CLF_OK)
-        return st;
+    size_t n = a->n;
     float *out = fptr(a->out);
     const float *x = fptr(a->x), *gate = gated ? fptr(a->gate) : NULL;
     clf_plugin_act_fn forward = a->op->cpu.act_forward;
@@ -113,21 +107,11 @@ clf_status cpu_plugin_activation_backward(clf_backend *be, const clf_activation_
 {
     char op[96];
     CPU_REQUIRE_ARGS("activation_backward", a);
-    clf_status st = check_op(be, "activation_backward", a->op, 0, op, sizeof op);
+    clf_status st = check_op(be, "activation_backward", a->op, op, sizeof op);
     if (st != CLF_OK)
         return st;
     int gated = a->op->kind == CLF_PLUGIN_GATED_ACTIVATION;
-    if ((st = clf_plugin_check_gates("cpu", op, a->op, 2,
-                                     (a->gate.buf != NULL) + (a->dgate.buf != NULL))) != CLF_OK)
-        return st;
-    size_t n = a->n, bytes = 4 * n;
-    if ((st = check_span(op, "dx", a->dx, bytes)) != CLF_OK ||
-        (st = check_span(op, "dy", a->dy, bytes)) != CLF_OK ||
-        (st = check_span(op, "x", a->x, bytes)) != CLF_OK ||
-        (gated && (st = check_span(op, "gate", a->gate, bytes)) != CLF_OK) ||
-        (gated && (st = check_span(op, "dgate", a->dgate, bytes)) != CLF_OK) ||
-        (st = clf_check_activation_backward_overlap("cpu", op, a)) != CLF_OK)
-        return st;
+    size_t n = a->n;
     float *dx = fptr(a->dx), *dgate = gated ? fptr(a->dgate) : NULL;
     const float *dy = fptr(a->dy), *x = fptr(a->x), *gate = gated ? fptr(a->gate) : NULL;
     clf_plugin_act_fn forward = a->op->cpu.act_forward;
@@ -153,14 +137,6 @@ clf_status cpu_plugin_activation_backward(clf_backend *be, const clf_activation_
 
 /* ---- norms ---- */
 
-/* Checks rows >= 0 and cols >= 1. */
-static clf_status check_norm_shape(const char *op, int rows, int cols)
-{
-    if (rows < 0 || cols <= 0)
-        return clf_error(CLF_ERR_INPUT, "cpu: %s: bad shape rows=%d cols=%d", op, rows, cols);
-    return CLF_OK;
-}
-
 /* out, x: [rows, cols]; alpha, beta: [cols] (beta optional).
  * out[r,:] = alpha * n(x[r,:]) + beta, n = a->op's norm_forward (written into out first).
  * out may not overlap x, alpha or beta. */
@@ -168,20 +144,10 @@ clf_status cpu_plugin_norm(clf_backend *be, const clf_norm_args *a)
 {
     char op[96];
     CPU_REQUIRE_ARGS("norm", a);
-    clf_status st;
-    if ((st = check_op(be, "norm", a->op, 1, op, sizeof op)) != CLF_OK ||
-        (st = check_norm_shape(op, a->rows, a->cols)) != CLF_OK)
+    clf_status st = check_op(be, "norm", a->op, op, sizeof op);
+    if (st != CLF_OK)
         return st;
-    size_t n = (size_t)a->rows * a->cols, bytes = 4 * n, cbytes = 4 * (size_t)a->cols;
-    if ((st = check_span(op, "out", a->out, bytes)) != CLF_OK ||
-        (st = check_span(op, "x", a->x, bytes)) != CLF_OK ||
-        (st = check_span(op, "alpha", a->alpha, cbytes)) != CLF_OK ||
-        (a->beta.buf && (st = check_span(op, "beta", a->beta, cbytes)) != CLF_OK))
-        return st;
-    if (clf_ptr_overlap(a->out, bytes, a->x, bytes) ||
-        clf_ptr_overlap(a->out, bytes, a->alpha, cbytes) ||
-        clf_ptr_overlap(a->out, bytes, a->beta, cbytes))
-        return clf_error(CLF_ERR_INPUT, "cpu: %s: out may not overlap x, alpha or beta", op);
+    size_t n = (size_t)a->rows * a->cols;
     const float *x = fptr(a->x), *alpha = fptr(a->alpha);
     const float *beta = a->beta.buf ? fptr(a->beta) : NULL;
     float *out = fptr(a->out);
@@ -209,23 +175,10 @@ clf_status cpu_plugin_norm_backward(clf_backend *be, const clf_norm_backward_arg
 {
     char op[96];
     CPU_REQUIRE_ARGS("norm_backward", a);
-    clf_status st;
-    if ((st = check_op(be, "norm_backward", a->op, 1, op, sizeof op)) != CLF_OK ||
-        (st = check_norm_shape(op, a->rows, a->cols)) != CLF_OK)
+    clf_status st = check_op(be, "norm_backward", a->op, op, sizeof op);
+    if (st != CLF_OK)
         return st;
-    size_t n = (size_t)a->rows * a->cols, bytes = 4 * n, cbytes = 4 * (size_t)a->cols;
-    if ((st = check_span(op, "dx", a->dx, bytes)) != CLF_OK ||
-        (st = check_span(op, "dy", a->dy, bytes)) != CLF_OK ||
-        (st = check_span(op, "x", a->x, bytes)) != CLF_OK ||
-        (st = check_span(op, "alpha", a->alpha, cbytes)) != CLF_OK ||
-        (a->dalpha.buf && (st = check_span(op, "dalpha", a->dalpha, cbytes)) != CLF_OK) ||
-        (a->dbeta.buf && (st = check_span(op, "dbeta", a->dbeta, cbytes)) != CLF_OK))
-        return st;
-    if (clf_ptr_overlap(a->dx, bytes, a->dy, bytes) || clf_ptr_overlap(a->dx, bytes, a->x, bytes) ||
-        clf_ptr_overlap(a->dx, bytes, a->alpha, cbytes))
-        return clf_error(CLF_ERR_INPUT, "cpu: %s: dx may not overlap dy, x or alpha", op);
-    if (n == 0)
-        return CLF_OK;
+    size_t n = (size_t)a->rows * a->cols, bytes = 4 * n;
 
     const float *x = fptr(a->x), *dy = fptr(a->dy), *alpha = fptr(a->alpha);
     float *dx = fptr(a->dx);

@@ -274,17 +274,9 @@ clf_status ocl_run_param_grads(clf_backend *be, const char *op, cl_kernel k, siz
                                const ocl_kval *head, int nhead, clf_ptr dalpha, clf_ptr dbeta,
                                int rows, int cols);
 
-/* Checks that operand p (called name) of op holds bytes bytes from its offset, that it
- * belongs to be and that its offset is a multiple of align bytes (1: any). required = 0
- * lets p.buf be NULL. Errors are CLF_ERR_INPUT naming the op and the operand. */
-clf_status ocl_check_range(clf_backend *be, const char *op, const char *name, clf_ptr p,
-                           uint64_t bytes, unsigned align, int required);
-/* The same for elems 4-byte elements (F32 or I32), always aligned. */
-clf_status ocl_check_operand(clf_backend *be, const char *op, const char *name, clf_ptr p,
-                             uint64_t elems, int required);
-/* An operand of an op for ocl_check_operands: its name in messages, elements, required,
- * and the bytes of one element (4: F32 or I32; 2: F16), which its offset must be a
- * multiple of. */
+/* An operand that a path of the backend's own reads (gemm's b_half, which the core does not
+ * check): its name in messages, elements, required, and the bytes of one element, which its
+ * offset must be a multiple of. */
 typedef struct ocl_operand {
     const char *name;
     clf_ptr p;
@@ -292,34 +284,15 @@ typedef struct ocl_operand {
     int required;
     unsigned elem_bytes;
 } ocl_operand;
-/* An operand that must be given. */
-static inline ocl_operand ocl_required(const char *name, clf_ptr p, uint64_t elems)
-{
-    return (ocl_operand){name, p, elems, 1, 4};
-}
-/* An operand that may be absent (p.buf NULL: no check). */
-static inline ocl_operand ocl_optional(const char *name, clf_ptr p, uint64_t elems)
-{
-    return (ocl_operand){name, p, elems, 0, 4};
-}
 /* An optional operand of F16 elements (gemm's b_half). */
 static inline ocl_operand ocl_optional_half(const char *name, clf_ptr p, uint64_t elems)
 {
     return (ocl_operand){name, p, elems, 0, 2};
 }
-/* ocl_check_range on each of list[0..n) in order: the first error, else CLF_OK. */
+/* Each of list[0..n) in order, the first error, else CLF_OK: present if required, a buffer
+ * of be, its offset a multiple of its element, inside its buffer. Errors are CLF_ERR_INPUT
+ * naming the op and the operand. */
 clf_status ocl_check_operands(clf_backend *be, const char *op, const ocl_operand *list, int n);
-/* The operands of a norm's backward (layernorm_backward, a plugin norm's), in this order:
- * dx, dy, x [rows, cols]; alpha, dalpha, dbeta [cols], the last two optional. */
-clf_status ocl_check_norm_backward(clf_backend *be, const char *op, clf_ptr dx, clf_ptr dy,
-                                   clf_ptr x, clf_ptr alpha, clf_ptr dalpha, clf_ptr dbeta,
-                                   int rows, int cols);
-
-/* Elementwise ops may run in place (the same span) but not on partly overlapping spans. */
-static inline int ocl_partial_overlap(clf_ptr a, clf_ptr b, uint64_t bytes)
-{
-    return clf_ptr_overlap(a, bytes, b, bytes) && a.off != b.off;
-}
 
 /* The cl_mem of an optional operand (NULL when absent) and its offset in elements. */
 static inline cl_mem ocl_mem(clf_ptr p)

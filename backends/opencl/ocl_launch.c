@@ -5,8 +5,8 @@
 
 #include "clformer/fault.h"
 
-clf_status ocl_check_range(clf_backend *be, const char *op, const char *name, clf_ptr p,
-                           uint64_t bytes, unsigned align, int required)
+static clf_status ocl_check_range(clf_backend *be, const char *op, const char *name, clf_ptr p,
+                                  uint64_t bytes, unsigned align, int required)
 {
     if (!p.buf)
         return required ? clf_error(CLF_ERR_INPUT, "opencl: %s: operand '%s' is missing", op, name)
@@ -27,13 +27,6 @@ clf_status ocl_check_range(clf_backend *be, const char *op, const char *name, cl
     return CLF_OK;
 }
 
-clf_status ocl_check_operand(clf_backend *be, const char *op, const char *name, clf_ptr p,
-                             uint64_t elems, int required)
-{
-    const ocl_operand o = required ? ocl_required(name, p, elems) : ocl_optional(name, p, elems);
-    return ocl_check_operands(be, op, &o, 1);
-}
-
 clf_status ocl_check_operands(clf_backend *be, const char *op, const ocl_operand *list, int n)
 {
     clf_status st = CLF_OK;
@@ -45,18 +38,6 @@ clf_status ocl_check_operands(clf_backend *be, const char *op, const ocl_operand
         st = ocl_check_range(be, op, o->name, o->p, bytes, o->elem_bytes, o->required);
     }
     return st;
-}
-
-clf_status ocl_check_norm_backward(clf_backend *be, const char *op, clf_ptr dx, clf_ptr dy,
-                                   clf_ptr x, clf_ptr alpha, clf_ptr dalpha, clf_ptr dbeta,
-                                   int rows, int cols)
-{
-    const uint64_t n = (uint64_t)rows * (uint64_t)cols, c = (uint64_t)cols;
-    const ocl_operand operands[] = {
-        ocl_required("dx", dx, n),         ocl_required("dy", dy, n),
-        ocl_required("x", x, n),           ocl_required("alpha", alpha, c),
-        ocl_optional("dalpha", dalpha, c), ocl_optional("dbeta", dbeta, c)};
-    return ocl_check_operands(be, op, operands, OCL_COUNT(operands));
 }
 
 clf_status ocl_pick_wg(clf_backend *be, const char *op, cl_kernel k, size_t local_per_item,

@@ -1,6 +1,6 @@
 /* ocl_ops.c - the ops that run our own kernels: layernorm, attention, embed, add,
- * softmax, argmax. Each checks its operands against their buffers, then sets the kernel
- * arguments (buffers plus element offsets) and enqueues; nothing waits. */
+ * softmax, argmax. Each sets the kernel arguments (buffers plus element offsets) and
+ * enqueues; nothing waits. The core has checked the arguments (clformer/ops.h). */
 #include "ocl_internal.h"
 
 #include <stdio.h>
@@ -96,67 +96,31 @@ clf_status ocl_attention(clf_backend *be, const clf_attention_args *a)
 clf_status ocl_embed(clf_backend *be, const clf_embed_args *a)
 {
     const char *op = "embed";
-    clf_status st;
     if (!a)
         return clf_error(CLF_ERR_INPUT, "opencl: %s: no arguments", op);
-    if (a->rows < 0 || a->dim <= 0 || a->vocab <= 0 || a->seq_len <= 0 || a->pos0 < 0)
-        return clf_error(CLF_ERR_INPUT,
-                         "opencl: %s: bad shape rows=%d dim=%d vocab=%d seq_len=%d pos0=%d", op,
-                         a->rows, a->dim, a->vocab, a->seq_len, a->pos0);
-    if (a->rows == 0)
-        return CLF_OK;
-    uint64_t dim = (uint64_t)a->dim;
-    uint64_t pe_rows = (uint64_t)a->pos0 + (uint64_t)(a->rows < a->seq_len ? a->rows : a->seq_len);
-    const ocl_operand operands[] = {ocl_required("out", a->out, (uint64_t)a->rows * dim),
-                                    ocl_required("ids", a->ids, (uint64_t)a->rows),
-                                    ocl_required("table", a->table, (uint64_t)a->vocab * dim),
-                                    ocl_optional("pe", a->pe, pe_rows * dim)};
-    if ((st = ocl_check_operands(be, op, operands, OCL_COUNT(operands))) != CLF_OK)
-        return st;
+    /* shape and operands: checked by the core (clformer/ops.h) */
     const ocl_kval args[] = {OCL_KBUF(a->out),     OCL_KBUF(a->ids),    OCL_KBUF(a->table),
                              OCL_KBUF(a->pe),      ocl_khas(a->pe),     ocl_kint(a->rows),
                              ocl_kint(a->seq_len), ocl_kint(a->pos0),   ocl_kint(a->dim),
                              ocl_kint(a->vocab),   ocl_kfloat(a->scale)};
     return ocl_run_elementwise(be, op, be->kernels[OCL_K_EMBED], be->wg[OCL_K_EMBED], args,
-                               OCL_COUNT(args), (uint64_t)a->rows * dim);
+                               OCL_COUNT(args), (uint64_t)a->rows * (uint64_t)a->dim);
 }
 
-/* out[i] = a[i] + b[i], i < n */
+/* out[i] = a[i] + b[i], i < n (add, softmax, argmax: shapes and operands checked by the
+ * core, clformer/ops.h) */
 clf_status ocl_add(clf_backend *be, clf_ptr out, clf_ptr a, clf_ptr b, size_t n)
 {
     const char *op = "add";
-    clf_status st;
-    if (n == 0)
-        return CLF_OK;
-    const ocl_operand operands[] = {ocl_required("out", out, n), ocl_required("a", a, n),
-                                    ocl_required("b", b, n)};
-    if ((st = ocl_check_operands(be, op, operands, OCL_COUNT(operands))) != CLF_OK)
-        return st;
     const ocl_kval args[] = {OCL_KBUF(out), OCL_KBUF(a), OCL_KBUF(b), ocl_kulong(n)};
     return ocl_run_elementwise(be, op, be->kernels[OCL_K_ADD], be->wg[OCL_K_ADD], args,
                                OCL_COUNT(args), n);
-}
-
-/* Checks a [rows, cols] row op's sizes and operands (out_elems: per row). */
-static clf_status check_rows(clf_backend *be, const char *op, clf_ptr out, clf_ptr x, int rows,
-                             int cols, uint64_t out_per_row)
-{
-    if (rows < 0 || cols <= 0)
-        return clf_error(CLF_ERR_INPUT, "opencl: %s: bad shape rows=%d cols=%d", op, rows, cols);
-    if (rows == 0)
-        return CLF_OK;
-    const ocl_operand operands[] = {ocl_required("out", out, (uint64_t)rows * out_per_row),
-                                    ocl_required("x", x, (uint64_t)rows * (uint64_t)cols)};
-    return ocl_check_operands(be, op, operands, OCL_COUNT(operands));
 }
 
 /* out[r,:] = softmax(x[r,:]) or log_softmax; one work-group a row. */
 clf_status ocl_softmax(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int cols, int log)
 {
     const char *op = log ? "log_softmax" : "softmax";
-    clf_status st = check_rows(be, op, out, x, rows, cols, (uint64_t)(cols > 0 ? cols : 0));
-    if (st != CLF_OK || rows == 0)
-        return st;
     size_t wg = be->wg[OCL_K_SOFTMAX];
     const ocl_kval args[] = {OCL_KBUF(out), OCL_KBUF(x), ocl_kint(cols), ocl_kbool(log),
                              ocl_kfloats(wg)};
@@ -167,9 +131,6 @@ clf_status ocl_softmax(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int co
 clf_status ocl_argmax(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int cols)
 {
     const char *op = "argmax";
-    clf_status st = check_rows(be, op, out, x, rows, cols, 1);
-    if (st != CLF_OK || rows == 0)
-        return st;
     size_t wg = be->wg[OCL_K_ARGMAX];
     const ocl_kval args[] = {OCL_KBUF(out), OCL_KBUF(x), ocl_kint(cols), ocl_kfloats(wg),
                              ocl_klocal(wg * sizeof(cl_int))};

@@ -172,16 +172,16 @@ clf_status ocl_plugin_prepare(clf_backend *be, const clf_plugin_op *op)
     return get_prog(be, "plugin_prepare", op, &p);
 }
 
-/* The op's program, after checking that the op is of the kind the entry takes. label gets
- * "<entry> '<op name>'" for the messages that follow. */
+/* The op's program (get_prog). The core (clformer/ops.h) has checked the rest: the op's
+ * kind against the entry, the gates, the shape, the operands' bounds and aliasing. label
+ * gets "<entry> '<op name>'" for the messages that follow. */
 static clf_status get_kind(clf_backend *be, const char *opname, const clf_plugin_op *op,
-                           int want_norm, const struct ocl_plugin_prog **out, char *label,
-                           size_t label_size)
+                           const struct ocl_plugin_prog **out, char *label, size_t label_size)
 {
     clf_status st = get_prog(be, opname, op, out);
-    if (st != CLF_OK)
-        return st;
-    return clf_plugin_check_entry_kind("opencl", opname, op, want_norm, label, label_size);
+    if (st == CLF_OK)
+        snprintf(label, label_size, "%s '%s'", opname, op->name);
+    return st;
 }
 
 /* ---- activations ---- */
@@ -194,17 +194,9 @@ clf_status ocl_plugin_activation(clf_backend *be, const clf_activation_args *a)
     clf_status st;
     if (!a)
         return clf_error(CLF_ERR_INPUT, "opencl: activation: no arguments");
-    if ((st = get_kind(be, "activation", a->op, 0, &p, op, sizeof op)) != CLF_OK ||
-        (st = clf_plugin_check_gates("opencl", op, a->op, 1, a->gate.buf != NULL)) != CLF_OK)
+    if ((st = get_kind(be, "activation", a->op, &p, op, sizeof op)) != CLF_OK)
         return st;
     const uint64_t n = a->n;
-    const ocl_operand operands[] = {ocl_required("out", a->out, n), ocl_required("x", a->x, n),
-                                    ocl_optional("gate", a->gate, n)};
-    if ((st = ocl_check_operands(be, op, operands, OCL_COUNT(operands))) != CLF_OK ||
-        (st = clf_check_activation_overlap("opencl", op, a)) != CLF_OK)
-        return st;
-    if (n == 0)
-        return CLF_OK;
     const ocl_kval args[] = {OCL_KBUF(a->out), OCL_KBUF(a->x), OCL_KBUF(a->gate), ocl_kulong(n)};
     return ocl_run_elementwise(be, op, p->kernels[PK_ACT], p->wg[PK_ACT], args, OCL_COUNT(args), n);
 }
@@ -219,19 +211,9 @@ clf_status ocl_plugin_activation_backward(clf_backend *be, const clf_activation_
     clf_status st;
     if (!a)
         return clf_error(CLF_ERR_INPUT, "opencl: activation_backward: no arguments");
-    if ((st = get_kind(be, "activation_backward", a->op, 0, &p, op, sizeof op)) != CLF_OK ||
-        (st = clf_plugin_check_gates("opencl", op, a->op, 2,
-                                     (a->gate.buf != NULL) + (a->dgate.buf != NULL))) != CLF_OK)
+    if ((st = get_kind(be, "activation_backward", a->op, &p, op, sizeof op)) != CLF_OK)
         return st;
     const uint64_t n = a->n;
-    const ocl_operand operands[] = {ocl_required("dx", a->dx, n), ocl_required("dy", a->dy, n),
-                                    ocl_required("x", a->x, n), ocl_optional("gate", a->gate, n),
-                                    ocl_optional("dgate", a->dgate, n)};
-    if ((st = ocl_check_operands(be, op, operands, OCL_COUNT(operands))) != CLF_OK ||
-        (st = clf_check_activation_backward_overlap("opencl", op, a)) != CLF_OK)
-        return st;
-    if (n == 0)
-        return CLF_OK;
     const ocl_kval args[] = {OCL_KBUF(a->dx), OCL_KBUF(a->dgate), OCL_KBUF(a->dy),
                              OCL_KBUF(a->x),  OCL_KBUF(a->gate),  ocl_kulong(n)};
     return ocl_run_elementwise(be, op, p->kernels[PK_ACT_BWD], p->wg[PK_ACT_BWD], args,
@@ -239,20 +221,6 @@ clf_status ocl_plugin_activation_backward(clf_backend *be, const clf_activation_
 }
 
 /* ---- norms ---- */
-
-/* The checks both norm entries start with: the op (of the norm kind, built here: *p) and
- * rows >= 0, cols >= 1. op gets "<entry> '<op name>'" for the later messages. */
-static clf_status check_norm(clf_backend *be, const char *entry, const clf_plugin_op *norm,
-                             int rows, int cols, const struct ocl_plugin_prog **p, char *op,
-                             size_t op_size)
-{
-    clf_status st = get_kind(be, entry, norm, 1, p, op, op_size);
-    if (st != CLF_OK)
-        return st;
-    if (rows < 0 || cols <= 0)
-        return clf_error(CLF_ERR_INPUT, "opencl: %s: bad shape rows=%d cols=%d", op, rows, cols);
-    return CLF_OK;
-}
 
 /* One work-group per row of clf_plugin_norm: out[r,:] = n(x[r,:]), then, with affine,
  * alpha * out + beta (beta optional). */
@@ -277,20 +245,8 @@ clf_status ocl_plugin_norm(clf_backend *be, const clf_norm_args *a)
     clf_status st;
     if (!a)
         return clf_error(CLF_ERR_INPUT, "opencl: norm: no arguments");
-    if ((st = check_norm(be, "norm", a->op, a->rows, a->cols, &p, op, sizeof op)) != CLF_OK)
+    if ((st = get_kind(be, "norm", a->op, &p, op, sizeof op)) != CLF_OK)
         return st;
-    const uint64_t n = (uint64_t)a->rows * (uint64_t)a->cols, c = (uint64_t)a->cols;
-    const ocl_operand operands[] = {ocl_required("out", a->out, n), ocl_required("x", a->x, n),
-                                    ocl_required("alpha", a->alpha, c),
-                                    ocl_optional("beta", a->beta, c)};
-    if ((st = ocl_check_operands(be, op, operands, OCL_COUNT(operands))) != CLF_OK)
-        return st;
-    if (clf_ptr_overlap(a->out, 4 * n, a->x, 4 * n) ||
-        clf_ptr_overlap(a->out, 4 * n, a->alpha, 4 * c) ||
-        clf_ptr_overlap(a->out, 4 * n, a->beta, 4 * c))
-        return clf_error(CLF_ERR_INPUT, "opencl: %s: out may not overlap x, alpha or beta", op);
-    if (a->rows == 0)
-        return CLF_OK;
     return launch_norm(be, op, p, ocl_mem(a->out), ocl_elems(a->out), a->x, 1, a->alpha, a->beta,
                        a->rows, a->cols, a->eps);
 }
@@ -308,17 +264,9 @@ clf_status ocl_plugin_norm_backward(clf_backend *be, const clf_norm_backward_arg
     clf_status st;
     if (!a)
         return clf_error(CLF_ERR_INPUT, "opencl: norm_backward: no arguments");
-    if ((st = check_norm(be, "norm_backward", a->op, a->rows, a->cols, &p, op, sizeof op)) !=
-            CLF_OK ||
-        (st = ocl_check_norm_backward(be, op, a->dx, a->dy, a->x, a->alpha, a->dalpha, a->dbeta,
-                                      a->rows, a->cols)) != CLF_OK)
+    if ((st = get_kind(be, "norm_backward", a->op, &p, op, sizeof op)) != CLF_OK)
         return st;
-    const uint64_t n = (uint64_t)a->rows * (uint64_t)a->cols, c = (uint64_t)a->cols;
-    if (clf_ptr_overlap(a->dx, 4 * n, a->dy, 4 * n) || clf_ptr_overlap(a->dx, 4 * n, a->x, 4 * n) ||
-        clf_ptr_overlap(a->dx, 4 * n, a->alpha, 4 * c))
-        return clf_error(CLF_ERR_INPUT, "opencl: %s: dx may not overlap dy, x or alpha", op);
-    if (a->rows == 0)
-        return CLF_OK;
+    const uint64_t n = (uint64_t)a->rows * (uint64_t)a->cols;
 
     const int accumulate = a->accumulate != 0, has_dalpha = a->dalpha.buf != NULL;
     const uint64_t scratch_elems = (accumulate ? n : 0) + (has_dalpha ? n : 0);

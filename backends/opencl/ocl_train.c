@@ -1,7 +1,7 @@
 /* ocl_train.c - the training ops other than attention_backward: relu_backward,
  * layernorm_backward, embed_backward, dropout, cross_entropy, adam, sum_squares, fill.
- * Each checks its operands against their buffers, then sets the kernel arguments
- * (buffers plus element offsets) and enqueues; nothing waits. Reductions never use atomics
+ * Each sets the kernel arguments (buffers plus element offsets) and enqueues; nothing
+ * waits. The core has checked the arguments (clformer/ops.h). Reductions never use atomics
  * and always add in a fixed order, so every op gives the same bits run after run. */
 #include "ocl_internal.h"
 
@@ -9,15 +9,6 @@
 clf_status ocl_relu_backward(clf_backend *be, clf_ptr dx, clf_ptr dy, clf_ptr y, size_t n)
 {
     const char *op = "relu_backward";
-    clf_status st;
-    if (n == 0)
-        return CLF_OK;
-    const ocl_operand operands[] = {ocl_required("dx", dx, n), ocl_required("dy", dy, n),
-                                    ocl_required("y", y, n)};
-    if ((st = ocl_check_operands(be, op, operands, OCL_COUNT(operands))) != CLF_OK)
-        return st;
-    if (ocl_partial_overlap(dx, dy, 4 * (uint64_t)n) || ocl_partial_overlap(dx, y, 4 * (uint64_t)n))
-        return clf_error(CLF_ERR_INPUT, "opencl: %s: dx partly overlaps dy or y", op);
     const ocl_kval args[] = {OCL_KBUF(dx), OCL_KBUF(dy), OCL_KBUF(y), ocl_kulong(n)};
     return ocl_run_elementwise(be, op, be->kernels[OCL_K_RELU_BACKWARD],
                                be->wg[OCL_K_RELU_BACKWARD], args, OCL_COUNT(args), n);
@@ -61,20 +52,8 @@ clf_status ocl_layernorm_backward(clf_backend *be, const clf_layernorm_backward_
 clf_status ocl_embed_backward(clf_backend *be, const clf_embed_backward_args *a)
 {
     const char *op = "embed_backward";
-    clf_status st;
     if (!a)
         return clf_error(CLF_ERR_INPUT, "opencl: %s: no arguments", op);
-    if (a->rows < 0 || a->dim <= 0 || a->vocab <= 0)
-        return clf_error(CLF_ERR_INPUT, "opencl: %s: bad shape rows=%d dim=%d vocab=%d", op,
-                         a->rows, a->dim, a->vocab);
-    if (a->rows == 0)
-        return CLF_OK;
-    uint64_t dim = (uint64_t)a->dim;
-    const ocl_operand operands[] = {ocl_required("dtable", a->dtable, (uint64_t)a->vocab * dim),
-                                    ocl_required("dout", a->dout, (uint64_t)a->rows * dim),
-                                    ocl_required("ids", a->ids, (uint64_t)a->rows)};
-    if ((st = ocl_check_operands(be, op, operands, OCL_COUNT(operands))) != CLF_OK)
-        return st;
     const ocl_kval args[] = {OCL_KBUF(a->dtable), OCL_KBUF(a->dout), OCL_KBUF(a->ids),
                              ocl_kint(a->rows),   ocl_kint(a->dim),  ocl_kint(a->vocab),
                              ocl_kfloat(a->scale)};
@@ -88,19 +67,8 @@ clf_status ocl_embed_backward(clf_backend *be, const clf_embed_backward_args *a)
 clf_status ocl_dropout(clf_backend *be, const clf_dropout_args *a)
 {
     const char *op = "dropout";
-    clf_status st;
     if (!a)
         return clf_error(CLF_ERR_INPUT, "opencl: %s: no arguments", op);
-    if (!(a->p >= 0.0f && a->p < 1.0f)) /* NaN fails too */
-        return clf_error(CLF_ERR_INPUT, "opencl: %s: p = %g is outside [0, 1)", op, (double)a->p);
-    if (a->n == 0)
-        return CLF_OK;
-    const ocl_operand operands[] = {ocl_required("out", a->out, a->n),
-                                    ocl_required("x", a->x, a->n)};
-    if ((st = ocl_check_operands(be, op, operands, OCL_COUNT(operands))) != CLF_OK)
-        return st;
-    if (ocl_partial_overlap(a->out, a->x, 4 * (uint64_t)a->n))
-        return clf_error(CLF_ERR_INPUT, "opencl: %s: out partly overlaps x", op);
     const cl_uint threshold = clf_dropout_threshold(a->p);
     /* the expression of clf_dropout_args, in float, so both backends scale by the same bits */
     const cl_float keep_scale = 1.0f / (1.0f - a->p);
@@ -114,28 +82,8 @@ clf_status ocl_dropout(clf_backend *be, const clf_dropout_args *a)
 clf_status ocl_cross_entropy(clf_backend *be, const clf_cross_entropy_args *a)
 {
     const char *op = "cross_entropy";
-    clf_status st;
     if (!a)
         return clf_error(CLF_ERR_INPUT, "opencl: %s: no arguments", op);
-    if (a->rows < 0 || a->cols <= 0)
-        return clf_error(CLF_ERR_INPUT, "opencl: %s: bad shape rows=%d cols=%d", op, a->rows,
-                         a->cols);
-    if (!(a->label_smoothing >= 0.0f && a->label_smoothing <= 1.0f))
-        return clf_error(CLF_ERR_INPUT, "opencl: %s: label_smoothing = %g is outside [0, 1]", op,
-                         (double)a->label_smoothing);
-    if (a->rows == 0)
-        return CLF_OK;
-    const uint64_t n = (uint64_t)a->rows * (uint64_t)a->cols, rows = (uint64_t)a->rows;
-    const ocl_operand operands[] = {
-        ocl_required("loss", a->loss, rows), ocl_optional("dlogits", a->dlogits, n),
-        ocl_required("logits", a->logits, n), ocl_required("targets", a->targets, rows)};
-    if ((st = ocl_check_operands(be, op, operands, OCL_COUNT(operands))) != CLF_OK)
-        return st;
-    if (ocl_partial_overlap(a->dlogits, a->logits, 4 * n))
-        return clf_error(CLF_ERR_INPUT, "opencl: %s: dlogits partly overlaps logits", op);
-    if (clf_ptr_overlap(a->loss, 4 * rows, a->logits, 4 * n) ||
-        clf_ptr_overlap(a->loss, 4 * rows, a->dlogits, 4 * n))
-        return clf_error(CLF_ERR_INPUT, "opencl: %s: loss overlaps the logits", op);
     size_t wg = be->wg[OCL_K_CROSS_ENTROPY];
     const ocl_kval args[] = {OCL_KBUF(a->loss),         OCL_KBUF(a->dlogits),
                              ocl_khas(a->dlogits),      OCL_KBUF(a->logits),
@@ -150,26 +98,8 @@ clf_status ocl_cross_entropy(clf_backend *be, const clf_cross_entropy_args *a)
 clf_status ocl_adam(clf_backend *be, const clf_adam_args *a)
 {
     const char *op = "adam";
-    clf_status st;
     if (!a)
         return clf_error(CLF_ERR_INPUT, "opencl: %s: no arguments", op);
-    if (!(a->bias_correction1 > 0.0f && a->sqrt_bias_correction2 > 0.0f))
-        return clf_error(CLF_ERR_INPUT,
-                         "opencl: %s: bias corrections %g and %g must be positive (step >= 1)", op,
-                         (double)a->bias_correction1, (double)a->sqrt_bias_correction2);
-    if (a->n == 0)
-        return CLF_OK;
-    const ocl_operand operands[] = {ocl_required("param", a->param, a->n),
-                                    ocl_required("grad", a->grad, a->n),
-                                    ocl_required("m", a->m, a->n), ocl_required("v", a->v, a->n)};
-    if ((st = ocl_check_operands(be, op, operands, OCL_COUNT(operands))) != CLF_OK)
-        return st;
-    const uint64_t bytes = 4 * (uint64_t)a->n;
-    for (int i = 0; i < OCL_COUNT(operands); i++)
-        for (int j = i + 1; j < OCL_COUNT(operands); j++)
-            if (clf_ptr_overlap(operands[i].p, bytes, operands[j].p, bytes))
-                return clf_error(CLF_ERR_INPUT, "opencl: %s: param, grad, m and v may not overlap",
-                                 op);
     /* PyTorch forms these scalars in double (Python floats) and rounds each once */
     const cl_float neg_step = (cl_float)(-((double)a->lr / (double)a->bias_correction1)),
                    decay = (cl_float)(1.0 - (double)a->lr * (double)a->weight_decay),
@@ -203,9 +133,6 @@ clf_status ocl_sum_squares(clf_backend *be, clf_ptr out, clf_ptr x, size_t n)
 {
     const char *op = "sum_squares";
     clf_status st;
-    if ((st = ocl_check_operand(be, op, "out", out, 1, 1)) != CLF_OK ||
-        (st = ocl_check_operand(be, op, "x", x, n, n > 0)) != CLF_OK)
-        return st;
     size_t wg = be->wg[OCL_K_SUM_SQUARES_PARTIAL], fwg = be->wg[OCL_K_SUM_SQUARES_FINAL];
     uint64_t groups = ((uint64_t)n + wg - 1) / wg;
     if (groups > be->max_groups)
@@ -231,11 +158,6 @@ clf_status ocl_sum_squares(clf_backend *be, clf_ptr out, clf_ptr x, size_t n)
 clf_status ocl_fill(clf_backend *be, clf_ptr out, float value, size_t n)
 {
     const char *op = "fill";
-    clf_status st;
-    if (n == 0)
-        return CLF_OK;
-    if ((st = ocl_check_operand(be, op, "out", out, n, 1)) != CLF_OK)
-        return st;
     const cl_float pattern = value;
     cl_int err = clEnqueueFillBuffer(be->queue, out.buf->mem, &pattern, sizeof pattern, out.off,
                                      n * sizeof pattern, 0, NULL, NULL);

@@ -3,8 +3,10 @@
  * the imported directory loaded as `clformer translate -m` loads it.
  *
  * The input is HF_DIR's config.json, then a 0x1e byte (the ASCII record separator, which
- * valid JSON never holds raw) and vocab.json; without a 0x1e byte the input is config.json
- * and vocab.json is the fixture's. The other files of HF_DIR are links to the small
+ * valid JSON never holds raw) and vocab.json, then optionally another 0x1e byte and
+ * generation_config.json (which the import reads through the same JSON reader); without a
+ * 0x1e byte the input is config.json and vocab.json is the fixture's; without a second one
+ * HF_DIR has no generation_config.json. The other files of HF_DIR are links to the small
  * fixture's real source.spm, target.spm and model.safetensors (tests/fixtures/marian/hf),
  * so an input that keeps the config's sizes reaches the weights and the copy. Every
  * refusal must be an exit status from the CLI with nothing left behind; an import that
@@ -28,6 +30,8 @@
 static char hf_dir[64];
 
 static const char *const linked[] = {"source.spm", "target.spm", "model.safetensors"};
+/* the files an input becomes, in its order */
+static const char *const written[] = {"config.json", "vocab.json", "generation_config.json"};
 static const char *const imported[] = {"model.yaml", "weights.safetensors", "source.spm",
                                        "target.spm", "vocab.json"};
 
@@ -52,10 +56,10 @@ static void remove_hf_dir(void)
         path_of(path, sizeof path, hf_dir, linked[i]);
         unlink(path);
     }
-    path_of(path, sizeof path, hf_dir, "config.json");
-    unlink(path);
-    path_of(path, sizeof path, hf_dir, "vocab.json");
-    unlink(path);
+    for (size_t i = 0; i < sizeof written / sizeof *written; i++) {
+        path_of(path, sizeof path, hf_dir, written[i]);
+        unlink(path);
+    }
     rmdir(hf_dir);
 }
 
@@ -111,13 +115,23 @@ static void check_imported(const char *out)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    const uint8_t *sep = fuzz_find(data, size, FILE_SEPARATOR);
-    size_t cfg_len = sep ? (size_t)(sep - data) : size;
-    write_file("config.json", data, cfg_len);
-    if (sep)
-        write_file("vocab.json", sep + 1, size - cfg_len - 1);
-    else
+    /* up to three files, each up to the next separator */
+    const uint8_t *part = data;
+    size_t left = size;
+    int parts = 0;
+    for (; parts < 3 && (parts == 0 || part); parts++) {
+        const uint8_t *sep = parts < 2 ? fuzz_find(part, left, FILE_SEPARATOR) : NULL;
+        const size_t len = sep ? (size_t)(sep - part) : left;
+        write_file(written[parts], part, len);
+        part = sep ? sep + 1 : NULL;
+        left = sep ? left - len - 1 : 0;
+    }
+    if (parts < 2)
         write_file("vocab.json", fixture_vocab, fixture_vocab_len);
+    char gen[128];
+    path_of(gen, sizeof gen, hf_dir, written[2]);
+    if (parts < 3)
+        unlink(gen);
 
     char out[128];
     path_of(out, sizeof out, hf_dir, "out");

@@ -11,10 +11,11 @@
  *
  * Ops report bad arguments as CLF_ERR_INPUT and device failures as CLF_ERR_BACKEND, with
  * a message naming the op (and, for OpenCL, the call and the error name). The core calls
- * gemm, gemm_strided_batched, layernorm, layernorm_backward, attention and
- * attention_backward only through clformer/ops.h, which has already checked what needs no
- * device knowledge (sizes, strides, operand bounds and alignment, the aliasing rules below);
- * for those ops a backend checks only what is its own (device limits, its own buffers).
+ * every op and upload, download and copy only through clformer/ops.h, which has already
+ * checked what needs no device knowledge (sizes, strides, ranges, operand bounds and
+ * alignment, the aliasing rules below, a plugin op's kind and gates); a backend checks only
+ * what is its own (device limits, the operands only its fast paths read, whether it has a
+ * form of a plugin op, a NULL args struct).
  *
  * Aliasing: two operands alias when they share a byte of one buffer. Inputs may alias each
  * other freely. An output may alias an input only where its op's comment says so, and then
@@ -22,7 +23,7 @@
  * element before the write over it); a partial overlap is refused. Everything else an op writes may
  * not overlap anything it reads: gemm's C may not overlap A, B, b_half, b_bf16, b_i8, b_scale or
  * bias. What this forbids is refused (CLF_ERR_INPUT) rather than computed with, by the core
- * (clformer/ops.h) for the ops it checks and by the backend for the others: on a GPU the
+ * (clformer/ops.h) before the call: on a GPU the
  * work-items of a parallel op run in no fixed order, so a write over another work-item's input
  * is a race. */
 #ifndef CLFORMER_BACKEND_H
@@ -441,11 +442,11 @@ typedef struct clf_backend_api {
     clf_status (*layernorm)(clf_backend *be, const clf_layernorm_args *a);
     clf_status (*attention)(clf_backend *be, const clf_attention_args *a);
     clf_status (*embed)(clf_backend *be, const clf_embed_args *a);
-    /* out[i] = a[i] + b[i], i < n (out may alias a or b) */
+    /* out[i] = a[i] + b[i], i < n (out may alias a or b, as the same span) */
     clf_status (*add)(clf_backend *be, clf_ptr out, clf_ptr a, clf_ptr b, size_t n);
-    /* out[r,:] = softmax(x[r,:]) or, with log, log_softmax; out may alias x */
+    /* out[r,:] = softmax(x[r,:]) or, with log, log_softmax; out may alias x (the same span) */
     clf_status (*softmax)(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int cols, int log);
-    /* out[r] = index of the first maximum of x[r,:] (I32) */
+    /* out[r] = index of the first maximum of x[r,:] (I32); out may not overlap x */
     clf_status (*argmax)(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int cols);
 
     /* training (ABI 2); NULL where supports() says no */
@@ -507,8 +508,7 @@ CLF_API void clf_backend_scan(const char *plugin_dir, clf_backend_found_fn fn, v
 CLF_API clf_status clf_backend_require(const clf_backend_api *api, clf_backend *be, clf_op op);
 
 /* ---- checks of op arguments (core/src/runtime/backend_checks.c) ----
- * The core's op layer (clformer/ops.h) makes them before dispatch; the backends make them
- * for the ops the layer does not check yet (activation, activation_backward). Each fails
+ * The core's op layer (clformer/ops.h) makes them before dispatch. Each fails
  * with CLF_ERR_INPUT and a message that starts "<backend>: <op>: ", backend being the
  * backend's name ("cpu", "opencl"), so every backend refuses the same calls with the same
  * words. */

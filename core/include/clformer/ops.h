@@ -43,6 +43,65 @@ CLF_API clf_status clf_op_attention(const clf_backend_api *api, clf_backend *be,
 /* As clf_op_attention for a->fwd, dout, dq, dk, dv; the gradients apart from the inputs. */
 CLF_API clf_status clf_op_attention_backward(const clf_backend_api *api, clf_backend *be,
                                              const clf_attention_backward_args *a);
+/* rows >= 0, dim, vocab, seq_len >= 1, pos0 >= 0; out, ids, table and pe (the rows pos0 ..
+ * pos0 + min(rows, seq_len) - 1) inside their buffers. */
+CLF_API clf_status clf_op_embed(const clf_backend_api *api, clf_backend *be,
+                                const clf_embed_args *a);
+/* out, a and b: n elements each, inside their buffers. */
+CLF_API clf_status clf_op_add(const clf_backend_api *api, clf_backend *be, clf_ptr out, clf_ptr a,
+                              clf_ptr b, size_t n);
+/* rows >= 0, cols >= 1; out and x [rows, cols] inside their buffers ("log_softmax" in
+ * messages with log). */
+CLF_API clf_status clf_op_softmax(const clf_backend_api *api, clf_backend *be, clf_ptr out,
+                                  clf_ptr x, int rows, int cols, int log);
+/* rows >= 0, cols >= 1; out [rows] and x [rows, cols] inside their buffers. */
+CLF_API clf_status clf_op_argmax(const clf_backend_api *api, clf_backend *be, clf_ptr out,
+                                 clf_ptr x, int rows, int cols);
+/* dx, dy and y [n] inside their buffers; dx the same span as dy (or y) or apart from it. */
+CLF_API clf_status clf_op_relu_backward(const clf_backend_api *api, clf_backend *be, clf_ptr dx,
+                                        clf_ptr dy, clf_ptr y, size_t n);
+/* rows >= 0, dim, vocab >= 1; dtable, dout and ids inside their buffers. */
+CLF_API clf_status clf_op_embed_backward(const clf_backend_api *api, clf_backend *be,
+                                         const clf_embed_backward_args *a);
+/* p in [0, 1); out and x [n] inside their buffers, out the same span as x or apart. */
+CLF_API clf_status clf_op_dropout(const clf_backend_api *api, clf_backend *be,
+                                  const clf_dropout_args *a);
+/* rows >= 0, cols >= 1, label_smoothing in [0, 1]; the operands inside their buffers;
+ * dlogits the same span as logits or apart; loss apart from logits and dlogits. */
+CLF_API clf_status clf_op_cross_entropy(const clf_backend_api *api, clf_backend *be,
+                                        const clf_cross_entropy_args *a);
+/* Both bias corrections > 0; param, grad, m and v [n] inside their buffers, no two
+ * overlapping. */
+CLF_API clf_status clf_op_adam(const clf_backend_api *api, clf_backend *be, const clf_adam_args *a);
+/* out [1] and (n > 0) x [n] inside their buffers; n = 0 is not empty (out = 0). */
+CLF_API clf_status clf_op_sum_squares(const clf_backend_api *api, clf_backend *be, clf_ptr out,
+                                      clf_ptr x, size_t n);
+/* out [n] inside its buffer. */
+CLF_API clf_status clf_op_fill(const clf_backend_api *api, clf_backend *be, clf_ptr out,
+                               float value, size_t n);
+
+/* The plugin ops: the op given, of a known kind and of the kind the entry takes
+ * (clf_plugin_check_entry_kind), then for the activations clf_plugin_check_gates, the
+ * operands' bounds and clf_check_activation_overlap / clf_check_activation_backward_overlap;
+ * for the norms rows >= 0, cols >= 1, the operands' bounds and that out (dx) overlaps none
+ * of x, alpha, beta (dy, x, alpha). Messages name the op as "<entry> '<op name>'". Whether
+ * the backend has a form of the op is its own to say (plugin_prepare). */
+CLF_API clf_status clf_op_activation(const clf_backend_api *api, clf_backend *be,
+                                     const clf_activation_args *a);
+CLF_API clf_status clf_op_activation_backward(const clf_backend_api *api, clf_backend *be,
+                                              const clf_activation_backward_args *a);
+CLF_API clf_status clf_op_norm(const clf_backend_api *api, clf_backend *be, const clf_norm_args *a);
+CLF_API clf_status clf_op_norm_backward(const clf_backend_api *api, clf_backend *be,
+                                        const clf_norm_backward_args *a);
+
+/* The memory entries: dst (upload, copy) and src (download, copy) hold bytes bytes from
+ * their offset, any offset; bytes = 0 reaches no backend. */
+CLF_API clf_status clf_op_upload(const clf_backend_api *api, clf_backend *be, clf_ptr dst,
+                                 const void *src, size_t bytes);
+CLF_API clf_status clf_op_download(const clf_backend_api *api, clf_backend *be, void *dst,
+                                   clf_ptr src, size_t bytes);
+CLF_API clf_status clf_op_copy(const clf_backend_api *api, clf_backend *be, clf_ptr dst,
+                               clf_ptr src, size_t bytes);
 
 #ifdef __cplusplus
 }

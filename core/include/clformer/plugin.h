@@ -130,7 +130,7 @@ CLF_API const char *clf_plugin_path_of(const clf_plugin_op *op);
 /* "activation", "gated activation", "norm"; "unknown" otherwise. */
 CLF_API const char *clf_plugin_kind_name(clf_plugin_kind kind);
 
-/* For a backend's plugin entry points (clformer/backend.h): CLF_OK when op is of the kind
+/* For the plugin entries' checks (clformer/ops.h): CLF_OK when op is of the kind
  * the entry takes, a norm when want_norm, else an activation (gated or not); label then
  * gets "<entry> '<op name>'" for the entry's later messages. Otherwise CLF_ERR_INPUT with
  * "<backend>: <entry>: plugin op '<name>' (<kind>) is not a norm" (or "an activation"),
@@ -139,7 +139,7 @@ CLF_API clf_status clf_plugin_check_entry_kind(const char *backend, const char *
                                                const clf_plugin_op *op, int want_norm, char *label,
                                                size_t label_size);
 
-/* For a backend's activation entry points, after clf_plugin_check_entry_kind: CLF_OK when
+/* For the activation entries' checks, after clf_plugin_check_entry_kind: CLF_OK when
  * the gate operands the entry takes (gates: 1 for gate, 2 for gate and dgate) are all given
  * for a gated activation and none for another (given: how many are). Otherwise
  * CLF_ERR_INPUT with "<backend>: <label>: plugin op '<name>' (<kind>) needs a gate" (or

@@ -119,8 +119,8 @@ static clf_status copy_slot(run *r, clf_buffer *dst, clf_buffer *src, size_t slo
     for (int l = 0; l < layers; l++) {
         size_t base = (size_t)l * r->slots * slot_elems;
         clf_status st =
-            r->api->copy(r->be, (clf_ptr){dst, 4 * (base + (size_t)to * slot_elems)},
-                         (clf_ptr){src, 4 * (base + (size_t)from * slot_elems)}, 4 * elems);
+            clf_op_copy(r->api, r->be, (clf_ptr){dst, 4 * (base + (size_t)to * slot_elems)},
+                        (clf_ptr){src, 4 * (base + (size_t)from * slot_elems)}, 4 * elems);
         if (st != CLF_OK)
             return clf_error_context(st, "decode: cache copy");
     }
@@ -168,7 +168,7 @@ static clf_status upload_masks(run *r, const int32_t *src, int per)
         for (int k = 0; k < per; k++)
             for (size_t j = 0; j < S; j++)
                 mask[((size_t)s * per + k) * S + j] = src[(size_t)s * S + j] != r->o->pad_id;
-    clf_status st = r->api->upload(r->be, (clf_ptr){r->mask, 0}, mask, sizeof(int32_t) * n);
+    clf_status st = clf_op_upload(r->api, r->be, (clf_ptr){r->mask, 0}, mask, sizeof(int32_t) * n);
     free(mask);
     return st;
 }
@@ -188,8 +188,8 @@ static clf_status run_encoder(run *r, const int32_t *src)
                                             (clf_ptr){r->enc, 0}, &g, &v_src)) != CLF_OK)
         return st;
     if ((st = ensure_arena(r, &g)) == CLF_OK &&
-        (st = r->api->upload(r->be, clf_graph_ptr(&g, r->arena, v_src), src,
-                             sizeof(int32_t) * r->B * S)) == CLF_OK &&
+        (st = clf_op_upload(r->api, r->be, clf_graph_ptr(&g, r->arena, v_src), src,
+                            sizeof(int32_t) * r->B * S)) == CLF_OK &&
         (st = clf_graph_run(&g, r->api, r->be, r->arena)) != CLF_OK)
         st = clf_error_context(st, "decode: encoder");
     clf_graph_free(&g);
@@ -300,23 +300,23 @@ static clf_status run_step(run *r, int t)
                 pos == 0 ? r->o->sos_id : r->tok[cur][(size_t)i * r->max_out + pos - 1];
         }
     if ((st = ensure_arena(r, &g)) != CLF_OK ||
-        (st = r->api->upload(r->be, clf_graph_ptr(&g, r->arena, v.ids), r->ids,
-                             sizeof(int32_t) * rows * T)) != CLF_OK)
+        (st = clf_op_upload(r->api, r->be, clf_graph_ptr(&g, r->arena, v.ids), r->ids,
+                            sizeof(int32_t) * rows * T)) != CLF_OK)
         goto done;
     if ((st = clf_graph_run(&g, r->api, r->be, r->arena)) != CLF_OK) {
         st = clf_error_context(st, "decode: step %d", t);
         goto done;
     }
     if (r->logp)
-        st = r->api->download(r->be, r->logp, clf_graph_ptr(&g, r->arena, v.out),
-                              sizeof(float) * rows * r->V);
+        st = clf_op_download(r->api, r->be, r->logp, clf_graph_ptr(&g, r->arena, v.out),
+                             sizeof(float) * rows * r->V);
     else
-        st = r->api->download(r->be, r->ids, clf_graph_ptr(&g, r->arena, v.out),
-                              sizeof(int32_t) * rows);
+        st = clf_op_download(r->api, r->be, r->ids, clf_graph_ptr(&g, r->arena, v.out),
+                             sizeof(int32_t) * rows);
     if (st == CLF_OK && v.attention >= 0) {
         /* [rows, H, T, S]: only the last query row (position t) is this step's */
-        st = r->api->download(r->be, r->probs, clf_graph_ptr(&g, r->arena, v.attention),
-                              sizeof(float) * rows * r->H * T * r->S);
+        st = clf_op_download(r->api, r->be, r->probs, clf_graph_ptr(&g, r->arena, v.attention),
+                             sizeof(float) * rows * r->H * T * r->S);
         for (int i = 0; st == CLF_OK && i < rows; i++) {
             float *dst = r->att[cur] + ((size_t)i * (r->max_out + 1) + t) * r->S;
             for (int j = 0; j < r->S; j++) {

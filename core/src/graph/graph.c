@@ -264,24 +264,25 @@ clf_status clf_graph_run_ops(const clf_graph *g, const clf_backend_api *api, clf
             st = clf_op_attention(api, be, &n.args.attention);
             break;
         case CLF_OP_EMBED:
-            st = api->embed(be, &n.args.embed);
+            st = clf_op_embed(api, be, &n.args.embed);
             break;
         case CLF_OP_ADD:
-            st = api->add(be, n.args.add.out, n.args.add.a, n.args.add.b, n.args.add.n);
+            st = clf_op_add(api, be, n.args.add.out, n.args.add.a, n.args.add.b, n.args.add.n);
             break;
         case CLF_OP_SOFTMAX:
-            st = api->softmax(be, n.args.softmax.out, n.args.softmax.x, n.args.softmax.rows,
-                              n.args.softmax.cols, n.args.softmax.log);
+            st = clf_op_softmax(api, be, n.args.softmax.out, n.args.softmax.x, n.args.softmax.rows,
+                                n.args.softmax.cols, n.args.softmax.log);
             break;
         case CLF_NODE_COPY:
-            st = api->copy(be, n.args.add.out, n.args.add.a, n.args.add.n);
+            st = clf_op_copy(api, be, n.args.add.out, n.args.add.a, n.args.add.n);
             break;
         case CLF_OP_ARGMAX: /* args in the softmax layout; log unused */
-            st = api->argmax(be, n.args.softmax.out, n.args.softmax.x, n.args.softmax.rows,
-                             n.args.softmax.cols);
+            st = clf_op_argmax(api, be, n.args.softmax.out, n.args.softmax.x, n.args.softmax.rows,
+                               n.args.softmax.cols);
             break;
         case CLF_OP_RELU_BACKWARD:
-            st = api->relu_backward(be, n.args.add.out, n.args.add.a, n.args.add.b, n.args.add.n);
+            st = clf_op_relu_backward(api, be, n.args.add.out, n.args.add.a, n.args.add.b,
+                                      n.args.add.n);
             break;
         case CLF_OP_LAYERNORM_BACKWARD:
             st = clf_op_layernorm_backward(api, be, &n.args.layernorm_backward);
@@ -290,34 +291,34 @@ clf_status clf_graph_run_ops(const clf_graph *g, const clf_backend_api *api, clf
             st = clf_op_attention_backward(api, be, &n.args.attention_backward);
             break;
         case CLF_OP_EMBED_BACKWARD:
-            st = api->embed_backward(be, &n.args.embed_backward);
+            st = clf_op_embed_backward(api, be, &n.args.embed_backward);
             break;
         case CLF_OP_DROPOUT:
-            st = api->dropout(be, &n.args.dropout);
+            st = clf_op_dropout(api, be, &n.args.dropout);
             break;
         case CLF_OP_CROSS_ENTROPY:
-            st = api->cross_entropy(be, &n.args.cross_entropy);
+            st = clf_op_cross_entropy(api, be, &n.args.cross_entropy);
             break;
         case CLF_OP_ADAM:
-            st = api->adam(be, &n.args.adam);
+            st = clf_op_adam(api, be, &n.args.adam);
             break;
         case CLF_OP_SUM_SQUARES:
-            st = api->sum_squares(be, n.args.add.out, n.args.add.a, n.args.add.n);
+            st = clf_op_sum_squares(api, be, n.args.add.out, n.args.add.a, n.args.add.n);
             break;
         case CLF_OP_FILL:
-            st = api->fill(be, n.args.fill.out, n.args.fill.value, n.args.fill.n);
+            st = clf_op_fill(api, be, n.args.fill.out, n.args.fill.value, n.args.fill.n);
             break;
         case CLF_OP_ACTIVATION:
-            st = api->activation(be, &n.args.activation);
+            st = clf_op_activation(api, be, &n.args.activation);
             break;
         case CLF_OP_ACTIVATION_BACKWARD:
-            st = api->activation_backward(be, &n.args.activation_backward);
+            st = clf_op_activation_backward(api, be, &n.args.activation_backward);
             break;
         case CLF_OP_NORM:
-            st = api->norm(be, &n.args.norm);
+            st = clf_op_norm(api, be, &n.args.norm);
             break;
         case CLF_OP_NORM_BACKWARD:
-            st = api->norm_backward(be, &n.args.norm_backward);
+            st = clf_op_norm_backward(api, be, &n.args.norm_backward);
             break;
         default:
             st = clf_error(CLF_ERR_INTERNAL, "graph: node '%s' has op %d that cannot run", n.label,

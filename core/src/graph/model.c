@@ -159,7 +159,7 @@ static clf_status upload_weights(clf_model *m, const clf_weights *w)
     for (int i = 0; i < m->n_weights; i++) {
         m->wdev[i].buf = m->chunks[chunk_of[i]];
         size_t bytes = (size_t)clf_weight_spec_numel(&m->specs[i]) * sizeof(float);
-        if ((st = m->api->upload(m->be, m->wdev[i], w->data[i], bytes)) != CLF_OK) {
+        if ((st = clf_op_upload(m->api, m->be, m->wdev[i], w->data[i], bytes)) != CLF_OK) {
             clf_error_context(st, "weights: uploading '%s'", m->specs[i].name);
             goto fail;
         }
@@ -262,7 +262,7 @@ clf_status clf_model_create(const clf_model_config *cfg, const clf_weights *w,
     else
         clf_positional_encoding(pe_host, cfg->max_len, cfg->d_model);
     if ((st = api->alloc(be, pe_bytes, &m->pe)) != CLF_OK ||
-        (st = api->upload(be, (clf_ptr){m->pe, 0}, pe_host, pe_bytes)) != CLF_OK) {
+        (st = clf_op_upload(api, be, (clf_ptr){m->pe, 0}, pe_host, pe_bytes)) != CLF_OK) {
         clf_error_context(st, "model: positional-encoding table");
         goto fail;
     }
@@ -337,7 +337,8 @@ clf_status clf_model_enable_grads(clf_model *m)
     for (int c = 0; c < m->n_chunks; c++) {
         clf_status st = m->api->alloc(m->be, m->chunk_bytes[c], &m->grad_chunks[c]);
         if (st == CLF_OK)
-            st = m->api->fill(m->be, (clf_ptr){m->grad_chunks[c], 0}, 0.0f, m->chunk_bytes[c] / 4);
+            st = clf_op_fill(m->api, m->be, (clf_ptr){m->grad_chunks[c], 0}, 0.0f,
+                             m->chunk_bytes[c] / 4);
         if (st != CLF_OK)
             return clf_error_context(st, "model: gradient buffer of %zu bytes", m->chunk_bytes[c]);
     }
@@ -479,8 +480,8 @@ clf_status clf_model_set_weight_type(clf_model *m, clf_weight_type type)
             goto fail;
         }
         /* from the device: the weights as they are now (loaded, or trained in this process) */
-        if ((st = m->api->download(m->be, f32, (clf_ptr){m->chunks[c], 0}, m->chunk_bytes[c])) !=
-                CLF_OK ||
+        if ((st = clf_op_download(m->api, m->be, f32, (clf_ptr){m->chunks[c], 0},
+                                  m->chunk_bytes[c])) != CLF_OK ||
             (st = m->api->synchronize(m->be)) != CLF_OK) {
             clf_error_context(st, "model: reading the weights back for %s",
                               clf_weight_type_name(type));
@@ -493,7 +494,8 @@ clf_status clf_model_set_weight_type(clf_model *m, clf_weight_type type)
                               clf_weight_type_name(type), bytes);
             goto fail;
         }
-        if ((st = m->api->upload(m->be, (clf_ptr){m->lowp_chunks[c], 0}, host, bytes)) != CLF_OK ||
+        if ((st = clf_op_upload(m->api, m->be, (clf_ptr){m->lowp_chunks[c], 0}, host, bytes)) !=
+                CLF_OK ||
             (st = m->api->synchronize(m->be)) != CLF_OK) {
             clf_error_context(st, "model: uploading the %s weights", clf_weight_type_name(type));
             goto fail;

@@ -5,6 +5,7 @@
 #define CLF_MODEL_INTERNAL_H
 
 #include "clformer/model.h"
+#include "clformer/ops.h" /* every backend call of the model, trainer and decoder */
 
 /* A KV cache: one device buffer holding, for each decoder layer l, `slots` blocks of `len`
  * rows of 2d floats (k | v). Element offset of layer l, slot s, row r:

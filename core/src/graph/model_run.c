@@ -52,7 +52,7 @@ clf_status clf_model_upload_tgt_ids(const clf_model *m, clf_ptr ids_dst, clf_ptr
 {
     /* a decoder that starts from the pad id (Marian) must still see its first position */
     const int start_is_pad = row_len > 0 && m->cfg.decoder_start_id == m->cfg.pad_id;
-    clf_status st = m->api->upload(m->be, ids_dst, ids, n * 4);
+    clf_status st = clf_op_upload(m->api, m->be, ids_dst, ids, n * 4);
     if (st != CLF_OK || !mask_dst.buf)
         return st;
     int32_t *mask = malloc(n * sizeof(int32_t));
@@ -60,7 +60,7 @@ clf_status clf_model_upload_tgt_ids(const clf_model *m, clf_ptr ids_dst, clf_ptr
         return clf_error(CLF_ERR_NOMEM, "model: out of host memory");
     for (size_t i = 0; i < n; i++)
         mask[i] = ids[i] != m->cfg.pad_id || (start_is_pad && i % (size_t)row_len == 0);
-    st = m->api->upload(m->be, mask_dst, mask, n * 4);
+    st = clf_op_upload(m->api, m->be, mask_dst, mask, n * 4);
     free(mask);
     return st;
 }
@@ -93,12 +93,13 @@ clf_status clf_model_forward(clf_model *m, const clf_forward_io *io)
     if ((st = clf_graph_run(&m->g, m->api, m->be, m->arena)) != CLF_OK)
         return clf_error_context(st, "forward");
     if (io->encoder_out &&
-        (st = m->api->download(m->be, io->encoder_out, clf_graph_ptr(&m->g, m->arena, m->v_enc),
-                               (size_t)B * S * c->d_model * sizeof(float))) != CLF_OK)
+        (st = clf_op_download(m->api, m->be, io->encoder_out,
+                              clf_graph_ptr(&m->g, m->arena, m->v_enc),
+                              (size_t)B * S * c->d_model * sizeof(float))) != CLF_OK)
         return st;
-    if (io->logits &&
-        (st = m->api->download(m->be, io->logits, clf_graph_ptr(&m->g, m->arena, m->v_logits),
-                               (size_t)B * T * c->tgt_vocab * sizeof(float))) != CLF_OK)
+    if (io->logits && (st = clf_op_download(
+                           m->api, m->be, io->logits, clf_graph_ptr(&m->g, m->arena, m->v_logits),
+                           (size_t)B * T * c->tgt_vocab * sizeof(float))) != CLF_OK)
         return st;
     return m->api->synchronize(m->be);
 }

@@ -61,16 +61,23 @@ static clf_status check_operands(const clf_backend_api *api, clf_backend *be, co
     return CLF_OK;
 }
 
-/* The table implements the op and the call has arguments. */
-static clf_status check_entry(const clf_backend_api *api, const char *op, int present,
-                              const void *args)
+/* The table implements the op. */
+static clf_status check_present(const clf_backend_api *api, const char *op, int present)
 {
     if (!present)
         return clf_error(CLF_ERR_UNSUPPORTED, "%s: %s: not supported by this backend", api->name,
                          op);
-    if (!args)
-        return clf_error(CLF_ERR_INPUT, "%s: %s: no arguments", api->name, op);
     return CLF_OK;
+}
+
+/* The table implements the op and the call has its argument struct. */
+static clf_status check_entry(const clf_backend_api *api, const char *op, int present,
+                              const void *args)
+{
+    clf_status st = check_present(api, op, present);
+    if (st == CLF_OK && !args)
+        st = clf_error(CLF_ERR_INPUT, "%s: %s: no arguments", api->name, op);
+    return st;
 }
 
 /* ---- gemm ---- */
@@ -276,4 +283,388 @@ clf_status clf_op_attention_backward(const clf_backend_api *api, clf_backend *be
                 return clf_error(CLF_ERR_INPUT, "%s: %s: '%s' overlaps the input '%s'", api->name,
                                  op, operands[o].name, operands[i].name);
     return api->attention_backward(be, a);
+}
+
+/* ---- embedding, elementwise and row ops ---- */
+
+/* rows >= 0 and cols >= 1: the shape of a row op. */
+static clf_status check_rows(const clf_backend_api *api, const char *op, int rows, int cols)
+{
+    if (rows < 0 || cols <= 0)
+        return clf_error(CLF_ERR_INPUT, "%s: %s: bad shape rows=%d cols=%d", api->name, op, rows,
+                         cols);
+    return CLF_OK;
+}
+
+/* Output a may be input b (the op runs in place) or apart from it, not partly over it. */
+static clf_status check_in_place(const clf_backend_api *api, const char *op, const operand *a,
+                                 const operand *b)
+{
+    if (clf_ptr_overlap(a->p, 4 * a->elems, b->p, 4 * b->elems) && a->p.off != b->p.off)
+        return clf_error(CLF_ERR_INPUT, "%s: %s: '%s' partly overlaps '%s'", api->name, op, a->name,
+                         b->name);
+    return CLF_OK;
+}
+
+/* An elementwise op over list[0].elems elements: the table has it and, unless that is 0
+ * (*run = 0: nothing to do), the operands, the first nout of them outputs that may each
+ * run in place over every input. */
+static clf_status check_elementwise(const clf_backend_api *api, clf_backend *be, const char *op,
+                                    int present, const operand *list, size_t count, size_t nout,
+                                    int *run)
+{
+    *run = 0;
+    clf_status st = check_present(api, op, present);
+    if (st != CLF_OK || list[0].elems == 0 ||
+        (st = check_operands(api, be, op, list, count)) != CLF_OK)
+        return st;
+    for (size_t o = 0; o < nout; o++)
+        for (size_t i = nout; i < count; i++)
+            if ((st = check_in_place(api, op, &list[o], &list[i])) != CLF_OK)
+                return st;
+    *run = 1;
+    return CLF_OK;
+}
+
+clf_status clf_op_embed(const clf_backend_api *api, clf_backend *be, const clf_embed_args *a)
+{
+    const char *op = "embed";
+    clf_status st = check_entry(api, op, api->embed != NULL, a);
+    if (st != CLF_OK)
+        return st;
+    if (a->rows < 0 || a->dim <= 0 || a->vocab <= 0 || a->seq_len <= 0 || a->pos0 < 0)
+        return clf_error(CLF_ERR_INPUT,
+                         "%s: %s: bad shape rows=%d dim=%d vocab=%d seq_len=%d pos0=%d", api->name,
+                         op, a->rows, a->dim, a->vocab, a->seq_len, a->pos0);
+    if (a->rows == 0)
+        return CLF_OK;
+    const uint64_t rows = (uint64_t)a->rows, dim = (uint64_t)a->dim;
+    /* pe rows pos0 .. pos0 + min(rows, seq_len) - 1 */
+    const uint64_t pe_rows =
+        (uint64_t)a->pos0 + (a->rows < a->seq_len ? rows : (uint64_t)a->seq_len);
+    const operand operands[] = {required("out", a->out, rows * dim), required("ids", a->ids, rows),
+                                required("table", a->table, (uint64_t)a->vocab * dim),
+                                optional("pe", a->pe, pe_rows * dim)};
+    st = check_operands(api, be, op, operands, COUNT(operands));
+    return st != CLF_OK ? st : api->embed(be, a);
+}
+
+clf_status clf_op_add(const clf_backend_api *api, clf_backend *be, clf_ptr out, clf_ptr a,
+                      clf_ptr b, size_t n)
+{
+    const operand list[] = {required("out", out, n), required("a", a, n), required("b", b, n)};
+    int run;
+    clf_status st = check_elementwise(api, be, "add", api->add != NULL, list, COUNT(list), 1, &run);
+    return st != CLF_OK || !run ? st : api->add(be, out, a, b, n);
+}
+
+/* A row op: the table has it, the shape and (rows > 0, else *run = 0) out [rows,
+ * out_cols] and x [rows, cols], out the same span as x (softmax in place) or apart. */
+static clf_status check_row_op(const clf_backend_api *api, clf_backend *be, const char *op,
+                               int present, clf_ptr out, int out_cols, clf_ptr x, int rows,
+                               int cols, int *run)
+{
+    *run = 0;
+    clf_status st = check_present(api, op, present);
+    if (st != CLF_OK || (st = check_rows(api, op, rows, cols)) != CLF_OK || rows == 0)
+        return st;
+    const operand list[] = {required("out", out, (uint64_t)rows * (uint64_t)out_cols),
+                            required("x", x, (uint64_t)rows * (uint64_t)cols)};
+    if ((st = check_operands(api, be, op, list, COUNT(list))) != CLF_OK)
+        return st;
+    if (clf_ptr_overlap(out, 4 * list[0].elems, x, 4 * list[1].elems) &&
+        !(out.off == x.off && out_cols == cols))
+        return clf_error(CLF_ERR_INPUT, "%s: %s: 'out' %s 'x'", api->name, op,
+                         out_cols == cols ? "partly overlaps" : "may not overlap");
+    *run = 1;
+    return CLF_OK;
+}
+
+clf_status clf_op_softmax(const clf_backend_api *api, clf_backend *be, clf_ptr out, clf_ptr x,
+                          int rows, int cols, int log)
+{
+    int run;
+    const clf_status st = check_row_op(api, be, log ? "log_softmax" : "softmax",
+                                       api->softmax != NULL, out, cols, x, rows, cols, &run);
+    return st != CLF_OK || !run ? st : api->softmax(be, out, x, rows, cols, log);
+}
+
+clf_status clf_op_argmax(const clf_backend_api *api, clf_backend *be, clf_ptr out, clf_ptr x,
+                         int rows, int cols)
+{
+    int run;
+    const clf_status st =
+        check_row_op(api, be, "argmax", api->argmax != NULL, out, 1, x, rows, cols, &run);
+    return st != CLF_OK || !run ? st : api->argmax(be, out, x, rows, cols);
+}
+
+/* ---- training ---- */
+
+clf_status clf_op_relu_backward(const clf_backend_api *api, clf_backend *be, clf_ptr dx, clf_ptr dy,
+                                clf_ptr y, size_t n)
+{
+    const operand list[] = {required("dx", dx, n), required("dy", dy, n), required("y", y, n)};
+    int run;
+    clf_status st = check_elementwise(api, be, "relu_backward", api->relu_backward != NULL, list,
+                                      COUNT(list), 1, &run);
+    return st != CLF_OK || !run ? st : api->relu_backward(be, dx, dy, y, n);
+}
+
+clf_status clf_op_embed_backward(const clf_backend_api *api, clf_backend *be,
+                                 const clf_embed_backward_args *a)
+{
+    const char *op = "embed_backward";
+    clf_status st = check_entry(api, op, api->embed_backward != NULL, a);
+    if (st != CLF_OK)
+        return st;
+    if (a->rows < 0 || a->dim <= 0 || a->vocab <= 0)
+        return clf_error(CLF_ERR_INPUT, "%s: %s: bad shape rows=%d dim=%d vocab=%d", api->name, op,
+                         a->rows, a->dim, a->vocab);
+    if (a->rows == 0)
+        return CLF_OK;
+    const uint64_t rows = (uint64_t)a->rows, dim = (uint64_t)a->dim;
+    const operand operands[] = {required("dtable", a->dtable, (uint64_t)a->vocab * dim),
+                                required("dout", a->dout, rows * dim),
+                                required("ids", a->ids, rows)};
+    st = check_operands(api, be, op, operands, COUNT(operands));
+    return st != CLF_OK ? st : api->embed_backward(be, a);
+}
+
+clf_status clf_op_dropout(const clf_backend_api *api, clf_backend *be, const clf_dropout_args *a)
+{
+    const char *op = "dropout";
+    int run;
+    clf_status st = check_entry(api, op, api->dropout != NULL, a);
+    if (st != CLF_OK)
+        return st;
+    if (!(a->p >= 0.0f && a->p < 1.0f)) /* NaN fails too */
+        return clf_error(CLF_ERR_INPUT, "%s: %s: p = %g is outside [0, 1)", api->name, op,
+                         (double)a->p);
+    const operand list[] = {required("out", a->out, a->n), required("x", a->x, a->n)};
+    st = check_elementwise(api, be, op, 1, list, COUNT(list), 1, &run);
+    return st != CLF_OK || !run ? st : api->dropout(be, a);
+}
+
+clf_status clf_op_cross_entropy(const clf_backend_api *api, clf_backend *be,
+                                const clf_cross_entropy_args *a)
+{
+    const char *op = "cross_entropy";
+    clf_status st = check_entry(api, op, api->cross_entropy != NULL, a);
+    if (st != CLF_OK || (st = check_rows(api, op, a->rows, a->cols)) != CLF_OK)
+        return st;
+    if (!(a->label_smoothing >= 0.0f && a->label_smoothing <= 1.0f))
+        return clf_error(CLF_ERR_INPUT, "%s: %s: label_smoothing = %g is outside [0, 1]", api->name,
+                         op, (double)a->label_smoothing);
+    if (a->rows == 0)
+        return CLF_OK;
+    const uint64_t rows = (uint64_t)a->rows, n = rows * (uint64_t)a->cols;
+    const operand operands[] = {required("loss", a->loss, rows), optional("dlogits", a->dlogits, n),
+                                required("logits", a->logits, n),
+                                required("targets", a->targets, rows)};
+    if ((st = check_operands(api, be, op, operands, COUNT(operands))) != CLF_OK ||
+        (st = check_in_place(api, op, &operands[1], &operands[2])) != CLF_OK)
+        return st;
+    /* the losses are written while rows of the logits (and dlogits) are still read */
+    if (clf_ptr_overlap(a->loss, 4 * rows, a->logits, 4 * n) ||
+        clf_ptr_overlap(a->loss, 4 * rows, a->dlogits, 4 * n))
+        return clf_error(CLF_ERR_INPUT, "%s: %s: 'loss' overlaps the logits", api->name, op);
+    return api->cross_entropy(be, a);
+}
+
+clf_status clf_op_adam(const clf_backend_api *api, clf_backend *be, const clf_adam_args *a)
+{
+    const char *op = "adam";
+    clf_status st = check_entry(api, op, api->adam != NULL, a);
+    if (st != CLF_OK)
+        return st;
+    if (!(a->bias_correction1 > 0.0f && a->sqrt_bias_correction2 > 0.0f))
+        return clf_error(
+            CLF_ERR_INPUT, "%s: %s: bias corrections %g and %g must be positive (step >= 1)",
+            api->name, op, (double)a->bias_correction1, (double)a->sqrt_bias_correction2);
+    if (a->n == 0)
+        return CLF_OK;
+    const operand operands[] = {required("param", a->param, a->n), required("grad", a->grad, a->n),
+                                required("m", a->m, a->n), required("v", a->v, a->n)};
+    if ((st = check_operands(api, be, op, operands, COUNT(operands))) != CLF_OK)
+        return st;
+    /* param, m and v are updated in place, each element from all four */
+    const uint64_t bytes = 4 * (uint64_t)a->n;
+    for (size_t i = 0; i < COUNT(operands); i++)
+        for (size_t j = i + 1; j < COUNT(operands); j++)
+            if (clf_ptr_overlap(operands[i].p, bytes, operands[j].p, bytes))
+                return clf_error(CLF_ERR_INPUT, "%s: %s: param, grad, m and v may not overlap",
+                                 api->name, op);
+    return api->adam(be, a);
+}
+
+clf_status clf_op_sum_squares(const clf_backend_api *api, clf_backend *be, clf_ptr out, clf_ptr x,
+                              size_t n)
+{
+    const char *op = "sum_squares";
+    /* n = 0 is not empty: it writes out = 0 */
+    const operand list[] = {required("out", out, 1), {"x", x, n, 4, n > 0}};
+    clf_status st = check_present(api, op, api->sum_squares != NULL);
+    if (st == CLF_OK && (st = check_operands(api, be, op, list, COUNT(list))) == CLF_OK)
+        st = api->sum_squares(be, out, x, n);
+    return st;
+}
+
+clf_status clf_op_fill(const clf_backend_api *api, clf_backend *be, clf_ptr out, float value,
+                       size_t n)
+{
+    const operand list[] = {required("out", out, n)};
+    int run;
+    clf_status st = check_elementwise(api, be, "fill", api->fill != NULL, list, 1, 0, &run);
+    return st != CLF_OK || !run ? st : api->fill(be, out, value, n);
+}
+
+/* ---- plugin ops ---- */
+
+/* The plugin op of an entry: given, of a known kind and of the kind the entry takes (a
+ * norm when want_norm); label then gets "<entry> '<op name>'" for the later messages.
+ * Whether the backend has a form of it is the backend's to say (plugin_prepare). */
+static clf_status check_plugin_op(const clf_backend_api *api, const char *entry,
+                                  const clf_plugin_op *op, int want_norm, char *label,
+                                  size_t label_size)
+{
+    if (!op || !op->name)
+        return clf_error(CLF_ERR_INPUT, "%s: %s: no plugin op (or an op without a name)", api->name,
+                         entry);
+    if (op->kind != CLF_PLUGIN_ACTIVATION && op->kind != CLF_PLUGIN_GATED_ACTIVATION &&
+        op->kind != CLF_PLUGIN_NORM)
+        return clf_error(CLF_ERR_INPUT, "%s: %s: plugin op '%s' has an unknown kind %d", api->name,
+                         entry, op->name, (int)op->kind);
+    return clf_plugin_check_entry_kind(api->name, entry, op, want_norm, label, label_size);
+}
+
+clf_status clf_op_activation(const clf_backend_api *api, clf_backend *be,
+                             const clf_activation_args *a)
+{
+    const char *entry = "activation";
+    char op[96];
+    clf_status st = check_entry(api, entry, api->activation != NULL, a);
+    if (st != CLF_OK || (st = check_plugin_op(api, entry, a->op, 0, op, sizeof op)) != CLF_OK ||
+        (st = clf_plugin_check_gates(api->name, op, a->op, 1, a->gate.buf != NULL)) != CLF_OK ||
+        a->n == 0)
+        return st;
+    const operand list[] = {required("out", a->out, a->n), required("x", a->x, a->n),
+                            optional("gate", a->gate, a->n)};
+    if ((st = check_operands(api, be, op, list, COUNT(list))) == CLF_OK &&
+        (st = clf_check_activation_overlap(api->name, op, a)) == CLF_OK)
+        st = api->activation(be, a);
+    return st;
+}
+
+clf_status clf_op_activation_backward(const clf_backend_api *api, clf_backend *be,
+                                      const clf_activation_backward_args *a)
+{
+    const char *entry = "activation_backward";
+    char op[96];
+    clf_status st = check_entry(api, entry, api->activation_backward != NULL, a);
+    if (st != CLF_OK || (st = check_plugin_op(api, entry, a->op, 0, op, sizeof op)) != CLF_OK ||
+        (st = clf_plugin_check_gates(api->name, op, a->op, 2,
+                                     (a->gate.buf != NULL) + (a->dgate.buf != NULL))) != CLF_OK ||
+        a->n == 0)
+        return st;
+    const uint64_t n = a->n;
+    const operand list[] = {required("dx", a->dx, n), required("dy", a->dy, n),
+                            required("x", a->x, n), optional("gate", a->gate, n),
+                            optional("dgate", a->dgate, n)};
+    if ((st = check_operands(api, be, op, list, COUNT(list))) == CLF_OK &&
+        (st = clf_check_activation_backward_overlap(api->name, op, a)) == CLF_OK)
+        st = api->activation_backward(be, a);
+    return st;
+}
+
+/* A plugin norm or its backward: the op and the shape, then (rows > 0, else *run = 0) the
+ * operands p in the order of the args struct (out, x, alpha, beta or dx, dy, x, alpha,
+ * dalpha, dbeta: per_row of [rows, cols], then one required [cols], the rest optional), and
+ * that the first (the output) overlaps none of the next three ("<why>" after the op). */
+static clf_status check_norm(const clf_backend_api *api, clf_backend *be, const char *entry,
+                             const clf_plugin_op *norm, int rows, int cols,
+                             const char *const *names, const clf_ptr *p, int count, int per_row,
+                             const char *why, int *run)
+{
+    char op[96];
+    *run = 0;
+    clf_status st = check_plugin_op(api, entry, norm, 1, op, sizeof op);
+    if (st != CLF_OK || (st = check_rows(api, op, rows, cols)) != CLF_OK || rows == 0)
+        return st;
+    const uint64_t n = (uint64_t)rows * (uint64_t)cols, c = (uint64_t)cols;
+    operand list[6];
+    for (int i = 0; i < count; i++)
+        list[i] = (operand){names[i], p[i], i < per_row ? n : c, 4, i <= per_row};
+    if ((st = check_operands(api, be, op, list, (size_t)count)) != CLF_OK)
+        return st;
+    /* the output is written while rows of the next three (x, alpha, beta or dy, x, alpha)
+     * are still read */
+    for (int i = 1; i < 4; i++)
+        if (clf_ptr_overlap(p[0], 4 * n, p[i], 4 * list[i].elems))
+            return clf_error(CLF_ERR_INPUT, "%s: %s: %s", api->name, op, why);
+    *run = 1;
+    return CLF_OK;
+}
+
+clf_status clf_op_norm(const clf_backend_api *api, clf_backend *be, const clf_norm_args *a)
+{
+    static const char *const names[] = {"out", "x", "alpha", "beta"};
+    int run;
+    clf_status st = check_entry(api, "norm", api->norm != NULL, a);
+    if (st == CLF_OK &&
+        (st = check_norm(api, be, "norm", a->op, a->rows, a->cols, names,
+                         (const clf_ptr[]){a->out, a->x, a->alpha, a->beta}, 4, 2,
+                         "out may not overlap x, alpha or beta", &run)) == CLF_OK &&
+        run)
+        st = api->norm(be, a);
+    return st;
+}
+
+clf_status clf_op_norm_backward(const clf_backend_api *api, clf_backend *be,
+                                const clf_norm_backward_args *a)
+{
+    static const char *const names[] = {"dx", "dy", "x", "alpha", "dalpha", "dbeta"};
+    const char *entry = "norm_backward";
+    int run;
+    clf_status st = check_entry(api, entry, api->norm_backward != NULL, a);
+    if (st != CLF_OK)
+        return st;
+    const clf_ptr p[] = {a->dx, a->dy, a->x, a->alpha, a->dalpha, a->dbeta};
+    st = check_norm(api, be, entry, a->op, a->rows, a->cols, names, p, 6, 3,
+                    "dx may not overlap dy, x or alpha", &run);
+    return st != CLF_OK || !run ? st : api->norm_backward(be, a);
+}
+
+/* ---- memory ---- */
+
+/* An operand of bytes bytes at any offset (upload, download, copy). */
+static operand bytes_at(const char *name, clf_ptr p, uint64_t bytes)
+{
+    return (operand){name, p, bytes, 1, 1};
+}
+
+clf_status clf_op_upload(const clf_backend_api *api, clf_backend *be, clf_ptr dst, const void *src,
+                         size_t bytes)
+{
+    const operand o = bytes_at("dst", dst, bytes);
+    const clf_status st = check_operands(api, be, "upload", &o, 1);
+    return st != CLF_OK || bytes == 0 ? st : api->upload(be, dst, src, bytes);
+}
+
+clf_status clf_op_download(const clf_backend_api *api, clf_backend *be, void *dst, clf_ptr src,
+                           size_t bytes)
+{
+    const operand o = bytes_at("src", src, bytes);
+    const clf_status st = check_operands(api, be, "download", &o, 1);
+    return st != CLF_OK || bytes == 0 ? st : api->download(be, dst, src, bytes);
+}
+
+clf_status clf_op_copy(const clf_backend_api *api, clf_backend *be, clf_ptr dst, clf_ptr src,
+                       size_t bytes)
+{
+    const operand list[] = {bytes_at("dst", dst, bytes), bytes_at("src", src, bytes)};
+    clf_status st = check_present(api, "copy", api->copy != NULL);
+    if (st == CLF_OK && (st = check_operands(api, be, "copy", list, COUNT(list))) == CLF_OK &&
+        bytes > 0)
+        st = api->copy(be, dst, src, bytes);
+    return st;
 }

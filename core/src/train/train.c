@@ -93,8 +93,8 @@ clf_status clf_trainer_create(clf_model *m, const clf_train_config *tc, int drop
         size_t n = t->bytes[c] / sizeof(float);
         if ((st = t->api->alloc(t->be, t->bytes[c], &t->exp_avg[c])) != CLF_OK ||
             (st = t->api->alloc(t->be, t->bytes[c], &t->exp_avg_sq[c])) != CLF_OK ||
-            (st = t->api->fill(t->be, (clf_ptr){t->exp_avg[c], 0}, 0.0f, n)) != CLF_OK ||
-            (st = t->api->fill(t->be, (clf_ptr){t->exp_avg_sq[c], 0}, 0.0f, n)) != CLF_OK) {
+            (st = clf_op_fill(t->api, t->be, (clf_ptr){t->exp_avg[c], 0}, 0.0f, n)) != CLF_OK ||
+            (st = clf_op_fill(t->api, t->be, (clf_ptr){t->exp_avg_sq[c], 0}, 0.0f, n)) != CLF_OK) {
             clf_error_context(st, "train: Adam moments (%zu bytes)", t->bytes[c]);
             goto fail;
         }
@@ -167,7 +167,7 @@ static clf_status ensure_ones(clf_trainer *t, size_t len)
     drop_graph(&t->train);
     clf_status st = t->api->alloc(t->be, n * sizeof(float), &t->ones);
     if (st == CLF_OK)
-        st = t->api->fill(t->be, (clf_ptr){t->ones, 0}, 1.0f, n);
+        st = clf_op_fill(t->api, t->be, (clf_ptr){t->ones, 0}, 1.0f, n);
     if (st != CLF_OK)
         return clf_error_context(st, "train: ones vector");
     t->ones_len = n;
@@ -256,8 +256,9 @@ static clf_status run_batch(clf_trainer *t, int backward, const clf_train_batch 
         return clf_error_context(st, "train: uploading the batch");
     if ((st = clf_graph_run(&sg->g, t->api, t->be, t->arena)) != CLF_OK)
         return clf_error_context(st, backward ? "train" : "evaluate");
-    if ((st = t->api->download(t->be, t->host_loss, clf_graph_ptr(&sg->g, t->arena, sg->v.loss),
-                               nt * sizeof(float))) != CLF_OK)
+    if ((st = clf_op_download(t->api, t->be, t->host_loss,
+                              clf_graph_ptr(&sg->g, t->arena, sg->v.loss), nt * sizeof(float))) !=
+        CLF_OK)
         return st;
     double sum = 0.0;
     for (size_t i = 0; i < nt; i++)
@@ -311,11 +312,11 @@ clf_status clf_trainer_step(clf_trainer *t, double *lr_out, double *norm_out)
     const long long step = t->state.step + 1;
     const double lr = clf_train_lr(tc, clf_model_config_of(t->m)->d_model, step);
     for (int c = 0; c < t->n_chunks; c++)
-        if ((st = t->api->sum_squares(t->be, (clf_ptr){t->norms, (size_t)c * sizeof(float)},
-                                      (clf_ptr){t->grad[c], 0}, t->bytes[c] / 4)) != CLF_OK)
+        if ((st = clf_op_sum_squares(t->api, t->be, (clf_ptr){t->norms, (size_t)c * sizeof(float)},
+                                     (clf_ptr){t->grad[c], 0}, t->bytes[c] / 4)) != CLF_OK)
             return st;
-    if ((st = t->api->download(t->be, t->host_norms, (clf_ptr){t->norms, 0},
-                               (size_t)t->n_chunks * sizeof(float))) != CLF_OK)
+    if ((st = clf_op_download(t->api, t->be, t->host_norms, (clf_ptr){t->norms, 0},
+                              (size_t)t->n_chunks * sizeof(float))) != CLF_OK)
         return st;
     double sq = 0.0;
     for (int c = 0; c < t->n_chunks; c++)
@@ -348,8 +349,9 @@ clf_status clf_trainer_step(clf_trainer *t, double *lr_out, double *norm_out)
                            .bias_correction1 = (float)bc1,
                            .sqrt_bias_correction2 = (float)sqrt(bc2),
                            .decoupled = tc->optimizer == CLF_OPT_ADAMW};
-        if ((st = t->api->adam(t->be, &a)) != CLF_OK ||
-            (st = t->api->fill(t->be, (clf_ptr){t->grad[c], 0}, 0.0f, t->bytes[c] / 4)) != CLF_OK)
+        if ((st = clf_op_adam(t->api, t->be, &a)) != CLF_OK ||
+            (st = clf_op_fill(t->api, t->be, (clf_ptr){t->grad[c], 0}, 0.0f, t->bytes[c] / 4)) !=
+                CLF_OK)
             return st;
     }
     if ((st = t->api->synchronize(t->be)) != CLF_OK)
@@ -398,8 +400,9 @@ clf_status clf_trainer_save(clf_trainer *t, const char *path, const char *config
                 st = clf_error(CLF_ERR_NOMEM, "checkpoint: out of host memory");
                 goto fail;
             }
-            if ((st = t->api->download(t->be, x->data, (clf_ptr){part_chunk(t, part, c), off},
-                                       x->nbytes)) != CLF_OK) {
+            if ((st = clf_op_download(t->api, t->be, x->data,
+                                      (clf_ptr){part_chunk(t, part, c), off}, x->nbytes)) !=
+                CLF_OK) {
                 clf_error_context(st, "checkpoint: reading '%s' from the device", x->name);
                 goto fail;
             }
@@ -531,8 +534,8 @@ clf_status clf_trainer_load(clf_trainer *t, const char *path)
             int c;
             size_t off;
             clf_model_weight_place(t->m, i, &c, &off);
-            if ((st = t->api->upload(t->be, (clf_ptr){part_chunk(t, part, c), off}, host, bytes)) !=
-                CLF_OK)
+            if ((st = clf_op_upload(t->api, t->be, (clf_ptr){part_chunk(t, part, c), off}, host,
+                                    bytes)) != CLF_OK)
                 goto fail;
         }
     t->state = s;
@@ -565,10 +568,10 @@ clf_status clf_trainer_reduce_grads(clf_trainer *t, size_t bucket_bytes, clf_tra
         for (size_t off = 0; off < n && st == CLF_OK; off += cap) {
             const size_t k = n - off < cap ? n - off : cap;
             const clf_ptr p = {t->grad[c], off * sizeof(float)};
-            if ((st = t->api->download(t->be, host, p, k * sizeof(float))) != CLF_OK ||
+            if ((st = clf_op_download(t->api, t->be, host, p, k * sizeof(float))) != CLF_OK ||
                 (st = fn(ctx, host, k)) != CLF_OK)
                 break;
-            st = t->api->upload(t->be, p, host, k * sizeof(float));
+            st = clf_op_upload(t->api, t->be, p, host, k * sizeof(float));
         }
     }
     free(host);
@@ -596,8 +599,8 @@ clf_status clf_trainer_hash(clf_trainer *t, uint64_t *out)
             int c;
             size_t off;
             clf_model_weight_place(t->m, i, &c, &off);
-            if ((st = t->api->download(t->be, host, (clf_ptr){part_chunk(t, part, c), off},
-                                       bytes)) != CLF_OK)
+            if ((st = clf_op_download(t->api, t->be, host, (clf_ptr){part_chunk(t, part, c), off},
+                                      bytes)) != CLF_OK)
                 break;
             h = clf_hash_fnv1a64(h, host, bytes);
         }
