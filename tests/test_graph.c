@@ -251,12 +251,79 @@ START_TEST(test_chain_needs_two_values)
 }
 END_TEST
 
+/* clf_graph_run_hooked on the CPU backend: the hook comes after each node, in order, with
+ * that node's result in place (x[i+1] = x[i] + x[i] = 2^(i+1) when hook(i) runs), and a
+ * hook's error stops the run there and comes back as it is. */
+typedef struct hook_log {
+    const clf_graph *g;
+    const clf_backend_api *api;
+    clf_backend *be;
+    clf_buffer *arena;
+    int calls, fail_at;
+} hook_log;
+
+static clf_status log_hook(void *ctx, int node)
+{
+    hook_log *h = ctx;
+    ck_assert_int_eq(node, h->calls);
+    h->calls++;
+    float x[4];
+    CLF_ASSERT_OK(h->api->download(h->be, x, clf_graph_ptr(h->g, h->arena, node + 1), sizeof x));
+    for (int k = 0; k < 4; k++)
+        ck_assert_float_eq(x[k], (float)(1 << (node + 1)));
+    if (node == h->fail_at)
+        return clf_error(CLF_ERR_INPUT, "hook: stop at node %d", node);
+    return CLF_OK;
+}
+
+START_TEST(test_run_hooked)
+{
+    enum { LINKS = 10 };
+    const clf_backend_api *api;
+    clf_backend *be;
+    clf_test_open_backend("cpu", &api, &be);
+    clf_graph g;
+    clf_graph_init(&g);
+    for (int i = 0; i <= LINKS; i++)
+        clf_graph_value(&g,
+                        i == 0       ? CLF_VALUE_INPUT
+                        : i == LINKS ? CLF_VALUE_OUTPUT
+                                     : CLF_VALUE_ACTIVATION,
+                        16, "x");
+    for (int i = 0; i < LINKS; i++) {
+        clf_add_args args = {.n = 4};
+        clf_node *n = clf_graph_node(&g, CLF_OP_ADD, &args, sizeof args, "double");
+        clf_graph_bind(&g, n, offsetof(clf_add_args, a), i, 0);
+        clf_graph_bind(&g, n, offsetof(clf_add_args, b), i, 0);
+        clf_graph_bind(&g, n, offsetof(clf_add_args, out), i + 1, 0);
+    }
+    CLF_ASSERT_OK(clf_graph_plan(&g));
+    clf_buffer *arena = NULL;
+    size_t cap = 0;
+    CLF_ASSERT_OK(clf_graph_reserve_arena(&g, api, be, &arena, &cap, "test"));
+    const float one[4] = {1, 1, 1, 1};
+    hook_log h = {.g = &g, .api = api, .be = be, .arena = arena, .fail_at = -1};
+    CLF_ASSERT_OK(api->upload(be, clf_graph_ptr(&g, arena, 0), one, sizeof one));
+    CLF_ASSERT_OK(clf_graph_run_hooked(&g, api, be, arena, log_hook, &h));
+    ck_assert_int_eq(h.calls, LINKS);
+    h = (hook_log){.g = &g, .api = api, .be = be, .arena = arena, .fail_at = 4};
+    CLF_ASSERT_OK(api->upload(be, clf_graph_ptr(&g, arena, 0), one, sizeof one));
+    ck_assert_int_eq(clf_graph_run_hooked(&g, api, be, arena, log_hook, &h), CLF_ERR_INPUT);
+    ck_assert_int_eq(h.calls, 5);
+    ck_assert_str_eq(clf_last_error(), "hook: stop at node 4");
+    api->free(be, arena);
+    api->close(be);
+    clf_graph_free(&g);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("graph");
     TCase *t = tcase_create("planner");
     tcase_add_test(t, test_random_graphs);
     tcase_add_test(t, test_chain_needs_two_values);
+    tcase_add_test(t, test_run_hooked);
     suite_add_tcase(s, t);
     return s;
 }

@@ -7,7 +7,7 @@
  * per checkpoint tensor): two ranks with accumulate: 1 and one process with accumulate: 2
  * compute the same micro-batches with the same dropout masks; the step's gradient is the
  * same sum of float terms, but each rank sums its own micro-batch from zero and
- * MPI_Allreduce adds the two at the end, where one process adds the second micro-batch's
+ * the all-reduce adds the two at the end, where one process adds the second micro-batch's
  * terms onto the first's one by one. The reassociation changes a gradient element by a few
  * units of float rounding (2^-24) of the terms' magnitude; Adam's update
  * lr * m / (sqrt(v) + eps) is scale-free, so its relative change stays at that level (an
@@ -200,24 +200,47 @@ static void compare_losses(const char *a, const char *b, int steps)
                       "step %d: loss %.6f (%s) vs %.6f (%s)", i + 1, la[i], a, lb[i], b);
 }
 
-/* mpirun -np 2 with accumulate: 1 = one process with accumulate: 2 */
-static void equivalence(const char *backend)
+/* mpirun -np 2 with accumulate: 1 = one process with accumulate: 2, with the all-reduce
+ * overlapping the backward pass (the default) and without (CLF_DIST_OVERLAP=0, the
+ * all-reduce after it), both in buckets of 4 KiB (CLF_DIST_BUCKET_BYTES: the tiny model's
+ * gradients are some 30 of them, most started mid-backward; the default 4 MiB would be one,
+ * started at the end). The two ways sum the same buckets, each element once over the two
+ * ranks (a + b rounds the same as b + a), so their runs agree bit for bit. with_off: also
+ * the run without overlap (the CPU case; on OpenCL the train suite checks the overlapped
+ * buckets against the plain gradients, and a third PoCL run would cost the sanitized suite
+ * too much time). */
+static void equivalence(const char *backend, int with_off)
 {
     char out[16384];
     const char *one = write_yaml("one", "run-one", 2, 6, 3, backend);
     const char *two = write_yaml("two", "run-two", 1, 6, 3, backend);
+    const char *off = with_off ? write_yaml("off", "run-off", 1, 6, 3, backend) : NULL;
     RUN_OK(0, out, "train -c '%s' -q", one);
+    setenv("CLF_DIST_BUCKET_BYTES", "4096", 1);
     RUN_OK(2, out, "train -c '%s' -q", two);
     /* rank 0 alone prints: one "pairs" line, not two */
     const char *p = strstr(out, "pairs (");
     ck_assert_msg(p && !strstr(p + 1, "pairs ("), "expected rank 0 alone to print:\n%s", out);
+    if (with_off) {
+        setenv("CLF_DIST_OVERLAP", "0", 1);
+        RUN_OK(2, out, "train -c '%s' -q", off);
+        unsetenv("CLF_DIST_OVERLAP");
+    }
+    unsetenv("CLF_DIST_BUCKET_BYTES");
     compare_losses("run-one", "run-two", 6);
     compare_checkpoints("run-one/step-3.safetensors", "run-two/step-3.safetensors", TOL);
     compare_checkpoints("run-one/last.safetensors", "run-two/last.safetensors", TOL);
+    if (!with_off)
+        return;
+    compare_losses("run-one", "run-off", 6);
+    compare_checkpoints("run-one/last.safetensors", "run-off/last.safetensors", TOL);
+    compare_checkpoints("run-off/step-3.safetensors", "run-two/step-3.safetensors", 0);
+    compare_checkpoints("run-off/last.safetensors", "run-two/last.safetensors", 0);
 }
 
 /* A checkpoint of 2 ranks resumes with 2 ranks bit for bit, and with 1 process (and
- * accumulate: 2, the equivalent run) within the bound; against equivalence()'s run-two. */
+ * accumulate: 2, the equivalent run) within the bound; against equivalence()'s run-two
+ * (whose buckets were smaller: the sums are the same). */
 static void resume(void)
 {
     char out[16384];
@@ -240,14 +263,14 @@ static void resume(void)
 
 START_TEST(test_equivalence_and_resume_cpu)
 {
-    equivalence("cpu");
+    equivalence("cpu", 1);
     resume();
 }
 END_TEST
 
 START_TEST(test_equivalence_opencl)
 {
-    equivalence("opencl");
+    equivalence("opencl", 0);
 }
 END_TEST
 
@@ -275,6 +298,26 @@ START_TEST(test_agreement)
                   "%s", tail_of(out));
     snprintf(ck, sizeof ck, "run-cfg/last.safetensors");
     ck_assert_int_ne(access(clf_test_tmp_path(ck), F_OK), 0);
+
+    /* all-reduce settings that differ (their collectives would not match), and one that
+     * makes no sense (this also shows that mpirun hands the ranks the environment, which
+     * the equivalence test relies on) */
+    char alt[2048];
+    snprintf(alt, sizeof alt,
+             "sh -c 'CLF_DIST_BUCKET_BYTES=$((4096 + 4 * OMPI_COMM_WORLD_RANK)) exec \"$0\" "
+             "train -q -c %s/cfg0.yaml' '%s'",
+             t, CLF_CLI_PATH);
+    ck_assert_int_ne(run_raw(2, alt, out, sizeof out), 0);
+    ck_assert_msg(strstr(out, "clformer: rank 1 does not start from what rank 0 does: its "
+                              "all-reduce settings (CLF_DIST_OVERLAP, CLF_DIST_BUCKET_BYTES) "
+                              "differ"),
+                  "%s", tail_of(out));
+    setenv("CLF_DIST_OVERLAP", "yes", 1);
+    snprintf(alt, sizeof alt, "train -q -c %s/cfg0.yaml", t);
+    ck_assert_int_ne(run(2, alt, out, sizeof out), 0);
+    unsetenv("CLF_DIST_OVERLAP");
+    ck_assert_msg(strstr(out, "clformer: CLF_DIST_OVERLAP is 'yes': it takes 0 (no overlap) or 1"),
+                  "%s", tail_of(out));
 
     /* a rank that fails alone (its data file is missing) names itself and aborts the job */
     char *text0 = clf_test_read_file(clf_test_tmp_path("cfg0.yaml"), NULL);

@@ -508,6 +508,129 @@ START_TEST(test_copy_task_cpu)
 }
 END_TEST
 
+/* ---- the all-reduce overlapped with the backward pass (clf_trainer_accumulate_reduce) ---- */
+
+/* A reducer standing in for MPI: two ranks that computed the same gradients, whose sum is
+ * twice the gradient, exactly. It doubles each bucket at finish(), and records how many
+ * progress() calls came after each start (more than 0: the bucket started before the
+ * backward pass's last node). fail_at > 0: start() fails at that bucket. */
+enum { MAX_BUCKETS = 4096 };
+typedef struct doubling_reducer {
+    float *data[MAX_BUCKETS];
+    size_t n[MAX_BUCKETS];
+    int progress_at[MAX_BUCKETS];
+    int started, progress, finished, fail_at;
+} doubling_reducer;
+
+static clf_status doubling_start(void *ctx, float *data, size_t n)
+{
+    doubling_reducer *d = ctx;
+    ck_assert_int_lt(d->started, MAX_BUCKETS);
+    ck_assert_int_eq(d->finished, 0);
+    if (d->fail_at && d->started + 1 == d->fail_at)
+        return clf_error(CLF_ERR_BACKEND, "reducer: bucket %d refused", d->started);
+    d->data[d->started] = data;
+    d->n[d->started] = n;
+    d->progress_at[d->started++] = d->progress;
+    return CLF_OK;
+}
+
+static clf_status doubling_progress(void *ctx)
+{
+    doubling_reducer *d = ctx;
+    ck_assert_int_gt(d->started, 0);
+    d->progress++;
+    return CLF_OK;
+}
+
+static clf_status doubling_finish(void *ctx)
+{
+    doubling_reducer *d = ctx;
+    d->finished++;
+    for (int i = 0; i < d->started; i++)
+        for (size_t k = 0; k < d->n[i]; k++)
+            d->data[i][k] *= 2.0f;
+    return CLF_OK;
+}
+
+/* The gradients after one micro-batch through clf_trainer_accumulate_reduce (buckets of
+ * 1 KiB: a few hundred) are exactly twice those of clf_trainer_accumulate on the same
+ * batch: a bucket handed over before the last write into it would miss that write, and the
+ * upload of its stale copy would undo it. Every gradient float goes through one bucket, and
+ * most buckets start before the backward pass ends. */
+static void check_overlapped_reduce(const char *backend)
+{
+    copy_run a = {0}, b = {0};
+    unsigned sa = 3, sb = 3;
+    copy_open(&a, backend, "pre", ALL_DROPOUT_SITES, 1, "0.001", "constant", 0, "0.1");
+    copy_open(&b, backend, "pre", ALL_DROPOUT_SITES, 1, "0.001", "constant", 0, "0.1");
+    clf_train_batch ba = copy_batch(&a, &sa), bb = copy_batch(&b, &sb);
+    double la, lb;
+    long long na, nb;
+    CLF_ASSERT_OK(clf_trainer_accumulate(a.t, &ba, &la, &na));
+    static doubling_reducer d;
+    memset(&d, 0, sizeof d);
+    const clf_trainer_reducer r = {.bucket_bytes = 1024,
+                                   .start = doubling_start,
+                                   .progress = doubling_progress,
+                                   .finish = doubling_finish,
+                                   .ctx = &d};
+    CLF_ASSERT_OK(clf_trainer_accumulate_reduce(b.t, &bb, &r, &lb, &nb));
+    ck_assert(la == lb && na == nb);
+    ck_assert_int_eq(d.finished, 1);
+    size_t reduced = 0, total = 0;
+    int early = 0;
+    for (int i = 0; i < d.started; i++) {
+        reduced += d.n[i];
+        early += d.progress_at[i] < d.progress;
+    }
+    const int nc = clf_model_chunk_count(a.m);
+    ck_assert_int_eq(clf_model_chunk_count(b.m), nc);
+    for (int c = 0; c < nc; c++) {
+        clf_buffer *w, *ga, *gb;
+        size_t bytes;
+        clf_model_chunk(a.m, c, &w, &ga, &bytes);
+        clf_model_chunk(b.m, c, &w, &gb, &bytes);
+        const size_t n = bytes / sizeof(float);
+        total += n;
+        float *x = malloc(bytes), *y = malloc(bytes);
+        ck_assert(x && y);
+        CLF_ASSERT_OK(a.api->download(a.be, x, (clf_ptr){ga, 0}, bytes));
+        CLF_ASSERT_OK(b.api->download(b.be, y, (clf_ptr){gb, 0}, bytes));
+        size_t bad = 0, first = 0;
+        for (size_t k = 0; k < n; k++)
+            if (y[k] != 2.0f * x[k] && !bad++)
+                first = k;
+        ck_assert_msg(bad == 0,
+                      "%s: chunk %d: %zu of %zu gradients are not twice the plain run's "
+                      "(first at %zu: %g vs 2 x %g)",
+                      backend, c, bad, n, first, (double)y[first], (double)x[first]);
+        free(x);
+        free(y);
+    }
+    ck_assert_uint_eq(reduced, total);
+    printf("overlapped reduce on %s: %d buckets of 1 KiB, %d started before the backward "
+           "pass's last node\n",
+           backend, d.started, early);
+    ck_assert_int_ge(2 * early, d.started);
+
+    /* a reducer that fails: its error comes back, and finish() was still called */
+    memset(&d, 0, sizeof d);
+    d.fail_at = 3;
+    clf_status st = clf_trainer_accumulate_reduce(b.t, &bb, &r, NULL, NULL);
+    ck_assert_int_eq(st, CLF_ERR_BACKEND);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "reducer: bucket 2 refused"));
+    ck_assert_int_eq(d.finished, 1);
+    copy_close(&a);
+    copy_close(&b);
+}
+
+START_TEST(test_overlapped_reduce)
+{
+    check_overlapped_reduce("cpu");
+}
+END_TEST
+
 /* Killed after 3 steps and resumed from the checkpoint: the same weights and moments as
  * 6 uninterrupted steps, bit for bit (dropout on, accumulation 2, AdamW-free Adam). */
 START_TEST(test_resume_is_exact)
@@ -788,6 +911,17 @@ START_TEST(test_opencl_matches_pytorch)
 }
 END_TEST
 
+/* The overlapped reduce on OpenCL: ops are queued, and each bucket's download must wait
+ * for the nodes that write it. */
+START_TEST(test_opencl_overlapped_reduce)
+{
+    if (!opencl_can_train())
+        return;
+    check_overlapped_reduce("opencl");
+    opencl_done();
+}
+END_TEST
+
 /* The same 12 steps (dropout on at every site, label smoothing) on OpenCL and CPU: the loss curves
  * agree to 1e-3 relative (identical dropout masks; float rounding differs). */
 START_TEST(test_opencl_follows_cpu)
@@ -828,11 +962,13 @@ static Suite *train_suite(void)
     tcase_add_test(tc, test_optimizer_matches_pytorch);
     tcase_add_test(tc, test_dropout_sites_gradients);
     tcase_add_test(tc, test_resume_is_exact);
+    tcase_add_test(tc, test_overlapped_reduce);
     tcase_add_test(tc, test_copy_task_cpu);
     tcase_add_test(tc, test_cli_train_and_resume);
 #ifdef CLF_HAVE_OPENCL
     tcase_add_test(tc, test_opencl_matches_pytorch);
     tcase_add_test(tc, test_opencl_follows_cpu);
+    tcase_add_test(tc, test_opencl_overlapped_reduce);
 #endif
     suite_add_tcase(s, tc);
     return s;

@@ -534,7 +534,9 @@ static clf_status train_loop(run *r)
             if ((st = clf_batcher_get(r->batcher, state->batch, &b)) != CLF_OK)
                 goto fail;
             const clf_train_batch tb = train_view(&b);
-            if ((st = clf_trainer_accumulate(r->trainer, &tb, &ls, &nt)) != CLF_OK)
+            /* this rank's last micro-batch of the step: its backward pass starts the sums */
+            const int last = in_accum >= (tc->accumulate - 1) * r->dist.size;
+            if ((st = cli_dist_accumulate(&r->dist, r->trainer, &tb, last, &ls, &nt)) != CLF_OK)
                 goto fail;
             clf_batch_free(&b);
         }

@@ -8,8 +8,10 @@
  * The scheme (README "Training on several machines", docs/ARCHITECTURE.md section 8):
  * with N ranks and accumulate: A, one optimizer step takes the A x N micro-batches that
  * one process with accumulate: A x N would take, and rank r computes those at positions
- * r, r + N, ... of the step; the gradients are summed over the ranks (MPI_Allreduce in
- * buckets), then every rank applies the same step. Rank 0 alone writes files and logs. */
+ * r, r + N, ... of the step; the gradients are summed over the ranks (MPI_Iallreduce in
+ * buckets, each started as soon as the backward pass of the rank's last micro-batch has
+ * completed it: clf_trainer_accumulate_reduce), then every rank applies the same step.
+ * Rank 0 alone writes files and logs. */
 #ifndef CLF_CLI_DIST_H
 #define CLF_CLI_DIST_H
 
@@ -22,11 +24,22 @@
  * the transfer on a 10 Gb/s link, small enough to keep the host copy small. */
 #define CLI_DIST_BUCKET_BYTES ((size_t)4 << 20)
 
+/* The environment's say over the all-reduce (read by cli_dist_init under MPI, and part of
+ * the start-up agreement: ranks that differ refuse to start, since their collectives would
+ * not match). CLF_DIST_OVERLAP=0: no overlap, every bucket is summed (MPI_Allreduce) after
+ * the backward pass, as before the overlap was built. CLF_DIST_BUCKET_BYTES: the bucket
+ * size in bytes (default CLI_DIST_BUCKET_BYTES; the tests use small ones to have many). */
+#define CLI_DIST_OVERLAP_ENV "CLF_DIST_OVERLAP"
+#define CLI_DIST_BUCKET_ENV  "CLF_DIST_BUCKET_BYTES"
+
 typedef struct cli_dist {
     int rank, size;      /* this process and how many there are: 0 and 1 outside mpirun */
     int mpi;             /* MPI is initialised (size > 1) */
     int failed_together; /* the error is every rank's (a start-up disagreement) */
     int saved_stderr;    /* ranks > 0: the real stderr while silenced; -1 otherwise */
+    int overlap;         /* the all-reduce overlaps the backward pass (CLF_DIST_OVERLAP) */
+    size_t bucket_bytes; /* CLF_DIST_BUCKET_BYTES, or CLI_DIST_BUCKET_BYTES */
+    int reduced;         /* the gradients of this step are summed already */
 } cli_dist;
 
 /* The number of processes the launcher started (OMPI_COMM_WORLD_SIZE of Open MPI's
@@ -42,7 +55,15 @@ clf_status cli_dist_init(cli_dist *d);
  * rank that differs from rank 0 makes every rank refuse, naming it (failed_together). */
 clf_status cli_dist_agree(cli_dist *d, const char *config_yaml, clf_trainer *t);
 
-/* Sums the gradients of every rank (MPI_Allreduce in CLI_DIST_BUCKET_BYTES buckets). */
+/* One micro-batch of this rank (clf_trainer_accumulate). last: the rank's last of the
+ * step; under MPI with overlap on, its backward pass then starts the sum of each gradient
+ * bucket (MPI_Iallreduce) as soon as it has completed it, and the sums are in place on
+ * return (clf_trainer_accumulate_reduce). */
+clf_status cli_dist_accumulate(cli_dist *d, clf_trainer *t, const clf_train_batch *b, int last,
+                               double *loss_sum, long long *tokens);
+
+/* Sums the gradients of every rank (MPI_Allreduce in d->bucket_bytes buckets), unless
+ * cli_dist_accumulate has summed them already. */
 clf_status cli_dist_reduce_grads(cli_dist *d, clf_trainer *t);
 
 /* Waits until every rank calls it (MPI_Barrier). */

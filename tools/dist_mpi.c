@@ -1,5 +1,6 @@
 /* Data-parallel training over MPI (CLF_MPI; see dist.h). Everything MPI in clformer is
  * here: joining the job, the start-up agreement, the gradient all-reduce, the end. */
+#include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -25,15 +26,45 @@ static clf_status mpi_check(int rc, const char *call)
     return clf_error(CLF_ERR_BACKEND, "%s: %s", call, msg);
 }
 
+/* CLF_DIST_OVERLAP and CLF_DIST_BUCKET_BYTES (dist.h) into d. */
+static clf_status read_env(cli_dist *d)
+{
+    const char *v = getenv(CLI_DIST_OVERLAP_ENV);
+    if (v && *v) {
+        if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
+            return clf_error(CLF_ERR_INPUT, "%s is '%s': it takes 0 (no overlap) or 1",
+                             CLI_DIST_OVERLAP_ENV, v);
+        d->overlap = v[0] == '1';
+    }
+    v = getenv(CLI_DIST_BUCKET_ENV);
+    if (v && *v) {
+        char *end;
+        errno = 0;
+        unsigned long long n = strtoull(v, &end, 10);
+        /* a bucket's floats are one message's int count */
+        if (*end || errno || v[0] == '-' || n < sizeof(float) || n > (1ull << 30))
+            return clf_error(CLF_ERR_INPUT, "%s is '%s': it takes a byte count from 4 to 2^30",
+                             CLI_DIST_BUCKET_ENV, v);
+        d->bucket_bytes = (size_t)n;
+    }
+    return CLF_OK;
+}
+
 clf_status cli_dist_init(cli_dist *d)
 {
-    *d = (cli_dist){.rank = 0, .size = 1, .saved_stderr = -1};
+    *d = (cli_dist){.rank = 0,
+                    .size = 1,
+                    .saved_stderr = -1,
+                    .overlap = 1,
+                    .bucket_bytes = CLI_DIST_BUCKET_BYTES};
     if (cli_dist_launcher_size() <= 1)
         return CLF_OK; /* one process: no MPI at all (a singleton MPI_Init starts daemons) */
+    clf_status st = read_env(d);
+    if (st != CLF_OK)
+        return st;
     int provided = 0;
     /* only the main thread calls MPI (OpenMP and OpenBLAS threads never do) */
-    clf_status st =
-        mpi_check(MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+    st = mpi_check(MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
     if (st != CLF_OK)
         return st;
     d->mpi = 1;
@@ -60,24 +91,29 @@ clf_status cli_dist_agree(cli_dist *d, const char *config_yaml, clf_trainer *t)
     if (!d->mpi)
         return CLF_OK;
     clf_status st;
-    uint64_t mine[2];
+    enum { K = 3 };
+    static const char *const what[K] = {
+        "resolved config differs", "initial weights and optimizer state differ",
+        "all-reduce settings (" CLI_DIST_OVERLAP_ENV ", " CLI_DIST_BUCKET_ENV ") differ"};
+    uint64_t mine[K];
     mine[0] = clf_hash_fnv1a64(CLF_FNV1A64_OFFSET, config_yaml, strlen(config_yaml));
     if ((st = clf_trainer_hash(t, &mine[1])) != CLF_OK)
         return st;
+    mine[2] = (uint64_t)d->bucket_bytes << 1 | (uint64_t)d->overlap;
     uint64_t *all = malloc((size_t)d->size * sizeof mine);
     if (!all)
         return clf_error(CLF_ERR_NOMEM, "train: out of host memory");
-    st = mpi_check(MPI_Allgather(mine, 2, MPI_UINT64_T, all, 2, MPI_UINT64_T, MPI_COMM_WORLD),
+    st = mpi_check(MPI_Allgather(mine, K, MPI_UINT64_T, all, K, MPI_UINT64_T, MPI_COMM_WORLD),
                    "MPI_Allgather (start-up agreement)");
     for (int r = 1; r < d->size && st == CLF_OK; r++)
-        for (int k = 0; k < 2; k++)
-            if (all[2 * r + k] != all[k]) {
+        for (int k = 0; k < K; k++)
+            if (all[K * r + k] != all[k]) {
                 st = clf_error(CLF_ERR_INPUT,
-                               "rank %d does not start from what rank 0 does: its %s differ%s "
-                               "(hash %016" PRIx64 " against %016" PRIx64
-                               "); every rank needs the same config, data and checkpoint",
-                               r, k ? "initial weights and optimizer state" : "resolved config",
-                               k ? "" : "s", all[2 * r + k], all[k]);
+                               "rank %d does not start from what rank 0 does: its %s "
+                               "(%016" PRIx64 " against %016" PRIx64
+                               "); every rank needs the same config, data, checkpoint and "
+                               "environment",
+                               r, what[k], all[K * r + k], all[k]);
                 d->failed_together = 1; /* every rank saw the same table */
                 break;
             }
@@ -88,16 +124,96 @@ clf_status cli_dist_agree(cli_dist *d, const char *config_yaml, clf_trainer *t)
 static clf_status allreduce_bucket(void *ctx, float *data, size_t n)
 {
     (void)ctx;
-    /* n <= CLI_DIST_BUCKET_BYTES / 4 fits an int count */
+    /* n <= 2^30 / 4 (read_env) fits an int count */
     return mpi_check(MPI_Allreduce(MPI_IN_PLACE, data, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
                      "MPI_Allreduce (gradients)");
+}
+
+/* The sums in flight during the backward pass of the step's last micro-batch: req[0, done)
+ * have completed, req[done, n) not yet. */
+typedef struct overlap_run {
+    MPI_Request *req;
+    int n, cap, done;
+} overlap_run;
+
+static clf_status overlap_start(void *ctx, float *data, size_t n)
+{
+    overlap_run *o = ctx;
+    if (o->n == o->cap) {
+        int cap = o->cap ? 2 * o->cap : 64;
+        MPI_Request *r = realloc(o->req, (size_t)cap * sizeof *r);
+        if (!r)
+            return clf_error(CLF_ERR_NOMEM, "train: out of host memory");
+        o->req = r;
+        o->cap = cap;
+    }
+    /* the same element-wise sum as MPI_Allreduce; nonblocking, so the backward pass goes on
+     * while the bucket travels */
+    clf_status st = mpi_check(MPI_Iallreduce(MPI_IN_PLACE, data, (int)n, MPI_FLOAT, MPI_SUM,
+                                             MPI_COMM_WORLD, &o->req[o->n]),
+                              "MPI_Iallreduce (gradients)");
+    if (st == CLF_OK)
+        o->n++;
+    return st;
+}
+
+/* Open MPI moves a nonblocking collective on only inside MPI calls (it has no progress
+ * thread by default): one MPI_Test per node of the backward pass, on the oldest sum in
+ * flight, is that call. */
+static clf_status overlap_progress(void *ctx)
+{
+    overlap_run *o = ctx;
+    while (o->done < o->n) {
+        int flag = 0;
+        clf_status st =
+            mpi_check(MPI_Test(&o->req[o->done], &flag, MPI_STATUS_IGNORE), "MPI_Test (gradients)");
+        if (st != CLF_OK)
+            return st;
+        if (!flag)
+            break;
+        o->done++;
+    }
+    return CLF_OK;
+}
+
+static clf_status overlap_finish(void *ctx)
+{
+    overlap_run *o = ctx;
+    clf_status st = mpi_check(MPI_Waitall(o->n - o->done, o->req + o->done, MPI_STATUSES_IGNORE),
+                              "MPI_Waitall (gradients)");
+    o->done = o->n;
+    return st;
+}
+
+clf_status cli_dist_accumulate(cli_dist *d, clf_trainer *t, const clf_train_batch *b, int last,
+                               double *loss_sum, long long *tokens)
+{
+    if (!d->mpi || !d->overlap || !last)
+        return clf_trainer_accumulate(t, b, loss_sum, tokens);
+    overlap_run o = {0};
+    const clf_trainer_reducer r = {.bucket_bytes = d->bucket_bytes,
+                                   .start = overlap_start,
+                                   .progress = overlap_progress,
+                                   .finish = overlap_finish,
+                                   .ctx = &o};
+    /* the trainer has called finish when it started anything, error or not: no request is
+     * left in flight here */
+    clf_status st = clf_trainer_accumulate_reduce(t, b, &r, loss_sum, tokens);
+    free(o.req);
+    if (st == CLF_OK)
+        d->reduced = 1;
+    return st;
 }
 
 clf_status cli_dist_reduce_grads(cli_dist *d, clf_trainer *t)
 {
     if (!d->mpi)
         return CLF_OK;
-    return clf_trainer_reduce_grads(t, CLI_DIST_BUCKET_BYTES, allreduce_bucket, NULL);
+    if (d->reduced) { /* by cli_dist_accumulate, during the backward pass */
+        d->reduced = 0;
+        return CLF_OK;
+    }
+    return clf_trainer_reduce_grads(t, d->bucket_bytes, allreduce_bucket, NULL);
 }
 
 clf_status cli_dist_barrier(cli_dist *d)

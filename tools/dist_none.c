@@ -25,6 +25,13 @@ clf_status cli_dist_agree(cli_dist *d, const char *config_yaml, clf_trainer *t)
     return CLF_OK;
 }
 
+clf_status cli_dist_accumulate(cli_dist *d, clf_trainer *t, const clf_train_batch *b, int last,
+                               double *loss_sum, long long *tokens)
+{
+    (void)d, (void)last;
+    return clf_trainer_accumulate(t, b, loss_sum, tokens);
+}
+
 clf_status cli_dist_reduce_grads(cli_dist *d, clf_trainer *t)
 {
     (void)d, (void)t;

@@ -139,6 +139,15 @@ CLF_API clf_status clf_graph_run(const clf_graph *g, const clf_backend_api *api,
  * times the GEMMs alone this way to get the backend's own SGEMM rate at the model's shapes. */
 CLF_API clf_status clf_graph_run_ops(const clf_graph *g, const clf_backend_api *api,
                                      clf_backend *be, clf_buffer *arena, unsigned op_mask);
+/* The same as clf_graph_run, calling hook(ctx, i) after node i has been dispatched (its
+ * op called: on an asynchronous backend it may still be queued, and a download() waits for
+ * it). A hook's error stops the run and is returned as it is. The trainer starts the
+ * gradient all-reduce of data-parallel training this way as soon as the backward pass has
+ * completed a bucket (clf_trainer_accumulate_reduce). */
+typedef clf_status (*clf_graph_hook_fn)(void *ctx, int node);
+CLF_API clf_status clf_graph_run_hooked(const clf_graph *g, const clf_backend_api *api,
+                                        clf_backend *be, clf_buffer *arena, clf_graph_hook_fn hook,
+                                        void *ctx);
 /* FLOPs (2 per multiply-add) of the GEMM nodes. */
 CLF_API double clf_graph_gemm_flops(const clf_graph *g);
 

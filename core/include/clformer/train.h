@@ -95,6 +95,29 @@ typedef clf_status (*clf_trainer_bucket_fn)(void *ctx, float *data, size_t n);
 CLF_API clf_status clf_trainer_reduce_grads(clf_trainer *t, size_t bucket_bytes,
                                             clf_trainer_bucket_fn fn, void *ctx);
 
+/* The same reduction overlapped with the backward pass of the step's last micro-batch.
+ * clf_trainer_accumulate_reduce is clf_trainer_accumulate for that micro-batch, and as the
+ * backward pass runs, each bucket of the gradients (the buckets of clf_trainer_reduce_grads,
+ * bucket_bytes each) goes to start() as soon as the last node that writes it has run: its
+ * host copy data[0, n), which the reducer may sum in place until finish() returns (the
+ * copy is the trainer's). progress() is called after every later node (MPI's progress is
+ * driven by such calls), finish() once after the graph: every sum is complete when it
+ * returns, and the trainer uploads them all. Every process starts the same sequence of
+ * buckets (the order is fixed per model, not per batch shape), so collectives match. The
+ * sums are those of clf_trainer_reduce_grads: the same buckets, summed whole. On an error,
+ * finish() has still been called when any bucket was started. Host memory: one copy of
+ * the gradients. */
+typedef struct clf_trainer_reducer {
+    size_t bucket_bytes;
+    clf_status (*start)(void *ctx, float *data, size_t n);
+    clf_status (*progress)(void *ctx);
+    clf_status (*finish)(void *ctx);
+    void *ctx;
+} clf_trainer_reducer;
+CLF_API clf_status clf_trainer_accumulate_reduce(clf_trainer *t, const clf_train_batch *b,
+                                                 const clf_trainer_reducer *r, double *loss_sum,
+                                                 long long *tokens);
+
 /* FNV-1a 64 (clformer/hash.h) of the weights and Adam moments, tensor by tensor in the
  * checkpoint's order: equal in two processes when they hold the same state. */
 CLF_API clf_status clf_trainer_hash(clf_trainer *t, uint64_t *out);

@@ -231,14 +231,29 @@ double clf_graph_gemm_flops(const clf_graph *g)
     return f;
 }
 
+static clf_status run_nodes(const clf_graph *g, const clf_backend_api *api, clf_backend *be,
+                            clf_buffer *arena, unsigned op_mask, clf_graph_hook_fn hook, void *ctx);
+
 clf_status clf_graph_run(const clf_graph *g, const clf_backend_api *api, clf_backend *be,
                          clf_buffer *arena)
 {
-    return clf_graph_run_ops(g, api, be, arena, ~0u);
+    return run_nodes(g, api, be, arena, ~0u, NULL, NULL);
 }
 
 clf_status clf_graph_run_ops(const clf_graph *g, const clf_backend_api *api, clf_backend *be,
                              clf_buffer *arena, unsigned op_mask)
+{
+    return run_nodes(g, api, be, arena, op_mask, NULL, NULL);
+}
+
+clf_status clf_graph_run_hooked(const clf_graph *g, const clf_backend_api *api, clf_backend *be,
+                                clf_buffer *arena, clf_graph_hook_fn hook, void *ctx)
+{
+    return run_nodes(g, api, be, arena, ~0u, hook, ctx);
+}
+
+static clf_status run_nodes(const clf_graph *g, const clf_backend_api *api, clf_backend *be,
+                            clf_buffer *arena, unsigned op_mask, clf_graph_hook_fn hook, void *ctx)
 {
     for (int ni = 0; ni < g->n_nodes; ni++) {
         if (!(op_mask & (1u << g->nodes[ni].op)))
@@ -327,6 +342,8 @@ clf_status clf_graph_run_ops(const clf_graph *g, const clf_backend_api *api, clf
         if (st != CLF_OK)
             return clf_error_context(st, "%s (%s)", n.label,
                                      n.op == CLF_NODE_COPY ? "copy" : clf_op_name(n.op));
+        if (hook && (st = hook(ctx, ni)) != CLF_OK)
+            return st;
     }
     return CLF_OK;
 }

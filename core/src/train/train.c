@@ -3,6 +3,7 @@
 #include "clformer/train.h"
 
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +25,16 @@ typedef struct shaped_graph {
     int valid, B, S, T;
     clf_graph g;
     clf_train_values v;
+    int *launch; /* training graph, per bucket in issue order: see bucket_launch_points */
 } shaped_graph;
+
+/* A piece of one gradient chunk that is summed over the processes as one message (see
+ * clf_trainer_accumulate_reduce): floats [off, off + n) of t->grad[chunk], held at
+ * staging + host while it is reduced. */
+typedef struct grad_bucket {
+    int chunk;
+    size_t off, n, host;
+} grad_bucket;
 
 struct clf_trainer {
     clf_model *m;
@@ -45,6 +55,13 @@ struct clf_trainer {
     float *host_loss; /* a batch's per-token losses */
     size_t host_cap;
     clf_train_state state;
+    /* data-parallel reduction with overlap (clf_trainer_accumulate_reduce), cut for
+     * bucket_bytes (0: not yet) */
+    size_t bucket_bytes;
+    grad_bucket *buckets; /* chunk after chunk, offset after offset */
+    int n_buckets;
+    int *order;     /* bucket indices in the order they are handed to the reducer */
+    float *staging; /* host copy of every bucket */
 };
 
 /* ---------------------------------------------------------------------------------- */
@@ -113,6 +130,8 @@ static void drop_graph(shaped_graph *sg)
     if (sg->valid)
         clf_graph_free(&sg->g);
     sg->valid = 0;
+    free(sg->launch);
+    sg->launch = NULL;
 }
 
 void clf_trainer_free(clf_trainer *t)
@@ -140,6 +159,9 @@ void clf_trainer_free(clf_trainer *t)
     free(t->bytes);
     free(t->host_norms);
     free(t->host_loss);
+    free(t->buckets);
+    free(t->order);
+    free(t->staging);
     free(t);
 }
 
@@ -212,8 +234,11 @@ static clf_status prepare_graph(clf_trainer *t, shaped_graph *sg, int backward,
     return clf_graph_reserve_arena(&sg->g, t->api, t->be, &t->arena, &t->arena_cap, "train");
 }
 
+static clf_status run_reduced(clf_trainer *t, shaped_graph *sg, const clf_trainer_reducer *r);
+
+/* r: the last micro-batch of a data-parallel step (clf_trainer_accumulate_reduce), else NULL */
 static clf_status run_batch(clf_trainer *t, int backward, const clf_train_batch *b,
-                            double *loss_sum, long long *tokens)
+                            const clf_trainer_reducer *r, double *loss_sum, long long *tokens)
 {
     clf_status st;
     shaped_graph *sg = backward ? &t->train : &t->eval;
@@ -254,7 +279,7 @@ static clf_status run_batch(clf_trainer *t, int backward, const clf_train_batch 
             CLF_OK)
 #undef GRAPH_PTR
         return clf_error_context(st, "train: uploading the batch");
-    if ((st = clf_graph_run(&sg->g, t->api, t->be, t->arena)) != CLF_OK)
+    if ((st = r ? run_reduced(t, sg, r) : clf_graph_run(&sg->g, t->api, t->be, t->arena)) != CLF_OK)
         return clf_error_context(st, backward ? "train" : "evaluate");
     if ((st = clf_op_download(t->api, t->be, t->host_loss,
                               clf_graph_ptr(&sg->g, t->arena, sg->v.loss), nt * sizeof(float))) !=
@@ -279,13 +304,20 @@ static clf_status run_batch(clf_trainer *t, int backward, const clf_train_batch 
 clf_status clf_trainer_accumulate(clf_trainer *t, const clf_train_batch *b, double *loss_sum,
                                   long long *tokens)
 {
-    return run_batch(t, 1, b, loss_sum, tokens);
+    return run_batch(t, 1, b, NULL, loss_sum, tokens);
+}
+
+clf_status clf_trainer_accumulate_reduce(clf_trainer *t, const clf_train_batch *b,
+                                         const clf_trainer_reducer *r, double *loss_sum,
+                                         long long *tokens)
+{
+    return run_batch(t, 1, b, r, loss_sum, tokens);
 }
 
 clf_status clf_trainer_evaluate(clf_trainer *t, const clf_train_batch *b, double *loss_sum,
                                 long long *tokens)
 {
-    return run_batch(t, 0, b, loss_sum, tokens);
+    return run_batch(t, 0, b, NULL, loss_sum, tokens);
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -575,6 +607,233 @@ clf_status clf_trainer_reduce_grads(clf_trainer *t, size_t bucket_bytes, clf_tra
         }
     }
     free(host);
+    return st;
+}
+
+/* The buckets' order and launch points.
+ *
+ * Which node completes a bucket: the backward pass (graph/autodiff.c) writes a parameter's
+ * gradient only through operands bound to that parameter's gradient value, an external
+ * value over the parameter's slice of its gradient chunk (autodiff.c grad_value; a group
+ * of weights that one GEMM reads is one value over the group), and no op reaches outside
+ * the value its operand is bound to. So the last node with an operand bound to a gradient
+ * value that overlaps a bucket is the last node that writes into the bucket (operands that
+ * read count too: that can only make it later, never too early). A bucket of padding alone
+ * has no writer (-1): it is ready before the graph runs. */
+static void last_writers(const clf_trainer *t, const clf_graph *g, const int *chunk_first,
+                         int *last)
+{
+    const size_t cap = t->bucket_bytes / sizeof(float) ? t->bucket_bytes / sizeof(float) : 1;
+    for (int i = 0; i < t->n_buckets; i++)
+        last[i] = -1;
+    for (int ni = 0; ni < g->n_nodes; ni++) {
+        const clf_node *n = &g->nodes[ni];
+        for (int k = 0; k < n->n_operands; k++) {
+            const clf_value *v = &g->values[n->operands[k].value];
+            if (v->kind != CLF_VALUE_EXTERNAL || !v->ext.buf || !v->bytes)
+                continue;
+            for (int c = 0; c < t->n_chunks; c++) {
+                if (v->ext.buf != t->grad[c])
+                    continue;
+                const int nb = chunk_first[c + 1] - chunk_first[c];
+                size_t lo = v->ext.off / sizeof(float) / cap;
+                size_t hi = (v->ext.off + v->bytes - 1) / sizeof(float) / cap;
+                for (size_t j = lo; j <= hi && j < (size_t)nb; j++)
+                    last[chunk_first[c] + (int)j] = ni;
+            }
+        }
+    }
+}
+
+typedef struct ready_at {
+    int node, bucket;
+} ready_at;
+
+static int by_ready(const void *a, const void *b)
+{
+    const ready_at *x = a, *y = b;
+    if (x->node != y->node)
+        return x->node < y->node ? -1 : 1;
+    return (x->bucket > y->bucket) - (x->bucket < y->bucket);
+}
+
+/* Cuts the gradient chunks into buckets of bucket_bytes (the cut of clf_trainer_reduce_grads:
+ * whole chunks, padding included) and fixes the order in which they are handed to the
+ * reducer: by the node that completes them in the training graph of a 1 x 1/1 batch, ties
+ * by position. Every process must hand its reducer the same sequence (MPI matches
+ * collectives by their order), and the ranks' graphs have other shapes; a training graph's
+ * node list depends on the model and the dropout switch alone, but the order is taken from
+ * one fixed shape all the same, and a graph that completed the buckets in another order
+ * would only start some later (bucket_launch_points), never reorder them. */
+static clf_status cut_buckets(clf_trainer *t, size_t bucket_bytes)
+{
+    if (t->bucket_bytes == bucket_bytes && t->buckets)
+        return CLF_OK;
+    clf_status st = CLF_OK;
+    clf_graph g;
+    clf_graph_init(&g);
+    int *chunk_first = NULL, *last = NULL;
+    ready_at *ra = NULL;
+    free(t->buckets);
+    free(t->order);
+    free(t->staging);
+    t->buckets = NULL, t->order = NULL, t->staging = NULL;
+    t->n_buckets = 0;
+    free(t->train.launch); /* cut for other buckets */
+    t->train.launch = NULL;
+    t->bucket_bytes = bucket_bytes;
+    const size_t cap = bucket_bytes / sizeof(float) ? bucket_bytes / sizeof(float) : 1;
+    size_t nb = 0, total = 0;
+    for (int c = 0; c < t->n_chunks; c++) {
+        const size_t n = t->bytes[c] / sizeof(float);
+        nb += (n + cap - 1) / cap;
+        total += n;
+    }
+    if (nb > INT_MAX / 2) {
+        st = clf_error(CLF_ERR_INPUT, "train: %zu gradient buckets of %zu bytes are too many", nb,
+                       bucket_bytes);
+        goto fail;
+    }
+    t->buckets = calloc(nb ? nb : 1, sizeof *t->buckets);
+    t->order = calloc(nb ? nb : 1, sizeof *t->order);
+    t->staging = malloc((total ? total : 1) * sizeof *t->staging);
+    chunk_first = calloc((size_t)t->n_chunks + 1, sizeof *chunk_first);
+    last = calloc(nb ? nb : 1, sizeof *last);
+    ra = calloc(nb ? nb : 1, sizeof *ra);
+    if (!t->buckets || !t->order || !t->staging || !chunk_first || !last || !ra) {
+        st = clf_error(CLF_ERR_NOMEM, "train: out of host memory for the gradient buckets");
+        goto fail;
+    }
+    size_t host = 0;
+    for (int c = 0; c < t->n_chunks; c++) {
+        const size_t n = t->bytes[c] / sizeof(float);
+        chunk_first[c] = t->n_buckets;
+        for (size_t off = 0; off < n; off += cap) {
+            const size_t k = n - off < cap ? n - off : cap;
+            t->buckets[t->n_buckets++] =
+                (grad_bucket){.chunk = c, .off = off, .n = k, .host = host};
+            host += k;
+        }
+    }
+    chunk_first[t->n_chunks] = t->n_buckets;
+    clf_train_graph_spec spec = {.B = 1,
+                                 .S = 1,
+                                 .T = 1,
+                                 .dropout = t->dropout,
+                                 .label_smoothing = t->tc.label_smoothing,
+                                 .backward = 1,
+                                 .ones = (clf_ptr){t->ones, 0}};
+    clf_train_values v;
+    if ((st = clf_model_build_train_graph(t->m, &spec, &g, &v)) != CLF_OK) {
+        clf_error_context(st, "train: ordering the gradient buckets");
+        goto fail;
+    }
+    last_writers(t, &g, chunk_first, last);
+    for (int i = 0; i < t->n_buckets; i++)
+        ra[i] = (ready_at){last[i], i};
+    qsort(ra, (size_t)t->n_buckets, sizeof *ra, by_ready);
+    for (int i = 0; i < t->n_buckets; i++)
+        t->order[i] = ra[i].bucket;
+fail:
+    if (st != CLF_OK) {
+        free(t->buckets);
+        free(t->order);
+        free(t->staging);
+        t->buckets = NULL, t->order = NULL, t->staging = NULL;
+        t->n_buckets = 0;
+        t->bucket_bytes = 0;
+    }
+    clf_graph_free(&g);
+    free(chunk_first);
+    free(last);
+    free(ra);
+    return st;
+}
+
+/* sg->launch[p]: the node after which the p-th bucket of the issue order may start, in
+ * this graph: the last node that writes it or any bucket before it in the order (so the
+ * buckets start in that order), -1: before the graph. */
+static clf_status bucket_launch_points(clf_trainer *t, shaped_graph *sg)
+{
+    if (sg->launch)
+        return CLF_OK;
+    const size_t nb = (size_t)t->n_buckets;
+    int *chunk_first = calloc((size_t)t->n_chunks + 1, sizeof *chunk_first);
+    int *last = calloc(nb ? nb : 1, sizeof *last);
+    int *launch = calloc(nb ? nb : 1, sizeof *launch);
+    if (!chunk_first || !last || !launch) {
+        free(chunk_first);
+        free(last);
+        free(launch);
+        return clf_error(CLF_ERR_NOMEM, "train: out of host memory");
+    }
+    for (int i = t->n_buckets - 1; i >= 0; i--)
+        chunk_first[t->buckets[i].chunk] = i;
+    chunk_first[t->n_chunks] = t->n_buckets;
+    last_writers(t, &sg->g, chunk_first, last);
+    int m = -1;
+    for (int p = 0; p < t->n_buckets; p++) {
+        const int l = last[t->order[p]];
+        m = l > m ? l : m;
+        launch[p] = m;
+    }
+    sg->launch = launch;
+    free(chunk_first);
+    free(last);
+    return CLF_OK;
+}
+
+typedef struct reduce_run {
+    clf_trainer *t;
+    const clf_trainer_reducer *r;
+    const int *launch;
+    int next; /* the next bucket of the issue order to start */
+} reduce_run;
+
+/* After node `node` (-1: before the first): progress on the sums in flight, then every
+ * bucket whose launch point has passed goes to the reducer. The download waits for the
+ * queued ops (clformer/backend.h), so the host copy holds the bucket's final gradient. */
+static clf_status reduce_hook(void *ctx, int node)
+{
+    reduce_run *x = ctx;
+    clf_trainer *t = x->t;
+    clf_status st;
+    if (x->next > 0 && (st = x->r->progress(x->r->ctx)) != CLF_OK)
+        return st;
+    while (x->next < t->n_buckets && x->launch[x->next] <= node) {
+        const grad_bucket *b = &t->buckets[t->order[x->next]];
+        float *host = t->staging + b->host;
+        if ((st =
+                 t->api->download(t->be, host, (clf_ptr){t->grad[b->chunk], b->off * sizeof(float)},
+                                  b->n * sizeof(float))) != CLF_OK ||
+            (st = x->r->start(x->r->ctx, host, b->n)) != CLF_OK)
+            return st;
+        x->next++;
+    }
+    return CLF_OK;
+}
+
+static clf_status run_reduced(clf_trainer *t, shaped_graph *sg, const clf_trainer_reducer *r)
+{
+    clf_status st;
+    if ((st = cut_buckets(t, r->bucket_bytes)) != CLF_OK ||
+        (st = bucket_launch_points(t, sg)) != CLF_OK)
+        return st;
+    reduce_run x = {.t = t, .r = r, .launch = sg->launch};
+    if ((st = reduce_hook(&x, -1)) == CLF_OK &&
+        (st = clf_graph_run_hooked(&sg->g, t->api, t->be, t->arena, reduce_hook, &x)) == CLF_OK)
+        st = reduce_hook(&x, INT_MAX);
+    /* nothing stays in flight, even after an error: the sums land in t->staging */
+    if (x.next > 0) {
+        clf_status fs = r->finish(r->ctx);
+        if (st == CLF_OK)
+            st = fs;
+    }
+    for (int i = 0; i < t->n_buckets && st == CLF_OK; i++) {
+        const grad_bucket *b = &t->buckets[i];
+        st = t->api->upload(t->be, (clf_ptr){t->grad[b->chunk], b->off * sizeof(float)},
+                            t->staging + b->host, b->n * sizeof(float));
+    }
     return st;
 }
 
