@@ -225,6 +225,25 @@ START_TEST(test_random_graphs)
 }
 END_TEST
 
+/* x0 -> x1 -> ... -> x[links] of equal values of `bytes` each: node i is x[i+1] = x[i] + x[i]
+ * (so it reads one value and writes the next) */
+static void add_chain(clf_graph *g, int links, size_t bytes)
+{
+    for (int i = 0; i <= links; i++)
+        clf_graph_value(g,
+                        i == 0       ? CLF_VALUE_INPUT
+                        : i == links ? CLF_VALUE_OUTPUT
+                                     : CLF_VALUE_ACTIVATION,
+                        bytes, "x");
+    for (int i = 0; i < links; i++) {
+        clf_add_args args = {.n = bytes / 4};
+        clf_node *n = clf_graph_node(g, CLF_OP_ADD, &args, sizeof args, "double");
+        clf_graph_bind(g, n, offsetof(clf_add_args, a), i, 0);
+        clf_graph_bind(g, n, offsetof(clf_add_args, b), i, 0);
+        clf_graph_bind(g, n, offsetof(clf_add_args, out), i + 1, 0);
+    }
+}
+
 /* A chain x0 -> x1 -> ... -> x300 of equal values, each node reading one and writing the
  * next: two are alive at a time, so the arena is two values, whatever the length. */
 START_TEST(test_chain_needs_two_values)
@@ -232,18 +251,7 @@ START_TEST(test_chain_needs_two_values)
     enum { LINKS = 300, BYTES = 1000 };
     clf_graph g;
     clf_graph_init(&g);
-    for (int i = 0; i <= LINKS; i++)
-        clf_graph_value(&g,
-                        i == 0       ? CLF_VALUE_INPUT
-                        : i == LINKS ? CLF_VALUE_OUTPUT
-                                     : CLF_VALUE_ACTIVATION,
-                        BYTES, "x");
-    for (int i = 0; i < LINKS; i++) {
-        clf_add_args args = {.n = BYTES / 4};
-        clf_node *n = clf_graph_node(&g, CLF_OP_ADD, &args, sizeof args, "link");
-        clf_graph_bind(&g, n, offsetof(clf_add_args, a), i, 0);
-        clf_graph_bind(&g, n, offsetof(clf_add_args, out), i + 1, 0);
-    }
+    add_chain(&g, LINKS, BYTES);
     CLF_ASSERT_OK(clf_graph_plan(&g));
     ck_assert_uint_eq(g.arena_bytes, 2 * rounded(BYTES));
     check_plan(&g, 0);
@@ -284,19 +292,7 @@ START_TEST(test_run_hooked)
     clf_test_open_backend("cpu", &api, &be);
     clf_graph g;
     clf_graph_init(&g);
-    for (int i = 0; i <= LINKS; i++)
-        clf_graph_value(&g,
-                        i == 0       ? CLF_VALUE_INPUT
-                        : i == LINKS ? CLF_VALUE_OUTPUT
-                                     : CLF_VALUE_ACTIVATION,
-                        16, "x");
-    for (int i = 0; i < LINKS; i++) {
-        clf_add_args args = {.n = 4};
-        clf_node *n = clf_graph_node(&g, CLF_OP_ADD, &args, sizeof args, "double");
-        clf_graph_bind(&g, n, offsetof(clf_add_args, a), i, 0);
-        clf_graph_bind(&g, n, offsetof(clf_add_args, b), i, 0);
-        clf_graph_bind(&g, n, offsetof(clf_add_args, out), i + 1, 0);
-    }
+    add_chain(&g, LINKS, 16);
     CLF_ASSERT_OK(clf_graph_plan(&g));
     clf_buffer *arena = NULL;
     size_t cap = 0;
