@@ -528,6 +528,90 @@ START_TEST(test_real_model_keys)
 }
 END_TEST
 
+/* framing of the config `model: {src_vocab: 12, tgt_vocab: 12, <keys>}` over vocab */
+static clf_status framing_of(const char *keys, const clf_framing *vocab, clf_framing *f)
+{
+    char yaml[512];
+    clf_config *cfg = malloc(sizeof *cfg);
+    snprintf(yaml, sizeof yaml, "model: {src_vocab: 12, tgt_vocab: 12%s%s}\n", *keys ? ", " : "",
+             keys);
+    CLF_ASSERT_OK(clf_config_parse_string(yaml, "<s>", cfg));
+    clf_status st = clf_model_framing(&cfg->model, vocab, f);
+    free(cfg);
+    return st;
+}
+
+static void assert_framing(const clf_framing *f, int src_bos, int src_eos, int src_pad,
+                           int tgt_start, int tgt_eos, int tgt_pad)
+{
+    const int got[6] = {f->src_bos, f->src_eos, f->src_pad, f->tgt_start, f->tgt_eos, f->tgt_pad};
+    const int want[6] = {src_bos, src_eos, src_pad, tgt_start, tgt_eos, tgt_pad};
+    static const char *const names[6] = {"src_bos",   "src_eos", "src_pad",
+                                         "tgt_start", "tgt_eos", "tgt_pad"};
+    for (int i = 0; i < 6; i++)
+        ck_assert_msg(got[i] == want[i], "%s = %d, want %d", names[i], got[i], want[i]);
+}
+
+/* clf_model_framing: the model's keys first, the vocabularies' own ids otherwise, the pad
+ * always pad_id; an id needed and given by neither is an error naming the key. */
+START_TEST(test_framing_rule)
+{
+    clf_framing f;
+    /* a built vocabulary on both sides: [PAD] 1, [SOS] 2, [EOS] 3 */
+    const clf_framing built = {2, 3, 1, 2, 3, 1};
+    CLF_ASSERT_OK(framing_of("", &built, &f));
+    assert_framing(&f, 2, 3, 1, 2, 3, 1); /* the defaults: the tutorial's framing */
+    CLF_ASSERT_OK(framing_of("", NULL, &f));
+    assert_framing(&f, 2, 3, 1, 2, 3, 1); /* no vocabulary: a built one's ids */
+    /* other vocabulary ids, per side (sides may differ) */
+    const clf_framing other = {5, 6, -1, 7, 8, 4};
+    CLF_ASSERT_OK(framing_of("pad_id: 4", &other, &f));
+    assert_framing(&f, 5, 6, 4, 7, 8, 4);
+    /* bos_id frames the source and starts the decoder; eos_id ends both */
+    CLF_ASSERT_OK(framing_of("bos_id: 10, eos_id: 11", &built, &f));
+    assert_framing(&f, 10, 11, 1, 10, 11, 1);
+    CLF_ASSERT_OK(framing_of("bos_id: 10, decoder_start_id: 9", &built, &f));
+    assert_framing(&f, 10, 3, 1, 9, 3, 1);
+    CLF_ASSERT_OK(framing_of("source_bos: false, source_eos: false", &built, &f));
+    assert_framing(&f, -1, -1, 1, 2, 3, 1);
+    /* Marian's (clformer import marian): x </s>, <pad> y, y </s>; its vocabulary has no <s> */
+    const clf_framing marian = {-1, 0, 11, -1, 0, 11};
+    CLF_ASSERT_OK(
+        framing_of("pad_id: 11, eos_id: 0, decoder_start_id: 11, source_bos: false", &marian, &f));
+    assert_framing(&f, -1, 0, 11, 11, 0, 11);
+
+    /* needed, given by neither: the key to set */
+    const clf_framing none = {-1, -1, -1, -1, -1, -1};
+    ck_assert_int_eq(framing_of("", &none, &f), CLF_ERR_INPUT);
+    ck_assert_str_eq(clf_last_error(), "the source vocabulary has no [SOS] token (set "
+                                       "model.bos_id, or model.source_bos: false)");
+    ck_assert_int_eq(framing_of("source_bos: false", &none, &f), CLF_ERR_INPUT);
+    ck_assert_str_eq(clf_last_error(), "the source vocabulary has no [EOS] token (set "
+                                       "model.eos_id, or model.source_eos: false)");
+    ck_assert_int_eq(framing_of("source_bos: false, eos_id: 3", &none, &f), CLF_ERR_INPUT);
+    ck_assert_str_eq(clf_last_error(), "the target vocabulary has no [SOS] token (set "
+                                       "model.decoder_start_id or model.bos_id)");
+    const clf_framing no_tgt_eos = {2, 3, 1, 2, -1, 1};
+    ck_assert_int_eq(framing_of("", &no_tgt_eos, &f), CLF_ERR_INPUT);
+    ck_assert_str_eq(clf_last_error(),
+                     "the target vocabulary has no [EOS] token (set model.eos_id)");
+    CLF_ASSERT_OK(framing_of("eos_id: 3", &no_tgt_eos, &f));
+    CLF_ASSERT_OK(framing_of("source_bos: false, source_eos: false, decoder_start_id: 1, "
+                             "eos_id: 3",
+                             &none, &f));
+    assert_framing(&f, -1, -1, 1, 1, 3, 1);
+    /* a vocabulary's own pad that is not pad_id */
+    ck_assert_int_eq(framing_of("pad_id: 0", &built, &f), CLF_ERR_INPUT);
+    ck_assert_str_eq(clf_last_error(), "the source vocabulary's [PAD] is id 1 but model.pad_id "
+                                       "is 0");
+    const clf_framing tgt_pad = {2, 3, -1, 2, 3, 5};
+    ck_assert_int_eq(framing_of("", &tgt_pad, &f), CLF_ERR_INPUT);
+    ck_assert_str_eq(clf_last_error(), "the target vocabulary's [PAD] is id 5 but model.pad_id "
+                                       "is 1");
+    ck_assert_int_eq(clf_model_framing(NULL, NULL, &f), CLF_ERR_INPUT);
+}
+END_TEST
+
 /* generate: translate's decoding settings; absent, translate's own defaults and no section
  * in the dump; given, every key read, dumped and read back. */
 START_TEST(test_generate)
@@ -900,6 +984,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_train_data_forms);
     tcase_add_test(tc, test_dump_strings_round_trip);
     tcase_add_test(tc, test_real_model_keys);
+    tcase_add_test(tc, test_framing_rule);
     tcase_add_test(tc, test_generate);
     tcase_add_loop_test(tc, test_errors, 0, (int)(sizeof bad_cases / sizeof *bad_cases));
     tcase_add_test(tc, test_file_errors);

@@ -298,6 +298,151 @@ START_TEST(test_specials_from_the_tokenizer)
 }
 END_TEST
 
+/* The framing of `model: {src_vocab: 12, tgt_vocab: 12, <keys>}` over the vocabularies
+ * src and tgt (clf_model_framing, the rule translate frames with). */
+static clf_framing model_framing(const char *keys, const clf_tokenizer *src,
+                                 const clf_tokenizer *tgt)
+{
+    char yaml[512];
+    clf_config *cfg = malloc(sizeof *cfg);
+    snprintf(yaml, sizeof yaml, "model: {src_vocab: 12, tgt_vocab: 12, %s}\n", keys);
+    CLF_ASSERT_OK(clf_config_parse_string(yaml, "<test>", cfg));
+    const clf_framing own = clf_tokenizer_framing(src, tgt);
+    clf_framing f;
+    CLF_ASSERT_OK(clf_model_framing(&cfg->model, &own, &f));
+    free(cfg);
+    return f;
+}
+
+/* A vocabulary without [PAD] ([SOS] 1, [EOS] 2), so that pad_id can be any id < 12. */
+static const char nopad_vocab[] =
+    "{\"model\": {\"type\": \"WordLevel\", \"vocab\": {\"[UNK]\": 0, \"[SOS]\": 1, "
+    "\"[EOS]\": 2, \"a\": 3, \"b\": 4, \"c\": 5, \"x\": 6, \"y\": 7, \"z\": 8, \"w\": 9}, "
+    "\"unk_token\": \"[UNK]\"}, \"pre_tokenizer\": {\"type\": \"Whitespace\"}}";
+
+/* The batch of framing.tsv's three pairs (file order, one batch) under the model keys. */
+static void framed_batch(const char *keys, const clf_tokenizer *tok, int max_len, clf_batch *bt,
+                         size_t *skipped_long)
+{
+    clf_framing f = model_framing(keys, tok, tok);
+    clf_dataset_opts o = {clf_test_tmp_path("framing.tsv"), NULL, tok, tok, max_len};
+    clf_dataset *d = NULL;
+    CLF_ASSERT_OK(clf_dataset_load_framed(&o, &f, &d));
+    *skipped_long = clf_dataset_skipped_long(d);
+    clf_batcher *b = NULL;
+    CLF_ASSERT_OK(clf_batcher_create(d, 3, 0, 0, 1, &b));
+    CLF_ASSERT_OK(clf_batcher_get(b, 0, bt));
+    clf_batcher_free(b);
+    clf_dataset_free(d);
+}
+
+/* Batches framed by the model's special-token keys (clf_dataset_load_framed with
+ * clf_model_framing): exact ids for a source without bos, a decoder start of its own, another
+ * pad id, Marian's framing, and a source without eos; max_len and the token counts count
+ * only the ids there. */
+START_TEST(test_framing_from_model_keys)
+{
+    clf_test_make_tmpdir("clf-data");
+    clf_test_write_text(clf_test_tmp_path("nopad.json"), nopad_vocab);
+    clf_test_write_text(clf_test_tmp_path("framing.tsv"), "a b c\tx y\na\tx y z w\nb c\tz\n");
+    clf_tokenizer *tok;
+    CLF_ASSERT_OK(clf_tokenizer_load(clf_test_tmp_path("nopad.json"), &tok));
+    const int32_t S = 1, E = 2, a = 3, b = 4, c = 5, x = 6, y = 7, z = 8, w = 9;
+    clf_batch bt;
+    size_t skipped;
+
+    /* source_bos false, pad_id 10: src x [EOS] pad... */
+    framed_batch("source_bos: false, pad_id: 10", tok, 0, &bt, &skipped);
+    {
+        const int32_t P = 10;
+        const int32_t src[3][4] = {{a, b, c, E}, {a, E, P, P}, {b, c, E, P}};
+        const int32_t tgt_in[3][5] = {{S, x, y, P, P}, {S, x, y, z, w}, {S, z, P, P, P}};
+        const int32_t labels[3][5] = {{x, y, E, P, P}, {x, y, z, w, E}, {z, E, P, P, P}};
+        ck_assert_int_eq(bt.src_len, 4);
+        ck_assert_int_eq(bt.tgt_len, 5);
+        assert_ids(bt.src, &src[0][0], 12, "src");
+        assert_ids(bt.tgt_in, &tgt_in[0][0], 15, "tgt_in");
+        assert_ids(bt.labels, &labels[0][0], 15, "labels");
+        ck_assert_int_eq(bt.src_tokens, 4 + 2 + 3);
+        ck_assert_int_eq(bt.tgt_tokens, 3 + 5 + 2);
+    }
+    clf_batch_free(&bt);
+
+    /* decoder_start_id 11, pad_id 0: the source keeps [SOS] x [EOS] */
+    framed_batch("decoder_start_id: 11, pad_id: 0", tok, 0, &bt, &skipped);
+    {
+        const int32_t P = 0, D = 11;
+        const int32_t src[3][5] = {{S, a, b, c, E}, {S, a, E, P, P}, {S, b, c, E, P}};
+        const int32_t tgt_in[3][5] = {{D, x, y, P, P}, {D, x, y, z, w}, {D, z, P, P, P}};
+        const int32_t labels[3][5] = {{x, y, E, P, P}, {x, y, z, w, E}, {z, E, P, P, P}};
+        assert_ids(bt.src, &src[0][0], 15, "src");
+        assert_ids(bt.tgt_in, &tgt_in[0][0], 15, "tgt_in");
+        assert_ids(bt.labels, &labels[0][0], 15, "labels");
+        ck_assert_int_eq(bt.src_tokens, 5 + 3 + 4);
+        ck_assert_int_eq(bt.tgt_tokens, 3 + 5 + 2);
+    }
+    clf_batch_free(&bt);
+
+    /* Marian's: src x </s>, tgt_in <pad> y, labels y </s> (eos 11, start = pad = 10) */
+    framed_batch("source_bos: false, eos_id: 11, decoder_start_id: 10, pad_id: 10", tok, 0, &bt,
+                 &skipped);
+    {
+        const int32_t P = 10, M = 11;
+        const int32_t src[3][4] = {{a, b, c, M}, {a, M, P, P}, {b, c, M, P}};
+        const int32_t tgt_in[3][5] = {{P, x, y, P, P}, {P, x, y, z, w}, {P, z, P, P, P}};
+        const int32_t labels[3][5] = {{x, y, M, P, P}, {x, y, z, w, M}, {z, M, P, P, P}};
+        assert_ids(bt.src, &src[0][0], 12, "src");
+        assert_ids(bt.tgt_in, &tgt_in[0][0], 15, "tgt_in");
+        assert_ids(bt.labels, &labels[0][0], 15, "labels");
+        ck_assert_int_eq(bt.tgt_tokens, 3 + 5 + 2); /* the start is not a label */
+    }
+    clf_batch_free(&bt);
+
+    /* bos_id 11 and no source eos: src 11 x pad..., the decoder starts from 11 too */
+    framed_batch("bos_id: 11, source_eos: false, pad_id: 10", tok, 0, &bt, &skipped);
+    {
+        const int32_t P = 10, B = 11;
+        const int32_t src[3][4] = {{B, a, b, c}, {B, a, P, P}, {B, b, c, P}};
+        const int32_t tgt_in[3][5] = {{B, x, y, P, P}, {B, x, y, z, w}, {B, z, P, P, P}};
+        assert_ids(bt.src, &src[0][0], 12, "src");
+        assert_ids(bt.tgt_in, &tgt_in[0][0], 15, "tgt_in");
+        ck_assert_int_eq(bt.src_tokens, 4 + 2 + 3);
+    }
+    clf_batch_free(&bt);
+
+    /* max_len 4: "a b c" is 5 framed ids with [SOS] and [EOS], 4 without [SOS], and the
+     * target "x y z w" 5 either way */
+    framed_batch("pad_id: 10", tok, 4, &bt, &skipped);
+    ck_assert_uint_eq(skipped, 2);
+    ck_assert_int_eq(bt.batch, 1);
+    clf_batch_free(&bt);
+    framed_batch("source_bos: false, pad_id: 10", tok, 4, &bt, &skipped);
+    ck_assert_uint_eq(skipped, 1);
+    ck_assert_int_eq(bt.batch, 2);
+    ck_assert_int_eq(bt.src_len, 4);
+    clf_batch_free(&bt);
+    framed_batch("source_bos: false, source_eos: false, pad_id: 10", tok, 3, &bt, &skipped);
+    ck_assert_uint_eq(skipped, 1); /* "x y z w" + 1 > 3; "a b c" fits */
+    ck_assert_int_eq(bt.batch, 2);
+    ck_assert_int_eq(bt.src_len, 3);
+    clf_batch_free(&bt);
+
+    /* a framing lacking an id the batches write */
+    clf_dataset_opts o = {clf_test_tmp_path("framing.tsv"), NULL, tok, tok, 0};
+    clf_dataset *d = NULL;
+    clf_framing f = {-1, -1, 10, -1, 2, 10};
+    ck_assert_int_eq(clf_dataset_load_framed(&o, &f, &d), CLF_ERR_INPUT);
+    ck_assert_str_eq(clf_last_error(), "dataset: the framing has no decoder start id");
+    ck_assert_ptr_null(d);
+    o.tgt_tok = NULL;
+    f.tgt_start = 1;
+    ck_assert_int_eq(clf_dataset_load_framed(&o, &f, &d), CLF_ERR_INPUT);
+    ck_assert_str_eq(clf_last_error(), "dataset: no target tokenizer given");
+    clf_tokenizer_free(tok);
+    clf_test_remove_tmpdir();
+}
+END_TEST
+
 /* ---- batching ---- */
 
 #define N_PAIRS 300
@@ -396,6 +541,49 @@ static clf_dataset *random_dataset(clf_tokenizer **st, clf_tokenizer **tt)
     ck_assert_uint_eq(clf_dataset_size(d), N_PAIRS);
     return d;
 }
+
+/* The model's default keys over built vocabularies frame exactly as the vocabularies alone:
+ * every batch of both modes, shuffled, is the same array for array. */
+START_TEST(test_default_keys_give_todays_batches)
+{
+    clf_test_make_tmpdir("clf-data");
+    clf_tokenizer *st, *tt;
+    clf_dataset *d = random_dataset(&st, &tt), *dm = NULL;
+    clf_framing f = model_framing("pad_id: 1", st, tt);
+    clf_dataset_opts o = {clf_test_tmp_path("r.tsv"), NULL, st, tt, 0};
+    CLF_ASSERT_OK(clf_dataset_load_framed(&o, &f, &dm));
+    for (int mode = 0; mode < 2; mode++) {
+        clf_batcher *b, *bm;
+        CLF_ASSERT_OK(clf_batcher_create(d, 16, mode ? 120 : 0, 1, 3, &b));
+        CLF_ASSERT_OK(clf_batcher_create(dm, 16, mode ? 120 : 0, 1, 3, &bm));
+        ck_assert_int_eq(clf_batcher_count(b), clf_batcher_count(bm));
+        for (int i = 0; i < clf_batcher_count(b); i++) {
+            clf_batch x, y;
+            CLF_ASSERT_OK(clf_batcher_get(b, i, &x));
+            CLF_ASSERT_OK(clf_batcher_get(bm, i, &y));
+            ck_assert_int_eq(x.batch, y.batch);
+            ck_assert_int_eq(x.src_len, y.src_len);
+            ck_assert_int_eq(x.tgt_len, y.tgt_len);
+            ck_assert_int_eq(x.src_tokens, y.src_tokens);
+            ck_assert_int_eq(x.tgt_tokens, y.tgt_tokens);
+            size_t ns = (size_t)x.batch * x.src_len, nt = (size_t)x.batch * x.tgt_len;
+            ck_assert_int_eq(memcmp(x.src, y.src, ns * sizeof *x.src), 0);
+            ck_assert_int_eq(memcmp(x.tgt_in, y.tgt_in, nt * sizeof *x.tgt_in), 0);
+            ck_assert_int_eq(memcmp(x.labels, y.labels, nt * sizeof *x.labels), 0);
+            ck_assert_int_eq(memcmp(x.index, y.index, (size_t)x.batch * sizeof *x.index), 0);
+            clf_batch_free(&x);
+            clf_batch_free(&y);
+        }
+        clf_batcher_free(b);
+        clf_batcher_free(bm);
+    }
+    clf_dataset_free(d);
+    clf_dataset_free(dm);
+    clf_tokenizer_free(st);
+    clf_tokenizer_free(tt);
+    clf_test_remove_tmpdir();
+}
+END_TEST
 
 START_TEST(test_batch_size_mode)
 {
@@ -771,6 +959,8 @@ static Suite *suite(void)
     TCase *b = tcase_create("batch");
     tcase_add_test(b, test_framing_and_padding);
     tcase_add_test(b, test_specials_from_the_tokenizer);
+    tcase_add_test(b, test_framing_from_model_keys);
+    tcase_add_test(b, test_default_keys_give_todays_batches);
     tcase_add_test(b, test_batch_size_mode);
     tcase_add_test(b, test_token_mode);
     suite_add_tcase(s, b);

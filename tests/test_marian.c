@@ -10,16 +10,19 @@
  * import's refusals (a config it cannot express, a corrupt .spm, a vocab.json of another
  * size, an existing output) leave nothing behind. */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "clformer/dataset.h"
 #include "clformer/decode.h"
 #include "clformer/model.h"
 #include "clformer/tensor.h"
 #include "clformer/tokenizer.h"
+#include "clformer/train.h"
 #include "clformer/weights.h"
 #include "testutil.h"
 
@@ -349,6 +352,149 @@ START_TEST(translate_cli_model_defaults)
 }
 END_TEST
 
+/* Line n (from 1) of the fixture's sentences.txt, without its newline (static storage). */
+static const char *sentence(int n)
+{
+    static char line[4][512];
+    static int k;
+    k = (k + 1) % 4;
+    FILE *f = fopen(fix("sentences.txt"), "r");
+    ck_assert_ptr_nonnull(f);
+    for (int i = 0; i < n; i++)
+        ck_assert_ptr_nonnull(fgets(line[k], sizeof line[k], f));
+    fclose(f);
+    line[k][strcspn(line[k], "\n")] = '\0';
+    return line[k];
+}
+
+/* Fine-tuning an imported model: the training loss is transformers' cross-entropy.
+ * The batcher frames the logits reference's three sentences (reference.safetensors
+ * logits_src: sentences 0, 3, 13) with the model's keys, as Marian does (x </s>, padded
+ * with <pad>), and the trainer's loss on those sources with the reference's decoder inputs
+ * logits_tgt = <pad> y and labels y </s> must be the mean -log softmax of transformers'
+ * logits at the labels, to 1e-4 relative: in evaluation and in a training step's forward
+ * (no dropout, no label smoothing). */
+START_TEST(finetune_loss_matches_transformers)
+{
+    ref r = {0};
+    loaded l = {0};
+    ref_open(&r);
+    load(&l);
+    const clf_model_config *mc = &l.cfg.model;
+    const int V = mc->tgt_vocab, pad = mc->pad_id;
+    int64_t ss[8], ts[8];
+    int32_t *lsrc = ints(&r, "logits_src", ss), *ltgt = ints(&r, "logits_tgt", ts);
+    const int B = (int)ss[0], S = (int)ss[1], T = (int)ts[1];
+    const clf_tensor *lt = clf_safetensors_find(r.f, "logits");
+    ck_assert_ptr_nonnull(lt);
+    float *logits = malloc(sizeof *logits * (size_t)B * T * V);
+    CLF_ASSERT_OK(clf_tensor_to_f32(lt, logits));
+
+    /* the framing of the imported model.yaml over its vocabularies: Marian's */
+    char spm[2][512], vocab[512];
+    snprintf(spm[0], sizeof spm[0], "%s/source.spm", l.dir);
+    snprintf(spm[1], sizeof spm[1], "%s/target.spm", l.dir);
+    snprintf(vocab, sizeof vocab, "%s/vocab.json", l.dir);
+    clf_tokenizer *st, *tt;
+    CLF_ASSERT_OK(clf_tokenizer_load_mapped(spm[0], vocab, &st));
+    CLF_ASSERT_OK(clf_tokenizer_load_mapped(spm[1], vocab, &tt));
+    const clf_framing own = clf_tokenizer_framing(st, tt);
+    clf_framing f;
+    CLF_ASSERT_OK(clf_model_framing(mc, &own, &f));
+    ck_assert_int_eq(f.src_bos, -1);
+    ck_assert_int_eq(f.src_eos, 0);
+    ck_assert_int_eq(f.src_pad, pad);
+    ck_assert_int_eq(f.tgt_start, pad);
+    ck_assert_int_eq(f.tgt_eos, 0);
+    ck_assert_int_eq(f.tgt_pad, pad);
+
+    /* the batcher's sources are transformers' (its padding to the batch's longest) */
+    char tsv[600], text[4096];
+    snprintf(tsv, sizeof tsv, "%s.tsv", l.dir);
+    const int lines[3] = {1, 4, 14}; /* the reference's sentences 0, 3, 13 */
+    ck_assert_int_eq(B, 3);
+    int used = 0;
+    for (int k = 0; k < B; k++) /* any target: its ids are checked for the framing only */
+        used += snprintf(text + used, sizeof text - (size_t)used, "%s\tdie katze sitzt\n",
+                         sentence(lines[k]));
+    clf_test_write_text(tsv, text);
+    clf_dataset_opts o = {tsv, NULL, st, tt, mc->max_len};
+    clf_dataset *d;
+    CLF_ASSERT_OK(clf_dataset_load_framed(&o, &f, &d));
+    clf_batcher *bat;
+    CLF_ASSERT_OK(clf_batcher_create(d, B, 0, 0, 1, &bat));
+    clf_batch bt;
+    CLF_ASSERT_OK(clf_batcher_get(bat, 0, &bt));
+    ck_assert_int_eq(bt.batch, B);
+    ck_assert_int_le(bt.src_len, S);
+    for (int k = 0; k < B; k++) {
+        for (int j = 0; j < S; j++) {
+            int32_t want = lsrc[(size_t)k * S + j];
+            int32_t got = j < bt.src_len ? bt.src[(size_t)k * bt.src_len + j] : pad;
+            ck_assert_msg(got == want, "sentence %d source position %d: %d, transformers %d", k, j,
+                          got, want);
+        }
+        const int32_t *y;
+        int yn;
+        clf_dataset_ids(d, bt.index[k], NULL, NULL, &y, &yn);
+        ck_assert_int_eq(bt.tgt_in[(size_t)k * bt.tgt_len], pad);    /* <pad> y */
+        ck_assert_int_eq(bt.labels[(size_t)k * bt.tgt_len + yn], 0); /* y </s> */
+    }
+
+    /* the reference's decoder inputs <pad> y, framed by the rule: labels y </s> */
+    int32_t *labels = malloc(sizeof *labels * (size_t)B * T);
+    for (int k = 0; k < B; k++) {
+        ck_assert_int_eq(ltgt[(size_t)k * T], f.tgt_start);
+        for (int t = 0; t + 1 < T; t++)
+            labels[(size_t)k * T + t] = ltgt[(size_t)k * T + t + 1];
+        labels[(size_t)k * T + T - 1] = f.tgt_eos;
+    }
+    /* transformers' loss: mean over the labels of -log softmax(logits)[label] */
+    double want = 0;
+    for (int i = 0; i < B * T; i++) {
+        const float *row = logits + (size_t)i * V;
+        double mx = row[0], sum = 0;
+        for (int v = 1; v < V; v++)
+            mx = row[v] > mx ? row[v] : mx;
+        for (int v = 0; v < V; v++)
+            sum += exp((double)row[v] - mx);
+        want += mx + log(sum) - row[labels[i]];
+    }
+    want /= B * T;
+
+    clf_train_config tc = l.cfg.train;
+    tc.label_smoothing = 0.0f;
+    tc.accumulate = 1;
+    clf_trainer *trainer;
+    CLF_ASSERT_OK(clf_trainer_create(l.m, &tc, 0, &trainer));
+    const clf_train_batch tb = {B, bt.src_len, T, bt.src, ltgt, labels};
+    double sum;
+    long long tokens;
+    CLF_ASSERT_OK(clf_trainer_evaluate(trainer, &tb, &sum, &tokens));
+    ck_assert_int_eq(tokens, (long long)B * T);
+    ck_assert_msg(fabs(sum / tokens - want) <= LOGITS_TOL * fabs(want),
+                  "evaluate: loss %.8f, transformers %.8f", sum / tokens, want);
+    CLF_ASSERT_OK(clf_trainer_accumulate(trainer, &tb, &sum, &tokens));
+    ck_assert_msg(fabs(sum / tokens - want) <= LOGITS_TOL * fabs(want),
+                  "train step: loss %.8f, transformers %.8f", sum / tokens, want);
+    CLF_ASSERT_OK(clf_trainer_step(trainer, NULL, NULL));
+
+    clf_trainer_free(trainer);
+    free(labels);
+    clf_batch_free(&bt);
+    clf_batcher_free(bat);
+    clf_dataset_free(d);
+    remove(tsv);
+    clf_tokenizer_free(st);
+    clf_tokenizer_free(tt);
+    free(logits);
+    free(lsrc);
+    free(ltgt);
+    unload(&l);
+    ref_close(&r);
+}
+END_TEST
+
 /* ---- refusals (CPU only: no backend is opened) ---- */
 
 /* Copies the fixture's hf/ into a new directory, with file name replaced by text (NULL:
@@ -507,6 +653,7 @@ static void cpu_only(TCase *tc)
     if (getenv("CLF_MARIAN_FIXTURE") && *getenv("CLF_MARIAN_FIXTURE"))
         return; /* the fixture's own checks, for tests/fixtures/marian only */
     tcase_add_test(tc, tokenizer_matches_marian_tokenizer);
+    tcase_add_test(tc, finetune_loss_matches_transformers);
     tcase_add_loop_test(tc, import_refuses_bad_input, 0,
                         (int)(sizeof refusals / sizeof refusals[0]));
     tcase_add_test(tc, import_refuses_usage);

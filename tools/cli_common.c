@@ -5,7 +5,9 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -55,6 +57,18 @@ int cli_weight_type_option(const char *val, clf_weight_type *type, int *set)
     }
     *set = 1;
     return 1;
+}
+
+clf_status cli_load_vocab(const char *path, clf_tokenizer **tok)
+{
+    char map[PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    int dir_len = slash ? (int)(slash - path) : 1;
+    int n = snprintf(map, sizeof map, "%.*s/vocab.json", dir_len, slash ? path : ".");
+    if (clf_tokenizer_name_is_sentencepiece(path) && n > 0 && (size_t)n < sizeof map &&
+        access(map, F_OK) == 0)
+        return clf_tokenizer_load_mapped(path, map, tok);
+    return clf_tokenizer_load(path, tok);
 }
 
 clf_status cli_check_vocab(const char *path, const char *side, const clf_tokenizer *tok,

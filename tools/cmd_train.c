@@ -80,6 +80,7 @@ typedef struct run {
     clf_config cfg;
     char *config_yaml;
     clf_tokenizer *src_tok, *tgt_tok;
+    clf_framing framing; /* clf_model_framing's: the ids translate frames with */
     clf_dataset *train, *valid;
     clf_batcher *batcher, *valid_batcher;
     clf_weights *w;
@@ -231,8 +232,8 @@ static clf_status prepare_vocabs(run *r)
                           : !file_exists(tc->vocab_tgt) ? tc->vocab_tgt
                                                         : NULL;
     if (!missing) {
-        if ((st = clf_tokenizer_load(tc->vocab_src, &r->src_tok)) != CLF_OK ||
-            (st = clf_tokenizer_load(tc->vocab_tgt, &r->tgt_tok)) != CLF_OK)
+        if ((st = cli_load_vocab(tc->vocab_src, &r->src_tok)) != CLF_OK ||
+            (st = cli_load_vocab(tc->vocab_tgt, &r->tgt_tok)) != CLF_OK)
             return st;
     } else if (clf_tokenizer_name_is_sentencepiece(tc->vocab_src) ||
                clf_tokenizer_name_is_sentencepiece(tc->vocab_tgt)) {
@@ -258,15 +259,22 @@ static clf_status prepare_vocabs(run *r)
         int *size;
     } sides[2] = {{"src", tc->vocab_src, r->src_tok, &mc->src_vocab},
                   {"tgt", tc->vocab_tgt, r->tgt_tok, &mc->tgt_vocab}};
-    /* a size the YAML left out is the vocabulary's; a [PAD] missing altogether is the
-     * dataset's error (it needs one to pad batches) */
+    /* a size the YAML left out is the vocabulary's */
     for (int i = 0; i < 2; i++) {
         if (*sides[i].size == 0)
             *sides[i].size = clf_tokenizer_size(sides[i].tok);
-        if ((st = cli_check_vocab(sides[i].path, sides[i].side, sides[i].tok, *sides[i].size,
-                                  mc->pad_id)) != CLF_OK)
-            return st;
+        int size = clf_tokenizer_size(sides[i].tok);
+        if (size > *sides[i].size)
+            return clf_error(CLF_ERR_INPUT,
+                             "%s: the %s vocabulary has %d words but the model's %s_vocab is %d "
+                             "(a vocabulary for another model?)",
+                             sides[i].path, sides[i].side, size, sides[i].side, *sides[i].size);
     }
+    /* the specials the batches need: the model's keys, else the vocabularies' own (one rule
+     * with translate's) */
+    const clf_framing own = clf_tokenizer_framing(r->src_tok, r->tgt_tok);
+    if ((st = clf_model_framing(mc, &own, &r->framing)) != CLF_OK)
+        return clf_error_context(st, "%s", r->cfg.path);
     return CLF_OK;
 }
 
@@ -278,7 +286,7 @@ static clf_status load_data(run *r)
                           .src_tok = r->src_tok,
                           .tgt_tok = r->tgt_tok,
                           .max_len = tc->max_len};
-    clf_status st = clf_dataset_load(&o, &r->train);
+    clf_status st = clf_dataset_load_framed(&o, &r->framing, &r->train);
     if (st != CLF_OK)
         return st;
     fprintf(stderr,
@@ -291,7 +299,7 @@ static clf_status load_data(run *r)
     if (tc->data_valid[0]) {
         o.src_path = tc->data_valid;
         o.tgt_path = tc->data_valid_tgt;
-        if ((st = clf_dataset_load(&o, &r->valid)) != CLF_OK ||
+        if ((st = clf_dataset_load_framed(&o, &r->framing, &r->valid)) != CLF_OK ||
             (st = clf_batcher_create(r->valid, tc->batch_size, tc->batch_tokens, 0, 0,
                                      &r->valid_batcher)) != CLF_OK)
             return st;
@@ -371,6 +379,8 @@ static clf_status validate(run *r, double *loss, double *bleu)
     clf_batch b = {0};
     clf_decode_opts o;
     clf_decode_opts_default(&r->cfg.model, &o);
+    o.sos_id = r->framing.tgt_start; /* the vocabulary's when the model does not say */
+    o.eos_id = r->framing.tgt_eos;
     clf_bleu bl;
     clf_bleu_init(&bl);
     for (int i = 0; i < clf_batcher_count(r->valid_batcher); i++) {

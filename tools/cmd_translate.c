@@ -397,8 +397,8 @@ static clf_status load_vocab(const tr_opts *o, const char *path, const char *sid
                              clf_tokenizer_specials *sp)
 {
     const int model_vocab = side[0] == 's' ? mc->src_vocab : mc->tgt_vocab;
-    clf_status st = o->mapped ? clf_tokenizer_load_mapped(path, o->paths[4], tok)
-                              : clf_tokenizer_load(path, tok);
+    clf_status st =
+        o->mapped ? clf_tokenizer_load_mapped(path, o->paths[4], tok) : cli_load_vocab(path, tok);
     if (st != CLF_OK)
         return st;
     *sp = clf_tokenizer_special_ids(*tok);
@@ -745,15 +745,15 @@ static clf_status translator_open(translator *t)
     if ((st = load_vocab(&t->o, t->o.src_vocab, "src", mc, &t->src_tok, &t->src_sp)) != CLF_OK ||
         (st = load_vocab(&t->o, t->o.tgt_vocab, "tgt", mc, &t->tgt_tok, &t->tgt_sp)) != CLF_OK)
         goto fail;
-    /* the model config's ids first, the vocabulary's otherwise */
-    t->src_bos = !mc->source_bos ? -1 : mc->bos_id >= 0 ? mc->bos_id : t->src_sp.sos;
-    t->src_eos = !mc->source_eos ? -1 : mc->eos_id >= 0 ? mc->eos_id : t->src_sp.eos;
-    if ((mc->source_bos && t->src_bos < 0) || (mc->source_eos && t->src_eos < 0)) {
-        st = clf_error(CLF_ERR_INPUT, "%s: the src vocabulary has no %s token (set model.%s)",
-                       t->o.src_vocab, t->src_bos < 0 ? "[SOS]" : "[EOS]",
-                       t->src_bos < 0 ? "bos_id" : "eos_id");
+    /* the model config's ids first, the vocabulary's otherwise: the rule train frames with */
+    clf_framing fr;
+    const clf_framing own = clf_tokenizer_framing(t->src_tok, t->tgt_tok);
+    if ((st = clf_model_framing(mc, &own, &fr)) != CLF_OK) {
+        clf_error_context(st, "%s", t->o.cfg_path);
         goto fail;
     }
+    t->src_bos = fr.src_bos;
+    t->src_eos = fr.src_eos;
     t->framing = (t->src_bos >= 0) + (t->src_eos >= 0);
     if ((st = clf_weights_load(t->o.w_path, mc, &w)) != CLF_OK)
         goto fail;
@@ -770,13 +770,11 @@ static clf_status translator_open(translator *t)
     t->dopts.n_best = t->o.n_best;
     t->dopts.length_penalty = t->o.length_penalty;
     t->dopts.use_cache = t->o.use_cache;
-    if (mc->decoder_start_id < 0 && mc->bos_id < 0)
-        t->dopts.sos_id = t->tgt_sp.sos;
-    if (mc->eos_id < 0)
-        t->dopts.eos_id = t->tgt_sp.eos;
+    t->dopts.sos_id = fr.tgt_start;
+    t->dopts.eos_id = fr.tgt_eos;
     t->dopts.style = (clf_beam_style)t->o.beam_style;
     t->dopts.forced_eos = t->o.forced_eos;
-    t->dopts.pad_id = mc->pad_id;
+    t->dopts.pad_id = fr.tgt_pad;
     t->dopts.want_attention = t->o.attn_path || t->o.png_prefix;
 fail:
     clf_weights_free(w); /* the model holds its own copy on the device */

@@ -7,6 +7,7 @@
 #ifndef CLFORMER_CONFIG_H
 #define CLFORMER_CONFIG_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include "clformer/backend.h"
@@ -102,6 +103,33 @@ CLF_API const char *clf_model_norm_style_name(const clf_model_config *m);
 CLF_API int clf_model_ffn_gated(const clf_model_config *m);
 /* 1 when every norm has a .bias vector (built-in styles; plugin norms that say so). */
 CLF_API int clf_model_norm_has_bias(const clf_model_config *m);
+
+/* How a sentence pair is framed, by `clformer train` (clformer/dataset.h's batches) and
+ * `clformer translate` alike:
+ *     src    [src_bos] x [src_eos] src_pad...   (src_bos / src_eos -1: left out)
+ *     tgt_in tgt_start y tgt_pad...             (the decoder's input)
+ *     labels y tgt_eos tgt_pad...               (what it predicts; decoding ends at tgt_eos) */
+typedef struct clf_framing {
+    int32_t src_bos, src_eos, src_pad;
+    int32_t tgt_start, tgt_eos, tgt_pad;
+} clf_framing;
+
+/* The one rule that turns the model's special-token keys into a framing; each key that is
+ * -1 falls back on the vocabularies' own ids, given in *vocab as the framing they alone
+ * would give (clf_tokenizer_framing: [SOS] x [EOS], [SOS] y, y [EOS], [PAD]; -1 where a
+ * vocabulary lacks the token):
+ *   src_bos   = source_bos ? bos_id, else the source's [SOS] : -1
+ *   src_eos   = source_eos ? eos_id, else the source's [EOS] : -1
+ *   tgt_start = decoder_start_id, else bos_id, else the target's [SOS]
+ *   tgt_eos   = eos_id, else the target's [EOS]
+ *   src_pad   = tgt_pad = pad_id
+ * vocab NULL: no vocabulary at hand; the ids of the vocabularies clformer builds stand in
+ * ([SOS] 2, [EOS] 3). CLF_ERR_INPUT when an id is needed but neither the config nor the
+ * vocabulary gives one, naming the key to set ("the target vocabulary has no [SOS] token
+ * (set model.decoder_start_id or model.bos_id)"), or when a vocabulary's [PAD] is not
+ * pad_id; *out is then the partial result. */
+CLF_API clf_status clf_model_framing(const clf_model_config *mc, const clf_framing *vocab,
+                                     clf_framing *out);
 
 typedef struct clf_backend_config {
     char name[CLF_NAME_MAX];       /* cpu | opencl | auto; default cpu */

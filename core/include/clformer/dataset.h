@@ -14,7 +14,8 @@
  *   - an empty pair (either side has no tokens: a blank line, "text<TAB>", ...): skipped,
  *     counted in clf_dataset_skipped_empty()
  *   - a pair longer than max_len (src ids + 2 > max_len for [SOS] x [EOS], or tgt ids + 1 >
- *     max_len for [SOS] y and y [EOS]): skipped, counted in clf_dataset_skipped_long()
+ *     max_len for [SOS] y and y [EOS]; with a framing that leaves out the source's bos or
+ *     eos, src ids + 1 or + 0): skipped, counted in clf_dataset_skipped_long()
  *   - no pair left at all: error (training or validating on nothing is never meant)
  * Vocabularies (clf_dataset_build_vocabs) count the words of every line, long or not, so
  * that changing max_len does not change the ids of a vocabulary built from the same data.
@@ -24,7 +25,11 @@
  *     tgt_in [SOS] y [PAD]...         decoder input
  *     labels y [EOS] [PAD]...         what the decoder predicts at each position
  * padded to the longest of the batch on each side (not to max_len). [PAD]/[SOS]/[EOS] ids
- * are the tokenizers' own (src side from src_tok, target side from tgt_tok).
+ * are the tokenizers' own (src side from src_tok, target side from tgt_tok), or those of
+ * the framing given to clf_dataset_load_framed (clf_model_framing: the model's special-
+ * token keys, the ones `clformer translate` frames with), where the source's [SOS] or
+ * [EOS] may be left out and the decoder may start from another id (Marian: src x </s>,
+ * tgt_in <pad> y, labels y </s>). Token counts and max_len count the ids actually there.
  *
  * An epoch's plan is a pure function of (dataset, batch options, seed, epoch): a run resumed
  * at epoch e sees the batches it would have seen, in the same order, and nothing else (no
@@ -71,13 +76,19 @@ typedef struct clf_dataset clf_dataset;
 typedef struct clf_dataset_opts {
     const char *src_path; /* TSV "source<TAB>target" per line when tgt_path is NULL or "" */
     const char *tgt_path; /* else: two line-aligned files, src_path the source side */
-    const clf_tokenizer *src_tok, *tgt_tok; /* need [PAD] [SOS] [EOS]; must outlive load only */
+    /* need [PAD] [SOS] [EOS] (without a framing); must outlive load only */
+    const clf_tokenizer *src_tok, *tgt_tok;
     int max_len; /* longest framed side kept (see above), >= 2; 0 = no limit */
 } clf_dataset_opts;
 
 /* Reads, checks and tokenizes the pairs. CLF_ERR_IO when a file cannot be read,
  * CLF_ERR_INPUT for bad lines (messages "<path>:<line>: <why>") and missing specials. */
 CLF_API clf_status clf_dataset_load(const clf_dataset_opts *o, clf_dataset **out);
+/* The same with the batches framed by *framing (clf_model_framing's; NULL: the
+ * tokenizers' own, as clf_dataset_load). Every id but src_bos and src_eos must be set
+ * (>= 0); the tokenizers need no specials of their own. */
+CLF_API clf_status clf_dataset_load_framed(const clf_dataset_opts *o, const clf_framing *framing,
+                                           clf_dataset **out);
 CLF_API void clf_dataset_free(clf_dataset *d); /* NULL is fine */
 
 CLF_API size_t clf_dataset_size(const clf_dataset *d);          /* pairs kept */
@@ -102,6 +113,7 @@ CLF_API clf_status clf_dataset_build_vocabs(const char *src_path, const char *tg
 
 typedef struct clf_batch {
     int batch, src_len, tgt_len;
+    /* with a framing (clformer/config.h's clf_framing): the ids named there */
     int32_t *src;    /* [batch, src_len]  [SOS] x [EOS] [PAD]...  */
     int32_t *tgt_in; /* [batch, tgt_len]  [SOS] y [PAD]...        (decoder input) */
     int32_t *labels; /* [batch, tgt_len]  y [EOS] [PAD]...        (what the decoder predicts) */

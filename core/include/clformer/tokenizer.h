@@ -72,6 +72,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "clformer/config.h"
 #include "clformer/export.h"
 #include "clformer/status.h"
 
@@ -178,6 +179,10 @@ CLF_API int clf_tokenizer_name_is_sentencepiece(const char *path);
 /* Number of ids (specials included). */
 CLF_API int clf_tokenizer_size(const clf_tokenizer *tok);
 CLF_API clf_tokenizer_specials clf_tokenizer_special_ids(const clf_tokenizer *tok);
+/* The framing two vocabularies alone give (see clf_model_framing, which resolves the
+ * model's keys over it): src [SOS] x [EOS], tgt_in [SOS] y, labels y [EOS], each side padded
+ * with its own [PAD]; -1 for a token the vocabulary lacks, and for a NULL tokenizer's. */
+CLF_API clf_framing clf_tokenizer_framing(const clf_tokenizer *src, const clf_tokenizer *tgt);
 /* 1 when id is a special token (an added token marked "special"), else 0. */
 CLF_API int clf_tokenizer_is_special(const clf_tokenizer *tok, int32_t id);
 

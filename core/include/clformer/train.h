@@ -31,7 +31,9 @@ typedef struct clf_trainer clf_trainer;
 
 /* One batch of pairs, framed as the tutorial (see clformer/dataset.h):
  *   src [B, S] = [SOS] x [EOS] [PAD]...   tgt [B, T] = [SOS] y [PAD]...
- *   labels [B, T] = y [EOS] [PAD]...      (pad = model.pad_id) */
+ *   labels [B, T] = y [EOS] [PAD]...      (pad = model.pad_id)
+ * or as the model's keys say (clf_model_framing); a decoder start that is the pad id
+ * (Marian's) is not masked, as in the forward pass. */
 typedef struct clf_train_batch {
     int batch, src_len, tgt_len;
     const int32_t *src, *tgt, *labels;

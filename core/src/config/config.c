@@ -567,6 +567,49 @@ int clf_model_norm_has_bias(const clf_model_config *m)
     return m->norm_op ? m->norm_op->norm_has_bias != 0 : 1;
 }
 
+clf_status clf_model_framing(const clf_model_config *mc, const clf_framing *vocab, clf_framing *out)
+{
+    if (!mc || !out)
+        return clf_error(CLF_ERR_INPUT, "model framing: invalid arguments");
+    /* no vocabulary: clf_tokenizer_build's ids ([UNK] 0, [PAD] 1, [SOS] 2, [EOS] 3) */
+    const clf_framing built = {2, 3, 1, 2, 3, 1};
+    const clf_framing *v = vocab ? vocab : &built;
+    *out = (clf_framing){.src_bos = !mc->source_bos   ? -1
+                                    : mc->bos_id >= 0 ? mc->bos_id
+                                                      : v->src_bos,
+                         .src_eos = !mc->source_eos   ? -1
+                                    : mc->eos_id >= 0 ? mc->eos_id
+                                                      : v->src_eos,
+                         .src_pad = mc->pad_id,
+                         .tgt_start = mc->decoder_start_id >= 0 ? mc->decoder_start_id
+                                      : mc->bos_id >= 0         ? mc->bos_id
+                                                                : v->tgt_start,
+                         .tgt_eos = mc->eos_id >= 0 ? mc->eos_id : v->tgt_eos,
+                         .tgt_pad = mc->pad_id};
+    if (mc->source_bos && out->src_bos < 0)
+        return clf_error(CLF_ERR_INPUT, "the source vocabulary has no [SOS] token (set "
+                                        "model.bos_id, or model.source_bos: false)");
+    if (mc->source_eos && out->src_eos < 0)
+        return clf_error(CLF_ERR_INPUT, "the source vocabulary has no [EOS] token (set "
+                                        "model.eos_id, or model.source_eos: false)");
+    if (out->tgt_start < 0)
+        return clf_error(CLF_ERR_INPUT, "the target vocabulary has no [SOS] token (set "
+                                        "model.decoder_start_id or model.bos_id)");
+    if (out->tgt_eos < 0)
+        return clf_error(CLF_ERR_INPUT,
+                         "the target vocabulary has no [EOS] token (set model.eos_id)");
+    /* a vocabulary's own pad must be the model's: its [PAD] rows are masked as pad_id's */
+    if (vocab && vocab->src_pad >= 0 && vocab->src_pad != mc->pad_id)
+        return clf_error(CLF_ERR_INPUT,
+                         "the source vocabulary's [PAD] is id %d but model.pad_id is %d",
+                         (int)vocab->src_pad, mc->pad_id);
+    if (vocab && vocab->tgt_pad >= 0 && vocab->tgt_pad != mc->pad_id)
+        return clf_error(CLF_ERR_INPUT,
+                         "the target vocabulary's [PAD] is id %d but model.pad_id is %d",
+                         (int)vocab->tgt_pad, mc->pad_id);
+    return CLF_OK;
+}
+
 const char *clf_output_name(clf_output o)
 {
     return name_or(output_names, 2, (int)o);

@@ -25,15 +25,17 @@
 
 void clf_decode_opts_default(const clf_model_config *cfg, clf_decode_opts *o)
 {
+    /* translate's rule (no vocabulary here: a built one's ids); with no vocabulary it has
+     * every id, so it cannot fail */
+    clf_framing f;
+    (void)clf_model_framing(cfg, NULL, &f);
     *o = (clf_decode_opts){.beam = 1,
                            .n_best = 1,
                            .length_penalty = 0.0f,
                            .max_len = 0,
                            .use_cache = 1,
-                           .sos_id = cfg->decoder_start_id >= 0 ? cfg->decoder_start_id
-                                     : cfg->bos_id >= 0         ? cfg->bos_id
-                                                                : 2,
-                           .eos_id = cfg->eos_id >= 0 ? cfg->eos_id : 3,
+                           .sos_id = f.tgt_start,
+                           .eos_id = f.tgt_eos,
                            .style = CLF_BEAM_GNMT,
                            .forced_eos = 0,
                            .pad_id = cfg->pad_id,

@@ -207,7 +207,8 @@ struct clf_dataset {
     pair *pairs;
     size_t n, skipped_long, skipped_empty;
     int32_t *ids; /* pool */
-    int32_t src_pad, src_sos, src_eos, tgt_pad, tgt_sos, tgt_eos;
+    clf_framing f;
+    int src_extra; /* framing ids around a source: (src_bos >= 0) + (src_eos >= 0) */
 };
 
 void clf_dataset_free(clf_dataset *d)
@@ -273,7 +274,26 @@ static clf_status encode_side(const clf_tokenizer *tok, const char *text, const 
     return CLF_OK;
 }
 
+/* A framing given to clf_dataset_load_framed must have every id a batch writes. */
+static clf_status check_framing(const clf_framing *f)
+{
+    const char *missing = f->src_pad < 0     ? "source pad"
+                          : f->tgt_start < 0 ? "decoder start"
+                          : f->tgt_eos < 0   ? "target eos"
+                          : f->tgt_pad < 0   ? "target pad"
+                                             : NULL;
+    if (missing)
+        return clf_error(CLF_ERR_INPUT, "dataset: the framing has no %s id", missing);
+    return CLF_OK;
+}
+
 clf_status clf_dataset_load(const clf_dataset_opts *o, clf_dataset **out)
+{
+    return clf_dataset_load_framed(o, NULL, out);
+}
+
+clf_status clf_dataset_load_framed(const clf_dataset_opts *o, const clf_framing *framing,
+                                   clf_dataset **out)
 {
     clf_status st = CLF_OK;
     raw_pairs r = {0};
@@ -291,12 +311,26 @@ clf_status clf_dataset_load(const clf_dataset_opts *o, clf_dataset **out)
     d = calloc(1, sizeof *d);
     if (!d)
         return clf_error(CLF_ERR_NOMEM, "dataset load: out of memory");
-    st = need_specials(o->src_tok, "source", &d->src_pad, &d->src_sos, &d->src_eos);
-    if (st != CLF_OK)
-        goto fail;
-    st = need_specials(o->tgt_tok, "target", &d->tgt_pad, &d->tgt_sos, &d->tgt_eos);
-    if (st != CLF_OK)
-        goto fail;
+    if (framing) {
+        if (!o->src_tok || !o->tgt_tok) {
+            st = clf_error(CLF_ERR_INPUT, "dataset: no %s tokenizer given",
+                           o->src_tok ? "target" : "source");
+            goto fail;
+        }
+        if ((st = check_framing(framing)) != CLF_OK)
+            goto fail;
+        d->f = *framing;
+    } else {
+        /* the vocabularies' own framing: [SOS] x [EOS], [SOS] y, y [EOS], each side's [PAD] */
+        clf_framing *f = &d->f;
+        st = need_specials(o->src_tok, "source", &f->src_pad, &f->src_bos, &f->src_eos);
+        if (st != CLF_OK)
+            goto fail;
+        st = need_specials(o->tgt_tok, "target", &f->tgt_pad, &f->tgt_start, &f->tgt_eos);
+        if (st != CLF_OK)
+            goto fail;
+    }
+    d->src_extra = (d->f.src_bos >= 0) + (d->f.src_eos >= 0);
     if ((st = raw_pairs_read(o->src_path, o->tgt_path, &r)) != CLF_OK)
         goto fail;
     const char *tgt_file = has_path(o->tgt_path) ? o->tgt_path : o->src_path;
@@ -315,7 +349,8 @@ clf_status clf_dataset_load(const clf_dataset_opts *o, clf_dataset **out)
             goto fail;
         if (src_n == 0 || tgt_n == 0) {
             d->skipped_empty++;
-        } else if (o->max_len > 0 && (src_n + 2 > o->max_len || tgt_n + 1 > o->max_len)) {
+        } else if (o->max_len > 0 &&
+                   (src_n + d->src_extra > o->max_len || tgt_n + 1 > o->max_len)) {
             d->skipped_long++;
         } else {
             pair *p = &d->pairs[d->n++];
@@ -476,7 +511,7 @@ void clf_batcher_free(clf_batcher *b)
 /* The padded length of pair i: its longer framed side. */
 static int pair_key(const clf_dataset *d, size_t i)
 {
-    int s = d->pairs[i].src_n + 2, t = d->pairs[i].tgt_n + 1;
+    int s = d->pairs[i].src_n + d->src_extra, t = d->pairs[i].tgt_n + 1;
     return s > t ? s : t;
 }
 
@@ -663,7 +698,7 @@ clf_status clf_batcher_get(const clf_batcher *b, int i, clf_batch *out)
     int src_len = 0, tgt_len = 0;
     for (int k = 0; k < n; k++) {
         const pair *p = &d->pairs[idx[k]];
-        src_len = p->src_n + 2 > src_len ? p->src_n + 2 : src_len;
+        src_len = p->src_n + d->src_extra > src_len ? p->src_n + d->src_extra : src_len;
         tgt_len = p->tgt_n + 1 > tgt_len ? p->tgt_n + 1 : tgt_len;
     }
     size_t src_cells = (size_t)n * (size_t)src_len, tgt_cells = (size_t)n * (size_t)tgt_len;
@@ -684,18 +719,23 @@ clf_status clf_batcher_get(const clf_batcher *b, int i, clf_batch *out)
         const int32_t *x = d->ids + p->src_off, *y = d->ids + p->tgt_off;
         int32_t *s = out->src + (size_t)k * src_len;
         int32_t *ti = out->tgt_in + (size_t)k * tgt_len, *lb = out->labels + (size_t)k * tgt_len;
-        s[0] = d->src_sos;
-        memcpy(s + 1, x, (size_t)p->src_n * sizeof *x);
-        s[p->src_n + 1] = d->src_eos;
-        for (int j = p->src_n + 2; j < src_len; j++)
-            s[j] = d->src_pad;
-        ti[0] = d->tgt_sos;
+        const clf_framing *f = &d->f;
+        int j = 0;
+        if (f->src_bos >= 0)
+            s[j++] = f->src_bos;
+        memcpy(s + j, x, (size_t)p->src_n * sizeof *x);
+        j += p->src_n;
+        if (f->src_eos >= 0)
+            s[j++] = f->src_eos;
+        for (; j < src_len; j++)
+            s[j] = f->src_pad;
+        ti[0] = f->tgt_start;
         memcpy(ti + 1, y, (size_t)p->tgt_n * sizeof *y);
         memcpy(lb, y, (size_t)p->tgt_n * sizeof *y);
-        lb[p->tgt_n] = d->tgt_eos;
-        for (int j = p->tgt_n + 1; j < tgt_len; j++)
-            ti[j] = lb[j] = d->tgt_pad;
-        out->src_tokens += p->src_n + 2;
+        lb[p->tgt_n] = f->tgt_eos;
+        for (j = p->tgt_n + 1; j < tgt_len; j++)
+            ti[j] = lb[j] = f->tgt_pad;
+        out->src_tokens += p->src_n + d->src_extra;
         out->tgt_tokens += p->tgt_n + 1;
         out->index[k] = idx[k];
     }

@@ -138,6 +138,14 @@ clf_tokenizer_specials clf_tokenizer_special_ids(const clf_tokenizer *tok)
     return tok->spm && !tok->mapped ? clf_tok_spm_specials(tok->spm) : tok->sp;
 }
 
+clf_framing clf_tokenizer_framing(const clf_tokenizer *src, const clf_tokenizer *tgt)
+{
+    const clf_tokenizer_specials none = {-1, -1, -1, -1};
+    clf_tokenizer_specials s = src ? clf_tokenizer_special_ids(src) : none;
+    clf_tokenizer_specials t = tgt ? clf_tokenizer_special_ids(tgt) : none;
+    return (clf_framing){s.sos, s.eos, s.pad, t.sos, t.eos, t.pad};
+}
+
 int clf_tokenizer_is_special(const clf_tokenizer *tok, int32_t id)
 {
     if (tok->spm && !tok->mapped)

@@ -273,8 +273,9 @@ static clf_status run_batch(clf_trainer *t, int backward, const clf_train_batch 
 #define GRAPH_PTR(v) clf_graph_ptr(&sg->g, t->arena, (v))
     if ((st = clf_model_upload_ids(t->m, GRAPH_PTR(sg->v.src), GRAPH_PTR(sg->v.src_mask), b->src,
                                    ns)) != CLF_OK ||
-        (st = clf_model_upload_ids(t->m, GRAPH_PTR(sg->v.tgt), GRAPH_PTR(sg->v.tgt_mask), b->tgt,
-                                   nt)) != CLF_OK ||
+        /* as the forward pass: a decoder that starts from the pad id sees its first position */
+        (st = clf_model_upload_tgt_ids(t->m, GRAPH_PTR(sg->v.tgt), GRAPH_PTR(sg->v.tgt_mask),
+                                       b->tgt, nt, b->tgt_len)) != CLF_OK ||
         (st = clf_model_upload_ids(t->m, GRAPH_PTR(sg->v.labels), (clf_ptr){0}, b->labels, nt)) !=
             CLF_OK)
 #undef GRAPH_PTR
