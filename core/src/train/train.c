@@ -804,8 +804,8 @@ static clf_status reduce_hook(void *ctx, int node)
     while (x->next < t->n_buckets && x->launch[x->next] <= node) {
         const grad_bucket *b = &t->buckets[t->order[x->next]];
         float *host = t->staging + b->host;
-        if ((st =
-                 t->api->download(t->be, host, (clf_ptr){t->grad[b->chunk], b->off * sizeof(float)},
+        if ((st = clf_op_download(t->api, t->be, host,
+                                  (clf_ptr){t->grad[b->chunk], b->off * sizeof(float)},
                                   b->n * sizeof(float))) != CLF_OK ||
             (st = x->r->start(x->r->ctx, host, b->n)) != CLF_OK)
             return st;
@@ -832,8 +832,8 @@ static clf_status run_reduced(clf_trainer *t, shaped_graph *sg, const clf_traine
     }
     for (int i = 0; i < t->n_buckets && st == CLF_OK; i++) {
         const grad_bucket *b = &t->buckets[i];
-        st = t->api->upload(t->be, (clf_ptr){t->grad[b->chunk], b->off * sizeof(float)},
-                            t->staging + b->host, b->n * sizeof(float));
+        st = clf_op_upload(t->api, t->be, (clf_ptr){t->grad[b->chunk], b->off * sizeof(float)},
+                           t->staging + b->host, b->n * sizeof(float));
     }
     return st;
 }
