@@ -47,6 +47,15 @@ static void assert_ids(const int32_t *got, const int32_t *want, int n, const cha
                       (int)want[i]);
 }
 
+/* the three id arrays of a batch: ns source and nt target cells */
+static void assert_batch(const clf_batch *bt, const int32_t *src, int ns, const int32_t *tgt_in,
+                         const int32_t *labels, int nt)
+{
+    assert_ids(bt->src, src, ns, "src");
+    assert_ids(bt->tgt_in, tgt_in, nt, "tgt_in");
+    assert_ids(bt->labels, labels, nt, "labels");
+}
+
 /* ids of text, as the tokenizer encodes it (caller frees) */
 static int32_t *encode(const clf_tokenizer *tok, const char *text, int *n)
 {
@@ -237,9 +246,7 @@ START_TEST(test_framing_and_padding)
     const int32_t src[3][5] = {{S, a, b_, c, E}, {S, a, E, P, P}, {S, b_, c, E, P}};
     const int32_t tgt_in[3][5] = {{S, x, y, P, P}, {S, x, y, z, w}, {S, z, P, P, P}};
     const int32_t labels[3][5] = {{x, y, E, P, P}, {x, y, z, w, E}, {z, E, P, P, P}};
-    assert_ids(bt.src, &src[0][0], 15, "src");
-    assert_ids(bt.tgt_in, &tgt_in[0][0], 15, "tgt_in");
-    assert_ids(bt.labels, &labels[0][0], 15, "labels");
+    assert_batch(&bt, &src[0][0], 15, &tgt_in[0][0], &labels[0][0], 15);
     ck_assert_int_eq(bt.src_tokens, 5 + 3 + 4);
     ck_assert_int_eq(bt.tgt_tokens, 3 + 5 + 2);
     for (int i = 0; i < 3; i++)
@@ -287,9 +294,7 @@ START_TEST(test_specials_from_the_tokenizer)
     const int32_t src[2][4] = {{2, 3, 3, 1}, {2, 3, 1, 4}};
     const int32_t tgt_in[2][3] = {{2, 3, 4}, {2, 3, 0}}; /* q is <unk> */
     const int32_t labels[2][3] = {{3, 1, 4}, {3, 0, 1}};
-    assert_ids(bt.src, &src[0][0], 8, "src");
-    assert_ids(bt.tgt_in, &tgt_in[0][0], 6, "tgt_in");
-    assert_ids(bt.labels, &labels[0][0], 6, "labels");
+    assert_batch(&bt, &src[0][0], 8, &tgt_in[0][0], &labels[0][0], 6);
     clf_batch_free(&bt);
     clf_batcher_free(b);
     clf_dataset_free(d);
@@ -360,9 +365,7 @@ START_TEST(test_framing_from_model_keys)
         const int32_t labels[3][5] = {{x, y, E, P, P}, {x, y, z, w, E}, {z, E, P, P, P}};
         ck_assert_int_eq(bt.src_len, 4);
         ck_assert_int_eq(bt.tgt_len, 5);
-        assert_ids(bt.src, &src[0][0], 12, "src");
-        assert_ids(bt.tgt_in, &tgt_in[0][0], 15, "tgt_in");
-        assert_ids(bt.labels, &labels[0][0], 15, "labels");
+        assert_batch(&bt, &src[0][0], 12, &tgt_in[0][0], &labels[0][0], 15);
         ck_assert_int_eq(bt.src_tokens, 4 + 2 + 3);
         ck_assert_int_eq(bt.tgt_tokens, 3 + 5 + 2);
     }
@@ -375,9 +378,7 @@ START_TEST(test_framing_from_model_keys)
         const int32_t src[3][5] = {{S, a, b, c, E}, {S, a, E, P, P}, {S, b, c, E, P}};
         const int32_t tgt_in[3][5] = {{D, x, y, P, P}, {D, x, y, z, w}, {D, z, P, P, P}};
         const int32_t labels[3][5] = {{x, y, E, P, P}, {x, y, z, w, E}, {z, E, P, P, P}};
-        assert_ids(bt.src, &src[0][0], 15, "src");
-        assert_ids(bt.tgt_in, &tgt_in[0][0], 15, "tgt_in");
-        assert_ids(bt.labels, &labels[0][0], 15, "labels");
+        assert_batch(&bt, &src[0][0], 15, &tgt_in[0][0], &labels[0][0], 15);
         ck_assert_int_eq(bt.src_tokens, 5 + 3 + 4);
         ck_assert_int_eq(bt.tgt_tokens, 3 + 5 + 2);
     }
@@ -391,9 +392,7 @@ START_TEST(test_framing_from_model_keys)
         const int32_t src[3][4] = {{a, b, c, M}, {a, M, P, P}, {b, c, M, P}};
         const int32_t tgt_in[3][5] = {{P, x, y, P, P}, {P, x, y, z, w}, {P, z, P, P, P}};
         const int32_t labels[3][5] = {{x, y, M, P, P}, {x, y, z, w, M}, {z, M, P, P, P}};
-        assert_ids(bt.src, &src[0][0], 12, "src");
-        assert_ids(bt.tgt_in, &tgt_in[0][0], 15, "tgt_in");
-        assert_ids(bt.labels, &labels[0][0], 15, "labels");
+        assert_batch(&bt, &src[0][0], 12, &tgt_in[0][0], &labels[0][0], 15);
         ck_assert_int_eq(bt.tgt_tokens, 3 + 5 + 2); /* the start is not a label */
     }
     clf_batch_free(&bt);
