@@ -60,8 +60,9 @@ struct clf_trainer {
     size_t bucket_bytes;
     grad_bucket *buckets; /* chunk after chunk, offset after offset */
     int n_buckets;
-    int *order;     /* bucket indices in the order they are handed to the reducer */
-    float *staging; /* host copy of every bucket */
+    int *order;       /* bucket indices in the order they are handed to the reducer */
+    int *chunk_first; /* [n_chunks + 1]: the first bucket of each chunk, then n_buckets */
+    float *staging;   /* host copy of every bucket */
 };
 
 /* ---------------------------------------------------------------------------------- */
@@ -161,6 +162,7 @@ void clf_trainer_free(clf_trainer *t)
     free(t->host_loss);
     free(t->buckets);
     free(t->order);
+    free(t->chunk_first);
     free(t->staging);
     free(t);
 }
@@ -584,13 +586,18 @@ fail:
 /* ---------------------------------------------------------------------------------- */
 /* hooks for data-parallel training (tools/dist_mpi.c)                                 */
 
+/* The floats of a bucket of bucket_bytes (at least one): the cut of clf_trainer_reduce_grads
+ * and of the overlapped reduction alike. */
+static size_t bucket_floats(size_t bucket_bytes)
+{
+    return bucket_bytes / sizeof(float) ? bucket_bytes / sizeof(float) : 1;
+}
+
 clf_status clf_trainer_reduce_grads(clf_trainer *t, size_t bucket_bytes, clf_trainer_bucket_fn fn,
                                     void *ctx)
 {
     clf_status st = CLF_OK;
-    size_t cap = bucket_bytes / sizeof(float);
-    if (cap == 0)
-        cap = 1;
+    const size_t cap = bucket_floats(bucket_bytes);
     float *host = malloc(cap * sizeof *host);
     if (!host)
         return clf_error(CLF_ERR_NOMEM, "train: out of host memory");
@@ -621,10 +628,10 @@ clf_status clf_trainer_reduce_grads(clf_trainer *t, size_t bucket_bytes, clf_tra
  * value that overlaps a bucket is the last node that writes into the bucket (operands that
  * read count too: that can only make it later, never too early). A bucket of padding alone
  * has no writer (-1): it is ready before the graph runs. */
-static void last_writers(const clf_trainer *t, const clf_graph *g, const int *chunk_first,
-                         int *last)
+static void last_writers(const clf_trainer *t, const clf_graph *g, int *last)
 {
-    const size_t cap = t->bucket_bytes / sizeof(float) ? t->bucket_bytes / sizeof(float) : 1;
+    const int *chunk_first = t->chunk_first;
+    const size_t cap = bucket_floats(t->bucket_bytes);
     for (int i = 0; i < t->n_buckets; i++)
         last[i] = -1;
     for (int ni = 0; ni < g->n_nodes; ni++) {
@@ -673,17 +680,18 @@ static clf_status cut_buckets(clf_trainer *t, size_t bucket_bytes)
     clf_status st = CLF_OK;
     clf_graph g;
     clf_graph_init(&g);
-    int *chunk_first = NULL, *last = NULL;
+    int *last = NULL;
     ready_at *ra = NULL;
     free(t->buckets);
     free(t->order);
+    free(t->chunk_first);
     free(t->staging);
-    t->buckets = NULL, t->order = NULL, t->staging = NULL;
+    t->buckets = NULL, t->order = NULL, t->chunk_first = NULL, t->staging = NULL;
     t->n_buckets = 0;
     free(t->train.launch); /* cut for other buckets */
     t->train.launch = NULL;
     t->bucket_bytes = bucket_bytes;
-    const size_t cap = bucket_bytes / sizeof(float) ? bucket_bytes / sizeof(float) : 1;
+    const size_t cap = bucket_floats(bucket_bytes);
     size_t nb = 0, total = 0;
     for (int c = 0; c < t->n_chunks; c++) {
         const size_t n = t->bytes[c] / sizeof(float);
@@ -698,17 +706,17 @@ static clf_status cut_buckets(clf_trainer *t, size_t bucket_bytes)
     t->buckets = calloc(nb ? nb : 1, sizeof *t->buckets);
     t->order = calloc(nb ? nb : 1, sizeof *t->order);
     t->staging = malloc((total ? total : 1) * sizeof *t->staging);
-    chunk_first = calloc((size_t)t->n_chunks + 1, sizeof *chunk_first);
+    t->chunk_first = calloc((size_t)t->n_chunks + 1, sizeof *t->chunk_first);
     last = calloc(nb ? nb : 1, sizeof *last);
     ra = calloc(nb ? nb : 1, sizeof *ra);
-    if (!t->buckets || !t->order || !t->staging || !chunk_first || !last || !ra) {
+    if (!t->buckets || !t->order || !t->staging || !t->chunk_first || !last || !ra) {
         st = clf_error(CLF_ERR_NOMEM, "train: out of host memory for the gradient buckets");
         goto fail;
     }
     size_t host = 0;
     for (int c = 0; c < t->n_chunks; c++) {
         const size_t n = t->bytes[c] / sizeof(float);
-        chunk_first[c] = t->n_buckets;
+        t->chunk_first[c] = t->n_buckets;
         for (size_t off = 0; off < n; off += cap) {
             const size_t k = n - off < cap ? n - off : cap;
             t->buckets[t->n_buckets++] =
@@ -716,7 +724,7 @@ static clf_status cut_buckets(clf_trainer *t, size_t bucket_bytes)
             host += k;
         }
     }
-    chunk_first[t->n_chunks] = t->n_buckets;
+    t->chunk_first[t->n_chunks] = t->n_buckets;
     clf_train_graph_spec spec = {.B = 1,
                                  .S = 1,
                                  .T = 1,
@@ -729,7 +737,7 @@ static clf_status cut_buckets(clf_trainer *t, size_t bucket_bytes)
         clf_error_context(st, "train: ordering the gradient buckets");
         goto fail;
     }
-    last_writers(t, &g, chunk_first, last);
+    last_writers(t, &g, last);
     for (int i = 0; i < t->n_buckets; i++)
         ra[i] = (ready_at){last[i], i};
     qsort(ra, (size_t)t->n_buckets, sizeof *ra, by_ready);
@@ -739,13 +747,13 @@ fail:
     if (st != CLF_OK) {
         free(t->buckets);
         free(t->order);
+        free(t->chunk_first);
         free(t->staging);
-        t->buckets = NULL, t->order = NULL, t->staging = NULL;
+        t->buckets = NULL, t->order = NULL, t->chunk_first = NULL, t->staging = NULL;
         t->n_buckets = 0;
         t->bucket_bytes = 0;
     }
     clf_graph_free(&g);
-    free(chunk_first);
     free(last);
     free(ra);
     return st;
@@ -759,19 +767,14 @@ static clf_status bucket_launch_points(clf_trainer *t, shaped_graph *sg)
     if (sg->launch)
         return CLF_OK;
     const size_t nb = (size_t)t->n_buckets;
-    int *chunk_first = calloc((size_t)t->n_chunks + 1, sizeof *chunk_first);
     int *last = calloc(nb ? nb : 1, sizeof *last);
     int *launch = calloc(nb ? nb : 1, sizeof *launch);
-    if (!chunk_first || !last || !launch) {
-        free(chunk_first);
+    if (!last || !launch) {
         free(last);
         free(launch);
         return clf_error(CLF_ERR_NOMEM, "train: out of host memory");
     }
-    for (int i = t->n_buckets - 1; i >= 0; i--)
-        chunk_first[t->buckets[i].chunk] = i;
-    chunk_first[t->n_chunks] = t->n_buckets;
-    last_writers(t, &sg->g, chunk_first, last);
+    last_writers(t, &sg->g, last);
     int m = -1;
     for (int p = 0; p < t->n_buckets; p++) {
         const int l = last[t->order[p]];
@@ -779,9 +782,14 @@ static clf_status bucket_launch_points(clf_trainer *t, shaped_graph *sg)
         launch[p] = m;
     }
     sg->launch = launch;
-    free(chunk_first);
     free(last);
     return CLF_OK;
+}
+
+/* where bucket b lies on the device */
+static clf_ptr bucket_ptr(const clf_trainer *t, const grad_bucket *b)
+{
+    return (clf_ptr){t->grad[b->chunk], b->off * sizeof(float)};
 }
 
 typedef struct reduce_run {
@@ -804,9 +812,8 @@ static clf_status reduce_hook(void *ctx, int node)
     while (x->next < t->n_buckets && x->launch[x->next] <= node) {
         const grad_bucket *b = &t->buckets[t->order[x->next]];
         float *host = t->staging + b->host;
-        if ((st = clf_op_download(t->api, t->be, host,
-                                  (clf_ptr){t->grad[b->chunk], b->off * sizeof(float)},
-                                  b->n * sizeof(float))) != CLF_OK ||
+        if ((st = clf_op_download(t->api, t->be, host, bucket_ptr(t, b), b->n * sizeof(float))) !=
+                CLF_OK ||
             (st = x->r->start(x->r->ctx, host, b->n)) != CLF_OK)
             return st;
         x->next++;
@@ -832,8 +839,8 @@ static clf_status run_reduced(clf_trainer *t, shaped_graph *sg, const clf_traine
     }
     for (int i = 0; i < t->n_buckets && st == CLF_OK; i++) {
         const grad_bucket *b = &t->buckets[i];
-        st = clf_op_upload(t->api, t->be, (clf_ptr){t->grad[b->chunk], b->off * sizeof(float)},
-                           t->staging + b->host, b->n * sizeof(float));
+        st = clf_op_upload(t->api, t->be, bucket_ptr(t, b), t->staging + b->host,
+                           b->n * sizeof(float));
     }
     return st;
 }
