@@ -904,6 +904,23 @@ START_TEST(threads_option_and_unknown_device)
 }
 END_TEST
 
+/* The backend names the OpenBLAS build the loader found; where CMake found the OpenMP
+ * build (CLF_OPENBLAS_OPENMP), the backend's RUNPATH must have made the loader pick it over
+ * the system's default pthreads build, whose second thread pool spins against OpenMP's. */
+START_TEST(openblas_build_is_named_and_shares_openmp_threads)
+{
+    char desc[256];
+    CLF_ASSERT_OK(api->describe(be, desc, sizeof desc));
+#ifdef CLF_OPENBLAS_OPENMP
+    ck_assert_msg(strstr(desc, "(OpenMP)"), "not OpenBLAS's OpenMP build: %s", desc);
+#else
+    ck_assert_msg(strstr(desc, "(OpenMP)") || strstr(desc, "(pthreads)") ||
+                      strstr(desc, "(sequential)"),
+                  "%s", desc);
+#endif
+}
+END_TEST
+
 static Suite *ops_suite(void)
 {
     Suite *s = suite_create("ops");
@@ -927,6 +944,7 @@ static Suite *ops_suite(void)
     tcase_add_test(tc, argmax_first_maximum);
     tcase_add_test(tc, out_of_bounds_operands_are_refused_by_name);
     tcase_add_test(tc, threads_option_and_unknown_device);
+    tcase_add_test(tc, openblas_build_is_named_and_shares_openmp_threads);
     suite_add_tcase(s, tc);
     return s;
 }

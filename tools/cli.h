@@ -68,9 +68,13 @@ clf_status cli_open_backend(const clf_config *cfg, const cli_backend_opts *o,
 double cli_now_s(void);
 
 /* How idle worker threads wait, set in the environment before a backend (and libgomp and
- * OpenBLAS with it) is loaded; a variable the user set is left alone. The CPU backend runs
- * its own loops on OpenMP threads and its GEMMs on OpenBLAS's pthreads: threads of one pool
- * that spin while the other works steal its cores (10-25% of a forward pass on 2 cores).
+ * OpenBLAS with it) is loaded; a variable the user set is left alone.
+ * Built against OpenBLAS's OpenMP build (CLF_OPENBLAS_OPENMP, the default where Debian's
+ * libopenblas0-openmp is installed), the GEMMs and the backend's own loops share OpenMP's
+ * threads: they spin ~3000 rounds (microseconds) before sleeping, for every kind of work.
+ * Otherwise the CPU backend runs its own loops on OpenMP threads and its GEMMs on OpenBLAS's
+ * pthreads: threads of one pool that spin while the other works steal its cores (10-25% of
+ * a forward pass on 2 cores), so:
  *   CLI_THREADS_BLAS: OpenMP threads sleep at once (OMP_WAIT_POLICY=PASSIVE); the default.
  *   CLI_THREADS_OPENMP: for work that is ~100 short OpenMP loops in a row (decoding with F16
  *     weights: its few-row products are the backend's own kernels, not OpenBLAS's): OpenMP

@@ -129,6 +129,11 @@ void cli_thread_wait_policy(cli_thread_work work)
 {
     if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT"))
         return; /* the user's choice */
+#ifdef CLF_OPENBLAS_OPENMP
+    (void)work; /* one pool for every kind of work */
+    setenv("GOMP_SPINCOUNT", "3000", 0);
+    return;
+#endif
     if (work == CLI_THREADS_BLAS) {
         setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
         return;

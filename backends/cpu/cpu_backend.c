@@ -69,8 +69,14 @@ static void cpu_close(clf_backend *be)
 
 static clf_status cpu_describe(clf_backend *be, char *buf, size_t size)
 {
-    snprintf(buf, size, "CPU: %d threads, %s, F16/BF16 GEMV %s%s, int8 oneDNN %d-bit activations",
-             be->threads, openblas_get_config(), cpu_isa_name(be->isa),
+    /* which OpenBLAS build the loader found: the OpenMP one shares this backend's threads
+     * (backends/cpu/CMakeLists.txt) */
+    static const char *const blas_threads[] = {"sequential", "pthreads", "OpenMP"};
+    const int par = openblas_get_parallel();
+    snprintf(buf, size,
+             "CPU: %d threads, %s (%s), F16/BF16 GEMV %s%s, int8 oneDNN %d-bit activations",
+             be->threads, openblas_get_config(),
+             par >= 0 && par <= 2 ? blas_threads[par] : "unknown threading", cpu_isa_name(be->isa),
              be->read_half ? "" : " (off: slower than SGEMV)", cpu_i8_activation_bits(be->i8));
     return CLF_OK;
 }
