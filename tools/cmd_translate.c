@@ -113,8 +113,8 @@ typedef struct translator {
     clf_config cfg;
     clf_tokenizer *src_tok, *tgt_tok;
     clf_tokenizer_specials src_sp, tgt_sp;
-    int src_bos, src_eos; /* the source framing: ids, -1 for none (model.source_bos/eos) */
-    int framing;          /* tokens the framing adds */
+    clf_framing fr; /* the model's framing (clf_model_framing); src_bos/src_eos -1: none */
+    int framing;    /* tokens the source framing adds */
     const clf_backend_api *api;
     clf_backend *be;
     clf_model *model;
@@ -505,10 +505,10 @@ static clf_status read_batch(translator *t, src_line *lines, int *count)
         if (st != CLF_OK)
             return clf_error_context(st, "input line %ld", l->index + 1);
         if (l->n + t->framing > t->cfg.model.max_len) {
-            const char *framing = t->src_bos >= 0 && t->src_eos >= 0 ? "[SOS] and [EOS]"
-                                  : t->src_bos >= 0                  ? "[SOS]"
-                                  : t->src_eos >= 0                  ? "[EOS]"
-                                                                     : "no framing";
+            const char *framing = t->fr.src_bos >= 0 && t->fr.src_eos >= 0 ? "[SOS] and [EOS]"
+                                  : t->fr.src_bos >= 0                     ? "[SOS]"
+                                  : t->fr.src_eos >= 0                     ? "[EOS]"
+                                                                           : "no framing";
             snprintf(why, sizeof why,
                      "%d tokens, %d with %s, more than the model's max_len %d: split the line",
                      l->n, l->n + t->framing, framing, t->cfg.model.max_len);
@@ -545,12 +545,12 @@ static clf_status decode_batch(translator *t, const src_line *lines, int count,
             continue;
         int32_t *row = src + (size_t)r++ * S;
         int k = 0;
-        if (t->src_bos >= 0)
-            row[k++] = t->src_bos;
+        if (t->fr.src_bos >= 0)
+            row[k++] = t->fr.src_bos;
         memcpy(row + k, lines[i].ids, (size_t)lines[i].n * sizeof *row);
         k += lines[i].n;
-        if (t->src_eos >= 0)
-            row[k++] = t->src_eos;
+        if (t->fr.src_eos >= 0)
+            row[k++] = t->fr.src_eos;
         for (int j = k; j < S; j++)
             row[j] = t->cfg.model.pad_id;
     }
@@ -746,15 +746,12 @@ static clf_status translator_open(translator *t)
         (st = load_vocab(&t->o, t->o.tgt_vocab, "tgt", mc, &t->tgt_tok, &t->tgt_sp)) != CLF_OK)
         goto fail;
     /* the model config's ids first, the vocabulary's otherwise: the rule train frames with */
-    clf_framing fr;
     const clf_framing own = clf_tokenizer_framing(t->src_tok, t->tgt_tok);
-    if ((st = clf_model_framing(mc, &own, &fr)) != CLF_OK) {
+    if ((st = clf_model_framing(mc, &own, &t->fr)) != CLF_OK) {
         clf_error_context(st, "%s", t->o.cfg_path);
         goto fail;
     }
-    t->src_bos = fr.src_bos;
-    t->src_eos = fr.src_eos;
-    t->framing = (t->src_bos >= 0) + (t->src_eos >= 0);
+    t->framing = (t->fr.src_bos >= 0) + (t->fr.src_eos >= 0);
     if ((st = clf_weights_load(t->o.w_path, mc, &w)) != CLF_OK)
         goto fail;
     if ((st = cli_open_backend(&t->cfg, &t->o.bo, &t->api, &t->be)) != CLF_OK)
@@ -770,11 +767,11 @@ static clf_status translator_open(translator *t)
     t->dopts.n_best = t->o.n_best;
     t->dopts.length_penalty = t->o.length_penalty;
     t->dopts.use_cache = t->o.use_cache;
-    t->dopts.sos_id = fr.tgt_start;
-    t->dopts.eos_id = fr.tgt_eos;
+    t->dopts.sos_id = t->fr.tgt_start;
+    t->dopts.eos_id = t->fr.tgt_eos;
     t->dopts.style = (clf_beam_style)t->o.beam_style;
     t->dopts.forced_eos = t->o.forced_eos;
-    t->dopts.pad_id = fr.tgt_pad;
+    t->dopts.pad_id = t->fr.tgt_pad;
     t->dopts.want_attention = t->o.attn_path || t->o.png_prefix;
 fail:
     clf_weights_free(w); /* the model holds its own copy on the device */
