@@ -132,14 +132,14 @@ void cli_thread_wait_policy(cli_thread_work work)
 #ifdef CLF_OPENBLAS_OPENMP
     (void)work; /* one pool for every kind of work */
     setenv("GOMP_SPINCOUNT", "3000", 0);
-    return;
-#endif
+#else
     if (work == CLI_THREADS_BLAS) {
         setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
         return;
     }
     setenv("GOMP_SPINCOUNT", "3000", 0);
     setenv("OPENBLAS_THREAD_TIMEOUT", "4", 0);
+#endif
 }
 
 int cli_parse_plugin_dir_only(int argc, char **argv, const char *usage, const char **plugin_dir)
