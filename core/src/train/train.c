@@ -135,6 +135,18 @@ static void drop_graph(shaped_graph *sg)
     sg->launch = NULL;
 }
 
+/* Forgets the gradient buckets' cut (cut_buckets makes it again on demand). */
+static void drop_buckets(clf_trainer *t)
+{
+    free(t->buckets);
+    free(t->order);
+    free(t->chunk_first);
+    free(t->staging);
+    t->buckets = NULL, t->order = NULL, t->chunk_first = NULL, t->staging = NULL;
+    t->n_buckets = 0;
+    t->bucket_bytes = 0;
+}
+
 void clf_trainer_free(clf_trainer *t)
 {
     if (!t)
@@ -160,10 +172,7 @@ void clf_trainer_free(clf_trainer *t)
     free(t->bytes);
     free(t->host_norms);
     free(t->host_loss);
-    free(t->buckets);
-    free(t->order);
-    free(t->chunk_first);
-    free(t->staging);
+    drop_buckets(t);
     free(t);
 }
 
@@ -682,12 +691,7 @@ static clf_status cut_buckets(clf_trainer *t, size_t bucket_bytes)
     clf_graph_init(&g);
     int *last = NULL;
     ready_at *ra = NULL;
-    free(t->buckets);
-    free(t->order);
-    free(t->chunk_first);
-    free(t->staging);
-    t->buckets = NULL, t->order = NULL, t->chunk_first = NULL, t->staging = NULL;
-    t->n_buckets = 0;
+    drop_buckets(t);
     free(t->train.launch); /* cut for other buckets */
     t->train.launch = NULL;
     t->bucket_bytes = bucket_bytes;
@@ -744,15 +748,8 @@ static clf_status cut_buckets(clf_trainer *t, size_t bucket_bytes)
     for (int i = 0; i < t->n_buckets; i++)
         t->order[i] = ra[i].bucket;
 fail:
-    if (st != CLF_OK) {
-        free(t->buckets);
-        free(t->order);
-        free(t->chunk_first);
-        free(t->staging);
-        t->buckets = NULL, t->order = NULL, t->chunk_first = NULL, t->staging = NULL;
-        t->n_buckets = 0;
-        t->bucket_bytes = 0;
-    }
+    if (st != CLF_OK)
+        drop_buckets(t);
     clf_graph_free(&g);
     free(last);
     free(ra);
