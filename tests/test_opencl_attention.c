@@ -213,6 +213,31 @@ START_TEST(test_attention)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         check_attention_case(&cases[i], 1000 + 10 * (unsigned)i);
+
+    /* The kernels read keys and values by batch entry only: a row table (kv_rows) is
+     * refused by name, not ignored (decoding copies the caches instead on this backend) */
+    clf_buffer *buf;
+    CLF_ASSERT_OK(ocl.api->alloc(ocl.be, 4096, &buf));
+    clf_attention_args a = {.batch = 1,
+                            .heads = 1,
+                            .q_len = 1,
+                            .kv_len = 2,
+                            .head_dim = 4,
+                            .q = {buf, 0},
+                            .k = {buf, 64},
+                            .v = {buf, 128},
+                            .out = {buf, 256},
+                            .q_ld = 4,
+                            .k_ld = 4,
+                            .v_ld = 4,
+                            .out_ld = 4,
+                            .scale = 0.5f,
+                            .kv_rows = {buf, 512},
+                            .kv_rows_ld = 2,
+                            .kv_entries = 1};
+    ck_assert_int_eq(clf_op_attention(ocl.api, ocl.be, &a), CLF_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(clf_last_error(), "kv_rows"), "%s", clf_last_error());
+    ocl.api->free(ocl.be, buf);
 }
 END_TEST
 

@@ -563,10 +563,21 @@ END_TEST
 
 typedef struct attn_case {
     int B, H, Tq, Tk, D, causal, q_pos0, mask, probs, packed;
+    int rows; /* keys and values through a row table (kv_rows) over B + 2 entries */
 } attn_case;
 
+/* The entry batch entry b reads key j from: b, or the row table's, clamped */
+static size_t ref_entry(const clf_attention_args *a, const int32_t *R, int b, int j)
+{
+    if (!R)
+        return (size_t)b;
+    int32_t e = R[(size_t)b * a->kv_rows_ld + j];
+    return (size_t)(e < 0 ? 0 : e >= a->kv_entries ? a->kv_entries - 1 : e);
+}
+
 static void ref_attention(const attn_case *c, const clf_attention_args *a, const float *Q,
-                          const float *K, const float *V, const int32_t *M, float *O, float *Pr)
+                          const float *K, const float *V, const int32_t *M, const int32_t *R,
+                          float *O, float *Pr)
 {
     double *s = malloc((size_t)c->Tk * sizeof *s);
     for (int b = 0; b < c->B; b++)
@@ -579,7 +590,8 @@ static void ref_attention(const attn_case *c, const clf_attention_args *a, const
                     double d = 0;
                     for (int t = 0; t < c->D; t++)
                         d += (double)Q[b * a->q_bstride + (size_t)i * a->q_ld + h * c->D + t] *
-                             K[b * a->kv_bstride + (size_t)j * a->k_ld + h * c->D + t];
+                             K[ref_entry(a, R, b, j) * a->kv_bstride + (size_t)j * a->k_ld +
+                               h * c->D + t];
                     s[j] = masked ? -1e9 : d * a->scale;
                     mx = s[j] > mx ? s[j] : mx;
                 }
@@ -588,7 +600,9 @@ static void ref_attention(const attn_case *c, const clf_attention_args *a, const
                 for (int t = 0; t < c->D; t++) {
                     double o = 0;
                     for (int j = 0; j < c->Tk; j++)
-                        o += s[j] / den * V[b * a->kv_bstride + (size_t)j * a->v_ld + h * c->D + t];
+                        o += s[j] / den *
+                             V[ref_entry(a, R, b, j) * a->kv_bstride + (size_t)j * a->v_ld +
+                               h * c->D + t];
                     O[b * a->out_bstride + (size_t)i * a->out_ld + h * c->D + t] = (float)o;
                 }
                 if (Pr)
@@ -616,8 +630,21 @@ static void check_attention(const attn_case *c)
     a.kv_bstride = (size_t)c->Tk * a.k_ld;
     a.out_bstride = (size_t)c->Tq * a.out_ld;
     a.key_mask_stride = (size_t)c->Tk + 1;
-    size_t nq = a.q_bstride * c->B, nkv = a.kv_bstride * c->B + 2 * W, no = a.out_bstride * c->B;
+    /* with a row table: B + 2 entries of keys and values, each row j of batch entry b from
+     * a drawn entry, one of them out of range on each side (the backend clamps) */
+    const int entries = c->rows ? c->B + 2 : c->B;
+    size_t nq = a.q_bstride * c->B, nkv = a.kv_bstride * entries + 2 * W, no = a.out_bstride * c->B;
     size_t np = (size_t)c->B * c->H * c->Tq * c->Tk, nm = a.key_mask_stride * c->B;
+    int32_t *R = NULL;
+    if (c->rows) {
+        a.kv_rows_ld = c->Tk + 3;
+        a.kv_entries = entries;
+        R = malloc(sizeof(int32_t) * (size_t)c->B * a.kv_rows_ld);
+        for (size_t i = 0; i < (size_t)c->B * a.kv_rows_ld; i++)
+            R[i] = (int32_t)((i * 7 + 3) % (size_t)entries);
+        R[0] = -3;
+        R[(size_t)c->B * a.kv_rows_ld - 4] = entries + 5; /* the last batch entry's last key */
+    }
     float *Q = fvec(nq, 20), *KV = fvec(nkv, 21), *O = calloc(no, 4), *got = calloc(no, 4);
     float *Pr = calloc(np, 4), *gotp = calloc(np, 4);
     int32_t *M = malloc(nm * 4);
@@ -635,8 +662,12 @@ static void check_attention(const attn_case *c)
     /* out starts zeroed: its row padding must stay untouched. */
     clf_buffer *dm = clf_test_upload(api, be, M, nm * 4),
                *dout = clf_test_upload(api, be, O, no * 4);
-    clf_buffer *dp;
+    clf_buffer *dp, *dr = NULL;
     CLF_ASSERT_OK(api->alloc(be, np * 4, &dp));
+    if (R) {
+        dr = clf_test_upload(api, be, R, sizeof(int32_t) * (size_t)c->B * a.kv_rows_ld);
+        a.kv_rows = P(dr);
+    }
     a.q = P(dq);
     a.k = P(dkv);
     a.v = clf_ptr_add(P(dkv), 4 * (size_t)(c->packed ? W : 2 * W));
@@ -645,7 +676,7 @@ static void check_attention(const attn_case *c)
         a.key_mask = P(dm);
     if (c->probs)
         a.probs = P(dp);
-    ref_attention(c, &a, Q, KV, KV + (c->packed ? W : 2 * W), c->mask ? M : NULL, O, Pr);
+    ref_attention(c, &a, Q, KV, KV + (c->packed ? W : 2 * W), c->mask ? M : NULL, R, O, Pr);
     CLF_ASSERT_OK(api->attention(be, &a));
     download(dout, got, no * 4);
     double e = clf_test_rel_err(got, O, no);
@@ -653,15 +684,18 @@ static void check_attention(const attn_case *c)
         for (size_t i = 0; i < no; i++)
             if (fabsf(got[i] - O[i]) > 1e-4f)
                 fprintf(stderr, "%zu: got %g want %g\n", i, got[i], O[i]);
-    ck_assert_msg(e <= 1e-5, "attention B=%d H=%d Tq=%d Tk=%d D=%d causal=%d pos0=%d mask=%d: %g",
-                  c->B, c->H, c->Tq, c->Tk, c->D, c->causal, c->q_pos0, c->mask, e);
+    ck_assert_msg(e <= 1e-5,
+                  "attention B=%d H=%d Tq=%d Tk=%d D=%d causal=%d pos0=%d mask=%d rows=%d: %g",
+                  c->B, c->H, c->Tq, c->Tk, c->D, c->causal, c->q_pos0, c->mask, c->rows, e);
     if (c->probs) {
         download(dp, gotp, np * 4);
         CLF_ASSERT_CLOSE(gotp, Pr, np, 1e-5);
     }
     api->free(be, dq), api->free(be, dkv), api->free(be, dm), api->free(be, dout),
         api->free(be, dp);
-    free(Q), free(KV), free(O), free(got), free(Pr), free(gotp), free(M);
+    if (dr)
+        api->free(be, dr);
+    free(Q), free(KV), free(O), free(got), free(Pr), free(gotp), free(M), free(R);
 }
 
 START_TEST(attention_masks_strides_and_probs)
@@ -670,12 +704,21 @@ START_TEST(attention_masks_strides_and_probs)
      * 4 (one register tile), 12 (a second block of 4) with causal limits inside the key
      * tiles. */
     static const attn_case cases[] = {
-        {1, 1, 1, 1, 1, 0, 0, 0, 1, 0},     {1, 1, 1, 1, 1, 1, 0, 1, 1, 1},
-        {2, 3, 7, 33, 7, 0, 0, 1, 1, 1},    {3, 2, 7, 7, 64, 1, 0, 1, 1, 1},
-        {3, 2, 1, 65, 33, 1, 64, 1, 1, 0},  {2, 4, 33, 33, 16, 1, 0, 0, 0, 1},
-        {4, 1, 65, 129, 64, 0, 0, 1, 1, 0}, {2, 2, 5, 129, 8, 1, 124, 1, 0, 1},
-        {3, 1, 129, 1, 7, 0, 0, 1, 1, 0},   {2, 2, 3, 9, 5, 1, 6, 1, 1, 1},
-        {3, 1, 4, 12, 8, 1, 8, 1, 1, 0},    {2, 1, 12, 20, 16, 1, 8, 1, 1, 1},
+        {1, 1, 1, 1, 1, 0, 0, 0, 1, 0, 0},
+        {1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 0},
+        {2, 3, 7, 33, 7, 0, 0, 1, 1, 1, 0},
+        {3, 2, 7, 7, 64, 1, 0, 1, 1, 1, 0},
+        {3, 2, 1, 65, 33, 1, 64, 1, 1, 0, 0},
+        {2, 4, 33, 33, 16, 1, 0, 0, 0, 1, 0},
+        {4, 1, 65, 129, 64, 0, 0, 1, 1, 0, 0},
+        {2, 2, 5, 129, 8, 1, 124, 1, 0, 1, 0},
+        {3, 1, 129, 1, 7, 0, 0, 1, 1, 0, 0},
+        {2, 2, 3, 9, 5, 1, 6, 1, 1, 1, 0},
+        {3, 1, 4, 12, 8, 1, 8, 1, 1, 0, 0},
+        {2, 1, 12, 20, 16, 1, 8, 1, 1, 1, 0},
+        /* keys and values through a row table, packed (q_len >= 4) and not */
+        {3, 2, 5, 19, 8, 1, 14, 1, 1, 1, 1},
+        {2, 3, 12, 9, 16, 0, 0, 1, 0, 0, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         check_attention(&cases[i]);
@@ -690,9 +733,17 @@ START_TEST(attention_decode_every_isa_level)
      * masked tail) and 7 (the tail only); key counts off multiples of 4; the first case is
      * large enough to run on both threads (CPU_PAR_MIN). */
     static const attn_case cases[] = {
-        {3, 8, 1, 64, 64, 0, 0, 1, 1, 1}, {2, 8, 2, 37, 64, 1, 35, 1, 0, 0},
-        {4, 8, 1, 22, 64, 0, 0, 1, 0, 1}, {2, 3, 3, 13, 44, 1, 10, 1, 1, 1},
-        {3, 2, 1, 6, 7, 0, 0, 1, 1, 0},   {1, 1, 3, 3, 1, 1, 0, 0, 1, 1},
+        {3, 8, 1, 64, 64, 0, 0, 1, 1, 1, 0},
+        {2, 8, 2, 37, 64, 1, 35, 1, 0, 0, 0},
+        {4, 8, 1, 22, 64, 0, 0, 1, 0, 1, 0},
+        {2, 3, 3, 13, 44, 1, 10, 1, 1, 1, 0},
+        {3, 2, 1, 6, 7, 0, 0, 1, 1, 0, 0},
+        {1, 1, 3, 3, 1, 1, 0, 0, 1, 1, 0},
+        /* the decoding step's row tables (beams sharing cache rows, decode.c): self- and
+         * cross-attention shapes, 44 columns for the tails */
+        {6, 8, 1, 37, 64, 1, 36, 0, 0, 0, 1},
+        {5, 8, 1, 22, 64, 0, 0, 1, 0, 0, 1},
+        {3, 3, 2, 13, 44, 1, 11, 1, 1, 1, 1},
     };
     half_backends hb;
     open_half_backends(&hb);
@@ -882,6 +933,48 @@ START_TEST(out_of_bounds_operands_are_refused_by_name)
                              .cols = 4,
                              .eps = 1e-6f};
     ck_assert_int_eq(clf_op_layernorm(api, be, &ln), CLF_ERR_INPUT); /* out aliases x */
+    /* attention's row table: its stride below kv_len, no entries, a table past its buffer;
+     * and the backward, which has none */
+    clf_attention_args at = {.batch = 2,
+                             .heads = 1,
+                             .q_len = 1,
+                             .kv_len = 3,
+                             .head_dim = 4,
+                             .q = P(big),
+                             .k = P(big),
+                             .v = P(big),
+                             .out = P(big),
+                             .q_ld = 4,
+                             .k_ld = 4,
+                             .v_ld = 4,
+                             .out_ld = 4,
+                             .q_bstride = 4,
+                             .kv_bstride = 12,
+                             .out_bstride = 4,
+                             .scale = 0.5f,
+                             .kv_rows = P(small),
+                             .kv_rows_ld = 2,
+                             .kv_entries = 2};
+    ck_assert_int_eq(clf_op_attention(api, be, &at), CLF_ERR_INPUT);
+    ck_assert_msg(strstr(clf_last_error(), "kv_rows_ld=2"), "%s", clf_last_error());
+    at.kv_rows_ld = 3;
+    at.kv_entries = 0;
+    ck_assert_int_eq(clf_op_attention(api, be, &at), CLF_ERR_INPUT);
+    at.kv_entries = 2;
+    at.kv_rows_ld = 4; /* 2 rows of 4 ints: 32 bytes, the buffer holds 16 */
+    ck_assert_int_eq(clf_op_attention(api, be, &at), CLF_ERR_INPUT);
+    ck_assert_msg(strstr(clf_last_error(), "'kv_rows'"), "%s", clf_last_error());
+    at.kv_rows_ld = 3;
+    at.batch = 1;
+    at.out = clf_ptr_add(P(big), 2048);
+    CLF_ASSERT_OK(clf_op_attention(api, be, &at));
+    clf_attention_backward_args ab = {.fwd = at,
+                                      .dout = P(big),
+                                      .dq = clf_ptr_add(P(big), 1024),
+                                      .dk = clf_ptr_add(P(big), 2048),
+                                      .dv = clf_ptr_add(P(big), 3072)};
+    ck_assert_int_eq(clf_op_attention_backward(api, be, &ab), CLF_ERR_INPUT);
+    ck_assert_msg(strstr(clf_last_error(), "kv_rows"), "%s", clf_last_error());
     ck_assert_int_eq(api->supports(be, CLF_OP_COUNT), 0);
     ck_assert_int_eq(api->supports(be, (clf_op)-1), 0);
     ck_assert_int_eq(api->supports(be, CLF_OP_ATTENTION), 1);

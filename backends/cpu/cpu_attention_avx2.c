@@ -19,10 +19,10 @@ ATTN_AVX2 static inline __m256i tail_mask(int rem)
     return _mm256_loadu_si256((const __m256i *)(const void *)(bits + 8 - rem));
 }
 
-/* The dot products of q with the four rows k, k + ld, k + 2 ld, k + 3 ld (D columns). */
-ATTN_AVX2 static inline __m128 dot4(const float *q, const float *k, size_t ld, int D, __m256i tm)
+/* The dot products of q with the four rows k[0..3] (D columns). */
+ATTN_AVX2 static inline __m128 dot4(const float *q, const float *const *k, int D, __m256i tm)
 {
-    const float *k0 = k, *k1 = k + ld, *k2 = k + 2 * ld, *k3 = k + 3 * ld;
+    const float *k0 = k[0], *k1 = k[1], *k2 = k[2], *k3 = k[3];
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     int d = 0;
     for (; d + 8 <= D; d += 8) {
@@ -59,8 +59,8 @@ ATTN_AVX2 static inline float dot1(const float *q, const float *k, int D, __m256
     return _mm_cvtss_f32(s);
 }
 
-ATTN_AVX2 void cpu_attn_scores_avx2(const float *q, size_t q_ld, int nr, const float *k,
-                                    size_t k_ld, int D, int nk, int kp, float *s)
+ATTN_AVX2 void cpu_attn_scores_avx2(const float *q, size_t q_ld, int nr, const float *const *k,
+                                    int D, int nk, int kp, float *s)
 {
     const __m256i tm = tail_mask(D % 8 ? D % 8 : 8);
     for (int r = 0; r < nr; r++) {
@@ -68,14 +68,13 @@ ATTN_AVX2 void cpu_attn_scores_avx2(const float *q, size_t q_ld, int nr, const f
         float *sr = s + (size_t)r * kp;
         int j = 0;
         for (; j + 4 <= nk; j += 4)
-            _mm_storeu_ps(sr + j, dot4(qr, k + (size_t)j * k_ld, k_ld, D, tm));
+            _mm_storeu_ps(sr + j, dot4(qr, k + j, D, tm));
         for (; j < nk; j++)
-            sr[j] = dot1(qr, k + (size_t)j * k_ld, D, tm);
+            sr[j] = dot1(qr, k[j], D, tm);
     }
 }
 
-ATTN_AVX2 void cpu_attn_weigh_avx2(const float *w, int n, const float *v, size_t v_ld, int D,
-                                   float *o)
+ATTN_AVX2 void cpu_attn_weigh_avx2(const float *w, int n, const float *const *v, int D, float *o)
 {
     int d0 = 0;
     /* 32 columns (4 accumulators) at a time: each key's weight is broadcast once per block */
@@ -85,7 +84,7 @@ ATTN_AVX2 void cpu_attn_weigh_avx2(const float *w, int n, const float *v, size_t
             if (w[j] == 0.0f)
                 continue;
             const __m256 wj = _mm256_set1_ps(w[j]);
-            const float *vj = v + (size_t)j * v_ld + d0;
+            const float *vj = v[j] + d0;
             a0 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj), a0);
             a1 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 8), a1);
             a2 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 16), a2);
@@ -101,26 +100,25 @@ ATTN_AVX2 void cpu_attn_weigh_avx2(const float *w, int n, const float *v, size_t
         __m256 a = _mm256_setzero_ps();
         for (int j = 0; j < n; j++)
             if (w[j] != 0.0f)
-                a = _mm256_fmadd_ps(_mm256_set1_ps(w[j]),
-                                    _mm256_maskload_ps(v + (size_t)j * v_ld + d0, tm), a);
+                a = _mm256_fmadd_ps(_mm256_set1_ps(w[j]), _mm256_maskload_ps(v[j] + d0, tm), a);
         _mm256_maskstore_ps(o + d0, tm, a);
     }
 }
 
 #else /* not x86: cpu_isa_choose never picks AVX2, so these are never called */
 
-void cpu_attn_scores_avx2(const float *q, size_t q_ld, int nr, const float *k, size_t k_ld, int D,
-                          int nk, int kp, float *s)
+void cpu_attn_scores_avx2(const float *q, size_t q_ld, int nr, const float *const *k, int D, int nk,
+                          int kp, float *s)
 {
-    attn_scores_rows(q, q_ld, nr, k, k_ld, D, nk, kp, s);
+    attn_scores_ptrs(q, q_ld, nr, k, D, nk, kp, s);
 }
 
-void cpu_attn_weigh_avx2(const float *w, int n, const float *v, size_t v_ld, int D, float *o)
+void cpu_attn_weigh_avx2(const float *w, int n, const float *const *v, int D, float *o)
 {
     for (int d = 0; d < D; d++)
         o[d] = 0.0f;
     for (int j = 0; j < n; j++)
         for (int d = 0; d < D; d++)
-            o[d] += w[j] * v[(size_t)j * v_ld + d];
+            o[d] += w[j] * v[j][d];
 }
 #endif

@@ -63,6 +63,7 @@ static void cpu_close(clf_backend *be)
     if (be) {
         cpu_i8_close(be->i8);
         free(be->attn_scratch);
+        free(be->attn_rows);
     }
     free(be);
 }
@@ -108,7 +109,7 @@ static clf_status cpu_list_devices(clf_device_fn fn, void *user)
 static int cpu_supports(clf_backend *be, clf_op op)
 {
     (void)be;
-    return (int)op >= 0 && op < CLF_OP_COUNT;
+    return (int)op >= 0 && op < CLF_OP_COUNT; /* every op and capability */
 }
 
 static uint64_t cpu_max_alloc(clf_backend *be)
@@ -341,6 +342,38 @@ static clf_status cpu_attn_scratch(clf_backend *be, size_t floats)
     return CLF_OK;
 }
 
+/* be->attn_rows holds at least `n` pointers (as cpu_attn_scratch). */
+static clf_status cpu_attn_rows(clf_backend *be, size_t n)
+{
+    if (n <= be->attn_rows_cap)
+        return CLF_OK;
+    const float **p = malloc(sizeof(*p) * n);
+    if (!p)
+        return clf_error(CLF_ERR_NOMEM, "cpu: attention: cannot allocate scratch");
+    free(be->attn_rows);
+    be->attn_rows = p;
+    be->attn_rows_cap = n;
+    return CLF_OK;
+}
+
+/* kr[j], vr[j] <- where key and value j of batch entry b, head columns hd.., start: entry
+ * b's rows, or with a row table (kv_rows) entry tab[j]'s, clamped to [0, kv_entries) (the
+ * core checked that span; the table's contents are the caller's). */
+static void attn_kv_rows(const clf_attention_args *a, const float *K, const float *V,
+                         const int32_t *tab, int b, size_t hd, const float **kr, const float **vr)
+{
+    for (int j = 0; j < a->kv_len; j++) {
+        int32_t e = b;
+        if (tab) {
+            e = tab[(size_t)b * a->kv_rows_ld + j];
+            e = e < 0 ? 0 : e >= a->kv_entries ? a->kv_entries - 1 : e;
+        }
+        const size_t base = (size_t)e * a->kv_bstride + hd;
+        kr[j] = K + base + (size_t)j * a->k_ld;
+        vr[j] = V + base + (size_t)j * a->v_ld;
+    }
+}
+
 /* q, k, v, out: heads split from the feature dim (layout and strides: clf_attention_args).
  * For each (b, h, i): P = softmax_j(s), s_j = scale q_i . k_j (-1e9 where masked),
  * out_i = sum_j w_j v_j with w_j = P_j, or with dropout P_j * keep(e) / (1 - p),
@@ -354,6 +387,7 @@ static clf_status cpu_attention(clf_backend *be, const clf_attention_args *a)
     const float *Q = fptr(a->q), *K = fptr(a->k), *V = fptr(a->v);
     float *O = fptr(a->out), *P = a->probs.buf ? fptr(a->probs) : NULL;
     const int32_t *M = a->key_mask.buf ? iptr(a->key_mask) : NULL;
+    const int32_t *R = a->kv_rows.buf ? iptr(a->kv_rows) : NULL;
     int B = a->batch, H = a->heads, Tq = a->q_len, Tk = a->kv_len, D = a->head_dim;
     const attn_dropout dr = attention_dropout(a);
     const int kp = attn_round_up(Tk, ATTN_J), dp = attn_round_up(D, ATTN_J);
@@ -363,10 +397,14 @@ static clf_status cpu_attention(clf_backend *be, const clf_attention_args *a)
      * [ATTN_R][dp] */
     const size_t per_thread = (size_t)D * kp + (size_t)Tk * dp + (size_t)D * ATTN_R +
                               2 * (size_t)ATTN_R * kp + (size_t)ATTN_R * dp;
+    /* and Tk key and Tk value row pointers */
     clf_status st = cpu_attn_scratch(be, (size_t)be->threads * per_thread);
+    if (st == CLF_OK)
+        st = cpu_attn_rows(be, (size_t)be->threads * 2 * (size_t)Tk);
     if (st != CLF_OK)
         return st;
     float *scratch = be->attn_scratch;
+    const float **rows = be->attn_rows;
     /* decoding without dropout: the AVX2 + FMA kernels (cpu_attention_avx2.c) for the
      * scores and the weighted sum of V */
     const int avx2 = few && !dr.on && be->isa != CPU_ISA_GENERIC;
@@ -377,18 +415,20 @@ static clf_status cpu_attention(clf_backend *be, const clf_attention_args *a)
      * time: scores, softmax, dropout, weighted sum of V (helpers: cpu_internal.h). */
 #pragma omp parallel num_threads(be->threads) if (par)
     {
-        float *kt = scratch + (size_t)omp_get_thread_num() * per_thread;
+        const int tid = omp_get_thread_num();
+        float *kt = scratch + (size_t)tid * per_thread;
         float *vp = kt + (size_t)D * kp, *qt = vp + (size_t)Tk * dp, *s = qt + (size_t)D * ATTN_R;
         float *wt = s + (size_t)ATTN_R * kp, *acc = wt + (size_t)ATTN_R * kp;
+        const float **kr = rows + (size_t)tid * 2 * Tk, **vr = kr + Tk;
 #pragma omp for schedule(dynamic, 1)
         for (int bh = 0; bh < B * H; bh++) {
             int b = bh / H, h = bh % H;
             const int32_t *mask = M ? M + b * a->key_mask_stride : NULL;
-            const float *kb = K + b * a->kv_bstride + (size_t)h * D;
-            const float *vb = V + b * a->kv_bstride + (size_t)h * D;
+            /* the rows of keys and values: those of entry b, or through the row table */
+            attn_kv_rows(a, K, V, R, b, (size_t)h * D, kr, vr);
             if (!few) {
-                attn_pack_t(kb, (size_t)a->k_ld, Tk, D, kp, kt);
-                attn_pack_rows(vb, (size_t)a->v_ld, Tk, D, dp, vp);
+                attn_pack_t_ptrs(kr, Tk, D, kp, kt);
+                attn_pack_rows_ptrs(vr, Tk, D, dp, vp);
             }
             for (int i0 = 0; i0 < Tq; i0 += ATTN_R) {
                 const int nr = Tq - i0 < ATTN_R ? Tq - i0 : ATTN_R;
@@ -398,10 +438,9 @@ static clf_status cpu_attention(clf_backend *be, const clf_attention_args *a)
                  * P is 0 past ext, so those keys are not weighted either */
                 const int nk = attn_key_limit(a, i0 + nr - 1);
                 if (avx2) {
-                    cpu_attn_scores_avx2(qb, (size_t)a->q_ld, nr, kb, (size_t)a->k_ld, D, nk, kp,
-                                         s);
+                    cpu_attn_scores_avx2(qb, (size_t)a->q_ld, nr, kr, D, nk, kp, s);
                 } else if (few) {
-                    attn_scores_rows(qb, (size_t)a->q_ld, nr, kb, (size_t)a->k_ld, D, nk, kp, s);
+                    attn_scores_ptrs(qb, (size_t)a->q_ld, nr, kr, D, nk, kp, s);
                 } else {
                     attn_pack_rows_t(qb, (size_t)a->q_ld, nr, D, qt);
                     attn_rows_mul(qt, kt, (size_t)kp, D, attn_round_up(nk, ATTN_J), nr, s,
@@ -413,8 +452,7 @@ static clf_status cpu_attention(clf_backend *be, const clf_attention_args *a)
                  * it needs no hash. */
                 if (avx2)
                     for (int r = 0; r < nr; r++)
-                        cpu_attn_weigh_avx2(s + (size_t)r * kp, ext, vb, (size_t)a->v_ld, D,
-                                            acc + (size_t)r * dp);
+                        cpu_attn_weigh_avx2(s + (size_t)r * kp, ext, vr, D, acc + (size_t)r * dp);
                 else if (few)
                     for (int r = 0; r < nr; r++) {
                         const uint64_t e0 = (((uint64_t)b * H + h) * Tq + i0 + r) * Tk;
@@ -427,7 +465,7 @@ static clf_status cpu_attention(clf_backend *be, const clf_attention_args *a)
                                 wj *= attention_keep(&dr, e0 + j);
                             if (wj == 0.0f)
                                 continue;
-                            const float *v = vb + (size_t)j * a->v_ld;
+                            const float *v = vr[j];
 #pragma omp simd
                             for (int d = 0; d < D; d++)
                                 ar[d] += wj * v[d];

@@ -30,9 +30,11 @@ struct clf_backend {
      * halves 2-3x slower than OpenBLAS's SGEMV reads F32 (bench/gemv_half.c), so b_half
      * is ignored there unless CLF_CPU_ISA=generic asks for it (the tests do). */
     int read_half;
-    struct cpu_i8 *i8;   /* oneDNN engine, stream and matmul cache (cpu_gemm_i8.c) */
-    float *attn_scratch; /* attention's per-thread scratch, grown as needed */
-    size_t attn_cap;     /* floats in attn_scratch */
+    struct cpu_i8 *i8;       /* oneDNN engine, stream and matmul cache (cpu_gemm_i8.c) */
+    float *attn_scratch;     /* attention's per-thread scratch, grown as needed */
+    size_t attn_cap;         /* floats in attn_scratch */
+    const float **attn_rows; /* attention's per-thread key and value row pointers */
+    size_t attn_rows_cap;    /* pointers in attn_rows */
 };
 
 /* The small per-row ops (layernorm, softmax, add, quantizing activations, the GEMM
@@ -159,6 +161,33 @@ static inline void attn_pack_t(const float *k, size_t ld, int n, int D, int kp, 
     }
 }
 
+/* attn_pack_rows and attn_pack_t with the rows at x[r] / k[j] (one pointer a row: the
+ * forward, whose keys and values may come through clf_attention_args.kv_rows). */
+static inline void attn_pack_rows_ptrs(const float *const *x, int n, int D, int dp, float *xp)
+{
+    for (int r = 0; r < n; r++) {
+        memcpy(xp + (size_t)r * dp, x[r], sizeof(float) * (size_t)D);
+        for (int d = D; d < dp; d++)
+            xp[(size_t)r * dp + d] = 0.0f;
+    }
+}
+
+static inline void attn_pack_t_ptrs(const float *const *k, int n, int D, int kp, float *kt)
+{
+    for (int j0 = 0; j0 < kp; j0 += ATTN_J) {
+        const int nj = n - j0 < ATTN_J ? n - j0 : ATTN_J;
+        if (nj == ATTN_J) {
+            for (int d = 0; d < D; d++)
+                for (int jj = 0; jj < ATTN_J; jj++)
+                    kt[(size_t)d * kp + j0 + jj] = k[j0 + jj][d];
+            continue;
+        }
+        for (int d = 0; d < D; d++)
+            for (int jj = 0; jj < ATTN_J; jj++)
+                kt[(size_t)d * kp + j0 + jj] = jj < nj ? k[j0 + jj][d] : 0.0f;
+    }
+}
+
 /* The register tiles work on ATTN_RT of a block's rows at a time; groups of rows that
  * lie wholly past the block's nr live rows are skipped (decoding has one). */
 static inline int attn_row_groups(int nr)
@@ -211,6 +240,22 @@ static inline void attn_scores_rows(const float *q, size_t q_ld, int nr, const f
     for (int r = 0; r < nr; r++)
         for (int j = 0; j < nk; j++) {
             const float *qr = q + (size_t)r * q_ld, *kj = k + (size_t)j * k_ld;
+            float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+            for (int d = 0; d < D; d++)
+                dot += qr[d] * kj[d];
+            s[(size_t)r * kp + j] = dot;
+        }
+}
+
+/* attn_scores_rows with the keys at k[j] (one pointer a row: the forward, whose keys may
+ * come through clf_attention_args.kv_rows). */
+static inline void attn_scores_ptrs(const float *q, size_t q_ld, int nr, const float *const *k,
+                                    int D, int nk, int kp, float *s)
+{
+    for (int r = 0; r < nr; r++)
+        for (int j = 0; j < nk; j++) {
+            const float *qr = q + (size_t)r * q_ld, *kj = k[j];
             float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
             for (int d = 0; d < D; d++)
@@ -356,11 +401,12 @@ static inline float attention_keep(const attn_dropout *dr, uint64_t e)
 }
 
 /* The few-query forward (attn_few_queries) with AVX2 and FMA (cpu_attention_avx2.c), for
- * be->isa >= CPU_ISA_AVX2: cpu_attn_scores_avx2 computes what attn_scores_rows does;
- * cpu_attn_weigh_avx2 o[d] = sum_{j < n, w[j] != 0} w[j] v[j * v_ld + d] for d < D. */
-void cpu_attn_scores_avx2(const float *q, size_t q_ld, int nr, const float *k, size_t k_ld, int D,
-                          int nk, int kp, float *s);
-void cpu_attn_weigh_avx2(const float *w, int n, const float *v, size_t v_ld, int D, float *o);
+ * be->isa >= CPU_ISA_AVX2: cpu_attn_scores_avx2 computes what attn_scores_ptrs does;
+ * cpu_attn_weigh_avx2 o[d] = sum_{j < n, w[j] != 0} w[j] v[j][d] for d < D. Key and value
+ * rows come one pointer each (the batch entry's rows, or those kv_rows names). */
+void cpu_attn_scores_avx2(const float *q, size_t q_ld, int nr, const float *const *k, int D, int nk,
+                          int kp, float *s);
+void cpu_attn_weigh_avx2(const float *w, int n, const float *const *v, int D, float *o);
 
 /* ---- few-row products ---- */
 

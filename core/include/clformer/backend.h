@@ -43,8 +43,9 @@ extern "C" {
 /* Bumped whenever the layout or meaning of clf_backend_api or an args struct changes.
  * ABI 3 added the plugin ops and attention dropout (clf_attention_args.dropout_p and
  * dropout_seed); ABI 4 added clf_gemm_args.b_half; ABI 5 (not yet released) adds b_bf16, b_i8 and
- * b_scale, the capabilities CLF_OP_GEMM_BF16 and CLF_OP_GEMM_I8, and buffer_size (the core
- * checks operand bounds, clformer/ops.h). */
+ * b_scale, the capabilities CLF_OP_GEMM_BF16 and CLF_OP_GEMM_I8, buffer_size (the core
+ * checks operand bounds, clformer/ops.h), and clf_attention_args.kv_rows with its
+ * capability CLF_OP_ATTENTION_KV_ROWS. */
 #define CLF_BACKEND_ABI 5
 
 typedef struct clf_backend clf_backend; /* opaque, defined by each backend */
@@ -136,6 +137,8 @@ typedef enum clf_op {
      * on a backend that says no) */
     CLF_OP_GEMM_BF16,
     CLF_OP_GEMM_I8,
+    /* attention reads clf_attention_args.kv_rows (ABI 5) */
+    CLF_OP_ATTENTION_KV_ROWS,
     CLF_OP_COUNT
 } clf_op;
 
@@ -227,7 +230,16 @@ typedef struct clf_layernorm_args {
  * (the mask depends on (seed, e) only: give every site and step its own seed). probs, if
  * set, still receives the softmax before dropout. dropout_p = 0 (a zeroed struct) is off:
  * the result is bit-identical to an op without these fields, and the seed is ignored.
- * 0 <= dropout_p < 1, else CLF_ERR_INPUT. */
+ * 0 <= dropout_p < 1, else CLF_ERR_INPUT.
+ * Key/value rows through a table (ABI 5, forward only; a backend that supports
+ * CLF_OP_ATTENTION_KV_ROWS reads it, the core refuses it elsewhere): with kv_rows set
+ * (I32, kv_rows_ld >= kv_len apart per batch entry), key j of batch entry b is read from
+ * entry e = kv_rows[b*kv_rows_ld + j] instead of b,
+ *   k(b,j,h,:) = k[e*kv_bstride + j*k_ld + h*head_dim + ...], v likewise,
+ * with 0 <= e < kv_entries (k and v span kv_entries entries; a backend clamps an entry
+ * out of that range rather than read out of bounds). Decoding uses it so that beams that
+ * share a history, or a source, read one copy of its keys and values instead of copying
+ * the cache to every beam each step (decode.c). */
 typedef struct clf_attention_args {
     int batch, heads, q_len, kv_len, head_dim;
     clf_ptr q, k, v, out;
@@ -241,6 +253,8 @@ typedef struct clf_attention_args {
     clf_ptr probs;         /* optional */
     float dropout_p;       /* 0 = off; training only, 0 <= p < 1 */
     uint64_t dropout_seed; /* the mask's seed (see above) */
+    clf_ptr kv_rows;       /* I32, optional (ABI 5, see above) */
+    int kv_rows_ld, kv_entries;
 } clf_attention_args;
 
 /* out[r,:] = table[ids[r],:] * scale + pe[pos0 + r % seq_len, :]

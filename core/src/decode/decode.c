@@ -9,9 +9,18 @@
  *   mask   [slots, S] I32      source key mask
  *   enc    [slots, S, d]       encoder output (only without the cache)
  * Each step runs the step graph on the active slots only. When sentences finish, their
- * slots are compacted away (copies on the device), so they stop costing work; in beam
- * search the survivors' self caches are gathered from their parent beams, in place: a
- * slot that keeps its own cache costs no copy.
+ * slots are compacted away, so they stop costing work.
+ *
+ * Beams share what they have in common through row tables (clf_attention_args.kv_rows),
+ * where the backend reads them (CLF_OP_ATTENTION_KV_ROWS; the CPU backend does): slot i
+ * writes its position t only into its own self-cache rows, row (i, t), which nobody
+ * overwrites afterwards, and its table hist[i][0..t] names the slot whose rows hold each
+ * position of its history. Choosing the next beams, or compacting, then copies tables of
+ * t + 1 ints instead of t + 1 cache rows per layer; the cross cache holds each sentence
+ * once (slot s: sentence s), and every beam of the sentence reads that copy. Without the
+ * tables (the OpenCL backend) the survivors' self caches are gathered from their parents
+ * in place (a slot that keeps its own cache costs no copy), the cross cache is spread to
+ * every beam and compacted with the slots: the spare buffer above is for that.
  *
  * Greedy (K = 1) takes the argmax on the device and downloads one id per sentence; beam
  * search downloads log-probabilities [rows, V] and selects on the host. */
@@ -63,6 +72,11 @@ typedef struct run {
     const clf_decode_opts *o;
     int B, K, S, slots, max_out, L, d, V, H;
     clf_buffer *self_kv[2], *cross_kv, *mask, *enc, *arena; /* self_kv[1]: the spare */
+    /* row tables (see the top): shared 1 when the backend reads them; hist[cur] [slots,
+     * max_out] host, uploaded with the cross table [slots, S] each step */
+    int shared;
+    clf_buffer *self_rows, *cross_rows;
+    int32_t *hist[2], *cross_tab;
     size_t arena_cap;
     int cur; /* which of the host state's two buffers holds the live state */
     /* host state per slot, double-buffered: the next step's is gathered from this one's */
@@ -94,7 +108,9 @@ static clf_kv_cache self_view(const run *r)
     return (clf_kv_cache){.base = {r->self_kv[0], 0},
                           .bytes = (size_t)r->L * r->slots * self_slot_elems(r) * 4,
                           .slots = r->slots,
-                          .len = r->max_out};
+                          .len = r->max_out,
+                          .rows = {r->self_rows, 0},
+                          .rows_ld = r->shared ? r->max_out : 0};
 }
 
 static clf_kv_cache cross_view(const run *r)
@@ -102,7 +118,9 @@ static clf_kv_cache cross_view(const run *r)
     return (clf_kv_cache){.base = {r->cross_kv, 0},
                           .bytes = (size_t)r->L * r->slots * cross_slot_elems(r) * 4,
                           .slots = r->slots,
-                          .len = r->S};
+                          .len = r->S,
+                          .rows = {r->cross_rows, 0},
+                          .rows_ld = r->shared ? r->S : 0};
 }
 
 /* Runs graph g with its arena (grown when needed). */
@@ -197,6 +215,8 @@ static clf_status run_encoder(run *r, const int32_t *src)
     clf_graph_free(&g);
     if (st != CLF_OK || r->K == 1)
         return st;
+    if (r->shared) /* every beam reads its sentence's slot through the cross table */
+        return upload_masks(r, src, r->K);
     /* Sentence s (slot s) to its K beams (slots s*K .. s*K+K-1), last sentence first so
      * that no source is overwritten before it is read (s*K + k >= s). */
     for (int s = r->B - 1; s >= 0; s--)
@@ -273,6 +293,25 @@ static clf_status add_candidate(run *r, int s, int buf, int slot, int len, int f
 
 /* ---- one step ---- */
 
+/* The row tables of step t for the active slots 0..rows-1: slot i's position t is its own
+ * row, its history what advance() gave it; every beam of active sentence a reads the
+ * cross cache of its sentence (slot r->sent[a], where the encoder put it). */
+static clf_status upload_tables(run *r, int rows, int t)
+{
+    int32_t *hist = r->hist[r->cur];
+    for (int i = 0; i < rows; i++) {
+        hist[(size_t)i * r->max_out + t] = i;
+        for (int j = 0; j < r->S; j++)
+            r->cross_tab[(size_t)i * r->S + j] = r->sent[i / r->K];
+    }
+    clf_status st = clf_op_upload(r->api, r->be, (clf_ptr){r->self_rows, 0}, hist,
+                                  sizeof(int32_t) * (size_t)rows * r->max_out);
+    if (st == CLF_OK)
+        st = clf_op_upload(r->api, r->be, (clf_ptr){r->cross_rows, 0}, r->cross_tab,
+                           sizeof(int32_t) * (size_t)rows * r->S);
+    return st;
+}
+
 /* Runs the decoder on the active slots at position t; fills r->ids' download (greedy:
  * r->ids[row] = next id) or r->logp (beam), and appends attention rows. */
 static clf_status run_step(run *r, int t)
@@ -303,7 +342,8 @@ static clf_status run_step(run *r, int t)
         }
     if ((st = ensure_arena(r, &g)) != CLF_OK ||
         (st = clf_op_upload(r->api, r->be, clf_graph_ptr(&g, r->arena, v.ids), r->ids,
-                            sizeof(int32_t) * rows * T)) != CLF_OK)
+                            sizeof(int32_t) * rows * T)) != CLF_OK ||
+        (r->shared && (st = upload_tables(r, rows, t)) != CLF_OK))
         goto done;
     if ((st = clf_graph_run(&g, r->api, r->be, r->arena)) != CLF_OK) {
         st = clf_error_context(st, "decode: step %d", t);
@@ -474,11 +514,13 @@ static clf_status advance(run *r, int t, choice *scratch)
             memcpy(r->tok[nxt] + (size_t)(nb + k) * r->max_out,
                    r->tok[nxt] + (size_t)nb * r->max_out, sizeof(int32_t) * (size_t)(t + 1));
         }
-        /* compact the sentence's cross cache, mask and encoder rows (nb <= a*K) */
+        /* compact the sentence's cross cache (not with the tables: it stays in the
+         * sentence's slot), mask and encoder rows (nb <= a*K) */
         if (nb != a * K) {
             for (int k = 0; k < K; k++) {
-                if ((st = copy_slot(r, r->cross_kv, r->cross_kv, cross_slot_elems(r), r->L, nb + k,
-                                    a * K + k, cross_slot_elems(r))) != CLF_OK ||
+                if ((!r->shared &&
+                     (st = copy_slot(r, r->cross_kv, r->cross_kv, cross_slot_elems(r), r->L, nb + k,
+                                     a * K + k, cross_slot_elems(r))) != CLF_OK) ||
                     (st = copy_slot(r, r->mask, r->mask, (size_t)r->S, 1, nb + k, a * K + k,
                                     (size_t)r->S)) != CLF_OK ||
                     (r->enc && (st = copy_slot(r, r->enc, r->enc, (size_t)r->S * r->d, 1, nb + k,
@@ -488,9 +530,14 @@ static clf_status advance(run *r, int t, choice *scratch)
         }
         r->sent[n_next++] = s;
     }
-    /* the self caches of the survivors (positions 0..t) */
-    if (r->o->use_cache &&
-        (st = reorder_self(r, from, n_next * K, t + 1, from + r->slots)) != CLF_OK)
+    /* the self caches of the survivors (positions 0..t): their parents' tables, or their
+     * parents' cache rows */
+    if (r->shared)
+        for (int i = 0; i < n_next * K; i++)
+            memcpy(r->hist[nxt] + (size_t)i * r->max_out,
+                   r->hist[cur] + (size_t)from[i] * r->max_out, sizeof(int32_t) * (size_t)(t + 1));
+    else if (r->o->use_cache &&
+             (st = reorder_self(r, from, n_next * K, t + 1, from + r->slots)) != CLF_OK)
         goto done;
     r->n_active = n_next;
     r->cur = nxt;
@@ -594,7 +641,8 @@ static clf_status check_args(const clf_model_config *c, const int32_t *src, int 
 
 static void run_free(run *r)
 {
-    clf_buffer *bufs[] = {r->self_kv[0], r->self_kv[1], r->cross_kv, r->mask, r->enc, r->arena};
+    clf_buffer *bufs[] = {r->self_kv[0], r->self_kv[1], r->cross_kv,  r->mask,
+                          r->enc,        r->arena,      r->self_rows, r->cross_rows};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i])
             r->api->free(r->be, bufs[i]);
@@ -602,7 +650,9 @@ static void run_free(run *r)
         free(r->tok[i]);
         free(r->lp[i]);
         free(r->att[i]);
+        free(r->hist[i]);
     }
+    free(r->cross_tab);
     if (r->sents)
         for (int s = 0; s < r->B; s++) {
             for (int i = 0; i < r->sents[s].n_done; i++) {
@@ -645,11 +695,17 @@ clf_status clf_decode(clf_model *m, const int32_t *src, int B, int S, const clf_
     /* positions 0..max_out-1 are fed in (0 is SOS), so max_out tokens come out */
     r.max_out = o->max_len < r.c->max_len - 1 ? o->max_len : r.c->max_len - 1;
     const size_t slots = (size_t)r.slots;
+    r.shared = o->use_cache && r.api->supports(r.be, CLF_OP_ATTENTION_KV_ROWS);
     if (o->use_cache) {
         size_t self_bytes = (size_t)r.L * slots * self_slot_elems(&r) * 4;
         if ((st = alloc_device(&r, &r.self_kv[0], self_bytes, "self-attention cache")) != CLF_OK ||
-            (r.K > 1 &&
+            (r.K > 1 && !r.shared &&
              (st = alloc_device(&r, &r.self_kv[1], self_bytes, "self-attention cache")) != CLF_OK))
+            goto fail;
+        if (r.shared && ((st = alloc_device(&r, &r.self_rows, slots * r.max_out * 4,
+                                            "self-attention row table")) != CLF_OK ||
+                         (st = alloc_device(&r, &r.cross_rows, slots * S * 4,
+                                            "cross-attention row table")) != CLF_OK))
             goto fail;
     } else if ((st = alloc_device(&r, &r.enc, slots * S * r.d * 4, "encoder output")) != CLF_OK) {
         goto fail;
@@ -675,10 +731,15 @@ clf_status clf_decode(clf_model *m, const int32_t *src, int B, int S, const clf_
         r.lp[i] = malloc(sizeof(float) * slots);
         if (!r.tok[i] || !r.lp[i])
             goto nomem;
+        /* zeroed: the positions past t are uploaded too, and not read */
+        if (r.shared && !(r.hist[i] = calloc(slots * (size_t)r.max_out, sizeof(int32_t))))
+            goto nomem;
         if (o->want_attention &&
             !(r.att[i] = calloc(slots * (size_t)(r.max_out + 1) * S, sizeof(float))))
             goto nomem;
     }
+    if (r.shared && !(r.cross_tab = malloc(sizeof(int32_t) * slots * (size_t)S)))
+        goto nomem;
     /* beam 0 of each sentence starts alive, the others dead until the first step fans out */
     for (size_t i = 0; i < slots; i++)
         r.lp[0][i] = i % (size_t)r.K == 0 ? 0.0f : -INFINITY;

@@ -185,6 +185,9 @@ typedef struct attention_site {
     int cache;
     size_t cache_off;
     int cache_len, write_pos;
+    /* optional: a row table (clf_attention_args.kv_rows) over the cache's `slots` slots,
+     * the value kv_rows with kv_rows_ld > 0 columns; kv_rows_ld 0: slot b reads its own */
+    int kv_rows, kv_rows_ld, slots;
     int probs; /* value receiving the softmax [B, h, Tq, Tk], or -1 */
 } attention_site;
 
@@ -211,6 +214,8 @@ static void attend_and_project(builder *b, const char *prefix, const clf_attenti
         clf_graph_bind(b->g, n, offsetof(clf_attention_args, key_mask), s->mask, 0);
     if (s->probs >= 0)
         clf_graph_bind(b->g, n, offsetof(clf_attention_args, probs), s->probs, 0);
+    if (s->kv_rows_ld > 0)
+        clf_graph_bind(b->g, n, offsetof(clf_attention_args, kv_rows), s->kv_rows, 0);
     int wo = clf_build_required(b, clf_build_weightf(b, 1, "%s%s", prefix, ".w_o.weight"), prefix,
                                 ".w_o");
     int bo = clf_build_weightf(b, 1, "%s%s", prefix, ".w_o.bias");
@@ -258,7 +263,9 @@ static void attention_block_cached(builder *b, const char *prefix, const attenti
                             .kv_bstride = slot,
                             .out_bstride = (size_t)d,
                             .key_mask_stride = (size_t)s->Tk,
-                            .scale = (float)(1.0 / sqrt((double)b->dk))};
+                            .scale = (float)(1.0 / sqrt((double)b->dk)),
+                            .kv_rows_ld = s->kv_rows_ld,
+                            .kv_entries = s->kv_rows_ld > 0 ? s->slots : 0};
     attend_and_project(b, prefix, &a, s, q, 0, s->cache, s->cache_off, s->cache_off + (size_t)d,
                        ctx, y, accumulate);
 }
@@ -565,6 +572,9 @@ int clf_build_decoder(builder *b, const decoder_spec *ds)
                                          .cache_off = (size_t)i * ds->slots * ds->self_len * row2,
                                          .cache_len = ds->self_len,
                                          .write_pos = ds->pos0,
+                                         .kv_rows = ds->self_rows,
+                                         .kv_rows_ld = ds->self_rows_ld,
+                                         .slots = ds->slots,
                                          .probs = -1};
             cross.site = (attention_site){.B = B,
                                           .Tq = 1,
@@ -576,6 +586,9 @@ int clf_build_decoder(builder *b, const decoder_spec *ds)
                                           .cache_off = (size_t)i * ds->slots * S * row2,
                                           .cache_len = S,
                                           .write_pos = -1,
+                                          .kv_rows = ds->cross_rows,
+                                          .kv_rows_ld = ds->cross_rows_ld,
+                                          .slots = ds->slots,
                                           .probs = -1};
         }
         if (i == L - 1)

@@ -121,7 +121,16 @@ clf_status clf_model_build_step_graph(clf_model *m, const clf_step_spec *s, clf_
         .cross_cache = clf_graph_external(g, s->cross.base, s->cross.bytes, "cross_kv"),
         .slots = s->self.slots,
         .self_len = s->self.len,
+        .self_rows_ld = s->self.rows_ld,
+        .cross_rows_ld = s->cross.rows_ld,
         .probs = -1};
+    /* the row tables: [A, ld] I32 each, read by every layer's attention */
+    if (s->self.rows_ld > 0)
+        ds.self_rows =
+            clf_graph_external(g, s->self.rows, (size_t)A * s->self.rows_ld * 4, "self_kv_rows");
+    if (s->cross.rows_ld > 0)
+        ds.cross_rows =
+            clf_graph_external(g, s->cross.rows, (size_t)A * s->cross.rows_ld * 4, "cross_kv_rows");
     v->attention = -1;
     if (s->want_attention)
         ds.probs = v->attention =

@@ -83,6 +83,9 @@ typedef struct decoder_spec {
     int has_cache;
     int self_cache, cross_cache; /* values: all layers' blocks, [L, slots, len, 2d] */
     int slots, self_len;
+    /* row tables (clf_kv_cache.rows) of the two caches: values, used when their ld > 0 */
+    int self_rows, cross_rows;
+    int self_rows_ld, cross_rows_ld;
     int probs; /* the last layer's cross-attention softmax, or -1 */
 } decoder_spec;
 

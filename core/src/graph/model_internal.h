@@ -14,6 +14,11 @@ typedef struct clf_kv_cache {
     clf_ptr base;
     size_t bytes;
     int slots, len;
+    /* optional (rows_ld 0: none): the row table of clf_attention_args.kv_rows, I32 [rows,
+     * rows_ld]: at a decoding step, active slot b reads row j of slot rows[b*rows_ld + j],
+     * so that beams share the rows of their common history or source */
+    clf_ptr rows;
+    int rows_ld;
 } clf_kv_cache;
 
 /* enc = encoder(src) for B sentences of S ids, then for every decoder layer l and slot

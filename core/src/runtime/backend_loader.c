@@ -59,6 +59,7 @@ const char *clf_op_name(clf_op op)
         [CLF_OP_NORM_BACKWARD] = "norm_backward",
         [CLF_OP_GEMM_BF16] = "gemm (BF16 weights)",
         [CLF_OP_GEMM_I8] = "gemm (int8 weights)",
+        [CLF_OP_ATTENTION_KV_ROWS] = "attention (key/value rows through a table)",
     };
     if ((int)op < 0 || op >= CLF_OP_COUNT)
         return "unknown-op";
@@ -380,6 +381,8 @@ static int op_fn_present(const clf_backend_api *api, clf_op op)
     case CLF_OP_GEMM_BF16:
     case CLF_OP_GEMM_I8:
         return api->gemm != NULL;
+    case CLF_OP_ATTENTION_KV_ROWS:
+        return api->attention != NULL;
     default:
         return 0;
     }

@@ -204,7 +204,7 @@ clf_status clf_op_layernorm_backward(const clf_backend_api *api, clf_backend *be
 
 /* The spans of q, k, v and out (elements; out's layout is also dout's) and key_mask. */
 typedef struct attn_extent {
-    uint64_t q, k, v, out, key_mask;
+    uint64_t q, k, v, out, key_mask, kv_rows;
 } attn_extent;
 
 static clf_status check_attention_shape(const clf_backend_api *api, const char *op,
@@ -226,9 +226,21 @@ static clf_status check_attention_shape(const clf_backend_api *api, const char *
                          "%s: %s: row strides q_ld=%d k_ld=%d v_ld=%d out_ld=%d must be at "
                          "least heads * head_dim = %" PRIu64,
                          api->name, op, f->q_ld, f->k_ld, f->v_ld, f->out_ld, width);
+    /* with a row table, keys and values span its kv_entries entries instead of batch */
+    uint64_t entries = B;
+    e->kv_rows = 0;
+    if (f->kv_rows.buf) {
+        if (f->kv_entries <= 0 || f->kv_rows_ld < f->kv_len)
+            return clf_error(CLF_ERR_INPUT,
+                             "%s: %s: kv_rows: kv_entries=%d must be positive and kv_rows_ld=%d "
+                             "at least kv_len=%d",
+                             api->name, op, f->kv_entries, f->kv_rows_ld, f->kv_len);
+        entries = (uint64_t)f->kv_entries;
+        e->kv_rows = clf_span_elems(1, Tk, (uint64_t)f->kv_rows_ld, B, (uint64_t)f->kv_rows_ld);
+    }
     e->q = clf_span_elems(Tq, width, (uint64_t)f->q_ld, B, f->q_bstride);
-    e->k = clf_span_elems(Tk, width, (uint64_t)f->k_ld, B, f->kv_bstride);
-    e->v = clf_span_elems(Tk, width, (uint64_t)f->v_ld, B, f->kv_bstride);
+    e->k = clf_span_elems(Tk, width, (uint64_t)f->k_ld, entries, f->kv_bstride);
+    e->v = clf_span_elems(Tk, width, (uint64_t)f->v_ld, entries, f->kv_bstride);
     e->out = clf_span_elems(Tq, width, (uint64_t)f->out_ld, B, f->out_bstride);
     e->key_mask = clf_span_elems(1, Tk, Tk, B, f->key_mask_stride);
     return CLF_OK;
@@ -240,8 +252,14 @@ clf_status clf_op_attention(const clf_backend_api *api, clf_backend *be,
     const char *op = "attention";
     attn_extent e = {0};
     clf_status st = check_entry(api, op, api->attention != NULL, a);
-    if (st != CLF_OK || (st = check_attention_shape(api, op, a, &e)) != CLF_OK || a->batch == 0 ||
-        a->q_len == 0)
+    if (st != CLF_OK || (st = check_attention_shape(api, op, a, &e)) != CLF_OK)
+        return st;
+    if (a->kv_rows.buf && !api->supports(be, CLF_OP_ATTENTION_KV_ROWS))
+        return clf_error(CLF_ERR_UNSUPPORTED,
+                         "%s: %s: this backend does not read key/value rows through a table "
+                         "(kv_rows)",
+                         api->name, op);
+    if (a->batch == 0 || a->q_len == 0)
         return st;
     /* ints: no overflow in 64 bits */
     const uint64_t np =
@@ -251,7 +269,8 @@ clf_status clf_op_attention(const clf_backend_api *api, clf_backend *be,
                                 required("v", a->v, e.v),
                                 required("out", a->out, e.out),
                                 optional("key_mask", a->key_mask, e.key_mask),
-                                optional("probs", a->probs, np)};
+                                optional("probs", a->probs, np),
+                                optional("kv_rows", a->kv_rows, e.kv_rows)};
     if ((st = check_operands(api, be, op, operands, COUNT(operands))) != CLF_OK)
         return st;
     return api->attention(be, a);
@@ -264,8 +283,12 @@ clf_status clf_op_attention_backward(const clf_backend_api *api, clf_backend *be
     attn_extent e = {0};
     clf_status st = check_entry(api, op, api->attention_backward != NULL, a);
     /* q_len = 0 is not empty: it zeroes dk and dv */
-    if (st != CLF_OK || (st = check_attention_shape(api, op, &a->fwd, &e)) != CLF_OK ||
-        a->fwd.batch == 0)
+    if (st != CLF_OK || (st = check_attention_shape(api, op, &a->fwd, &e)) != CLF_OK)
+        return st;
+    if (a->fwd.kv_rows.buf) /* decoding only: nothing trains through a row table */
+        return clf_error(CLF_ERR_INPUT, "%s: %s: kv_rows is for the forward op only", api->name,
+                         op);
+    if (a->fwd.batch == 0)
         return st;
     const clf_attention_args *f = &a->fwd;
     const operand operands[] = {
