@@ -844,33 +844,44 @@ END_TEST
 
 START_TEST(softmax_and_log_softmax_in_place)
 {
-    static const int shapes[][2] = {{1, 1}, {7, 33}, {3, 129}, {2, 5000}};
-    for (int lg = 0; lg < 2; lg++)
-        for (int s = 0; s < 4; s++) {
-            int R = shapes[s][0], Cn = shapes[s][1];
-            size_t n = (size_t)R * Cn;
-            float *x = fvec(n, 50), *want = malloc(n * 4), *got = malloc(n * 4);
-            for (size_t i = 0; i < n; i++)
-                x[i] *= 30.0f; /* large logits: exp would overflow without the max shift */
-            for (int r = 0; r < R; r++) {
-                double mx = -INFINITY, sum = 0;
-                for (int c = 0; c < Cn; c++)
-                    mx = fmax(mx, x[(size_t)r * Cn + c]);
-                for (int c = 0; c < Cn; c++)
-                    sum += exp(x[(size_t)r * Cn + c] - mx);
-                for (int c = 0; c < Cn; c++) {
-                    double v = x[(size_t)r * Cn + c] - mx;
-                    want[(size_t)r * Cn + c] = (float)(lg ? v - log(sum) : exp(v) / sum);
+    /* every kernel level this CPU has (the exponentials: portable, or AVX2 lanes), 1 and 2
+     * threads */
+    static const int shapes[][2] = {{1, 1}, {7, 33}, {3, 129}, {2, 5000}, {40, 8000}};
+    half_backends hb;
+    open_half_backends(&hb);
+    clf_backend *saved = be;
+    for (int lv = 0; lv < hb.count; lv++) {
+        be = hb.be[lv];
+        for (int lg = 0; lg < 2; lg++)
+            for (int s = 0; s < 5; s++) {
+                int R = shapes[s][0], Cn = shapes[s][1];
+                size_t n = (size_t)R * Cn;
+                float *x = fvec(n, 50), *want = malloc(n * 4), *got = malloc(n * 4);
+                for (size_t i = 0; i < n; i++)
+                    x[i] *= 30.0f; /* large logits: exp would overflow without the max shift */
+                for (int r = 0; r < R; r++) {
+                    double mx = -INFINITY, sum = 0;
+                    for (int c = 0; c < Cn; c++)
+                        mx = fmax(mx, x[(size_t)r * Cn + c]);
+                    for (int c = 0; c < Cn; c++)
+                        sum += exp(x[(size_t)r * Cn + c] - mx);
+                    for (int c = 0; c < Cn; c++) {
+                        double v = x[(size_t)r * Cn + c] - mx;
+                        want[(size_t)r * Cn + c] = (float)(lg ? v - log(sum) : exp(v) / sum);
+                    }
                 }
+                clf_buffer *dx = clf_test_upload(api, be, x, n * 4);
+                CLF_ASSERT_OK(api->softmax(be, P(dx), P(dx), R, Cn, lg));
+                download(dx, got, n * 4);
+                double e = clf_test_rel_err(got, want, n);
+                ck_assert_msg(e <= 1e-5, "softmax log=%d rows=%d cols=%d level %d: rel err %g", lg,
+                              R, Cn, lv, e);
+                api->free(be, dx);
+                free(x), free(want), free(got);
             }
-            clf_buffer *dx = clf_test_upload(api, be, x, n * 4);
-            CLF_ASSERT_OK(api->softmax(be, P(dx), P(dx), R, Cn, lg));
-            download(dx, got, n * 4);
-            double e = clf_test_rel_err(got, want, n);
-            ck_assert_msg(e <= 1e-5, "softmax log=%d rows=%d cols=%d: rel err %g", lg, R, Cn, e);
-            api->free(be, dx);
-            free(x), free(want), free(got);
-        }
+    }
+    be = saved;
+    close_half_backends(&hb);
 }
 END_TEST
 

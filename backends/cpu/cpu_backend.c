@@ -540,6 +540,7 @@ static clf_status cpu_softmax(clf_backend *be, clf_ptr out, clf_ptr x, int rows,
 {
     const float *X = fptr(x);
     float *O = fptr(out);
+    const int avx2 = be->isa != CPU_ISA_GENERIC;
 #pragma omp parallel for num_threads(be->threads)                                                  \
     schedule(static) if ((size_t)rows * cols > CPU_PAR_MIN)
     for (int r = 0; r < rows; r++) {
@@ -548,17 +549,25 @@ static clf_status cpu_softmax(clf_backend *be, clf_ptr out, clf_ptr x, int rows,
         float mx = xr[0];
         for (int c = 1; c < cols; c++)
             mx = xr[c] > mx ? xr[c] : mx;
+        /* the exponentials in float (cpu_expf; AVX2 lanes where the CPU has them), their
+         * sum in double */
         double sum = 0.0;
-        for (int c = 0; c < cols; c++)
-            sum += exp((double)xr[c] - mx);
+        if (avx2)
+            sum = cpu_exp_sum_avx2(xr, cols, mx);
+        else
+            for (int c = 0; c < cols; c++)
+                sum += (double)cpu_expf(xr[c] - mx);
         if (use_log) {
-            double lse = log(sum);
+            const float lse = (float)log(sum);
+#pragma omp simd
             for (int c = 0; c < cols; c++)
-                orow[c] = (float)((double)xr[c] - mx - lse);
+                orow[c] = (xr[c] - mx) - lse;
+        } else if (avx2) {
+            cpu_exp_scale_avx2(xr, cols, mx, (float)(1.0 / sum), orow);
         } else {
-            double inv = 1.0 / sum;
+            const float inv = (float)(1.0 / sum);
             for (int c = 0; c < cols; c++)
-                orow[c] = (float)(exp((double)xr[c] - mx) * inv);
+                orow[c] = cpu_expf(xr[c] - mx) * inv;
         }
     }
     return CLF_OK;
