@@ -303,14 +303,27 @@ static clf_status cpu_layernorm(clf_backend *be, const clf_layernorm_args *a)
         /* The row sum x + residual, rounded to float as the reference rounds it, is staged
          * in out (which does not alias x) and, if asked, written to sum_out afterwards: sum
          * may alias x, so it must not be written before x is read. */
+        /* The sums in double, in SIMD lanes (`omp simd`): one double accumulator added in
+         * order is a chain of dependent adds, and made a decoding step's layernorms cost
+         * as much as its attention. */
         double mean = 0.0;
-        for (int c = 0; c < cols; c++) {
-            float v = rr ? xr[c] + rr[c] : xr[c];
-            orow[c] = v;
-            mean += v;
+        if (rr) {
+#pragma omp simd reduction(+ : mean)
+            for (int c = 0; c < cols; c++) {
+                float v = xr[c] + rr[c];
+                orow[c] = v;
+                mean += v;
+            }
+        } else {
+#pragma omp simd reduction(+ : mean)
+            for (int c = 0; c < cols; c++) {
+                orow[c] = xr[c];
+                mean += xr[c];
+            }
         }
         mean /= cols;
         double ss = 0.0;
+#pragma omp simd reduction(+ : ss)
         for (int c = 0; c < cols; c++) {
             double d = orow[c] - mean;
             ss += d * d;
@@ -318,6 +331,7 @@ static clf_status cpu_layernorm(clf_backend *be, const clf_layernorm_args *a)
         if (sum)
             memcpy(sum + (size_t)r * cols, orow, 4 * (size_t)cols);
         double inv = tutorial ? 1.0 / (sqrt(ss / (cols - 1)) + eps) : 1.0 / sqrt(ss / cols + eps);
+#pragma omp simd
         for (int c = 0; c < cols; c++)
             orow[c] = (float)(alpha[c] * ((orow[c] - mean) * inv) + beta[c]);
     }

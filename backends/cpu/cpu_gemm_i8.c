@@ -376,20 +376,26 @@ clf_status cpu_gemm_i8(clf_backend *be, const clf_gemm_args *a)
         float *c = C + (size_t)i * a->ldc;
         const int32_t *r = acc + (size_t)i * n;
         const float si = alpha * sa[i];
-        for (int j = 0; j < n; j++) {
-            float sj;
-            int32_t sum;
-            memcpy(&sj, ws + 8 * (size_t)j, 4);
-            memcpy(&sum, ws + 8 * (size_t)j + 4, 4);
-            float v = si * sj * (float)(r[j] - zero * sum);
-            if (beta != 0.0f) /* beta = 0 must not read C (it may hold NaN) */
-                v += beta * c[j];
-            if (bias)
-                v += bias[j];
-            if (relu)
-                v = v > 0.0f ? v : 0.0f;
-            c[j] = v;
-        }
+        /* the row's four forms apart, each a loop the compiler vectorises (the scales and
+         * sums are read as the pairs they are stored as: 4-byte aligned, checked above) */
+        const float *scale = (const float *)(const void *)ws;
+        const int32_t *wsum = (const int32_t *)(const void *)ws;
+        if (beta != 0.0f) /* beta = 0 must not read C (it may hold NaN) */
+#pragma omp simd
+            for (int j = 0; j < n; j++)
+                c[j] = si * scale[2 * j] * (float)(r[j] - zero * wsum[2 * j + 1]) + beta * c[j];
+        else
+#pragma omp simd
+            for (int j = 0; j < n; j++)
+                c[j] = si * scale[2 * j] * (float)(r[j] - zero * wsum[2 * j + 1]);
+        if (bias)
+#pragma omp simd
+            for (int j = 0; j < n; j++)
+                c[j] += bias[j];
+        if (relu)
+#pragma omp simd
+            for (int j = 0; j < n; j++)
+                c[j] = c[j] > 0.0f ? c[j] : 0.0f;
     }
     return CLF_OK;
 }

@@ -383,6 +383,8 @@ typedef struct choice {
     int32_t token;
 } choice;
 
+#define TOP_BLOCK 64 /* top_choices' vocabulary blocks */
+
 /* The best n of the K*V continuations of active sentence a (parents' log-probs plus the
  * step's), best first. Dead beams (lp = -inf) give nothing. */
 static int top_choices(const run *r, int a, choice *best, int n)
@@ -394,16 +396,30 @@ static int top_choices(const run *r, int a, choice *best, int n)
         if (base == -INFINITY)
             continue;
         const float *lp = r->logp + (size_t)slot * r->V;
-        for (int v = 0; v < r->V; v++) {
-            float x = base + lp[v];
-            if (have == n && x <= best[n - 1].lp)
-                continue;
-            int i = have < n ? have++ : n - 1;
-            while (i > 0 && best[i - 1].lp < x) {
-                best[i] = best[i - 1];
-                i--;
+        for (int v0 = 0; v0 < r->V; v0 += TOP_BLOCK) {
+            const int v1 = v0 + TOP_BLOCK < r->V ? v0 + TOP_BLOCK : r->V;
+            /* once n are held, a block none of whose continuations would enter (the test
+             * below, NaN included) is passed over in one vectorised sweep: almost every
+             * block of a vocabulary */
+            if (have == n) {
+                const float worst = best[n - 1].lp;
+                int enters = 0;
+                for (int v = v0; v < v1; v++)
+                    enters |= !(base + lp[v] <= worst);
+                if (!enters)
+                    continue;
             }
-            best[i] = (choice){x, k, v};
+            for (int v = v0; v < v1; v++) {
+                float x = base + lp[v];
+                if (have == n && x <= best[n - 1].lp)
+                    continue;
+                int i = have < n ? have++ : n - 1;
+                while (i > 0 && best[i - 1].lp < x) {
+                    best[i] = best[i - 1];
+                    i--;
+                }
+                best[i] = (choice){x, k, v};
+            }
         }
     }
     return have;
