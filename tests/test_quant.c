@@ -256,6 +256,10 @@ static void check_i8_product(int m, int n, int k, int lda, int ldc, float alpha,
 START_TEST(test_cpu_gemm_i8)
 {
     check_i8_product(1, 24, 37, 37, 24, 1.0f, 0.0f, 0, 0);
+    /* one row: four weight rows at a time, then a pair and a single; a k tail; enough
+     * weights (35910) for both threads, each with its own block of rows */
+    check_i8_product(1, 27, 64, 64, 27, 1.0f, 0.0f, 1, 0);
+    check_i8_product(1, 70, 513, 515, 71, 0.5f, 1.0f, 1, 1);
     check_i8_product(5, 24, 37, 40, 30, 0.5f, 1.0f, 1, 0);
     check_i8_product(9, 33, 64, 64, 33, 1.0f, 0.0f, 1, 1);
     check_i8_product(40, 17, 129, 131, 20, -1.5f, 0.5f, 1, 1);

@@ -256,10 +256,51 @@ few_rows(const uint8_t *ua, size_t ldu, int m, const int8_t *w, size_t ldw, int 
     }
 }
 
+/* One row of activations (decoding at batch 1): acc[j0 .. j0 + 3] for four rows of w at a
+ * time, the four sums reduced together at the end (a horizontal sum of each accumulator
+ * apart, and the stack traffic of the general tile, cost as much as the 16 steps of the
+ * loop over a 512-wide row). */
+I8_AVX2 static void one_row4(const uint8_t *ua, const int8_t *w, size_t ldw, int k, int j0,
+                             int32_t *acc)
+{
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i t0 = _mm256_setzero_si256(), t1 = t0, t2 = t0, t3 = t0;
+    const int8_t *w0 = w + (size_t)j0 * ldw, *w1 = w0 + ldw, *w2 = w1 + ldw, *w3 = w2 + ldw;
+    const int k32 = k & ~31;
+    for (int p = 0; p < k32; p += 32) {
+        const __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(ua + p));
+#define I8_ROW(t, wr)                                                                              \
+    t = _mm256_add_epi32(                                                                          \
+        t, _mm256_madd_epi16(_mm256_maddubs_epi16(                                                 \
+                                 x, _mm256_loadu_si256((const __m256i *)(const void *)(wr + p))),  \
+                             ones))
+        I8_ROW(t0, w0);
+        I8_ROW(t1, w1);
+        I8_ROW(t2, w2);
+        I8_ROW(t3, w3);
+#undef I8_ROW
+    }
+    /* lanes of t0..t3 summed pairwise, then the two halves: {sum t0, sum t1, sum t2, sum t3} */
+    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(t0, t1), _mm256_hadd_epi32(t2, t3));
+    __m128i r = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    int32_t out[4];
+    _mm_storeu_si128((__m128i *)(void *)out, r);
+    for (int p = k32; p < k; p++) {
+        out[0] += (int32_t)ua[p] * w0[p];
+        out[1] += (int32_t)ua[p] * w1[p];
+        out[2] += (int32_t)ua[p] * w2[p];
+        out[3] += (int32_t)ua[p] * w3[p];
+    }
+    memcpy(acc + j0, out, sizeof out);
+}
+
 I8_AVX2 static void few_range(const uint8_t *ua, size_t ldu, int m, const int8_t *w, size_t ldw,
                               int k, int j0, int j1, int32_t *acc, size_t ldacc)
 {
     int j = j0;
+    if (m == 1)
+        for (; j + 4 <= j1; j += 4)
+            one_row4(ua, w, ldw, k, j, acc);
     for (; j + 2 <= j1; j += 2)
         few_rows(ua, ldu, m, w, ldw, k, j, 2, acc, ldacc);
     if (j < j1)
