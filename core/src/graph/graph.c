@@ -2,7 +2,6 @@
 #include "clformer/graph.h"
 #include "clformer/ops.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +17,16 @@ void clf_graph_free(clf_graph *g)
     free(g->values);
     free(g->nodes);
     memset(g, 0, sizeof *g);
+}
+
+/* dst = label cut to size - 1 bytes, as snprintf(dst, size, "%s", label) would write it
+ * (NULL: ""): a copy, since every value and node of every decoding step's graph gets a
+ * label and formatting them showed in the step's profile. size >= 1. */
+static void copy_label(char *dst, size_t size, const char *label)
+{
+    const size_t n = label ? strnlen(label, size - 1) : 0;
+    memcpy(dst, label ? label : "", n);
+    dst[n] = '\0';
 }
 
 static int grow(void **items, int *cap, int need, size_t item_size)
@@ -49,7 +58,7 @@ int clf_graph_value(clf_graph *g, clf_value_kind kind, size_t bytes, const char 
     v->bytes = bytes;
     v->first = -1;
     v->last = -1;
-    snprintf(v->label, sizeof v->label, "%s", label ? label : "");
+    copy_label(v->label, sizeof v->label, label);
     return g->n_values++;
 }
 
@@ -74,7 +83,7 @@ clf_node *clf_graph_node(clf_graph *g, clf_op op, const void *args, size_t args_
     memset(n, 0, sizeof *n);
     n->op = op;
     memcpy(&n->args, args, args_size);
-    snprintf(n->label, sizeof n->label, "%s", label ? label : "");
+    copy_label(n->label, sizeof n->label, label);
     return n;
 }
 

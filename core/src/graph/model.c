@@ -4,6 +4,8 @@
  * graphs callers ask for); running them is model_run.c. */
 #include "clformer/model.h"
 
+#include "clformer/hash.h"
+
 #include "graph/model_impl.h"
 #include "io/weight_names.h"
 
@@ -48,12 +50,45 @@ void clf_positional_encoding_split(float *pe, int max_len, int d)
 /* ---------------------------------------------------------------------------------- */
 /* weights on the device                                                               */
 
-/* The index of the weight named name, or -1. */
+/* The first slot to probe for name in the name index. */
+static size_t name_home(const clf_model *m, const char *name)
+{
+    return (size_t)clf_hash_fnv1a64(CLF_FNV1A64_OFFSET, name, strlen(name)) & m->name_mask;
+}
+
+/* Builds m->name_slot over m->specs (see model_impl.h). A name that occurs twice keeps
+ * its first index, as a scan of the names in order would find. */
+static clf_status name_index_build(clf_model *m)
+{
+    size_t cap = 2;
+    while (cap < 2 * (size_t)m->n_weights)
+        cap *= 2;
+    m->name_slot = malloc(cap * sizeof *m->name_slot);
+    if (!m->name_slot)
+        return clf_error(CLF_ERR_NOMEM, "model: out of host memory");
+    m->name_mask = cap - 1;
+    for (size_t s = 0; s < cap; s++)
+        m->name_slot[s] = -1;
+    for (int i = 0; i < m->n_weights; i++) {
+        size_t s = name_home(m, m->specs[i].name);
+        while (m->name_slot[s] >= 0 &&
+               strcmp(m->specs[m->name_slot[s]].name, m->specs[i].name) != 0)
+            s = (s + 1) & m->name_mask;
+        if (m->name_slot[s] < 0)
+            m->name_slot[s] = i;
+    }
+    return CLF_OK;
+}
+
+/* The index of the weight named name, or -1. The table is at most half full, so a probe
+ * sequence ends at an empty slot. */
 int clf_model_spec_index(const clf_model *m, const char *name)
 {
-    for (int i = 0; i < m->n_weights; i++)
-        if (strcmp(m->specs[i].name, name) == 0)
-            return i;
+    if (!m->name_slot)
+        return -1; /* no specs yet */
+    for (size_t s = name_home(m, name); m->name_slot[s] >= 0; s = (s + 1) & m->name_mask)
+        if (strcmp(m->specs[m->name_slot[s]].name, name) == 0)
+            return m->name_slot[s];
     return -1;
 }
 
@@ -238,6 +273,8 @@ clf_status clf_model_create(const clf_model_config *cfg, const clf_weights *w,
     }
     if ((st = clf_weight_specs(cfg, &m->specs, &m->n_weights)) != CLF_OK)
         goto fail;
+    if ((st = name_index_build(m)) != CLF_OK)
+        goto fail;
     if ((st = check_weights_match(m, w)) != CLF_OK)
         goto fail;
     m->wdev = calloc((size_t)m->n_weights, sizeof(clf_ptr));
@@ -286,9 +323,12 @@ static void lowp_free(clf_model *m)
     free(m->lowp_chunks);
     free(m->lowp_scale_off);
     free(m->lowp_row);
+    free(m->lowp_mat);
     m->lowp_chunks = NULL;
     m->lowp_scale_off = NULL;
     m->lowp_row = NULL;
+    m->lowp_mat = NULL;
+    m->n_lowp_mat = 0;
     m->lowp_bytes = 0;
     m->lowp_type = CLF_WEIGHT_F32;
 }
@@ -316,6 +356,7 @@ void clf_model_free(clf_model *m)
     free(m->grad_chunks);
     free(m->wdev);
     free(m->specs);
+    free(m->name_slot);
     free(m);
 }
 
@@ -443,6 +484,50 @@ static clf_status lowp_make(clf_model *m, int c, const float *f32, clf_weight_ty
     return CLF_OK;
 }
 
+/* (chunk, off, i) order for qsort */
+static int lowp_mat_cmp(const void *pa, const void *pb)
+{
+    const clf_lowp_mat *a = pa, *b = pb;
+    if (a->chunk != b->chunk)
+        return a->chunk < b->chunk ? -1 : 1;
+    if (a->off != b->off)
+        return a->off < b->off ? -1 : 1;
+    return (a->i > b->i) - (a->i < b->i);
+}
+
+/* Fills m->lowp_mat (see model_impl.h). */
+static clf_status lowp_mat_build(clf_model *m)
+{
+    m->lowp_mat = malloc((size_t)(m->n_weights ? m->n_weights : 1) * sizeof *m->lowp_mat);
+    if (!m->lowp_mat)
+        return clf_error(CLF_ERR_NOMEM, "model: out of host memory");
+    m->n_lowp_mat = 0;
+    for (int i = 0; i < m->n_weights; i++)
+        if (is_gemm_matrix(m, i))
+            m->lowp_mat[m->n_lowp_mat++] = (clf_lowp_mat){
+                .chunk = clf_model_chunk_holding(m, m->wdev[i].buf), .i = i, .off = m->wdev[i].off};
+    qsort(m->lowp_mat, (size_t)m->n_lowp_mat, sizeof *m->lowp_mat, lowp_mat_cmp);
+    return CLF_OK;
+}
+
+/* The weight index of the GEMM matrix at byte off of chunk c, or -1; the lowest index when
+ * several start there (as a scan of the weights in order would find). */
+static int lowp_mat_at(const clf_model *m, int c, size_t off)
+{
+    const clf_lowp_mat key = {.chunk = c, .i = -1, .off = off};
+    int lo = 0, hi = m->n_lowp_mat; /* first entry not below key: in [lo, hi] */
+    while (lo < hi) {
+        const int mid = lo + (hi - lo) / 2;
+        if (lowp_mat_cmp(&m->lowp_mat[mid], &key) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < m->n_lowp_mat && m->lowp_mat[lo].chunk == c && m->lowp_mat[lo].off == off)
+        return m->lowp_mat[lo].i;
+    return -1;
+}
+
 clf_status clf_model_set_weight_type(clf_model *m, clf_weight_type type)
 {
     if (type == m->lowp_type)
@@ -471,6 +556,8 @@ clf_status clf_model_set_weight_type(clf_model *m, clf_weight_type type)
         st = clf_error(CLF_ERR_NOMEM, "model: out of host memory");
         goto fail;
     }
+    if ((st = lowp_mat_build(m)) != CLF_OK)
+        goto fail;
     m->lowp_type = type;
     for (int c = 0; c < m->n_chunks; c++) {
         size_t bytes = 0;
@@ -533,17 +620,16 @@ int clf_model_lowp_twin(const clf_model *m, clf_ptr w, size_t bytes, clf_lowp_tw
         return 1;
     }
     /* the value starts at a matrix (a packed one at its first member) */
-    for (int i = 0; i < m->n_weights; i++)
-        if (m->wdev[i].buf == w.buf && m->wdev[i].off == w.off && is_gemm_matrix(m, i)) {
-            const size_t rows = bytes / sizeof(float) / (size_t)m->specs[i].shape[1];
-            t->field = offsetof(clf_gemm_args, b_i8);
-            t->w = (clf_ptr){m->lowp_chunks[c], w.off / 4};
-            t->w_bytes = bytes / 4;
-            t->scale = (clf_ptr){m->lowp_chunks[c], m->lowp_scale_off[c] + 8 * m->lowp_row[i]};
-            t->scale_bytes = 8 * rows;
-            return 1;
-        }
-    return 0;
+    const int i = lowp_mat_at(m, c, w.off);
+    if (i < 0)
+        return 0;
+    const size_t rows = bytes / sizeof(float) / (size_t)m->specs[i].shape[1];
+    t->field = offsetof(clf_gemm_args, b_i8);
+    t->w = (clf_ptr){m->lowp_chunks[c], w.off / 4};
+    t->w_bytes = bytes / 4;
+    t->scale = (clf_ptr){m->lowp_chunks[c], m->lowp_scale_off[c] + 8 * m->lowp_row[i]};
+    t->scale_bytes = 8 * rows;
+    return 1;
 }
 
 /* ---------------------------------------------------------------------------------- */

@@ -7,13 +7,25 @@
 
 #include "graph/model_internal.h"
 
+/* A GEMM matrix of the model by where it lies: weight index i at byte off of chunk. */
+typedef struct clf_lowp_mat {
+    int chunk, i;
+    size_t off;
+} clf_lowp_mat;
+
 struct clf_model {
     clf_model_config cfg;
     const clf_backend_api *api;
     clf_backend *be;
     int n_weights;
     clf_weight_spec *specs; /* copy of the weight specs: names and shapes */
-    clf_ptr *wdev;          /* per weight: where it lives on the device */
+    /* name -> spec index (clf_model_spec_index): open addressing with linear probing on
+     * the names' FNV-1a hash, name_mask + 1 slots (a power of two, at least twice
+     * n_weights), -1 in the empty ones. Every weight of every step graph is looked up by
+     * name, and a scan of the names made those lookups the largest cost of building one. */
+    int *name_slot;
+    size_t name_mask;
+    clf_ptr *wdev; /* per weight: where it lives on the device */
     clf_buffer **chunks;
     size_t *chunk_bytes;
     int n_chunks;
@@ -27,6 +39,11 @@ struct clf_model {
     clf_buffer **lowp_chunks;
     size_t *lowp_scale_off;
     size_t *lowp_row;
+    /* the GEMM matrices sorted by (chunk, offset, index), n_lowp_mat of them: the int8
+     * twin of a weight value is found by a binary search on its place (clf_model_lowp_twin
+     * runs for every GEMM of every step graph) */
+    clf_lowp_mat *lowp_mat;
+    int n_lowp_mat;
     size_t lowp_bytes;
     clf_buffer *pe; /* [max_len, d] */
     size_t weight_bytes;
