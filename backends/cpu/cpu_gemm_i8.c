@@ -210,6 +210,10 @@ few_tile(const uint8_t *ua, size_t ldu, const int8_t *w, size_t ldw, int k, int 
     const int8_t *wr = w + (size_t)j0 * ldw;
     const int k32 = k & ~31;
     for (int p = 0; p < k32; p += 32) {
+        if (i0 == 0 && (p & 63) == 0) /* the next NR rows, fetched ahead (see one_row4) */
+#pragma GCC unroll 2
+            for (int r = 0; r < NR; r++)
+                _mm_prefetch((const char *)(wr + (size_t)(NR + r) * ldw + p), _MM_HINT_T0);
         __m256i b[2];
 #pragma GCC unroll 2
         for (int r = 0; r < NR; r++)
@@ -267,8 +271,19 @@ I8_AVX2 static void one_row4(const uint8_t *ua, const int8_t *w, size_t ldw, int
     __m256i t0 = _mm256_setzero_si256(), t1 = t0, t2 = t0, t3 = t0;
     const int8_t *w0 = w + (size_t)j0 * ldw, *w1 = w0 + ldw, *w2 = w1 + ldw, *w3 = w2 + ldw;
     const int k32 = k & ~31;
+    /* The next four rows, fetched ahead into L1 while these are summed: the hardware
+     * prefetchers see four short streams (512 bytes each at the model's k) and start each
+     * too late; with this the products of one row read 1.3-1.5x faster
+     * (bench/gemm_int8.c). A prefetch past the matrix's end is harmless: it never faults. */
+    const int8_t *next = w3 + ldw;
     for (int p = 0; p < k32; p += 32) {
         const __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(ua + p));
+        if ((p & 63) == 0) {
+            _mm_prefetch((const char *)(next + p), _MM_HINT_T0);
+            _mm_prefetch((const char *)(next + ldw + p), _MM_HINT_T0);
+            _mm_prefetch((const char *)(next + 2 * ldw + p), _MM_HINT_T0);
+            _mm_prefetch((const char *)(next + 3 * ldw + p), _MM_HINT_T0);
+        }
 #define I8_ROW(t, wr)                                                                              \
     t = _mm256_add_epi32(                                                                          \
         t, _mm256_madd_epi16(_mm256_maddubs_epi16(                                                 \
