@@ -430,6 +430,53 @@ START_TEST(half_weights_refuse_out_of_range)
 }
 END_TEST
 
+/* The CPU backend, except that it says it cannot read attention's row table: decoding
+ * then copies the caches between beams instead of sharing their rows (decode.c). */
+static const clf_backend_api *rows_api;
+static int supports_without_rows(clf_backend *be, clf_op op)
+{
+    return op != CLF_OP_ATTENTION_KV_ROWS && rows_api->supports(be, op);
+}
+
+/* Shared cache rows and copied caches give the same hypotheses, greedy and beam (the
+ * copying path is the one a backend without the capability takes) */
+START_TEST(shared_rows_equal_copied_caches)
+{
+    fixture f;
+    fixture_open(&f, "cpu", fixtures[_i]);
+    rows_api = f.api;
+    clf_backend_api copying = *f.api;
+    copying.supports = supports_without_rows;
+    clf_model *m2 = NULL;
+    CLF_ASSERT_OK(clf_model_create(&f.cfg.model, f.w, &copying, f.be, &m2));
+    const int eos = pick_eos(&f);
+    for (int beam = 1; beam <= 3; beam += 2) {
+        clf_decode_opts o;
+        clf_decode_opts_default(&f.cfg.model, &o);
+        o.max_len = MAXOUT;
+        o.eos_id = eos;
+        o.beam = beam;
+        o.n_best = beam;
+        clf_decode_result shared, copied;
+        CLF_ASSERT_OK(clf_decode(f.m, f.src, B, S, &o, &shared));
+        CLF_ASSERT_OK(clf_decode(m2, f.src, B, S, &o, &copied));
+        for (int i = 0; i < B * beam; i++) {
+            const clf_hypothesis *x = &shared.hyps[i], *y = &copied.hyps[i];
+            ck_assert_int_eq(x->len, y->len);
+            ck_assert(x->len == 0 ||
+                      memcmp(x->tokens, y->tokens, sizeof(int32_t) * (size_t)x->len) == 0);
+            ck_assert_msg(x->logprob == y->logprob || (isinf(x->logprob) && isinf(y->logprob)),
+                          "%s beam %d hyp %d: logprob %g shared, %g copied", fixtures[_i], beam, i,
+                          x->logprob, y->logprob);
+        }
+        clf_decode_result_free(&shared);
+        clf_decode_result_free(&copied);
+    }
+    clf_model_free(m2);
+    fixture_close(&f);
+}
+END_TEST
+
 START_TEST(bad_arguments_are_refused)
 {
     fixture f;
@@ -680,6 +727,7 @@ static Suite *decode_suite(void)
     tcase_add_loop_test(tc, half_weights_cpu, 0, N_FIXTURES);
     tcase_add_test(tc, half_weights_refuse_out_of_range);
     tcase_add_test(tc, bad_arguments_are_refused);
+    tcase_add_loop_test(tc, shared_rows_equal_copied_caches, 0, N_FIXTURES);
     suite_add_tcase(s, tc);
     TCase *ex = tcase_create("exhaustive");
     tcase_add_test(ex, beam_equals_exhaustive_search);

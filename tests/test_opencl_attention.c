@@ -188,6 +188,66 @@ static void check_attention_case(const attn_case *t, unsigned seed)
     free(cp);
 }
 
+/* batch 3, heads 2, queries 1 + with_probs (causal), 9 keys, head_dim 16; keys and values
+ * k|v rows of 5 entries, the table [3, 11] */
+static void run_attention_rows(int with_probs)
+{
+    enum { B = 3, H = 2, D = 16, W = H * D, TK = 9, E = 5, LD = 11 };
+    const int tq = 1 + with_probs;
+    const size_t nq = (size_t)B * tq * W, nkv = (size_t)E * TK * 2 * W, no = nq,
+                 np = (size_t)B * H * tq * TK;
+    float *q = clf_test_frand(nq, 71, -2, 2), *kv = clf_test_frand(nkv, 72, -1, 1);
+    int32_t rows[B * LD];
+    for (int i = 0; i < B * LD; i++)
+        rows[i] = (i * 3 + 1) % E;
+    rows[0] = -2;
+    rows[LD + 4] = E + 3;
+    float got[2][B * 2 * W], gotp[2][B * H * 2 * TK];
+    bk *ks[2] = {&ocl, &cpu};
+    for (int w = 0; w < 2; w++) {
+        bk *k = ks[w];
+        clf_buffer *bq = up(k, q, nq * 4), *bkv = up(k, kv, nkv * 4), *bo = up(k, NULL, no * 4),
+                   *bp = up(k, NULL, np * 4), *br = up(k, rows, sizeof rows);
+        clf_attention_args a = {.batch = B,
+                                .heads = H,
+                                .q_len = tq,
+                                .kv_len = TK,
+                                .head_dim = D,
+                                .q = {bq, 0},
+                                .k = {bkv, 0},
+                                .v = {bkv, 4 * W},
+                                .out = {bo, 0},
+                                .q_ld = W,
+                                .k_ld = 2 * W,
+                                .v_ld = 2 * W,
+                                .out_ld = W,
+                                .q_bstride = (size_t)tq * W,
+                                .kv_bstride = (size_t)TK * 2 * W,
+                                .out_bstride = (size_t)tq * W,
+                                .causal = with_probs,
+                                .q_pos0 = TK - tq,
+                                .scale = 0.25f,
+                                .probs = {with_probs ? bp : NULL, 0},
+                                .kv_rows = {br, 0},
+                                .kv_rows_ld = LD,
+                                .kv_entries = E};
+        CLF_ASSERT_OK(clf_op_attention(k->api, k->be, &a));
+        down(k, got[w], bo, no * 4);
+        if (with_probs)
+            down(k, gotp[w], bp, np * 4);
+        clf_buffer *all[] = {bq, bkv, bo, bp, br};
+        for (int i = 0; i < 5; i++)
+            k->api->free(k->be, all[i]);
+    }
+    expect_close(got[0], got[1], no, TOL_ATTN,
+                 with_probs ? "attention, row table, probs" : "attention, row table",
+                 "cpu backend");
+    if (with_probs)
+        expect_close(gotp[0], gotp[1], np, TOL_ATTN, "attention probs, row table", "cpu backend");
+    free(q);
+    free(kv);
+}
+
 START_TEST(test_attention)
 {
     static const attn_case cases[] = {
@@ -214,30 +274,12 @@ START_TEST(test_attention)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         check_attention_case(&cases[i], 1000 + 10 * (unsigned)i);
 
-    /* The kernels read keys and values by batch entry only: a row table (kv_rows) is
-     * refused by name, not ignored (decoding copies the caches instead on this backend) */
-    clf_buffer *buf;
-    CLF_ASSERT_OK(ocl.api->alloc(ocl.be, 4096, &buf));
-    clf_attention_args a = {.batch = 1,
-                            .heads = 1,
-                            .q_len = 1,
-                            .kv_len = 2,
-                            .head_dim = 4,
-                            .q = {buf, 0},
-                            .k = {buf, 64},
-                            .v = {buf, 128},
-                            .out = {buf, 256},
-                            .q_ld = 4,
-                            .k_ld = 4,
-                            .v_ld = 4,
-                            .out_ld = 4,
-                            .scale = 0.5f,
-                            .kv_rows = {buf, 512},
-                            .kv_rows_ld = 2,
-                            .kv_entries = 1};
-    ck_assert_int_eq(clf_op_attention(ocl.api, ocl.be, &a), CLF_ERR_UNSUPPORTED);
-    ck_assert_msg(strstr(clf_last_error(), "kv_rows"), "%s", clf_last_error());
-    ocl.api->free(ocl.be, buf);
+    /* Keys and values through a row table (kv_rows, the decoding step's: beams sharing
+     * cache rows), fused and probs kernels, against the CPU backend (whose row table the
+     * ops suite checks against a double reference); entries out of range on both sides
+     * are clamped alike. */
+    for (int with_probs = 0; with_probs < 2; with_probs++)
+        run_attention_rows(with_probs);
 }
 END_TEST
 

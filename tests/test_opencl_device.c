@@ -37,11 +37,10 @@ START_TEST(test_devices)
     ck_assert_msg(strncmp(d, "OpenCL: ", 8) == 0 && strstr(d, " / ") && strchr(d, '('),
                   "describe: '%s'", d);
     /* every op; not the capabilities of reading BF16 and int8 weights (a model refuses
-     * those weight types on this backend) nor attention's key/value row table */
+     * those weight types on this backend) */
     for (int op = 0; op < CLF_OP_COUNT; op++)
-        ck_assert_int_eq(ocl.api->supports(ocl.be, (clf_op)op), op != CLF_OP_GEMM_BF16 &&
-                                                                    op != CLF_OP_GEMM_I8 &&
-                                                                    op != CLF_OP_ATTENTION_KV_ROWS);
+        ck_assert_int_eq(ocl.api->supports(ocl.be, (clf_op)op),
+                         op != CLF_OP_GEMM_BF16 && op != CLF_OP_GEMM_I8);
     ck_assert_int_eq(ocl.api->supports(ocl.be, CLF_OP_COUNT), 0);
     ck_assert_int_eq(ocl.api->supports(ocl.be, (clf_op)-1), 0);
 

@@ -120,11 +120,8 @@ static clf_status ocl_describe(clf_backend *be, char *buf, size_t size)
 static int ocl_supports(clf_backend *be, clf_op op)
 {
     (void)be;
-    /* no kernels read BF16 or int8 weights (a model refuses those weight types here), and
-     * the attention kernels read keys and values by batch entry only (decoding then copies
-     * the caches of beams instead, decode.c) */
-    return (int)op >= 0 && op < CLF_OP_COUNT && op != CLF_OP_GEMM_BF16 && op != CLF_OP_GEMM_I8 &&
-           op != CLF_OP_ATTENTION_KV_ROWS;
+    /* no kernels read BF16 or int8 weights: a model refuses those weight types here */
+    return (int)op >= 0 && op < CLF_OP_COUNT && op != CLF_OP_GEMM_BF16 && op != CLF_OP_GEMM_I8;
 }
 
 static uint64_t ocl_max_alloc(clf_backend *be)

@@ -87,7 +87,13 @@ clf_status ocl_attention(clf_backend *be, const clf_attention_args *a)
     if ((st = ocl_check_attention_local(be, op, a->head_dim, pairs, wg, pairs)) != CLF_OK)
         return st;
     const ocl_kval qs = ocl_kfloats((size_t)a->head_dim), tile = ocl_kfloats(wg);
-    const ocl_kval with_probs[] = {OCL_KBUF(a->probs), qs, tile}, fused[] = {qs, qs, tile, tile};
+    /* the row table (absent: has_rows 0, and the kernel reads no row of it) */
+#define OCL_ROWS                                                                                   \
+    OCL_KBUF(a->kv_rows), ocl_kulong((cl_ulong)a->kv_rows_ld), ocl_khas(a->kv_rows),               \
+        ocl_kint(a->kv_entries)
+    const ocl_kval with_probs[] = {OCL_ROWS, OCL_KBUF(a->probs), qs, tile},
+                   fused[] = {OCL_ROWS, qs, qs, tile, tile};
+#undef OCL_ROWS
     return ocl_run_attention(be, op, be->kernels[kid], wg, a, a->out, 0, probs ? with_probs : fused,
                              probs ? OCL_COUNT(with_probs) : OCL_COUNT(fused));
 }

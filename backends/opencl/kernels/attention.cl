@@ -11,7 +11,10 @@
  * drop_threshold = clf_dropout_threshold(p) and drop_scale = 1.0f / (1.0f - p) come from
  * the host; threshold 0 keeps every element (and then the scale is 1.0f), so it means off.
  * A fully masked row has all scores equal to -1e9 and so uniform weights, as masked_fill
- * gives in PyTorch. Offsets and strides are in elements. */
+ * gives in PyTorch. Offsets and strides are in elements.
+ * The forward kernels also read keys and values through a row table (has_rows;
+ * clf_attention_args.kv_rows): key j of batch entry b is then row j of entry
+ * kv_rows[rows_off + b*rows_ld + j], clamped to [0, kv_entries), instead of entry b. */
 
 /* Score of key j for the query held in qs[head_dim]; the mask rule above. */
 float attention_score(__local const float *qs, __global const float *kj, int head_dim, float scale,
@@ -23,6 +26,14 @@ float attention_score(__local const float *qs, __global const float *kj, int hea
     for (int d = 0; d < head_dim; d++)
         s += qs[d] * kj[d];
     return s * scale;
+}
+
+/* The element offset of row j of the key/value entry batch entry b reads (see above). */
+ulong kv_row(__global const int *kv_rows, ulong rows_base, int has_rows, int kv_entries,
+             ulong kv_bstride, int b, int j, ulong ld)
+{
+    const int e = has_rows ? clamp(kv_rows[rows_base + j], 0, kv_entries - 1) : b;
+    return (ulong)e * kv_bstride + (ulong)j * ld;
 }
 
 int attention_masked(__global const int *key_mask, ulong mask_base, int has_mask, int causal,
@@ -40,8 +51,10 @@ __kernel void attention(__global const float *q, ulong q_off, ulong q_ld, ulong 
                         ulong out_off, ulong out_ld, ulong out_bstride,
                         __global const int *key_mask, ulong mask_off, ulong mask_stride,
                         int has_mask, int kv_len, int head_dim, int causal, int q_pos0, float scale,
-                        ulong drop_seed, uint drop_threshold, float drop_scale, __local float *qs,
-                        __local float *acc, __local float *p, __local float *red)
+                        ulong drop_seed, uint drop_threshold, float drop_scale,
+                        __global const int *kv_rows, ulong rows_off, ulong rows_ld, int has_rows,
+                        int kv_entries, __local float *qs, __local float *acc, __local float *p,
+                        __local float *red)
 {
     const int i = get_group_id(0), h = get_group_id(1), b = get_group_id(2);
     const int q_len = get_num_groups(0), heads = get_num_groups(1);
@@ -49,8 +62,10 @@ __kernel void attention(__global const float *q, ulong q_off, ulong q_ld, ulong 
     const ulong drop_row = (((ulong)b * heads + h) * q_len + i) * kv_len;
     const ulong hd = (ulong)h * head_dim;
     __global const float *qr = q + q_off + b * q_bstride + i * q_ld + hd;
-    __global const float *kb = k + k_off + b * kv_bstride + hd;
-    __global const float *vb = v + v_off + b * kv_bstride + hd;
+    /* keys and values from here at kv_row(.., j, ld): entry b's rows, or the table's */
+    __global const float *kb = k + k_off + hd;
+    __global const float *vb = v + v_off + hd;
+    const ulong rows_base = rows_off + (ulong)b * rows_ld;
     const ulong mask_base = mask_off + b * mask_stride;
 
     for (int d = lid; d < head_dim; d += wg) {
@@ -66,7 +81,8 @@ __kernel void attention(__global const float *q, ulong q_off, ulong q_ld, ulong 
         float s = -INFINITY; /* past the end: no weight at all (unlike a masked key) */
         if (valid)
             s = attention_score(
-                qs, kb + j * k_ld, head_dim, scale,
+                qs, kb + kv_row(kv_rows, rows_base, has_rows, kv_entries, kv_bstride, b, j, k_ld),
+                head_dim, scale,
                 attention_masked(key_mask, mask_base, has_mask, causal, q_pos0, i, j));
         const float m_new = fmax(m, wg_max(red, s)); /* finite: the tile has a valid key */
         const float pj = valid ? exp(s - m_new) : 0.0f;
@@ -80,7 +96,9 @@ __kernel void attention(__global const float *q, ulong q_off, ulong q_ld, ulong 
         for (int d = lid; d < head_dim; d += wg) {
             float a = acc[d] * corr;
             for (int t = 0; t < nt; t++)
-                a += p[t] * vb[(j0 + t) * v_ld + d];
+                a += p[t] * vb[kv_row(kv_rows, rows_base, has_rows, kv_entries, kv_bstride, b,
+                                      j0 + t, v_ld) +
+                               d];
             acc[d] = a; /* only this work-item touches acc[d] */
         }
         m = m_new;
@@ -102,16 +120,19 @@ __kernel void attention_probs(__global const float *q, ulong q_off, ulong q_ld, 
                               __global const int *key_mask, ulong mask_off, ulong mask_stride,
                               int has_mask, int kv_len, int head_dim, int causal, int q_pos0,
                               float scale, ulong drop_seed, uint drop_threshold, float drop_scale,
-                              __global float *probs, ulong probs_off, __local float *qs,
-                              __local float *red)
+                              __global const int *kv_rows, ulong rows_off, ulong rows_ld,
+                              int has_rows, int kv_entries, __global float *probs,
+                              ulong probs_off, __local float *qs, __local float *red)
 {
     const int i = get_group_id(0), h = get_group_id(1), b = get_group_id(2);
     const int q_len = get_num_groups(0), heads = get_num_groups(1);
     const int lid = get_local_id(0), wg = get_local_size(0);
     const ulong hd = (ulong)h * head_dim;
     __global const float *qr = q + q_off + b * q_bstride + i * q_ld + hd;
-    __global const float *kb = k + k_off + b * kv_bstride + hd;
-    __global const float *vb = v + v_off + b * kv_bstride + hd;
+    /* keys and values from here at kv_row(.., j, ld): entry b's rows, or the table's */
+    __global const float *kb = k + k_off + hd;
+    __global const float *vb = v + v_off + hd;
+    const ulong rows_base = rows_off + (ulong)b * rows_ld;
     const ulong mask_base = mask_off + b * mask_stride;
     const ulong row = (((ulong)b * heads + h) * q_len + i) * kv_len; /* = dropout's e of j 0 */
     __global float *pr = probs + probs_off + row;
@@ -123,7 +144,10 @@ __kernel void attention_probs(__global const float *q, ulong q_off, ulong q_ld, 
     float m = -INFINITY;
     for (int j = lid; j < kv_len; j += wg) {
         const float s =
-            attention_score(qs, kb + j * k_ld, head_dim, scale,
+            attention_score(qs,
+                            kb + kv_row(kv_rows, rows_base, has_rows, kv_entries, kv_bstride, b,
+                                        j, k_ld),
+                            head_dim, scale,
                             attention_masked(key_mask, mask_base, has_mask, causal, q_pos0, i, j));
         pr[j] = s;
         m = fmax(m, s);
@@ -146,7 +170,9 @@ __kernel void attention_probs(__global const float *q, ulong q_off, ulong q_ld, 
         for (int d = lid; d < head_dim; d += wg) {
             float a = 0.0f;
             for (int j = 0; j < kv_len; j++)
-                a += pr[j] * vb[j * v_ld + d];
+                a += pr[j] *
+                     vb[kv_row(kv_rows, rows_base, has_rows, kv_entries, kv_bstride, b, j, v_ld) +
+                        d];
             o[d] = a;
         }
         return;
@@ -163,7 +189,9 @@ __kernel void attention_probs(__global const float *q, ulong q_off, ulong q_ld, 
         for (int d = lid; d < head_dim; d += wg) {
             float a = qs[d];
             for (int t = 0; t < nt; t++)
-                a += red[t] * vb[(j0 + t) * v_ld + d];
+                a += red[t] * vb[kv_row(kv_rows, rows_base, has_rows, kv_entries, kv_bstride,
+                                        b, j0 + t, v_ld) +
+                                 d];
             qs[d] = a; /* only this work-item touches qs[d] */
         }
         barrier(CLK_LOCAL_MEM_FENCE); /* red is refilled by the next tile */
