@@ -47,14 +47,10 @@ static int weight_span(builder *b, const char *name, int count)
     return v;
 }
 
-int clf_build_weightf(builder *b, int count, const char *fmt, const char *prefix,
-                      const char *suffix)
+int clf_build_weight(builder *b, int count, const char *prefix, const char *suffix)
 {
     char name[CLF_TENSOR_NAME_MAX];
-    if (strcmp(fmt, "%s%s") == 0) /* every caller's: joined without formatting */
-        join(name, sizeof name, prefix, suffix);
-    else
-        snprintf(name, sizeof name, fmt, prefix, suffix);
+    join(name, sizeof name, prefix, suffix);
     return weight_span(b, name, count);
 }
 
@@ -147,12 +143,11 @@ static void plugin_norm(builder *b, const char *prefix, int out, int x, int rows
 {
     const clf_model_config *c = &b->m->cfg;
     clf_norm_args a = {.op = c->norm_op, .rows = rows, .cols = b->d, .eps = c->ln_eps};
-    int alpha =
-        clf_build_required(b, clf_build_weightf(b, 1, "%s%s", prefix, ".alpha"), prefix, ".alpha");
+    int alpha = clf_build_required(b, clf_build_weight(b, 1, prefix, ".alpha"), prefix, ".alpha");
     int beta = -1;
     if (c->norm_op->norm_has_bias &&
-        (beta = clf_build_required(b, clf_build_weightf(b, 1, "%s%s", prefix, ".bias"), prefix,
-                                   ".bias")) < 0)
+        (beta = clf_build_required(b, clf_build_weight(b, 1, prefix, ".bias"), prefix, ".bias")) <
+            0)
         return;
     if (alpha < 0)
         return;
@@ -173,10 +168,8 @@ static void layernorm(builder *b, const char *prefix, int out, int x, int rows)
         return;
     }
     clf_layernorm_args a = {.rows = rows, .cols = b->d, .style = c->ln_style, .eps = c->ln_eps};
-    int alpha =
-        clf_build_required(b, clf_build_weightf(b, 1, "%s%s", prefix, ".alpha"), prefix, ".alpha");
-    int beta =
-        clf_build_required(b, clf_build_weightf(b, 1, "%s%s", prefix, ".bias"), prefix, ".bias");
+    int alpha = clf_build_required(b, clf_build_weight(b, 1, prefix, ".alpha"), prefix, ".alpha");
+    int beta = clf_build_required(b, clf_build_weight(b, 1, prefix, ".bias"), prefix, ".bias");
     if (alpha < 0 || beta < 0)
         return;
     clf_node *n = clf_graph_node(b->g, CLF_OP_LAYERNORM, &a, sizeof a, prefix);
@@ -231,9 +224,8 @@ static void attend_and_project(builder *b, const char *prefix, const clf_attenti
         clf_graph_bind(b->g, n, offsetof(clf_attention_args, probs), s->probs, 0);
     if (s->kv_rows_ld > 0)
         clf_graph_bind(b->g, n, offsetof(clf_attention_args, kv_rows), s->kv_rows, 0);
-    int wo = clf_build_required(b, clf_build_weightf(b, 1, "%s%s", prefix, ".w_o.weight"), prefix,
-                                ".w_o");
-    int bo = clf_build_weightf(b, 1, "%s%s", prefix, ".w_o.bias");
+    int wo = clf_build_required(b, clf_build_weight(b, 1, prefix, ".w_o.weight"), prefix, ".w_o");
+    int bo = clf_build_weight(b, 1, prefix, ".w_o.bias");
     join(label, sizeof label, prefix, ".w_o");
     clf_build_linear(b, label, y, 0, d, ctx, 0, d, wo, bo, rows, d, d, 0, accumulate);
 }
@@ -250,17 +242,16 @@ static void attention_block_cached(builder *b, const char *prefix, const attenti
     const int d = b->d, B = s->B;
     const size_t row2 = 2 * (size_t)d, slot = (size_t)s->cache_len * row2;
     char label[96];
-    int wq = clf_build_required(b, clf_build_weightf(b, 1, "%s%s", prefix, ".w_q.weight"), prefix,
-                                ".w_q");
-    int bq = clf_build_weightf(b, 1, "%s%s", prefix, ".w_q.bias");
+    int wq = clf_build_required(b, clf_build_weight(b, 1, prefix, ".w_q.weight"), prefix, ".w_q");
+    int bq = clf_build_weight(b, 1, prefix, ".w_q.bias");
     int q = clf_build_activation(b, (size_t)B * d, "q");
     int ctx = clf_build_activation(b, (size_t)B * d, "ctx");
     join(label, sizeof label, prefix, ".w_q");
     clf_build_linear(b, label, q, 0, d, x, 0, d, wq, bq, B, d, d, 0, 0);
     if (s->write_pos >= 0) {
-        int wkv = clf_build_required(b, clf_build_weightf(b, 2, "%s%s", prefix, ".w_k.weight"),
-                                     prefix, ".w_k");
-        int bkv = clf_build_weightf(b, 2, "%s%s", prefix, ".w_k.bias");
+        int wkv =
+            clf_build_required(b, clf_build_weight(b, 2, prefix, ".w_k.weight"), prefix, ".w_k");
+        int bkv = clf_build_weight(b, 2, prefix, ".w_k.bias");
         join(label, sizeof label, prefix, ".w_kv");
         clf_build_linear(b, label, s->cache, s->cache_off + (size_t)s->write_pos * row2, (int)slot,
                          x, 0, d, wkv, bkv, B, 2 * d, d, 0, 0);
@@ -315,9 +306,9 @@ static void attention_block(builder *b, const char *prefix, const attention_site
     int q, kv;
     size_t q_off, k_off, v_off;
     if (s->kv_src < 0) {
-        int wqkv = clf_build_required(b, clf_build_weightf(b, 3, "%s%s", prefix, ".w_q.weight"),
-                                      prefix, ".w_q");
-        int bqkv = clf_build_weightf(b, 3, "%s%s", prefix, ".w_q.bias");
+        int wqkv =
+            clf_build_required(b, clf_build_weight(b, 3, prefix, ".w_q.weight"), prefix, ".w_q");
+        int bqkv = clf_build_weight(b, 3, prefix, ".w_q.bias");
         q = kv = clf_build_activation(b, rq * 3 * d, "qkv");
         join(label, sizeof label, prefix, ".w_qkv");
         clf_build_linear(b, label, q, 0, 3 * d, x, 0, d, wqkv, bqkv, (int)rq, 3 * d, d, 0, 0);
@@ -325,12 +316,12 @@ static void attention_block(builder *b, const char *prefix, const attention_site
         a.q_ld = a.k_ld = a.v_ld = 3 * d;
         a.q_bstride = a.kv_bstride = (size_t)Tq * 3 * d;
     } else {
-        int wq = clf_build_required(b, clf_build_weightf(b, 1, "%s%s", prefix, ".w_q.weight"),
-                                    prefix, ".w_q");
-        int bq = clf_build_weightf(b, 1, "%s%s", prefix, ".w_q.bias");
-        int wkv = clf_build_required(b, clf_build_weightf(b, 2, "%s%s", prefix, ".w_k.weight"),
-                                     prefix, ".w_k");
-        int bkv = clf_build_weightf(b, 2, "%s%s", prefix, ".w_k.bias");
+        int wq =
+            clf_build_required(b, clf_build_weight(b, 1, prefix, ".w_q.weight"), prefix, ".w_q");
+        int bq = clf_build_weight(b, 1, prefix, ".w_q.bias");
+        int wkv =
+            clf_build_required(b, clf_build_weight(b, 2, prefix, ".w_k.weight"), prefix, ".w_k");
+        int bkv = clf_build_weight(b, 2, prefix, ".w_k.bias");
         q = clf_build_activation(b, rq * d, "q");
         kv = clf_build_activation(b, rk * 2 * d, "kv");
         join(label, sizeof label, prefix, ".w_q");
@@ -363,10 +354,10 @@ static int plugin_ffn_hidden(builder *b, const char *prefix, int rows, int x, in
     clf_build_linear(b, label, h, 0, F, x, 0, d, w1, b1, rows, F, d, 0, 0);
     int gate = -1;
     if (clf_model_ffn_gated(c)) {
-        int w3 = clf_build_required(b, clf_build_weightf(b, 1, "%s%s", prefix, ".linear_3.weight"),
-                                    prefix, ".linear_3");
-        int b3 = clf_build_required(b, clf_build_weightf(b, 1, "%s%s", prefix, ".linear_3.bias"),
-                                    prefix, ".linear_3");
+        int w3 = clf_build_required(b, clf_build_weight(b, 1, prefix, ".linear_3.weight"), prefix,
+                                    ".linear_3");
+        int b3 = clf_build_required(b, clf_build_weight(b, 1, prefix, ".linear_3.bias"), prefix,
+                                    ".linear_3");
         gate = clf_build_activation(b, n, "ffn_gate");
         join(label, sizeof label, prefix, ".linear_3");
         clf_build_linear(b, label, gate, 0, F, x, 0, d, w3, b3, rows, F, d, 0, 0);
@@ -389,14 +380,14 @@ static void feed_forward_block(builder *b, const char *prefix, int rows, int x, 
 {
     const int d = b->d, F = b->m->cfg.d_ff;
     char label[96];
-    int w1 = clf_build_required(b, clf_build_weightf(b, 1, "%s%s", prefix, ".linear_1.weight"),
-                                prefix, ".linear_1");
-    int b1 = clf_build_required(b, clf_build_weightf(b, 1, "%s%s", prefix, ".linear_1.bias"),
-                                prefix, ".linear_1");
-    int w2 = clf_build_required(b, clf_build_weightf(b, 1, "%s%s", prefix, ".linear_2.weight"),
-                                prefix, ".linear_2");
-    int b2 = clf_build_required(b, clf_build_weightf(b, 1, "%s%s", prefix, ".linear_2.bias"),
-                                prefix, ".linear_2");
+    int w1 = clf_build_required(b, clf_build_weight(b, 1, prefix, ".linear_1.weight"), prefix,
+                                ".linear_1");
+    int b1 = clf_build_required(b, clf_build_weight(b, 1, prefix, ".linear_1.bias"), prefix,
+                                ".linear_1");
+    int w2 = clf_build_required(b, clf_build_weight(b, 1, prefix, ".linear_2.weight"), prefix,
+                                ".linear_2");
+    int b2 = clf_build_required(b, clf_build_weight(b, 1, prefix, ".linear_2.bias"), prefix,
+                                ".linear_2");
     int u;
     if (b->m->cfg.activation == CLF_ACT_PLUGIN) {
         u = plugin_ffn_hidden(b, prefix, rows, x, w1, b1);

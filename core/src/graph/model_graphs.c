@@ -85,9 +85,9 @@ clf_status clf_model_build_encoder_graph(clf_model *m, int B, int S, clf_ptr src
         char prefix[96], label[112];
         snprintf(prefix, sizeof prefix, "decoder.layers.%d.cross_attention_block", i);
         snprintf(label, sizeof label, "%s.w_kv", prefix);
-        int wkv = clf_build_required(&b, clf_build_weightf(&b, 2, "%s%s", prefix, ".w_k.weight"),
-                                     prefix, ".w_k");
-        int bkv = clf_build_weightf(&b, 2, "%s%s", prefix, ".w_k.bias");
+        int wkv =
+            clf_build_required(&b, clf_build_weight(&b, 2, prefix, ".w_k.weight"), prefix, ".w_k");
+        int bkv = clf_build_weight(&b, 2, prefix, ".w_k.bias");
         /* [B*S, 2d]: slot b's S rows are contiguous, so one GEMM fills the layer's block */
         clf_build_linear(&b, label, kv, (size_t)i * cross->slots * cross->len * row2, (int)row2,
                          enc, 0, d, wkv, bkv, B * S, 2 * d, d, 0, 0);

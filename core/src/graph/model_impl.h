@@ -113,10 +113,9 @@ clf_status clf_builder_end(builder *b);
 
 /* A new activation value of elems floats. */
 int clf_build_activation(builder *b, size_t elems, const char *label);
-/* The graph value of weight sprintf(fmt, prefix, suffix) spanning count packed tensors
+/* The graph value of the weight named prefix then suffix, spanning count packed tensors
  * (3: [Wq;Wk;Wv], 2: [Wk;Wv]); -1 when the model has no such tensor. */
-int clf_build_weightf(builder *b, int count, const char *fmt, const char *prefix,
-                      const char *suffix);
+int clf_build_weight(builder *b, int count, const char *prefix, const char *suffix);
 /* v, or the graph's error "model: weight <prefix><what> missing" when v < 0. */
 int clf_build_required(builder *b, int v, const char *prefix, const char *what);
 /* y[M, N] (= or +=) x[M, K] · W[N, K]^T + bias[N] (relu if asked), x and y from elements
