@@ -110,7 +110,7 @@ ATTN_AVX2 void cpu_attn_weigh_avx2(const float *w, int n, const float *const *v,
 void cpu_attn_scores_avx2(const float *q, size_t q_ld, int nr, const float *const *k, int D, int nk,
                           int kp, float *s)
 {
-    attn_scores_ptrs(q, q_ld, nr, k, D, nk, kp, s);
+    attn_scores_rows(q, q_ld, nr, attn_listed(k), D, nk, kp, s);
 }
 
 void cpu_attn_weigh_avx2(const float *w, int n, const float *const *v, int D, float *o)

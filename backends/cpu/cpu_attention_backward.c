@@ -71,9 +71,9 @@ clf_status cpu_attention_backward(clf_backend *be, const clf_attention_backward_
             const float *vb = V + b * a->kv_bstride + (size_t)h * D;
             const int32_t *mask = M ? M + b * a->key_mask_stride : NULL;
             if (!few)
-                attn_pack_t(kb, (size_t)a->k_ld, Tk, D, kp, kt);
-            attn_pack_t(vb, (size_t)a->v_ld, Tk, D, kp, vt);
-            attn_pack_rows(kb, (size_t)a->k_ld, Tk, D, dp, kr);
+                attn_pack_t(attn_strided(kb, (size_t)a->k_ld), Tk, D, kp, kt);
+            attn_pack_t(attn_strided(vb, (size_t)a->v_ld), Tk, D, kp, vt);
+            attn_pack_rows(attn_strided(kb, (size_t)a->k_ld), Tk, D, dp, kr);
             memset(dk, 0, sizeof(float) * (size_t)kp * dp);
             memset(dv, 0, sizeof(float) * (size_t)kp * dp);
             for (int i0 = 0; i0 < Tq; i0 += ATTN_R) {
@@ -82,14 +82,15 @@ clf_status cpu_attention_backward(clf_backend *be, const clf_attention_backward_
                 const float *dO = DO + b * a->out_bstride + (size_t)i0 * a->out_ld + (size_t)h * D;
                 attn_pack_rows_t(q, (size_t)a->q_ld, nr, D, qt);
                 attn_pack_rows_t(dO, (size_t)a->out_ld, nr, D, dot);
-                attn_pack_rows(q, (size_t)a->q_ld, nr, D, dp, qr);
-                attn_pack_rows(dO, (size_t)a->out_ld, nr, D, dp, dor);
+                attn_pack_rows(attn_strided(q, (size_t)a->q_ld), nr, D, dp, qr);
+                attn_pack_rows(attn_strided(dO, (size_t)a->out_ld), nr, D, dp, dor);
                 /* P, as the forward computes it; raw dO_i . V_j into ds */
                 /* the scores of queries i0 .. i0 + nr - 1 need keys j < nk only: causal
                  * masking hides the rest from every row (the limit grows with i) */
                 const int nk = attn_key_limit(a, i0 + nr - 1);
                 if (few)
-                    attn_scores_rows(q, (size_t)a->q_ld, nr, kb, (size_t)a->k_ld, D, nk, kp, p);
+                    attn_scores_rows(q, (size_t)a->q_ld, nr, attn_strided(kb, (size_t)a->k_ld), D,
+                                     nk, kp, p);
                 else
                     attn_rows_mul(qt, kt, (size_t)kp, D, attn_round_up(nk, ATTN_J), nr, p,
                                   (size_t)kp);

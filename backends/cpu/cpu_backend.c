@@ -459,8 +459,8 @@ static clf_status cpu_attention(clf_backend *be, const clf_attention_args *a)
             /* the rows of keys and values: those of entry b, or through the row table */
             attn_kv_rows(a, K, V, R, b, (size_t)h * D, kr, vr);
             if (!few) {
-                attn_pack_t_ptrs(kr, Tk, D, kp, kt);
-                attn_pack_rows_ptrs(vr, Tk, D, dp, vp);
+                attn_pack_t(attn_listed(kr), Tk, D, kp, kt);
+                attn_pack_rows(attn_listed(vr), Tk, D, dp, vp);
             }
             for (int i0 = 0; i0 < Tq; i0 += ATTN_R) {
                 const int nr = Tq - i0 < ATTN_R ? Tq - i0 : ATTN_R;
@@ -472,7 +472,7 @@ static clf_status cpu_attention(clf_backend *be, const clf_attention_args *a)
                 if (avx2) {
                     cpu_attn_scores_avx2(qb, (size_t)a->q_ld, nr, kr, D, nk, kp, s);
                 } else if (few) {
-                    attn_scores_ptrs(qb, (size_t)a->q_ld, nr, kr, D, nk, kp, s);
+                    attn_scores_rows(qb, (size_t)a->q_ld, nr, attn_listed(kr), D, nk, kp, s);
                 } else {
                     attn_pack_rows_t(qb, (size_t)a->q_ld, nr, D, qt);
                     attn_rows_mul(qt, kt, (size_t)kp, D, attn_round_up(nk, ATTN_J), nr, s,

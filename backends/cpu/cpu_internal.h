@@ -163,60 +163,59 @@ static inline void attn_pack_rows_t(const float *x, size_t ld, int nr, int D, fl
                 xt[(size_t)d * ATTN_R + r] = 0.0f;
 }
 
-/* xp [n][dp] <- n rows of x (rows ld apart, D columns), zero in columns [D, dp). */
-static inline void attn_pack_rows(const float *x, size_t ld, int n, int D, int dp, float *xp)
+/* A set of rows: ld apart from base, or one pointer each (the forward's keys and values,
+ * which may come through clf_attention_args.kv_rows). */
+typedef struct attn_rows {
+    const float *base;
+    size_t ld;
+    const float *const *at; /* NULL: strided */
+} attn_rows;
+
+static inline attn_rows attn_strided(const float *base, size_t ld)
+{
+    return (attn_rows){base, ld, NULL};
+}
+
+static inline attn_rows attn_listed(const float *const *at)
+{
+    return (attn_rows){NULL, 0, at};
+}
+
+static inline const float *attn_row(attn_rows x, int j)
+{
+    return x.at ? x.at[j] : x.base + (size_t)j * x.ld;
+}
+
+/* xp [n][dp] <- n rows of x (D columns), zero in columns [D, dp). */
+static inline void attn_pack_rows(attn_rows x, int n, int D, int dp, float *xp)
 {
     for (int r = 0; r < n; r++) {
-        memcpy(xp + (size_t)r * dp, x + (size_t)r * ld, sizeof(float) * (size_t)D);
+        memcpy(xp + (size_t)r * dp, attn_row(x, r), sizeof(float) * (size_t)D);
         for (int d = D; d < dp; d++)
             xp[(size_t)r * dp + d] = 0.0f;
     }
 }
 
-/* kt [D][kp] <- the n rows of k (rows ld apart, D columns) transposed, zero in columns
- * [n, kp) (kp a multiple of ATTN_J). ATTN_J rows are read side by side, each one
- * sequentially: walking one column down all rows instead would touch rows whose stride
- * (3 * d_model floats in the fused QKV layout) maps them onto a few L1 sets. */
-static inline void attn_pack_t(const float *k, size_t ld, int n, int D, int kp, float *kt)
+/* kt [D][kp] <- the n rows of k (D columns) transposed, zero in columns [n, kp) (kp a
+ * multiple of ATTN_J). ATTN_J rows are read side by side, each one sequentially: walking
+ * one column down all rows instead would touch rows whose stride (3 * d_model floats in
+ * the fused QKV layout) maps them onto a few L1 sets. */
+static inline void attn_pack_t(attn_rows k, int n, int D, int kp, float *kt)
 {
     for (int j0 = 0; j0 < kp; j0 += ATTN_J) {
         const int nj = n - j0 < ATTN_J ? n - j0 : ATTN_J;
+        const float *rw[ATTN_J];
+        for (int jj = 0; jj < nj; jj++)
+            rw[jj] = attn_row(k, j0 + jj);
         if (nj == ATTN_J) {
             for (int d = 0; d < D; d++)
                 for (int jj = 0; jj < ATTN_J; jj++)
-                    kt[(size_t)d * kp + j0 + jj] = k[(size_t)(j0 + jj) * ld + d];
+                    kt[(size_t)d * kp + j0 + jj] = rw[jj][d];
             continue;
         }
         for (int d = 0; d < D; d++)
             for (int jj = 0; jj < ATTN_J; jj++)
-                kt[(size_t)d * kp + j0 + jj] = jj < nj ? k[(size_t)(j0 + jj) * ld + d] : 0.0f;
-    }
-}
-
-/* attn_pack_rows and attn_pack_t with the rows at x[r] / k[j] (one pointer a row: the
- * forward, whose keys and values may come through clf_attention_args.kv_rows). */
-static inline void attn_pack_rows_ptrs(const float *const *x, int n, int D, int dp, float *xp)
-{
-    for (int r = 0; r < n; r++) {
-        memcpy(xp + (size_t)r * dp, x[r], sizeof(float) * (size_t)D);
-        for (int d = D; d < dp; d++)
-            xp[(size_t)r * dp + d] = 0.0f;
-    }
-}
-
-static inline void attn_pack_t_ptrs(const float *const *k, int n, int D, int kp, float *kt)
-{
-    for (int j0 = 0; j0 < kp; j0 += ATTN_J) {
-        const int nj = n - j0 < ATTN_J ? n - j0 : ATTN_J;
-        if (nj == ATTN_J) {
-            for (int d = 0; d < D; d++)
-                for (int jj = 0; jj < ATTN_J; jj++)
-                    kt[(size_t)d * kp + j0 + jj] = k[j0 + jj][d];
-            continue;
-        }
-        for (int d = 0; d < D; d++)
-            for (int jj = 0; jj < ATTN_J; jj++)
-                kt[(size_t)d * kp + j0 + jj] = jj < nj ? k[j0 + jj][d] : 0.0f;
+                kt[(size_t)d * kp + j0 + jj] = jj < nj ? rw[jj][d] : 0.0f;
     }
 }
 
@@ -264,30 +263,14 @@ static inline int attn_few_queries(const clf_attention_args *a)
     return a->q_len < ATTN_RT;
 }
 
-/* s [nr][kp]: s[r][j] = q_r . k_j for r < nr, j < nk; q, k: rows q_ld and k_ld apart,
- * D columns. The few-queries counterpart of attn_rows_mul(Q^T, Kt). */
-static inline void attn_scores_rows(const float *q, size_t q_ld, int nr, const float *k,
-                                    size_t k_ld, int D, int nk, int kp, float *s)
+/* s [nr][kp]: s[r][j] = q_r . k_j for r < nr, j < nk; q: rows q_ld apart, D columns. The
+ * few-queries counterpart of attn_rows_mul(Q^T, Kt). */
+static inline void attn_scores_rows(const float *q, size_t q_ld, int nr, attn_rows k, int D, int nk,
+                                    int kp, float *s)
 {
     for (int r = 0; r < nr; r++)
         for (int j = 0; j < nk; j++) {
-            const float *qr = q + (size_t)r * q_ld, *kj = k + (size_t)j * k_ld;
-            float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-            for (int d = 0; d < D; d++)
-                dot += qr[d] * kj[d];
-            s[(size_t)r * kp + j] = dot;
-        }
-}
-
-/* attn_scores_rows with the keys at k[j] (one pointer a row: the forward, whose keys may
- * come through clf_attention_args.kv_rows). */
-static inline void attn_scores_ptrs(const float *q, size_t q_ld, int nr, const float *const *k,
-                                    int D, int nk, int kp, float *s)
-{
-    for (int r = 0; r < nr; r++)
-        for (int j = 0; j < nk; j++) {
-            const float *qr = q + (size_t)r * q_ld, *kj = k[j];
+            const float *qr = q + (size_t)r * q_ld, *kj = attn_row(k, j);
             float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
             for (int d = 0; d < D; d++)
@@ -433,7 +416,7 @@ static inline float attention_keep(const attn_dropout *dr, uint64_t e)
 }
 
 /* The few-query forward (attn_few_queries) with AVX2 and FMA (cpu_attention_avx2.c), for
- * be->isa >= CPU_ISA_AVX2: cpu_attn_scores_avx2 computes what attn_scores_ptrs does;
+ * be->isa >= CPU_ISA_AVX2: cpu_attn_scores_avx2 computes what attn_scores_rows does;
  * cpu_attn_weigh_avx2 o[d] = sum_{j < n, w[j] != 0} w[j] v[j][d] for d < D. Key and value
  * rows come one pointer each (the batch entry's rows, or those kv_rows names). */
 void cpu_attn_scores_avx2(const float *q, size_t q_ld, int nr, const float *const *k, int D, int nk,
