@@ -17,7 +17,9 @@
  * overwrites afterwards, and its table hist[i][0..t] names the slot whose rows hold each
  * position of its history. Choosing the next beams, or compacting, then copies tables of
  * t + 1 ints instead of t + 1 cache rows per layer; the cross cache holds each sentence
- * once (slot s: sentence s), and every beam of the sentence reads that copy. Without the
+ * once (slot s: sentence s), and every beam of the sentence reads that copy. A step whose
+ * tables name only each slot's own rows (greedy decoding, until a sentence is compacted
+ * away) reads the caches without them and uploads none. Without the
  * tables (a backend plugin without the capability) the survivors' self caches are gathered from
  * their parents in place (a slot that keeps its own cache costs no copy), the cross cache is spread
  * to every beam and compacted with the slots: the spare buffer above is for that.
@@ -103,24 +105,25 @@ static size_t cross_slot_elems(const run *r)
     return (size_t)r->S * 2 * r->d;
 }
 
-static clf_kv_cache self_view(const run *r)
+/* The caches as the step graph sees them; tables 1: read through the row tables */
+static clf_kv_cache self_view(const run *r, int tables)
 {
     return (clf_kv_cache){.base = {r->self_kv[0], 0},
                           .bytes = (size_t)r->L * r->slots * self_slot_elems(r) * 4,
                           .slots = r->slots,
                           .len = r->max_out,
                           .rows = {r->self_rows, 0},
-                          .rows_ld = r->shared ? r->max_out : 0};
+                          .rows_ld = tables ? r->max_out : 0};
 }
 
-static clf_kv_cache cross_view(const run *r)
+static clf_kv_cache cross_view(const run *r, int tables)
 {
     return (clf_kv_cache){.base = {r->cross_kv, 0},
                           .bytes = (size_t)r->L * r->slots * cross_slot_elems(r) * 4,
                           .slots = r->slots,
                           .len = r->S,
                           .rows = {r->cross_rows, 0},
-                          .rows_ld = r->shared ? r->S : 0};
+                          .rows_ld = tables ? r->S : 0};
 }
 
 /* Runs graph g with its arena (grown when needed). */
@@ -200,7 +203,7 @@ static clf_status run_encoder(run *r, const int32_t *src)
     clf_graph g;
     int v_src;
     const size_t S = (size_t)r->S;
-    clf_kv_cache cross = cross_view(r);
+    clf_kv_cache cross = cross_view(r, r->shared);
     clf_status st = upload_masks(r, src, 1); /* the encoder reads mask rows 0..B-1 */
     if (st != CLF_OK)
         return st;
@@ -295,15 +298,25 @@ static clf_status add_candidate(run *r, int s, int buf, int slot, int len, int f
 
 /* The row tables of step t for the active slots 0..rows-1: slot i's position t is its own
  * row, its history what advance() gave it; every beam of active sentence a reads the
- * cross cache of its sentence (slot r->sent[a], where the encoder put it). */
-static clf_status upload_tables(run *r, int rows, int t)
+ * cross cache of its sentence (slot r->sent[a], where the encoder put it). Returns in
+ * *own whether every slot reads only its own rows (greedy decoding until a sentence is
+ * compacted away): then the step reads the caches without the tables, which are not
+ * uploaded (on a GPU each upload waits for the device). */
+static clf_status upload_tables(run *r, int rows, int t, int *own)
 {
     int32_t *hist = r->hist[r->cur];
+    *own = 1;
     for (int i = 0; i < rows; i++) {
         hist[(size_t)i * r->max_out + t] = i;
         for (int j = 0; j < r->S; j++)
             r->cross_tab[(size_t)i * r->S + j] = r->sent[i / r->K];
+        if (r->sent[i / r->K] != i)
+            *own = 0;
+        for (int p = 0; p < t && *own; p++)
+            *own = hist[(size_t)i * r->max_out + p] == i;
     }
+    if (*own)
+        return CLF_OK;
     clf_status st = clf_op_upload(r->api, r->be, (clf_ptr){r->self_rows, 0}, hist,
                                   sizeof(int32_t) * (size_t)rows * r->max_out);
     if (st == CLF_OK)
@@ -317,20 +330,23 @@ static clf_status upload_tables(run *r, int rows, int t)
 static clf_status run_step(run *r, int t)
 {
     const int rows = r->n_active * r->K, cur = r->cur;
+    int own = 1; /* no tables, or tables that name only the slots' own rows */
+    clf_status st = r->shared ? upload_tables(r, rows, t, &own) : CLF_OK;
+    if (st != CLF_OK)
+        return st;
     clf_step_spec spec = {.rows = rows,
                           .pos = t,
                           .src_len = r->S,
                           .src_mask = {r->mask, 0},
-                          .self = self_view(r),
-                          .cross = cross_view(r),
+                          .self = self_view(r, !own),
+                          .cross = cross_view(r, !own),
                           .log_probs = r->logp != NULL,
                           .want_attention = r->o->want_attention,
                           .use_cache = r->o->use_cache,
                           .enc = {r->enc, 0}};
     clf_step_values v;
     clf_graph g;
-    clf_status st = clf_model_build_step_graph(r->m, &spec, &g, &v);
-    if (st != CLF_OK)
+    if ((st = clf_model_build_step_graph(r->m, &spec, &g, &v)) != CLF_OK)
         return st;
     /* the ids fed in: the last token (cache) or the whole prefix (no cache) */
     const int T = r->o->use_cache ? 1 : t + 1;
@@ -342,8 +358,7 @@ static clf_status run_step(run *r, int t)
         }
     if ((st = ensure_arena(r, &g)) != CLF_OK ||
         (st = clf_op_upload(r->api, r->be, clf_graph_ptr(&g, r->arena, v.ids), r->ids,
-                            sizeof(int32_t) * rows * T)) != CLF_OK ||
-        (r->shared && (st = upload_tables(r, rows, t)) != CLF_OK))
+                            sizeof(int32_t) * rows * T)) != CLF_OK)
         goto done;
     if ((st = clf_graph_run(&g, r->api, r->be, r->arena)) != CLF_OK) {
         st = clf_error_context(st, "decode: step %d", t);
