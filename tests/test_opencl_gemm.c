@@ -1,7 +1,8 @@
 /* The OpenCL backend's GEMM: gemm and gemm_strided_batched (CLBlast) on random inputs of
  * awkward sizes (1, 7, 33, 65, 129: non-multiples of CLBlast's tiles), every transpose,
  * alpha/beta, bias and relu, compared with a host reference in double and with the CPU
- * backend; then gemm reading b_half (B as F16) against the host reference only.
+ * backend; the few-row products of the backend's own kernels (gemm_rows_float, and
+ * gemm reading b_half, B as F16, against the host reference only).
  * Without an OpenCL device the suite says why and exits 77 (ctest: skipped; a failure with
  * CLF_TEST_REQUIRE_OPENCL=1). */
 #include "opencl_testutil.h"
@@ -219,6 +220,57 @@ START_TEST(test_gemm_edge)
     free(wz);
     free(gz);
     free(cz);
+}
+END_TEST
+
+/* A Linear layer's product of 1..7 rows (A not transposed, B [n, k]) runs in the backend's
+ * gemm_rows_float kernel rather than CLBlast: every k from under one 8-float chunk to long
+ * rows with a k % 8 tail, every row count, row 8 (back in CLBlast), the epilogue variants,
+ * padded leading dimensions and offsets; then beta = 0 over a C of NaN. */
+START_TEST(test_gemm_rows)
+{
+    static const int ks[] = {1, 7, 8, 33, 64, 65, 263, 1031};
+    static const int ms[] = {1, 2, 3, 7, 8};
+    static const int ns[] = {1, 7, 33, 65, 300};
+    int v = 0;
+    for (size_t ik = 0; ik < sizeof ks / sizeof ks[0]; ik++) {
+        for (size_t im = 0; im < sizeof ms / sizeof ms[0]; im++, v++) {
+            gemm_case t = {.ta = 0, .tb = 1, .m = ms[im], .n = ns[v % 5], .k = ks[ik]};
+            t.alpha = v % 3 == 0 ? 1.0f : v % 3 == 1 ? 0.5f : -1.25f;
+            t.beta = v % 2 == 0 ? 0.0f : 0.75f;
+            t.bias = v % 4 < 2;
+            t.relu = v % 3 == 2;
+            t.pad = v % 4 == 1 || v % 4 == 2 ? 3 : 0;
+            t.off = (v / 2) % 2 ? 5 : 0;
+            check_gemm_case(&t, 500 + (unsigned)v);
+        }
+    }
+    for (int m = 1; m <= 7; m += 6) {
+        const int n = 33, k = 65, nc = m * n;
+        clf_gemm_args g = {.trans_b = 1,
+                           .m = m,
+                           .n = n,
+                           .k = k,
+                           .alpha = 1,
+                           .beta = 0,
+                           .lda = k,
+                           .ldb = k,
+                           .ldc = n};
+        float *A = clf_test_frand((size_t)m * k, 11, -1, 1), *B = clf_test_frand(n * k, 12, -1, 1);
+        float *want = malloc(nc * sizeof *want), *got = malloc(nc * sizeof *got);
+        ck_assert(want && got);
+        for (int i = 0; i < nc; i++)
+            want[i] = got[i] = NAN;
+        ref_gemm(&g, 1, A, B, NULL, want);
+        run_gemm(&ocl, &g, 0, A, (size_t)m * k, B, (size_t)n * k, NULL, 0, got, nc);
+        expect_close(got, want, nc, TOL_GEMM,
+                     m == 1 ? "gemm rows m=1 beta=0 over NaN" : "gemm rows m=7 beta=0 over NaN",
+                     "host reference");
+        free(A);
+        free(B);
+        free(want);
+        free(got);
+    }
 }
 END_TEST
 
@@ -462,5 +514,5 @@ START_TEST(test_gemm_half_ignored)
 }
 END_TEST
 
-CLF_TEST_MAIN(ocl_test_run, "opencl_gemm", "gemm", test_gemm, test_gemm_edge,
+CLF_TEST_MAIN(ocl_test_run, "opencl_gemm", "gemm", test_gemm, test_gemm_edge, test_gemm_rows,
               test_gemm_strided_batched, test_gemm_half, test_gemm_half_ignored)

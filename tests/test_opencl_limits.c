@@ -176,9 +176,10 @@ START_TEST(test_limit_local_mem)
 {
     clf_backend *be = open_ok("local_mem=2048", "max");
     ck_assert_uint_eq(be->limits.local_mem, 2048);
-    /* attention: two floats per work-item; gemm_rows_half: one per row of A (7) */
+    /* attention: two floats per work-item; the gemm_rows kernels: one per row of A (7) */
     ck_assert_uint_le(be->wg[OCL_K_ATTENTION] * 8, 1024);
-    ck_assert_uint_le(be->wg[OCL_K_GEMM_ROWS_HALF] * 4 * OCL_GEMM_HALF_ROWS, 1024);
+    ck_assert_uint_le(be->wg[OCL_K_GEMM_ROWS_HALF] * 4 * OCL_GEMM_FEW_ROWS, 1024);
+    ck_assert_uint_le(be->wg[OCL_K_GEMM_ROWS_FLOAT] * 4 * OCL_GEMM_FEW_ROWS, 1024);
     ck_assert_uint_le(be->wg[OCL_K_SOFTMAX] * 4, 1024);
     for (int k = 0; k < OCL_K_COUNT; k++)
         ck_assert(is_pow2(be->wg[k]));

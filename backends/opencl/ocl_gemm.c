@@ -1,5 +1,6 @@
 /* ocl_gemm.c - GEMM through CLBlast, then our bias/relu epilogue kernel; products of a
- * few rows with B given as F16 (b_half) in our own kernel.
+ * few rows with a Linear layer's weight (B [n, k], as F16 in b_half or as F32) in our own
+ * kernels.
  *
  * C[m,n] = alpha * op(A)[m,k] op(B)[k,n] + beta * C, + bias[n], relu; all row-major.
  * CLBlast takes buffer offsets in elements, so operands stay (cl_mem, offset) pairs. */
@@ -9,10 +10,10 @@
 
 #include "clformer/fault.h"
 
-/* Work-items per column of C in gemm_rows_half, at most: 32 lanes x 16 bytes = 512
- * neighbouring bytes of a row of B per load (a warp on NVIDIA, half a wavefront on AMD),
- * and a 512..2048-wide row takes 2..8 loads per lane, few enough tree steps after. */
-#define OCL_HALF_LANES 32
+/* Work-items per column of C in the gemm_rows kernels, at most: 32 lanes x 8 elements =
+ * 256 neighbouring elements of a row of B per load (a warp on NVIDIA, half a wavefront on
+ * AMD), and a 512..2048-wide row takes 2..8 loads per lane, few enough tree steps after. */
+#define OCL_ROWS_LANES 32
 
 /* What is the backend's own once the core (clformer/ops.h) has checked the sizes, the
  * leading dimensions, the operands A, B, C and bias and the aliasing: the bounds of b_half
@@ -42,33 +43,47 @@ static clf_status epilogue(clf_backend *be, const char *op, const clf_gemm_args 
                                OCL_COUNT(args), (uint64_t)g->m * (uint64_t)g->n * (uint64_t)batch);
 }
 
-/* Whether gemm reads b_half (kernel gemm_rows_half): given, A not transposed, B stored
- * [n, k] (a Linear layer's weight), 1..OCL_GEMM_HALF_ROWS rows, k > 0. */
-static int reads_b_half(const clf_gemm_args *g, int batched)
+/* Whether gemm runs a gemm_rows kernel: A not transposed, B stored [n, k] (a Linear
+ * layer's weight), 1..OCL_GEMM_FEW_ROWS rows, k > 0. */
+static int few_rows(const clf_gemm_args *g, int batched)
 {
-    return !batched && g->b_half.buf && !g->trans_a && g->trans_b && g->m >= 1 &&
-           g->m <= OCL_GEMM_HALF_ROWS && g->k > 0;
+    return !batched && !g->trans_a && g->trans_b && g->m >= 1 && g->m <= OCL_GEMM_FEW_ROWS &&
+           g->k > 0;
 }
 
-/* C = alpha * A Bh^T + beta * C, + bias, relu in one launch of gemm_rows_half (see gemm.cl):
- * `lanes` work-items per column of C, wg / lanes columns per work-group. */
-static clf_status gemm_rows_half(clf_backend *be, const char *op, const clf_gemm_args *g)
+/* C = alpha * A B^T + beta * C, + bias, relu in one launch of gemm_rows_half (B from
+ * b_half, if given) or gemm_rows_float (see gemm.cl): `lanes` work-items per column of C,
+ * wg / lanes columns per work-group. */
+static clf_status gemm_rows(clf_backend *be, const char *op, const clf_gemm_args *g)
 {
-    const size_t wg = be->wg[OCL_K_GEMM_ROWS_HALF], chunks = ((size_t)g->k + 7) / 8;
-    size_t lanes = 1; /* a power of two: enough for the row's 8-half chunks, if allowed */
-    while (lanes < chunks && lanes * 2 <= OCL_HALF_LANES && lanes * 2 <= wg)
+    const ocl_kernel_id kid = g->b_half.buf ? OCL_K_GEMM_ROWS_HALF : OCL_K_GEMM_ROWS_FLOAT;
+    const size_t wg = be->wg[kid], chunks = ((size_t)g->k + 7) / 8;
+    size_t lanes = 1; /* a power of two: enough for the row's 8-element chunks, if allowed */
+    while (lanes < chunks && lanes * 2 <= OCL_ROWS_LANES && lanes * 2 <= wg)
         lanes *= 2;
     const size_t cols = wg / lanes, global = ((size_t)g->n + cols - 1) / cols * wg;
-    const ocl_kval args[] = {OCL_KBUF(g->a),           ocl_kulong((cl_ulong)g->lda),
-                             OCL_KBUF_HALF(g->b_half), ocl_kulong((cl_ulong)g->ldb),
-                             OCL_KBUF(g->c),           ocl_kulong((cl_ulong)g->ldc),
-                             OCL_KBUF(g->bias),        ocl_khas(g->bias),
-                             ocl_kbool(g->relu),       ocl_kint(g->m),
-                             ocl_kint(g->n),           ocl_kint(g->k),
-                             ocl_kfloat(g->alpha),     ocl_kfloat(g->beta),
-                             ocl_kint((cl_int)lanes),  ocl_kfloats((size_t)g->m * wg)};
-    return ocl_run(be, op, be->kernels[OCL_K_GEMM_ROWS_HALF], args, OCL_COUNT(args), NULL, 0, 1,
-                   &global, &wg);
+    /* B and its offset, counted in its own elements (halves or floats) */
+    const ocl_kval b = ocl_kmem(ocl_mem(g->b_half.buf ? g->b_half : g->b));
+    const ocl_kval b_off =
+        ocl_kulong(g->b_half.buf ? (cl_ulong)(g->b_half.off / 2) : ocl_elems(g->b));
+    const ocl_kval args[] = {OCL_KBUF(g->a),
+                             ocl_kulong((cl_ulong)g->lda),
+                             b,
+                             b_off,
+                             ocl_kulong((cl_ulong)g->ldb),
+                             OCL_KBUF(g->c),
+                             ocl_kulong((cl_ulong)g->ldc),
+                             OCL_KBUF(g->bias),
+                             ocl_khas(g->bias),
+                             ocl_kbool(g->relu),
+                             ocl_kint(g->m),
+                             ocl_kint(g->n),
+                             ocl_kint(g->k),
+                             ocl_kfloat(g->alpha),
+                             ocl_kfloat(g->beta),
+                             ocl_kint((cl_int)lanes),
+                             ocl_kfloats((size_t)g->m * wg)};
+    return ocl_run(be, op, be->kernels[kid], args, OCL_COUNT(args), NULL, 0, 1, &global, &wg);
 }
 
 static clf_status gemm_common(clf_backend *be, const clf_gemm_args *g, int batched)
@@ -82,16 +97,16 @@ static clf_status gemm_common(clf_backend *be, const clf_gemm_args *g, int batch
     if ((st = check_b_half(be, op, g, batched ? (clf_ptr){0} : g->b_half)) != CLF_OK || g->m == 0 ||
         g->n == 0 || batch == 0)
         return st;
-    if (reads_b_half(g, batched))
-        return gemm_rows_half(be, op, g);
+    if (few_rows(g, batched))
+        return gemm_rows(be, op, g);
     if (g->k == 0) /* CLBlast refuses k = 0; C = beta * C is all there is to do */
         return epilogue(be, op, g, batch, sc, 1);
     CLBlastStatusCode cs;
 
     if (g->m == 1 && !batched) {
-        /* One row (a decoding step at batch 1): a matrix-vector product. CLBlast's GEMM
-         * tiles m as well, so a single row leaves most of each work-group idle while
-         * the step is bound by reading the weights once. CLBlast's GEMV computes
+        /* One row that few_rows leaves out (A transposed, or B stored [k, n]): a
+         * matrix-vector product. CLBlast's GEMM tiles m as well, so a single row leaves
+         * most of each work-group idle. CLBlast's GEMV computes
          * beta * y even for beta = 0 (NaN * 0 = NaN), so C is cleared first. */
         if (g->beta == 0.0f && (st = ocl_fill(be, g->c, 0.0f, (size_t)g->n)) != CLF_OK)
             return st;

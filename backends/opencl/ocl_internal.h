@@ -24,6 +24,7 @@ typedef enum ocl_kernel_id {
     OCL_K_ADD,
     OCL_K_BIAS_RELU,
     OCL_K_GEMM_ROWS_HALF,
+    OCL_K_GEMM_ROWS_FLOAT,
     /* training (ABI 2) */
     OCL_K_ATTENTION_BACKWARD_QUERY,
     OCL_K_ATTENTION_BACKWARD_KEY,
@@ -306,11 +307,12 @@ static inline cl_ulong ocl_elems(clf_ptr p)
 
 /* ---- inference ops (ocl_gemm.c, ocl_ops.c) ---- */
 
-/* gemm reads b_half (kernel gemm_rows_half) for products of at most this many rows: a
- * decoding step at batch 1 or a beam up to 7, bound by reading B once. The kernel keeps a
- * partial sum per row in registers and reads A again for every column; from 8 rows on,
- * CLBlast's tiles (which reuse A) take over, as on the CPU backend (README). */
-#define OCL_GEMM_HALF_ROWS 7
+/* gemm runs our own kernels (gemm_rows_half reading b_half, else gemm_rows_float) for
+ * products of a Linear layer's weight B [n, k] with at most this many rows: a decoding step
+ * at batch 1 or a beam up to 7, bound by reading B once. The kernels keep a partial sum per
+ * row in registers and read A again for every column; from 8 rows on, CLBlast's tiles
+ * (which reuse A) take over, as on the CPU backend (README). */
+#define OCL_GEMM_FEW_ROWS 7
 clf_status ocl_gemm(clf_backend *be, const clf_gemm_args *a);
 clf_status ocl_gemm_strided_batched(clf_backend *be, const clf_gemm_args *a);
 clf_status ocl_layernorm(clf_backend *be, const clf_layernorm_args *a);

@@ -34,11 +34,11 @@ extern const size_t clf_ocl_src_common_len, clf_ocl_src_attention_len, clf_ocl_s
 
 /* Build options: full-precision math (no -cl-fast-relaxed-math: results must match the
  * CPU backend to 1e-5), the masked-score value the attention kernels use, and the most
- * rows gemm_rows_half takes (its private sums are sized by it). */
+ * rows gemm_rows_half and gemm_rows_float take (their private sums are sized by it). */
 #define OCL_STR_(x) #x
 #define OCL_STR(x)  OCL_STR_(x)
 #define OCL_BUILD_OPTIONS                                                                          \
-    "-DCLF_MASKED_SCORE=-1.0e9f -DCLF_GEMM_HALF_ROWS=" OCL_STR(OCL_GEMM_HALF_ROWS)
+    "-DCLF_MASKED_SCORE=-1.0e9f -DCLF_GEMM_FEW_ROWS=" OCL_STR(OCL_GEMM_FEW_ROWS)
 
 /* Bumped when the cache file layout changes. */
 #define OCL_CACHE_MAGIC  "CLFOCLB1"
@@ -78,8 +78,8 @@ typedef struct kernel_def {
     size_t local_per_item;
 } kernel_def;
 
-/* One float (a reduction's slot), two (two reductions or tiles), or gemm_rows_half's one
- * float per row of A. */
+/* One float (a reduction's slot), two (two reductions or tiles), or the gemm_rows kernels'
+ * one float per row of A. */
 #define L1 sizeof(cl_float)
 #define L2 (2 * sizeof(cl_float))
 
@@ -92,7 +92,8 @@ static const kernel_def kernels[OCL_K_COUNT] = {
     [OCL_K_EMBED] = {OCL_F_EMBED, "embed", 0},
     [OCL_K_ADD] = {OCL_F_ELEMENTWISE, "add", 0},
     [OCL_K_BIAS_RELU] = {OCL_F_ELEMENTWISE, "bias_relu", 0},
-    [OCL_K_GEMM_ROWS_HALF] = {OCL_F_GEMM, "gemm_rows_half", OCL_GEMM_HALF_ROWS *L1},
+    [OCL_K_GEMM_ROWS_HALF] = {OCL_F_GEMM, "gemm_rows_half", OCL_GEMM_FEW_ROWS *L1},
+    [OCL_K_GEMM_ROWS_FLOAT] = {OCL_F_GEMM, "gemm_rows_float", OCL_GEMM_FEW_ROWS *L1},
     [OCL_K_ATTENTION_BACKWARD_QUERY] = {OCL_F_ATTENTION_BACKWARD, "attention_backward_query", L2},
     [OCL_K_ATTENTION_BACKWARD_KEY] = {OCL_F_ATTENTION_BACKWARD, "attention_backward_key", L2},
     [OCL_K_LAYERNORM_BACKWARD] = {OCL_F_LAYERNORM_BACKWARD, "layernorm_backward", L1},

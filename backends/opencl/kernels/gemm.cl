@@ -1,80 +1,57 @@
-/* gemm.cl - our own GEMM kernel: a few rows times a weight matrix stored as F16.
+/* gemm.cl - our own GEMM kernels: a few rows times a weight matrix, stored as F16 or F32.
  *
- * Every other GEMM runs in CLBlast. A decoding step multiplies 1..CLF_GEMM_HALF_ROWS rows
+ * Every other GEMM runs in CLBlast. A decoding step multiplies 1..CLF_GEMM_FEW_ROWS rows
  * (batch 1, a small beam) by each weight matrix W [n, k]: the time is that of reading W
- * once, so reading gemm's b_half (W as IEEE binary16) instead of b halves it. Halves are
- * read with vload_half / vloada_half8, which OpenCL 1.1+ has without cl_khr_fp16 (NVIDIA
- * has no cl_khr_fp16); all arithmetic is F32. */
+ * once, which CLBlast's GEMV and GEMM, tiled for large products, are far from (on an H100
+ * its SGEMV made F32 decoding at batch 1 5x slower than these kernels reading F16:
+ * bench/RESULTS.md). gemm_rows_half reads gemm's b_half (W as IEEE binary16: half the
+ * bytes), gemm_rows_float reads b. Halves are read with vload_half / vloada_half8, which
+ * OpenCL 1.1+ has without cl_khr_fp16 (NVIDIA has no cl_khr_fp16); all arithmetic is F32. */
 
-#ifndef CLF_GEMM_HALF_ROWS
-#define CLF_GEMM_HALF_ROWS 7 /* the host sets it; rows of A one launch takes at most */
+#ifndef CLF_GEMM_FEW_ROWS
+#define CLF_GEMM_FEW_ROWS 7 /* the host sets it; rows of A one launch takes at most */
 #endif
 
-/* Halves per vector load: 8 halves = 16 bytes, the widest load of one work-item that
- * neighbouring work-items turn into whole 128-byte lines. */
-#define GEMM_HALF_VEC 8
+/* Elements per vector load: 8 halves = 16 bytes, 8 floats = 32 bytes, the widest loads of
+ * one work-item that neighbouring work-items turn into whole 128-byte lines. */
+#define GEMM_ROWS_VEC 8
 
-/* C [m, n] = alpha * A [m, k] · Bh [n, k]^T + beta * C, then + bias[j], then relu.
- * m <= CLF_GEMM_HALF_ROWS; A rows lda apart (F32); Bh rows ldb apart (F16); C rows ldc apart;
- * bias [n] (has_bias). beta == 0 does not read C (NaN there is dropped, as in BLAS).
+/* C [m, n] = alpha * A [m, k] · B [n, k]^T + beta * C, then + bias[j], then relu.
+ * m <= CLF_GEMM_FEW_ROWS; A rows lda apart (F32); B rows ldb apart (F16 or F32); C rows
+ * ldc apart; bias [n] (has_bias). beta == 0 does not read C (NaN there is dropped, as in
+ * BLAS).
  *
  * Each column j of C gets `lanes` work-items (a power of two dividing the work-group). Lane
- * l reads the 8-half chunks l, l + lanes, ... of row j of Bh (neighbouring lanes read
- * neighbouring 16 bytes: coalesced) and the same columns of the m rows of A, keeping one
- * F32 partial sum per row. The lanes of a column then add their sums in a tree in local
- * memory and lanes 0..m-1 write C[r, j]. vloada_half8 needs a 16-byte aligned address and
- * row j starts at any element (bh_off + j * ldb), so the elements before its first
- * multiple of 8 and after its last whole chunk are read one at a time (a buffer itself
- * starts at least 128-byte aligned: CL_DEVICE_MEM_BASE_ADDR_ALIGN). Every sum runs in an
- * order fixed by the shapes and the work-group size.
+ * l reads the 8-element chunks l, l + lanes, ... of row j of B (neighbouring lanes read
+ * neighbouring bytes: coalesced) and the same columns of the m rows of A, keeping one F32
+ * partial sum per row (rows_sum_*). The lanes of a column then add their sums in a tree in
+ * local memory and lanes 0..m-1 write C[r, j] (rows_finish). Every sum runs in an order
+ * fixed by the shapes and the work-group size.
  * red: [m * local size] floats. */
-__kernel void gemm_rows_half(__global const float *a, ulong a_off, ulong lda,
-                             __global const half *bh, ulong bh_off, ulong ldb, __global float *c,
-                             ulong c_off, ulong ldc, __global const float *bias, ulong bias_off,
-                             int has_bias, int relu, int m, int n, int k, float alpha, float beta,
-                             int lanes, __local float *red)
-{
-    const uint lid = get_local_id(0), wg = get_local_size(0);
-    const int lane = (int)(lid & (uint)(lanes - 1));
-    const ulong j = get_group_id(0) * (ulong)(wg / (uint)lanes) + lid / (uint)lanes;
-    float acc[CLF_GEMM_HALF_ROWS];
-    for (int r = 0; r < CLF_GEMM_HALF_ROWS; r++)
-        acc[r] = 0.0f;
 
-    if (j < (ulong)n) { /* the work-items past n still take part in the barriers below */
-        const ulong row = bh_off + j * ldb;
-        const int past = (int)(row % GEMM_HALF_VEC); /* halves past a 16-byte boundary */
-        const int head = min(past ? GEMM_HALF_VEC - past : 0, k);
-        const int chunks = (k - head) / GEMM_HALF_VEC, tail = head + chunks * GEMM_HALF_VEC;
-        __global const half *b = bh + row;
-        __global const float *ar = a + a_off;
-        for (int p = lane; p < head; p += lanes) {
-            const float bv = vload_half(p, b);
-            for (int r = 0; r < CLF_GEMM_HALF_ROWS; r++)
-                if (r < m)
-                    acc[r] += ar[r * lda + p] * bv;
-        }
-        for (int q = lane; q < chunks; q += lanes) {
-            const int p = head + q * GEMM_HALF_VEC;
-            const float8 bv = vloada_half8(0, b + p);
-            for (int r = 0; r < CLF_GEMM_HALF_ROWS; r++) {
-                if (r < m) {
-                    const float8 av = vload8(0, ar + r * lda + p);
-                    acc[r] += dot(av.lo, bv.lo) + dot(av.hi, bv.hi);
-                }
-            }
-        }
-        for (int p = tail + lane; p < k; p += lanes) {
-            const float bv = vload_half(p, b);
-            for (int r = 0; r < CLF_GEMM_HALF_ROWS; r++)
-                if (r < m)
-                    acc[r] += ar[r * lda + p] * bv;
-        }
+/* acc[r] += A[r, p] * bv for r < m (unrolled to CLF_GEMM_FEW_ROWS: acc stays in registers) */
+#define ROWS_ADD1(acc, ar, lda, p, bv, m)                                                        \
+    for (int r = 0; r < CLF_GEMM_FEW_ROWS; r++)                                                \
+        if (r < (m))                                                                             \
+            (acc)[r] += (ar)[r * (lda) + (p)] * (bv);
+
+/* acc[r] += dot(A[r, p .. p + 7], bv) for r < m */
+#define ROWS_ADD8(acc, ar, lda, p, bv, m)                                                        \
+    for (int r = 0; r < CLF_GEMM_FEW_ROWS; r++) {                                              \
+        if (r < (m)) {                                                                           \
+            const float8 av = vload8(0, (ar) + r * (lda) + (p));                                 \
+            (acc)[r] += dot(av.lo, (bv).lo) + dot(av.hi, (bv).hi);                               \
+        }                                                                                        \
     }
 
-    /* acc is indexed by constants only (loops to CLF_GEMM_HALF_ROWS, unrolled), so that it
-     * stays in registers */
-    for (int r = 0; r < CLF_GEMM_HALF_ROWS; r++)
+/* The lanes' sums added in a tree, then the epilogue: lanes 0..m-1 of column j write
+ * C[r, j]. Every work-item takes part (the barriers); those past n write nothing. */
+void rows_finish(const float *acc, __local float *red, uint lid, uint wg, int lane,
+                 int lanes, ulong j, int m, int n, __global float *c, ulong c_off,
+                               ulong ldc, __global const float *bias, ulong bias_off, int has_bias,
+                               int relu, float alpha, float beta)
+{
+    for (int r = 0; r < CLF_GEMM_FEW_ROWS; r++)
         if (r < m)
             red[r * wg + lid] = acc[r];
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -97,4 +74,79 @@ __kernel void gemm_rows_half(__global const float *a, ulong a_off, ulong lda,
             v = fmax(v, 0.0f);
         *cp = v;
     }
+}
+
+/* B as F16. vloada_half8 needs a 16-byte aligned address and row j starts at any element
+ * (bh_off + j * ldb), so the elements before its first multiple of 8 and after its last
+ * whole chunk are read one at a time (a buffer itself starts at least 128-byte aligned:
+ * CL_DEVICE_MEM_BASE_ADDR_ALIGN). */
+__kernel void gemm_rows_half(__global const float *a, ulong a_off, ulong lda,
+                             __global const half *bh, ulong bh_off, ulong ldb, __global float *c,
+                             ulong c_off, ulong ldc, __global const float *bias, ulong bias_off,
+                             int has_bias, int relu, int m, int n, int k, float alpha, float beta,
+                             int lanes, __local float *red)
+{
+    const uint lid = get_local_id(0), wg = get_local_size(0);
+    const int lane = (int)(lid & (uint)(lanes - 1));
+    const ulong j = get_group_id(0) * (ulong)(wg / (uint)lanes) + lid / (uint)lanes;
+    float acc[CLF_GEMM_FEW_ROWS];
+    for (int r = 0; r < CLF_GEMM_FEW_ROWS; r++)
+        acc[r] = 0.0f;
+
+    if (j < (ulong)n) { /* the work-items past n still take part in the barriers */
+        const ulong row = bh_off + j * ldb;
+        const int past = (int)(row % GEMM_ROWS_VEC); /* halves past a 16-byte boundary */
+        const int head = min(past ? GEMM_ROWS_VEC - past : 0, k);
+        const int chunks = (k - head) / GEMM_ROWS_VEC, tail = head + chunks * GEMM_ROWS_VEC;
+        __global const half *b = bh + row;
+        __global const float *ar = a + a_off;
+        for (int p = lane; p < head; p += lanes) {
+            const float bv = vload_half(p, b);
+            ROWS_ADD1(acc, ar, lda, p, bv, m)
+        }
+        for (int q = lane; q < chunks; q += lanes) {
+            const int p = head + q * GEMM_ROWS_VEC;
+            const float8 bv = vloada_half8(0, b + p);
+            ROWS_ADD8(acc, ar, lda, p, bv, m)
+        }
+        for (int p = tail + lane; p < k; p += lanes) {
+            const float bv = vload_half(p, b);
+            ROWS_ADD1(acc, ar, lda, p, bv, m)
+        }
+    }
+    rows_finish(acc, red, lid, wg, lane, lanes, j, m, n, c, c_off, ldc, bias, bias_off, has_bias,
+                relu, alpha, beta);
+}
+
+/* B as F32: vload8 needs only a float's alignment, so there is no head; the k % 8 last
+ * elements are read one at a time. */
+__kernel void gemm_rows_float(__global const float *a, ulong a_off, ulong lda,
+                              __global const float *bf, ulong b_off, ulong ldb, __global float *c,
+                              ulong c_off, ulong ldc, __global const float *bias, ulong bias_off,
+                              int has_bias, int relu, int m, int n, int k, float alpha, float beta,
+                              int lanes, __local float *red)
+{
+    const uint lid = get_local_id(0), wg = get_local_size(0);
+    const int lane = (int)(lid & (uint)(lanes - 1));
+    const ulong j = get_group_id(0) * (ulong)(wg / (uint)lanes) + lid / (uint)lanes;
+    float acc[CLF_GEMM_FEW_ROWS];
+    for (int r = 0; r < CLF_GEMM_FEW_ROWS; r++)
+        acc[r] = 0.0f;
+
+    if (j < (ulong)n) { /* the work-items past n still take part in the barriers */
+        const int chunks = k / GEMM_ROWS_VEC, tail = chunks * GEMM_ROWS_VEC;
+        __global const float *b = bf + b_off + j * ldb;
+        __global const float *ar = a + a_off;
+        for (int q = lane; q < chunks; q += lanes) {
+            const int p = q * GEMM_ROWS_VEC;
+            const float8 bv = vload8(0, b + p);
+            ROWS_ADD8(acc, ar, lda, p, bv, m)
+        }
+        for (int p = tail + lane; p < k; p += lanes) {
+            const float bv = b[p];
+            ROWS_ADD1(acc, ar, lda, p, bv, m)
+        }
+    }
+    rows_finish(acc, red, lid, wg, lane, lanes, j, m, n, c, c_off, ldc, bias, bias_off, has_bias,
+                relu, alpha, beta);
 }
