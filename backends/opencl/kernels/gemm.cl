@@ -24,33 +24,42 @@
  * Each column j of C gets `lanes` work-items (a power of two dividing the work-group). Lane
  * l reads the 8-element chunks l, l + lanes, ... of row j of B (neighbouring lanes read
  * neighbouring bytes: coalesced) and the same columns of the m rows of A, keeping one F32
- * partial sum per row (rows_sum_*). The lanes of a column then add their sums in a tree in
- * local memory and lanes 0..m-1 write C[r, j] (rows_finish). Every sum runs in an order
+ * partial sum per row (ROWS_ADD1, ROWS_ADD8). The lanes of a column then add their sums in a
+ * tree in local memory and lanes 0..m-1 write C[r, j] (rows_finish). Every sum runs in an order
  * fixed by the shapes and the work-group size.
  * red: [m * local size] floats. */
 
 /* acc[r] += A[r, p] * bv for r < m (unrolled to CLF_GEMM_FEW_ROWS: acc stays in registers) */
-#define ROWS_ADD1(acc, ar, lda, p, bv, m)                                                        \
-    for (int r = 0; r < CLF_GEMM_FEW_ROWS; r++)                                                \
-        if (r < (m))                                                                             \
+#define ROWS_ADD1(acc, ar, lda, p, bv, m)                                                          \
+    for (int r = 0; r < CLF_GEMM_FEW_ROWS; r++)                                                    \
+        if (r < (m))                                                                               \
             (acc)[r] += (ar)[r * (lda) + (p)] * (bv);
 
 /* acc[r] += dot(A[r, p .. p + 7], bv) for r < m */
-#define ROWS_ADD8(acc, ar, lda, p, bv, m)                                                        \
-    for (int r = 0; r < CLF_GEMM_FEW_ROWS; r++) {                                              \
-        if (r < (m)) {                                                                           \
-            const float8 av = vload8(0, (ar) + r * (lda) + (p));                                 \
-            (acc)[r] += dot(av.lo, (bv).lo) + dot(av.hi, (bv).hi);                               \
-        }                                                                                        \
+#define ROWS_ADD8(acc, ar, lda, p, bv, m)                                                          \
+    for (int r = 0; r < CLF_GEMM_FEW_ROWS; r++) {                                                  \
+        if (r < (m)) {                                                                             \
+            const float8 av = vload8(0, (ar) + r * (lda) + (p));                                   \
+            (acc)[r] += dot(av.lo, (bv).lo) + dot(av.hi, (bv).hi);                                 \
+        }                                                                                          \
     }
+
+/* The column of C this work-item sums for, and in *lane its lane among the column's
+ * `lanes` (neighbouring work-items). */
+ulong rows_column(int lanes, int *lane)
+{
+    const uint lid = get_local_id(0);
+    *lane = (int)(lid & (uint)(lanes - 1));
+    return get_group_id(0) * (ulong)(get_local_size(0) / (uint)lanes) + lid / (uint)lanes;
+}
 
 /* The lanes' sums added in a tree, then the epilogue: lanes 0..m-1 of column j write
  * C[r, j]. Every work-item takes part (the barriers); those past n write nothing. */
-void rows_finish(const float *acc, __local float *red, uint lid, uint wg, int lane,
-                 int lanes, ulong j, int m, int n, __global float *c, ulong c_off,
-                               ulong ldc, __global const float *bias, ulong bias_off, int has_bias,
-                               int relu, float alpha, float beta)
+void rows_finish(const float *acc, __local float *red, int lane, int lanes, ulong j, int m,
+                 int n, __global float *c, ulong c_off, ulong ldc, __global const float *bias,
+                 ulong bias_off, int has_bias, int relu, float alpha, float beta)
 {
+    const uint lid = get_local_id(0), wg = get_local_size(0);
     for (int r = 0; r < CLF_GEMM_FEW_ROWS; r++)
         if (r < m)
             red[r * wg + lid] = acc[r];
@@ -86,12 +95,9 @@ __kernel void gemm_rows_half(__global const float *a, ulong a_off, ulong lda,
                              int has_bias, int relu, int m, int n, int k, float alpha, float beta,
                              int lanes, __local float *red)
 {
-    const uint lid = get_local_id(0), wg = get_local_size(0);
-    const int lane = (int)(lid & (uint)(lanes - 1));
-    const ulong j = get_group_id(0) * (ulong)(wg / (uint)lanes) + lid / (uint)lanes;
-    float acc[CLF_GEMM_FEW_ROWS];
-    for (int r = 0; r < CLF_GEMM_FEW_ROWS; r++)
-        acc[r] = 0.0f;
+    int lane;
+    const ulong j = rows_column(lanes, &lane);
+    float acc[CLF_GEMM_FEW_ROWS] = {0.0f};
 
     if (j < (ulong)n) { /* the work-items past n still take part in the barriers */
         const ulong row = bh_off + j * ldb;
@@ -114,8 +120,8 @@ __kernel void gemm_rows_half(__global const float *a, ulong a_off, ulong lda,
             ROWS_ADD1(acc, ar, lda, p, bv, m)
         }
     }
-    rows_finish(acc, red, lid, wg, lane, lanes, j, m, n, c, c_off, ldc, bias, bias_off, has_bias,
-                relu, alpha, beta);
+    rows_finish(acc, red, lane, lanes, j, m, n, c, c_off, ldc, bias, bias_off, has_bias, relu,
+                alpha, beta);
 }
 
 /* B as F32: vload8 needs only a float's alignment, so there is no head; the k % 8 last
@@ -126,12 +132,9 @@ __kernel void gemm_rows_float(__global const float *a, ulong a_off, ulong lda,
                               int has_bias, int relu, int m, int n, int k, float alpha, float beta,
                               int lanes, __local float *red)
 {
-    const uint lid = get_local_id(0), wg = get_local_size(0);
-    const int lane = (int)(lid & (uint)(lanes - 1));
-    const ulong j = get_group_id(0) * (ulong)(wg / (uint)lanes) + lid / (uint)lanes;
-    float acc[CLF_GEMM_FEW_ROWS];
-    for (int r = 0; r < CLF_GEMM_FEW_ROWS; r++)
-        acc[r] = 0.0f;
+    int lane;
+    const ulong j = rows_column(lanes, &lane);
+    float acc[CLF_GEMM_FEW_ROWS] = {0.0f};
 
     if (j < (ulong)n) { /* the work-items past n still take part in the barriers */
         const int chunks = k / GEMM_ROWS_VEC, tail = chunks * GEMM_ROWS_VEC;
@@ -147,6 +150,6 @@ __kernel void gemm_rows_float(__global const float *a, ulong a_off, ulong lda,
             ROWS_ADD1(acc, ar, lda, p, bv, m)
         }
     }
-    rows_finish(acc, red, lid, wg, lane, lanes, j, m, n, c, c_off, ldc, bias, bias_off, has_bias,
-                relu, alpha, beta);
+    rows_finish(acc, red, lane, lanes, j, m, n, c, c_off, ldc, bias, bias_off, has_bias, relu,
+                alpha, beta);
 }
