@@ -358,10 +358,10 @@ clf_status clf_trainer_step(clf_trainer *t, double *lr_out, double *norm_out)
     for (int c = 0; c < t->n_chunks; c++)
         if ((st = clf_op_sum_squares(t->api, t->be, (clf_ptr){t->norms, (size_t)c * sizeof(float)},
                                      (clf_ptr){t->grad[c], 0}, t->bytes[c] / 4)) != CLF_OK)
-            return st;
+            goto fail;
     if ((st = clf_op_download(t->api, t->be, t->host_norms, (clf_ptr){t->norms, 0},
                               (size_t)t->n_chunks * sizeof(float))) != CLF_OK)
-        return st;
+        goto fail;
     double sq = 0.0;
     for (int c = 0; c < t->n_chunks; c++)
         sq += t->host_norms[c];
@@ -396,16 +396,18 @@ clf_status clf_trainer_step(clf_trainer *t, double *lr_out, double *norm_out)
         if ((st = clf_op_adam(t->api, t->be, &a)) != CLF_OK ||
             (st = clf_op_fill(t->api, t->be, (clf_ptr){t->grad[c], 0}, 0.0f, t->bytes[c] / 4)) !=
                 CLF_OK)
-            return st;
+            goto fail;
     }
     if ((st = t->api->synchronize(t->be)) != CLF_OK)
-        return st;
+        goto fail;
     t->state.step = step;
     if (lr_out)
         *lr_out = lr;
     if (norm_out)
         *norm_out = norm;
     return CLF_OK;
+fail: /* a device failure: the line names the step, as the graph's failures do */
+    return clf_error_context(st, "train: optimizer step %lld", step);
 }
 
 /* ---------------------------------------------------------------------------------- */
