@@ -729,14 +729,16 @@ START_TEST(attention_decode_every_isa_level)
 {
     /* The few-query forward (q_len < 4: decoding) has an AVX2 + FMA path (scores and the
      * weighted sum of V); every kernel level this CPU has, 1 and 2 threads, against the
-     * double reference. Head dims 64 (the models'), 44 (a 32-column block, an 8 and a
-     * masked tail) and 7 (the tail only); key counts off multiples of 4; the first case is
-     * large enough to run on both threads (CPU_PAR_MIN). */
+     * double reference. Head dims 64 (the models': one 64-column block of the weighted
+     * sum), 108 (a 64-column block, a 32, an 8 and a masked tail), 44 (a 32-column block, an
+     * 8 and a masked tail) and 7 (the tail only); key counts off multiples of 4; the first
+     * case is large enough to run on both threads (CPU_PAR_MIN). */
     static const attn_case cases[] = {
         {3, 8, 1, 64, 64, 0, 0, 1, 1, 1, 0},
         {2, 8, 2, 37, 64, 1, 35, 1, 0, 0, 0},
         {4, 8, 1, 22, 64, 0, 0, 1, 0, 1, 0},
         {2, 3, 3, 13, 44, 1, 10, 1, 1, 1, 0},
+        {2, 2, 1, 11, 108, 1, 9, 1, 0, 1, 0},
         {3, 2, 1, 6, 7, 0, 0, 1, 1, 0, 0},
         {1, 1, 3, 3, 1, 1, 0, 0, 1, 1, 0},
         /* the decoding step's row tables (beams sharing cache rows, decode.c): self- and
