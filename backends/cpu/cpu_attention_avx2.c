@@ -74,45 +74,37 @@ ATTN_AVX2 void cpu_attn_scores_avx2(const float *q, size_t q_ld, int nr, const f
     }
 }
 
+/* o[d0, d0 + 8 NA) = sum_j w[j] v[j][d0, d0 + 8 NA): NA accumulators of 8 columns in one
+ * pass over the value rows, each key's weight broadcast once (NA a constant once inlined,
+ * so that the accumulators stay in registers). */
+ATTN_AVX2 static inline __attribute__((always_inline)) void
+weigh_block(const float *w, int n, const float *const *v, int d0, const int NA, float *o)
+{
+    __m256 a[8];
+    for (int i = 0; i < NA; i++)
+        a[i] = _mm256_setzero_ps();
+    for (int j = 0; j < n; j++) {
+        if (w[j] == 0.0f)
+            continue;
+        const __m256 wj = _mm256_set1_ps(w[j]);
+        const float *vj = v[j] + d0;
+#pragma GCC unroll 8
+        for (int i = 0; i < NA; i++)
+            a[i] = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 8 * i), a[i]);
+    }
+    for (int i = 0; i < NA; i++)
+        _mm256_storeu_ps(o + d0 + 8 * i, a[i]);
+}
+
 ATTN_AVX2 void cpu_attn_weigh_avx2(const float *w, int n, const float *const *v, int D, float *o)
 {
     int d0 = 0;
-    /* 64 columns (8 accumulators: a head of the base model) in one pass over the value rows,
-     * so that each row's 256 bytes are loaded together */
-    for (; d0 + 64 <= D; d0 += 64) {
-        __m256 a[8];
-        for (int i = 0; i < 8; i++)
-            a[i] = _mm256_setzero_ps();
-        for (int j = 0; j < n; j++) {
-            if (w[j] == 0.0f)
-                continue;
-            const __m256 wj = _mm256_set1_ps(w[j]);
-            const float *vj = v[j] + d0;
-#pragma GCC unroll 8
-            for (int i = 0; i < 8; i++)
-                a[i] = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 8 * i), a[i]);
-        }
-        for (int i = 0; i < 8; i++)
-            _mm256_storeu_ps(o + d0 + 8 * i, a[i]);
-    }
-    /* 32 columns (4 accumulators) at a time: each key's weight is broadcast once per block */
-    for (; d0 + 32 <= D; d0 += 32) {
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        for (int j = 0; j < n; j++) {
-            if (w[j] == 0.0f)
-                continue;
-            const __m256 wj = _mm256_set1_ps(w[j]);
-            const float *vj = v[j] + d0;
-            a0 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj), a0);
-            a1 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 8), a1);
-            a2 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 16), a2);
-            a3 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 24), a3);
-        }
-        _mm256_storeu_ps(o + d0, a0);
-        _mm256_storeu_ps(o + d0 + 8, a1);
-        _mm256_storeu_ps(o + d0 + 16, a2);
-        _mm256_storeu_ps(o + d0 + 24, a3);
-    }
+    /* 64 columns (a head of the base model) in one pass over the value rows, so that each
+     * row's 256 bytes are loaded together; then 32 */
+    for (; d0 + 64 <= D; d0 += 64)
+        weigh_block(w, n, v, d0, 8, o);
+    for (; d0 + 32 <= D; d0 += 32)
+        weigh_block(w, n, v, d0, 4, o);
     for (; d0 < D; d0 += 8) { /* the rest, 8 columns at a time, the last one masked */
         const __m256i tm = tail_mask(D - d0 < 8 ? D - d0 : 8);
         __m256 a = _mm256_setzero_ps();
