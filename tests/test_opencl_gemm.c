@@ -151,30 +151,39 @@ END_TEST
 
 START_TEST(test_gemm_edge)
 {
-    /* beta = 0 ignores C (BLAS semantics), even when it holds NaN */
+    /* beta = 0 ignores C (BLAS semantics), even when it holds NaN: 7 rows and one, B
+     * stored [k, n] (CLBlast's GEMM and, for one row, its GEMV) and as a Linear layer's
+     * [n, k] (the backend's gemm_rows_float kernel) */
     int n = 7 * 33;
     float *nan_c = malloc(n * sizeof *nan_c);
     for (int i = 0; i < n; i++)
         nan_c[i] = NAN;
     float *A = clf_test_frand(7 * 65, 1, -1, 1), *B = clf_test_frand(65 * 33, 2, -1, 1),
           *bias = clf_test_frand(33, 3, -1, 1);
-    clf_gemm_args g = {
-        .m = 7, .n = 33, .k = 65, .alpha = 1, .beta = 0, .lda = 65, .ldb = 33, .ldc = 33};
     float *want = fdup(nan_c, n), *got = fdup(nan_c, n), *cgot = fdup(nan_c, n);
-    ref_gemm(&g, 1, A, B, NULL, want);
-    run_gemm(&ocl, &g, 0, A, 7 * 65, B, 65 * 33, NULL, 0, got, n);
-    run_gemm(&cpu, &g, 0, A, 7 * 65, B, 65 * 33, NULL, 0, cgot, n);
-    expect_close(got, want, n, TOL_GEMM, "gemm beta=0 over NaN", "host reference");
-    expect_close(got, cgot, n, TOL_GEMM, "gemm beta=0 over NaN", "cpu backend");
-    /* the same for one row, which runs as a matrix-vector product on both backends */
-    g.m = 1;
-    for (int i = 0; i < 33; i++)
-        want[i] = got[i] = cgot[i] = NAN;
-    ref_gemm(&g, 1, A, B, NULL, want);
-    run_gemm(&ocl, &g, 0, A, 65, B, 65 * 33, NULL, 0, got, 33);
-    run_gemm(&cpu, &g, 0, A, 65, B, 65 * 33, NULL, 0, cgot, 33);
-    expect_close(got, want, 33, TOL_GEMM, "gemm m=1 beta=0 over NaN", "host reference");
-    expect_close(got, cgot, 33, TOL_GEMM, "gemm m=1 beta=0 over NaN", "cpu backend");
+    for (int tb = 0; tb < 2; tb++) {
+        for (int m = 7; m >= 1; m -= 6) {
+            clf_gemm_args g = {.trans_b = tb,
+                               .m = m,
+                               .n = 33,
+                               .k = 65,
+                               .alpha = 1,
+                               .beta = 0,
+                               .lda = 65,
+                               .ldb = tb ? 65 : 33,
+                               .ldc = 33};
+            const int nc = m * 33;
+            for (int i = 0; i < nc; i++)
+                want[i] = got[i] = cgot[i] = NAN;
+            ref_gemm(&g, 1, A, B, NULL, want);
+            run_gemm(&ocl, &g, 0, A, (size_t)m * 65, B, 65 * 33, NULL, 0, got, nc);
+            run_gemm(&cpu, &g, 0, A, (size_t)m * 65, B, 65 * 33, NULL, 0, cgot, nc);
+            char what[64];
+            snprintf(what, sizeof what, "gemm tb=%d m=%d beta=0 over NaN", tb, m);
+            expect_close(got, want, nc, TOL_GEMM, what, "host reference");
+            expect_close(got, cgot, nc, TOL_GEMM, what, "cpu backend");
+        }
+    }
 
     /* k = 0: C = beta * C + bias, relu (CLBlast itself refuses k = 0) */
     clf_gemm_args z = {.m = 7,
@@ -226,7 +235,7 @@ END_TEST
 /* A Linear layer's product of 1..7 rows (A not transposed, B [n, k]) runs in the backend's
  * gemm_rows_float kernel rather than CLBlast: every k from under one 8-float chunk to long
  * rows with a k % 8 tail, every row count, row 8 (back in CLBlast), the epilogue variants,
- * padded leading dimensions and offsets; then beta = 0 over a C of NaN. */
+ * padded leading dimensions and offsets (beta = 0 over a C of NaN: test_gemm_edge). */
 START_TEST(test_gemm_rows)
 {
     static const int ks[] = {1, 7, 8, 33, 64, 65, 263, 1031};
@@ -244,32 +253,6 @@ START_TEST(test_gemm_rows)
             t.off = (v / 2) % 2 ? 5 : 0;
             check_gemm_case(&t, 500 + (unsigned)v);
         }
-    }
-    for (int m = 1; m <= 7; m += 6) {
-        const int n = 33, k = 65, nc = m * n;
-        clf_gemm_args g = {.trans_b = 1,
-                           .m = m,
-                           .n = n,
-                           .k = k,
-                           .alpha = 1,
-                           .beta = 0,
-                           .lda = k,
-                           .ldb = k,
-                           .ldc = n};
-        float *A = clf_test_frand((size_t)m * k, 11, -1, 1), *B = clf_test_frand(n * k, 12, -1, 1);
-        float *want = malloc(nc * sizeof *want), *got = malloc(nc * sizeof *got);
-        ck_assert(want && got);
-        for (int i = 0; i < nc; i++)
-            want[i] = got[i] = NAN;
-        ref_gemm(&g, 1, A, B, NULL, want);
-        run_gemm(&ocl, &g, 0, A, (size_t)m * k, B, (size_t)n * k, NULL, 0, got, nc);
-        expect_close(got, want, nc, TOL_GEMM,
-                     m == 1 ? "gemm rows m=1 beta=0 over NaN" : "gemm rows m=7 beta=0 over NaN",
-                     "host reference");
-        free(A);
-        free(B);
-        free(want);
-        free(got);
     }
 }
 END_TEST

@@ -238,8 +238,6 @@ static inline ocl_kval ocl_kln_style(clf_ln_style style)
 /* An operand as the kernels take it, two arguments: its cl_mem (NULL when absent) and its
  * offset in elements (ocl_mem, ocl_elems below). */
 #define OCL_KBUF(p) ocl_kmem(ocl_mem(p)), ocl_kulong(ocl_elems(p))
-/* The same for an operand of 2-byte F16 elements (gemm's b_half). */
-#define OCL_KBUF_HALF(p) ocl_kmem(ocl_mem(p)), ocl_kulong((cl_ulong)((p).off / 2))
 /* The number of entries of an array (of kernel arguments, of operands). */
 #define OCL_COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
