@@ -12,17 +12,17 @@
  * slots are compacted away, so they stop costing work.
  *
  * Beams share what they have in common through row tables (clf_attention_args.kv_rows),
- * where the backend reads them (CLF_OP_ATTENTION_KV_ROWS; both built-in backends do): slot i
- * writes its position t only into its own self-cache rows, row (i, t), which nobody
+ * where the backend reads them (CLF_OP_ATTENTION_KV_ROWS; both built-in backends do): slot
+ * i writes its position t only into its own self-cache rows, row (i, t), which nobody
  * overwrites afterwards, and its table hist[i][0..t] names the slot whose rows hold each
  * position of its history. Choosing the next beams, or compacting, then copies tables of
  * t + 1 ints instead of t + 1 cache rows per layer; the cross cache holds each sentence
  * once (slot s: sentence s), and every beam of the sentence reads that copy. A step whose
  * tables name only each slot's own rows (greedy decoding, until a sentence is compacted
- * away) reads the caches without them and uploads none. Without the
- * tables (a backend plugin without the capability) the survivors' self caches are gathered from
- * their parents in place (a slot that keeps its own cache costs no copy), the cross cache is spread
- * to every beam and compacted with the slots: the spare buffer above is for that.
+ * away) reads the caches without them and uploads none. Without the tables (a backend
+ * plugin without the capability) the survivors' self caches are gathered from their
+ * parents in place (a slot that keeps its own cache costs no copy), the cross cache is
+ * spread to every beam and compacted with the slots: the spare buffer above is for that.
  *
  * Greedy (K = 1) takes the argmax on the device and downloads one id per sentence; beam
  * search downloads log-probabilities [rows, V] and selects on the host. */
