@@ -960,11 +960,16 @@ int clf_cmd_translate(int argc, char **argv)
                 "%.1f tokens/s (loading the model took %.3f s)\n",
                 t.lines_read, t.decoded_lines, t.out_tokens, t.decode_s,
                 t.decode_s > 0.0 ? (double)t.out_tokens / t.decode_s : 0.0, t.open_s);
-    if (st == CLF_OK && t.lines_refused > 0 && d.rank == 0) /* the sum: said once */
+    /* The sum, the same on every rank: they fail together (rank 0 says it once), so that no
+     * rank aborts the job while another is already finalizing MPI (Open MPI can hang in
+     * that race) */
+    if (st == CLF_OK && t.lines_refused > 0) {
         st = clf_error(CLF_ERR_INPUT,
                        "translate: %ld of %ld input lines refused (warnings above); their output "
                        "lines are empty",
                        t.lines_refused, t.lines_read);
+        d.failed_together = 1;
+    }
 fail:
     if (res.hyps)
         clf_decode_result_free(&res);
