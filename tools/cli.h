@@ -4,6 +4,7 @@
 
 #include "clformer/backend.h"
 #include "clformer/config.h"
+#include "clformer/model.h"
 #include "clformer/status.h"
 #include "clformer/tokenizer.h"
 #include "clformer/weights.h"
@@ -92,6 +93,12 @@ int cli_weight_type_option(const char *val, clf_weight_type *type, int *set);
  * be read (clf_weights_load reports that): read before the backend loads, for the thread
  * policy. */
 clf_weight_type cli_file_weight_type(const char *path);
+/* This process's resident memory now and at its peak (VmRSS, VmHWM of /proc/self/status),
+ * in MiB; 0 where the system does not say (not Linux). */
+int cli_resident_mib(double *now, double *peak);
+/* The inference commands' clf_model_set_weight_type: with int8 it then gives the F32
+ * matrices back (clf_model_release_f32), which these commands never read again. */
+clf_status cli_set_weight_type(clf_model *model, clf_weight_type type);
 
 /* Parses the options of a command that takes only --plugin-dir and --help. Returns -1 to go
  * on (with *plugin_dir set, or NULL), or the exit code: 0 after printing "usage: <usage>"

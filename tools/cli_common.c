@@ -161,6 +161,35 @@ int cli_parse_plugin_dir_only(int argc, char **argv, const char *usage, const ch
     return -1;
 }
 
+int cli_resident_mib(double *now, double *peak)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long rss = -1, hwm = -1;
+    if (!f)
+        return 0;
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "VmRSS:", 6) == 0)
+            rss = strtol(line + 6, NULL, 10);
+        else if (strncmp(line, "VmHWM:", 6) == 0)
+            hwm = strtol(line + 6, NULL, 10);
+    }
+    fclose(f);
+    if (rss < 0 || hwm < 0)
+        return 0;
+    *now = rss / 1024.0; /* the kernel's kB are KiB */
+    *peak = hwm / 1024.0;
+    return 1;
+}
+
+clf_status cli_set_weight_type(clf_model *model, clf_weight_type type)
+{
+    clf_status st = clf_model_set_weight_type(model, type);
+    if (st == CLF_OK && type == CLF_WEIGHT_INT8)
+        st = clf_model_release_f32(model, NULL);
+    return st;
+}
+
 clf_weight_type cli_file_weight_type(const char *path)
 {
     clf_safetensors *f = NULL;

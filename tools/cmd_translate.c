@@ -163,7 +163,8 @@ static void usage(void)
            "                       bounds them. int8: every product uses int8 weights (per\n"
            "                       output channel) and int8 activations (per row; cpu only)\n"
            "  --stats              at the end, on stderr: lines, output tokens and the time\n"
-           "                       spent decoding them (tokens/s), loading excluded\n"
+           "                       spent decoding them (tokens/s), loading excluded, and the\n"
+           "                       process's resident memory then and at its peak\n"
            "  --attention FILE     safetensors: F32 'attention.<i>' [out tokens (+EOS), source\n"
            "                       tokens incl. [SOS]/[EOS]] per line i (from 0), best hypothesis\n"
            "  --attention-png P    grayscale heatmap P.<i>.png per line (rows: output tokens)\n"
@@ -756,11 +757,13 @@ static clf_status translator_open(translator *t)
         goto fail;
     if ((st = cli_open_backend(&t->cfg, &t->o.bo, &t->api, &t->be)) != CLF_OK)
         goto fail;
-    if ((st = clf_model_create(mc, w, t->api, t->be, &t->model)) != CLF_OK)
+    if ((st = clf_model_create_consuming(mc, w, t->api, t->be, &t->model)) != CLF_OK)
         goto fail;
     if (!t->o.weight_type_set)
         t->o.weight_type = w->stored_type;
-    if ((st = clf_model_set_weight_type(t->model, t->o.weight_type)) != CLF_OK)
+    clf_weights_free(w); /* its tensors went as they reached the device */
+    w = NULL;
+    if ((st = cli_set_weight_type(t->model, t->o.weight_type)) != CLF_OK)
         goto fail;
     clf_decode_opts_default(mc, &t->dopts);
     t->dopts.beam = t->o.beam;
@@ -953,13 +956,18 @@ int clf_cmd_translate(int argc, char **argv)
     if (st == CLF_OK && d.size > 1 && (st = cli_dist_sum(&d, totals, 3)) == CLF_OK)
         t.decoded_lines = (long)totals[0], t.out_tokens = (long)totals[1],
         t.lines_refused = (long)totals[2];
-    /* under mpirun: every rank's lines and tokens, rank 0's decoding time */
-    if (st == CLF_OK && t.o.stats)
+    /* under mpirun: every rank's lines and tokens, rank 0's decoding time and memory */
+    if (st == CLF_OK && t.o.stats) {
+        double now = 0, peak = 0;
+        char mem[96] = "";
+        if (cli_resident_mib(&now, &peak))
+            snprintf(mem, sizeof mem, "; resident %.0f MiB, at most %.0f MiB", now, peak);
         fprintf(stderr,
                 "clformer: translate: %ld lines, %ld decoded, %ld output tokens in %.3f s: "
-                "%.1f tokens/s (loading the model took %.3f s)\n",
+                "%.1f tokens/s (loading the model took %.3f s)%s\n",
                 t.lines_read, t.decoded_lines, t.out_tokens, t.decode_s,
-                t.decode_s > 0.0 ? (double)t.out_tokens / t.decode_s : 0.0, t.open_s);
+                t.decode_s > 0.0 ? (double)t.out_tokens / t.decode_s : 0.0, t.open_s, mem);
+    }
     /* The sum, the same on every rank: they fail together (rank 0 says it once), so that no
      * rank aborts the job while another is already finalizing MPI (Open MPI can hang in
      * that race) */

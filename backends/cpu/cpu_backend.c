@@ -198,6 +198,27 @@ static clf_status cpu_copy(clf_backend *be, clf_ptr dst, clf_ptr src, size_t byt
     return CLF_OK;
 }
 
+/* Gives the whole pages inside the span back to the system (MADV_DONTNEED: they read as
+ * zeros afterwards, and a write faults a fresh page in). The bytes at either end that share
+ * a page with live data stay. */
+static clf_status cpu_discard(clf_backend *be, clf_ptr p, size_t bytes, size_t *freed)
+{
+    (void)be;
+    *freed = 0;
+#ifdef MADV_DONTNEED
+    const long page_l = sysconf(_SC_PAGESIZE);
+    const uintptr_t page = page_l > 0 ? (uintptr_t)page_l : 4096;
+    const uintptr_t start = (uintptr_t)(p.buf->data + p.off), end = start + bytes;
+    const uintptr_t first = (start + page - 1) / page * page, last = end / page * page;
+    if (last > first && madvise((void *)first, last - first, MADV_DONTNEED) == 0)
+        *freed = last - first;
+#else
+    (void)p;
+    (void)bytes;
+#endif
+    return CLF_OK; /* a hint: failing to give memory back is not an error */
+}
+
 static clf_status cpu_synchronize(clf_backend *be)
 {
     (void)be;
@@ -638,6 +659,7 @@ static const clf_backend_api cpu_api = {
     .download = cpu_download,
     .copy = cpu_copy,
     .synchronize = cpu_synchronize,
+    .discard = cpu_discard,
     .gemm = cpu_gemm,
     .gemm_strided_batched = cpu_gemm_strided_batched,
     .layernorm = cpu_layernorm,

@@ -45,7 +45,7 @@ extern "C" {
  * dropout_seed); ABI 4 added clf_gemm_args.b_half; ABI 5 (not yet released) adds b_bf16, b_i8 and
  * b_scale, the capabilities CLF_OP_GEMM_BF16 and CLF_OP_GEMM_I8, buffer_size (the core
  * checks operand bounds, clformer/ops.h), and clf_attention_args.kv_rows with its
- * capability CLF_OP_ATTENTION_KV_ROWS. */
+ * capability CLF_OP_ATTENTION_KV_ROWS, and discard. */
 #define CLF_BACKEND_ABI 5
 
 typedef struct clf_backend clf_backend; /* opaque, defined by each backend */
@@ -176,7 +176,9 @@ typedef enum clf_ln_style {
  *   C[i,j] = relu?(alpha * sa[i] * b_scale[j] * sum_p qa[i,p] b_i8[j,p] + beta C + bias[j])
  * with A quantized per row at run time, qa[i,p] = round(A[i,p] / sa[i]) (symmetric, to the
  * precision its integer product holds without overflow: the CPU backend uses 7 bits, so
- * that AVX2's 16-bit pair sums cannot saturate), summed in int32. */
+ * that AVX2's 16-bit pair sums cannot saturate), summed in int32. Such a backend never reads
+ * b in that call, so the core may have released b's bytes (discard below,
+ * clf_model_release_f32). */
 typedef struct clf_gemm_args {
     int trans_a, trans_b;
     int m, n, k;
@@ -449,6 +451,12 @@ typedef struct clf_backend_api {
     clf_status (*download)(clf_backend *be, void *dst, clf_ptr src, size_t bytes);
     clf_status (*copy)(clf_backend *be, clf_ptr dst, clf_ptr src, size_t bytes);
     clf_status (*synchronize)(clf_backend *be);
+    /* (ABI 5, optional: NULL gives nothing back) The caller will not read these bytes
+     * again: the backend may give their memory back to the system now, and they read as
+     * unspecified values afterwards (an upload over them makes them defined again). *freed
+     * = how many bytes it gave back (0 is correct: the call is a hint). The int8 model
+     * releases the F32 matrices it no longer multiplies with (clf_model_release_f32). */
+    clf_status (*discard)(clf_backend *be, clf_ptr p, size_t bytes, size_t *freed);
 
     /* ops */
     clf_status (*gemm)(clf_backend *be, const clf_gemm_args *a);

@@ -25,6 +25,13 @@ typedef struct clf_model clf_model;
 
 CLF_API clf_status clf_model_create(const clf_model_config *cfg, const clf_weights *w,
                                     const clf_backend_api *api, clf_backend *be, clf_model **out);
+/* clf_model_create, freeing each of w's tensors once it is on the device (w->data[i]
+ * becomes NULL; w's specs and stored_type stay, and w is still the caller's to free), so
+ * that the host never holds the weights twice: a model's loading then peaks at one copy
+ * of its F32 weights instead of two. translate, forward and bench load with it. */
+CLF_API clf_status clf_model_create_consuming(const clf_model_config *cfg, clf_weights *w,
+                                              const clf_backend_api *api, clf_backend *be,
+                                              clf_model **out);
 CLF_API void clf_model_free(clf_model *m);
 
 typedef struct clf_forward_io {
@@ -61,11 +68,21 @@ CLF_API clf_status clf_model_enable_half_weights(clf_model *m);
  * F32 drops any copy; F16 is clf_model_enable_half_weights; BF16 the same with bfloat16
  * (b_bf16); INT8 quantizes every matrix a linear layer multiplies with per output channel
  * (clf_quantize_rows_i8) and every product then reads it (b_i8, b_scale), whatever its
- * rows. A copy replaces the previous one; the F32 weights stay (training, embeddings).
+ * rows. A copy replaces the previous one; the F32 weights stay (training, embeddings; for
+ * inference with int8, clf_model_release_f32 gives the matrices' back).
  * CLF_ERR_UNSUPPORTED when the backend cannot read the type (supports() of
  * CLF_OP_GEMM_BF16 / CLF_OP_GEMM_I8), CLF_ERR_INPUT naming a weight the type cannot
  * hold. */
 CLF_API clf_status clf_model_set_weight_type(clf_model *m, clf_weight_type type);
+/* Inference with int8 weights: every product then reads the int8 copy, never the F32
+ * matrix (clf_gemm_args.b_i8), so the F32 bytes of the matrices that only linear layers
+ * read (all but the embedding tables) can go back to the system: about three quarters of
+ * a base model's weight memory. The backend's discard does it where it can (the CPU
+ * backend: whole pages); *freed (optional) = the bytes given back. Afterwards the model
+ * refuses another weight type and training (CLF_ERR_UNSUPPORTED): load the weights again
+ * for those. CLF_ERR_INPUT unless the weight type is int8 and the model has no gradients.
+ * translate, forward and bench call it for --weight-type int8. */
+CLF_API clf_status clf_model_release_f32(clf_model *m, size_t *freed);
 
 /* Refuses, before anything runs, a training batch shape the backend cannot hold: one
  * training step of batch x src_len / tgt_len tokens (forward, loss and backward; its

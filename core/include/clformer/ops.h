@@ -102,6 +102,10 @@ CLF_API clf_status clf_op_download(const clf_backend_api *api, clf_backend *be, 
                                    clf_ptr src, size_t bytes);
 CLF_API clf_status clf_op_copy(const clf_backend_api *api, clf_backend *be, clf_ptr dst,
                                clf_ptr src, size_t bytes);
+/* The backend's discard (the caller will not read p's bytes again), bounds checked like
+ * download; *freed = the bytes it gave back, 0 where the backend has no discard. */
+CLF_API clf_status clf_op_discard(const clf_backend_api *api, clf_backend *be, clf_ptr p,
+                                  size_t bytes, size_t *freed);
 
 #ifdef __cplusplus
 }

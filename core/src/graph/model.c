@@ -132,7 +132,9 @@ static size_t align_up(size_t x, size_t a)
     return (x + a - 1) / a * a;
 }
 
-static clf_status upload_weights(clf_model *m, const clf_weights *w)
+/* owned: NULL, or w->data when w's tensors are to be freed as they reach the device
+ * (clf_model_create_consuming) */
+static clf_status upload_weights(clf_model *m, const clf_weights *w, float **owned)
 {
     clf_status st = CLF_OK;
     uint64_t limit = m->api->max_alloc ? m->api->max_alloc(m->be) : 0;
@@ -198,6 +200,14 @@ static clf_status upload_weights(clf_model *m, const clf_weights *w)
             clf_error_context(st, "weights: uploading '%s'", m->specs[i].name);
             goto fail;
         }
+        if (owned) { /* an upload may be queued: the host's copy goes once it is done */
+            if ((st = m->api->synchronize(m->be)) != CLF_OK) {
+                clf_error_context(st, "weights: uploading '%s'", m->specs[i].name);
+                goto fail;
+            }
+            free(owned[i]);
+            owned[i] = NULL;
+        }
     }
 fail:
     free(chunk_of);
@@ -246,8 +256,8 @@ static clf_status prepare_plugin_ops(const clf_model_config *cfg, const clf_back
 static const clf_op model_ops[] = {CLF_OP_GEMM,  CLF_OP_LAYERNORM, CLF_OP_ATTENTION,
                                    CLF_OP_EMBED, CLF_OP_ADD,       CLF_OP_SOFTMAX};
 
-clf_status clf_model_create(const clf_model_config *cfg, const clf_weights *w,
-                            const clf_backend_api *api, clf_backend *be, clf_model **out)
+static clf_status model_create(const clf_model_config *cfg, const clf_weights *w, float **owned,
+                               const clf_backend_api *api, clf_backend *be, clf_model **out)
 {
     clf_status st = CLF_OK;
     float *pe_host = NULL;
@@ -282,7 +292,7 @@ clf_status clf_model_create(const clf_model_config *cfg, const clf_weights *w,
         st = clf_error(CLF_ERR_NOMEM, "model: out of host memory");
         goto fail;
     }
-    if ((st = upload_weights(m, w)) != CLF_OK)
+    if ((st = upload_weights(m, w, owned)) != CLF_OK)
         goto fail;
     if (cfg->positional == CLF_POS_LEARNED) { /* the tables are weights: no fixed table */
         *out = m;
@@ -311,6 +321,18 @@ fail:
     free(pe_host);
     clf_model_free(m);
     return st;
+}
+
+clf_status clf_model_create(const clf_model_config *cfg, const clf_weights *w,
+                            const clf_backend_api *api, clf_backend *be, clf_model **out)
+{
+    return model_create(cfg, w, NULL, api, be, out);
+}
+
+clf_status clf_model_create_consuming(const clf_model_config *cfg, clf_weights *w,
+                                      const clf_backend_api *api, clf_backend *be, clf_model **out)
+{
+    return model_create(cfg, w, w->data, api, be, out);
 }
 
 /* Frees the low-precision copy, if any. */
@@ -369,6 +391,10 @@ clf_status clf_model_enable_grads(clf_model *m)
 {
     if (m->grad_chunks)
         return CLF_OK;
+    if (m->f32_released)
+        return clf_error(CLF_ERR_UNSUPPORTED,
+                         "model: training needs the F32 weights, which this model gave back "
+                         "for int8 inference (clf_model_release_f32)");
     clf_status pst = prepare_plugin_ops(&m->cfg, m->api, m->be, 1);
     if (pst != CLF_OK)
         return pst;
@@ -401,13 +427,21 @@ static int is_gemm_matrix(const clf_model *m, int i)
 
 /* The twin of chunk c as type into host memory *out (*bytes long): F16/BF16 halves at
  * half the offsets, or int8 at a quarter of them and the {scale, sum} pairs from
- * m->lowp_scale_off[c] (m->lowp_row filled for the chunk's matrices). f32 is the chunk. */
-static clf_status lowp_make(clf_model *m, int c, const float *f32, clf_weight_type type,
-                            unsigned char **out, size_t *bytes)
+ * m->lowp_scale_off[c] (m->lowp_row filled for the chunk's matrices). Each matrix is read
+ * from the device on its own, so the host holds one F32 matrix at a time, not the chunk. */
+static clf_status lowp_make(clf_model *m, int c, clf_weight_type type, unsigned char **out,
+                            size_t *bytes)
 {
     const size_t n = m->chunk_bytes[c] / sizeof(float);
-    size_t rows = 0;
+    size_t rows = 0, largest = 1;
+    clf_status st = CLF_OK;
+    float *mat = NULL, *sc = NULL;
+    unsigned char *buf = NULL;
     *out = NULL;
+    for (int i = 0; i < m->n_weights; i++)
+        if (m->wdev[i].buf == m->chunks[c] && is_gemm_matrix(m, i) &&
+            (size_t)clf_weight_spec_numel(&m->specs[i]) > largest)
+            largest = (size_t)clf_weight_spec_numel(&m->specs[i]);
     if (type == CLF_WEIGHT_INT8) {
         /* number the rows of the chunk's matrices in the order of their offsets */
         size_t next_off = 0;
@@ -428,32 +462,39 @@ static clf_status lowp_make(clf_model *m, int c, const float *f32, clf_weight_ty
     } else {
         *bytes = n * sizeof(uint16_t);
     }
-    unsigned char *buf = calloc(*bytes ? *bytes : 1, 1);
-    if (!buf)
-        return clf_error(CLF_ERR_NOMEM, "model: out of host memory for the %s weights",
-                         clf_weight_type_name(type));
+    buf = calloc(*bytes ? *bytes : 1, 1);
+    mat = malloc(largest * sizeof *mat);
+    if (!buf || !mat) {
+        st = clf_error(CLF_ERR_NOMEM, "model: out of host memory for the %s weights",
+                       clf_weight_type_name(type));
+        goto fail;
+    }
     for (int i = 0; i < m->n_weights; i++) {
         if (m->wdev[i].buf != m->chunks[c] || !is_gemm_matrix(m, i))
             continue;
         const clf_weight_spec *sp = &m->specs[i];
         const size_t first = m->wdev[i].off / sizeof(float);
         const size_t count = (size_t)clf_weight_spec_numel(sp);
+        /* from the device: the weights as they are now (loaded, or trained in this process) */
+        if ((st = clf_op_download(m->api, m->be, mat, m->wdev[i], count * sizeof *mat)) != CLF_OK ||
+            (st = m->api->synchronize(m->be)) != CLF_OK) {
+            clf_error_context(st, "model: reading '%s' back for %s", sp->name,
+                              clf_weight_type_name(type));
+            goto fail;
+        }
         if (type == CLF_WEIGHT_INT8) {
             const int64_t R = sp->shape[0], K = sp->shape[1];
             int8_t *q = (int8_t *)(buf + first);
-            float *sc = malloc((size_t)(R ? R : 1) * sizeof *sc);
-            if (!sc) {
-                free(buf);
-                return clf_error(CLF_ERR_NOMEM, "model: out of host memory for the int8 weights");
+            if (!(sc = malloc((size_t)(R ? R : 1) * sizeof *sc))) {
+                st = clf_error(CLF_ERR_NOMEM, "model: out of host memory for the int8 weights");
+                goto fail;
             }
-            int64_t bad = clf_quantize_rows_i8(f32 + first, R, K, q, sc);
+            int64_t bad = clf_quantize_rows_i8(mat, R, K, q, sc);
             if (bad >= 0) {
-                free(sc);
-                free(buf);
-                return clf_error(CLF_ERR_INPUT,
-                                 "weights: '%s' element %lld is %g, which int8 "
-                                 "cannot hold",
-                                 sp->name, (long long)bad, (double)f32[first + (size_t)bad]);
+                st = clf_error(CLF_ERR_INPUT,
+                               "weights: '%s' element %lld is %g, which int8 cannot hold", sp->name,
+                               (long long)bad, (double)mat[bad]);
+                goto fail;
             }
             unsigned char *pairs = buf + m->lowp_scale_off[c] + 8 * m->lowp_row[i];
             for (int64_t r = 0; r < R; r++) {
@@ -464,24 +505,30 @@ static clf_status lowp_make(clf_model *m, int c, const float *f32, clf_weight_ty
                 memcpy(pairs + 8 * r + 4, &sum, 4);
             }
             free(sc);
+            sc = NULL;
             continue;
         }
-        uint16_t *h = (uint16_t *)(void *)buf;
-        for (size_t e = first; e < first + count; e++) {
+        uint16_t *h = (uint16_t *)(void *)buf + first;
+        for (size_t e = 0; e < count; e++) {
             const int fits =
-                type == CLF_WEIGHT_F16 ? clf_float_fits_half(f32[e]) : clf_float_fits_bf16(f32[e]);
+                type == CLF_WEIGHT_F16 ? clf_float_fits_half(mat[e]) : clf_float_fits_bf16(mat[e]);
             if (!fits) {
-                free(buf);
-                return clf_error(CLF_ERR_INPUT,
-                                 "weights: '%s' element %zu is %g, which %s cannot hold "
-                                 "(F16: |x| < 65520): use F32 weights for this model",
-                                 sp->name, e - first, (double)f32[e], clf_weight_type_name(type));
+                st = clf_error(CLF_ERR_INPUT,
+                               "weights: '%s' element %zu is %g, which %s cannot hold "
+                               "(F16: |x| < 65520): use F32 weights for this model",
+                               sp->name, e, (double)mat[e], clf_weight_type_name(type));
+                goto fail;
             }
-            h[e] = type == CLF_WEIGHT_F16 ? clf_float_to_half(f32[e]) : clf_float_to_bf16(f32[e]);
+            h[e] = type == CLF_WEIGHT_F16 ? clf_float_to_half(mat[e]) : clf_float_to_bf16(mat[e]);
         }
     }
     *out = buf;
-    return CLF_OK;
+    buf = NULL;
+fail:
+    free(sc);
+    free(mat);
+    free(buf);
+    return st;
 }
 
 /* (chunk, off, i) order for qsort */
@@ -532,8 +579,12 @@ clf_status clf_model_set_weight_type(clf_model *m, clf_weight_type type)
 {
     if (type == m->lowp_type)
         return CLF_OK;
+    if (m->f32_released)
+        return clf_error(CLF_ERR_UNSUPPORTED,
+                         "model: cannot switch to %s weights: the F32 weights were given back "
+                         "for int8 inference (clf_model_release_f32); load them again",
+                         clf_weight_type_name(type));
     clf_status st = CLF_OK;
-    float *f32 = NULL;
     unsigned char *host = NULL;
     if ((int)type < 0 || type > CLF_WEIGHT_INT8)
         return clf_error(CLF_ERR_INPUT, "model: unknown weight type %d", (int)type);
@@ -561,20 +612,7 @@ clf_status clf_model_set_weight_type(clf_model *m, clf_weight_type type)
     m->lowp_type = type;
     for (int c = 0; c < m->n_chunks; c++) {
         size_t bytes = 0;
-        if (!(f32 = malloc(m->chunk_bytes[c]))) {
-            st = clf_error(CLF_ERR_NOMEM, "model: out of host memory for the %s weights",
-                           clf_weight_type_name(type));
-            goto fail;
-        }
-        /* from the device: the weights as they are now (loaded, or trained in this process) */
-        if ((st = clf_op_download(m->api, m->be, f32, (clf_ptr){m->chunks[c], 0},
-                                  m->chunk_bytes[c])) != CLF_OK ||
-            (st = m->api->synchronize(m->be)) != CLF_OK) {
-            clf_error_context(st, "model: reading the weights back for %s",
-                              clf_weight_type_name(type));
-            goto fail;
-        }
-        if ((st = lowp_make(m, c, f32, type, &host, &bytes)) != CLF_OK)
+        if ((st = lowp_make(m, c, type, &host, &bytes)) != CLF_OK)
             goto fail;
         if ((st = m->api->alloc(m->be, bytes, &m->lowp_chunks[c])) != CLF_OK) {
             clf_error_context(st, "model: %s weights: allocating %zu bytes",
@@ -588,17 +626,69 @@ clf_status clf_model_set_weight_type(clf_model *m, clf_weight_type type)
             goto fail;
         }
         m->lowp_bytes += bytes;
-        free(f32);
         free(host);
-        f32 = NULL;
         host = NULL;
     }
     return CLF_OK;
 fail:
-    free(f32);
     free(host);
     lowp_free(m);
     return st;
+}
+
+/* Weight i's F32 bytes are read by nothing once the int8 copy exists: a matrix that only
+ * linear layers multiply with (not an embedding table, which the embedding op reads, tied
+ * to the projection or not). */
+static int f32_unread_under_int8(const clf_model *m, int i)
+{
+    return is_gemm_matrix(m, i) &&
+           !(clf_weight_name_kinds(m->specs[i].name) & CLF_WK_EMBEDDING_TABLE);
+}
+
+clf_status clf_model_release_f32(clf_model *m, size_t *freed)
+{
+    size_t total = 0;
+    if (freed)
+        *freed = 0;
+    if (m->lowp_type != CLF_WEIGHT_INT8)
+        return clf_error(CLF_ERR_INPUT,
+                         "model: only int8 weights replace the F32 matrices in every product "
+                         "(this model multiplies with %s)",
+                         clf_weight_type_name(m->lowp_type));
+    if (m->grad_chunks)
+        return clf_error(CLF_ERR_INPUT, "model: a model being trained keeps its F32 weights");
+    /* runs of matrices that follow each other without a gap (a packed [Wq;Wk;Wv], an FFN's
+     * two), so that the pages they share are given back too; m->lowp_mat is in place order */
+    for (int a = 0; a < m->n_lowp_mat;) {
+        const int i = m->lowp_mat[a].i;
+        if (!f32_unread_under_int8(m, i)) {
+            a++;
+            continue;
+        }
+        const clf_ptr start = m->wdev[i];
+        size_t bytes = 0;
+        int b = a;
+        while (b < m->n_lowp_mat && m->lowp_mat[b].chunk == m->lowp_mat[a].chunk &&
+               m->lowp_mat[b].off == start.off + bytes &&
+               f32_unread_under_int8(m, m->lowp_mat[b].i)) {
+            bytes += (size_t)clf_weight_spec_numel(&m->specs[m->lowp_mat[b].i]) * sizeof(float);
+            b++;
+        }
+        size_t f = 0;
+        /* marked before the call: from here on the bytes may be gone, whatever it returns */
+        m->f32_released = 1;
+        const clf_status st = clf_op_discard(m->api, m->be, start, bytes, &f);
+        if (st != CLF_OK)
+            return clf_error_context(st, "model: giving back the F32 copy of '%s'",
+                                     m->specs[i].name);
+        total += f;
+        a = b;
+    }
+    m->f32_released = 1;
+    m->released_bytes += total;
+    if (freed)
+        *freed = total;
+    return CLF_OK;
 }
 
 clf_status clf_model_enable_half_weights(clf_model *m)
@@ -677,7 +767,7 @@ void clf_model_backend_of(const clf_model *m, const clf_backend_api **api, clf_b
 
 void clf_model_memory_usage(const clf_model *m, clf_model_memory *mem)
 {
-    mem->weight_bytes = m->weight_bytes + m->lowp_bytes;
+    mem->weight_bytes = m->weight_bytes + m->lowp_bytes - m->released_bytes;
     mem->arena_bytes = m->arena_cap;
 }
 

@@ -98,9 +98,19 @@ static void add_into(builder *b, int out, int x, int y, size_t n, const char *la
 static void bind_lowp(builder *b, clf_node *n, int w)
 {
     clf_lowp_twin t;
-    if (w < 0 || b->g->values[w].kind != CLF_VALUE_EXTERNAL ||
-        !clf_model_lowp_twin(b->m, b->g->values[w].ext, b->g->values[w].bytes, &t))
+    if (w < 0 || b->g->values[w].kind != CLF_VALUE_EXTERNAL)
         return;
+    if (!clf_model_lowp_twin(b->m, b->g->values[w].ext, b->g->values[w].bytes, &t)) {
+        /* after clf_model_release_f32 a product over a weight without its int8 copy would
+         * read given-back bytes: every linear layer's matrix has one, so this is a bug */
+        if (b->m->f32_released && clf_model_chunk_holding(b->m, b->g->values[w].ext.buf) >= 0 &&
+            b->g->status == CLF_OK)
+            b->g->status = clf_error(CLF_ERR_INTERNAL,
+                                     "model: %s multiplies with F32 weights that were given "
+                                     "back (clf_model_release_f32)",
+                                     n ? n->label : "a product");
+        return;
+    }
     clf_graph_bind(b->g, n, t.field, clf_graph_external(b->g, t.w, t.w_bytes, "weight (lowp)"), 0);
     if (t.scale.buf)
         clf_graph_bind(b->g, n, offsetof(clf_gemm_args, b_scale),

@@ -45,6 +45,10 @@ struct clf_model {
     clf_lowp_mat *lowp_mat;
     int n_lowp_mat;
     size_t lowp_bytes;
+    /* clf_model_release_f32: the int8 matrices' F32 bytes were given back (they read as
+     * garbage now), released_bytes of them */
+    int f32_released;
+    size_t released_bytes;
     clf_buffer *pe; /* [max_len, d] */
     size_t weight_bytes;
     /* the forward graph of the last shape, reused while the shape stays */

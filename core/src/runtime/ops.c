@@ -681,6 +681,15 @@ clf_status clf_op_download(const clf_backend_api *api, clf_backend *be, void *ds
     return st != CLF_OK || bytes == 0 ? st : api->download(be, dst, src, bytes);
 }
 
+clf_status clf_op_discard(const clf_backend_api *api, clf_backend *be, clf_ptr p, size_t bytes,
+                          size_t *freed)
+{
+    *freed = 0;
+    const operand o = bytes_at("p", p, bytes);
+    const clf_status st = check_operands(api, be, "discard", &o, 1);
+    return st != CLF_OK || bytes == 0 || !api->discard ? st : api->discard(be, p, bytes, freed);
+}
+
 clf_status clf_op_copy(const clf_backend_api *api, clf_backend *be, clf_ptr dst, clf_ptr src,
                        size_t bytes)
 {
