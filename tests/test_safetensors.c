@@ -13,6 +13,7 @@
 
 #include "clformer/tensor.h"
 #include "io/json_jansson.h"
+#include "io/safetensors_internal.h"
 #include "text/tokenizer_spm.h"
 #include "testutil.h"
 
@@ -843,6 +844,66 @@ START_TEST(test_atomic_write)
 }
 END_TEST
 
+static long resident_pages(void)
+{
+    long size = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fscanf(f, "%ld %ld", &size, &resident), 2);
+    fclose(f);
+    return resident;
+}
+
+/* clf_safetensors_drop_pages: a tensor's pages leave the resident set, and reading it again
+ * gives the same values (the pages come back from the file). Its neighbours, which share
+ * its first and last pages, are untouched. */
+START_TEST(test_drop_pages)
+{
+    clf_test_make_tmpdir("clf-st");
+    const char *p = clf_test_tmp_path("d.safetensors");
+    enum { N = 1 << 20 }; /* 4 MiB: a thousand pages, far above the counters' slack */
+    float *a = malloc(N * sizeof *a), *b = malloc(N * sizeof *b), *got = malloc(N * sizeof *got);
+    for (int i = 0; i < N; i++) {
+        a[i] = (float)i * 0.5f - 7.0f;
+        b[i] = -(float)i;
+    }
+    float small[3] = {1.5f, 2.5f, 3.5f};
+    clf_tensor ts[3] = {mk("a", CLF_F32, 1, (int64_t[]){N}, a),
+                        mk("s", CLF_F32, 1, (int64_t[]){3}, small),
+                        mk("b", CLF_F32, 1, (int64_t[]){N}, b)};
+    CLF_ASSERT_OK(clf_safetensors_write(p, ts, 3, NULL, 0));
+    clf_safetensors *f = NULL;
+    CLF_ASSERT_OK(clf_safetensors_open(p, &f));
+    const clf_tensor *ta = clf_safetensors_find(f, "a"), *tb = clf_safetensors_find(f, "b");
+    const clf_tensor *tsm = clf_safetensors_find(f, "s");
+    for (int round = 0; round < 2; round++) {
+        CLF_ASSERT_OK(clf_tensor_to_f32(ta, got));
+        ck_assert(memcmp(got, a, N * sizeof *a) == 0);
+        const long before = resident_pages();
+        clf_safetensors_drop_pages(f, ta);
+        const long after = resident_pages();
+        /* the kernel's RSS counters are batched per thread (up to 64 events behind) */
+        const long pages = (long)(N * sizeof *a / (size_t)sysconf(_SC_PAGESIZE));
+        ck_assert_msg(before - after >= pages - 2 - 128, "resident pages %ld -> %ld, %ld dropped",
+                      before, after, pages);
+        CLF_ASSERT_OK(clf_tensor_to_f32(tsm, got));
+        ck_assert(memcmp(got, small, sizeof small) == 0);
+        clf_safetensors_drop_pages(f, tsm); /* within one page: nothing to drop */
+        CLF_ASSERT_OK(clf_tensor_to_f32(tb, got));
+        ck_assert(memcmp(got, b, N * sizeof *b) == 0);
+        clf_safetensors_drop_pages(f, tb);
+    }
+    clf_tensor other = mk("x", CLF_F32, 1, (int64_t[]){N}, a); /* not in the mapping: ignored */
+    clf_safetensors_drop_pages(f, &other);
+    ck_assert(a[N - 1] == (float)(N - 1) * 0.5f - 7.0f);
+    clf_safetensors_close(f);
+    free(a);
+    free(b);
+    free(got);
+    clf_test_remove_tmpdir();
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("safetensors");
@@ -869,6 +930,7 @@ static Suite *suite(void)
     tcase_add_test(st, test_tensor_count_limit);
     tcase_add_test(st, test_write_refuses_bad_tensors);
     tcase_add_test(st, test_atomic_write);
+    tcase_add_test(st, test_drop_pages);
     suite_add_tcase(s, st);
     return s;
 }

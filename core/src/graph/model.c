@@ -425,19 +425,19 @@ static int is_gemm_matrix(const clf_model *m, int i)
     return proj && strcmp(proj, s->name) == 0;
 }
 
-/* The twin of chunk c as type into host memory *out (*bytes long): F16/BF16 halves at
- * half the offsets, or int8 at a quarter of them and the {scale, sum} pairs from
- * m->lowp_scale_off[c] (m->lowp_row filled for the chunk's matrices). Each matrix is read
- * from the device on its own, so the host holds one F32 matrix at a time, not the chunk. */
-static clf_status lowp_make(clf_model *m, int c, clf_weight_type type, unsigned char **out,
-                            size_t *bytes)
+/* Makes m->lowp_chunks[c], the twin of chunk c as type: F16/BF16 halves at half the
+ * offsets, or int8 at a quarter of them and the {scale, sum} pairs from
+ * m->lowp_scale_off[c] (m->lowp_row filled for the chunk's matrices). One matrix at a time:
+ * read from the device, converted, written back to its place in the twin, so that the
+ * host holds one matrix and its conversion, never a chunk. The twin's bytes under the other
+ * weights are never written (nothing reads them), so on the CPU they are never resident. */
+static clf_status lowp_make(clf_model *m, int c, clf_weight_type type)
 {
     const size_t n = m->chunk_bytes[c] / sizeof(float);
-    size_t rows = 0, largest = 1;
+    size_t rows = 0, largest = 1, bytes;
     clf_status st = CLF_OK;
     float *mat = NULL, *sc = NULL;
-    unsigned char *buf = NULL;
-    *out = NULL;
+    unsigned char *conv = NULL;
     for (int i = 0; i < m->n_weights; i++)
         if (m->wdev[i].buf == m->chunks[c] && is_gemm_matrix(m, i) &&
             (size_t)clf_weight_spec_numel(&m->specs[i]) > largest)
@@ -458,13 +458,18 @@ static clf_status lowp_make(clf_model *m, int c, clf_weight_type type, unsigned 
             next_off = m->wdev[best].off + 1;
         }
         m->lowp_scale_off[c] = (n + 63) / 64 * 64;
-        *bytes = m->lowp_scale_off[c] + 8 * rows;
+        bytes = m->lowp_scale_off[c] + 8 * rows;
     } else {
-        *bytes = n * sizeof(uint16_t);
+        bytes = n * sizeof(uint16_t);
     }
-    buf = calloc(*bytes ? *bytes : 1, 1);
+    if ((st = m->api->alloc(m->be, bytes, &m->lowp_chunks[c])) != CLF_OK)
+        return clf_error_context(st, "model: %s weights: allocating %zu bytes",
+                                 clf_weight_type_name(type), bytes);
+    m->lowp_bytes += bytes;
+    /* a matrix converted: int8 values then its rows' {scale, sum} pairs, or 16-bit values */
     mat = malloc(largest * sizeof *mat);
-    if (!buf || !mat) {
+    conv = malloc(largest * (type == CLF_WEIGHT_INT8 ? 1 + 8 : sizeof(uint16_t)));
+    if (!mat || !conv) {
         st = clf_error(CLF_ERR_NOMEM, "model: out of host memory for the %s weights",
                        clf_weight_type_name(type));
         goto fail;
@@ -475,6 +480,7 @@ static clf_status lowp_make(clf_model *m, int c, clf_weight_type type, unsigned 
         const clf_weight_spec *sp = &m->specs[i];
         const size_t first = m->wdev[i].off / sizeof(float);
         const size_t count = (size_t)clf_weight_spec_numel(sp);
+        clf_ptr at = {m->lowp_chunks[c], 0};
         /* from the device: the weights as they are now (loaded, or trained in this process) */
         if ((st = clf_op_download(m->api, m->be, mat, m->wdev[i], count * sizeof *mat)) != CLF_OK ||
             (st = m->api->synchronize(m->be)) != CLF_OK) {
@@ -484,7 +490,8 @@ static clf_status lowp_make(clf_model *m, int c, clf_weight_type type, unsigned 
         }
         if (type == CLF_WEIGHT_INT8) {
             const int64_t R = sp->shape[0], K = sp->shape[1];
-            int8_t *q = (int8_t *)(buf + first);
+            int8_t *q = (int8_t *)(void *)conv;
+            unsigned char *pairs = conv + count;
             if (!(sc = malloc((size_t)(R ? R : 1) * sizeof *sc))) {
                 st = clf_error(CLF_ERR_NOMEM, "model: out of host memory for the int8 weights");
                 goto fail;
@@ -496,7 +503,6 @@ static clf_status lowp_make(clf_model *m, int c, clf_weight_type type, unsigned 
                                (long long)bad, (double)mat[bad]);
                 goto fail;
             }
-            unsigned char *pairs = buf + m->lowp_scale_off[c] + 8 * m->lowp_row[i];
             for (int64_t r = 0; r < R; r++) {
                 int32_t sum = 0;
                 for (int64_t p = 0; p < K; p++)
@@ -506,28 +512,42 @@ static clf_status lowp_make(clf_model *m, int c, clf_weight_type type, unsigned 
             }
             free(sc);
             sc = NULL;
-            continue;
-        }
-        uint16_t *h = (uint16_t *)(void *)buf + first;
-        for (size_t e = 0; e < count; e++) {
-            const int fits =
-                type == CLF_WEIGHT_F16 ? clf_float_fits_half(mat[e]) : clf_float_fits_bf16(mat[e]);
-            if (!fits) {
-                st = clf_error(CLF_ERR_INPUT,
-                               "weights: '%s' element %zu is %g, which %s cannot hold "
-                               "(F16: |x| < 65520): use F32 weights for this model",
-                               sp->name, e, (double)mat[e], clf_weight_type_name(type));
-                goto fail;
+            at.off = first;
+            if ((st = clf_op_upload(m->api, m->be, at, q, count)) == CLF_OK) {
+                at.off = m->lowp_scale_off[c] + 8 * m->lowp_row[i];
+                st = clf_op_upload(m->api, m->be, at, pairs, 8 * (size_t)R);
             }
-            h[e] = type == CLF_WEIGHT_F16 ? clf_float_to_half(mat[e]) : clf_float_to_bf16(mat[e]);
+        } else {
+            uint16_t *h = (uint16_t *)(void *)conv;
+            for (size_t e = 0; e < count; e++) {
+                const int fits = type == CLF_WEIGHT_F16 ? clf_float_fits_half(mat[e])
+                                                        : clf_float_fits_bf16(mat[e]);
+                if (!fits) {
+                    st = clf_error(CLF_ERR_INPUT,
+                                   "weights: '%s' element %zu is %g, which %s cannot hold "
+                                   "(F16: |x| < 65520): use F32 weights for this model",
+                                   sp->name, e, (double)mat[e], clf_weight_type_name(type));
+                    goto fail;
+                }
+                h[e] =
+                    type == CLF_WEIGHT_F16 ? clf_float_to_half(mat[e]) : clf_float_to_bf16(mat[e]);
+            }
+            at.off = first * sizeof(uint16_t);
+            st = clf_op_upload(m->api, m->be, at, h, count * sizeof(uint16_t));
+        }
+        /* an upload may be queued: conv is reused for the next matrix once it is done */
+        if (st == CLF_OK)
+            st = m->api->synchronize(m->be);
+        if (st != CLF_OK) {
+            clf_error_context(st, "model: uploading the %s copy of '%s'",
+                              clf_weight_type_name(type), sp->name);
+            goto fail;
         }
     }
-    *out = buf;
-    buf = NULL;
 fail:
     free(sc);
     free(mat);
-    free(buf);
+    free(conv);
     return st;
 }
 
@@ -585,7 +605,6 @@ clf_status clf_model_set_weight_type(clf_model *m, clf_weight_type type)
                          "for int8 inference (clf_model_release_f32); load them again",
                          clf_weight_type_name(type));
     clf_status st = CLF_OK;
-    unsigned char *host = NULL;
     if ((int)type < 0 || type > CLF_WEIGHT_INT8)
         return clf_error(CLF_ERR_INPUT, "model: unknown weight type %d", (int)type);
     if (type == CLF_WEIGHT_BF16 || type == CLF_WEIGHT_INT8) {
@@ -610,28 +629,11 @@ clf_status clf_model_set_weight_type(clf_model *m, clf_weight_type type)
     if ((st = lowp_mat_build(m)) != CLF_OK)
         goto fail;
     m->lowp_type = type;
-    for (int c = 0; c < m->n_chunks; c++) {
-        size_t bytes = 0;
-        if ((st = lowp_make(m, c, type, &host, &bytes)) != CLF_OK)
+    for (int c = 0; c < m->n_chunks; c++)
+        if ((st = lowp_make(m, c, type)) != CLF_OK)
             goto fail;
-        if ((st = m->api->alloc(m->be, bytes, &m->lowp_chunks[c])) != CLF_OK) {
-            clf_error_context(st, "model: %s weights: allocating %zu bytes",
-                              clf_weight_type_name(type), bytes);
-            goto fail;
-        }
-        if ((st = clf_op_upload(m->api, m->be, (clf_ptr){m->lowp_chunks[c], 0}, host, bytes)) !=
-                CLF_OK ||
-            (st = m->api->synchronize(m->be)) != CLF_OK) {
-            clf_error_context(st, "model: uploading the %s weights", clf_weight_type_name(type));
-            goto fail;
-        }
-        m->lowp_bytes += bytes;
-        free(host);
-        host = NULL;
-    }
     return CLF_OK;
 fail:
-    free(host);
     lowp_free(m);
     return st;
 }

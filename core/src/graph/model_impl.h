@@ -30,11 +30,12 @@ struct clf_model {
     size_t *chunk_bytes;
     int n_chunks;
     clf_buffer **grad_chunks; /* training: one gradient buffer per weight chunk, same layout */
-    /* clf_model_set_weight_type: per chunk, its GEMM matrices again as lowp_type (other
-     * tensors: zeros). F16, BF16: at half the byte offsets. int8: at a quarter of them,
-     * then from lowp_scale_off[c] one {F32 scale, I32 sum} pair per matrix row, the rows
-     * of the chunk's matrices numbered in the order of their offsets (lowp_row[i]: weight
-     * i's first), so a packed [Wq;Wk;Wv] has its rows' pairs side by side too. */
+    /* clf_model_set_weight_type: per chunk, its GEMM matrices again as lowp_type (the bytes
+     * under other tensors are never written or read). F16, BF16: at half the byte offsets.
+     * int8: at a quarter of them, then from lowp_scale_off[c] one {F32 scale, I32 sum} pair
+     * per matrix row, the rows of the chunk's matrices numbered in the order of their
+     * offsets (lowp_row[i]: weight i's first), so a packed [Wq;Wk;Wv] has its rows' pairs
+     * side by side too. */
     clf_weight_type lowp_type;
     clf_buffer **lowp_chunks;
     size_t *lowp_scale_off;

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "io/json_jansson.h"
+#include "io/safetensors_internal.h"
 
 /* The writer pads the header so that the data section starts 8-byte aligned. */
 #define HEADER_ALIGN 8
@@ -765,4 +766,22 @@ clf_status clf_safetensors_write(const char *path, const clf_tensor *tensors, in
     st = clf_fs_write_atomic(path, write_parts, &parts);
     free(hdr.data);
     return st;
+}
+
+void clf_safetensors_drop_pages(const clf_safetensors *f, const clf_tensor *t)
+{
+#ifdef MADV_DONTNEED
+    const long page_l = sysconf(_SC_PAGESIZE);
+    const uintptr_t page = page_l > 0 ? (uintptr_t)page_l : 4096;
+    const uintptr_t map = (uintptr_t)f->map, start = (uintptr_t)t->data;
+    if (!f->map || start < map || t->nbytes > f->map_size - (start - map))
+        return; /* not a tensor of this mapping */
+    const uintptr_t first = (start + page - 1) / page * page;
+    const uintptr_t last = (start + t->nbytes) / page * page;
+    if (last > first)
+        (void)madvise((void *)first, last - first, MADV_DONTNEED); /* a hint: may fail */
+#else
+    (void)f;
+    (void)t;
+#endif
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "clformer/rng.h"
+#include "io/safetensors_internal.h"
 #include "io/weight_names.h"
 
 /* ---- the parameter list ---- */
@@ -466,6 +467,7 @@ clf_status clf_weights_load(const char *path, const clf_model_config *cfg, clf_w
         if (t->dtype == CLF_I8 && s->ndim == 2) {
             if ((st = dequantize_i8(path, f, t, w->data[i])) != CLF_OK)
                 goto fail;
+            clf_safetensors_drop_pages(f, t);
             w->stored_type = CLF_WEIGHT_INT8;
             continue;
         }
@@ -480,6 +482,7 @@ clf_status clf_weights_load(const char *path, const clf_model_config *cfg, clf_w
             clf_error_context(st, "%s", path);
             goto fail;
         }
+        clf_safetensors_drop_pages(f, t); /* converted: its pages need not stay resident */
     }
     for (int i = 0; i < clf_safetensors_count(f); i++) {
         const clf_tensor *t = clf_safetensors_at(f, i);
