@@ -434,14 +434,17 @@ static int is_gemm_matrix(const clf_model *m, int i)
 static clf_status lowp_make(clf_model *m, int c, clf_weight_type type)
 {
     const size_t n = m->chunk_bytes[c] / sizeof(float);
-    size_t rows = 0, largest = 1, bytes;
+    size_t rows = 0, largest = 1, most_rows = 1, bytes;
     clf_status st = CLF_OK;
     float *mat = NULL, *sc = NULL;
     unsigned char *conv = NULL;
     for (int i = 0; i < m->n_weights; i++)
-        if (m->wdev[i].buf == m->chunks[c] && is_gemm_matrix(m, i) &&
-            (size_t)clf_weight_spec_numel(&m->specs[i]) > largest)
-            largest = (size_t)clf_weight_spec_numel(&m->specs[i]);
+        if (m->wdev[i].buf == m->chunks[c] && is_gemm_matrix(m, i)) {
+            const size_t numel = (size_t)clf_weight_spec_numel(&m->specs[i]);
+            largest = numel > largest ? numel : largest;
+            most_rows =
+                (size_t)m->specs[i].shape[0] > most_rows ? (size_t)m->specs[i].shape[0] : most_rows;
+        }
     if (type == CLF_WEIGHT_INT8) {
         /* number the rows of the chunk's matrices in the order of their offsets */
         size_t next_off = 0;
@@ -468,7 +471,7 @@ static clf_status lowp_make(clf_model *m, int c, clf_weight_type type)
     m->lowp_bytes += bytes;
     /* a matrix converted: int8 values then its rows' {scale, sum} pairs, or 16-bit values */
     mat = malloc(largest * sizeof *mat);
-    conv = malloc(largest * (type == CLF_WEIGHT_INT8 ? 1 + 8 : sizeof(uint16_t)));
+    conv = malloc(type == CLF_WEIGHT_INT8 ? largest + 8 * most_rows : largest * sizeof(uint16_t));
     if (!mat || !conv) {
         st = clf_error(CLF_ERR_NOMEM, "model: out of host memory for the %s weights",
                        clf_weight_type_name(type));
