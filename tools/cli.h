@@ -96,9 +96,14 @@ clf_weight_type cli_file_weight_type(const char *path);
 /* This process's resident memory now and at its peak (VmRSS, VmHWM of /proc/self/status),
  * in MiB; 0 where the system does not say (not Linux). */
 int cli_resident_mib(double *now, double *peak);
-/* The inference commands' clf_model_set_weight_type: with int8 it then gives the F32
- * matrices back (clf_model_release_f32), which these commands never read again. */
-clf_status cli_set_weight_type(clf_model *model, clf_weight_type type);
+/* The inference commands' model (translate, forward, bench): created from *w, which it
+ * consumes (clf_model_create_consuming, then freed and *w = NULL, whatever happens: the
+ * host never holds the weights twice), with weight type *type if type_set, else the file's
+ * (written back to *type); with int8 the F32 matrices, which these commands never read,
+ * are given back (clf_model_release_f32). On failure *out is NULL. */
+clf_status cli_inference_model(const clf_model_config *mc, clf_weights **w,
+                               const clf_backend_api *api, clf_backend *be, int type_set,
+                               clf_weight_type *type, clf_model **out);
 
 /* Parses the options of a command that takes only --plugin-dir and --help. Returns -1 to go
  * on (with *plugin_dir set, or NULL), or the exit code: 0 after printing "usage: <usage>"

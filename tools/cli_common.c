@@ -182,11 +182,23 @@ int cli_resident_mib(double *now, double *peak)
     return 1;
 }
 
-clf_status cli_set_weight_type(clf_model *model, clf_weight_type type)
+clf_status cli_inference_model(const clf_model_config *mc, clf_weights **w,
+                               const clf_backend_api *api, clf_backend *be, int type_set,
+                               clf_weight_type *type, clf_model **out)
 {
-    clf_status st = clf_model_set_weight_type(model, type);
-    if (st == CLF_OK && type == CLF_WEIGHT_INT8)
-        st = clf_model_release_f32(model, NULL);
+    clf_status st = clf_model_create_consuming(mc, *w, api, be, out);
+    if (!type_set)
+        *type = (*w)->stored_type;
+    clf_weights_free(*w); /* its tensors went as they reached the device */
+    *w = NULL;
+    if (st == CLF_OK)
+        st = clf_model_set_weight_type(*out, *type);
+    if (st == CLF_OK && *type == CLF_WEIGHT_INT8)
+        st = clf_model_release_f32(*out, NULL);
+    if (st != CLF_OK) {
+        clf_model_free(*out);
+        *out = NULL;
+    }
     return st;
 }
 

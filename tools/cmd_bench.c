@@ -130,12 +130,9 @@ static int bench_forward(const char *cfg_path, const char *w_path, const char *j
     if ((st = cli_open_backend(&cfg, bo, &api, &be)) != CLF_OK)
         goto fail;
     double t_open = cli_now_s();
-    if ((st = clf_model_create_consuming(&cfg.model, w, api, be, &model)) != CLF_OK)
-        goto fail;
-    const clf_weight_type wt = o->weight_type_set ? o->weight_type : w->stored_type;
-    clf_weights_free(w); /* on the device now */
-    w = NULL;
-    if ((st = cli_set_weight_type(model, wt)) != CLF_OK)
+    clf_weight_type wt = o->weight_type;
+    if ((st = cli_inference_model(&cfg.model, &w, api, be, o->weight_type_set, &wt, &model)) !=
+        CLF_OK)
         goto fail;
     const int B = o->batch, S = o->src_len, T = o->tgt_len;
     src = malloc((size_t)B * S * sizeof(int32_t));

@@ -127,13 +127,8 @@ int clf_cmd_forward(int argc, char **argv)
     }
     if ((st = cli_open_backend(&cfg, &bo, &api, &be)) != CLF_OK)
         goto fail;
-    if ((st = clf_model_create_consuming(&cfg.model, w, api, be, &model)) != CLF_OK)
-        goto fail;
-    if (!weight_type_set)
-        weight_type = w->stored_type;
-    clf_weights_free(w); /* on the device now */
-    w = NULL;
-    if ((st = cli_set_weight_type(model, weight_type)) != CLF_OK)
+    if ((st = cli_inference_model(&cfg.model, &w, api, be, weight_type_set, &weight_type,
+                                  &model)) != CLF_OK)
         goto fail;
     clf_forward_io io = {.batch = B,
                          .src_len = S,

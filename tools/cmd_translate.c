@@ -757,13 +757,8 @@ static clf_status translator_open(translator *t)
         goto fail;
     if ((st = cli_open_backend(&t->cfg, &t->o.bo, &t->api, &t->be)) != CLF_OK)
         goto fail;
-    if ((st = clf_model_create_consuming(mc, w, t->api, t->be, &t->model)) != CLF_OK)
-        goto fail;
-    if (!t->o.weight_type_set)
-        t->o.weight_type = w->stored_type;
-    clf_weights_free(w); /* its tensors went as they reached the device */
-    w = NULL;
-    if ((st = cli_set_weight_type(t->model, t->o.weight_type)) != CLF_OK)
+    if ((st = cli_inference_model(mc, &w, t->api, t->be, t->o.weight_type_set, &t->o.weight_type,
+                                  &t->model)) != CLF_OK)
         goto fail;
     clf_decode_opts_default(mc, &t->dopts);
     t->dopts.beam = t->o.beam;

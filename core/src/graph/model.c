@@ -662,6 +662,8 @@ clf_status clf_model_release_f32(clf_model *m, size_t *freed)
                          clf_weight_type_name(m->lowp_type));
     if (m->grad_chunks)
         return clf_error(CLF_ERR_INPUT, "model: a model being trained keeps its F32 weights");
+    /* marked first: from the first discard on the bytes may be gone, whatever it returns */
+    m->f32_released = 1;
     /* runs of matrices that follow each other without a gap (a packed [Wq;Wk;Wv], an FFN's
      * two), so that the pages they share are given back too; m->lowp_mat is in place order */
     for (int a = 0; a < m->n_lowp_mat;) {
@@ -680,8 +682,6 @@ clf_status clf_model_release_f32(clf_model *m, size_t *freed)
             b++;
         }
         size_t f = 0;
-        /* marked before the call: from here on the bytes may be gone, whatever it returns */
-        m->f32_released = 1;
         const clf_status st = clf_op_discard(m->api, m->be, start, bytes, &f);
         if (st != CLF_OK)
             return clf_error_context(st, "model: giving back the F32 copy of '%s'",
@@ -689,7 +689,6 @@ clf_status clf_model_release_f32(clf_model *m, size_t *freed)
         total += f;
         a = b;
     }
-    m->f32_released = 1;
     m->released_bytes += total;
     if (freed)
         *freed = total;
