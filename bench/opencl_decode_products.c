@@ -17,12 +17,14 @@
  * projection), to set beside the step time `clformer translate --backend opencl` reaches.
  *
  * 2. How much could CLBlast's HGEMM (F16 in, F16 out, on devices with cl_khr_fp16) save
- *    from 8 rows on, where the backend runs F32 SGEMM? Times CLBlastSgemm at the same
- *    shapes for m = 32 (greedy at batch 32) and 128 (beam 4 at batch 32) as the backend
- *    calls it (row-major, W transposed), wall time per call over back-to-back calls, so
- *    that every kernel CLBlast launches and the launches themselves are counted. HGEMM
- *    can at best halve the bytes and double the rate, so half the step's SGEMM time
- *    bounds what it could save.
+ *    from 8 rows on, where the backend runs F32 SGEMM without it? Times CLBlastSgemm at the
+ *    same shapes for m = 32 (greedy at batch 32) and 128 (beam 4 at batch 32) as the
+ *    backend calls it (row-major, W transposed), wall time per call over back-to-back
+ *    calls, so that every kernel CLBlast launches and the launches themselves are counted;
+ *    on a device with cl_khr_fp16, CLBlastHgemm the same way, shape by shape after SGEMM
+ *    (the bare call: the backend adds two elementwise launches, A to F16 and the product
+ *    back to F32 with the epilogue). HGEMM can at best halve the bytes and double the rate,
+ *    so half the step's SGEMM time bounds what it could save.
  *
  *   cc -O2 -o /tmp/opencl_decode_products bench/opencl_decode_products.c -lclblast -lOpenCL -lm
  *   /tmp/opencl_decode_products [device] [gemm.cl]   (device: a piece of "platform / name",
@@ -363,29 +365,32 @@ static double now_us(void)
     return (double)ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
 }
 
-/* CLBlastSgemm C [m, n] = A [m, k] W^T as the backend calls it; W rotated as above. Wall
- * microseconds per call: the median of 5 batches of 20 back-to-back calls. */
-static double time_sgemm(int m, int n, int k)
+/* CLBlastSgemm (half: CLBlastHgemm) C [m, n] = A [m, k] W^T as the backend calls it; W
+ * rotated as above. Wall microseconds per call: the median of 5 batches of 20 back-to-back
+ * calls. */
+static double time_gemm(int m, int n, int k, int half)
 {
-    const size_t nk = (size_t)n * (size_t)k;
+    const size_t nk = (size_t)n * (size_t)k, mk = (size_t)m * (size_t)k, es = half ? 2 : 4;
     size_t copies = ROTATE_B / (nk * 2);
     if (copies < 2)
         copies = 2;
-    float *w = malloc(nk * sizeof *w), *a = malloc((size_t)m * k * sizeof *a);
+    float *w = malloc(nk * sizeof *w), *a = malloc(mk * sizeof *a);
+    uint16_t *wh = malloc(nk * sizeof *wh), *ah = malloc(mk * sizeof *ah);
     for (size_t i = 0; i < nk; i++)
-        w[i] = ((float)((double)rand() / RAND_MAX) - 0.5f) * 0.1f;
-    for (size_t i = 0; i < (size_t)m * k; i++)
-        a[i] = (float)((double)rand() / RAND_MAX) - 0.5f;
+        wh[i] = to_half(w[i] = ((float)((double)rand() / RAND_MAX) - 0.5f) * 0.1f);
+    for (size_t i = 0; i < mk; i++)
+        ah[i] = to_half(a[i] = (float)((double)rand() / RAND_MAX) - 0.5f);
     cl_int e;
-    cl_mem bw = clCreateBuffer(ctx, CL_MEM_READ_ONLY, nk * 4 * copies, NULL, &e);
+    cl_mem bw = clCreateBuffer(ctx, CL_MEM_READ_ONLY, nk * es * copies, NULL, &e);
     CHECK(e);
-    cl_mem ba = clCreateBuffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
-                               (size_t)m * k * sizeof *a, a, &e);
+    cl_mem ba = clCreateBuffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, mk * es,
+                               half ? (void *)ah : (void *)a, &e);
     CHECK(e);
-    cl_mem bc = clCreateBuffer(ctx, CL_MEM_READ_WRITE, (size_t)m * n * 4, NULL, &e);
+    cl_mem bc = clCreateBuffer(ctx, CL_MEM_READ_WRITE, (size_t)m * n * es, NULL, &e);
     CHECK(e);
     for (size_t r = 0; r < copies; r++)
-        CHECK(clEnqueueWriteBuffer(queue, bw, CL_FALSE, r * nk * 4, nk * 4, w, 0, NULL, NULL));
+        CHECK(clEnqueueWriteBuffer(queue, bw, CL_FALSE, r * nk * es, nk * es,
+                                   half ? (void *)wh : (void *)w, 0, NULL, NULL));
     CHECK(clFinish(queue));
     double t[5];
     size_t call = 0;
@@ -393,11 +398,17 @@ static double time_sgemm(int m, int n, int k)
         const double t0 = now_us();
         for (int i = 0; i < 20; i++, call++) {
             CLBlastStatusCode cs =
-                CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes,
-                             (size_t)m, (size_t)n, (size_t)k, 1.0f, ba, 0, (size_t)k, bw,
-                             (call % copies) * nk, (size_t)k, 0.0f, bc, 0, (size_t)n, &queue, NULL);
+                half ? CLBlastHgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes,
+                                    (size_t)m, (size_t)n, (size_t)k, 0x3c00 /* 1.0 */, ba, 0,
+                                    (size_t)k, bw, (call % copies) * nk, (size_t)k, 0, bc, 0,
+                                    (size_t)n, &queue, NULL)
+                     : CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes,
+                                    (size_t)m, (size_t)n, (size_t)k, 1.0f, ba, 0, (size_t)k, bw,
+                                    (call % copies) * nk, (size_t)k, 0.0f, bc, 0, (size_t)n, &queue,
+                                    NULL);
             if (cs != CLBlastSuccess) {
-                fprintf(stderr, "opencl_decode_products: CLBlastSgemm failed: %d\n", (int)cs);
+                fprintf(stderr, "opencl_decode_products: %s failed: %d\n",
+                        half ? "CLBlastHgemm" : "CLBlastSgemm", (int)cs);
                 exit(1);
             }
         }
@@ -411,7 +422,18 @@ static double time_sgemm(int m, int n, int k)
     clReleaseMemObject(bc);
     free(w);
     free(a);
+    free(wh);
+    free(ah);
     return t[2];
+}
+
+/* Whether the device lists cl_khr_fp16 (CLBlast's HGEMM needs it). */
+static int device_fp16(void)
+{
+    char ext[8192] = "";
+    if (clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, sizeof ext - 1, ext, NULL) != CL_SUCCESS)
+        return 0;
+    return strstr(ext, "cl_khr_fp16") != NULL;
 }
 
 int main(int argc, char **argv)
@@ -459,20 +481,32 @@ int main(int argc, char **argv)
                6 * 8 + 1, step_h, step_8, step_h / step_8);
     }
 
-    printf("\nCLBlast SGEMM from 8 rows (what the backend runs there for F32 and F16 weights\n"
-           "alike), wall time per call over back-to-back calls:\n\n"
-           "| m | n x k | SGEMM us | GFLOP/s |\n|---:|---|---:|---:|\n");
+    const int fp16 = device_fp16();
+    printf("\nCLBlast SGEMM from 8 rows (what the backend runs there for F32 weights, and for\n"
+           "F16 weights without cl_khr_fp16)%s, wall time per call over back-to-back calls:\n\n"
+           "| m | n x k | SGEMM us | GFLOP/s |%s\n|---:|---|---:|---:|%s\n",
+           fp16 ? " and CLBlast HGEMM (F16 weights with it)" : "",
+           fp16 ? " HGEMM us | GFLOP/s | SGEMM / HGEMM |" : "", fp16 ? "---:|---:|---:|" : "");
     static const int big[] = {32, 128};
     for (size_t mi = 0; mi < sizeof big / sizeof *big; mi++) {
-        double step = 0;
+        double step = 0, step_h = 0;
         for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
             const int n = shapes[s].n, k = shapes[s].k;
-            const double us = time_sgemm(big[mi], n, k);
-            printf("| %d | %d x %d | %.2f | %.0f |\n", big[mi], n, k, us,
-                   2.0 * big[mi] * n * k / us * 1e-3);
+            const double flop = 2.0 * big[mi] * n * k;
+            const double us = time_gemm(big[mi], n, k, 0);
+            printf("| %d | %d x %d | %.2f | %.0f |", big[mi], n, k, us, flop / us * 1e-3);
+            if (fp16) {
+                const double hus = time_gemm(big[mi], n, k, 1);
+                printf(" %.2f | %.0f | %.2f |", hus, flop / hus * 1e-3, us / hus);
+                step_h += shapes[s].per_step * hus;
+            }
+            printf("\n");
             step += shapes[s].per_step * us;
         }
-        printf("| %d | one decoder step (%d products) | %.1f | |\n", big[mi], 6 * 8 + 1, step);
+        printf("| %d | one decoder step (%d products) | %.1f | |", big[mi], 6 * 8 + 1, step);
+        if (fp16)
+            printf(" %.1f | | %.2f |", step_h, step / step_h);
+        printf("\n");
     }
     clReleaseKernel(kh);
     clReleaseKernel(k8);

@@ -316,7 +316,7 @@ static void run_gemm_with_half(const clf_gemm_args *tmpl, const float *A, size_t
  * = |alpha| sum|a b| + |beta c| + |bias| there (the size of what was added), -1 outside
  * the region (where C must keep its bits). */
 static void ref_gemm_half(const clf_gemm_args *g, const float *A, const uint16_t *Bh,
-                          const float *bias, const float *C0, size_t nc, double *want,
+                          const float *bias, const float *C0, size_t nc, int a_half, double *want,
                           double *scale)
 {
     for (size_t i = 0; i < nc; i++) {
@@ -329,8 +329,10 @@ static void ref_gemm_half(const clf_gemm_args *g, const float *A, const uint16_t
         for (int j = 0; j < g->n; j++) {
             double s = 0, abs_s = 0;
             for (int p = 0; p < g->k; p++) {
-                double t = (double)a[(size_t)r * g->lda + p] *
-                           clf_half_to_float(bh[(size_t)j * g->ldb + p]);
+                float x = a[(size_t)r * g->lda + p];
+                if (a_half) /* F16 arithmetic: A rounded as well */
+                    x = clf_half_to_float(clf_float_to_half(x));
+                double t = (double)x * clf_half_to_float(bh[(size_t)j * g->ldb + p]);
                 s += t;
                 abs_s += fabs(t);
             }
@@ -373,8 +375,9 @@ static double half_err(const float *got, const double *want, const double *scale
 }
 
 /* One case: b is 2 W in F32 and b_half is W in F16, so that reading b instead of b_half
- * is off by a factor 2. */
-static double check_half_case(const half_case *t, unsigned seed)
+ * is off by a factor 2. With a_half, the reference rounds A to F16 too (gemm in F16
+ * arithmetic), and the bound is tol. */
+static double check_half_case(const half_case *t, unsigned seed, int a_half, double tol)
 {
     if (clf_test_too_big((double)t->m * t->n * t->k))
         return 0;
@@ -409,11 +412,10 @@ static double check_half_case(const half_case *t, unsigned seed)
              "gemm b_half m=%d n=%d k=%d alpha=%g beta=%g bias=%d relu=%d pad=%d off=%d", t->m,
              t->n, t->k, t->alpha, t->beta, t->bias, t->relu, t->pad, t->off);
 
-    ref_gemm_half(&g, A, Wh, bias, C0, nc, want, scale);
+    ref_gemm_half(&g, A, Wh, bias, C0, nc, a_half, want, scale);
     run_gemm_with_half(&g, A, na, B2, nb, Wh, nb, bias, nbias, got, nc);
     double e = half_err(got, want, scale, nc, what);
-    ck_assert_msg(e <= TOL_GEMM_HALF, "%s: error %.3g of sum|terms| > %.3g", what, e,
-                  TOL_GEMM_HALF);
+    ck_assert_msg(e <= tol, "%s: error %.3g of sum|terms| > %.3g", what, e, tol);
     free(A);
     free(W);
     free(B2);
@@ -426,17 +428,16 @@ static double check_half_case(const half_case *t, unsigned seed)
     return e;
 }
 
-START_TEST(test_gemm_half)
+/* check_half_case over every k of ks[0..nk) with every m of ms[0..nm) in turn, n, alpha,
+ * beta, the bias, relu, the padding and the offsets varying with the case; seeds from
+ * seed. The worst error. */
+static double check_half_cases(const int *ms, int nm, const int *ks, int nk, const int *ns,
+                               unsigned seed, int a_half, double tol)
 {
-    /* k: shorter than one 8-half chunk, a multiple of 8 (with offset 0 and no pad every row
-     * is 16-byte aligned: no scalar head or tail), and long rows with both */
-    static const int ks[] = {1, 7, 8, 33, 64, 65, 263, 1031};
-    static const int ms[] = {1, 2, 3, 7};
-    static const int ns[] = {1, 7, 33, 65, 300};
     double worst = 0;
     int v = 0;
-    for (size_t ik = 0; ik < sizeof ks / sizeof ks[0]; ik++) {
-        for (size_t im = 0; im < sizeof ms / sizeof ms[0]; im++, v++) {
+    for (int ik = 0; ik < nk; ik++) {
+        for (int im = 0; im < nm; im++, v++) {
             half_case t = {.m = ms[im], .n = ns[v % 5], .k = ks[ik]};
             t.alpha = v % 3 == 0 ? 1.0f : v % 3 == 1 ? 0.5f : -1.25f;
             t.beta = v % 2 == 0 ? 0.0f : 1.0f;
@@ -444,22 +445,93 @@ START_TEST(test_gemm_half)
             t.relu = v % 3 == 2;
             t.pad = v % 4 == 1 || v % 4 == 2 ? 3 : 0;
             t.off = (v / 2) % 2 ? 5 : 0;
-            double e = check_half_case(&t, 700 + (unsigned)v);
-            if (e > worst)
-                worst = e;
+            worst = fmax(worst, check_half_case(&t, seed + (unsigned)v, a_half, tol));
         }
     }
+    return worst;
+}
+
+START_TEST(test_gemm_half)
+{
+    /* k: shorter than one 8-half chunk, a multiple of 8 (with offset 0 and no pad every row
+     * is 16-byte aligned: no scalar head or tail), and long rows with both */
+    static const int ks[] = {1, 7, 8, 33, 64, 65, 263, 1031};
+    static const int ms[] = {1, 2, 3, 7};
+    static const int ns[5] = {1, 7, 33, 65, 300};
+    const double worst = check_half_cases(ms, 4, ks, 8, ns, 700, 0, TOL_GEMM_HALF);
     printf("test_gemm_half: worst error %.3g of sum|terms| (tolerance %.3g)\n", worst,
            TOL_GEMM_HALF);
+}
+END_TEST
+
+/* gemm with b_half from 8 rows on: in F16 arithmetic (CLBlast's HGEMM) where the backend
+ * uses it (a GPU with cl_khr_fp16; CLF_OPENCL_HGEMM=on: any device with it), which the
+ * cases check against A and B rounded to F16; elsewhere, and with fp16 capped off
+ * ($CLF_OPENCL_LIMITS fp16=0), from b (test_gemm_half_ignored). */
+START_TEST(test_gemm_half_arith)
+{
+    if (!ocl.api->supports(ocl.be, CLF_OP_GEMM_HALF_ARITH)) {
+        printf("test_gemm_half_arith: no HGEMM on this device (no cl_khr_fp16, or not a GPU "
+               "and CLF_OPENCL_HGEMM is not on): products of 8+ rows read b "
+               "(test_gemm_half_ignored)\n");
+        return;
+    }
+    /* m: just past the few-row kernels, odd, a decoding batch, beyond CLBlast's tiles; k
+     * from one element to a feed-forward layer's 2048 */
+    static const int ms[] = {8, 9, 33, 130};
+    static const int ks[] = {1, 7, 64, 65, 513, 2048};
+    static const int ns[5] = {1, 17, 64, 300, 513};
+    const double worst = check_half_cases(ms, 4, ks, 6, ns, 1700, 1, TOL_GEMM_HALF_ARITH);
+    printf("test_gemm_half_arith: worst error %.3g of sum|terms| (tolerance %.3g)\n", worst,
+           TOL_GEMM_HALF_ARITH);
+
+    /* fp16 capped off: the same backend computes from b (F32) */
+    setenv("CLF_OPENCL_LIMITS", "fp16=0", 1);
+    clf_backend_opts o = {.abi_version = CLF_BACKEND_ABI, .device = getenv("CLF_TEST_DEVICE")};
+    clf_backend *capped = NULL, *orig = ocl.be;
+    CLF_ASSERT_OK(ocl.api->open(&o, &capped));
+    unsetenv("CLF_OPENCL_LIMITS");
+    ck_assert_int_eq(ocl.api->supports(capped, CLF_OP_GEMM_HALF_ARITH), 0);
+    ocl.be = capped;
+    half_case t = {.m = 9, .n = 33, .k = 65, .alpha = 1.0f, .bias = 1};
+    clf_gemm_args g = {.trans_b = 1,
+                       .m = t.m,
+                       .n = t.n,
+                       .k = t.k,
+                       .alpha = 1.0f,
+                       .lda = t.k,
+                       .ldb = t.k,
+                       .ldc = t.n};
+    size_t na = (size_t)t.m * t.k, nb = (size_t)t.n * t.k, nc = (size_t)t.m * t.n;
+    float *A = clf_test_frand(na, 1950, -1, 1), *B = clf_test_frand(nb, 1951, -1, 1);
+    float *bias = clf_test_frand((size_t)t.n, 1952, -1, 1);
+    float *want = calloc(nc, sizeof *want), *got = calloc(nc, sizeof *got);
+    uint16_t *nan_h = malloc(nb * sizeof *nan_h);
+    ck_assert(want && got && nan_h);
+    for (size_t i = 0; i < nb; i++)
+        nan_h[i] = 0x7e00; /* a quiet NaN: must not show */
+    ref_gemm(&g, 1, A, B, bias, want);
+    run_gemm_with_half(&g, A, na, B, nb, nan_h, nb, bias, (size_t)t.n, got, nc);
+    expect_close(got, want, nc, TOL_GEMM, "gemm with fp16=0 ignoring b_half", "host reference");
+    ocl.be = orig;
+    ocl.api->close(capped);
+    free(A);
+    free(B);
+    free(bias);
+    free(want);
+    free(got);
+    free(nan_h);
 }
 END_TEST
 
 /* Where gemm does not read b_half it computes from b: b_half all NaN must not show. */
 START_TEST(test_gemm_half_ignored)
 {
-    /* 8 rows (CLBlast's GEMM), trans_b = 0, trans_a = 1 (the one-row GEMV and CLBlast) */
+    /* 8 rows (CLBlast's SGEMM, unless the device has F16 arithmetic: test_gemm_half_arith),
+     * trans_b = 0, trans_a = 1 (the one-row GEMV and CLBlast) */
     static const int shapes[][4] = {{8, 33, 65, 1}, {1, 33, 65, 0}, {3, 7, 33, 0}};
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+    const int half_arith = ocl.api->supports(ocl.be, CLF_OP_GEMM_HALF_ARITH);
+    for (size_t s = half_arith ? 1 : 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2], tb = shapes[s][3];
         int ta = s == 2;
         clf_gemm_args g = {.trans_a = ta,
@@ -498,4 +570,5 @@ START_TEST(test_gemm_half_ignored)
 END_TEST
 
 CLF_TEST_MAIN(ocl_test_run, "opencl_gemm", "gemm", test_gemm, test_gemm_edge, test_gemm_rows,
-              test_gemm_strided_batched, test_gemm_half, test_gemm_half_ignored)
+              test_gemm_strided_batched, test_gemm_half, test_gemm_half_arith,
+              test_gemm_half_ignored)

@@ -326,6 +326,55 @@ END_TEST
  * the device's and the kernel's limits (beyond auto's 256 where both allow). The kernel's
  * own limit (CL_KERNEL_WORK_GROUP_SIZE) can be below the device's: NVIDIA's driver gives
  * 256 for kernels of many registers on a device of 1024, so the test asks the kernels. */
+/* CLF_OPENCL_HGEMM = value (NULL: unset) and CLF_OPENCL_LIMITS = limits for one open();
+ * the variable's value from the environment is put back after. */
+static clf_status open_hgemm(const char *value, const char *limits, clf_backend **be)
+{
+    const char *was = getenv("CLF_OPENCL_HGEMM");
+    char saved[64] = "";
+    if (was)
+        snprintf(saved, sizeof saved, "%s", was);
+    if (value)
+        setenv("CLF_OPENCL_HGEMM", value, 1);
+    else
+        unsetenv("CLF_OPENCL_HGEMM");
+    clf_status st = open_with(limits, NULL, be);
+    if (was)
+        setenv("CLF_OPENCL_HGEMM", saved, 1);
+    else
+        unsetenv("CLF_OPENCL_HGEMM");
+    return st;
+}
+
+/* Whether F16 products of 8+ rows run in HGEMM: auto (unset) on a GPU with cl_khr_fp16,
+ * on wherever the device has it (fp16=0 caps it away), off never; another value is
+ * refused naming the variable. supports(CLF_OP_GEMM_HALF_ARITH) answers the same. */
+START_TEST(test_hgemm_knob)
+{
+    const int fp16 = ocl.be->limits.fp16, gpu = (ocl.be->dev.type & CL_DEVICE_TYPE_GPU) != 0;
+    static const char *const values[] = {NULL, "", "auto", "on", "off"};
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+        clf_backend *be = NULL;
+        CLF_ASSERT_OK(open_hgemm(values[i], NULL, &be));
+        const int want = values[i] && strcmp(values[i], "on") == 0    ? fp16
+                         : values[i] && strcmp(values[i], "off") == 0 ? 0
+                                                                      : fp16 && gpu;
+        ck_assert_msg(be->half_arith == want, "CLF_OPENCL_HGEMM=%s: %d, want %d",
+                      values[i] ? values[i] : "(unset)", be->half_arith, want);
+        ck_assert_int_eq(ocl.api->supports(be, CLF_OP_GEMM_HALF_ARITH), want);
+        ocl.api->close(be);
+    }
+    clf_backend *be = NULL;
+    CLF_ASSERT_OK(open_hgemm("on", "fp16=0", &be));
+    ck_assert_int_eq(ocl.api->supports(be, CLF_OP_GEMM_HALF_ARITH), 0);
+    ocl.api->close(be);
+    be = NULL;
+    EXPECT_ERROR(open_hgemm("yes", NULL, &be), CLF_ERR_INPUT, "CLF_OPENCL_HGEMM", "'yes'",
+                 "on, off or auto");
+    ck_assert_ptr_null(be);
+}
+END_TEST
+
 START_TEST(test_local_size_knob)
 {
     clf_backend *lo = open_ok(NULL, "min"), *hi = open_ok(NULL, "max"), *au = open_ok(NULL, "auto");
@@ -372,6 +421,7 @@ static Suite *limits_suite(void)
     tcase_add_test(tc, test_limit_compute_units);
     tcase_add_test(tc, test_bad_settings);
     tcase_add_test(tc, test_local_size_knob);
+    tcase_add_test(tc, test_hgemm_knob);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -30,7 +30,11 @@ static const struct {
     {CLF_WEIGHT_BF16, 1.5e-2, 2.5e-3},
     {CLF_WEIGHT_INT8, 6e-2, 1.2e-2},
 };
-#define N_TYPES      (int)(sizeof type_bounds / sizeof type_bounds[0])
+#define N_TYPES (int)(sizeof type_bounds / sizeof type_bounds[0])
+/* F16 on a backend that multiplies the products of many rows (the encoder's) in F16
+ * arithmetic (CLF_OP_GEMM_HALF_ARITH: A rounded to F16 too, F16 sums): between F16 weights
+ * and BF16 (measured on Intel's CPU runtime: 3.3e-3 and 3.6e-4, bench/RESULTS.md) */
+static const double f16_arith_bounds[2] = {1e-2, 1.2e-3};
 #define MIN_VARIANTS 11
 
 /* The logits [B, T, V] of fixture dir with weight type `type`, each sentence run alone, on
@@ -98,6 +102,10 @@ START_TEST(test_weight_types_against_f32)
                 ck_assert(!clf_test_is_cpu()); /* the cpu backend runs every type */
                 continue;
             }
+            const int arith = type == CLF_WEIGHT_F16 &&
+                              clf_test_api->supports(clf_test_be, CLF_OP_GEMM_HALF_ARITH);
+            const double max_bound = arith ? f16_arith_bounds[0] : type_bounds[k].max_bound;
+            const double mean_bound = arith ? f16_arith_bounds[1] : type_bounds[k].mean_bound;
             float *got = fixture_logits(dir, type, &cnt2);
             ck_assert_uint_eq(cnt, cnt2);
             double mx = 0, sum = 0;
@@ -111,14 +119,12 @@ START_TEST(test_weight_types_against_f32)
             /* the copy was read: the logits moved */
             ck_assert_msg(mx > 0, "%s: %s logits equal F32's: the copy was not read", names[v],
                           clf_weight_type_name(type));
-            ck_assert_msg(mx <= type_bounds[k].max_bound,
-                          "%s on %s: %s max logit difference %.3g > %.3g", names[v],
-                          clf_test_be_name, clf_weight_type_name(type), mx,
-                          type_bounds[k].max_bound);
-            ck_assert_msg(mean <= type_bounds[k].mean_bound,
-                          "%s on %s: %s mean logit difference %.3g > %.3g", names[v],
-                          clf_test_be_name, clf_weight_type_name(type), mean,
-                          type_bounds[k].mean_bound);
+            ck_assert_msg(mx <= max_bound, "%s on %s: %s%s max logit difference %.3g > %.3g",
+                          names[v], clf_test_be_name, clf_weight_type_name(type),
+                          arith ? " (F16 arithmetic)" : "", mx, max_bound);
+            ck_assert_msg(mean <= mean_bound, "%s on %s: %s%s mean logit difference %.3g > %.3g",
+                          names[v], clf_test_be_name, clf_weight_type_name(type),
+                          arith ? " (F16 arithmetic)" : "", mean, mean_bound);
             worst_max[k] = fmax(worst_max[k], mx);
             worst_mean[k] = fmax(worst_mean[k], mean);
             ran[k]++;
@@ -126,14 +132,18 @@ START_TEST(test_weight_types_against_f32)
         }
         free(ref);
     }
-    for (int k = 0; k < N_TYPES; k++)
+    for (int k = 0; k < N_TYPES; k++) {
+        const int arith = type_bounds[k].type == CLF_WEIGHT_F16 &&
+                          clf_test_api->supports(clf_test_be, CLF_OP_GEMM_HALF_ARITH);
         if (ran[k])
             fprintf(stderr,
-                    "  %-6s %-5s over %d fixtures: worst max |dlogit|/max|logit| %.2e (bound "
-                    "%.0e), worst mean %.2e (bound %.0e)\n",
-                    clf_test_be_name, clf_weight_type_name(type_bounds[k].type), ran[k],
-                    worst_max[k], type_bounds[k].max_bound, worst_mean[k],
-                    type_bounds[k].mean_bound);
+                    "  %-6s %-5s%s over %d fixtures: worst max |dlogit|/max|logit| %.2e (bound "
+                    "%.2g), worst mean %.2e (bound %.2g)\n",
+                    clf_test_be_name, clf_weight_type_name(type_bounds[k].type),
+                    arith ? " (F16 arithmetic)" : "", ran[k], worst_max[k],
+                    arith ? f16_arith_bounds[0] : type_bounds[k].max_bound, worst_mean[k],
+                    arith ? f16_arith_bounds[1] : type_bounds[k].mean_bound);
+    }
 }
 END_TEST
 

@@ -779,6 +779,20 @@ START_TEST(test_opencl_matches_cpu)
             ck_assert(fabs(atof(a[k]) - atof(b[k])) < 1e-3);
         }
     }
+    /* f16 without cl_khr_fp16 (capped off), so without HGEMM: one note says what falls
+     * back, and the lines still decode */
+    setenv("CLF_OPENCL_LIMITS", "fp16=0", 1);
+    int rc = translate("--max-len 20 --backend opencl --weight-type f16 --batch 8", in);
+    unsetenv("CLF_OPENCL_LIMITS");
+    ck_assert_msg(rc == 0, "opencl f16: %s", err);
+    assert_one_line_error(err);
+    ck_assert_msg(strstr(err, "clformer: note: ") && strstr(err, "cl_khr_fp16") &&
+                      strstr(err, "F32 weights"),
+                  "stderr: %s", err);
+    int lines = 0;
+    for (const char *p = out; *p; p++)
+        lines += *p == '\n';
+    ck_assert_int_eq(lines, 4);
 }
 END_TEST
 #endif

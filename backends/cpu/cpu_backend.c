@@ -113,7 +113,9 @@ static clf_status cpu_list_devices(clf_device_fn fn, void *user)
 static int cpu_supports(clf_backend *be, clf_op op)
 {
     (void)be;
-    return (int)op >= 0 && op < CLF_OP_COUNT; /* every op and capability */
+    /* every op and capability but F16 arithmetic: products of 8+ rows multiply the F32
+     * weights (OpenBLAS SGEMM), only the few-row kernels read b_half */
+    return (int)op >= 0 && op < CLF_OP_COUNT && op != CLF_OP_GEMM_HALF_ARITH;
 }
 
 static uint64_t cpu_max_alloc(clf_backend *be)

@@ -82,7 +82,8 @@ static clf_status ocl_open(const clf_backend_opts *opts, clf_backend **out)
         goto fail;
     }
     if ((st = ocl_query_limits(&be->dev, &be->limits)) != CLF_OK ||
-        (st = ocl_local_size_mode(&be->local_size)) != CLF_OK)
+        (st = ocl_local_size_mode(&be->local_size)) != CLF_OK ||
+        (st = ocl_half_arith_mode(&be->dev, &be->limits, &be->half_arith)) != CLF_OK)
         goto fail;
     if (be->limits.c_version < OCL_MIN_C_VERSION) {
         st = clf_error(CLF_ERR_BACKEND,
@@ -119,7 +120,10 @@ static clf_status ocl_describe(clf_backend *be, char *buf, size_t size)
 
 static int ocl_supports(clf_backend *be, clf_op op)
 {
-    (void)be;
+    /* products of 8+ rows read b_half through CLBlast's HGEMM on a GPU with cl_khr_fp16,
+     * unless $CLF_OPENCL_HGEMM says otherwise (ocl_gemm.c, ocl_half_arith_mode) */
+    if (op == CLF_OP_GEMM_HALF_ARITH)
+        return be && be->half_arith;
     /* no kernels read BF16 or int8 weights: a model refuses those weight types here */
     return (int)op >= 0 && op < CLF_OP_COUNT && op != CLF_OP_GEMM_BF16 && op != CLF_OP_GEMM_I8;
 }

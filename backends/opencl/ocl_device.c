@@ -394,6 +394,20 @@ clf_status ocl_query_limits(const ocl_device *d, ocl_limits *out)
     return st;
 }
 
+clf_status ocl_half_arith_mode(const ocl_device *d, const ocl_limits *l, int *out)
+{
+    const char *env = getenv("CLF_OPENCL_HGEMM");
+    *out = 0;
+    if (!env || !*env || strcmp(env, "auto") == 0)
+        *out = l->fp16 && (d->type & CL_DEVICE_TYPE_GPU);
+    else if (strcmp(env, "on") == 0)
+        *out = l->fp16;
+    else if (strcmp(env, "off") != 0)
+        return clf_error(CLF_ERR_INPUT, "opencl: CLF_OPENCL_HGEMM is '%s', not on, off or auto",
+                         env);
+    return CLF_OK;
+}
+
 clf_status ocl_local_size_mode(ocl_local_size *out)
 {
     const char *env = getenv("CLF_OPENCL_LOCAL_SIZE");

@@ -1,6 +1,7 @@
 /* ocl_gemm.c - GEMM through CLBlast, then our bias/relu epilogue kernel; products of a
  * few rows with a Linear layer's weight (B [n, k], as F16 in b_half or as F32) in our own
- * kernels.
+ * kernels; products of more rows with b_half in CLBlast's HGEMM where the device has
+ * cl_khr_fp16.
  *
  * C[m,n] = alpha * op(A)[m,k] op(B)[k,n] + beta * C, + bias[n], relu; all row-major.
  * CLBlast takes buffer offsets in elements, so operands stay (cl_mem, offset) pairs. */
@@ -86,6 +87,60 @@ static clf_status gemm_rows(clf_backend *be, const char *op, const clf_gemm_args
     return ocl_run(be, op, be->kernels[kid], args, OCL_COUNT(args), NULL, 0, 1, &global, &wg);
 }
 
+/* The F16 bits of 1.0 and 0.0: HGEMM's alpha and beta (the epilogue applies the caller's). */
+#define OCL_HALF_ONE  ((cl_half)0x3c00)
+#define OCL_HALF_ZERO ((cl_half)0)
+
+/* Whether gemm runs gemm_half: a Linear layer's product (A not transposed, B [n, k]) of
+ * more rows than gemm_rows takes, given b_half, where the backend multiplies in F16 (a GPU
+ * with cl_khr_fp16, or $CLF_OPENCL_HGEMM: be->half_arith), whose scratch (A and the
+ * product in F16) fits one allocation. Elsewhere it runs in CLBlast's SGEMM from b. */
+static int takes_hgemm(const clf_backend *be, const clf_gemm_args *g, int batched, size_t *p_off)
+{
+    if (batched || !be->half_arith || !g->b_half.buf || g->trans_a || !g->trans_b || g->k <= 0)
+        return 0;
+    const uint64_t a_elems = (uint64_t)g->m * (uint64_t)g->k;
+    const uint64_t p_at = (a_elems + 63) / 64 * 64; /* the product starts 128-byte aligned */
+    *p_off = (size_t)p_at;
+    return (p_at + (uint64_t)g->m * (uint64_t)g->n) * 2 <= be->max_alloc;
+}
+
+/* C = alpha * A B^T + beta * C, + bias, relu from b_half in half-precision arithmetic: A
+ * rounded to F16 into the scratch (half_pack), CLBlast's HGEMM (F16 products and sums) into
+ * the scratch from p_off halves on, then alpha, beta, the bias and relu in F32
+ * (half_unpack). */
+static clf_status gemm_half(clf_backend *be, const char *op, const clf_gemm_args *g, size_t p_off)
+{
+    const uint64_t a_elems = (uint64_t)g->m * (uint64_t)g->k;
+    const uint64_t p_elems = (uint64_t)g->m * (uint64_t)g->n;
+    cl_mem s = NULL;
+    clf_status st = ocl_scratch(be, op, (p_off + p_elems) * 2, &s);
+    if (st != CLF_OK)
+        return st;
+    const ocl_kval pack[] = {OCL_KBUF(g->a), ocl_kulong((cl_ulong)g->lda),
+                             ocl_kint(g->m), ocl_kint(g->k),
+                             ocl_kmem(s),    ocl_kulong(0)};
+    if ((st = ocl_run_elementwise(be, op, be->kernels[OCL_K_HALF_PACK], be->wg[OCL_K_HALF_PACK],
+                                  pack, OCL_COUNT(pack), a_elems)) != CLF_OK)
+        return st;
+    /* CLF_FAULT=opencl_enqueue:N: the launch fails as a device out of resources would */
+    const CLBlastStatusCode cs =
+        clf_fault_hit(CLF_FAULT_OPENCL_ENQUEUE)
+            ? CLBlastOpenCLOutOfResources
+            : CLBlastHgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes,
+                           (size_t)g->m, (size_t)g->n, (size_t)g->k, OCL_HALF_ONE, s, 0,
+                           (size_t)g->k, g->b_half.buf->mem, g->b_half.off / 2, (size_t)g->ldb,
+                           OCL_HALF_ZERO, s, p_off, (size_t)g->n, &be->queue, NULL);
+    if (cs != CLBlastSuccess)
+        return ocl_fail_clblast(op, "CLBlastHgemm", cs);
+    const ocl_kval unpack[] = {
+        ocl_kmem(s),        ocl_kulong((cl_ulong)p_off),  ocl_kint(g->m),     ocl_kint(g->n),
+        OCL_KBUF(g->c),     ocl_kulong((cl_ulong)g->ldc), OCL_KBUF(g->bias),  ocl_khas(g->bias),
+        ocl_kbool(g->relu), ocl_kfloat(g->alpha),         ocl_kfloat(g->beta)};
+    return ocl_run_elementwise(be, op, be->kernels[OCL_K_HALF_UNPACK], be->wg[OCL_K_HALF_UNPACK],
+                               unpack, OCL_COUNT(unpack), p_elems);
+}
+
 static clf_status gemm_common(clf_backend *be, const clf_gemm_args *g, int batched)
 {
     const char *op = batched ? "gemm_strided_batched" : "gemm";
@@ -97,8 +152,11 @@ static clf_status gemm_common(clf_backend *be, const clf_gemm_args *g, int batch
     if ((st = check_b_half(be, op, g, batched ? (clf_ptr){0} : g->b_half)) != CLF_OK || g->m == 0 ||
         g->n == 0 || batch == 0)
         return st;
+    size_t p_off = 0;
     if (few_rows(g, batched))
         return gemm_rows(be, op, g);
+    if (takes_hgemm(be, g, batched, &p_off))
+        return gemm_half(be, op, g, p_off);
     if (g->k == 0) /* CLBlast refuses k = 0; C = beta * C is all there is to do */
         return epilogue(be, op, g, batch, sc, 1);
     CLBlastStatusCode cs;

@@ -25,6 +25,8 @@ typedef enum ocl_kernel_id {
     OCL_K_BIAS_RELU,
     OCL_K_GEMM_ROWS_HALF,
     OCL_K_GEMM_ROWS_FLOAT,
+    OCL_K_HALF_PACK,
+    OCL_K_HALF_UNPACK,
     /* training (ABI 2) */
     OCL_K_ATTENTION_BACKWARD_QUERY,
     OCL_K_ATTENTION_BACKWARD_KEY,
@@ -96,6 +98,7 @@ struct clf_backend {
     uint64_t local_mem;     /* limits.local_mem */
     size_t max_groups;      /* cap on work-groups of grid-stride kernels */
     int cache_hits;         /* programs loaded from the disk cache by open() */
+    int half_arith;         /* F16 products of 8+ rows in HGEMM (ocl_half_arith_mode) */
     cl_mem scratch;         /* ops' internal scratch (ocl_scratch), grown on demand */
     size_t scratch_bytes;
     char description[512];
@@ -137,6 +140,11 @@ clf_status ocl_query_limits(const ocl_device *d, ocl_limits *out);
 /* $CLF_OPENCL_LIMITS's caps applied to list_devices' fields (max_alloc_bytes, fp16); a
  * malformed value is left for open() to report. */
 void ocl_cap_device_info(clf_device_info *info);
+/* Whether gemm multiplies F16 weights' products of 8+ rows in CLBlast's HGEMM, from
+ * $CLF_OPENCL_HGEMM: auto (unset or "") on a GPU with cl_khr_fp16 (on a CPU device HGEMM
+ * ran at 0.4-0.7x SGEMM's speed: bench/RESULTS.md), on wherever the device has
+ * cl_khr_fp16, off never; another value is CLF_ERR_INPUT naming it. */
+clf_status ocl_half_arith_mode(const ocl_device *d, const ocl_limits *l, int *out);
 /* The work-group policy from $CLF_OPENCL_LOCAL_SIZE (unset or "" = auto); another value
  * is CLF_ERR_INPUT naming it. */
 clf_status ocl_local_size_mode(ocl_local_size *out);

@@ -6,7 +6,12 @@
  * its SGEMV made F32 decoding at batch 1 5x slower than these kernels reading F16:
  * bench/RESULTS.md). gemm_rows_half reads gemm's b_half (W as IEEE binary16: half the
  * bytes), gemm_rows_float reads b. Halves are read with vload_half / vloada_half8, which
- * OpenCL 1.1+ has without cl_khr_fp16 (NVIDIA has no cl_khr_fp16); all arithmetic is F32. */
+ * OpenCL 1.1+ has without cl_khr_fp16 (NVIDIA has no cl_khr_fp16); all arithmetic is F32.
+ *
+ * On a device with cl_khr_fp16, a product of more rows with b_half runs in CLBlast's HGEMM,
+ * which takes F16 operands and gives an F16 result: half_pack rounds A to F16 before it and
+ * half_unpack applies the epilogue in F32 after it (ocl_gemm.c). Both only store and load
+ * halves (vstore_half_rte, vload_half), so they build on every device. */
 
 #ifndef CLF_GEMM_FEW_ROWS
 #define CLF_GEMM_FEW_ROWS 7 /* the host sets it; rows of A one launch takes at most */
@@ -53,6 +58,19 @@ ulong rows_column(int lanes, int *lane)
     return get_group_id(0) * (ulong)(get_local_size(0) / (uint)lanes) + lid / (uint)lanes;
 }
 
+/* relu?(alpha * prod + beta * *cp + bias[j]), what every gemm kernel writes to C; beta == 0
+ * does not read C (NaN there is dropped, as in BLAS). */
+float gemm_epilogue(float prod, __global const float *cp, __global const float *bias,
+                    ulong bias_off, ulong j, int has_bias, int relu, float alpha, float beta)
+{
+    float v = alpha * prod;
+    if (beta != 0.0f)
+        v += beta * *cp;
+    if (has_bias)
+        v += bias[bias_off + j];
+    return relu ? fmax(v, 0.0f) : v;
+}
+
 /* The lanes' sums added in a tree, then the epilogue: lanes 0..m-1 of column j write
  * C[r, j]. Every work-item takes part (the barriers); those past n write nothing. */
 void rows_finish(const float *acc, __local float *red, int lane, int lanes, ulong j, int m,
@@ -74,14 +92,8 @@ void rows_finish(const float *acc, __local float *red, int lane, int lanes, ulon
         return;
     for (int r = lane; r < m; r += lanes) {
         __global float *cp = c + c_off + r * ldc + j;
-        float v = alpha * red[r * wg + lid - lane];
-        if (beta != 0.0f)
-            v += beta * *cp;
-        if (has_bias)
-            v += bias[bias_off + j];
-        if (relu)
-            v = fmax(v, 0.0f);
-        *cp = v;
+        *cp = gemm_epilogue(red[r * wg + lid - lane], cp, bias, bias_off, j, has_bias, relu,
+                            alpha, beta);
     }
 }
 
@@ -152,4 +164,31 @@ __kernel void gemm_rows_float(__global const float *a, ulong a_off, ulong lda,
     }
     rows_finish(acc, red, lane, lanes, j, m, n, c, c_off, ldc, bias, bias_off, has_bias, relu,
                 alpha, beta);
+}
+
+/* out[i * k + p] = A[i, p] rounded to the nearest F16, for i < m, p < k: HGEMM's packed A
+ * (rows lda apart in a, k apart in out). */
+__kernel void half_pack(__global const float *a, ulong a_off, ulong lda, int m, int k,
+                        __global half *out, ulong out_off)
+{
+    const ulong total = (ulong)m * (ulong)k;
+    for (ulong t = get_global_id(0); t < total; t += get_global_size(0)) {
+        const ulong i = t / (ulong)k, p = t % (ulong)k;
+        vstore_half_rte(a[a_off + i * lda + p], out_off + t, out);
+    }
+}
+
+/* C[i, j] = relu?(alpha * P[i, j] + beta * C[i, j] + bias[j]) for i < m, j < n, with P the
+ * HGEMM's F16 product [m, n] (rows n apart); in F32. beta == 0 does not read C. */
+__kernel void half_unpack(__global const half *prod, ulong prod_off, int m, int n,
+                          __global float *c, ulong c_off, ulong ldc, __global const float *bias,
+                          ulong bias_off, int has_bias, int relu, float alpha, float beta)
+{
+    const ulong total = (ulong)m * (ulong)n;
+    for (ulong t = get_global_id(0); t < total; t += get_global_size(0)) {
+        const ulong i = t / (ulong)n, j = t % (ulong)n;
+        __global float *cp = c + c_off + i * ldc + j;
+        *cp = gemm_epilogue(vload_half(prod_off + t, prod), cp, bias, bias_off, j, has_bias,
+                            relu, alpha, beta);
+    }
 }

@@ -45,7 +45,7 @@ extern "C" {
  * dropout_seed); ABI 4 added clf_gemm_args.b_half; ABI 5 (not yet released) adds b_bf16, b_i8 and
  * b_scale, the capabilities CLF_OP_GEMM_BF16 and CLF_OP_GEMM_I8, buffer_size (the core
  * checks operand bounds, clformer/ops.h), and clf_attention_args.kv_rows with its
- * capability CLF_OP_ATTENTION_KV_ROWS, and discard. */
+ * capability CLF_OP_ATTENTION_KV_ROWS, discard, and the capability CLF_OP_GEMM_HALF_ARITH. */
 #define CLF_BACKEND_ABI 5
 
 typedef struct clf_backend clf_backend; /* opaque, defined by each backend */
@@ -139,6 +139,9 @@ typedef enum clf_op {
     CLF_OP_GEMM_I8,
     /* attention reads clf_attention_args.kv_rows (ABI 5) */
     CLF_OP_ATTENTION_KV_ROWS,
+    /* gemm reads b_half in products of many rows too, in half-precision arithmetic (ABI 5;
+     * see b_half below): the OpenCL backend on a device with cl_khr_fp16 */
+    CLF_OP_GEMM_HALF_ARITH,
     CLF_OP_COUNT
 } clf_op;
 
@@ -163,7 +166,11 @@ typedef enum clf_ln_style {
  * the products of a few rows (decoding at batch 1, a small beam) stream all of B once per
  * call and are bound by memory bandwidth, so half the bytes is nearly half the time. The
  * products then use B rounded to F16 and accumulate in F32. A backend that ignores b_half
- * is correct; each backend's README says when it reads it.
+ * is correct; each backend's README says when it reads it. A backend whose
+ * supports(CLF_OP_GEMM_HALF_ARITH) is 1 also reads it in products of many rows (the encoder,
+ * batched decoding), in the device's half precision: A rounded to F16 and the sums in F16
+ * (CLBlast's HGEMM), so such products lose more precision, and values beyond F16's range
+ * (65504) overflow to infinity; alpha, beta, the bias and relu still apply in F32.
  *
  * b_bf16 (gemm only, optional, ABI 5): B again as bfloat16 (the high 16 bits of the F32),
  * same layout and ldb, element offset = b's; read like b_half (the products of a few rows),
