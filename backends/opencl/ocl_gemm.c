@@ -1,7 +1,7 @@
 /* ocl_gemm.c - GEMM through CLBlast, then our bias/relu epilogue kernel; products of a
  * few rows with a Linear layer's weight (B [n, k], as F16 in b_half or as F32) in our own
- * kernels; products of more rows with b_half in CLBlast's HGEMM where the device has
- * cl_khr_fp16.
+ * kernels; products of more rows with b_half in CLBlast's HGEMM on a GPU with cl_khr_fp16
+ * (ocl_half_arith_mode).
  *
  * C[m,n] = alpha * op(A)[m,k] op(B)[k,n] + beta * C, + bias[n], relu; all row-major.
  * CLBlast takes buffer offsets in elements, so operands stay (cl_mem, offset) pairs. */
