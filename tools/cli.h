@@ -102,8 +102,7 @@ int cli_resident_mib(double *now, double *peak);
  * (written back to *type); with int8 the F32 matrices, which these commands never read,
  * are given back (clf_model_release_f32); with f16 on an OpenCL device whose
  * products of 8+ rows do not run in HGEMM, a note on stderr says which products fall back
- * to the F32 weights. On
- * failure *out is NULL. */
+ * to the F32 weights. On failure *out is NULL. */
 clf_status cli_inference_model(const clf_model_config *mc, clf_weights **w,
                                const clf_backend_api *api, clf_backend *be, int type_set,
                                clf_weight_type *type, clf_model **out);

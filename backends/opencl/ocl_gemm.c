@@ -91,30 +91,37 @@ static clf_status gemm_rows(clf_backend *be, const char *op, const clf_gemm_args
 #define OCL_HALF_ONE  ((cl_half)0x3c00)
 #define OCL_HALF_ZERO ((cl_half)0)
 
+/* gemm_half's scratch: A as F16 [m, k] from half 0, the product [m, n] from half *p_off
+ * (128-byte aligned). Returns its size in halves. */
+static uint64_t hgemm_scratch_halves(const clf_gemm_args *g, uint64_t *p_off)
+{
+    *p_off = ((uint64_t)g->m * (uint64_t)g->k + 63) / 64 * 64;
+    return *p_off + (uint64_t)g->m * (uint64_t)g->n;
+}
+
 /* Whether gemm runs gemm_half: a Linear layer's product (A not transposed, B [n, k]) of
  * more rows than gemm_rows takes, given b_half, where the backend multiplies in F16 (a GPU
- * with cl_khr_fp16, or $CLF_OPENCL_HGEMM: be->half_arith), whose scratch (A and the
- * product in F16) fits one allocation. Elsewhere it runs in CLBlast's SGEMM from b. */
-static int takes_hgemm(const clf_backend *be, const clf_gemm_args *g, int batched, size_t *p_off)
+ * with cl_khr_fp16, or $CLF_OPENCL_HGEMM: be->half_arith), whose scratch fits one
+ * allocation. Elsewhere it runs in CLBlast's SGEMM from b. */
+static int takes_hgemm(const clf_backend *be, const clf_gemm_args *g, int batched)
 {
-    if (batched || !be->half_arith || !g->b_half.buf || g->trans_a || !g->trans_b || g->k <= 0)
-        return 0;
-    const uint64_t a_elems = (uint64_t)g->m * (uint64_t)g->k;
-    const uint64_t p_at = (a_elems + 63) / 64 * 64; /* the product starts 128-byte aligned */
-    *p_off = (size_t)p_at;
-    return (p_at + (uint64_t)g->m * (uint64_t)g->n) * 2 <= be->max_alloc;
+    uint64_t p_off;
+    return !batched && be->half_arith && g->b_half.buf && !g->trans_a && g->trans_b && g->k > 0 &&
+           hgemm_scratch_halves(g, &p_off) * 2 <= be->max_alloc;
 }
 
 /* C = alpha * A B^T + beta * C, + bias, relu from b_half in half-precision arithmetic: A
  * rounded to F16 into the scratch (half_pack), CLBlast's HGEMM (F16 products and sums) into
- * the scratch from p_off halves on, then alpha, beta, the bias and relu in F32
+ * the scratch (hgemm_scratch_halves), then alpha, beta, the bias and relu in F32
  * (half_unpack). */
-static clf_status gemm_half(clf_backend *be, const char *op, const clf_gemm_args *g, size_t p_off)
+static clf_status gemm_half(clf_backend *be, const char *op, const clf_gemm_args *g)
 {
     const uint64_t a_elems = (uint64_t)g->m * (uint64_t)g->k;
     const uint64_t p_elems = (uint64_t)g->m * (uint64_t)g->n;
+    uint64_t p_off;
+    const uint64_t halves = hgemm_scratch_halves(g, &p_off);
     cl_mem s = NULL;
-    clf_status st = ocl_scratch(be, op, (p_off + p_elems) * 2, &s);
+    clf_status st = ocl_scratch(be, op, (size_t)halves * 2, &s);
     if (st != CLF_OK)
         return st;
     const ocl_kval pack[] = {OCL_KBUF(g->a), ocl_kulong((cl_ulong)g->lda),
@@ -130,7 +137,7 @@ static clf_status gemm_half(clf_backend *be, const char *op, const clf_gemm_args
             : CLBlastHgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes,
                            (size_t)g->m, (size_t)g->n, (size_t)g->k, OCL_HALF_ONE, s, 0,
                            (size_t)g->k, g->b_half.buf->mem, g->b_half.off / 2, (size_t)g->ldb,
-                           OCL_HALF_ZERO, s, p_off, (size_t)g->n, &be->queue, NULL);
+                           OCL_HALF_ZERO, s, (size_t)p_off, (size_t)g->n, &be->queue, NULL);
     if (cs != CLBlastSuccess)
         return ocl_fail_clblast(op, "CLBlastHgemm", cs);
     const ocl_kval unpack[] = {
@@ -152,11 +159,10 @@ static clf_status gemm_common(clf_backend *be, const clf_gemm_args *g, int batch
     if ((st = check_b_half(be, op, g, batched ? (clf_ptr){0} : g->b_half)) != CLF_OK || g->m == 0 ||
         g->n == 0 || batch == 0)
         return st;
-    size_t p_off = 0;
     if (few_rows(g, batched))
         return gemm_rows(be, op, g);
-    if (takes_hgemm(be, g, batched, &p_off))
-        return gemm_half(be, op, g, p_off);
+    if (takes_hgemm(be, g, batched))
+        return gemm_half(be, op, g);
     if (g->k == 0) /* CLBlast refuses k = 0; C = beta * C is all there is to do */
         return epilogue(be, op, g, batch, sc, 1);
     CLBlastStatusCode cs;

@@ -469,10 +469,13 @@ static clf_status lowp_make(clf_model *m, int c, clf_weight_type type)
         return clf_error_context(st, "model: %s weights: allocating %zu bytes",
                                  clf_weight_type_name(type), bytes);
     m->lowp_bytes += bytes;
-    /* a matrix converted: int8 values then its rows' {scale, sum} pairs, or 16-bit values */
+    /* a matrix converted: int8 values then its rows' {scale, sum} pairs (sc: the scales), or
+     * 16-bit values; sized once for the chunk's largest */
     mat = malloc(largest * sizeof *mat);
     conv = malloc(type == CLF_WEIGHT_INT8 ? largest + 8 * most_rows : largest * sizeof(uint16_t));
-    if (!mat || !conv) {
+    if (type == CLF_WEIGHT_INT8)
+        sc = malloc(most_rows * sizeof *sc);
+    if (!mat || !conv || (type == CLF_WEIGHT_INT8 && !sc)) {
         st = clf_error(CLF_ERR_NOMEM, "model: out of host memory for the %s weights",
                        clf_weight_type_name(type));
         goto fail;
@@ -495,10 +498,6 @@ static clf_status lowp_make(clf_model *m, int c, clf_weight_type type)
             const int64_t R = sp->shape[0], K = sp->shape[1];
             int8_t *q = (int8_t *)(void *)conv;
             unsigned char *pairs = conv + count;
-            if (!(sc = malloc((size_t)(R ? R : 1) * sizeof *sc))) {
-                st = clf_error(CLF_ERR_NOMEM, "model: out of host memory for the int8 weights");
-                goto fail;
-            }
             int64_t bad = clf_quantize_rows_i8(mat, R, K, q, sc);
             if (bad >= 0) {
                 st = clf_error(CLF_ERR_INPUT,
@@ -513,8 +512,6 @@ static clf_status lowp_make(clf_model *m, int c, clf_weight_type type)
                 memcpy(pairs + 8 * r, &sc[r], 4);
                 memcpy(pairs + 8 * r + 4, &sum, 4);
             }
-            free(sc);
-            sc = NULL;
             at.off = first;
             if ((st = clf_op_upload(m->api, m->be, at, q, count)) == CLF_OK) {
                 at.off = m->lowp_scale_off[c] + 8 * m->lowp_row[i];
