@@ -141,8 +141,8 @@ clf_status ocl_query_limits(const ocl_device *d, ocl_limits *out);
  * malformed value is left for open() to report. */
 void ocl_cap_device_info(clf_device_info *info);
 /* Whether gemm multiplies F16 weights' products of 8+ rows in CLBlast's HGEMM, from
- * $CLF_OPENCL_HGEMM: auto (unset or "") on a GPU with cl_khr_fp16 (on a CPU device HGEMM
- * ran at 0.4-0.7x SGEMM's speed: bench/RESULTS.md), on wherever the device has
+ * $CLF_OPENCL_HGEMM: auto (unset or "") on a GPU with cl_khr_fp16 (not on a CPU device,
+ * where HGEMM is slower than SGEMM: bench/RESULTS.md), on wherever the device has
  * cl_khr_fp16, off never; another value is CLF_ERR_INPUT naming it. */
 clf_status ocl_half_arith_mode(const ocl_device *d, const ocl_limits *l, int *out);
 /* The work-group policy from $CLF_OPENCL_LOCAL_SIZE (unset or "" = auto); another value
