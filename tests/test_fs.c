@@ -155,6 +155,7 @@ START_TEST(test_write_refusals_name_the_file)
     assert_error_has(strerror(EISDIR));
     assert_content(clf_test_tmp_path("d/inside"), "x");
     ck_assert_int_eq(clf_test_tmpdir_entries(), 2); /* f.txt and d */
+    ck_assert_int_eq(unlink(clf_test_tmp_path("d/inside")), 0); /* the teardown is flat */
 }
 END_TEST
 
