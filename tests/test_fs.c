@@ -426,8 +426,8 @@ static mode_t mode_of(const char *path)
     return sb.st_mode & 07777;
 }
 
-/* A replaced file keeps its mode (0600 stays 0600 under a umask that would give 0644) and,
- * when root writes it, its owner and group. */
+/* A replaced file keeps its permission bits (0600 stays 0600 under a umask that would give
+ * 0644; set-id bits are dropped) and, when root writes it, its owner and group. */
 START_TEST(test_write_keeps_mode_and_owner)
 {
     const char *path = clf_test_tmp_path("f.txt");
@@ -441,6 +441,9 @@ START_TEST(test_write_keeps_mode_and_owner)
     CLF_ASSERT_OK(clf_fs_write_atomic_bytes(path, "newer", 5));
     ck_assert_uint_eq(mode_of(path), 0751);
     assert_content(path, "newer");
+    ck_assert_int_eq(chmod(path, 04751), 0); /* a set-id bit is not handed on */
+    CLF_ASSERT_OK(clf_fs_write_atomic_bytes(path, "newer", 5));
+    ck_assert_uint_eq(mode_of(path), 0751);
     if (geteuid() != 0) {
         fprintf(stderr, "fs: test_write_keeps_mode_and_owner: not root, the owner part is "
                         "skipped\n");

@@ -15,7 +15,8 @@
  * as it is, never replaced by a regular file. A symbolic link to a regular file is written
  * through: the temporary file goes beside the link's target, is renamed over the target,
  * and the link stays; a link that leads nowhere, or to anything but a regular file, is
- * refused. The file replaced keeps its permission bits (and, for root, its owner and group).
+ * refused. The file replaced keeps its permission bits (rwx; set-id bits are dropped) and,
+ * for root, its owner and group.
  *
  * Reading: clf_fs_open_regular and clf_fs_read_all look at what path is before they read a
  * byte and never wait: a FIFO, a device (/dev/urandom, /dev/zero), a socket or a directory
@@ -43,8 +44,8 @@ extern "C" {
 typedef clf_status (*clf_fs_write_fn)(FILE *f, void *ctx);
 
 /* Replaces path with what fn writes, atomically (see above). A new file has mode 0666 less
- * the umask; a replaced one keeps its mode. On failure path is untouched and no temporary
- * file remains: fn's own status; CLF_ERR_IO ("cannot create", "cannot write", "cannot
+ * the umask; a replaced one keeps its permission bits. On failure path is untouched and no
+ * temporary file remains: fn's own status; CLF_ERR_IO ("cannot create", "cannot write", "cannot
  * rename") naming path, the temporary file and strerror; or clf_fs_check_output's refusal,
  * before anything is created. */
 CLF_API clf_status clf_fs_write_atomic(const char *path, clf_fs_write_fn fn, void *ctx);

@@ -149,19 +149,24 @@ static void fault_pause(void)
 
 /* Creates the temporary file tmp for o into *fd (a leftover of a killed process of our
  * pid, or anything else under that name, is removed first: the file made is new, never a
- * link or FIFO found there), with the mode, and for root the owner, of the file it
- * replaces. On failure nothing is left under tmp. */
+ * link or FIFO found there), with the permission bits, and for root the owner, of the file
+ * it replaces. On failure nothing is left under tmp. */
 static clf_status create_temp(const char *path, const char *tmp, const out_file *o, int *fd)
 {
     unlink(tmp);
     *fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (*fd < 0)
         return clf_error(CLF_ERR_IO, "%s: cannot create %s: %s", path, tmp, strerror(errno));
-    /* owner first: chown clears the set-id bits that fchmod then restores */
-    if (o->exists && ((geteuid() == 0 && fchown(*fd, o->old.st_uid, o->old.st_gid) != 0) ||
-                      fchmod(*fd, o->old.st_mode & 07777) != 0)) {
-        clf_status st = clf_error(CLF_ERR_IO, "%s: cannot give %s the mode and owner of %s: %s",
-                                  path, tmp, o->name, strerror(errno));
+    if (!o->exists)
+        return CLF_OK;
+    /* The owner, for root, as far as it can be given (an owner a user namespace does not
+     * map stays root's: the write goes on). Only the rwx bits are kept: a set-id bit on a
+     * file whose owner may not have followed would hand out the writer's rights. */
+    if (geteuid() == 0)
+        (void)!fchown(*fd, o->old.st_uid, o->old.st_gid);
+    if (fchmod(*fd, o->old.st_mode & 0777) != 0) {
+        clf_status st = clf_error(CLF_ERR_IO, "%s: cannot give %s the mode of %s: %s", path, tmp,
+                                  o->name, strerror(errno));
         close(*fd);
         *fd = -1;
         unlink(tmp);
