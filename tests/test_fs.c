@@ -154,7 +154,7 @@ START_TEST(test_write_refusals_name_the_file)
     assert_error_has(dir);
     assert_error_has(strerror(EISDIR));
     assert_content(clf_test_tmp_path("d/inside"), "x");
-    ck_assert_int_eq(clf_test_tmpdir_entries(), 2); /* f.txt and d */
+    ck_assert_int_eq(clf_test_tmpdir_entries(), 2);             /* f.txt and d */
     ck_assert_int_eq(unlink(clf_test_tmp_path("d/inside")), 0); /* the teardown is flat */
 }
 END_TEST
@@ -325,43 +325,36 @@ static double seconds_since(const struct timespec *t0)
     return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) * 1e-9;
 }
 
+/* A write to path is refused with st, one line naming path and holding why, and path is
+ * still of the kind it was (S_IFIFO, ...). */
+static void assert_write_refused(const char *path, clf_status st, const char *why, mode_t kind)
+{
+    ck_assert_int_eq(clf_fs_write_atomic_bytes(path, "new", 3), st);
+    assert_error_has(path);
+    assert_error_has(why);
+    assert_kind(path, kind);
+}
+
 START_TEST(test_write_refuses_what_is_not_a_file)
 {
     alarm(HANG_LIMIT_S);
     const char *fifo = make_fifo("fifo");
-    ck_assert_int_eq(clf_fs_write_atomic_bytes(fifo, "new", 3), CLF_ERR_INPUT);
-    assert_error_has(fifo);
-    assert_error_has("not a regular file (a FIFO): not replaced");
-    assert_kind(fifo, S_IFIFO);
-
-    const char *sock = make_socket("sock");
-    ck_assert_int_eq(clf_fs_write_atomic_bytes(sock, "new", 3), CLF_ERR_INPUT);
-    assert_error_has("(a socket)");
-    assert_kind(sock, S_IFSOCK);
-
+    assert_write_refused(fifo, CLF_ERR_INPUT, "not a regular file (a FIFO): not replaced", S_IFIFO);
+    assert_write_refused(make_socket("sock"), CLF_ERR_INPUT, "(a socket)", S_IFSOCK);
     const char *dir = clf_test_tmp_path("dir"); /* empty: rename() would replace it */
     ck_assert_int_eq(mkdir(dir, 0700), 0);
-    ck_assert_int_eq(clf_fs_write_atomic_bytes(dir, "new", 3), CLF_ERR_IO);
-    assert_error_has(dir);
-    assert_error_has(strerror(EISDIR));
-    assert_kind(dir, S_IFDIR);
+    assert_write_refused(dir, CLF_ERR_IO, strerror(EISDIR), S_IFDIR);
 
     /* a symbolic link is followed to what it names: a FIFO is still refused */
     const char *to_fifo = clf_test_tmp_path("to-fifo");
     ck_assert_int_eq(symlink("fifo", to_fifo), 0);
-    ck_assert_int_eq(clf_fs_write_atomic_bytes(to_fifo, "new", 3), CLF_ERR_INPUT);
-    assert_error_has(to_fifo);
-    assert_error_has("(a FIFO)");
-    assert_kind(to_fifo, S_IFLNK);
+    assert_write_refused(to_fifo, CLF_ERR_INPUT, "(a FIFO)", S_IFLNK);
     assert_kind(fifo, S_IFIFO);
 
     /* a link to nothing is refused, not written through (nothing is created at its target) */
     const char *dangling = clf_test_tmp_path("dangling");
     ck_assert_int_eq(symlink("nowhere", dangling), 0);
-    ck_assert_int_eq(clf_fs_write_atomic_bytes(dangling, "new", 3), CLF_ERR_INPUT);
-    assert_error_has(dangling);
-    assert_error_has("a symbolic link that leads nowhere");
-    assert_kind(dangling, S_IFLNK);
+    assert_write_refused(dangling, CLF_ERR_INPUT, "a symbolic link that leads nowhere", S_IFLNK);
     ck_assert_int_ne(access(clf_test_tmp_path("nowhere"), F_OK), 0);
 
     /* clf_fs_link_atomic and clf_fs_check_output make the same check */
