@@ -1,17 +1,31 @@
 /* Tests of clformer/fs.h: atomic writes leave the old file or the new one and never a
  * temporary file, whole-file reads keep to their limit, and a lock file is held by one
- * holder at a time. Each test works in a fresh temporary directory. */
+ * holder at a time. Paths that are not regular files (FIFOs, sockets, directories, device
+ * nodes, symbolic links) are refused, read or written, without waiting and without being
+ * replaced, by fs.c and by every reader and the CLI through it. Each test works in a fresh
+ * temporary directory; the device nodes are its own (mknod), never the system's. */
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "clformer/config.h"
+#include "clformer/dataset.h"
 #include "clformer/fs.h"
+#include "clformer/json.h"
+#include "clformer/tensor.h"
+#include "clformer/tokenizer.h"
 #include "testutil.h"
 
 static const char OLD_TEXT[] = "the old content\n";
@@ -132,15 +146,16 @@ START_TEST(test_write_refusals_name_the_file)
     assert_error_has(nodir);
     assert_error_has(strerror(ENOENT));
 
-    /* the rename fails (path is a directory that is not empty): the temporary goes */
+    /* path is a directory: refused before anything is created, the directory untouched */
     const char *dir = clf_test_tmp_path("d");
     ck_assert_int_eq(mkdir(dir, 0700), 0);
     clf_test_write_text(clf_test_tmp_path("d/inside"), "x");
     ck_assert_int_eq(clf_fs_write_atomic_bytes(dir, "new", 3), CLF_ERR_IO);
     assert_error_has(dir);
-    assert_error_has("cannot rename");
+    assert_error_has(strerror(EISDIR));
     assert_content(clf_test_tmp_path("d/inside"), "x");
-    ck_assert_int_eq(clf_test_tmpdir_entries(), 2); /* f.txt and d */
+    ck_assert_int_eq(clf_test_tmpdir_entries(), 2);             /* f.txt and d */
+    ck_assert_int_eq(unlink(clf_test_tmp_path("d/inside")), 0); /* the teardown is flat */
 }
 END_TEST
 
@@ -251,11 +266,11 @@ START_TEST(test_read_all_refusals)
 {
     char *data = NULL;
     size_t n = 0;
-    /* a stream that never ends (no size to check first) stops at the limit */
+    /* a device (a stream that never ends, no size to check first) is refused unread */
     ck_assert_int_eq(clf_fs_read_all("/dev/zero", 100000, &data, &n), CLF_ERR_INPUT);
     ck_assert_ptr_null(data);
     assert_error_has("/dev/zero");
-    assert_error_has("limit of 100000");
+    assert_error_has("not a regular file (a character device)");
 
     const char *missing = clf_test_tmp_path("missing");
     ck_assert_int_eq(clf_fs_read_all(missing, 100, &data, &n), CLF_ERR_IO);
@@ -265,6 +280,381 @@ START_TEST(test_read_all_refusals)
     ck_assert_int_eq(clf_fs_read_all(clf_test_tmpdir(), 100, &data, &n), CLF_ERR_IO);
     assert_error_has(strerror(EISDIR));
     ck_assert_ptr_null(data);
+}
+END_TEST
+
+/* ---- paths that are not regular files ---- */
+
+/* A test that would hang on a FIFO is killed (SIGALRM) instead, and fails. */
+#define HANG_LIMIT_S 20
+
+/* Fails unless path (not followed) is of the kind S_IFIFO, S_IFDIR, ... */
+static void assert_kind(const char *path, mode_t kind)
+{
+    struct stat sb;
+    ck_assert_int_eq(lstat(path, &sb), 0);
+    ck_assert_msg((sb.st_mode & S_IFMT) == kind, "%s changed kind: mode %o", path,
+                  (unsigned)sb.st_mode);
+}
+
+static const char *make_fifo(const char *name)
+{
+    const char *path = clf_test_tmp_path(name);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    return path;
+}
+
+/* A listening-free Unix socket bound at tmpdir/name (its file stays after the close). */
+static const char *make_socket(const char *name)
+{
+    const char *path = clf_test_tmp_path(name);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    ck_assert_uint_lt(strlen(path), sizeof a.sun_path);
+    strcpy(a.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    close(fd);
+    return path;
+}
+
+static double seconds_since(const struct timespec *t0)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) * 1e-9;
+}
+
+/* A write to path is refused with st, one line naming path and holding why, and path is
+ * still of the kind it was (S_IFIFO, ...). */
+static void assert_write_refused(const char *path, clf_status st, const char *why, mode_t kind)
+{
+    ck_assert_int_eq(clf_fs_write_atomic_bytes(path, "new", 3), st);
+    assert_error_has(path);
+    assert_error_has(why);
+    assert_kind(path, kind);
+}
+
+START_TEST(test_write_refuses_what_is_not_a_file)
+{
+    alarm(HANG_LIMIT_S);
+    const char *fifo = make_fifo("fifo");
+    assert_write_refused(fifo, CLF_ERR_INPUT, "not a regular file (a FIFO): not replaced", S_IFIFO);
+    assert_write_refused(make_socket("sock"), CLF_ERR_INPUT, "(a socket)", S_IFSOCK);
+    const char *dir = clf_test_tmp_path("dir"); /* empty: rename() would replace it */
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    assert_write_refused(dir, CLF_ERR_IO, strerror(EISDIR), S_IFDIR);
+
+    /* a symbolic link is followed to what it names: a FIFO is still refused */
+    const char *to_fifo = clf_test_tmp_path("to-fifo");
+    ck_assert_int_eq(symlink("fifo", to_fifo), 0);
+    assert_write_refused(to_fifo, CLF_ERR_INPUT, "(a FIFO)", S_IFLNK);
+    assert_kind(fifo, S_IFIFO);
+
+    /* a link to nothing is refused, not written through (nothing is created at its target) */
+    const char *dangling = clf_test_tmp_path("dangling");
+    ck_assert_int_eq(symlink("nowhere", dangling), 0);
+    assert_write_refused(dangling, CLF_ERR_INPUT, "a symbolic link that leads nowhere", S_IFLNK);
+    ck_assert_int_ne(access(clf_test_tmp_path("nowhere"), F_OK), 0);
+
+    /* clf_fs_link_atomic and clf_fs_check_output make the same check */
+    const char *file = clf_test_tmp_path("file");
+    clf_test_write_text(file, OLD_TEXT);
+    ck_assert_int_eq(clf_fs_link_atomic(file, fifo), CLF_ERR_INPUT);
+    assert_error_has("(a FIFO)");
+    assert_kind(fifo, S_IFIFO);
+    ck_assert_int_eq(clf_fs_check_output(fifo), CLF_ERR_INPUT);
+    ck_assert_int_eq(clf_fs_check_output(dir), CLF_ERR_IO);
+    CLF_ASSERT_OK(clf_fs_check_output(file));
+    CLF_ASSERT_OK(clf_fs_check_output(clf_test_tmp_path("missing")));
+    ck_assert_int_eq(clf_test_tmpdir_entries(), 6); /* no temporary file left behind */
+}
+END_TEST
+
+static int entries_of(const char *dir)
+{
+    DIR *d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    closedir(d);
+    return n;
+}
+
+/* A symbolic link to a regular file is written through: its target is replaced, the link
+ * stays, and the temporary file was beside the target (the rename is within its
+ * directory). */
+START_TEST(test_write_through_symlink)
+{
+    const char *sub = clf_test_tmp_path("sub"), *target = clf_test_tmp_path("sub/t.txt");
+    const char *link = clf_test_tmp_path("link"), *link2 = clf_test_tmp_path("link2");
+    ck_assert_int_eq(mkdir(sub, 0700), 0);
+    clf_test_write_text(target, OLD_TEXT);
+    ck_assert_int_eq(symlink("sub/t.txt", link), 0);
+    ck_assert_int_eq(symlink("link", link2), 0); /* a chain of two */
+    CLF_ASSERT_OK(clf_fs_write_atomic_bytes(link, "new", 3));
+    assert_kind(link, S_IFLNK);
+    assert_content(target, "new");
+    CLF_ASSERT_OK(clf_fs_write_atomic_bytes(link2, "newer", 5));
+    assert_kind(link2, S_IFLNK);
+    assert_kind(link, S_IFLNK);
+    assert_content(target, "newer");
+    char to[64];
+    ssize_t n = readlink(link, to, sizeof to - 1);
+    ck_assert_int_eq(n, 9);
+    to[n] = '\0';
+    ck_assert_str_eq(to, "sub/t.txt");
+    ck_assert_int_eq(entries_of(sub), 1);
+    ck_assert_int_eq(clf_test_tmpdir_entries(), 3);
+    ck_assert_int_eq(unlink(target), 0);
+}
+END_TEST
+
+static mode_t mode_of(const char *path)
+{
+    struct stat sb;
+    ck_assert_int_eq(stat(path, &sb), 0);
+    return sb.st_mode & 07777;
+}
+
+/* A replaced file keeps its permission bits (0600 stays 0600 under a umask that would give
+ * 0644; set-id bits are dropped) and, when root writes it, its owner and group. */
+START_TEST(test_write_keeps_mode_and_owner)
+{
+    const char *path = clf_test_tmp_path("f.txt");
+    umask(022);
+    CLF_ASSERT_OK(clf_fs_write_atomic_bytes(path, OLD_TEXT, strlen(OLD_TEXT)));
+    ck_assert_uint_eq(mode_of(path), 0644); /* a new file: 0666 less the umask */
+    ck_assert_int_eq(chmod(path, 0600), 0);
+    CLF_ASSERT_OK(clf_fs_write_atomic_bytes(path, "new", 3));
+    ck_assert_uint_eq(mode_of(path), 0600);
+    ck_assert_int_eq(chmod(path, 0751), 0);
+    CLF_ASSERT_OK(clf_fs_write_atomic_bytes(path, "newer", 5));
+    ck_assert_uint_eq(mode_of(path), 0751);
+    assert_content(path, "newer");
+    ck_assert_int_eq(chmod(path, 04751), 0); /* a set-id bit is not handed on */
+    CLF_ASSERT_OK(clf_fs_write_atomic_bytes(path, "newer", 5));
+    ck_assert_uint_eq(mode_of(path), 0751);
+    if (geteuid() != 0) {
+        fprintf(stderr, "fs: test_write_keeps_mode_and_owner: not root, the owner part is "
+                        "skipped\n");
+        return;
+    }
+    ck_assert_int_eq(chown(path, 4321, 4322), 0);
+    CLF_ASSERT_OK(clf_fs_write_atomic_bytes(path, "again", 5));
+    struct stat sb;
+    ck_assert_int_eq(stat(path, &sb), 0);
+    ck_assert_uint_eq(sb.st_uid, 4321);
+    ck_assert_uint_eq(sb.st_gid, 4322);
+    ck_assert_uint_eq(sb.st_mode & 07777, 0751);
+}
+END_TEST
+
+/* A character device made here (major 1, minor 3: what /dev/null is), never the system's:
+ * it is refused as an output and as an input, and is still the device after. Needs root
+ * (mknod); skipped, with a line on stderr, otherwise. */
+START_TEST(test_device_node_refused)
+{
+    alarm(HANG_LIMIT_S);
+    const char *dev = clf_test_tmp_path("null");
+    if (geteuid() != 0 || mknod(dev, S_IFCHR | 0666, makedev(1, 3)) != 0) {
+        fprintf(stderr, "fs: test_device_node_refused skipped: cannot mknod (%s)\n",
+                geteuid() != 0 ? "not root" : strerror(errno));
+        return;
+    }
+    ck_assert_int_eq(clf_fs_write_atomic_bytes(dev, "new", 3), CLF_ERR_INPUT);
+    assert_error_has(dev);
+    assert_error_has("not a regular file (a character device): not replaced");
+    char *data = NULL;
+    size_t n = 0;
+    ck_assert_int_eq(clf_fs_read_all(dev, 100, &data, &n), CLF_ERR_INPUT);
+    assert_error_has("(a character device): not read");
+    struct stat sb;
+    ck_assert_int_eq(lstat(dev, &sb), 0);
+    ck_assert(S_ISCHR(sb.st_mode));
+    ck_assert_uint_eq(major(sb.st_rdev), 1);
+    ck_assert_uint_eq(minor(sb.st_rdev), 3);
+    ck_assert_int_eq(clf_test_tmpdir_entries(), 1);
+}
+END_TEST
+
+START_TEST(test_read_refuses_what_is_not_a_file)
+{
+    alarm(HANG_LIMIT_S);
+    char *data = NULL;
+    size_t n = 0;
+    int fd = 0;
+    uint64_t size = 1;
+    const char *fifo = make_fifo("fifo");
+    ck_assert_int_eq(clf_fs_read_all(fifo, 100, &data, &n), CLF_ERR_INPUT);
+    ck_assert_ptr_null(data);
+    assert_error_has(fifo);
+    assert_error_has("not a regular file (a FIFO): not read");
+    ck_assert_int_eq(clf_fs_open_regular(fifo, 100, &fd, &size), CLF_ERR_INPUT);
+    ck_assert_int_eq(fd, -1);
+    const char *to_fifo = clf_test_tmp_path("to-fifo");
+    ck_assert_int_eq(symlink("fifo", to_fifo), 0);
+    ck_assert_int_eq(clf_fs_read_all(to_fifo, 100, &data, &n), CLF_ERR_INPUT);
+    assert_error_has("(a FIFO)");
+    ck_assert_int_eq(clf_fs_read_all(make_socket("sock"), 100, &data, &n), CLF_ERR_INPUT);
+    assert_error_has("(a socket)");
+
+    /* a device that gives bytes for ever is refused before one is read, at once */
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    ck_assert_int_eq(clf_fs_read_all("/dev/urandom", SIZE_MAX, &data, &n), CLF_ERR_INPUT);
+    ck_assert_msg(seconds_since(&t0) < 0.5, "/dev/urandom refused after %.2f s",
+                  seconds_since(&t0));
+    assert_error_has("/dev/urandom: not a regular file (a character device)");
+
+    /* a regular file: a blocking descriptor and its size; over the limit: refused */
+    const char *file = clf_test_tmp_path("file");
+    clf_test_write_text(file, OLD_TEXT);
+    CLF_ASSERT_OK(clf_fs_open_regular(file, sizeof OLD_TEXT, &fd, &size));
+    ck_assert_int_ge(fd, 0);
+    ck_assert_uint_eq(size, strlen(OLD_TEXT));
+    ck_assert_int_eq(fcntl(fd, F_GETFL) & O_NONBLOCK, 0);
+    close(fd);
+    ck_assert_int_eq(clf_fs_open_regular(file, 3, &fd, &size), CLF_ERR_INPUT);
+    ck_assert_int_eq(fd, -1);
+    assert_error_has("more than the limit of 3");
+}
+END_TEST
+
+/* Every reader of a file refuses a FIFO at once, naming it: weights, a YAML config, a
+ * tokenizer.json, a SentencePiece model (alone and with a Marian vocab.json), a vocab.json,
+ * a dataset, a JSON file. */
+START_TEST(test_readers_refuse_a_fifo)
+{
+    alarm(HANG_LIMIT_S);
+    const char *fifo_st = make_fifo("w.safetensors"), *fifo_yaml = make_fifo("c.yaml");
+    const char *fifo_json = make_fifo("t.json"), *fifo_spm = make_fifo("s.model");
+    const char *fifo_tsv = make_fifo("d.tsv");
+    const char *wordlevel = CLF_FIXTURES_DIR "/tokenizer/wordlevel.json";
+    const char *spm = CLF_FIXTURES_DIR "/spm/tiny.model";
+
+    clf_safetensors *f = NULL;
+    ck_assert_int_eq(clf_safetensors_open(fifo_st, &f), CLF_ERR_INPUT);
+    assert_error_has(fifo_st);
+    assert_error_has("(a FIFO)");
+    clf_config cfg;
+    ck_assert_int_eq(clf_config_load(fifo_yaml, &cfg), CLF_ERR_INPUT);
+    assert_error_has(fifo_yaml);
+    assert_error_has("(a FIFO)");
+    struct json_t *root = NULL;
+    ck_assert_int_eq(clf_json_parse_file(fifo_json, 1000, &root), CLF_ERR_INPUT);
+    assert_error_has("(a FIFO)");
+
+    clf_tokenizer *tok = NULL;
+    const char *tok_inputs[][2] = {
+        {fifo_json, NULL}, {fifo_spm, NULL}, {fifo_spm, wordlevel}, {spm, fifo_json}};
+    for (size_t i = 0; i < sizeof tok_inputs / sizeof *tok_inputs; i++) {
+        const char *a = tok_inputs[i][0], *b = tok_inputs[i][1];
+        ck_assert_int_eq(b ? clf_tokenizer_load_mapped(a, b, &tok) : clf_tokenizer_load(a, &tok),
+                         CLF_ERR_INPUT);
+        ck_assert_ptr_null(tok);
+        assert_error_has(a == spm ? b : a);
+        assert_error_has("(a FIFO)");
+    }
+
+    CLF_ASSERT_OK(clf_tokenizer_load(wordlevel, &tok));
+    clf_dataset_opts o = {.src_path = fifo_tsv, .src_tok = tok, .tgt_tok = tok};
+    clf_dataset *d = NULL;
+    ck_assert_int_eq(clf_dataset_load(&o, &d), CLF_ERR_INPUT);
+    assert_error_has(fifo_tsv);
+    assert_error_has("(a FIFO)");
+    clf_tokenizer_free(tok);
+}
+END_TEST
+
+/* /dev/urandom as a SentencePiece model (by its name, or behind a .model link) is refused
+ * before a byte of it is read: at once, not after reading up to the model's size limit. */
+START_TEST(test_spm_model_from_urandom_refused_at_once)
+{
+    alarm(HANG_LIMIT_S);
+    const char *link = clf_test_tmp_path("u.model");
+    ck_assert_int_eq(symlink("/dev/urandom", link), 0);
+    const char *paths[] = {link, "/dev/urandom"};
+    for (int i = 0; i < 2; i++) {
+        clf_tokenizer *tok = NULL;
+        struct timespec t0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        ck_assert_int_eq(clf_tokenizer_load(paths[i], &tok), CLF_ERR_INPUT);
+        ck_assert_msg(seconds_since(&t0) < 0.5, "%s refused after %.2f s", paths[i],
+                      seconds_since(&t0));
+        assert_error_has(paths[i]);
+        assert_error_has("(a character device)");
+    }
+}
+END_TEST
+
+/* ---- the same through the CLI ---- */
+
+/* A CLI run that would hang on a FIFO is killed after this many seconds, and fails. */
+#define CLI_LIMIT_S 60
+
+/* Fails unless err is exactly one line holding part. */
+static void assert_one_line_has(const char *err, const char *part)
+{
+    ck_assert_msg(strstr(err, part) != NULL, "stderr \"%s\" lacks \"%s\"", err, part);
+    const char *nl = strchr(err, '\n');
+    ck_assert_msg(nl && nl[1] == '\0', "stderr is not one line: %s", err);
+}
+
+/* `clformer init -o FIFO` exits 2 with one line naming it, and the FIFO stays; a symbolic
+ * link to a file is written through. */
+START_TEST(test_cli_output_not_a_file)
+{
+    char args[1024], err[2048];
+    const char *fifo = make_fifo("out.safetensors");
+    snprintf(args, sizeof args, "init -c '%s/tiny.yaml' -o '%s'", CLF_CONFIGS_DIR, fifo);
+    ck_assert_int_eq(clf_test_run_cli_within(CLI_LIMIT_S, args, err, sizeof err), 2);
+    assert_one_line_has(err, fifo);
+    assert_one_line_has(err, "not a regular file (a FIFO): not replaced");
+    assert_kind(fifo, S_IFIFO);
+
+    const char *target = clf_test_tmp_path("w.safetensors"), *link = clf_test_tmp_path("l");
+    clf_test_write_text(target, OLD_TEXT);
+    ck_assert_int_eq(symlink("w.safetensors", link), 0);
+    snprintf(args, sizeof args, "init -c '%s/tiny.yaml' -o '%s'", CLF_CONFIGS_DIR, link);
+    ck_assert_int_eq(clf_test_run_cli_within(CLI_LIMIT_S, args, err, sizeof err), 0);
+    assert_kind(link, S_IFLNK);
+    clf_safetensors *f = NULL;
+    CLF_ASSERT_OK(clf_safetensors_open(target, &f));
+    clf_safetensors_close(f);
+    ck_assert_int_eq(clf_test_tmpdir_entries(), 3);
+}
+END_TEST
+
+/* `clformer import marian HF_DIR` with one of HF_DIR's files a FIFO (the others links to
+ * the fixture's) exits 2 at once with one line naming it, and writes nothing. */
+START_TEST(test_cli_import_refuses_a_fifo)
+{
+    static const char *const files[] = {"config.json",       "generation_config.json",
+                                        "model.safetensors", "source.spm",
+                                        "target.spm",        "vocab.json"};
+    const size_t count = sizeof files / sizeof *files;
+    const char *hf = clf_test_tmp_path("hf"), *out = clf_test_tmp_path("out");
+    char path[512], src[512], args[1200], err[2048];
+    ck_assert_int_eq(mkdir(hf, 0700), 0);
+    for (size_t fifo = 0; fifo < count; fifo++) {
+        for (size_t i = 0; i < count; i++) {
+            snprintf(path, sizeof path, "%s/%s", hf, files[i]);
+            snprintf(src, sizeof src, "%s/marian/hf/%s", CLF_FIXTURES_DIR, files[i]);
+            unlink(path);
+            ck_assert_int_eq(i == fifo ? mkfifo(path, 0600) : symlink(src, path), 0);
+        }
+        snprintf(args, sizeof args, "import marian '%s' -o '%s'", hf, out);
+        int rc = clf_test_run_cli_within(CLI_LIMIT_S, args, err, sizeof err);
+        ck_assert_msg(rc == 2, "%s a FIFO: exit %d: %s", files[fifo], rc, err);
+        snprintf(path, sizeof path, "%s/%s", hf, files[fifo]);
+        assert_one_line_has(err, path);
+        assert_one_line_has(err, "(a FIFO)");
+        ck_assert_int_ne(access(out, F_OK), 0);
+    }
+    clf_test_remove_dir(hf);
 }
 END_TEST
 
@@ -350,6 +740,15 @@ static Suite *suite(void)
     tcase_add_test(t, test_link_swaps_the_name);
     tcase_add_test(t, test_read_all_within_limit);
     tcase_add_test(t, test_read_all_refusals);
+    tcase_add_test(t, test_write_refuses_what_is_not_a_file);
+    tcase_add_test(t, test_write_through_symlink);
+    tcase_add_test(t, test_write_keeps_mode_and_owner);
+    tcase_add_test(t, test_device_node_refused);
+    tcase_add_test(t, test_read_refuses_what_is_not_a_file);
+    tcase_add_test(t, test_readers_refuse_a_fifo);
+    tcase_add_test(t, test_spm_model_from_urandom_refused_at_once);
+    tcase_add_test(t, test_cli_output_not_a_file);
+    tcase_add_test(t, test_cli_import_refuses_a_fifo);
     tcase_add_test(t, test_lock_held_once);
     tcase_add_test(t, test_lock_dies_with_its_holder);
     suite_add_tcase(s, t);

@@ -170,12 +170,19 @@ double *clf_test_to_double(const float *x, size_t n)
 
 int clf_test_run_cli(const char *args, char *err, size_t errsize)
 {
+    return clf_test_run_cli_within(0, args, err, errsize);
+}
+
+int clf_test_run_cli_within(unsigned seconds, const char *args, char *err, size_t errsize)
+{
     char errfile[] = "/tmp/clf-test-err-XXXXXX";
     int fd = mkstemp(errfile);
     ck_assert_int_ge(fd, 0);
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd, "CLF_PLUGIN_PATH= '%s' %s 2>'%s' </dev/null", CLF_CLI_PATH, args,
-             errfile);
+    char cmd[8192], limit[48] = "";
+    if (seconds) /* KILL: a CLI that hangs is stopped, whatever it waits on */
+        snprintf(limit, sizeof limit, "timeout -s KILL %u ", seconds);
+    snprintf(cmd, sizeof cmd, "CLF_PLUGIN_PATH= %s'%s' %s 2>'%s' </dev/null", limit, CLF_CLI_PATH,
+             args, errfile);
     int rc = system(cmd);
     FILE *f = fdopen(fd, "r");
     size_t len = f ? fread(err, 1, errsize - 1, f) : 0;

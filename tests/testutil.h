@@ -75,6 +75,9 @@ void clf_test_cpu_threads_same_bits(size_t (*run)(float *out), const float *a, f
 /* Runs the clformer CLI with args (a shell command tail), capturing stderr into err
  * (size errsize) and returning the exit code. */
 int clf_test_run_cli(const char *args, char *err, size_t errsize);
+/* The same, killed after seconds (0: no limit): a CLI that hangs gives 137 (timeout(1)'s
+ * status for a command it killed) instead of hanging the test. */
+int clf_test_run_cli_within(unsigned seconds, const char *args, char *err, size_t errsize);
 
 /* The whole file, NUL-terminated (malloc'd; free() it); *len (may be NULL) without the
  * NUL. Fails the test when it cannot be read. */

@@ -498,8 +498,10 @@ static clf_status open_csv(run *r)
         r->csv = fopen("/dev/null", "w");
         return r->csv ? CLF_OK : clf_error(CLF_ERR_IO, "/dev/null: cannot open");
     }
+    clf_status st = clf_fs_check_output(path); /* a FIFO or a device is refused, not opened */
+    if (st != CLF_OK)
+        return st;
     int append = r->o.resume && file_exists(path);
-    clf_status st;
     if (append && (st = trim_csv(path, clf_trainer_state(r->trainer)->step)) != CLF_OK)
         return st;
     r->csv = fopen(path, append ? "a" : "w");

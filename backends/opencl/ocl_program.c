@@ -207,7 +207,12 @@ static void cache_path(const char *dir, ocl_family_id f, uint64_t key, char *pat
 /* Reads and checks a cache file; returns its payload (malloc'd) or NULL for any defect. */
 static unsigned char *read_cache_file(const char *path, uint64_t key, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
+    int fd;
+    uint64_t size;
+    /* a FIFO or a device under the cache's name is passed over, never waited on */
+    FILE *f = clf_fs_open_regular(path, UINT64_MAX, &fd, &size) == CLF_OK ? fdopen(fd, "rb") : NULL;
+    if (!f && fd >= 0)
+        close(fd);
     unsigned char *payload = NULL;
     unsigned char hdr[OCL_CACHE_HEADER];
     uint64_t fkey, flen, fsum;

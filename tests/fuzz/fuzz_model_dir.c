@@ -8,7 +8,15 @@
  * 0x1e byte the input is config.json and vocab.json is the fixture's; without a second one
  * HF_DIR has no generation_config.json. The other files of HF_DIR are links to the small
  * fixture's real source.spm, target.spm and model.safetensors (tests/fixtures/marian/hf),
- * so an input that keeps the config's sizes reaches the weights and the copy. Every
+ * so an input that keeps the config's sizes reaches the weights and the copy.
+ *
+ * An input that starts with a 0x1f byte (the unit separator, which valid JSON never holds
+ * raw either) puts something that is not a regular file in place of one file of HF_DIR:
+ * the byte after it, b, picks the file (b % 6 of config.json, vocab.json,
+ * generation_config.json, source.spm, target.spm, model.safetensors) and what takes its
+ * place (b / 6 % 4: a FIFO, a directory, a symbolic link to nothing, a symbolic link to
+ * HF_DIR itself); the rest of the input is read as above. A reader that waits on the FIFO
+ * hangs the target (libFuzzer's -timeout reports it). Every
  * refusal must be an exit status from the CLI with nothing left behind; an import that
  * succeeds must give a directory whose model.yaml loads, whose weights load against it
  * and whose vocab.json maps the source pieces to the model's vocabulary size. */
@@ -25,6 +33,8 @@
 #include "fuzz_util.h"
 
 #define FILE_SEPARATOR "\x1e"
+/* the first byte of an input that puts a special file into HF_DIR (above) */
+#define SPECIAL_MARK 0x1f
 
 /* The process's HF_DIR (a temporary directory, removed at exit). */
 static char hf_dir[64];
@@ -32,6 +42,11 @@ static char hf_dir[64];
 static const char *const linked[] = {"source.spm", "target.spm", "model.safetensors"};
 /* the files an input becomes, in its order */
 static const char *const written[] = {"config.json", "vocab.json", "generation_config.json"};
+/* every name of HF_DIR an input may replace, in the order the byte after SPECIAL_MARK
+ * picks it */
+static const char *const special_names[] = {"config.json", "vocab.json", "generation_config.json",
+                                            "source.spm",  "target.spm", "model.safetensors"};
+#define SPECIAL_NAMES (sizeof special_names / sizeof *special_names)
 static const char *const imported[] = {"model.yaml", "weights.safetensors", "source.spm",
                                        "target.spm", "vocab.json"};
 
@@ -49,18 +64,59 @@ static void write_file(const char *name, const void *data, size_t size)
     FUZZ_CHECK(fwrite(data, 1, size, f) == size && fclose(f) == 0, "write failed");
 }
 
-static void remove_hf_dir(void)
+/* Removes HF_DIR/name, whatever it is (a directory an input put there is empty). */
+static void clear_name(const char *name)
 {
     char path[128];
-    for (size_t i = 0; i < sizeof linked / sizeof *linked; i++) {
-        path_of(path, sizeof path, hf_dir, linked[i]);
-        unlink(path);
-    }
-    for (size_t i = 0; i < sizeof written / sizeof *written; i++) {
-        path_of(path, sizeof path, hf_dir, written[i]);
-        unlink(path);
-    }
+    path_of(path, sizeof path, hf_dir, name);
+    if (unlink(path) != 0)
+        rmdir(path);
+}
+
+static void remove_hf_dir(void)
+{
+    for (size_t i = 0; i < SPECIAL_NAMES; i++)
+        clear_name(special_names[i]);
     rmdir(hf_dir);
+}
+
+/* HF_DIR as each input starts from: the links to the fixture, and nothing else (the
+ * written files are written by the input; what the last input put there is gone). */
+static void reset_hf_dir(void)
+{
+    char src[512], dst[128];
+    for (size_t i = 0; i < SPECIAL_NAMES; i++)
+        clear_name(special_names[i]);
+    for (size_t i = 0; i < sizeof linked / sizeof *linked; i++) {
+        path_of(src, sizeof src, CLF_FUZZ_MARIAN_DIR, linked[i]);
+        path_of(dst, sizeof dst, hf_dir, linked[i]);
+        FUZZ_CHECK(symlink(src, dst) == 0, "cannot link the fixture into HF_DIR");
+    }
+}
+
+/* Puts what b picks (see above) in place of the file b picks. */
+static void place_special(uint8_t b)
+{
+    char path[128];
+    const char *name = special_names[b % SPECIAL_NAMES];
+    path_of(path, sizeof path, hf_dir, name);
+    clear_name(name);
+    int made;
+    switch (b / SPECIAL_NAMES % 4) {
+    case 0:
+        made = mkfifo(path, 0600);
+        break;
+    case 1:
+        made = mkdir(path, 0700);
+        break;
+    case 2:
+        made = symlink("nowhere", path);
+        break;
+    default:
+        made = symlink(".", path);
+        break;
+    }
+    FUZZ_CHECK(made == 0, "cannot put a special file into HF_DIR");
 }
 
 /* The fixture's vocab.json, for inputs without a separator. */
@@ -75,12 +131,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     snprintf(hf_dir, sizeof hf_dir, "%s", "/tmp/clf-fuzz-model-dir-XXXXXX");
     FUZZ_CHECK(mkdtemp(hf_dir) != NULL, "mkdtemp failed");
     atexit(remove_hf_dir);
-    char src[512], dst[128];
-    for (size_t i = 0; i < sizeof linked / sizeof *linked; i++) {
-        path_of(src, sizeof src, CLF_FUZZ_MARIAN_DIR, linked[i]);
-        path_of(dst, sizeof dst, hf_dir, linked[i]);
-        FUZZ_CHECK(symlink(src, dst) == 0, "cannot link the fixture into HF_DIR");
-    }
+    char src[512];
     path_of(src, sizeof src, CLF_FUZZ_MARIAN_DIR, "vocab.json");
     FILE *f = fopen(src, "rb");
     FUZZ_CHECK(f != NULL, "no fixture vocab.json");
@@ -115,9 +166,11 @@ static void check_imported(const char *out)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    reset_hf_dir();
+    int special = size >= 2 && data[0] == SPECIAL_MARK;
     /* up to three files, each up to the next separator */
-    const uint8_t *part = data;
-    size_t left = size;
+    const uint8_t *part = special ? data + 2 : data;
+    size_t left = special ? size - 2 : size;
     int parts = 0;
     for (; parts < 3 && (parts == 0 || part); parts++) {
         const uint8_t *sep = parts < 2 ? fuzz_find(part, left, FILE_SEPARATOR) : NULL;
@@ -132,6 +185,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     path_of(gen, sizeof gen, hf_dir, written[2]);
     if (parts < 3)
         unlink(gen);
+    if (special)
+        place_special(data[1]);
 
     char out[128];
     path_of(out, sizeof out, hf_dir, "out");

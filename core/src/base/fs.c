@@ -15,13 +15,100 @@
 #include "base/fault_internal.h"
 #include "clformer/fault.h"
 
-/* Bytes read at a time from a file whose size stat() does not tell (a pipe). */
+/* Bytes read at a time beyond the size stat() told (a file that grows as it is read). */
 #define READ_STEP ((size_t)1 << 16)
 /* A lock file whose inode changes under us (released and re-created by others between our
  * open and our flock) is retried this many times before giving up. */
 #define LOCK_TRIES 8
 /* Room for "process <pid> on host <name>" in the lock file and in the error message. */
 #define HOLDER_MAX 320
+
+/* ---- what a path is ---- */
+
+/* "a FIFO", "a character device", ... for a file that is not regular. */
+static const char *kind_of(mode_t mode)
+{
+    if (S_ISFIFO(mode))
+        return "a FIFO";
+    if (S_ISCHR(mode))
+        return "a character device";
+    if (S_ISBLK(mode))
+        return "a block device";
+    if (S_ISSOCK(mode))
+        return "a socket";
+    if (S_ISLNK(mode))
+        return "a symbolic link";
+    return "not a regular file";
+}
+
+/* The refusal of a path that is not a regular file, to be read (reading) or replaced: a
+ * directory as the system says it (EISDIR), anything else as input that cannot be used. */
+static clf_status refuse_kind(const char *path, mode_t mode, int reading)
+{
+    if (S_ISDIR(mode))
+        return clf_error(CLF_ERR_IO, "%s: cannot %s: %s", path, reading ? "read" : "write",
+                         strerror(EISDIR));
+    return clf_error(CLF_ERR_INPUT, "%s: not a regular file (%s): not %s", path, kind_of(mode),
+                     reading ? "read" : "replaced");
+}
+
+/* An output path resolved: name is the file to replace (path itself, or the regular file a
+ * symbolic link at path leads to, malloc'd); when it exists, old is its stat. */
+typedef struct out_file {
+    char *name;
+    int exists;
+    struct stat old;
+} out_file;
+
+/* Resolves path as clf_fs_write_atomic replaces it (clformer/fs.h). A path that cannot be
+ * looked at (a missing directory, no permission) is left for the creation to report. */
+static clf_status resolve_output(const char *path, out_file *o)
+{
+    struct stat lsb;
+    o->name = NULL;
+    o->exists = 0;
+    int found = lstat(path, &lsb) == 0;
+    if (found && S_ISLNK(lsb.st_mode)) {
+        if (stat(path, &o->old) != 0)
+            return clf_error(CLF_ERR_INPUT,
+                             "%s: a symbolic link that leads nowhere (%s): not written through",
+                             path, strerror(errno));
+        if (!S_ISREG(o->old.st_mode))
+            return refuse_kind(path, o->old.st_mode, 0);
+        if (!(o->name = realpath(path, NULL)))
+            return clf_error(CLF_ERR_IO, "%s: cannot follow the symbolic link: %s", path,
+                             strerror(errno));
+        o->exists = 1;
+        return CLF_OK;
+    }
+    if (found) {
+        if (!S_ISREG(lsb.st_mode))
+            return refuse_kind(path, lsb.st_mode, 0);
+        o->old = lsb;
+        o->exists = 1;
+    }
+    if (!(o->name = strdup(path)))
+        return clf_error(CLF_ERR_NOMEM, "%s: out of memory", path);
+    return CLF_OK;
+}
+
+clf_status clf_fs_check_output(const char *path)
+{
+    out_file o;
+    clf_status st = resolve_output(path, &o);
+    free(o.name);
+    return st;
+}
+
+/* "<name>.tmp.<pid>" (malloc'd), or NULL when out of memory. */
+static char *temp_name(const char *name)
+{
+    size_t tlen = strlen(name) + 32;
+    char *tmp = malloc(tlen);
+    if (tmp)
+        snprintf(tmp, tlen, "%s.tmp.%ld", name, (long)getpid());
+    return tmp;
+}
 
 /* ---- atomic write ---- */
 
@@ -60,19 +147,51 @@ static void fault_pause(void)
     }
 }
 
+/* Creates the temporary file tmp for o into *fd (a leftover of a killed process of our
+ * pid, or anything else under that name, is removed first: the file made is new, never a
+ * link or FIFO found there), with the permission bits, and for root the owner, of the file
+ * it replaces. On failure nothing is left under tmp. */
+static clf_status create_temp(const char *path, const char *tmp, const out_file *o, int *fd)
+{
+    unlink(tmp);
+    *fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (*fd < 0)
+        return clf_error(CLF_ERR_IO, "%s: cannot create %s: %s", path, tmp, strerror(errno));
+    if (!o->exists)
+        return CLF_OK;
+    /* The owner, for root, as far as it can be given (an owner a user namespace does not
+     * map stays root's: the write goes on). Only the rwx bits are kept: a set-id bit on a
+     * file whose owner may not have followed would hand out the writer's rights. */
+    if (geteuid() == 0)
+        (void)!fchown(*fd, o->old.st_uid, o->old.st_gid);
+    if (fchmod(*fd, o->old.st_mode & 0777) != 0) {
+        clf_status st = clf_error(CLF_ERR_IO, "%s: cannot give %s the mode of %s: %s", path, tmp,
+                                  o->name, strerror(errno));
+        close(*fd);
+        *fd = -1;
+        unlink(tmp);
+        return st;
+    }
+    return CLF_OK;
+}
+
 clf_status clf_fs_write_atomic(const char *path, clf_fs_write_fn fn, void *ctx)
 {
     clf_status st = CLF_OK;
-    size_t tlen = strlen(path) + 32;
-    char *tmp = malloc(tlen);
+    out_file o;
+    char *tmp = NULL;
     FILE *f = NULL;
     int fd = -1, saved;
-    if (!tmp)
+    if ((st = resolve_output(path, &o)) != CLF_OK) {
+        free(o.name);
+        return st; /* nothing created */
+    }
+    if (!(tmp = temp_name(o.name))) {
+        free(o.name);
         return clf_error(CLF_ERR_NOMEM, "%s: out of memory", path);
-    snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (fd < 0) {
-        st = clf_error(CLF_ERR_IO, "%s: cannot create %s: %s", path, tmp, strerror(errno));
+    }
+    if ((st = create_temp(path, tmp, &o, &fd)) != CLF_OK) {
+        free(o.name);
         free(tmp);
         return st; /* nothing created: nothing to remove */
     }
@@ -101,12 +220,14 @@ clf_status clf_fs_write_atomic(const char *path, clf_fs_write_fn fn, void *ctx)
         st = clf_error(CLF_ERR_IO, "%s: cannot write %s: %s", path, tmp, strerror(saved));
         goto fail;
     }
-    if (rename(tmp, path) != 0) {
+    if (rename(tmp, o.name) != 0) {
         st = clf_error(CLF_ERR_IO, "%s: cannot rename %s to it: %s", path, tmp, strerror(errno));
         goto fail;
     }
+    st = sync_parent_dir(o.name);
     free(tmp);
-    return sync_parent_dir(path);
+    free(o.name);
+    return st;
 fail:
     if (f)
         fclose(f);
@@ -114,6 +235,7 @@ fail:
         close(fd);
     unlink(tmp);
     free(tmp);
+    free(o.name);
     return st;
 }
 
@@ -139,60 +261,84 @@ clf_status clf_fs_write_atomic_bytes(const char *path, const void *data, size_t 
 clf_status clf_fs_link_atomic(const char *target, const char *path)
 {
     clf_status st = CLF_OK;
-    size_t tlen = strlen(path) + 32;
-    char *tmp = malloc(tlen);
-    if (!tmp)
-        return clf_error(CLF_ERR_NOMEM, "%s: out of memory", path);
-    snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
+    out_file o;
+    char *tmp = NULL;
+    if ((st = resolve_output(path, &o)) != CLF_OK)
+        goto done;
+    if (!(tmp = temp_name(o.name))) {
+        st = clf_error(CLF_ERR_NOMEM, "%s: out of memory", path);
+        goto done;
+    }
     unlink(tmp); /* a leftover of a killed process of our pid */
     if (link(target, tmp) != 0) {
         st = clf_error(CLF_ERR_IO, "%s: cannot link %s as %s: %s", path, target, tmp,
                        strerror(errno));
-        free(tmp);
-        return st; /* nothing created */
+        goto done; /* nothing created */
     }
-    if (rename(tmp, path) != 0) {
+    if (rename(tmp, o.name) != 0)
         st = clf_error(CLF_ERR_IO, "%s: cannot rename %s to it: %s", path, tmp, strerror(errno));
-        unlink(tmp);
-        free(tmp);
-        return st;
-    }
     /* when path already was target, rename() keeps both names: drop the temporary one */
     unlink(tmp);
+    if (st == CLF_OK)
+        st = sync_parent_dir(o.name);
+done:
     free(tmp);
-    return sync_parent_dir(path);
+    free(o.name);
+    return st;
 }
 
 /* ---- whole-file read ---- */
 
-clf_status clf_fs_read_all(const char *path, size_t max_len, char **data, size_t *len)
+clf_status clf_fs_open_regular(const char *path, uint64_t max_len, int *fd, uint64_t *size)
 {
     clf_status st = CLF_OK;
     struct stat sb;
+    *fd = -1;
+    *size = 0;
+    /* the type first: opening a device can block or act (a tape rewinds, a tty) */
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+        return refuse_kind(path, sb.st_mode, 1);
+    int f = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (f < 0)
+        return clf_error(CLF_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int flags = fcntl(f, F_GETFL);
+    if (fstat(f, &sb) != 0 || flags < 0 || fcntl(f, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+        st = clf_error(CLF_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (!S_ISREG(sb.st_mode)) { /* path was replaced since the stat above */
+        st = refuse_kind(path, sb.st_mode, 1);
+        goto fail;
+    }
+    if ((uint64_t)sb.st_size > max_len) {
+        st = clf_error(CLF_ERR_INPUT, "%s: %lld bytes, more than the limit of %llu", path,
+                       (long long)sb.st_size, (unsigned long long)max_len);
+        goto fail;
+    }
+    *fd = f;
+    *size = (uint64_t)sb.st_size;
+    return CLF_OK;
+fail:
+    close(f);
+    return st;
+}
+
+clf_status clf_fs_read_all(const char *path, size_t max_len, char **data, size_t *len)
+{
+    clf_status st = CLF_OK;
     char *buf = NULL;
-    size_t cap = READ_STEP, n = 0;
+    size_t cap, n = 0;
+    uint64_t size;
+    int fd;
     *data = NULL;
     *len = 0;
     if (max_len > SIZE_MAX / 2) /* so that max_len + READ_STEP + 1 cannot overflow */
         max_len = SIZE_MAX / 2;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return clf_error(CLF_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    if (fstat(fd, &sb) != 0 || S_ISDIR(sb.st_mode)) {
-        st = clf_error(CLF_ERR_IO, "%s: cannot read: %s", path,
-                       strerror(S_ISDIR(sb.st_mode) ? EISDIR : errno));
-        goto fail;
-    }
-    /* a regular file's size is known before reading (it is checked again as it is read, in
-     * case the file grows); a pipe is read in steps */
-    if (S_ISREG(sb.st_mode)) {
-        if ((unsigned long long)sb.st_size > max_len) {
-            st = clf_error(CLF_ERR_INPUT, "%s: %lld bytes, more than the limit of %zu", path,
-                           (long long)sb.st_size, max_len);
-            goto fail;
-        }
-        cap = (size_t)sb.st_size;
-    }
+    if ((st = clf_fs_open_regular(path, max_len, &fd, &size)) != CLF_OK)
+        return st;
+    /* the size is known before reading; it is checked again as the file is read, in case it
+     * grows */
+    cap = (size_t)size;
     if (!(buf = malloc(cap + 1))) {
         st = clf_error(CLF_ERR_NOMEM, "%s: out of memory reading %zu bytes", path, cap);
         goto fail;

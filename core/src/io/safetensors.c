@@ -316,31 +316,20 @@ clf_status clf_safetensors_open(const char *path, clf_safetensors **out)
         free(f);
         return clf_error(CLF_ERR_NOMEM, "%s: out of memory", path);
     }
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        st = clf_error(CLF_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    /* a FIFO, a device or a directory is refused before anything is read (or waited for) */
+    int fd;
+    uint64_t size;
+    if ((st = clf_fs_open_regular(path, SIZE_MAX, &fd, &size)) != CLF_OK)
         goto fail;
-    }
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        st = clf_error(CLF_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-        close(fd);
-        goto fail;
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        st = clf_error(CLF_ERR_IO, "%s: not a regular file", path);
-        close(fd);
-        goto fail;
-    }
-    if (sb.st_size < 8) {
+    if (size < 8) {
         st = clf_error(CLF_ERR_INPUT,
                        "%s: not a safetensors file (%lld bytes, shorter than the 8-byte header "
                        "length)",
-                       path, (long long)sb.st_size);
+                       path, (long long)size);
         close(fd);
         goto fail;
     }
-    f->map_size = (size_t)sb.st_size;
+    f->map_size = (size_t)size;
     f->map = mmap(NULL, f->map_size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (f->map == MAP_FAILED) {

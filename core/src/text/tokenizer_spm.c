@@ -24,8 +24,12 @@ int clf_tokenizer_name_is_sentencepiece(const char *path)
 
 int clf_tok_spm_detect(const char *path)
 {
-    int first = EOF, c = EOF;
-    FILE *f = fopen(path, "rb");
+    int first = EOF, c = EOF, fd;
+    uint64_t size;
+    /* only a regular file is looked into, without waiting (a FIFO): the load refuses the rest */
+    FILE *f = clf_fs_open_regular(path, UINT64_MAX, &fd, &size) == CLF_OK ? fdopen(fd, "rb") : NULL;
+    if (!f && fd >= 0)
+        close(fd);
     if (f) {
         first = c = getc(f);
         while (c == ' ' || c == '\t' || c == '\n' || c == '\r')
