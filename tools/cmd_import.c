@@ -258,6 +258,17 @@ static clf_status read_config(importer *im)
         (st = get_float(im, "attention_dropout", 0.0, &adrop)) != CLF_OK ||
         (st = get_float(im, "activation_dropout", 0.0, &actdrop)) != CLF_OK)
         return st;
+    /* the special ids index the vocabulary: one out of it is named here, not where it is
+     * first compared (generation_config.json's forced_eos_token_id, the weights) */
+    const char *const id_keys[3] = {"pad_token_id", "eos_token_id", "decoder_start_token_id"};
+    const long long ids[3] = {pad, eos, start};
+    for (int i = 0; i < 3; i++)
+        if (ids[i] >= V) {
+            char why[96];
+            snprintf(why, sizeof why,
+                     "expected an id of the vocabulary, 0 to %lld (vocab_size %lld)", V - 1, V);
+            return bad_key(im, id_keys[i], why);
+        }
     if (dh != eh)
         return bad_key(im, "decoder_attention_heads",
                        "differs from encoder_attention_heads (clformer has one model.heads)");
