@@ -3,7 +3,9 @@
  *
  * Decisions a user relies on (README):
  *   - vocabularies: train.vocab.src/tgt are loaded when they exist, else built from the
- *     training data (min_frequency) and saved there; model.src_vocab/tgt_vocab may be left
+ *     training data (min_frequency) and saved there, never without words, with their
+ *     provenance, which a later run checks against its data (run_vocab.h);
+ *     model.src_vocab/tgt_vocab may be left
  *     out of the YAML (taken from the vocabularies) and, when given, must hold them;
  *   - a fresh run refuses a checkpoint directory that already holds last.safetensors
  *     (nothing a user trained is overwritten): --resume continues it instead;
@@ -36,6 +38,7 @@
 
 #include "cli.h"
 #include "dist.h"
+#include "run_vocab.h"
 #include "clformer/dataset.h"
 #include "clformer/decode.h"
 #include "clformer/fs.h"
@@ -222,37 +225,15 @@ static clf_status write_config(run *r)
 }
 
 /* Loads both vocabularies (word-level JSON or SentencePiece .model), or builds (and saves)
- * word-level ones from the training data. */
+ * word-level ones from the training data (run_vocab.h), then sizes the model's vocabularies
+ * and its framing from them. */
 static clf_status prepare_vocabs(run *r)
 {
     const clf_train_config *tc = &r->cfg.train;
     clf_model_config *mc = &r->cfg.model;
-    clf_status st;
-    const char *missing = !file_exists(tc->vocab_src)   ? tc->vocab_src
-                          : !file_exists(tc->vocab_tgt) ? tc->vocab_tgt
-                                                        : NULL;
-    if (!missing) {
-        if ((st = cli_load_vocab(tc->vocab_src, &r->src_tok)) != CLF_OK ||
-            (st = cli_load_vocab(tc->vocab_tgt, &r->tgt_tok)) != CLF_OK)
-            return st;
-    } else if (clf_tokenizer_name_is_sentencepiece(tc->vocab_src) ||
-               clf_tokenizer_name_is_sentencepiece(tc->vocab_tgt)) {
-        /* train builds word-level vocabularies only */
-        return clf_error(CLF_ERR_IO,
-                         "%s: no such file (train builds word-level vocabularies only; make "
-                         "SentencePiece models first with `clformer vocab --sentencepiece`)",
-                         missing);
-    } else {
-        if ((st = clf_dataset_build_vocabs(tc->data_train, tc->data_train_tgt, tc->min_frequency,
-                                           &r->src_tok, &r->tgt_tok)) != CLF_OK)
-            return st;
-        if ((st = clf_tokenizer_save(r->src_tok, tc->vocab_src)) != CLF_OK ||
-            (st = clf_tokenizer_save(r->tgt_tok, tc->vocab_tgt)) != CLF_OK)
-            return st;
-        fprintf(stderr, "clformer: built vocabularies %s (%d words) and %s (%d words)\n",
-                tc->vocab_src, clf_tokenizer_size(r->src_tok), tc->vocab_tgt,
-                clf_tokenizer_size(r->tgt_tok));
-    }
+    clf_status st = run_vocabs_load_or_build(tc, &r->src_tok, &r->tgt_tok);
+    if (st != CLF_OK)
+        return st;
     const struct {
         const char *side, *path;
         clf_tokenizer *tok;
