@@ -315,7 +315,8 @@ START_TEST(test_train_vocab_provenance)
     fprintf(f, "  vocab: {min_frequency: 1}\n");
     fclose(f);
     ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 2);
-    ck_assert_msg(strstr(err, "built with train.vocab.min_frequency 2, this run's is 1"), "%s", err);
+    ck_assert_msg(strstr(err, "built with train.vocab.min_frequency 2, this run's is 1"), "%s",
+                  err);
 
     /* without its provenance file a vocabulary is the user's: used as given */
     write_train_yaml(yaml, "b.tsv", 2);
@@ -325,6 +326,32 @@ START_TEST(test_train_vocab_provenance)
     snprintf(args, sizeof args, "train -c '%s' --backend cpu -q", yaml);
     ck_assert_msg(clf_test_run_cli(args, err, sizeof err) == 0, "%s", err);
     ck_assert_msg(!strstr(err, "built vocabularies"), "%s", err);
+}
+END_TEST
+
+/* bench --train --profile: the per-op table times every op the step runs, a plugin op by
+ * its name (the fixture's activation, gelu, is one), on stderr and in the JSON report. */
+START_TEST(test_bench_profile_names_ops)
+{
+    char args[1024], err[8192], json[256];
+    snprintf(json, sizeof json, "%s/bench.json", tmpdir);
+    snprintf(args, sizeof args,
+             "bench -c %s/pre_gelu/model.yaml --backend cpu --threads 1 --train --profile "
+             "--batch 2 --src-len 5 --tgt-len 4 --iters 1 --warmup 0 --json '%s' >/dev/null",
+             CLF_FIXTURES_DIR, json);
+    ck_assert_msg(clf_test_run_cli(args, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(strstr(err, "per-op time over 1 profiled steps of "), "%s", err);
+    ck_assert_msg(strstr(err, "(outside the ops: host work)"), "%s", err);
+    char *report = clf_test_read_file(json, NULL);
+    ck_assert_ptr_nonnull(report);
+    const char *want[] = {
+        "\"op\": \"activation gelu\"",      "\"op\": \"activation_backward gelu\"",
+        "\"op\": \"gemm x.W^T (forward)\"", "\"op\": \"adam\"",
+        "\"op\": \"attention_backward\"",   "\"profile_host_ms_per_step\""};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        ck_assert_msg(strstr(report, want[i]), "no %s in %s", want[i], report);
+    ck_assert_msg(strstr(err, "    activation gelu "), "%s", err);
+    free(report);
 }
 END_TEST
 
@@ -342,6 +369,7 @@ static Suite *cli_suite(void)
     tcase_add_test(tc, test_forward_errors);
     tcase_add_test(tc, test_vocab);
     tcase_add_test(tc, test_train_vocab_provenance);
+    tcase_add_test(tc, test_bench_profile_names_ops);
     suite_add_tcase(s, tc);
     return s;
 }

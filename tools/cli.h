@@ -96,17 +96,6 @@ clf_weight_type cli_file_weight_type(const char *path);
 /* This process's resident memory now and at its peak (VmRSS, VmHWM of /proc/self/status),
  * in MiB; 0 where the system does not say (not Linux). */
 int cli_resident_mib(double *now, double *peak);
-/* The inference commands' model (translate, forward, bench): created from *w, which it
- * consumes (clf_model_create_consuming, then freed and *w = NULL, whatever happens: the
- * host never holds the weights twice), with weight type *type if type_set, else the file's
- * (written back to *type); with int8 the F32 matrices, which these commands never read,
- * are given back (clf_model_release_f32); with f16 on an OpenCL device whose
- * products of 8+ rows do not run in HGEMM, a note on stderr says which products fall back
- * to the F32 weights. On failure *out is NULL. */
-clf_status cli_inference_model(const clf_model_config *mc, clf_weights **w,
-                               const clf_backend_api *api, clf_backend *be, int type_set,
-                               clf_weight_type *type, clf_model **out);
-
 /* Parses the options of a command that takes only --plugin-dir and --help. Returns -1 to go
  * on (with *plugin_dir set, or NULL), or the exit code: 0 after printing "usage: <usage>"
  * for --help, 2 for an unknown option. */

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_model.h"
 #include "dist.h"
 #include "run_vocab.h"
 #include "clformer/dataset.h"
@@ -80,16 +81,12 @@ typedef struct train_opts {
 
 typedef struct run {
     train_opts o;
-    clf_config cfg;
+    cli_model m; /* the config, the backend, the model */
     char *config_yaml;
     clf_tokenizer *src_tok, *tgt_tok;
     clf_framing framing; /* clf_model_framing's: the ids translate frames with */
     clf_dataset *train, *valid;
     clf_batcher *batcher, *valid_batcher;
-    clf_weights *w;
-    const clf_backend_api *api;
-    clf_backend *be;
-    clf_model *model;
     clf_trainer *trainer;
     clf_fs_lock *lock; /* <dir>/train.lock, held for the whole run */
     FILE *csv;
@@ -182,7 +179,7 @@ static clf_status lock_run(run *r)
 {
     if (r->dist.rank > 0) /* rank 0 holds it for the whole job */
         return CLF_OK;
-    const char *dir = r->cfg.train.checkpoint_dir;
+    const char *dir = r->m.cfg.train.checkpoint_dir;
     char path[CLF_PATH_MAX + 320]; /* room for a file name of the directory */
     snprintf(path, sizeof path, "%s/train.lock", dir);
     clf_status st = clf_fs_lock_acquire(path, &r->lock);
@@ -213,14 +210,14 @@ static clf_status write_config(run *r)
     FILE *mem = open_memstream(&r->config_yaml, &len);
     if (!mem)
         return clf_error(CLF_ERR_NOMEM, "train: out of host memory");
-    clf_status st = clf_config_dump(&r->cfg, mem);
+    clf_status st = clf_config_dump(&r->m.cfg, mem);
     fclose(mem);
     if (st != CLF_OK)
         return st;
     if (r->dist.rank > 0) /* rank 0 writes the files */
         return CLF_OK;
     char path[CLF_PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/config.yaml", r->cfg.train.checkpoint_dir);
+    snprintf(path, sizeof path, "%s/config.yaml", r->m.cfg.train.checkpoint_dir);
     return clf_fs_write_atomic_bytes(path, r->config_yaml, len);
 }
 
@@ -229,8 +226,8 @@ static clf_status write_config(run *r)
  * and its framing from them. */
 static clf_status prepare_vocabs(run *r)
 {
-    const clf_train_config *tc = &r->cfg.train;
-    clf_model_config *mc = &r->cfg.model;
+    const clf_train_config *tc = &r->m.cfg.train;
+    clf_model_config *mc = &r->m.cfg.model;
     clf_status st = run_vocabs_load_or_build(tc, &r->src_tok, &r->tgt_tok);
     if (st != CLF_OK)
         return st;
@@ -255,13 +252,13 @@ static clf_status prepare_vocabs(run *r)
      * with translate's) */
     const clf_framing own = clf_tokenizer_framing(r->src_tok, r->tgt_tok);
     if ((st = clf_model_framing(mc, &own, &r->framing)) != CLF_OK)
-        return clf_error_context(st, "%s", r->cfg.path);
+        return clf_error_context(st, "%s", r->m.cfg.path);
     return CLF_OK;
 }
 
 static clf_status load_data(run *r)
 {
-    const clf_train_config *tc = &r->cfg.train;
+    const clf_train_config *tc = &r->m.cfg.train;
     clf_dataset_opts o = {.src_path = tc->data_train,
                           .tgt_path = tc->data_train_tgt,
                           .src_tok = r->src_tok,
@@ -320,7 +317,7 @@ static clf_status save_checkpoint(run *r)
 {
     if (r->dist.rank > 0) /* rank 0 writes the files */
         return CLF_OK;
-    const clf_train_config *tc = &r->cfg.train;
+    const clf_train_config *tc = &r->m.cfg.train;
     long long step = clf_trainer_state(r->trainer)->step;
     char path[CLF_PATH_MAX + 64], last[CLF_PATH_MAX + 64];
     snprintf(path, sizeof path, "%s/step-%lld.safetensors", tc->checkpoint_dir, step);
@@ -359,7 +356,7 @@ static clf_status validate(run *r, double *loss, double *bleu)
     size_t translated = 0;
     clf_batch b = {0};
     clf_decode_opts o;
-    clf_decode_opts_default(&r->cfg.model, &o);
+    clf_decode_opts_default(&r->m.cfg.model, &o);
     o.sos_id = r->framing.tgt_start; /* the vocabulary's when the model does not say */
     o.eos_id = r->framing.tgt_eos;
     clf_bleu bl;
@@ -381,7 +378,7 @@ static clf_status validate(run *r, double *loss, double *bleu)
         if (B > 0) {
             o.max_len = 2 * (b.tgt_len - 1) + 10; /* tgt_len - 1: the longest reference */
             clf_decode_result res;
-            if ((st = clf_decode(r->model, b.src, B, b.src_len, &o, &res)) != CLF_OK)
+            if ((st = clf_decode(r->m.model, b.src, B, b.src_len, &o, &res)) != CLF_OK)
                 goto fail;
             for (int k = 0; k < B && st == CLF_OK; k++) {
                 const int32_t *src_ids, *ref;
@@ -474,7 +471,7 @@ static clf_status trim_csv(const char *path, long long last_step)
 static clf_status open_csv(run *r)
 {
     char path[CLF_PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/log.csv", r->cfg.train.checkpoint_dir);
+    snprintf(path, sizeof path, "%s/log.csv", r->m.cfg.train.checkpoint_dir);
     if (r->dist.rank > 0) { /* rank 0 writes the log */
         r->csv = fopen("/dev/null", "w");
         return r->csv ? CLF_OK : clf_error(CLF_ERR_IO, "/dev/null: cannot open");
@@ -494,7 +491,7 @@ static clf_status open_csv(run *r)
 
 static clf_status train_loop(run *r)
 {
-    const clf_train_config *tc = &r->cfg.train;
+    const clf_train_config *tc = &r->m.cfg.train;
     clf_train_state *state = clf_trainer_state(r->trainer);
     clf_status st = CLF_OK;
     clf_batch b = {0};
@@ -634,10 +631,7 @@ static void run_free(run *r)
     if (r->csv)
         fclose(r->csv);
     clf_trainer_free(r->trainer);
-    clf_model_free(r->model);
-    if (r->api && r->be)
-        r->api->close(r->be);
-    clf_weights_free(r->w);
+    cli_model_close(&r->m);
     clf_batcher_free(r->batcher);
     clf_batcher_free(r->valid_batcher);
     clf_dataset_free(r->train);
@@ -656,9 +650,9 @@ int clf_cmd_train(int argc, char **argv)
         return rc;
     clf_status st = cli_dist_init(&r.dist);
     if (st != CLF_OK ||
-        (st = clf_config_load_with_plugins(r.o.cfg_path, r.o.bo.plugin_dir, &r.cfg)) != CLF_OK)
+        (st = clf_config_load_with_plugins(r.o.cfg_path, r.o.bo.plugin_dir, &r.m.cfg)) != CLF_OK)
         goto fail;
-    clf_train_config *tc = &r.cfg.train;
+    clf_train_config *tc = &r.m.cfg.train;
     if (!tc->present) {
         st = clf_error(CLF_ERR_INPUT, "%s: no train: section (see README: training)", r.o.cfg_path);
         goto fail;
@@ -695,15 +689,13 @@ int clf_cmd_train(int argc, char **argv)
     /* the trainer scales each micro-batch's gradient by 1 / (accumulate x ranks) */
     clf_train_config step_tc = *tc;
     step_tc.accumulate *= r.dist.size;
-    if (tc->init[0] && !r.o.resume)
-        st = clf_weights_load(tc->init, &r.cfg.model, &r.w);
-    else
-        st = clf_weights_init(&r.cfg.model, (uint64_t)tc->seed, &r.w);
-    if (st != CLF_OK)
-        goto fail;
-    if ((st = cli_open_backend(&r.cfg, &r.o.bo, &r.api, &r.be)) != CLF_OK ||
-        (st = clf_model_create(&r.cfg.model, r.w, r.api, r.be, &r.model)) != CLF_OK ||
-        (st = clf_trainer_create(r.model, &step_tc, 1, &r.trainer)) != CLF_OK)
+    const cli_model_opts mo = {.cfg_loaded = 1,
+                               .w_path = tc->init[0] && !r.o.resume ? tc->init : NULL,
+                               .init_seed = (uint64_t)tc->seed,
+                               .bo = &r.o.bo,
+                               .train = 1};
+    if ((st = cli_model_open(&mo, &r.m)) != CLF_OK ||
+        (st = clf_trainer_create(r.m.model, &step_tc, 1, &r.trainer)) != CLF_OK)
         goto fail;
     /* the largest batch the train: section allows must fit the device now, not when the
      * first such batch comes (token mode: batch_tokens of pairs at max_len) */
@@ -711,10 +703,8 @@ int clf_cmd_train(int argc, char **argv)
         tc->batch_tokens > 0
             ? (tc->batch_tokens / tc->max_len > 0 ? tc->batch_tokens / tc->max_len : 1)
             : tc->batch_size;
-    if ((st = clf_model_check_train_batch(r.model, largest, tc->max_len, tc->max_len)) != CLF_OK)
+    if ((st = clf_model_check_train_batch(r.m.model, largest, tc->max_len, tc->max_len)) != CLF_OK)
         goto fail;
-    clf_weights_free(r.w); /* on the device now */
-    r.w = NULL;
     if (r.o.resume && (st = clf_trainer_load(r.trainer, last)) != CLF_OK)
         goto fail;
     if ((st = cli_dist_agree(&r.dist, r.config_yaml, r.trainer)) != CLF_OK)

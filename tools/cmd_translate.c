@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_model.h"
 #include "dist.h"
 #include "png.h"
 #include "clformer/decode.h"
@@ -110,14 +111,11 @@ typedef struct src_line {
 /* Everything a run holds; freed by translator_free. */
 typedef struct translator {
     tr_opts o;
-    clf_config cfg;
     clf_tokenizer *src_tok, *tgt_tok;
     clf_tokenizer_specials src_sp, tgt_sp;
-    clf_framing fr; /* the model's framing (clf_model_framing); src_bos/src_eos -1: none */
-    int framing;    /* tokens the source framing adds */
-    const clf_backend_api *api;
-    clf_backend *be;
-    clf_model *model;
+    clf_framing fr;        /* the model's framing (clf_model_framing); src_bos/src_eos -1: none */
+    int framing;           /* tokens the source framing adds */
+    cli_model m;           /* the config, the backend, the model */
     clf_decode_opts dopts; /* max_len set per batch */
     char *line;            /* the line being read: line_cap <= TRANSLATE_LINE_MAX bytes */
     FILE *in, *out;        /* stdin and stdout; under mpirun a rank's share (dist.h) */
@@ -505,14 +503,14 @@ static clf_status read_batch(translator *t, src_line *lines, int *count)
         }
         if (st != CLF_OK)
             return clf_error_context(st, "input line %ld", l->index + 1);
-        if (l->n + t->framing > t->cfg.model.max_len) {
+        if (l->n + t->framing > t->m.cfg.model.max_len) {
             const char *framing = t->fr.src_bos >= 0 && t->fr.src_eos >= 0 ? "[SOS] and [EOS]"
                                   : t->fr.src_bos >= 0                     ? "[SOS]"
                                   : t->fr.src_eos >= 0                     ? "[EOS]"
                                                                            : "no framing";
             snprintf(why, sizeof why,
                      "%d tokens, %d with %s, more than the model's max_len %d: split the line",
-                     l->n, l->n + t->framing, framing, t->cfg.model.max_len);
+                     l->n, l->n + t->framing, framing, t->m.cfg.model.max_len);
             refuse(t, l, why);
         }
     }
@@ -553,15 +551,15 @@ static clf_status decode_batch(translator *t, const src_line *lines, int count,
         if (t->fr.src_eos >= 0)
             row[k++] = t->fr.src_eos;
         for (int j = k; j < S; j++)
-            row[j] = t->cfg.model.pad_id;
+            row[j] = t->m.cfg.model.pad_id;
     }
     clf_decode_opts o = t->dopts;
-    int cap = t->cfg.model.max_len - 1;
+    int cap = t->m.cfg.model.max_len - 1;
     o.max_len = t->o.max_len > 0 ? t->o.max_len : MAX_LEN_FACTOR * longest + MAX_LEN_EXTRA;
     if (o.max_len > cap)
         o.max_len = cap;
     double t0 = cli_now_s();
-    st = clf_decode(t->model, src, rows, S, &o, res);
+    st = clf_decode(t->m.model, src, rows, S, &o, res);
     t->decode_s += cli_now_s() - t0;
     if (st != CLF_OK)
         memset(res, 0, sizeof *res); /* nothing to free after a failure */
@@ -728,38 +726,37 @@ fail:
     return st;
 }
 
-/* Loads the config, the weights, both vocabularies and the backend. */
+/* Loads the config, both vocabularies, the weights and the backend. */
 static clf_status translator_open(translator *t)
 {
     clf_status st;
-    clf_weights *w = NULL;
-    const clf_model_config *mc = &t->cfg.model;
+    clf_config *cfg = &t->m.cfg;
+    const clf_model_config *mc = &cfg->model;
     /* before anything loads libgomp or OpenBLAS (op plugins with the config, backends):
      * with F16 weights a decoding step is the backend's own OpenMP loops back to back */
     if (!t->o.weight_type_set)
         t->o.weight_type = cli_file_weight_type(t->o.w_path);
     cli_thread_wait_policy(t->o.weight_type != CLF_WEIGHT_F32 ? CLI_THREADS_OPENMP
                                                               : CLI_THREADS_BLAS);
-    if ((st = clf_config_load_with_plugins(t->o.cfg_path, t->o.bo.plugin_dir, &t->cfg)) != CLF_OK ||
-        (st = apply_generate(&t->o, &t->cfg)) != CLF_OK)
-        goto fail;
+    if ((st = clf_config_load_with_plugins(t->o.cfg_path, t->o.bo.plugin_dir, cfg)) != CLF_OK ||
+        (st = apply_generate(&t->o, cfg)) != CLF_OK)
+        return st;
     if ((st = load_vocab(&t->o, t->o.src_vocab, "src", mc, &t->src_tok, &t->src_sp)) != CLF_OK ||
         (st = load_vocab(&t->o, t->o.tgt_vocab, "tgt", mc, &t->tgt_tok, &t->tgt_sp)) != CLF_OK)
-        goto fail;
+        return st;
     /* the model config's ids first, the vocabulary's otherwise: the rule train frames with */
     const clf_framing own = clf_tokenizer_framing(t->src_tok, t->tgt_tok);
-    if ((st = clf_model_framing(mc, &own, &t->fr)) != CLF_OK) {
-        clf_error_context(st, "%s", t->o.cfg_path);
-        goto fail;
-    }
+    if ((st = clf_model_framing(mc, &own, &t->fr)) != CLF_OK)
+        return clf_error_context(st, "%s", t->o.cfg_path);
     t->framing = (t->fr.src_bos >= 0) + (t->fr.src_eos >= 0);
-    if ((st = clf_weights_load(t->o.w_path, mc, &w)) != CLF_OK)
-        goto fail;
-    if ((st = cli_open_backend(&t->cfg, &t->o.bo, &t->api, &t->be)) != CLF_OK)
-        goto fail;
-    if ((st = cli_inference_model(mc, &w, t->api, t->be, t->o.weight_type_set, &t->o.weight_type,
-                                  &t->model)) != CLF_OK)
-        goto fail;
+    const cli_model_opts mo = {.cfg_loaded = 1,
+                               .w_path = t->o.w_path,
+                               .bo = &t->o.bo,
+                               .weight_type_set = t->o.weight_type_set,
+                               .weight_type = t->o.weight_type};
+    if ((st = cli_model_open(&mo, &t->m)) != CLF_OK)
+        return st;
+    t->o.weight_type = t->m.weight_type;
     clf_decode_opts_default(mc, &t->dopts);
     t->dopts.beam = t->o.beam;
     t->dopts.n_best = t->o.n_best;
@@ -771,16 +768,12 @@ static clf_status translator_open(translator *t)
     t->dopts.forced_eos = t->o.forced_eos;
     t->dopts.pad_id = t->fr.tgt_pad;
     t->dopts.want_attention = t->o.attn_path || t->o.png_prefix;
-fail:
-    clf_weights_free(w); /* the model holds its own copy on the device */
-    return st;
+    return CLF_OK;
 }
 
 static void translator_free(translator *t)
 {
-    clf_model_free(t->model);
-    if (t->be)
-        t->api->close(t->be);
+    cli_model_close(&t->m);
     clf_tokenizer_free(t->src_tok);
     clf_tokenizer_free(t->tgt_tok);
     for (size_t i = 0; i < t->n_attn; i++)
