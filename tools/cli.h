@@ -64,7 +64,8 @@ int cli_backend_option(int c, const char *arg, cli_backend_opts *o);
 clf_status cli_open_backend(const clf_config *cfg, const cli_backend_opts *o,
                             const clf_backend_api **api, clf_backend **be);
 
-/* Parses a positive int option value; on error prints and returns 0. */
+/* 1 when path names something that exists (access F_OK). */
+int cli_file_exists(const char *path);
 /* Seconds on the monotonic clock, for durations. */
 double cli_now_s(void);
 
@@ -85,6 +86,7 @@ double cli_now_s(void);
 typedef enum { CLI_THREADS_BLAS, CLI_THREADS_OPENMP } cli_thread_work;
 void cli_thread_wait_policy(cli_thread_work work);
 
+/* Parses an int option value >= min; on error prints and returns 0. */
 int cli_parse_int(const char *opt, const char *val, int min, int *out);
 /* --weight-type VAL: *type, and *set = 1; on a VAL that is not f32, f16, bf16 or int8
  * prints why and returns 0. */

@@ -29,6 +29,11 @@ int cli_usage_error(const char *fmt, ...)
     return 2;
 }
 
+int cli_file_exists(const char *path)
+{
+    return access(path, F_OK) == 0;
+}
+
 double cli_now_s(void)
 {
     struct timespec ts;

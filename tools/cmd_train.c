@@ -24,21 +24,19 @@
  *   - validation BLEU is corpus BLEU (4-gram, brevity penalty) over the target
  *     vocabulary's words of greedy translations against the references' words, so a word
  *     outside the vocabulary is [UNK] on both sides. */
-#include <dirent.h>
-#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "cli_model.h"
 #include "dist.h"
+#include "run_dir.h"
 #include "run_vocab.h"
 #include "clformer/dataset.h"
 #include "clformer/decode.h"
@@ -88,7 +86,8 @@ typedef struct run {
     clf_dataset *train, *valid;
     clf_batcher *batcher, *valid_batcher;
     clf_trainer *trainer;
-    clf_fs_lock *lock; /* <dir>/train.lock, held for the whole run */
+    cli_run_dir dir;   /* train.checkpoint.dir */
+    clf_fs_lock *lock; /* its lock, held for the whole run (rank 0) */
     FILE *csv;
     int tty;
     long long total_steps; /* planned optimizer steps (for the ETA) */
@@ -146,61 +145,11 @@ static int parse_args(int argc, char **argv, train_opts *o)
 /* ---------------------------------------------------------------------------------- */
 /* files                                                                               */
 
-static int file_exists(const char *path)
-{
-    struct stat sb;
-    return stat(path, &sb) == 0;
-}
-
-/* mkdir -p */
-static clf_status make_dirs(const char *path)
-{
-    char p[CLF_PATH_MAX];
-    snprintf(p, sizeof p, "%s", path);
-    for (char *s = p + 1;; s++) {
-        if (*s != '/' && *s)
-            continue;
-        char saved = *s;
-        *s = '\0';
-        if (mkdir(p, 0777) != 0 && errno != EEXIST)
-            return clf_error(CLF_ERR_IO, "%s: cannot create the directory: %s", p, strerror(errno));
-        *s = saved;
-        if (!saved)
-            break;
-    }
-    return CLF_OK;
-}
-
-/* Takes <dir>/train.lock (a second run on the directory is refused, naming the holder's
- * process), then removes what a killed run left half-written: files named
- * <anything>.tmp.<digits> (clformer/fs.h's temporary names); nobody else writes there
- * while we hold the lock. */
+/* Takes the lock of the run's directory (rank 0, for the whole job) and removes what a
+ * killed run left half-written. */
 static clf_status lock_run(run *r)
 {
-    if (r->dist.rank > 0) /* rank 0 holds it for the whole job */
-        return CLF_OK;
-    const char *dir = r->m.cfg.train.checkpoint_dir;
-    char path[CLF_PATH_MAX + 320]; /* room for a file name of the directory */
-    snprintf(path, sizeof path, "%s/train.lock", dir);
-    clf_status st = clf_fs_lock_acquire(path, &r->lock);
-    if (st != CLF_OK) /* held ("...: locked by process N on host H"), or not lockable at all */
-        return clf_error_context(st, "train.checkpoint.dir %s %s", dir,
-                                 strstr(clf_last_error(), ": locked by ")
-                                     ? "is in use by another run"
-                                     : "cannot be locked");
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        const char *tmp = strstr(e->d_name, ".tmp.");
-        if (!tmp || !tmp[5] || tmp[5 + strspn(tmp + 5, "0123456789")])
-            continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        if (unlink(path) == 0)
-            fprintf(stderr, "clformer: removed %s, left by a killed run\n", path);
-    }
-    if (d)
-        closedir(d);
-    return CLF_OK;
+    return r->dist.rank > 0 ? CLF_OK : run_dir_lock(&r->dir, &r->lock);
 }
 
 /* The resolved YAML as a string (for checkpoints) and as <dir>/config.yaml. */
@@ -216,9 +165,7 @@ static clf_status write_config(run *r)
         return st;
     if (r->dist.rank > 0) /* rank 0 writes the files */
         return CLF_OK;
-    char path[CLF_PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/config.yaml", r->m.cfg.train.checkpoint_dir);
-    return clf_fs_write_atomic_bytes(path, r->config_yaml, len);
+    return run_dir_write_config(&r->dir, r->config_yaml, len);
 }
 
 /* Loads both vocabularies (word-level JSON or SentencePiece .model), or builds (and saves)
@@ -285,49 +232,13 @@ static clf_status load_data(run *r)
     return CLF_OK;
 }
 
-/* Deletes step-<N>.safetensors files beyond the newest `keep`. */
-static void prune_checkpoints(const char *dir, int keep)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    long long steps[4096];
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) && n < 4096) {
-        long long s;
-        char tail[32];
-        if (sscanf(e->d_name, "step-%lld.%31s", &s, tail) == 2 && strcmp(tail, "safetensors") == 0)
-            steps[n++] = s;
-    }
-    closedir(d);
-    for (int i = 0; i < n; i++) {
-        int newer = 0;
-        for (int j = 0; j < n; j++)
-            newer += steps[j] > steps[i];
-        if (newer >= keep) {
-            char path[CLF_PATH_MAX + 64];
-            snprintf(path, sizeof path, "%s/step-%lld.safetensors", dir, steps[i]);
-            unlink(path);
-        }
-    }
-}
-
 static clf_status save_checkpoint(run *r)
 {
     if (r->dist.rank > 0) /* rank 0 writes the files */
         return CLF_OK;
     const clf_train_config *tc = &r->m.cfg.train;
-    long long step = clf_trainer_state(r->trainer)->step;
-    char path[CLF_PATH_MAX + 64], last[CLF_PATH_MAX + 64];
-    snprintf(path, sizeof path, "%s/step-%lld.safetensors", tc->checkpoint_dir, step);
-    snprintf(last, sizeof last, "%s/last.safetensors", tc->checkpoint_dir);
-    clf_status st = clf_trainer_save(r->trainer, path, r->config_yaml);
-    /* last.safetensors: a hard link to the newest, swapped in by rename */
-    if (st != CLF_OK || (st = clf_fs_link_atomic(path, last)) != CLF_OK)
-        return st;
-    prune_checkpoints(tc->checkpoint_dir, tc->checkpoint_keep);
-    return CLF_OK;
+    return run_dir_save_checkpoint(&r->dir, r->trainer, clf_trainer_state(r->trainer)->step,
+                                   r->config_yaml, tc->checkpoint_keep);
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -432,60 +343,162 @@ static void format_eta(double s, char *buf, size_t size)
         snprintf(buf, size, "%dm%02ds", (int)(s / 60), (int)fmod(s, 60));
 }
 
-/* A resumed run drops the rows logged after its checkpoint (a run killed hard logged
- * steps it will now redo), rewriting the file atomically, then appends. */
-typedef struct csv_trim {
-    FILE *in;
-    const char *path;
-    long long last_step;
-} csv_trim;
-
-static clf_status write_trimmed_csv(FILE *out, void *ctx)
-{
-    const csv_trim *t = ctx;
-    char line[1024];
-    while (fgets(line, sizeof line, t->in)) {
-        long long step;
-        if (sscanf(line, "%lld,", &step) == 1 && step > t->last_step)
-            continue;
-        if (!strchr(line, '\n') && feof(t->in)) /* half a row: the run was killed writing it */
-            break;
-        fputs(line, out);
-    }
-    if (ferror(t->in))
-        return clf_error(CLF_ERR_IO, "%s: cannot read: %s", t->path, strerror(errno));
-    return CLF_OK;
-}
-
-static clf_status trim_csv(const char *path, long long last_step)
-{
-    FILE *in = fopen(path, "r");
-    if (!in)
-        return clf_error(CLF_ERR_IO, "%s: cannot rewrite: %s", path, strerror(errno));
-    csv_trim t = {in, path, last_step};
-    clf_status st = clf_fs_write_atomic(path, write_trimmed_csv, &t);
-    fclose(in);
-    return st;
-}
-
 static clf_status open_csv(run *r)
 {
-    char path[CLF_PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/log.csv", r->m.cfg.train.checkpoint_dir);
     if (r->dist.rank > 0) { /* rank 0 writes the log */
         r->csv = fopen("/dev/null", "w");
         return r->csv ? CLF_OK : clf_error(CLF_ERR_IO, "/dev/null: cannot open");
     }
-    int append = r->o.resume && file_exists(path);
+    return run_dir_open_log(&r->dir, r->o.resume, clf_trainer_state(r->trainer)->step, &r->csv);
+}
+
+/* The loop's running figures. */
+typedef struct loop_state {
+    double t_start, t_mark; /* the run's start, the last log row's time */
+    long long tokens_mark;  /* target tokens since t_mark */
+    long long steps_at_start;
+    int in_accum;      /* micro-batches of the step so far (every rank's) */
+    double accum_loss; /* the sum of their mean losses (this rank's) */
+    long long step_tokens;
+    double step_loss; /* the last step's loss */
+} loop_state;
+
+/* The next micro-batch: this rank's is accumulated, another rank's only counted. */
+static clf_status micro_batch(run *r, loop_state *ls, clf_batch *b)
+{
+    const clf_train_config *tc = &r->m.cfg.train;
+    clf_train_state *state = clf_trainer_state(r->trainer);
+    double loss = 0;
+    long long nt = 0;
     clf_status st;
-    if (append && (st = trim_csv(path, clf_trainer_state(r->trainer)->step)) != CLF_OK)
+    if (ls->in_accum % r->dist.size != r->dist.rank) {
+        state->micro++; /* another rank's micro-batch (dropout seeds follow micro) */
+    } else {
+        if ((st = clf_batcher_get(r->batcher, state->batch, b)) != CLF_OK)
+            return st;
+        const clf_train_batch tb = train_view(b);
+        /* this rank's last micro-batch of the step: its backward pass starts the sums */
+        const int last = ls->in_accum >= (tc->accumulate - 1) * r->dist.size;
+        if ((st = cli_dist_accumulate(&r->dist, r->trainer, &tb, last, &loss, &nt)) != CLF_OK)
+            return st;
+        clf_batch_free(b);
+    }
+    state->batch++;
+    ls->accum_loss += nt ? loss / (double)nt : 0.0;
+    ls->step_tokens += nt; /* tokens/s counts target tokens, as fairseq's wps does */
+    ls->in_accum++;
+    return CLF_OK;
+}
+
+/* The optimizer step over all ranks' gradients, losses, tokens and stop requests. */
+static clf_status optimizer_step(run *r, loop_state *ls, double *lr, double *norm)
+{
+    clf_status st;
+    if (r->dist.size > 1) {
+        double sums[3] = {ls->accum_loss, (double)ls->step_tokens, signal_pending};
+        if ((st = cli_dist_reduce_grads(&r->dist, r->trainer)) != CLF_OK ||
+            (st = cli_dist_sum(&r->dist, sums, 3)) != CLF_OK)
+            return st;
+        ls->accum_loss = sums[0];
+        ls->step_tokens = (long long)sums[1];
+        stop_requested = sums[2] > 0;
+    }
+    ls->tokens_mark += ls->step_tokens;
+    ls->step_tokens = 0;
+    if ((st = clf_trainer_step(r->trainer, lr, norm)) != CLF_OK)
         return st;
-    r->csv = fopen(path, append ? "a" : "w");
-    if (!r->csv)
-        return clf_error(CLF_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    if (!append)
-        fprintf(r->csv, "step,epoch,loss,lr,tokens_per_s,valid_loss,valid_bleu\n");
-    fflush(r->csv);
+    ls->step_loss = ls->accum_loss / ls->in_accum;
+    ls->in_accum = 0;
+    ls->accum_loss = 0;
+    return CLF_OK;
+}
+
+/* After a step: the progress line, the log row with its validation when due, and the
+ * checkpoint when due. */
+static clf_status after_step(run *r, loop_state *ls, double lr, double norm)
+{
+    const clf_train_config *tc = &r->m.cfg.train;
+    const clf_train_state *state = clf_trainer_state(r->trainer);
+    const long long step = state->step;
+    const int show = !r->o.quiet;
+    clf_status st;
+    double t = now_s();
+    double tok_s = ls->tokens_mark / (t - ls->t_mark > 1e-9 ? t - ls->t_mark : 1e-9);
+    int log_row = step % tc->log_every == 0;
+    int do_valid = r->valid && tc->validate_every > 0 && step % tc->validate_every == 0;
+    if (r->tty && show) {
+        char eta[32];
+        double per = (t - ls->t_start) / (double)(step - ls->steps_at_start);
+        format_eta(per * (double)(r->total_steps - step), eta, sizeof eta);
+        fprintf(stderr,
+                "\rstep %lld/%lld | epoch %d | loss %.4f | %.0f tok/s | lr %.3g | "
+                "ETA %s   ",
+                step, r->total_steps, state->epoch + 1, ls->step_loss, tok_s, lr, eta);
+    }
+    if (log_row && !r->tty && show)
+        fprintf(stderr, "step %lld epoch %d loss %.4f lr %.3g tok/s %.0f grad_norm %.3g\n", step,
+                state->epoch + 1, ls->step_loss, lr, tok_s, norm);
+    if (log_row || do_valid) {
+        double vloss = 0, vbleu = 0;
+        if (do_valid) {
+            if (r->tty && show)
+                fputc('\n', stderr);
+            if ((st = validate(r, &vloss, &vbleu)) != CLF_OK)
+                return st;
+            if (show)
+                fprintf(stderr, "validation at step %lld: loss %.4f BLEU %.2f\n", step, vloss,
+                        vbleu);
+        }
+        fprintf(r->csv, "%lld,%d,%.6f,%.6g,%.1f,", step, state->epoch + 1, ls->step_loss, lr,
+                tok_s);
+        if (do_valid)
+            fprintf(r->csv, "%.6f,%.4f\n", vloss, vbleu);
+        else
+            fprintf(r->csv, ",\n");
+        fflush(r->csv);
+        ls->t_mark = now_s();
+        ls->tokens_mark = 0;
+    }
+    if (tc->checkpoint_every > 0 && step % tc->checkpoint_every == 0)
+        return save_checkpoint(r);
+    return CLF_OK;
+}
+
+/* After the last step (or a stop): the finished model validated (unless that step just
+ * was), its checkpoint, and a line saying how the run ended. Epochs that end inside an
+ * accumulation leave a partial step: it is dropped (the checkpoint holds the last full
+ * step). */
+static clf_status finish_run(run *r, const loop_state *ls)
+{
+    const clf_train_config *tc = &r->m.cfg.train;
+    const clf_train_state *state = clf_trainer_state(r->trainer);
+    clf_status st;
+    if (r->tty && !r->o.quiet)
+        fputc('\n', stderr);
+    if (!stop_requested && r->valid && state->step > ls->steps_at_start &&
+        !(tc->validate_every > 0 && state->step % tc->validate_every == 0)) {
+        double vloss, vbleu;
+        if ((st = validate(r, &vloss, &vbleu)) != CLF_OK)
+            return st;
+        if (!r->o.quiet)
+            fprintf(stderr, "validation at step %lld: loss %.4f BLEU %.2f\n", state->step, vloss,
+                    vbleu);
+        fprintf(r->csv, "%lld,%d,%.6f,,,%.6f,%.4f\n", state->step, state->epoch + 1, ls->step_loss,
+                vloss, vbleu);
+        fflush(r->csv);
+    }
+    if (state->step > ls->steps_at_start && (st = save_checkpoint(r)) != CLF_OK)
+        return st;
+    if (stop_requested) {
+        fprintf(stderr, "clformer: stopped at step %lld; --resume continues\n", state->step);
+        return STOPPED;
+    }
+    if (state->step == ls->steps_at_start)
+        fprintf(stderr, "clformer: nothing to do: the run is at step %lld, its end (%s)\n",
+                state->step, tc->steps > 0 ? "train.steps" : "train.epochs");
+    else
+        fprintf(stderr, "clformer: done: step %lld, last loss %.4f, %s/last.safetensors\n",
+                state->step, ls->step_loss, tc->checkpoint_dir);
     return CLF_OK;
 }
 
@@ -495,16 +508,14 @@ static clf_status train_loop(run *r)
     clf_train_state *state = clf_trainer_state(r->trainer);
     clf_status st = CLF_OK;
     clf_batch b = {0};
-    double t_start = now_s(), t_mark = t_start, step_loss = 0;
-    long long tokens_mark = 0, step_tokens = 0, steps_at_start = state->step;
-    int in_accum = 0;
-    double accum_loss = 0;
+    loop_state ls = {.t_start = now_s(), .steps_at_start = state->step};
+    ls.t_mark = ls.t_start;
     if (!r->tty && !r->o.quiet)
         fprintf(stderr, "clformer: training %s from step %lld\n", tc->checkpoint_dir, state->step);
     for (;;) {
         if (tc->steps > 0 ? state->step >= tc->steps : state->epoch >= tc->epochs)
             break;
-        if (stop_requested && in_accum == 0) /* stop on a step boundary only */
+        if (stop_requested && ls.in_accum == 0) /* stop on a step boundary only */
             break;
         if (clf_batcher_epoch(r->batcher) != state->epoch &&
             (st = clf_batcher_plan_epoch(r->batcher, state->epoch)) != CLF_OK)
@@ -514,113 +525,16 @@ static clf_status train_loop(run *r)
             state->batch = 0;
             continue;
         }
-        double ls = 0;
-        long long nt = 0;
-        if (in_accum % r->dist.size != r->dist.rank) {
-            state->micro++; /* another rank's micro-batch (dropout seeds follow micro) */
-        } else {
-            if ((st = clf_batcher_get(r->batcher, state->batch, &b)) != CLF_OK)
-                goto fail;
-            const clf_train_batch tb = train_view(&b);
-            /* this rank's last micro-batch of the step: its backward pass starts the sums */
-            const int last = in_accum >= (tc->accumulate - 1) * r->dist.size;
-            if ((st = cli_dist_accumulate(&r->dist, r->trainer, &tb, last, &ls, &nt)) != CLF_OK)
-                goto fail;
-            clf_batch_free(&b);
-        }
-        state->batch++;
-        accum_loss += nt ? ls / (double)nt : 0.0;
-        step_tokens += nt; /* tokens/s counts target tokens, as fairseq's wps does */
-        if (++in_accum < tc->accumulate * r->dist.size)
+        if ((st = micro_batch(r, &ls, &b)) != CLF_OK)
+            goto fail;
+        if (ls.in_accum < tc->accumulate * r->dist.size)
             continue;
-        if (r->dist.size > 1) { /* all ranks' gradients, losses, tokens and stop requests */
-            double sums[3] = {accum_loss, (double)step_tokens, signal_pending};
-            if ((st = cli_dist_reduce_grads(&r->dist, r->trainer)) != CLF_OK ||
-                (st = cli_dist_sum(&r->dist, sums, 3)) != CLF_OK)
-                goto fail;
-            accum_loss = sums[0];
-            step_tokens = (long long)sums[1];
-            stop_requested = sums[2] > 0;
-        }
-        tokens_mark += step_tokens;
-        step_tokens = 0;
         double lr, norm;
-        if ((st = clf_trainer_step(r->trainer, &lr, &norm)) != CLF_OK)
-            goto fail;
-        step_loss = accum_loss / in_accum;
-        in_accum = 0;
-        accum_loss = 0;
-        const long long step = state->step;
-        double t = now_s();
-        double tok_s = tokens_mark / (t - t_mark > 1e-9 ? t - t_mark : 1e-9);
-        int log_row = step % tc->log_every == 0;
-        int do_valid = r->valid && tc->validate_every > 0 && step % tc->validate_every == 0;
-        if (r->tty && !r->o.quiet) {
-            char eta[32];
-            double per = (t - t_start) / (double)(step - steps_at_start);
-            format_eta(per * (double)(r->total_steps - step), eta, sizeof eta);
-            fprintf(stderr,
-                    "\rstep %lld/%lld | epoch %d | loss %.4f | %.0f tok/s | lr %.3g | "
-                    "ETA %s   ",
-                    step, r->total_steps, state->epoch + 1, step_loss, tok_s, lr, eta);
-        }
-        if (log_row && !r->tty && !r->o.quiet)
-            fprintf(stderr, "step %lld epoch %d loss %.4f lr %.3g tok/s %.0f grad_norm %.3g\n",
-                    step, state->epoch + 1, step_loss, lr, tok_s, norm);
-        if (log_row || do_valid) {
-            double vloss = 0, vbleu = 0;
-            if (do_valid) {
-                if (r->tty && !r->o.quiet)
-                    fputc('\n', stderr);
-                if ((st = validate(r, &vloss, &vbleu)) != CLF_OK)
-                    goto fail;
-                if (!r->o.quiet)
-                    fprintf(stderr, "validation at step %lld: loss %.4f BLEU %.2f\n", step, vloss,
-                            vbleu);
-            }
-            fprintf(r->csv, "%lld,%d,%.6f,%.6g,%.1f,", step, state->epoch + 1, step_loss, lr,
-                    tok_s);
-            if (do_valid)
-                fprintf(r->csv, "%.6f,%.4f\n", vloss, vbleu);
-            else
-                fprintf(r->csv, ",\n");
-            fflush(r->csv);
-            t_mark = now_s();
-            tokens_mark = 0;
-        }
-        if (tc->checkpoint_every > 0 && step % tc->checkpoint_every == 0 &&
-            (st = save_checkpoint(r)) != CLF_OK)
+        if ((st = optimizer_step(r, &ls, &lr, &norm)) != CLF_OK ||
+            (st = after_step(r, &ls, lr, norm)) != CLF_OK)
             goto fail;
     }
-    if (r->tty && !r->o.quiet)
-        fputc('\n', stderr);
-    /* epochs that end inside an accumulation leave a partial step: it is dropped (the
-     * run is over, the checkpoint holds the last full step) */
-    /* the finished model is always validated (unless that step just was) */
-    if (!stop_requested && r->valid && state->step > steps_at_start &&
-        !(tc->validate_every > 0 && state->step % tc->validate_every == 0)) {
-        double vloss, vbleu;
-        if ((st = validate(r, &vloss, &vbleu)) != CLF_OK)
-            goto fail;
-        if (!r->o.quiet)
-            fprintf(stderr, "validation at step %lld: loss %.4f BLEU %.2f\n", state->step, vloss,
-                    vbleu);
-        fprintf(r->csv, "%lld,%d,%.6f,,,%.6f,%.4f\n", state->step, state->epoch + 1, step_loss,
-                vloss, vbleu);
-        fflush(r->csv);
-    }
-    if (state->step > steps_at_start && (st = save_checkpoint(r)) != CLF_OK)
-        goto fail;
-    if (stop_requested) {
-        fprintf(stderr, "clformer: stopped at step %lld; --resume continues\n", state->step);
-        return STOPPED;
-    }
-    if (state->step == steps_at_start)
-        fprintf(stderr, "clformer: nothing to do: the run is at step %lld, its end (%s)\n",
-                state->step, tc->steps > 0 ? "train.steps" : "train.epochs");
-    else
-        fprintf(stderr, "clformer: done: step %lld, last loss %.4f, %s/last.safetensors\n",
-                state->step, step_loss, tc->checkpoint_dir);
+    st = finish_run(r, &ls);
 fail:
     clf_batch_free(&b);
     return st;
@@ -657,15 +571,15 @@ int clf_cmd_train(int argc, char **argv)
         st = clf_error(CLF_ERR_INPUT, "%s: no train: section (see README: training)", r.o.cfg_path);
         goto fail;
     }
-    char last[CLF_PATH_MAX + 32];
-    snprintf(last, sizeof last, "%s/last.safetensors", tc->checkpoint_dir);
-    if (r.o.resume && !file_exists(last)) {
+    run_dir_init(&r.dir, tc->checkpoint_dir);
+    const char *last = r.dir.last;
+    if (r.o.resume && !cli_file_exists(last)) {
         st = clf_error(CLF_ERR_INPUT, "--resume: %s does not exist (nothing to resume)", last);
         goto fail;
     }
-    if ((st = make_dirs(tc->checkpoint_dir)) != CLF_OK || (st = lock_run(&r)) != CLF_OK)
+    if ((st = run_dir_create(&r.dir)) != CLF_OK || (st = lock_run(&r)) != CLF_OK)
         goto fail;
-    if (!r.o.resume && file_exists(last)) {
+    if (!r.o.resume && cli_file_exists(last)) {
         st = clf_error(CLF_ERR_INPUT,
                        "%s already holds a run (%s): use --resume to continue it, or another "
                        "train.checkpoint.dir",
