@@ -1,12 +1,13 @@
 /* clformer train: the experiment of a YAML's train: section, with progress, a CSV of the
- * curves, validation (loss, BLEU, sample translations) and checkpoints.
+ * curves, validation (loss, BLEU, sample translations) and checkpoints, in the run's
+ * directory (run_dir.h).
  *
  * Decisions a user relies on (README):
  *   - vocabularies: train.vocab.src/tgt are loaded when they exist, else built from the
  *     training data (min_frequency) and saved there, never without words, with their
  *     provenance, which a later run checks against its data (run_vocab.h);
- *     model.src_vocab/tgt_vocab may be left
- *     out of the YAML (taken from the vocabularies) and, when given, must hold them;
+ *     model.src_vocab/tgt_vocab may be left out of the YAML (taken from the vocabularies)
+ *     and, when given, must hold them;
  *   - a fresh run refuses a checkpoint directory that already holds last.safetensors
  *     (nothing a user trained is overwritten): --resume continues it instead;
  *   - <dir>/log.csv gets a row every log_every steps and at every validation; a resumed run
@@ -30,7 +31,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -326,13 +326,6 @@ fail:
 /* ---------------------------------------------------------------------------------- */
 /* the loop                                                                            */
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void format_eta(double s, char *buf, size_t size)
 {
     if (!(s >= 0) || s > 1e8)
@@ -422,7 +415,7 @@ static clf_status after_step(run *r, loop_state *ls, double lr, double norm)
     const long long step = state->step;
     const int show = !r->o.quiet;
     clf_status st;
-    double t = now_s();
+    double t = cli_now_s();
     double tok_s = ls->tokens_mark / (t - ls->t_mark > 1e-9 ? t - ls->t_mark : 1e-9);
     int log_row = step % tc->log_every == 0;
     int do_valid = r->valid && tc->validate_every > 0 && step % tc->validate_every == 0;
@@ -456,7 +449,7 @@ static clf_status after_step(run *r, loop_state *ls, double lr, double norm)
         else
             fprintf(r->csv, ",\n");
         fflush(r->csv);
-        ls->t_mark = now_s();
+        ls->t_mark = cli_now_s();
         ls->tokens_mark = 0;
     }
     if (tc->checkpoint_every > 0 && step % tc->checkpoint_every == 0)
@@ -508,7 +501,7 @@ static clf_status train_loop(run *r)
     clf_train_state *state = clf_trainer_state(r->trainer);
     clf_status st = CLF_OK;
     clf_batch b = {0};
-    loop_state ls = {.t_start = now_s(), .steps_at_start = state->step};
+    loop_state ls = {.t_start = cli_now_s(), .steps_at_start = state->step};
     ls.t_mark = ls.t_start;
     if (!r->tty && !r->o.quiet)
         fprintf(stderr, "clformer: training %s from step %lld\n", tc->checkpoint_dir, state->step);
