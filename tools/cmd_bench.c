@@ -10,7 +10,7 @@
  * defaults); reports the median step time, target and source+target tokens/s, effective
  * GFLOP/s (3x the forward FLOPs: the usual convention that the backward pass costs twice
  * the forward), and the peak of device memory allocated through the backend. --profile
- * adds a per-op breakdown of the step, measured by wrapping the backend's table.
+ * adds a per-op breakdown of the step, measured by a wrapped backend (bench_profile.h).
  *
  * Never a pass/fail: numbers only. */
 #include <getopt.h>
