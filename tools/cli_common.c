@@ -71,7 +71,7 @@ clf_status cli_load_vocab(const char *path, clf_tokenizer **tok)
     int dir_len = slash ? (int)(slash - path) : 1;
     int n = snprintf(map, sizeof map, "%.*s/vocab.json", dir_len, slash ? path : ".");
     if (clf_tokenizer_name_is_sentencepiece(path) && n > 0 && (size_t)n < sizeof map &&
-        access(map, F_OK) == 0)
+        cli_file_exists(map))
         return clf_tokenizer_load_mapped(path, map, tok);
     return clf_tokenizer_load(path, tok);
 }

@@ -26,14 +26,12 @@
  *
  * A config it cannot express is refused naming the key and value; vocab.json must have as
  * many pieces as the weights' vocabulary rows. */
-#include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "cli.h"
 #include "model_dir.h"
@@ -171,7 +169,7 @@ static clf_status read_generate(importer *im, long long eos, long long maxpos, c
     json_t *gen = NULL;
     clf_status st = CLF_OK;
     const char *path = in_dir(im, im->hf, "generation_config.json");
-    if (access(path, F_OK) == 0) {
+    if (cli_file_exists(path)) {
         if ((st = clf_json_parse_file(path, IMPORT_CONFIG_JSON_MAX, &gen)) != CLF_OK)
             return st;
         if (!json_is_object(gen)) {
@@ -400,7 +398,7 @@ static clf_status read_weights(importer *im)
     clf_weight_spec *specs = NULL;
     int n = 0;
     clf_status st;
-    if (access(path, F_OK) != 0 && access(in_dir(im, im->hf, "pytorch_model.bin"), F_OK) == 0)
+    if (!cli_file_exists(path) && cli_file_exists(in_dir(im, im->hf, "pytorch_model.bin")))
         return clf_error(CLF_ERR_INPUT,
                          "%s/model.safetensors: missing; convert %s/pytorch_model.bin first: "
                          "scripts/pt_to_safetensors.py %s/pytorch_model.bin "

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "run_dir.h"
 
 /* Checkpoint files remembered at most when pruning (far more than any `keep`). */
@@ -149,7 +150,7 @@ static clf_status trim_csv(const char *path, long long last_step)
 clf_status run_dir_open_log(const cli_run_dir *rd, int append, long long last_step, FILE **out)
 {
     clf_status st;
-    append = append && access(rd->log, F_OK) == 0;
+    append = append && cli_file_exists(rd->log);
     if (append && (st = trim_csv(rd->log, last_step)) != CLF_OK)
         return st;
     *out = fopen(rd->log, append ? "a" : "w");

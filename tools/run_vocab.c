@@ -5,8 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "cli.h"
 #include "run_vocab.h"
@@ -156,7 +154,7 @@ static clf_status check_provenance(const char *vocab, const clf_train_config *tc
     char path[CLF_PATH_MAX + 16], why[2 * CLF_PATH_MAX + 160];
     json_t *root = NULL;
     provenance_path(vocab, path, sizeof path);
-    if (access(path, F_OK) != 0)
+    if (!cli_file_exists(path))
         return CLF_OK;
     clf_status st = d->n ? CLF_OK : print_data(tc, d);
     if (st != CLF_OK || (st = clf_json_parse_file(path, PROVENANCE_MAX, &root)) != CLF_OK)
@@ -208,9 +206,9 @@ clf_status run_vocabs_load_or_build(const clf_train_config *tc, clf_tokenizer **
     clf_status st;
     run_data d = {.n = 0};
     *src = *tgt = NULL;
-    const char *missing = access(tc->vocab_src, F_OK) != 0   ? tc->vocab_src
-                          : access(tc->vocab_tgt, F_OK) != 0 ? tc->vocab_tgt
-                                                             : NULL;
+    const char *missing = !cli_file_exists(tc->vocab_src)   ? tc->vocab_src
+                          : !cli_file_exists(tc->vocab_tgt) ? tc->vocab_tgt
+                                                            : NULL;
     if (missing && (clf_tokenizer_name_is_sentencepiece(tc->vocab_src) ||
                     clf_tokenizer_name_is_sentencepiece(tc->vocab_tgt)))
         /* train builds word-level vocabularies only */
