@@ -1,4 +1,6 @@
-/* The clformer CLI: one file per subcommand, shared helpers in cli_common.c. */
+/* The clformer CLI: one file per subcommand (cmd_<name>.c), shared helpers in cli_common.c;
+ * opening a model in cli_model.h; the directories a command reads and writes in model_dir.h
+ * (a model's) and run_dir.h (a training run's, its vocabularies in run_vocab.h). */
 #ifndef CLF_CLI_H
 #define CLF_CLI_H
 
