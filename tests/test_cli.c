@@ -247,6 +247,114 @@ START_TEST(test_vocab)
 }
 END_TEST
 
+/* A tiny experiment: data at tmpdir/<data>, checkpoints in tmpdir/run, `steps` steps. */
+static void write_train_yaml(const char *yaml, const char *data, int steps)
+{
+    FILE *f = fopen(yaml, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f,
+            "model: {max_len: 16, d_model: 16, layers: 1, heads: 2, d_ff: 32}\n"
+            "train:\n  data: {train: %s/%s}\n  batch_size: 8\n  steps: %d\n"
+            "  checkpoint: {dir: %s/run, every: 100}\n",
+            tmpdir, data, steps, tmpdir);
+    fclose(f);
+}
+
+static int exists_in_tmpdir(const char *name)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    return access(path, F_OK) == 0;
+}
+
+/* train's vocabularies: none is written from data without words; one built from other
+ * data is refused (naming it and what differs); a resumed run reuses its own; one without
+ * its provenance file is the user's, used as given. */
+START_TEST(test_train_vocab_provenance)
+{
+    char yaml[128], path[256], args[512], err[4096];
+    snprintf(yaml, sizeof yaml, "%s/exp.yaml", tmpdir);
+    snprintf(path, sizeof path, "%s/blank.tsv", tmpdir);
+    clf_test_write_text(path, "\t\n  \n\t\n");
+    write_train_yaml(yaml, "blank.tsv", 2);
+    snprintf(args, sizeof args, "train -c '%s' --backend cpu -q", yaml);
+    ck_assert_int_ne(clf_test_run_cli(args, err, sizeof err), 0);
+    assert_one_line_error(err);
+    ck_assert_msg(strstr(err, "blank.tsv: no source words"), "%s", err);
+    ck_assert(!exists_in_tmpdir("run/src.json") && !exists_in_tmpdir("run/tgt.json"));
+    ck_assert(!exists_in_tmpdir("run/src.json.provenance"));
+
+    /* good data: built, with provenance; --resume reuses them without a word */
+    snprintf(path, sizeof path, "%s/a.tsv", tmpdir);
+    clf_test_write_reversal_corpus(path, 40, 3);
+    write_train_yaml(yaml, "a.tsv", 2);
+    ck_assert_msg(clf_test_run_cli(args, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(strstr(err, "built vocabularies"), "%s", err);
+    ck_assert(exists_in_tmpdir("run/src.json.provenance"));
+    write_train_yaml(yaml, "a.tsv", 3);
+    snprintf(args, sizeof args, "train -c '%s' --backend cpu -q --resume", yaml);
+    ck_assert_msg(clf_test_run_cli(args, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(!strstr(err, "built vocabularies") && !strstr(err, "stale"), "%s", err);
+
+    /* the checkpoints gone, the run again on other data: its vocabularies are refused */
+    snprintf(args, sizeof args, "rm -f '%s'/run/*.safetensors", tmpdir);
+    ck_assert_int_eq(system(args), 0);
+    snprintf(path, sizeof path, "%s/b.tsv", tmpdir);
+    clf_test_write_reversal_corpus(path, 40, 5);
+    write_train_yaml(yaml, "b.tsv", 2);
+    snprintf(args, sizeof args, "train -c '%s' --backend cpu -q", yaml);
+    ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 2);
+    assert_one_line_error(err);
+    ck_assert_msg(strstr(err, "run/src.json: a stale vocabulary: built from ") &&
+                      strstr(err, "/a.tsv (") && strstr(err, "this run's train.data ") &&
+                      strstr(err, "/b.tsv is ") && strstr(err, "delete it"),
+                  "%s", err);
+    /* min_frequency is part of it too */
+    write_train_yaml(yaml, "a.tsv", 2);
+    FILE *f = fopen(yaml, "a");
+    fprintf(f, "  vocab: {min_frequency: 1}\n");
+    fclose(f);
+    ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 2);
+    ck_assert_msg(strstr(err, "built with train.vocab.min_frequency 2, this run's is 1"), "%s",
+                  err);
+
+    /* without its provenance file a vocabulary is the user's: used as given */
+    write_train_yaml(yaml, "b.tsv", 2);
+    snprintf(args, sizeof args, "rm '%s/run/src.json.provenance' '%s/run/tgt.json.provenance'",
+             tmpdir, tmpdir);
+    ck_assert_int_eq(system(args), 0);
+    snprintf(args, sizeof args, "train -c '%s' --backend cpu -q", yaml);
+    ck_assert_msg(clf_test_run_cli(args, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(!strstr(err, "built vocabularies"), "%s", err);
+}
+END_TEST
+
+/* bench --train --profile: the per-op table times every op the step runs, a plugin op by
+ * its name (the fixture's activation, gelu, is one), on stderr and in the JSON report. */
+START_TEST(test_bench_profile_names_ops)
+{
+    char args[1024], err[8192], json[256];
+    snprintf(json, sizeof json, "%s/bench.json", tmpdir);
+    snprintf(args, sizeof args,
+             "bench -c %s/pre_gelu/model.yaml --backend cpu --threads 1 --train --profile "
+             "--batch 2 --src-len 5 --tgt-len 4 --iters 1 --warmup 0 --json '%s' >/dev/null",
+             CLF_FIXTURES_DIR, json);
+    ck_assert_msg(clf_test_run_cli(args, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(strstr(err, "per-op time over 1 profiled steps of "), "%s", err);
+    ck_assert_msg(strstr(err, "(outside the ops: host work)"), "%s", err);
+    char *report = clf_test_read_file(json, NULL);
+    ck_assert_ptr_nonnull(report);
+    const char *want[] = {
+        "\"op\": \"activation gelu\"",      "\"op\": \"activation_backward gelu\"",
+        "\"op\": \"gemm x.W^T (forward)\"", "\"op\": \"adam\"",
+        "\"op\": \"attention_backward\"",   "\"profile_host_ms_per_step\""};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        ck_assert_msg(strstr(report, want[i]), "no %s in %s", want[i], report);
+    ck_assert_msg(strstr(err, "    activation gelu "), "%s", err);
+    free(report);
+}
+END_TEST
+
 static Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli");
@@ -260,6 +368,8 @@ static Suite *cli_suite(void)
     tcase_add_test(tc, test_forward_matches_fixture);
     tcase_add_test(tc, test_forward_errors);
     tcase_add_test(tc, test_vocab);
+    tcase_add_test(tc, test_train_vocab_provenance);
+    tcase_add_test(tc, test_bench_profile_names_ops);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -572,6 +572,13 @@ static const struct refusal {
     {"config.json", "\"d_model\": 16", "\"d_model\": 32", 0, "model.safetensors: tensor "},
     {"config.json", "\"attention_dropout\": 0.0", "\"attention_dropout\": 1.5", 0,
      "config.json: attention_dropout = 1.5: dropout rates must be in [0, 1)"},
+    /* a special id outside the vocabulary is named in config.json, with the valid range
+     * (not as generation_config.json's forced_eos_token_id, compared with it later) */
+    {"config.json", "\"eos_token_id\": 0", "\"eos_token_id\": 99999", 0,
+     "config.json: eos_token_id = 99999: expected an id of the vocabulary, 0 to 143 "
+     "(vocab_size 144)"},
+    {"config.json", "\"pad_token_id\": 143", "\"pad_token_id\": 144", 0,
+     "config.json: pad_token_id = 144: expected an id of the vocabulary, 0 to 143"},
     /* config.json is read by clformer's JSON reader: its messages and limits */
     {"config.json", NULL, "{\"model_type\": ", 0,
      "config.json: invalid JSON at byte 15 (line 1, column 16): unexpected end of input"},

@@ -1,4 +1,6 @@
-/* The clformer CLI: one file per subcommand, shared helpers in cli_common.c. */
+/* The clformer CLI: one file per subcommand (cmd_<name>.c), shared helpers in cli_common.c;
+ * opening a model in cli_model.h; the directories a command reads and writes in model_dir.h
+ * (a model's) and run_dir.h (a training run's, its vocabularies in run_vocab.h). */
 #ifndef CLF_CLI_H
 #define CLF_CLI_H
 
@@ -64,7 +66,8 @@ int cli_backend_option(int c, const char *arg, cli_backend_opts *o);
 clf_status cli_open_backend(const clf_config *cfg, const cli_backend_opts *o,
                             const clf_backend_api **api, clf_backend **be);
 
-/* Parses a positive int option value; on error prints and returns 0. */
+/* 1 when path names something that exists (access F_OK). */
+int cli_file_exists(const char *path);
 /* Seconds on the monotonic clock, for durations. */
 double cli_now_s(void);
 
@@ -85,6 +88,7 @@ double cli_now_s(void);
 typedef enum { CLI_THREADS_BLAS, CLI_THREADS_OPENMP } cli_thread_work;
 void cli_thread_wait_policy(cli_thread_work work);
 
+/* Parses an int option value >= min; on error prints and returns 0. */
 int cli_parse_int(const char *opt, const char *val, int min, int *out);
 /* --weight-type VAL: *type, and *set = 1; on a VAL that is not f32, f16, bf16 or int8
  * prints why and returns 0. */
@@ -96,17 +100,6 @@ clf_weight_type cli_file_weight_type(const char *path);
 /* This process's resident memory now and at its peak (VmRSS, VmHWM of /proc/self/status),
  * in MiB; 0 where the system does not say (not Linux). */
 int cli_resident_mib(double *now, double *peak);
-/* The inference commands' model (translate, forward, bench): created from *w, which it
- * consumes (clf_model_create_consuming, then freed and *w = NULL, whatever happens: the
- * host never holds the weights twice), with weight type *type if type_set, else the file's
- * (written back to *type); with int8 the F32 matrices, which these commands never read,
- * are given back (clf_model_release_f32); with f16 on an OpenCL device whose
- * products of 8+ rows do not run in HGEMM, a note on stderr says which products fall back
- * to the F32 weights. On failure *out is NULL. */
-clf_status cli_inference_model(const clf_model_config *mc, clf_weights **w,
-                               const clf_backend_api *api, clf_backend *be, int type_set,
-                               clf_weight_type *type, clf_model **out);
-
 /* Parses the options of a command that takes only --plugin-dir and --help. Returns -1 to go
  * on (with *plugin_dir set, or NULL), or the exit code: 0 after printing "usage: <usage>"
  * for --help, 2 for an unknown option. */

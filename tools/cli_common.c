@@ -29,6 +29,11 @@ int cli_usage_error(const char *fmt, ...)
     return 2;
 }
 
+int cli_file_exists(const char *path)
+{
+    return access(path, F_OK) == 0;
+}
+
 double cli_now_s(void)
 {
     struct timespec ts;
@@ -66,7 +71,7 @@ clf_status cli_load_vocab(const char *path, clf_tokenizer **tok)
     int dir_len = slash ? (int)(slash - path) : 1;
     int n = snprintf(map, sizeof map, "%.*s/vocab.json", dir_len, slash ? path : ".");
     if (clf_tokenizer_name_is_sentencepiece(path) && n > 0 && (size_t)n < sizeof map &&
-        access(map, F_OK) == 0)
+        cli_file_exists(map))
         return clf_tokenizer_load_mapped(path, map, tok);
     return clf_tokenizer_load(path, tok);
 }
@@ -180,48 +185,6 @@ int cli_resident_mib(double *now, double *peak)
     *now = rss / 1024.0; /* the kernel's kB are KiB */
     *peak = hwm / 1024.0;
     return 1;
-}
-
-/* F16 weights on an OpenCL device whose products of 8+ rows do not run in CLBlast's HGEMM
- * (no cl_khr_fp16, not a GPU, or CLF_OPENCL_HGEMM=off): say once what falls back. (The
- * CPU backend has no F16 arithmetic on any machine: no note there.) */
-static void note_half_fallback(const clf_backend_api *api, clf_backend *be)
-{
-    char desc[256];
-    if (strcmp(api->name, "opencl") != 0 || api->supports(be, CLF_OP_GEMM_HALF_ARITH))
-        return;
-    if (api->describe(be, desc, sizeof desc) != CLF_OK) {
-        clf_clear_error();
-        snprintf(desc, sizeof desc, "the OpenCL device");
-    }
-    fprintf(stderr,
-            "clformer: note: %s: F16 weights serve the products of up to 7 rows (decoding at "
-            "batch 1, small beams); the larger ones (the encoder, batched decoding) multiply the "
-            "F32 weights, as CLBlast's HGEMM runs only on a GPU with cl_khr_fp16 "
-            "(CLF_OPENCL_HGEMM=on: any device with it)\n",
-            desc);
-}
-
-clf_status cli_inference_model(const clf_model_config *mc, clf_weights **w,
-                               const clf_backend_api *api, clf_backend *be, int type_set,
-                               clf_weight_type *type, clf_model **out)
-{
-    clf_status st = clf_model_create_consuming(mc, *w, api, be, out);
-    if (!type_set)
-        *type = (*w)->stored_type;
-    clf_weights_free(*w); /* its tensors went as they reached the device */
-    *w = NULL;
-    if (st == CLF_OK)
-        st = clf_model_set_weight_type(*out, *type);
-    if (st == CLF_OK && *type == CLF_WEIGHT_INT8)
-        st = clf_model_release_f32(*out, NULL);
-    if (st == CLF_OK && *type == CLF_WEIGHT_F16)
-        note_half_fallback(api, be);
-    if (st != CLF_OK) {
-        clf_model_free(*out);
-        *out = NULL;
-    }
-    return st;
 }
 
 clf_weight_type cli_file_weight_type(const char *path)

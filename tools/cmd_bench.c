@@ -10,7 +10,7 @@
  * defaults); reports the median step time, target and source+target tokens/s, effective
  * GFLOP/s (3x the forward FLOPs: the usual convention that the backward pass costs twice
  * the forward), and the peak of device memory allocated through the backend. --profile
- * adds a per-op breakdown of the step, measured by wrapping the backend's table.
+ * adds a per-op breakdown of the step, measured by a wrapped backend (bench_profile.h).
  *
  * Never a pass/fail: numbers only. */
 #include <getopt.h>
@@ -21,7 +21,9 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "bench_profile.h"
 #include "cli.h"
+#include "cli_model.h"
 #include "clformer/fs.h"
 #include "clformer/model.h"
 #include "clformer/rng.h"
@@ -106,15 +108,29 @@ static void get_run_facts(const clf_backend_api *api, clf_backend *be, const clf
     f->coretype = coretype ? coretype : "";
 }
 
+/* cli_model_opts.wrap of the forward bench: notes when the model starts to be built (the
+ * backend is open), for model_setup_s. */
+static clf_status note_setup_start(void *ctx, const clf_backend_api **api, clf_backend **be)
+{
+    (void)api, (void)be;
+    *(double *)ctx = cli_now_s();
+    return CLF_OK;
+}
+
 static int bench_forward(const char *cfg_path, const char *w_path, const char *json_path,
                          const cli_backend_opts *bo, const bench_opts *o)
 {
     clf_status st;
-    clf_config cfg;
-    clf_weights *w = NULL;
-    const clf_backend_api *api = NULL;
-    clf_backend *be = NULL;
-    clf_model *model = NULL;
+    cli_model m = {0};
+    double t_open = 0;
+    const cli_model_opts mo = {.cfg_path = cfg_path,
+                               .w_path = w_path,
+                               .init_seed = 1,
+                               .bo = bo,
+                               .weight_type_set = o->weight_type_set,
+                               .weight_type = o->weight_type,
+                               .wrap = note_setup_start,
+                               .wrap_ctx = &t_open};
     int32_t *src = NULL, *tgt = NULL;
     double *times = calloc((size_t)o->iters, sizeof(double));
     double *gemm_times = calloc((size_t)o->iters, sizeof(double));
@@ -122,18 +138,12 @@ static int bench_forward(const char *cfg_path, const char *w_path, const char *j
         st = clf_error(CLF_ERR_NOMEM, "bench: out of host memory");
         goto fail;
     }
-    if ((st = clf_config_load_with_plugins(cfg_path, bo->plugin_dir, &cfg)) != CLF_OK)
+    if ((st = cli_model_open(&mo, &m)) != CLF_OK)
         goto fail;
-    st = w_path ? clf_weights_load(w_path, &cfg.model, &w) : clf_weights_init(&cfg.model, 1, &w);
-    if (st != CLF_OK)
-        goto fail;
-    if ((st = cli_open_backend(&cfg, bo, &api, &be)) != CLF_OK)
-        goto fail;
-    double t_open = cli_now_s();
-    clf_weight_type wt = o->weight_type;
-    if ((st = cli_inference_model(&cfg.model, &w, api, be, o->weight_type_set, &wt, &model)) !=
-        CLF_OK)
-        goto fail;
+    const clf_config *cfg = &m.cfg;
+    const clf_backend_api *api = m.api;
+    clf_model *model = m.model;
+    const clf_weight_type wt = m.weight_type;
     const int B = o->batch, S = o->src_len, T = o->tgt_len;
     src = malloc((size_t)B * S * sizeof(int32_t));
     tgt = malloc((size_t)B * T * sizeof(int32_t));
@@ -145,9 +155,9 @@ static int bench_forward(const char *cfg_path, const char *w_path, const char *j
     clf_rng rng;
     clf_rng_seed(&rng, 7);
     for (int i = 0; i < B * S; i++)
-        src[i] = 4 + (int32_t)(clf_rng_next(&rng) % (uint64_t)(cfg.model.src_vocab - 4));
+        src[i] = 4 + (int32_t)(clf_rng_next(&rng) % (uint64_t)(cfg->model.src_vocab - 4));
     for (int i = 0; i < B * T; i++)
-        tgt[i] = 4 + (int32_t)(clf_rng_next(&rng) % (uint64_t)(cfg.model.tgt_vocab - 4));
+        tgt[i] = 4 + (int32_t)(clf_rng_next(&rng) % (uint64_t)(cfg->model.tgt_vocab - 4));
     clf_forward_io io = {.batch = B, .src_len = S, .tgt_len = T, .src = src, .tgt = tgt};
     double t0 = cli_now_s();
     if ((st = clf_model_forward(model, &io)) != CLF_OK)
@@ -169,11 +179,11 @@ static int bench_forward(const char *cfg_path, const char *w_path, const char *j
         gemm_times[i] = cli_now_s() - t0;
     }
     double t = median(times, o->iters), tg = median(gemm_times, o->iters);
-    double flops = clf_model_forward_flops(&cfg.model, B, S, T);
+    double flops = clf_model_forward_flops(&cfg->model, B, S, T);
     double gemm_flops = clf_graph_gemm_flops(clf_model_last_graph(model));
     double gflops = flops / t * 1e-9, sgemm_gflops = gemm_flops / tg * 1e-9;
     run_facts facts;
-    get_run_facts(api, be, model, &facts);
+    get_run_facts(api, m.be, model, &facts);
 
     json_error_t jerr;
     json_t *report = json_pack_ex(
@@ -197,310 +207,12 @@ static int bench_forward(const char *cfg_path, const char *w_path, const char *j
             facts.mem.weight_bytes / 1048576.0, facts.mem.arena_bytes / 1048576.0);
     st = emit_report(report, &jerr, json_path);
 fail:
-    clf_model_free(model);
-    if (be)
-        api->close(be);
-    clf_weights_free(w);
+    cli_model_close(&m);
     free(src);
     free(tgt);
     free(times);
     free(gemm_times);
     return st == CLF_OK ? 0 : cli_fail(st);
-}
-
-/* ------------------------------------------------------------------------------------ */
-/* the instrumented backend table (training)                                            */
-
-/* The trainer's step is one graph run inside the library, so per-op times cannot come
- * from the graph API (as the forward's SGEMM rate does). Instead the bench hands the model
- * a copy of the backend's table whose entries call the real ones: alloc/free keep a tally
- * of live device bytes (the peak of weights + gradients + Adam moments + activation arena,
- * which the public API does not report for a trainer), and, while `timing` is on, every op
- * is followed by synchronize() and its wall time is added to its kind. On the CPU backend
- * ops are synchronous, so this measures them as they run; on a queued backend it measures
- * them serialised. GEMMs are split by the role their transpose flags give them in the
- * training graph (core/src/graph/autodiff.c): A·W^T is a forward Linear, dY·W an input
- * gradient, dY^T·X a weight gradient, 1^T·dY (one row) a bias gradient. */
-typedef enum prof_kind {
-    P_GEMM_FWD,
-    P_GEMM_DX,
-    P_GEMM_DW,
-    P_GEMM_DBIAS,
-    P_GEMM_BATCHED,
-    P_LAYERNORM,
-    P_ATTENTION,
-    P_EMBED,
-    P_ADD,
-    P_SOFTMAX,
-    P_ARGMAX,
-    P_RELU_BW,
-    P_LAYERNORM_BW,
-    P_ATTENTION_BW,
-    P_EMBED_BW,
-    P_DROPOUT,
-    P_CROSS_ENTROPY,
-    P_ADAM,
-    P_SUM_SQUARES,
-    P_FILL,
-    P_COPY,
-    P_UPLOAD,
-    P_DOWNLOAD,
-    P_COUNT
-} prof_kind;
-
-static const char *const prof_name[P_COUNT] = {"gemm x.W^T (forward)",
-                                               "gemm dY.W (input grads)",
-                                               "gemm dY^T.X (weight grads)",
-                                               "gemm 1^T.dY (bias grads)",
-                                               "gemm_strided_batched",
-                                               "layernorm",
-                                               "attention",
-                                               "embed",
-                                               "add",
-                                               "softmax",
-                                               "argmax",
-                                               "relu_backward",
-                                               "layernorm_backward",
-                                               "attention_backward",
-                                               "embed_backward",
-                                               "dropout",
-                                               "cross_entropy",
-                                               "adam",
-                                               "sum_squares",
-                                               "fill",
-                                               "copy",
-                                               "upload",
-                                               "download"};
-
-typedef struct prof_stat {
-    double seconds, flops;
-    long long calls;
-} prof_stat;
-
-typedef struct live_buffer {
-    clf_buffer *buf;
-    size_t bytes;
-} live_buffer;
-
-static struct {
-    const clf_backend_api *real;
-    clf_backend_api api;
-    int timing;
-    prof_stat stat[P_COUNT];
-    size_t live_bytes, peak_bytes;
-    live_buffer *bufs;
-    size_t n_bufs, cap_bufs;
-} W;
-
-/* Ends the timing of one op that started at t0; st is what the op returned. */
-static clf_status timed(clf_backend *be, prof_kind k, double flops, double t0, clf_status st)
-{
-    if (!W.timing || st != CLF_OK)
-        return st;
-    st = W.real->synchronize(be);
-    W.stat[k].seconds += cli_now_s() - t0;
-    W.stat[k].flops += flops;
-    W.stat[k].calls++;
-    return st;
-}
-
-static clf_status w_alloc(clf_backend *be, size_t bytes, clf_buffer **out)
-{
-    clf_status st = W.real->alloc(be, bytes, out);
-    if (st != CLF_OK)
-        return st;
-    if (W.n_bufs == W.cap_bufs) {
-        size_t cap = W.cap_bufs ? 2 * W.cap_bufs : 256;
-        live_buffer *b = realloc(W.bufs, cap * sizeof *b);
-        if (!b) {
-            W.real->free(be, *out);
-            *out = NULL;
-            return clf_error(CLF_ERR_NOMEM, "bench: out of host memory");
-        }
-        W.bufs = b;
-        W.cap_bufs = cap;
-    }
-    W.bufs[W.n_bufs++] = (live_buffer){*out, bytes};
-    W.live_bytes += bytes;
-    if (W.live_bytes > W.peak_bytes)
-        W.peak_bytes = W.live_bytes;
-    return CLF_OK;
-}
-
-static void w_free(clf_backend *be, clf_buffer *buf)
-{
-    for (size_t i = 0; i < W.n_bufs; i++)
-        if (W.bufs[i].buf == buf) {
-            W.live_bytes -= W.bufs[i].bytes;
-            W.bufs[i] = W.bufs[--W.n_bufs];
-            break;
-        }
-    W.real->free(be, buf);
-}
-
-static clf_status w_upload(clf_backend *be, clf_ptr dst, const void *src, size_t bytes)
-{
-    double t0 = cli_now_s();
-    return timed(be, P_UPLOAD, 0, t0, W.real->upload(be, dst, src, bytes));
-}
-
-static clf_status w_download(clf_backend *be, void *dst, clf_ptr src, size_t bytes)
-{
-    double t0 = cli_now_s();
-    return timed(be, P_DOWNLOAD, 0, t0, W.real->download(be, dst, src, bytes));
-}
-
-static clf_status w_copy(clf_backend *be, clf_ptr dst, clf_ptr src, size_t bytes)
-{
-    double t0 = cli_now_s();
-    return timed(be, P_COPY, 0, t0, W.real->copy(be, dst, src, bytes));
-}
-
-static clf_status w_gemm(clf_backend *be, const clf_gemm_args *a)
-{
-    prof_kind k = a->trans_a   ? P_GEMM_DW
-                  : a->trans_b ? P_GEMM_FWD
-                  : a->m == 1  ? P_GEMM_DBIAS
-                               : P_GEMM_DX;
-    double t0 = cli_now_s();
-    return timed(be, k, 2.0 * a->m * a->n * a->k, t0, W.real->gemm(be, a));
-}
-
-static clf_status w_gemm_strided_batched(clf_backend *be, const clf_gemm_args *a)
-{
-    double t0 = cli_now_s();
-    return timed(be, P_GEMM_BATCHED, 2.0 * a->batch * a->m * a->n * a->k, t0,
-                 W.real->gemm_strided_batched(be, a));
-}
-
-static clf_status w_layernorm(clf_backend *be, const clf_layernorm_args *a)
-{
-    double t0 = cli_now_s();
-    return timed(be, P_LAYERNORM, 0, t0, W.real->layernorm(be, a));
-}
-
-/* QK^T and PV: 2 products of q_len x kv_len x head_dim per (batch, head) */
-static double attention_products(const clf_attention_args *a)
-{
-    return 2.0 * a->batch * a->heads * (double)a->q_len * a->kv_len * a->head_dim;
-}
-
-static clf_status w_attention(clf_backend *be, const clf_attention_args *a)
-{
-    double t0 = cli_now_s();
-    return timed(be, P_ATTENTION, 2.0 * attention_products(a), t0, W.real->attention(be, a));
-}
-
-static clf_status w_embed(clf_backend *be, const clf_embed_args *a)
-{
-    double t0 = cli_now_s();
-    return timed(be, P_EMBED, 0, t0, W.real->embed(be, a));
-}
-
-static clf_status w_add(clf_backend *be, clf_ptr out, clf_ptr a, clf_ptr b, size_t n)
-{
-    double t0 = cli_now_s();
-    return timed(be, P_ADD, 0, t0, W.real->add(be, out, a, b, n));
-}
-
-static clf_status w_softmax(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int cols, int log)
-{
-    double t0 = cli_now_s();
-    return timed(be, P_SOFTMAX, 0, t0, W.real->softmax(be, out, x, rows, cols, log));
-}
-
-static clf_status w_argmax(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int cols)
-{
-    double t0 = cli_now_s();
-    return timed(be, P_ARGMAX, 0, t0, W.real->argmax(be, out, x, rows, cols));
-}
-
-static clf_status w_relu_backward(clf_backend *be, clf_ptr dx, clf_ptr dy, clf_ptr y, size_t n)
-{
-    double t0 = cli_now_s();
-    return timed(be, P_RELU_BW, 0, t0, W.real->relu_backward(be, dx, dy, y, n));
-}
-
-static clf_status w_layernorm_backward(clf_backend *be, const clf_layernorm_backward_args *a)
-{
-    double t0 = cli_now_s();
-    return timed(be, P_LAYERNORM_BW, 0, t0, W.real->layernorm_backward(be, a));
-}
-
-/* counted as 5 products: QK^T recomputed, dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q */
-static clf_status w_attention_backward(clf_backend *be, const clf_attention_backward_args *a)
-{
-    double t0 = cli_now_s();
-    return timed(be, P_ATTENTION_BW, 5.0 * attention_products(&a->fwd), t0,
-                 W.real->attention_backward(be, a));
-}
-
-static clf_status w_embed_backward(clf_backend *be, const clf_embed_backward_args *a)
-{
-    double t0 = cli_now_s();
-    return timed(be, P_EMBED_BW, 0, t0, W.real->embed_backward(be, a));
-}
-
-static clf_status w_dropout(clf_backend *be, const clf_dropout_args *a)
-{
-    double t0 = cli_now_s();
-    return timed(be, P_DROPOUT, 0, t0, W.real->dropout(be, a));
-}
-
-static clf_status w_cross_entropy(clf_backend *be, const clf_cross_entropy_args *a)
-{
-    double t0 = cli_now_s();
-    return timed(be, P_CROSS_ENTROPY, 0, t0, W.real->cross_entropy(be, a));
-}
-
-static clf_status w_adam(clf_backend *be, const clf_adam_args *a)
-{
-    double t0 = cli_now_s();
-    return timed(be, P_ADAM, 0, t0, W.real->adam(be, a));
-}
-
-static clf_status w_sum_squares(clf_backend *be, clf_ptr out, clf_ptr x, size_t n)
-{
-    double t0 = cli_now_s();
-    return timed(be, P_SUM_SQUARES, 0, t0, W.real->sum_squares(be, out, x, n));
-}
-
-static clf_status w_fill(clf_backend *be, clf_ptr out, float value, size_t n)
-{
-    double t0 = cli_now_s();
-    return timed(be, P_FILL, 0, t0, W.real->fill(be, out, value, n));
-}
-
-/* The wrapped table; an entry the backend leaves NULL stays NULL (supports() is the real
- * one, so the trainer's checks see exactly what the backend offers). */
-static const clf_backend_api *wrap_backend(const clf_backend_api *real)
-{
-    memset(&W, 0, sizeof W);
-    W.real = real;
-    W.api = *real;
-    W.api.alloc = w_alloc;
-    W.api.free = w_free;
-    W.api.upload = w_upload;
-    W.api.download = w_download;
-    W.api.copy = real->copy ? w_copy : NULL;
-    W.api.gemm = real->gemm ? w_gemm : NULL;
-    W.api.gemm_strided_batched = real->gemm_strided_batched ? w_gemm_strided_batched : NULL;
-    W.api.layernorm = real->layernorm ? w_layernorm : NULL;
-    W.api.attention = real->attention ? w_attention : NULL;
-    W.api.embed = real->embed ? w_embed : NULL;
-    W.api.add = real->add ? w_add : NULL;
-    W.api.softmax = real->softmax ? w_softmax : NULL;
-    W.api.argmax = real->argmax ? w_argmax : NULL;
-    W.api.relu_backward = real->relu_backward ? w_relu_backward : NULL;
-    W.api.layernorm_backward = real->layernorm_backward ? w_layernorm_backward : NULL;
-    W.api.attention_backward = real->attention_backward ? w_attention_backward : NULL;
-    W.api.embed_backward = real->embed_backward ? w_embed_backward : NULL;
-    W.api.dropout = real->dropout ? w_dropout : NULL;
-    W.api.cross_entropy = real->cross_entropy ? w_cross_entropy : NULL;
-    W.api.adam = real->adam ? w_adam : NULL;
-    W.api.sum_squares = real->sum_squares ? w_sum_squares : NULL;
-    W.api.fill = real->fill ? w_fill : NULL;
-    return &W.api;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -557,170 +269,144 @@ static clf_status train_step(clf_trainer *tr, const clf_train_batch *mb, int n, 
     return clf_trainer_step(tr, NULL, NULL);
 }
 
-static int cmp_stat_desc(const void *a, const void *b)
+/* What a training bench holds; freed by train_bench_free. */
+typedef struct train_bench {
+    cli_model m;
+    cli_profiler *prof; /* the model's backend: it counts device bytes, and times --profile */
+    clf_trainer *tr;
+    int32_t *ids;        /* the micro-batches' ids (next_batches) */
+    clf_train_batch *mb; /* accumulate micro-batches over ids */
+    double *times;       /* the timed steps' seconds */
+    clf_rng rng;
+    double loss_first, loss_last, first_step, prof_step;
+} train_bench;
+
+/* cli_model_opts.wrap of the training bench: the model gets the profiler's backend. */
+static clf_status wrap_profiler(void *ctx, const clf_backend_api **api, clf_backend **be)
 {
-    double x = W.stat[*(const int *)a].seconds, y = W.stat[*(const int *)b].seconds;
-    return (x < y) - (x > y);
+    train_bench *b = ctx;
+    clf_status st = cli_profiler_create(*api, *be, &b->prof);
+    if (st == CLF_OK) {
+        *api = cli_profiler_api(b->prof);
+        *be = cli_profiler_backend(b->prof);
+    }
+    return st;
 }
 
-/* The per-op table on stderr and as members of report (NULL: stderr only). */
-static void report_profile(double step_s, int steps, json_t *report)
-{
-    int order[P_COUNT];
-    double ops_s = 0;
-    for (int k = 0; k < P_COUNT; k++) {
-        order[k] = k;
-        ops_s += W.stat[k].seconds;
-    }
-    qsort(order, P_COUNT, sizeof order[0], cmp_stat_desc);
-    fprintf(stderr, "  per-op time over %d profiled steps of %.1f ms (each op synchronized):\n",
-            steps, step_s * 1e3);
-    fprintf(stderr, "    %-28s %10s %10s %7s %9s\n", "op", "calls/step", "ms/step", "share",
-            "GFLOP/s");
-    json_t *ops = json_array();
-    for (int i = 0; i < P_COUNT; i++) {
-        const prof_stat *s = &W.stat[order[i]];
-        if (!s->calls)
-            continue;
-        double ms = s->seconds / steps * 1e3, share = s->seconds / (step_s * steps);
-        double gf = s->flops > 0 && s->seconds > 0 ? s->flops / s->seconds * 1e-9 : 0;
-        fprintf(stderr, "    %-28s %10.1f %10.2f %6.1f%%", prof_name[order[i]],
-                (double)s->calls / steps, ms, 100 * share);
-        if (gf > 0)
-            fprintf(stderr, " %9.1f", gf);
-        fputc('\n', stderr);
-        json_array_append_new(ops, json_pack("{s:s, s:f, s:f, s:f, s:f}", "op", prof_name[order[i]],
-                                             "calls_per_step", (double)s->calls / steps,
-                                             "ms_per_step", ms, "share", share, "gflops", gf));
-    }
-    double other = step_s - ops_s / steps;
-    fprintf(stderr, "    %-28s %10s %10.2f %6.1f%%\n", "(outside the ops: host work)", "",
-            other * 1e3, 100 * other / step_s);
-    json_object_set_new(report, "profile_steps", json_integer(steps));
-    json_object_set_new(report, "profile_ms_per_step", json_real(step_s * 1e3));
-    json_object_set_new(report, "profile", ops);
-    json_object_set_new(report, "profile_host_ms_per_step", json_real(other * 1e3));
-}
-
-static int bench_train(const char *cfg_path, const char *w_path, const char *json_path,
-                       const cli_backend_opts *bo, const bench_opts *o)
+/* The config, the model on the profiling backend, its trainer and the micro-batches. */
+static clf_status train_bench_open(train_bench *b, const char *cfg_path, const char *w_path,
+                                   const cli_backend_opts *bo, const bench_opts *o)
 {
     clf_status st;
-    clf_config cfg;
-    clf_weights *w = NULL;
-    const clf_backend_api *real = NULL, *api = NULL;
-    clf_backend *be = NULL;
-    clf_model *model = NULL;
-    clf_trainer *tr = NULL;
-    int32_t *ids = NULL;
-    clf_train_batch *mb = NULL;
-    double *times = calloc((size_t)o->iters, sizeof(double));
-    if (!times) {
-        st = clf_error(CLF_ERR_NOMEM, "bench: out of host memory");
-        goto fail;
-    }
     /* Without a train: section the config still holds the design's train defaults
      * (Adam, lr 1e-4, betas 0.9/0.98, eps 1e-9, label smoothing 0.1, accumulate 1, no
      * clipping), which is what a first `clformer train` would run. */
-    if ((st = clf_config_load_with_plugins(cfg_path, bo->plugin_dir, &cfg)) != CLF_OK)
-        goto fail;
-    const clf_train_config *tc = &cfg.train;
-    const clf_model_config *mc = &cfg.model;
-    if (mc->src_vocab <= ID_FIRST_WORD || mc->tgt_vocab <= ID_FIRST_WORD) {
-        st = clf_error(CLF_ERR_INPUT, "bench: --train needs vocabularies of more than %d ids",
-                       ID_FIRST_WORD);
-        goto fail;
-    }
-    st = w_path ? clf_weights_load(w_path, mc, &w) : clf_weights_init(mc, 1, &w);
-    if (st != CLF_OK)
-        goto fail;
-    if ((st = cli_open_backend(&cfg, bo, &real, &be)) != CLF_OK)
-        goto fail;
-    api = wrap_backend(real);
-    if ((st = clf_model_create(mc, w, api, be, &model)) != CLF_OK)
-        goto fail;
-    clf_weights_free(w);
-    w = NULL;
-    if ((st = clf_trainer_create(model, tc, 1, &tr)) != CLF_OK)
-        goto fail;
-
-    const int B = o->batch, S = o->src_len, T = o->tgt_len, A = tc->accumulate;
+    if ((st = clf_config_load_with_plugins(cfg_path, bo->plugin_dir, &b->m.cfg)) != CLF_OK)
+        return st;
+    const clf_model_config *mc = &b->m.cfg.model;
+    if (mc->src_vocab <= ID_FIRST_WORD || mc->tgt_vocab <= ID_FIRST_WORD)
+        return clf_error(CLF_ERR_INPUT, "bench: --train needs vocabularies of more than %d ids",
+                         ID_FIRST_WORD);
+    const cli_model_opts mo = {.cfg_loaded = 1,
+                               .w_path = w_path,
+                               .init_seed = 1,
+                               .bo = bo,
+                               .train = 1,
+                               .wrap = wrap_profiler,
+                               .wrap_ctx = b};
+    if ((st = cli_model_open(&mo, &b->m)) != CLF_OK ||
+        (st = clf_trainer_create(b->m.model, &b->m.cfg.train, 1, &b->tr)) != CLF_OK)
+        return st;
+    const int B = o->batch, S = o->src_len, T = o->tgt_len, A = b->m.cfg.train.accumulate;
     const size_t per = (size_t)B * (S + 2 * T);
-    ids = malloc((size_t)A * per * sizeof(int32_t));
-    mb = calloc((size_t)A, sizeof *mb);
-    if (!ids || !mb) {
-        st = clf_error(CLF_ERR_NOMEM, "bench: out of host memory");
-        goto fail;
-    }
+    b->times = calloc((size_t)o->iters, sizeof(double));
+    b->ids = malloc((size_t)A * per * sizeof(int32_t));
+    b->mb = calloc((size_t)A, sizeof *b->mb);
+    if (!b->times || !b->ids || !b->mb)
+        return clf_error(CLF_ERR_NOMEM, "bench: out of host memory");
     for (int a = 0; a < A; a++) {
-        int32_t *p = ids + (size_t)a * per;
-        mb[a] = (clf_train_batch){.batch = B,
-                                  .src_len = S,
-                                  .tgt_len = T,
-                                  .src = p,
-                                  .tgt = p + (size_t)B * S,
-                                  .labels = p + (size_t)B * (S + T)};
+        int32_t *p = b->ids + (size_t)a * per;
+        b->mb[a] = (clf_train_batch){.batch = B,
+                                     .src_len = S,
+                                     .tgt_len = T,
+                                     .src = p,
+                                     .tgt = p + (size_t)B * S,
+                                     .labels = p + (size_t)B * (S + T)};
     }
-    clf_rng rng;
-    clf_rng_seed(&rng, 7);
-    /* A fresh batch for every step (drawn outside the timed region), as training sees. */
-    double loss_first = 0, loss_last = 0, loss;
-    next_batches(&rng, mc, ids, A, B, S, T);
-    double t0 = cli_now_s();
-    if ((st = train_step(tr, mb, A, &loss_first)) != CLF_OK)
-        goto fail;
-    double first_step = cli_now_s() - t0;
-    for (int i = 0; i < o->warmup; i++) {
-        next_batches(&rng, mc, ids, A, B, S, T);
-        if ((st = train_step(tr, mb, A, &loss)) != CLF_OK)
-            goto fail;
-    }
-    for (int i = 0; i < o->iters; i++) {
-        next_batches(&rng, mc, ids, A, B, S, T);
-        t0 = cli_now_s();
-        if ((st = train_step(tr, mb, A, &loss_last)) != CLF_OK)
-            goto fail;
-        times[i] = cli_now_s() - t0;
-    }
-    /* Profiled steps come after the timed ones, so that the per-op synchronization cannot
-     * change the step time reported above. */
-    double prof_step = 0;
-    if (o->profile) {
-        double total = 0;
-        W.timing = 1;
-        for (int i = 0; i < o->iters; i++) {
-            next_batches(&rng, mc, ids, A, B, S, T);
-            t0 = cli_now_s();
-            if ((st = train_step(tr, mb, A, &loss)) != CLF_OK)
-                goto fail;
-            total += cli_now_s() - t0;
-        }
-        W.timing = 0;
-        prof_step = total / o->iters;
-    }
+    clf_rng_seed(&b->rng, 7);
+    return CLF_OK;
+}
 
-    const double t = median(times, o->iters), t_min = times[0]; /* median() sorted them */
+/* One step on fresh batches (drawn outside the timed region, as training sees them);
+ * *seconds its time, *loss its loss. */
+static clf_status bench_step(train_bench *b, const bench_opts *o, double *seconds, double *loss)
+{
+    const int A = b->m.cfg.train.accumulate;
+    next_batches(&b->rng, &b->m.cfg.model, b->ids, A, o->batch, o->src_len, o->tgt_len);
+    double t0 = cli_now_s();
+    clf_status st = train_step(b->tr, b->mb, A, loss);
+    *seconds = cli_now_s() - t0;
+    return st;
+}
+
+/* The first step, the warm-up, the timed steps and, with --profile, the profiled ones:
+ * after the timed ones, so that the per-op synchronization cannot change the step time. */
+static clf_status train_bench_run(train_bench *b, const bench_opts *o)
+{
+    clf_status st;
+    double s, loss, total = 0;
+    if ((st = bench_step(b, o, &b->first_step, &b->loss_first)) != CLF_OK)
+        return st;
+    for (int i = 0; i < o->warmup; i++)
+        if ((st = bench_step(b, o, &s, &loss)) != CLF_OK)
+            return st;
+    for (int i = 0; i < o->iters; i++)
+        if ((st = bench_step(b, o, &b->times[i], &b->loss_last)) != CLF_OK)
+            return st;
+    if (!o->profile)
+        return CLF_OK;
+    cli_profiler_timing(b->prof, 1);
+    for (int i = 0; i < o->iters; i++) {
+        if ((st = bench_step(b, o, &s, &loss)) != CLF_OK)
+            return st;
+        total += s;
+    }
+    cli_profiler_timing(b->prof, 0);
+    b->prof_step = total / o->iters;
+    return CLF_OK;
+}
+
+/* The report: one JSON line on stdout (and --json), a summary on stderr. */
+static clf_status train_bench_report(train_bench *b, const char *cfg_path, const char *json_path,
+                                     const bench_opts *o)
+{
+    const clf_train_config *tc = &b->m.cfg.train;
+    const clf_model_config *mc = &b->m.cfg.model;
+    const int B = o->batch, S = o->src_len, T = o->tgt_len, A = tc->accumulate;
+    const double t = median(b->times, o->iters), t_min = b->times[0]; /* median() sorted them */
     const double tgt_tokens = (double)A * B * T, all_tokens = (double)A * B * (S + T);
     const double fwd_flops = (double)A * clf_model_forward_flops(mc, B, S, T);
     const double flops = 3.0 * fwd_flops, gflops = flops / t * 1e-9;
+    const size_t peak = cli_profiler_peak_bytes(b->prof);
+    const char *backend = b->m.api->name;
     run_facts facts;
-    get_run_facts(real, be, model, &facts);
+    get_run_facts(b->m.api, b->m.be, b->m.model, &facts);
 
     json_error_t jerr;
     json_t *report = json_pack_ex(
         &jerr, 0,
         "{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:s, s:i, s:i, s:f, s:s, s:f, s:f, "
         "s:f, s:f, s:f, s:f, s:f, s:f, s:s, s:f, s:f, s:f, s:I, s:I, s:I}",
-        "mode", "train", "framework", "clformer", "config", cfg_path, "backend", real->name,
-        "device", facts.desc, "openblas_coretype_env", facts.coretype, "batch", B, "src_len", S,
-        "tgt_len", T, "accumulate", A, "padding", "none", "iters", o->iters, "warmup", o->warmup,
-        "dropout", (double)mc->dropout, "optimizer", clf_optimizer_name(tc->optimizer), "lr",
-        (double)tc->lr, "label_smoothing", (double)tc->label_smoothing, "seconds_per_step", t,
-        "seconds_min", t_min, "tgt_tokens_per_s", tgt_tokens / t, "tokens_per_s", all_tokens / t,
-        "gflop_per_step", flops * 1e-9, "gflops", gflops, "flops_convention",
-        "3 x forward (GEMMs + attention products)", "first_step_s", first_step, "loss_first",
-        loss_first, "loss_last", loss_last, "weight_bytes", (json_int_t)facts.mem.weight_bytes,
-        "peak_device_bytes", (json_int_t)W.peak_bytes, "peak_rss_bytes",
+        "mode", "train", "framework", "clformer", "config", cfg_path, "backend", backend, "device",
+        facts.desc, "openblas_coretype_env", facts.coretype, "batch", B, "src_len", S, "tgt_len", T,
+        "accumulate", A, "padding", "none", "iters", o->iters, "warmup", o->warmup, "dropout",
+        (double)mc->dropout, "optimizer", clf_optimizer_name(tc->optimizer), "lr", (double)tc->lr,
+        "label_smoothing", (double)tc->label_smoothing, "seconds_per_step", t, "seconds_min", t_min,
+        "tgt_tokens_per_s", tgt_tokens / t, "tokens_per_s", all_tokens / t, "gflop_per_step",
+        flops * 1e-9, "gflops", gflops, "flops_convention",
+        "3 x forward (GEMMs + attention products)", "first_step_s", b->first_step, "loss_first",
+        b->loss_first, "loss_last", b->loss_last, "weight_bytes",
+        (json_int_t)facts.mem.weight_bytes, "peak_device_bytes", (json_int_t)peak, "peak_rss_bytes",
         (json_int_t)facts.peak_rss_kib * 1024);
     fprintf(stderr,
             "%s on %s (%s), training\n  accumulate %d x batch %d, src %d, tgt %d, dropout %g, %s "
@@ -728,24 +414,33 @@ static int bench_train(const char *cfg_path, const char *w_path, const char *jso
             "%.1f ms/step, %.0f target tokens/s, %.0f src+tgt tokens/s, %.1f GFLOP/s (3x "
             "forward)\n  loss %.4f -> %.4f; first step %.2f s\n  device memory: peak %.1f MiB "
             "allocated (weights %.1f MiB); peak RSS %.1f MiB\n",
-            cfg_path, real->name, facts.desc, A, B, S, T, mc->dropout,
+            cfg_path, backend, facts.desc, A, B, S, T, mc->dropout,
             clf_optimizer_name(tc->optimizer), tc->lr, t * 1e3, tgt_tokens / t, all_tokens / t,
-            gflops, loss_first, loss_last, first_step, W.peak_bytes / 1048576.0,
+            gflops, b->loss_first, b->loss_last, b->first_step, peak / 1048576.0,
             facts.mem.weight_bytes / 1048576.0, facts.peak_rss_kib / 1024.0);
-    if (o->profile)
-        report_profile(prof_step, o->iters, report);
-    st = emit_report(report, &jerr, json_path);
-fail:
-    clf_trainer_free(tr);
-    clf_model_free(model);
-    if (be)
-        real->close(be);
-    clf_weights_free(w);
-    free(ids);
-    free(mb);
-    free(times);
-    free(W.bufs);
-    W.bufs = NULL;
+    if (o->profile && report)
+        cli_profiler_report(b->prof, b->prof_step, o->iters, report);
+    return emit_report(report, &jerr, json_path);
+}
+
+static void train_bench_free(train_bench *b)
+{
+    clf_trainer_free(b->tr);
+    cli_model_close(&b->m); /* the model first: it frees its buffers through the profiler */
+    cli_profiler_free(b->prof);
+    free(b->ids);
+    free(b->mb);
+    free(b->times);
+}
+
+static int bench_train(const char *cfg_path, const char *w_path, const char *json_path,
+                       const cli_backend_opts *bo, const bench_opts *o)
+{
+    train_bench b = {0};
+    clf_status st = train_bench_open(&b, cfg_path, w_path, bo, o);
+    if (st == CLF_OK && (st = train_bench_run(&b, o)) == CLF_OK)
+        st = train_bench_report(&b, cfg_path, json_path, o);
+    train_bench_free(&b);
     return st == CLF_OK ? 0 : cli_fail(st);
 }
 

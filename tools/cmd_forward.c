@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_model.h"
 #include "clformer/model.h"
 #include "clformer/tensor.h"
 #include "clformer/weights.h"
@@ -38,12 +39,15 @@ static clf_status read_ids(const clf_safetensors *f, const char *path, const cha
     return st;
 }
 
-int clf_cmd_forward(int argc, char **argv)
+typedef struct fwd_opts {
+    const char *in_path, *out_path;
+    cli_backend_opts bo;
+    cli_model_opts mo; /* -c, -w, --weight-type */
+} fwd_opts;
+
+/* Parses argv into o. Returns -1 to go on, else the exit code (0 after --help). */
+static int parse_args(int argc, char **argv, fwd_opts *o)
 {
-    const char *cfg_path = NULL, *w_path = NULL, *in_path = NULL, *out_path = NULL;
-    cli_backend_opts bo = {.threads = -1};
-    int weight_type_set = 0;
-    clf_weight_type weight_type = CLF_WEIGHT_F32;
     enum { OPT_WEIGHT_TYPE = 1000 };
     static const struct option longopts[] = {
         {"config", required_argument, NULL, 'c'},
@@ -60,19 +64,19 @@ int clf_cmd_forward(int argc, char **argv)
            -1) {
         switch (c) {
         case 'c':
-            cfg_path = optarg;
+            o->mo.cfg_path = optarg;
             break;
         case 'w':
-            w_path = optarg;
+            o->mo.w_path = optarg;
             break;
         case 'i':
-            in_path = optarg;
+            o->in_path = optarg;
             break;
         case 'o':
-            out_path = optarg;
+            o->out_path = optarg;
             break;
         case OPT_WEIGHT_TYPE:
-            if (!cli_weight_type_option(optarg, &weight_type, &weight_type_set))
+            if (!cli_weight_type_option(optarg, &o->mo.weight_type, &o->mo.weight_type_set))
                 return 2;
             break;
         case 'h':
@@ -86,27 +90,31 @@ int clf_cmd_forward(int argc, char **argv)
                    "'encoder_out' [B,S,d_model]\n");
             return 0;
         default:
-            if (cli_backend_option(c, optarg, &bo) != 1)
+            if (cli_backend_option(c, optarg, &o->bo) != 1)
                 return 2;
         }
     }
-    if (!cfg_path || !w_path || !in_path || !out_path)
+    if (!o->mo.cfg_path || !o->mo.w_path || !o->in_path || !o->out_path)
         return cli_usage_error("forward: -c, -w, -i and -o are all required");
+    return -1;
+}
 
+int clf_cmd_forward(int argc, char **argv)
+{
+    fwd_opts o = {.bo = {.threads = -1}};
+    int rc = parse_args(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    o.mo.bo = &o.bo;
     clf_status st;
-    clf_config cfg;
-    clf_weights *w = NULL;
+    cli_model m = {0};
     clf_safetensors *in = NULL;
     int32_t *src = NULL, *tgt = NULL;
     float *logits = NULL, *enc = NULL;
-    const clf_backend_api *api = NULL;
-    clf_backend *be = NULL;
-    clf_model *model = NULL;
     int B = 0, S = 0, B2 = 0, T = 0;
+    const char *in_path = o.in_path;
 
-    if ((st = clf_config_load_with_plugins(cfg_path, bo.plugin_dir, &cfg)) != CLF_OK)
-        goto fail;
-    if ((st = clf_weights_load(w_path, &cfg.model, &w)) != CLF_OK)
+    if ((st = cli_model_open(&o.mo, &m)) != CLF_OK)
         goto fail;
     if ((st = clf_safetensors_open(in_path, &in)) != CLF_OK)
         goto fail;
@@ -118,18 +126,13 @@ int clf_cmd_forward(int argc, char **argv)
                        B2);
         goto fail;
     }
-    const int d = cfg.model.d_model, V = cfg.model.tgt_vocab;
+    const int d = m.cfg.model.d_model, V = m.cfg.model.tgt_vocab;
     logits = malloc((size_t)B * T * V * sizeof(float));
     enc = malloc((size_t)B * S * d * sizeof(float));
     if (!logits || !enc) {
         st = clf_error(CLF_ERR_NOMEM, "forward: out of host memory");
         goto fail;
     }
-    if ((st = cli_open_backend(&cfg, &bo, &api, &be)) != CLF_OK)
-        goto fail;
-    if ((st = cli_inference_model(&cfg.model, &w, api, be, weight_type_set, &weight_type,
-                                  &model)) != CLF_OK)
-        goto fail;
     clf_forward_io io = {.batch = B,
                          .src_len = S,
                          .tgt_len = T,
@@ -137,7 +140,7 @@ int clf_cmd_forward(int argc, char **argv)
                          .tgt = tgt,
                          .logits = logits,
                          .encoder_out = enc};
-    if ((st = clf_model_forward(model, &io)) != CLF_OK)
+    if ((st = clf_model_forward(m.model, &io)) != CLF_OK)
         goto fail;
     clf_tensor outs[2] = {
         {.name = "logits",
@@ -154,13 +157,10 @@ int clf_cmd_forward(int argc, char **argv)
          .nbytes = (size_t)B * S * d * sizeof(float)},
     };
     const char *meta[] = {"output",
-                          cfg.model.output == CLF_OUTPUT_LOG_SOFTMAX ? "log_softmax" : "logits"};
-    st = clf_safetensors_write(out_path, outs, 2, meta, 1);
+                          m.cfg.model.output == CLF_OUTPUT_LOG_SOFTMAX ? "log_softmax" : "logits"};
+    st = clf_safetensors_write(o.out_path, outs, 2, meta, 1);
 fail:
-    clf_model_free(model);
-    if (be)
-        api->close(be);
-    clf_weights_free(w);
+    cli_model_close(&m);
     clf_safetensors_close(in);
     free(src);
     free(tgt);

@@ -26,16 +26,15 @@
  *
  * A config it cannot express is refused naming the key and value; vocab.json must have as
  * many pieces as the weights' vocabulary rows. */
-#include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "cli.h"
+#include "model_dir.h"
 #include "clformer/config.h"
 #include "clformer/fs.h"
 #include "clformer/json.h"
@@ -43,8 +42,6 @@
 #include "clformer/tokenizer.h"
 #include "clformer/weights.h"
 
-/* A tokenizer or config file is small; a weights file is mapped, not read. */
-#define IMPORT_FILE_MAX ((size_t)64 << 20)
 /* config.json is about 1 KB; a larger one is not a config, refused before it is read
  * (README, "Limits"). Read by clformer's JSON reader (clformer/json.h), with the nesting and
  * string limits and the error messages of every JSON file clformer reads. */
@@ -73,13 +70,10 @@ typedef struct importer {
     int n_tensors;
 } importer;
 
-/* dir/name in im->path ("" when too long: opening it then fails, naming nothing worse) */
+/* dir/name in im->path (cli_dir_file) */
 static const char *in_dir(importer *im, const char *dir, const char *name)
 {
-    int n = snprintf(im->path, sizeof im->path, "%s/%s", dir, name);
-    if (n < 0 || (size_t)n >= sizeof im->path)
-        im->path[0] = '\0';
-    return im->path;
+    return cli_dir_file(im->path, sizeof im->path, dir, name);
 }
 
 /* ---- config.json ---- */
@@ -175,7 +169,7 @@ static clf_status read_generate(importer *im, long long eos, long long maxpos, c
     json_t *gen = NULL;
     clf_status st = CLF_OK;
     const char *path = in_dir(im, im->hf, "generation_config.json");
-    if (access(path, F_OK) == 0) {
+    if (cli_file_exists(path)) {
         if ((st = clf_json_parse_file(path, IMPORT_CONFIG_JSON_MAX, &gen)) != CLF_OK)
             return st;
         if (!json_is_object(gen)) {
@@ -258,6 +252,17 @@ static clf_status read_config(importer *im)
         (st = get_float(im, "attention_dropout", 0.0, &adrop)) != CLF_OK ||
         (st = get_float(im, "activation_dropout", 0.0, &actdrop)) != CLF_OK)
         return st;
+    /* the special ids index the vocabulary: one out of it is named here, not where it is
+     * first compared (generation_config.json's forced_eos_token_id, the weights) */
+    const char *const id_keys[3] = {"pad_token_id", "eos_token_id", "decoder_start_token_id"};
+    const long long ids[3] = {pad, eos, start};
+    for (int i = 0; i < 3; i++)
+        if (ids[i] >= V) {
+            char why[96];
+            snprintf(why, sizeof why,
+                     "expected an id of the vocabulary, 0 to %lld (vocab_size %lld)", V - 1, V);
+            return bad_key(im, id_keys[i], why);
+        }
     if (dh != eh)
         return bad_key(im, "decoder_attention_heads",
                        "differs from encoder_attention_heads (clformer has one model.heads)");
@@ -393,7 +398,7 @@ static clf_status read_weights(importer *im)
     clf_weight_spec *specs = NULL;
     int n = 0;
     clf_status st;
-    if (access(path, F_OK) != 0 && access(in_dir(im, im->hf, "pytorch_model.bin"), F_OK) == 0)
+    if (!cli_file_exists(path) && cli_file_exists(in_dir(im, im->hf, "pytorch_model.bin")))
         return clf_error(CLF_ERR_INPUT,
                          "%s/model.safetensors: missing; convert %s/pytorch_model.bin first: "
                          "scripts/pt_to_safetensors.py %s/pytorch_model.bin "
@@ -481,9 +486,10 @@ fail:
 static clf_status check_tokenizer(importer *im)
 {
     char spm[CLF_PATH_MAX], vocab[CLF_PATH_MAX];
-    if (snprintf(vocab, sizeof vocab, "%s/vocab.json", im->hf) >= (int)sizeof vocab)
+    if (snprintf(vocab, sizeof vocab, "%s/" MODEL_DIR_VOCAB, im->hf) >= (int)sizeof vocab)
         return clf_error(CLF_ERR_INPUT, "%s: the path is too long", im->hf);
-    static const char *const sides[2] = {"source.spm", "target.spm"};
+    /* transformers' names, which an imported model's directory keeps */
+    static const char *const sides[2] = {MODEL_DIR_SRC_SPM, MODEL_DIR_TGT_SPM};
     for (int i = 0; i < 2; i++) {
         clf_tokenizer *tok = NULL;
         if (snprintf(spm, sizeof spm, "%s/%s", im->hf, sides[i]) >= (int)sizeof spm)
@@ -509,53 +515,16 @@ static clf_status check_tokenizer(importer *im)
     return CLF_OK;
 }
 
-static clf_status copy_file(importer *im, const char *tmp, const char *name)
-{
-    char *data = NULL;
-    size_t len = 0;
-    clf_status st = clf_fs_read_all(in_dir(im, im->hf, name), IMPORT_FILE_MAX, &data, &len);
-    if (st == CLF_OK)
-        st = clf_fs_write_atomic_bytes(in_dir(im, tmp, name), data, len);
-    free(data);
-    return st;
-}
-
-/* Removes the files the import wrote into tmp, and tmp. */
-static void remove_tmp(importer *im, const char *tmp)
-{
-    static const char *const files[] = {"model.yaml", "weights.safetensors", "source.spm",
-                                        "target.spm", "vocab.json"};
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
-        unlink(in_dir(im, tmp, files[i]));
-    rmdir(tmp);
-}
-
 static clf_status write_dir(importer *im)
 {
-    char tmp[CLF_PATH_MAX];
-    clf_status st;
-    int n = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", im->out, (long)getpid());
-    if (n < 0 || (size_t)n >= sizeof tmp)
-        return clf_error(CLF_ERR_INPUT, "%s: the path is too long", im->out);
-    if (mkdir(tmp, 0755) != 0)
-        return clf_error(CLF_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
     const char *meta[] = {"clformer.imported_from", im->hf};
-    if ((st = clf_fs_write_atomic_bytes(in_dir(im, tmp, "model.yaml"), im->yaml,
-                                        strlen(im->yaml))) != CLF_OK ||
-        (st = clf_safetensors_write(in_dir(im, tmp, "weights.safetensors"), im->tensors,
-                                    im->n_tensors, meta, 1)) != CLF_OK ||
-        (st = copy_file(im, tmp, "source.spm")) != CLF_OK ||
-        (st = copy_file(im, tmp, "target.spm")) != CLF_OK ||
-        (st = copy_file(im, tmp, "vocab.json")) != CLF_OK)
-        goto fail;
-    if (rename(tmp, im->out) != 0) {
-        st = clf_error(CLF_ERR_IO, "%s: cannot rename %s to it: %s", im->out, tmp, strerror(errno));
-        goto fail;
-    }
-    return CLF_OK;
-fail:
-    remove_tmp(im, tmp);
-    return st;
+    const cli_model_dir_content c = {.config_yaml = im->yaml,
+                                     .tensors = im->tensors,
+                                     .n_tensors = im->n_tensors,
+                                     .meta = meta,
+                                     .n_meta = 1,
+                                     .tokenizer_dir = im->hf};
+    return cli_model_dir_write(im->out, &c);
 }
 
 static clf_status import_marian(importer *im)

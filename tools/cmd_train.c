@@ -1,10 +1,13 @@
 /* clformer train: the experiment of a YAML's train: section, with progress, a CSV of the
- * curves, validation (loss, BLEU, sample translations) and checkpoints.
+ * curves, validation (loss, BLEU, sample translations) and checkpoints, in the run's
+ * directory (run_dir.h).
  *
  * Decisions a user relies on (README):
  *   - vocabularies: train.vocab.src/tgt are loaded when they exist, else built from the
- *     training data (min_frequency) and saved there; model.src_vocab/tgt_vocab may be left
- *     out of the YAML (taken from the vocabularies) and, when given, must hold them;
+ *     training data (min_frequency) and saved there, never without words, with their
+ *     provenance, which a later run checks against its data (run_vocab.h);
+ *     model.src_vocab/tgt_vocab may be left out of the YAML (taken from the vocabularies)
+ *     and, when given, must hold them;
  *   - a fresh run refuses a checkpoint directory that already holds last.safetensors
  *     (nothing a user trained is overwritten): --resume continues it instead;
  *   - <dir>/log.csv gets a row every log_every steps and at every validation; a resumed run
@@ -22,20 +25,19 @@
  *   - validation BLEU is corpus BLEU (4-gram, brevity penalty) over the target
  *     vocabulary's words of greedy translations against the references' words, so a word
  *     outside the vocabulary is [UNK] on both sides. */
-#include <dirent.h>
-#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_model.h"
 #include "dist.h"
+#include "run_dir.h"
+#include "run_vocab.h"
 #include "clformer/dataset.h"
 #include "clformer/decode.h"
 #include "clformer/fs.h"
@@ -77,18 +79,15 @@ typedef struct train_opts {
 
 typedef struct run {
     train_opts o;
-    clf_config cfg;
+    cli_model m; /* the config, the backend, the model */
     char *config_yaml;
     clf_tokenizer *src_tok, *tgt_tok;
     clf_framing framing; /* clf_model_framing's: the ids translate frames with */
     clf_dataset *train, *valid;
     clf_batcher *batcher, *valid_batcher;
-    clf_weights *w;
-    const clf_backend_api *api;
-    clf_backend *be;
-    clf_model *model;
     clf_trainer *trainer;
-    clf_fs_lock *lock; /* <dir>/train.lock, held for the whole run */
+    cli_run_dir dir;   /* train.checkpoint.dir */
+    clf_fs_lock *lock; /* its lock, held for the whole run (rank 0) */
     FILE *csv;
     int tty;
     long long total_steps; /* planned optimizer steps (for the ETA) */
@@ -146,61 +145,11 @@ static int parse_args(int argc, char **argv, train_opts *o)
 /* ---------------------------------------------------------------------------------- */
 /* files                                                                               */
 
-static int file_exists(const char *path)
-{
-    struct stat sb;
-    return stat(path, &sb) == 0;
-}
-
-/* mkdir -p */
-static clf_status make_dirs(const char *path)
-{
-    char p[CLF_PATH_MAX];
-    snprintf(p, sizeof p, "%s", path);
-    for (char *s = p + 1;; s++) {
-        if (*s != '/' && *s)
-            continue;
-        char saved = *s;
-        *s = '\0';
-        if (mkdir(p, 0777) != 0 && errno != EEXIST)
-            return clf_error(CLF_ERR_IO, "%s: cannot create the directory: %s", p, strerror(errno));
-        *s = saved;
-        if (!saved)
-            break;
-    }
-    return CLF_OK;
-}
-
-/* Takes <dir>/train.lock (a second run on the directory is refused, naming the holder's
- * process), then removes what a killed run left half-written: files named
- * <anything>.tmp.<digits> (clformer/fs.h's temporary names); nobody else writes there
- * while we hold the lock. */
+/* Takes the lock of the run's directory (rank 0, for the whole job) and removes what a
+ * killed run left half-written. */
 static clf_status lock_run(run *r)
 {
-    if (r->dist.rank > 0) /* rank 0 holds it for the whole job */
-        return CLF_OK;
-    const char *dir = r->cfg.train.checkpoint_dir;
-    char path[CLF_PATH_MAX + 320]; /* room for a file name of the directory */
-    snprintf(path, sizeof path, "%s/train.lock", dir);
-    clf_status st = clf_fs_lock_acquire(path, &r->lock);
-    if (st != CLF_OK) /* held ("...: locked by process N on host H"), or not lockable at all */
-        return clf_error_context(st, "train.checkpoint.dir %s %s", dir,
-                                 strstr(clf_last_error(), ": locked by ")
-                                     ? "is in use by another run"
-                                     : "cannot be locked");
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        const char *tmp = strstr(e->d_name, ".tmp.");
-        if (!tmp || !tmp[5] || tmp[5 + strspn(tmp + 5, "0123456789")])
-            continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        if (unlink(path) == 0)
-            fprintf(stderr, "clformer: removed %s, left by a killed run\n", path);
-    }
-    if (d)
-        closedir(d);
-    return CLF_OK;
+    return r->dist.rank > 0 ? CLF_OK : run_dir_lock(&r->dir, &r->lock);
 }
 
 /* The resolved YAML as a string (for checkpoints) and as <dir>/config.yaml. */
@@ -210,49 +159,25 @@ static clf_status write_config(run *r)
     FILE *mem = open_memstream(&r->config_yaml, &len);
     if (!mem)
         return clf_error(CLF_ERR_NOMEM, "train: out of host memory");
-    clf_status st = clf_config_dump(&r->cfg, mem);
+    clf_status st = clf_config_dump(&r->m.cfg, mem);
     fclose(mem);
     if (st != CLF_OK)
         return st;
     if (r->dist.rank > 0) /* rank 0 writes the files */
         return CLF_OK;
-    char path[CLF_PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/config.yaml", r->cfg.train.checkpoint_dir);
-    return clf_fs_write_atomic_bytes(path, r->config_yaml, len);
+    return run_dir_write_config(&r->dir, r->config_yaml, len);
 }
 
 /* Loads both vocabularies (word-level JSON or SentencePiece .model), or builds (and saves)
- * word-level ones from the training data. */
+ * word-level ones from the training data (run_vocab.h), then sizes the model's vocabularies
+ * and its framing from them. */
 static clf_status prepare_vocabs(run *r)
 {
-    const clf_train_config *tc = &r->cfg.train;
-    clf_model_config *mc = &r->cfg.model;
-    clf_status st;
-    const char *missing = !file_exists(tc->vocab_src)   ? tc->vocab_src
-                          : !file_exists(tc->vocab_tgt) ? tc->vocab_tgt
-                                                        : NULL;
-    if (!missing) {
-        if ((st = cli_load_vocab(tc->vocab_src, &r->src_tok)) != CLF_OK ||
-            (st = cli_load_vocab(tc->vocab_tgt, &r->tgt_tok)) != CLF_OK)
-            return st;
-    } else if (clf_tokenizer_name_is_sentencepiece(tc->vocab_src) ||
-               clf_tokenizer_name_is_sentencepiece(tc->vocab_tgt)) {
-        /* train builds word-level vocabularies only */
-        return clf_error(CLF_ERR_IO,
-                         "%s: no such file (train builds word-level vocabularies only; make "
-                         "SentencePiece models first with `clformer vocab --sentencepiece`)",
-                         missing);
-    } else {
-        if ((st = clf_dataset_build_vocabs(tc->data_train, tc->data_train_tgt, tc->min_frequency,
-                                           &r->src_tok, &r->tgt_tok)) != CLF_OK)
-            return st;
-        if ((st = clf_tokenizer_save(r->src_tok, tc->vocab_src)) != CLF_OK ||
-            (st = clf_tokenizer_save(r->tgt_tok, tc->vocab_tgt)) != CLF_OK)
-            return st;
-        fprintf(stderr, "clformer: built vocabularies %s (%d words) and %s (%d words)\n",
-                tc->vocab_src, clf_tokenizer_size(r->src_tok), tc->vocab_tgt,
-                clf_tokenizer_size(r->tgt_tok));
-    }
+    const clf_train_config *tc = &r->m.cfg.train;
+    clf_model_config *mc = &r->m.cfg.model;
+    clf_status st = run_vocabs_load_or_build(tc, &r->src_tok, &r->tgt_tok);
+    if (st != CLF_OK)
+        return st;
     const struct {
         const char *side, *path;
         clf_tokenizer *tok;
@@ -274,13 +199,13 @@ static clf_status prepare_vocabs(run *r)
      * with translate's) */
     const clf_framing own = clf_tokenizer_framing(r->src_tok, r->tgt_tok);
     if ((st = clf_model_framing(mc, &own, &r->framing)) != CLF_OK)
-        return clf_error_context(st, "%s", r->cfg.path);
+        return clf_error_context(st, "%s", r->m.cfg.path);
     return CLF_OK;
 }
 
 static clf_status load_data(run *r)
 {
-    const clf_train_config *tc = &r->cfg.train;
+    const clf_train_config *tc = &r->m.cfg.train;
     clf_dataset_opts o = {.src_path = tc->data_train,
                           .tgt_path = tc->data_train_tgt,
                           .src_tok = r->src_tok,
@@ -307,49 +232,13 @@ static clf_status load_data(run *r)
     return CLF_OK;
 }
 
-/* Deletes step-<N>.safetensors files beyond the newest `keep`. */
-static void prune_checkpoints(const char *dir, int keep)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    long long steps[4096];
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) && n < 4096) {
-        long long s;
-        char tail[32];
-        if (sscanf(e->d_name, "step-%lld.%31s", &s, tail) == 2 && strcmp(tail, "safetensors") == 0)
-            steps[n++] = s;
-    }
-    closedir(d);
-    for (int i = 0; i < n; i++) {
-        int newer = 0;
-        for (int j = 0; j < n; j++)
-            newer += steps[j] > steps[i];
-        if (newer >= keep) {
-            char path[CLF_PATH_MAX + 64];
-            snprintf(path, sizeof path, "%s/step-%lld.safetensors", dir, steps[i]);
-            unlink(path);
-        }
-    }
-}
-
 static clf_status save_checkpoint(run *r)
 {
     if (r->dist.rank > 0) /* rank 0 writes the files */
         return CLF_OK;
-    const clf_train_config *tc = &r->cfg.train;
-    long long step = clf_trainer_state(r->trainer)->step;
-    char path[CLF_PATH_MAX + 64], last[CLF_PATH_MAX + 64];
-    snprintf(path, sizeof path, "%s/step-%lld.safetensors", tc->checkpoint_dir, step);
-    snprintf(last, sizeof last, "%s/last.safetensors", tc->checkpoint_dir);
-    clf_status st = clf_trainer_save(r->trainer, path, r->config_yaml);
-    /* last.safetensors: a hard link to the newest, swapped in by rename */
-    if (st != CLF_OK || (st = clf_fs_link_atomic(path, last)) != CLF_OK)
-        return st;
-    prune_checkpoints(tc->checkpoint_dir, tc->checkpoint_keep);
-    return CLF_OK;
+    const clf_train_config *tc = &r->m.cfg.train;
+    return run_dir_save_checkpoint(&r->dir, r->trainer, clf_trainer_state(r->trainer)->step,
+                                   r->config_yaml, tc->checkpoint_keep);
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -378,7 +267,7 @@ static clf_status validate(run *r, double *loss, double *bleu)
     size_t translated = 0;
     clf_batch b = {0};
     clf_decode_opts o;
-    clf_decode_opts_default(&r->cfg.model, &o);
+    clf_decode_opts_default(&r->m.cfg.model, &o);
     o.sos_id = r->framing.tgt_start; /* the vocabulary's when the model does not say */
     o.eos_id = r->framing.tgt_eos;
     clf_bleu bl;
@@ -400,7 +289,7 @@ static clf_status validate(run *r, double *loss, double *bleu)
         if (B > 0) {
             o.max_len = 2 * (b.tgt_len - 1) + 10; /* tgt_len - 1: the longest reference */
             clf_decode_result res;
-            if ((st = clf_decode(r->model, b.src, B, b.src_len, &o, &res)) != CLF_OK)
+            if ((st = clf_decode(r->m.model, b.src, B, b.src_len, &o, &res)) != CLF_OK)
                 goto fail;
             for (int k = 0; k < B && st == CLF_OK; k++) {
                 const int32_t *src_ids, *ref;
@@ -437,13 +326,6 @@ fail:
 /* ---------------------------------------------------------------------------------- */
 /* the loop                                                                            */
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void format_eta(double s, char *buf, size_t size)
 {
     if (!(s >= 0) || s > 1e8)
@@ -454,81 +336,179 @@ static void format_eta(double s, char *buf, size_t size)
         snprintf(buf, size, "%dm%02ds", (int)(s / 60), (int)fmod(s, 60));
 }
 
-/* A resumed run drops the rows logged after its checkpoint (a run killed hard logged
- * steps it will now redo), rewriting the file atomically, then appends. */
-typedef struct csv_trim {
-    FILE *in;
-    const char *path;
-    long long last_step;
-} csv_trim;
-
-static clf_status write_trimmed_csv(FILE *out, void *ctx)
-{
-    const csv_trim *t = ctx;
-    char line[1024];
-    while (fgets(line, sizeof line, t->in)) {
-        long long step;
-        if (sscanf(line, "%lld,", &step) == 1 && step > t->last_step)
-            continue;
-        if (!strchr(line, '\n') && feof(t->in)) /* half a row: the run was killed writing it */
-            break;
-        fputs(line, out);
-    }
-    if (ferror(t->in))
-        return clf_error(CLF_ERR_IO, "%s: cannot read: %s", t->path, strerror(errno));
-    return CLF_OK;
-}
-
-static clf_status trim_csv(const char *path, long long last_step)
-{
-    FILE *in = fopen(path, "r");
-    if (!in)
-        return clf_error(CLF_ERR_IO, "%s: cannot rewrite: %s", path, strerror(errno));
-    csv_trim t = {in, path, last_step};
-    clf_status st = clf_fs_write_atomic(path, write_trimmed_csv, &t);
-    fclose(in);
-    return st;
-}
-
 static clf_status open_csv(run *r)
 {
-    char path[CLF_PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/log.csv", r->cfg.train.checkpoint_dir);
     if (r->dist.rank > 0) { /* rank 0 writes the log */
         r->csv = fopen("/dev/null", "w");
         return r->csv ? CLF_OK : clf_error(CLF_ERR_IO, "/dev/null: cannot open");
     }
-    clf_status st = clf_fs_check_output(path); /* a FIFO or a device is refused, not opened */
-    if (st != CLF_OK)
+    return run_dir_open_log(&r->dir, r->o.resume, clf_trainer_state(r->trainer)->step, &r->csv);
+}
+
+/* The loop's running figures. */
+typedef struct loop_state {
+    double t_start, t_mark; /* the run's start, the last log row's time */
+    long long tokens_mark;  /* target tokens since t_mark */
+    long long steps_at_start;
+    int in_accum;      /* micro-batches of the step so far (every rank's) */
+    double accum_loss; /* the sum of their mean losses (this rank's) */
+    long long step_tokens;
+    double step_loss; /* the last step's loss */
+} loop_state;
+
+/* The next micro-batch: this rank's is accumulated, another rank's only counted. */
+static clf_status micro_batch(run *r, loop_state *ls, clf_batch *b)
+{
+    const clf_train_config *tc = &r->m.cfg.train;
+    clf_train_state *state = clf_trainer_state(r->trainer);
+    double loss = 0;
+    long long nt = 0;
+    clf_status st;
+    if (ls->in_accum % r->dist.size != r->dist.rank) {
+        state->micro++; /* another rank's micro-batch (dropout seeds follow micro) */
+    } else {
+        if ((st = clf_batcher_get(r->batcher, state->batch, b)) != CLF_OK)
+            return st;
+        const clf_train_batch tb = train_view(b);
+        /* this rank's last micro-batch of the step: its backward pass starts the sums */
+        const int last = ls->in_accum >= (tc->accumulate - 1) * r->dist.size;
+        if ((st = cli_dist_accumulate(&r->dist, r->trainer, &tb, last, &loss, &nt)) != CLF_OK)
+            return st;
+        clf_batch_free(b);
+    }
+    state->batch++;
+    ls->accum_loss += nt ? loss / (double)nt : 0.0;
+    ls->step_tokens += nt; /* tokens/s counts target tokens, as fairseq's wps does */
+    ls->in_accum++;
+    return CLF_OK;
+}
+
+/* The optimizer step over all ranks' gradients, losses, tokens and stop requests. */
+static clf_status optimizer_step(run *r, loop_state *ls, double *lr, double *norm)
+{
+    clf_status st;
+    if (r->dist.size > 1) {
+        double sums[3] = {ls->accum_loss, (double)ls->step_tokens, signal_pending};
+        if ((st = cli_dist_reduce_grads(&r->dist, r->trainer)) != CLF_OK ||
+            (st = cli_dist_sum(&r->dist, sums, 3)) != CLF_OK)
+            return st;
+        ls->accum_loss = sums[0];
+        ls->step_tokens = (long long)sums[1];
+        stop_requested = sums[2] > 0;
+    }
+    ls->tokens_mark += ls->step_tokens;
+    ls->step_tokens = 0;
+    if ((st = clf_trainer_step(r->trainer, lr, norm)) != CLF_OK)
         return st;
-    int append = r->o.resume && file_exists(path);
-    if (append && (st = trim_csv(path, clf_trainer_state(r->trainer)->step)) != CLF_OK)
+    ls->step_loss = ls->accum_loss / ls->in_accum;
+    ls->in_accum = 0;
+    ls->accum_loss = 0;
+    return CLF_OK;
+}
+
+/* After a step: the progress line, the log row with its validation when due, and the
+ * checkpoint when due. */
+static clf_status after_step(run *r, loop_state *ls, double lr, double norm)
+{
+    const clf_train_config *tc = &r->m.cfg.train;
+    const clf_train_state *state = clf_trainer_state(r->trainer);
+    const long long step = state->step;
+    const int show = !r->o.quiet;
+    clf_status st;
+    double t = cli_now_s();
+    double tok_s = ls->tokens_mark / (t - ls->t_mark > 1e-9 ? t - ls->t_mark : 1e-9);
+    int log_row = step % tc->log_every == 0;
+    int do_valid = r->valid && tc->validate_every > 0 && step % tc->validate_every == 0;
+    if (r->tty && show) {
+        char eta[32];
+        double per = (t - ls->t_start) / (double)(step - ls->steps_at_start);
+        format_eta(per * (double)(r->total_steps - step), eta, sizeof eta);
+        fprintf(stderr,
+                "\rstep %lld/%lld | epoch %d | loss %.4f | %.0f tok/s | lr %.3g | "
+                "ETA %s   ",
+                step, r->total_steps, state->epoch + 1, ls->step_loss, tok_s, lr, eta);
+    }
+    if (log_row && !r->tty && show)
+        fprintf(stderr, "step %lld epoch %d loss %.4f lr %.3g tok/s %.0f grad_norm %.3g\n", step,
+                state->epoch + 1, ls->step_loss, lr, tok_s, norm);
+    if (log_row || do_valid) {
+        double vloss = 0, vbleu = 0;
+        if (do_valid) {
+            if (r->tty && show)
+                fputc('\n', stderr);
+            if ((st = validate(r, &vloss, &vbleu)) != CLF_OK)
+                return st;
+            if (show)
+                fprintf(stderr, "validation at step %lld: loss %.4f BLEU %.2f\n", step, vloss,
+                        vbleu);
+        }
+        fprintf(r->csv, "%lld,%d,%.6f,%.6g,%.1f,", step, state->epoch + 1, ls->step_loss, lr,
+                tok_s);
+        if (do_valid)
+            fprintf(r->csv, "%.6f,%.4f\n", vloss, vbleu);
+        else
+            fprintf(r->csv, ",\n");
+        fflush(r->csv);
+        ls->t_mark = cli_now_s();
+        ls->tokens_mark = 0;
+    }
+    if (tc->checkpoint_every > 0 && step % tc->checkpoint_every == 0)
+        return save_checkpoint(r);
+    return CLF_OK;
+}
+
+/* After the last step (or a stop): the finished model validated (unless that step just
+ * was), its checkpoint, and a line saying how the run ended. Epochs that end inside an
+ * accumulation leave a partial step: it is dropped (the checkpoint holds the last full
+ * step). */
+static clf_status finish_run(run *r, const loop_state *ls)
+{
+    const clf_train_config *tc = &r->m.cfg.train;
+    const clf_train_state *state = clf_trainer_state(r->trainer);
+    clf_status st;
+    if (r->tty && !r->o.quiet)
+        fputc('\n', stderr);
+    if (!stop_requested && r->valid && state->step > ls->steps_at_start &&
+        !(tc->validate_every > 0 && state->step % tc->validate_every == 0)) {
+        double vloss, vbleu;
+        if ((st = validate(r, &vloss, &vbleu)) != CLF_OK)
+            return st;
+        if (!r->o.quiet)
+            fprintf(stderr, "validation at step %lld: loss %.4f BLEU %.2f\n", state->step, vloss,
+                    vbleu);
+        fprintf(r->csv, "%lld,%d,%.6f,,,%.6f,%.4f\n", state->step, state->epoch + 1, ls->step_loss,
+                vloss, vbleu);
+        fflush(r->csv);
+    }
+    if (state->step > ls->steps_at_start && (st = save_checkpoint(r)) != CLF_OK)
         return st;
-    r->csv = fopen(path, append ? "a" : "w");
-    if (!r->csv)
-        return clf_error(CLF_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    if (!append)
-        fprintf(r->csv, "step,epoch,loss,lr,tokens_per_s,valid_loss,valid_bleu\n");
-    fflush(r->csv);
+    if (stop_requested) {
+        fprintf(stderr, "clformer: stopped at step %lld; --resume continues\n", state->step);
+        return STOPPED;
+    }
+    if (state->step == ls->steps_at_start)
+        fprintf(stderr, "clformer: nothing to do: the run is at step %lld, its end (%s)\n",
+                state->step, tc->steps > 0 ? "train.steps" : "train.epochs");
+    else
+        fprintf(stderr, "clformer: done: step %lld, last loss %.4f, %s/last.safetensors\n",
+                state->step, ls->step_loss, tc->checkpoint_dir);
     return CLF_OK;
 }
 
 static clf_status train_loop(run *r)
 {
-    const clf_train_config *tc = &r->cfg.train;
+    const clf_train_config *tc = &r->m.cfg.train;
     clf_train_state *state = clf_trainer_state(r->trainer);
     clf_status st = CLF_OK;
     clf_batch b = {0};
-    double t_start = now_s(), t_mark = t_start, step_loss = 0;
-    long long tokens_mark = 0, step_tokens = 0, steps_at_start = state->step;
-    int in_accum = 0;
-    double accum_loss = 0;
+    loop_state ls = {.t_start = cli_now_s(), .steps_at_start = state->step};
+    ls.t_mark = ls.t_start;
     if (!r->tty && !r->o.quiet)
         fprintf(stderr, "clformer: training %s from step %lld\n", tc->checkpoint_dir, state->step);
     for (;;) {
         if (tc->steps > 0 ? state->step >= tc->steps : state->epoch >= tc->epochs)
             break;
-        if (stop_requested && in_accum == 0) /* stop on a step boundary only */
+        if (stop_requested && ls.in_accum == 0) /* stop on a step boundary only */
             break;
         if (clf_batcher_epoch(r->batcher) != state->epoch &&
             (st = clf_batcher_plan_epoch(r->batcher, state->epoch)) != CLF_OK)
@@ -538,113 +518,16 @@ static clf_status train_loop(run *r)
             state->batch = 0;
             continue;
         }
-        double ls = 0;
-        long long nt = 0;
-        if (in_accum % r->dist.size != r->dist.rank) {
-            state->micro++; /* another rank's micro-batch (dropout seeds follow micro) */
-        } else {
-            if ((st = clf_batcher_get(r->batcher, state->batch, &b)) != CLF_OK)
-                goto fail;
-            const clf_train_batch tb = train_view(&b);
-            /* this rank's last micro-batch of the step: its backward pass starts the sums */
-            const int last = in_accum >= (tc->accumulate - 1) * r->dist.size;
-            if ((st = cli_dist_accumulate(&r->dist, r->trainer, &tb, last, &ls, &nt)) != CLF_OK)
-                goto fail;
-            clf_batch_free(&b);
-        }
-        state->batch++;
-        accum_loss += nt ? ls / (double)nt : 0.0;
-        step_tokens += nt; /* tokens/s counts target tokens, as fairseq's wps does */
-        if (++in_accum < tc->accumulate * r->dist.size)
+        if ((st = micro_batch(r, &ls, &b)) != CLF_OK)
+            goto fail;
+        if (ls.in_accum < tc->accumulate * r->dist.size)
             continue;
-        if (r->dist.size > 1) { /* all ranks' gradients, losses, tokens and stop requests */
-            double sums[3] = {accum_loss, (double)step_tokens, signal_pending};
-            if ((st = cli_dist_reduce_grads(&r->dist, r->trainer)) != CLF_OK ||
-                (st = cli_dist_sum(&r->dist, sums, 3)) != CLF_OK)
-                goto fail;
-            accum_loss = sums[0];
-            step_tokens = (long long)sums[1];
-            stop_requested = sums[2] > 0;
-        }
-        tokens_mark += step_tokens;
-        step_tokens = 0;
         double lr, norm;
-        if ((st = clf_trainer_step(r->trainer, &lr, &norm)) != CLF_OK)
-            goto fail;
-        step_loss = accum_loss / in_accum;
-        in_accum = 0;
-        accum_loss = 0;
-        const long long step = state->step;
-        double t = now_s();
-        double tok_s = tokens_mark / (t - t_mark > 1e-9 ? t - t_mark : 1e-9);
-        int log_row = step % tc->log_every == 0;
-        int do_valid = r->valid && tc->validate_every > 0 && step % tc->validate_every == 0;
-        if (r->tty && !r->o.quiet) {
-            char eta[32];
-            double per = (t - t_start) / (double)(step - steps_at_start);
-            format_eta(per * (double)(r->total_steps - step), eta, sizeof eta);
-            fprintf(stderr,
-                    "\rstep %lld/%lld | epoch %d | loss %.4f | %.0f tok/s | lr %.3g | "
-                    "ETA %s   ",
-                    step, r->total_steps, state->epoch + 1, step_loss, tok_s, lr, eta);
-        }
-        if (log_row && !r->tty && !r->o.quiet)
-            fprintf(stderr, "step %lld epoch %d loss %.4f lr %.3g tok/s %.0f grad_norm %.3g\n",
-                    step, state->epoch + 1, step_loss, lr, tok_s, norm);
-        if (log_row || do_valid) {
-            double vloss = 0, vbleu = 0;
-            if (do_valid) {
-                if (r->tty && !r->o.quiet)
-                    fputc('\n', stderr);
-                if ((st = validate(r, &vloss, &vbleu)) != CLF_OK)
-                    goto fail;
-                if (!r->o.quiet)
-                    fprintf(stderr, "validation at step %lld: loss %.4f BLEU %.2f\n", step, vloss,
-                            vbleu);
-            }
-            fprintf(r->csv, "%lld,%d,%.6f,%.6g,%.1f,", step, state->epoch + 1, step_loss, lr,
-                    tok_s);
-            if (do_valid)
-                fprintf(r->csv, "%.6f,%.4f\n", vloss, vbleu);
-            else
-                fprintf(r->csv, ",\n");
-            fflush(r->csv);
-            t_mark = now_s();
-            tokens_mark = 0;
-        }
-        if (tc->checkpoint_every > 0 && step % tc->checkpoint_every == 0 &&
-            (st = save_checkpoint(r)) != CLF_OK)
+        if ((st = optimizer_step(r, &ls, &lr, &norm)) != CLF_OK ||
+            (st = after_step(r, &ls, lr, norm)) != CLF_OK)
             goto fail;
     }
-    if (r->tty && !r->o.quiet)
-        fputc('\n', stderr);
-    /* epochs that end inside an accumulation leave a partial step: it is dropped (the
-     * run is over, the checkpoint holds the last full step) */
-    /* the finished model is always validated (unless that step just was) */
-    if (!stop_requested && r->valid && state->step > steps_at_start &&
-        !(tc->validate_every > 0 && state->step % tc->validate_every == 0)) {
-        double vloss, vbleu;
-        if ((st = validate(r, &vloss, &vbleu)) != CLF_OK)
-            goto fail;
-        if (!r->o.quiet)
-            fprintf(stderr, "validation at step %lld: loss %.4f BLEU %.2f\n", state->step, vloss,
-                    vbleu);
-        fprintf(r->csv, "%lld,%d,%.6f,,,%.6f,%.4f\n", state->step, state->epoch + 1, step_loss,
-                vloss, vbleu);
-        fflush(r->csv);
-    }
-    if (state->step > steps_at_start && (st = save_checkpoint(r)) != CLF_OK)
-        goto fail;
-    if (stop_requested) {
-        fprintf(stderr, "clformer: stopped at step %lld; --resume continues\n", state->step);
-        return STOPPED;
-    }
-    if (state->step == steps_at_start)
-        fprintf(stderr, "clformer: nothing to do: the run is at step %lld, its end (%s)\n",
-                state->step, tc->steps > 0 ? "train.steps" : "train.epochs");
-    else
-        fprintf(stderr, "clformer: done: step %lld, last loss %.4f, %s/last.safetensors\n",
-                state->step, step_loss, tc->checkpoint_dir);
+    st = finish_run(r, &ls);
 fail:
     clf_batch_free(&b);
     return st;
@@ -655,10 +538,7 @@ static void run_free(run *r)
     if (r->csv)
         fclose(r->csv);
     clf_trainer_free(r->trainer);
-    clf_model_free(r->model);
-    if (r->api && r->be)
-        r->api->close(r->be);
-    clf_weights_free(r->w);
+    cli_model_close(&r->m);
     clf_batcher_free(r->batcher);
     clf_batcher_free(r->valid_batcher);
     clf_dataset_free(r->train);
@@ -677,22 +557,22 @@ int clf_cmd_train(int argc, char **argv)
         return rc;
     clf_status st = cli_dist_init(&r.dist);
     if (st != CLF_OK ||
-        (st = clf_config_load_with_plugins(r.o.cfg_path, r.o.bo.plugin_dir, &r.cfg)) != CLF_OK)
+        (st = clf_config_load_with_plugins(r.o.cfg_path, r.o.bo.plugin_dir, &r.m.cfg)) != CLF_OK)
         goto fail;
-    clf_train_config *tc = &r.cfg.train;
+    clf_train_config *tc = &r.m.cfg.train;
     if (!tc->present) {
         st = clf_error(CLF_ERR_INPUT, "%s: no train: section (see README: training)", r.o.cfg_path);
         goto fail;
     }
-    char last[CLF_PATH_MAX + 32];
-    snprintf(last, sizeof last, "%s/last.safetensors", tc->checkpoint_dir);
-    if (r.o.resume && !file_exists(last)) {
+    run_dir_init(&r.dir, tc->checkpoint_dir);
+    const char *last = r.dir.last;
+    if (r.o.resume && !cli_file_exists(last)) {
         st = clf_error(CLF_ERR_INPUT, "--resume: %s does not exist (nothing to resume)", last);
         goto fail;
     }
-    if ((st = make_dirs(tc->checkpoint_dir)) != CLF_OK || (st = lock_run(&r)) != CLF_OK)
+    if ((st = run_dir_create(&r.dir)) != CLF_OK || (st = lock_run(&r)) != CLF_OK)
         goto fail;
-    if (!r.o.resume && file_exists(last)) {
+    if (!r.o.resume && cli_file_exists(last)) {
         st = clf_error(CLF_ERR_INPUT,
                        "%s already holds a run (%s): use --resume to continue it, or another "
                        "train.checkpoint.dir",
@@ -716,15 +596,13 @@ int clf_cmd_train(int argc, char **argv)
     /* the trainer scales each micro-batch's gradient by 1 / (accumulate x ranks) */
     clf_train_config step_tc = *tc;
     step_tc.accumulate *= r.dist.size;
-    if (tc->init[0] && !r.o.resume)
-        st = clf_weights_load(tc->init, &r.cfg.model, &r.w);
-    else
-        st = clf_weights_init(&r.cfg.model, (uint64_t)tc->seed, &r.w);
-    if (st != CLF_OK)
-        goto fail;
-    if ((st = cli_open_backend(&r.cfg, &r.o.bo, &r.api, &r.be)) != CLF_OK ||
-        (st = clf_model_create(&r.cfg.model, r.w, r.api, r.be, &r.model)) != CLF_OK ||
-        (st = clf_trainer_create(r.model, &step_tc, 1, &r.trainer)) != CLF_OK)
+    const cli_model_opts mo = {.cfg_loaded = 1,
+                               .w_path = tc->init[0] && !r.o.resume ? tc->init : NULL,
+                               .init_seed = (uint64_t)tc->seed,
+                               .bo = &r.o.bo,
+                               .train = 1};
+    if ((st = cli_model_open(&mo, &r.m)) != CLF_OK ||
+        (st = clf_trainer_create(r.m.model, &step_tc, 1, &r.trainer)) != CLF_OK)
         goto fail;
     /* the largest batch the train: section allows must fit the device now, not when the
      * first such batch comes (token mode: batch_tokens of pairs at max_len) */
@@ -732,10 +610,8 @@ int clf_cmd_train(int argc, char **argv)
         tc->batch_tokens > 0
             ? (tc->batch_tokens / tc->max_len > 0 ? tc->batch_tokens / tc->max_len : 1)
             : tc->batch_size;
-    if ((st = clf_model_check_train_batch(r.model, largest, tc->max_len, tc->max_len)) != CLF_OK)
+    if ((st = clf_model_check_train_batch(r.m.model, largest, tc->max_len, tc->max_len)) != CLF_OK)
         goto fail;
-    clf_weights_free(r.w); /* on the device now */
-    r.w = NULL;
     if (r.o.resume && (st = clf_trainer_load(r.trainer, last)) != CLF_OK)
         goto fail;
     if ((st = cli_dist_agree(&r.dist, r.config_yaml, r.trainer)) != CLF_OK)

@@ -38,8 +38,11 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_model.h"
+#include "model_dir.h"
+#include "run_dir.h"
+#include "translate_attention.h"
 #include "dist.h"
-#include "png.h"
 #include "clformer/decode.h"
 #include "clformer/model.h"
 #include "clformer/tensor.h"
@@ -57,8 +60,6 @@
 /* Longest input line read, in bytes (README, "Limits"): far beyond a sentence, and a
  * bound on the line buffer whatever comes on stdin. */
 #define TRANSLATE_LINE_MAX (1 << 20)
-/* Pixels per attention weight in each direction, so that short sentences stay visible. */
-#define PNG_CELL 8
 
 enum {
     OPT_SRC_VOCAB = 256,
@@ -79,9 +80,8 @@ enum {
 
 typedef struct tr_opts {
     const char *cfg_path, *w_path, *src_vocab, *tgt_vocab;
-    const char *model_dir; /* -m: the four paths above come from it */
-    int mapped;            /* -m of an imported Marian model: vocab.json maps the pieces */
-    char paths[5][CLF_PATH_MAX];
+    const char *model_dir; /* -m: the four paths above come from it... */
+    cli_model_dir dir;     /* ...found there */
     /* the decoding settings below: < 0 (beam, max_len: 0) until given, then the config's
      * generate: section (clf_generate_config) fills them in */
     int beam_style;         /* --beam-style: clf_beam_style */
@@ -110,22 +110,18 @@ typedef struct src_line {
 /* Everything a run holds; freed by translator_free. */
 typedef struct translator {
     tr_opts o;
-    clf_config cfg;
     clf_tokenizer *src_tok, *tgt_tok;
     clf_tokenizer_specials src_sp, tgt_sp;
-    clf_framing fr; /* the model's framing (clf_model_framing); src_bos/src_eos -1: none */
-    int framing;    /* tokens the source framing adds */
-    const clf_backend_api *api;
-    clf_backend *be;
-    clf_model *model;
+    clf_framing fr;        /* the model's framing (clf_model_framing); src_bos/src_eos -1: none */
+    int framing;           /* tokens the source framing adds */
+    cli_model m;           /* the config, the backend, the model */
     clf_decode_opts dopts; /* max_len set per batch */
     char *line;            /* the line being read: line_cap <= TRANSLATE_LINE_MAX bytes */
     FILE *in, *out;        /* stdin and stdout; under mpirun a rank's share (dist.h) */
     size_t line_cap;
     long lines_read, lines_refused;
     int warned_unknown_id;
-    clf_tensor *attn; /* --attention: one per line, data malloc'd */
-    size_t n_attn, cap_attn;
+    tr_attention attn; /* --attention: a tensor per line */
     /* --stats: what clf_decode did and how long it took, loading excluded */
     double open_s, decode_s;
     long decoded_lines, out_tokens;
@@ -177,59 +173,67 @@ static void usage(void)
            DEFAULT_BATCH, TRANSLATE_LINE_MAX);
 }
 
-static int file_exists(const char *path)
+/* Handles a decoding option (c from getopt_long, arg its optarg). Returns 1 when c was one
+ * and its value is good, 0 after printing why the value is bad, -1 when c is another option. */
+static int decoding_option(int c, const char *arg, tr_opts *o)
 {
-    return access(path, F_OK) == 0;
+    switch (c) {
+    case OPT_BEAM_STYLE:
+        if (strcmp(arg, "gnmt") != 0 && strcmp(arg, "hf") != 0)
+            return !cli_usage_error("--beam-style: expected gnmt or hf, got '%s'", arg);
+        o->beam_style = strcmp(arg, "hf") == 0 ? CLF_BEAM_HF : CLF_BEAM_GNMT;
+        return 1;
+    case OPT_FORCED_EOS:
+        o->forced_eos = 1;
+        return 1;
+    case OPT_BEAM:
+        return cli_parse_int("--beam", arg, 1, &o->beam);
+    case OPT_N_BEST:
+        if (!cli_parse_int("--n-best", arg, 1, &o->n_best))
+            return 0;
+        o->n_best_given = 1;
+        return 1;
+    case OPT_MAX_LEN:
+        return cli_parse_int("--max-len", arg, 1, &o->max_len);
+    case OPT_LENGTH_PENALTY: {
+        char *end = NULL;
+        errno = 0;
+        float v = strtof(arg, &end);
+        if (errno || end == arg || *end || !(v >= 0.0f && v <= 100.0f))
+            return !cli_usage_error("--length-penalty: expected a number in [0, 100], got "
+                                    "'%s'",
+                                    arg);
+        o->length_penalty = v;
+        return 1;
+    }
+    default:
+        return -1;
+    }
 }
 
-/* -m DIR: an imported model (model.yaml, weights.safetensors; vocab.json with source.spm
- * and target.spm, or src.json / tgt.json / src.model / tgt.model) or a training run's
- * directory (config.yaml, last.safetensors, the vocabularies its config names, looked for
- * in DIR when the config's paths do not exist from here). Returns -1 to go on, else the
- * exit code. */
-static int resolve_model_dir(tr_opts *o)
+/* After the options: -m's files (model_dir.h), or the four of the long form. Returns -1 to
+ * go on, else the exit code. */
+static int check_args(tr_opts *o)
 {
-    char(*p)[CLF_PATH_MAX] = o->paths;
-    const char *d = o->model_dir;
-    snprintf(p[0], CLF_PATH_MAX, "%s/model.yaml", d);
-    snprintf(p[1], CLF_PATH_MAX, "%s/weights.safetensors", d);
-    if (!file_exists(p[0])) {
-        snprintf(p[0], CLF_PATH_MAX, "%s/config.yaml", d);
-        snprintf(p[1], CLF_PATH_MAX, "%s/last.safetensors", d);
+    if (o->model_dir && (o->cfg_path || o->w_path || o->src_vocab || o->tgt_vocab))
+        return cli_usage_error("translate: -m MODEL_DIR replaces -c, -w, --src-vocab and "
+                               "--tgt-vocab: give one form");
+    if (o->model_dir) { /* model_dir.h */
+        if (!cli_model_dir_find(o->model_dir, o->bo.plugin_dir, &o->dir))
+            return cli_usage_error("translate: -m %s: no " MODEL_DIR_CONFIG
+                                   " (clformer import) or " RUN_DIR_CONFIG
+                                   " (a training run) there",
+                                   o->model_dir);
+        o->cfg_path = o->dir.config;
+        o->w_path = o->dir.weights;
+        o->src_vocab = o->dir.src_vocab;
+        o->tgt_vocab = o->dir.tgt_vocab;
     }
-    if (!file_exists(p[0]))
-        return cli_usage_error("translate: -m %s: no model.yaml (clformer import) or config.yaml "
-                               "(a training run) there",
-                               d);
-    snprintf(p[4], CLF_PATH_MAX, "%s/vocab.json", d);
-    if (file_exists(p[4])) {
-        o->mapped = 1;
-        snprintf(p[2], CLF_PATH_MAX, "%s/source.spm", d);
-        snprintf(p[3], CLF_PATH_MAX, "%s/target.spm", d);
-    } else {
-        /* a run's config.yaml names its vocabularies; else the usual names in d */
-        clf_config cfg;
-        int have = clf_config_load_with_plugins(p[0], o->bo.plugin_dir, &cfg) == CLF_OK &&
-                   cfg.train.present;
-        const char *named[2] = {have ? cfg.train.vocab_src : "", have ? cfg.train.vocab_tgt : ""};
-        static const char *const guess[2][2] = {{"src.json", "src.model"},
-                                                {"tgt.json", "tgt.model"}};
-        for (int i = 0; i < 2; i++) {
-            const char *base = strrchr(named[i], '/');
-            if (named[i][0] && file_exists(named[i]))
-                snprintf(p[2 + i], CLF_PATH_MAX, "%s", named[i]);
-            else if (named[i][0])
-                snprintf(p[2 + i], CLF_PATH_MAX, "%s/%s", d, base ? base + 1 : named[i]);
-            else
-                snprintf(p[2 + i], CLF_PATH_MAX, "%s/%s", d, guess[i][0]);
-            if (!file_exists(p[2 + i]) && !named[i][0])
-                snprintf(p[2 + i], CLF_PATH_MAX, "%s/%s", d, guess[i][1]);
-        }
-    }
-    o->cfg_path = p[0];
-    o->w_path = p[1];
-    o->src_vocab = p[2];
-    o->tgt_vocab = p[3];
+    if (!o->cfg_path || !o->w_path || !o->src_vocab || !o->tgt_vocab)
+        return cli_usage_error("translate: -m MODEL_DIR, or -c, -w, --src-vocab and --tgt-vocab, "
+                               "are required");
+    if (o->beam > 0 && o->n_best > o->beam)
+        return cli_usage_error("translate: --n-best %d is more than --beam %d", o->n_best, o->beam);
     return -1;
 }
 
@@ -265,7 +269,7 @@ static int parse_args(int argc, char **argv, tr_opts *o)
                    .batch = DEFAULT_BATCH,
                    .use_cache = 1,
                    .bo = {.threads = -1}};
-    int c;
+    int c, rc;
     optind = 1;
     while ((c = getopt_long(argc, argv, "c:w:m:" CLI_BACKEND_SHORTOPTS "h", longopts, NULL)) !=
            -1) {
@@ -279,44 +283,12 @@ static int parse_args(int argc, char **argv, tr_opts *o)
         case 'm':
             o->model_dir = optarg;
             break;
-        case OPT_BEAM_STYLE:
-            if (strcmp(optarg, "gnmt") != 0 && strcmp(optarg, "hf") != 0)
-                return cli_usage_error("--beam-style: expected gnmt or hf, got '%s'", optarg);
-            o->beam_style = strcmp(optarg, "hf") == 0 ? CLF_BEAM_HF : CLF_BEAM_GNMT;
-            break;
-        case OPT_FORCED_EOS:
-            o->forced_eos = 1;
-            break;
         case OPT_SRC_VOCAB:
             o->src_vocab = optarg;
             break;
         case OPT_TGT_VOCAB:
             o->tgt_vocab = optarg;
             break;
-        case OPT_BEAM:
-            if (!cli_parse_int("--beam", optarg, 1, &o->beam))
-                return 2;
-            break;
-        case OPT_N_BEST:
-            if (!cli_parse_int("--n-best", optarg, 1, &o->n_best))
-                return 2;
-            o->n_best_given = 1;
-            break;
-        case OPT_MAX_LEN:
-            if (!cli_parse_int("--max-len", optarg, 1, &o->max_len))
-                return 2;
-            break;
-        case OPT_LENGTH_PENALTY: {
-            char *end = NULL;
-            errno = 0;
-            float v = strtof(optarg, &end);
-            if (errno || end == optarg || *end || !(v >= 0.0f && v <= 100.0f))
-                return cli_usage_error("--length-penalty: expected a number in [0, 100], got "
-                                       "'%s'",
-                                       optarg);
-            o->length_penalty = v;
-            break;
-        }
         case OPT_BATCH:
             if (!cli_parse_int("--batch", optarg, 1, &o->batch))
                 return 2;
@@ -341,27 +313,16 @@ static int parse_args(int argc, char **argv, tr_opts *o)
             usage();
             return 0;
         default:
-            if (cli_backend_option(c, optarg, &o->bo) != 1)
+            if ((rc = decoding_option(c, optarg, o)) < 0)
+                rc = cli_backend_option(c, optarg, &o->bo);
+            if (rc != 1)
                 return 2;
         }
     }
     if (optind < argc)
         return cli_usage_error("translate: unexpected argument '%s' (sentences come on stdin)",
                                argv[optind]);
-    if (o->model_dir && (o->cfg_path || o->w_path || o->src_vocab || o->tgt_vocab))
-        return cli_usage_error("translate: -m MODEL_DIR replaces -c, -w, --src-vocab and "
-                               "--tgt-vocab: give one form");
-    if (o->model_dir) {
-        int rc = resolve_model_dir(o);
-        if (rc >= 0)
-            return rc;
-    }
-    if (!o->cfg_path || !o->w_path || !o->src_vocab || !o->tgt_vocab)
-        return cli_usage_error("translate: -m MODEL_DIR, or -c, -w, --src-vocab and --tgt-vocab, "
-                               "are required");
-    if (o->beam > 0 && o->n_best > o->beam)
-        return cli_usage_error("translate: --n-best %d is more than --beam %d", o->n_best, o->beam);
-    return -1;
+    return check_args(o);
 }
 
 /* The settings the command line left open, from the config's generate: section (its
@@ -398,8 +359,8 @@ static clf_status load_vocab(const tr_opts *o, const char *path, const char *sid
                              clf_tokenizer_specials *sp)
 {
     const int model_vocab = side[0] == 's' ? mc->src_vocab : mc->tgt_vocab;
-    clf_status st =
-        o->mapped ? clf_tokenizer_load_mapped(path, o->paths[4], tok) : cli_load_vocab(path, tok);
+    clf_status st = o->dir.vocab_map[0] ? clf_tokenizer_load_mapped(path, o->dir.vocab_map, tok)
+                                        : cli_load_vocab(path, tok);
     if (st != CLF_OK)
         return st;
     *sp = clf_tokenizer_special_ids(*tok);
@@ -505,14 +466,14 @@ static clf_status read_batch(translator *t, src_line *lines, int *count)
         }
         if (st != CLF_OK)
             return clf_error_context(st, "input line %ld", l->index + 1);
-        if (l->n + t->framing > t->cfg.model.max_len) {
+        if (l->n + t->framing > t->m.cfg.model.max_len) {
             const char *framing = t->fr.src_bos >= 0 && t->fr.src_eos >= 0 ? "[SOS] and [EOS]"
                                   : t->fr.src_bos >= 0                     ? "[SOS]"
                                   : t->fr.src_eos >= 0                     ? "[EOS]"
                                                                            : "no framing";
             snprintf(why, sizeof why,
                      "%d tokens, %d with %s, more than the model's max_len %d: split the line",
-                     l->n, l->n + t->framing, framing, t->cfg.model.max_len);
+                     l->n, l->n + t->framing, framing, t->m.cfg.model.max_len);
             refuse(t, l, why);
         }
     }
@@ -553,15 +514,15 @@ static clf_status decode_batch(translator *t, const src_line *lines, int count,
         if (t->fr.src_eos >= 0)
             row[k++] = t->fr.src_eos;
         for (int j = k; j < S; j++)
-            row[j] = t->cfg.model.pad_id;
+            row[j] = t->m.cfg.model.pad_id;
     }
     clf_decode_opts o = t->dopts;
-    int cap = t->cfg.model.max_len - 1;
+    int cap = t->m.cfg.model.max_len - 1;
     o.max_len = t->o.max_len > 0 ? t->o.max_len : MAX_LEN_FACTOR * longest + MAX_LEN_EXTRA;
     if (o.max_len > cap)
         o.max_len = cap;
     double t0 = cli_now_s();
-    st = clf_decode(t->model, src, rows, S, &o, res);
+    st = clf_decode(t->m.model, src, rows, S, &o, res);
     t->decode_s += cli_now_s() - t0;
     if (st != CLF_OK)
         memset(res, 0, sizeof *res); /* nothing to free after a failure */
@@ -608,78 +569,6 @@ static clf_status hyp_text(translator *t, const clf_hypothesis *h, char **text)
     return CLF_OK;
 }
 
-/* Copies the best hypothesis' attention of line l (columns: its framed source, without
- * the batch's padding) into a new tensor of t->attn; a [0, 0] tensor for an empty line. */
-static clf_status keep_attention(translator *t, const src_line *l, const clf_hypothesis *h,
-                                 int src_len)
-{
-    if (t->n_attn == t->cap_attn) {
-        size_t cap = t->cap_attn ? 2 * t->cap_attn : 64;
-        clf_tensor *a = realloc(t->attn, cap * sizeof *a);
-        if (!a)
-            return clf_error(CLF_ERR_NOMEM, "translate: out of host memory");
-        t->attn = a;
-        t->cap_attn = cap;
-    }
-    clf_tensor *x = &t->attn[t->n_attn];
-    memset(x, 0, sizeof *x);
-    snprintf(x->name, sizeof x->name, "attention.%ld", l->index);
-    x->dtype = CLF_F32;
-    x->ndim = 2;
-    t->n_attn++;
-    if (l->n == 0)
-        return CLF_OK;
-    if (!h->attention)
-        return clf_error(CLF_ERR_INTERNAL, "translate: the decoder returned no attention");
-    int rows = h->len + h->finished, cols = l->n + t->framing;
-    float *d = malloc((size_t)(rows > 0 ? rows : 1) * cols * sizeof *d);
-    if (!d)
-        return clf_error(CLF_ERR_NOMEM, "translate: out of host memory");
-    for (int r = 0; r < rows; r++)
-        memcpy(d + (size_t)r * cols, h->attention + (size_t)r * src_len, cols * sizeof *d);
-    x->shape[0] = rows;
-    x->shape[1] = cols;
-    x->data = d;
-    x->nbytes = (size_t)rows * cols * sizeof *d;
-    return CLF_OK;
-}
-
-/* Writes PREFIX.<index>.png: the weights of the best hypothesis as gray levels (0 black,
- * 1 white), PNG_CELL x PNG_CELL pixels each, rows = output tokens, columns = source. */
-static clf_status write_png(translator *t, const src_line *l, const clf_hypothesis *h, int src_len)
-{
-    clf_status st = CLF_OK;
-    int rows = h->len + h->finished, cols = l->n + t->framing;
-    if (rows < 1)
-        return CLF_OK; /* nothing was generated: no image has 0 rows */
-    if (!h->attention)
-        return clf_error(CLF_ERR_INTERNAL, "translate: the decoder returned no attention");
-    size_t plen = strlen(t->o.png_prefix) + 32;
-    char *path = malloc(plen);
-    uint8_t *px = malloc((size_t)rows * PNG_CELL * cols * PNG_CELL);
-    if (!path || !px) {
-        st = clf_error(CLF_ERR_NOMEM, "translate: out of host memory");
-        goto fail;
-    }
-    snprintf(path, plen, "%s.%ld.png", t->o.png_prefix, l->index);
-    const int W = cols * PNG_CELL;
-    for (int r = 0; r < rows; r++) {
-        uint8_t *line = px + (size_t)r * PNG_CELL * W;
-        for (int c = 0; c < cols; c++) {
-            float w = h->attention[(size_t)r * src_len + c];
-            w = w < 0.0f ? 0.0f : (w > 1.0f ? 1.0f : w);
-            memset(line + c * PNG_CELL, (int)(w * 255.0f + 0.5f), PNG_CELL);
-        }
-        for (int k = 1; k < PNG_CELL; k++)
-            memcpy(line + (size_t)k * W, line, W);
-    }
-    st = png_write_gray8(path, px, W, rows * PNG_CELL);
-fail:
-    free(path);
-    free(px);
-    return st;
-}
-
 /* Writes the batch's output lines in input order and keeps what --attention and
  * --attention-png want. */
 static clf_status write_batch(translator *t, const src_line *lines, int count,
@@ -707,9 +596,12 @@ static clf_status write_batch(translator *t, const src_line *lines, int count,
             free(text);
             text = NULL;
         }
-        if (t->o.attn_path && (st = keep_attention(t, l, best, res->src_len)) != CLF_OK)
+        const int cols = l->n + t->framing; /* the framed source, without the padding */
+        if (t->o.attn_path && (st = tr_attention_keep(&t->attn, l->index, l->n ? best : NULL, cols,
+                                                      res->src_len)) != CLF_OK)
             goto fail;
-        if (t->o.png_prefix && best && (st = write_png(t, l, best, res->src_len)) != CLF_OK)
+        if (t->o.png_prefix && best &&
+            (st = tr_attention_png(t->o.png_prefix, l->index, best, cols, res->src_len)) != CLF_OK)
             goto fail;
     }
     int bad = fclose(mem) != 0;
@@ -728,38 +620,37 @@ fail:
     return st;
 }
 
-/* Loads the config, the weights, both vocabularies and the backend. */
+/* Loads the config, both vocabularies, the weights and the backend. */
 static clf_status translator_open(translator *t)
 {
     clf_status st;
-    clf_weights *w = NULL;
-    const clf_model_config *mc = &t->cfg.model;
+    clf_config *cfg = &t->m.cfg;
+    const clf_model_config *mc = &cfg->model;
     /* before anything loads libgomp or OpenBLAS (op plugins with the config, backends):
      * with F16 weights a decoding step is the backend's own OpenMP loops back to back */
     if (!t->o.weight_type_set)
         t->o.weight_type = cli_file_weight_type(t->o.w_path);
     cli_thread_wait_policy(t->o.weight_type != CLF_WEIGHT_F32 ? CLI_THREADS_OPENMP
                                                               : CLI_THREADS_BLAS);
-    if ((st = clf_config_load_with_plugins(t->o.cfg_path, t->o.bo.plugin_dir, &t->cfg)) != CLF_OK ||
-        (st = apply_generate(&t->o, &t->cfg)) != CLF_OK)
-        goto fail;
+    if ((st = clf_config_load_with_plugins(t->o.cfg_path, t->o.bo.plugin_dir, cfg)) != CLF_OK ||
+        (st = apply_generate(&t->o, cfg)) != CLF_OK)
+        return st;
     if ((st = load_vocab(&t->o, t->o.src_vocab, "src", mc, &t->src_tok, &t->src_sp)) != CLF_OK ||
         (st = load_vocab(&t->o, t->o.tgt_vocab, "tgt", mc, &t->tgt_tok, &t->tgt_sp)) != CLF_OK)
-        goto fail;
+        return st;
     /* the model config's ids first, the vocabulary's otherwise: the rule train frames with */
     const clf_framing own = clf_tokenizer_framing(t->src_tok, t->tgt_tok);
-    if ((st = clf_model_framing(mc, &own, &t->fr)) != CLF_OK) {
-        clf_error_context(st, "%s", t->o.cfg_path);
-        goto fail;
-    }
+    if ((st = clf_model_framing(mc, &own, &t->fr)) != CLF_OK)
+        return clf_error_context(st, "%s", t->o.cfg_path);
     t->framing = (t->fr.src_bos >= 0) + (t->fr.src_eos >= 0);
-    if ((st = clf_weights_load(t->o.w_path, mc, &w)) != CLF_OK)
-        goto fail;
-    if ((st = cli_open_backend(&t->cfg, &t->o.bo, &t->api, &t->be)) != CLF_OK)
-        goto fail;
-    if ((st = cli_inference_model(mc, &w, t->api, t->be, t->o.weight_type_set, &t->o.weight_type,
-                                  &t->model)) != CLF_OK)
-        goto fail;
+    const cli_model_opts mo = {.cfg_loaded = 1,
+                               .w_path = t->o.w_path,
+                               .bo = &t->o.bo,
+                               .weight_type_set = t->o.weight_type_set,
+                               .weight_type = t->o.weight_type};
+    if ((st = cli_model_open(&mo, &t->m)) != CLF_OK)
+        return st;
+    t->o.weight_type = t->m.weight_type;
     clf_decode_opts_default(mc, &t->dopts);
     t->dopts.beam = t->o.beam;
     t->dopts.n_best = t->o.n_best;
@@ -771,21 +662,15 @@ static clf_status translator_open(translator *t)
     t->dopts.forced_eos = t->o.forced_eos;
     t->dopts.pad_id = t->fr.tgt_pad;
     t->dopts.want_attention = t->o.attn_path || t->o.png_prefix;
-fail:
-    clf_weights_free(w); /* the model holds its own copy on the device */
-    return st;
+    return CLF_OK;
 }
 
 static void translator_free(translator *t)
 {
-    clf_model_free(t->model);
-    if (t->be)
-        t->api->close(t->be);
+    cli_model_close(&t->m);
     clf_tokenizer_free(t->src_tok);
     clf_tokenizer_free(t->tgt_tok);
-    for (size_t i = 0; i < t->n_attn; i++)
-        free(t->attn[i].data);
-    free(t->attn);
+    tr_attention_free(&t->attn);
     free(t->line);
 }
 
@@ -940,13 +825,8 @@ int clf_cmd_translate(int argc, char **argv)
             free(lines[i].ids);
         count = 0;
     }
-    if (st == CLF_OK && t.o.attn_path) {
-        const char *meta[] = {"clformer.attention",
-                              "cross-attention of the last decoder layer, mean of the heads, "
-                              "best hypothesis; rows: output tokens (+[EOS]), columns: [SOS] "
-                              "source [EOS]"};
-        st = clf_safetensors_write(t.o.attn_path, t.attn, (int)t.n_attn, meta, 1);
-    }
+    if (st == CLF_OK && t.o.attn_path)
+        st = tr_attention_write(&t.attn, t.o.attn_path);
     double totals[3] = {(double)t.decoded_lines, (double)t.out_tokens, (double)t.lines_refused};
     if (st == CLF_OK && d.size > 1 && (st = cli_dist_sum(&d, totals, 3)) == CLF_OK)
         t.decoded_lines = (long)totals[0], t.out_tokens = (long)totals[1],

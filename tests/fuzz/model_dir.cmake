@@ -5,7 +5,8 @@ function(clf_fuzz_model_dir_sources target)
     return()
   endif()
   set(tools ${PROJECT_SOURCE_DIR}/tools)
-  target_sources(${target} PRIVATE ${tools}/cmd_import.c ${tools}/cli_common.c)
+  target_sources(${target} PRIVATE ${tools}/cmd_import.c ${tools}/cli_common.c
+    ${tools}/model_dir.c)
   target_include_directories(${target} PRIVATE ${tools})
   target_link_libraries(${target} PRIVATE PkgConfig::JANSSON m)
   target_compile_definitions(${target} PRIVATE
