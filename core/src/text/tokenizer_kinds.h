@@ -1,18 +1,22 @@
 /* tokenizer_kinds.h - the kinds of clf_tokenizer behind one table of functions each,
  * internal to libclformer (see clformer/tokenizer.h for what each kind does).
  *
- *   tokenizer.c           the public entry points, which dispatch through tok->kind; the
- *                         vocabulary of ids (a hash table of words) the word-level and
- *                         Marian kinds share; loading, which picks the kind of a file
+ *   tokenizer.c           the public entry points, which check their arguments and
+ *                         dispatch through tok->kind; loading, which picks the kind of a
+ *                         file (the one place that names the tables)
+ *   tokenizer_vocab.c     what the kinds share: the vocabulary of ids (a hash table of
+ *                         words) of the word-level and Marian kinds, its JSON reader, and
+ *                         freeing a tokenizer
  *   tokenizer_wordlevel.c the tokenizers library's WordLevel kind and its tokenizer.json
  *   tokenizer_build.c     a word-level vocabulary counted from text
  *   tokenizer_spm.c       the SentencePiece kind (.model files, training), over spm_shim.h
  *   tokenizer_marian.c    Marian's mapped kind: a SentencePiece model that cuts text into
  *                         pieces whose ids come from a separate vocab.json
  *
- * Kind files call the helpers of tokenizer.c; tokenizer.c calls a kind only through its
- * table. tokenizer_build.c makes word-level tokenizers, tokenizer_marian.c reads its model
- * with tokenizer_spm.c's reader; neither is called back. */
+ * Calls go one way: tokenizer.c -> the kinds' tables -> tokenizer_vocab.c, which reaches
+ * a kind only through tok->kind. tokenizer_build.c makes word-level tokenizers and
+ * tokenizer_marian.c reads its model with tokenizer_spm.c's reader; neither is called
+ * back. */
 #ifndef CLF_TOKENIZER_KINDS_H
 #define CLF_TOKENIZER_KINDS_H
 
@@ -82,7 +86,10 @@ struct clf_tokenizer {
     clf_spm *spm;
 };
 
-/* ---- helpers of tokenizer.c ---- */
+/* ---- helpers of tokenizer_vocab.c ---- */
+
+/* Frees tok (NULL is fine): the kind's fields (tok->kind->free), then the vocabulary. */
+void clf_tok_free(clf_tokenizer *tok);
 
 /* FNV-1a of s[0..n), the hash of every word table here. */
 uint64_t clf_tok_hash(const char *s, size_t n);

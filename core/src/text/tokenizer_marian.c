@@ -1,7 +1,7 @@
 /* tokenizer_marian.c - Marian's mapped kind of clf_tokenizer (clf_tokenizer_load_mapped,
  * see clformer/tokenizer.h): a SentencePiece model (read by tokenizer_spm.c) cuts text into
  * pieces and joins pieces into text, and the ids are those of a separate piece vocabulary,
- * vocab.json, held as the vocabulary of tokenizer.c. transformers' MarianTokenizer does
+ * vocab.json, held as the vocabulary of tokenizer_vocab.c. transformers' MarianTokenizer does
  * the same. */
 #include "clformer/tokenizer.h"
 

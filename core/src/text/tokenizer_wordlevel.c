@@ -61,7 +61,7 @@ clf_status clf_tok_wordlevel_create(int n, const char *const *words, const size_
     else
         st = index_added(*out, name);
     if (st != CLF_OK) {
-        clf_tokenizer_free(*out);
+        clf_tok_free(*out);
         *out = NULL;
     }
     return st;
