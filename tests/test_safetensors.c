@@ -14,7 +14,7 @@
 #include "clformer/tensor.h"
 #include "io/json_jansson.h"
 #include "io/safetensors_internal.h"
-#include "text/tokenizer_spm.h"
+#include "text/tokenizer_kinds.h"
 #include "testutil.h"
 
 /* ---- helpers ---- */

@@ -12,6 +12,7 @@
 
 #include "clformer/backend.h"
 #include "clformer/export.h"
+#include "clformer/framing.h"
 #include "clformer/plugin.h"
 #include "clformer/status.h"
 
@@ -104,15 +105,7 @@ CLF_API int clf_model_ffn_gated(const clf_model_config *m);
 /* 1 when every norm has a .bias vector (built-in styles; plugin norms that say so). */
 CLF_API int clf_model_norm_has_bias(const clf_model_config *m);
 
-/* How a sentence pair is framed, by `clformer train` (clformer/dataset.h's batches) and
- * `clformer translate` alike:
- *     src    [src_bos] x [src_eos] src_pad...   (src_bos / src_eos -1: left out)
- *     tgt_in tgt_start y tgt_pad...             (the decoder's input)
- *     labels y tgt_eos tgt_pad...               (what it predicts; decoding ends at tgt_eos) */
-typedef struct clf_framing {
-    int32_t src_bos, src_eos, src_pad;
-    int32_t tgt_start, tgt_eos, tgt_pad;
-} clf_framing;
+/* clf_framing (how a sentence pair is framed): clformer/framing.h. */
 
 /* The one rule that turns the model's special-token keys into a framing; each key that is
  * -1 falls back on the vocabularies' own ids, given in *vocab as the framing they alone

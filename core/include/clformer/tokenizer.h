@@ -72,8 +72,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "clformer/config.h"
 #include "clformer/export.h"
+#include "clformer/framing.h"
 #include "clformer/status.h"
 
 #ifdef __cplusplus

@@ -1,50 +1,18 @@
 /* tokenizer_spm.c - the SentencePiece kind of clf_tokenizer (see clformer/tokenizer.h and
- * tokenizer_spm.h): reading and writing .model files, the checks clformer makes around
- * the library's encode and decode, and training. The library does the tokenizing. */
-#include "text/tokenizer_spm.h"
+ * tokenizer_kinds.h): reading and writing .model files, the library's encode and decode
+ * behind the checks of tokenizer.c, and training. The library (through spm_shim.h) does
+ * the tokenizing. */
+#include "clformer/fs.h"
+#include "clformer/tokenizer.h"
 
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "clformer/fs.h"
+#include "text/tokenizer_kinds.h"
 
-static int ends_with(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
-int clf_tokenizer_name_is_sentencepiece(const char *path)
-{
-    return ends_with(path, ".model") || ends_with(path, ".spm");
-}
-
-int clf_tok_spm_detect(const char *path)
-{
-    int first = EOF, c = EOF, fd;
-    uint64_t size;
-    /* only a regular file is looked into, without waiting (a FIFO): the load refuses the rest */
-    FILE *f = clf_fs_open_regular(path, UINT64_MAX, &fd, &size) == CLF_OK ? fdopen(fd, "rb") : NULL;
-    if (!f && fd >= 0)
-        close(fd);
-    if (f) {
-        first = c = getc(f);
-        while (c == ' ' || c == '\t' || c == '\n' || c == '\r')
-            c = getc(f);
-        fclose(f);
-    }
-    if (c == '{')
-        return 0;
-    /* 0x0A: field 1 (the pieces), length-delimited, which a ModelProto starts with */
-    if (first == 0x0A)
-        return 1;
-    return clf_tokenizer_name_is_sentencepiece(path);
-}
-
-clf_status clf_tok_spm_load(const char *path, clf_spm **out)
+clf_status clf_tok_spm_read(const char *path, clf_spm **out)
 {
     clf_status st;
     *out = NULL;
@@ -69,11 +37,11 @@ fail:
     return st;
 }
 
-clf_status clf_tok_spm_save(const clf_spm *spm, const char *path)
+static clf_status spm_save(const clf_tokenizer *tok, const char *path)
 {
     char *data = NULL;
     size_t len;
-    clf_status st = clf_spm_serialize(spm, &data, &len);
+    clf_status st = clf_spm_serialize(tok->spm, &data, &len);
     if (st != CLF_OK)
         return clf_error_context(st, "%s", path);
     st = clf_fs_write_atomic_bytes(path, data, len);
@@ -81,48 +49,101 @@ clf_status clf_tok_spm_save(const clf_spm *spm, const char *path)
     return st;
 }
 
-clf_status clf_tok_spm_encode(const clf_spm *spm, const char *text, size_t len, int32_t **ids,
-                              int *n)
+/* A tokenizer of this kind that owns spm (freed, and NULL returned, when out of memory). */
+static clf_tokenizer *spm_wrap(clf_spm *spm)
 {
-    *ids = NULL;
-    *n = 0;
-    if (len == 0) /* text checked by clf_tokenizer_encode */
-        return CLF_OK;
-    return clf_spm_encode(spm, text, len, ids, n);
+    clf_tokenizer *tok = calloc(1, sizeof *tok);
+    if (!tok) {
+        clf_spm_free(spm);
+        return NULL;
+    }
+    tok->kind = &clf_tok_spm;
+    tok->spm = spm;
+    return tok;
 }
 
-clf_status clf_tok_spm_decode(const clf_spm *spm, const int32_t *ids, int n, int skip_specials,
-                              char **text)
+static clf_status spm_load(const char *path, clf_tokenizer **out)
 {
-    *text = NULL;
-    if (n < 0 || (n > 0 && !ids))
-        return clf_error(CLF_ERR_INPUT, "tokenizer decode: invalid arguments (n = %d)", n);
-    int size = clf_spm_size(spm), kept = 0;
+    clf_spm *spm;
+    clf_status st;
+    *out = NULL;
+    if ((st = clf_tok_spm_read(path, &spm)) != CLF_OK)
+        return st;
+    if (!(*out = spm_wrap(spm)))
+        return clf_error(CLF_ERR_NOMEM, "%s: out of memory", path);
+    return CLF_OK;
+}
+
+static clf_status spm_encode(const clf_tokenizer *tok, const char *text, size_t len, int32_t **ids,
+                             int *n)
+{
+    if (len == 0)
+        return CLF_OK;
+    return clf_spm_encode(tok->spm, text, len, ids, n);
+}
+
+/* The library's Decode of the ids, the specials left out first with skip_specials. */
+static clf_status spm_decode(const clf_tokenizer *tok, const int32_t *ids, int n, int skip_specials,
+                             char **text)
+{
+    int kept = 0;
     int32_t *keep = malloc((size_t)(n > 0 ? n : 1) * sizeof *keep);
     if (!keep)
         return clf_error(CLF_ERR_NOMEM, "tokenizer decode: out of memory");
-    for (int i = 0; i < n; i++) {
-        if (ids[i] < 0 || ids[i] >= size) {
-            free(keep);
-            return clf_error(CLF_ERR_INPUT,
-                             "tokenizer decode: id %d at position %d is outside the "
-                             "vocabulary (size %d)",
-                             (int)ids[i], i, size);
-        }
-        if (!skip_specials || !clf_spm_is_special(spm, ids[i]))
+    for (int i = 0; i < n; i++)
+        if (!skip_specials || !clf_spm_is_special(tok->spm, ids[i]))
             keep[kept++] = ids[i];
-    }
-    clf_status st = clf_spm_decode(spm, keep, kept, text);
+    clf_status st = clf_spm_decode(tok->spm, keep, kept, text);
     free(keep);
     return st;
 }
 
-clf_tokenizer_specials clf_tok_spm_specials(const clf_spm *spm)
+static int32_t spm_id_n(const clf_tokenizer *tok, const char *word, size_t len)
+{
+    return clf_spm_piece_id(tok->spm, word, len);
+}
+
+static const char *spm_word(const clf_tokenizer *tok, int32_t id)
+{
+    return clf_spm_piece(tok->spm, id);
+}
+
+static int spm_size(const clf_tokenizer *tok)
+{
+    return clf_spm_size(tok->spm);
+}
+
+static clf_tokenizer_specials spm_specials(const clf_tokenizer *tok)
 {
     clf_tokenizer_specials s;
-    clf_spm_specials(spm, &s.unk, &s.sos, &s.eos, &s.pad);
+    clf_spm_specials(tok->spm, &s.unk, &s.sos, &s.eos, &s.pad);
     return s;
 }
+
+static int spm_is_special(const clf_tokenizer *tok, int32_t id)
+{
+    return clf_spm_is_special(tok->spm, id);
+}
+
+static void spm_free(clf_tokenizer *tok)
+{
+    clf_spm_free(tok->spm);
+}
+
+const tok_kind clf_tok_spm = {
+    .name = "SentencePiece",
+    .kind = CLF_TOKENIZER_SENTENCEPIECE,
+    .load = spm_load,
+    .save = spm_save,
+    .encode = spm_encode,
+    .decode = spm_decode,
+    .id_n = spm_id_n,
+    .word = spm_word,
+    .size = spm_size,
+    .specials = spm_specials,
+    .is_special = spm_is_special,
+    .free = spm_free,
+};
 
 clf_status clf_tokenizer_train_sentencepiece(const char *const *paths, int n_paths, int vocab_size,
                                              const char *model_type, clf_tokenizer **out)
@@ -149,7 +170,7 @@ clf_status clf_tokenizer_train_sentencepiece(const char *const *paths, int n_pat
     free(data);
     if (st != CLF_OK)
         return st;
-    if (!(*out = clf_tok_wrap_spm(spm)))
+    if (!(*out = spm_wrap(spm)))
         return clf_error(CLF_ERR_NOMEM, "SentencePiece training: out of memory");
     return CLF_OK;
 }
