@@ -769,6 +769,32 @@ static const bad_case bad_cases[] = {
      "model.activation: unknown activation 'swishy': not built in (relu) and no plugin "
      "provides it"},
     {M "  activation: Bad-Name\n", "model.activation: unknown activation 'Bad-Name'"},
+    /* an op name is resolved after parsing, at the position parsing recorded */
+    {"plugins: []\n" M "  activation: swishy\n",
+     "<t>:5:15: model.activation: unknown activation 'swishy'"},
+    {M "  layernorm: {style: fancy}\n", "<t>:4:22: model.layernorm.style: unknown norm style"},
+    /* the memory a model implies at load (CLF_CONFIG_MODEL_BYTES_MAX), each product named */
+    {"model: {src_vocab: 10, tgt_vocab: 10, max_len: 16777216, d_model: 512}\n",
+     "<t>:1:48: model.max_len: max_len 16777216 x d_model 512 = 32 GiB of positional table "
+     "exceeds the limit of 16 GiB"},
+    {"model: {src_vocab: 10, tgt_vocab: 10, max_len: 16777216, d_model: 512, positional: "
+     "learned}\n",
+     "model.max_len: max_len 16777216 x d_model 512 = 32 GiB of positional table"},
+    {"model: {src_vocab: 16777216, tgt_vocab: 10, d_model: 1024}\n",
+     "<t>:1:20: model.src_vocab: src_vocab 16777216 x d_model 1024 = 64 GiB of source "
+     "embedding exceeds the limit of 16 GiB"},
+    {"model: {src_vocab: 10, tgt_vocab: 10000000, d_model: 512}\n",
+     "<t>:1:35: model.tgt_vocab: tgt_vocab 10000000 x d_model 512 = 19.07 GiB of target "
+     "embedding exceeds the limit of 16 GiB"},
+    /* each product within the limit, their sum not: three matrices of 6 GiB */
+    {"model: {src_vocab: 1572864, tgt_vocab: 1572864, d_model: 1024, max_len: 64}\n",
+     "<t>:1:58: model: the weights and tables come to 18.47 GiB (positional 0.25 MiB: max_len "
+     "x d_model; embeddings 18 GiB: src_vocab, tgt_vocab x d_model; layers 480 MiB: 6 encoder, 6 "
+     "decoder of d_model 1024, d_ff 2048), more than the limit of 16 GiB"},
+    {"model: {src_vocab: 10, tgt_vocab: 10, d_model: 8192, d_ff: 32768, layers: 3}\n",
+     "<t>:1:48: model: the weights and tables come to 21.01 GiB (positional 8 MiB: max_len x "
+     "d_model; embeddings 0.94 MiB: src_vocab, tgt_vocab x d_model; layers 21 GiB: 3 encoder, 3 "
+     "decoder of d_model 8192, d_ff 32768), more than the limit of 16 GiB"},
     {M "  activation: [relu]\n",
      "model.activation: expected relu or an op plugin's name, got a sequence"},
     {M "  output: probs\n",
@@ -971,6 +997,41 @@ START_TEST(test_size_limit)
 }
 END_TEST
 
+/* The memory bound counts what is allocated: one matrix for tied embeddings (the sizes
+ * refused untied above load tied), a gate for a plugin activation; a big config within it
+ * loads without allocating its tables (configs/big.yaml is among the shipped configs). */
+START_TEST(test_model_bytes_limit)
+{
+    clf_config *cfg = malloc(sizeof *cfg);
+    CLF_ASSERT_OK(clf_config_parse_string("model: {src_vocab: 1572864, tgt_vocab: 1572864, "
+                                          "d_model: 1024, max_len: 64, tie_embeddings: all}\n",
+                                          "<t>", cfg));
+    /* a table of 8 GiB is within the limit, and not allocated by parsing */
+    CLF_ASSERT_OK(clf_config_read_string("model: {src_vocab: 10, tgt_vocab: 10, max_len: 4194304, "
+                                         "d_model: 512}\n",
+                                         "<t>", cfg));
+    ck_assert_int_eq(clf_config_read_string("model: {src_vocab: 10, tgt_vocab: 10, max_len: "
+                                            "8388609, d_model: 512}\n",
+                                            "<t>", cfg),
+                     CLF_ERR_INPUT);
+    ck_assert_msg(strstr(clf_last_error(), "max_len 8388609 x d_model 512 = 16.000002 GiB of "
+                                           "positional table exceeds the limit of 16 GiB"),
+                  "%s", clf_last_error());
+    /* relu: 2 FFN matrices of d_model x d_ff a layer; an op plugin's name may be gated: 3 */
+    const char *ffn = "model: {src_vocab: 10, tgt_vocab: 10, d_model: 8192, d_ff: 98304, "
+                      "encoder_layers: 1, decoder_layers: 1, activation: %s}\n";
+    char text[256];
+    snprintf(text, sizeof text, ffn, "relu");
+    CLF_ASSERT_OK(clf_config_read_string(text, "<t>", cfg));
+    snprintf(text, sizeof text, ffn, "swiglu");
+    ck_assert_int_eq(clf_config_read_string(text, "<t>", cfg), CLF_ERR_INPUT);
+    ck_assert_msg(
+        strstr(clf_last_error(), "<t>:1:48: model: the weights and tables come to 21.01 GiB"), "%s",
+        clf_last_error());
+    free(cfg);
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
     Suite *s = suite_create("config");
@@ -989,6 +1050,7 @@ static Suite *config_suite(void)
     tcase_add_loop_test(tc, test_errors, 0, (int)(sizeof bad_cases / sizeof *bad_cases));
     tcase_add_test(tc, test_file_errors);
     tcase_add_test(tc, test_size_limit);
+    tcase_add_test(tc, test_model_bytes_limit);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -624,6 +624,32 @@ START_TEST(import_refuses_bad_input)
 }
 END_TEST
 
+/* The memory config.json implies at load is bounded as model.yaml's is (config.h,
+ * CLF_CONFIG_MODEL_BYTES_MAX): a positional table of max_position_embeddings x d_model
+ * beyond it is refused, config.json named, before a weight is read. */
+START_TEST(import_refuses_huge_tables)
+{
+    char *c = fixture_config(), *pos = strstr(c, "\"max_position_embeddings\": 64,");
+    char *d_model = strstr(c, "\"d_model\": 16,");
+    ck_assert_ptr_nonnull(pos);
+    ck_assert_ptr_nonnull(d_model);
+    ck_assert(d_model < pos);
+    size_t n = strlen(c) + 64;
+    char *text = malloc(n);
+    snprintf(text, n, "%.*s\"d_model\": 512,%.*s\"max_position_embeddings\": 16777216,%s",
+             (int)(d_model - c), c, (int)(pos - d_model - strlen("\"d_model\": 16,")),
+             d_model + strlen("\"d_model\": 16,"),
+             pos + strlen("\"max_position_embeddings\": 64,"));
+    const char *dir = hf_copy("config.json", text);
+    expect_refusal(dir, "config.json: ");
+    expect_refusal(dir, "model.max_len: max_len 16777216 x d_model 512 = 32 GiB of positional "
+                        "table exceeds the limit of 16 GiB");
+    clf_test_remove_dir(dir);
+    free(text);
+    free(c);
+}
+END_TEST
+
 START_TEST(import_refuses_usage)
 {
     char out[512], args[1024], err[2048];
@@ -664,6 +690,7 @@ static void cpu_only(TCase *tc)
     tcase_add_loop_test(tc, import_refuses_bad_input, 0,
                         (int)(sizeof refusals / sizeof refusals[0]));
     tcase_add_test(tc, import_refuses_usage);
+    tcase_add_test(tc, import_refuses_huge_tables);
 }
 
 int main(void)

@@ -233,6 +233,60 @@ START_TEST(test_yaml_op_kinds)
 }
 END_TEST
 
+/* Parsing loads nothing: the plugins: entries and the op names stay as written, with their
+ * positions, until clf_config_resolve_plugins, whose errors cite them as the parser's do;
+ * weights refuse a config whose op names are not resolved. */
+START_TEST(test_read_then_resolve)
+{
+    char dir[64], path[128], text[1024], want[256];
+    clf_config cfg;
+    snprintf(text, sizeof text, "plugins:\n  - %s\n" SMALL_MODEL "  activation: squared_relu\n",
+             HOSTILE("wrong_abi"));
+    write_yaml(dir, sizeof dir, path, sizeof path, text);
+    CLF_ASSERT_OK(clf_config_read(path, &cfg)); /* the hostile .so is not opened */
+    ck_assert_int_eq(cfg.n_plugins, 1);
+    ck_assert_str_eq(cfg.plugins[0], HOSTILE("wrong_abi"));
+    ck_assert_int_eq(cfg.plugin_pos[0].line, 2);
+    ck_assert_int_eq(cfg.plugin_pos[0].column, 5);
+    ck_assert_int_eq(cfg.model.activation, CLF_ACT_PLUGIN);
+    ck_assert_ptr_null(cfg.model.activation_op);
+    ck_assert_str_eq(cfg.model.activation_op_name, "squared_relu");
+    ck_assert_str_eq(clf_model_activation_name(&cfg.model), "squared_relu");
+    ck_assert_int_eq(cfg.activation_pos.line, 11);
+    ck_assert_int_eq(cfg.activation_pos.column, 15);
+    clf_weight_spec *specs = NULL;
+    int n = 0;
+    ck_assert_int_eq(clf_weight_specs(&cfg.model, &specs, &n), CLF_ERR_INPUT);
+    ck_assert_str_eq(clf_last_error(), "weights: op plugin 'squared_relu' is not resolved (call "
+                                       "clf_config_resolve_plugins first)");
+    ck_assert_int_eq(clf_config_resolve_plugins(&cfg, NULL), CLF_ERR_INPUT);
+    snprintf(want, sizeof want, "%s:2:5: plugins[0]: ", path);
+    ck_assert_msg(strstr(clf_last_error(), want) == clf_last_error() &&
+                      strstr(clf_last_error(), "plugin ABI version 999"),
+                  "%s", clf_last_error());
+    remove_dir(dir);
+
+    /* a name no plugin provides: the resolve step cites the node's line and column */
+    CLF_ASSERT_OK(clf_config_read_string(SMALL_MODEL "  layernorm: {style: fancy}\n", "<m>", &cfg));
+    ck_assert_str_eq(clf_model_norm_style_name(&cfg.model), "fancy");
+    ck_assert_int_eq(clf_config_resolve_plugins(&cfg, NULL), CLF_ERR_INPUT);
+    ck_assert_msg(strstr(clf_last_error(),
+                         "<m>:9:22: model.layernorm.style: unknown norm style "
+                         "'fancy': not built in (tutorial or standard)") == clf_last_error(),
+                  "%s", clf_last_error());
+
+    /* resolved, the same config as the one-step parse */
+    clf_config once;
+    CLF_ASSERT_OK(clf_config_read_string(SMALL_MODEL "  activation: swiglu\n", NULL, &cfg));
+    CLF_ASSERT_OK(clf_config_resolve_plugins(&cfg, NULL));
+    CLF_ASSERT_OK(clf_config_parse_string(SMALL_MODEL "  activation: swiglu\n", NULL, &once));
+    ck_assert_ptr_eq(cfg.model.activation_op, once.model.activation_op);
+    ck_assert_int_eq(clf_model_ffn_gated(&cfg.model), 1);
+    CLF_ASSERT_OK(clf_weight_specs(&cfg.model, &specs, &n));
+    free(specs);
+}
+END_TEST
+
 /* The resolved config names the .so of every plugin op it uses, and reads back the same. */
 START_TEST(test_dump_names_plugins)
 {
@@ -420,6 +474,7 @@ int main(void)
     tcase_add_test(tc, test_yaml_plugins_list);
     tcase_add_test(tc, test_yaml_bare_name_search_order);
     tcase_add_test(tc, test_yaml_op_kinds);
+    tcase_add_test(tc, test_read_then_resolve);
     tcase_add_test(tc, test_dump_names_plugins);
     tcase_add_test(tc, test_weight_names);
     tcase_add_test(tc, test_backend_without_form);

@@ -92,9 +92,14 @@ typedef struct clf_model_config {
      * log-softmax, as transformers' bad_words_ids does. */
     int banned_ids[CLF_BANNED_IDS_MAX];
     int n_banned_ids; /* default 0 */
-    /* Op plugins (clformer/plugin.h) the YAML names; they stay loaded for the process. */
-    const clf_plugin_op *activation_op; /* set exactly when activation == CLF_ACT_PLUGIN */
+    /* Op plugins (clformer/plugin.h) the YAML names; they stay loaded for the process.
+     * Parsing records their names; clf_config_resolve_plugins sets the pointers. */
+    const clf_plugin_op *activation_op; /* resolved: set exactly when activation == PLUGIN */
     const clf_plugin_op *norm_op;       /* layernorm.style: <plugin norm>; NULL = ln_style */
+    /* model.activation / model.layernorm.style when not built in, as written ("" when
+     * built in); activation is CLF_ACT_PLUGIN from parsing on when activation_op_name is. */
+    char activation_op_name[CLF_PLUGIN_NAME_MAX];
+    char norm_op_name[CLF_PLUGIN_NAME_MAX];
 } clf_model_config;
 
 /* The YAML spellings of model.activation and model.layernorm.style, plugin ops included. */
@@ -187,11 +192,27 @@ typedef struct clf_generate_config {
 
 #define CLF_CONFIG_PLUGINS_MAX 8
 
+/* The most memory a model's config may imply at load, in bytes of F32: its positional
+ * table (max_len x d_model, computed at load even when not a weight), its embeddings and
+ * output projection (vocab x d_model each), and all its weights together. A config over
+ * it is refused naming the keys and the product, before anything is allocated. */
+#define CLF_CONFIG_MODEL_BYTES_MAX (16ll << 30)
+
+/* Where a value was in the file: 1-based line and column (0 when not from a file). */
+typedef struct clf_config_pos {
+    int line, column;
+} clf_config_pos;
+
 typedef struct clf_config {
     char path[CLF_PATH_MAX]; /* the file it came from ("<string>" for parse_string) */
-    /* The top-level `plugins:` list, as absolute paths (loaded while parsing). */
+    /* The top-level `plugins:` list: as written after parsing, the absolute paths of the
+     * loaded files after clf_config_resolve_plugins. */
     char plugins[CLF_CONFIG_PLUGINS_MAX][CLF_PATH_MAX];
     int n_plugins;
+    /* Where each plugins: entry, model.activation and model.layernorm.style were, for the
+     * messages of clf_config_resolve_plugins. */
+    clf_config_pos plugin_pos[CLF_CONFIG_PLUGINS_MAX];
+    clf_config_pos activation_pos, norm_pos;
     clf_model_config model;
     clf_backend_config backend;
     clf_train_config train;
@@ -217,6 +238,18 @@ CLF_API clf_status clf_config_load_with_plugins(const char *path, const char *pl
 
 /* The same from a string; name stands for the path in messages. */
 CLF_API clf_status clf_config_parse_string(const char *text, const char *name, clf_config *cfg);
+
+/* The two steps of the three functions above, for a caller that wants to parse without
+ * loading anything. clf_config_read and clf_config_read_string parse and check a
+ * configuration but load no plugin: the `plugins:` entries stay as written, and an
+ * activation or norm style that is not built in is only named (model.activation_op_name,
+ * model.norm_op_name; its op pointer NULL), with its position. Weights and models refuse
+ * such a config until clf_config_resolve_plugins has loaded the listed plugins (in order,
+ * searching plugin_dir first as clf_config_load_with_plugins does) and found the named
+ * ops; its errors name the key's file:line:col as the parser's do. */
+CLF_API clf_status clf_config_read(const char *path, clf_config *cfg);
+CLF_API clf_status clf_config_read_string(const char *text, const char *name, clf_config *cfg);
+CLF_API clf_status clf_config_resolve_plugins(clf_config *cfg, const char *plugin_dir);
 
 /* Writes the fully resolved config as YAML that clf_config_load reads back unchanged. */
 CLF_API clf_status clf_config_dump(const clf_config *cfg, FILE *out);

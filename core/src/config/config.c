@@ -1,6 +1,7 @@
 /* YAML -> validated clf_config: the tables of keys of each section, the defaults, the
- * checks across keys and the entry points; the walk of the document is config_yaml.c,
- * the plugin parts config_plugins.c, and the way back is config_dump.c.
+ * checks across keys (the memory a model implies among them) and the entry points that
+ * parse; the walk of the document is config_yaml.c, loading the plugins it names after
+ * parsing is config_resolve.c, and the way back is config_dump.c.
  *
  * The keys of each section are described by a table of `field`s (name, kind, where the
  * value lives in clf_config, its range or valid names); clf_cfg_parse_map walks a node
@@ -349,6 +350,76 @@ static clf_status resolve_generate(parse_ctx *c)
     return CLF_OK;
 }
 
+/* ---- the memory a model's config implies --------------------------------------------- */
+
+/* bytes for a message: "32 GiB", "16.50 GiB", "3 MiB", "0.31 MiB"; a value just over a
+ * whole number keeps the digits that show it ("16.000002 GiB", not "16.00 GiB") */
+static const char *gib(double bytes, char *buf, size_t size)
+{
+    const int big = bytes >= (double)(1ll << 30);
+    const double v = bytes / (double)(1ll << (big ? 30 : 20));
+    int prec = v == floor(v) ? 0 : 2;
+    while (prec && prec < 9 && floor(v * pow(10, prec) + 0.5) == floor(v) * pow(10, prec))
+        prec++;
+    snprintf(buf, size, "%.*f %s", prec, v, big ? "GiB" : "MiB");
+    return buf;
+}
+
+/* One product of two keys (a table of a x b floats) over CLF_CONFIG_MODEL_BYTES_MAX,
+ * refused naming both keys: "max_len 16777216 x d_model 512 = 32 GiB of positional table
+ * exceeds the limit of 16 GiB". */
+static clf_status check_product(parse_ctx *c, const char *key, const char *a_name, int a,
+                                const char *b_name, int b, const char *what)
+{
+    char bytes[32], limit[32];
+    const double n = (double)a * (double)b * sizeof(float);
+    if (n <= (double)CLF_CONFIG_MODEL_BYTES_MAX)
+        return CLF_OK;
+    return clf_cfg_fail_at(c, clf_cfg_mark_of(c, key, "model.d_model", "model"), key,
+                           "%s %d x %s %d = %s of %s exceeds the limit of %s", a_name, a, b_name, b,
+                           gib(n, bytes, sizeof bytes), what,
+                           gib((double)CLF_CONFIG_MODEL_BYTES_MAX, limit, sizeof limit));
+}
+
+/* What a model's config makes clformer allocate at load, checked before anything is: the
+ * positional table (computed at load, or two learned tables), the embeddings and output
+ * projection, and the weight matrices in all (biases and norms, O(d_model) each, left
+ * out). An activation that is an op plugin's name counts as gated (linear_3), the most it
+ * can need, as parsing does not load the plugin. Vocabularies of 0 (left to a train:
+ * section's vocabularies) count nothing. */
+static clf_status check_model_bytes(parse_ctx *c)
+{
+    const clf_model_config *m = &c->cfg->model;
+    clf_status st;
+    if ((st = check_product(c, "model.max_len", "max_len", m->max_len, "d_model", m->d_model,
+                            "positional table")) != CLF_OK ||
+        (st = check_product(c, "model.src_vocab", "src_vocab", m->src_vocab, "d_model", m->d_model,
+                            "source embedding")) != CLF_OK ||
+        (st = check_product(c, "model.tgt_vocab", "tgt_vocab", m->tgt_vocab, "d_model", m->d_model,
+                            "target embedding")) != CLF_OK)
+        return st;
+    const double d = m->d_model, f = 4.0; /* bytes of an F32 */
+    const double pos = (m->positional == CLF_POS_LEARNED ? 2.0 : 1.0) * m->max_len * d * f;
+    const double emb = ((m->tie_embeddings == CLF_TIE_ALL ? 0.0 : m->src_vocab) +
+                        (m->tie_embeddings == CLF_TIE_NONE ? 2.0 : 1.0) * m->tgt_vocab) *
+                       d * f;
+    const double ffn = (m->activation_op_name[0] ? 3.0 : 2.0) * d * m->d_ff;
+    const double layers =
+        (m->encoder_layers * (4.0 * d * d + ffn) + m->decoder_layers * (8.0 * d * d + ffn)) * f;
+    if (pos + emb + layers <= (double)CLF_CONFIG_MODEL_BYTES_MAX)
+        return CLF_OK;
+    char total[32], b_pos[32], b_emb[32], b_layers[32], limit[32];
+    return clf_cfg_fail_at(
+        c, clf_cfg_mark_of(c, "model.d_model", "model", NULL), "model",
+        "the weights and tables come to %s (positional %s: max_len x d_model; embeddings %s: "
+        "src_vocab, tgt_vocab x d_model; layers %s: %d encoder, %d decoder of d_model %d, d_ff "
+        "%d), more than the limit of %s",
+        gib(pos + emb + layers, total, sizeof total), gib(pos, b_pos, sizeof b_pos),
+        gib(emb, b_emb, sizeof b_emb), gib(layers, b_layers, sizeof b_layers), m->encoder_layers,
+        m->decoder_layers, m->d_model, m->d_ff,
+        gib((double)CLF_CONFIG_MODEL_BYTES_MAX, limit, sizeof limit));
+}
+
 /* ---- entry points ------------------------------------------------------------------ */
 
 static void set_text(char *dst, size_t size, const char *src)
@@ -421,8 +492,7 @@ void clf_config_defaults(clf_config *cfg)
     g->forced_eos = 0;
 }
 
-static clf_status parse_text(const char *text, size_t len, const char *name, const char *plugin_dir,
-                             clf_config *cfg)
+static clf_status parse_text(const char *text, size_t len, const char *name, clf_config *cfg)
 {
     clf_status st = CLF_OK;
     yaml_parser_t parser;
@@ -435,7 +505,6 @@ static clf_status parse_text(const char *text, size_t len, const char *name, con
         return clf_error(CLF_ERR_NOMEM, "%s: out of memory", name);
     c->name = name;
     c->cfg = cfg;
-    c->plugin_dir = plugin_dir ? plugin_dir : "";
     c->doc = &doc;
     if (!yaml_parser_initialize(&parser)) {
         free(c);
@@ -478,11 +547,11 @@ static clf_status parse_text(const char *text, size_t len, const char *name, con
         goto fail;
     if ((st = resolve_model(c)) != CLF_OK)
         goto fail;
-    if ((st = clf_cfg_resolve_plugin_ops(c, act_names, ln_names)) != CLF_OK)
-        goto fail;
     if ((st = resolve_train(c)) != CLF_OK)
         goto fail;
-    st = resolve_generate(c);
+    if ((st = resolve_generate(c)) != CLF_OK)
+        goto fail;
+    st = check_model_bytes(c);
 fail:
     if (have_extra)
         yaml_document_delete(&extra);
@@ -493,7 +562,7 @@ fail:
     return st;
 }
 
-clf_status clf_config_parse_string(const char *text, const char *name, clf_config *cfg)
+clf_status clf_config_read_string(const char *text, const char *name, clf_config *cfg)
 {
     if (!name)
         name = "<string>";
@@ -503,21 +572,16 @@ clf_status clf_config_parse_string(const char *text, const char *name, clf_confi
     if (len > CFG_FILE_MAX)
         return clf_error(CLF_ERR_INPUT, "%s: %zu bytes, more than the limit of %d", name, len,
                          CFG_FILE_MAX);
-    return parse_text(text, len, name, NULL, cfg);
+    return parse_text(text, len, name, cfg);
 }
 
-clf_status clf_config_load(const char *path, clf_config *cfg)
-{
-    return clf_config_load_with_plugins(path, NULL, cfg);
-}
-
-clf_status clf_config_load_with_plugins(const char *path, const char *plugin_dir, clf_config *cfg)
+clf_status clf_config_read(const char *path, clf_config *cfg)
 {
     char *text = NULL;
     size_t len = 0;
     clf_status st = clf_fs_read_all(path, CFG_FILE_MAX, &text, &len);
     if (st == CLF_OK)
-        st = parse_text(text, len, path, plugin_dir, cfg);
+        st = parse_text(text, len, path, cfg);
     free(text);
     return st;
 }
@@ -547,13 +611,17 @@ const char *clf_activation_name(clf_activation a)
 const char *clf_model_activation_name(const clf_model_config *m)
 {
     if (m->activation == CLF_ACT_PLUGIN)
-        return m->activation_op ? m->activation_op->name : "unknown";
+        return m->activation_op           ? m->activation_op->name
+               : m->activation_op_name[0] ? m->activation_op_name
+                                          : "unknown";
     return clf_activation_name(m->activation);
 }
 
 const char *clf_model_norm_style_name(const clf_model_config *m)
 {
-    return m->norm_op ? m->norm_op->name : clf_ln_style_name(m->ln_style);
+    if (m->norm_op)
+        return m->norm_op->name;
+    return m->norm_op_name[0] ? m->norm_op_name : clf_ln_style_name(m->ln_style);
 }
 
 int clf_model_ffn_gated(const clf_model_config *m)

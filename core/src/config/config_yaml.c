@@ -32,7 +32,7 @@ clf_status clf_cfg_fail_at(const parse_ctx *c, yaml_mark_t m, const char *key, c
     return clf_error(CLF_ERR_INPUT, "%s:%zu:%zu: %s", c->name, m.line + 1, m.column + 1, why);
 }
 
-const char *clf_cfg_scalar_text(const yaml_node_t *n)
+static const char *clf_cfg_scalar_text(const yaml_node_t *n)
 {
     return (const char *)n->data.scalar.value;
 }
@@ -70,8 +70,11 @@ const char *clf_cfg_describe(const yaml_node_t *n, char *buf, size_t size)
     return buf;
 }
 
-clf_status clf_cfg_sequence(const parse_ctx *c, const yaml_node_t *v, const char *key,
-                            const char *expected, const yaml_node_item_t **items, long *count)
+/* The items of the sequence v (the value of key): *items and *count; when v is not a
+ * sequence, the error "expected <expected>, got <what v is>" at v. */
+static clf_status clf_cfg_sequence(const parse_ctx *c, const yaml_node_t *v, const char *key,
+                                   const char *expected, const yaml_node_item_t **items,
+                                   long *count)
 {
     char buf[96];
     *items = NULL;
@@ -84,15 +87,17 @@ clf_status clf_cfg_sequence(const parse_ctx *c, const yaml_node_t *v, const char
     return CLF_OK;
 }
 
-const yaml_node_t *clf_cfg_item(const parse_ctx *c, const yaml_node_item_t *items, long i,
-                                const char *key, char item_key[CFG_ITEM_KEY_MAX])
+/* Item i of a sequence (items from clf_cfg_sequence) that is the value of key, with its key
+ * for messages, "key[i]", written into item_key. */
+static const yaml_node_t *clf_cfg_item(const parse_ctx *c, const yaml_node_item_t *items, long i,
+                                       const char *key, char item_key[CFG_ITEM_KEY_MAX])
 {
     snprintf(item_key, CFG_ITEM_KEY_MAX, "%s[%ld]", key, i);
     return yaml_document_get_node(c->doc, items[i]);
 }
 
 /* "a, b or c" */
-void clf_cfg_join_names(const char *const *names, char *buf, size_t size)
+static void clf_cfg_join_names(const char *const *names, char *buf, size_t size)
 {
     size_t used = 0;
     buf[0] = '\0';
@@ -170,7 +175,8 @@ static clf_status fail_unknown_name(const parse_ctx *c, const yaml_node_t *n, co
 
 /* ---- scalars ----------------------------------------------------------------------- */
 
-int clf_cfg_is_plain(const yaml_node_t *n)
+/* A plain scalar that is not null. */
+static int clf_cfg_is_plain(const yaml_node_t *n)
 {
     return n->type == YAML_SCALAR_NODE && n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
            !clf_cfg_is_null(n);
@@ -273,8 +279,8 @@ static int bool_value(const yaml_node_t *n)
 }
 
 /* A string scalar into char[size]; null gives "" when nullable. */
-clf_status clf_cfg_parse_string(const parse_ctx *c, const yaml_node_t *n, const char *key,
-                                int nullable, char *dst, size_t size)
+static clf_status clf_cfg_parse_string(const parse_ctx *c, const yaml_node_t *n, const char *key,
+                                       int nullable, char *dst, size_t size)
 {
     char buf[96];
     if (nullable && clf_cfg_is_null(n)) {
@@ -326,175 +332,327 @@ yaml_mark_t clf_cfg_mark_of(const parse_ctx *c, const char *k1, const char *k2, 
     return c->root_mark;
 }
 
-static clf_status parse_value(parse_ctx *c, const yaml_node_t *v, const field *f, const char *key)
+/* ---- values, one parser per kind of field ------------------------------------------ */
+
+/* Where field f's value lives in the config being filled. */
+static void *value_at(const parse_ctx *c, size_t off)
+{
+    return (char *)c->cfg + off;
+}
+
+static clf_status value_int(parse_ctx *c, const yaml_node_t *v, const field *f, const char *key)
+{
+    long long iv = 0;
+    clf_status st = parse_integer(c, v, key, f->imin, f->imax, &iv);
+    if (st == CLF_OK)
+        *(int *)value_at(c, f->off) = (int)iv;
+    return st;
+}
+
+static clf_status value_llong(parse_ctx *c, const yaml_node_t *v, const field *f, const char *key)
+{
+    long long iv = 0;
+    clf_status st = parse_integer(c, v, key, f->imin, f->imax, &iv);
+    if (st == CLF_OK)
+        *(long long *)value_at(c, f->off) = iv;
+    return st;
+}
+
+/* model.layers: both stacks */
+static clf_status value_layers(parse_ctx *c, const yaml_node_t *v, const field *f, const char *key)
+{
+    long long iv = 0;
+    clf_status st = parse_integer(c, v, key, f->imin, f->imax, &iv);
+    if (st == CLF_OK)
+        c->cfg->model.encoder_layers = c->cfg->model.decoder_layers = (int)iv;
+    return st;
+}
+
+static clf_status value_float(parse_ctx *c, const yaml_node_t *v, const field *f, const char *key)
+{
+    float fv = 0.0f;
+    clf_status st = parse_float(c, v, key, f, &fv);
+    if (st == CLF_OK)
+        *(float *)value_at(c, f->off) = fv;
+    return st;
+}
+
+static clf_status value_bool(parse_ctx *c, const yaml_node_t *v, const field *f, const char *key)
 {
     char buf[96];
-    char *base = (char *)c->cfg;
-    clf_status st = CLF_OK;
+    int b = bool_value(v);
+    if (b < 0)
+        return clf_cfg_fail_at(c, v->start_mark, key, "expected true or false, got %s",
+                               clf_cfg_describe(v, buf, sizeof buf));
+    *(int *)value_at(c, f->off) = b;
+    return CLF_OK;
+}
+
+/* model.final_norm: auto, true or false */
+static clf_status value_final_norm(parse_ctx *c, const yaml_node_t *v, const field *f,
+                                   const char *key)
+{
+    char buf[96];
+    (void)f;
+    if (clf_cfg_is_plain(v) && !strcmp(clf_cfg_scalar_text(v), "auto")) {
+        c->cfg->model.final_norm_auto = 1;
+        return CLF_OK;
+    }
+    int b = bool_value(v);
+    if (b < 0)
+        return clf_cfg_fail_at(c, v->start_mark, key, "expected auto, true or false, got %s",
+                               clf_cfg_describe(v, buf, sizeof buf));
+    c->cfg->model.final_norm_auto = 0;
+    c->cfg->model.final_norm = b;
+    return CLF_OK;
+}
+
+/* F_ENUM (its index) and F_NAME (the text): one of f->names */
+static clf_status value_name(parse_ctx *c, const yaml_node_t *v, const field *f, const char *key)
+{
+    char buf[96];
+    if (v->type != YAML_SCALAR_NODE || clf_cfg_is_null(v)) {
+        char list[256];
+        clf_cfg_join_names(f->names, list, sizeof list);
+        return clf_cfg_fail_at(c, v->start_mark, key, "expected %s, got %s", list,
+                               clf_cfg_describe(v, buf, sizeof buf));
+    }
+    for (int i = 0; f->names[i]; i++) {
+        if (strcmp(clf_cfg_scalar_text(v), f->names[i]))
+            continue;
+        if (f->kind == F_NAME)
+            return clf_cfg_parse_string(c, v, key, 0, value_at(c, f->off), f->size);
+        *(int *)value_at(c, f->off) = i;
+        return CLF_OK;
+    }
+    return fail_unknown_name(c, v, key, f->noun, f->names);
+}
+
+static clf_status value_path(parse_ctx *c, const yaml_node_t *v, const field *f, const char *key)
+{
+    return clf_cfg_parse_string(c, v, key, 1, value_at(c, f->off), f->size);
+}
+
+/* backend.device: an index >= 0 or a name substring */
+static clf_status value_device(parse_ctx *c, const yaml_node_t *v, const field *f, const char *key)
+{
     long long iv = 0;
+    if (clf_cfg_is_plain(v) && text_to_llong(clf_cfg_scalar_text(v), &iv) && iv < 0)
+        return clf_cfg_fail_at(c, v->start_mark, key,
+                               "a device index must be >= 0, got %lld (or give a name substring)",
+                               iv);
+    return clf_cfg_parse_string(c, v, key, 1, value_at(c, f->off), f->size);
+}
+
+/* F_EMBED_SCALE and F_AUTO_FLOAT: a word for a value computed later (stored as 0 / -1), or
+ * a number */
+static clf_status value_word_or_float(parse_ctx *c, const yaml_node_t *v, const field *f,
+                                      const char *key)
+{
+    char buf[96];
+    const int is_auto = f->kind == F_AUTO_FLOAT;
+    const char *word = is_auto ? "auto" : "sqrt_d_model";
+    if (clf_cfg_is_plain(v) && !strcmp(clf_cfg_scalar_text(v), word)) {
+        *(float *)value_at(c, f->off) = is_auto ? -1.0f : 0.0f;
+        return CLF_OK;
+    }
+    if (!clf_cfg_is_plain(v) || !*clf_cfg_scalar_text(v) ||
+        strspn(clf_cfg_scalar_text(v), "0123456789.eE+-") != strlen(clf_cfg_scalar_text(v)))
+        return clf_cfg_fail_at(c, v->start_mark, key, "expected %s or a number %s, got %s", word,
+                               is_auto ? "in [0, 100]" : "> 0",
+                               clf_cfg_describe(v, buf, sizeof buf));
+    return value_float(c, v, f, key);
+}
+
+/* model.banned_ids */
+static clf_status value_id_list(parse_ctx *c, const yaml_node_t *v, const field *f, const char *key)
+{
+    const yaml_node_item_t *items;
+    long count;
+    long long iv = 0;
+    clf_status st = clf_cfg_sequence(c, v, key, "a list of ids like [58100]", &items, &count);
+    if (st != CLF_OK)
+        return st;
+    if (count > CLF_BANNED_IDS_MAX)
+        return clf_cfg_fail_at(c, v->start_mark, key, "at most %d ids, got %ld", CLF_BANNED_IDS_MAX,
+                               count);
+    clf_model_config *m = &c->cfg->model;
+    for (long i = 0; i < count; i++) {
+        char item_key[CFG_ITEM_KEY_MAX];
+        const yaml_node_t *item = clf_cfg_item(c, items, i, key, item_key);
+        if ((st = parse_integer(c, item, item_key, 0, f->imax, &iv)) != CLF_OK)
+            return st;
+        m->banned_ids[i] = (int)iv;
+    }
+    m->n_banned_ids = (int)count;
+    return CLF_OK;
+}
+
+/* train.optimizer.betas: [beta1, beta2] */
+static clf_status value_betas(parse_ctx *c, const yaml_node_t *v, const field *f, const char *key)
+{
+    const yaml_node_item_t *items;
+    long count;
+    clf_status st =
+        clf_cfg_sequence(c, v, key, "two numbers [beta1, beta2] like [0.9, 0.98]", &items, &count);
+    if (st != CLF_OK)
+        return st;
+    if (count != 2)
+        return clf_cfg_fail_at(c, v->start_mark, key,
+                               "expected two numbers [beta1, beta2], got %ld of them", count);
+    float *dst[2] = {&c->cfg->train.beta1, &c->cfg->train.beta2};
+    for (int i = 0; i < 2; i++) {
+        char item_key[CFG_ITEM_KEY_MAX];
+        const yaml_node_t *item = clf_cfg_item(c, items, i, key, item_key);
+        if ((st = parse_float(c, item, item_key, f, dst[i])) != CLF_OK)
+            return st;
+    }
+    return CLF_OK;
+}
+
+/* `train: file.tsv` (source<TAB>target lines) or `train: [src.txt, tgt.txt]` */
+static clf_status value_data(parse_ctx *c, const yaml_node_t *v, const field *f, const char *key)
+{
+    char *paths[2] = {value_at(c, f->off), value_at(c, f->off2)};
+    if (v->type != YAML_SEQUENCE_NODE) {
+        memset(paths[1], 0, f->size);
+        return clf_cfg_parse_string(c, v, key, 1, paths[0], f->size);
+    }
+    const yaml_node_item_t *items;
+    long count;
+    clf_status st = clf_cfg_sequence(c, v, key, "a list", &items, &count);
+    if (st != CLF_OK)
+        return st; /* cannot fail: v is a sequence */
+    if (count != 2)
+        return clf_cfg_fail_at(c, v->start_mark, key,
+                               "expected a TSV file or two line-aligned files [source, target], "
+                               "got %ld file%s",
+                               count, count == 1 ? "" : "s");
+    for (int i = 0; i < 2; i++) {
+        char item_key[CFG_ITEM_KEY_MAX];
+        const yaml_node_t *item = clf_cfg_item(c, items, i, key, item_key);
+        if ((st = clf_cfg_parse_string(c, item, item_key, 0, paths[i], f->size)) != CLF_OK)
+            return st;
+        if (!paths[i][0])
+            return clf_cfg_fail_at(c, item->start_mark, item_key, "expected a file name, got ''");
+    }
+    return CLF_OK;
+}
+
+static clf_config_pos pos_of(yaml_mark_t m)
+{
+    return (clf_config_pos){(int)m.line + 1, (int)m.column + 1};
+}
+
+/* model.activation / model.layernorm.style: a built-in name (its enum index), or the name
+ * of an op plugin, recorded with its position for clf_config_resolve_plugins (the
+ * `plugins:` list may come after the model, and parsing loads nothing). */
+static clf_status value_opname(parse_ctx *c, const yaml_node_t *v, const field *f, const char *key)
+{
+    char buf[96];
+    clf_model_config *m = &c->cfg->model;
+    const int norm = f->flag == OPNAME_NORM;
+    char *slot = norm ? m->norm_op_name : m->activation_op_name;
+    if (!clf_cfg_is_plain(v)) {
+        char list[256];
+        clf_cfg_join_names(f->names, list, sizeof list);
+        return clf_cfg_fail_at(c, v->start_mark, key, "expected %s or an op plugin's name, got %s",
+                               list, clf_cfg_describe(v, buf, sizeof buf));
+    }
+    const char *name = clf_cfg_scalar_text(v);
+    memset(slot, 0, CLF_PLUGIN_NAME_MAX);
+    for (int i = 0; f->names[i]; i++) {
+        if (!strcmp(name, f->names[i])) {
+            *(int *)value_at(c, f->off) = i;
+            return CLF_OK;
+        }
+    }
+    if (strlen(name) >= CLF_PLUGIN_NAME_MAX)
+        return clf_cfg_fail_at(c, v->start_mark, key, "'%.40s...' is too long for an op name",
+                               name);
+    memcpy(slot, name, strlen(name));
+    if (norm) {
+        c->cfg->norm_pos = pos_of(v->start_mark);
+    } else {
+        c->cfg->activation_pos = pos_of(v->start_mark);
+        m->activation = CLF_ACT_PLUGIN;
+    }
+    return CLF_OK;
+}
+
+/* The top-level `plugins:` list: each entry (a path relative to the YAML's directory, or a
+ * bare name) kept as written, with its position, for clf_config_resolve_plugins. */
+static clf_status value_plugins(parse_ctx *c, const yaml_node_t *v, const field *f, const char *key)
+{
+    clf_config *cfg = c->cfg;
+    (void)f;
+    if (clf_cfg_is_null(v))
+        return CLF_OK;
+    const yaml_node_item_t *items;
+    long count;
+    clf_status st =
+        clf_cfg_sequence(c, v, key, "a list of plugin paths like [./x.so]", &items, &count);
+    if (st != CLF_OK)
+        return st;
+    if (count > CLF_CONFIG_PLUGINS_MAX)
+        return clf_cfg_fail_at(c, v->start_mark, key, "%ld plugins, at most %d", count,
+                               CLF_CONFIG_PLUGINS_MAX);
+    for (long i = 0; i < count; i++) {
+        char item_key[CFG_ITEM_KEY_MAX];
+        const yaml_node_t *item = clf_cfg_item(c, items, i, key, item_key);
+        char *entry = cfg->plugins[cfg->n_plugins];
+        if ((st = clf_cfg_parse_string(c, item, item_key, 0, entry, CLF_PATH_MAX)) != CLF_OK)
+            return st;
+        if (!entry[0])
+            return clf_cfg_fail_at(c, item->start_mark, item_key,
+                                   "expected a plugin path or name, got ''");
+        cfg->plugin_pos[cfg->n_plugins++] = pos_of(item->start_mark);
+    }
+    return CLF_OK;
+}
+
+/* model.dropout: a rate for the paper's two sites, or a mapping of sites */
+static clf_status value_dropout(parse_ctx *c, const yaml_node_t *v, const field *f, const char *key)
+{
     float fv = 0.0f;
-    int b;
-    switch (f->kind) {
-    case F_INT:
-        if ((st = parse_integer(c, v, key, f->imin, f->imax, &iv)) == CLF_OK)
-            *(int *)(base + f->off) = (int)iv;
-        return st;
-    case F_LLONG:
-        if ((st = parse_integer(c, v, key, f->imin, f->imax, &iv)) == CLF_OK)
-            *(long long *)(base + f->off) = iv;
-        return st;
-    case F_LAYERS:
-        if ((st = parse_integer(c, v, key, f->imin, f->imax, &iv)) == CLF_OK)
-            c->cfg->model.encoder_layers = c->cfg->model.decoder_layers = (int)iv;
-        return st;
-    case F_FLOAT:
-        if ((st = parse_float(c, v, key, f, &fv)) == CLF_OK)
-            *(float *)(base + f->off) = fv;
-        return st;
-    case F_BOOL:
-        if ((b = bool_value(v)) < 0)
-            return clf_cfg_fail_at(c, v->start_mark, key, "expected true or false, got %s",
-                                   clf_cfg_describe(v, buf, sizeof buf));
-        *(int *)(base + f->off) = b;
-        return CLF_OK;
-    case F_FINAL_NORM:
-        if (clf_cfg_is_plain(v) && !strcmp(clf_cfg_scalar_text(v), "auto")) {
-            c->cfg->model.final_norm_auto = 1;
-            return CLF_OK;
-        }
-        if ((b = bool_value(v)) < 0)
-            return clf_cfg_fail_at(c, v->start_mark, key, "expected auto, true or false, got %s",
-                                   clf_cfg_describe(v, buf, sizeof buf));
-        c->cfg->model.final_norm_auto = 0;
-        c->cfg->model.final_norm = b;
-        return CLF_OK;
-    case F_ENUM:
-    case F_NAME:
-        if (v->type != YAML_SCALAR_NODE || clf_cfg_is_null(v)) {
-            char list[256];
-            clf_cfg_join_names(f->names, list, sizeof list);
-            return clf_cfg_fail_at(c, v->start_mark, key, "expected %s, got %s", list,
-                                   clf_cfg_describe(v, buf, sizeof buf));
-        }
-        for (int i = 0; f->names[i]; i++) {
-            if (!strcmp(clf_cfg_scalar_text(v), f->names[i])) {
-                if (f->kind == F_ENUM)
-                    *(int *)(base + f->off) = i;
-                else
-                    return clf_cfg_parse_string(c, v, key, 0, base + f->off, f->size);
-                return CLF_OK;
-            }
-        }
-        return fail_unknown_name(c, v, key, f->noun, f->names);
-    case F_PATH:
-        return clf_cfg_parse_string(c, v, key, 1, base + f->off, f->size);
-    case F_DEVICE:
-        if (clf_cfg_is_plain(v) && text_to_llong(clf_cfg_scalar_text(v), &iv) && iv < 0)
-            return clf_cfg_fail_at(
-                c, v->start_mark, key,
-                "a device index must be >= 0, got %lld (or give a name substring)", iv);
-        return clf_cfg_parse_string(c, v, key, 1, base + f->off, f->size);
-    case F_EMBED_SCALE:
-    case F_AUTO_FLOAT: {
-        /* a word for a value computed later (stored as 0 / -1), or a number */
-        const int is_auto = f->kind == F_AUTO_FLOAT;
-        const char *word = is_auto ? "auto" : "sqrt_d_model";
-        if (clf_cfg_is_plain(v) && !strcmp(clf_cfg_scalar_text(v), word)) {
-            *(float *)(base + f->off) = is_auto ? -1.0f : 0.0f;
-            return CLF_OK;
-        }
-        if (!clf_cfg_is_plain(v) || !*clf_cfg_scalar_text(v) ||
-            strspn(clf_cfg_scalar_text(v), "0123456789.eE+-") != strlen(clf_cfg_scalar_text(v)))
-            return clf_cfg_fail_at(c, v->start_mark, key, "expected %s or a number %s, got %s",
-                                   word, is_auto ? "in [0, 100]" : "> 0",
-                                   clf_cfg_describe(v, buf, sizeof buf));
-        if ((st = parse_float(c, v, key, f, &fv)) == CLF_OK)
-            *(float *)(base + f->off) = fv;
-        return st;
-    }
-    case F_ID_LIST: {
-        const yaml_node_item_t *items;
-        long count;
-        if ((st = clf_cfg_sequence(c, v, key, "a list of ids like [58100]", &items, &count)) !=
-            CLF_OK)
-            return st;
-        if (count > CLF_BANNED_IDS_MAX)
-            return clf_cfg_fail_at(c, v->start_mark, key, "at most %d ids, got %ld",
-                                   CLF_BANNED_IDS_MAX, count);
-        clf_model_config *m = &c->cfg->model;
-        for (long i = 0; i < count; i++) {
-            char item_key[CFG_ITEM_KEY_MAX];
-            const yaml_node_t *item = clf_cfg_item(c, items, i, key, item_key);
-            if ((st = parse_integer(c, item, item_key, 0, f->imax, &iv)) != CLF_OK)
-                return st;
-            m->banned_ids[i] = (int)iv;
-        }
-        m->n_banned_ids = (int)count;
-        return CLF_OK;
-    }
-    case F_BETAS: {
-        const yaml_node_item_t *items;
-        long count;
-        if ((st = clf_cfg_sequence(c, v, key, "two numbers [beta1, beta2] like [0.9, 0.98]", &items,
-                                   &count)) != CLF_OK)
-            return st;
-        if (count != 2)
-            return clf_cfg_fail_at(c, v->start_mark, key,
-                                   "expected two numbers [beta1, beta2], got %ld of them", count);
-        float *dst[2] = {&c->cfg->train.beta1, &c->cfg->train.beta2};
-        for (int i = 0; i < 2; i++) {
-            char item_key[CFG_ITEM_KEY_MAX];
-            const yaml_node_t *item = clf_cfg_item(c, items, i, key, item_key);
-            if ((st = parse_float(c, item, item_key, f, dst[i])) != CLF_OK)
-                return st;
-        }
-        return CLF_OK;
-    }
-    case F_DATA: {
-        /* `train: file.tsv` (source<TAB>target lines) or `train: [src.txt, tgt.txt]` */
-        char *paths[2] = {base + f->off, base + f->off2};
-        if (v->type != YAML_SEQUENCE_NODE) {
-            memset(paths[1], 0, f->size);
-            return clf_cfg_parse_string(c, v, key, 1, paths[0], f->size);
-        }
-        const yaml_node_item_t *items;
-        long count;
-        if ((st = clf_cfg_sequence(c, v, key, "a list", &items, &count)) != CLF_OK)
-            return st; /* cannot fail: v is a sequence */
-        if (count != 2)
-            return clf_cfg_fail_at(
-                c, v->start_mark, key,
-                "expected a TSV file or two line-aligned files [source, target], got "
-                "%ld file%s",
-                count, count == 1 ? "" : "s");
-        for (int i = 0; i < 2; i++) {
-            char item_key[CFG_ITEM_KEY_MAX];
-            const yaml_node_t *item = clf_cfg_item(c, items, i, key, item_key);
-            if ((st = clf_cfg_parse_string(c, item, item_key, 0, paths[i], f->size)) != CLF_OK)
-                return st;
-            if (!paths[i][0])
-                return clf_cfg_fail_at(c, item->start_mark, item_key,
-                                       "expected a file name, got ''");
-        }
-        return CLF_OK;
-    }
-    case F_OPNAME:
-        return clf_cfg_parse_opname(c, v, f, key);
-    case F_DROPOUT:
-        if (v->type == YAML_MAPPING_NODE)
-            return clf_cfg_parse_map(c, v, f->sub, key);
-        if ((st = parse_float(c, v, key, f, &fv)) == CLF_OK)
-            c->cfg->model.dropout = c->cfg->model.dropout_embedding = fv;
-        return st;
-    case F_PLUGINS:
-        return clf_cfg_parse_plugins(c, v, key);
-    case F_MAP:
-        if (f->flag)
-            *(int *)(base + f->off) = 1;
-        if (clf_cfg_is_null(v)) /* `train:` with nothing under it: all defaults */
-            return CLF_OK;
+    if (v->type == YAML_MAPPING_NODE)
         return clf_cfg_parse_map(c, v, f->sub, key);
-    }
+    clf_status st = parse_float(c, v, key, f, &fv);
+    if (st == CLF_OK)
+        c->cfg->model.dropout = c->cfg->model.dropout_embedding = fv;
+    return st;
+}
+
+static clf_status value_map(parse_ctx *c, const yaml_node_t *v, const field *f, const char *key)
+{
+    if (f->flag)
+        *(int *)value_at(c, f->off) = 1;
+    if (clf_cfg_is_null(v)) /* `train:` with nothing under it: all defaults */
+        return CLF_OK;
+    return clf_cfg_parse_map(c, v, f->sub, key);
+}
+
+typedef clf_status (*value_parser)(parse_ctx *c, const yaml_node_t *v, const field *f,
+                                   const char *key);
+
+static const value_parser value_parsers[] = {
+    [F_INT] = value_int,         [F_LLONG] = value_llong,
+    [F_FLOAT] = value_float,     [F_BOOL] = value_bool,
+    [F_ENUM] = value_name,       [F_NAME] = value_name,
+    [F_PATH] = value_path,       [F_DEVICE] = value_device,
+    [F_LAYERS] = value_layers,   [F_FINAL_NORM] = value_final_norm,
+    [F_BETAS] = value_betas,     [F_DATA] = value_data,
+    [F_OPNAME] = value_opname,   [F_PLUGINS] = value_plugins,
+    [F_DROPOUT] = value_dropout, [F_EMBED_SCALE] = value_word_or_float,
+    [F_ID_LIST] = value_id_list, [F_AUTO_FLOAT] = value_word_or_float,
+    [F_MAP] = value_map,
+};
+
+static clf_status parse_value(parse_ctx *c, const yaml_node_t *v, const field *f, const char *key)
+{
+    const size_t n = sizeof value_parsers / sizeof value_parsers[0];
+    if ((size_t)f->kind < n && value_parsers[f->kind])
+        return value_parsers[f->kind](c, v, f, key);
     return clf_error(CLF_ERR_INTERNAL, "config: field kind %d not handled", (int)f->kind);
 }
 

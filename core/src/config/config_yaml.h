@@ -1,7 +1,8 @@
 /* The YAML walk of a configuration, shared by config.c (the tables of keys, defaults,
- * checks across keys, entry points), config_yaml.c (walking the document against the
- * tables, scalars, messages with positions) and config_plugins.c (the `plugins:` list
- * and op-plugin names). Not installed. */
+ * checks across keys, entry points) and config_yaml.c (walking the document against the
+ * tables, a parser per kind of value, messages with positions). Parsing only records the
+ * `plugins:` list and op-plugin names; config_resolve.c loads and finds them after. Not
+ * installed. */
 #ifndef CLF_CONFIG_YAML_H
 #define CLF_CONFIG_YAML_H
 
@@ -46,7 +47,7 @@ typedef enum field_kind {
     F_BETAS,       /* [beta1, beta2], each in fmin..fmax */
     F_DATA,        /* a TSV path into off, or [source, target] paths into off and off2 */
     F_OPNAME,      /* int index into names at off, or an op plugin's name (flag: OPNAME_*) */
-    F_PLUGINS,     /* the top-level plugins: list, loaded while parsing */
+    F_PLUGINS,     /* the top-level plugins: list, recorded as written */
     F_DROPOUT,     /* model.dropout: a rate for the paper's sites, or a map of sites (sub) */
     F_EMBED_SCALE, /* model.embed_scale: sqrt_d_model or a number > 0 */
     F_ID_LIST,     /* model.banned_ids: a list of ids >= 0 */
@@ -84,10 +85,6 @@ typedef struct parse_ctx {
     yaml_mark_t root_mark;
     seen_key seen[CFG_SEEN_MAX];
     int n_seen;
-    const char *plugin_dir; /* searched first for op plugins; "" = the default path only */
-    /* names of model.activation / model.layernorm.style that are not built in, resolved
-     * against the plugins once the whole file is read */
-    char activation_op[CLF_PLUGIN_NAME_MAX], norm_op[CLF_PLUGIN_NAME_MAX];
 } parse_ctx;
 
 /* Every error: "<name>:<line>:<col>: <key.path>: <why>" (without the key when NULL), with
@@ -98,26 +95,10 @@ clf_status clf_cfg_fail_at(const parse_ctx *c, yaml_mark_t m, const char *key, c
 clf_status clf_cfg_fail_yaml(const parse_ctx *c, const yaml_parser_t *p, const char *text,
                              size_t len);
 
-const char *clf_cfg_scalar_text(const yaml_node_t *n);
 /* An empty or ~/null plain scalar. */
 int clf_cfg_is_null(const yaml_node_t *n);
-/* A plain scalar that is not null. */
-int clf_cfg_is_plain(const yaml_node_t *n);
 /* What a node is, for "expected X, got <this>": 'abc', a mapping, nothing, ... */
 const char *clf_cfg_describe(const yaml_node_t *n, char *buf, size_t size);
-/* "a, b or c" of a NULL-terminated list */
-void clf_cfg_join_names(const char *const *names, char *buf, size_t size);
-/* The items of the sequence v (the value of key): *items and *count; when v is not a
- * sequence, the error "expected <expected>, got <what v is>" at v. */
-clf_status clf_cfg_sequence(const parse_ctx *c, const yaml_node_t *v, const char *key,
-                            const char *expected, const yaml_node_item_t **items, long *count);
-/* Item i of a sequence (items from clf_cfg_sequence) that is the value of key, with its key
- * for messages, "key[i]", written into item_key. */
-const yaml_node_t *clf_cfg_item(const parse_ctx *c, const yaml_node_item_t *items, long i,
-                                const char *key, char item_key[CFG_ITEM_KEY_MAX]);
-/* A string scalar into char[size]; null gives "" when nullable. */
-clf_status clf_cfg_parse_string(const parse_ctx *c, const yaml_node_t *n, const char *key,
-                                int nullable, char *dst, size_t size);
 
 /* Refuses a document nested deeper than CFG_DEPTH_MAX, expanding (aliases counted as what
  * they stand for) to more than CFG_NODES_MAX nodes, or with an alias inside the node it
@@ -132,17 +113,5 @@ clf_status clf_cfg_parse_map(parse_ctx *c, const yaml_node_t *map, const field *
 const yaml_mark_t *clf_cfg_seen_mark(const parse_ctx *c, const char *key);
 /* The mark of the first of the keys that was seen, else the root's. */
 yaml_mark_t clf_cfg_mark_of(const parse_ctx *c, const char *k1, const char *k2, const char *k3);
-
-/* ---- config_plugins.c ---- */
-
-/* F_OPNAME: model.activation / model.layernorm.style */
-clf_status clf_cfg_parse_opname(parse_ctx *c, const yaml_node_t *v, const field *f,
-                                const char *key);
-/* F_PLUGINS: the top-level `plugins:` list, each loaded as it is read */
-clf_status clf_cfg_parse_plugins(parse_ctx *c, const yaml_node_t *v, const char *key);
-/* The op-plugin names kept by clf_cfg_parse_opname, found among the plugins once the
- * whole file is read; act_names and ln_names are the built-in names, for messages. */
-clf_status clf_cfg_resolve_plugin_ops(parse_ctx *c, const char *const *act_names,
-                                      const char *const *ln_names);
 
 #endif

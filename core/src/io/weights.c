@@ -106,6 +106,13 @@ clf_status clf_weight_specs(const clf_model_config *cfg, clf_weight_spec **out, 
                          bad);
     if (bad)
         return clf_error(CLF_ERR_INPUT, "weights: model.%s must be > 0", bad);
+    if ((cfg->activation_op_name[0] && !cfg->activation_op) ||
+        (cfg->norm_op_name[0] && !cfg->norm_op)) /* clf_config_read's result, not resolved */
+        return clf_error(CLF_ERR_INPUT,
+                         "weights: op plugin '%s' is not resolved (call "
+                         "clf_config_resolve_plugins first)",
+                         cfg->activation_op_name[0] && !cfg->activation_op ? cfg->activation_op_name
+                                                                           : cfg->norm_op_name);
     if (cfg->encoder_layers < 0 || cfg->decoder_layers < 0)
         return clf_error(CLF_ERR_INPUT, "weights: model.%s must be >= 0",
                          cfg->encoder_layers < 0 ? "encoder_layers" : "decoder_layers");
