@@ -1,6 +1,6 @@
 /* clformer/numeric.h - host tensors and their numbers: the dtypes, the clf_tensor type,
- * F16/BF16 <-> F32 conversion and row-wise int8 quantization. Nothing here reads or writes
- * a file (that is clformer/tensor.h, which includes this header). */
+ * F16/BF16 <-> F32 conversion, the finite check, row-wise int8 quantization. Nothing here
+ * reads or writes a file (that is clformer/tensor.h, which includes this header). */
 #ifndef CLFORMER_NUMERIC_H
 #define CLFORMER_NUMERIC_H
 
@@ -49,6 +49,13 @@ CLF_API const char *clf_shape_str(const int64_t *shape, int ndim, char *buf, siz
 
 /* Copies t into dst as F32 (F32, F16, BF16 sources). CLF_ERR_INPUT for other dtypes. */
 CLF_API clf_status clf_tensor_to_f32(const clf_tensor *t, float *dst);
+/* As clf_tensor_to_f32, checking in the same pass that every value is finite (each block
+ * checked while it is in cache): *first_nonfinite is the flat index of the first NaN or
+ * infinity, or -1. When there is one, dst is written only up to the end of its block. */
+CLF_API clf_status clf_tensor_to_f32_finite(const clf_tensor *t, float *dst,
+                                            int64_t *first_nonfinite);
+/* The flat index of the first NaN or infinity of x[0..n), or -1 when all are finite. */
+CLF_API int64_t clf_first_nonfinite(const float *x, size_t n);
 /* One IEEE half (binary16, as stored in F16 tensors) as float, exactly. */
 CLF_API float clf_half_to_float(uint16_t h);
 /* f as the nearest IEEE half (ties to even; NaN stays NaN). Magnitudes past 65504 round

@@ -6,6 +6,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "numeric/numeric_internal.h"
+
 /* IEEE binary16 -> binary32, exact (subnormals, infinities, NaN payloads kept). */
 static uint32_t half_to_float_bits(uint16_t h)
 {
@@ -92,35 +94,156 @@ int clf_float_fits_bf16(float f)
     return isfinite(clf_bf16_to_float(clf_float_to_bf16(f)));
 }
 
-clf_status clf_tensor_to_f32(const clf_tensor *t, float *dst)
+/* dst[0..n) = the n elements at src (dtype dt: F32, F16 or BF16) as floats. */
+static void to_f32_block(clf_dtype dt, const unsigned char *src, size_t n, float *dst)
 {
-    int64_t n = clf_tensor_numel(t);
-    const unsigned char *src = t->data;
-    switch (t->dtype) {
+    switch (dt) {
     case CLF_F32:
         if (n)
-            memcpy(dst, src, (size_t)n * sizeof(float));
-        return CLF_OK;
+            memcpy(dst, src, n * sizeof(float));
+        break;
     case CLF_F16:
-        for (int64_t i = 0; i < n; i++) {
+        for (size_t i = 0; i < n; i++) {
             uint16_t h;
             memcpy(&h, src + 2 * i, 2);
             uint32_t bits = half_to_float_bits(h);
             memcpy(&dst[i], &bits, 4);
         }
-        return CLF_OK;
+        break;
     case CLF_BF16:
-        for (int64_t i = 0; i < n; i++) {
+        for (size_t i = 0; i < n; i++) {
             uint16_t h;
             memcpy(&h, src + 2 * i, 2);
             uint32_t bits = (uint32_t)h << 16;
             memcpy(&dst[i], &bits, 4);
         }
-        return CLF_OK;
+        break;
     default:
+        break;
+    }
+}
+
+/* The check's two loops are compiled for AVX2 and AVX-512 too, the widest chosen at load
+ * (GCC's target_clones): wider vectors test more values per instruction. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define CHECK_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define CHECK_CLONES
+#endif
+
+/* Elements converted, then checked, at a time: 16 KiB of floats, still in L1 when the
+ * check reads them. */
+#define FINITE_BLOCK 4096
+
+/* Nonzero when one of x[0..n) is NaN or an infinity. Their exponent bits are all ones, so
+ * adding one to the exponent field carries into the sign bit; OR-ed over the block with
+ * no branch per element, which GCC vectorizes. */
+CHECK_CLONES static uint32_t any_nonfinite(const float *x, size_t n)
+{
+    uint32_t any = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t b;
+        memcpy(&b, &x[i], sizeof b);
+        any |= (b & 0x7F800000u) + 0x00800000u;
+    }
+    return any & 0x80000000u;
+}
+
+/* dst[0..n) = the n F32 values at src; nonzero when one of them is NaN or an infinity (the
+ * test of any_nonfinite, made as each value passes: the copy's loads and stores bound the
+ * loop, so the test costs next to nothing). */
+CHECK_CLONES static uint32_t copy_f32_checked(const unsigned char *src, size_t n, float *dst)
+{
+    uint32_t any = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t b;
+        memcpy(&b, src + 4 * i, sizeof b);
+        memcpy(&dst[i], &b, sizeof b);
+        any |= (b & 0x7F800000u) + 0x00800000u;
+    }
+    return any & 0x80000000u;
+}
+
+int64_t clf_first_nonfinite(const float *x, size_t n)
+{
+    for (size_t at = 0; at < n; at += FINITE_BLOCK) {
+        const size_t len = n - at < FINITE_BLOCK ? n - at : FINITE_BLOCK;
+        if (!any_nonfinite(x + at, len))
+            continue;
+        for (size_t i = at; i < at + len; i++) /* the block that holds one: find it */
+            if (!isfinite(x[i]))
+                return (int64_t)i;
+    }
+    return -1;
+}
+
+static clf_status tensor_to_f32(const clf_tensor *t, float *dst, int64_t *first_nonfinite)
+{
+    if (t->dtype != CLF_F32 && t->dtype != CLF_F16 && t->dtype != CLF_BF16)
         return clf_error(CLF_ERR_INPUT, "tensor '%s' has dtype %s, expected F32, F16 or BF16",
                          t->name, clf_dtype_name(t->dtype));
+    const size_t n = (size_t)clf_tensor_numel(t), size = clf_dtype_size(t->dtype);
+    const unsigned char *src = t->data;
+    if (!first_nonfinite) {
+        to_f32_block(t->dtype, src, n, dst);
+        return CLF_OK;
     }
+    *first_nonfinite = -1;
+    for (size_t at = 0; at < n; at += FINITE_BLOCK) {
+        const size_t len = n - at < FINITE_BLOCK ? n - at : FINITE_BLOCK;
+        if (t->dtype == CLF_F32) { /* copied and checked in one loop */
+            if (!copy_f32_checked(src + at * size, len, dst + at))
+                continue;
+        } else {
+            to_f32_block(t->dtype, src + at * size, len, dst + at);
+        }
+        const int64_t bad = clf_first_nonfinite(dst + at, len);
+        if (bad >= 0) {
+            *first_nonfinite = (int64_t)at + bad;
+            break;
+        }
+    }
+    return CLF_OK;
+}
+
+clf_status clf_tensor_to_f32(const clf_tensor *t, float *dst)
+{
+    return tensor_to_f32(t, dst, NULL);
+}
+
+clf_status clf_tensor_to_f32_finite(const clf_tensor *t, float *dst, int64_t *first_nonfinite)
+{
+    return tensor_to_f32(t, dst, first_nonfinite);
+}
+
+const char *clf_nonfinite_name(float x)
+{
+    return isnan(x) ? "NaN" : !isinf(x) ? NULL : x > 0 ? "Inf" : "-Inf";
+}
+
+/* The largest magnitude that rounds to a finite value of dt (F16, BF16). */
+static float lowp_bound(clf_dtype dt)
+{
+    const uint32_t bf16_bound = 0x7F7F8000u; /* halfway past the largest bfloat16 */
+    float b;
+    memcpy(&b, &bf16_bound, sizeof b);
+    return dt == CLF_F16 ? 65520.0f : b;
+}
+
+clf_status clf_unfit_error(const char *file, const char *name, int64_t index, float x, clf_dtype dt)
+{
+    const char *what = clf_nonfinite_name(x);
+    if (what)
+        return clf_error(CLF_ERR_INPUT,
+                         "%s%s '%s' element %lld is %s: the weights hold a non-finite value (a "
+                         "broken model, not a value beyond %s's range)",
+                         file ? file : "weights:", file ? ": tensor" : "", name, (long long)index,
+                         what, clf_dtype_name(dt));
+    return clf_error(CLF_ERR_INPUT,
+                     "%s%s '%s' element %lld is %g, beyond %s's range (|x| < %g): use F32 "
+                     "weights for this model",
+                     file ? file : "weights:", file ? ": tensor" : "", name, (long long)index,
+                     (double)x, clf_dtype_name(dt), (double)lowp_bound(dt));
 }
 
 clf_status clf_tensor_to_i32(const clf_tensor *t, int32_t *dst)
