@@ -8,6 +8,7 @@
  * and int8 is read by every product. The bounds are on the logits, relative to the
  * largest F32 logit of the fixture: max |x - f32| / max |f32| and mean |x - f32| / max
  * |f32|, over every fixture variant. */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -583,6 +584,58 @@ START_TEST(test_hostile_quantized_files)
 }
 END_TEST
 
+/* A value F16, BF16 or int8 cannot hold: the message says which cause it is, a non-finite
+ * value in the source weights (broken) or a finite one beyond the type's range (F32 holds
+ * it), in clformer quantize and when a model converts its weights. */
+START_TEST(test_unfit_value_messages)
+{
+    quant_fixture f;
+    fixture_open(&f);
+    const char *name = "decoder.layers.1.feed_forward_block.linear_2.weight";
+    const char *p = clf_test_tmp_path("w.safetensors"), *q = clf_test_tmp_path("q.safetensors");
+    const char *nonfinite = "is NaN: the weights hold a non-finite value (a broken model, not "
+                            "a value beyond %s's range)";
+    const char *beyond = "is %s, beyond %s's range (|x| < %s): use F32 weights for this model";
+    const struct {
+        float x;
+        clf_weight_type type;
+        const char *dt, *shown, *bound; /* shown NULL: the non-finite message */
+    } cases[] = {
+        {NAN, CLF_WEIGHT_F16, "F16", NULL, NULL},
+        {NAN, CLF_WEIGHT_BF16, "BF16", NULL, NULL},
+        {NAN, CLF_WEIGHT_INT8, "I8", NULL, NULL},
+        {1e6f, CLF_WEIGHT_F16, "F16", "1e+06", "65520"},
+        {FLT_MAX, CLF_WEIGHT_BF16, "BF16", "3.40282e+38", "3.39618e+38"},
+    };
+    char why[256], want[1536];
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        clf_weights *w = NULL;
+        clf_model *m = NULL;
+        CLF_ASSERT_OK(clf_weights_load(f.wpath, &f.cfg.model, &w));
+        const int k = clf_weights_find(w, name);
+        ck_assert_int_ge(k, 0);
+        w->data[k][3] = cases[c].x;
+        if (cases[c].shown)
+            snprintf(why, sizeof why, beyond, cases[c].shown, cases[c].dt, cases[c].bound);
+        else
+            snprintf(why, sizeof why, nonfinite, cases[c].dt);
+        /* clformer quantize */
+        CLF_ASSERT_OK(clf_weights_save(w, p, NULL, 0));
+        ck_assert_int_eq(clf_weights_quantize_file(p, q, cases[c].type, 0), CLF_ERR_INPUT);
+        snprintf(want, sizeof want, "%s: tensor '%s' element 3 %s", p, name, why);
+        ck_assert_str_eq(clf_last_error(), want);
+        /* a model converting the weights it holds */
+        CLF_ASSERT_OK(clf_model_create(&f.cfg.model, w, clf_test_api, clf_test_be, &m));
+        ck_assert_int_eq(clf_model_set_weight_type(m, cases[c].type), CLF_ERR_INPUT);
+        snprintf(want, sizeof want, "weights: '%s' element 3 %s", name, why);
+        ck_assert_str_eq(clf_last_error(), want);
+        clf_model_free(m);
+        clf_weights_free(w);
+    }
+    clf_test_remove_tmpdir();
+}
+END_TEST
+
 /* The CLI: quantize, then translate-free checks of the flags through forward. */
 START_TEST(test_cli_quantize_and_weight_type)
 {
@@ -621,6 +674,7 @@ static void cpu_only(TCase *tc)
     tcase_add_test(tc, test_quantized_file_equals_load_time_quantization);
     tcase_add_test(tc, test_quantize_round_trip);
     tcase_add_test(tc, test_hostile_quantized_files);
+    tcase_add_test(tc, test_unfit_value_messages);
     tcase_add_test(tc, test_cli_quantize_and_weight_type);
 }
 

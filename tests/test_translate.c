@@ -722,6 +722,46 @@ START_TEST(test_vocab_larger_than_model)
 }
 END_TEST
 
+/* A NaN in a weight (here a norm's gain) is refused at load with one line naming the
+ * tensor and the element, also with --weight-type f16 and --n-best: before, every
+ * translation was an empty line with exit 0 (and the n-best scores nan). */
+START_TEST(test_non_finite_weight_refused)
+{
+    clf_safetensors *f = NULL;
+    CLF_ASSERT_OK(clf_safetensors_open(weights, &f));
+    const int n = clf_safetensors_count(f);
+    clf_tensor *ts = calloc((size_t)n, sizeof *ts);
+    float *gain = NULL;
+    for (int i = 0; i < n; i++) {
+        ts[i] = *clf_safetensors_at(f, i);
+        if (strcmp(ts[i].name, "decoder.norm.alpha") == 0) {
+            gain = malloc(ts[i].nbytes);
+            memcpy(gain, ts[i].data, ts[i].nbytes);
+            gain[7] = NAN;
+            ts[i].data = gain;
+        }
+    }
+    ck_assert_ptr_nonnull(gain);
+    char bad[160], want[512];
+    snprintf(bad, sizeof bad, "%s/nan.safetensors", tmpdir);
+    CLF_ASSERT_OK(clf_safetensors_write(bad, ts, n, NULL, 0));
+    clf_safetensors_close(f);
+    free(ts);
+    free(gain);
+    snprintf(want, sizeof want,
+             "clformer: %s: tensor 'decoder.norm.alpha' holds a non-finite value (NaN) at index "
+             "7\n",
+             bad);
+    static const char *const opts[] = {"", "--weight-type f16", "--n-best 2 --beam 2"};
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
+        ck_assert_int_ne(translate_model(model_yaml, bad, opts[i], "Hello\n", 6), 0);
+        assert_one_line_error(err);
+        ck_assert_str_eq(err, want);
+        ck_assert_str_eq(out, "");
+    }
+}
+END_TEST
+
 START_TEST(test_png_writer_round_trip)
 {
     char path[128];
@@ -818,6 +858,7 @@ static Suite *translate_suite(void)
     tcase_add_test(tc, test_argument_errors);
     tcase_add_test(tc, test_vocab_larger_than_model);
     tcase_add_test(tc, test_model_dir_of_a_run);
+    tcase_add_test(tc, test_non_finite_weight_refused);
     tcase_add_test(tc, test_png_writer_round_trip);
 #ifdef CLF_HAVE_OPENCL
     tcase_add_test(tc, test_opencl_matches_cpu);

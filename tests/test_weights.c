@@ -1,6 +1,7 @@
 /* Weights under the tutorial names: the parameter list a config implies, reproducible
  * Xavier initialisation, save/load round trips (F32, BF16, F16), and the errors that name
  * a missing, unexpected, mis-shaped or wrongly typed tensor. */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -541,6 +542,110 @@ START_TEST(test_tied_embeddings)
 }
 END_TEST
 
+/* Writes w's tensors to path as dtype dt (F32, F16 or BF16: the values rounded), with
+ * element `at` of tensor `bad_tensor` set to bad. */
+static void write_with_value(const clf_weights *w, const char *path, clf_dtype dt, int bad_tensor,
+                             int64_t at, float bad)
+{
+    clf_tensor *t = NULL;
+    CLF_ASSERT_OK(clf_weights_as_tensors(w, &t));
+    void **data = calloc((size_t)w->count, sizeof *data);
+    for (int i = 0; i < w->count; i++) {
+        const size_t n = (size_t)clf_weight_spec_numel(&w->specs[i]);
+        data[i] = malloc(n * clf_dtype_size(dt));
+        for (size_t j = 0; j < n; j++) {
+            const float x = i == bad_tensor && (int64_t)j == at ? bad : w->data[i][j];
+            const uint16_t h = dt == CLF_F16 ? clf_float_to_half(x) : clf_float_to_bf16(x);
+            if (dt == CLF_F32)
+                ((float *)data[i])[j] = x;
+            else
+                ((uint16_t *)data[i])[j] = h;
+        }
+        t[i].dtype = dt;
+        t[i].data = data[i];
+        t[i].nbytes = n * clf_dtype_size(dt);
+    }
+    CLF_ASSERT_OK(clf_safetensors_write(path, t, w->count, NULL, 0));
+    for (int i = 0; i < w->count; i++)
+        free(data[i]);
+    free(data);
+    free(t);
+}
+
+/* A NaN or an infinity in an F32, F16 or BF16 weight is refused at load, naming the tensor
+ * and the element's flat index (before, it loaded, and every output was NaN). */
+START_TEST(test_load_refuses_non_finite)
+{
+    clf_test_make_tmpdir("clf-w");
+    clf_model_config c = small_cfg(1, 1, 0, 1);
+    clf_weights *w = NULL;
+    CLF_ASSERT_OK(clf_weights_init(&c, 3, &w));
+    const int norm = clf_weights_find(w, "encoder.norm.alpha");
+    const int emb = clf_weights_find(w, "src_embed.embedding.weight");
+    ck_assert(norm >= 0 && emb >= 0);
+    static const clf_dtype dts[3] = {CLF_F32, CLF_F16, CLF_BF16};
+    const struct {
+        float x;
+        const char *name;
+    } bad[3] = {{NAN, "NaN"}, {INFINITY, "Inf"}, {-INFINITY, "-Inf"}};
+    const char *p = clf_test_tmp_path("bad.safetensors");
+    char want[512];
+    for (int d = 0; d < 3; d++)
+        for (int b = 0; b < 3; b++) {
+            const int k = b == 1 ? emb : norm;
+            const int64_t at = b == 1 ? 83 : 5;
+            write_with_value(w, p, dts[d], k, at, bad[b].x);
+            snprintf(want, sizeof want,
+                     "%s: tensor '%s' holds a non-finite value (%s) at index %lld", p,
+                     w->specs[k].name, bad[b].name, (long long)at);
+            expect_load_error(p, &c, want);
+            ck_assert_str_eq(clf_last_error(), want);
+        }
+    /* the largest finite values load */
+    clf_weights *r = NULL;
+    write_with_value(w, p, CLF_F32, norm, 5, FLT_MAX);
+    CLF_ASSERT_OK(clf_weights_load(p, &c, &r));
+    ck_assert(r->data[norm][5] == FLT_MAX);
+    clf_weights_free(r);
+    write_with_value(w, p, CLF_F16, norm, 5, 65504.0f);
+    CLF_ASSERT_OK(clf_weights_load(p, &c, &r));
+    ck_assert(r->data[norm][5] == 65504.0f);
+    clf_weights_free(r);
+
+    /* an int8 matrix whose scale is finite but so large that q * scale overflows */
+    const int mat = clf_weights_find(w, "encoder.layers.0.feed_forward_block.linear_1.weight");
+    clf_tensor *t = NULL;
+    CLF_ASSERT_OK(clf_weights_as_tensors(w, &t));
+    const int64_t rows = w->specs[mat].shape[0], cols = w->specs[mat].shape[1];
+    int8_t *q = calloc((size_t)(rows * cols), 1);
+    float *sc = calloc((size_t)rows, sizeof *sc);
+    q[2 * cols + 3] = 127;
+    sc[2] = FLT_MAX;
+    clf_tensor *all = calloc((size_t)w->count + 1, sizeof *all);
+    memcpy(all, t, (size_t)w->count * sizeof *t);
+    all[mat].dtype = CLF_I8;
+    all[mat].data = q;
+    all[mat].nbytes = (size_t)(rows * cols);
+    all[w->count] = (clf_tensor){.dtype = CLF_F32,
+                                 .ndim = 1,
+                                 .shape = {rows},
+                                 .data = sc,
+                                 .nbytes = (size_t)rows * sizeof *sc};
+    snprintf(all[w->count].name, sizeof all[0].name, "%s.scale", w->specs[mat].name);
+    CLF_ASSERT_OK(clf_safetensors_write(p, all, w->count + 1, NULL, 0));
+    snprintf(want, sizeof want,
+             "%s: tensor '%s' holds a non-finite value (Inf) at index %lld once dequantized", p,
+             w->specs[mat].name, (long long)(2 * cols + 3));
+    expect_load_error(p, &c, want);
+    free(all);
+    free(sc);
+    free(q);
+    free(t);
+    clf_weights_free(w);
+    clf_test_remove_tmpdir();
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("weights");
@@ -552,6 +657,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_load_half_precision_and_ignored);
     tcase_add_test(tc, test_load_errors_name_the_tensor);
     tcase_add_test(tc, test_tied_embeddings);
+    tcase_add_test(tc, test_load_refuses_non_finite);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -8,6 +8,7 @@
 
 #include "graph/model_impl.h"
 #include "io/weight_names.h"
+#include "numeric/numeric_internal.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -500,9 +501,7 @@ static clf_status lowp_make(clf_model *m, int c, clf_weight_type type)
             unsigned char *pairs = conv + count;
             int64_t bad = clf_quantize_rows_i8(mat, R, K, q, sc);
             if (bad >= 0) {
-                st = clf_error(CLF_ERR_INPUT,
-                               "weights: '%s' element %lld is %g, which int8 cannot hold", sp->name,
-                               (long long)bad, (double)mat[bad]);
+                st = clf_unfit_error(NULL, sp->name, bad, mat[bad], CLF_I8);
                 goto fail;
             }
             for (int64_t r = 0; r < R; r++) {
@@ -523,10 +522,8 @@ static clf_status lowp_make(clf_model *m, int c, clf_weight_type type)
                 const int fits = type == CLF_WEIGHT_F16 ? clf_float_fits_half(mat[e])
                                                         : clf_float_fits_bf16(mat[e]);
                 if (!fits) {
-                    st = clf_error(CLF_ERR_INPUT,
-                                   "weights: '%s' element %zu is %g, which %s cannot hold "
-                                   "(F16: |x| < 65520): use F32 weights for this model",
-                                   sp->name, e, (double)mat[e], clf_weight_type_name(type));
+                    st = clf_unfit_error(NULL, sp->name, (int64_t)e, mat[e],
+                                         type == CLF_WEIGHT_F16 ? CLF_F16 : CLF_BF16);
                     goto fail;
                 }
                 h[e] =

@@ -5,7 +5,8 @@
  *   {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}
  * with offsets relative to the data section, plus an optional "__metadata__" object of
  * string values. Tensor data in a mapping may be unaligned: read it with memcpy (as
- * clf_tensor_to_f32 / clf_tensor_to_i32 do). */
+ * clf_tensor_to_f32 / clf_tensor_to_i32 do, numeric/convert.c). This file reads and writes
+ * the format only; the numbers in it are numeric/'s. */
 #include "clformer/tensor.h"
 #include "clformer/fs.h"
 
@@ -14,7 +15,6 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <math.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -25,53 +25,6 @@
 
 /* The writer pads the header so that the data section starts 8-byte aligned. */
 #define HEADER_ALIGN 8
-
-static const char *const dtype_names[CLF_DTYPE_COUNT] = {"F32", "F16", "BF16", "I32",
-                                                         "I64", "U8",  "I8"};
-static const size_t dtype_sizes[CLF_DTYPE_COUNT] = {4, 2, 2, 4, 8, 1, 1};
-
-const char *clf_dtype_name(clf_dtype dt)
-{
-    if ((int)dt < 0 || dt >= CLF_DTYPE_COUNT)
-        return "?";
-    return dtype_names[dt];
-}
-
-size_t clf_dtype_size(clf_dtype dt)
-{
-    if ((int)dt < 0 || dt >= CLF_DTYPE_COUNT)
-        return 0;
-    return dtype_sizes[dt];
-}
-
-int64_t clf_tensor_numel(const clf_tensor *t)
-{
-    int64_t n = 1;
-    for (int i = 0; i < t->ndim; i++)
-        n *= t->shape[i];
-    return n;
-}
-
-const char *clf_shape_str(const int64_t *shape, int ndim, char *buf, size_t size)
-{
-    if (size == 0)
-        return buf;
-    size_t len = 0;
-    buf[0] = '\0';
-    for (int i = -1; i <= ndim && len < size; i++) {
-        int n;
-        if (i < 0)
-            n = snprintf(buf, size, "[");
-        else if (i == ndim)
-            n = snprintf(buf + len, size - len, "]");
-        else
-            n = snprintf(buf + len, size - len, "%s%lld", i ? "," : "", (long long)shape[i]);
-        if (n < 0)
-            break;
-        len += (size_t)n;
-    }
-    return buf;
-}
 
 /* Bytes that shape/dtype need, or -1 when that overflows. */
 static int64_t shape_bytes(const int64_t *shape, int ndim, clf_dtype dt)
@@ -102,7 +55,7 @@ struct clf_safetensors {
 static int dtype_from_name(const char *s, clf_dtype *out)
 {
     for (int i = 0; i < CLF_DTYPE_COUNT; i++)
-        if (strcmp(s, dtype_names[i]) == 0) {
+        if (strcmp(s, clf_dtype_name((clf_dtype)i)) == 0) {
             *out = (clf_dtype)i;
             return 1;
         }
@@ -409,190 +362,6 @@ const char *clf_safetensors_meta(const clf_safetensors *f, const char *key)
 const char *clf_safetensors_path(const clf_safetensors *f)
 {
     return f->path;
-}
-
-/* ---- conversion ---- */
-
-/* IEEE binary16 -> binary32, exact (subnormals, infinities, NaN payloads kept). */
-static uint32_t half_to_float_bits(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t exp = (h >> 10) & 0x1Fu, mant = h & 0x3FFu;
-    if (exp == 0x1F)
-        return sign | 0x7F800000u | (mant << 13);
-    if (exp != 0)
-        return sign | ((exp + 112) << 23) | (mant << 13);
-    if (mant == 0)
-        return sign;
-    /* subnormal: mant * 2^-24; normalise so the leading one becomes the implicit bit */
-    uint32_t e = 113; /* biased exponent of 2^-14 */
-    while (!(mant & 0x400u)) {
-        mant <<= 1;
-        e--;
-    }
-    return sign | (e << 23) | ((mant & 0x3FFu) << 13);
-}
-
-float clf_half_to_float(uint16_t h)
-{
-    uint32_t bits = half_to_float_bits(h);
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
-uint16_t clf_float_to_half(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, sizeof x);
-    const uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
-    const uint32_t absx = x & 0x7FFFFFFFu;
-    if (absx > 0x7F800000u) /* NaN: keep it a (quiet) NaN */
-        return (uint16_t)(sign | 0x7E00u | ((absx >> 13) & 0x3FFu));
-    if (absx >= 0x477FF000u) /* >= 65520 (ties to even round up) or infinity */
-        return (uint16_t)(sign | 0x7C00u);
-    if (absx >= 0x38800000u) { /* normal half: >= 2^-14 */
-        /* rebias the exponent, then round the 13 dropped bits to nearest even; a carry
-         * out of the mantissa correctly bumps the exponent */
-        uint32_t h = (absx - 0x38000000u) >> 13, rest = absx & 0x1FFFu;
-        if (rest > 0x1000u || (rest == 0x1000u && (h & 1u)))
-            h++;
-        return (uint16_t)(sign | h);
-    }
-    if (absx < 0x33000000u) /* below half the smallest subnormal (2^-25): zero */
-        return sign;
-    /* subnormal half: mant * 2^-24 with the implicit bit made explicit */
-    const uint32_t e = absx >> 23, mant = (absx & 0x7FFFFFu) | 0x800000u;
-    const uint32_t shift = 126 - e; /* 14..24 */
-    uint32_t h = mant >> shift, rest = mant & ((1u << shift) - 1u), halfway = 1u << (shift - 1);
-    if (rest > halfway || (rest == halfway && (h & 1u)))
-        h++;
-    return (uint16_t)(sign | h);
-}
-
-int clf_float_fits_half(float f)
-{
-    return fabsf(f) < 65520.0f; /* false for NaN and infinities too */
-}
-
-uint16_t clf_float_to_bf16(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, sizeof x);
-    if ((x & 0x7FFFFFFFu) > 0x7F800000u) /* NaN: keep it a (quiet) NaN */
-        return (uint16_t)((x >> 16) | 0x40u);
-    /* round the 16 dropped bits to nearest even; a carry moves into the exponent */
-    x += 0x7FFFu + ((x >> 16) & 1u);
-    return (uint16_t)(x >> 16);
-}
-
-float clf_bf16_to_float(uint16_t h)
-{
-    const uint32_t bits = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
-int clf_float_fits_bf16(float f)
-{
-    return isfinite(clf_bf16_to_float(clf_float_to_bf16(f)));
-}
-
-/* fl(fl(127 s) / 127): the scale a row dequantized with s gets when quantized again */
-static float i8_requantized_scale(float s)
-{
-    volatile float max = 127.0f * s; /* volatile: round to float here, not in a wider register */
-    return max / 127.0f;
-}
-
-int64_t clf_quantize_rows_i8(const float *w, int64_t rows, int64_t k, int8_t *q, float *scale)
-{
-    for (int64_t r = 0; r < rows; r++) {
-        const float *x = w + r * k;
-        float amax = 0.0f;
-        for (int64_t p = 0; p < k; p++) {
-            if (!isfinite(x[p]))
-                return r * k + p;
-            amax = fabsf(x[p]) > amax ? fabsf(x[p]) : amax;
-        }
-        /* a scale that quantizing the dequantized row gives back (a few steps at most), so
-         * that a quantized file loaded as F32 and quantized again is the same file */
-        float s = amax / 127.0f;
-        for (int it = 0; it < 4 && s != i8_requantized_scale(s); it++)
-            s = i8_requantized_scale(s);
-        scale[r] = s;
-        for (int64_t p = 0; p < k; p++) {
-            long v = s > 0.0f ? lrintf(x[p] / s) : 0;
-            q[r * k + p] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
-        }
-    }
-    return -1;
-}
-
-clf_status clf_tensor_to_f32(const clf_tensor *t, float *dst)
-{
-    int64_t n = clf_tensor_numel(t);
-    const unsigned char *src = t->data;
-    switch (t->dtype) {
-    case CLF_F32:
-        if (n)
-            memcpy(dst, src, (size_t)n * sizeof(float));
-        return CLF_OK;
-    case CLF_F16:
-        for (int64_t i = 0; i < n; i++) {
-            uint16_t h;
-            memcpy(&h, src + 2 * i, 2);
-            uint32_t bits = half_to_float_bits(h);
-            memcpy(&dst[i], &bits, 4);
-        }
-        return CLF_OK;
-    case CLF_BF16:
-        for (int64_t i = 0; i < n; i++) {
-            uint16_t h;
-            memcpy(&h, src + 2 * i, 2);
-            uint32_t bits = (uint32_t)h << 16;
-            memcpy(&dst[i], &bits, 4);
-        }
-        return CLF_OK;
-    default:
-        return clf_error(CLF_ERR_INPUT, "tensor '%s' has dtype %s, expected F32, F16 or BF16",
-                         t->name, clf_dtype_name(t->dtype));
-    }
-}
-
-clf_status clf_tensor_to_i32(const clf_tensor *t, int32_t *dst)
-{
-    int64_t n = clf_tensor_numel(t);
-    const unsigned char *src = t->data;
-    switch (t->dtype) {
-    case CLF_I32:
-        if (n)
-            memcpy(dst, src, (size_t)n * sizeof(int32_t));
-        return CLF_OK;
-    case CLF_I64:
-        for (int64_t i = 0; i < n; i++) {
-            int64_t v;
-            memcpy(&v, src + 8 * i, 8);
-            if (v < INT32_MIN || v > INT32_MAX)
-                return clf_error(CLF_ERR_INPUT,
-                                 "tensor '%s': element %lld is %lld, outside the int32 range",
-                                 t->name, (long long)i, (long long)v);
-            dst[i] = (int32_t)v;
-        }
-        return CLF_OK;
-    case CLF_U8:
-        for (int64_t i = 0; i < n; i++)
-            dst[i] = src[i];
-        return CLF_OK;
-    case CLF_I8:
-        for (int64_t i = 0; i < n; i++)
-            dst[i] = (int8_t)src[i];
-        return CLF_OK;
-    default:
-        return clf_error(CLF_ERR_INPUT, "tensor '%s' has dtype %s, expected I32, I64, U8 or I8",
-                         t->name, clf_dtype_name(t->dtype));
-    }
 }
 
 /* ---- writing ---- */

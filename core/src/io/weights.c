@@ -12,6 +12,7 @@
 #include "clformer/rng.h"
 #include "io/safetensors_internal.h"
 #include "io/weight_names.h"
+#include "numeric/numeric_internal.h"
 
 /* ---- the parameter list ---- */
 
@@ -343,6 +344,22 @@ static int shape_matches(const clf_tensor *t, const clf_weight_spec *s)
     return 1;
 }
 
+/* dst = t (F32, F16 or BF16) as F32, every value checked finite in the same pass: a NaN or
+ * infinity in a weight silently breaks every output, so it is refused here, naming the
+ * tensor and the flat index of the first one. */
+static clf_status load_f32(const char *path, const clf_tensor *t, float *dst)
+{
+    int64_t bad = -1;
+    clf_status st = clf_tensor_to_f32_finite(t, dst, &bad);
+    if (st != CLF_OK)
+        return clf_error_context(st, "%s", path);
+    if (bad >= 0)
+        return clf_error(CLF_ERR_INPUT,
+                         "%s: tensor '%s' holds a non-finite value (%s) at index %lld", path,
+                         t->name, clf_nonfinite_name(dst[bad]), (long long)bad);
+    return CLF_OK;
+}
+
 /* A file may hold a tied matrix under each of its names (PyTorch's state_dict() of a tied
  * model lists every alias): accepted when it is the same matrix, refused when not, since
  * then the file is not a tied model. */
@@ -362,7 +379,7 @@ static clf_status check_tied_copy(const char *path, const clf_model_config *cfg,
     float *copy = malloc((size_t)n * sizeof(float));
     if (!copy)
         return clf_error(CLF_ERR_NOMEM, "weights: out of memory");
-    clf_status st = clf_tensor_to_f32(t, copy);
+    clf_status st = load_f32(path, t, copy);
     if (st == CLF_OK && memcmp(copy, w->data[k], (size_t)n * sizeof(float)) != 0)
         st = clf_error(CLF_ERR_INPUT,
                        "%s: tensor '%s' differs from '%s', which it is tied to (tie_embeddings: "
@@ -439,6 +456,13 @@ static clf_status dequantize_i8(const char *path, const clf_safetensors *f, cons
                              path, sname, (long long)r, (double)s);
         for (int64_t p = 0; p < k; p++)
             dst[r * k + p] = (float)(int8_t)q[r * k + p] * s;
+        const int64_t bad = clf_first_nonfinite(dst + r * k, (size_t)k);
+        if (bad >= 0) /* a finite scale so large that q * scale overflows */
+            return clf_error(CLF_ERR_INPUT,
+                             "%s: tensor '%s' holds a non-finite value (%s) at index %lld once "
+                             "dequantized: its scale %g is too large",
+                             path, t->name, clf_nonfinite_name(dst[r * k + bad]),
+                             (long long)(r * k + bad), (double)s);
     }
     return CLF_OK;
 }
@@ -485,10 +509,8 @@ clf_status clf_weights_load(const char *path, const clf_model_config *cfg, clf_w
                            path, s->name, clf_dtype_name(t->dtype));
             goto fail;
         }
-        if ((st = clf_tensor_to_f32(t, w->data[i])) != CLF_OK) {
-            clf_error_context(st, "%s", path);
+        if ((st = load_f32(path, t, w->data[i])) != CLF_OK)
             goto fail;
-        }
         clf_safetensors_drop_pages(f, t); /* converted: its pages need not stay resident */
     }
     for (int i = 0; i < clf_safetensors_count(f); i++) {

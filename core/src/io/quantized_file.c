@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "io/weight_names.h"
+#include "numeric/numeric_internal.h"
 
 /* 1 when t is converted: a matrix a linear layer multiplies with (by its name and shape),
  * or with CLF_QUANTIZE_EMBEDDINGS an embedding table too. */
@@ -49,20 +50,16 @@ static clf_status convert(const char *path, const clf_tensor *t, clf_weight_type
             goto done;
         }
         *owned = h;
+        out[0].dtype = type == CLF_WEIGHT_F16 ? CLF_F16 : CLF_BF16;
         for (int64_t e = 0; e < n; e++) {
             const int fits =
                 type == CLF_WEIGHT_F16 ? clf_float_fits_half(f[e]) : clf_float_fits_bf16(f[e]);
             if (!fits) {
-                st = clf_error(CLF_ERR_INPUT,
-                               "%s: tensor '%s' element %lld is %g, which %s "
-                               "cannot hold",
-                               path, t->name, (long long)e, (double)f[e],
-                               clf_weight_type_name(type));
+                st = clf_unfit_error(path, t->name, e, f[e], out[0].dtype);
                 goto done;
             }
             h[e] = type == CLF_WEIGHT_F16 ? clf_float_to_half(f[e]) : clf_float_to_bf16(f[e]);
         }
-        out[0].dtype = type == CLF_WEIGHT_F16 ? CLF_F16 : CLF_BF16;
         out[0].data = h;
         out[0].nbytes = (size_t)n * 2;
         goto done;
@@ -77,8 +74,7 @@ static clf_status convert(const char *path, const clf_tensor *t, clf_weight_type
     }
     int64_t bad = clf_quantize_rows_i8(f, rows, k, q, sc);
     if (bad >= 0) {
-        st = clf_error(CLF_ERR_INPUT, "%s: tensor '%s' element %lld is %g, which int8 cannot hold",
-                       path, t->name, (long long)bad, (double)f[bad]);
+        st = clf_unfit_error(path, t->name, bad, f[bad], CLF_I8);
         goto done;
     }
     out[0].dtype = CLF_I8;
