@@ -28,6 +28,41 @@
 #include "clformer/backend.h"
 #include "cpu_internal.h"
 
+/* y [nk][dp] += w^T x over the nr live rows: y[j][d] += sum_{r < nr} w[r][j] x[r][d] for
+ * j < nk (a multiple of 4, <= kp: tiles of 4 keys); w [ATTN_R][kp], x [ATTN_R][dp], dp a
+ * multiple of ATTN_J. The backward's dK += dS^T Q and dV += W^T dO; the sum over r runs in
+ * order. */
+static void attn_rows_accumulate(const float *w, int kp, int nk, const float *x, int dp, int nr,
+                                 float *y)
+{
+    for (int j0 = 0; j0 < nk; j0 += 4)
+        for (int d0 = 0; d0 < dp; d0 += ATTN_J) {
+            float acc[4][ATTN_J];
+            for (int jj = 0; jj < 4; jj++)
+                for (int dd = 0; dd < ATTN_J; dd++)
+                    acc[jj][dd] = y[(size_t)(j0 + jj) * dp + d0 + dd];
+            for (int r = 0; r < nr; r++) {
+                const float *xr = x + (size_t)r * dp + d0, *wr = w + (size_t)r * kp + j0;
+                for (int jj = 0; jj < 4; jj++) {
+                    const float wj = wr[jj];
+#pragma omp simd
+                    for (int dd = 0; dd < ATTN_J; dd++)
+                        acc[jj][dd] += wj * xr[dd];
+                }
+            }
+            for (int jj = 0; jj < 4; jj++)
+                for (int dd = 0; dd < ATTN_J; dd++)
+                    y[(size_t)(j0 + jj) * dp + d0 + dd] = acc[jj][dd];
+        }
+}
+
+/* 1 when key j is masked for a query whose attn_key_limit is lim: key mask 0 (mask: the
+ * batch's [kv_len] I32 mask or NULL) or, causal, j after the query's position. */
+static int attn_masked(const int32_t *mask, int lim, int j)
+{
+    return j >= lim || (mask && mask[j] == 0);
+}
+
 /* Shapes and formulas: the comment at the top of this file. */
 clf_status cpu_attention_backward(clf_backend *be, const clf_attention_backward_args *ba)
 {
