@@ -239,20 +239,6 @@ static clf_status cpu_synchronize(clf_backend *be)
     return CLF_OK;
 }
 
-/* The ops' scratch buffers (cpu_internal.h). */
-clf_status cpu_grow(void **p, size_t *cap, size_t n, size_t size, const char *what)
-{
-    if (n <= *cap)
-        return CLF_OK;
-    void *np = n <= SIZE_MAX / size ? malloc(n * size) : NULL;
-    if (!np)
-        return clf_error(CLF_ERR_NOMEM, "cpu: %s: cannot allocate scratch", what);
-    free(*p);
-    *p = np;
-    *cap = n;
-    return CLF_OK;
-}
-
 static const clf_backend_api cpu_api = {
     .abi_version = CLF_BACKEND_ABI,
     .name = "cpu",

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "clformer/backend.h"
 
@@ -24,7 +25,7 @@ struct clf_buffer {
     unsigned char *data;
 };
 
-/* The instruction sets the F16 matrix-vector kernels (cpu_gemv_half.c) are built for. */
+/* The instruction sets the SIMD kernels are built for (chosen at open: cpu_isa.c). */
 typedef enum cpu_isa { CPU_ISA_GENERIC, CPU_ISA_AVX2, CPU_ISA_AVX512 } cpu_isa;
 
 struct clf_backend {
@@ -216,11 +217,22 @@ void cpu_attn_scores_avx2(const float *q, size_t q_ld, int nr, const float *cons
                           int kp, float *s);
 void cpu_attn_weigh_avx2(const float *w, int n, const float *const *v, int D, float *o);
 
-/* ---- memory (cpu_backend.c) ---- */
+/* ---- scratch ---- */
 
-/* *p holds at least n elements of size bytes: a scratch buffer grown (never shrunk; the
- * old contents are dropped) by the op named what. */
-clf_status cpu_grow(void **p, size_t *cap, size_t n, size_t size, const char *what);
+/* *p holds at least n elements of size bytes: an op's scratch buffer, kept in the backend
+ * and grown (never shrunk; the old contents are dropped) by the op named what. */
+static inline clf_status cpu_grow(void **p, size_t *cap, size_t n, size_t size, const char *what)
+{
+    if (n <= *cap)
+        return CLF_OK;
+    void *np = n <= SIZE_MAX / size ? malloc(n * size) : NULL;
+    if (!np)
+        return clf_error(CLF_ERR_NOMEM, "cpu: %s: cannot allocate scratch", what);
+    free(*p);
+    *p = np;
+    *cap = n;
+    return CLF_OK;
+}
 
 /* ---- inference ops, semantics in clformer/backend.h ---- */
 
