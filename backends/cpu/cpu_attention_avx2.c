@@ -7,7 +7,7 @@
  * horizontal sum; FMA rounds once), so the results agree within float rounding. */
 #include "cpu_internal.h"
 
-#if defined(__x86_64__) || defined(__i386__)
+#if CPU_X86
 #include <immintrin.h>
 
 #define ATTN_AVX2 __attribute__((target("avx2,fma")))
@@ -115,20 +115,4 @@ ATTN_AVX2 void cpu_attn_weigh_avx2(const float *w, int n, const float *const *v,
     }
 }
 
-#else /* not x86: cpu_isa_choose never picks AVX2, so these are never called */
-
-void cpu_attn_scores_avx2(const float *q, size_t q_ld, int nr, const float *const *k, int D, int nk,
-                          int kp, float *s)
-{
-    attn_scores_rows(q, q_ld, nr, attn_listed(k), D, nk, kp, s);
-}
-
-void cpu_attn_weigh_avx2(const float *w, int n, const float *const *v, int D, float *o)
-{
-    for (int d = 0; d < D; d++)
-        o[d] = 0.0f;
-    for (int j = 0; j < n; j++)
-        for (int d = 0; d < D; d++)
-            o[d] += w[j] * v[j][d];
-}
-#endif
+#endif /* CPU_X86: elsewhere cpu_attention never calls these */

@@ -1,4 +1,5 @@
-/* The backward of the CPU attention op (semantics: clformer/backend.h).
+/* The backward of the CPU attention op (semantics: clformer/backend.h). It recomputes P
+ * with the forward's block kernels (cpu_attention.c).
  *
  * Per (batch, head), with P = softmax(masked(scale Q K^T)) recomputed block by block exactly as
  * the forward computes it:
@@ -27,6 +28,80 @@
 
 #include "clformer/backend.h"
 #include "cpu_internal.h"
+
+/* y [nk][dp] += w^T x over the nr live rows: y[j][d] += sum_{r < nr} w[r][j] x[r][d] for
+ * j < nk (a multiple of 4, <= kp: tiles of 4 keys); w [ATTN_R][kp], x [ATTN_R][dp], dp a
+ * multiple of ATTN_J. The backward's dK += dS^T Q and dV += W^T dO; the sum over r runs in
+ * order. */
+static void attn_rows_accumulate(const float *w, int kp, int nk, const float *x, int dp, int nr,
+                                 float *y)
+{
+    for (int j0 = 0; j0 < nk; j0 += 4)
+        for (int d0 = 0; d0 < dp; d0 += ATTN_J) {
+            float acc[4][ATTN_J];
+            for (int jj = 0; jj < 4; jj++)
+                for (int dd = 0; dd < ATTN_J; dd++)
+                    acc[jj][dd] = y[(size_t)(j0 + jj) * dp + d0 + dd];
+            for (int r = 0; r < nr; r++) {
+                const float *xr = x + (size_t)r * dp + d0, *wr = w + (size_t)r * kp + j0;
+                for (int jj = 0; jj < 4; jj++) {
+                    const float wj = wr[jj];
+#pragma omp simd
+                    for (int dd = 0; dd < ATTN_J; dd++)
+                        acc[jj][dd] += wj * xr[dd];
+                }
+            }
+            for (int jj = 0; jj < 4; jj++)
+                for (int dd = 0; dd < ATTN_J; dd++)
+                    y[(size_t)(j0 + jj) * dp + d0 + dd] = acc[jj][dd];
+        }
+}
+
+/* 1 when key j is masked for a query whose attn_key_limit is lim: key mask 0 (mask: the
+ * batch's [kv_len] I32 mask or NULL) or, causal, j after the query's position. */
+static int attn_masked(const int32_t *mask, int lim, int j)
+{
+    return j >= lim || (mask && mask[j] == 0);
+}
+
+/* W and dS of a block's rows: on entry p [ATTN_R][kp] holds P (attn_softmax_rows) and ds
+ * the raw dO_i . V_j; on return w holds W_ij = P_ij keep / (1 - p) and ds holds dS_ij =
+ * P_ij (dP_ij - D_i), both 0 past the nr live rows and the ext keys. Query i0 + r takes
+ * its dropout elements from (e_row + r) * kv_len on. */
+static void attn_block_ds(const clf_attention_args *a, attn_dropout dr, const int32_t *mask,
+                          uint64_t e_row, int i0, int nr, int ext, int kp, const float *p, float *w,
+                          float *ds)
+{
+    for (int r = 0; r < ATTN_R; r++) {
+        const float *pr = p + (size_t)r * kp;
+        float *wr = w + (size_t)r * kp;
+        float *dsr = ds + (size_t)r * kp;
+        if (r >= nr) {
+            memset(wr, 0, sizeof(float) * (size_t)kp);
+            memset(dsr, 0, sizeof(float) * (size_t)kp);
+            continue;
+        }
+        /* W_ij = P_ij keep / (1 - p); dP_ij = (dO_i . V_j) keep / (1 - p), 0
+         * exactly where W_ij = 0 (P_ij = 0, or a dropped element); D_i. */
+        const uint64_t e0 = (e_row + r) * (uint64_t)a->kv_len;
+        double Di = 0.0;
+        for (int j = 0; j < ext; j++) {
+            /* P_ij = 0 (masked, or underflowed) needs no hash: W_ij is 0 */
+            float keep = dr.on && pr[j] != 0.0f ? attention_keep(&dr, e0 + j) : 1.0f;
+            wr[j] = dr.on ? pr[j] * keep : pr[j];
+            dsr[j] = wr[j] == 0.0f ? 0.0f : dr.on ? dsr[j] * keep : dsr[j];
+            Di += (double)pr[j] * dsr[j];
+        }
+        /* dS_ij = P_ij (dP_ij - D_i), 0 where masked (masked_fill's gradient) */
+        const int lim = attn_key_limit(a, i0 + r);
+        for (int j = 0; j < ext; j++)
+            dsr[j] = attn_masked(mask, lim, j) || pr[j] == 0.0f
+                         ? 0.0f
+                         : (float)(pr[j] * ((double)dsr[j] - Di));
+        for (int j = ext; j < kp; j++)
+            wr[j] = dsr[j] = 0.0f;
+    }
+}
 
 /* Shapes and formulas: the comment at the top of this file. */
 clf_status cpu_attention_backward(clf_backend *be, const clf_attention_backward_args *ba)
@@ -98,34 +173,8 @@ clf_status cpu_attention_backward(clf_backend *be, const clf_attention_backward_
                 const int ext = attn_softmax_rows(a, mask, i0, nr, kp, p);
                 attn_rows_mul(dot, vt, (size_t)kp, D, attn_round_up(ext, ATTN_J), nr, ds,
                               (size_t)kp);
-                for (int r = 0; r < ATTN_R; r++) {
-                    float *pr = p + (size_t)r * kp, *wr = w + (size_t)r * kp;
-                    float *dsr = ds + (size_t)r * kp;
-                    if (r >= nr) {
-                        memset(wr, 0, sizeof(float) * (size_t)kp);
-                        memset(dsr, 0, sizeof(float) * (size_t)kp);
-                        continue;
-                    }
-                    /* W_ij = P_ij keep / (1 - p); dP_ij = (dO_i . V_j) keep / (1 - p), 0
-                     * exactly where W_ij = 0 (P_ij = 0, or a dropped element); D_i. */
-                    const uint64_t e0 = (((uint64_t)b * H + h) * Tq + i0 + r) * Tk;
-                    double Di = 0.0;
-                    for (int j = 0; j < ext; j++) {
-                        /* P_ij = 0 (masked, or underflowed) needs no hash: W_ij is 0 */
-                        float keep = dr.on && pr[j] != 0.0f ? attention_keep(&dr, e0 + j) : 1.0f;
-                        wr[j] = dr.on ? pr[j] * keep : pr[j];
-                        dsr[j] = wr[j] == 0.0f ? 0.0f : dr.on ? dsr[j] * keep : dsr[j];
-                        Di += (double)pr[j] * dsr[j];
-                    }
-                    /* dS_ij = P_ij (dP_ij - D_i), 0 where masked (masked_fill's gradient) */
-                    const int lim = attn_key_limit(a, i0 + r);
-                    for (int j = 0; j < ext; j++)
-                        dsr[j] = attn_masked(mask, lim, j) || pr[j] == 0.0f
-                                     ? 0.0f
-                                     : (float)(pr[j] * ((double)dsr[j] - Di));
-                    for (int j = ext; j < kp; j++)
-                        wr[j] = dsr[j] = 0.0f;
-                }
+                attn_block_ds(a, dr, mask, ((uint64_t)b * H + h) * Tq + i0, i0, nr, ext, kp, p, w,
+                              ds);
                 /* dQ_i = scale sum_j dS_ij K_j; dK_j += dS_ij Q_i; dV_j += W_ij dO_i */
                 attn_block_t(ds, kp, dst);
                 attn_rows_mul(dst, kr, (size_t)dp, ext, dp, nr, dq, (size_t)dp);

@@ -110,19 +110,6 @@ int cpu_i8_activation_bits(const struct cpu_i8 *q)
     return q->qmax == 127 ? 8 : 7;
 }
 
-/* grows *p to at least n elements of size sz */
-static clf_status grow(void **p, size_t *cap, size_t n, size_t sz)
-{
-    if (n <= *cap)
-        return CLF_OK;
-    void *np = realloc(*p, n * sz);
-    if (!np)
-        return clf_error(CLF_ERR_NOMEM, "cpu: gemm: out of memory for int8 scratch");
-    *p = np;
-    *cap = n;
-    return CLF_OK;
-}
-
 /* The cached primitive for this shape, made on first use. */
 static clf_status prim_get(struct cpu_i8 *q, const clf_gemm_args *a, i8_prim **out)
 {
@@ -367,11 +354,12 @@ clf_status cpu_gemm_i8(clf_backend *be, const clf_gemm_args *a)
     if (st == CLF_OK)
         st = check_span("gemm", "b_scale", a->b_scale, 8 * (size_t)n);
     if (st == CLF_OK)
-        st = grow((void **)&q->qa, &q->qa_cap, (size_t)m * (size_t)a->lda, 1);
+        st = cpu_grow((void **)&q->qa, &q->qa_cap, (size_t)m * (size_t)a->lda, 1, "gemm (int8)");
     if (st == CLF_OK)
-        st = grow((void **)&q->sa, &q->sa_cap, (size_t)m, sizeof(float));
+        st = cpu_grow((void **)&q->sa, &q->sa_cap, (size_t)m, sizeof(float), "gemm (int8)");
     if (st == CLF_OK)
-        st = grow((void **)&q->acc, &q->acc_cap, (size_t)m * (size_t)n, sizeof(int32_t));
+        st = cpu_grow((void **)&q->acc, &q->acc_cap, (size_t)m * (size_t)n, sizeof(int32_t),
+                      "gemm (int8)");
     i8_prim *p = NULL;
     const int few = few_applies(be, a);
     if (st == CLF_OK && !few)

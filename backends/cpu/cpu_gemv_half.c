@@ -18,7 +18,9 @@
  * avx512_range), AVX2 with FMA and F16C (8 lanes, masked tails) and portable C. The SIMD
  * kernels read R rows of W side by side so that every load of x serves R rows (x comes
  * from L2 when its m rows outgrow L1), with NA accumulators per output; see
- * HALF_PREFETCH_BYTES for how they keep memory busy. */
+ * HALF_PREFETCH_BYTES for how they keep memory busy. Their body is written once, in
+ * cpu_gemv_half_simd.inc, and included here for each of the two SIMD levels with its
+ * vector type, loads and lane count; what stays per level is its choice of R and NA. */
 #include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -26,66 +28,9 @@
 
 #include "cpu_internal.h"
 
-#if defined(__x86_64__) || defined(__i386__)
-#define CPU_X86 1
-#include <cpuid.h>
+#if CPU_X86
 #include <immintrin.h>
-#else
-#define CPU_X86 0
 #endif
-
-/* ---- choosing the kernel ---- */
-
-static const char *const isa_names[] = {"generic", "avx2", "avx512"};
-
-const char *cpu_isa_name(cpu_isa isa)
-{
-    return isa_names[isa];
-}
-
-#if CPU_X86
-/* F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports has no "f16c". */
-static int cpu_has_f16c(void)
-{
-    unsigned a, b, c, d;
-    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
-}
-#endif
-
-/* The best level this CPU (and its OS, which must save the wider registers) runs. */
-static cpu_isa isa_detect(void)
-{
-#if CPU_X86
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma") && cpu_has_f16c())
-        return CPU_ISA_AVX512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c())
-        return CPU_ISA_AVX2;
-#endif
-    return CPU_ISA_GENERIC;
-}
-
-clf_status cpu_isa_choose(cpu_isa *out, int *capped)
-{
-    cpu_isa best = isa_detect();
-    *out = best;
-    *capped = 0;
-    const char *env = getenv("CLF_CPU_ISA");
-    if (!env || !env[0])
-        return CLF_OK;
-    *capped = 1;
-    for (int i = 0; i <= CPU_ISA_AVX512; i++)
-        if (strcmp(env, isa_names[i]) == 0) {
-            /* a cap: asking for more than the CPU has gives what it has */
-            *out = (cpu_isa)i < best ? (cpu_isa)i : best;
-            return CLF_OK;
-        }
-    return clf_error(CLF_ERR_INPUT,
-                     "cpu: CLF_CPU_ISA='%s' is not one of generic, avx2, avx512 (or unset for "
-                     "the best this CPU has)",
-                     env);
-}
 
 /* ---- the job ---- */
 
@@ -275,27 +220,6 @@ AVX2_TARGET static inline __m256 avx2_tail_x(const float *x, int n)
         x, _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
 }
 
-/* acc[r][i] += W[r, p : p+n] * A[i, p : p+n], n <= 8 (W at w, rows ldw apart; A at a, rows
- * lda apart). */
-AVX2_TARGET static inline __attribute__((always_inline)) void
-avx2_step(__m256 acc[HALF_MAX_R][CPU_GEMV_MAX_ROWS], const uint16_t *w, size_t ldw, const float *a,
-          size_t lda, int p, int n, const int M, const int R, const int BF)
-{
-    __m256 wv[HALF_MAX_R];
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++)
-        wv[r] = n == 8 ? avx2_cvt(_mm_loadu_si128((const __m128i *)(w + r * ldw + p)), BF)
-                       : avx2_tail_w(w + r * ldw + p, n, BF);
-#pragma GCC unroll 8
-    for (int i = 0; i < M; i++) {
-        const __m256 x =
-            n == 8 ? _mm256_loadu_ps(a + i * lda + p) : avx2_tail_x(a + i * lda + p, n);
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++)
-            acc[r][i] = _mm256_fmadd_ps(wv[r], x, acc[r][i]);
-    }
-}
-
 AVX2_TARGET static inline float avx2_hsum(__m256 v)
 {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -304,66 +228,21 @@ AVX2_TARGET static inline float avx2_hsum(__m256 v)
     return _mm_cvtss_f32(s);
 }
 
-/* dots [R][M] for rows j .. j+R-1 of W. M, R, NA (accumulators per output, which take the
- * 8-column blocks in turn: one chain of dependent FMAs per output would wait on their
- * latency when R * M is small; divides 4) and LONG are constants where it is inlined. */
-AVX2_TARGET static inline __attribute__((always_inline)) void
-avx2_rows(const half_job *jb, int j, const int M, const int R, const int NA, const int LONG,
-          const int BF, float *dots)
-{
-    const int k = jb->k, k8 = k & ~7, k32 = k & ~31;
-    const uint16_t *w = jb->w + (size_t)j * jb->ldw;
-    const size_t ldw = jb->ldw, lda = jb->lda;
-    const float *a = jb->a;
-    uintptr_t lin = (uintptr_t)w + HALF_PREFETCH_BYTES;
-    __m256 acc[HALF_MAX_NA][HALF_MAX_R][CPU_GEMV_MAX_ROWS];
-#pragma GCC unroll 4
-    for (int u = 0; u < NA; u++)
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++)
-#pragma GCC unroll 8
-            for (int i = 0; i < M; i++)
-                acc[u][r][i] = _mm256_setzero_ps();
-    for (int p = 0; p < k32; p += 32) {
-        half_prefetch(w, ldw, k, p, R, LONG, &lin);
-#pragma GCC unroll 4
-        for (int b = 0; b < 4; b++)
-            avx2_step(acc[b % NA], w, ldw, a, lda, p + 8 * b, 8, M, R, BF);
-    }
-#pragma GCC unroll 4
-    for (int b = 0; b < 3; b++) /* the last full blocks */
-        if (k32 + 8 * b < k8)
-            avx2_step(acc[b % NA], w, ldw, a, lda, k32 + 8 * b, 8, M, R, BF);
-    if (k8 < k)
-        avx2_step(acc[0], w, ldw, a, lda, k8, k - k8, M, R, BF);
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++)
-#pragma GCC unroll 8
-        for (int i = 0; i < M; i++) {
-            __m256 s = acc[0][r][i];
-#pragma GCC unroll 4
-            for (int u = 1; u < NA; u++)
-                s = _mm256_add_ps(s, acc[u][r][i]);
-            dots[r * M + i] = avx2_hsum(s);
-        }
-}
-
-/* Rows [j0, j1) of W, R at a time, then the rest one at a time (the same arithmetic). */
-AVX2_TARGET static inline __attribute__((always_inline)) void
-avx2_range_mr(const half_job *jb, int j0, int j1, const int M, const int R, const int NA,
-              const int LONG, const int BF)
-{
-    float dots[HALF_MAX_R * CPU_GEMV_MAX_ROWS];
-    int j = j0;
-    for (; j + R <= j1; j += R) {
-        avx2_rows(jb, j, M, R, NA, LONG, BF, dots);
-        half_store(jb, j, R, dots);
-    }
-    for (; j < j1; j++) {
-        avx2_rows(jb, j, M, 1, NA, LONG, BF, dots);
-        half_store(jb, j, 1, dots);
-    }
-}
+#define HALF_ISA     avx2
+#define HALF_TARGET  AVX2_TARGET
+#define HALF_LANES   8
+#define HALF_VEC     __m256
+#define HALF_ZERO    _mm256_setzero_ps
+#define HALF_ADD     _mm256_add_ps
+#define HALF_FMA     _mm256_fmadd_ps
+#define HALF_HSUM    avx2_hsum
+#define HALF_TAIL_T  int /* the lanes: the first n */
+#define HALF_FULL    8
+#define HALF_TAIL(n) (n)
+#define HALF_LOAD_W(w, n, BF)                                                                      \
+    ((n) == 8 ? avx2_cvt(_mm_loadu_si128((const __m128i *)(w)), BF) : avx2_tail_w(w, n, BF))
+#define HALF_LOAD_X(x, n) ((n) == 8 ? _mm256_loadu_ps(x) : avx2_tail_x(x, n))
+#include "cpu_gemv_half_simd.inc" /* avx2_step, avx2_rows, avx2_range_mr */
 
 /* R and NA per m: R * M * NA accumulators and R converted rows in 16 registers. */
 AVX2_TARGET static inline __attribute__((always_inline)) void
@@ -417,82 +296,22 @@ AVX512_TARGET static inline __attribute__((always_inline)) __m512 avx512_cvt(__m
               : _mm512_cvtph_ps(h);
 }
 
-/* acc[r][i] += W[r, p : p+16] * A[i, p : p+16] for the lanes in mk (W at w, rows ldw
- * apart; A at a, rows lda apart). */
-AVX512_TARGET static inline __attribute__((always_inline)) void
-avx512_step(__m512 acc[HALF_MAX_R][CPU_GEMV_MAX_ROWS], const uint16_t *w, size_t ldw,
-            const float *a, size_t lda, int p, __mmask16 mk, const int M, const int R, const int BF)
-{
-    __m512 wv[HALF_MAX_R];
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++)
-        wv[r] = mk == 0xffff
-                    ? avx512_cvt(_mm256_loadu_si256((const __m256i *)(w + r * ldw + p)), BF)
-                    : avx512_cvt(_mm256_maskz_loadu_epi16(mk, w + r * ldw + p), BF);
-#pragma GCC unroll 8
-    for (int i = 0; i < M; i++) {
-        const __m512 x = mk == 0xffff ? _mm512_loadu_ps(a + i * lda + p)
-                                      : _mm512_maskz_loadu_ps(mk, a + i * lda + p);
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++)
-            acc[r][i] = _mm512_fmadd_ps(wv[r], x, acc[r][i]);
-    }
-}
-
-/* avx2_rows with 16 lanes; NA divides 2. */
-AVX512_TARGET static inline __attribute__((always_inline)) void
-avx512_rows(const half_job *jb, int j, const int M, const int R, const int NA, const int LONG,
-            const int BF, float *dots)
-{
-    const int k = jb->k, k16 = k & ~15, k32 = k & ~31;
-    const uint16_t *w = jb->w + (size_t)j * jb->ldw;
-    const size_t ldw = jb->ldw, lda = jb->lda;
-    const float *a = jb->a;
-    uintptr_t lin = (uintptr_t)w + HALF_PREFETCH_BYTES;
-    __m512 acc[HALF_MAX_NA][HALF_MAX_R][CPU_GEMV_MAX_ROWS];
-#pragma GCC unroll 4
-    for (int u = 0; u < NA; u++)
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++)
-#pragma GCC unroll 8
-            for (int i = 0; i < M; i++)
-                acc[u][r][i] = _mm512_setzero_ps();
-    for (int p = 0; p < k32; p += 32) {
-        half_prefetch(w, ldw, k, p, R, LONG, &lin);
-        avx512_step(acc[0], w, ldw, a, lda, p, 0xffff, M, R, BF);
-        avx512_step(acc[1 % NA], w, ldw, a, lda, p + 16, 0xffff, M, R, BF);
-    }
-    if (k32 < k16) /* an odd last block */
-        avx512_step(acc[0], w, ldw, a, lda, k32, 0xffff, M, R, BF);
-    if (k16 < k) /* masked loads: the lanes past k read nothing and add zero */
-        avx512_step(acc[0], w, ldw, a, lda, k16, (__mmask16)((1u << (k - k16)) - 1u), M, R, BF);
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++)
-#pragma GCC unroll 8
-        for (int i = 0; i < M; i++) {
-            __m512 s = acc[0][r][i];
-#pragma GCC unroll 4
-            for (int u = 1; u < NA; u++)
-                s = _mm512_add_ps(s, acc[u][r][i]);
-            dots[r * M + i] = _mm512_reduce_add_ps(s);
-        }
-}
-
-AVX512_TARGET static inline __attribute__((always_inline)) void
-avx512_range_mr(const half_job *jb, int j0, int j1, const int M, const int R, const int NA,
-                const int LONG, const int BF)
-{
-    float dots[HALF_MAX_R * CPU_GEMV_MAX_ROWS];
-    int j = j0;
-    for (; j + R <= j1; j += R) {
-        avx512_rows(jb, j, M, R, NA, LONG, BF, dots);
-        half_store(jb, j, R, dots);
-    }
-    for (; j < j1; j++) {
-        avx512_rows(jb, j, M, 1, NA, LONG, BF, dots);
-        half_store(jb, j, 1, dots);
-    }
-}
+#define HALF_ISA     avx512
+#define HALF_TARGET  AVX512_TARGET
+#define HALF_LANES   16
+#define HALF_VEC     __m512
+#define HALF_ZERO    _mm512_setzero_ps
+#define HALF_ADD     _mm512_add_ps
+#define HALF_FMA     _mm512_fmadd_ps
+#define HALF_HSUM    _mm512_reduce_add_ps
+#define HALF_TAIL_T  __mmask16 /* the lanes: a load mask */
+#define HALF_FULL    0xffff
+#define HALF_TAIL(n) ((__mmask16)((1u << (n)) - 1u))
+#define HALF_LOAD_W(w, mk, BF)                                                                     \
+    ((mk) == 0xffff ? avx512_cvt(_mm256_loadu_si256((const __m256i *)(w)), BF)                     \
+                    : avx512_cvt(_mm256_maskz_loadu_epi16(mk, w), BF))
+#define HALF_LOAD_X(x, mk) ((mk) == 0xffff ? _mm512_loadu_ps(x) : _mm512_maskz_loadu_ps(mk, x))
+#include "cpu_gemv_half_simd.inc" /* avx512_step, avx512_rows, avx512_range_mr */
 
 /* R and NA per m: R * M * NA accumulators, R converted rows and x in 32 registers; R = 4
  * on long rows (x is read from L2 there, once per R rows). Short rows with m <= 4 go to

@@ -1,17 +1,22 @@
 /* What the CPU backend's files share: the buffer and backend structs, the operand checks,
- * the training ops (cpu_train.c, cpu_attention_backward.c) and the plugin ops
- * (cpu_plugin.c) that cpu_backend.c puts in its api table. Nothing here is exported: the
- * target builds with hidden visibility, so only clf_backend_entry leaves the .so. */
+ * the attention blocks' layout and the declarations of every op that cpu_backend.c puts in
+ * its api table, by the file that holds it. Declarations, types and helpers of a line or
+ * two only: the kernels live in the .c files. Nothing here is exported: the target builds
+ * with hidden visibility, so only clf_backend_entry leaves the .so. */
 #ifndef CLF_CPU_INTERNAL_H
 #define CLF_CPU_INTERNAL_H
 
-#include <float.h>
-#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <string.h>
+#include <stdlib.h>
 
 #include "clformer/backend.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#define CPU_X86 1 /* the SIMD kernels (AVX2, AVX-512) are built, and chosen at run time */
+#else
+#define CPU_X86 0
+#endif
 
 #define MASKED_SCORE (-1e9f) /* what masked_fill(mask == 0, -1e9) writes */
 
@@ -20,7 +25,7 @@ struct clf_buffer {
     unsigned char *data;
 };
 
-/* The instruction sets the F16 matrix-vector kernels (cpu_gemv_half.c) are built for. */
+/* The instruction sets the SIMD kernels are built for (chosen at open: cpu_isa.c). */
 typedef enum cpu_isa { CPU_ISA_GENERIC, CPU_ISA_AVX2, CPU_ISA_AVX512 } cpu_isa;
 
 struct clf_backend {
@@ -48,38 +53,6 @@ struct clf_backend {
  * and 1.14x at beam 4 batch 32; 2^14 gives 1.02x / 1.06x / 0.88x, 2^20 as 2^17 within
  * the noise. */
 #define CPU_PAR_MIN ((size_t)1 << 17)
-
-/* e^x in float for the softmax rows, written so that a `#pragma omp simd` loop vectorises
- * it (libm's exp is a call per element: a beam search's log-softmax over 128 rows of 8000
- * logits took 2.8 ms a step with it). Cody-Waite reduction x = n ln2 + r, |r| <= ln2/2
- * (n rounded with the 1.5 * 2^23 shift, which SSE2 has), Cephes' degree-6 polynomial for
- * e^r (relative error about 1e-7, 1-2 ulp), then 2^n through the exponent bits. Below
- * -87.3 the result is clamped to about 1e-38 (its exponent must stay normal), above 88.7
- * to about 3e38: softmax arguments are <= 0 (the row max is subtracted). NaN stays NaN. */
-static inline float cpu_expf(float x)
-{
-    x = x < -87.3f ? -87.3f : x;
-    x = x > 88.7f ? 88.7f : x;
-    const float shift = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
-    const float t = x * 1.44269504088896341f + shift;
-    const float n = t - shift;
-    float r = x - n * 0.693359375f; /* ln2 in two parts: exact product, then the rest */
-    r = r - n * -2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    /* the integer n sits in t's low mantissa bits; 2^n is (n + 127) << 23 as a float */
-    union {
-        float f;
-        int32_t i;
-    } u = {.f = t};
-    u.i = (u.i - 0x4B400000 + 127) * (1 << 23);
-    return p * u.f;
-}
 
 /* ---- operand checks ---- */
 
@@ -139,8 +112,8 @@ static inline size_t span2d(size_t rows, size_t cols, size_t ld)
  * as rows [kv_len][dim_pad]. kv_pad and dim_pad round kv_len and head_dim up to ATTN_J;
  * the padding is zero, so it adds nothing to any sum. The register tiles below (ATTN_RT x
  * ATTN_J and 4 x ATTN_J floats) fit the 16 SSE registers of the baseline x86-64 target
- * (no -march: SSE2, no FMA). The forward and the backward share these helpers, so the
- * backward's recomputed probabilities are the forward's bits. */
+ * (no -march: SSE2, no FMA). The forward and the backward share these block kernels
+ * (cpu_attention.c), so the backward's recomputed probabilities are the forward's bits. */
 #define ATTN_R  8 /* query rows per block */
 #define ATTN_RT 4 /* query rows per register tile; divides ATTN_R */
 #define ATTN_J  8 /* columns per register tile; kv_pad and dim_pad are multiples */
@@ -148,19 +121,6 @@ static inline size_t span2d(size_t rows, size_t cols, size_t ld)
 static inline int attn_round_up(int n, int m)
 {
     return (n + m - 1) / m * m;
-}
-
-/* xt [D][ATTN_R] <- rows r < nr of x (rows ld apart, D columns), transposed; zero for
- * r >= nr. */
-static inline void attn_pack_rows_t(const float *x, size_t ld, int nr, int D, float *xt)
-{
-    for (int r = 0; r < ATTN_R; r++)
-        if (r < nr)
-            for (int d = 0; d < D; d++)
-                xt[(size_t)d * ATTN_R + r] = x[(size_t)r * ld + d];
-        else
-            for (int d = 0; d < D; d++)
-                xt[(size_t)d * ATTN_R + r] = 0.0f;
 }
 
 /* A set of rows: ld apart from base, or one pointer each (the forward's keys and values,
@@ -186,133 +146,12 @@ static inline const float *attn_row(attn_rows x, int j)
     return x.at ? x.at[j] : x.base + (size_t)j * x.ld;
 }
 
-/* xp [n][dp] <- n rows of x (D columns), zero in columns [D, dp). */
-static inline void attn_pack_rows(attn_rows x, int n, int D, int dp, float *xp)
-{
-    for (int r = 0; r < n; r++) {
-        memcpy(xp + (size_t)r * dp, attn_row(x, r), sizeof(float) * (size_t)D);
-        for (int d = D; d < dp; d++)
-            xp[(size_t)r * dp + d] = 0.0f;
-    }
-}
-
-/* kt [D][kp] <- the n rows of k (D columns) transposed, zero in columns [n, kp) (kp a
- * multiple of ATTN_J). ATTN_J rows are read side by side, each one sequentially: walking
- * one column down all rows instead would touch rows whose stride (3 * d_model floats in
- * the fused QKV layout) maps them onto a few L1 sets. */
-static inline void attn_pack_t(attn_rows k, int n, int D, int kp, float *kt)
-{
-    for (int j0 = 0; j0 < kp; j0 += ATTN_J) {
-        const int nj = n - j0 < ATTN_J ? n - j0 : ATTN_J;
-        const float *rw[ATTN_J];
-        for (int jj = 0; jj < nj; jj++)
-            rw[jj] = attn_row(k, j0 + jj);
-        if (nj == ATTN_J) {
-            for (int d = 0; d < D; d++)
-                for (int jj = 0; jj < ATTN_J; jj++)
-                    kt[(size_t)d * kp + j0 + jj] = rw[jj][d];
-            continue;
-        }
-        for (int d = 0; d < D; d++)
-            for (int jj = 0; jj < ATTN_J; jj++)
-                kt[(size_t)d * kp + j0 + jj] = jj < nj ? rw[jj][d] : 0.0f;
-    }
-}
-
-/* The register tiles work on ATTN_RT of a block's rows at a time; groups of rows that
- * lie wholly past the block's nr live rows are skipped (decoding has one). */
-static inline int attn_row_groups(int nr)
-{
-    return (nr + ATTN_RT - 1) / ATTN_RT;
-}
-
-/* o [ATTN_R][ldo] = a b for the row groups holding rows < nr: o[r][c] =
- * sum_{k < n} at[k][r] b[k][c] for c < nc (a multiple of ATTN_J); at [n][ATTN_R] is a
- * transposed (a column of ATTN_R values per k, so each k reads ATTN_R adjacent floats),
- * b [n][ldb]. The sum over k runs in order. With at = Q^T and b = Kt it gives the raw
- * scores, with dO^T and Vt the backward's dO V^T (k over head_dim, c over keys); with W^T
- * and V rows the output, with dS^T and K rows the backward's dQ (k over keys, c over
- * head_dim). */
-static inline void attn_rows_mul(const float *at, const float *b, size_t ldb, int n, int nc, int nr,
-                                 float *o, size_t ldo)
-{
-    for (int g = 0; g < attn_row_groups(nr); g++)
-        for (int c0 = 0; c0 < nc; c0 += ATTN_J) {
-            float acc[ATTN_RT][ATTN_J] = {{0.0f}};
-            for (int k = 0; k < n; k++) {
-                const float *bk = b + (size_t)k * ldb + c0;
-                const float *ak = at + (size_t)k * ATTN_R + g * ATTN_RT;
-                for (int r = 0; r < ATTN_RT; r++) {
-                    const float ar = ak[r];
-#pragma omp simd
-                    for (int cc = 0; cc < ATTN_J; cc++)
-                        acc[r][cc] += ar * bk[cc];
-                }
-            }
-            for (int r = 0; r < ATTN_RT; r++)
-                for (int cc = 0; cc < ATTN_J; cc++)
-                    o[(size_t)(g * ATTN_RT + r) * ldo + c0 + cc] = acc[r][cc];
-        }
-}
-
 /* Blocks of fewer than ATTN_RT queries (q_len < ATTN_RT: decoding) are scored straight
  * from the strided rows (attn_scores_rows) and, in the forward, weighted straight from
  * V's rows: packing K and V for so few queries would cost more than the dot products. */
 static inline int attn_few_queries(const clf_attention_args *a)
 {
     return a->q_len < ATTN_RT;
-}
-
-/* s [nr][kp]: s[r][j] = q_r . k_j for r < nr, j < nk; q: rows q_ld apart, D columns. The
- * few-queries counterpart of attn_rows_mul(Q^T, Kt). */
-static inline void attn_scores_rows(const float *q, size_t q_ld, int nr, attn_rows k, int D, int nk,
-                                    int kp, float *s)
-{
-    for (int r = 0; r < nr; r++)
-        for (int j = 0; j < nk; j++) {
-            const float *qr = q + (size_t)r * q_ld, *kj = attn_row(k, j);
-            float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-            for (int d = 0; d < D; d++)
-                dot += qr[d] * kj[d];
-            s[(size_t)r * kp + j] = dot;
-        }
-}
-
-/* st [kp][ATTN_R] <- s [ATTN_R][kp] transposed (the at operand of attn_rows_mul). */
-static inline void attn_block_t(const float *s, int kp, float *st)
-{
-    for (int r = 0; r < ATTN_R; r++)
-        for (int j = 0; j < kp; j++)
-            st[(size_t)j * ATTN_R + r] = s[(size_t)r * kp + j];
-}
-
-/* y [nk][dp] += w^T x over the nr live rows: y[j][d] += sum_{r < nr} w[r][j] x[r][d] for
- * j < nk (a multiple of 4, <= kp: tiles of 4 keys); w [ATTN_R][kp], x [ATTN_R][dp], dp a
- * multiple of ATTN_J. The backward's dK += dS^T Q and dV += W^T dO; the sum over r runs in
- * order. */
-static inline void attn_rows_accumulate(const float *w, int kp, int nk, const float *x, int dp,
-                                        int nr, float *y)
-{
-    for (int j0 = 0; j0 < nk; j0 += 4)
-        for (int d0 = 0; d0 < dp; d0 += ATTN_J) {
-            float acc[4][ATTN_J];
-            for (int jj = 0; jj < 4; jj++)
-                for (int dd = 0; dd < ATTN_J; dd++)
-                    acc[jj][dd] = y[(size_t)(j0 + jj) * dp + d0 + dd];
-            for (int r = 0; r < nr; r++) {
-                const float *xr = x + (size_t)r * dp + d0, *wr = w + (size_t)r * kp + j0;
-                for (int jj = 0; jj < 4; jj++) {
-                    const float wj = wr[jj];
-#pragma omp simd
-                    for (int dd = 0; dd < ATTN_J; dd++)
-                        acc[jj][dd] += wj * xr[dd];
-                }
-            }
-            for (int jj = 0; jj < 4; jj++)
-                for (int dd = 0; dd < ATTN_J; dd++)
-                    y[(size_t)(j0 + jj) * dp + d0 + dd] = acc[jj][dd];
-        }
 }
 
 /* Query i sees keys j < attn_key_limit(a, i) unless the key mask says otherwise: kv_len,
@@ -322,69 +161,6 @@ static inline int attn_key_limit(const clf_attention_args *a, int i)
     if (!a->causal || a->q_pos0 + i + 1 >= a->kv_len)
         return a->kv_len;
     return a->q_pos0 + i + 1 < 0 ? 0 : a->q_pos0 + i + 1;
-}
-
-/* 1 when key j is masked for a query whose attn_key_limit is lim: key mask 0 (mask: the
- * batch's [kv_len] I32 mask or NULL) or, causal, j after the query's position. */
-static inline int attn_masked(const int32_t *mask, int lim, int j)
-{
-    return j >= lim || (mask && mask[j] == 0);
-}
-
-/* s [ATTN_R][kp]: on entry the raw dots q_r . k_j of queries i0 + r for keys j <
- * attn_key_limit (the rest is not read); on return P(b, h, i0 + r, j) for r < nr and j <
- * kv_len, the masked (-1e9, as masked_fill), scaled softmax over the keys, and 0 everywhere
- * else (rows >= nr, columns >= kv_len). A fully masked row is uniform, as in PyTorch.
- * Returns n <= kv_len such that P is 0 in every column >= n: the largest causal limit of
- * the rows, or kv_len when a row's masked keys get a nonzero weight (a fully masked row). */
-static inline int attn_softmax_rows(const clf_attention_args *a, const int32_t *mask, int i0,
-                                    int nr, int kp, float *s)
-{
-    const int Tk = a->kv_len;
-    int ext = 0;
-    for (int r = 0; r < ATTN_R; r++) {
-        float *row = s + (size_t)r * kp;
-        if (r >= nr) {
-            memset(row, 0, sizeof(float) * (size_t)kp);
-            continue;
-        }
-        const int lim = attn_key_limit(a, i0 + r);
-        const float scale = a->scale;
-        float mx = -FLT_MAX;
-        if (mask) {
-#pragma omp simd
-            for (int j = 0; j < lim; j++)
-                row[j] = mask[j] == 0 ? MASKED_SCORE : row[j] * scale;
-        } else {
-#pragma omp simd
-            for (int j = 0; j < lim; j++)
-                row[j] *= scale;
-        }
-        for (int j = lim; j < Tk; j++)
-            row[j] = MASKED_SCORE;
-#pragma omp simd reduction(max : mx)
-        for (int j = 0; j < Tk; j++)
-            mx = row[j] > mx ? row[j] : mx;
-        double denom = 0.0;
-        for (int j = 0; j < Tk; j++) {
-            /* expf underflows to +0 below about -103.98; skipping the call there gives the
-             * same bits without its slow underflow path (every masked key of a row that
-             * has an unmasked one lands there) */
-            float x = row[j] - mx;
-            row[j] = x < -104.0f ? 0.0f : expf(x);
-            denom += row[j];
-        }
-        float inv = (float)(1.0 / denom);
-#pragma omp simd
-        for (int j = 0; j < Tk; j++)
-            row[j] *= inv;
-        for (int j = Tk; j < kp; j++)
-            row[j] = 0.0f;
-        /* the weight of a masked key, as computed above */
-        int n = MASKED_SCORE - mx < -104.0f ? lim : Tk;
-        ext = n > ext ? n : ext;
-    }
-    return ext;
 }
 
 /* Dropout on the attention probabilities (clf_attention_args.dropout_p): element
@@ -399,15 +175,7 @@ typedef struct attn_dropout {
     uint64_t seed;
 } attn_dropout;
 
-static inline attn_dropout attention_dropout(const clf_attention_args *a)
-{
-    attn_dropout dr = {0, 0, 1.0f, a->dropout_seed};
-    dr.threshold = clf_dropout_threshold(a->dropout_p);
-    dr.on = dr.threshold != 0;
-    if (dr.on)
-        dr.scale = 1.0f / (1.0f - a->dropout_p);
-    return dr;
-}
+attn_dropout attention_dropout(const clf_attention_args *a);
 
 /* scale if element e is kept, else 0 (dr->on). */
 static inline float attention_keep(const attn_dropout *dr, uint64_t e)
@@ -415,21 +183,74 @@ static inline float attention_keep(const attn_dropout *dr, uint64_t e)
     return clf_dropout_bits(dr->seed, e) >= dr->threshold ? dr->scale : 0.0f;
 }
 
+/* The block kernels (cpu_attention.c), shared by the forward and the backward. */
+
+/* xt [D][ATTN_R] <- rows r < nr of x (rows ld apart, D columns), transposed; zero for
+ * r >= nr. */
+void attn_pack_rows_t(const float *x, size_t ld, int nr, int D, float *xt);
+/* xp [n][dp] <- n rows of x (D columns), zero in columns [D, dp). */
+void attn_pack_rows(attn_rows x, int n, int D, int dp, float *xp);
+/* kt [D][kp] <- the n rows of k (D columns) transposed, zero in columns [n, kp) (kp a
+ * multiple of ATTN_J). */
+void attn_pack_t(attn_rows k, int n, int D, int kp, float *kt);
+/* o [ATTN_R][ldo] = a b for the row groups of ATTN_RT rows holding rows < nr: o[r][c] =
+ * sum_{k < n} at[k][r] b[k][c] for c < nc (a multiple of ATTN_J); at [n][ATTN_R] is a
+ * transposed, b [n][ldb]. The sum over k runs in order. */
+void attn_rows_mul(const float *at, const float *b, size_t ldb, int n, int nc, int nr, float *o,
+                   size_t ldo);
+/* s [nr][kp]: s[r][j] = q_r . k_j for r < nr, j < nk; q: rows q_ld apart, D columns (the
+ * few-queries counterpart of attn_rows_mul(Q^T, Kt)). */
+void attn_scores_rows(const float *q, size_t q_ld, int nr, attn_rows k, int D, int nk, int kp,
+                      float *s);
+/* st [kp][ATTN_R] <- s [ATTN_R][kp] transposed (the at operand of attn_rows_mul). */
+void attn_block_t(const float *s, int kp, float *st);
+/* s [ATTN_R][kp]: the raw dots of queries i0 + r, r < nr, in; the masked, scaled softmax
+ * P(b, h, i0 + r, j) out, 0 elsewhere. Returns n <= kv_len with P 0 in every column >= n. */
+int attn_softmax_rows(const clf_attention_args *a, const int32_t *mask, int i0, int nr, int kp,
+                      float *s);
+
 /* The few-query forward (attn_few_queries) with AVX2 and FMA (cpu_attention_avx2.c), for
- * be->isa >= CPU_ISA_AVX2: cpu_attn_scores_avx2 computes what attn_scores_rows does;
- * cpu_attn_weigh_avx2 o[d] = sum_{j < n, w[j] != 0} w[j] v[j][d] for d < D. Key and value
+ * be->isa >= CPU_ISA_AVX2, x86 only (CPU_X86): cpu_attn_scores_avx2 computes what attn_scores_rows
+ * does; cpu_attn_weigh_avx2 o[d] = sum_{j < n, w[j] != 0} w[j] v[j][d] for d < D. Key and value
  * rows come one pointer each (the batch entry's rows, or those kv_rows names). */
 void cpu_attn_scores_avx2(const float *q, size_t q_ld, int nr, const float *const *k, int D, int nk,
                           int kp, float *s);
 void cpu_attn_weigh_avx2(const float *w, int n, const float *const *v, int D, float *o);
 
-/* The softmax op's rows with AVX2 and FMA (cpu_softmax_avx2.c), for be->isa >=
- * CPU_ISA_AVX2: cpu_exp_sum_avx2 = sum_c e^(x[c] - mx) (cpu_expf, summed in double);
- * cpu_exp_scale_avx2 o[c] = e^(x[c] - mx) * scale; c < n. */
-double cpu_exp_sum_avx2(const float *x, int n, float mx);
-void cpu_exp_scale_avx2(const float *x, int n, float mx, float scale, float *o);
+/* ---- scratch ---- */
 
-/* ---- few-row products ---- */
+/* *p holds at least n elements of size bytes: an op's scratch buffer, kept in the backend
+ * and grown (never shrunk; the old contents are dropped) by the op named what. */
+static inline clf_status cpu_grow(void **p, size_t *cap, size_t n, size_t size, const char *what)
+{
+    if (n <= *cap)
+        return CLF_OK;
+    void *np = n <= SIZE_MAX / size ? malloc(n * size) : NULL;
+    if (!np)
+        return clf_error(CLF_ERR_NOMEM, "cpu: %s: cannot allocate scratch", what);
+    free(*p);
+    *p = np;
+    *cap = n;
+    return CLF_OK;
+}
+
+/* ---- inference ops, semantics in clformer/backend.h ---- */
+
+/* cpu_gemm.c */
+clf_status cpu_gemm(clf_backend *be, const clf_gemm_args *a);
+clf_status cpu_gemm_strided_batched(clf_backend *be, const clf_gemm_args *a);
+/* cpu_norm.c */
+clf_status cpu_layernorm(clf_backend *be, const clf_layernorm_args *a);
+clf_status cpu_add(clf_backend *be, clf_ptr out, clf_ptr a, clf_ptr b, size_t n);
+/* cpu_attention.c */
+clf_status cpu_attention(clf_backend *be, const clf_attention_args *a);
+/* cpu_embed.c */
+clf_status cpu_embed(clf_backend *be, const clf_embed_args *a);
+/* cpu_softmax.c */
+clf_status cpu_softmax(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int cols, int use_log);
+clf_status cpu_argmax(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int cols);
+
+/* ---- few-row products (cpu_isa.c, cpu_gemv_half.c) ---- */
 
 /* Below this many rows a product runs as matrix-vector products instead of one SGEMM. A
  * decoding step has one row per sentence or beam, and OpenBLAS 0.3.21 packs all of B
@@ -468,7 +289,8 @@ int cpu_gemm_i8_applies(const clf_gemm_args *a);
  * operands have passed check_gemm. CLF_ERR_INPUT when b_i8 or b_scale is out of bounds. */
 clf_status cpu_gemm_i8(clf_backend *be, const clf_gemm_args *a);
 
-/* ---- training ops (ABI 2), semantics in clformer/backend.h ---- */
+/* ---- training ops (ABI 2: cpu_train.c, cpu_attention_backward.c), semantics in
+ * clformer/backend.h ---- */
 
 clf_status cpu_relu_backward(clf_backend *be, clf_ptr dx, clf_ptr dy, clf_ptr y, size_t n);
 clf_status cpu_layernorm_backward(clf_backend *be, const clf_layernorm_backward_args *a);

@@ -8,7 +8,6 @@
  * the bits never depend on the number of threads. dalpha and dbeta sum each column over
  * the rows in order, in double, like cpu_layernorm_backward. */
 #include <omp.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,44 +56,51 @@ clf_status cpu_plugin_prepare(clf_backend *be, const clf_plugin_op *op)
     return CLF_OK;
 }
 
-/* What every entry checks itself: that the op has a CPU form (cpu_plugin_prepare). The
- * core (clformer/ops.h) has checked the rest: the op's kind against the entry, the gates,
- * the shape, the operands' bounds and aliasing. label gets "<entry> '<op name>'" for the
- * messages that follow. */
-static clf_status check_op(clf_backend *be, const char *entry, const clf_plugin_op *op, char *label,
-                           size_t label_size)
+/* What every entry checks itself before it runs: that it has arguments and that their op
+ * has a CPU form (cpu_plugin_prepare); returns from the entry otherwise. The core
+ * (clformer/ops.h) has checked the rest: the op's kind against the entry, the gates, the
+ * shape, the operands' bounds and aliasing. */
+#define PLUGIN_ENTRY(entry, a)                                                                     \
+    do {                                                                                           \
+        CPU_REQUIRE_ARGS(entry, a);                                                                \
+        clf_status entry_st = cpu_plugin_prepare(be, (a)->op);                                     \
+        if (entry_st != CLF_OK)                                                                    \
+            return entry_st;                                                                       \
+    } while (0)
+
+/* Runs chunk(job, lo, len) over [0, n) in chunks of ACT_CHUNK elements [lo, lo + len),
+ * in parallel above ACT_PAR_MIN. */
+static void act_chunks(clf_backend *be, size_t n, void (*chunk)(const void *, size_t, size_t),
+                       const void *job)
 {
-    clf_status st = cpu_plugin_prepare(be, op);
-    if (st == CLF_OK)
-        snprintf(label, label_size, "%s '%s'", entry, op->name);
-    return st;
+    size_t chunks = (n + ACT_CHUNK - 1) / ACT_CHUNK;
+#pragma omp parallel for num_threads(be->threads) schedule(static) if (n > ACT_PAR_MIN)
+    for (size_t k = 0; k < chunks; k++) {
+        size_t lo = k * ACT_CHUNK;
+        chunk(job, lo, n - lo < ACT_CHUNK ? n - lo : ACT_CHUNK);
+    }
 }
 
 /* ---- activations ---- */
 
 /* out, x, gate: [n]. out[i] = f(x[i]) * (gate ? gate[i] : 1), f = a->op's act_forward.
  * out may be x (the same span), not gate. */
+static void activation_chunk(const void *job, size_t lo, size_t len)
+{
+    const clf_activation_args *a = job;
+    float *out = fptr(a->out) + lo;
+    a->op->cpu.act_forward(out, fptr(a->x) + lo, len);
+    if (a->op->kind == CLF_PLUGIN_GATED_ACTIVATION) {
+        const float *gate = fptr(a->gate) + lo;
+        for (size_t i = 0; i < len; i++)
+            out[i] *= gate[i];
+    }
+}
+
 clf_status cpu_plugin_activation(clf_backend *be, const clf_activation_args *a)
 {
-    char op[96];
-    CPU_REQUIRE_ARGS("activation", a);
-    clf_status st = check_op(be, "activation", a->op, op, sizeof op);
-    if (st != CLF_OK)
-        return st;
-    int gated = a->op->kind == CLF_PLUGIN_GATED_ACTIVATION;
-    size_t n = a->n;
-    float *out = fptr(a->out);
-    const float *x = fptr(a->x), *gate = gated ? fptr(a->gate) : NULL;
-    clf_plugin_act_fn forward = a->op->cpu.act_forward;
-    size_t chunks = (n + ACT_CHUNK - 1) / ACT_CHUNK;
-#pragma omp parallel for num_threads(be->threads) schedule(static) if (n > ACT_PAR_MIN)
-    for (size_t k = 0; k < chunks; k++) {
-        size_t lo = k * ACT_CHUNK, len = n - lo < ACT_CHUNK ? n - lo : ACT_CHUNK;
-        forward(out + lo, x + lo, len);
-        if (gate)
-            for (size_t i = lo; i < lo + len; i++)
-                out[i] *= gate[i];
-    }
+    PLUGIN_ENTRY("activation", a);
+    act_chunks(be, a->n, activation_chunk, a);
     return CLF_OK;
 }
 
@@ -103,35 +109,30 @@ clf_status cpu_plugin_activation(clf_backend *be, const clf_activation_args *a)
  *   dgate[i] = dy[i] * f(x[i])             (with a gate)
  * dx may be dy only without a gate; dgate may be dy (each element is read before it is
  * written); nothing else may overlap an output. */
+static void activation_backward_chunk(const void *job, size_t lo, size_t len)
+{
+    const clf_activation_backward_args *a = job;
+    float *dx = fptr(a->dx) + lo;
+    const float *dy = fptr(a->dy) + lo, *x = fptr(a->x) + lo;
+    if (a->op->kind != CLF_PLUGIN_GATED_ACTIVATION) {
+        a->op->cpu.act_backward(dx, dy, x, len);
+        return;
+    }
+    float *dgate = fptr(a->dgate) + lo;
+    const float *gate = fptr(a->gate) + lo;
+    float fx[ACT_CHUNK]; /* f(x) of the chunk: dgate may be dy, so not staged in dgate */
+    for (size_t i = 0; i < len; i++)
+        dx[i] = dy[i] * gate[i];
+    a->op->cpu.act_backward(dx, dx, x, len);
+    a->op->cpu.act_forward(fx, x, len);
+    for (size_t i = 0; i < len; i++)
+        dgate[i] = dy[i] * fx[i];
+}
+
 clf_status cpu_plugin_activation_backward(clf_backend *be, const clf_activation_backward_args *a)
 {
-    char op[96];
-    CPU_REQUIRE_ARGS("activation_backward", a);
-    clf_status st = check_op(be, "activation_backward", a->op, op, sizeof op);
-    if (st != CLF_OK)
-        return st;
-    int gated = a->op->kind == CLF_PLUGIN_GATED_ACTIVATION;
-    size_t n = a->n;
-    float *dx = fptr(a->dx), *dgate = gated ? fptr(a->dgate) : NULL;
-    const float *dy = fptr(a->dy), *x = fptr(a->x), *gate = gated ? fptr(a->gate) : NULL;
-    clf_plugin_act_fn forward = a->op->cpu.act_forward;
-    clf_plugin_act_backward_fn backward = a->op->cpu.act_backward;
-    size_t chunks = (n + ACT_CHUNK - 1) / ACT_CHUNK;
-#pragma omp parallel for num_threads(be->threads) schedule(static) if (n > ACT_PAR_MIN)
-    for (size_t k = 0; k < chunks; k++) {
-        size_t lo = k * ACT_CHUNK, len = n - lo < ACT_CHUNK ? n - lo : ACT_CHUNK;
-        if (!gate) {
-            backward(dx + lo, dy + lo, x + lo, len);
-            continue;
-        }
-        float fx[ACT_CHUNK]; /* f(x) of the chunk: dgate may be dy, so not staged in dgate */
-        for (size_t i = lo; i < lo + len; i++)
-            dx[i] = dy[i] * gate[i];
-        backward(dx + lo, dx + lo, x + lo, len);
-        forward(fx, x + lo, len);
-        for (size_t i = lo; i < lo + len; i++)
-            dgate[i] = dy[i] * fx[i - lo];
-    }
+    PLUGIN_ENTRY("activation_backward", a);
+    act_chunks(be, a->n, activation_backward_chunk, a);
     return CLF_OK;
 }
 
@@ -142,11 +143,7 @@ clf_status cpu_plugin_activation_backward(clf_backend *be, const clf_activation_
  * out may not overlap x, alpha or beta. */
 clf_status cpu_plugin_norm(clf_backend *be, const clf_norm_args *a)
 {
-    char op[96];
-    CPU_REQUIRE_ARGS("norm", a);
-    clf_status st = check_op(be, "norm", a->op, op, sizeof op);
-    if (st != CLF_OK)
-        return st;
+    PLUGIN_ENTRY("norm", a);
     size_t n = (size_t)a->rows * a->cols;
     const float *x = fptr(a->x), *alpha = fptr(a->alpha);
     const float *beta = a->beta.buf ? fptr(a->beta) : NULL;
@@ -173,11 +170,7 @@ clf_status cpu_plugin_norm(clf_backend *be, const clf_norm_args *a)
  * dy, x or alpha. */
 clf_status cpu_plugin_norm_backward(clf_backend *be, const clf_norm_backward_args *a)
 {
-    char op[96];
-    CPU_REQUIRE_ARGS("norm_backward", a);
-    clf_status st = check_op(be, "norm_backward", a->op, op, sizeof op);
-    if (st != CLF_OK)
-        return st;
+    PLUGIN_ENTRY("norm_backward", a);
     size_t n = (size_t)a->rows * a->cols, bytes = 4 * n;
 
     const float *x = fptr(a->x), *dy = fptr(a->dy), *alpha = fptr(a->alpha);
@@ -189,15 +182,17 @@ clf_status cpu_plugin_norm_backward(clf_backend *be, const clf_norm_backward_arg
     int rows = a->rows, cols = a->cols, accumulate = a->accumulate, threads = be->threads;
     float eps = a->eps;
     float *rowtmp = NULL, *xhat = NULL;
-    st = CLF_OK;
+    clf_status st = CLF_OK;
     if (accumulate && !(rowtmp = malloc(sizeof(float) * (size_t)threads * (size_t)cols))) {
-        st = clf_error(CLF_ERR_NOMEM, "cpu: %s: cannot allocate %d rows of %d floats", op, threads,
-                       cols);
+        st = clf_error(CLF_ERR_NOMEM,
+                       "cpu: norm_backward '%s': cannot allocate %d rows of %d floats", a->op->name,
+                       threads, cols);
         goto fail;
     }
     if (dalpha && !(xhat = malloc(bytes))) {
-        st = clf_error(CLF_ERR_NOMEM, "cpu: %s: cannot allocate the [%d, %d] n(x) for dalpha", op,
-                       rows, cols);
+        st = clf_error(CLF_ERR_NOMEM,
+                       "cpu: norm_backward '%s': cannot allocate the [%d, %d] n(x) for dalpha",
+                       a->op->name, rows, cols);
         goto fail;
     }
 

@@ -1,0 +1,191 @@
+/* The CPU backend's softmax and log-softmax over rows (the output layer's probabilities,
+ * a beam search's log-probabilities) and argmax over rows (greedy decoding's next token).
+ * shapes and operands: checked by the core (clformer/ops.h).
+ *
+ * The exponentials are computed in float by cpu_expf, in AVX2 lanes where the CPU has them
+ * (be->isa, chosen at run time because the build targets baseline x86-64), and summed in
+ * double. libm's exp is a call per element: a beam search's log-softmax over 128 rows of
+ * 8000 logits is a million exponentials a step (2.8 ms with libm's double exp on the
+ * 2-core machine of bench/RESULTS.md). The AVX2 lanes give the same values as cpu_expf (the
+ * same operations, FMA rounding once), and their sums are added in a different order. */
+#include <math.h>
+#include <stdint.h>
+
+#include "clformer/backend.h"
+#include "cpu_internal.h"
+
+#if CPU_X86
+#include <immintrin.h>
+#endif
+
+/* e^x in float for the softmax rows, written so that a `#pragma omp simd` loop vectorises
+ * it (libm's exp is a call per element: a beam search's log-softmax over 128 rows of 8000
+ * logits took 2.8 ms a step with it). Cody-Waite reduction x = n ln2 + r, |r| <= ln2/2
+ * (n rounded with the 1.5 * 2^23 shift, which SSE2 has), Cephes' degree-6 polynomial for
+ * e^r (relative error about 1e-7, 1-2 ulp), then 2^n through the exponent bits. Below
+ * -87.3 the result is clamped to about 1e-38 (its exponent must stay normal), above 88.7
+ * to about 3e38: softmax arguments are <= 0 (the row max is subtracted). NaN stays NaN. */
+static inline float cpu_expf(float x)
+{
+    x = x < -87.3f ? -87.3f : x;
+    x = x > 88.7f ? 88.7f : x;
+    const float shift = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+    const float t = x * 1.44269504088896341f + shift;
+    const float n = t - shift;
+    float r = x - n * 0.693359375f; /* ln2 in two parts: exact product, then the rest */
+    r = r - n * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    /* the integer n sits in t's low mantissa bits; 2^n is (n + 127) << 23 as a float */
+    union {
+        float f;
+        int32_t i;
+    } u = {.f = t};
+    u.i = (u.i - 0x4B400000 + 127) * (1 << 23);
+    return p * u.f;
+}
+
+#if CPU_X86
+
+#define SOFTMAX_AVX2 __attribute__((target("avx2,fma")))
+
+/* e^x for 8 lanes (cpu_expf) */
+SOFTMAX_AVX2 static inline __m256 exp8(__m256 x)
+{
+    x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
+    x = _mm256_min_ps(x, _mm256_set1_ps(88.7f));
+    const __m256 shift = _mm256_set1_ps(12582912.0f);
+    const __m256 t = _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), shift);
+    const __m256 n = _mm256_sub_ps(t, shift);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    const __m256i bits = _mm256_slli_epi32(
+        _mm256_add_epi32(_mm256_sub_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(0x4B400000)),
+                         _mm256_set1_epi32(127)),
+        23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+}
+
+/* The sum of 8 lanes in double */
+SOFTMAX_AVX2 static inline double hsum_pd(__m256 v)
+{
+    const __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v)),
+                  hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+    const __m256d s = _mm256_add_pd(lo, hi);
+    const __m128d h = _mm_add_pd(_mm256_castpd256_pd128(s), _mm256_extractf128_pd(s, 1));
+    return _mm_cvtsd_f64(h) + _mm_cvtsd_f64(_mm_unpackhi_pd(h, h));
+}
+
+SOFTMAX_AVX2 static double exp_sum_avx2(const float *x, int n, float mx)
+{
+    /* float lanes over blocks of 512 values (each e^(x - mx) <= 1), the blocks in double */
+    const __m256 m = _mm256_set1_ps(mx);
+    double sum = 0.0;
+    int c = 0;
+    while (c + 8 <= n) {
+        __m256 acc = _mm256_setzero_ps();
+        const int end = c + 512 < n ? c + 512 : n;
+        for (; c + 8 <= end; c += 8)
+            acc = _mm256_add_ps(acc, exp8(_mm256_sub_ps(_mm256_loadu_ps(x + c), m)));
+        sum += hsum_pd(acc);
+    }
+    for (; c < n; c++)
+        sum += (double)cpu_expf(x[c] - mx);
+    return sum;
+}
+
+SOFTMAX_AVX2 static void exp_scale_avx2(const float *x, int n, float mx, float scale, float *o)
+{
+    const __m256 m = _mm256_set1_ps(mx), s = _mm256_set1_ps(scale);
+    int c = 0;
+    for (; c + 8 <= n; c += 8)
+        _mm256_storeu_ps(o + c, _mm256_mul_ps(exp8(_mm256_sub_ps(_mm256_loadu_ps(x + c), m)), s));
+    for (; c < n; c++)
+        o[c] = cpu_expf(x[c] - mx) * scale;
+}
+
+#endif /* CPU_X86 */
+
+/* sum_c e^(x[c] - mx), c < n: AVX2 lanes with avx2 set (x86 only), else cpu_expf in order. */
+static inline double exp_sum(int avx2, const float *x, int n, float mx)
+{
+#if CPU_X86
+    if (avx2)
+        return exp_sum_avx2(x, n, mx);
+#else
+    (void)avx2;
+#endif
+    double sum = 0.0;
+    for (int c = 0; c < n; c++)
+        sum += (double)cpu_expf(x[c] - mx);
+    return sum;
+}
+
+/* o[c] = e^(x[c] - mx) * scale, c < n, as exp_sum chooses. */
+static inline void exp_scale(int avx2, const float *x, int n, float mx, float scale, float *o)
+{
+#if CPU_X86
+    if (avx2) {
+        exp_scale_avx2(x, n, mx, scale, o);
+        return;
+    }
+#else
+    (void)avx2;
+#endif
+    for (int c = 0; c < n; c++)
+        o[c] = cpu_expf(x[c] - mx) * scale;
+}
+
+clf_status cpu_softmax(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int cols, int use_log)
+{
+    const float *X = fptr(x);
+    float *O = fptr(out);
+    const int avx2 = be->isa != CPU_ISA_GENERIC;
+#pragma omp parallel for num_threads(be->threads)                                                  \
+    schedule(static) if ((size_t)rows * cols > CPU_PAR_MIN)
+    for (int r = 0; r < rows; r++) {
+        const float *xr = X + (size_t)r * cols;
+        float *orow = O + (size_t)r * cols;
+        float mx = xr[0];
+        for (int c = 1; c < cols; c++)
+            mx = xr[c] > mx ? xr[c] : mx;
+        const double sum = exp_sum(avx2, xr, cols, mx);
+        if (use_log) {
+            const float lse = (float)log(sum);
+#pragma omp simd
+            for (int c = 0; c < cols; c++)
+                orow[c] = (xr[c] - mx) - lse;
+        } else {
+            exp_scale(avx2, xr, cols, mx, (float)(1.0 / sum), orow);
+        }
+    }
+    return CLF_OK;
+}
+
+clf_status cpu_argmax(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int cols)
+{
+    const float *X = fptr(x);
+    int32_t *O = iptr(out);
+#pragma omp parallel for num_threads(be->threads) schedule(static) if ((size_t)rows * cols > 65536)
+    for (int r = 0; r < rows; r++) {
+        const float *xr = X + (size_t)r * cols;
+        int best = 0;
+        for (int c = 1; c < cols; c++)
+            if (xr[c] > xr[best])
+                best = c;
+        O[r] = best;
+    }
+    return CLF_OK;
+}
