@@ -77,8 +77,8 @@ double cli_now_s(void);
  * libopenblas0-openmp is installed), the GEMMs and the backend's own loops share OpenMP's
  * threads: they spin ~3000 rounds (microseconds) before sleeping, for every kind of work.
  * Otherwise the CPU backend runs its own loops on OpenMP threads and its GEMMs on OpenBLAS's
- * pthreads: threads of one pool that spin while the other works steal its cores (10-25% of
- * a forward pass on 2 cores), so:
+ * pthreads: threads of one pool that spin while the other works steal its cores
+ * (bench/RESULTS.md, "Two thread pools"), so:
  *   CLI_THREADS_BLAS: OpenMP threads sleep at once (OMP_WAIT_POLICY=PASSIVE); the default.
  *   CLI_THREADS_OPENMP: for work that is ~100 short OpenMP loops in a row (decoding with F16
  *     weights: its few-row products are the backend's own kernels, not OpenBLAS's): OpenMP

@@ -15,10 +15,10 @@
  * not, so qmax is 64 there (7-bit activations) and 127 with AVX-512 VNNI.
  *
  * Why oneDNN: Debian's OpenBLAS 0.3.21 has no integer GEMM, and oneDNN's u8 x s8 -> s32
- * matmul runs the model's shapes 1.6-2.1x faster than OpenBLAS's SGEMM at 32 rows and
- * 1.4-1.8x at 128 (bench/RESULTS.md), and 1.0-1.6x faster than the kernel below, which we
- * keep for the few-row products only (see there). oneDNN's own s8 x s8 path is 2-3x slower
- * than u8 x s8 (it adds 128 and the compensation per call), so the offset is ours. A matmul
+ * matmul runs the model's shapes faster than OpenBLAS's SGEMM from 32 rows on, and faster
+ * than the kernel below, which we keep for the few-row products only (see there;
+ * bench/RESULTS.md). oneDNN's own s8 x s8 path is slower than u8 x s8 (it adds 128 and the
+ * compensation per call), so the offset is ours. A matmul
  * primitive is made once per shape (m, n, k, lda, ldb) and kept in a small cache of the backend:
  * making one costs about as much as running it. */
 #include <dnnl.h>
@@ -159,10 +159,9 @@ static clf_status prim_get(struct cpu_i8 *q, const clf_gemm_args *a, i8_prim **o
 /* ---- few rows: a kernel of our own ----
  *
  * oneDNN 2.6's matmul is slow for the products of a few rows that decoding at batch 1 or
- * with a small beam makes (about 4 GB/s of weights at m = 1 on the AVX2 machine of
- * bench/RESULTS.md), where the product is bound by reading the int8 weights once: this
- * kernel reads them at 1.5-2.8x that speed (bench/gemm_int8.c), while oneDNN is 1.1-1.6x
- * faster than it from 32 rows on. It uses the 7-bit activations only (vpmaddubsw's pair
+ * with a small beam makes, where the product is bound by reading the int8 weights once:
+ * this kernel reads them faster up to I8_FEW_ROWS rows, oneDNN from 32 rows on
+ * (bench/gemm_int8.c, bench/RESULTS.md). It uses the 7-bit activations only (vpmaddubsw's pair
  * sums of u8 <= 128 times s8 fit 16 bits), so with VNNI (8-bit activations) oneDNN runs
  * every product. acc[i][j] = sum_p ua[i,p] W[j,p], exactly as oneDNN's. */
 #define I8_FEW_ROWS 7
@@ -260,8 +259,7 @@ I8_AVX2 static void one_row4(const uint8_t *ua, const int8_t *w, size_t ldw, int
     const int k32 = k & ~31;
     /* The next four rows, fetched ahead into L1 while these are summed: the hardware
      * prefetchers see four short streams (512 bytes each at the model's k) and start each
-     * too late; with this the products of one row read 1.3-1.5x faster
-     * (bench/gemm_int8.c). A prefetch past the matrix's end is harmless: it never faults. */
+     * too late (bench/gemm_int8.c). A prefetch past the matrix's end is harmless: it never faults. */
     const int8_t *next = w3 + ldw;
     for (int p = 0; p < k32; p += 32) {
         const __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(ua + p));
@@ -382,8 +380,8 @@ clf_status cpu_gemm_i8(clf_backend *be, const clf_gemm_args *a)
         /* a zero row (or one of NaN: amax stays 0) quantizes to zeros with scale 0 */
         const float s = amax / qmax, inv = amax > 0.0f ? qmax / amax : 0.0f;
         sa[i] = s;
-        /* rounding half away from zero, in SIMD (lrintf is a libm call per element: 10% of
-         * an int8 beam search's profile); the clamp also sends NaN to -qmax, so the
+        /* rounding half away from zero, in SIMD (lrintf is a libm call per element, a
+         * visible part of an int8 beam search's profile); the clamp also sends NaN to -qmax, so the
          * conversion to int is always defined */
 #pragma omp simd
         for (int p = 0; p < k; p++) {

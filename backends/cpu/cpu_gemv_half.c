@@ -147,18 +147,16 @@ static void generic_range(const half_job *jb, int j0, int j1)
 
 /* ---- prefetching W ---- */
 
-/* A thread reads its block of W once, R rows side by side. The hardware prefetcher of
- * the AVX-512 machine of bench/RESULTS.md keeps up with one sequential stream but loses
- * R interleaved ones (a plain read of 4 interleaved 1 KiB rows: 11 GB/s on one core,
- * the same rows one after another: 22 GB/s), so with R > 1 the kernels prefetch this far
- * ahead themselves; m = 1 reads one row at a time and leaves it to the hardware. */
+/* A thread reads its block of W once, R rows side by side. Hardware prefetchers keep up
+ * with one sequential stream but lose R interleaved ones (bench/RESULTS.md), so with
+ * R > 1 the kernels prefetch this far ahead themselves; m = 1 reads one row at a time and leaves it to the hardware. */
 #define HALF_PREFETCH_BYTES 4096
 
 /* Rows of at least this many columns (4 KiB of F16 and up) are long: the prefetcher
  * trains on each of them, and the kernels prefetch along every row; shorter ones are
  * prefetched as one sequential stream through the memory after the group, where the
- * next rows lie when ldb == k. Measured on [2048, 512] and [512, 2048] weights, m = 4:
- * each way wins on its own shape by about 1.5x. */
+ * next rows lie when ldb == k. Each way wins on its own shape ([2048, 512] against
+ * [512, 2048] weights, bench/RESULTS.md). */
 #define HALF_LONG_K 2048
 
 /* Prefetches W for the 32 columns after p of rows w[0 .. R) (ldw apart, k columns): long
@@ -315,10 +313,9 @@ AVX512_TARGET static inline __attribute__((always_inline)) __m512 avx512_cvt(__m
 
 /* R and NA per m: R * M * NA accumulators, R converted rows and x in 32 registers; R = 4
  * on long rows (x is read from L2 there, once per R rows). Short rows with m <= 4 go to
- * the 8-lane kernel: the 16-lane conversion (vcvtph2ps zmm) is slow on the Zen 4 machine
- * of bench/RESULTS.md, and [2048, 512] weights stream about 1.35x faster with 8 lanes
- * for m = 2..4 (the same for m = 1 and 5), while 16 lanes win by 1.2x and more on long
- * rows and for m = 6, 7. */
+ * the 8-lane kernel: the 16-lane conversion (vcvtph2ps zmm) is slow on some AVX-512
+ * machines (Zen 4), where short rows stream faster with 8 lanes for m = 2..4, while 16
+ * lanes win on long rows and for m = 6, 7 (bench/RESULTS.md). */
 AVX512_TARGET static inline __attribute__((always_inline)) void
 avx512_range_t(const half_job *jb, int j0, int j1, const int BF)
 {

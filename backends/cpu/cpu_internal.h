@@ -32,8 +32,8 @@ struct clf_backend {
     int threads;
     cpu_isa isa; /* chosen once at open: the best the CPU has, capped by CLF_CPU_ISA */
     /* gemm reads b_half. Not when the CPU has only the generic level: portable C converts
-     * halves 2-3x slower than OpenBLAS's SGEMV reads F32 (bench/gemv_half.c), so b_half
-     * is ignored there unless CLF_CPU_ISA=generic asks for it (the tests do). */
+     * halves slower than OpenBLAS's SGEMV reads F32 (bench/gemv_half.c), so b_half is
+     * ignored there unless CLF_CPU_ISA=generic asks for it (the tests do). */
     int read_half;
     struct cpu_i8 *i8;       /* oneDNN engine, stream and matmul cache (cpu_gemm_i8.c) */
     float *attn_scratch;     /* attention's per-thread scratch, grown as needed */
@@ -44,14 +44,11 @@ struct clf_backend {
 
 /* The small per-row ops (layernorm, softmax, add, quantizing activations, the GEMM
  * epilogues, attention) open an OpenMP parallel region only above CPU_PAR_MIN elements
- * (attention: multiply-adds). A decoding step is ~100 such ops on a few rows each; a region
- * costs ~2 us when the partner thread is spinning and ~0.2 ms when it must be woken or is
- * descheduled (this 2-core machine at load 9: an empty region took 170-1000 us), while
- * 2^17 elements of layernorm take ~0.25 ms on one core. Measured (bench/RESULTS.md, issue
- * 18): int8 decoding, 2 threads, against the former thresholds (16384 or 65536 elements,
- * attention always parallel), 2^17 gives 1.29x at greedy batch 1, 1.13x at greedy batch 32
- * and 1.14x at beam 4 batch 32; 2^14 gives 1.02x / 1.06x / 0.88x, 2^20 as 2^17 within
- * the noise. */
+ * (attention: multiply-adds). A decoding step is ~100 such ops on a few rows each, and a
+ * region costs far more when its partner thread must be woken or is descheduled than
+ * when it is spinning; below this size one core does the op sooner than two would. The
+ * threshold was chosen by timing int8 decoding at several sizes (bench/RESULTS.md, the
+ * row of CPU_PAR_MIN). */
 #define CPU_PAR_MIN ((size_t)1 << 17)
 
 /* ---- operand checks ---- */

@@ -3,8 +3,8 @@
  * Every other GEMM runs in CLBlast. A decoding step multiplies 1..CLF_GEMM_FEW_ROWS rows
  * (batch 1, a small beam) by each weight matrix W [n, k]: the time is that of reading W
  * once, which CLBlast's GEMV and GEMM, tiled for large products, are far from
- * (bench/RESULTS.md, "OpenCL on an NVIDIA H100"). gemm_rows_half reads gemm's b_half (W as IEEE binary16: half the
- * bytes), gemm_rows_float reads b. Halves are read with vload_half / vloada_half8, which
+ * (bench/RESULTS.md, "OpenCL on an NVIDIA H100"). gemm_rows_half reads gemm's b_half (W as
+ * IEEE binary16: half the bytes), gemm_rows_float reads b. Halves are read with vload_half / vloada_half8, which
  * OpenCL 1.1+ has without cl_khr_fp16 (NVIDIA has no cl_khr_fp16); all arithmetic is F32.
  *
  * On a device with cl_khr_fp16, a product of more rows with b_half runs in CLBlast's HGEMM,
