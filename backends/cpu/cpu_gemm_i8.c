@@ -259,7 +259,8 @@ I8_AVX2 static void one_row4(const uint8_t *ua, const int8_t *w, size_t ldw, int
     const int k32 = k & ~31;
     /* The next four rows, fetched ahead into L1 while these are summed: the hardware
      * prefetchers see four short streams (512 bytes each at the model's k) and start each
-     * too late (bench/gemm_int8.c). A prefetch past the matrix's end is harmless: it never faults. */
+     * too late (bench/gemm_int8.c). A prefetch past the matrix's end is harmless: it never faults.
+     */
     const int8_t *next = w3 + ldw;
     for (int p = 0; p < k32; p += 32) {
         const __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(ua + p));

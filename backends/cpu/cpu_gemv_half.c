@@ -149,7 +149,8 @@ static void generic_range(const half_job *jb, int j0, int j1)
 
 /* A thread reads its block of W once, R rows side by side. Hardware prefetchers keep up
  * with one sequential stream but lose R interleaved ones (bench/RESULTS.md), so with
- * R > 1 the kernels prefetch this far ahead themselves; m = 1 reads one row at a time and leaves it to the hardware. */
+ * R > 1 the kernels prefetch this far ahead themselves; m = 1 reads one row at a time and leaves it
+ * to the hardware. */
 #define HALF_PREFETCH_BYTES 4096
 
 /* Rows of at least this many columns (4 KiB of F16 and up) are long: the prefetcher
