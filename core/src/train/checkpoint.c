@@ -2,6 +2,7 @@
  * the Adam moments and the training state with their hashes, clf_trainer_load checks and
  * restores them, clf_trainer_hash hashes the same tensors on the device. */
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,30 @@
  * section, i.e. every tensor's bytes in file order, as 16 lowercase hex digits. Written
  * since the crash-safety work; a checkpoint without it (older) loads unchecked. */
 #define HASH_KEY "data_fnv1a64"
+/* Metadata key of the checkpoint's metadata hash, 16 lowercase hex digits: FNV-1a 64 of
+ * each entry of meta_keys present in the file, in that order, as its key, a NUL byte, its
+ * value, a NUL byte. HASH_KEY is one of them, so it covers the data too; a checkpoint that
+ * has it must have HASH_KEY. A checkpoint without it (older) loads with its metadata
+ * unchecked beyond the counts' ranges. */
+#define META_HASH_KEY "checkpoint_fnv1a64"
+
+/* Every metadata entry clf_trainer_save writes but META_HASH_KEY, in the order hashed. */
+enum { META_DATA_HASH = 7, N_META = 9 };
+static const char *const meta_keys[N_META] = {"format", "step",      "micro",  "epoch", "batch",
+                                              "seed",   "optimizer", HASH_KEY, "config"};
+
+/* The counts of the training state and the largest each may be. step and micro: doubles
+ * hold them exactly (the schedule computes with the step) and one more never overflows;
+ * epoch and batch: ints, and the next one (the CLI counts on from them) is an int too. */
+#define STATE_COUNT_MAX ((1LL << 53) - 1)
+enum { N_COUNTS = 4 };
+static const struct {
+    const char *key;
+    long long max;
+} state_counts[N_COUNTS] = {{"step", STATE_COUNT_MAX},
+                            {"micro", STATE_COUNT_MAX},
+                            {"epoch", INT_MAX - 1},
+                            {"batch", INT_MAX - 1}};
 
 /* The three tensors of weight i: the weight and its two Adam moments. */
 static const char *const part_prefix[3] = {"", "optim.exp_avg.", "optim.exp_avg_sq."};
@@ -22,6 +47,18 @@ static const char *const part_prefix[3] = {"", "optim.exp_avg.", "optim.exp_avg_
 static clf_buffer *part_chunk(const clf_trainer *t, int part, int c)
 {
     return part == 0 ? t->w[c] : part == 1 ? t->exp_avg[c] : t->exp_avg_sq[c];
+}
+
+/* The metadata hash of META_HASH_KEY over values[i] of meta_keys[i] (NULL: absent). */
+static uint64_t hash_meta(const char *const *values)
+{
+    uint64_t h = CLF_FNV1A64_OFFSET;
+    for (int i = 0; i < N_META; i++)
+        if (values[i]) {
+            h = clf_hash_fnv1a64(h, meta_keys[i], strlen(meta_keys[i]) + 1);
+            h = clf_hash_fnv1a64(h, values[i], strlen(values[i]) + 1);
+        }
+    return h;
 }
 
 clf_status clf_trainer_save(clf_trainer *t, const char *path, const char *config_yaml)
@@ -60,23 +97,36 @@ clf_status clf_trainer_save(clf_trainer *t, const char *path, const char *config
     uint64_t h = CLF_FNV1A64_OFFSET;
     for (int i = 0; i < nt; i++)
         h = clf_hash_fnv1a64(h, tensors[i].data, tensors[i].nbytes);
-    char step[32], micro[32], epoch[32], batch[32], seed[32], hash[32];
+    char counts[N_COUNTS][32], seed[32], hash[32], meta_hash[32];
+    const long long state[N_COUNTS] = {t->state.step, t->state.micro, t->state.epoch,
+                                       t->state.batch};
+    for (int i = 0; i < N_COUNTS; i++) {
+        if (state[i] < 0 || state[i] > state_counts[i].max) {
+            st = clf_error(CLF_ERR_INPUT,
+                           "%s: not saved: the training state's %s is %lld, outside [0, %lld]",
+                           path, state_counts[i].key, state[i], state_counts[i].max);
+            goto fail;
+        }
+        snprintf(counts[i], sizeof counts[i], "%lld", state[i]);
+    }
     snprintf(hash, sizeof hash, "%016" PRIx64, h);
-    snprintf(step, sizeof step, "%lld", t->state.step);
-    snprintf(micro, sizeof micro, "%lld", t->state.micro);
-    snprintf(epoch, sizeof epoch, "%d", t->state.epoch);
-    snprintf(batch, sizeof batch, "%d", t->state.batch);
     snprintf(seed, sizeof seed, "%lld", t->tc.seed);
-    const char *meta[] = {"format",    CHECKPOINT_FORMAT,
-                          "step",      step,
-                          "micro",     micro,
-                          "epoch",     epoch,
-                          "batch",     batch,
-                          "seed",      seed,
-                          "optimizer", clf_optimizer_name(t->tc.optimizer),
-                          HASH_KEY,    hash,
-                          "config",    config_yaml ? config_yaml : ""};
-    st = clf_safetensors_write(path, tensors, nt, meta, (int)(sizeof meta / sizeof meta[0]) / 2);
+    const char *values[N_META] = {CHECKPOINT_FORMAT,
+                                  counts[0],
+                                  counts[1],
+                                  counts[2],
+                                  counts[3],
+                                  seed,
+                                  clf_optimizer_name(t->tc.optimizer),
+                                  hash,
+                                  config_yaml ? config_yaml : ""};
+    const char *meta[2 * (N_META + 1)];
+    for (int i = 0; i < N_META; i++)
+        meta[2 * i] = meta_keys[i], meta[2 * i + 1] = values[i];
+    snprintf(meta_hash, sizeof meta_hash, "%016" PRIx64, hash_meta(values));
+    meta[2 * N_META] = META_HASH_KEY;
+    meta[2 * N_META + 1] = meta_hash;
+    st = clf_safetensors_write(path, tensors, nt, meta, N_META + 1);
 fail:
     for (int i = 0; i < nt; i++)
         free(tensors[i].data);
@@ -84,18 +134,62 @@ fail:
     return st;
 }
 
-static clf_status meta_ll(const clf_safetensors *f, const char *key, long long *out)
+/* v as an error message shows it: at most 40 bytes, anything but printable ASCII as '?'. */
+static const char *shown(const char *v, char *buf, size_t size)
 {
-    const char *v = clf_safetensors_meta(f, key);
-    char *end;
+    size_t n = 0;
+    for (; v[n] && n + 4 < size && n < 40; n++)
+        buf[n] = v[n] >= 0x20 && v[n] < 0x7f ? v[n] : '?';
+    snprintf(buf + n, size - n, "%s", v[n] ? "..." : "");
+    return buf;
+}
+
+/* The count state_counts[i] of the metadata: decimal digits alone (no sign, space or
+ * anything after them), at most its max. */
+static clf_status meta_count(const clf_safetensors *f, int i, long long *out)
+{
+    const char *key = state_counts[i].key, *v = clf_safetensors_meta(f, key), *p = v;
+    const long long max = state_counts[i].max;
     if (!v || !*v)
         return clf_error(CLF_ERR_INPUT, "%s: checkpoint metadata '%s' is missing",
                          clf_safetensors_path(f), key);
-    long long x = strtoll(v, &end, 10);
-    if (*end || x < 0)
-        return clf_error(CLF_ERR_INPUT, "%s: checkpoint metadata '%s' is not a count: '%s'",
-                         clf_safetensors_path(f), key, v);
+    long long x = 0;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        const int d = *p - '0';
+        if (x > (max - d) / 10)
+            break;
+        x = 10 * x + d;
+    }
+    if (*p) {
+        char buf[48];
+        return clf_error(CLF_ERR_INPUT,
+                         "%s: checkpoint metadata '%s' is '%s', not an integer in [0, %lld]",
+                         clf_safetensors_path(f), key, shown(v, buf, sizeof buf), max);
+    }
     *out = x;
+    return CLF_OK;
+}
+
+/* The metadata against its META_HASH_KEY (absent: a checkpoint older than the key, not
+ * checked). */
+static clf_status check_meta_hash(const clf_safetensors *f)
+{
+    const char *want = clf_safetensors_meta(f, META_HASH_KEY);
+    const char *path = clf_safetensors_path(f);
+    if (!want)
+        return CLF_OK;
+    const char *values[N_META];
+    for (int i = 0; i < N_META; i++)
+        values[i] = clf_safetensors_meta(f, meta_keys[i]);
+    if (!values[META_DATA_HASH])
+        return clf_error(CLF_ERR_INPUT, "%s: damaged checkpoint: it has %s but no %s", path,
+                         META_HASH_KEY, HASH_KEY);
+    char got[32], buf[48];
+    snprintf(got, sizeof got, "%016" PRIx64, hash_meta(values));
+    if (strcmp(got, want) != 0)
+        return clf_error(CLF_ERR_INPUT,
+                         "%s: damaged checkpoint: its metadata hashes to %s, its %s says %s", path,
+                         got, META_HASH_KEY, shown(want, buf, sizeof buf));
     return CLF_OK;
 }
 
@@ -120,12 +214,12 @@ static clf_status check_hash(const clf_trainer *t, const clf_safetensors *f)
                 return clf_error(CLF_ERR_INPUT, "%s: tensor '%s' is missing", path, name);
             h = clf_hash_fnv1a64(h, x->data, x->nbytes);
         }
-    char got[32];
+    char got[32], buf[48];
     snprintf(got, sizeof got, "%016" PRIx64, h);
     if (strcmp(got, want) != 0)
         return clf_error(CLF_ERR_INPUT,
                          "%s: damaged checkpoint: its data hashes to %s, its metadata %s says %s",
-                         path, got, HASH_KEY, want);
+                         path, got, HASH_KEY, shown(want, buf, sizeof buf));
     return CLF_OK;
 }
 
@@ -144,15 +238,17 @@ clf_status clf_trainer_load(clf_trainer *t, const char *path)
                        path, fmt ? fmt : "absent", CHECKPOINT_FORMAT);
         goto fail;
     }
-    clf_train_state s;
-    long long epoch, batch;
-    if ((st = check_hash(t, f)) != CLF_OK || (st = meta_ll(f, "step", &s.step)) != CLF_OK ||
-        (st = meta_ll(f, "micro", &s.micro)) != CLF_OK ||
-        (st = meta_ll(f, "epoch", &epoch)) != CLF_OK ||
-        (st = meta_ll(f, "batch", &batch)) != CLF_OK)
+    /* the metadata (cheap) first, then the data; nothing is restored before both pass */
+    long long counts[N_COUNTS];
+    if ((st = check_meta_hash(f)) != CLF_OK)
         goto fail;
-    s.epoch = (int)epoch;
-    s.batch = (int)batch;
+    for (int i = 0; i < N_COUNTS; i++)
+        if ((st = meta_count(f, i, &counts[i])) != CLF_OK)
+            goto fail;
+    if ((st = check_hash(t, f)) != CLF_OK)
+        goto fail;
+    const clf_train_state s = {
+        .step = counts[0], .micro = counts[1], .epoch = (int)counts[2], .batch = (int)counts[3]};
     const int nw = clf_model_weight_count(t->m);
     for (int part = 0; part < 3; part++)
         for (int i = 0; i < nw; i++) {
