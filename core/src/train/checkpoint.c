@@ -232,10 +232,11 @@ clf_status clf_trainer_load(clf_trainer *t, const char *path)
         return st;
     const char *fmt = clf_safetensors_meta(f, "format");
     if (!fmt || strcmp(fmt, CHECKPOINT_FORMAT) != 0) {
+        char buf[48];
         st = clf_error(CLF_ERR_INPUT,
                        "%s: not a clformer training checkpoint (metadata format is '%s', "
                        "expected '%s')",
-                       path, fmt ? fmt : "absent", CHECKPOINT_FORMAT);
+                       path, fmt ? shown(fmt, buf, sizeof buf) : "absent", CHECKPOINT_FORMAT);
         goto fail;
     }
     /* the metadata (cheap) first, then the data; nothing is restored before both pass */
