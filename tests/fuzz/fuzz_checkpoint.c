@@ -11,7 +11,6 @@
 #include "clformer/config.h"
 #include "clformer/model.h"
 #include "clformer/train.h"
-#include "clformer/weights.h"
 #include "fuzz_util.h"
 
 /* The model the seeds were saved from (tests/fuzz/corpus/checkpoint/): small, so that a
@@ -45,16 +44,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     setenv("OPENBLAS_NUM_THREADS", "1", 1);
     setenv("OMP_NUM_THREADS", "1", 1);
     setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-    FUZZ_CHECK(clf_config_parse_string(model_yaml, "<fuzz model>", &fz.cfg) == CLF_OK,
-               "the fuzz model config does not load");
-    clf_weights *w = NULL;
-    FUZZ_CHECK(clf_weights_init(&fz.cfg.model, 1, &w) == CLF_OK, "clf_weights_init failed");
-    clf_backend_opts bo = {.abi_version = CLF_BACKEND_ABI, .threads = 1};
-    FUZZ_CHECK(clf_backend_open_named("cpu", NULL, &bo, &fz.api, &fz.be) == CLF_OK,
-               "the cpu backend does not open");
-    FUZZ_CHECK(clf_model_create(&fz.cfg.model, w, fz.api, fz.be, &fz.model) == CLF_OK,
-               "clf_model_create failed");
-    clf_weights_free(w);
+    fuzz_cpu_model(model_yaml, &fz.cfg, &fz.api, &fz.be, &fz.model);
     FUZZ_CHECK(clf_trainer_create(fz.model, &fz.cfg.train, 0, &fz.t) == CLF_OK,
                "clf_trainer_create failed");
     return 0;
