@@ -64,6 +64,14 @@ static uint64_t hash_meta(const char *const *values)
 clf_status clf_trainer_save(clf_trainer *t, const char *path, const char *config_yaml)
 {
     clf_status st = CLF_OK;
+    /* what the loader would refuse is not written */
+    const long long state[N_COUNTS] = {t->state.step, t->state.micro, t->state.epoch,
+                                       t->state.batch};
+    for (int i = 0; i < N_COUNTS; i++)
+        if (state[i] < 0 || state[i] > state_counts[i].max)
+            return clf_error(CLF_ERR_INPUT,
+                             "%s: not saved: the training state's %s is %lld, outside [0, %lld]",
+                             path, state_counts[i].key, state[i], state_counts[i].max);
     const int nw = clf_model_weight_count(t->m), nt = 3 * nw;
     clf_tensor *tensors = calloc((size_t)nt, sizeof *tensors);
     if (!tensors)
@@ -98,17 +106,8 @@ clf_status clf_trainer_save(clf_trainer *t, const char *path, const char *config
     for (int i = 0; i < nt; i++)
         h = clf_hash_fnv1a64(h, tensors[i].data, tensors[i].nbytes);
     char counts[N_COUNTS][32], seed[32], hash[32], meta_hash[32];
-    const long long state[N_COUNTS] = {t->state.step, t->state.micro, t->state.epoch,
-                                       t->state.batch};
-    for (int i = 0; i < N_COUNTS; i++) {
-        if (state[i] < 0 || state[i] > state_counts[i].max) {
-            st = clf_error(CLF_ERR_INPUT,
-                           "%s: not saved: the training state's %s is %lld, outside [0, %lld]",
-                           path, state_counts[i].key, state[i], state_counts[i].max);
-            goto fail;
-        }
+    for (int i = 0; i < N_COUNTS; i++)
         snprintf(counts[i], sizeof counts[i], "%lld", state[i]);
-    }
     snprintf(hash, sizeof hash, "%016" PRIx64, h);
     snprintf(seed, sizeof seed, "%lld", t->tc.seed);
     const char *values[N_META] = {CHECKPOINT_FORMAT,
