@@ -4,7 +4,8 @@
  * disk (a file size limit, or CLF_FAULT=write) is a one-line error that keeps the previous
  * checkpoint and leaves no temporary file; a second run on the directory is refused while
  * one holds its lock, and a dead holder's lock is taken over; a damaged checkpoint is
- * refused by its hash. Each test works in a fresh temporary directory, on the CPU backend. */
+ * refused by its hash, and so is one whose metadata changed. Each test works in a fresh temporary
+ * directory, on the CPU backend. */
 #include <check.h>
 #include <dirent.h>
 #include <signal.h>
@@ -253,6 +254,31 @@ START_TEST(test_damaged_checkpoint_refused)
 }
 END_TEST
 
+/* The step in a checkpoint's metadata changed (2 -> 9), its data as it was: --resume
+ * refuses it by the metadata hash instead of resuming at step 9 (nothing left to do). */
+START_TEST(test_changed_step_refused)
+{
+    const char *dir = clf_test_tmpdir();
+    const char *argv[CU_ARGV];
+    cu_write_experiment(dir, 2, 2);
+    cu_train_argv(dir, "cpu", 0, argv);
+    ck_assert_msg(cu_run(NULL, 0, err, sizeof err, argv) == 0, "train failed: %s", err);
+    size_t n;
+    char *data = clf_test_read_file(cu_path(dir, "run/last.safetensors"), &n);
+    ck_assert_ptr_nonnull(data);
+    static const char step[] = "\"step\":\"2\"";
+    char *at = memmem(data, n, step, sizeof step - 1);
+    ck_assert_ptr_nonnull(at);
+    at[sizeof step - 3] = '9';
+    clf_test_write_file(cu_path(dir, "run/last.safetensors"), data, n);
+    free(data);
+    cu_set_steps(dir, 4);
+    cu_train_argv(dir, "cpu", 1, argv);
+    ck_assert_int_eq(cu_run(NULL, 0, err, sizeof err, argv), 2);
+    cu_assert_error_line(err, "last.safetensors", "damaged checkpoint", "checkpoint_fnv1a64", NULL);
+}
+END_TEST
+
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -264,6 +290,7 @@ int main(void)
     tcase_add_test(t, test_disk_full);
     tcase_add_test(t, test_second_run_refused);
     tcase_add_test(t, test_damaged_checkpoint_refused);
+    tcase_add_test(t, test_changed_step_refused);
     suite_add_tcase(s, t);
     return clf_test_main(s);
 }

@@ -60,16 +60,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
              "        heads: 2, d_ff: 8}\n"
              "backend: {name: cpu, threads: 1}\n",
              size, size + 2, MAX_LEN);
-    FUZZ_CHECK(clf_config_parse_string(yaml, "<fuzz model>", &fz.cfg) == CLF_OK,
-               "the fuzz model config does not load");
-    clf_weights *w = NULL;
-    FUZZ_CHECK(clf_weights_init(&fz.cfg.model, 1, &w) == CLF_OK, "clf_weights_init failed");
-    clf_backend_opts bo = {.abi_version = CLF_BACKEND_ABI, .threads = 1};
-    FUZZ_CHECK(clf_backend_open_named("cpu", NULL, &bo, &fz.api, &fz.be) == CLF_OK,
-               "the cpu backend does not open");
-    FUZZ_CHECK(clf_model_create(&fz.cfg.model, w, fz.api, fz.be, &fz.model) == CLF_OK,
-               "clf_model_create failed");
-    clf_weights_free(w);
+    fuzz_cpu_model(yaml, &fz.cfg, &fz.api, &fz.be, &fz.model);
     return 0;
 }
 

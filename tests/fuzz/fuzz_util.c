@@ -7,8 +7,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "clformer/backend.h"
+#include "clformer/config.h"
+#include "clformer/model.h"
 #include "clformer/status.h"
 #include "clformer/tokenizer.h"
+#include "clformer/weights.h"
 
 #define SLOTS 2
 
@@ -67,4 +71,19 @@ void fuzz_tokenizer_round_trip(const clf_tokenizer *tok, const char *text, size_
         free(out);
     }
     free(ids);
+}
+
+void fuzz_cpu_model(const char *yaml, clf_config *cfg, const clf_backend_api **api,
+                    clf_backend **be, clf_model **model)
+{
+    FUZZ_CHECK(clf_config_parse_string(yaml, "<fuzz model>", cfg) == CLF_OK,
+               "the fuzz model config does not load");
+    clf_weights *w = NULL;
+    FUZZ_CHECK(clf_weights_init(&cfg->model, 1, &w) == CLF_OK, "clf_weights_init failed");
+    clf_backend_opts bo = {.abi_version = CLF_BACKEND_ABI, .threads = 1};
+    FUZZ_CHECK(clf_backend_open_named("cpu", NULL, &bo, api, be) == CLF_OK,
+               "the cpu backend does not open");
+    FUZZ_CHECK(clf_model_create(&cfg->model, w, *api, *be, model) == CLF_OK,
+               "clf_model_create failed");
+    clf_weights_free(w);
 }

@@ -23,6 +23,15 @@ const uint8_t *fuzz_find(const uint8_t *data, size_t size, const char *sep);
 struct clf_tokenizer;
 void fuzz_tokenizer_round_trip(const struct clf_tokenizer *tok, const char *text, size_t len);
 
+/* The model of the YAML text yaml (its config into *cfg) with weights from seed 1, on the
+ * CPU backend with one thread (*api, *be); any failure is a finding. */
+struct clf_config;
+struct clf_backend_api;
+struct clf_backend;
+struct clf_model;
+void fuzz_cpu_model(const char *yaml, struct clf_config *cfg, const struct clf_backend_api **api,
+                    struct clf_backend **be, struct clf_model **model);
+
 /* Aborts with msg when cond is false: a finding for libFuzzer, a failure for the replay. */
 #define FUZZ_CHECK(cond, msg)                                                                      \
     do {                                                                                           \

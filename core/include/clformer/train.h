@@ -77,14 +77,20 @@ CLF_API double clf_train_lr(const clf_train_config *tc, int d_model, long long s
 CLF_API clf_train_state *clf_trainer_state(clf_trainer *t);
 
 /* Writes weights (tutorial names), Adam moments ("optim.exp_avg.<name>",
- * "optim.exp_avg_sq.<name>") and the state, config_yaml (may be NULL) and the FNV-1a 64
- * hash of the data section ("data_fnv1a64") as metadata, to path atomically (clformer/fs.h:
- * temporary name, fsync, rename, directory fsync). */
+ * "optim.exp_avg_sq.<name>") and the state, config_yaml (may be NULL), the FNV-1a 64
+ * hash of the data section ("data_fnv1a64") and that of the other metadata
+ * ("checkpoint_fnv1a64", which covers "data_fnv1a64" and so the data) as metadata, to path
+ * atomically (clformer/fs.h: temporary name, fsync, rename, directory fsync). A state the
+ * loader would refuse (a count outside its range, below) is not saved: CLF_ERR_INPUT. */
 CLF_API clf_status clf_trainer_save(clf_trainer *t, const char *path, const char *config_yaml);
 
 /* Restores what clf_trainer_save wrote: weights, moments and state. Errors name the
- * file and the tensor (missing, mis-shaped) or the metadata key; data that does not hash
- * to its "data_fnv1a64" is refused ("damaged checkpoint") before anything is restored. */
+ * file and the tensor (missing, mis-shaped) or the metadata key; metadata that does not
+ * hash to its "checkpoint_fnv1a64" and data that does not hash to its "data_fnv1a64" are
+ * refused ("damaged checkpoint") before anything is restored. The counts are decimal
+ * digits alone within their ranges: step and micro in [0, 2^53 - 1], epoch and batch in
+ * [0, INT_MAX - 1]. A checkpoint without "checkpoint_fnv1a64" (written before it) loads
+ * with its other metadata unchecked. */
 CLF_API clf_status clf_trainer_load(clf_trainer *t, const char *path);
 
 /* Data-parallel training (`mpirun -np N clformer train`, tools/dist_mpi.c). fn gets a host
