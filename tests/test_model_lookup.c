@@ -13,7 +13,7 @@
 #include "clformer/hash.h"
 #include "clformer/model.h"
 #include "clformer/weights.h"
-#include "graph/model_impl.h"
+#include "graph/graph_private.h"
 #include "io/weight_names.h"
 #include "testutil.h"
 

@@ -19,7 +19,7 @@
 #include "clformer/model.h"
 #include "clformer/ops.h"
 #include "clformer/weights.h"
-#include "graph/model_impl.h"
+#include "graph/graph_private.h"
 #include "io/weight_names.h"
 #include "testutil.h"
 

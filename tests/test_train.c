@@ -20,7 +20,7 @@
 #include "clformer/tensor.h"
 #include "clformer/train.h"
 #include "clformer/weights.h"
-#include "graph/model_internal.h"
+#include "graph/model_for_train_decode.h"
 #include "testutil.h"
 
 /* The OpenCL tests open the backend once and share it between the models they build:

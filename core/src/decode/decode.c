@@ -32,7 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph/model_internal.h"
+#include "graph/model_for_train_decode.h"
 
 void clf_decode_opts_default(const clf_model_config *cfg, clf_decode_opts *o)
 {

@@ -6,7 +6,7 @@
 
 #include "clformer/hash.h"
 
-#include "graph/model_impl.h"
+#include "graph/graph_private.h"
 #include "io/weight_names.h"
 #include "numeric/numeric_internal.h"
 
@@ -57,7 +57,7 @@ static size_t name_home(const clf_model *m, const char *name)
     return (size_t)clf_hash_fnv1a64(CLF_FNV1A64_OFFSET, name, strlen(name)) & m->name_mask;
 }
 
-/* Builds m->name_slot over m->specs (see model_impl.h). A name that occurs twice keeps
+/* Builds m->name_slot over m->specs (see graph_private.h). A name that occurs twice keeps
  * its first index, as a scan of the names in order would find. */
 static clf_status name_index_build(clf_model *m)
 {
@@ -559,7 +559,7 @@ static int lowp_mat_cmp(const void *pa, const void *pb)
     return (a->i > b->i) - (a->i < b->i);
 }
 
-/* Fills m->lowp_mat (see model_impl.h). */
+/* Fills m->lowp_mat (see graph_private.h). */
 static clf_status lowp_mat_build(clf_model *m)
 {
     m->lowp_mat = malloc((size_t)(m->n_weights ? m->n_weights : 1) * sizeof *m->lowp_mat);

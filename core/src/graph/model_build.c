@@ -6,7 +6,7 @@
  * Notation in the comments: B batch, S source length, T target length, d d_model,
  * h heads, dk = d/h, F d_ff, V vocabulary. Activations are row-major [rows, features]
  * with rows = B*S (encoder) or B*T (decoder). */
-#include "graph/model_impl.h"
+#include "graph/graph_private.h"
 #include "io/weight_names.h"
 
 #include <math.h>

@@ -5,7 +5,7 @@
 #include "clformer/model.h"
 
 #include "graph/autodiff.h"
-#include "graph/model_impl.h"
+#include "graph/graph_private.h"
 
 #include <stddef.h>
 #include <stdio.h>

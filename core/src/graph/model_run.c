@@ -2,7 +2,7 @@
  * forward pass with its graph cached while the shape stays. */
 #include "clformer/model.h"
 
-#include "graph/model_impl.h"
+#include "graph/graph_private.h"
 
 #include <stdlib.h>
 

@@ -7,7 +7,7 @@
 #include <stddef.h>
 
 #include "clformer/train.h"
-#include "graph/model_internal.h"
+#include "graph/model_for_train_decode.h"
 
 /* A planned training (or evaluation) graph for one batch shape. */
 typedef struct shaped_graph {

@@ -1,8 +1,8 @@
-/* What decode.c and train.c need from the model (graph/model*.c) beyond the public API:
+/* What train/ and decode/ need from the model (graph/model*.c) beyond the public API:
  * the graphs of a decoding step and of the encoder with the cross-attention key/value
  * projections, the training graph and the parameter storage. Not installed. */
-#ifndef CLF_MODEL_INTERNAL_H
-#define CLF_MODEL_INTERNAL_H
+#ifndef CLF_MODEL_FOR_TRAIN_DECODE_H
+#define CLF_MODEL_FOR_TRAIN_DECODE_H
 
 #include "clformer/model.h"
 #include "clformer/ops.h" /* every backend call of the model, trainer and decoder */

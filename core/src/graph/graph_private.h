@@ -1,11 +1,11 @@
-/* The parts of the model that graph/model*.c share and nothing else sees: the clf_model
- * struct (model.c) and the graph builder (model_build.c) that the graphs callers ask for
- * (model_graphs.c) are made of. decode.c and train.c use graph/model_internal.h. Not
- * installed. */
-#ifndef CLF_MODEL_IMPL_H
-#define CLF_MODEL_IMPL_H
+/* The parts of the model that graph/model*.c share and nothing else in core/src sees (the
+ * internal test suites aside): the clf_model struct (model.c) and the graph builder
+ * (model_build.c) that the graphs callers ask for (model_graphs.c) are made of. train/ and
+ * decode/ use graph/model_for_train_decode.h. Not installed. */
+#ifndef CLF_GRAPH_PRIVATE_H
+#define CLF_GRAPH_PRIVATE_H
 
-#include "graph/model_internal.h"
+#include "graph/model_for_train_decode.h"
 
 /* A GEMM matrix of the model by where it lies: weight index i at byte off of chunk. */
 typedef struct clf_lowp_mat {
