@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "clformer/backend.h"
 #include "clformer/config.h"
 #include "clformer/model.h"
 #include "clformer/plugin.h"
@@ -64,6 +65,29 @@ START_TEST(test_hostile_plugins_refused)
     const clf_plugin_op *op = (const clf_plugin_op *)1;
     CLF_ASSERT_OK(clf_plugin_find("twin_act", NULL, &op));
     ck_assert_ptr_null(op);
+}
+END_TEST
+
+/* A FIFO named as a plugin or a backend is refused at once: dlopen would wait on it. */
+START_TEST(test_fifo_refused_without_waiting)
+{
+    char dir[64], fifo[128];
+    snprintf(dir, sizeof dir, "/tmp/clf-plugin-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(fifo, sizeof fifo, "%s/clformer-plugin-fifo.so", dir);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    alarm(10); /* a blocked open fails the test instead of hanging the suite */
+    const clf_plugin_api *papi = NULL;
+    ck_assert_int_eq(clf_plugin_load_file(fifo, &papi), CLF_ERR_INPUT);
+    ck_assert_msg(strstr(clf_last_error(), "not a regular file (a FIFO)"), "%s", clf_last_error());
+    const clf_backend_api *bapi = NULL;
+    ck_assert_int_eq(clf_backend_load_file(fifo, &bapi), CLF_ERR_INPUT);
+    ck_assert_msg(strstr(clf_last_error(), "cannot open backend") &&
+                      strstr(clf_last_error(), "not a regular file (a FIFO)"),
+                  "%s", clf_last_error());
+    alarm(0);
+    unlink(fifo);
+    rmdir(dir);
 }
 END_TEST
 
@@ -469,6 +493,7 @@ int main(void)
     Suite *s = suite_create("plugin");
     TCase *tc = tcase_create("loader");
     tcase_add_test(tc, test_hostile_plugins_refused);
+    tcase_add_test(tc, test_fifo_refused_without_waiting);
     tcase_add_test(tc, test_collision_with_shipped_plugin);
     tcase_add_test(tc, test_shipped_plugins_and_search);
     tcase_add_test(tc, test_yaml_plugins_list);

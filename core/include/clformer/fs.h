@@ -79,6 +79,11 @@ CLF_API clf_status clf_fs_link_atomic(const char *target, const char *path);
  * or block device, a socket), or "<N> bytes, more than the limit of <max_len>". */
 CLF_API clf_status clf_fs_open_regular(const char *path, uint64_t max_len, int *fd, uint64_t *size);
 
+/* For a reader that opens path itself (dlopen of a backend or plugin): refuses, as
+ * clf_fs_open_regular does and without waiting, a path that is not a regular file, so
+ * that a FIFO there fails at once instead of blocking the open. */
+CLF_API clf_status clf_fs_check_input(const char *path);
+
 /* Reads the whole of path into *data (malloc'd, with a '\0' after the last byte that *len
  * does not count; free() it). A file of more than max_len bytes is refused with
  * CLF_ERR_INPUT before anything is allocated for it; anything but a regular file is refused

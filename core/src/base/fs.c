@@ -323,6 +323,16 @@ fail:
     return st;
 }
 
+clf_status clf_fs_check_input(const char *path)
+{
+    int fd;
+    uint64_t size;
+    clf_status st = clf_fs_open_regular(path, UINT64_MAX, &fd, &size);
+    if (fd >= 0)
+        close(fd);
+    return st;
+}
+
 clf_status clf_fs_read_all(const char *path, size_t max_len, char **data, size_t *len)
 {
     clf_status st = CLF_OK;

@@ -6,6 +6,7 @@
  * unloading it under them would crash. The registry is the one piece of global mutable
  * state in libclformer; a mutex guards it. */
 #include "clformer/backend.h"
+#include "clformer/fs.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -171,6 +172,9 @@ static clf_status load_locked(const char *path, const clf_backend_api **out)
     if (registry_count >= CLF_MAX_LOADED)
         return clf_error(CLF_ERR_INPUT, "%s: too many backends loaded (at most %d)", path,
                          CLF_MAX_LOADED);
+    clf_status st = clf_fs_check_input(real); /* dlopen would block on a FIFO */
+    if (st != CLF_OK)
+        return clf_error_context(st, "cannot open backend");
     void *h = dlopen(real, RTLD_NOW | RTLD_LOCAL);
     if (!h)
         return clf_error(CLF_ERR_INPUT, "%s: not a loadable backend: %s", path, dlerror());

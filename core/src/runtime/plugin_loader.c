@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "clformer/backend.h"
+#include "clformer/fs.h"
 #include "runtime/plugin_loader.h"
 #include "runtime/search_path.h"
 
@@ -173,6 +174,8 @@ static clf_status load_locked(const char *path, const clf_plugin_api **out)
     if (n_plugins >= CLF_MAX_PLUGINS)
         return clf_error(CLF_ERR_INPUT, "%s: too many plugins loaded (at most %d)", path,
                          CLF_MAX_PLUGINS);
+    if ((st = clf_fs_check_input(real)) != CLF_OK) /* dlopen would block on a FIFO */
+        return clf_error_context(st, "cannot open plugin");
     h = dlopen(real, RTLD_NOW | RTLD_LOCAL);
     if (!h)
         return clf_error(CLF_ERR_INPUT, "%s: not a loadable plugin: %s", path, dlerror());
