@@ -26,36 +26,22 @@ import time
 import torch
 from transformers import MarianMTModel, MarianTokenizer
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                "reference"))
+from marian_text import TEXT_SRC  # noqa: E402 (the fixture's lines, after the path)
+
 THREADS = int(os.environ.get("THREADS", "2"))
 REPEAT = int(os.environ.get("REPEAT", "3"))
 MAX_LENGTH = int(os.environ.get("MAX_LENGTH", "32"))
 BATCH = int(os.environ.get("BATCH", "16"))
 
-BASE = """the cat sits on the mat
-a dog runs in the park
-the weather is nice today
-I would like a cup of tea
-where is the train station
-my brother reads a book every evening
-we are going to the market tomorrow
-she sings a song for the children
-open the window please
-the house at the end of the street is old
-can you help me with this problem
-the river flows slowly through the town
-he forgot his keys at home
-they play football on sunday
-this translation model is very small
-good morning and welcome
-the computer does not start
-please close the door behind you
-how much does this bread cost
-the museum opens at nine o'clock
-the dog sits in the park
-I would like the book
-where is my cat?
-the price is 20 € today
-we play at nine""".split("\n")
+BASE = TEXT_SRC + [
+    "the dog sits in the park",
+    "I would like the book",
+    "where is my cat?",
+    "the price is 20 € today",
+    "we play at nine",
+]
 # the fixture's sentences, then the same words backwards: SENTENCES of them (default 50)
 SENTENCES = (BASE + [" ".join(reversed(s.split())) for s in BASE])[
     :int(os.environ.get("SENTENCES", "50"))]

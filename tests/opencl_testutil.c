@@ -57,6 +57,13 @@ void expect_close(const float *got, const float *want, size_t n, double tol, con
     ck_assert_msg(e <= tol, "%s: opencl vs %s: relative error %.3g > %.3g", what, vs, e, tol);
 }
 
+void expect_close_both(const float *got, const float *want, const float *cpu, size_t n, double tol,
+                       const char *what)
+{
+    expect_close(got, want, n, tol, what, "host reference");
+    expect_close(got, cpu, n, tol, what, "cpu backend");
+}
+
 const int sizes[NSIZES] = {1, 7, 33, 65, 129};
 
 /* sum_mode: 0 no sum_out, 1 a separate sum_out, 2 sum_out aliasing x (pre-norm stream). */

@@ -57,6 +57,10 @@ void down(bk *k, void *host, clf_buffer *b, size_t bytes);
 /* Fails unless clf_test_rel_err(got, want) <= tol, naming what and the reference (vs). */
 void expect_close(const float *got, const float *want, size_t n, double tol, const char *what,
                   const char *vs);
+/* expect_close of the OpenCL result got against the host reference want, then against the
+ * CPU backend's result cpu. */
+void expect_close_both(const float *got, const float *want, const float *cpu, size_t n, double tol,
+                       const char *what);
 
 /* Asserts that expr fails with status want and a message containing each of the words. */
 #define EXPECT_ERROR(expr, want, ...)                                                              \

@@ -232,25 +232,52 @@ START_TEST(test_second_run_refused)
 }
 END_TEST
 
-/* One flipped byte in a checkpoint's data: --resume refuses it by its hash. */
-START_TEST(test_damaged_checkpoint_refused)
+/* A 2-step run whose last checkpoint damage(path) then changes: --resume to step 4 refuses
+ * it as damaged, naming the hash (hash) that no longer matches. */
+static void assert_damage_refused(void (*damage)(const char *path), const char *hash)
 {
     const char *dir = clf_test_tmpdir();
     const char *argv[CU_ARGV];
     cu_write_experiment(dir, 2, 2);
     cu_train_argv(dir, "cpu", 0, argv);
     ck_assert_msg(cu_run(NULL, 0, err, sizeof err, argv) == 0, "train failed: %s", err);
-    FILE *f = fopen(cu_path(dir, "run/last.safetensors"), "r+b");
+    damage(cu_path(dir, "run/last.safetensors"));
+    cu_set_steps(dir, 4);
+    cu_train_argv(dir, "cpu", 1, argv);
+    ck_assert_int_eq(cu_run(NULL, 0, err, sizeof err, argv), 2);
+    cu_assert_error_line(err, "last.safetensors", "damaged checkpoint", hash, NULL);
+}
+
+/* Flips one bit of a byte of the last tensor's data. */
+static void flip_data_byte(const char *path)
+{
+    FILE *f = fopen(path, "r+b");
     ck_assert_ptr_nonnull(f);
     ck_assert_int_eq(fseek(f, -5, SEEK_END), 0); /* a byte of the last tensor */
     int c = fgetc(f);
     ck_assert_int_eq(fseek(f, -5, SEEK_END), 0);
     fputc(c ^ 0x10, f);
     ck_assert_int_eq(fclose(f), 0);
-    cu_set_steps(dir, 4);
-    cu_train_argv(dir, "cpu", 1, argv);
-    ck_assert_int_eq(cu_run(NULL, 0, err, sizeof err, argv), 2);
-    cu_assert_error_line(err, "last.safetensors", "damaged checkpoint", "data_fnv1a64", NULL);
+}
+
+/* Changes the step in the metadata from 2 to 9, the data as it was. */
+static void change_step(const char *path)
+{
+    size_t n;
+    char *data = clf_test_read_file(path, &n);
+    ck_assert_ptr_nonnull(data);
+    static const char step[] = "\"step\":\"2\"";
+    char *at = memmem(data, n, step, sizeof step - 1);
+    ck_assert_ptr_nonnull(at);
+    at[sizeof step - 3] = '9';
+    clf_test_write_file(path, data, n);
+    free(data);
+}
+
+/* One flipped byte in a checkpoint's data: --resume refuses it by its hash. */
+START_TEST(test_damaged_checkpoint_refused)
+{
+    assert_damage_refused(flip_data_byte, "data_fnv1a64");
 }
 END_TEST
 
@@ -258,24 +285,7 @@ END_TEST
  * refuses it by the metadata hash instead of resuming at step 9 (nothing left to do). */
 START_TEST(test_changed_step_refused)
 {
-    const char *dir = clf_test_tmpdir();
-    const char *argv[CU_ARGV];
-    cu_write_experiment(dir, 2, 2);
-    cu_train_argv(dir, "cpu", 0, argv);
-    ck_assert_msg(cu_run(NULL, 0, err, sizeof err, argv) == 0, "train failed: %s", err);
-    size_t n;
-    char *data = clf_test_read_file(cu_path(dir, "run/last.safetensors"), &n);
-    ck_assert_ptr_nonnull(data);
-    static const char step[] = "\"step\":\"2\"";
-    char *at = memmem(data, n, step, sizeof step - 1);
-    ck_assert_ptr_nonnull(at);
-    at[sizeof step - 3] = '9';
-    clf_test_write_file(cu_path(dir, "run/last.safetensors"), data, n);
-    free(data);
-    cu_set_steps(dir, 4);
-    cu_train_argv(dir, "cpu", 1, argv);
-    ck_assert_int_eq(cu_run(NULL, 0, err, sizeof err, argv), 2);
-    cu_assert_error_line(err, "last.safetensors", "damaged checkpoint", "checkpoint_fnv1a64", NULL);
+    assert_damage_refused(change_step, "checkpoint_fnv1a64");
 }
 END_TEST
 

@@ -17,30 +17,6 @@
 #include "io/weight_names.h"
 #include "testutil.h"
 
-/* A small model of `layers` layers per stack with tie_embeddings `tie` and attention_bias
- * `bias` (shared vocabulary, so that tie all is allowed). */
-static void small_model(int layers, const char *tie, int bias, clf_config *cfg, clf_weights **w,
-                        const clf_backend_api **api, clf_backend **be, clf_model **m)
-{
-    char yaml[512];
-    snprintf(yaml, sizeof yaml,
-             "model:\n  src_vocab: 11\n  tgt_vocab: 11\n  max_len: 8\n  d_model: 8\n"
-             "  layers: %d\n  heads: 2\n  d_ff: 16\n  norm: pre\n  dropout: 0.0\n"
-             "  pad_id: 1\n  tie_embeddings: %s\n  attention_bias: %s\n",
-             layers, tie, bias ? "true" : "false");
-    CLF_ASSERT_OK(clf_config_parse_string(yaml, "small.yaml", cfg));
-    CLF_ASSERT_OK(clf_weights_init(&cfg->model, 1, w));
-    clf_test_open_backend("cpu", api, be);
-    CLF_ASSERT_OK(clf_model_create(&cfg->model, *w, *api, *be, m));
-}
-
-static void free_model(clf_weights *w, const clf_backend_api *api, clf_backend *be, clf_model *m)
-{
-    clf_model_free(m);
-    api->close(be);
-    clf_weights_free(w);
-}
-
 /* The models of the loop tests: (layers, tie_embeddings, attention_bias). */
 static const struct {
     int layers;
@@ -48,6 +24,39 @@ static const struct {
     int bias;
 } variants[] = {{2, "none", 1}, {6, "none", 0}, {3, "decoder", 1}, {6, "all", 1}};
 #define N_VARIANTS ((int)(sizeof variants / sizeof variants[0]))
+
+/* A model of the loop tests and what it is made of. */
+typedef struct small {
+    clf_config cfg;
+    clf_weights *w;
+    const clf_backend_api *api;
+    clf_backend *be;
+    clf_model *m;
+} small;
+
+/* The model of variants[v]: `layers` layers per stack with tie_embeddings `tie` and
+ * attention_bias `bias` (shared vocabulary, so that tie all is allowed); returns sm->m. */
+static clf_model *small_model(int v, small *sm)
+{
+    char yaml[512];
+    snprintf(yaml, sizeof yaml,
+             "model:\n  src_vocab: 11\n  tgt_vocab: 11\n  max_len: 8\n  d_model: 8\n"
+             "  layers: %d\n  heads: 2\n  d_ff: 16\n  norm: pre\n  dropout: 0.0\n"
+             "  pad_id: 1\n  tie_embeddings: %s\n  attention_bias: %s\n",
+             variants[v].layers, variants[v].tie, variants[v].bias ? "true" : "false");
+    CLF_ASSERT_OK(clf_config_parse_string(yaml, "small.yaml", &sm->cfg));
+    CLF_ASSERT_OK(clf_weights_init(&sm->cfg.model, 1, &sm->w));
+    clf_test_open_backend("cpu", &sm->api, &sm->be);
+    CLF_ASSERT_OK(clf_model_create(&sm->cfg.model, sm->w, sm->api, sm->be, &sm->m));
+    return sm->m;
+}
+
+static void small_free(small *sm)
+{
+    clf_model_free(sm->m);
+    sm->api->close(sm->be);
+    clf_weights_free(sm->w);
+}
 
 /* The index of name by scanning the weights in order, as clf_model_spec_index did. */
 static int scan_index(const clf_model *m, const char *name)
@@ -63,12 +72,8 @@ static int scan_index(const clf_model *m, const char *name)
  * hash's first slot, so the probing past a collision is what found them. */
 START_TEST(test_spec_index_every_name)
 {
-    clf_config cfg;
-    clf_weights *w;
-    const clf_backend_api *api;
-    clf_backend *be;
-    clf_model *m;
-    small_model(variants[_i].layers, variants[_i].tie, variants[_i].bias, &cfg, &w, &api, &be, &m);
+    small sm;
+    clf_model *m = small_model(_i, &sm);
     ck_assert_int_gt(m->n_weights, 0);
     ck_assert_uint_ge(m->name_mask + 1, 2 * (size_t)m->n_weights);
     int displaced = 0;
@@ -100,22 +105,9 @@ START_TEST(test_spec_index_every_name)
                                                            : -1);
     if (strcmp(variants[_i].tie, "none") != 0)
         ck_assert_int_eq(scan_index(m, CLF_WN_PROJ_WEIGHT), -1);
-    free_model(w, api, be, m);
+    small_free(&sm);
 }
 END_TEST
-
-/* Whether weight i is multiplied by the linear layers (so has an int8 twin), as model.c's
- * is_gemm_matrix: every matrix but the embedding tables, plus a tied projection's table. */
-static int gemm_matrix(const clf_model *m, int i)
-{
-    const clf_weight_spec *s = &m->specs[i];
-    if (s->ndim != 2)
-        return 0;
-    if (!(clf_weight_name_kinds(s->name) & CLF_WK_EMBEDDING_TABLE))
-        return 1;
-    const char *proj = clf_weights_tied_to(&m->cfg, CLF_WN_PROJ_WEIGHT);
-    return proj && strcmp(proj, s->name) == 0;
-}
 
 /* The int8 twin of the value at w, bytes long, by scanning the weights in order, as
  * clf_model_lowp_twin did: 0 when no GEMM matrix starts at w. */
@@ -126,7 +118,7 @@ static int scan_twin(const clf_model *m, clf_ptr w, size_t bytes, clf_lowp_twin 
     if (c < 0)
         return 0;
     for (int i = 0; i < m->n_weights; i++)
-        if (m->wdev[i].buf == w.buf && m->wdev[i].off == w.off && gemm_matrix(m, i)) {
+        if (m->wdev[i].buf == w.buf && m->wdev[i].off == w.off && clf_model_is_gemm_matrix(m, i)) {
             t->field = offsetof(clf_gemm_args, b_i8);
             t->w = (clf_ptr){m->lowp_chunks[c], w.off / 4};
             t->w_bytes = bytes / 4;
@@ -151,19 +143,15 @@ static void assert_same_twin(const clf_model *m, clf_ptr w, size_t bytes, const 
  * one the scan finds; every GEMM matrix has one. */
 START_TEST(test_int8_twin_every_weight)
 {
-    clf_config cfg;
-    clf_weights *w;
-    const clf_backend_api *api;
-    clf_backend *be;
-    clf_model *m;
-    small_model(variants[_i].layers, variants[_i].tie, variants[_i].bias, &cfg, &w, &api, &be, &m);
+    small sm;
+    clf_model *m = small_model(_i, &sm);
     CLF_ASSERT_OK(clf_model_set_weight_type(m, CLF_WEIGHT_INT8));
     int twins = 0, matrices = 0;
     for (int i = 0; i < m->n_weights; i++) {
         const char *name = m->specs[i].name;
         const size_t bytes = (size_t)clf_weight_spec_numel(&m->specs[i]) * sizeof(float);
         clf_lowp_twin t;
-        matrices += gemm_matrix(m, i);
+        matrices += clf_model_is_gemm_matrix(m, i);
         twins += clf_model_lowp_twin(m, m->wdev[i], bytes, &t);
         for (size_t count = 1; count <= 3; count++)
             assert_same_twin(m, m->wdev[i], count * bytes, name);
@@ -182,7 +170,7 @@ START_TEST(test_int8_twin_every_weight)
     for (int i = 0; i < m->n_weights; i++)
         assert_same_twin(m, m->wdev[i], (size_t)clf_weight_spec_numel(&m->specs[i]) * sizeof(float),
                          "again");
-    free_model(w, api, be, m);
+    small_free(&sm);
 }
 END_TEST
 

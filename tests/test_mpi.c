@@ -281,6 +281,17 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* Runs tail on 2 ranks (as run_raw): the job must fail with rank 1's line that it does not
+ * start from what rank 0 does, "its <what>". */
+static void assert_rank1_differs(const char *tail, const char *what)
+{
+    char out[16384], want[256];
+    ck_assert_int_ne(run_raw(2, tail, out, sizeof out), 0);
+    snprintf(want, sizeof want, "clformer: rank 1 does not start from what rank 0 does: its %s",
+             what);
+    ck_assert_msg(strstr(out, want), "%s", tail_of(out));
+}
+
 /* Ranks that start from different configs or weights refuse, naming the rank. */
 START_TEST(test_agreement)
 {
@@ -292,10 +303,7 @@ START_TEST(test_agreement)
     snprintf(tail, sizeof tail,
              "sh -c 'exec \"$0\" train -q -c %s/cfg$OMPI_COMM_WORLD_RANK.yaml' '%s'", t,
              CLF_CLI_PATH);
-    ck_assert_int_ne(run_raw(2, tail, out, sizeof out), 0);
-    ck_assert_msg(strstr(out, "clformer: rank 1 does not start from what rank 0 does: its "
-                              "resolved config differs"),
-                  "%s", tail_of(out));
+    assert_rank1_differs(tail, "resolved config differs");
     snprintf(ck, sizeof ck, "run-cfg/last.safetensors");
     ck_assert_int_ne(access(clf_test_tmp_path(ck), F_OK), 0);
 
@@ -307,11 +315,8 @@ START_TEST(test_agreement)
              "sh -c 'CLF_DIST_BUCKET_BYTES=$((4096 + 4 * OMPI_COMM_WORLD_RANK)) exec \"$0\" "
              "train -q -c %s/cfg0.yaml' '%s'",
              t, CLF_CLI_PATH);
-    ck_assert_int_ne(run_raw(2, alt, out, sizeof out), 0);
-    ck_assert_msg(strstr(out, "clformer: rank 1 does not start from what rank 0 does: its "
-                              "all-reduce settings (CLF_DIST_OVERLAP, CLF_DIST_BUCKET_BYTES) "
-                              "differ"),
-                  "%s", tail_of(out));
+    assert_rank1_differs(alt, "all-reduce settings (CLF_DIST_OVERLAP, CLF_DIST_BUCKET_BYTES) "
+                              "differ");
     setenv("CLF_DIST_OVERLAP", "yes", 1);
     snprintf(alt, sizeof alt, "train -q -c %s/cfg0.yaml", t);
     ck_assert_int_ne(run(2, alt, out, sizeof out), 0);
@@ -347,10 +352,7 @@ START_TEST(test_agreement)
     snprintf(tail, sizeof tail,
              "sh -c 'cd %s/r$OMPI_COMM_WORLD_RANK && exec \"$0\" train -q -c ../w.yaml' '%s'", t,
              CLF_CLI_PATH);
-    ck_assert_int_ne(run_raw(2, tail, out, sizeof out), 0);
-    ck_assert_msg(strstr(out, "clformer: rank 1 does not start from what rank 0 does: its "
-                              "initial weights and optimizer state differ"),
-                  "%s", tail_of(out));
+    assert_rank1_differs(tail, "initial weights and optimizer state differ");
 }
 END_TEST
 

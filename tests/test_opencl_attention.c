@@ -169,8 +169,7 @@ static void check_attention_case(const attn_case *t, unsigned seed)
     ref_attention(&a, d.q, d.k, d.v, d.mask, want, wp);
     run_attention(&ocl, &a, &d, got, gp);
     run_attention(&cpu, &a, &d, cgot, cp);
-    expect_close(got, want, d.nout, TOL_ATTN, what, "host reference");
-    expect_close(got, cgot, d.nout, TOL_ATTN, what, "cpu backend");
+    expect_close_both(got, want, cgot, d.nout, TOL_ATTN, what);
     if (t->probs) {
         expect_close(gp, wp, d.nprobs, TOL_ATTN, what, "host reference (probs)");
         expect_close(gp, cp, d.nprobs, TOL_ATTN, what, "cpu backend (probs)");

@@ -115,8 +115,7 @@ static void check_gemm_case(const gemm_case *t, unsigned seed)
     ref_gemm(&g, batch, A, B, bias, want);
     run_gemm(&ocl, &g, batched, A, na, B, nb, bias, nbias, got, nc);
     run_gemm(&cpu, &g, batched, A, na, B, nb, bias, nbias, got_cpu, nc);
-    expect_close(got, want, nc, TOL_GEMM, what, "host reference");
-    expect_close(got, got_cpu, nc, TOL_GEMM, what, "cpu backend");
+    expect_close_both(got, want, got_cpu, nc, TOL_GEMM, what);
     free(A);
     free(B);
     free(C0);
@@ -180,8 +179,7 @@ START_TEST(test_gemm_edge)
             run_gemm(&cpu, &g, 0, A, (size_t)m * 65, B, 65 * 33, NULL, 0, cgot, nc);
             char what[64];
             snprintf(what, sizeof what, "gemm tb=%d m=%d beta=0 over NaN", tb, m);
-            expect_close(got, want, nc, TOL_GEMM, what, "host reference");
-            expect_close(got, cgot, nc, TOL_GEMM, what, "cpu backend");
+            expect_close_both(got, want, cgot, nc, TOL_GEMM, what);
         }
     }
 

@@ -50,8 +50,7 @@ START_TEST(test_embed)
                      seq, pos0, with_pe);
             run_embed(&ocl, &a, ids, table, pe, npe, got);
             run_embed(&cpu, &a, ids, table, pe, npe, cgot);
-            expect_close(got, want, n, TOL_EXACT, what, "host reference");
-            expect_close(got, cgot, n, TOL_EXACT, what, "cpu backend");
+            expect_close_both(got, want, cgot, n, TOL_EXACT, what);
             free(ids);
             free(table);
             free(pe);
@@ -92,8 +91,7 @@ START_TEST(test_softmax)
                          log ? "log_softmax" : "softmax", R, C, alias);
                 run_softmax(&ocl, x, R, C, log, alias, got);
                 run_softmax(&cpu, x, R, C, log, alias, cgot);
-                expect_close(got, want, n, TOL_NORM, what, "host reference");
-                expect_close(got, cgot, n, TOL_NORM, what, "cpu backend");
+                expect_close_both(got, want, cgot, n, TOL_NORM, what);
                 free(x);
                 free(want);
                 free(got);

@@ -13,17 +13,8 @@
 #include "clformer/train.h"
 #include "fuzz_util.h"
 
-/* The model the seeds were saved from (tests/fuzz/corpus/checkpoint/): small, so that a
- * seed holds its weights and moments in a few KB. */
-static const char model_yaml[] = "model:\n"
-                                 "  src_vocab: 6\n"
-                                 "  tgt_vocab: 6\n"
-                                 "  max_len: 8\n"
-                                 "  d_model: 4\n"
-                                 "  layers: 1\n"
-                                 "  heads: 2\n"
-                                 "  d_ff: 4\n"
-                                 "backend: {name: cpu, threads: 1}\n";
+/* The model the seeds were saved from (tests/fuzz/corpus/checkpoint/). */
+static const char model_yaml[] = FUZZ_TINY_MODEL_YAML "backend: {name: cpu, threads: 1}\n";
 
 /* The counts' ranges (clformer/train.h, clf_trainer_load). */
 #define STEP_MAX ((1LL << 53) - 1)
@@ -41,9 +32,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    setenv("OPENBLAS_NUM_THREADS", "1", 1);
-    setenv("OMP_NUM_THREADS", "1", 1);
-    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
     fuzz_cpu_model(model_yaml, &fz.cfg, &fz.api, &fz.be, &fz.model);
     FUZZ_CHECK(clf_trainer_create(fz.model, &fz.cfg.train, 0, &fz.t) == CLF_OK,
                "clf_trainer_create failed");

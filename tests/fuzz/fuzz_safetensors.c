@@ -13,16 +13,9 @@
  * open either way); keeps one input's work small. */
 #define CONVERT_MAX_ELEMS (1 << 20)
 
-/* The model the weights loader checks against: small, so that a seed can hold its
- * weights (tests/fuzz/corpus/safetensors/tiny_weights.safetensors). */
-static const char model_yaml[] = "model:\n"
-                                 "  src_vocab: 6\n"
-                                 "  tgt_vocab: 6\n"
-                                 "  max_len: 8\n"
-                                 "  d_model: 4\n"
-                                 "  layers: 1\n"
-                                 "  heads: 2\n"
-                                 "  d_ff: 4\n";
+/* The model the weights loader checks against
+ * (tests/fuzz/corpus/safetensors/tiny_weights.safetensors). */
+static const char model_yaml[] = FUZZ_TINY_MODEL_YAML;
 static clf_config model_cfg;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)

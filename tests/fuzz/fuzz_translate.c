@@ -44,10 +44,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    /* one thread everywhere: deterministic and cheap per input */
-    setenv("OPENBLAS_NUM_THREADS", "1", 1);
-    setenv("OMP_NUM_THREADS", "1", 1);
-    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
     FUZZ_CHECK(clf_tokenizer_build(corpus, sizeof corpus / sizeof *corpus, 1, &fz.tok) == CLF_OK,
                "building the vocabulary failed");
     fz.sp = clf_tokenizer_special_ids(fz.tok);

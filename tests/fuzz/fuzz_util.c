@@ -76,6 +76,9 @@ void fuzz_tokenizer_round_trip(const clf_tokenizer *tok, const char *text, size_
 void fuzz_cpu_model(const char *yaml, clf_config *cfg, const clf_backend_api **api,
                     clf_backend **be, clf_model **model)
 {
+    setenv("OPENBLAS_NUM_THREADS", "1", 1);
+    setenv("OMP_NUM_THREADS", "1", 1);
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
     FUZZ_CHECK(clf_config_parse_string(yaml, "<fuzz model>", cfg) == CLF_OK,
                "the fuzz model config does not load");
     clf_weights *w = NULL;

@@ -23,7 +23,20 @@ const uint8_t *fuzz_find(const uint8_t *data, size_t size, const char *sep);
 struct clf_tokenizer;
 void fuzz_tokenizer_round_trip(const struct clf_tokenizer *tok, const char *text, size_t len);
 
-/* The model of the YAML text yaml (its config into *cfg) with weights from seed 1, on the
+/* The model section of the small model the checkpoint and safetensors seeds were saved from
+ * (tests/fuzz/corpus/): a seed holds its weights (and moments) in a few KB. */
+#define FUZZ_TINY_MODEL_YAML                                                                       \
+    "model:\n"                                                                                     \
+    "  src_vocab: 6\n"                                                                             \
+    "  tgt_vocab: 6\n"                                                                             \
+    "  max_len: 8\n"                                                                               \
+    "  d_model: 4\n"                                                                               \
+    "  layers: 1\n"                                                                                \
+    "  heads: 2\n"                                                                                 \
+    "  d_ff: 4\n"
+
+/* Sets one thread for OpenBLAS and OpenMP (deterministic and cheap per input); then the model
+ * of the YAML text yaml (its config into *cfg) with weights from seed 1, on the
  * CPU backend with one thread (*api, *be); any failure is a finding. */
 struct clf_config;
 struct clf_backend_api;

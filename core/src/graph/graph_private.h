@@ -64,6 +64,9 @@ struct clf_model {
 int clf_model_spec_index(const clf_model *m, const char *name);
 /* The index of the weight chunk that is buffer buf, or -1 (the PE table, activations). */
 int clf_model_chunk_holding(const clf_model *m, const clf_buffer *buf);
+/* Whether weight i is a matrix the linear layers multiply with (so has a low-precision
+ * twin): every matrix but the embedding tables, plus the table a tied projection uses. */
+int clf_model_is_gemm_matrix(const clf_model *m, int i);
 
 /* The low-precision twin (clf_model_set_weight_type) of the weight value at w, bytes long
  * (F32), for a gemm: the clf_gemm_args field to bind (offsetof b_half, b_bf16 or b_i8) and

@@ -415,7 +415,7 @@ clf_status clf_model_enable_grads(clf_model *m)
 
 /* The tensors that linear layers multiply with: every matrix but the embedding tables,
  * plus the table the output projection is tied to (if it is). */
-static int is_gemm_matrix(const clf_model *m, int i)
+int clf_model_is_gemm_matrix(const clf_model *m, int i)
 {
     const clf_weight_spec *s = &m->specs[i];
     if (s->ndim != 2)
@@ -440,7 +440,7 @@ static clf_status lowp_make(clf_model *m, int c, clf_weight_type type)
     float *mat = NULL, *sc = NULL;
     unsigned char *conv = NULL;
     for (int i = 0; i < m->n_weights; i++)
-        if (m->wdev[i].buf == m->chunks[c] && is_gemm_matrix(m, i)) {
+        if (m->wdev[i].buf == m->chunks[c] && clf_model_is_gemm_matrix(m, i)) {
             const size_t numel = (size_t)clf_weight_spec_numel(&m->specs[i]);
             largest = numel > largest ? numel : largest;
             most_rows =
@@ -452,7 +452,7 @@ static clf_status lowp_make(clf_model *m, int c, clf_weight_type type)
         for (;;) {
             int best = -1;
             for (int i = 0; i < m->n_weights; i++)
-                if (m->wdev[i].buf == m->chunks[c] && is_gemm_matrix(m, i) &&
+                if (m->wdev[i].buf == m->chunks[c] && clf_model_is_gemm_matrix(m, i) &&
                     m->wdev[i].off >= next_off && (best < 0 || m->wdev[i].off < m->wdev[best].off))
                     best = i;
             if (best < 0)
@@ -482,7 +482,7 @@ static clf_status lowp_make(clf_model *m, int c, clf_weight_type type)
         goto fail;
     }
     for (int i = 0; i < m->n_weights; i++) {
-        if (m->wdev[i].buf != m->chunks[c] || !is_gemm_matrix(m, i))
+        if (m->wdev[i].buf != m->chunks[c] || !clf_model_is_gemm_matrix(m, i))
             continue;
         const clf_weight_spec *sp = &m->specs[i];
         const size_t first = m->wdev[i].off / sizeof(float);
@@ -567,7 +567,7 @@ static clf_status lowp_mat_build(clf_model *m)
         return clf_error(CLF_ERR_NOMEM, "model: out of host memory");
     m->n_lowp_mat = 0;
     for (int i = 0; i < m->n_weights; i++)
-        if (is_gemm_matrix(m, i))
+        if (clf_model_is_gemm_matrix(m, i))
             m->lowp_mat[m->n_lowp_mat++] = (clf_lowp_mat){
                 .chunk = clf_model_chunk_holding(m, m->wdev[i].buf), .i = i, .off = m->wdev[i].off};
     qsort(m->lowp_mat, (size_t)m->n_lowp_mat, sizeof *m->lowp_mat, lowp_mat_cmp);
@@ -640,7 +640,7 @@ fail:
  * to the projection or not). */
 static int f32_unread_under_int8(const clf_model *m, int i)
 {
-    return is_gemm_matrix(m, i) &&
+    return clf_model_is_gemm_matrix(m, i) &&
            !(clf_weight_name_kinds(m->specs[i].name) & CLF_WK_EMBEDDING_TABLE);
 }
 

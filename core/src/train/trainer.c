@@ -14,15 +14,6 @@
 clf_status clf_trainer_create(clf_model *m, const clf_train_config *tc, int dropout,
                               clf_trainer **out)
 {
-    static const clf_op ops[] = {CLF_OP_RELU_BACKWARD,
-                                 CLF_OP_LAYERNORM_BACKWARD,
-                                 CLF_OP_ATTENTION_BACKWARD,
-                                 CLF_OP_EMBED_BACKWARD,
-                                 CLF_OP_DROPOUT,
-                                 CLF_OP_CROSS_ENTROPY,
-                                 CLF_OP_ADAM,
-                                 CLF_OP_SUM_SQUARES,
-                                 CLF_OP_FILL};
     clf_status st = CLF_OK;
     *out = NULL;
     clf_trainer *t = calloc(1, sizeof *t);
@@ -32,8 +23,9 @@ clf_status clf_trainer_create(clf_model *m, const clf_train_config *tc, int drop
     t->tc = *tc;
     t->dropout = dropout;
     clf_model_backend_of(m, &t->api, &t->be);
-    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
-        if ((st = clf_backend_require(t->api, t->be, ops[i])) != CLF_OK)
+    /* the training ops: the range of ABI 2 in clformer/backend.h's clf_op */
+    for (int op = CLF_OP_RELU_BACKWARD; op <= CLF_OP_FILL; op++)
+        if ((st = clf_backend_require(t->api, t->be, (clf_op)op)) != CLF_OK)
             goto fail;
     if ((st = clf_model_enable_grads(m)) != CLF_OK)
         goto fail;
