@@ -71,6 +71,25 @@ static void read_i32(const clf_safetensors *f, const char *name, int32_t **out, 
     CLF_ASSERT_OK(clf_tensor_to_i32(t, *out));
 }
 
+/* The model and trainer over cfg and w on the named backend, and their release. */
+static void trainer_open(const char *backend, const clf_config *cfg, const clf_weights *w,
+                         const clf_backend_api **api, clf_backend **be, clf_model **m,
+                         clf_trainer **t)
+{
+    open_backend(backend, api, be);
+    CLF_ASSERT_OK(clf_model_create(&cfg->model, w, *api, *be, m));
+    CLF_ASSERT_OK(clf_trainer_create(*m, &cfg->train, 1, t));
+}
+
+static void trainer_close(const clf_backend_api *api, clf_backend *be, clf_weights *w, clf_model *m,
+                          clf_trainer *t)
+{
+    clf_trainer_free(t);
+    clf_model_free(m);
+    close_backend(api, be);
+    clf_weights_free(w);
+}
+
 static void train_fixture_open(train_fixture *f, const char *backend, const char *name)
 {
     char path[1024];
@@ -84,17 +103,12 @@ static void train_fixture_open(train_fixture *f, const char *backend, const char
     read_i32(f->batch, "src", &f->src, &f->B, &f->S);
     read_i32(f->batch, "tgt", &f->tgt, &b2, &f->T);
     read_i32(f->batch, "labels", &f->labels, &b2, &t2);
-    open_backend(backend, &f->api, &f->be);
-    CLF_ASSERT_OK(clf_model_create(&f->cfg.model, f->w, f->api, f->be, &f->m));
-    CLF_ASSERT_OK(clf_trainer_create(f->m, &f->cfg.train, 1, &f->t));
+    trainer_open(backend, &f->cfg, f->w, &f->api, &f->be, &f->m, &f->t);
 }
 
 static void train_fixture_close(train_fixture *f)
 {
-    clf_trainer_free(f->t);
-    clf_model_free(f->m);
-    close_backend(f->api, f->be);
-    clf_weights_free(f->w);
+    trainer_close(f->api, f->be, f->w, f->m, f->t);
     clf_safetensors_close(f->batch);
     clf_safetensors_close(f->expected);
     free(f->src);
@@ -398,17 +412,12 @@ static void copy_open(copy_run *r, const char *backend, const char *norm, const 
              smoothing);
     CLF_ASSERT_OK(clf_config_parse_string(yaml, "copy.yaml", &r->cfg));
     CLF_ASSERT_OK(clf_weights_init(&r->cfg.model, 1, &r->w));
-    open_backend(backend, &r->api, &r->be);
-    CLF_ASSERT_OK(clf_model_create(&r->cfg.model, r->w, r->api, r->be, &r->m));
-    CLF_ASSERT_OK(clf_trainer_create(r->m, &r->cfg.train, 1, &r->t));
+    trainer_open(backend, &r->cfg, r->w, &r->api, &r->be, &r->m, &r->t);
 }
 
 static void copy_close(copy_run *r)
 {
-    clf_trainer_free(r->t);
-    clf_model_free(r->m);
-    close_backend(r->api, r->be);
-    clf_weights_free(r->w);
+    trainer_close(r->api, r->be, r->w, r->m, r->t);
 }
 
 static unsigned lcg(unsigned *x)
