@@ -34,6 +34,19 @@
         int has_mask, int other_len, int head_dim, int causal, int q_pos0, float scale,            \
         ulong drop_seed, uint drop_threshold, float drop_scale
 
+/* What both kernels declare first: own (the query or key of this work-group) and own_len
+ * (their count), the head h and batch entry b, lid and wg, and qb, db, kb, vb: row 0 of
+ * q, dout, k and v of entry b at this head's columns. */
+#define ATTENTION_BACKWARD_START(own, own_len)                                                     \
+    const int own = get_group_id(0), h = get_group_id(1), b = get_group_id(2);                     \
+    const int own_len = get_num_groups(0), heads = get_num_groups(1);                              \
+    const int lid = get_local_id(0), wg = get_local_size(0);                                       \
+    const ulong hd = (ulong)h * head_dim;                                                          \
+    __global const float *qb = q + q_off + b * q_bstride + hd;                                     \
+    __global const float *db = dout + dout_off + b * dout_bstride + hd;                            \
+    __global const float *kb = k + k_off + b * kv_bstride + hd;                                    \
+    __global const float *vb = v + v_off + b * kv_bstride + hd;
+
 /* The forward's mask rule (attention.cl). */
 int attention_backward_masked(__global const int *key_mask, ulong mask_base, int has_mask,
                               int causal, int q_pos0, int i, int j)
@@ -75,14 +88,9 @@ __kernel void attention_backward_query(ATTENTION_BACKWARD_ARGS(kv_len), __global
                                        __local float *dos, __local float *acc, __local float *ds,
                                        __local float *red)
 {
-    const int i = get_group_id(0), h = get_group_id(1), b = get_group_id(2);
-    const int q_len = get_num_groups(0), heads = get_num_groups(1);
-    const int lid = get_local_id(0), wg = get_local_size(0);
-    const ulong hd = (ulong)h * head_dim;
-    __global const float *qr = q + q_off + b * q_bstride + i * q_ld + hd;
-    __global const float *dr = dout + dout_off + b * dout_bstride + i * dout_ld + hd;
-    __global const float *kb = k + k_off + b * kv_bstride + hd;
-    __global const float *vb = v + v_off + b * kv_bstride + hd;
+    ATTENTION_BACKWARD_START(i, q_len)
+    __global const float *qr = qb + i * q_ld;
+    __global const float *dr = db + i * dout_ld;
     const ulong mask_base = mask_off + b * mask_stride;
     const ulong drop_row = (((ulong)b * heads + h) * q_len + i) * kv_len;
 
@@ -167,14 +175,9 @@ __kernel void attention_backward_key(ATTENTION_BACKWARD_ARGS(q_len),
                                      __local float *ks, __local float *vs, __local float *acck,
                                      __local float *accv, __local float *p, __local float *ds)
 {
-    const int j = get_group_id(0), h = get_group_id(1), b = get_group_id(2);
-    const int kv_len = get_num_groups(0), heads = get_num_groups(1);
-    const int lid = get_local_id(0), wg = get_local_size(0);
-    const ulong hd = (ulong)h * head_dim;
-    __global const float *kr = k + k_off + b * kv_bstride + j * k_ld + hd;
-    __global const float *vr = v + v_off + b * kv_bstride + j * v_ld + hd;
-    __global const float *qb = q + q_off + b * q_bstride + hd;
-    __global const float *db = dout + dout_off + b * dout_bstride + hd;
+    ATTENTION_BACKWARD_START(j, kv_len)
+    __global const float *kr = kb + j * k_ld;
+    __global const float *vr = vb + j * v_ld;
     __global const float *sb = stats + ((ulong)b * heads + h) * q_len * 3;
     const int key_off = has_mask && key_mask[mask_off + b * mask_stride + j] == 0;
 
