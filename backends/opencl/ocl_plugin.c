@@ -1,13 +1,14 @@
 /* ocl_plugin.c - the plugin ops (ABI 3): activations, gated activations and norms whose
  * math a plugin supplies as OpenCL C source (clformer/plugin.h).
  *
- * plugin_prepare() builds, once per op pointer, one program: kernels/plugin_prelude.cl
- * (clf_group_sum), a #define block that maps CLF_PLUGIN_FORWARD etc. to the op's
- * clf_NAME_* functions, the op's source, and kernels/plugin.cl (the kernels that apply it:
- * view offsets, the gate product, alpha/beta and their gradients). The programs go
- * through the same disk cache as the kernel families; the built kernels live in a small
- * table on the backend, keyed by the op pointer, until close. An op used before it was
- * prepared is prepared then. Semantics of the ops: clformer/backend.h. */
+ * plugin_prepare() builds, once per op pointer, one program: kernels/group.cl
+ * (clf_group_sum), kernels/plugin_prelude.cl, a #define block that maps CLF_PLUGIN_FORWARD
+ * etc. to the op's clf_NAME_* functions, the op's source, and kernels/plugin.cl (the
+ * kernels that apply it: view offsets, the gate product, alpha/beta and their
+ * gradients). The programs go through the same disk cache as the kernel families; the
+ * built kernels live in a small table on the backend, keyed by the op pointer, until
+ * close. An op used before it was prepared is prepared then. Semantics of the ops:
+ * clformer/backend.h. */
 #include "ocl_internal.h"
 
 #include <stdio.h>
@@ -15,8 +16,8 @@
 #include <string.h>
 
 /* The sources, embedded by embed_cl.cmake. */
-extern const char clf_ocl_src_plugin_prelude[], clf_ocl_src_plugin[];
-extern const size_t clf_ocl_src_plugin_prelude_len, clf_ocl_src_plugin_len;
+extern const char clf_ocl_src_group[], clf_ocl_src_plugin_prelude[], clf_ocl_src_plugin[];
+extern const size_t clf_ocl_src_group_len, clf_ocl_src_plugin_prelude_len, clf_ocl_src_plugin_len;
 
 /* Norm kernels run one power-of-two work-group per row of at most this many work-items
  * (the kernel families' cap, OCL_ROW_WG in ocl_program.c): enough for a 512..8000-wide
@@ -105,14 +106,16 @@ static clf_status build_prog(clf_backend *be, const char *opname, const clf_plug
     snprintf(what, sizeof what, "plugin op '%s' (%s)", op->name, clf_plugin_kind_name(op->kind));
     snprintf(cache_name, sizeof cache_name, "plugin-%s", op->name);
     static const char after[] = "\n#line 1 \"plugin.cl\"\n";
-    const char *srcs[5] = {clf_ocl_src_plugin_prelude, defines, op->opencl_source, after,
-                           clf_ocl_src_plugin};
-    const size_t lens[5] = {clf_ocl_src_plugin_prelude_len, strlen(defines),
-                            strlen(op->opencl_source), sizeof after - 1, clf_ocl_src_plugin_len};
+    const char *srcs[6] = {
+        clf_ocl_src_group, clf_ocl_src_plugin_prelude, defines, op->opencl_source, after,
+        clf_ocl_src_plugin};
+    const size_t lens[6] = {clf_ocl_src_group_len, clf_ocl_src_plugin_prelude_len,
+                            strlen(defines),       strlen(op->opencl_source),
+                            sizeof after - 1,      clf_ocl_src_plugin_len};
 
     memset(p, 0, sizeof *p);
     p->op = op;
-    if ((st = ocl_build_program(be, opname, what, cache_name, srcs, lens, 5, kernel_names + first,
+    if ((st = ocl_build_program(be, opname, what, cache_name, srcs, lens, 6, kernel_names + first,
                                 p->kernels + first, nk, &p->program)) != CLF_OK)
         goto fail;
     for (int k = first; k < first + nk; k++)

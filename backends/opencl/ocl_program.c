@@ -1,7 +1,8 @@
 /* ocl_program.c - building the kernel families (and, after open, the programs of plugin
  * ops), with a program cache on disk.
  *
- * Each kernels/<family>.cl is built as its own program, with kernels/common.cl prepended.
+ * Each kernels/<family>.cl is built as its own program, with kernels/group.cl and
+ * kernels/common.cl prepended.
  * A built program's binary (CL_PROGRAM_BINARIES) is saved under the cache directory as
  * <family>-<key>.clbin, key = FNV-1a 64 of everything that can change the binary: the
  * sources, the build options, the platform, device and driver names and versions. Files
@@ -23,14 +24,14 @@
 #include <unistd.h>
 
 /* The sources, embedded by embed_cl.cmake. */
-extern const char clf_ocl_src_common[], clf_ocl_src_attention[], clf_ocl_src_layernorm[],
-    clf_ocl_src_softmax[], clf_ocl_src_embed[], clf_ocl_src_elementwise[], clf_ocl_src_gemm[],
-    clf_ocl_src_attention_backward[], clf_ocl_src_layernorm_backward[], clf_ocl_src_train[],
-    clf_ocl_src_optim[];
-extern const size_t clf_ocl_src_common_len, clf_ocl_src_attention_len, clf_ocl_src_layernorm_len,
-    clf_ocl_src_softmax_len, clf_ocl_src_embed_len, clf_ocl_src_elementwise_len,
-    clf_ocl_src_gemm_len, clf_ocl_src_attention_backward_len, clf_ocl_src_layernorm_backward_len,
-    clf_ocl_src_train_len, clf_ocl_src_optim_len;
+extern const char clf_ocl_src_group[], clf_ocl_src_common[], clf_ocl_src_attention[],
+    clf_ocl_src_layernorm[], clf_ocl_src_softmax[], clf_ocl_src_embed[], clf_ocl_src_elementwise[],
+    clf_ocl_src_gemm[], clf_ocl_src_attention_backward[], clf_ocl_src_layernorm_backward[],
+    clf_ocl_src_train[], clf_ocl_src_optim[];
+extern const size_t clf_ocl_src_group_len, clf_ocl_src_common_len, clf_ocl_src_attention_len,
+    clf_ocl_src_layernorm_len, clf_ocl_src_softmax_len, clf_ocl_src_embed_len,
+    clf_ocl_src_elementwise_len, clf_ocl_src_gemm_len, clf_ocl_src_attention_backward_len,
+    clf_ocl_src_layernorm_backward_len, clf_ocl_src_train_len, clf_ocl_src_optim_len;
 
 /* Build options: full-precision math (no -cl-fast-relaxed-math: results must match the
  * CPU backend to 1e-5), the masked-score value the attention kernels use, and the most
@@ -152,6 +153,7 @@ static uint64_t cache_key(const clf_backend *be, ocl_family_id f)
     uint64_t h = fnv1a_str(CACHE_HASH_START, OCL_CACHE_MAGIC);
     h = fnv1a_str(h, families[f].name);
     h = fnv1a_str(h, OCL_BUILD_OPTIONS);
+    h = clf_hash_fnv1a64(h, clf_ocl_src_group, clf_ocl_src_group_len);
     h = clf_hash_fnv1a64(h, clf_ocl_src_common, clf_ocl_src_common_len);
     h = clf_hash_fnv1a64(h, families[f].src, *families[f].len);
     return hash_device(be, h);
@@ -381,9 +383,9 @@ static clf_status build_family(clf_backend *be, ocl_family_id f, const char *dir
             return CLF_OK;
         }
     }
-    const char *srcs[2] = {clf_ocl_src_common, families[f].src};
-    const size_t lens[2] = {clf_ocl_src_common_len, *families[f].len};
-    prog = clCreateProgramWithSource(be->ctx, 2, srcs, lens, &err);
+    const char *srcs[3] = {clf_ocl_src_group, clf_ocl_src_common, families[f].src};
+    const size_t lens[3] = {clf_ocl_src_group_len, clf_ocl_src_common_len, *families[f].len};
+    prog = clCreateProgramWithSource(be->ctx, 3, srcs, lens, &err);
     if (err != CL_SUCCESS) {
         prog = NULL;
         st = ocl_fail("open", "clCreateProgramWithSource", err);

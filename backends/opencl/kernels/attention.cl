@@ -42,6 +42,22 @@ int attention_masked(__global const int *key_mask, ulong mask_base, int has_mask
     return (has_mask && key_mask[mask_base + j] == 0) || (causal && j > q_pos0 + i);
 }
 
+/* What both forward kernels declare first: the work-group's query i, head h and batch
+ * entry b, its lid and wg, drop_row (dropout's e of key 0 of the row), qr (q_i of this
+ * head), kb and vb (keys and values from here at kv_row(.., j, ld): entry b's rows, or the
+ * table's), and the bases of the row table and the mask. */
+#define ATTENTION_ROW_START                                                                        \
+    const int i = get_group_id(0), h = get_group_id(1), b = get_group_id(2);                       \
+    const int q_len = get_num_groups(0), heads = get_num_groups(1);                                \
+    const int lid = get_local_id(0), wg = get_local_size(0);                                       \
+    const ulong drop_row = (((ulong)b * heads + h) * q_len + i) * kv_len;                          \
+    const ulong hd = (ulong)h * head_dim;                                                          \
+    __global const float *qr = q + q_off + b * q_bstride + i * q_ld + hd;                          \
+    __global const float *kb = k + k_off + hd;                                                     \
+    __global const float *vb = v + v_off + hd;                                                     \
+    const ulong rows_base = rows_off + (ulong)b * rows_ld;                                         \
+    const ulong mask_base = mask_off + b * mask_stride;
+
 /* Fused path: keys in tiles of wg (one key per work-item), online softmax (running max m,
  * running sum l, rescaled accumulator acc), so no [q_len, kv_len] matrix is ever stored.
  * Local scratch: qs [head_dim], acc [head_dim], p [wg], red [wg]. */
@@ -56,17 +72,7 @@ __kernel void attention(__global const float *q, ulong q_off, ulong q_ld, ulong 
                         int kv_entries, __local float *qs, __local float *acc, __local float *p,
                         __local float *red)
 {
-    const int i = get_group_id(0), h = get_group_id(1), b = get_group_id(2);
-    const int q_len = get_num_groups(0), heads = get_num_groups(1);
-    const int lid = get_local_id(0), wg = get_local_size(0);
-    const ulong drop_row = (((ulong)b * heads + h) * q_len + i) * kv_len;
-    const ulong hd = (ulong)h * head_dim;
-    __global const float *qr = q + q_off + b * q_bstride + i * q_ld + hd;
-    /* keys and values from here at kv_row(.., j, ld): entry b's rows, or the table's */
-    __global const float *kb = k + k_off + hd;
-    __global const float *vb = v + v_off + hd;
-    const ulong rows_base = rows_off + (ulong)b * rows_ld;
-    const ulong mask_base = mask_off + b * mask_stride;
+    ATTENTION_ROW_START
 
     for (int d = lid; d < head_dim; d += wg) {
         qs[d] = qr[d];
@@ -124,18 +130,8 @@ __kernel void attention_probs(__global const float *q, ulong q_off, ulong q_ld, 
                               int has_rows, int kv_entries, __global float *probs,
                               ulong probs_off, __local float *qs, __local float *red)
 {
-    const int i = get_group_id(0), h = get_group_id(1), b = get_group_id(2);
-    const int q_len = get_num_groups(0), heads = get_num_groups(1);
-    const int lid = get_local_id(0), wg = get_local_size(0);
-    const ulong hd = (ulong)h * head_dim;
-    __global const float *qr = q + q_off + b * q_bstride + i * q_ld + hd;
-    /* keys and values from here at kv_row(.., j, ld): entry b's rows, or the table's */
-    __global const float *kb = k + k_off + hd;
-    __global const float *vb = v + v_off + hd;
-    const ulong rows_base = rows_off + (ulong)b * rows_ld;
-    const ulong mask_base = mask_off + b * mask_stride;
-    const ulong row = (((ulong)b * heads + h) * q_len + i) * kv_len; /* = dropout's e of j 0 */
-    __global float *pr = probs + probs_off + row;
+    ATTENTION_ROW_START
+    __global float *pr = probs + probs_off + drop_row;
 
     for (int d = lid; d < head_dim; d += wg)
         qs[d] = qr[d];
@@ -183,7 +179,7 @@ __kernel void attention_probs(__global const float *q, ulong q_off, ulong q_ld, 
     for (int j0 = 0; j0 < kv_len; j0 += wg) {
         const int j = j0 + lid;
         if (j < kv_len) /* this work-item wrote pr[j] itself */
-            red[lid] = pr[j] * dropout_keep(drop_seed, row + j, drop_threshold, drop_scale);
+            red[lid] = pr[j] * dropout_keep(drop_seed, drop_row + j, drop_threshold, drop_scale);
         barrier(CLK_LOCAL_MEM_FENCE);
         const int nt = min(wg, kv_len - j0);
         for (int d = lid; d < head_dim; d += wg) {

@@ -23,6 +23,30 @@
  *   dP_ij = (dout_i . v_j) * r_ij,  dv_j = sum_i P_ij r_ij dout_i
  * and D, dS, dq, dk as above. */
 
+/* The arguments both kernels take first, in this order (the host sets them by index);
+ * other_len is kv_len for the query kernel and q_len for the key kernel (the group count
+ * in x gives the kernel's own length). */
+#define ATTENTION_BACKWARD_ARGS(other_len)                                                         \
+    __global const float *q, ulong q_off, ulong q_ld, ulong q_bstride, __global const float *k,    \
+        ulong k_off, ulong k_ld, __global const float *v, ulong v_off, ulong v_ld,                 \
+        ulong kv_bstride, __global const float *dout, ulong dout_off, ulong dout_ld,               \
+        ulong dout_bstride, __global const int *key_mask, ulong mask_off, ulong mask_stride,       \
+        int has_mask, int other_len, int head_dim, int causal, int q_pos0, float scale,            \
+        ulong drop_seed, uint drop_threshold, float drop_scale
+
+/* What both kernels declare first: own (the query or key of this work-group) and own_len
+ * (their count), the head h and batch entry b, lid and wg, and qb, db, kb, vb: row 0 of
+ * q, dout, k and v of entry b at this head's columns. */
+#define ATTENTION_BACKWARD_START(own, own_len)                                                     \
+    const int own = get_group_id(0), h = get_group_id(1), b = get_group_id(2);                     \
+    const int own_len = get_num_groups(0), heads = get_num_groups(1);                              \
+    const int lid = get_local_id(0), wg = get_local_size(0);                                       \
+    const ulong hd = (ulong)h * head_dim;                                                          \
+    __global const float *qb = q + q_off + b * q_bstride + hd;                                     \
+    __global const float *db = dout + dout_off + b * dout_bstride + hd;                            \
+    __global const float *kb = k + k_off + b * kv_bstride + hd;                                    \
+    __global const float *vb = v + v_off + b * kv_bstride + hd;
+
 /* The forward's mask rule (attention.cl). */
 int attention_backward_masked(__global const int *key_mask, ulong mask_base, int has_mask,
                               int causal, int q_pos0, int i, int j)
@@ -39,25 +63,34 @@ float attention_backward_dot(__local const float *a, __global const float *b, in
     return s;
 }
 
+/* P_ij = exp(s_ij - m_i) / l_i of an unmasked key: qs = q_i, kr = k_j. */
+float attention_backward_p(__local const float *qs, __global const float *kr, int head_dim,
+                           float scale, float row_m, float row_l)
+{
+    return exp(scale * attention_backward_dot(qs, kr, head_dim) - row_m) / row_l;
+}
+
+/* dP_ij = (dout_i . v_j), times the forward's dropout factor of element e when dropout is
+ * on: dos = dout_i, vr = v_j. */
+float attention_backward_dp(__local const float *dos, __global const float *vr, int head_dim,
+                            ulong drop_seed, ulong e, uint drop_threshold, float drop_scale)
+{
+    float dp = attention_backward_dot(dos, vr, head_dim);
+    if (drop_threshold)
+        dp *= dropout_keep(drop_seed, e, drop_threshold, drop_scale);
+    return dp;
+}
+
 /* Local scratch: qs, dos, acc [head_dim] each (q_i, dout_i, the dq accumulator);
  * ds, red [wg] each. */
-__kernel void attention_backward_query(
-    __global const float *q, ulong q_off, ulong q_ld, ulong q_bstride, __global const float *k,
-    ulong k_off, ulong k_ld, __global const float *v, ulong v_off, ulong v_ld, ulong kv_bstride,
-    __global const float *dout, ulong dout_off, ulong dout_ld, ulong dout_bstride,
-    __global const int *key_mask, ulong mask_off, ulong mask_stride, int has_mask, int kv_len,
-    int head_dim, int causal, int q_pos0, float scale, ulong drop_seed, uint drop_threshold,
-    float drop_scale, __global float *stats, __global float *dq, ulong dq_off, __local float *qs,
-    __local float *dos, __local float *acc, __local float *ds, __local float *red)
+__kernel void attention_backward_query(ATTENTION_BACKWARD_ARGS(kv_len), __global float *stats,
+                                       __global float *dq, ulong dq_off, __local float *qs,
+                                       __local float *dos, __local float *acc, __local float *ds,
+                                       __local float *red)
 {
-    const int i = get_group_id(0), h = get_group_id(1), b = get_group_id(2);
-    const int q_len = get_num_groups(0), heads = get_num_groups(1);
-    const int lid = get_local_id(0), wg = get_local_size(0);
-    const ulong hd = (ulong)h * head_dim;
-    __global const float *qr = q + q_off + b * q_bstride + i * q_ld + hd;
-    __global const float *dr = dout + dout_off + b * dout_bstride + i * dout_ld + hd;
-    __global const float *kb = k + k_off + b * kv_bstride + hd;
-    __global const float *vb = v + v_off + b * kv_bstride + hd;
+    ATTENTION_BACKWARD_START(i, q_len)
+    __global const float *qr = qb + i * q_ld;
+    __global const float *dr = db + i * dout_ld;
     const ulong mask_base = mask_off + b * mask_stride;
     const ulong drop_row = (((ulong)b * heads + h) * q_len + i) * kv_len;
 
@@ -92,11 +125,9 @@ __kernel void attention_backward_query(
     for (int j = lid; j < kv_len; j += wg) {
         if (attention_backward_masked(key_mask, mask_base, has_mask, causal, q_pos0, i, j))
             continue;
-        const float p =
-            exp(scale * attention_backward_dot(qs, kb + j * k_ld, head_dim) - row_m) / row_l;
-        float dp = attention_backward_dot(dos, vb + j * v_ld, head_dim);
-        if (drop_threshold)
-            dp *= dropout_keep(drop_seed, drop_row + j, drop_threshold, drop_scale);
+        const float p = attention_backward_p(qs, kb + j * k_ld, head_dim, scale, row_m, row_l);
+        const float dp = attention_backward_dp(dos, vb + j * v_ld, head_dim, drop_seed,
+                                               drop_row + j, drop_threshold, drop_scale);
         dsum += p * dp;
     }
     const float row_d = wg_sum(red, dsum);
@@ -109,10 +140,9 @@ __kernel void attention_backward_query(
         if (j < kv_len &&
             !attention_backward_masked(key_mask, mask_base, has_mask, causal, q_pos0, i, j)) {
             const float p =
-                exp(scale * attention_backward_dot(qs, kb + j * k_ld, head_dim) - row_m) / row_l;
-            float dp = attention_backward_dot(dos, vb + j * v_ld, head_dim);
-            if (drop_threshold)
-                dp *= dropout_keep(drop_seed, drop_row + j, drop_threshold, drop_scale);
+                attention_backward_p(qs, kb + j * k_ld, head_dim, scale, row_m, row_l);
+            const float dp = attention_backward_dp(dos, vb + j * v_ld, head_dim, drop_seed,
+                                                   drop_row + j, drop_threshold, drop_scale);
             g = p * (dp - row_d);
         }
         ds[lid] = g;
@@ -139,24 +169,15 @@ __kernel void attention_backward_query(
 
 /* Local scratch: ks, vs, acck, accv [head_dim] each (k_j, v_j, the dk and dv
  * accumulators); p (dv's weights), ds [wg] each. */
-__kernel void attention_backward_key(
-    __global const float *q, ulong q_off, ulong q_ld, ulong q_bstride, __global const float *k,
-    ulong k_off, ulong k_ld, __global const float *v, ulong v_off, ulong v_ld, ulong kv_bstride,
-    __global const float *dout, ulong dout_off, ulong dout_ld, ulong dout_bstride,
-    __global const int *key_mask, ulong mask_off, ulong mask_stride, int has_mask, int q_len,
-    int head_dim, int causal, int q_pos0, float scale, ulong drop_seed, uint drop_threshold,
-    float drop_scale, __global const float *stats, __global float *dk, ulong dk_off,
-    __global float *dv, ulong dv_off, __local float *ks, __local float *vs, __local float *acck,
-    __local float *accv, __local float *p, __local float *ds)
+__kernel void attention_backward_key(ATTENTION_BACKWARD_ARGS(q_len),
+                                     __global const float *stats, __global float *dk,
+                                     ulong dk_off, __global float *dv, ulong dv_off,
+                                     __local float *ks, __local float *vs, __local float *acck,
+                                     __local float *accv, __local float *p, __local float *ds)
 {
-    const int j = get_group_id(0), h = get_group_id(1), b = get_group_id(2);
-    const int kv_len = get_num_groups(0), heads = get_num_groups(1);
-    const int lid = get_local_id(0), wg = get_local_size(0);
-    const ulong hd = (ulong)h * head_dim;
-    __global const float *kr = k + k_off + b * kv_bstride + j * k_ld + hd;
-    __global const float *vr = v + v_off + b * kv_bstride + j * v_ld + hd;
-    __global const float *qb = q + q_off + b * q_bstride + hd;
-    __global const float *db = dout + dout_off + b * dout_bstride + hd;
+    ATTENTION_BACKWARD_START(j, kv_len)
+    __global const float *kr = kb + j * k_ld;
+    __global const float *vr = vb + j * v_ld;
     __global const float *sb = stats + ((ulong)b * heads + h) * q_len * 3;
     const int key_off = has_mask && key_mask[mask_off + b * mask_stride + j] == 0;
 

@@ -1,4 +1,4 @@
-/* common.cl - helpers prepended to every kernel family's source.
+/* common.cl - helpers prepended to every kernel family's source (after group.cl).
  *
  * Row kernels run one work-group per row; the host picks a power-of-two work-group size
  * (from CL_KERNEL_WORK_GROUP_SIZE) so these tree reductions halve cleanly. Every
@@ -8,37 +8,10 @@
 #define CLF_MASKED_SCORE (-1.0e9f) /* masked_fill(mask == 0, -1e9), as the tutorials do */
 #endif
 
-/* red: [get_local_size(0)] scratch. Returns the sum of v over the work-group. */
-float wg_sum(__local float *red, float v)
-{
-    const uint lid = get_local_id(0);
-    red[lid] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint s = get_local_size(0) / 2; s > 0; s /= 2) {
-        if (lid < s)
-            red[lid] += red[lid + s];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    const float r = red[0];
-    barrier(CLK_LOCAL_MEM_FENCE); /* red is reused by the next reduction */
-    return r;
-}
-
-/* red: [get_local_size(0)] scratch. Returns the maximum of v over the work-group. */
-float wg_max(__local float *red, float v)
-{
-    const uint lid = get_local_id(0);
-    red[lid] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint s = get_local_size(0) / 2; s > 0; s /= 2) {
-        if (lid < s)
-            red[lid] = fmax(red[lid], red[lid + s]);
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    const float r = red[0];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    return r;
-}
+/* The work-group sum and maximum of v (group.cl), red: [get_local_size(0)] scratch. */
+CLF_GROUP_REDUCE(wg_max_of, fmax)
+#define wg_sum(red, v) clf_group_sum((v), (red))
+#define wg_max(red, v) wg_max_of((v), (red))
 
 /* clf_dropout_bits of backend.h, in the same 64-bit unsigned arithmetic (ulong is 64 bits
  * in OpenCL C, and its products wrap like uint64_t), so every backend draws the same mask:

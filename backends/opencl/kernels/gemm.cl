@@ -96,74 +96,58 @@ void rows_finish(const float *acc, __local float *red, int lane, int lanes, ulon
     }
 }
 
-/* B as F16. vloada_half8 needs a 16-byte aligned address and row j starts at any element
- * (bh_off + j * ldb), so the elements before its first multiple of 8 and after its last
- * whole chunk are read one at a time (a buffer itself starts at least 128-byte aligned:
- * CL_DEVICE_MEM_BASE_ADDR_ALIGN). */
-__kernel void gemm_rows_half(__global const float *a, ulong a_off, ulong lda,
-                             __global const half *bh, ulong bh_off, ulong ldb, __global float *c,
-                             ulong c_off, ulong ldc, __global const float *bias, ulong bias_off,
-                             int has_bias, int relu, int m, int n, int k, float alpha, float beta,
-                             int lanes, __local float *red)
-{
-    int lane;
-    const ulong j = rows_column(lanes, &lane);
-    float acc[CLF_GEMM_FEW_ROWS] = {0.0f};
-
-    if (j < (ulong)n) { /* the work-items past n still take part in the barriers */
-        const ulong row = bh_off + j * ldb;
-        const int past = (int)(row % GEMM_ROWS_VEC); /* halves past a 16-byte boundary */
-        const int head = min(past ? GEMM_ROWS_VEC - past : 0, k);
-        const int chunks = (k - head) / GEMM_ROWS_VEC, tail = head + chunks * GEMM_ROWS_VEC;
-        __global const half *b = bh + row;
-        __global const float *ar = a + a_off;
-        for (int p = lane; p < head; p += lanes) {
-            const float bv = vload_half(p, b);
-            ROWS_ADD1(acc, ar, lda, p, bv, m)
-        }
-        for (int q = lane; q < chunks; q += lanes) {
-            const int p = head + q * GEMM_ROWS_VEC;
-            const float8 bv = vloada_half8(0, b + p);
-            ROWS_ADD8(acc, ar, lda, p, bv, m)
-        }
-        for (int p = tail + lane; p < k; p += lanes) {
-            const float bv = vload_half(p, b);
-            ROWS_ADD1(acc, ar, lda, p, bv, m)
-        }
+/* One kernel of each B type: T the element, LOAD1(p, b) one element as a float, LOAD8(p, b)
+ * the 8 elements from p as a float8, HEAD(row) how many elements of the row starting at
+ * element `row` come before the first aligned 8-element chunk (read one at a time). The work
+ * items past n still take part in rows_finish's barriers. */
+#define GEMM_ROWS_KERNEL(name, T, HEAD, LOAD1, LOAD8)                                              \
+    __kernel void name(__global const float *a, ulong a_off, ulong lda, __global const T *bsrc,    \
+                       ulong b_off, ulong ldb, __global float *c, ulong c_off, ulong ldc,          \
+                       __global const float *bias, ulong bias_off, int has_bias, int relu, int m,  \
+                       int n, int k, float alpha, float beta, int lanes, __local float *red)       \
+    {                                                                                              \
+        int lane;                                                                                  \
+        const ulong j = rows_column(lanes, &lane);                                                 \
+        float acc[CLF_GEMM_FEW_ROWS] = {0.0f};                                                     \
+        if (j < (ulong)n) {                                                                        \
+            const ulong row = b_off + j * ldb;                                                     \
+            const int head = min(HEAD(row), k);                                                    \
+            const int chunks = (k - head) / GEMM_ROWS_VEC, tail = head + chunks * GEMM_ROWS_VEC;   \
+            __global const T *b = bsrc + row;                                                      \
+            __global const float *ar = a + a_off;                                                  \
+            for (int p = lane; p < head; p += lanes) {                                             \
+                const float bv = LOAD1(p, b);                                                      \
+                ROWS_ADD1(acc, ar, lda, p, bv, m)                                                  \
+            }                                                                                      \
+            for (int q = lane; q < chunks; q += lanes) {                                           \
+                const int p = head + q * GEMM_ROWS_VEC;                                            \
+                const float8 bv = LOAD8(p, b);                                                     \
+                ROWS_ADD8(acc, ar, lda, p, bv, m)                                                  \
+            }                                                                                      \
+            for (int p = tail + lane; p < k; p += lanes) {                                         \
+                const float bv = LOAD1(p, b);                                                      \
+                ROWS_ADD1(acc, ar, lda, p, bv, m)                                                  \
+            }                                                                                      \
+        }                                                                                          \
+        rows_finish(acc, red, lane, lanes, j, m, n, c, c_off, ldc, bias, bias_off, has_bias,       \
+                    relu, alpha, beta);                                                            \
     }
-    rows_finish(acc, red, lane, lanes, j, m, n, c, c_off, ldc, bias, bias_off, has_bias, relu,
-                alpha, beta);
-}
+
+/* B as F16. vloada_half8 needs a 16-byte aligned address and row j starts at any element
+ * (b_off + j * ldb), so the elements before its first multiple of 8 (the head) and after its
+ * last whole chunk are read one at a time (a buffer itself starts at least 128-byte aligned:
+ * CL_DEVICE_MEM_BASE_ADDR_ALIGN). */
+#define HALF_HEAD(row) ((GEMM_ROWS_VEC - (int)((row) % GEMM_ROWS_VEC)) % GEMM_ROWS_VEC)
+#define HALF_LOAD1(p, b) vload_half((p), (b))
+#define HALF_LOAD8(p, b) vloada_half8(0, (b) + (p))
+GEMM_ROWS_KERNEL(gemm_rows_half, half, HALF_HEAD, HALF_LOAD1, HALF_LOAD8)
 
 /* B as F32: vload8 needs only a float's alignment, so there is no head; the k % 8 last
  * elements are read one at a time. */
-__kernel void gemm_rows_float(__global const float *a, ulong a_off, ulong lda,
-                              __global const float *bf, ulong b_off, ulong ldb, __global float *c,
-                              ulong c_off, ulong ldc, __global const float *bias, ulong bias_off,
-                              int has_bias, int relu, int m, int n, int k, float alpha, float beta,
-                              int lanes, __local float *red)
-{
-    int lane;
-    const ulong j = rows_column(lanes, &lane);
-    float acc[CLF_GEMM_FEW_ROWS] = {0.0f};
-
-    if (j < (ulong)n) { /* the work-items past n still take part in the barriers */
-        const int chunks = k / GEMM_ROWS_VEC, tail = chunks * GEMM_ROWS_VEC;
-        __global const float *b = bf + b_off + j * ldb;
-        __global const float *ar = a + a_off;
-        for (int q = lane; q < chunks; q += lanes) {
-            const int p = q * GEMM_ROWS_VEC;
-            const float8 bv = vload8(0, b + p);
-            ROWS_ADD8(acc, ar, lda, p, bv, m)
-        }
-        for (int p = tail + lane; p < k; p += lanes) {
-            const float bv = b[p];
-            ROWS_ADD1(acc, ar, lda, p, bv, m)
-        }
-    }
-    rows_finish(acc, red, lane, lanes, j, m, n, c, c_off, ldc, bias, bias_off, has_bias, relu,
-                alpha, beta);
-}
+#define FLOAT_HEAD(row) 0
+#define FLOAT_LOAD1(p, b) (b)[p]
+#define FLOAT_LOAD8(p, b) vload8(0, (b) + (p))
+GEMM_ROWS_KERNEL(gemm_rows_float, float, FLOAT_HEAD, FLOAT_LOAD1, FLOAT_LOAD8)
 
 /* out[i * k + p] = A[i, p] rounded to the nearest F16, for i < m, p < k: HGEMM's packed A
  * (rows lda apart in a, k apart in out). */

@@ -86,8 +86,7 @@ __kernel void layernorm_backward_params(__global const float *dy, ulong dy_off,
                                         ulong dbeta_off, int has_dbeta, int rows, int cols,
                                         __local float *reda, __local float *redb)
 {
-    const int c = get_global_id(0), lx = get_local_id(0), ly = get_local_id(1);
-    const int nx = get_local_size(0), ny = get_local_size(1);
+    const int c = get_global_id(0), ly = get_local_id(1), ny = get_local_size(1);
     float sa = 0.0f, sb = 0.0f;
     if (c < cols) {
         for (int r = ly; r < rows; r += ny) {
@@ -98,21 +97,6 @@ __kernel void layernorm_backward_params(__global const float *dy, ulong dy_off,
             sb += g;
         }
     }
-    const int idx = ly * nx + lx;
-    reda[idx] = sa;
-    redb[idx] = sb;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int s = ny / 2; s > 0; s /= 2) {
-        if (ly < s) {
-            reda[idx] += reda[idx + s * nx];
-            redb[idx] += redb[idx + s * nx];
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    if (ly == 0 && c < cols) {
-        if (has_dalpha)
-            dalpha[dalpha_off + c] += reda[lx];
-        if (has_dbeta)
-            dbeta[dbeta_off + c] += redb[lx];
-    }
+    clf_column_sums_add(sa, sb, reda, redb, cols, dalpha, dalpha_off, has_dalpha, dbeta,
+                        dbeta_off, has_dbeta);
 }
