@@ -108,21 +108,28 @@ static void run_attention(bk *k, const clf_attention_args *tmpl, const attn_data
             k->api->free(k->be, all[i]);
 }
 
+/* The args of an attention of this shape, with the scale 1/sqrt(D); strides, offsets and
+ * operands left to the caller. */
+static clf_attention_args shape_args(int B, int H, int Tq, int Tk, int D, int causal, int q_pos0)
+{
+    return (clf_attention_args){.batch = B,
+                                .heads = H,
+                                .q_len = Tq,
+                                .kv_len = Tk,
+                                .head_dim = D,
+                                .causal = causal,
+                                .q_pos0 = q_pos0,
+                                .scale = 1.0f / sqrtf((float)D)};
+}
+
 static void check_attention_case(const attn_case *t, unsigned seed)
 {
     if (clf_test_too_big((double)t->B * t->H * t->Tq * t->Tk * t->D))
         return;
     int width = t->H * t->D, pad = t->pad;
-    clf_attention_args a = {.batch = t->B,
-                            .heads = t->H,
-                            .q_len = t->Tq,
-                            .kv_len = t->Tk,
-                            .head_dim = t->D,
-                            .causal = t->causal,
-                            .q_pos0 = t->q_pos0,
-                            .scale = 1.0f / sqrtf((float)t->D),
-                            .dropout_p = t->drop,
-                            .dropout_seed = t->seed};
+    clf_attention_args a = shape_args(t->B, t->H, t->Tq, t->Tk, t->D, t->causal, t->q_pos0);
+    a.dropout_p = t->drop;
+    a.dropout_seed = t->seed;
     a.q_ld = width + pad;
     a.k_ld = width + 2 * pad;
     a.v_ld = width + pad;
@@ -413,14 +420,7 @@ static void check_attention_backward_case(const attn_bwd_case *t, unsigned seed,
     int width = t->H * t->D, pad = t->pad;
     clf_attention_backward_args ba = {0};
     clf_attention_args *a = &ba.fwd;
-    *a = (clf_attention_args){.batch = t->B,
-                              .heads = t->H,
-                              .q_len = t->Tq,
-                              .kv_len = t->Tk,
-                              .head_dim = t->D,
-                              .causal = t->causal,
-                              .q_pos0 = t->q_pos0,
-                              .scale = 1.0f / sqrtf((float)t->D)};
+    *a = shape_args(t->B, t->H, t->Tq, t->Tk, t->D, t->causal, t->q_pos0);
     attn_bwd_data d = {0};
     if (t->fused) { /* self-attention over one [B, T, 3 width + pad] projection */
         ck_assert_int_eq(t->Tq, t->Tk);
