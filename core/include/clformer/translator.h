@@ -1,0 +1,144 @@
+/* clformer/translator.h - a model directory opened for translation: text in, text out.
+ *
+ * The one path from sentences to translations that the CLI (`clformer translate`), the
+ * server (`clformer serve`) and the Python package share: the model directory's files
+ * found by name (an imported model's or a training run's), the config with its plugins,
+ * both vocabularies checked against the model, the framing, the weights on the backend
+ * the options or the config name, and the decoding defaults of the config's generate:
+ * section. A sentence is tokenized with the source vocabulary, framed, decoded in a batch
+ * (clf_decode) and its hypotheses' tokens joined back into text, specials left out.
+ *
+ * Sentences are refused one by one, never cut: one that is not valid UTF-8, holds a NUL
+ * byte, is longer than CLF_TRANSLATE_SENTENCE_MAX bytes, or whose framed length exceeds
+ * the model's max_len gets status CLF_ERR_INPUT and a one-line reason in its result, and
+ * the others of the call are translated. An empty or all-blank sentence is not decoded:
+ * it gets no hypotheses' tokens and the empty string.
+ *
+ * A translator is used by one thread at a time (the caller serializes: the Python
+ * package holds a lock per translator, the server has one scheduler thread per model). */
+#ifndef CLFORMER_TRANSLATOR_H
+#define CLFORMER_TRANSLATOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "clformer/config.h"
+#include "clformer/decode.h"
+#include "clformer/export.h"
+#include "clformer/status.h"
+#include "clformer/weights.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Longest sentence translated, in bytes (README, "Limits"). */
+#define CLF_TRANSLATE_SENTENCE_MAX (1 << 20)
+
+typedef struct clf_translator clf_translator;
+
+typedef struct clf_translator_opts {
+    const char *model_dir;  /* an imported model's directory or a training run's */
+    const char *backend;    /* NULL: $CLF_BACKEND, else the config's backend.name */
+    const char *device;     /* NULL: the config's backend.device */
+    const char *plugin_dir; /* NULL: the default search path of backends and plugins */
+    int threads;            /* -1: the config's backend.threads */
+    int weight_type_set;    /* 0: the weights file's own type */
+    clf_weight_type weight_type;
+} clf_translator_opts;
+
+/* model_dir NULL, backend/device/plugin_dir NULL, threads -1, the file's weight type. */
+CLF_API void clf_translator_opts_default(clf_translator_opts *o);
+
+/* Opens o->model_dir. Errors name the file and why (a missing directory or file, a
+ * vocabulary for another model, a backend that does not load). */
+CLF_API clf_status clf_translator_open(const clf_translator_opts *o, clf_translator **out);
+CLF_API void clf_translator_free(clf_translator *t); /* NULL is fine */
+
+/* What was opened, for messages, /languages and `info`. Valid until clf_translator_free. */
+typedef struct clf_translator_info {
+    const clf_config *config;    /* resolved, with generate: and languages: */
+    const char *backend;         /* the backend's name ("cpu", "opencl") */
+    const char *device;          /* the backend's description of its device */
+    clf_weight_type weight_type; /* the type the model multiplies with */
+    const char *src_vocab, *tgt_vocab; /* the vocabulary files' paths */
+} clf_translator_info;
+CLF_API void clf_translator_get_info(const clf_translator *t, clf_translator_info *info);
+
+/* Token <-> id of a side (0: source, 1: target): -1 / NULL when there is none. */
+CLF_API int32_t clf_translator_token_id(const clf_translator *t, int side, const char *token);
+CLF_API const char *clf_translator_token(const clf_translator *t, int side, int32_t id);
+/* A sentence's source tokens as the model sees them, without the framing; *ids is
+ * malloc'd (NULL when *n == 0). Errors: CLF_ERR_INPUT for text that cannot be encoded. */
+CLF_API clf_status clf_translator_encode(const clf_translator *t, int side, const char *text,
+                                         size_t len, int32_t **ids, int *n);
+
+/* Decoding settings of one call. A field < 0 (or, for max_len, 0) takes the config's
+ * generate: value, as `clformer translate` does without the option. */
+typedef struct clf_translate_opts {
+    int beam;             /* 1: greedy; K > 1: beam search */
+    int n_best;           /* hypotheses per sentence, 1..beam; default 1 */
+    float length_penalty; /* < -1.5: generate.length_penalty; -1: 0.6 for beams, 0 greedy */
+    int max_len;          /* output tokens; 0: 2 * (longest source of the batch) + 10, capped
+                             at the model's max_len - 1: give it for outputs that do not
+                             depend on how sentences are batched */
+    int beam_style;       /* clf_beam_style, or -1 */
+    int forced_eos;       /* 0/1, or -1 */
+    int use_cache;        /* 1 (default): KV cache */
+    int max_batch;        /* sentences per clf_decode call, in input order; default 32 */
+    int want_attention;   /* keep each hypothesis' cross-attention (clf_hypothesis) */
+} clf_translate_opts;
+
+/* beam -1, n_best 1, length_penalty -2 (the config's), max_len 0, beam_style -1,
+ * forced_eos -1, use_cache 1, max_batch 32, no attention. */
+CLF_API void clf_translate_opts_default(clf_translate_opts *o);
+
+/* One hypothesis of a sentence. */
+typedef struct clf_translation_hyp {
+    char *text;       /* the target words joined, specials left out; one line (no '\n') */
+    int32_t *tokens;  /* [len] target ids, without SOS and the final EOS */
+    int len;
+    int finished;     /* 1: ended with EOS; 0: stopped at max_len */
+    float logprob;    /* sum of the tokens' log-probabilities (and of EOS if finished) */
+    float score;      /* logprob over the length penalty: what beams are ranked by */
+    float *attention; /* want_attention: [len + finished, attn_cols]; else NULL */
+    int attn_cols;    /* the framed source's length (its columns, without padding) */
+} clf_translation_hyp;
+
+/* One sentence's result. */
+typedef struct clf_translation {
+    clf_status status;        /* CLF_OK, or CLF_ERR_INPUT when the sentence was refused */
+    char *error;              /* why it was refused (one line), else NULL */
+    int n_src;                /* source tokens, without the framing */
+    int n_hyps;               /* n_best when decoded; 0 when refused or empty */
+    clf_translation_hyp *hyps; /* best first */
+} clf_translation;
+
+/* Translates n sentences (text[i] of len[i] bytes; len NULL: NUL-terminated) into out[n],
+ * which the caller allocates and frees with clf_translations_free. A refused sentence is
+ * not an error of the call; the call fails only for the backend, memory or bad options,
+ * and then out holds nothing to free. */
+CLF_API clf_status clf_translator_translate(clf_translator *t, const char *const *text,
+                                           const size_t *len, int n,
+                                           const clf_translate_opts *o, clf_translation *out);
+/* The same from source ids (without the framing): ids[i] of lens[i] tokens. An id out of
+ * the source vocabulary refuses its sentence. */
+CLF_API clf_status clf_translator_translate_ids(clf_translator *t, const int32_t *const *ids,
+                                               const int *lens, int n,
+                                               const clf_translate_opts *o,
+                                               clf_translation *out);
+CLF_API void clf_translations_free(clf_translation *r, int n);
+
+/* Scores given translations: logprob[i] is the sum of the log-probabilities the model gives
+ * tgt[i]'s tokens and the final EOS after src[i] (teacher forcing), tokens[i] the count
+ * (EOS included). A pair that cannot be scored (refused as translate refuses, or too long
+ * for max_len) gets logprob NaN, tokens 0 and its reason in error[i] (malloc'd; NULL
+ * otherwise; free each). */
+CLF_API clf_status clf_translator_score(clf_translator *t, const char *const *src,
+                                       const char *const *tgt, int n, float *logprob,
+                                       int *tokens, char **error);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
