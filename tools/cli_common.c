@@ -86,16 +86,7 @@ int cli_backend_option(int c, const char *arg, cli_backend_opts *o)
 clf_status cli_open_backend(const clf_config *cfg, const cli_backend_opts *o,
                             const clf_backend_api **api, clf_backend **be)
 {
-    clf_backend_opts opts = {.abi_version = CLF_BACKEND_ABI,
-                             .device = o->device ? o->device : cfg->backend.device,
-                             .threads = o->threads >= 0 ? o->threads : cfg->backend.threads,
-                             .cache_dir = NULL};
-    /* precedence: --backend > CLF_BACKEND > backend.name of the YAML */
-    const char *name = o->backend;
-    const char *env = getenv("CLF_BACKEND");
-    if (!name && !(env && *env))
-        name = cfg->backend.name;
-    return clf_backend_open_named(name, o->plugin_dir, &opts, api, be);
+    return clf_config_open_backend(cfg, o->backend, o->device, o->threads, o->plugin_dir, api, be);
 }
 
 void cli_thread_wait_policy(cli_thread_work work)

@@ -265,6 +265,14 @@ CLF_API clf_status clf_config_read(const char *path, clf_config *cfg);
 CLF_API clf_status clf_config_read_string(const char *text, const char *name, clf_config *cfg);
 CLF_API clf_status clf_config_resolve_plugins(clf_config *cfg, const char *plugin_dir);
 
+/* Opens the backend a config runs on, the one rule of every caller: the name is backend
+ * if given, else $CLF_BACKEND if set, else cfg's backend.name (clf_backend_open_named, which
+ * searches plugin_dir first); the device is device if given, else backend.device; threads
+ * >= 0 replaces backend.threads. */
+CLF_API clf_status clf_config_open_backend(const clf_config *cfg, const char *backend,
+                                           const char *device, int threads, const char *plugin_dir,
+                                           const clf_backend_api **api, clf_backend **be);
+
 /* Writes the fully resolved config as YAML that clf_config_load reads back unchanged. */
 CLF_API clf_status clf_config_dump(const clf_config *cfg, FILE *out);
 

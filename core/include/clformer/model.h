@@ -84,6 +84,19 @@ CLF_API clf_status clf_model_set_weight_type(clf_model *m, clf_weight_type type)
  * translate, forward and bench call it for --weight-type int8. */
 CLF_API clf_status clf_model_release_f32(clf_model *m, size_t *freed);
 
+/* An inference model (translate, serve, forward, bench, the Python package): created from
+ * *w, which it consumes (clf_model_create_consuming, then freed and *w = NULL whatever
+ * happens: the host never holds the weights twice), multiplying with weight type *type if
+ * type_set, else the file's (written back to *type); with int8 the F32 matrices, which
+ * inference never reads, are given back (clf_model_release_f32). With F16 weights on a
+ * backend whose products of 8+ rows do not run in half precision (OpenCL without CLBlast's
+ * HGEMM), note (may be NULL) gets one sentence saying what falls back to the F32 weights,
+ * else "". On failure *out is NULL. */
+CLF_API clf_status clf_model_create_inference(const clf_model_config *cfg, clf_weights **w,
+                                              const clf_backend_api *api, clf_backend *be,
+                                              int type_set, clf_weight_type *type, char *note,
+                                              size_t note_size, clf_model **out);
+
 /* Refuses, before anything runs, a training batch shape the backend cannot hold: one
  * training step of batch x src_len / tgt_len tokens (forward, loss and backward; its
  * activations are one arena) is planned without allocating and its arena compared with the

@@ -9,6 +9,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "runtime/plugin_loader.h"
@@ -129,4 +130,18 @@ clf_status clf_config_parse_string(const char *text, const char *name, clf_confi
 {
     clf_status st = clf_config_read_string(text, name, cfg);
     return st == CLF_OK ? clf_config_resolve_plugins(cfg, NULL) : st;
+}
+
+clf_status clf_config_open_backend(const clf_config *cfg, const char *backend, const char *device,
+                                   int threads, const char *plugin_dir, const clf_backend_api **api,
+                                   clf_backend **be)
+{
+    clf_backend_opts opts = {.abi_version = CLF_BACKEND_ABI,
+                             .device = device ? device : cfg->backend.device,
+                             .threads = threads >= 0 ? threads : cfg->backend.threads,
+                             .cache_dir = NULL};
+    /* a NULL name makes clf_backend_open_named read $CLF_BACKEND */
+    const char *env = getenv("CLF_BACKEND");
+    const char *name = backend ? backend : env && *env ? NULL : cfg->backend.name;
+    return clf_backend_open_named(name, plugin_dir, &opts, api, be);
 }

@@ -787,3 +787,50 @@ double clf_model_forward_flops(const clf_model_config *c, int B, int S, int T)
     return c->encoder_layers * enc + c->decoder_layers * (dec_self + dec_cross + dec_ffn) +
            2 * rt * d * V;
 }
+
+/* F16 weights on a backend whose products of 8+ rows do not run in half precision: what
+ * falls back. Only the OpenCL backend has F16 arithmetic at all (CLBlast's HGEMM, on a GPU
+ * with cl_khr_fp16, or any device with CLF_OPENCL_HGEMM=on). */
+static void half_fallback_note(const clf_backend_api *api, clf_backend *be, char *note, size_t size)
+{
+    char desc[256];
+    if (strcmp(api->name, "opencl") != 0 || api->supports(be, CLF_OP_GEMM_HALF_ARITH))
+        return;
+    if (api->describe(be, desc, sizeof desc) != CLF_OK) {
+        clf_clear_error();
+        snprintf(desc, sizeof desc, "the OpenCL device");
+    }
+    snprintf(note, size,
+             "%s: F16 weights serve the products of up to 7 rows (decoding at batch 1, small "
+             "beams); the larger ones (the encoder, batched decoding) multiply the F32 weights, "
+             "as CLBlast's HGEMM runs only on a GPU with cl_khr_fp16 (CLF_OPENCL_HGEMM=on: any "
+             "device with it)",
+             desc);
+}
+
+clf_status clf_model_create_inference(const clf_model_config *cfg, clf_weights **w,
+                                      const clf_backend_api *api, clf_backend *be, int type_set,
+                                      clf_weight_type *type, char *note, size_t note_size,
+                                      clf_model **out)
+{
+    if (note && note_size > 0)
+        note[0] = '\0';
+    if (!out || !w || !*w || !type)
+        return clf_error(CLF_ERR_INPUT, "clf_model_create_inference: NULL argument");
+    clf_status st = clf_model_create_consuming(cfg, *w, api, be, out);
+    if (!type_set)
+        *type = (*w)->stored_type;
+    clf_weights_free(*w); /* its tensors went as they reached the device */
+    *w = NULL;
+    if (st == CLF_OK)
+        st = clf_model_set_weight_type(*out, *type);
+    if (st == CLF_OK && *type == CLF_WEIGHT_INT8)
+        st = clf_model_release_f32(*out, NULL);
+    if (st == CLF_OK && *type == CLF_WEIGHT_F16 && note && note_size > 0)
+        half_fallback_note(api, be, note, note_size);
+    if (st != CLF_OK) {
+        clf_model_free(*out);
+        *out = NULL;
+    }
+    return st;
+}

@@ -36,21 +36,6 @@ void clf_translate_opts_default(clf_translate_opts *o)
     o->max_batch = DEFAULT_MAX_BATCH;
 }
 
-/* F16 weights on an OpenCL device whose products of 8+ rows do not run in CLBlast's HGEMM
- * (no cl_khr_fp16, not a GPU, or CLF_OPENCL_HGEMM=off): the note says what falls back. (The
- * CPU backend has no F16 arithmetic on any machine: no note there.) */
-static void note_half_fallback(clf_translator *t)
-{
-    if (strcmp(t->api->name, "opencl") != 0 || t->api->supports(t->be, CLF_OP_GEMM_HALF_ARITH))
-        return;
-    snprintf(t->note, sizeof t->note,
-             "%s: F16 weights serve the products of up to 7 rows (decoding at batch 1, small "
-             "beams); the larger ones (the encoder, batched decoding) multiply the F32 weights, "
-             "as CLBlast's HGEMM runs only on a GPU with cl_khr_fp16 (CLF_OPENCL_HGEMM=on: any "
-             "device with it)",
-             t->device);
-}
-
 /* The weights, the backend and the model on it: created from the weights, which it
  * consumes (the host never holds them twice), with weight type o's, else the file's; with
  * int8 the F32 matrices, which decoding never reads, are given back. */
@@ -61,16 +46,8 @@ static clf_status open_model(clf_translator *t, const clf_translator_opts *o, co
     clf_status st = clf_weights_load(w_path, mc, &w);
     if (st != CLF_OK)
         return st;
-    clf_backend_opts bo = {.abi_version = CLF_BACKEND_ABI,
-                           .device = o->device ? o->device : t->cfg.backend.device,
-                           .threads = o->threads >= 0 ? o->threads : t->cfg.backend.threads,
-                           .cache_dir = NULL};
-    /* precedence: the options' backend > $CLF_BACKEND > backend.name of the YAML */
-    const char *name = o->backend;
-    const char *env = getenv("CLF_BACKEND");
-    if (!name && !(env && *env))
-        name = t->cfg.backend.name;
-    if ((st = clf_backend_open_named(name, o->plugin_dir, &bo, &t->api, &t->be)) != CLF_OK) {
+    if ((st = clf_config_open_backend(&t->cfg, o->backend, o->device, o->threads, o->plugin_dir,
+                                      &t->api, &t->be)) != CLF_OK) {
         clf_weights_free(w);
         return st;
     }
@@ -78,16 +55,9 @@ static clf_status open_model(clf_translator *t, const clf_translator_opts *o, co
         clf_clear_error();
         snprintf(t->device, sizeof t->device, "%s", t->api->name);
     }
-    st = clf_model_create_consuming(mc, w, t->api, t->be, &t->model);
-    t->weight_type = o->weight_type_set ? o->weight_type : w->stored_type;
-    clf_weights_free(w); /* its tensors went as they reached the device */
-    if (st == CLF_OK)
-        st = clf_model_set_weight_type(t->model, t->weight_type);
-    if (st == CLF_OK && t->weight_type == CLF_WEIGHT_INT8)
-        st = clf_model_release_f32(t->model, NULL);
-    if (st == CLF_OK && t->weight_type == CLF_WEIGHT_F16)
-        note_half_fallback(t);
-    return st;
+    t->weight_type = o->weight_type;
+    return clf_model_create_inference(mc, &w, t->api, t->be, o->weight_type_set, &t->weight_type,
+                                      t->note, sizeof t->note, &t->model);
 }
 
 clf_status clf_translator_open(const clf_translator_opts *o, clf_translator **out)
