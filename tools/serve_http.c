@@ -24,6 +24,8 @@
 /* Connections served at once (each a thread), and how long one may stay idle. */
 #define SERVE_CONNECTIONS_MAX 512
 #define SERVE_IDLE_TIMEOUT_S  30
+/* Bytes of a body past --max-body read and dropped before the 413 is sent anyway. */
+#define SERVE_DROP_MAX (64u << 20)
 
 struct serve_server {
     serve_options o;
@@ -56,7 +58,9 @@ typedef struct conn {
     double t0;
     char *body;
     size_t len, cap;
-    int answered; /* a response is queued */
+    size_t dropped; /* bytes of a body past --max-body, read and dropped */
+    int too_big;    /* the body is past --max-body: 413 once it is read */
+    int answered;   /* a response is queued */
 } conn;
 
 static route find_route(const char *url, int *post)
@@ -462,7 +466,12 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *mc, const char 
         if (!post)
             return MHD_YES;
         const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Content-Length");
-        if (cl && strtoull(cl, NULL, 10) > s->o.max_body)
+        unsigned long long declared = cl ? strtoull(cl, NULL, 10) : 0;
+        c->too_big = declared > s->o.max_body;
+        /* a client that waits for 100 Continue, or whose body is past what is read and
+         * dropped, is answered at once */
+        const char *expect = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Expect");
+        if (c->too_big && (expect || declared > SERVE_DROP_MAX))
             return respond_error(c, mc, 413, "the body of %s bytes is more than the limit of %zu",
                                  cl, s->o.max_body);
         return MHD_YES;
@@ -474,9 +483,16 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *mc, const char 
     if (*upload_data_size > 0) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
-        if (n > s->o.max_body - c->len)
-            return respond_error(c, mc, 413, "the body is more than the limit of %zu bytes",
-                                 s->o.max_body);
+        if (c->too_big || n > s->o.max_body - c->len) {
+            c->too_big = 1;
+            /* Read on and drop the rest before answering 413 (closing with unread bytes
+             * would reset the connection and lose the answer), up to a bound. */
+            c->dropped += n;
+            if (c->dropped > SERVE_DROP_MAX)
+                return respond_error(c, mc, 413, "the body is more than the limit of %zu bytes",
+                                     s->o.max_body);
+            return MHD_YES;
+        }
         if (c->len + n > c->cap) {
             size_t cap = c->cap ? 2 * c->cap : 4096;
             while (cap < c->len + n)
@@ -491,6 +507,9 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *mc, const char 
         c->len += n;
         return MHD_YES;
     }
+    if (c->too_big)
+        return respond_error(c, mc, 413, "the body is more than the limit of %zu bytes",
+                             s->o.max_body);
     switch (c->r) {
     case ROUTE_LIBRE:
     case ROUTE_NATIVE:
