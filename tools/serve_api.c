@@ -30,6 +30,10 @@ static int fail(char *why, size_t why_len, int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(why, why_len, fmt, ap);
     va_end(ap);
+    /* one line: a control byte quoted from the body (Jansson's "near '...'") becomes '?' */
+    for (char *p = why; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = '?';
     return code;
 }
 
