@@ -145,6 +145,9 @@ START_TEST(info_and_tokens)
     ck_assert_ptr_nonnull(strstr(info.tgt_vocab, "tgt.model"));
     ck_assert_int_gt(info.src_words, 0);
     ck_assert_int_le(info.tgt_words, info.config->model.tgt_vocab);
+    ck_assert_int_eq(info.config->languages.n_source, 1); /* the model.yaml's languages: */
+    ck_assert_str_eq(info.config->languages.source[0], "en");
+    ck_assert_str_eq(info.config->languages.target[0], "de");
     /* every id of the target side names a token that maps back to it */
     for (int32_t id = 0; id < info.tgt_words; id += 97) {
         const char *tok = clf_translator_token(t, 1, id);

@@ -172,21 +172,34 @@ static void model_free(serve_model *m)
     for (int t = 0; t < m->n_targets; t++)
         free(m->targets[t]);
     free(m->targets);
-    free(m->source);
+    for (int t = 0; t < m->n_sources; t++)
+        free(m->sources[t]);
+    free(m->sources);
     free(m->name);
     memset(m, 0, sizeof *m);
 }
 
-/* The languages of m: the config's languages: section, else the model's name. */
+/* Copies of the n codes of list (each CLF_LANGUAGE_CODE_MAX bytes), or of name when n is
+ * 0, into *out; 0 when out of memory. */
+static int codes(const char (*list)[CLF_LANGUAGE_CODE_MAX], int n, const char *name, char ***out,
+                 int *n_out)
+{
+    *out = calloc(n > 0 ? (size_t)n : 1, sizeof **out);
+    if (!*out)
+        return 0;
+    for (int i = 0; i < (n > 0 ? n : 1); i++)
+        if (!((*out)[(*n_out)++] = strdup(n > 0 ? list[i] : name)))
+            return 0;
+    return 1;
+}
+
+/* The languages of m: the config's languages: section, else the model's name for both. */
 static int model_languages(serve_model *m, const clf_config *cfg)
 {
-    (void)cfg;
-    m->source = strdup(m->name);
-    m->targets = malloc(sizeof *m->targets);
-    if (!m->source || !m->targets || !(m->targets[0] = strdup(m->name)))
-        return 0;
-    m->n_targets = 1;
-    return 1;
+    const clf_languages_config *l = &cfg->languages;
+    int given = l->present && l->n_source > 0 && l->n_target > 0;
+    return codes(l->source, given ? l->n_source : 0, m->name, &m->sources, &m->n_sources) &&
+           codes(l->target, given ? l->n_target : 0, m->name, &m->targets, &m->n_targets);
 }
 
 int clf_cmd_serve(int argc, char **argv)
@@ -352,7 +365,8 @@ int clf_cmd_serve(int argc, char **argv)
             rc = 1;
             goto done;
         }
-        fprintf(stderr, "clformer: model '%s' (%s): %s on %s\n", m->name, dirs[i], m->source,
+        fprintf(stderr, "clformer: model '%s' (%s): %s -> %s (%d target%s) on %s\n", m->name,
+                dirs[i], m->sources[0], m->targets[0], m->n_targets, m->n_targets == 1 ? "" : "s",
                 info.backend ? info.backend : "?");
     }
     if (serve_http_start(&o, models, n_models, keys, n_keys, metrics, &server) != 0) {

@@ -60,9 +60,8 @@ typedef struct serve_model {
     char *name;
     clf_translator *tr;
     serve_sched *sched;
-    char *source; /* language codes: the config's languages: section, else the name */
-    char **targets;
-    int n_targets;
+    char **sources, **targets; /* language codes: the config's languages:, else the name */
+    int n_sources, n_targets;
     int max_len; /* the output limit of a request that gives none (README, "Serving") */
     int beam;    /* the config's generate: beam (1 without one) */
 } serve_model;

@@ -149,41 +149,55 @@ static char *json_line(json_t *j)
     return line;
 }
 
-static int has_target(const serve_model *m, const char *target)
+static int has_code(char *const *codes, int n, const char *code)
 {
-    for (int t = 0; t < m->n_targets; t++)
-        if (strcmp(m->targets[t], target) == 0)
+    for (int i = 0; i < n; i++)
+        if (strcmp(codes[i], code) == 0)
             return 1;
     return 0;
 }
 
-/* GET /languages: LibreTranslate's [{"code", "name", "targets"}], one entry per source. */
+static int has_target(const serve_model *m, const char *target)
+{
+    return has_code(m->targets, m->n_targets, target);
+}
+
+static int has_source(const serve_model *m, const char *source)
+{
+    return has_code(m->sources, m->n_sources, source);
+}
+
+/* GET /languages: LibreTranslate's [{"code", "name", "targets"}], one entry per source
+ * language, its targets those of every model that translates from it. */
 static char *languages_json(const serve_server *s)
 {
     json_t *list = json_array();
     for (int i = 0; list && i < s->n_models; i++) {
         const serve_model *m = &s->models[i];
-        json_t *entry = NULL, *e;
-        size_t k;
-        json_array_foreach(list, k, e)
-        {
-            if (strcmp(json_string_value(json_object_get(e, "code")), m->source) == 0)
-                entry = e;
-        }
-        if (!entry) {
-            entry = json_pack("{s:s,s:s,s:[]}", "code", m->source, "name", m->source, "targets");
-            if (json_array_append_new(list, entry))
-                goto fail;
-        }
-        json_t *targets = json_object_get(entry, "targets");
-        for (int t = 0; t < m->n_targets; t++) {
-            int seen = 0;
-            json_array_foreach(targets, k, e)
+        for (int k = 0; k < m->n_sources; k++) {
+            json_t *entry = NULL, *e;
+            size_t at;
+            json_array_foreach(list, at, e)
             {
-                seen |= strcmp(json_string_value(e), m->targets[t]) == 0;
+                if (strcmp(json_string_value(json_object_get(e, "code")), m->sources[k]) == 0)
+                    entry = e;
             }
-            if (!seen && json_array_append_new(targets, json_string(m->targets[t])))
-                goto fail;
+            if (!entry) {
+                entry = json_pack("{s:s,s:s,s:[]}", "code", m->sources[k], "name", m->sources[k],
+                                  "targets");
+                if (json_array_append_new(list, entry))
+                    goto fail;
+            }
+            json_t *targets = json_object_get(entry, "targets");
+            for (int t = 0; t < m->n_targets; t++) {
+                int seen = 0;
+                json_array_foreach(targets, at, e)
+                {
+                    seen |= strcmp(json_string_value(e), m->targets[t]) == 0;
+                }
+                if (!seen && json_array_append_new(targets, json_string(m->targets[t])))
+                    goto fail;
+            }
         }
     }
     return json_line(list);
@@ -192,17 +206,31 @@ fail:
     return NULL;
 }
 
+/* codes[0..n) as a JSON array, or NULL. */
+static json_t *code_list(char *const *codes, int n)
+{
+    json_t *a = json_array();
+    for (int i = 0; a && i < n; i++)
+        if (json_array_append_new(a, json_string(codes[i]))) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
 static char *health_json(const serve_server *s)
 {
     json_t *models = json_array();
     for (int i = 0; models && i < s->n_models; i++) {
         clf_translator_info info;
         clf_translator_get_info(s->models[i].tr, &info);
-        if (json_array_append_new(models,
-                                  json_pack("{s:s,s:s,s:i,s:i,s:s}", "name", s->models[i].name,
-                                            "source", s->models[i].source, "max_len",
-                                            s->models[i].max_len, "beam", s->models[i].beam,
-                                            "backend", info.backend ? info.backend : ""))) {
+        if (json_array_append_new(
+                models,
+                json_pack("{s:s,s:o,s:o,s:i,s:i,s:s}", "name", s->models[i].name, "sources",
+                          code_list(s->models[i].sources, s->models[i].n_sources), "targets",
+                          code_list(s->models[i].targets, s->models[i].n_targets), "max_len",
+                          s->models[i].max_len, "beam", s->models[i].beam, "backend",
+                          info.backend ? info.backend : ""))) {
             json_decref(models);
             return NULL;
         }
@@ -230,11 +258,11 @@ static serve_model *pick_model(serve_server *s, const serve_request *q, char *wh
         for (int i = 0; i < s->n_models; i++)
             if (strcmp(s->models[i].name, q->model) == 0) {
                 serve_model *m = &s->models[i];
-                if ((q->source && strcmp(q->source, "auto") != 0 &&
-                     strcmp(q->source, m->source) != 0) ||
+                if ((q->source && strcmp(q->source, "auto") != 0 && !has_source(m, q->source)) ||
                     (q->target && !has_target(m, q->target))) {
-                    snprintf(why, n, "model '%s' translates %s, not %s to %s", m->name, m->source,
-                             q->source ? q->source : "auto", q->target ? q->target : "?");
+                    snprintf(why, n, "model '%s' does not translate %s to %s (GET /languages)",
+                             m->name, q->source ? q->source : "auto",
+                             q->target ? q->target : "any language");
                     return NULL;
                 }
                 return m;
@@ -257,8 +285,7 @@ static serve_model *pick_model(serve_server *s, const serve_request *q, char *wh
     int matches = 0;
     for (int i = 0; i < s->n_models; i++) {
         serve_model *m = &s->models[i];
-        if ((auto_src || strcmp(q->source, m->source) == 0) &&
-            (!q->target || has_target(m, q->target))) {
+        if ((auto_src || has_source(m, q->source)) && (!q->target || has_target(m, q->target))) {
             if (!found)
                 found = m;
             matches++;
@@ -426,8 +453,10 @@ static enum MHD_Result translate(conn *c, struct MHD_Connection *mc)
             }
         }
         int auto_src = q.source && strcmp(q.source, "auto") == 0;
-        body = c->r == ROUTE_LIBRE ? serve_libre_response(&q, res, auto_src ? m->source : NULL)
-                                   : serve_native_response(m->name, res, q.n);
+        body = c->r == ROUTE_LIBRE
+                   ? serve_libre_response(&q, res,
+                                          auto_src && m->n_sources == 1 ? m->sources[0] : NULL)
+                   : serve_native_response(m->name, res, q.n);
     }
     free(res);
     free(texts);
