@@ -61,6 +61,7 @@ typedef struct conn {
     size_t dropped; /* bytes of a body past --max-body, read and dropped */
     int too_big;    /* the body is past --max-body: 413 once it is read */
     int answered;   /* a response is queued */
+    int late;       /* begun after SIGTERM: 503 */
 } conn;
 
 static route find_route(const char *url, int *post)
@@ -385,10 +386,7 @@ static enum MHD_Result translate(conn *c, struct MHD_Connection *mc)
         ret = respond_error(c, mc, 400, "%s", why);
         goto done;
     }
-    pthread_mutex_lock(&s->mu);
-    int closing = s->quiescing;
-    pthread_mutex_unlock(&s->mu);
-    if (closing) {
+    if (c->late) {
         ret = respond_error(c, mc, 503, "the server is shutting down");
         goto done;
     }
@@ -483,6 +481,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *mc, const char 
         *con_cls = c;
         pthread_mutex_lock(&s->mu);
         s->in_flight++;
+        c->late = s->quiescing;
         pthread_mutex_unlock(&s->mu);
         int post = 0;
         c->r = find_route(url, &post);
