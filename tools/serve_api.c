@@ -4,6 +4,7 @@
 #include "serve_api.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <microhttpd.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -450,8 +451,11 @@ char *serve_native_response(const char *model, const serve_result *res, int n)
                                                            "hypotheses", hyps)))
             goto fail;
         for (int h = 0; h < res[i].n_hyps; h++)
-            if (json_array_append_new(hyps, json_pack("{s:s,s:f}", "text", res[i].text[h], "score",
-                                                      (double)res[i].score[h])))
+            /* a score JSON cannot hold (-inf: no finite path) is null */
+            if (json_array_append_new(hyps, json_pack("{s:s,s:o}", "text", res[i].text[h], "score",
+                                                      isfinite(res[i].score[h])
+                                                          ? json_real(res[i].score[h])
+                                                          : json_null())))
                 goto fail;
     }
     return dump_line(root);

@@ -42,6 +42,11 @@ struct serve_sched {
     item *queue; /* [cap], queue[0..depth) waiting, oldest first */
     int depth;
     int stopping;
+    /* the scheduler thread's batch: [max_batch] each */
+    item *batch;
+    const char **text;
+    size_t *len;
+    clf_translation *out;
     pthread_mutex_t mu;
     pthread_cond_t wake;
     pthread_t thread;
@@ -91,10 +96,10 @@ static void job_settle(serve_job *j)
 static void *sched_main(void *arg)
 {
     serve_sched *s = arg;
-    item *batch = malloc((size_t)s->max_batch * sizeof *batch);
-    const char **text = malloc((size_t)s->max_batch * sizeof *text);
-    size_t *len = malloc((size_t)s->max_batch * sizeof *len);
-    clf_translation *out = calloc((size_t)s->max_batch, sizeof *out);
+    item *batch = s->batch;
+    const char **text = s->text;
+    size_t *len = s->len;
+    clf_translation *out = s->out;
     pthread_mutex_lock(&s->mu);
     for (;;) {
         /* drop the sentences of jobs their callers left */
@@ -127,9 +132,7 @@ static void *sched_main(void *arg)
             len[i] = batch[i].job->len[batch[i].index];
         }
         pthread_mutex_unlock(&s->mu);
-        clf_status st = batch && text && len && out
-                            ? clf_translator_translate(s->t, text, len, nb, &o, out)
-                            : CLF_ERR_NOMEM;
+        clf_status st = clf_translator_translate(s->t, text, len, nb, &o, out);
         const char *why = st == CLF_OK ? NULL : clf_last_error();
         long tokens = 0;
         if (st == CLF_OK)
@@ -155,10 +158,6 @@ static void *sched_main(void *arg)
         }
     }
     pthread_mutex_unlock(&s->mu);
-    free(batch);
-    free(text);
-    free(len);
-    free(out);
     return NULL;
 }
 
@@ -173,7 +172,11 @@ int serve_sched_start(clf_translator *t, int max_batch, int queue_cap, serve_met
     s->max_batch = max_batch;
     s->cap = queue_cap;
     s->queue = malloc((size_t)queue_cap * sizeof *s->queue);
-    if (!s->queue)
+    s->batch = malloc((size_t)max_batch * sizeof *s->batch);
+    s->text = malloc((size_t)max_batch * sizeof *s->text);
+    s->len = malloc((size_t)max_batch * sizeof *s->len);
+    s->out = calloc((size_t)max_batch, sizeof *s->out);
+    if (!s->queue || !s->batch || !s->text || !s->len || !s->out)
         goto fail;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->wake, NULL);
@@ -186,6 +189,10 @@ int serve_sched_start(clf_translator *t, int max_batch, int queue_cap, serve_met
     return 0;
 fail:
     free(s->queue);
+    free(s->batch);
+    free(s->text);
+    free(s->len);
+    free(s->out);
     free(s);
     return -1;
 }
@@ -202,6 +209,10 @@ void serve_sched_stop(serve_sched *s)
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->mu);
     free(s->queue);
+    free(s->batch);
+    free(s->text);
+    free(s->len);
+    free(s->out);
     free(s);
 }
 
