@@ -400,6 +400,32 @@ def test_sigterm_in_flight(ref):
         assert s == 200 and [t["text"] for t in b["translations"]] == [ref[i] for i in idx], b
 
 
+def test_two_models(ref):
+    """Two models: chosen by name; languages shared by both need a name."""
+    srv = Server("-m", f"second={MODEL}")
+    try:
+        src, tgt = LANGS
+        s, b, _ = srv.json("GET", "/health")
+        assert [m["name"] for m in b["models"]] == [NAME, "second"], b
+        s, b, _ = srv.json("GET", "/languages")
+        assert s == 200 and len(b) == 1 and b[0]["targets"] == [tgt], b
+        s, b, _ = srv.json("POST", "/v1/translate", {"model": "second",
+                                                     "sentences": SENTENCES[:2]})
+        assert s == 200 and b["model"] == "second", b
+        assert [t["text"] for t in b["translations"]] == ref[:2], b
+        s, b, _ = srv.json("POST", "/v1/translate", {"sentences": SENTENCES[:1]})
+        check_error(s, b, 400, "2 models are served")
+        s, b, _ = srv.json("POST", "/translate", {"q": "x", "source": "auto", "target": tgt})
+        check_error(s, b, 400, "matches 2 models")
+        s, b, _ = srv.json("POST", "/translate", {"q": SENTENCES[0], "source": src,
+                                                  "target": tgt})
+        assert s == 200 and b["translatedText"] == ref[0], b
+        assert srv.stop() == 0
+    finally:
+        if srv.p.poll() is None:
+            srv.p.kill()
+
+
 def test_api_keys(ref):
     with tempfile.NamedTemporaryFile("w", suffix=".keys", delete=False) as f:
         f.write("# keys\nsecret-1\n\nsecret-2\n")
@@ -441,7 +467,7 @@ def main():
                  (test_concurrent, (srv, ref)), (test_errors, (srv, ref)),
                  (test_slow_and_gone_clients, (srv, ref)), (test_dropped_when_gone, ()),
                  (test_timeout, (ref,)), (test_queue_full, (ref,)), (test_sigterm_in_flight, (ref,)),
-                 (test_api_keys, (ref,))]
+                 (test_two_models, (ref,)), (test_api_keys, (ref,))]
         only = os.environ.get("SERVE_TEST")
         for fn, args in tests:
             if only and fn.__name__ != only:
