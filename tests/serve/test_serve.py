@@ -29,10 +29,11 @@ START_TIMEOUT = 120  # the sanitized build loads slowly
 
 
 class Server:
-    def __init__(self, *args):
+    def __init__(self, *args, env=None):
         self.err = tempfile.TemporaryFile()
         self.p = subprocess.Popen([CLI, "serve", "-m", MODEL, "--port", "0", *args],
-                                  stdout=subprocess.DEVNULL, stderr=self.err)
+                                  stdout=subprocess.DEVNULL, stderr=self.err,
+                                  env={**os.environ, **(env or {})})
         end = time.time() + START_TIMEOUT
         self.port = None
         while self.port is None:
@@ -426,6 +427,26 @@ def test_two_models(ref):
             srv.p.kill()
 
 
+def test_backend_failure(ref):
+    """A backend failure answers 500 naming it; the server stays up. The failure is injected
+    (CLF_FAULT, clformer/fault.h) into the first kernel launch of the OpenCL backend."""
+    if os.environ.get("CLF_TEST_REQUIRE_OPENCL", "1") == "0":
+        probe = subprocess.run([CLI, "devices"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        if probe.returncode != 0:
+            print("skip test_backend_failure: no OpenCL device (CLF_TEST_REQUIRE_OPENCL=0)")
+            return
+    srv = Server("--backend", "opencl", env={"CLF_FAULT": "opencl_enqueue:1"})
+    try:
+        s, b, _ = srv.json("POST", "/v1/translate", {"sentences": SENTENCES[:2]})
+        check_error(s, b, 500, "CL_OUT_OF_RESOURCES")
+        s, b, _ = srv.json("GET", "/health")
+        assert s == 200 and b["models"][0]["backend"] == "opencl", b
+        assert srv.stop() == 0
+    finally:
+        if srv.p.poll() is None:
+            srv.p.kill()
+
+
 def test_api_keys(ref):
     with tempfile.NamedTemporaryFile("w", suffix=".keys", delete=False) as f:
         f.write("# keys\nsecret-1\n\nsecret-2\n")
@@ -467,7 +488,8 @@ def main():
                  (test_concurrent, (srv, ref)), (test_errors, (srv, ref)),
                  (test_slow_and_gone_clients, (srv, ref)), (test_dropped_when_gone, ()),
                  (test_timeout, (ref,)), (test_queue_full, (ref,)), (test_sigterm_in_flight, (ref,)),
-                 (test_two_models, (ref,)), (test_api_keys, (ref,))]
+                 (test_two_models, (ref,)), (test_backend_failure, (ref,)),
+                 (test_api_keys, (ref,))]
         only = os.environ.get("SERVE_TEST")
         for fn, args in tests:
             if only and fn.__name__ != only:
