@@ -447,6 +447,32 @@ def test_backend_failure(ref):
             srv.p.kill()
 
 
+def test_cli_errors(ref):
+    """Bad options and model directories: one line naming them, exit 2, nothing served."""
+    empty = tempfile.NamedTemporaryFile("w", suffix=".keys", delete=False)
+    empty.write("# no key\n")
+    empty.close()
+    cases = [([], "no model"),
+             (["-m", MODEL, "--port", "70000"], "--port"),
+             (["-m", MODEL, "--max-sentences", "64", "--queue", "8"], "--queue"),
+             (["-m", MODEL, "-m", MODEL], "two models named"),
+             (["-m", "bad name=" + MODEL], "name"),
+             (["-m", MODEL, "--api-keys", "/nonexistent/keys"], "/nonexistent/keys"),
+             (["-m", MODEL, "--api-keys", empty.name], "no key"),
+             (["-m", "/nonexistent/model"], "/nonexistent/model")]
+    try:
+        for args, want in cases:
+            r = subprocess.run([CLI, "serve", "--port", "0", *args], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, timeout=120)
+            err = r.stderr.decode()
+            assert r.returncode == 2, (args, r.returncode, err)
+            assert want in err and "serving on" not in err, (args, err)
+        r = subprocess.run([CLI, "serve", "--help"], stdout=subprocess.PIPE, timeout=60)
+        assert r.returncode == 0 and b"--max-batch" in r.stdout
+    finally:
+        os.unlink(empty.name)
+
+
 def test_api_keys(ref):
     with tempfile.NamedTemporaryFile("w", suffix=".keys", delete=False) as f:
         f.write("# keys\nsecret-1\n\nsecret-2\n")
@@ -489,7 +515,7 @@ def main():
                  (test_slow_and_gone_clients, (srv, ref)), (test_dropped_when_gone, ()),
                  (test_timeout, (ref,)), (test_queue_full, (ref,)), (test_sigterm_in_flight, (ref,)),
                  (test_two_models, (ref,)), (test_backend_failure, (ref,)),
-                 (test_api_keys, (ref,))]
+                 (test_cli_errors, (ref,)), (test_api_keys, (ref,))]
         only = os.environ.get("SERVE_TEST")
         for fn, args in tests:
             if only and fn.__name__ != only:
