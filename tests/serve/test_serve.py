@@ -328,7 +328,12 @@ def test_timeout(ref):
         s, b, _ = srv.json("POST", "/v1/translate", {"sentences": SENTENCES[:40] * 3, "beam": 8})
         check_error(s, b, 504, "--timeout")
         assert time.time() - t < 6, time.time() - t
-        s, b, _ = srv.json("POST", "/v1/translate", {"sentences": SENTENCES[:1]})
+        # the sentence being decoded at the deadline runs to its end (the sanitized build
+        # may take longer than --timeout for it): the next request may time out too
+        for _ in range(5):
+            s, b, _ = srv.json("POST", "/v1/translate", {"sentences": SENTENCES[:1]})
+            if s != 504:
+                break
         assert s == 200 and b["translations"][0]["text"] == ref[0], b
         assert metric(srv, "clformer_sentences_total") < 100
         assert srv.stop() == 0
