@@ -357,6 +357,7 @@ static enum MHD_Result translate(conn *c, struct MHD_Connection *mc)
     serve_request q;
     serve_job *job = NULL;
     char why[512];
+    const double t_body = serve_now_s();
     const char *ctype = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Content-Type");
     int form = ctype && strncasecmp(ctype, "application/x-www-form-urlencoded", 33) == 0;
     if (ctype && strncasecmp(ctype, "multipart/", 10) == 0)
@@ -404,7 +405,8 @@ static enum MHD_Result translate(conn *c, struct MHD_Connection *mc)
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
     int fd = ci ? ci->connect_fd : -1;
-    code = serve_job_wait(job, c->t0 + s->o.timeout_s, fd >= 0 ? client_gone : NULL, &fd);
+    /* the deadline counts from the whole body, so that a slow upload is not held against it */
+    code = serve_job_wait(job, t_body + s->o.timeout_s, fd >= 0 ? client_gone : NULL, &fd);
     if (code == -1) {
         /* nobody to answer: drop the connection */
         serve_metrics_request(s->metrics, 499, serve_now_s() - c->t0);

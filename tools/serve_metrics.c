@@ -148,7 +148,7 @@ char *serve_metrics_text(serve_metrics *m, const char *const *name, const int *q
         m->sentences, m->tokens);
     put_histogram(&t, "clformer_batch_sentences", "Sentences per decode call (batch occupancy).",
                   &m->batch, batch_bounds, N_BATCH);
-    put_histogram(&t, "clformer_request_seconds", "Time from a request's body to its answer.",
+    put_histogram(&t, "clformer_request_seconds", "Time from a request's headers to its answer.",
                   &m->latency, latency_bounds, N_LATENCY);
     pthread_mutex_unlock(&m->mu);
     put(&t, "# HELP clformer_queue_sentences Sentences waiting to be decoded, by model.\n"
