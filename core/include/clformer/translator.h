@@ -137,15 +137,15 @@ typedef struct clf_translate_opts {
  * forced_eos -1, use_cache 1, max_batch 32, no attention. */
 CLF_API void clf_translate_opts_default(clf_translate_opts *o);
 
-/* One hypothesis of a sentence. */
+/* One hypothesis of a sentence. Greedy decoding (beam 1) of a model without banned_ids
+ * picks on the device and sums nothing: logprob and score are 0 there (clf_translator_score
+ * gives the logprob). */
 typedef struct clf_translation_hyp {
     char *text;      /* the target words joined, specials left out; one line (no '\n') */
     int32_t *tokens; /* [len] target ids, without SOS and the final EOS */
     int len;
     int finished;     /* 1: ended with EOS; 0: stopped at max_len */
     float logprob;    /* sum of the tokens' log-probabilities (and of EOS if finished) */
-    /* (greedy decoding, beam 1, of a model without banned_ids picks on the device and sums
-     * nothing: logprob and score 0 there; clf_translator_score gives it) */
     float score;      /* logprob over the length penalty: what beams are ranked by */
     float *attention; /* want_attention: [len + finished, attn_cols]; else NULL */
     int attn_cols;    /* the framed source's length (its columns, without padding) */
