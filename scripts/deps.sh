@@ -6,7 +6,7 @@ SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 PKGS="build-essential cmake pkg-config libyaml-dev check libopenblas-dev libopenblas0-openmp ocl-icd-opencl-dev
 opencl-c-headers pocl-opencl-icd clinfo libclblast-dev libutf8proc-dev libspng-dev libjansson-dev
-libsentencepiece-dev libdnnl-dev clang libclang-rt-14-dev oclgrind openmpi-bin libopenmpi-dev"
+libsentencepiece-dev libmicrohttpd-dev libdnnl-dev clang libclang-rt-14-dev oclgrind openmpi-bin libopenmpi-dev"
 missing=""
 for p in $PKGS; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

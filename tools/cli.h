@@ -22,6 +22,7 @@ int clf_cmd_translate(int argc, char **argv);
 int clf_cmd_train(int argc, char **argv);
 int clf_cmd_vocab(int argc, char **argv);
 int clf_cmd_import(int argc, char **argv);
+int clf_cmd_serve(int argc, char **argv);
 
 /* Prints "clformer: <last error>" to stderr and returns the exit code for st. */
 int cli_fail(clf_status st);

@@ -24,6 +24,8 @@ static const command commands[] = {
      "-m MODEL_DIR | -c model.yaml -w w --src-vocab s --tgt-vocab t: stdin -> stdout", 1},
     {"import", clf_cmd_import, "marian HF_DIR -o MODEL_DIR: a transformers MarianMTModel (OPUS-MT)",
      0},
+    {"serve", clf_cmd_serve, "-m MODEL_DIR [--port P]: translation over HTTP (LibreTranslate API)",
+     0},
     {"vocab", clf_cmd_vocab, "-o vocab.json FILE | --src-out s --tgt-out t TRAIN: vocabularies", 0},
     {"train", clf_cmd_train, "-c experiment.yaml [--resume]: train, validate, checkpoint", 0},
     {"bench", clf_cmd_bench, "-c model.yaml [--backend B]: tokens/s, GFLOP/s, memory", 0},

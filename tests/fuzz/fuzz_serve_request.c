@@ -1,0 +1,117 @@
+/* Fuzz target: `clformer serve`'s request parser (tools/serve_api.c). The first byte picks
+ * the format (byte % 3: LibreTranslate JSON, LibreTranslate form-urlencoded, the native
+ * /v1/translate JSON), the rest is the body. An accepted request must respect the limits
+ * (sentences, characters per sentence), hold NUL-terminated sentences of their stated
+ * length and options in their ranges, and its answer (each sentence's hypotheses a fixed
+ * text) must be JSON with one translation per sentence; a refused one must have a 400 or
+ * 413 and a one-line reason that serve_error_json turns into JSON. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuzz_util.h"
+#include "serve_api.h"
+
+#define MAX_SENTENCES 8
+#define MAX_CHARS     64
+
+static void finding(const char *what)
+{
+    fprintf(stderr, "fuzz_serve_request: %s\n", what);
+    abort();
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    return 0;
+}
+
+/* text must be one JSON value with the answer's shape for req. */
+static void check_answer(const char *text, const serve_request *req)
+{
+    if (!text)
+        finding("no answer for an accepted request");
+    json_error_t err;
+    json_t *j = json_loads(text, 0, &err);
+    if (!j)
+        finding("the answer is not JSON");
+    if (strchr(text, '\n') != text + strlen(text) - 1)
+        finding("the answer is not one line");
+    if (req->kind == SERVE_API_NATIVE) {
+        if (json_array_size(json_object_get(j, "translations")) != (size_t)req->n)
+            finding("translations: not one per sentence");
+    } else {
+        json_t *t = json_object_get(j, "translatedText");
+        if (req->q_array ? json_array_size(t) != (size_t)req->n : !json_is_string(t))
+            finding("translatedText: not the shape of q");
+    }
+    json_decref(j);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1)
+        return 0;
+    static const struct {
+        serve_api_kind kind;
+        int form;
+    } fmt[3] = {{SERVE_API_LIBRE, 0}, {SERVE_API_LIBRE, 1}, {SERVE_API_NATIVE, 0}};
+    const int f = data[0] % 3;
+    serve_limits lim = {MAX_SENTENCES, MAX_CHARS};
+    serve_request req;
+    char why[512];
+    why[0] = '\0';
+    int code = serve_parse_request(fmt[f].kind, fmt[f].form, (const char *)data + 1, size - 1, &lim,
+                                   &req, why, sizeof why);
+    if (code != 0) {
+        if (code != 400 && code != 413)
+            finding("a refusal that is neither 400 nor 413");
+        if (!why[0] || strchr(why, '\n'))
+            finding("a refusal's reason is empty or not one line");
+        if (req.n != 0 || req.text)
+            finding("a refused request holds sentences");
+        char *e = serve_error_json(why);
+        if (!e)
+            finding("no error JSON");
+        json_t *j = json_loads(e, 0, NULL);
+        if (!j || !json_is_string(json_object_get(j, "error")))
+            finding("the error is not {\"error\": string}");
+        json_decref(j);
+        free(e);
+        return 0;
+    }
+    if (req.n < 0 || req.n > MAX_SENTENCES)
+        finding("more sentences than the limit");
+    if (req.kind == SERVE_API_LIBRE && req.n == 0)
+        finding("an accepted LibreTranslate request without q");
+    for (int i = 0; i < req.n; i++) {
+        if (req.text[i][req.len[i]] != '\0')
+            finding("a sentence not NUL-terminated at its length");
+        if (serve_utf8_chars(req.text[i], req.len[i]) > MAX_CHARS)
+            finding("a sentence past the character limit");
+    }
+    if (req.alternatives < 0 || req.alternatives > SERVE_ALTERNATIVES_MAX ||
+        req.beam > SERVE_BEAM_MAX || req.n_best > SERVE_BEAM_MAX ||
+        (req.beam > 0 && req.n_best > req.beam) || req.max_len < 0 ||
+        req.max_len > SERVE_MAX_LEN_MAX)
+        finding("an option out of its range");
+    /* each sentence answered with 1 + alternatives hypotheses */
+    const char *texts[1 + SERVE_ALTERNATIVES_MAX];
+    float scores[1 + SERVE_ALTERNATIVES_MAX];
+    for (int h = 0; h <= SERVE_ALTERNATIVES_MAX; h++) {
+        texts[h] = h ? "eine Alternative" : "eine Übersetzung";
+        scores[h] = -0.5f * (float)h;
+    }
+    serve_result res[MAX_SENTENCES];
+    for (int i = 0; i < req.n; i++)
+        res[i] = (serve_result){1 + req.alternatives, texts, scores};
+    char *answer = req.kind == SERVE_API_LIBRE ? serve_libre_response(&req, res, NULL)
+                                               : serve_native_response("model", res, req.n);
+    check_answer(answer, &req);
+    free(answer);
+    serve_request_free(&req);
+    return 0;
+}

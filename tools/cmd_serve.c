@@ -1,0 +1,401 @@
+/* clformer serve: translation over HTTP (README, "Serving"; the parts in serve.h).
+ *
+ * Opens each -m model directory (clf_translator_open), starts its scheduler thread, listens
+ * (loopback unless --host says otherwise) and prints "clformer: serving on http://HOST:PORT"
+ * on stderr once it accepts connections. SIGTERM or SIGINT: it stops accepting, answers the
+ * requests it has read, and exits 0.
+ *
+ * The output limit of a request that gives none is the same for every sentence of a model:
+ * its config's generate.max_len, else its max_len - 1 (the decoder's positions), so that a
+ * sentence's translation does not depend on the sentences it is batched with: it is what
+ * `clformer translate --max-len M` gives for it (M: GET /health's max_len). */
+#include <errno.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "serve.h"
+
+#define DEFAULT_PORT      5000
+#define DEFAULT_MAX_BATCH 32
+#define DEFAULT_QUEUE     1024
+#define DEFAULT_MAX_BODY  (1 << 20)
+#define DEFAULT_TIMEOUT_S 60
+#define MODELS_MAX        16
+/* --api-keys: a key is one line of at most this many bytes; at most KEYS_MAX of them */
+#define KEY_MAX  256
+#define KEYS_MAX 4096
+
+enum {
+    OPT_HOST = 256,
+    OPT_PORT,
+    OPT_WEIGHT_TYPE,
+    OPT_MAX_BATCH,
+    OPT_QUEUE,
+    OPT_API_KEYS,
+    OPT_MAX_BODY,
+    OPT_MAX_SENTENCES,
+    OPT_MAX_CHARS,
+    OPT_TIMEOUT,
+};
+
+static void usage(void)
+{
+    printf("usage: clformer serve -m MODEL_DIR [-m NAME=MODEL_DIR ...] [options]\n"
+           "Translation over HTTP: LibreTranslate's POST /translate and GET /languages, the\n"
+           "native POST /v1/translate, GET /health, GET /metrics (README, \"Serving\").\n"
+           "  -m [NAME=]DIR        a model directory (as translate -m); NAME defaults to the\n"
+           "                       directory's name ([A-Za-z0-9._-])\n"
+           "  --host H             address to listen on (default 127.0.0.1)\n"
+           "  --port P             port (default %d; 0: any free one)\n"
+           "  --max-batch N        sentences per decode call (default %d)\n"
+           "  --queue N            sentences waiting per model; more: 429 (default %d)\n"
+           "  --max-body BYTES     request body limit; more: 413 (default %d)\n"
+           "  --max-sentences N    sentences per request; more: 413 (default 128)\n"
+           "  --max-chars N        characters per sentence; more: 413 (default 10000)\n"
+           "  --timeout S          seconds a request may take; more: 504 (default %d)\n"
+           "  --api-keys FILE      keys, one a line: requests must give one (api_key, or\n"
+           "                       Authorization: Bearer KEY), else 403\n"
+           "  --weight-type T      f32|f16|bf16|int8 (as translate)\n"
+           "  --backend cpu|opencl|auto, --device D, --threads N, --plugin-dir DIR\n"
+           "Prints \"clformer: serving on http://HOST:PORT\" on stderr when ready. SIGTERM or\n"
+           "SIGINT: stops accepting, answers the requests read, exits 0.\n",
+           DEFAULT_PORT, DEFAULT_MAX_BATCH, DEFAULT_QUEUE, DEFAULT_MAX_BODY, DEFAULT_TIMEOUT_S);
+}
+
+static int valid_name(const char *s, size_t n)
+{
+    if (n == 0 || n > 64)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+              (s[i] >= '0' && s[i] <= '9') || s[i] == '.' || s[i] == '_' || s[i] == '-'))
+            return 0;
+    return 1;
+}
+
+/* -m [NAME=]DIR: *name malloc'd, *dir into arg. 0 after printing why. */
+static int model_arg(const char *arg, char **name, const char **dir)
+{
+    const char *eq = strchr(arg, '=');
+    const char *n0 = arg;
+    size_t n;
+    if (eq) {
+        n = (size_t)(eq - arg);
+        *dir = eq + 1;
+    } else {
+        *dir = arg;
+        size_t len = strlen(arg);
+        while (len > 1 && arg[len - 1] == '/')
+            len--;
+        n0 = arg + len;
+        while (n0 > arg && n0[-1] != '/')
+            n0--;
+        n = (size_t)(arg + len - n0);
+    }
+    if (!valid_name(n0, n))
+        return !cli_usage_error("-m %s: the model's name must be 1 to 64 of [A-Za-z0-9._-] "
+                                "(give -m NAME=DIR)",
+                                arg);
+    if (!**dir)
+        return !cli_usage_error("-m %s: no directory", arg);
+    *name = strndup(n0, n);
+    return *name != NULL;
+}
+
+/* --api-keys FILE: one key a line (blank lines and # comments skipped). */
+static int read_keys(const char *path, char ***keys, int *n)
+{
+    FILE *f = fopen(path, "r");
+    char line[KEY_MAX + 2];
+    int lineno = 0;
+    if (!f) {
+        fprintf(stderr, "clformer: --api-keys %s: cannot open: %s\n", path, strerror(errno));
+        return 0;
+    }
+    *keys = NULL;
+    *n = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        size_t len = strlen(line);
+        if (len == sizeof line - 1 && line[len - 1] != '\n') {
+            fprintf(stderr, "clformer: %s:%d: a key longer than %d bytes\n", path, lineno, KEY_MAX);
+            goto fail;
+        }
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r' || line[len - 1] == ' ' ||
+                           line[len - 1] == '\t'))
+            line[--len] = '\0';
+        if (len == 0 || line[0] == '#')
+            continue;
+        if (*n >= KEYS_MAX) {
+            fprintf(stderr, "clformer: %s: more than %d keys\n", path, KEYS_MAX);
+            goto fail;
+        }
+        char **k = realloc(*keys, (size_t)(*n + 1) * sizeof *k);
+        if (!k || !(k[*n] = strdup(line))) {
+            if (k)
+                *keys = k;
+            fprintf(stderr, "clformer: %s: out of memory\n", path);
+            goto fail;
+        }
+        *keys = k;
+        (*n)++;
+    }
+    if (ferror(f)) {
+        fprintf(stderr, "clformer: --api-keys %s: cannot read: %s\n", path, strerror(errno));
+        goto fail;
+    }
+    fclose(f);
+    if (*n == 0) {
+        fprintf(stderr, "clformer: --api-keys %s: no key in the file\n", path);
+        return 0;
+    }
+    return 1;
+fail:
+    fclose(f);
+    for (int i = 0; i < *n; i++)
+        free((*keys)[i]);
+    free(*keys);
+    *keys = NULL;
+    *n = 0;
+    return 0;
+}
+
+static void model_free(serve_model *m)
+{
+    serve_sched_stop(m->sched);
+    clf_translator_free(m->tr);
+    for (int t = 0; t < m->n_targets; t++)
+        free(m->targets[t]);
+    free(m->targets);
+    for (int t = 0; t < m->n_sources; t++)
+        free(m->sources[t]);
+    free(m->sources);
+    free(m->name);
+    memset(m, 0, sizeof *m);
+}
+
+/* Copies of the n codes of list (each CLF_LANGUAGE_CODE_MAX bytes), or of name when n is
+ * 0, into *out; 0 when out of memory. */
+static int codes(const char (*list)[CLF_LANGUAGE_CODE_MAX], int n, const char *name, char ***out,
+                 int *n_out)
+{
+    *out = calloc(n > 0 ? (size_t)n : 1, sizeof **out);
+    if (!*out)
+        return 0;
+    for (int i = 0; i < (n > 0 ? n : 1); i++)
+        if (!((*out)[(*n_out)++] = strdup(n > 0 ? list[i] : name)))
+            return 0;
+    return 1;
+}
+
+/* The languages of m: the config's languages: section, else the model's name for both. */
+static int model_languages(serve_model *m, const clf_config *cfg)
+{
+    const clf_languages_config *l = &cfg->languages;
+    int given = l->present && l->n_source > 0 && l->n_target > 0;
+    return codes(l->source, given ? l->n_source : 0, m->name, &m->sources, &m->n_sources) &&
+           codes(l->target, given ? l->n_target : 0, m->name, &m->targets, &m->n_targets);
+}
+
+int clf_cmd_serve(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"model", required_argument, NULL, 'm'},
+        {"host", required_argument, NULL, OPT_HOST},
+        {"port", required_argument, NULL, OPT_PORT},
+        {"weight-type", required_argument, NULL, OPT_WEIGHT_TYPE},
+        {"max-batch", required_argument, NULL, OPT_MAX_BATCH},
+        {"queue", required_argument, NULL, OPT_QUEUE},
+        {"api-keys", required_argument, NULL, OPT_API_KEYS},
+        {"max-body", required_argument, NULL, OPT_MAX_BODY},
+        {"max-sentences", required_argument, NULL, OPT_MAX_SENTENCES},
+        {"max-chars", required_argument, NULL, OPT_MAX_CHARS},
+        {"timeout", required_argument, NULL, OPT_TIMEOUT},
+        {"help", no_argument, NULL, 'h'},
+        CLI_BACKEND_LONGOPTS,
+        {NULL, 0, NULL, 0},
+    };
+    serve_options o = {"127.0.0.1",
+                       DEFAULT_PORT,
+                       DEFAULT_MAX_BATCH,
+                       DEFAULT_QUEUE,
+                       DEFAULT_MAX_BODY,
+                       DEFAULT_TIMEOUT_S,
+                       {0, 0},
+                       NULL};
+    serve_limits_default(&o.limits);
+    cli_backend_opts bo = {NULL, NULL, NULL, -1};
+    int weight_type_set = 0, max_body = DEFAULT_MAX_BODY, timeout = DEFAULT_TIMEOUT_S;
+    clf_weight_type weight_type = CLF_WEIGHT_F32;
+    const char *dirs[MODELS_MAX];
+    serve_model models[MODELS_MAX];
+    int n_models = 0, rc = 2, c;
+    char **keys = NULL;
+    int n_keys = 0, served = 0;
+    serve_metrics *metrics = NULL;
+    serve_server *server = NULL;
+    memset(models, 0, sizeof models);
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "m:h" CLI_BACKEND_SHORTOPTS, longopts, NULL)) != -1) {
+        int b = cli_backend_option(c, optarg, &bo);
+        if (b < 0)
+            goto done;
+        if (b > 0)
+            continue;
+        int ok = 1;
+        switch (c) {
+        case 'm':
+            if (n_models == MODELS_MAX) {
+                ok = !cli_usage_error("at most %d models (-m)", MODELS_MAX);
+                break;
+            }
+            ok = model_arg(optarg, &models[n_models].name, &dirs[n_models]);
+            if (ok) {
+                for (int i = 0; i < n_models; i++)
+                    if (strcmp(models[i].name, models[n_models].name) == 0)
+                        ok = !cli_usage_error("two models named '%s' (give -m NAME=DIR)",
+                                              models[i].name);
+                n_models++;
+            }
+            break;
+        case 'h':
+            usage();
+            rc = 0;
+            goto done;
+        case OPT_HOST:
+            o.host = optarg;
+            break;
+        case OPT_PORT:
+            ok = cli_parse_int("--port", optarg, 0, &o.port);
+            if (ok && o.port > 65535)
+                ok = !cli_usage_error("--port: %d is not a port (0..65535)", o.port);
+            break;
+        case OPT_WEIGHT_TYPE:
+            ok = cli_weight_type_option(optarg, &weight_type, &weight_type_set);
+            break;
+        case OPT_MAX_BATCH:
+            ok = cli_parse_int("--max-batch", optarg, 1, &o.max_batch);
+            break;
+        case OPT_QUEUE:
+            ok = cli_parse_int("--queue", optarg, 1, &o.queue);
+            break;
+        case OPT_API_KEYS:
+            o.api_keys = optarg;
+            break;
+        case OPT_MAX_BODY:
+            ok = cli_parse_int("--max-body", optarg, 1, &max_body);
+            break;
+        case OPT_MAX_SENTENCES:
+            ok = cli_parse_int("--max-sentences", optarg, 1, &o.limits.max_sentences);
+            break;
+        case OPT_MAX_CHARS:
+            ok = cli_parse_int("--max-chars", optarg, 1, &o.limits.max_chars);
+            break;
+        case OPT_TIMEOUT:
+            ok = cli_parse_int("--timeout", optarg, 1, &timeout);
+            break;
+        default:
+            goto done;
+        }
+        if (!ok)
+            goto done;
+    }
+    if (optind < argc) {
+        cli_usage_error("serve: unexpected argument '%s'", argv[optind]);
+        goto done;
+    }
+    if (n_models == 0) {
+        cli_usage_error("serve: no model (-m MODEL_DIR)");
+        goto done;
+    }
+    if (o.limits.max_sentences > o.queue) {
+        cli_usage_error("--max-sentences %d is more than --queue %d: such a request could never "
+                        "be queued",
+                        o.limits.max_sentences, o.queue);
+        goto done;
+    }
+    o.max_body = (size_t)max_body;
+    o.timeout_s = timeout;
+    if (o.api_keys && !read_keys(o.api_keys, &keys, &n_keys))
+        goto done;
+
+    /* Signals are taken by sigwait below: blocked here, before any thread starts, so that
+     * every thread inherits the mask. A client gone mid-answer is an error, not SIGPIPE. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    if (!(metrics = serve_metrics_new())) {
+        fprintf(stderr, "clformer: out of memory\n");
+        rc = 1;
+        goto done;
+    }
+    for (int i = 0; i < n_models; i++) {
+        serve_model *m = &models[i];
+        clf_translator_opts to;
+        clf_translator_opts_default(&to);
+        to.model_dir = dirs[i];
+        to.backend = bo.backend;
+        to.device = bo.device;
+        to.plugin_dir = bo.plugin_dir;
+        to.threads = bo.threads;
+        to.weight_type_set = weight_type_set;
+        to.weight_type = weight_type;
+        clf_status st = clf_translator_open(&to, &m->tr);
+        if (st != CLF_OK) {
+            rc = cli_fail(st);
+            goto done;
+        }
+        clf_translator_info info;
+        clf_translator_get_info(m->tr, &info);
+        const clf_config *cfg = info.config;
+        m->max_len = cfg->generate.max_len > 0 ? cfg->generate.max_len : cfg->model.max_len - 1;
+        m->beam = cfg->generate.beam > 0 ? cfg->generate.beam : 1;
+        if (!model_languages(m, cfg) ||
+            serve_sched_start(m->tr, o.max_batch, o.queue, metrics, &m->sched) != 0) {
+            fprintf(stderr, "clformer: model '%s': out of memory\n", m->name);
+            rc = 1;
+            goto done;
+        }
+        fprintf(stderr, "clformer: model '%s' (%s): %s -> %s (%d target%s) on %s\n", m->name,
+                dirs[i], m->sources[0], m->targets[0], m->n_targets, m->n_targets == 1 ? "" : "s",
+                info.backend ? info.backend : "?");
+    }
+    if (serve_http_start(&o, models, n_models, keys, n_keys, metrics, &server) != 0) {
+        rc = 1;
+        goto done;
+    }
+    int ipv6 = strchr(o.host, ':') != NULL;
+    fprintf(stderr, "clformer: serving on http://%s%s%s:%d\n", ipv6 ? "[" : "", o.host,
+            ipv6 ? "]" : "", serve_http_port(server));
+    fflush(stderr);
+
+    int sig = 0;
+    while (sigwait(&sigs, &sig) != 0)
+        ;
+    fprintf(stderr, "clformer: %s: finishing the requests in flight\n",
+            sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    serve_http_quiesce(server);
+    serve_http_drain(server, o.timeout_s + 5.0);
+    rc = 0;
+    served = 1;
+done:
+    serve_http_stop(server);
+    for (int i = 0; i < n_models; i++)
+        model_free(&models[i]);
+    for (int i = 0; i < n_keys; i++)
+        free(keys[i]);
+    free(keys);
+    serve_metrics_free(metrics);
+    if (served)
+        fprintf(stderr, "clformer: stopped\n");
+    return rc;
+}

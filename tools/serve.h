@@ -1,0 +1,92 @@
+/* clformer serve: the parts of the server (README, "Serving").
+ *   cmd_serve.c     options, the models opened, startup, signals, shutdown
+ *   serve_http.c    libmicrohttpd: routes, bodies up to --max-body, answers
+ *   serve_api.c     request bodies parsed, answers' JSON built (serve_api.h; no I/O)
+ *   serve_sched.c   per model: a bounded queue of sentences and the thread that decodes them
+ *   serve_metrics.c counters and histograms, in Prometheus's text format
+ * A request's sentences go into its model's queue as one job; the model's scheduler thread
+ * takes up to --max-batch waiting sentences with the same decoding options, in arrival
+ * order, runs one clf_translator_translate call and hands each job its results. */
+#ifndef CLF_SERVE_H
+#define CLF_SERVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "serve_api.h"
+#include "clformer/translator.h"
+
+/* ---- metrics (serve_metrics.c) ---- */
+typedef struct serve_metrics serve_metrics;
+serve_metrics *serve_metrics_new(void);
+void serve_metrics_free(serve_metrics *m);
+void serve_metrics_request(serve_metrics *m, int code, double seconds);
+/* One clf_translator_translate call of `sentences` sentences that produced `tokens`. */
+void serve_metrics_batch(serve_metrics *m, int sentences, long tokens);
+/* The Prometheus text: the counters, and queue_depth[i] sentences waiting for model name[i].
+ * malloc'd, or NULL. */
+char *serve_metrics_text(serve_metrics *m, const char *const *name, const int *queue_depth,
+                         int n_models);
+
+/* ---- scheduler (serve_sched.c) ---- */
+typedef struct serve_sched serve_sched;
+typedef struct serve_job serve_job;
+
+/* Starts the scheduler thread of translator t: batches of at most max_batch sentences, at
+ * most queue_cap sentences waiting. */
+int serve_sched_start(clf_translator *t, int max_batch, int queue_cap, serve_metrics *metrics,
+                      serve_sched **out);
+/* Decodes what is queued, then stops the thread and frees s (not t). */
+void serve_sched_stop(serve_sched *s);
+int serve_sched_depth(serve_sched *s);
+
+/* Queues n sentences decoded with o. Returns 0 with *out, the job then owning text[0..n),
+ * text and len (malloc'd); or 429 when the queue has no room for them, 500 out of memory,
+ * leaving them the caller's. */
+int serve_sched_submit(serve_sched *s, char **text, size_t *len, int n, const clf_translate_opts *o,
+                       serve_job **out);
+/* Waits until the job is decoded (0), until monotonic time deadline (504), or until
+ * gone(arg) says the client left (-1; checked every 50 ms). */
+int serve_job_wait(serve_job *j, double deadline, int (*gone)(void *), void *arg);
+/* A decoded job's results ([n]; status CLF_OK), or NULL with *error set when the backend
+ * failed. */
+const clf_translation *serve_job_results(serve_job *j, const char **error);
+/* The caller is done with j: its sentences still queued are dropped, its results freed once
+ * the scheduler is done with them. */
+void serve_job_release(serve_job *j);
+
+/* ---- the server (serve_http.c) ---- */
+typedef struct serve_model {
+    char *name;
+    clf_translator *tr;
+    serve_sched *sched;
+    char **sources, **targets; /* language codes: the config's languages:, else the name */
+    int n_sources, n_targets;
+    int max_len; /* the output limit of a request that gives none (README, "Serving") */
+    int beam;    /* the config's generate: beam (1 without one) */
+} serve_model;
+
+typedef struct serve_options {
+    const char *host;
+    int port;
+    int max_batch, queue;
+    size_t max_body;
+    double timeout_s;
+    serve_limits limits;
+    const char *api_keys; /* file, or NULL */
+} serve_options;
+
+typedef struct serve_server serve_server;
+/* Listens on o->host:o->port and answers over models[0..n) (borrowed). */
+int serve_http_start(const serve_options *o, serve_model *models, int n, char **keys, int n_keys,
+                     serve_metrics *metrics, serve_server **out);
+int serve_http_port(serve_server *s);
+/* Stops accepting connections; requests already read are answered. */
+void serve_http_quiesce(serve_server *s);
+/* Waits until no request is in flight, or up to wait_s seconds. */
+void serve_http_drain(serve_server *s, double wait_s);
+void serve_http_stop(serve_server *s);
+
+double serve_now_s(void);
+
+#endif

@@ -1,0 +1,465 @@
+/* clformer serve: request parsing and response JSON (serve_api.h). JSON through Jansson;
+ * form bodies split at '&' and '=' and unescaped by libmicrohttpd (MHD_http_unescape),
+ * '+' read as a space as HTML forms encode it. */
+#include "serve_api.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <microhttpd.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Nesting depth a request body may have: the formats need 3 (an object, an array, its
+ * strings); more is refused before Jansson recurses. */
+#define SERVE_JSON_DEPTH 8
+
+void serve_limits_default(serve_limits *l)
+{
+    l->max_sentences = 128;
+    l->max_chars = 10000;
+}
+
+static int fail(char *why, size_t why_len, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int fail(char *why, size_t why_len, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, why_len, fmt, ap);
+    va_end(ap);
+    /* one line: a control byte quoted from the body (Jansson's "near '...'") becomes '?' */
+    for (char *p = why; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = '?';
+    return code;
+}
+
+size_t serve_utf8_chars(const char *text, size_t len)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++)
+        n += ((unsigned char)text[i] & 0xC0) != 0x80;
+    return n;
+}
+
+void serve_request_free(serve_request *req)
+{
+    if (!req)
+        return;
+    for (int i = 0; i < req->n && req->text; i++)
+        free(req->text[i]);
+    free(req->text);
+    free(req->len);
+    free(req->model);
+    free(req->source);
+    free(req->target);
+    free(req->api_key);
+    memset(req, 0, sizeof *req);
+}
+
+static void request_init(serve_request *req, serve_api_kind kind)
+{
+    memset(req, 0, sizeof *req);
+    req->kind = kind;
+    req->beam = -1;
+    req->n_best = -1;
+    req->max_len = 0;
+    req->length_penalty = -2.0f;
+}
+
+static char *dup_bytes(const char *s, size_t n)
+{
+    char *d = malloc(n + 1);
+    if (d) {
+        memcpy(d, s, n);
+        d[n] = '\0';
+    }
+    return d;
+}
+
+/* Room for n sentences; 413 past the limit. */
+static int alloc_sentences(serve_request *req, size_t n, const serve_limits *lim, char *why,
+                           size_t why_len)
+{
+    if (n > (size_t)lim->max_sentences)
+        return fail(why, why_len, 413, "%zu sentences, more than the limit of %d", n,
+                    lim->max_sentences);
+    req->text = calloc(n ? n : 1, sizeof *req->text);
+    req->len = calloc(n ? n : 1, sizeof *req->len);
+    if (!req->text || !req->len)
+        return fail(why, why_len, 500, "out of memory");
+    return 0;
+}
+
+/* Appends sentence text[0..len) as req->text[req->n]; 413 past max_chars. */
+static int add_sentence(serve_request *req, const char *name, const char *text, size_t len,
+                        const serve_limits *lim, char *why, size_t why_len)
+{
+    size_t chars = serve_utf8_chars(text, len);
+    if (chars > (size_t)lim->max_chars)
+        return fail(why, why_len, 413, "%s[%d]: %zu characters, more than the limit of %d", name,
+                    req->n, chars, lim->max_chars);
+    if (!(req->text[req->n] = dup_bytes(text, len)))
+        return fail(why, why_len, 500, "out of memory");
+    req->len[req->n++] = len;
+    return 0;
+}
+
+/* A string field that names something (model, language, key): *out malloc'd. */
+static int name_field(const char *field, const char *s, size_t len, char **out, char *why,
+                      size_t why_len)
+{
+    if (len == 0 || len > SERVE_NAME_MAX || memchr(s, '\0', len))
+        return fail(why, why_len, 400, "'%s': expected a name of 1 to %d bytes", field,
+                    SERVE_NAME_MAX);
+    if (*out)
+        return fail(why, why_len, 400, "'%s' given twice", field);
+    if (!(*out = dup_bytes(s, len)))
+        return fail(why, why_len, 500, "out of memory");
+    return 0;
+}
+
+/* An integer option in [lo, hi], from a JSON integer or (LibreTranslate sends form values
+ * as text) a decimal string. */
+static int int_field(const char *field, json_t *v, int lo, int hi, int *out, char *why,
+                     size_t why_len)
+{
+    long long x;
+    if (json_is_integer(v)) {
+        x = json_integer_value(v);
+    } else if (json_is_string(v)) {
+        const char *s = json_string_value(v);
+        char *end = NULL;
+        if (json_string_length(v) == 0 || json_string_length(v) > 12)
+            return fail(why, why_len, 400, "'%s': expected an integer", field);
+        x = strtoll(s, &end, 10);
+        if (*end != '\0')
+            return fail(why, why_len, 400, "'%s': expected an integer", field);
+    } else {
+        return fail(why, why_len, 400, "'%s': expected an integer", field);
+    }
+    if (x < lo || x > hi)
+        return fail(why, why_len, 400, "'%s': %lld is out of the range %d..%d", field, x, lo, hi);
+    *out = (int)x;
+    return 0;
+}
+
+static int string_field(const char *field, json_t *v, char **out, char *why, size_t why_len)
+{
+    if (!json_is_string(v))
+        return fail(why, why_len, 400, "'%s': expected a string", field);
+    return name_field(field, json_string_value(v), json_string_length(v), out, why, why_len);
+}
+
+/* The sentences of a JSON value: a string (only where one_ok) or an array of strings. */
+static int sentences_field(serve_request *req, const char *field, json_t *v, int one_ok,
+                           const serve_limits *lim, char *why, size_t why_len)
+{
+    int rc;
+    if (one_ok && json_is_string(v)) {
+        if ((rc = alloc_sentences(req, 1, lim, why, why_len)))
+            return rc;
+        return add_sentence(req, field, json_string_value(v), json_string_length(v), lim, why,
+                            why_len);
+    }
+    if (!json_is_array(v))
+        return fail(why, why_len, 400, "'%s': expected %san array of strings", field,
+                    one_ok ? "a string or " : "");
+    if ((rc = alloc_sentences(req, json_array_size(v), lim, why, why_len)))
+        return rc;
+    size_t i;
+    json_t *s;
+    json_array_foreach(v, i, s)
+    {
+        if (!json_is_string(s))
+            return fail(why, why_len, 400, "'%s[%zu]': expected a string", field, i);
+        if ((rc = add_sentence(req, field, json_string_value(s), json_string_length(s), lim, why,
+                               why_len)))
+            return rc;
+    }
+    if (one_ok)
+        req->q_array = 1;
+    return 0;
+}
+
+/* The nesting depth of body's JSON, counted over brackets outside strings; over max: refused
+ * before Jansson parses (its recursion is bounded only by its own large limit). */
+static int json_too_deep(const char *body, size_t len, int max)
+{
+    int depth = 0, in_str = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = body[i];
+        if (in_str) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_str = 0;
+        } else if (c == '"') {
+            in_str = 1;
+        } else if (c == '[' || c == '{') {
+            if (++depth > max)
+                return 1;
+        } else if (c == ']' || c == '}') {
+            depth--;
+        }
+    }
+    return 0;
+}
+
+static int parse_json(serve_api_kind kind, const char *body, size_t len, const serve_limits *lim,
+                      serve_request *req, char *why, size_t why_len)
+{
+    if (json_too_deep(body, len, SERVE_JSON_DEPTH))
+        return fail(why, why_len, 400, "bad JSON: nested deeper than %d", SERVE_JSON_DEPTH);
+    json_error_t err;
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &err);
+    if (!root)
+        return fail(why, why_len, 400, "bad JSON at byte %d: %s", err.position, err.text);
+    int rc = 0;
+    const char *key;
+    json_t *v, *sentences = NULL;
+    if (!json_is_object(root)) {
+        rc = fail(why, why_len, 400, "expected a JSON object");
+        goto done;
+    }
+    json_object_foreach(root, key, v)
+    {
+        if (strcmp(key, "source") == 0)
+            rc = string_field(key, v, &req->source, why, why_len);
+        else if (strcmp(key, "target") == 0)
+            rc = string_field(key, v, &req->target, why, why_len);
+        else if (strcmp(key, "api_key") == 0)
+            rc = string_field(key, v, &req->api_key, why, why_len);
+        else if (kind == SERVE_API_LIBRE && strcmp(key, "q") == 0)
+            sentences = v;
+        else if (kind == SERVE_API_LIBRE && strcmp(key, "format") == 0) {
+            if (!json_is_string(v))
+                rc = fail(why, why_len, 400, "'format': expected a string");
+            else if (strcmp(json_string_value(v), "text") != 0)
+                rc = fail(why, why_len, 400, "'format': only \"text\" is supported");
+        } else if (kind == SERVE_API_LIBRE && strcmp(key, "alternatives") == 0)
+            rc = int_field(key, v, 0, SERVE_ALTERNATIVES_MAX, &req->alternatives, why, why_len);
+        else if (kind == SERVE_API_NATIVE && strcmp(key, "model") == 0)
+            rc = string_field(key, v, &req->model, why, why_len);
+        else if (kind == SERVE_API_NATIVE && strcmp(key, "sentences") == 0)
+            sentences = v;
+        else if (kind == SERVE_API_NATIVE && strcmp(key, "beam") == 0)
+            rc = int_field(key, v, 1, SERVE_BEAM_MAX, &req->beam, why, why_len);
+        else if (kind == SERVE_API_NATIVE && strcmp(key, "n_best") == 0)
+            rc = int_field(key, v, 1, SERVE_BEAM_MAX, &req->n_best, why, why_len);
+        else if (kind == SERVE_API_NATIVE && strcmp(key, "max_len") == 0)
+            rc = int_field(key, v, 1, SERVE_MAX_LEN_MAX, &req->max_len, why, why_len);
+        else if (kind == SERVE_API_NATIVE && strcmp(key, "length_penalty") == 0) {
+            double a = json_number_value(v);
+            if (!json_is_number(v) || !(a >= 0.0 && a <= 10.0))
+                rc = fail(why, why_len, 400, "'length_penalty': expected a number in 0..10");
+            else
+                req->length_penalty = (float)a;
+        } else if (kind == SERVE_API_LIBRE)
+            continue; /* LibreTranslate ignores what it does not know */
+        else
+            rc = fail(why, why_len, 400, "unknown field '%s'", key);
+        if (rc)
+            goto done;
+    }
+    if (!sentences) {
+        rc = fail(why, why_len, 400, "missing '%s'", kind == SERVE_API_LIBRE ? "q" : "sentences");
+        goto done;
+    }
+    rc = sentences_field(req, kind == SERVE_API_LIBRE ? "q" : "sentences", sentences,
+                         kind == SERVE_API_LIBRE, lim, why, why_len);
+    if (rc == 0 && kind == SERVE_API_LIBRE && req->n == 0)
+        rc = fail(why, why_len, 400, "'q': empty");
+    if (rc == 0 && req->beam > 0 && req->n_best > req->beam)
+        rc = fail(why, why_len, 400, "'n_best': %d is more than 'beam' %d", req->n_best, req->beam);
+done:
+    json_decref(root);
+    return rc;
+}
+
+/* A form value's bytes unescaped: '+' is a space, %XX a byte (MHD_http_unescape). */
+static char *form_value(const char *s, size_t n, size_t *out_len)
+{
+    char *v = dup_bytes(s, n);
+    if (!v)
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        if (v[i] == '+')
+            v[i] = ' ';
+    *out_len = MHD_http_unescape(v);
+    return v;
+}
+
+static int parse_form(const char *body, size_t len, const serve_limits *lim, serve_request *req,
+                      char *why, size_t why_len)
+{
+    int rc = 0;
+    char *key = NULL, *val = NULL;
+    json_t *alternatives = NULL;
+    int have_q = 0;
+    if ((rc = alloc_sentences(req, 1, lim, why, why_len)))
+        return rc;
+    for (size_t at = 0; at < len;) {
+        const char *amp = memchr(body + at, '&', len - at);
+        size_t end = amp ? (size_t)(amp - body) : len;
+        const char *eq = memchr(body + at, '=', end - at);
+        size_t kend = eq ? (size_t)(eq - body) : end;
+        size_t klen, vlen = 0;
+        if (end == at) {
+            at = end + 1;
+            continue;
+        }
+        if (!(key = form_value(body + at, kend - at, &klen)) ||
+            !(val = eq ? form_value(eq + 1, end - kend - 1, &vlen) : dup_bytes("", 0))) {
+            rc = fail(why, why_len, 500, "out of memory");
+            goto done;
+        }
+        if (strlen(key) != klen)
+            rc = fail(why, why_len, 400, "a form field's name holds a NUL byte");
+        else if (strcmp(key, "q") == 0) {
+            if (have_q++)
+                rc = fail(why, why_len, 400, "'q' given twice");
+            else
+                rc = add_sentence(req, "q", val, vlen, lim, why, why_len);
+        } else if (strcmp(key, "source") == 0)
+            rc = name_field(key, val, vlen, &req->source, why, why_len);
+        else if (strcmp(key, "target") == 0)
+            rc = name_field(key, val, vlen, &req->target, why, why_len);
+        else if (strcmp(key, "api_key") == 0)
+            rc = name_field(key, val, vlen, &req->api_key, why, why_len);
+        else if (strcmp(key, "format") == 0) {
+            if (strcmp(val, "text") != 0 || vlen != 4)
+                rc = fail(why, why_len, 400, "'format': only \"text\" is supported");
+        } else if (strcmp(key, "alternatives") == 0) {
+            json_decref(alternatives);
+            if (!(alternatives = json_stringn(val, vlen)))
+                rc = fail(why, why_len, 400, "'alternatives': expected an integer");
+            else
+                rc = int_field(key, alternatives, 0, SERVE_ALTERNATIVES_MAX, &req->alternatives,
+                               why, why_len);
+        }
+        free(key);
+        free(val);
+        key = val = NULL;
+        if (rc)
+            goto done;
+        at = end + 1;
+    }
+    if (!have_q || req->len[0] == 0)
+        rc = fail(why, why_len, 400, "missing 'q'");
+done:
+    free(key);
+    free(val);
+    json_decref(alternatives);
+    return rc;
+}
+
+int serve_parse_request(serve_api_kind kind, int form, const char *body, size_t len,
+                        const serve_limits *lim, serve_request *req, char *why, size_t why_len)
+{
+    request_init(req, kind);
+    int rc;
+    if (form && kind != SERVE_API_LIBRE)
+        rc = fail(why, why_len, 400, "expected a JSON body (Content-Type: application/json)");
+    else if (form)
+        rc = parse_form(body, len, lim, req, why, why_len);
+    else
+        rc = parse_json(kind, body, len, lim, req, why, why_len);
+    if (rc) {
+        serve_request_free(req);
+        request_init(req, kind);
+    }
+    return rc;
+}
+
+/* json's compact text and a '\n', or NULL; steals json. */
+static char *dump_line(json_t *json)
+{
+    if (!json)
+        return NULL;
+    char *s = json_dumps(json, JSON_COMPACT);
+    json_decref(json);
+    if (!s)
+        return NULL;
+    size_t n = strlen(s);
+    char *line = realloc(s, n + 2);
+    if (!line) {
+        free(s);
+        return NULL;
+    }
+    line[n] = '\n';
+    line[n + 1] = '\0';
+    return line;
+}
+
+char *serve_error_json(const char *message)
+{
+    /* a message naming a request's bytes might not be UTF-8: Jansson would refuse it */
+    json_t *s = json_string(message);
+    if (!s)
+        s = json_string("(the error message is not valid UTF-8)");
+    return dump_line(json_pack("{s:o}", "error", s));
+}
+
+char *serve_libre_response(const serve_request *req, const serve_result *res, const char *detected)
+{
+    json_t *root = json_object(), *texts = json_array(), *alts = json_array();
+    if (!root || !texts || !alts)
+        goto fail;
+    for (int i = 0; i < req->n; i++) {
+        json_t *alt = json_array();
+        if (!alt || json_array_append_new(alts, alt) ||
+            json_array_append_new(texts, json_string(res[i].n_hyps > 0 ? res[i].text[0] : "")))
+            goto fail;
+        for (int h = 1; h < res[i].n_hyps && h <= req->alternatives; h++)
+            if (json_array_append_new(alt, json_string(res[i].text[h])))
+                goto fail;
+    }
+    if (json_object_set(root, "translatedText", req->q_array ? texts : json_array_get(texts, 0)))
+        goto fail;
+    if (req->alternatives > 0 &&
+        json_object_set(root, "alternatives", req->q_array ? alts : json_array_get(alts, 0)))
+        goto fail;
+    if (detected &&
+        json_object_set_new(root, "detectedLanguage",
+                            json_pack("{s:i,s:s}", "confidence", 100, "language", detected)))
+        goto fail;
+    json_decref(texts);
+    json_decref(alts);
+    return dump_line(root);
+fail:
+    json_decref(root);
+    json_decref(texts);
+    json_decref(alts);
+    return NULL;
+}
+
+char *serve_native_response(const char *model, const serve_result *res, int n)
+{
+    json_t *root = json_pack("{s:s,s:[]}", "model", model, "translations");
+    if (!root)
+        return NULL;
+    json_t *list = json_object_get(root, "translations");
+    for (int i = 0; i < n; i++) {
+        json_t *hyps = json_array();
+        if (!hyps || json_array_append_new(list, json_pack("{s:s,s:o}", "text",
+                                                           res[i].n_hyps > 0 ? res[i].text[0] : "",
+                                                           "hypotheses", hyps)))
+            goto fail;
+        for (int h = 0; h < res[i].n_hyps; h++)
+            /* a score JSON cannot hold (-inf: no finite path) is null */
+            if (json_array_append_new(hyps, json_pack("{s:s,s:o}", "text", res[i].text[h], "score",
+                                                      isfinite(res[i].score[h])
+                                                          ? json_real(res[i].score[h])
+                                                          : json_null())))
+                goto fail;
+    }
+    return dump_line(root);
+fail:
+    json_decref(root);
+    return NULL;
+}

@@ -1,0 +1,77 @@
+/* clformer serve: the requests' bodies parsed into a struct, and the responses' JSON built.
+ * No I/O and no model here (tests/fuzz/fuzz_serve_request.c runs the parsers on any bytes).
+ *
+ * Two request formats (README, "Serving"):
+ *   - LibreTranslate's POST /translate, as JSON or application/x-www-form-urlencoded:
+ *     q (a string or, in JSON, an array of strings), source, target, format ("text"),
+ *     alternatives (an integer, or its decimal text), api_key;
+ *   - the native POST /v1/translate, JSON: model, source, target, sentences (an array of
+ *     strings), beam, n_best, max_len, length_penalty, api_key.
+ * A parse either fills a serve_request or returns the HTTP status to answer (400 for what
+ * is malformed or of the wrong type, 413 for what is over a limit) with a one-line reason. */
+#ifndef CLF_SERVE_API_H
+#define CLF_SERVE_API_H
+
+#include <stddef.h>
+
+/* Limits on the decoding options a request may ask for (README, "Limits"). */
+#define SERVE_BEAM_MAX         16
+#define SERVE_ALTERNATIVES_MAX 8
+#define SERVE_MAX_LEN_MAX      65536
+/* Longest model, language or key name in a request, in bytes. */
+#define SERVE_NAME_MAX 256
+
+typedef enum { SERVE_API_LIBRE, SERVE_API_NATIVE } serve_api_kind;
+
+typedef struct serve_limits {
+    int max_sentences; /* sentences (q's items) per request */
+    int max_chars;     /* characters (UTF-8 code points) per sentence */
+} serve_limits;
+
+typedef struct serve_request {
+    serve_api_kind kind;
+    char *model;           /* native "model", or NULL */
+    char *source, *target; /* NULL when not given; "auto" is kept as given */
+    char *api_key;         /* the body's api_key, or NULL */
+    int n;                 /* sentences */
+    char **text;           /* [n], each NUL-terminated (a JSON string may hold a NUL: len) */
+    size_t *len;           /* [n] bytes */
+    int q_array;           /* LibreTranslate: q was an array (the answer is one too) */
+    int alternatives;      /* LibreTranslate: 0.. SERVE_ALTERNATIVES_MAX */
+    /* native decoding options; -1 (length_penalty: < -1.5, max_len: 0): the model's */
+    int beam, n_best, max_len;
+    float length_penalty;
+} serve_request;
+
+void serve_limits_default(serve_limits *l);
+
+/* Parses body[0..len) (not NUL-terminated) of the given kind; form: 1 for a
+ * form-urlencoded body (LibreTranslate only). Returns 0 with *req filled (free it with
+ * serve_request_free), or the HTTP status with why[0..why_len) set and *req empty. */
+int serve_parse_request(serve_api_kind kind, int form, const char *body, size_t len,
+                        const serve_limits *lim, serve_request *req, char *why, size_t why_len);
+void serve_request_free(serve_request *req);
+
+/* Code points of text[0..len) counted as UTF-8 lead bytes (what is not UTF-8 is refused
+ * later, by the translator). */
+size_t serve_utf8_chars(const char *text, size_t len);
+
+/* Response bodies, malloc'd NUL-terminated JSON on one line ending in '\n'; NULL when out of
+ * memory. */
+char *serve_error_json(const char *message);
+
+/* One sentence's answer: its hypotheses' texts and scores, best first. */
+typedef struct serve_result {
+    int n_hyps;
+    const char *const *text; /* [n_hyps] */
+    const float *score;      /* [n_hyps] */
+} serve_result;
+
+/* LibreTranslate's answer: translatedText (a string, or an array when q was one) and, when
+ * alternatives were asked for, alternatives (a list, or a list of lists); detected: the
+ * language chosen for source "auto", else NULL. */
+char *serve_libre_response(const serve_request *req, const serve_result *res, const char *detected);
+/* The native answer: {"model", "translations": [{"text", "hypotheses": [{"text","score"}]}]} */
+char *serve_native_response(const char *model, const serve_result *res, int n);
+
+#endif
