@@ -53,6 +53,11 @@ class BuildExt(build_ext):
                 shutil.copy(src, os.path.join(dest, os.path.basename(src)))
 
 
+# CLFORMER_SANITIZE=1 (scripts/test-python.sh on a CLF_SANITIZE tree): the extension is
+# instrumented as libclformer is.
+SANITIZE = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer",
+            "-fno-sanitize-recover=undefined"] if os.environ.get("CLFORMER_SANITIZE") == "1" else []
+
 soname_file()  # fail early, with the fix, when the build tree is missing
 ext = Extension(
     "clformer._clformer",
@@ -60,7 +65,13 @@ ext = Extension(
     include_dirs=[INCLUDE],
     library_dirs=[LIBDIR],
     libraries=["clformer"],
-    extra_compile_args=["-std=c11", "-Wall", "-Wextra", "-Werror", "-Wno-missing-field-initializers"],
-    extra_link_args=["-Wl,-rpath,$ORIGIN/lib"],
+    extra_compile_args=["-std=c11", "-Wall", "-Wextra", "-Werror", "-Wno-missing-field-initializers"] + SANITIZE,
+    extra_link_args=["-Wl,-rpath,$ORIGIN/lib"] + SANITIZE[:1],
 )
-setup(ext_modules=[ext], cmdclass={"build_ext": BuildExt})
+# Build outputs go into the CMake build tree, not the source tree: a plain and a sanitized
+# build tree then never share objects.
+OUT = os.path.join(BUILD, "python")
+os.makedirs(OUT, exist_ok=True)
+setup(ext_modules=[ext], cmdclass={"build_ext": BuildExt},
+      options={"build": {"build_base": os.path.join(OUT, "build")},
+               "egg_info": {"egg_base": OUT}})

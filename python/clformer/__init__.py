@@ -190,6 +190,12 @@ class Translator:
     def __exit__(self, *exc):
         self.close()
 
+    def tokenize(self, text, target=False):
+        """The tokens the model's tokenizer gives text (a str), without the framing
+        (no begin/end tokens): what translate_batch takes as a list of tokens.
+        target: the target side's tokenizer instead of the source's."""
+        return self._impl.tokenize(text, side=bool(target))
+
     def translate_batch(self, source, beam_size=None, max_batch_size=32, num_hypotheses=1,
                         return_scores=False, length_penalty=None, max_decoding_length=None):
         """Translates a list of sentences; returns a TranslationResult per sentence.

@@ -593,11 +593,54 @@ fail:
     return result;
 }
 
+/* tokenize(text, side=0) -> the tokens the model sees for text (side 0: source, 1:
+ * target), without the framing. */
+static PyObject *translator_tokenize(TranslatorObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"text", "side", NULL};
+    PyObject *o_text, *result = NULL;
+    int side = 0, n = 0;
+    int32_t *ids = NULL;
+    const char *s;
+    size_t len;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|p:tokenize", kwlist, &o_text, &side))
+        return NULL;
+    if (sentence_bytes(o_text, "text", 0, &s, &len))
+        return NULL;
+    lock_acquire(self->lock);
+    clf_translator *t = translator_get(self);
+    if (!t)
+        goto done;
+    clf_status st = clf_translator_encode(t, side, s, len, &ids, &n);
+    if (st != CLF_OK) {
+        raise_status(st, "text");
+        goto done;
+    }
+    if (!(result = PyList_New(n)))
+        goto done;
+    for (int i = 0; i < n; i++) {
+        const char *tok = clf_translator_token(t, side, ids[i]);
+        PyObject *o = tok ? PyUnicode_DecodeUTF8(tok, (Py_ssize_t)strlen(tok), "replace")
+                          : PyUnicode_FromFormat("<id %d>", (int)ids[i]);
+        if (!o) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SET_ITEM(result, i, o);
+    }
+done:
+    PyThread_release_lock(self->lock);
+    free(ids);
+    return result;
+}
+
 static PyMethodDef translator_methods[] = {
     {"translate", (PyCFunction)(void (*)(void))translator_translate, METH_VARARGS | METH_KEYWORDS,
      "translate(source, beam=-1, n_best=1, length_penalty=None, max_len=0, max_batch=32)"},
     {"score", (PyCFunction)(void (*)(void))translator_score, METH_VARARGS | METH_KEYWORDS,
      "score(source, target) -> [(logprob, tokens)]"},
+    {"tokenize", (PyCFunction)(void (*)(void))translator_tokenize, METH_VARARGS | METH_KEYWORDS,
+     "tokenize(text, side=0) -> [token]"},
     {"info", (PyCFunction)translator_info, METH_NOARGS, "what was opened, as a dict"},
     {"close", (PyCFunction)translator_close, METH_NOARGS, "frees the model now"},
     {NULL, NULL, 0, NULL}};

@@ -1,0 +1,35 @@
+"""Reference counting: 10,000 calls (results, errors, tokens) leave RSS flat."""
+import os
+
+import pytest
+
+from conftest import MODEL_DIR  # noqa: F401  (the session translator fixture)
+
+
+def rss_kib():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+@pytest.mark.skipif(os.environ.get("CLF_PYTHON_SANITIZE") == "1",
+                    reason="ASan's quarantine grows RSS by design")
+def test_rss_bounded_over_10000_calls(translator):
+    toks = translator.tokenize("Save")
+
+    def calls(n):
+        for i in range(n):
+            translator.translate_batch(["", toks], return_scores=True, max_decoding_length=2)
+            translator.tokenize("Open file")
+            if i % 10 == 0:
+                try:
+                    translator.translate_batch(["ok", b"\xff"])
+                except ValueError:
+                    pass
+                translator.score_batch(["Save"], ["Speichern"])
+
+    calls(500)  # allocator and caches warm
+    before = rss_kib()
+    calls(10000)
+    grown = rss_kib() - before
+    # one leaked result list per call alone would be > 1 MiB
+    assert grown < 1024, f"RSS grew by {grown} KiB over 10,000 calls"
