@@ -102,7 +102,7 @@ for f in $(cd "$src" && ls backends/*/*.c backends/*/*.h plugins/*/*.c 2>/dev/nu
     done
 done >"$tmp/outside"
 for f in $(cd "$src" && ls tools/*.c tools/*.h backends/*/*.c backends/*/*.h plugins/*/*.c 2>/dev/null); do
-    if grep -n '#include "\(base\|runtime\|config\|io\|numeric\|text\|graph\|train\|decode\)/' "$src/$f" >/dev/null; then
+    if grep -n '#include "\(base\|runtime\|config\|io\|numeric\|text\|graph\|train\|decode\|translate\)/' "$src/$f" >/dev/null; then
         echo "check-layers: $f includes a private header of core/src (the public API is core/include/clformer)"
     fi
 done >>"$tmp/outside"

@@ -26,6 +26,7 @@
 #include "clformer/decode.h"
 #include "clformer/export.h"
 #include "clformer/status.h"
+#include "clformer/tokenizer.h"
 #include "clformer/weights.h"
 
 #ifdef __cplusplus
@@ -45,7 +46,46 @@ typedef struct clf_translator_opts {
     int threads;            /* -1: the config's backend.threads */
     int weight_type_set;    /* 0: the weights file's own type */
     clf_weight_type weight_type;
+    /* Each replaces the file of model_dir (NULL: model_dir's); with all four, model_dir may
+     * be NULL (`clformer translate -c -w --src-vocab --tgt-vocab`). A vocabulary given here
+     * is loaded by clf_translator_load_vocab's rule. */
+    const char *config_path, *weights_path, *src_vocab, *tgt_vocab;
 } clf_translator_opts;
+
+/* The files of a model directory, by name: an imported model's (`clformer import`:
+ * model.yaml, weights.safetensors, source.spm and target.spm mapped through vocab.json, or
+ * word-level src.json / tgt.json, or SentencePiece src.model / tgt.model) or a training
+ * run's (config.yaml, last.safetensors and the vocabularies its train.vocab names, looked
+ * for in the directory when those paths do not exist from here; src.json / tgt.json, else
+ * src.model / tgt.model, when it names none). */
+#define CLF_MODEL_DIR_CONFIG  "model.yaml"
+#define CLF_MODEL_DIR_WEIGHTS "weights.safetensors"
+#define CLF_MODEL_DIR_SRC_SPM "source.spm"
+#define CLF_MODEL_DIR_TGT_SPM "target.spm"
+#define CLF_MODEL_DIR_VOCAB   "vocab.json" /* pieces -> ids for both .spm files */
+#define CLF_RUN_DIR_CONFIG    "config.yaml"
+#define CLF_RUN_DIR_LAST      "last.safetensors"
+#define CLF_RUN_DIR_SRC_VOCAB "src.json" /* train.vocab.src's default */
+#define CLF_RUN_DIR_TGT_VOCAB "tgt.json"
+#define CLF_RUN_DIR_SRC_SPM   "src.model"
+#define CLF_RUN_DIR_TGT_SPM   "tgt.model"
+
+typedef struct clf_model_files {
+    char config[CLF_PATH_MAX];
+    char weights[CLF_PATH_MAX];
+    char src_vocab[CLF_PATH_MAX], tgt_vocab[CLF_PATH_MAX];
+    char vocab_map[CLF_PATH_MAX]; /* CLF_MODEL_DIR_VOCAB when the vocabularies are mapped */
+    int is_run;                   /* a training run's directory */
+} clf_model_files;
+
+/* The files of dir as above (plugin_dir: for loading a run's config). CLF_ERR_INPUT naming
+ * dir when it holds neither config; the files themselves are not opened. */
+CLF_API clf_status clf_model_files_find(const char *dir, const char *plugin_dir,
+                                        clf_model_files *out);
+
+/* Loads a vocabulary file: a SentencePiece model (.model, .spm) with a vocab.json beside
+ * it is Marian's mapped kind (clf_tokenizer_load_mapped), anything else clf_tokenizer_load. */
+CLF_API clf_status clf_translator_load_vocab(const char *path, clf_tokenizer **tok);
 
 /* model_dir NULL, backend/device/plugin_dir NULL, threads -1, the file's weight type. */
 CLF_API void clf_translator_opts_default(clf_translator_opts *o);
@@ -57,11 +97,14 @@ CLF_API void clf_translator_free(clf_translator *t); /* NULL is fine */
 
 /* What was opened, for messages, /languages and `info`. Valid until clf_translator_free. */
 typedef struct clf_translator_info {
-    const clf_config *config;    /* resolved, with generate: and languages: */
-    const char *backend;         /* the backend's name ("cpu", "opencl") */
-    const char *device;          /* the backend's description of its device */
-    clf_weight_type weight_type; /* the type the model multiplies with */
+    const clf_config *config;          /* resolved, with generate: and languages: */
+    const char *backend;               /* the backend's name ("cpu", "opencl") */
+    const char *device;                /* the backend's description of its device */
+    clf_weight_type weight_type;       /* the type the model multiplies with */
     const char *src_vocab, *tgt_vocab; /* the vocabulary files' paths */
+    int src_words, tgt_words;          /* the vocabularies' sizes (ids 0..words-1) */
+    const char *note; /* what opening noticed and a CLI prints (F16 products that fall back
+                         to F32 on this device), else NULL */
 } clf_translator_info;
 CLF_API void clf_translator_get_info(const clf_translator *t, clf_translator_info *info);
 
@@ -95,11 +138,13 @@ CLF_API void clf_translate_opts_default(clf_translate_opts *o);
 
 /* One hypothesis of a sentence. */
 typedef struct clf_translation_hyp {
-    char *text;       /* the target words joined, specials left out; one line (no '\n') */
-    int32_t *tokens;  /* [len] target ids, without SOS and the final EOS */
+    char *text;      /* the target words joined, specials left out; one line (no '\n') */
+    int32_t *tokens; /* [len] target ids, without SOS and the final EOS */
     int len;
     int finished;     /* 1: ended with EOS; 0: stopped at max_len */
     float logprob;    /* sum of the tokens' log-probabilities (and of EOS if finished) */
+    /* (greedy decoding, beam 1, of a model without banned_ids picks on the device and sums
+     * nothing: logprob and score 0 there; clf_translator_score gives it) */
     float score;      /* logprob over the length penalty: what beams are ranked by */
     float *attention; /* want_attention: [len + finished, attn_cols]; else NULL */
     int attn_cols;    /* the framed source's length (its columns, without padding) */
@@ -107,10 +152,10 @@ typedef struct clf_translation_hyp {
 
 /* One sentence's result. */
 typedef struct clf_translation {
-    clf_status status;        /* CLF_OK, or CLF_ERR_INPUT when the sentence was refused */
-    char *error;              /* why it was refused (one line), else NULL */
-    int n_src;                /* source tokens, without the framing */
-    int n_hyps;               /* n_best when decoded; 0 when refused or empty */
+    clf_status status;         /* CLF_OK, or CLF_ERR_INPUT when the sentence was refused */
+    char *error;               /* why it was refused (one line), else NULL */
+    int n_src;                 /* source tokens, without the framing */
+    int n_hyps;                /* n_best when decoded; 0 when refused or empty */
     clf_translation_hyp *hyps; /* best first */
 } clf_translation;
 
@@ -119,14 +164,13 @@ typedef struct clf_translation {
  * not an error of the call; the call fails only for the backend, memory or bad options,
  * and then out holds nothing to free. */
 CLF_API clf_status clf_translator_translate(clf_translator *t, const char *const *text,
-                                           const size_t *len, int n,
-                                           const clf_translate_opts *o, clf_translation *out);
+                                            const size_t *len, int n, const clf_translate_opts *o,
+                                            clf_translation *out);
 /* The same from source ids (without the framing): ids[i] of lens[i] tokens. An id out of
  * the source vocabulary refuses its sentence. */
 CLF_API clf_status clf_translator_translate_ids(clf_translator *t, const int32_t *const *ids,
-                                               const int *lens, int n,
-                                               const clf_translate_opts *o,
-                                               clf_translation *out);
+                                                const int *lens, int n, const clf_translate_opts *o,
+                                                clf_translation *out);
 CLF_API void clf_translations_free(clf_translation *r, int n);
 
 /* Scores given translations: logprob[i] is the sum of the log-probabilities the model gives
@@ -135,8 +179,14 @@ CLF_API void clf_translations_free(clf_translation *r, int n);
  * for max_len) gets logprob NaN, tokens 0 and its reason in error[i] (malloc'd; NULL
  * otherwise; free each). */
 CLF_API clf_status clf_translator_score(clf_translator *t, const char *const *src,
-                                       const char *const *tgt, int n, float *logprob,
-                                       int *tokens, char **error);
+                                        const char *const *tgt, int n, float *logprob, int *tokens,
+                                        char **error);
+/* The same from ids (without the framing): src[i] of src_lens[i] source ids, tgt[i] of
+ * tgt_lens[i] target ids; an id out of its vocabulary makes the pair unscorable. */
+CLF_API clf_status clf_translator_score_ids(clf_translator *t, const int32_t *const *src,
+                                            const int *src_lens, const int32_t *const *tgt,
+                                            const int *tgt_lens, int n, float *logprob, int *tokens,
+                                            char **error);
 
 #ifdef __cplusplus
 }

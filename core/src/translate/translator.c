@@ -1,0 +1,420 @@
+/* A model directory opened for translation (clformer/translator.h): opening, what was
+ * opened, and translate: sentences tokenized and checked (sentence.c), framed, decoded in
+ * batches (clf_decode) and their hypotheses joined back into text. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "translate/translator_private.h"
+
+/* Sentences decoded together by default: enough rows for the GEMMs to reach most of their
+ * speed on a CPU, few enough that the first results come quickly. */
+#define DEFAULT_MAX_BATCH 32
+/* GNMT's length-penalty alpha (Wu et al. 2016), a common default for beam search. */
+#define DEFAULT_BEAM_LENGTH_PENALTY 0.6f
+/* Default output limit: 2 * source tokens + 10, room for any plausible translation. */
+#define MAX_LEN_FACTOR 2
+#define MAX_LEN_EXTRA  10
+
+#define NOMEM() clf_error(CLF_ERR_NOMEM, "translate: out of host memory")
+
+void clf_translator_opts_default(clf_translator_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->threads = -1;
+}
+
+void clf_translate_opts_default(clf_translate_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->beam = -1;
+    o->n_best = 1;
+    o->length_penalty = -2.0f;
+    o->beam_style = -1;
+    o->forced_eos = -1;
+    o->use_cache = 1;
+    o->max_batch = DEFAULT_MAX_BATCH;
+}
+
+/* F16 weights on an OpenCL device whose products of 8+ rows do not run in CLBlast's HGEMM
+ * (no cl_khr_fp16, not a GPU, or CLF_OPENCL_HGEMM=off): the note says what falls back. (The
+ * CPU backend has no F16 arithmetic on any machine: no note there.) */
+static void note_half_fallback(clf_translator *t)
+{
+    if (strcmp(t->api->name, "opencl") != 0 || t->api->supports(t->be, CLF_OP_GEMM_HALF_ARITH))
+        return;
+    snprintf(t->note, sizeof t->note,
+             "%s: F16 weights serve the products of up to 7 rows (decoding at batch 1, small "
+             "beams); the larger ones (the encoder, batched decoding) multiply the F32 weights, "
+             "as CLBlast's HGEMM runs only on a GPU with cl_khr_fp16 (CLF_OPENCL_HGEMM=on: any "
+             "device with it)",
+             t->device);
+}
+
+/* The weights, the backend and the model on it: created from the weights, which it
+ * consumes (the host never holds them twice), with weight type o's, else the file's; with
+ * int8 the F32 matrices, which decoding never reads, are given back. */
+static clf_status open_model(clf_translator *t, const clf_translator_opts *o, const char *w_path)
+{
+    const clf_model_config *mc = &t->cfg.model;
+    clf_weights *w = NULL;
+    clf_status st = clf_weights_load(w_path, mc, &w);
+    if (st != CLF_OK)
+        return st;
+    clf_backend_opts bo = {.abi_version = CLF_BACKEND_ABI,
+                           .device = o->device ? o->device : t->cfg.backend.device,
+                           .threads = o->threads >= 0 ? o->threads : t->cfg.backend.threads,
+                           .cache_dir = NULL};
+    /* precedence: the options' backend > $CLF_BACKEND > backend.name of the YAML */
+    const char *name = o->backend;
+    const char *env = getenv("CLF_BACKEND");
+    if (!name && !(env && *env))
+        name = t->cfg.backend.name;
+    if ((st = clf_backend_open_named(name, o->plugin_dir, &bo, &t->api, &t->be)) != CLF_OK) {
+        clf_weights_free(w);
+        return st;
+    }
+    if (t->api->describe(t->be, t->device, sizeof t->device) != CLF_OK) {
+        clf_clear_error();
+        snprintf(t->device, sizeof t->device, "%s", t->api->name);
+    }
+    st = clf_model_create_consuming(mc, w, t->api, t->be, &t->model);
+    t->weight_type = o->weight_type_set ? o->weight_type : w->stored_type;
+    clf_weights_free(w); /* its tensors went as they reached the device */
+    if (st == CLF_OK)
+        st = clf_model_set_weight_type(t->model, t->weight_type);
+    if (st == CLF_OK && t->weight_type == CLF_WEIGHT_INT8)
+        st = clf_model_release_f32(t->model, NULL);
+    if (st == CLF_OK && t->weight_type == CLF_WEIGHT_F16)
+        note_half_fallback(t);
+    return st;
+}
+
+clf_status clf_translator_open(const clf_translator_opts *o, clf_translator **out)
+{
+    clf_status st;
+    clf_model_files *files = NULL;
+    clf_translator *t = NULL;
+    if (!o || !out)
+        return clf_error(CLF_ERR_INPUT, "clf_translator_open: NULL argument");
+    *out = NULL;
+    if (!(t = calloc(1, sizeof *t)) || !(files = calloc(1, sizeof *files))) {
+        st = NOMEM();
+        goto fail;
+    }
+    if (o->model_dir && (st = clf_model_files_find(o->model_dir, o->plugin_dir, files)) != CLF_OK)
+        goto fail;
+    const int dir = o->model_dir != NULL;
+    const char *cfg_path = o->config_path ? o->config_path : dir ? files->config : NULL;
+    const char *w_path = o->weights_path ? o->weights_path : dir ? files->weights : NULL;
+    const char *src = o->src_vocab ? o->src_vocab : dir ? files->src_vocab : NULL;
+    const char *tgt = o->tgt_vocab ? o->tgt_vocab : dir ? files->tgt_vocab : NULL;
+    if (!cfg_path || !w_path || !src || !tgt) {
+        st = clf_error(CLF_ERR_INPUT, "translator: no model_dir, and not each of config_path, "
+                                      "weights_path, src_vocab and tgt_vocab");
+        goto fail;
+    }
+    /* the directory's mapping only for the directory's own vocabularies */
+    const char *map = dir && !o->src_vocab && !o->tgt_vocab ? files->vocab_map : NULL;
+    if ((st = clf_config_load_with_plugins(cfg_path, o->plugin_dir, &t->cfg)) != CLF_OK ||
+        (st = clf_translate_vocabs_load(t, src, tgt, map)) != CLF_OK ||
+        (st = open_model(t, o, w_path)) != CLF_OK)
+        goto fail;
+    clf_decode_opts_default(&t->cfg.model, &t->dopts);
+    t->dopts.sos_id = t->fr.tgt_start;
+    t->dopts.eos_id = t->fr.tgt_eos;
+    t->dopts.pad_id = t->fr.tgt_pad;
+    free(files);
+    *out = t;
+    return CLF_OK;
+fail:
+    free(files);
+    clf_translator_free(t);
+    return st;
+}
+
+void clf_translator_free(clf_translator *t)
+{
+    if (!t)
+        return;
+    clf_model_free(t->model);
+    if (t->be)
+        t->api->close(t->be);
+    clf_tokenizer_free(t->tok[0]);
+    clf_tokenizer_free(t->tok[1]);
+    free(t);
+}
+
+void clf_translator_get_info(const clf_translator *t, clf_translator_info *info)
+{
+    memset(info, 0, sizeof *info);
+    info->config = &t->cfg;
+    info->backend = t->api->name;
+    info->device = t->device;
+    info->weight_type = t->weight_type;
+    info->src_vocab = t->vocab[0];
+    info->tgt_vocab = t->vocab[1];
+    info->src_words = clf_tokenizer_size(t->tok[0]);
+    info->tgt_words = clf_tokenizer_size(t->tok[1]);
+    info->note = t->note[0] ? t->note : NULL;
+}
+
+int32_t clf_translator_token_id(const clf_translator *t, int side, const char *token)
+{
+    if (!t || (side != 0 && side != 1) || !token)
+        return -1;
+    return clf_tokenizer_id(t->tok[side], token);
+}
+
+const char *clf_translator_token(const clf_translator *t, int side, int32_t id)
+{
+    if (!t || (side != 0 && side != 1))
+        return NULL;
+    return clf_tokenizer_word(t->tok[side], id);
+}
+
+clf_status clf_translator_encode(const clf_translator *t, int side, const char *text, size_t len,
+                                 int32_t **ids, int *n)
+{
+    if (!t || !text || !ids || !n)
+        return clf_error(CLF_ERR_INPUT, "clf_translator_encode: NULL argument");
+    if (side != 0 && side != 1)
+        return clf_error(CLF_ERR_INPUT,
+                         "clf_translator_encode: side %d: expected 0 (source) "
+                         "or 1 (target)",
+                         side);
+    *ids = NULL;
+    *n = 0;
+    return clf_tokenizer_encode(t->tok[side], text, len, ids, n);
+}
+
+/* A call's settings: o's, the config's generate: section for what o leaves open. */
+typedef struct call_opts {
+    clf_decode_opts d; /* max_len: per batch when max_len is 0 */
+    int max_len;       /* given (o or generate.max_len), else 0 */
+    int max_batch;
+} call_opts;
+
+static clf_status resolve(const clf_translator *t, const clf_translate_opts *o, call_opts *c)
+{
+    clf_translate_opts def;
+    const clf_generate_config *g = &t->cfg.generate;
+    if (!o) {
+        clf_translate_opts_default(&def);
+        o = &def;
+    }
+    c->d = t->dopts;
+    c->d.beam = o->beam > 0 ? o->beam : g->beam;
+    c->d.n_best = o->n_best > 0 ? o->n_best : 1;
+    if (c->d.n_best > c->d.beam)
+        return o->beam > 0 ? clf_error(CLF_ERR_INPUT, "translate: n_best %d is more than beam %d",
+                                       c->d.n_best, c->d.beam)
+                           : clf_error(CLF_ERR_INPUT,
+                                       "translate: n_best %d is more than %s's generate.beam %d "
+                                       "(give beam)",
+                                       c->d.n_best, t->cfg.path, c->d.beam);
+    int style = o->beam_style >= 0 ? o->beam_style : g->beam_style;
+    if (style != CLF_BEAM_GNMT && style != CLF_BEAM_HF)
+        return clf_error(CLF_ERR_INPUT, "translate: beam_style %d: expected %d (gnmt) or %d (hf)",
+                         style, CLF_BEAM_GNMT, CLF_BEAM_HF);
+    c->d.style = (clf_beam_style)style;
+    c->d.forced_eos = o->forced_eos >= 0 ? o->forced_eos != 0 : g->forced_eos;
+    c->max_len = o->max_len > 0 ? o->max_len : g->max_len;
+    float lp = o->length_penalty;
+    if (lp < -1.5f) /* not given */
+        lp = g->length_penalty;
+    if (lp < 0.0f) /* auto */
+        lp = c->d.beam > 1 ? DEFAULT_BEAM_LENGTH_PENALTY : 0.0f;
+    if (!(lp <= 100.0f))
+        return clf_error(CLF_ERR_INPUT, "translate: length_penalty %g: expected one in [0, 100]",
+                         (double)lp);
+    c->d.length_penalty = lp;
+    c->d.use_cache = o->use_cache != 0;
+    c->d.want_attention = o->want_attention != 0;
+    c->max_batch = o->max_batch > 0 ? o->max_batch : DEFAULT_MAX_BATCH;
+    return CLF_OK;
+}
+
+/* h as a clf_translation_hyp: the words of its tokens (specials, and ids beyond the
+ * vocabulary that a model with a larger tgt_vocab may emit, left out; line breaks a word
+ * may hold made spaces) and its attention over the cols columns of the framed source. */
+static clf_status fill_hyp(const clf_translator *t, const clf_hypothesis *h, int src_len, int cols,
+                           clf_translation_hyp *out)
+{
+    const int size = clf_tokenizer_size(t->tok[1]);
+    int kept = 0;
+    out->len = h->len;
+    out->finished = h->finished;
+    out->logprob = h->logprob;
+    out->score = h->score;
+    out->attn_cols = cols;
+    if (!(out->tokens = malloc((size_t)(h->len > 0 ? h->len : 1) * sizeof *out->tokens)))
+        return NOMEM();
+    memcpy(out->tokens, h->tokens, (size_t)h->len * sizeof *out->tokens);
+    int32_t *ids = malloc((size_t)(h->len > 0 ? h->len : 1) * sizeof *ids);
+    if (!ids)
+        return NOMEM();
+    for (int i = 0; i < h->len; i++)
+        if (h->tokens[i] >= 0 && h->tokens[i] < size)
+            ids[kept++] = h->tokens[i];
+    clf_status st = clf_tokenizer_decode(t->tok[1], ids, kept, 1, &out->text);
+    free(ids);
+    if (st != CLF_OK)
+        return st;
+    for (char *p = out->text; *p; p++)
+        if (*p == '\n' || *p == '\r')
+            *p = ' ';
+    if (h->attention) {
+        const int rows = h->len + h->finished;
+        if (!(out->attention = malloc((size_t)(rows > 0 ? rows : 1) * cols * sizeof(float))))
+            return NOMEM();
+        for (int r = 0; r < rows; r++)
+            memcpy(out->attention + (size_t)r * cols, h->attention + (size_t)r * src_len,
+                   (size_t)cols * sizeof(float));
+    }
+    return CLF_OK;
+}
+
+/* Decodes sentences [from, to) that are neither empty nor refused, in one clf_decode call. */
+static clf_status decode_batch(clf_translator *t, int32_t *const *ids, const int *lens, int from,
+                               int to, const call_opts *c, clf_translation *out)
+{
+    clf_status st = CLF_OK;
+    clf_decode_result res = {0};
+    int rows = 0, longest = 0;
+    for (int i = from; i < to; i++)
+        if (lens[i] > 0 && out[i].status == CLF_OK) {
+            rows++;
+            if (lens[i] > longest)
+                longest = lens[i];
+        }
+    if (rows == 0)
+        return CLF_OK;
+    const int S = longest + t->framing;
+    int32_t *src = malloc((size_t)rows * S * sizeof *src);
+    if (!src)
+        return NOMEM();
+    int r = 0;
+    for (int i = from; i < to; i++) {
+        if (lens[i] == 0 || out[i].status != CLF_OK)
+            continue;
+        int32_t *row = src + (size_t)r++ * S;
+        int k = 0;
+        if (t->fr.src_bos >= 0)
+            row[k++] = t->fr.src_bos;
+        memcpy(row + k, ids[i], (size_t)lens[i] * sizeof *row);
+        k += lens[i];
+        if (t->fr.src_eos >= 0)
+            row[k++] = t->fr.src_eos;
+        for (int j = k; j < S; j++)
+            row[j] = t->cfg.model.pad_id;
+    }
+    clf_decode_opts d = c->d;
+    const int cap = t->cfg.model.max_len - 1;
+    d.max_len = c->max_len > 0 ? c->max_len : MAX_LEN_FACTOR * longest + MAX_LEN_EXTRA;
+    if (d.max_len > cap)
+        d.max_len = cap;
+    st = clf_decode(t->model, src, rows, S, &d, &res);
+    free(src);
+    if (st != CLF_OK)
+        return st;
+    r = 0;
+    for (int i = from; i < to && st == CLF_OK; i++) {
+        if (lens[i] == 0 || out[i].status != CLF_OK)
+            continue;
+        const clf_hypothesis *best = &res.hyps[(size_t)r++ * res.n_best];
+        if (!(out[i].hyps = calloc((size_t)res.n_best, sizeof *out[i].hyps))) {
+            st = NOMEM();
+            break;
+        }
+        out[i].n_hyps = res.n_best;
+        for (int j = 0; j < res.n_best && st == CLF_OK; j++)
+            st = fill_hyp(t, &best[j], res.src_len, lens[i] + t->framing, &out[i].hyps[j]);
+    }
+    clf_decode_result_free(&res);
+    return st;
+}
+
+/* translate (by_text) and translate_ids. */
+static clf_status translate(clf_translator *t, int by_text, const char *const *text,
+                            const size_t *len, const int32_t *const *in_ids, const int *in_lens,
+                            int n, const clf_translate_opts *o, clf_translation *out)
+{
+    clf_status st;
+    call_opts c = {0};
+    int32_t **ids = NULL;
+    int *lens = NULL;
+    if (!t || n < 0 || (n > 0 && (!out || (by_text ? !text : !in_lens))))
+        return clf_error(CLF_ERR_INPUT, "translate: NULL argument or a negative count");
+    if ((st = resolve(t, o, &c)) != CLF_OK)
+        return st;
+    if (n == 0)
+        return CLF_OK;
+    memset(out, 0, (size_t)n * sizeof *out);
+    if (!(ids = calloc((size_t)n, sizeof *ids)) || !(lens = calloc((size_t)n, sizeof *lens))) {
+        st = NOMEM();
+        goto fail;
+    }
+    for (int i = 0; i < n; i++) {
+        char *why = NULL;
+        if (by_text && !text[i]) {
+            if (!(why = strdup("no text (NULL)"))) {
+                st = NOMEM();
+                goto fail;
+            }
+        } else if (by_text)
+            st = clf_translate_sentence(t, 0, text[i], len ? len[i] : strlen(text[i]), NULL, 0,
+                                        &ids[i], &lens[i], &why);
+        else
+            st = clf_translate_sentence(t, 0, NULL, 0, in_ids ? in_ids[i] : NULL, in_lens[i],
+                                        &ids[i], &lens[i], &why);
+        if (st != CLF_OK)
+            goto fail;
+        out[i].n_src = lens[i];
+        if (why) {
+            out[i].status = CLF_ERR_INPUT;
+            out[i].error = why;
+        }
+    }
+    for (int from = 0; from < n && st == CLF_OK; from += c.max_batch) {
+        int to = n - from > c.max_batch ? from + c.max_batch : n;
+        st = decode_batch(t, ids, lens, from, to, &c, out);
+    }
+fail:
+    for (int i = 0; ids && i < n; i++)
+        free(ids[i]);
+    free(ids);
+    free(lens);
+    if (st != CLF_OK) {
+        clf_translations_free(out, n);
+        memset(out, 0, (size_t)n * sizeof *out);
+    }
+    return st;
+}
+
+clf_status clf_translator_translate(clf_translator *t, const char *const *text, const size_t *len,
+                                    int n, const clf_translate_opts *o, clf_translation *out)
+{
+    return translate(t, 1, text, len, NULL, NULL, n, o, out);
+}
+
+clf_status clf_translator_translate_ids(clf_translator *t, const int32_t *const *ids,
+                                        const int *lens, int n, const clf_translate_opts *o,
+                                        clf_translation *out)
+{
+    return translate(t, 0, NULL, NULL, ids, lens, n, o, out);
+}
+
+void clf_translations_free(clf_translation *r, int n)
+{
+    for (int i = 0; r && i < n; i++) {
+        free(r[i].error);
+        for (int j = 0; j < r[i].n_hyps && r[i].hyps; j++) {
+            free(r[i].hyps[j].text);
+            free(r[i].hyps[j].tokens);
+            free(r[i].hyps[j].attention);
+        }
+        free(r[i].hyps);
+        memset(&r[i], 0, sizeof r[i]);
+    }
+}

@@ -1,0 +1,40 @@
+/* What the files of translate/ share: the translator's state and the sentence rules. */
+#ifndef CLF_TRANSLATOR_PRIVATE_H
+#define CLF_TRANSLATOR_PRIVATE_H
+
+#include "clformer/backend.h"
+#include "clformer/model.h"
+#include "clformer/translator.h"
+
+struct clf_translator {
+    clf_config cfg;
+    const clf_backend_api *api;
+    clf_backend *be;
+    clf_model *model;
+    clf_weight_type weight_type;
+    clf_tokenizer *tok[2]; /* source, target */
+    clf_framing fr;        /* the model's framing; src_bos / src_eos -1: none */
+    int framing;           /* tokens the source framing adds */
+    clf_decode_opts dopts; /* the ids; the rest set per call */
+    char vocab[2][CLF_PATH_MAX];
+    char device[256];
+    char note[1024];
+};
+
+/* Loads both vocabularies (vocab_map non-empty: mapped through it) and checks them against
+ * the model config (vocab_check.c). */
+clf_status clf_translate_vocabs_load(clf_translator *t, const char *src, const char *tgt,
+                                     const char *vocab_map);
+
+/* A sentence of side (0 source, 1 target) as ids without the framing (sentence.c): text of
+ * len bytes, or, when text is NULL, in_ids[0..in_n) checked against the vocabulary. A sentence that
+ * cannot be used whole gets *why (malloc'd one-line reason) and *ids NULL, *n 0, with
+ * CLF_OK; only memory and other failures return an error. */
+clf_status clf_translate_sentence(const clf_translator *t, int side, const char *text, size_t len,
+                                  const int32_t *in_ids, int in_n, int32_t **ids, int *n,
+                                  char **why);
+
+/* malloc'd copy of the message of the last error, which is then cleared. */
+char *clf_translate_take_error(void);
+
+#endif

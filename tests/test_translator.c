@@ -1,0 +1,432 @@
+/* The translator (clformer/translator.h) against references: on the Marian fixture
+ * (tests/fixtures/marian, imported with `clformer import marian` as test_marian does) its
+ * text must be transformers' generate() output decoded by MarianTokenizer (greedy.txt,
+ * beam.txt), token for token; on the shipped model (models/en-de-gettext) the scores of
+ * teacher forcing (one forward pass) must give the logprob of KV-cached greedy decoding to
+ * 1e-3, two independent paths; sentences that cannot be translated whole are refused one by
+ * one with the others translated; bad options and files are named in the error. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clformer/tensor.h"
+#include "clformer/translator.h"
+#include "testutil.h"
+
+#define SHIPPED   CLF_MODELS_DIR "/en-de-gettext"
+#define MARIAN    CLF_FIXTURES_DIR "/marian"
+#define SCORE_TOL 1e-3
+
+static char marian_dir[256]; /* the fixture imported, once for the suite */
+
+static void import_marian(void)
+{
+    char err[2048], args[1024], base[] = "/tmp/clf-translator-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(base));
+    snprintf(marian_dir, sizeof marian_dir, "%s/model", base);
+    snprintf(args, sizeof args, "import marian '%s/hf' -o '%s' >/dev/null", MARIAN, marian_dir);
+    int rc = clf_test_run_cli(args, err, sizeof err);
+    ck_assert_msg(rc == 0, "clformer %s: exit %d: %s", args, rc, err);
+}
+
+static void remove_marian(void)
+{
+    clf_test_remove_dir(marian_dir);
+    *strrchr(marian_dir, '/') = '\0';
+    rmdir(marian_dir);
+}
+
+static clf_translator *open_dir(const char *dir)
+{
+    clf_translator_opts o;
+    clf_translator *t = NULL;
+    clf_translator_opts_default(&o);
+    o.model_dir = dir;
+    o.backend = "cpu";
+    CLF_ASSERT_OK(clf_translator_open(&o, &t));
+    return t;
+}
+
+/* Splits text into lines in place (the last without '\n'); returns the count. */
+static int split_lines(char *text, char **lines, int max)
+{
+    int n = 0;
+    for (char *p = text; *p && n < max;) {
+        lines[n++] = p;
+        char *nl = strchr(p, '\n');
+        if (!nl)
+            break;
+        *nl = '\0';
+        p = nl + 1;
+    }
+    return n;
+}
+
+/* The reference's generate() max_length, less the decoder start it counts. */
+static int marian_max_len(void)
+{
+    clf_safetensors *f = NULL;
+    CLF_ASSERT_OK(clf_safetensors_open(MARIAN "/reference.safetensors", &f));
+    const char *v = clf_safetensors_meta(f, "max_length");
+    ck_assert_ptr_nonnull(v);
+    int m = atoi(v) - 1;
+    clf_safetensors_close(f);
+    return m;
+}
+
+/* translate's text of the fixture's sentences equals want_file line by line. o NULL: the
+ * model.yaml's generate: section alone. */
+static void check_marian(const clf_translate_opts *o, const char *want_file)
+{
+    size_t len;
+    char *src_text = clf_test_read_file(MARIAN "/sentences.txt", &len);
+    char *want_text = clf_test_read_file(want_file, &len);
+    char *src[64], *want[64];
+    int n = split_lines(src_text, src, 64), nw = split_lines(want_text, want, 64);
+    ck_assert_int_eq(n, nw);
+    clf_translator *t = open_dir(marian_dir);
+    clf_translation *out = calloc((size_t)n, sizeof *out);
+    CLF_ASSERT_OK(clf_translator_translate(t, (const char *const *)src, NULL, n, o, out));
+    for (int i = 0; i < n; i++) {
+        ck_assert_int_eq(out[i].status, CLF_OK);
+        ck_assert_int_eq(out[i].n_hyps, 1);
+        ck_assert_msg(strcmp(out[i].hyps[0].text, want[i]) == 0, "%s line %d: '%s', want '%s'",
+                      want_file, i + 1, out[i].hyps[0].text, want[i]);
+    }
+    clf_translations_free(out, n);
+    free(out);
+    clf_translator_free(t);
+    free(src_text);
+    free(want_text);
+}
+
+START_TEST(marian_greedy_text)
+{
+    clf_translate_opts o;
+    clf_translate_opts_default(&o);
+    o.beam = 1;
+    o.max_len = marian_max_len();
+    o.forced_eos = 1;
+    check_marian(&o, MARIAN "/greedy.txt");
+}
+END_TEST
+
+START_TEST(marian_beam_text)
+{
+    clf_translate_opts o;
+    clf_translate_opts_default(&o);
+    o.beam = 4;
+    o.beam_style = CLF_BEAM_HF;
+    o.length_penalty = 1.0f;
+    o.max_len = marian_max_len();
+    o.forced_eos = 1;
+    check_marian(&o, MARIAN "/beam.txt");
+}
+END_TEST
+
+START_TEST(marian_model_defaults)
+{
+    check_marian(NULL, MARIAN "/beam.txt");
+}
+END_TEST
+
+START_TEST(info_and_tokens)
+{
+    clf_translator *t = open_dir(SHIPPED);
+    clf_translator_info info;
+    clf_translator_get_info(t, &info);
+    ck_assert_str_eq(info.backend, "cpu");
+    ck_assert_ptr_nonnull(info.device);
+    ck_assert_ptr_nonnull(info.config);
+    ck_assert_ptr_nonnull(strstr(info.src_vocab, "src.model"));
+    ck_assert_ptr_nonnull(strstr(info.tgt_vocab, "tgt.model"));
+    ck_assert_int_gt(info.src_words, 0);
+    ck_assert_int_le(info.tgt_words, info.config->model.tgt_vocab);
+    /* every id of the target side names a token that maps back to it */
+    for (int32_t id = 0; id < info.tgt_words; id += 97) {
+        const char *tok = clf_translator_token(t, 1, id);
+        ck_assert_ptr_nonnull(tok);
+        ck_assert_int_eq(clf_translator_token_id(t, 1, tok), id);
+    }
+    ck_assert_ptr_null(clf_translator_token(t, 1, info.tgt_words));
+    ck_assert_ptr_null(clf_translator_token(t, 2, 0));
+    ck_assert_int_eq(clf_translator_token_id(t, 0, "no such token in here"), -1);
+    int32_t *ids = NULL;
+    int n = 0;
+    CLF_ASSERT_OK(clf_translator_encode(t, 0, "Open the file.", 14, &ids, &n));
+    ck_assert_int_gt(n, 0);
+    for (int i = 0; i < n; i++)
+        ck_assert_ptr_nonnull(clf_translator_token(t, 0, ids[i]));
+    free(ids);
+    ck_assert_int_eq(clf_translator_encode(t, 0, "\xff", 1, &ids, &n), CLF_ERR_INPUT);
+    clf_translator_free(t);
+}
+END_TEST
+
+/* Refused sentences get a reason and no hypotheses; the others are translated as they are
+ * alone. */
+START_TEST(refusals)
+{
+    clf_translator *t = open_dir(SHIPPED);
+    clf_translator_info info;
+    clf_translator_get_info(t, &info);
+    const int max_len = info.config->model.max_len;
+    /* a sentence of max_len words: over max_len with the framing */
+    size_t long_len = (size_t)max_len * 6;
+    char *longs = malloc(long_len + 1);
+    for (size_t i = 0; i < long_len; i += 6)
+        memcpy(longs + i, "file  ", 6);
+    longs[long_len] = '\0';
+    const char *text[] = {"Open the file.",    "bad \xc3\x28 utf8", "a\0b", longs, "", "   ",
+                          "Save the document."};
+    const size_t len[] = {14, 11, 3, long_len, 0, 3, 18};
+    const int n = 7;
+    clf_translation out[7], alone[2];
+    clf_translate_opts o;
+    clf_translate_opts_default(&o);
+    o.max_len = 40;
+    CLF_ASSERT_OK(clf_translator_translate(t, text, len, n, &o, out));
+    const char *why[] = {
+        NULL, "UTF-8", "a NUL byte at byte 1", "more than the model's max_len", NULL, NULL, NULL};
+    for (int i = 0; i < n; i++) {
+        if (why[i]) {
+            ck_assert_int_eq(out[i].status, CLF_ERR_INPUT);
+            ck_assert_msg(out[i].error && strstr(out[i].error, why[i]), "sentence %d: '%s'", i,
+                          out[i].error ? out[i].error : "(none)");
+            ck_assert_int_eq(out[i].n_hyps, 0);
+        } else {
+            ck_assert_int_eq(out[i].status, CLF_OK);
+            ck_assert_ptr_null(out[i].error);
+        }
+    }
+    ck_assert_int_eq(out[4].n_hyps, 0); /* empty and blank: not decoded */
+    ck_assert_int_eq(out[5].n_hyps, 0);
+    const char *ok[] = {text[0], text[6]};
+    CLF_ASSERT_OK(clf_translator_translate(t, ok, NULL, 2, &o, alone));
+    ck_assert_int_eq(out[0].n_hyps, 1);
+    ck_assert_str_eq(out[0].hyps[0].text, alone[0].hyps[0].text);
+    ck_assert_str_eq(out[6].hyps[0].text, alone[1].hyps[0].text);
+    ck_assert_int_gt(strlen(alone[0].hyps[0].text), 0);
+    clf_translations_free(out, n);
+    clf_translations_free(alone, 2);
+    free(longs);
+    clf_translator_free(t);
+}
+END_TEST
+
+/* A sentence over CLF_TRANSLATE_SENTENCE_MAX bytes is refused before it is tokenized. */
+START_TEST(refuses_huge_sentence)
+{
+    clf_translator *t = open_dir(SHIPPED);
+    size_t n = (size_t)CLF_TRANSLATE_SENTENCE_MAX + 1;
+    char *big = malloc(n);
+    memset(big, 'a', n);
+    const char *text[] = {big};
+    clf_translation out[1];
+    CLF_ASSERT_OK(clf_translator_translate(t, text, &n, 1, NULL, out));
+    ck_assert_int_eq(out[0].status, CLF_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(out[0].error, "longer than the limit"));
+    clf_translations_free(out, 1);
+    free(big);
+    clf_translator_free(t);
+}
+END_TEST
+
+/* Two independent paths: teacher forcing's score of each hypothesis (one forward pass, no
+ * cache) and the logprob KV-cached beam search summed (greedy decoding picks on the device
+ * and sums nothing), on the first valid.en lines, both hypotheses of beam 2. */
+START_TEST(score_matches_decoding)
+{
+    clf_translator *t = open_dir(SHIPPED);
+    size_t len;
+    char *text = clf_test_read_file(SHIPPED "/valid.en", &len);
+    char *lines[16];
+    int n = split_lines(text, lines, 16);
+    clf_translation out[16];
+    clf_translate_opts o;
+    clf_translate_opts_default(&o);
+    o.beam = 2;
+    o.n_best = 2;
+    o.length_penalty = 0.0f;
+    o.max_len = 60;
+    CLF_ASSERT_OK(clf_translator_translate(t, (const char *const *)lines, NULL, n, &o, out));
+    const int32_t *src[32], *tgt[32];
+    int32_t *src_ids[16];
+    int slen[16], sl[32], tl[32], tokens[32], finished = 0;
+    float lp[32];
+    char *err[32];
+    for (int i = 0; i < n; i++) {
+        ck_assert_int_eq(out[i].n_hyps, 2);
+        CLF_ASSERT_OK(
+            clf_translator_encode(t, 0, lines[i], strlen(lines[i]), &src_ids[i], &slen[i]));
+        for (int j = 0; j < 2; j++) {
+            src[2 * i + j] = src_ids[i];
+            sl[2 * i + j] = slen[i];
+            tgt[2 * i + j] = out[i].hyps[j].tokens;
+            tl[2 * i + j] = out[i].hyps[j].len;
+        }
+    }
+    CLF_ASSERT_OK(clf_translator_score_ids(t, src, sl, tgt, tl, 2 * n, lp, tokens, err));
+    for (int i = 0; i < 2 * n; i++) {
+        const clf_translation_hyp *h = &out[i / 2].hyps[i % 2];
+        ck_assert_ptr_null(err[i]);
+        if (!h->finished) /* no EOS in the decoding's sum: not comparable */
+            continue;
+        finished++;
+        ck_assert_int_eq(tokens[i], h->len + 1);
+        ck_assert_msg(fabsf(lp[i] - h->logprob) <= SCORE_TOL * (1.0f + fabsf(h->logprob)),
+                      "line %d: score %.6f, decoding %.6f", i + 1, lp[i], h->logprob);
+    }
+    ck_assert_int_ge(finished, n);
+    /* the text form scores the sentence pair; an empty target scores [EOS] alone */
+    const char *s2[] = {lines[0], lines[0]}, *t2[] = {"", NULL};
+    CLF_ASSERT_OK(clf_translator_score(t, s2, t2, 2, lp, tokens, err));
+    ck_assert_ptr_null(err[0]);
+    ck_assert_int_eq(tokens[0], 1);
+    ck_assert(lp[0] < 0.0f);
+    ck_assert_ptr_nonnull(err[1]);
+    ck_assert(isnan(lp[1]));
+    ck_assert_int_eq(tokens[1], 0);
+    free(err[1]);
+    for (int i = 0; i < n; i++)
+        free(src_ids[i]);
+    clf_translations_free(out, n);
+    free(text);
+    clf_translator_free(t);
+}
+END_TEST
+
+/* With max_len given, how sentences are batched does not change them. */
+START_TEST(max_batch_same_results)
+{
+    clf_translator *t = open_dir(SHIPPED);
+    size_t len;
+    char *text = clf_test_read_file(SHIPPED "/valid.en", &len);
+    char *lines[12];
+    int n = split_lines(text, lines, 12);
+    clf_translation one[12], split[12];
+    clf_translate_opts o;
+    clf_translate_opts_default(&o);
+    o.max_len = 50;
+    o.beam = 2;
+    o.n_best = 2;
+    CLF_ASSERT_OK(clf_translator_translate(t, (const char *const *)lines, NULL, n, &o, one));
+    o.max_batch = 5;
+    CLF_ASSERT_OK(clf_translator_translate(t, (const char *const *)lines, NULL, n, &o, split));
+    for (int i = 0; i < n; i++) {
+        ck_assert_int_eq(one[i].n_hyps, 2);
+        ck_assert_int_eq(split[i].n_hyps, 2);
+        for (int j = 0; j < 2; j++) {
+            ck_assert_str_eq(one[i].hyps[j].text, split[i].hyps[j].text);
+            ck_assert_int_eq(one[i].hyps[j].len, split[i].hyps[j].len);
+            ck_assert(fabsf(one[i].hyps[j].score - split[i].hyps[j].score) < 1e-3f);
+        }
+        ck_assert(one[i].hyps[0].score >= one[i].hyps[1].score);
+    }
+    clf_translations_free(one, n);
+    clf_translations_free(split, n);
+    free(text);
+    clf_translator_free(t);
+}
+END_TEST
+
+/* translate_ids: an id beyond the source vocabulary refuses its sentence alone; the
+ * others translate as their text does. */
+START_TEST(translate_ids_refuses_unknown_id)
+{
+    clf_translator *t = open_dir(SHIPPED);
+    clf_translator_info info;
+    clf_translator_get_info(t, &info);
+    int32_t *ids = NULL;
+    int n = 0;
+    CLF_ASSERT_OK(clf_translator_encode(t, 0, "Open the file.", 14, &ids, &n));
+    int32_t bad[] = {ids[0], info.src_words, ids[0]}, neg[] = {-1};
+    const int32_t *rows[] = {ids, bad, neg};
+    int lens[] = {n, 3, 1};
+    clf_translation out[3], by_text[1];
+    const char *text[] = {"Open the file."};
+    CLF_ASSERT_OK(clf_translator_translate_ids(t, rows, lens, 3, NULL, out));
+    CLF_ASSERT_OK(clf_translator_translate(t, text, NULL, 1, NULL, by_text));
+    ck_assert_int_eq(out[0].status, CLF_OK);
+    ck_assert_str_eq(out[0].hyps[0].text, by_text[0].hyps[0].text);
+    for (int i = 1; i < 3; i++) {
+        ck_assert_int_eq(out[i].status, CLF_ERR_INPUT);
+        ck_assert_ptr_nonnull(strstr(out[i].error, "not in the source vocabulary"));
+        ck_assert_int_eq(out[i].n_hyps, 0);
+    }
+    clf_translations_free(out, 3);
+    clf_translations_free(by_text, 1);
+    free(ids);
+    clf_translator_free(t);
+}
+END_TEST
+
+static void expect_open_error(const clf_translator_opts *o, const char *want)
+{
+    clf_translator *t = (clf_translator *)1;
+    ck_assert_int_ne(clf_translator_open(o, &t), CLF_OK);
+    ck_assert_ptr_null(t);
+    ck_assert_msg(strstr(clf_last_error(), want), "error '%s' does not name '%s'", clf_last_error(),
+                  want);
+}
+
+START_TEST(bad_options_named)
+{
+    clf_translator_opts o;
+    clf_translator_opts_default(&o);
+    o.model_dir = "/nonexistent/model-dir";
+    expect_open_error(&o, "/nonexistent/model-dir");
+    o.model_dir = SHIPPED;
+    o.backend = "no-such-backend";
+    expect_open_error(&o, "no-such-backend");
+    clf_translator_opts_default(&o);
+    expect_open_error(&o, "model_dir");
+    /* a vocabulary for another model: the Marian fixture's with the shipped model */
+    o.model_dir = SHIPPED;
+    o.backend = "cpu";
+    o.tgt_vocab = MARIAN "/hf/target.spm";
+    expect_open_error(&o, "target.spm");
+
+    clf_translator *t = open_dir(SHIPPED);
+    const char *text[] = {"Open the file."};
+    clf_translation out[1];
+    clf_translate_opts to;
+    clf_translate_opts_default(&to);
+    to.beam = 2;
+    to.n_best = 3;
+    ck_assert_int_eq(clf_translator_translate(t, text, NULL, 1, &to, out), CLF_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "n_best 3"));
+    clf_translate_opts_default(&to);
+    to.n_best = 2; /* the shipped model's generate.beam is 1 or none */
+    ck_assert_int_eq(clf_translator_translate(t, text, NULL, 1, &to, out), CLF_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "generate.beam"));
+    clf_translate_opts_default(&to);
+    to.beam_style = 7;
+    ck_assert_int_eq(clf_translator_translate(t, text, NULL, 1, &to, out), CLF_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "beam_style 7"));
+    clf_translator_free(t);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("translator");
+    TCase *tc = tcase_create("cpu");
+    tcase_add_unchecked_fixture(tc, import_marian, remove_marian);
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, marian_greedy_text);
+    tcase_add_test(tc, marian_beam_text);
+    tcase_add_test(tc, marian_model_defaults);
+    tcase_add_test(tc, info_and_tokens);
+    tcase_add_test(tc, refusals);
+    tcase_add_test(tc, refuses_huge_sentence);
+    tcase_add_test(tc, score_matches_decoding);
+    tcase_add_test(tc, max_batch_same_results);
+    tcase_add_test(tc, translate_ids_refuses_unknown_id);
+    tcase_add_test(tc, bad_options_named);
+    suite_add_tcase(s, tc);
+    return clf_test_main(s);
+}
