@@ -45,10 +45,11 @@ def test_too_long_by_bytes(translator):
 
 
 def test_unknown_token(translator):
-    with pytest.raises(ValueError, match="not in the source vocabulary"):
-        translator.translate_batch([["\u2581Save", "no-such-token-xyz"]])
+    known = translator.tokenize("Save")[0]
+    with pytest.raises(ValueError, match=r"source\[0\]\[1\].*not in the source vocabulary"):
+        translator.translate_batch([[known, "no-such-token-xyz"]])
     with pytest.raises(TypeError):
-        translator.translate_batch([["\u2581Save", 3]])
+        translator.translate_batch([[known, 3]])
 
 
 def test_score_bad_input(translator):
