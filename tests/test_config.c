@@ -44,6 +44,7 @@ static void assert_same_config(const clf_config *a, const clf_config *b)
     ck_assert_int_eq(memcmp(&a->backend, &b->backend, sizeof a->backend), 0);
     ck_assert_int_eq(memcmp(&a->train, &b->train, sizeof a->train), 0);
     ck_assert_int_eq(memcmp(&a->generate, &b->generate, sizeof a->generate), 0);
+    ck_assert_int_eq(memcmp(&a->languages, &b->languages, sizeof a->languages), 0);
 }
 
 /* Dumps cfg to a string (caller frees). */
@@ -612,6 +613,42 @@ START_TEST(test_framing_rule)
 }
 END_TEST
 
+/* languages: the codes a model translates from and to; absent, no section in the dump;
+ * given as lists or one code, read, dumped and read back ("no", Norwegian, stays a code). */
+START_TEST(test_languages)
+{
+    clf_config *cfg = malloc(sizeof *cfg);
+    const clf_languages_config *l = &cfg->languages;
+    CLF_ASSERT_OK(clf_config_parse_string("model: {src_vocab: 9, tgt_vocab: 9}\n", "<s>", cfg));
+    ck_assert_int_eq(l->present, 0);
+    ck_assert_int_eq(l->n_source + l->n_target, 0);
+    char *text = dump_to_string(cfg);
+    ck_assert_ptr_null(strstr(text, "languages:"));
+    free(text);
+    CLF_ASSERT_OK(clf_config_parse_string("model: {src_vocab: 9, tgt_vocab: 9}\n"
+                                          "languages: {source: [en, pt-BR], target: no}\n",
+                                          "<s>", cfg));
+    ck_assert_int_eq(l->present, 1);
+    ck_assert_int_eq(l->n_source, 2);
+    ck_assert_str_eq(l->source[0], "en");
+    ck_assert_str_eq(l->source[1], "pt-BR");
+    ck_assert_int_eq(l->n_target, 1);
+    ck_assert_str_eq(l->target[0], "no");
+    assert_round_trip(cfg);
+    text = dump_to_string(cfg);
+    ck_assert_ptr_nonnull(
+        strstr(text, "languages:\n  source: [\"en\", \"pt-BR\"]\n  target: [\"no\"]\n"));
+    free(text);
+    /* the shipped model says what it translates */
+    CLF_ASSERT_OK(clf_config_read(CLF_MODELS_DIR "/en-de-gettext/model.yaml", cfg));
+    ck_assert_int_eq(l->n_source, 1);
+    ck_assert_str_eq(l->source[0], "en");
+    ck_assert_int_eq(l->n_target, 1);
+    ck_assert_str_eq(l->target[0], "de");
+    free(cfg);
+}
+END_TEST
+
 /* generate: translate's decoding settings; absent, translate's own defaults and no section
  * in the dump; given, every key read, dumped and read back. */
 START_TEST(test_generate)
@@ -752,6 +789,15 @@ static const bad_case bad_cases[] = {
      "<t>:4:28: generate.length_penalty: expected auto or a number in [0, 100], got 'long'"},
     {M "generate: {max_len: 256}\n",
      "<t>:4:21: generate.max_len: 256 is more than model.max_len - 1 = 255"},
+    {M "languages: {source: [en, \"e n\"]}\n",
+     "<t>:4:26: languages.source[1]: expected a language code like en or pt-BR (letters, digits, "
+     "'-', '_'), got 'e n'"},
+    {M "languages: {source: {en: 1}}\n",
+     "<t>:4:21: languages.source: expected a list of language codes like [en, de], got a "
+     "mapping"},
+    {M "languages: {target: [abcdefghijklmnopq]}\n",
+     "<t>:4:22: languages.target[0]: too long (17 characters, at most 15)"},
+    {M "languages: {sources: [en]}\n", "languages.sources: unknown key 'sources'"},
     {M "generate: {forced_eos: 1}\n",
      "<t>:4:24: generate.forced_eos: expected true or false, got '1'"},
     {M "  tie_embeddings: both\n",
@@ -1047,6 +1093,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_real_model_keys);
     tcase_add_test(tc, test_framing_rule);
     tcase_add_test(tc, test_generate);
+    tcase_add_test(tc, test_languages);
     tcase_add_loop_test(tc, test_errors, 0, (int)(sizeof bad_cases / sizeof *bad_cases));
     tcase_add_test(tc, test_file_errors);
     tcase_add_test(tc, test_size_limit);

@@ -145,6 +145,9 @@ START_TEST(info_and_tokens)
     ck_assert_ptr_nonnull(strstr(info.tgt_vocab, "tgt.model"));
     ck_assert_int_gt(info.src_words, 0);
     ck_assert_int_le(info.tgt_words, info.config->model.tgt_vocab);
+    ck_assert_int_eq(info.config->languages.n_source, 1); /* the model.yaml's languages: */
+    ck_assert_str_eq(info.config->languages.source[0], "en");
+    ck_assert_str_eq(info.config->languages.target[0], "de");
     /* every id of the target side names a token that maps back to it */
     for (int32_t id = 0; id < info.tgt_words; id += 97) {
         const char *tok = clf_translator_token(t, 1, id);
@@ -364,6 +367,72 @@ START_TEST(translate_ids_refuses_unknown_id)
 }
 END_TEST
 
+/* The four files given instead of the directory (model_dir NULL, `translate -c -w
+ * --src-vocab --tgt-vocab`): the Marian .spm files with the vocab.json beside them are the
+ * mapped kind, so the text is the reference's as with -m. */
+START_TEST(explicit_paths)
+{
+    char cfg[512], w[512], sv[512], tv[512];
+    snprintf(cfg, sizeof cfg, "%s/" CLF_MODEL_DIR_CONFIG, marian_dir);
+    snprintf(w, sizeof w, "%s/" CLF_MODEL_DIR_WEIGHTS, marian_dir);
+    snprintf(sv, sizeof sv, "%s/" CLF_MODEL_DIR_SRC_SPM, marian_dir);
+    snprintf(tv, sizeof tv, "%s/" CLF_MODEL_DIR_TGT_SPM, marian_dir);
+    clf_translator_opts o;
+    clf_translator *t = NULL;
+    clf_translator_opts_default(&o);
+    o.backend = "cpu";
+    o.config_path = cfg;
+    o.weights_path = w;
+    o.src_vocab = sv;
+    o.tgt_vocab = tv;
+    CLF_ASSERT_OK(clf_translator_open(&o, &t));
+    size_t len;
+    char *src_text = clf_test_read_file(MARIAN "/sentences.txt", &len);
+    char *want_text = clf_test_read_file(MARIAN "/beam.txt", &len);
+    char *src[64], *want[64];
+    int n = split_lines(src_text, src, 64);
+    split_lines(want_text, want, 64);
+    clf_translation *out = calloc((size_t)n, sizeof *out);
+    CLF_ASSERT_OK(clf_translator_translate(t, (const char *const *)src, NULL, n, NULL, out));
+    for (int i = 0; i < n; i++)
+        ck_assert_str_eq(out[i].hyps[0].text, want[i]);
+    clf_translations_free(out, n);
+    free(out);
+    free(src_text);
+    free(want_text);
+    clf_translator_free(t);
+}
+END_TEST
+
+/* want_attention: each hypothesis' cross-attention over the framed source ([SOS] x [EOS]),
+ * a row per output token and its EOS, each row a distribution. */
+START_TEST(attention_rows)
+{
+    clf_translator *t = open_dir(SHIPPED);
+    const char *text[] = {"Open the file.", "Could not connect to the server at all."};
+    clf_translation out[2];
+    clf_translate_opts o;
+    clf_translate_opts_default(&o);
+    o.beam = 2;
+    o.want_attention = 1;
+    o.max_len = 40;
+    CLF_ASSERT_OK(clf_translator_translate(t, text, NULL, 2, &o, out));
+    for (int i = 0; i < 2; i++) {
+        const clf_translation_hyp *h = &out[i].hyps[0];
+        ck_assert_ptr_nonnull(h->attention);
+        ck_assert_int_eq(h->attn_cols, out[i].n_src + 2);
+        for (int r = 0; r < h->len + h->finished; r++) {
+            double sum = 0.0;
+            for (int c = 0; c < h->attn_cols; c++)
+                sum += h->attention[(size_t)r * h->attn_cols + c];
+            ck_assert_msg(fabs(sum - 1.0) < 1e-3, "sentence %d row %d sums to %f", i, r, sum);
+        }
+    }
+    clf_translations_free(out, 2);
+    clf_translator_free(t);
+}
+END_TEST
+
 static void expect_open_error(const clf_translator_opts *o, const char *want)
 {
     clf_translator *t = (clf_translator *)1;
@@ -427,6 +496,8 @@ int main(void)
     tcase_add_test(tc, max_batch_same_results);
     tcase_add_test(tc, translate_ids_refuses_unknown_id);
     tcase_add_test(tc, bad_options_named);
+    tcase_add_test(tc, explicit_paths);
+    tcase_add_test(tc, attention_rows);
     suite_add_tcase(s, tc);
     return clf_test_main(s);
 }

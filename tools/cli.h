@@ -36,18 +36,6 @@ typedef struct cli_backend_opts {
     int threads;            /* --threads, -1 = from the config */
 } cli_backend_opts;
 
-/* Loads a vocabulary for train and translate: clf_tokenizer_load, except that a
- * SentencePiece file by name (.spm, .model) with a vocab.json in its directory is an
- * imported Marian model's (clformer import marian): its pieces take vocab.json's ids
- * (clf_tokenizer_load_mapped), the ids the model's weights have. */
-clf_status cli_load_vocab(const char *path, clf_tokenizer **tok);
-
-/* Checks that a vocabulary fits a model side of model_vocab ids: every word id is a valid
- * model id, [SOS] and [EOS] exist, and a [PAD] has the model's pad_id (the key masks
- * compare against it). Errors name the file and the side ("src", "tgt"). */
-clf_status cli_check_vocab(const char *path, const char *side, const clf_tokenizer *tok,
-                           int model_vocab, int pad_id);
-
 /* The long options every model-running command shares, for its struct option table, and
  * their short letters for its getopt string. */
 #define CLI_BACKEND_LONGOPTS                                                                       \

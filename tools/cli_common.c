@@ -64,38 +64,6 @@ int cli_weight_type_option(const char *val, clf_weight_type *type, int *set)
     return 1;
 }
 
-clf_status cli_load_vocab(const char *path, clf_tokenizer **tok)
-{
-    char map[PATH_MAX];
-    const char *slash = strrchr(path, '/');
-    int dir_len = slash ? (int)(slash - path) : 1;
-    int n = snprintf(map, sizeof map, "%.*s/vocab.json", dir_len, slash ? path : ".");
-    if (clf_tokenizer_name_is_sentencepiece(path) && n > 0 && (size_t)n < sizeof map &&
-        cli_file_exists(map))
-        return clf_tokenizer_load_mapped(path, map, tok);
-    return clf_tokenizer_load(path, tok);
-}
-
-clf_status cli_check_vocab(const char *path, const char *side, const clf_tokenizer *tok,
-                           int model_vocab, int pad_id)
-{
-    int size = clf_tokenizer_size(tok);
-    clf_tokenizer_specials sp = clf_tokenizer_special_ids(tok);
-    if (size > model_vocab)
-        return clf_error(CLF_ERR_INPUT,
-                         "%s: the %s vocabulary has %d words but the model's %s_vocab is %d "
-                         "(a vocabulary for another model?)",
-                         path, side, size, side, model_vocab);
-    if (sp.sos < 0 || sp.eos < 0)
-        return clf_error(CLF_ERR_INPUT, "%s: the %s vocabulary has no %s token", path, side,
-                         sp.sos < 0 ? "[SOS]" : "[EOS]");
-    if (sp.pad >= 0 && sp.pad != pad_id)
-        return clf_error(CLF_ERR_INPUT,
-                         "%s: [PAD] has id %d in the %s vocabulary but the model's pad_id is %d",
-                         path, (int)sp.pad, side, pad_id);
-    return CLF_OK;
-}
-
 int cli_backend_option(int c, const char *arg, cli_backend_opts *o)
 {
     switch (c) {

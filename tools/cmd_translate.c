@@ -1,11 +1,11 @@
 /* clformer translate: sentences on stdin, translations on stdout, one line per line.
  *
- * Lines are read in batches of --batch, tokenized with the source vocabulary, framed as
- * the tutorial frames them ([SOS] words [EOS], padded with the model's pad_id to the
- * batch's longest) and decoded together by clf_decode (greedy, or beam search with
- * --beam). The output words are those of the target vocabulary joined by single spaces,
- * special tokens left out. Each batch's lines are written, in input order, and flushed
- * before the next batch is read, so an error leaves only whole lines of earlier batches.
+ * Lines are read in batches of --batch and given to the translator (clformer/translator.h:
+ * tokenized with the source vocabulary, framed, decoded together by clf_decode, greedy or
+ * beam search with --beam, and joined back into text, special tokens left out); the
+ * translator's refusals and their reasons are the lines refused below. Each batch's lines are
+ * written, in input order, and flushed before the next batch is read, so an error leaves only whole
+ * lines of earlier batches.
  *
  * Decisions a user relies on (README, "Translate input"):
  *   - one output line per input line, always (n-best: N per input line), in order;
@@ -38,28 +38,20 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "cli_model.h"
-#include "model_dir.h"
-#include "run_dir.h"
 #include "translate_attention.h"
 #include "dist.h"
 #include "clformer/decode.h"
-#include "clformer/model.h"
 #include "clformer/tensor.h"
-#include "clformer/tokenizer.h"
+#include "clformer/translator.h"
 #include "clformer/weights.h"
 
 /* Sentences decoded together: enough rows for the GEMMs to reach most of their speed on
  * a CPU, few enough that the first lines come out quickly. */
 #define DEFAULT_BATCH 32
-/* GNMT's length-penalty alpha (Wu et al. 2016), a common default for beam search. */
-#define DEFAULT_BEAM_LENGTH_PENALTY 0.6f
-/* Default output limit: 2 * source tokens + 10, room for any plausible translation. */
-#define MAX_LEN_FACTOR 2
-#define MAX_LEN_EXTRA  10
-/* Longest input line read, in bytes (README, "Limits"): far beyond a sentence, and a
- * bound on the line buffer whatever comes on stdin. */
-#define TRANSLATE_LINE_MAX (1 << 20)
+/* Longest input line translated, in bytes (README, "Limits"): the translator's limit. One
+ * byte more is kept of a longer line, so that the translator refuses it; the rest is read
+ * and dropped, a bound on the line buffer whatever comes on stdin. */
+#define TRANSLATE_LINE_MAX CLF_TRANSLATE_SENTENCE_MAX
 
 enum {
     OPT_SRC_VOCAB = 256,
@@ -80,10 +72,9 @@ enum {
 
 typedef struct tr_opts {
     const char *cfg_path, *w_path, *src_vocab, *tgt_vocab;
-    const char *model_dir; /* -m: the four paths above come from it... */
-    cli_model_dir dir;     /* ...found there */
-    /* the decoding settings below: < 0 (beam, max_len: 0) until given, then the config's
-     * generate: section (clf_generate_config) fills them in */
+    const char *model_dir; /* -m: the four paths above come from it */
+    /* the decoding settings below: < 0 (beam, max_len: 0) until given, else the config's
+     * generate: section's (the translator's rule) */
     int beam_style;         /* --beam-style: clf_beam_style */
     int forced_eos;         /* --forced-eos */
     const char *attn_path;  /* --attention FILE, or NULL */
@@ -91,7 +82,7 @@ typedef struct tr_opts {
     int beam, n_best;
     int n_best_given;     /* --n-best was given: `score<TAB>text` lines */
     int max_len;          /* --max-len, 0 = from the source lengths */
-    float length_penalty; /* < 0: the default for the beam */
+    float length_penalty; /* < -1.5: not given */
     int batch;            /* --batch */
     int use_cache;        /* 0 with --no-cache */
     int stats;            /* --stats: timing on stderr at the end */
@@ -100,24 +91,25 @@ typedef struct tr_opts {
     cli_backend_opts bo;
 } tr_opts;
 
-/* One input line of the current batch. */
+/* One input line of the current batch: bytes [off, off + len) of the batch's text. */
 typedef struct src_line {
-    long index;   /* from 0 */
-    int32_t *ids; /* source tokens without the framing; NULL when n == 0 */
-    int n;        /* 0: empty, blank or refused: not decoded */
+    long index; /* from 0 */
+    size_t off, len;
 } src_line;
 
 /* Everything a run holds; freed by translator_free. */
 typedef struct translator {
     tr_opts o;
-    clf_tokenizer *src_tok, *tgt_tok;
-    clf_tokenizer_specials src_sp, tgt_sp;
-    clf_framing fr;        /* the model's framing (clf_model_framing); src_bos/src_eos -1: none */
-    int framing;           /* tokens the source framing adds */
-    cli_model m;           /* the config, the backend, the model */
-    clf_decode_opts dopts; /* max_len set per batch */
-    char *line;            /* the line being read: line_cap <= TRANSLATE_LINE_MAX bytes */
-    FILE *in, *out;        /* stdin and stdout; under mpirun a rank's share (dist.h) */
+    clf_translator *tr;
+    clf_translator_info info;
+    clf_translate_opts topts;
+    clf_translation *res; /* [batch]: the current batch's results */
+    const char **text;    /* [batch]: its lines, into btext */
+    size_t *text_len;
+    char *btext; /* the batch's lines one after the other */
+    size_t btext_len, btext_cap;
+    char *line;     /* the line being read: line_cap <= TRANSLATE_LINE_MAX + 1 bytes */
+    FILE *in, *out; /* stdin and stdout; under mpirun a rank's share (dist.h) */
     size_t line_cap;
     long lines_read, lines_refused;
     int warned_unknown_id;
@@ -218,16 +210,11 @@ static int check_args(tr_opts *o)
     if (o->model_dir && (o->cfg_path || o->w_path || o->src_vocab || o->tgt_vocab))
         return cli_usage_error("translate: -m MODEL_DIR replaces -c, -w, --src-vocab and "
                                "--tgt-vocab: give one form");
-    if (o->model_dir) { /* model_dir.h */
-        if (!cli_model_dir_find(o->model_dir, o->bo.plugin_dir, &o->dir))
-            return cli_usage_error("translate: -m %s: no " MODEL_DIR_CONFIG
-                                   " (clformer import) or " RUN_DIR_CONFIG
-                                   " (a training run) there",
-                                   o->model_dir);
-        o->cfg_path = o->dir.config;
-        o->w_path = o->dir.weights;
-        o->src_vocab = o->dir.src_vocab;
-        o->tgt_vocab = o->dir.tgt_vocab;
+    if (o->model_dir) { /* the translator opens the directory; here it must exist */
+        clf_model_files files;
+        if (clf_model_files_find(o->model_dir, o->bo.plugin_dir, &files) != CLF_OK)
+            return cli_usage_error("translate: -m %s", clf_last_error());
+        return -1;
     }
     if (!o->cfg_path || !o->w_path || !o->src_vocab || !o->tgt_vocab)
         return cli_usage_error("translate: -m MODEL_DIR, or -c, -w, --src-vocab and --tgt-vocab, "
@@ -325,64 +312,10 @@ static int parse_args(int argc, char **argv, tr_opts *o)
     return check_args(o);
 }
 
-/* The settings the command line left open, from the config's generate: section (its
- * defaults, translate's own, when the section is absent). */
-static clf_status apply_generate(tr_opts *o, const clf_config *cfg)
-{
-    const clf_generate_config *g = &cfg->generate;
-    _Static_assert(CLF_BEAM_GNMT == 0 && CLF_BEAM_HF == 1, "generate.beam_style's values");
-    if (o->beam <= 0) {
-        o->beam = g->beam;
-        if (o->n_best > o->beam)
-            return clf_error(CLF_ERR_INPUT,
-                             "translate: --n-best %d is more than %s's generate.beam %d (give "
-                             "--beam)",
-                             o->n_best, cfg->path, o->beam);
-    }
-    if (o->beam_style < 0)
-        o->beam_style = g->beam_style;
-    if (o->forced_eos < 0)
-        o->forced_eos = g->forced_eos;
-    if (o->max_len <= 0)
-        o->max_len = g->max_len;
-    if (o->length_penalty < -1.5f) /* not given */
-        o->length_penalty = g->length_penalty;
-    if (o->length_penalty < 0.0f) /* auto */
-        o->length_penalty = o->beam > 1 ? DEFAULT_BEAM_LENGTH_PENALTY : 0.0f;
-    return CLF_OK;
-}
-
-/* Loads a vocabulary for a model side and checks that they fit (cli_check_vocab, unless
- * the model config names its specials itself: then only the size and pad are checked). */
-static clf_status load_vocab(const tr_opts *o, const char *path, const char *side,
-                             const clf_model_config *mc, clf_tokenizer **tok,
-                             clf_tokenizer_specials *sp)
-{
-    const int model_vocab = side[0] == 's' ? mc->src_vocab : mc->tgt_vocab;
-    clf_status st = o->dir.vocab_map[0] ? clf_tokenizer_load_mapped(path, o->dir.vocab_map, tok)
-                                        : cli_load_vocab(path, tok);
-    if (st != CLF_OK)
-        return st;
-    *sp = clf_tokenizer_special_ids(*tok);
-    if (mc->eos_id < 0 || (mc->bos_id < 0 && mc->decoder_start_id < 0))
-        return cli_check_vocab(path, side, *tok, model_vocab, mc->pad_id);
-    int size = clf_tokenizer_size(*tok);
-    if (size > model_vocab)
-        return clf_error(CLF_ERR_INPUT,
-                         "%s: the %s vocabulary has %d words but the model's %s_vocab is %d "
-                         "(a vocabulary for another model?)",
-                         path, side, size, side, model_vocab);
-    if (sp->pad >= 0 && sp->pad != mc->pad_id)
-        return clf_error(CLF_ERR_INPUT,
-                         "%s: the pad token has id %d in the %s vocabulary but the model's "
-                         "pad_id is %d",
-                         path, (int)sp->pad, side, mc->pad_id);
-    return CLF_OK;
-}
-
 /* Reads one line of t->in (stdin, or a rank's share under mpirun), less its '\n', into
- * t->line[0..*len): at most TRANSLATE_LINE_MAX bytes are kept (*too_long set when more were read
- * and dropped). *got is 1 for a line, 0 at the end of the input. */
+ * t->line[0..*len): at most TRANSLATE_LINE_MAX + 1 bytes are kept (*too_long set when more
+ * than TRANSLATE_LINE_MAX were read: the translator refuses the line). *got is 1 for a
+ * line, 0 at the end of the input. */
 static clf_status read_line(translator *t, int *got, size_t *len, int *too_long)
 {
     size_t n = 0;
@@ -390,14 +323,15 @@ static clf_status read_line(translator *t, int *got, size_t *len, int *too_long)
     *got = 0;
     *too_long = 0;
     while ((c = getc_unlocked(t->in)) != EOF && c != '\n') {
-        if (n == TRANSLATE_LINE_MAX) {
+        if (n >= TRANSLATE_LINE_MAX) {
             *too_long = 1;
-            continue;
+            if (n > TRANSLATE_LINE_MAX)
+                continue;
         }
         if (n == t->line_cap) {
             size_t cap = t->line_cap ? 2 * t->line_cap : 256;
-            if (cap > TRANSLATE_LINE_MAX)
-                cap = TRANSLATE_LINE_MAX;
+            if (cap > (size_t)TRANSLATE_LINE_MAX + 1)
+                cap = (size_t)TRANSLATE_LINE_MAX + 1;
             char *grown = realloc(t->line, cap);
             if (!grown)
                 return clf_error(CLF_ERR_NOMEM, "translate: out of host memory for a line");
@@ -413,23 +347,12 @@ static clf_status read_line(translator *t, int *got, size_t *len, int *too_long)
     return CLF_OK;
 }
 
-/* Says on stderr why input line l is refused; its output is that of an empty line. */
-static void refuse(translator *t, src_line *l, const char *why)
-{
-    free(l->ids);
-    l->ids = NULL;
-    l->n = 0;
-    t->lines_refused++;
-    fprintf(stderr, "clformer: warning: input line %ld refused (%s): its output is an empty line\n",
-            l->index + 1, why);
-}
-
-/* Reads up to o.batch lines into lines[], tokenized and checked: a line that cannot be
- * translated whole is refused (refuse()), never cut. *count is how many were read (0 at
- * the end of the input). */
+/* Reads up to o.batch lines into lines[] and the batch's text. *count is how many were
+ * read (0 at the end of the input). */
 static clf_status read_batch(translator *t, src_line *lines, int *count)
 {
     *count = 0;
+    t->btext_len = 0;
     while (*count < t->o.batch) {
         size_t len = 0;
         int too_long = 0;
@@ -440,168 +363,110 @@ static clf_status read_batch(translator *t, src_line *lines, int *count)
             return st;
         if (!got)
             break;
-        if (len > 0 && t->line[len - 1] == '\r')
+        if (!too_long && len > 0 && t->line[len - 1] == '\r')
             len--;
-        src_line *l = &lines[*count];
+        if (t->btext_len + len > t->btext_cap) {
+            size_t cap = t->btext_cap ? t->btext_cap : 4096;
+            while (cap < t->btext_len + len)
+                cap *= 2;
+            char *grown = realloc(t->btext, cap);
+            if (!grown)
+                return clf_error(CLF_ERR_NOMEM, "translate: out of host memory for a batch");
+            t->btext = grown;
+            t->btext_cap = cap;
+        }
+        src_line *l = &lines[(*count)++];
         l->index = t->lines_read++;
-        l->ids = NULL;
-        l->n = 0;
-        (*count)++; /* counted now, so that its ids are freed with the batch */
-        char why[256];
-        const char *nul = len > 0 ? memchr(t->line, '\0', len) : NULL;
-        if (too_long) {
-            snprintf(why, sizeof why, "longer than the limit of %d bytes", TRANSLATE_LINE_MAX);
-            refuse(t, l, why);
-            continue;
-        }
-        if (nul) {
-            snprintf(why, sizeof why, "a NUL byte at byte %zu", (size_t)(nul - t->line));
-            refuse(t, l, why);
-            continue;
-        }
-        st = clf_tokenizer_encode(t->src_tok, t->line, len, &l->ids, &l->n);
-        if (st == CLF_ERR_INPUT) { /* not UTF-8, or a word the vocabulary cannot encode */
-            refuse(t, l, clf_last_error());
-            continue;
-        }
-        if (st != CLF_OK)
-            return clf_error_context(st, "input line %ld", l->index + 1);
-        if (l->n + t->framing > t->m.cfg.model.max_len) {
-            const char *framing = t->fr.src_bos >= 0 && t->fr.src_eos >= 0 ? "[SOS] and [EOS]"
-                                  : t->fr.src_bos >= 0                     ? "[SOS]"
-                                  : t->fr.src_eos >= 0                     ? "[EOS]"
-                                                                           : "no framing";
-            snprintf(why, sizeof why,
-                     "%d tokens, %d with %s, more than the model's max_len %d: split the line",
-                     l->n, l->n + t->framing, framing, t->m.cfg.model.max_len);
-            refuse(t, l, why);
-        }
+        l->off = t->btext_len;
+        l->len = len;
+        if (len)
+            memcpy(t->btext + t->btext_len, t->line, len);
+        t->btext_len += len;
     }
     return CLF_OK;
 }
 
-/* Decodes the non-empty lines of the batch; res->hyps of the k-th non-empty line start at
- * k * n_best. res is zeroed when every line is empty. */
-static clf_status decode_batch(translator *t, const src_line *lines, int count,
-                               clf_decode_result *res)
+/* Translates the batch into t->res; says on stderr why a line is refused (its output is
+ * that of an empty line). */
+static clf_status translate_batch(translator *t, const src_line *lines, int count)
 {
-    clf_status st = CLF_OK;
-    int32_t *src = NULL;
-    int rows = 0, longest = 0;
-    memset(res, 0, sizeof *res);
     for (int i = 0; i < count; i++) {
-        if (lines[i].n > 0)
-            rows++;
-        if (lines[i].n > longest)
-            longest = lines[i].n;
+        t->text[i] = t->btext ? t->btext + lines[i].off : "";
+        t->text_len[i] = lines[i].len;
     }
-    if (rows == 0)
-        return CLF_OK;
-    const int S = longest + t->framing;
-    src = malloc((size_t)rows * S * sizeof *src);
-    if (!src)
-        return clf_error(CLF_ERR_NOMEM, "translate: out of host memory");
-    int r = 0;
-    for (int i = 0; i < count; i++) {
-        if (lines[i].n == 0)
-            continue;
-        int32_t *row = src + (size_t)r++ * S;
-        int k = 0;
-        if (t->fr.src_bos >= 0)
-            row[k++] = t->fr.src_bos;
-        memcpy(row + k, lines[i].ids, (size_t)lines[i].n * sizeof *row);
-        k += lines[i].n;
-        if (t->fr.src_eos >= 0)
-            row[k++] = t->fr.src_eos;
-        for (int j = k; j < S; j++)
-            row[j] = t->m.cfg.model.pad_id;
-    }
-    clf_decode_opts o = t->dopts;
-    int cap = t->m.cfg.model.max_len - 1;
-    o.max_len = t->o.max_len > 0 ? t->o.max_len : MAX_LEN_FACTOR * longest + MAX_LEN_EXTRA;
-    if (o.max_len > cap)
-        o.max_len = cap;
     double t0 = cli_now_s();
-    st = clf_decode(t->m.model, src, rows, S, &o, res);
+    clf_status st = clf_translator_translate(t->tr, t->text, t->text_len, count, &t->topts, t->res);
     t->decode_s += cli_now_s() - t0;
     if (st != CLF_OK)
-        memset(res, 0, sizeof *res); /* nothing to free after a failure */
-    else {
-        t->decoded_lines += rows;
-        for (int i = 0; i < rows; i++) /* the best hypothesis: what goes to stdout */
-            t->out_tokens += res->hyps[(size_t)i * res->n_best].len;
+        return st;
+    for (int i = 0; i < count; i++) {
+        const clf_translation *r = &t->res[i];
+        if (r->status != CLF_OK) {
+            t->lines_refused++;
+            fprintf(stderr,
+                    "clformer: warning: input line %ld refused (%s): its output is an empty line\n",
+                    lines[i].index + 1, r->error ? r->error : clf_status_name(r->status));
+        } else if (r->n_hyps > 0) {
+            t->decoded_lines++;
+            t->out_tokens += r->hyps[0].len; /* the best hypothesis: what goes to stdout */
+        }
     }
-    free(src);
-    return st;
+    return CLF_OK;
 }
 
-/* The words of h's tokens, specials left out, as a malloc'd string. */
-static clf_status hyp_text(translator *t, const clf_hypothesis *h, char **text)
+/* A model whose tgt_vocab is larger than the vocabulary (rounded up, say) can emit ids with
+ * no word: the translator leaves them out like specials; say so once. */
+static void warn_unknown_ids(translator *t, const clf_translation_hyp *h)
 {
-    *text = NULL;
-    int size = clf_tokenizer_size(t->tgt_tok), kept = 0;
-    int32_t *ids = malloc((size_t)(h->len > 0 ? h->len : 1) * sizeof *ids);
-    if (!ids)
-        return clf_error(CLF_ERR_NOMEM, "translate: out of host memory");
-    for (int i = 0; i < h->len; i++) {
+    for (int i = 0; i < h->len && !t->warned_unknown_id; i++) {
         int32_t id = h->tokens[i];
-        if (id < 0 || id >= size) {
-            /* A model whose tgt_vocab is larger than the vocabulary (rounded up, say) can
-             * emit ids with no word: leave them out like specials, and say so once. */
-            if (!t->warned_unknown_id)
-                fprintf(stderr,
-                        "clformer: warning: the model emitted id %d, beyond the %d words of "
-                        "%s; such ids are left out\n",
-                        (int)id, size, t->o.tgt_vocab);
-            t->warned_unknown_id = 1;
+        if (id >= 0 && id < t->info.tgt_words)
             continue;
-        }
-        ids[kept++] = id;
+        fprintf(stderr,
+                "clformer: warning: the model emitted id %d, beyond the %d words of %s; such ids "
+                "are left out\n",
+                (int)id, t->info.tgt_words, t->info.tgt_vocab);
+        t->warned_unknown_id = 1;
     }
-    clf_status st = clf_tokenizer_decode(t->tgt_tok, ids, kept, 1, text);
-    free(ids);
-    if (st != CLF_OK)
-        return st;
-    /* A vocabulary file may hold a word with a line break; one line out per line in. */
-    for (char *p = *text; *p; p++)
-        if (*p == '\n' || *p == '\r')
-            *p = ' ';
-    return CLF_OK;
 }
 
 /* Writes the batch's output lines in input order and keeps what --attention and
  * --attention-png want. */
-static clf_status write_batch(translator *t, const src_line *lines, int count,
-                              const clf_decode_result *res)
+static clf_status write_batch(translator *t, const src_line *lines, int count)
 {
     clf_status st = CLF_OK;
-    const int N = t->o.n_best, per_line = t->o.n_best_given ? N : 1;
-    char *buf = NULL, *text = NULL;
+    const int per_line = t->o.n_best_given ? t->o.n_best : 1;
+    char *buf = NULL;
     size_t len = 0;
     /* The batch goes to memory first and to stdout only once all of its lines (and their
      * attention files) are done: an error leaves no partial batch behind. */
     FILE *mem = open_memstream(&buf, &len);
     if (!mem)
         return clf_error(CLF_ERR_NOMEM, "translate: out of host memory");
-    int k = 0; /* index of the line among the decoded ones */
     for (int i = 0; i < count; i++) {
-        const src_line *l = &lines[i];
-        const clf_hypothesis *best = l->n > 0 ? &res->hyps[(size_t)k++ * N] : NULL;
+        const clf_translation *r = &t->res[i];
+        const clf_translation_hyp *best = r->n_hyps > 0 ? r->hyps : NULL;
         for (int j = 0; j < per_line; j++) {
-            if (best && (st = hyp_text(t, &best[j], &text)) != CLF_OK)
-                goto fail;
+            if (best)
+                warn_unknown_ids(t, &best[j]);
             if (t->o.n_best_given)
                 fprintf(mem, "%.6f\t", best ? best[j].score : 0.0f);
-            fprintf(mem, "%s\n", text ? text : "");
-            free(text);
-            text = NULL;
+            fprintf(mem, "%s\n", best ? best[j].text : "");
         }
-        const int cols = l->n + t->framing; /* the framed source, without the padding */
-        if (t->o.attn_path && (st = tr_attention_keep(&t->attn, l->index, l->n ? best : NULL, cols,
-                                                      res->src_len)) != CLF_OK)
+        /* the attention as decode.h's hypothesis holds it, over the framed source */
+        const clf_hypothesis h = best ? (clf_hypothesis){.tokens = best->tokens,
+                                                         .len = best->len,
+                                                         .finished = best->finished,
+                                                         .logprob = best->logprob,
+                                                         .score = best->score,
+                                                         .attention = best->attention}
+                                      : (clf_hypothesis){0};
+        const int cols = best ? best->attn_cols : 0;
+        if (t->o.attn_path && (st = tr_attention_keep(&t->attn, lines[i].index, best ? &h : NULL,
+                                                      cols, cols)) != CLF_OK)
             goto fail;
         if (t->o.png_prefix && best &&
-            (st = tr_attention_png(t->o.png_prefix, l->index, best, cols, res->src_len)) != CLF_OK)
+            (st = tr_attention_png(t->o.png_prefix, lines[i].index, &h, cols, cols)) != CLF_OK)
             goto fail;
     }
     int bad = fclose(mem) != 0;
@@ -615,70 +480,86 @@ static clf_status write_batch(translator *t, const src_line *lines, int count,
 fail:
     if (mem)
         fclose(mem);
-    free(text);
     free(buf);
     return st;
 }
 
-/* Loads the config, both vocabularies, the weights and the backend. */
+/* Opens the translator: the model directory (-m) or the four files, the backend options,
+ * the decoding settings of the command line (the rest from the config's generate:). */
 static clf_status translator_open(translator *t)
 {
     clf_status st;
-    clf_config *cfg = &t->m.cfg;
-    const clf_model_config *mc = &cfg->model;
+    clf_translator_opts to;
+    clf_translator_opts_default(&to);
+    to.model_dir = t->o.model_dir;
+    to.config_path = t->o.cfg_path;
+    to.weights_path = t->o.w_path;
+    to.src_vocab = t->o.src_vocab;
+    to.tgt_vocab = t->o.tgt_vocab;
+    to.backend = t->o.bo.backend;
+    to.device = t->o.bo.device;
+    to.plugin_dir = t->o.bo.plugin_dir;
+    to.threads = t->o.bo.threads;
+    to.weight_type_set = t->o.weight_type_set;
+    to.weight_type = t->o.weight_type;
     /* before anything loads libgomp or OpenBLAS (op plugins with the config, backends):
      * with F16 weights a decoding step is the backend's own OpenMP loops back to back */
-    if (!t->o.weight_type_set)
-        t->o.weight_type = cli_file_weight_type(t->o.w_path);
-    cli_thread_wait_policy(t->o.weight_type != CLF_WEIGHT_F32 ? CLI_THREADS_OPENMP
-                                                              : CLI_THREADS_BLAS);
-    if ((st = clf_config_load_with_plugins(t->o.cfg_path, t->o.bo.plugin_dir, cfg)) != CLF_OK ||
-        (st = apply_generate(&t->o, cfg)) != CLF_OK)
+    clf_weight_type wt = t->o.weight_type;
+    if (!t->o.weight_type_set) {
+        clf_model_files files;
+        const char *w = t->o.w_path;
+        if (!w && clf_model_files_find(t->o.model_dir, t->o.bo.plugin_dir, &files) == CLF_OK)
+            w = files.weights;
+        clf_clear_error();
+        wt = cli_file_weight_type(w);
+    }
+    cli_thread_wait_policy(wt != CLF_WEIGHT_F32 ? CLI_THREADS_OPENMP : CLI_THREADS_BLAS);
+    if ((st = clf_translator_open(&to, &t->tr)) != CLF_OK)
         return st;
-    if ((st = load_vocab(&t->o, t->o.src_vocab, "src", mc, &t->src_tok, &t->src_sp)) != CLF_OK ||
-        (st = load_vocab(&t->o, t->o.tgt_vocab, "tgt", mc, &t->tgt_tok, &t->tgt_sp)) != CLF_OK)
-        return st;
-    /* the model config's ids first, the vocabulary's otherwise: the rule train frames with */
-    const clf_framing own = clf_tokenizer_framing(t->src_tok, t->tgt_tok);
-    if ((st = clf_model_framing(mc, &own, &t->fr)) != CLF_OK)
-        return clf_error_context(st, "%s", t->o.cfg_path);
-    t->framing = (t->fr.src_bos >= 0) + (t->fr.src_eos >= 0);
-    const cli_model_opts mo = {.cfg_loaded = 1,
-                               .w_path = t->o.w_path,
-                               .bo = &t->o.bo,
-                               .weight_type_set = t->o.weight_type_set,
-                               .weight_type = t->o.weight_type};
-    if ((st = cli_model_open(&mo, &t->m)) != CLF_OK)
-        return st;
-    t->o.weight_type = t->m.weight_type;
-    clf_decode_opts_default(mc, &t->dopts);
-    t->dopts.beam = t->o.beam;
-    t->dopts.n_best = t->o.n_best;
-    t->dopts.length_penalty = t->o.length_penalty;
-    t->dopts.use_cache = t->o.use_cache;
-    t->dopts.sos_id = t->fr.tgt_start;
-    t->dopts.eos_id = t->fr.tgt_eos;
-    t->dopts.style = (clf_beam_style)t->o.beam_style;
-    t->dopts.forced_eos = t->o.forced_eos;
-    t->dopts.pad_id = t->fr.tgt_pad;
-    t->dopts.want_attention = t->o.attn_path || t->o.png_prefix;
+    clf_translator_get_info(t->tr, &t->info);
+    if (t->info.note)
+        fprintf(stderr, "clformer: note: %s\n", t->info.note);
+    const clf_generate_config *g = &t->info.config->generate;
+    if (t->o.beam <= 0 && t->o.n_best > g->beam)
+        return clf_error(CLF_ERR_INPUT,
+                         "translate: --n-best %d is more than %s's generate.beam %d (give "
+                         "--beam)",
+                         t->o.n_best, t->info.config->path, g->beam);
+    clf_translate_opts *d = &t->topts;
+    clf_translate_opts_default(d);
+    d->beam = t->o.beam;
+    d->n_best = t->o.n_best;
+    d->length_penalty = t->o.length_penalty;
+    d->max_len = t->o.max_len;
+    d->beam_style = t->o.beam_style;
+    d->forced_eos = t->o.forced_eos;
+    d->use_cache = t->o.use_cache;
+    d->max_batch = t->o.batch;
+    d->want_attention = t->o.attn_path || t->o.png_prefix;
+    if (!(t->res = calloc((size_t)t->o.batch, sizeof *t->res)) ||
+        !(t->text = calloc((size_t)t->o.batch, sizeof *t->text)) ||
+        !(t->text_len = calloc((size_t)t->o.batch, sizeof *t->text_len)))
+        return clf_error(CLF_ERR_NOMEM, "translate: out of host memory for --batch %d", t->o.batch);
     return CLF_OK;
 }
 
 static void translator_free(translator *t)
 {
-    cli_model_close(&t->m);
-    clf_tokenizer_free(t->src_tok);
-    clf_tokenizer_free(t->tgt_tok);
+    if (t->res)
+        clf_translations_free(t->res, t->o.batch);
+    free(t->res);
+    free(t->text);
+    free(t->text_len);
+    clf_translator_free(t->tr);
     tr_attention_free(&t->attn);
+    free(t->btext);
     free(t->line);
 }
 
 /* Under mpirun (dist.h): rank 0 reads rounds of --batch x ranks lines and sends each round
  * to every rank; rank r translates the round's r-th batch (so batches are those of one
  * process) and rank 0 gathers the output and prints it in input order. */
-static clf_status translate_ranks(translator *t, cli_dist *d, src_line *lines, int *count,
-                                  clf_decode_result *res)
+static clf_status translate_ranks(translator *t, cli_dist *d, src_line *lines, int *count)
 {
     clf_status st = CLF_OK;
     char *round = NULL, *mine = NULL, *all = NULL;
@@ -690,8 +571,8 @@ static clf_status translate_ranks(translator *t, cli_dist *d, src_line *lines, i
             FILE *mem = open_memstream(&round, &round_len);
             if (!mem)
                 return clf_error(CLF_ERR_NOMEM, "translate: out of host memory");
-            /* read_line's bound holds here too; a line over it is sent with one byte
-             * more than the bound, so that the rank that reads it refuses it as too long. */
+            /* read_line's bound holds here too; a line over it is sent with the one byte
+             * more than the bound it keeps, so that the rank that reads it refuses it. */
             t->in = stdin;
             for (long i = 0; i < (long)t->o.batch * d->size; i++) {
                 size_t len = 0;
@@ -700,8 +581,6 @@ static clf_status translate_ranks(translator *t, cli_dist *d, src_line *lines, i
                 if ((st = read_line(t, &got, &len, &too_long)) != CLF_OK || !got)
                     break;
                 fwrite(t->line, 1, len, mem);
-                if (too_long)
-                    fputc('x', mem);
                 fputc('\n', mem);
             }
             if (fclose(mem) != 0 && st == CLF_OK)
@@ -737,14 +616,10 @@ static clf_status translate_ranks(translator *t, cli_dist *d, src_line *lines, i
             t->in = in, t->out = out;
             t->lines_read = base + first;
             if ((st = read_batch(t, lines, count)) != CLF_OK ||
-                (st = decode_batch(t, lines, *count, res)) != CLF_OK ||
-                (st = write_batch(t, lines, *count, res)) != CLF_OK)
+                (st = translate_batch(t, lines, *count)) != CLF_OK ||
+                (st = write_batch(t, lines, *count)) != CLF_OK)
                 goto fail;
-            if (res->hyps)
-                clf_decode_result_free(res);
-            memset(res, 0, sizeof *res);
-            for (int i = 0; i < *count; i++)
-                free(lines[i].ids);
+            clf_translations_free(t->res, *count);
             *count = 0;
             fclose(in);
             in = NULL;
@@ -786,7 +661,6 @@ int clf_cmd_translate(int argc, char **argv)
         return rc;
     clf_status st;
     src_line *lines = calloc((size_t)t.o.batch, sizeof *lines);
-    clf_decode_result res = {0};
     int count = 0;
     cli_dist d;
     t.in = stdin, t.out = stdout;
@@ -809,20 +683,16 @@ int clf_cmd_translate(int argc, char **argv)
     t.open_s = cli_now_s() - t_open;
     for (;;) {
         if (d.size > 1) {
-            st = translate_ranks(&t, &d, lines, &count, &res);
+            st = translate_ranks(&t, &d, lines, &count);
             break;
         }
         if ((st = read_batch(&t, lines, &count)) != CLF_OK || count == 0)
             break;
-        if ((st = decode_batch(&t, lines, count, &res)) != CLF_OK)
+        if ((st = translate_batch(&t, lines, count)) != CLF_OK)
             break;
-        if ((st = write_batch(&t, lines, count, &res)) != CLF_OK)
+        if ((st = write_batch(&t, lines, count)) != CLF_OK)
             break;
-        if (res.hyps)
-            clf_decode_result_free(&res);
-        memset(&res, 0, sizeof res);
-        for (int i = 0; i < count; i++)
-            free(lines[i].ids);
+        clf_translations_free(t.res, count);
         count = 0;
     }
     if (st == CLF_OK && t.o.attn_path)
@@ -854,10 +724,6 @@ int clf_cmd_translate(int argc, char **argv)
         d.failed_together = 1;
     }
 fail:
-    if (res.hyps)
-        clf_decode_result_free(&res);
-    for (int i = 0; i < count; i++)
-        free(lines[i].ids);
     free(lines);
     translator_free(&t);
     return cli_dist_exit(&d, st, 0);

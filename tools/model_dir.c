@@ -1,4 +1,4 @@
-/* A model directory, by name (model_dir.h). */
+/* Writing a model directory (model_dir.h). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +8,6 @@
 
 #include "cli.h"
 #include "model_dir.h"
-#include "run_dir.h"
 #include "clformer/fs.h"
 
 /* A tokenizer file is small: a larger one is refused before it is copied. */
@@ -20,56 +19,6 @@ const char *cli_dir_file(char *buf, size_t size, const char *dir, const char *na
     if (n < 0 || (size_t)n >= size)
         buf[0] = '\0';
     return buf;
-}
-
-#define IN_DIR(field, dir, name) cli_dir_file(out->field, sizeof out->field, dir, name)
-
-/* A run's vocabularies: the paths its config names (from here, else by base name in dir),
- * or the usual names in dir (word-level first, then SentencePiece). */
-static void find_run_vocabs(const char *dir, const char *plugin_dir, cli_model_dir *out)
-{
-    clf_config cfg;
-    int have =
-        clf_config_load_with_plugins(out->config, plugin_dir, &cfg) == CLF_OK && cfg.train.present;
-    clf_clear_error();
-    const char *named[2] = {have ? cfg.train.vocab_src : "", have ? cfg.train.vocab_tgt : ""};
-    static const char *const guess[2][2] = {{RUN_DIR_SRC_VOCAB, RUN_DIR_SRC_SPM},
-                                            {RUN_DIR_TGT_VOCAB, RUN_DIR_TGT_SPM}};
-    char *path[2] = {out->src_vocab, out->tgt_vocab};
-    for (int i = 0; i < 2; i++) {
-        const char *base = strrchr(named[i], '/');
-        if (named[i][0] && cli_file_exists(named[i]))
-            snprintf(path[i], CLF_PATH_MAX, "%s", named[i]);
-        else if (named[i][0])
-            cli_dir_file(path[i], CLF_PATH_MAX, dir, base ? base + 1 : named[i]);
-        else
-            cli_dir_file(path[i], CLF_PATH_MAX, dir, guess[i][0]);
-        if (!cli_file_exists(path[i]) && !named[i][0])
-            cli_dir_file(path[i], CLF_PATH_MAX, dir, guess[i][1]);
-    }
-}
-
-int cli_model_dir_find(const char *dir, const char *plugin_dir, cli_model_dir *out)
-{
-    memset(out, 0, sizeof *out);
-    IN_DIR(config, dir, MODEL_DIR_CONFIG);
-    IN_DIR(weights, dir, MODEL_DIR_WEIGHTS);
-    if (!cli_file_exists(out->config)) {
-        out->is_run = 1;
-        IN_DIR(config, dir, RUN_DIR_CONFIG);
-        IN_DIR(weights, dir, RUN_DIR_LAST);
-    }
-    if (!cli_file_exists(out->config))
-        return 0;
-    IN_DIR(vocab_map, dir, MODEL_DIR_VOCAB);
-    if (cli_file_exists(out->vocab_map)) {
-        IN_DIR(src_vocab, dir, MODEL_DIR_SRC_SPM);
-        IN_DIR(tgt_vocab, dir, MODEL_DIR_TGT_SPM);
-    } else {
-        out->vocab_map[0] = '\0';
-        find_run_vocabs(dir, plugin_dir, out);
-    }
-    return 1;
 }
 
 /* The tokenizer files of an imported model, copied as they are. */

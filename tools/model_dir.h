@@ -1,11 +1,8 @@
-/* A model directory, by name: what `clformer import marian` writes and `translate -m` reads.
- *
- * An imported model's directory holds MODEL_DIR_CONFIG (the model: and generate: sections),
- * MODEL_DIR_WEIGHTS, and the tokenizer files: Marian's two SentencePiece models and the
- * vocab.json that maps their pieces to the weights' ids (or word-level src.json / tgt.json,
- * or SentencePiece src.model / tgt.model). `translate -m` also takes a training run's
- * directory (run_dir.h): its config.yaml, last.safetensors and the vocabularies its config
- * names. */
+/* A model directory, by name: what `clformer import marian` writes. Reading one (`translate
+ * -m`, the server, Python) is the translator's: clf_model_files_find (clformer/translator.h),
+ * whose names these are. An imported model's directory holds MODEL_DIR_CONFIG (the model:,
+ * generate: and languages: sections), MODEL_DIR_WEIGHTS, and the tokenizer files: Marian's
+ * two SentencePiece models and the vocab.json that maps their pieces to the weights' ids. */
 #ifndef CLF_MODEL_DIR_H
 #define CLF_MODEL_DIR_H
 
@@ -14,28 +11,13 @@
 #include "clformer/config.h"
 #include "clformer/status.h"
 #include "clformer/tensor.h"
+#include "clformer/translator.h"
 
-#define MODEL_DIR_CONFIG  "model.yaml"
-#define MODEL_DIR_WEIGHTS "weights.safetensors"
-#define MODEL_DIR_SRC_SPM "source.spm"
-#define MODEL_DIR_TGT_SPM "target.spm"
-#define MODEL_DIR_VOCAB   "vocab.json" /* pieces -> ids for both .spm files */
-
-/* The files of a model a command reads, named. */
-typedef struct cli_model_dir {
-    char config[CLF_PATH_MAX];
-    char weights[CLF_PATH_MAX];
-    char src_vocab[CLF_PATH_MAX], tgt_vocab[CLF_PATH_MAX];
-    char vocab_map[CLF_PATH_MAX]; /* MODEL_DIR_VOCAB when the vocabularies are mapped, else "" */
-    int is_run;                   /* a training run's directory */
-} cli_model_dir;
-
-/* The files of dir: an imported model's (MODEL_DIR_CONFIG there) or a training run's
- * (RUN_DIR_CONFIG, RUN_DIR_LAST, and the vocabularies its config names, looked for in dir
- * when those paths do not exist from here; src.json / tgt.json, else src.model / tgt.model,
- * when it names none). plugin_dir: for loading the run's config. Returns 0 when dir holds
- * neither config. */
-int cli_model_dir_find(const char *dir, const char *plugin_dir, cli_model_dir *out);
+#define MODEL_DIR_CONFIG  CLF_MODEL_DIR_CONFIG
+#define MODEL_DIR_WEIGHTS CLF_MODEL_DIR_WEIGHTS
+#define MODEL_DIR_SRC_SPM CLF_MODEL_DIR_SRC_SPM
+#define MODEL_DIR_TGT_SPM CLF_MODEL_DIR_TGT_SPM
+#define MODEL_DIR_VOCAB   CLF_MODEL_DIR_VOCAB
 
 /* What an imported model's directory is written from. */
 typedef struct cli_model_dir_content {

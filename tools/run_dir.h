@@ -1,5 +1,5 @@
 /* A training run's directory (train.checkpoint.dir), by name: `clformer train` writes it,
- * `translate -m` reads it (model_dir.h).
+ * `translate -m` reads it (clf_model_files_find, clformer/translator.h).
  *
  *   RUN_DIR_CONFIG       the resolved YAML of the run
  *   step-<N>.safetensors checkpoints, the newest `keep` kept
@@ -19,16 +19,14 @@
 #include "clformer/fs.h"
 #include "clformer/status.h"
 #include "clformer/train.h"
+#include "clformer/translator.h"
 
-#define RUN_DIR_CONFIG    "config.yaml"
-#define RUN_DIR_LAST      "last.safetensors"
-#define RUN_DIR_LOCK      "train.lock"
-#define RUN_DIR_LOG       "log.csv"
-#define RUN_DIR_SRC_VOCAB "src.json" /* train.vocab.src's default (clformer/config.h) */
-#define RUN_DIR_TGT_VOCAB "tgt.json"
-/* the SentencePiece names translate -m looks for when a run's config names none */
-#define RUN_DIR_SRC_SPM "src.model"
-#define RUN_DIR_TGT_SPM "tgt.model"
+#define RUN_DIR_CONFIG CLF_RUN_DIR_CONFIG
+#define RUN_DIR_LAST   CLF_RUN_DIR_LAST
+#define RUN_DIR_LOCK   "train.lock"
+#define RUN_DIR_LOG    "log.csv"
+/* src.json, tgt.json: the vocabularies train builds by default, named by config/ and read
+ * by the translator (clformer/translator.h, CLF_RUN_DIR_*) */
 
 /* The directory and its files' paths. */
 typedef struct cli_run_dir {

@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "run_vocab.h"
+#include "clformer/translator.h"
 #include "clformer/dataset.h"
 #include "clformer/fs.h"
 #include "clformer/hash.h"
@@ -221,8 +222,8 @@ clf_status run_vocabs_load_or_build(const clf_train_config *tc, clf_tokenizer **
             st = build_vocabs(tc, &d, src, tgt);
     } else if ((st = check_provenance(tc->vocab_src, tc, &d)) == CLF_OK &&
                (st = check_provenance(tc->vocab_tgt, tc, &d)) == CLF_OK &&
-               (st = cli_load_vocab(tc->vocab_src, src)) == CLF_OK)
-        st = cli_load_vocab(tc->vocab_tgt, tgt);
+               (st = clf_translator_load_vocab(tc->vocab_src, src)) == CLF_OK)
+        st = clf_translator_load_vocab(tc->vocab_tgt, tgt);
     if (st != CLF_OK) {
         clf_tokenizer_free(*src);
         clf_tokenizer_free(*tgt);

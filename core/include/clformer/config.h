@@ -190,6 +190,19 @@ typedef struct clf_generate_config {
     int forced_eos;       /* --forced-eos; default 0 */
 } clf_generate_config;
 
+/* The languages: section: the language codes a model translates from and to (the
+ * server's GET /languages, the Python package's source_languages). Informative: nothing
+ * decodes differently by it. */
+#define CLF_LANGUAGES_MAX     32 /* codes per side */
+#define CLF_LANGUAGE_CODE_MAX 16 /* bytes of a code with its NUL: "en", "pt-BR", "zh_Hant" */
+typedef struct clf_languages_config {
+    int present; /* 1 when the YAML has a languages: section */
+    char source[CLF_LANGUAGES_MAX][CLF_LANGUAGE_CODE_MAX];
+    int n_source;
+    char target[CLF_LANGUAGES_MAX][CLF_LANGUAGE_CODE_MAX];
+    int n_target;
+} clf_languages_config;
+
 #define CLF_CONFIG_PLUGINS_MAX 8
 
 /* The most memory a model's config may imply at load, in bytes of F32: its positional
@@ -217,6 +230,7 @@ typedef struct clf_config {
     clf_backend_config backend;
     clf_train_config train;
     clf_generate_config generate;
+    clf_languages_config languages;
 } clf_config;
 
 /* Fills every field with the design's defaults (src_vocab/tgt_vocab = 0: required). */

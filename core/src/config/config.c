@@ -205,6 +205,19 @@ static const field generate_fields[] = {
     END,
 };
 
+/* the languages a model translates from and to, informative */
+static const field languages_fields[] = {
+    {.key = "source",
+     .kind = F_LANGUAGES,
+     .off = AT(languages.source),
+     .off2 = AT(languages.n_source)},
+    {.key = "target",
+     .kind = F_LANGUAGES,
+     .off = AT(languages.target),
+     .off2 = AT(languages.n_target)},
+    END,
+};
+
 static const field top_fields[] = {
     {.key = "plugins", .kind = F_PLUGINS},
     MAP("model", model_fields),
@@ -214,6 +227,11 @@ static const field top_fields[] = {
      .kind = F_MAP,
      .sub = generate_fields,
      .off = AT(generate.present),
+     .flag = 1},
+    {.key = "languages",
+     .kind = F_MAP,
+     .sub = languages_fields,
+     .off = AT(languages.present),
      .flag = 1},
     END,
 };

@@ -162,6 +162,21 @@ static void dump_generate(const clf_generate_config *g, FILE *out)
     fprintf(out, "  max_len: %d\n  forced_eos: %s\n", g->max_len, g->forced_eos ? "true" : "false");
 }
 
+static void dump_languages(const clf_languages_config *l, FILE *out)
+{
+    const char(*codes[2])[CLF_LANGUAGE_CODE_MAX] = {l->source, l->target};
+    const int n[2] = {l->n_source, l->n_target};
+    fprintf(out, "languages:\n");
+    for (int s = 0; s < 2; s++) {
+        fprintf(out, "  %s: [", s ? "target" : "source");
+        for (int i = 0; i < n[s]; i++) {
+            fputs(i ? ", " : "", out);
+            put_string(out, codes[s][i]);
+        }
+        fprintf(out, "]\n");
+    }
+}
+
 /* The plugins: list, with the plugins that provided model ops by a search-path lookup
  * added, so that the resolved file names every .so it depends on. */
 static void dump_plugins(const clf_config *cfg, FILE *out)
@@ -199,6 +214,8 @@ clf_status clf_config_dump(const clf_config *cfg, FILE *out)
         dump_train(&cfg->train, out);
     if (cfg->generate.present)
         dump_generate(&cfg->generate, out);
+    if (cfg->languages.present)
+        dump_languages(&cfg->languages, out);
     if (fflush(out) != 0 || ferror(out))
         return clf_error(CLF_ERR_IO, "cannot write the configuration: %s", strerror(errno));
     return CLF_OK;

@@ -488,6 +488,43 @@ static clf_status value_id_list(parse_ctx *c, const yaml_node_t *v, const field 
     return CLF_OK;
 }
 
+/* languages.source / languages.target: a list of language codes (BCP 47 like: letters,
+ * digits, '-' and '_'), or one code alone */
+static clf_status value_languages(parse_ctx *c, const yaml_node_t *v, const field *f,
+                                  const char *key)
+{
+    char(*codes)[CLF_LANGUAGE_CODE_MAX] = value_at(c, f->off);
+    int *n = value_at(c, f->off2);
+    const yaml_node_item_t *items = NULL;
+    long count = 1;
+    clf_status st;
+    if (v->type != YAML_SCALAR_NODE &&
+        (st = clf_cfg_sequence(c, v, key, "a list of language codes like [en, de]", &items,
+                               &count)) != CLF_OK)
+        return st;
+    if (count > CLF_LANGUAGES_MAX)
+        return clf_cfg_fail_at(c, v->start_mark, key, "at most %d languages, got %ld",
+                               CLF_LANGUAGES_MAX, count);
+    for (long i = 0; i < count; i++) {
+        char item_key[CFG_ITEM_KEY_MAX];
+        const yaml_node_t *item = items ? clf_cfg_item(c, items, i, key, item_key) : v;
+        if (!items)
+            snprintf(item_key, sizeof item_key, "%s", key);
+        if ((st = clf_cfg_parse_string(c, item, item_key, 0, codes[i], CLF_LANGUAGE_CODE_MAX)) !=
+            CLF_OK)
+            return st;
+        const size_t len = strlen(codes[i]);
+        if (len == 0 || strspn(codes[i], "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                         "0123456789-_") != len)
+            return clf_cfg_fail_at(c, item->start_mark, item_key,
+                                   "expected a language code like en or pt-BR (letters, digits, "
+                                   "'-', '_'), got '%s'",
+                                   codes[i]);
+    }
+    *n = (int)count;
+    return CLF_OK;
+}
+
 /* train.optimizer.betas: [beta1, beta2] */
 static clf_status value_betas(parse_ctx *c, const yaml_node_t *v, const field *f, const char *key)
 {
@@ -645,7 +682,7 @@ static const value_parser value_parsers[] = {
     [F_OPNAME] = value_opname,   [F_PLUGINS] = value_plugins,
     [F_DROPOUT] = value_dropout, [F_EMBED_SCALE] = value_word_or_float,
     [F_ID_LIST] = value_id_list, [F_AUTO_FLOAT] = value_word_or_float,
-    [F_MAP] = value_map,
+    [F_MAP] = value_map,         [F_LANGUAGES] = value_languages,
 };
 
 static clf_status parse_value(parse_ctx *c, const yaml_node_t *v, const field *f, const char *key)

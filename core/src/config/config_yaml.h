@@ -52,6 +52,8 @@ typedef enum field_kind {
     F_EMBED_SCALE, /* model.embed_scale: sqrt_d_model or a number > 0 */
     F_ID_LIST,     /* model.banned_ids: a list of ids >= 0 */
     F_AUTO_FLOAT,  /* float at off: auto (stored as -1) or a number in fmin..fmax */
+    F_LANGUAGES,   /* languages.source/target: codes into char[][CLF_LANGUAGE_CODE_MAX] at off,
+                      their count at off2 */
     F_MAP          /* a nested mapping with keys `sub`; flag: set the int at off to 1 */
 } field_kind;
 

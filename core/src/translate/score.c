@@ -43,14 +43,16 @@ static clf_status score_batch(clf_translator *t, int32_t *const *src, const int 
         int k = 0;
         if (t->fr.src_bos >= 0)
             row[k++] = t->fr.src_bos;
-        memcpy(row + k, src[i], (size_t)sn[i] * sizeof *row);
+        if (sn[i] > 0)
+            memcpy(row + k, src[i], (size_t)sn[i] * sizeof *row);
         k += sn[i];
         if (t->fr.src_eos >= 0)
             row[k++] = t->fr.src_eos;
         for (; k < S; k++)
             row[k] = mc->pad_id;
         yrow[0] = t->fr.tgt_start;
-        memcpy(yrow + 1, tgt[i], (size_t)tn[i] * sizeof *yrow);
+        if (tn[i] > 0)
+            memcpy(yrow + 1, tgt[i], (size_t)tn[i] * sizeof *yrow);
         for (k = tn[i] + 1; k < T; k++)
             yrow[k] = t->fr.tgt_pad;
         r++;

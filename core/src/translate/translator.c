@@ -250,7 +250,8 @@ static clf_status fill_hyp(const clf_translator *t, const clf_hypothesis *h, int
     out->attn_cols = cols;
     if (!(out->tokens = malloc((size_t)(h->len > 0 ? h->len : 1) * sizeof *out->tokens)))
         return NOMEM();
-    memcpy(out->tokens, h->tokens, (size_t)h->len * sizeof *out->tokens);
+    if (h->len > 0)
+        memcpy(out->tokens, h->tokens, (size_t)h->len * sizeof *out->tokens);
     int32_t *ids = malloc((size_t)(h->len > 0 ? h->len : 1) * sizeof *ids);
     if (!ids)
         return NOMEM();
