@@ -192,11 +192,23 @@ static PyObject *translator_info(TranslatorObject *self, PyObject *unused)
     if (!t)
         goto fail;
     clf_translator_get_info(t, &in);
-    src_langs = PyList_New(0);
-    tgt_langs = PyList_New(0);
+    const clf_languages_config *lc = &in.config->languages;
+    src_langs = PyList_New(lc->n_source);
+    tgt_langs = PyList_New(lc->n_target);
     if (!src_langs || !tgt_langs)
         goto fail;
-    /* the config's languages: section fills them (see the translator's config) */
+    for (int i = 0; i < lc->n_source; i++) {
+        PyObject *code = PyUnicode_FromString(lc->source[i]);
+        if (!code)
+            goto fail;
+        PyList_SET_ITEM(src_langs, i, code);
+    }
+    for (int i = 0; i < lc->n_target; i++) {
+        PyObject *code = PyUnicode_FromString(lc->target[i]);
+        if (!code)
+            goto fail;
+        PyList_SET_ITEM(tgt_langs, i, code);
+    }
     d = Py_BuildValue(
         "{s:s,s:s,s:s,s:s,s:s,s:O,s:O,s:i,s:i,s:i,s:i}", "backend", in.backend ? in.backend : "",
         "device", in.device ? in.device : "", "weight_type", clf_weight_type_name(in.weight_type),

@@ -1,6 +1,7 @@
 """clformer.Translator against the CLI: `clformer translate -m models/en-de-gettext` on the
 same sentences gives the same lines (greedy, beam 4, a given max_len, n-best scores)."""
 import os
+import shutil
 import subprocess
 import threading
 
@@ -83,8 +84,8 @@ def test_properties(translator):
     assert translator.model_dir == MODEL_DIR
     assert translator.device == "cpu" and translator.backend == "cpu"
     assert translator.weight_type == "f16"  # the shipped weights file's type
-    # the shipped model's config lists no languages
-    assert translator.source_languages == [] and translator.target_languages == []
+    # the shipped model's config: languages: {source: [en], target: [de]}
+    assert translator.source_languages == ["en"] and translator.target_languages == ["de"]
     assert "cpu" in repr(translator)
 
 
@@ -163,3 +164,33 @@ def test_gil_released_while_decoding(translator):
     t.join()
     # holding the GIL for the whole batch would leave this loop a few switch intervals
     assert ticks > 10000
+
+
+def test_languages_from_config(tmp_path):
+    for name in os.listdir(MODEL_DIR):
+        shutil.copyfile(os.path.join(MODEL_DIR, name), tmp_path / name)
+    with open(tmp_path / "model.yaml", encoding="utf-8") as f:
+        yaml = [line for line in f if not line.startswith("languages:")]
+    with open(tmp_path / "model.yaml", "w", encoding="utf-8") as f:
+        f.writelines(yaml)
+    assert clformer.Translator(tmp_path).source_languages == []  # none listed
+    with open(tmp_path / "model.yaml", "a", encoding="utf-8") as f:
+        f.write("languages: {source: en, target: [de, de-AT]}\n")
+    t = clformer.Translator(tmp_path)
+    assert t.source_languages == ["en"] and t.target_languages == ["de", "de-AT"]
+    assert t.translate_batch(SENTENCES[:2]) == clformer.Translator(MODEL_DIR).translate_batch(
+        SENTENCES[:2])
+
+
+def test_opencl_as_cli():
+    """The OpenCL backend (PoCL in CI) through Python gives the CLI's lines on it."""
+    try:
+        t = clformer.Translator(MODEL_DIR, device="opencl")
+    except RuntimeError as e:
+        if os.environ.get("CLF_TEST_REQUIRE_OPENCL", "1") == "0":
+            pytest.skip(f"no OpenCL here: {e}")
+        raise
+    assert t.backend == "opencl"
+    for beam in (1, 4):
+        ref = cli(["--backend", "opencl", "--beam", str(beam)], SENTENCES[:8])
+        assert [r.text[0] for r in t.translate_batch(SENTENCES[:8], beam_size=beam)] == ref
