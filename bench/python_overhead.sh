@@ -20,14 +20,7 @@ if ! "$venv/bin/python" -c 'import clformer' 2>/dev/null; then
   /usr/bin/python3 -m venv --system-site-packages "$venv"
   CLFORMER_BUILD_DIR="$build" PIP_NO_INDEX=1 "$venv/bin/pip" install -q --no-build-isolation ./python
 fi
-for beam in 1 4; do
-  cli_s=() py_s=()
-  for ((r = 0; r < REPEAT; r++)); do
-    "$build/bin/clformer" translate -m "$model" --beam $beam --threads "$THREADS" --stats \
-      < "$model/valid.en" > "$out/cli.$beam.txt" 2> "$out/cli.$beam.err"
-    # "... in 1.234 s ..." : the decoding time the CLI reports
-    cli_s+=("$(grep -oE '[0-9.]+ s' "$out/cli.$beam.err" | head -1 | cut -d' ' -f1)")
-    py_s+=("$("$venv/bin/python" - "$model" "$beam" "$THREADS" "$out/py.$beam.txt" <<'PY'
+cat > "$out/time.py" <<'PY'
 import sys, time
 import clformer
 model, beam, threads, path = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
@@ -39,10 +32,17 @@ dt = time.perf_counter() - t0
 open(path, "w", encoding="utf-8").write("".join(r.text[0] + "\n" for r in res))
 print(f"{dt:.4f}")
 PY
-)")")
+med() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+for beam in 1 4; do
+  cli_s=() py_s=()
+  for ((r = 0; r < REPEAT; r++)); do
+    "$build/bin/clformer" translate -m "$model" --beam $beam --threads "$THREADS" --stats \
+      < "$model/valid.en" > "$out/cli.$beam.txt" 2> "$out/cli.$beam.err"
+    # "... in 1.234 s ..." : the decoding time the CLI reports
+    cli_s+=("$(grep -oE '[0-9.]+ s' "$out/cli.$beam.err" | head -1 | cut -d' ' -f1)")
+    py_s+=("$("$venv/bin/python" "$out/time.py" "$model" "$beam" "$THREADS" "$out/py.$beam.txt")")
     cmp -s "$out/cli.$beam.txt" "$out/py.$beam.txt" || { echo "beam $beam: Python and CLI differ" >&2; exit 1; }
   done
-  med() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
   c=$(med "${cli_s[@]}") p=$(med "${py_s[@]}")
   awk -v b=$beam -v c="$c" -v p="$p" 'BEGIN {printf "beam %d: CLI %.3f s, Python %.3f s, overhead %+.1f%%\n", b, c, p, 100 * (p / c - 1)}'
 done

@@ -13,7 +13,24 @@ import itertools
 import os
 import threading
 
-from . import _clformer
+
+
+def _thread_wait_policy():
+    """How idle worker threads wait, set before the CPU backend loads libgomp and OpenBLAS
+    (as `clformer translate` does, tools/cli.h): OpenMP's threads spin ~3000 rounds before
+    they sleep, OpenBLAS's own threads (a build on its pthreads variant) sleep at once.
+    With libgomp's default (a long spin) every short loop of a decoding step waits for
+    threads that hold the cores spinning: many times slower. A choice of the user's
+    (OMP_WAIT_POLICY or GOMP_SPINCOUNT set) is left alone; a libgomp that another module
+    loaded first keeps what it read then."""
+    if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
+        return
+    os.environ["GOMP_SPINCOUNT"] = "3000"
+    os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
+
+
+_thread_wait_policy()
+from . import _clformer  # noqa: E402  (after the policy: it may load libgomp)
 
 __all__ = ["Translator", "TranslationResult", "ScoringResult", "Model", "LIB_DIR"]
 __version__ = "0.1.0"
