@@ -63,6 +63,8 @@ ext = Extension(
     "clformer._clformer",
     sources=[os.path.join("src", "clformer_module.c")],
     include_dirs=[INCLUDE],
+    # rebuilt when a public header changes (a struct's layout is part of the ABI it uses)
+    depends=sorted(glob.glob(os.path.join(INCLUDE, "clformer", "*.h"))),
     library_dirs=[LIBDIR],
     libraries=["clformer"],
     extra_compile_args=["-std=c11", "-Wall", "-Wextra", "-Werror", "-Wno-missing-field-initializers"] + SANITIZE,
