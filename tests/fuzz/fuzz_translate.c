@@ -98,8 +98,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 static void check_result(const clf_translation *r, int n_best)
 {
     if (r->status != CLF_OK) {
-        FUZZ_CHECK(r->status == CLF_ERR_INPUT && r->error && *r->error &&
-                       !strchr(r->error, '\n') && r->n_hyps == 0 && !r->hyps,
+        FUZZ_CHECK(r->status == CLF_ERR_INPUT && r->error && *r->error && !strchr(r->error, '\n') &&
+                       r->n_hyps == 0 && !r->hyps,
                    "a refused sentence without its one-line reason, or with hypotheses");
         return;
     }

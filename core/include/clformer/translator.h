@@ -90,8 +90,9 @@ CLF_API clf_status clf_translator_load_vocab(const char *path, clf_tokenizer **t
 /* model_dir NULL, backend/device/plugin_dir NULL, threads -1, the file's weight type. */
 CLF_API void clf_translator_opts_default(clf_translator_opts *o);
 
-/* Opens o->model_dir. Errors name the file and why (a missing directory or file, a
- * vocabulary for another model, a backend that does not load). */
+/* Opens o->model_dir (or the four files of o, each of which replaces the directory's).
+ * Errors name the file and why (a missing directory or file, a vocabulary for another
+ * model, a backend that does not load). */
 CLF_API clf_status clf_translator_open(const clf_translator_opts *o, clf_translator **out);
 CLF_API void clf_translator_free(clf_translator *t); /* NULL is fine */
 
@@ -136,15 +137,15 @@ typedef struct clf_translate_opts {
  * forced_eos -1, use_cache 1, max_batch 32, no attention. */
 CLF_API void clf_translate_opts_default(clf_translate_opts *o);
 
-/* One hypothesis of a sentence. */
+/* One hypothesis of a sentence. Greedy decoding (beam 1) of a model without banned_ids
+ * picks on the device and sums nothing: logprob and score are 0 there (clf_translator_score
+ * gives the logprob). */
 typedef struct clf_translation_hyp {
     char *text;      /* the target words joined, specials left out; one line (no '\n') */
     int32_t *tokens; /* [len] target ids, without SOS and the final EOS */
     int len;
     int finished;     /* 1: ended with EOS; 0: stopped at max_len */
     float logprob;    /* sum of the tokens' log-probabilities (and of EOS if finished) */
-    /* (greedy decoding, beam 1, of a model without banned_ids picks on the device and sums
-     * nothing: logprob and score 0 there; clf_translator_score gives it) */
     float score;      /* logprob over the length penalty: what beams are ranked by */
     float *attention; /* want_attention: [len + finished, attn_cols]; else NULL */
     int attn_cols;    /* the framed source's length (its columns, without padding) */
@@ -177,7 +178,9 @@ CLF_API void clf_translations_free(clf_translation *r, int n);
  * tgt[i]'s tokens and the final EOS after src[i] (teacher forcing), tokens[i] the count
  * (EOS included). A pair that cannot be scored (refused as translate refuses, or too long
  * for max_len) gets logprob NaN, tokens 0 and its reason in error[i] (malloc'd; NULL
- * otherwise; free each). */
+ * otherwise; free each). The probabilities are the model's own, over its whole vocabulary:
+ * a beam's logprob equals them, except for an EOS that forced_eos forced (0 there). One
+ * forward pass per pair batch, no KV cache: an independent check of decoding. */
 CLF_API clf_status clf_translator_score(clf_translator *t, const char *const *src,
                                         const char *const *tgt, int n, float *logprob, int *tokens,
                                         char **error);
