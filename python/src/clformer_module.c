@@ -210,12 +210,13 @@ static PyObject *translator_info(TranslatorObject *self, PyObject *unused)
         PyList_SET_ITEM(tgt_langs, i, code);
     }
     d = Py_BuildValue(
-        "{s:s,s:s,s:s,s:s,s:s,s:O,s:O,s:i,s:i,s:i,s:i}", "backend", in.backend ? in.backend : "",
-        "device", in.device ? in.device : "", "weight_type", clf_weight_type_name(in.weight_type),
-        "src_vocab", in.src_vocab ? in.src_vocab : "", "tgt_vocab",
-        in.tgt_vocab ? in.tgt_vocab : "", "source_languages", src_langs, "target_languages",
-        tgt_langs, "max_len", in.config->model.max_len, "beam", in.config->generate.beam,
-        "src_vocab_size", in.config->model.src_vocab, "tgt_vocab_size", in.config->model.tgt_vocab);
+        "{s:s,s:s,s:s,s:s,s:s,s:O,s:O,s:i,s:i,s:i,s:i,s:i}", "backend",
+        in.backend ? in.backend : "", "device", in.device ? in.device : "", "weight_type",
+        clf_weight_type_name(in.weight_type), "src_vocab", in.src_vocab ? in.src_vocab : "",
+        "tgt_vocab", in.tgt_vocab ? in.tgt_vocab : "", "source_languages", src_langs,
+        "target_languages", tgt_langs, "max_len", in.config->model.max_len, "beam",
+        in.config->generate.beam, "src_vocab_size", in.config->model.src_vocab, "tgt_vocab_size",
+        in.config->model.tgt_vocab, "n_banned_ids", in.config->model.n_banned_ids);
 fail:
     PyThread_release_lock(self->lock);
     Py_XDECREF(src_langs);
