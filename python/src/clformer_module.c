@@ -747,16 +747,13 @@ static int model_init(ModelObject *self, PyObject *args, PyObject *kw)
         return -1;
     }
     Py_BEGIN_ALLOW_THREADS;
-    clf_backend_opts bo = {.abi_version = CLF_BACKEND_ABI};
     st = clf_config_load_with_plugins(cfg_path, plugin_dir, self->cfg);
     if (st == CLF_OK)
         st = w_path ? clf_weights_load(w_path, &self->cfg->model, &w)
                     : clf_weights_init(&self->cfg->model, (uint64_t)seed, &w);
-    if (st == CLF_OK) {
-        bo.device = device ? device : self->cfg->backend.device;
-        bo.threads = threads ? threads : self->cfg->backend.threads;
-        st = clf_backend_open_named(backend, plugin_dir, &bo, &self->api, &self->be);
-    }
+    if (st == CLF_OK) /* threads 0: the config's */
+        st = clf_config_open_backend(self->cfg, backend, device, threads ? threads : -1, plugin_dir,
+                                     &self->api, &self->be);
     if (st == CLF_OK)
         st = clf_model_create_consuming(&self->cfg->model, w, self->api, self->be, &self->model);
     clf_weights_free(w);
