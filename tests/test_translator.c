@@ -302,6 +302,67 @@ START_TEST(score_matches_decoding)
 }
 END_TEST
 
+/* want_scores of greedy decoding (teacher forcing after a device argmax) against the
+ * decoder's own sums: the same model with banned_ids [pad_id] (a token it never emits)
+ * selects on the host and sums the log-probabilities as it goes. Same text, logprob and
+ * score (length penalty 1) within SCORE_TOL, for finished hypotheses and for those cut at
+ * max_len (no EOS in either sum). */
+START_TEST(greedy_scores_match_decoding)
+{
+    char dir[] = "/tmp/clf-greedy-XXXXXX", path[512], from[512];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    size_t len;
+    char *yaml = clf_test_read_file(SHIPPED "/model.yaml", &len);
+    char *banned = strstr(yaml, "banned_ids: []");
+    ck_assert_ptr_nonnull(banned);
+    snprintf(path, sizeof path, "%s/model.yaml", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "%.*sbanned_ids: [1]%s", (int)(banned - yaml), yaml, banned + 14);
+    fclose(f);
+    const char *files[] = {"weights.safetensors", "src.model", "tgt.model"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        snprintf(from, sizeof from, "%s/%s", SHIPPED, files[i]);
+        ck_assert_int_eq(symlink(from, path), 0);
+    }
+    clf_translator *plain = open_dir(SHIPPED), *host = open_dir(dir);
+    char *text = clf_test_read_file(SHIPPED "/valid.en", &len);
+    char *lines[16];
+    int n = split_lines(text, lines, 16), cut = 0;
+    clf_translation a[16], b[16];
+    clf_translate_opts o;
+    clf_translate_opts_default(&o);
+    o.beam = 1;
+    o.length_penalty = 1.0f;
+    o.max_len = 8;
+    CLF_ASSERT_OK(clf_translator_translate(host, (const char *const *)lines, NULL, n, &o, b));
+    o.want_scores = 1;
+    CLF_ASSERT_OK(clf_translator_translate(plain, (const char *const *)lines, NULL, n, &o, a));
+    for (int i = 0; i < n; i++) {
+        const clf_translation_hyp *x = &a[i].hyps[0], *y = &b[i].hyps[0];
+        ck_assert_str_eq(x->text, y->text);
+        ck_assert_int_eq(x->finished, y->finished);
+        cut += !x->finished;
+        ck_assert(y->logprob < 0.0f);
+        ck_assert_msg(fabsf(x->logprob - y->logprob) <= SCORE_TOL * (1.0f + fabsf(y->logprob)),
+                      "line %d: teacher forcing %.6f, decoding %.6f", i + 1, x->logprob,
+                      y->logprob);
+        ck_assert_msg(fabsf(x->score - y->score) <= SCORE_TOL * (1.0f + fabsf(y->score)),
+                      "line %d: score %.6f, decoding %.6f", i + 1, x->score, y->score);
+    }
+    ck_assert_int_gt(cut, 0); /* both kinds of hypothesis were compared */
+    ck_assert_int_lt(cut, n);
+    clf_translations_free(a, n);
+    clf_translations_free(b, n);
+    clf_translator_free(plain);
+    clf_translator_free(host);
+    free(text);
+    free(yaml);
+    clf_test_remove_dir(dir);
+}
+END_TEST
+
 /* With max_len given, how sentences are batched does not change them. */
 START_TEST(max_batch_same_results)
 {
@@ -493,6 +554,7 @@ int main(void)
     tcase_add_test(tc, refusals);
     tcase_add_test(tc, refuses_huge_sentence);
     tcase_add_test(tc, score_matches_decoding);
+    tcase_add_test(tc, greedy_scores_match_decoding);
     tcase_add_test(tc, max_batch_same_results);
     tcase_add_test(tc, translate_ids_refuses_unknown_id);
     tcase_add_test(tc, bad_options_named);

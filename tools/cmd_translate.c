@@ -536,6 +536,7 @@ static clf_status translator_open(translator *t)
     d->use_cache = t->o.use_cache;
     d->max_batch = t->o.batch;
     d->want_attention = t->o.attn_path || t->o.png_prefix;
+    d->want_scores = t->o.n_best_given; /* the score column, for greedy decoding too */
     if (!(t->res = calloc((size_t)t->o.batch, sizeof *t->res)) ||
         !(t->text = calloc((size_t)t->o.batch, sizeof *t->text)) ||
         !(t->text_len = calloc((size_t)t->o.batch, sizeof *t->text_len)))

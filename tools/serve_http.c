@@ -315,6 +315,7 @@ static int request_opts(const serve_model *m, const serve_request *q, clf_transl
         }
         return 0;
     }
+    o->want_scores = 1; /* every hypothesis of the answer has its score, greedy ones too */
     if (q->max_len > m->max_len) {
         snprintf(why, n, "'max_len': %d is more than the model's limit of %d", q->max_len,
                  m->max_len);

@@ -63,7 +63,7 @@ static int same_opts(const clf_translate_opts *a, const clf_translate_opts *b)
 {
     return a->beam == b->beam && a->n_best == b->n_best && a->length_penalty == b->length_penalty &&
            a->max_len == b->max_len && a->beam_style == b->beam_style &&
-           a->forced_eos == b->forced_eos;
+           a->forced_eos == b->forced_eos && a->want_scores == b->want_scores;
 }
 
 static void job_free(serve_job *j)

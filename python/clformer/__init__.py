@@ -224,9 +224,9 @@ class Translator:
             CTranslate2's default is 2 whatever the model.
         max_batch_size: sentences decoded together, in input order.
         num_hypotheses: hypotheses per sentence, 1..beam_size.
-        return_scores: fill each result's scores; needs beam_size > 1 (clformer's
-            greedy decoding of a model without banned ids computes no log-probabilities:
-            ValueError; score_batch scores its translations).
+        return_scores: fill each result's scores (greedy hypotheses are then scored
+            by one teacher-forced forward pass per batch: the argmax runs on the device
+            and sums nothing).
         length_penalty: the GNMT alpha (score = logprob / ((5 + len) / 6) ** alpha); None:
             the model's generate.length_penalty, else 0.6 with a beam and 0 greedy.
         max_decoding_length: output tokens at most; None: 2 x the batch's longest source +
@@ -247,17 +247,11 @@ class Translator:
         if isinstance(source, (str, bytes)):
             raise TypeError("source must be a list of sentences, not a single "
                             f"{type(source).__name__}")
-        # translator.h: greedy decoding of a model without banned ids picks on the device
-        # and sums no log-probabilities
-        if (return_scores and (beam_size or self._info["beam"] or 1) == 1
-                and not self._info["n_banned_ids"]):
-            raise ValueError("return_scores needs beam_size > 1: greedy decoding takes the "
-                             "argmax on the device and computes no log-probabilities "
-                             "(score_batch scores given translations)")
         raw = self._impl.translate(source, beam=-1 if beam_size is None else beam_size,
                                    n_best=num_hypotheses, length_penalty=length_penalty,
                                    max_len=max_decoding_length or 0,
-                                   max_batch=max_batch_size)
+                                   max_batch=max_batch_size,
+                                   want_scores=bool(return_scores))
         results = []
         for hyps in raw:
             results.append(TranslationResult([h[0] for h in hyps],

@@ -428,15 +428,16 @@ fail:
     return NULL;
 }
 
-/* translate(source, beam, n_best, length_penalty, max_len, max_batch) -> list per sentence
- * of [(tokens, text, score, logprob), ...]. beam -1, length_penalty None, max_len 0: the
- * config's generate: values. A refused sentence raises ValueError naming its index. */
+/* translate(source, beam, n_best, length_penalty, max_len, max_batch, want_scores) -> list
+ * per sentence of [(tokens, text, score, logprob), ...]. beam -1, length_penalty None,
+ * max_len 0: the config's generate: values; want_scores: greedy hypotheses scored too
+ * (clf_translate_opts). A refused sentence raises ValueError naming its index. */
 static PyObject *translator_translate(TranslatorObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"source",  "beam",      "n_best", "length_penalty",
-                             "max_len", "max_batch", NULL};
+    static char *kwlist[] = {"source",  "beam",      "n_best",      "length_penalty",
+                             "max_len", "max_batch", "want_scores", NULL};
     PyObject *source, *o_lp = Py_None, *result = NULL;
-    int beam = -1, n_best = 1, max_len = 0, max_batch = 32;
+    int beam = -1, n_best = 1, max_len = 0, max_batch = 32, want_scores = 0;
     clf_translate_opts o;
     clf_translation *out = NULL;
     batch_input b;
@@ -444,8 +445,8 @@ static PyObject *translator_translate(TranslatorObject *self, PyObject *args, Py
     int have_out = 0;
 
     memset(&b, 0, sizeof b);
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|iiOii:translate", kwlist, &source, &beam, &n_best,
-                                     &o_lp, &max_len, &max_batch))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|iiOiip:translate", kwlist, &source, &beam,
+                                     &n_best, &o_lp, &max_len, &max_batch, &want_scores))
         return NULL;
     clf_translate_opts_default(&o);
     if (beam == 0 || beam < -1 || beam > 1024)
@@ -461,6 +462,7 @@ static PyObject *translator_translate(TranslatorObject *self, PyObject *args, Py
     o.n_best = n_best;
     o.max_len = max_len;
     o.max_batch = max_batch;
+    o.want_scores = want_scores;
     if (o_lp != Py_None) {
         double lp = PyFloat_AsDouble(o_lp);
         if (lp == -1.0 && PyErr_Occurred())
@@ -649,7 +651,8 @@ done:
 
 static PyMethodDef translator_methods[] = {
     {"translate", (PyCFunction)(void (*)(void))translator_translate, METH_VARARGS | METH_KEYWORDS,
-     "translate(source, beam=-1, n_best=1, length_penalty=None, max_len=0, max_batch=32)"},
+     "translate(source, beam=-1, n_best=1, length_penalty=None, max_len=0, max_batch=32, "
+     "want_scores=False)"},
     {"score", (PyCFunction)(void (*)(void))translator_score, METH_VARARGS | METH_KEYWORDS,
      "score(source, target) -> [(logprob, tokens)]"},
     {"tokenize", (PyCFunction)(void (*)(void))translator_tokenize, METH_VARARGS | METH_KEYWORDS,

@@ -117,13 +117,19 @@ def test_score_batch(translator):
         translator.score_batch(src[:2], src[:1])
 
 
-def test_greedy_scores_refused(translator):
-    """Greedy decoding takes the argmax on the device and has no log-probabilities: asking
-    for its scores is refused rather than answered with zeros."""
-    with pytest.raises(ValueError, match="beam_size"):
-        translator.translate_batch(SENTENCES[:1], beam_size=1, return_scores=True)
-    with pytest.raises(ValueError, match="beam_size"):
-        translator.translate_batch(SENTENCES[:1], return_scores=True)  # the model's: greedy
+def test_greedy_scores(translator):
+    """Greedy decoding takes the argmax on the device; with return_scores its hypotheses
+    are scored by teacher forcing (the C suite compares that with the decoder's own sums):
+    the text does not change, and a finished hypothesis' score is score_batch's."""
+    src = SENTENCES[:6]
+    plain = translator.translate_batch(src, beam_size=1)
+    got = translator.translate_batch(src, beam_size=1, return_scores=True, length_penalty=0)
+    assert [r.text for r in got] == [r.text for r in plain]
+    scored = translator.score_batch(src, [r.text[0] for r in got])
+    for r, s in zip(got, scored):
+        assert len(r.scores) == 1 and r.scores[0] < 0
+        assert abs(s.log_prob - r.scores[0]) <= 1e-3 * max(1.0, abs(r.scores[0]))
+    assert translator.translate_batch(src[:1], return_scores=True)[0].scores[0] < 0
 
 
 def test_two_threads_same_results(translator):

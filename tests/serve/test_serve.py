@@ -322,10 +322,11 @@ def test_dropped_when_gone():
 
 def test_timeout(ref):
     """Past --timeout: 504, and the request's sentences still queued are dropped."""
-    srv = Server("--max-batch", "1", "--timeout", "2")
+    # 120 decode calls of beam 16 take several seconds even on a fast idle machine
+    srv = Server("--max-batch", "1", "--timeout", "1")
     try:
         t = time.time()
-        s, b, _ = srv.json("POST", "/v1/translate", {"sentences": SENTENCES[:40] * 3, "beam": 8})
+        s, b, _ = srv.json("POST", "/v1/translate", {"sentences": SENTENCES[:40] * 3, "beam": 16})
         check_error(s, b, 504, "--timeout")
         assert time.time() - t < 6, time.time() - t
         # the sentence being decoded at the deadline runs to its end (the sanitized build

@@ -75,6 +75,11 @@ typedef struct clf_decode_result {
     long long token_steps; /* sum over steps of the rows the decoder ran (the work done) */
 } clf_decode_result;
 
+/* What a hypothesis of len tokens (EOS counted) has its log-probability divided by, under
+ * o's length_penalty and style: 1 for alpha 0, else ((5 + len) / 6)^alpha (GNMT) or
+ * len^alpha (HF). The one rule of clf_hypothesis.score. */
+CLF_API float clf_decode_length_penalty(const clf_decode_opts *o, int len);
+
 /* Decodes a batch: src is [batch, src_len] I32 ids (pad_id-padded). Errors: bad ids or
  * lengths (CLF_ERR_INPUT), backend failures. On success *out must be freed with
  * clf_decode_result_free. */

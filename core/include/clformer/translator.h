@@ -131,6 +131,12 @@ typedef struct clf_translate_opts {
     int use_cache;        /* 1 (default): KV cache */
     int max_batch;        /* sentences per clf_decode call, in input order; default 32 */
     int want_attention;   /* keep each hypothesis' cross-attention (clf_hypothesis) */
+    /* Greedy decoding picks each token on the device and sums no log-probabilities
+     * (logprob and score 0). 1: each greedy hypothesis is then scored by teacher forcing
+     * (one forward pass per batch, as clf_translator_score_ids), which fills logprob (EOS
+     * counted when finished) and score (logprob over clf_decode_length_penalty). Beam
+     * search and models with banned_ids fill them anyway. Default 0. */
+    int want_scores;
 } clf_translate_opts;
 
 /* beam -1, n_best 1, length_penalty -2 (the config's), max_len 0, beam_style -1,
@@ -138,8 +144,8 @@ typedef struct clf_translate_opts {
 CLF_API void clf_translate_opts_default(clf_translate_opts *o);
 
 /* One hypothesis of a sentence. Greedy decoding (beam 1) of a model without banned_ids
- * picks on the device and sums nothing: logprob and score are 0 there (clf_translator_score
- * gives the logprob). */
+ * picks on the device and sums nothing: logprob and score are 0 there unless the call
+ * asked for want_scores. */
 typedef struct clf_translation_hyp {
     char *text;      /* the target words joined, specials left out; one line (no '\n') */
     int32_t *tokens; /* [len] target ids, without SOS and the final EOS */

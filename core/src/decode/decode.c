@@ -238,13 +238,18 @@ static clf_status run_encoder(run *r, const int32_t *src)
 
 /* ---- hypotheses ---- */
 
+float clf_decode_length_penalty(const clf_decode_opts *o, int len)
+{
+    if (o->length_penalty == 0.0f)
+        return 1.0f;
+    if (o->style == CLF_BEAM_HF)
+        return powf((float)len, o->length_penalty);
+    return powf((5.0f + (float)len) / 6.0f, o->length_penalty);
+}
+
 static float length_penalty(const run *r, int len)
 {
-    if (r->o->length_penalty == 0.0f)
-        return 1.0f;
-    if (r->o->style == CLF_BEAM_HF)
-        return powf((float)len, r->o->length_penalty);
-    return powf((5.0f + (float)len) / 6.0f, r->o->length_penalty);
+    return clf_decode_length_penalty(r->o, len);
 }
 
 /* Records slot `slot` (state buffer `buf`) extended by `token` (or by nothing when
@@ -479,16 +484,16 @@ static clf_status advance(run *r, int t, choice *scratch)
         const int s = r->sent[a];
         sentence *se = &r->sents[s];
         int n = 0;
-        if (K == 1 && last_step && r->o->forced_eos) {
-            scratch[0] = (choice){0.0f, 0, r->o->eos_id};
+        if (K == 1 && last_step && r->o->forced_eos) { /* log-prob 0, as in beam search */
+            scratch[0] = (choice){r->lp[cur][a], 0, r->o->eos_id};
             n = 1;
-        } else if (K == 1 && r->logp) { /* banned ids: the argmax on the host */
+        } else if (K == 1 && r->logp) { /* banned ids: the argmax on the host, summed */
             const float *lp = r->logp + (size_t)a * r->V;
             int best = -1;
             for (int v = 0; v < r->V; v++)
                 if (!is_banned(r, v) && (best < 0 || lp[v] > lp[best]))
                     best = v;
-            scratch[0] = (choice){0.0f, 0, best};
+            scratch[0] = (choice){r->lp[cur][a] + lp[best], 0, best};
             n = 1;
         } else if (K == 1) {
             scratch[0] = (choice){0.0f, 0, r->ids[a]};

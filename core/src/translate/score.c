@@ -10,10 +10,11 @@
 /* Pairs scored in one forward pass: bounds the logits buffer [B, T, V]. */
 #define SCORE_BATCH 8
 
-/* The pairs [from, to) that can be scored, padded into one batch. */
+/* The pairs [from, to) that can be scored (tokens[i] > 0), padded into one batch; pair i's
+ * sum ends with the log-probability of EOS unless eos (may be NULL) has eos[i] == 0. */
 static clf_status score_batch(clf_translator *t, int32_t *const *src, const int *sn,
-                              int32_t *const *tgt, const int *tn, int from, int to, float *logprob,
-                              int *tokens)
+                              int32_t *const *tgt, const int *tn, const int *eos, int from, int to,
+                              float *logprob, const int *tokens)
 {
     const clf_model_config *mc = &t->cfg.model;
     const int V = mc->tgt_vocab;
@@ -66,7 +67,8 @@ static clf_status score_batch(clf_translator *t, int32_t *const *src, const int 
         if (tokens[i] == 0)
             continue;
         double sum = 0.0;
-        for (int p = 0; p <= tn[i]; p++) {
+        const int last = eos && !eos[i] ? tn[i] - 1 : tn[i];
+        for (int p = 0; p <= last; p++) {
             const float *l = logits + ((size_t)r * T + p) * V;
             const int32_t label = p < tn[i] ? tgt[i][p] : t->fr.tgt_eos;
             double lse = 0.0;
@@ -144,7 +146,7 @@ static clf_status score(clf_translator *t, const char *const *src_text, const ch
             tokens[i] = lens[1][i] + 1;
     }
     for (int from = 0; from < n && st == CLF_OK; from += SCORE_BATCH)
-        st = score_batch(t, ids[0], lens[0], ids[1], lens[1], from,
+        st = score_batch(t, ids[0], lens[0], ids[1], lens[1], NULL, from,
                          n - from > SCORE_BATCH ? from + SCORE_BATCH : n, logprob, tokens);
 fail:
     for (int s = 0; s < 2; s++) {
@@ -175,4 +177,21 @@ clf_status clf_translator_score_ids(clf_translator *t, const int32_t *const *src
                                     char **error)
 {
     return score(t, NULL, NULL, src, src_lens, tgt, tgt_lens, n, logprob, tokens, error);
+}
+
+clf_status clf_translate_score_rows(clf_translator *t, int32_t *const *src, const int *src_lens,
+                                    int32_t *const *tgt, const int *tgt_lens, const int *eos, int n,
+                                    float *logprob)
+{
+    clf_status st = CLF_OK;
+    int *use = malloc((size_t)(n > 0 ? n : 1) * sizeof *use);
+    if (!use)
+        return clf_error(CLF_ERR_NOMEM, "score: out of host memory");
+    for (int i = 0; i < n; i++)
+        use[i] = 1;
+    for (int from = 0; from < n && st == CLF_OK; from += SCORE_BATCH)
+        st = score_batch(t, src, src_lens, tgt, tgt_lens, eos, from,
+                         n - from > SCORE_BATCH ? from + SCORE_BATCH : n, logprob, use);
+    free(use);
+    return st;
 }

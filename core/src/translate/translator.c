@@ -163,6 +163,7 @@ typedef struct call_opts {
     clf_decode_opts d; /* max_len: per batch when max_len is 0 */
     int max_len;       /* given (o or generate.max_len), else 0 */
     int max_batch;
+    int score_greedy; /* want_scores with greedy decoding that sums nothing */
 } call_opts;
 
 static clf_status resolve(const clf_translator *t, const clf_translate_opts *o, call_opts *c)
@@ -202,6 +203,7 @@ static clf_status resolve(const clf_translator *t, const clf_translate_opts *o, 
     c->d.use_cache = o->use_cache != 0;
     c->d.want_attention = o->want_attention != 0;
     c->max_batch = o->max_batch > 0 ? o->max_batch : DEFAULT_MAX_BATCH;
+    c->score_greedy = o->want_scores && c->d.beam == 1 && t->cfg.model.n_banned_ids == 0;
     return CLF_OK;
 }
 
@@ -244,6 +246,51 @@ static clf_status fill_hyp(const clf_translator *t, const clf_hypothesis *h, int
                    (size_t)cols * sizeof(float));
     }
     return CLF_OK;
+}
+
+/* want_scores of greedy decoding: the log-probability of each decoded sentence's hypothesis
+ * by teacher forcing, and its score under d's length penalty. */
+static clf_status score_greedy(clf_translator *t, int32_t *const *ids, const int *lens, int from,
+                               int to, const clf_decode_opts *d, clf_translation *out)
+{
+    clf_status st = CLF_OK;
+    const int n = to - from;
+    int32_t **src = calloc((size_t)n, sizeof *src), **tgt = calloc((size_t)n, sizeof *tgt);
+    int *sn = calloc((size_t)n, sizeof *sn), *tn = calloc((size_t)n, sizeof *tn);
+    int *eos = calloc((size_t)n, sizeof *eos);
+    float *lp = calloc((size_t)n, sizeof *lp);
+    clf_translation_hyp **h = calloc((size_t)n, sizeof *h);
+    int rows = 0;
+    if (!src || !tgt || !sn || !tn || !eos || !lp || !h) {
+        st = NOMEM();
+        goto fail;
+    }
+    for (int i = from; i < to; i++) {
+        if (out[i].n_hyps == 0)
+            continue;
+        h[rows] = &out[i].hyps[0];
+        src[rows] = ids[i];
+        sn[rows] = lens[i];
+        tgt[rows] = h[rows]->tokens;
+        tn[rows] = h[rows]->len;
+        eos[rows] = h[rows]->finished;
+        rows++;
+    }
+    if ((st = clf_translate_score_rows(t, src, sn, tgt, tn, eos, rows, lp)) != CLF_OK)
+        goto fail;
+    for (int r = 0; r < rows; r++) {
+        h[r]->logprob = lp[r];
+        h[r]->score = lp[r] / clf_decode_length_penalty(d, h[r]->len + h[r]->finished);
+    }
+fail:
+    free(src);
+    free(tgt);
+    free(sn);
+    free(tn);
+    free(eos);
+    free(lp);
+    free(h);
+    return st;
 }
 
 /* Decodes sentences [from, to) that are neither empty nor refused, in one clf_decode call. */
@@ -303,6 +350,8 @@ static clf_status decode_batch(clf_translator *t, int32_t *const *ids, const int
             st = fill_hyp(t, &best[j], res.src_len, lens[i] + t->framing, &out[i].hyps[j]);
     }
     clf_decode_result_free(&res);
+    if (st == CLF_OK && c->score_greedy)
+        st = score_greedy(t, ids, lens, from, to, &d, out);
     return st;
 }
 

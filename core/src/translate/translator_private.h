@@ -34,6 +34,13 @@ clf_status clf_translate_sentence(const clf_translator *t, int side, const char 
                                   const int32_t *in_ids, int in_n, int32_t **ids, int *n,
                                   char **why);
 
+/* The log-probabilities of n checked rows by teacher forcing (score.c): src[i] of
+ * src_lens[i] source ids (without the framing, > 0 tokens), then tgt[i] of tgt_lens[i]
+ * target ids, and EOS when eos[i]; into logprob[i]. For want_scores of greedy decoding. */
+clf_status clf_translate_score_rows(clf_translator *t, int32_t *const *src, const int *src_lens,
+                                    int32_t *const *tgt, const int *tgt_lens, const int *eos, int n,
+                                    float *logprob);
+
 /* malloc'd copy of the message of the last error, which is then cleared. */
 char *clf_translate_take_error(void);
 
