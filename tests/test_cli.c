@@ -326,6 +326,17 @@ START_TEST(test_train_vocab_provenance)
     snprintf(args, sizeof args, "train -c '%s' --backend cpu -q", yaml);
     ck_assert_msg(clf_test_run_cli(args, err, sizeof err) == 0, "%s", err);
     ck_assert_msg(!strstr(err, "built vocabularies"), "%s", err);
+
+    /* a provenance file that is a symbolic link to nothing is not a missing one */
+    snprintf(args, sizeof args,
+             "rm -f '%s'/run/*.safetensors && ln -s nowhere '%s/run/src.json.provenance'", tmpdir,
+             tmpdir);
+    ck_assert_int_eq(system(args), 0);
+    snprintf(args, sizeof args, "train -c '%s' --backend cpu -q", yaml);
+    ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 2);
+    assert_one_line_error(err);
+    ck_assert_msg(strstr(err, "run/src.json.provenance: a symbolic link that leads nowhere"), "%s",
+                  err);
 }
 END_TEST
 

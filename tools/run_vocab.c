@@ -160,11 +160,13 @@ static clf_status check_provenance(const char *vocab, const clf_train_config *tc
 {
     char path[CLF_PATH_MAX + 16], why[2 * CLF_PATH_MAX + 160];
     json_t *root = NULL;
+    int present = 0;
     provenance_path(vocab, path, sizeof path);
-    if (!cli_file_exists(path))
-        return CLF_OK;
-    clf_status st = d->n ? CLF_OK : print_data(tc, d);
-    if (st != CLF_OK || (st = clf_json_parse_file(path, PROVENANCE_MAX, &root)) != CLF_OK)
+    clf_status st = cli_optional_file(path, &present);
+    if (st != CLF_OK || !present)
+        return st;
+    if ((st = d->n ? CLF_OK : print_data(tc, d)) != CLF_OK ||
+        (st = clf_json_parse_file(path, PROVENANCE_MAX, &root)) != CLF_OK)
         return st;
     if (provenance_differs(root, d, why, sizeof why))
         st = clf_error(CLF_ERR_INPUT,
