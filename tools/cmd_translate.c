@@ -521,6 +521,12 @@ static clf_status decode_batch(translator *t, const src_line *lines, int count,
     o.max_len = t->o.max_len > 0 ? t->o.max_len : MAX_LEN_FACTOR * longest + MAX_LEN_EXTRA;
     if (o.max_len > cap)
         o.max_len = cap;
+    /* the decode's memory plan (clformer/decode.h), refused naming the options */
+    if ((st = clf_decode_check_plan(t->m.model, rows, S, &o)) != CLF_OK) {
+        free(src);
+        return clf_error_context(st, "translate: --batch %d, --beam %d, --max-len %d", t->o.batch,
+                                 o.beam, o.max_len);
+    }
     double t0 = cli_now_s();
     st = clf_decode(t->m.model, src, rows, S, &o, res);
     t->decode_s += cli_now_s() - t0;
