@@ -5,8 +5,8 @@
 # directory (printed), never into the tree: a finding is minimized by hand
 # (fuzz_<target> -minimize_crash=1 FILE), fixed, and its input committed to the corpus.
 #   scripts/fuzz.sh TARGET|all [SECONDS]     TARGET: checkpoint config dataset model_dir
-#                                            safetensors serve_request spm tokenizer
-#                                            translate (all: every tests/fuzz/fuzz_<target>.c)
+#                                            provenance safetensors serve_request spm
+#                                            tokenizer translate (all: every tests/fuzz/fuzz_<target>.c)
 # Environment: CLF_FUZZ_BUILD (build dir, default build-fuzz), CLF_FUZZ_WORK (scratch dir,
 # default a new one under ${TMPDIR:-/tmp}), CLF_FUZZ_ARGS (more libFuzzer flags).
 set -euo pipefail

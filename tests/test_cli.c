@@ -326,6 +326,17 @@ START_TEST(test_train_vocab_provenance)
     snprintf(args, sizeof args, "train -c '%s' --backend cpu -q", yaml);
     ck_assert_msg(clf_test_run_cli(args, err, sizeof err) == 0, "%s", err);
     ck_assert_msg(!strstr(err, "built vocabularies"), "%s", err);
+
+    /* a provenance file that is a symbolic link to nothing is not a missing one */
+    snprintf(args, sizeof args,
+             "rm -f '%s'/run/*.safetensors && ln -s nowhere '%s/run/src.json.provenance'", tmpdir,
+             tmpdir);
+    ck_assert_int_eq(system(args), 0);
+    snprintf(args, sizeof args, "train -c '%s' --backend cpu -q", yaml);
+    ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 2);
+    assert_one_line_error(err);
+    ck_assert_msg(strstr(err, "run/src.json.provenance: a symbolic link that leads nowhere"), "%s",
+                  err);
 }
 END_TEST
 
@@ -355,6 +366,41 @@ START_TEST(test_bench_profile_names_ops)
 }
 END_TEST
 
+/* The memory bound of a config (CLF_CONFIG_MODEL_BYTES_MAX) holds for the sizes train fills
+ * in from its vocabularies: a config exactly at the bound with its vocabularies left out
+ * (positional 16 GiB - 4 MiB, layers 4 MiB) goes over once they are known, and is refused
+ * before the model is made (a run that made it would fill a 16 GiB table; the timeout
+ * stops one). */
+START_TEST(test_train_model_bytes_after_vocab)
+{
+    char yaml[128], path[256], args[512], err[4096];
+    snprintf(yaml, sizeof yaml, "%s/big.yaml", tmpdir);
+    snprintf(path, sizeof path, "%s/a.tsv", tmpdir);
+    clf_test_write_reversal_corpus(path, 20, 3);
+    FILE *f = fopen(yaml, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f,
+            "model: {max_len: 16773120, d_model: 256, layers: 1, heads: 2, d_ff: 256}\n"
+            "train:\n  data: {train: %s}\n  steps: 1\n  checkpoint: {dir: %s/bigrun}\n",
+            path, tmpdir);
+    fclose(f);
+    snprintf(args, sizeof args, "train -c '%s' --backend cpu -q", yaml);
+    ck_assert_int_eq(clf_test_run_cli_within(60, args, err, sizeof err), 2);
+    /* after the line that says the vocabularies were built (they are kept for the next run) */
+    const char *line = strstr(err, "\nclformer: ");
+    ck_assert_msg(strstr(err, "built vocabularies") == err + strlen("clformer: ") && line, "%s",
+                  err);
+    assert_one_line_error(line + 1);
+    ck_assert_msg(strstr(err, "big.yaml: model: the weights and tables come to 16.0") &&
+                      strstr(err, "max_len 16773120 x d_model") && strstr(err, "src_vocab ") &&
+                      strstr(err, "more than the limit of 16 GiB (src_vocab and tgt_vocab as "
+                                  "filled in from ") &&
+                      strstr(err, "bigrun/src.json and "),
+                  "%s", err);
+    ck_assert(!exists_in_tmpdir("bigrun/last.safetensors"));
+}
+END_TEST
+
 static Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli");
@@ -369,6 +415,7 @@ static Suite *cli_suite(void)
     tcase_add_test(tc, test_forward_errors);
     tcase_add_test(tc, test_vocab);
     tcase_add_test(tc, test_train_vocab_provenance);
+    tcase_add_test(tc, test_train_model_bytes_after_vocab);
     tcase_add_test(tc, test_bench_profile_names_ops);
     suite_add_tcase(s, tc);
     return s;

@@ -835,12 +835,12 @@ static const bad_case bad_cases[] = {
     /* each product within the limit, their sum not: three matrices of 6 GiB */
     {"model: {src_vocab: 1572864, tgt_vocab: 1572864, d_model: 1024, max_len: 64}\n",
      "<t>:1:58: model: the weights and tables come to 18.47 GiB (positional 0.25 MiB: max_len "
-     "x d_model; embeddings 18 GiB: src_vocab, tgt_vocab x d_model; layers 480 MiB: 6 encoder, 6 "
-     "decoder of d_model 1024, d_ff 2048), more than the limit of 16 GiB"},
+     "64 x d_model; embeddings 18 GiB: src_vocab 1572864, tgt_vocab 1572864 x d_model; layers "
+     "480 MiB: 6 encoder, 6 decoder of d_model 1024, d_ff 2048), more than the limit of 16 GiB"},
     {"model: {src_vocab: 10, tgt_vocab: 10, d_model: 8192, d_ff: 32768, layers: 3}\n",
-     "<t>:1:48: model: the weights and tables come to 21.01 GiB (positional 8 MiB: max_len x "
-     "d_model; embeddings 0.94 MiB: src_vocab, tgt_vocab x d_model; layers 21 GiB: 3 encoder, 3 "
-     "decoder of d_model 8192, d_ff 32768), more than the limit of 16 GiB"},
+     "<t>:1:48: model: the weights and tables come to 21.01 GiB (positional 8 MiB: max_len 256 "
+     "x d_model; embeddings 0.94 MiB: src_vocab 10, tgt_vocab 10 x d_model; layers 21 GiB: 3 "
+     "encoder, 3 decoder of d_model 8192, d_ff 32768), more than the limit of 16 GiB"},
     {M "  activation: [relu]\n",
      "model.activation: expected relu or an op plugin's name, got a sequence"},
     {M "  output: probs\n",
@@ -1078,6 +1078,37 @@ START_TEST(test_model_bytes_limit)
 }
 END_TEST
 
+/* The same rule on a config whose vocabulary sizes are filled in after reading (train:
+ * leaves them to its vocabularies): exactly the limit with sizes 0, over it with 12 words
+ * each; a bad config is refused the same way at read time. */
+START_TEST(test_model_bytes_after_fill)
+{
+    clf_config *cfg = malloc(sizeof *cfg);
+    /* positional 16 GiB - 4 MiB + layers 4 MiB = 16 GiB */
+    CLF_ASSERT_OK(clf_config_read_string("model: {max_len: 16773120, d_model: 256, d_ff: 256, "
+                                         "layers: 1}\n"
+                                         "train: {data: {train: d.tsv}, steps: 1}\n",
+                                         "run.yaml", cfg));
+    CLF_ASSERT_OK(clf_config_check_model_bytes(cfg));
+    cfg->model.src_vocab = cfg->model.tgt_vocab = 12;
+    ck_assert_int_eq(clf_config_check_model_bytes(cfg), CLF_ERR_INPUT);
+    ck_assert_str_eq(clf_last_error(),
+                     "run.yaml: model: the weights and tables come to 16.00003 GiB (positional "
+                     "16.00 GiB: max_len 16773120 x d_model; embeddings 0.04 MiB: src_vocab "
+                     "12, tgt_vocab 12 x d_model; layers 4 MiB: 1 encoder, 1 decoder of d_model "
+                     "256, d_ff 256), more than the limit of 16 GiB");
+    /* one product alone: named by its key */
+    cfg->model.src_vocab = 16777216;
+    cfg->model.d_model = 512;
+    cfg->model.max_len = 256;
+    ck_assert_int_eq(clf_config_check_model_bytes(cfg), CLF_ERR_INPUT);
+    ck_assert_str_eq(clf_last_error(), "run.yaml: model.src_vocab: src_vocab 16777216 x d_model "
+                                       "512 = 32 GiB of source embedding exceeds the limit of 16 "
+                                       "GiB");
+    free(cfg);
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
     Suite *s = suite_create("config");
@@ -1098,6 +1129,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_file_errors);
     tcase_add_test(tc, test_size_limit);
     tcase_add_test(tc, test_model_bytes_limit);
+    tcase_add_test(tc, test_model_bytes_after_fill);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -504,6 +504,62 @@ START_TEST(bad_arguments_are_refused)
 }
 END_TEST
 
+/* A decode whose plan is over CLF_DECODE_BYTES_MAX is refused before anything is allocated,
+ * naming batch, beam, max_len and src_len; clf_decode_check_plan says the same without
+ * decoding. Model: 1 decoder layer of d_model 16, max_len 4096: a hypothesis' self cache
+ * holds 4095 positions x 2 x 16 floats = 524160 bytes; 1000 sentences x beam 64 plan
+ * 64000 x 524160 bytes = 31.24 GiB of it (CPU backend: beams share rows, no spare copy). */
+START_TEST(plan_over_the_limit_is_refused)
+{
+    clf_config cfg;
+    clf_weights *w;
+    const clf_backend_api *api;
+    clf_backend *be;
+    clf_model *m;
+    CLF_ASSERT_OK(clf_config_parse_string("model: {src_vocab: 7, tgt_vocab: 6, max_len: 4096, "
+                                          "d_model: 16, layers: 1, heads: 2, d_ff: 16}\n",
+                                          "plan.yaml", &cfg));
+    CLF_ASSERT_OK(clf_weights_init(&cfg.model, 1, &w));
+    clf_test_open_backend("cpu", &api, &be);
+    ck_assert_int_eq(api->supports(be, CLF_OP_ATTENTION_KV_ROWS), 1);
+    CLF_ASSERT_OK(clf_model_create(&cfg.model, w, api, be, &m));
+    enum { PB = 1000, PS = 2 };
+    int32_t *src = malloc(sizeof(int32_t) * PB * PS);
+    for (int i = 0; i < PB * PS; i++)
+        src[i] = 4;
+    clf_decode_opts o;
+    clf_decode_result r;
+    clf_decode_opts_default(&cfg.model, &o);
+    o.beam = 64;
+    o.max_len = 4095;
+    ck_assert_int_eq(clf_decode(m, src, PB, PS, &o, &r), CLF_ERR_INPUT);
+    ck_assert_ptr_null(r.hyps);
+    const char *want = "decode: batch 1000 x beam 64 x max_len 4095 (src_len 2) plans 31.";
+    ck_assert_msg(strstr(clf_last_error(), want) &&
+                      strstr(clf_last_error(), "self-attention caches 31.24 GiB") &&
+                      strstr(clf_last_error(), "more than the limit of 16.00 GiB"),
+                  "%s", clf_last_error());
+    ck_assert_int_eq(clf_decode_check_plan(m, PB, PS, &o), CLF_ERR_INPUT);
+    ck_assert_msg(strstr(clf_last_error(), want), "%s", clf_last_error());
+    /* half the beam: 15.62 GiB of caches, within the bound (checked, not decoded) */
+    o.beam = 32;
+    CLF_ASSERT_OK(clf_decode_check_plan(m, PB, PS, &o));
+    /* a batch x beam past INT_MAX hypotheses is refused, not overflowed */
+    o.beam = 1 << 20;
+    o.max_len = 1;
+    ck_assert_int_eq(clf_decode_check_plan(m, 1 << 12, PS, &o), CLF_ERR_INPUT);
+    /* a plan within it decodes */
+    o.beam = 2;
+    o.max_len = 3;
+    CLF_ASSERT_OK(clf_decode(m, src, 2, PS, &o, &r));
+    clf_decode_result_free(&r);
+    free(src);
+    clf_model_free(m);
+    api->close(be);
+    clf_weights_free(w);
+}
+END_TEST
+
 /* ---- beam search against exhaustive search ----
  *
  * A tiny model whose hypotheses can all be scored: target vocabulary V = 6 ([UNK] 0,
@@ -727,6 +783,7 @@ static Suite *decode_suite(void)
     tcase_add_loop_test(tc, half_weights_cpu, 0, N_FIXTURES);
     tcase_add_test(tc, half_weights_refuse_out_of_range);
     tcase_add_test(tc, bad_arguments_are_refused);
+    tcase_add_test(tc, plan_over_the_limit_is_refused);
     tcase_add_loop_test(tc, shared_rows_equal_copied_caches, 0, N_FIXTURES);
     suite_add_tcase(s, tc);
     TCase *ex = tcase_create("exhaustive");

@@ -628,6 +628,66 @@ START_TEST(test_cli_output_not_a_file)
 }
 END_TEST
 
+/* The output path is looked at again right before the rename: `clformer init -o OUT`, held
+ * by CLF_FAULT=write_slow between writing its temporary file and renaming it, finds OUT
+ * made a FIFO in that window (OUT a regular file before, or nothing) and exits 2 with one
+ * line naming it; the FIFO stays and no temporary file is left. */
+START_TEST(test_output_swapped_before_rename)
+{
+    char yaml[600], err_path[600], tmp_prefix[600], err[2048];
+    snprintf(yaml, sizeof yaml, "%s/tiny.yaml", CLF_CONFIGS_DIR);
+    const char *out = clf_test_tmp_path("out.safetensors");
+    snprintf(err_path, sizeof err_path, "%s", clf_test_tmp_path("err.txt"));
+    snprintf(tmp_prefix, sizeof tmp_prefix, "out.safetensors.tmp.");
+    for (int existed = 0; existed <= 1; existed++) {
+        unlink(out);
+        if (existed)
+            clf_test_write_text(out, OLD_TEXT);
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+            int fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+            if (fd < 0 || dup2(fd, 2) < 0)
+                _exit(99);
+            setenv("CLF_FAULT", "write_slow:1500", 1);
+            setenv("CLF_PLUGIN_PATH", "", 1);
+            execl(CLF_CLI_PATH, "clformer", "init", "-c", yaml, "-o", out, (char *)NULL);
+            _exit(98);
+        }
+        /* the temporary file appears, then the pause: swap the name for a FIFO */
+        struct timespec t0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        int seen = 0;
+        while (!seen && seconds_since(&t0) < HANG_LIMIT_S) {
+            DIR *d = opendir(clf_test_tmpdir());
+            ck_assert_ptr_nonnull(d);
+            for (struct dirent *e; (e = readdir(d));)
+                seen |= strncmp(e->d_name, tmp_prefix, strlen(tmp_prefix)) == 0;
+            closedir(d);
+            if (!seen)
+                usleep(2000);
+        }
+        ck_assert_msg(seen, "no temporary file of %s appeared", out);
+        unlink(out);
+        ck_assert_int_eq(mkfifo(out, 0600), 0);
+        int status = 0;
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        ck_assert(WIFEXITED(status));
+        FILE *f = fopen(err_path, "r");
+        size_t n = f ? fread(err, 1, sizeof err - 1, f) : 0;
+        err[n] = '\0';
+        if (f)
+            fclose(f);
+        ck_assert_msg(WEXITSTATUS(status) == 2, "exit %d: %s", WEXITSTATUS(status), err);
+        assert_one_line_has(err, out);
+        assert_one_line_has(err, "became a FIFO while it was being written: not replaced");
+        assert_kind(out, S_IFIFO);
+        unlink(err_path);
+        ck_assert_int_eq(clf_test_tmpdir_entries(), 1); /* the FIFO, no temporary file */
+    }
+}
+END_TEST
+
 /* `clformer import marian HF_DIR` with one of HF_DIR's files a FIFO (the others links to
  * the fixture's) exits 2 at once with one line naming it, and writes nothing. */
 START_TEST(test_cli_import_refuses_a_fifo)
@@ -748,6 +808,7 @@ static Suite *suite(void)
     tcase_add_test(t, test_readers_refuse_a_fifo);
     tcase_add_test(t, test_spm_model_from_urandom_refused_at_once);
     tcase_add_test(t, test_cli_output_not_a_file);
+    tcase_add_test(t, test_output_swapped_before_rename);
     tcase_add_test(t, test_cli_import_refuses_a_fifo);
     tcase_add_test(t, test_lock_held_once);
     tcase_add_test(t, test_lock_dies_with_its_holder);

@@ -554,8 +554,8 @@ static const char *config_with(const char *key_and_value, const char *replacemen
 
 /* The import's refusals of a bad HF_DIR: the fixture's hf/ with file changed (the text find
  * replaced by text, or, without find, the whole file written as text; NULL text: the file
- * removed), or made a sparse file of sparse bytes (no disk) past its limit, refused before
- * it is read. */
+ * removed; find "->": the file made a symbolic link to text), or made a sparse file of sparse bytes
+ * (no disk) past its limit, refused before it is read. */
 static const struct refusal {
     const char *file, *find, *text;
     uint64_t sparse;
@@ -591,6 +591,10 @@ static const struct refusal {
      "generation_config.json: length_penalty = -1.0: clformer's length penalty is a number in "
      "[0, 100]"},
     {"generation_config.json", NULL, "[1]", 0, "generation_config.json: expected a JSON object"},
+    /* a link to nothing is not an absent file (the model's generation settings would be
+     * silently config.json's) */
+    {"generation_config.json", "->", "nowhere.json", 0,
+     "generation_config.json: a symbolic link that leads nowhere (No such file or directory)"},
     {"source.spm", NULL, "this is not a SentencePiece model", 0,
      "source.spm: not a valid SentencePiece model"},
     {"target.spm", NULL, NULL, 0, "target.spm"},
@@ -606,7 +610,13 @@ START_TEST(import_refuses_bad_input)
 {
     const struct refusal *r = &refusals[_i];
     const char *d;
-    if (r->find) {
+    if (r->find && !strcmp(r->find, "->")) { /* file made a symbolic link to text */
+        d = hf_copy(NULL, NULL);
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", d, r->file);
+        remove(path);
+        ck_assert_int_eq(symlink(r->text, path), 0);
+    } else if (r->find) {
         d = config_with(r->find, r->text);
     } else {
         d = hf_copy(NULL, NULL);

@@ -665,6 +665,26 @@ START_TEST(test_argument_errors)
 }
 END_TEST
 
+/* A batch x beam whose KV caches would not fit the decode's bound (CLF_DECODE_BYTES_MAX,
+ * 16 GiB) is refused with one line naming the options, before anything is allocated: here
+ * 8 x 100000 hypotheses, each with a self-attention cache of 2 layers x 63 positions x 2 x
+ * d_model 32 floats (32256 bytes), plan 24 GiB and more. The same options on fewer
+ * hypotheses decode. */
+START_TEST(test_decode_plan_refused)
+{
+    const char *eight = "Hello\nHello\nHello\nHello\nHello\nHello\nHello\nHello\n";
+    ck_assert_int_eq(translate("--batch 8 --beam 100000 --max-len 63", eight), 2);
+    assert_one_line_error(err);
+    ck_assert_msg(strstr(err, "translate: --batch 8: decode: batch 8 x beam 100000 x max_len 63 "
+                              "(src_len 3) plans ") &&
+                      strstr(err, "GiB (self-attention caches 24.03 GiB") &&
+                      strstr(err, "more than the limit of 16.00 GiB (CLF_DECODE_BYTES_MAX)"),
+                  "stderr: %s", err);
+    ck_assert_str_eq(out, "");
+    ck_assert_msg(translate("--batch 8 --beam 4 --max-len 63", eight) == 0, "stderr: %s", err);
+}
+END_TEST
+
 /* -m RUN_DIR: a training run's directory (config.yaml with its train: section,
  * last.safetensors, the vocabularies the config names) translates as the long form does,
  * from another working directory too; -m with -c is refused. */
@@ -856,6 +876,7 @@ static Suite *translate_suite(void)
     tcase_add_test(tc, test_stats);
     tcase_add_test(tc, test_weight_type);
     tcase_add_test(tc, test_argument_errors);
+    tcase_add_test(tc, test_decode_plan_refused);
     tcase_add_test(tc, test_vocab_larger_than_model);
     tcase_add_test(tc, test_model_dir_of_a_run);
     tcase_add_test(tc, test_non_finite_weight_refused);

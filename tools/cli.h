@@ -57,6 +57,10 @@ clf_status cli_open_backend(const clf_config *cfg, const cli_backend_opts *o,
 
 /* 1 when path names something that exists (access F_OK). */
 int cli_file_exists(const char *path);
+/* For a file that may be absent: *present 1 when something is at path (followed through
+ * symbolic links), 0 when nothing is. A symbolic link that leads nowhere is not taken for
+ * an absent file: CLF_ERR_INPUT, "<path>: a symbolic link that leads nowhere (<why>)". */
+clf_status cli_optional_file(const char *path, int *present);
 /* Seconds on the monotonic clock, for durations. */
 double cli_now_s(void);
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -32,6 +33,18 @@ int cli_usage_error(const char *fmt, ...)
 int cli_file_exists(const char *path)
 {
     return access(path, F_OK) == 0;
+}
+
+clf_status cli_optional_file(const char *path, int *present)
+{
+    struct stat sb;
+    *present = stat(path, &sb) == 0;
+    if (*present || errno != ENOENT || lstat(path, &sb) != 0)
+        return CLF_OK; /* there; absent; or not to be looked at: left to the reader */
+    return clf_error(CLF_ERR_INPUT,
+                     "%s: a symbolic link that leads nowhere (%s): remove it, or point it at the "
+                     "file",
+                     path, strerror(ENOENT));
 }
 
 double cli_now_s(void)

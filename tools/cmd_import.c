@@ -169,7 +169,10 @@ static clf_status read_generate(importer *im, long long eos, long long maxpos, c
     json_t *gen = NULL;
     clf_status st = CLF_OK;
     const char *path = in_dir(im, im->hf, "generation_config.json");
-    if (cli_file_exists(path)) {
+    int present = 0;
+    if ((st = cli_optional_file(path, &present)) != CLF_OK)
+        return st;
+    if (present) {
         if ((st = clf_json_parse_file(path, IMPORT_CONFIG_JSON_MAX, &gen)) != CLF_OK)
             return st;
         if (!json_is_object(gen)) {

@@ -195,6 +195,13 @@ static clf_status prepare_vocabs(run *r)
                              "(a vocabulary for another model?)",
                              sides[i].path, sides[i].side, size, sides[i].side, *sides[i].size);
     }
+    /* the memory bound reading the config checked, again with the sizes now known */
+    if ((st = clf_config_check_model_bytes(&r->m.cfg)) != CLF_OK) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", clf_last_error());
+        return clf_error(st, "%s (src_vocab and tgt_vocab as filled in from %s and %s)", why,
+                         tc->vocab_src, tc->vocab_tgt);
+    }
     /* the specials the batches need: the model's keys, else the vocabularies' own (one rule
      * with translate's) */
     const clf_framing own = clf_tokenizer_framing(r->src_tok, r->tgt_tok);

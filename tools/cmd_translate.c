@@ -397,6 +397,8 @@ static clf_status translate_batch(translator *t, const src_line *lines, int coun
     double t0 = cli_now_s();
     clf_status st = clf_translator_translate(t->tr, t->text, t->text_len, count, &t->topts, t->res);
     t->decode_s += cli_now_s() - t0;
+    if (st == CLF_ERR_INPUT) /* of the call: a decode plan over its limit (clformer/decode.h) */
+        return clf_error_context(st, "translate: --batch %d", t->o.batch);
     if (st != CLF_OK)
         return st;
     for (int i = 0; i < count; i++) {

@@ -100,13 +100,20 @@ static int recorded_file(const json_t *root, size_t i, data_print *p)
     const json_t *f = json_array_get(json_object_get(root, "data"), i);
     const char *hash = json_string_value(json_object_get(f, "fnv1a64"));
     const json_t *bytes = json_object_get(f, "bytes");
-    char *end = NULL;
     if (!hash || !json_is_integer(bytes) || !json_string_value(json_object_get(f, "path")))
         return 0;
     p->path = json_string_value(json_object_get(f, "path"));
     p->bytes = json_integer_value(bytes);
-    p->fnv1a64 = strtoull(hash, &end, 16);
-    return end && !*end && end != hash;
+    /* exactly as write_provenance writes it: 16 lower-case hex digits (strtoull alone would
+     * take a sign, spaces, a 0x prefix and more digits) */
+    p->fnv1a64 = 0;
+    for (int k = 0; k < 16; k++) {
+        const char ch = hash[k];
+        if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f')))
+            return 0;
+        p->fnv1a64 = p->fnv1a64 << 4 | (uint64_t)(ch <= '9' ? ch - '0' : ch - 'a' + 10);
+    }
+    return hash[16] == '\0';
 }
 
 /* What differs between root (a vocabulary's provenance) and the run's data d, written to
@@ -154,11 +161,13 @@ static clf_status check_provenance(const char *vocab, const clf_train_config *tc
 {
     char path[CLF_PATH_MAX + 16], why[2 * CLF_PATH_MAX + 160];
     json_t *root = NULL;
+    int present = 0;
     provenance_path(vocab, path, sizeof path);
-    if (!cli_file_exists(path))
-        return CLF_OK;
-    clf_status st = d->n ? CLF_OK : print_data(tc, d);
-    if (st != CLF_OK || (st = clf_json_parse_file(path, PROVENANCE_MAX, &root)) != CLF_OK)
+    clf_status st = cli_optional_file(path, &present);
+    if (st != CLF_OK || !present)
+        return st;
+    if ((st = d->n ? CLF_OK : print_data(tc, d)) != CLF_OK ||
+        (st = clf_json_parse_file(path, PROVENANCE_MAX, &root)) != CLF_OK)
         return st;
     if (provenance_differs(root, d, why, sizeof why))
         st = clf_error(CLF_ERR_INPUT,

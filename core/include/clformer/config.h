@@ -273,6 +273,14 @@ CLF_API clf_status clf_config_open_backend(const clf_config *cfg, const char *ba
                                            const char *device, int threads, const char *plugin_dir,
                                            const clf_backend_api **api, clf_backend **be);
 
+/* The check of CLF_CONFIG_MODEL_BYTES_MAX that reading a config makes, again: for a config
+ * whose sizes were filled in after it was read (clformer train sets src_vocab / tgt_vocab
+ * left at 0 from the vocabularies it loads or builds). CLF_ERR_INPUT, one line naming the
+ * config's path, the keys and the product: "run.yaml: model: the weights and tables come to
+ * 16.00 GiB (positional ...: max_len 16773120 x d_model; embeddings ...: src_vocab 12,
+ * tgt_vocab 12 x d_model; ...), more than the limit of 16 GiB". */
+CLF_API clf_status clf_config_check_model_bytes(const clf_config *cfg);
+
 /* Writes the fully resolved config as YAML that clf_config_load reads back unchanged. */
 CLF_API clf_status clf_config_dump(const clf_config *cfg, FILE *out);
 

@@ -80,9 +80,29 @@ typedef struct clf_decode_result {
  * len^alpha (HF). The one rule of clf_hypothesis.score. */
 CLF_API float clf_decode_length_penalty(const clf_decode_opts *o, int len);
 
+/* The most memory one clf_decode call may plan, in bytes: its KV caches (per decoder layer,
+ * batch x beam hypotheses of max_len positions for self-attention, twice when beams are
+ * reordered by copying, and of src_len positions for cross-attention; without the cache the
+ * encoder output instead), its logits rows (batch x beam x tgt_vocab, each prefix position
+ * without the cache, and their host copy when choosing on the host) and its attention rows
+ * (want_attention). A larger plan is refused before anything is allocated, naming batch,
+ * beam, max_len and src_len, so that a huge batch or beam fails with one line rather than
+ * an allocation failure in a backend or the kernel's OOM killer. */
+#define CLF_DECODE_BYTES_MAX (16ll << 30)
+
+/* The check clf_decode makes before it allocates (o's arguments, then the plan above
+ * against CLF_DECODE_BYTES_MAX), without decoding: for a caller that wants to refuse its
+ * options up front, with the largest batch and source length it will decode. CLF_ERR_INPUT
+ * with one line: "decode: batch 1000000 x beam 64 x max_len 255 (src_len 256) plans
+ * 3905.05 GiB (self-attention caches ...), more than the limit of 16 GiB
+ * (CLF_DECODE_BYTES_MAX): decode fewer sentences at once, or use a smaller beam or
+ * max_len". */
+CLF_API clf_status clf_decode_check_plan(const clf_model *m, int batch, int src_len,
+                                         const clf_decode_opts *o);
+
 /* Decodes a batch: src is [batch, src_len] I32 ids (pad_id-padded). Errors: bad ids or
- * lengths (CLF_ERR_INPUT), backend failures. On success *out must be freed with
- * clf_decode_result_free. */
+ * lengths, or a plan over CLF_DECODE_BYTES_MAX (CLF_ERR_INPUT), backend failures. On
+ * success *out must be freed with clf_decode_result_free. */
 CLF_API clf_status clf_decode(clf_model *m, const int32_t *src, int batch, int src_len,
                               const clf_decode_opts *o, clf_decode_result *out);
 CLF_API void clf_decode_result_free(clf_decode_result *r);

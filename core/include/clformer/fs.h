@@ -18,6 +18,13 @@
  * refused. The file replaced keeps its permission bits (rwx; set-id bits are dropped) and,
  * for root, its owner and group.
  *
+ * The name is looked at again (lstat) right before the rename: one that became anything
+ * but a regular file (or nothing) since the first look is refused and left as it is
+ * (CLF_ERR_INPUT, "<path>: became a FIFO while it was being written: not replaced"); a
+ * free name is taken with renameat2(RENAME_NOREPLACE) where the file system has it. The
+ * moment between that second look and a rename() over an existing regular file remains
+ * (README, "Kill, full disk, device faults").
+ *
  * Reading: clf_fs_open_regular and clf_fs_read_all look at what path is before they read a
  * byte and never wait: a FIFO, a device (/dev/urandom, /dev/zero), a socket or a directory
  * is refused with one line at once.

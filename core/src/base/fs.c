@@ -100,6 +100,37 @@ clf_status clf_fs_check_output(const char *path)
     return st;
 }
 
+/* Renames tmp over o->name, the output path resolved by resolve_output, after looking at
+ * it again (lstat): what was checked before the temporary file was written may have been
+ * replaced since. A name that is now anything but a regular file or nothing (a FIFO, a
+ * device, a directory, a symbolic link put there) is refused and left as it is. A name
+ * that was free is taken with RENAME_NOREPLACE where the file system has it, so that
+ * nothing put there after this look is replaced either; a regular file that appeared
+ * (another writer's) is replaced, as rename() would. What remains open is the moment
+ * between this look and the rename() over an existing file (clformer/fs.h). */
+static clf_status rename_checked(const char *path, const char *tmp, const out_file *o)
+{
+    struct stat now;
+    int found = lstat(o->name, &now) == 0;
+    if (found && !S_ISREG(now.st_mode))
+        return clf_error(CLF_ERR_INPUT,
+                         "%s: became %s while it was being written: not replaced (the new "
+                         "content was not kept)",
+                         path, S_ISDIR(now.st_mode) ? "a directory" : kind_of(now.st_mode));
+    if (!found) {
+        if (renameat2(AT_FDCWD, tmp, AT_FDCWD, o->name, RENAME_NOREPLACE) == 0)
+            return CLF_OK;
+        if (errno == EEXIST) /* something came since the look: look again */
+            return rename_checked(path, tmp, &(out_file){.name = o->name, .exists = 1});
+        if (errno != EINVAL && errno != ENOSYS) /* else: no RENAME_NOREPLACE here */
+            return clf_error(CLF_ERR_IO, "%s: cannot rename %s to it: %s", path, tmp,
+                             strerror(errno));
+    }
+    if (rename(tmp, o->name) != 0)
+        return clf_error(CLF_ERR_IO, "%s: cannot rename %s to it: %s", path, tmp, strerror(errno));
+    return CLF_OK;
+}
+
 /* "<name>.tmp.<pid>" (malloc'd), or NULL when out of memory. */
 static char *temp_name(const char *name)
 {
@@ -220,10 +251,8 @@ clf_status clf_fs_write_atomic(const char *path, clf_fs_write_fn fn, void *ctx)
         st = clf_error(CLF_ERR_IO, "%s: cannot write %s: %s", path, tmp, strerror(saved));
         goto fail;
     }
-    if (rename(tmp, o.name) != 0) {
-        st = clf_error(CLF_ERR_IO, "%s: cannot rename %s to it: %s", path, tmp, strerror(errno));
+    if ((st = rename_checked(path, tmp, &o)) != CLF_OK)
         goto fail;
-    }
     st = sync_parent_dir(o.name);
     free(tmp);
     free(o.name);
@@ -275,8 +304,7 @@ clf_status clf_fs_link_atomic(const char *target, const char *path)
                        strerror(errno));
         goto done; /* nothing created */
     }
-    if (rename(tmp, o.name) != 0)
-        st = clf_error(CLF_ERR_IO, "%s: cannot rename %s to it: %s", path, tmp, strerror(errno));
+    st = rename_checked(path, tmp, &o);
     /* when path already was target, rename() keeps both names: drop the temporary one */
     unlink(tmp);
     if (st == CLF_OK)

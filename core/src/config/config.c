@@ -383,39 +383,44 @@ static const char *gib(double bytes, char *buf, size_t size)
     return buf;
 }
 
-/* One product of two keys (a table of a x b floats) over CLF_CONFIG_MODEL_BYTES_MAX,
- * refused naming both keys: "max_len 16777216 x d_model 512 = 32 GiB of positional table
- * exceeds the limit of 16 GiB". */
-static clf_status check_product(parse_ctx *c, const char *key, const char *a_name, int a,
-                                const char *b_name, int b, const char *what)
+/* One product of two keys (a table of a x b floats) over CLF_CONFIG_MODEL_BYTES_MAX: 1, with
+ * the reason naming both keys in why: "max_len 16777216 x d_model 512 = 32 GiB of
+ * positional table exceeds the limit of 16 GiB". */
+static int product_over(const char *a_name, int a, const char *b_name, int b, const char *what,
+                        char *why, size_t size)
 {
     char bytes[32], limit[32];
     const double n = (double)a * (double)b * sizeof(float);
     if (n <= (double)CLF_CONFIG_MODEL_BYTES_MAX)
-        return CLF_OK;
-    return clf_cfg_fail_at(c, clf_cfg_mark_of(c, key, "model.d_model", "model"), key,
-                           "%s %d x %s %d = %s of %s exceeds the limit of %s", a_name, a, b_name, b,
-                           gib(n, bytes, sizeof bytes), what,
-                           gib((double)CLF_CONFIG_MODEL_BYTES_MAX, limit, sizeof limit));
+        return 0;
+    snprintf(why, size, "%s %d x %s %d = %s of %s exceeds the limit of %s", a_name, a, b_name, b,
+             gib(n, bytes, sizeof bytes), what,
+             gib((double)CLF_CONFIG_MODEL_BYTES_MAX, limit, sizeof limit));
+    return 1;
 }
 
-/* What a model's config makes clformer allocate at load, checked before anything is: the
- * positional table (computed at load, or two learned tables), the embeddings and output
- * projection, and the weight matrices in all (biases and norms, O(d_model) each, left
+/* The rule: what a model's config makes clformer allocate at load, checked before anything
+ * is: the positional table (computed at load, or two learned tables), the embeddings and
+ * output projection, and the weight matrices in all (biases and norms, O(d_model) each, left
  * out). An activation that is an op plugin's name counts as gated (linear_3), the most it
  * can need, as parsing does not load the plugin. Vocabularies of 0 (left to a train:
- * section's vocabularies) count nothing. */
-static clf_status check_model_bytes(parse_ctx *c)
+ * section's vocabularies) count nothing. Over the limit: 1, with the key to report in *key,
+ * the key whose place in the file to report in *at, and the reason in why. */
+static int model_bytes_over(const clf_model_config *m, const char **key, const char **at, char *why,
+                            size_t size)
 {
-    const clf_model_config *m = &c->cfg->model;
-    clf_status st;
-    if ((st = check_product(c, "model.max_len", "max_len", m->max_len, "d_model", m->d_model,
-                            "positional table")) != CLF_OK ||
-        (st = check_product(c, "model.src_vocab", "src_vocab", m->src_vocab, "d_model", m->d_model,
-                            "source embedding")) != CLF_OK ||
-        (st = check_product(c, "model.tgt_vocab", "tgt_vocab", m->tgt_vocab, "d_model", m->d_model,
-                            "target embedding")) != CLF_OK)
-        return st;
+    static const struct {
+        const char *key, *name, *what;
+    } products[3] = {{"model.max_len", "max_len", "positional table"},
+                     {"model.src_vocab", "src_vocab", "source embedding"},
+                     {"model.tgt_vocab", "tgt_vocab", "target embedding"}};
+    const int sizes[3] = {m->max_len, m->src_vocab, m->tgt_vocab};
+    for (int i = 0; i < 3; i++)
+        if (product_over(products[i].name, sizes[i], "d_model", m->d_model, products[i].what, why,
+                         size)) {
+            *key = *at = products[i].key;
+            return 1;
+        }
     const double d = m->d_model, f = 4.0; /* bytes of an F32 */
     const double pos = (m->positional == CLF_POS_LEARNED ? 2.0 : 1.0) * m->max_len * d * f;
     const double emb = ((m->tie_embeddings == CLF_TIE_ALL ? 0.0 : m->src_vocab) +
@@ -425,17 +430,40 @@ static clf_status check_model_bytes(parse_ctx *c)
     const double layers =
         (m->encoder_layers * (4.0 * d * d + ffn) + m->decoder_layers * (8.0 * d * d + ffn)) * f;
     if (pos + emb + layers <= (double)CLF_CONFIG_MODEL_BYTES_MAX)
-        return CLF_OK;
+        return 0;
     char total[32], b_pos[32], b_emb[32], b_layers[32], limit[32];
-    return clf_cfg_fail_at(
-        c, clf_cfg_mark_of(c, "model.d_model", "model", NULL), "model",
-        "the weights and tables come to %s (positional %s: max_len x d_model; embeddings %s: "
-        "src_vocab, tgt_vocab x d_model; layers %s: %d encoder, %d decoder of d_model %d, d_ff "
-        "%d), more than the limit of %s",
-        gib(pos + emb + layers, total, sizeof total), gib(pos, b_pos, sizeof b_pos),
-        gib(emb, b_emb, sizeof b_emb), gib(layers, b_layers, sizeof b_layers), m->encoder_layers,
-        m->decoder_layers, m->d_model, m->d_ff,
-        gib((double)CLF_CONFIG_MODEL_BYTES_MAX, limit, sizeof limit));
+    snprintf(why, size,
+             "the weights and tables come to %s (positional %s: max_len %d x d_model; embeddings "
+             "%s: src_vocab %d, tgt_vocab %d x d_model; layers %s: %d encoder, %d decoder of "
+             "d_model %d, d_ff %d), more than the limit of %s",
+             gib(pos + emb + layers, total, sizeof total), gib(pos, b_pos, sizeof b_pos),
+             m->max_len, gib(emb, b_emb, sizeof b_emb), m->src_vocab, m->tgt_vocab,
+             gib(layers, b_layers, sizeof b_layers), m->encoder_layers, m->decoder_layers,
+             m->d_model, m->d_ff, gib((double)CLF_CONFIG_MODEL_BYTES_MAX, limit, sizeof limit));
+    *key = "model";
+    *at = "model.d_model";
+    return 1;
+}
+
+/* The rule at parse time, the error at the key's line and column. */
+static clf_status check_model_bytes(parse_ctx *c)
+{
+    const char *key = NULL, *at = NULL;
+    char why[512];
+    if (!model_bytes_over(&c->cfg->model, &key, &at, why, sizeof why))
+        return CLF_OK;
+    return clf_cfg_fail_at(c, clf_cfg_mark_of(c, at, "model.d_model", "model"), key, "%s", why);
+}
+
+clf_status clf_config_check_model_bytes(const clf_config *cfg)
+{
+    const char *key = NULL, *at = NULL;
+    char why[512];
+    if (!cfg)
+        return clf_error(CLF_ERR_INPUT, "config: no configuration to check");
+    if (!model_bytes_over(&cfg->model, &key, &at, why, sizeof why))
+        return CLF_OK;
+    return clf_error(CLF_ERR_INPUT, "%s: %s: %s", cfg->path, key, why);
 }
 
 /* ---- entry points ------------------------------------------------------------------ */

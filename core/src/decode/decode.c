@@ -28,7 +28,9 @@
  * search downloads log-probabilities [rows, V] and selects on the host. */
 #include "clformer/decode.h"
 
+#include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -641,6 +643,54 @@ void clf_decode_result_free(clf_decode_result *r)
 
 /* ---- setup and teardown ---- */
 
+/* "12.34 GiB" or "5.67 MiB", for the plan's message */
+static const char *plan_bytes(double bytes, char *buf, size_t size)
+{
+    const int big = bytes >= (double)(1ll << 30);
+    snprintf(buf, size, "%.2f %s", bytes / (double)(1ll << (big ? 30 : 20)), big ? "GiB" : "MiB");
+    return buf;
+}
+
+/* The memory a decode of B sentences of S source positions plans (clformer/decode.h,
+ * CLF_DECODE_BYTES_MAX), in double so that no product overflows; refused over the limit. The
+ * sizes are those clf_decode allocates below. */
+static clf_status check_plan(const clf_model_config *c, int shared, int B, int S,
+                             const clf_decode_opts *o)
+{
+    const double slots = (double)B * o->beam, L = c->decoder_layers, d = c->d_model;
+    const int max_out = o->max_len < c->max_len - 1 ? o->max_len : c->max_len - 1;
+    const double self =
+        o->use_cache ? L * slots * max_out * 2.0 * d * 4.0 * (o->beam > 1 && !shared ? 2.0 : 1.0)
+                     : slots * S * d * 4.0; /* the encoder output instead */
+    const double cross = L * slots * S * 2.0 * d * 4.0;
+    const double host_logits = o->beam > 1 || c->n_banned_ids > 0;
+    const double logits =
+        slots * (o->use_cache ? 1.0 : max_out) * c->tgt_vocab * 4.0 * (1.0 + host_logits);
+    const double attention =
+        o->want_attention
+            ? slots * S * 4.0 *
+                  (2.0 * (max_out + 1) + (double)c->heads * (o->use_cache ? 1 : max_out))
+            : 0.0;
+    const double total = self + cross + logits + attention;
+    if (total <= (double)CLF_DECODE_BYTES_MAX && slots <= INT_MAX)
+        return CLF_OK;
+    char b_total[32], b_self[32], b_cross[32], b_logits[32], b_att[32], limit[32];
+    return clf_error(
+        CLF_ERR_INPUT,
+        "decode: batch %d x beam %d x max_len %d (src_len %d) plans %s (%s %s: decoder layers x "
+        "batch x beam x %s; cross-attention caches %s: decoder layers x batch x beam x src_len "
+        "x 2 d_model; logits %s: batch x beam x tgt_vocab %d; attention rows %s), more than the "
+        "limit of %s (CLF_DECODE_BYTES_MAX): decode fewer sentences at once, or use a smaller "
+        "beam or max_len",
+        B, o->beam, max_out, S, plan_bytes(total, b_total, sizeof b_total),
+        o->use_cache ? "self-attention caches" : "encoder output",
+        plan_bytes(self, b_self, sizeof b_self),
+        o->use_cache ? "max_len x 2 d_model" : "src_len x d_model",
+        plan_bytes(cross, b_cross, sizeof b_cross), plan_bytes(logits, b_logits, sizeof b_logits),
+        c->tgt_vocab, plan_bytes(attention, b_att, sizeof b_att),
+        plan_bytes((double)CLF_DECODE_BYTES_MAX, limit, sizeof limit));
+}
+
 static clf_status check_args(const clf_model_config *c, const int32_t *src, int B, int S,
                              const clf_decode_opts *o)
 {
@@ -666,13 +716,28 @@ static clf_status check_args(const clf_model_config *c, const int32_t *src, int 
                              "decode: special id %d is outside the target "
                              "vocabulary [0, %d)",
                              ids[i], c->tgt_vocab);
-    for (size_t i = 0; i < (size_t)B * S; i++)
+    for (size_t i = 0; src && i < (size_t)B * S; i++)
         if (src[i] < 0 || src[i] >= c->src_vocab)
             return clf_error(CLF_ERR_INPUT,
                              "decode: source id %d (sentence %zu, position %zu) is outside the "
                              "vocabulary [0, %d)",
                              src[i], i / (size_t)S, i % (size_t)S, c->src_vocab);
     return CLF_OK;
+}
+
+clf_status clf_decode_check_plan(const clf_model *m, int batch, int src_len,
+                                 const clf_decode_opts *o)
+{
+    const clf_backend_api *api;
+    clf_backend *be;
+    if (!m || !o)
+        return clf_error(CLF_ERR_INPUT, "decode: no model or options to check");
+    clf_model_backend_of(m, &api, &be);
+    const clf_model_config *c = clf_model_config_of(m);
+    clf_status st = check_args(c, NULL, batch, src_len, o);
+    return st != CLF_OK ? st
+                        : check_plan(c, o->use_cache && api->supports(be, CLF_OP_ATTENTION_KV_ROWS),
+                                     batch, src_len, o);
 }
 
 static void run_free(run *r)
@@ -719,8 +784,9 @@ clf_status clf_decode(clf_model *m, const int32_t *src, int B, int S, const clf_
     run r = {.m = m, .o = o, .B = B, .S = S};
     clf_model_backend_of(m, &r.api, &r.be);
     r.c = clf_model_config_of(m);
+    r.shared = o->use_cache && r.api->supports(r.be, CLF_OP_ATTENTION_KV_ROWS);
     clf_status st = check_args(r.c, src, B, S, o);
-    if (st != CLF_OK)
+    if (st != CLF_OK || (st = check_plan(r.c, r.shared, B, S, o)) != CLF_OK)
         return st;
     r.K = o->beam;
     r.slots = B * r.K;
@@ -731,7 +797,6 @@ clf_status clf_decode(clf_model *m, const int32_t *src, int B, int S, const clf_
     /* positions 0..max_out-1 are fed in (0 is SOS), so max_out tokens come out */
     r.max_out = o->max_len < r.c->max_len - 1 ? o->max_len : r.c->max_len - 1;
     const size_t slots = (size_t)r.slots;
-    r.shared = o->use_cache && r.api->supports(r.be, CLF_OP_ATTENTION_KV_ROWS);
     if (o->use_cache) {
         size_t self_bytes = (size_t)r.L * slots * self_slot_elems(&r) * 4;
         if ((st = alloc_device(&r, &r.self_kv[0], self_bytes, "self-attention cache")) != CLF_OK ||
