@@ -376,8 +376,7 @@ int serve_parse_request(serve_api_kind kind, int form, const char *body, size_t 
     return rc;
 }
 
-/* json's compact text and a '\n', or NULL; steals json. */
-static char *dump_line(json_t *json)
+char *serve_json_line(json_t *json)
 {
     if (!json)
         return NULL;
@@ -402,7 +401,7 @@ char *serve_error_json(const char *message)
     json_t *s = json_string(message);
     if (!s)
         s = json_string("(the error message is not valid UTF-8)");
-    return dump_line(json_pack("{s:o}", "error", s));
+    return serve_json_line(json_pack("{s:o}", "error", s));
 }
 
 char *serve_libre_response(const serve_request *req, const serve_result *res, const char *detected)
@@ -430,7 +429,7 @@ char *serve_libre_response(const serve_request *req, const serve_result *res, co
         goto fail;
     json_decref(texts);
     json_decref(alts);
-    return dump_line(root);
+    return serve_json_line(root);
 fail:
     json_decref(root);
     json_decref(texts);
@@ -458,7 +457,7 @@ char *serve_native_response(const char *model, const serve_result *res, int n)
                                                           : json_null())))
                 goto fail;
     }
-    return dump_line(root);
+    return serve_json_line(root);
 fail:
     json_decref(root);
     return NULL;

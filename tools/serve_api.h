@@ -59,6 +59,10 @@ size_t serve_utf8_chars(const char *text, size_t len);
 /* Response bodies, malloc'd NUL-terminated JSON on one line ending in '\n'; NULL when out of
  * memory. */
 char *serve_error_json(const char *message);
+/* json's compact text and a '\n' (the form of every body above), or NULL; takes json's
+ * reference (NULL is fine: out of memory before it). */
+struct json_t;
+char *serve_json_line(struct json_t *json);
 
 /* One sentence's answer: its hypotheses' texts and scores, best first. */
 typedef struct serve_result {

@@ -132,24 +132,6 @@ static enum MHD_Result respond_error(conn *c, struct MHD_Connection *mc, unsigne
     return respond(c, mc, code, serve_error_json(why), "application/json");
 }
 
-static char *json_line(json_t *j)
-{
-    if (!j)
-        return NULL;
-    char *s = json_dumps(j, JSON_COMPACT);
-    json_decref(j);
-    if (!s)
-        return NULL;
-    size_t n = strlen(s);
-    char *line = realloc(s, n + 2);
-    if (!line) {
-        free(s);
-        return NULL;
-    }
-    memcpy(line + n, "\n", 2);
-    return line;
-}
-
 static int has_code(char *const *codes, int n, const char *code)
 {
     for (int i = 0; i < n; i++)
@@ -201,7 +183,7 @@ static char *languages_json(const serve_server *s)
             }
         }
     }
-    return json_line(list);
+    return serve_json_line(list);
 fail:
     json_decref(list);
     return NULL;
@@ -236,7 +218,7 @@ static char *health_json(const serve_server *s)
             return NULL;
         }
     }
-    return json_line(json_pack("{s:s,s:o}", "status", "ok", "models", models));
+    return serve_json_line(json_pack("{s:s,s:o}", "status", "ok", "models", models));
 }
 
 static char *metrics_text(const serve_server *s)

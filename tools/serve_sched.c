@@ -161,6 +161,17 @@ static void *sched_main(void *arg)
     return NULL;
 }
 
+/* The scheduler and its arrays, after its thread is gone (or was never started). */
+static void sched_free(serve_sched *s)
+{
+    free(s->queue);
+    free(s->batch);
+    free(s->text);
+    free(s->len);
+    free(s->out);
+    free(s);
+}
+
 int serve_sched_start(clf_translator *t, int max_batch, int queue_cap, serve_metrics *metrics,
                       serve_sched **out)
 {
@@ -188,12 +199,7 @@ int serve_sched_start(clf_translator *t, int max_batch, int queue_cap, serve_met
     *out = s;
     return 0;
 fail:
-    free(s->queue);
-    free(s->batch);
-    free(s->text);
-    free(s->len);
-    free(s->out);
-    free(s);
+    sched_free(s);
     return -1;
 }
 
@@ -208,12 +214,7 @@ void serve_sched_stop(serve_sched *s)
     pthread_join(s->thread, NULL);
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->mu);
-    free(s->queue);
-    free(s->batch);
-    free(s->text);
-    free(s->len);
-    free(s->out);
-    free(s);
+    sched_free(s);
 }
 
 int serve_sched_depth(serve_sched *s)

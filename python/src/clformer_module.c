@@ -16,6 +16,7 @@
 #include <pythread.h>
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -139,18 +140,24 @@ static int translator_init(TranslatorObject *self, PyObject *args, PyObject *kw)
     return 0;
 }
 
-static PyObject *translator_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+/* A new object of type with its lock at byte offset lock_at (both types hold one). */
+static PyObject *new_locked(PyTypeObject *type, size_t lock_at)
 {
-    (void)args, (void)kw;
-    TranslatorObject *self = (TranslatorObject *)type->tp_alloc(type, 0);
+    PyObject *self = type->tp_alloc(type, 0);
     if (!self)
         return NULL;
-    self->lock = PyThread_allocate_lock();
-    if (!self->lock) {
+    PyThread_type_lock *lock = (PyThread_type_lock *)((char *)self + lock_at);
+    if (!(*lock = PyThread_allocate_lock())) {
         Py_DECREF(self);
         return PyErr_NoMemory();
     }
-    return (PyObject *)self;
+    return self;
+}
+
+static PyObject *translator_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    (void)args, (void)kw;
+    return new_locked(type, offsetof(TranslatorObject, lock));
 }
 
 static void translator_dealloc(TranslatorObject *self)
@@ -699,15 +706,7 @@ static void model_release(ModelObject *self)
 static PyObject *model_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
     (void)args, (void)kw;
-    ModelObject *self = (ModelObject *)type->tp_alloc(type, 0);
-    if (!self)
-        return NULL;
-    self->lock = PyThread_allocate_lock();
-    if (!self->lock) {
-        Py_DECREF(self);
-        return PyErr_NoMemory();
-    }
-    return (PyObject *)self;
+    return new_locked(type, offsetof(ModelObject, lock));
 }
 
 static void model_dealloc(ModelObject *self)
