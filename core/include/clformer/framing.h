@@ -21,6 +21,43 @@ typedef struct clf_framing {
     int32_t tgt_start, tgt_eos, tgt_pad;
 } clf_framing;
 
+/* The rows above, the one place they are written (batches, decoding, scoring). */
+
+/* row[0..len) := [src_bos] ids[0..n) [src_eos] src_pad...; len must be at least n plus the
+ * framing's tokens. */
+static inline void clf_framing_source_row(const clf_framing *f, const int32_t *ids, int n, int len,
+                                          int32_t *row)
+{
+    int k = 0;
+    if (f->src_bos >= 0)
+        row[k++] = f->src_bos;
+    for (int i = 0; i < n; i++)
+        row[k++] = ids[i];
+    if (f->src_eos >= 0)
+        row[k++] = f->src_eos;
+    while (k < len)
+        row[k++] = f->src_pad;
+}
+
+/* in[0..len) := tgt_start y[0..n) tgt_pad...; labels (may be NULL) := y tgt_eos tgt_pad...;
+ * len must be at least n + 1. */
+static inline void clf_framing_target_rows(const clf_framing *f, const int32_t *y, int n, int len,
+                                           int32_t *in, int32_t *labels)
+{
+    in[0] = f->tgt_start;
+    for (int i = 0; i < n; i++)
+        in[i + 1] = y[i];
+    for (int j = n + 1; j < len; j++)
+        in[j] = f->tgt_pad;
+    if (!labels)
+        return;
+    for (int i = 0; i < n; i++)
+        labels[i] = y[i];
+    labels[n] = f->tgt_eos;
+    for (int j = n + 1; j < len; j++)
+        labels[j] = f->tgt_pad;
+}
+
 #ifdef __cplusplus
 }
 #endif

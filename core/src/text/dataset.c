@@ -719,22 +719,8 @@ clf_status clf_batcher_get(const clf_batcher *b, int i, clf_batch *out)
         const int32_t *x = d->ids + p->src_off, *y = d->ids + p->tgt_off;
         int32_t *s = out->src + (size_t)k * src_len;
         int32_t *ti = out->tgt_in + (size_t)k * tgt_len, *lb = out->labels + (size_t)k * tgt_len;
-        const clf_framing *f = &d->f;
-        int j = 0;
-        if (f->src_bos >= 0)
-            s[j++] = f->src_bos;
-        memcpy(s + j, x, (size_t)p->src_n * sizeof *x);
-        j += p->src_n;
-        if (f->src_eos >= 0)
-            s[j++] = f->src_eos;
-        for (; j < src_len; j++)
-            s[j] = f->src_pad;
-        ti[0] = f->tgt_start;
-        memcpy(ti + 1, y, (size_t)p->tgt_n * sizeof *y);
-        memcpy(lb, y, (size_t)p->tgt_n * sizeof *y);
-        lb[p->tgt_n] = f->tgt_eos;
-        for (j = p->tgt_n + 1; j < tgt_len; j++)
-            ti[j] = lb[j] = f->tgt_pad;
+        clf_framing_source_row(&d->f, x, p->src_n, src_len, s);
+        clf_framing_target_rows(&d->f, y, p->tgt_n, tgt_len, ti, lb);
         out->src_tokens += p->src_n + d->src_extra;
         out->tgt_tokens += p->tgt_n + 1;
         out->index[k] = idx[k];

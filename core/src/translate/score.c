@@ -40,22 +40,8 @@ static clf_status score_batch(clf_translator *t, int32_t *const *src, const int 
     for (int i = from; i < to; i++) {
         if (tokens[i] == 0)
             continue;
-        int32_t *row = s + (size_t)r * S, *yrow = y + (size_t)r * T;
-        int k = 0;
-        if (t->fr.src_bos >= 0)
-            row[k++] = t->fr.src_bos;
-        if (sn[i] > 0)
-            memcpy(row + k, src[i], (size_t)sn[i] * sizeof *row);
-        k += sn[i];
-        if (t->fr.src_eos >= 0)
-            row[k++] = t->fr.src_eos;
-        for (; k < S; k++)
-            row[k] = mc->pad_id;
-        yrow[0] = t->fr.tgt_start;
-        if (tn[i] > 0)
-            memcpy(yrow + 1, tgt[i], (size_t)tn[i] * sizeof *yrow);
-        for (k = tn[i] + 1; k < T; k++)
-            yrow[k] = t->fr.tgt_pad;
+        clf_framing_source_row(&t->fr, src[i], sn[i], S, s + (size_t)r * S);
+        clf_framing_target_rows(&t->fr, tgt[i], tn[i], T, y + (size_t)r * T, NULL);
         r++;
     }
     const clf_forward_io io = {

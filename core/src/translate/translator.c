@@ -316,16 +316,7 @@ static clf_status decode_batch(clf_translator *t, int32_t *const *ids, const int
     for (int i = from; i < to; i++) {
         if (lens[i] == 0 || out[i].status != CLF_OK)
             continue;
-        int32_t *row = src + (size_t)r++ * S;
-        int k = 0;
-        if (t->fr.src_bos >= 0)
-            row[k++] = t->fr.src_bos;
-        memcpy(row + k, ids[i], (size_t)lens[i] * sizeof *row);
-        k += lens[i];
-        if (t->fr.src_eos >= 0)
-            row[k++] = t->fr.src_eos;
-        for (int j = k; j < S; j++)
-            row[j] = t->cfg.model.pad_id;
+        clf_framing_source_row(&t->fr, ids[i], lens[i], S, src + (size_t)r++ * S);
     }
     clf_decode_opts d = c->d;
     const int cap = t->cfg.model.max_len - 1;
