@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cli.h" /* cli_now_s: every duration of the server */
 #include "serve_api.h"
 #include "clformer/translator.h"
 
@@ -86,7 +87,5 @@ void serve_http_quiesce(serve_server *s);
 /* Waits until no request is in flight, or up to wait_s seconds. */
 void serve_http_drain(serve_server *s, double wait_s);
 void serve_http_stop(serve_server *s);
-
-double serve_now_s(void);
 
 #endif

@@ -114,7 +114,7 @@ static enum MHD_Result respond(conn *c, struct MHD_Connection *mc, unsigned code
     enum MHD_Result ret = MHD_queue_response(mc, code, r);
     MHD_destroy_response(r);
     c->answered = 1;
-    serve_metrics_request(c->s->metrics, (int)code, serve_now_s() - c->t0);
+    serve_metrics_request(c->s->metrics, (int)code, cli_now_s() - c->t0);
     return ret;
 }
 
@@ -340,7 +340,7 @@ static enum MHD_Result translate(conn *c, struct MHD_Connection *mc)
     serve_request q;
     serve_job *job = NULL;
     char why[512];
-    const double t_body = serve_now_s();
+    const double t_body = cli_now_s();
     const char *ctype = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Content-Type");
     int form = ctype && strncasecmp(ctype, "application/x-www-form-urlencoded", 33) == 0;
     if (ctype && strncasecmp(ctype, "multipart/", 10) == 0)
@@ -392,7 +392,7 @@ static enum MHD_Result translate(conn *c, struct MHD_Connection *mc)
     code = serve_job_wait(job, t_body + s->o.timeout_s, fd >= 0 ? client_gone : NULL, &fd);
     if (code == -1) {
         /* nobody to answer: drop the connection */
-        serve_metrics_request(s->metrics, 499, serve_now_s() - c->t0);
+        serve_metrics_request(s->metrics, 499, cli_now_s() - c->t0);
         c->answered = 1;
         ret = MHD_NO;
         goto done;
@@ -462,7 +462,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *mc, const char 
         if (!(c = calloc(1, sizeof *c)))
             return MHD_NO;
         c->s = s;
-        c->t0 = serve_now_s();
+        c->t0 = cli_now_s();
         *con_cls = c;
         pthread_mutex_lock(&s->mu);
         s->in_flight++;
@@ -631,9 +631,9 @@ void serve_http_quiesce(serve_server *s)
 
 void serve_http_drain(serve_server *s, double wait_s)
 {
-    double end = serve_now_s() + wait_s;
+    double end = cli_now_s() + wait_s;
     pthread_mutex_lock(&s->mu);
-    while (s->in_flight > 0 && serve_now_s() < end) {
+    while (s->in_flight > 0 && cli_now_s() < end) {
         pthread_mutex_unlock(&s->mu);
         usleep(20000);
         pthread_mutex_lock(&s->mu);

@@ -52,13 +52,6 @@ struct serve_sched {
     pthread_t thread;
 };
 
-double serve_now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static int same_opts(const clf_translate_opts *a, const clf_translate_opts *b)
 {
     return a->beam == b->beam && a->n_best == b->n_best && a->length_penalty == b->length_penalty &&
@@ -262,7 +255,7 @@ int serve_job_wait(serve_job *j, double deadline, int (*gone)(void *), void *arg
     int rc = 0;
     pthread_mutex_lock(&s->mu);
     while (j->pending > 0) {
-        double now = serve_now_s();
+        double now = cli_now_s();
         if (now >= deadline) {
             rc = 504;
             break;
