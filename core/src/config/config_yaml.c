@@ -607,6 +607,14 @@ static clf_status value_opname(parse_ctx *c, const yaml_node_t *v, const field *
     if (strlen(name) >= CLF_PLUGIN_NAME_MAX)
         return clf_cfg_fail_at(c, v->start_mark, key, "'%.40s...' is too long for an op name",
                                name);
+    /* a line break or other control byte in a plain scalar would break the dump's YAML;
+     * no op can be named so (clformer/plugin.h), and the name is not echoed */
+    for (const char *p = name; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            return clf_cfg_fail_at(c, v->start_mark, key,
+                                   "an op name cannot hold a control character (byte 0x%02x at "
+                                   "%d)",
+                                   (unsigned char)*p, (int)(p - name));
     memcpy(slot, name, strlen(name));
     if (norm) {
         c->cfg->norm_pos = pos_of(v->start_mark);
