@@ -100,6 +100,27 @@ START_TEST(test_fixtures_cpu)
 }
 END_TEST
 
+/* Tied models saved by safetensors' save_model (tests/reference/make_tied_fixtures.py), which
+ * keeps the shared matrix under one name, projection_layer.proj.weight: named here so that
+ * they cannot go missing from the loop above unnoticed. */
+START_TEST(test_save_model_tied_cpu)
+{
+    static const char *const variants[] = {"save_model_tied_all", "save_model_tied_decoder"};
+    for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
+        char dir[1024], path[1100];
+        snprintf(dir, sizeof dir, "%s/%s", CLF_FIXTURES_DIR, variants[i]);
+        snprintf(path, sizeof path, "%s/weights.safetensors", dir);
+        clf_safetensors *f = NULL;
+        CLF_ASSERT_OK(clf_safetensors_open(path, &f));
+        ck_assert_msg(clf_safetensors_find(f, "projection_layer.proj.weight") &&
+                          !clf_safetensors_find(f, "tgt_embed.embedding.weight"),
+                      "%s: not the matrix under the projection's name only", path);
+        clf_safetensors_close(f);
+        run_fixture("cpu", dir, FIXTURE_TOL);
+    }
+}
+END_TEST
+
 #ifdef CLF_HAVE_OPENCL
 /* The OpenCL backend's bound for the whole model (issue 3): its GEMMs and reductions sum in
  * another order than OpenBLAS does. */
@@ -369,6 +390,7 @@ static Suite *model_suite(void)
     TCase *tc = tcase_create("fixtures");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_fixtures_cpu);
+    tcase_add_test(tc, test_save_model_tied_cpu);
 #ifdef CLF_HAVE_OPENCL
     tcase_add_test(tc, test_fixtures_opencl);
 #endif

@@ -542,6 +542,165 @@ START_TEST(test_tied_embeddings)
 }
 END_TEST
 
+/* A tied matrix may be stored under any one of its names (safetensors' save_model keeps
+ * one: projection_layer.proj.weight); several only as equal copies; none is an error that
+ * lists them all. */
+START_TEST(test_tied_under_any_one_name)
+{
+    clf_test_make_tmpdir("clf-w");
+    clf_model_config c = small_cfg(2, 1, 0, 1);
+    c.src_vocab = 13;
+    c.tie_embeddings = CLF_TIE_ALL;
+    clf_weights *w = NULL, *r = NULL;
+    CLF_ASSERT_OK(clf_weights_init(&c, 6, &w));
+    const int k = clf_weights_find(w, "tgt_embed.embedding.weight");
+    ck_assert_int_ge(k, 0);
+    const size_t n = 13 * 8;
+    float *other = malloc(n * sizeof(float));
+    memcpy(other, w->data[k], n * sizeof(float));
+    other[7] += 0.5f;
+    clf_tensor proj = {.name = "projection_layer.proj.weight",
+                       .dtype = CLF_F32,
+                       .ndim = 2,
+                       .shape = {13, 8},
+                       .data = w->data[k],
+                       .nbytes = n * sizeof(float)};
+    clf_tensor src = proj;
+    snprintf(src.name, sizeof src.name, "src_embed.embedding.weight");
+    const char *p = clf_test_tmp_path("tied.safetensors");
+    char want[512];
+
+    /* all: the matrix as the projection's only, or as src_embed's only */
+    const clf_tensor *alone[2] = {&proj, &src};
+    for (int i = 0; i < 2; i++) {
+        write_variant(w, p, k, alone[i], 1);
+        CLF_ASSERT_OK(clf_weights_load(p, &c, &r));
+        ck_assert_int_eq(r->count, w->count);
+        for (int j = 0; j < w->count; j++) {
+            const size_t bytes = (size_t)clf_weight_spec_numel(&w->specs[j]) * sizeof(float);
+            ck_assert_msg(memcmp(r->data[j], w->data[j], bytes) == 0, "%s: tensor %s differs",
+                          alone[i]->name, w->specs[j].name);
+        }
+        clf_weights_free(r);
+        r = NULL;
+    }
+    /* both aliases, equal: loads; differing: refused, naming the one loaded from */
+    clf_tensor both[2] = {proj, src};
+    write_variant(w, p, k, both, 2);
+    CLF_ASSERT_OK(clf_weights_load(p, &c, &r));
+    clf_weights_free(r);
+    both[1].data = other;
+    write_variant(w, p, k, both, 2);
+    snprintf(want, sizeof want,
+             "%s: tensor 'src_embed.embedding.weight' differs from 'projection_layer.proj.weight', "
+             "which it is tied to (tie_embeddings: all): the file is not a tied model",
+             p);
+    expect_load_error(p, &c, want);
+    /* an alias of the wrong shape is named */
+    clf_tensor bad = proj;
+    bad.shape[1] = 7;
+    bad.nbytes = 13 * 7 * sizeof(float);
+    write_variant(w, p, k, &bad, 1);
+    expect_load_error(p, &c,
+                      "tensor 'projection_layer.proj.weight' has shape [13,7], the config needs "
+                      "[13,8] (tgt_vocab 13, d_model 8)");
+    /* none of the names: one line naming each */
+    write_variant(w, p, k, NULL, 0);
+    snprintf(want, sizeof want,
+             "%s: tensor 'tgt_embed.embedding.weight' is missing (the config needs it: shape "
+             "[13,8]; tie_embeddings: all stores it under any one of "
+             "'tgt_embed.embedding.weight', 'projection_layer.proj.weight' or "
+             "'src_embed.embedding.weight')",
+             p);
+    expect_load_error(p, &c, want);
+    ck_assert_ptr_null(strchr(clf_last_error(), '\n'));
+    clf_weights_free(w);
+
+    /* decoder: src_embed is a matrix of its own, not a name of the tied one */
+    c.tie_embeddings = CLF_TIE_DECODER;
+    CLF_ASSERT_OK(clf_weights_init(&c, 7, &w));
+    const int kt = clf_weights_find(w, "tgt_embed.embedding.weight");
+    proj.data = w->data[kt];
+    write_variant(w, p, kt, &proj, 1);
+    CLF_ASSERT_OK(clf_weights_load(p, &c, &r));
+    ck_assert(memcmp(r->data[kt], w->data[kt], n * sizeof(float)) == 0);
+    clf_weights_free(r);
+    write_variant(w, p, kt, NULL, 0);
+    expect_load_error(p, &c,
+                      "tensor 'tgt_embed.embedding.weight' is missing (the config needs it: shape "
+                      "[13,8]; tie_embeddings: decoder stores it under any one of "
+                      "'tgt_embed.embedding.weight' or 'projection_layer.proj.weight')");
+    /* untied: no other name will do */
+    c.tie_embeddings = CLF_TIE_NONE;
+    clf_weights *u = NULL;
+    CLF_ASSERT_OK(clf_weights_init(&c, 8, &u));
+    const int ku = clf_weights_find(u, "tgt_embed.embedding.weight");
+    write_variant(u, p, ku, NULL, 0);
+    expect_load_error(p, &c,
+                      "tensor 'tgt_embed.embedding.weight' is missing (the config needs it: shape "
+                      "[13,8])");
+    clf_weights_free(u);
+    clf_weights_free(w);
+    free(other);
+    clf_test_remove_tmpdir();
+}
+END_TEST
+
+/* The committed file that safetensors' save_model wrote for a model tied `all`
+ * (tests/reference/make_tied_fixtures.py) holds the matrix as projection_layer.proj.weight
+ * only; with a tgt_embed.embedding.weight added it still loads when that is an exact copy,
+ * and is refused when the copy differs. (test_model matches its forward with PyTorch's.) */
+START_TEST(test_tied_save_model_file)
+{
+    clf_test_make_tmpdir("clf-w");
+    const char *dir = CLF_FIXTURES_DIR "/save_model_tied_all";
+    const char *file = CLF_FIXTURES_DIR "/save_model_tied_all/weights.safetensors";
+    clf_config cfg;
+    clf_weights *w = NULL;
+    clf_test_load_model(dir, &cfg, &w);
+    ck_assert_int_eq(cfg.model.tie_embeddings, CLF_TIE_ALL);
+    clf_safetensors *f = NULL;
+    CLF_ASSERT_OK(clf_safetensors_open(file, &f));
+    ck_assert_ptr_null(clf_safetensors_find(f, "tgt_embed.embedding.weight"));
+    ck_assert_ptr_null(clf_safetensors_find(f, "src_embed.embedding.weight"));
+    const clf_tensor *proj = clf_safetensors_find(f, "projection_layer.proj.weight");
+    ck_assert_ptr_nonnull(proj);
+    ck_assert_int_eq(proj->dtype, CLF_F32);
+    const int k = clf_weights_find(w, "tgt_embed.embedding.weight");
+    ck_assert(memcmp(w->data[k], proj->data, proj->nbytes) == 0);
+
+    /* the file's tensors plus a tgt_embed copy */
+    const int nt = clf_safetensors_count(f);
+    clf_tensor *all = calloc((size_t)nt + 1, sizeof *all);
+    for (int i = 0; i < nt; i++)
+        all[i] = *clf_safetensors_at(f, i);
+    float *copy = malloc(proj->nbytes);
+    memcpy(copy, proj->data, proj->nbytes);
+    all[nt] = *proj;
+    snprintf(all[nt].name, sizeof all[nt].name, "tgt_embed.embedding.weight");
+    all[nt].data = copy;
+    const char *p = clf_test_tmp_path("copy.safetensors");
+    CLF_ASSERT_OK(clf_safetensors_write(p, all, nt + 1, NULL, 0));
+    clf_weights *r = NULL;
+    CLF_ASSERT_OK(clf_weights_load(p, &cfg.model, &r));
+    ck_assert(memcmp(r->data[k], w->data[k], proj->nbytes) == 0);
+    clf_weights_free(r);
+    copy[3] = -copy[3] + 0.25f;
+    CLF_ASSERT_OK(clf_safetensors_write(p, all, nt + 1, NULL, 0));
+    char want[512];
+    snprintf(want, sizeof want,
+             "%s: tensor 'projection_layer.proj.weight' differs from 'tgt_embed.embedding.weight', "
+             "which it is tied to (tie_embeddings: all): the file is not a tied model",
+             p);
+    expect_load_error(p, &cfg.model, want);
+    free(copy);
+    free(all);
+    clf_safetensors_close(f);
+    clf_weights_free(w);
+    clf_test_remove_tmpdir();
+}
+END_TEST
+
 /* Writes w's tensors to path as dtype dt (F32, F16 or BF16: the values rounded), with
  * element `at` of tensor `bad_tensor` set to bad. */
 static void write_with_value(const clf_weights *w, const char *path, clf_dtype dt, int bad_tensor,
@@ -657,6 +816,8 @@ static Suite *suite(void)
     tcase_add_test(tc, test_load_half_precision_and_ignored);
     tcase_add_test(tc, test_load_errors_name_the_tensor);
     tcase_add_test(tc, test_tied_embeddings);
+    tcase_add_test(tc, test_tied_under_any_one_name);
+    tcase_add_test(tc, test_tied_save_model_file);
     tcase_add_test(tc, test_load_refuses_non_finite);
     suite_add_tcase(s, tc);
     return s;

@@ -4,10 +4,12 @@
  * must hold exactly those (F32, or F16/BF16 converted on load). A missing, extra or
  * mis-shaped tensor is an error naming it. With positional: learned the list has
  * src_pos.embedding.weight and tgt_pos.embedding.weight [max_len, d] after the two token
- * embeddings. Tied matrices (tie_embeddings) are stored once, as
- * tgt_embed.embedding.weight: projection_layer.proj.weight (decoder, all) and
- * src_embed.embedding.weight (all) are then not in the list; a file may still hold them if
- * they equal the shared matrix (PyTorch's state_dict() of a tied model does). */
+ * embeddings. A tied matrix (tie_embeddings) is one parameter, tgt_embed.embedding.weight:
+ * projection_layer.proj.weight (decoder, all) and src_embed.embedding.weight (all) are then
+ * not in the list. A file may store it under any one of those names (safetensors'
+ * save_model keeps one, projection_layer.proj.weight), or under several if they are equal
+ * (PyTorch's state_dict() of a tied model lists them all); copies that differ are an
+ * error, and so is a file with none of them. */
 #ifndef CLFORMER_WEIGHTS_H
 #define CLFORMER_WEIGHTS_H
 

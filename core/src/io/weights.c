@@ -132,7 +132,8 @@ clf_status clf_weight_specs(const clf_model_config *cfg, clf_weight_spec **out, 
     if (!l.v)
         return clf_error(CLF_ERR_NOMEM, "weights: out of memory");
     int d = cfg->d_model;
-    /* a tied matrix is stored once, as tgt_embed.embedding.weight (clf_weights_tied_to) */
+    /* a tied matrix is one parameter, tgt_embed.embedding.weight (clf_weights_tied_to); a
+     * file may store it under any one of its names (stored_names) */
     if (cfg->tie_embeddings != CLF_TIE_ALL)
         add_spec(&l, 2, cfg->src_vocab, d, CLF_INIT_XAVIER, d, CLF_WN_SRC_EMBED);
     add_spec(&l, 2, cfg->tgt_vocab, d, CLF_INIT_XAVIER, d, CLF_WN_TGT_EMBED);
@@ -166,6 +167,25 @@ const char *clf_weights_tied_to(const clf_model_config *cfg, const char *name)
     if (cfg->tie_embeddings == CLF_TIE_ALL && strcmp(name, CLF_WN_SRC_EMBED) == 0)
         return CLF_WN_TGT_EMBED;
     return NULL;
+}
+
+/* The names a file may store a parameter under, in the order they are looked for: its own,
+ * then each name tied to it (clf_weights_tied_to). A tied matrix needs only one of them:
+ * safetensors' save_model keeps a single name for a shared tensor (projection_layer.proj
+ * .weight, the first in sorted order), PyTorch's state_dict() lists them all. */
+#define TIED_NAMES_MAX 3
+static int stored_names(const clf_model_config *cfg, const char *name,
+                        const char *names[TIED_NAMES_MAX])
+{
+    static const char *const aliases[] = {CLF_WN_PROJ_WEIGHT, CLF_WN_SRC_EMBED};
+    int n = 0;
+    names[n++] = name;
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++) {
+        const char *to = clf_weights_tied_to(cfg, aliases[i]);
+        if (to && strcmp(to, name) == 0)
+            names[n++] = aliases[i];
+    }
+    return n;
 }
 
 int64_t clf_weight_spec_numel(const clf_weight_spec *s)
@@ -280,6 +300,19 @@ static void need_reason(const clf_model_config *cfg, const clf_weight_spec *s, c
         snprintf(buf, size, "shape %s, decoder_layers: %d", shape, cfg->decoder_layers);
     else
         snprintf(buf, size, "shape %s", shape);
+    /* a tied matrix: every name it may be stored under */
+    const char *names[TIED_NAMES_MAX];
+    const int n = stored_names(cfg, name, names);
+    if (n > 1) {
+        size_t u = strlen(buf);
+        snprintf(buf + u, size - u, "; tie_embeddings: %s stores it under any one of",
+                 clf_tie_name(cfg->tie_embeddings));
+        for (int i = 0; i < n; i++) {
+            const char *sep = i == 0 ? "" : i == n - 1 ? " or" : ",";
+            u = strlen(buf);
+            snprintf(buf + u, size - u, "%s '%s'", sep, names[i]);
+        }
+    }
 }
 
 /* The config values a tensor's shape follows from, for the "has shape" message. */
@@ -360,11 +393,28 @@ static clf_status load_f32(const char *path, const clf_tensor *t, float *dst)
     return CLF_OK;
 }
 
-/* A file may hold a tied matrix under each of its names (PyTorch's state_dict() of a tied
- * model lists every alias): accepted when it is the same matrix, refused when not, since
- * then the file is not a tied model. */
+/* The tensor of f that holds parameter name: the first of its stored_names that f has;
+ * NULL when f has none of them. */
+static const clf_tensor *find_stored(const clf_safetensors *f, const clf_model_config *cfg,
+                                     const char *name)
+{
+    const char *names[TIED_NAMES_MAX];
+    const int n = stored_names(cfg, name, names);
+    for (int i = 0; i < n; i++) {
+        const clf_tensor *t = clf_safetensors_find(f, names[i]);
+        if (t)
+            return t;
+    }
+    return NULL;
+}
+
+/* A file may hold a tied matrix under more than one of its names (PyTorch's state_dict()
+ * of a tied model lists every alias): t, another than the one it was loaded from (named
+ * from), is accepted when it is the same matrix, refused when not, since then the file is
+ * not a tied model. */
 static clf_status check_tied_copy(const char *path, const clf_model_config *cfg,
-                                  const clf_weights *w, const clf_tensor *t, const char *tied)
+                                  const clf_weights *w, const clf_tensor *t, const char *tied,
+                                  const char *from)
 {
     int k = clf_weights_find(w, tied);
     const clf_weight_spec *s = &w->specs[k];
@@ -375,7 +425,7 @@ static clf_status check_tied_copy(const char *path, const clf_model_config *cfg,
         return clf_error(CLF_ERR_INPUT,
                          "%s: tensor '%s' is not a copy of '%s', which it is tied to "
                          "(tie_embeddings: %s): shape or dtype differs",
-                         path, t->name, tied, how);
+                         path, t->name, from, how);
     float *copy = malloc((size_t)n * sizeof(float));
     if (!copy)
         return clf_error(CLF_ERR_NOMEM, "weights: out of memory");
@@ -384,7 +434,7 @@ static clf_status check_tied_copy(const char *path, const clf_model_config *cfg,
         st = clf_error(CLF_ERR_INPUT,
                        "%s: tensor '%s' differs from '%s', which it is tied to (tie_embeddings: "
                        "%s): the file is not a tied model",
-                       path, t->name, tied, how);
+                       path, t->name, from, how);
     free(copy);
     return st;
 }
@@ -472,7 +522,7 @@ clf_status clf_weights_load(const char *path, const clf_model_config *cfg, clf_w
     clf_status st;
     clf_safetensors *f = NULL;
     clf_weights *w = NULL;
-    char a[160], b[160], why[256];
+    char a[160], b[160], why[320];
     *out = NULL;
     if ((st = clf_safetensors_open(path, &f)) != CLF_OK)
         return st; /* names the file and what is wrong with it */
@@ -480,7 +530,7 @@ clf_status clf_weights_load(const char *path, const clf_model_config *cfg, clf_w
         goto fail;
     for (int i = 0; i < w->count; i++) {
         const clf_weight_spec *s = &w->specs[i];
-        const clf_tensor *t = clf_safetensors_find(f, s->name);
+        const clf_tensor *t = find_stored(f, cfg, s->name);
         if (!t) {
             need_reason(cfg, s, why, sizeof why);
             st = clf_error(CLF_ERR_INPUT, "%s: tensor '%s' is missing (the config needs it: %s)",
@@ -492,7 +542,7 @@ clf_status clf_weights_load(const char *path, const clf_model_config *cfg, clf_w
             clf_shape_str(s->shape, s->ndim, b, sizeof b);
             shape_reason(cfg, s->name, why, sizeof why);
             st = clf_error(CLF_ERR_INPUT, "%s: tensor '%s' has shape %s, the config needs %s (%s)",
-                           path, s->name, a, b, why);
+                           path, t->name, a, b, why);
             goto fail;
         }
         if (t->dtype == CLF_I8 && s->ndim == 2) {
@@ -506,7 +556,7 @@ clf_status clf_weights_load(const char *path, const clf_model_config *cfg, clf_w
             st = clf_error(CLF_ERR_INPUT,
                            "%s: tensor '%s' has dtype %s; weights must be F32, F16 or BF16 (or "
                            "I8 matrices with their scales)",
-                           path, s->name, clf_dtype_name(t->dtype));
+                           path, t->name, clf_dtype_name(t->dtype));
             goto fail;
         }
         if ((st = load_f32(path, t, w->data[i])) != CLF_OK)
@@ -523,7 +573,8 @@ clf_status clf_weights_load(const char *path, const clf_model_config *cfg, clf_w
             continue;
         const char *tied = clf_weights_tied_to(cfg, name);
         if (tied) {
-            if ((st = check_tied_copy(path, cfg, w, t, tied)) != CLF_OK)
+            const clf_tensor *from = find_stored(f, cfg, tied); /* what tied was loaded from */
+            if (from != t && (st = check_tied_copy(path, cfg, w, t, tied, from->name)) != CLF_OK)
                 goto fail;
             continue;
         }
