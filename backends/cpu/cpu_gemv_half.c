@@ -241,7 +241,7 @@ AVX2_TARGET static inline float avx2_hsum(__m256 v)
 #define HALF_LOAD_W(w, n, BF)                                                                      \
     ((n) == 8 ? avx2_cvt(_mm_loadu_si128((const __m128i *)(w)), BF) : avx2_tail_w(w, n, BF))
 #define HALF_LOAD_X(x, n) ((n) == 8 ? _mm256_loadu_ps(x) : avx2_tail_x(x, n))
-#include "cpu_gemv_half_simd.inc" /* avx2_step, avx2_rows, avx2_range_mr */
+#include "cpu_gemv_half_simd.inc" /* avx2_step, _blocks, _rows, _range_mr */
 
 /* R and NA per m: R * M * NA accumulators and R converted rows in 16 registers. */
 AVX2_TARGET static inline __attribute__((always_inline)) void
@@ -310,7 +310,7 @@ AVX512_TARGET static inline __attribute__((always_inline)) __m512 avx512_cvt(__m
     ((mk) == 0xffff ? avx512_cvt(_mm256_loadu_si256((const __m256i *)(w)), BF)                     \
                     : avx512_cvt(_mm256_maskz_loadu_epi16(mk, w), BF))
 #define HALF_LOAD_X(x, mk) ((mk) == 0xffff ? _mm512_loadu_ps(x) : _mm512_maskz_loadu_ps(mk, x))
-#include "cpu_gemv_half_simd.inc" /* avx512_step, avx512_rows, avx512_range_mr */
+#include "cpu_gemv_half_simd.inc" /* avx512_step, _blocks, _rows, _range_mr */
 
 /* R and NA per m: R * M * NA accumulators, R converted rows and x in 32 registers; R = 4
  * on long rows (x is read from L2 there, once per R rows). Short rows with m <= 4 go to
