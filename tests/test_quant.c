@@ -454,6 +454,85 @@ START_TEST(test_quantize_round_trip)
 }
 END_TEST
 
+/* Quantizes in (a tied model, tie_embeddings: all) to int8, tables too when emb, checks which
+ * names and dtypes the file has, then that it loads: the table as F32 (bit for bit), or
+ * rounded to int8 (within half a step, and moved) with emb. */
+static void check_tied_quantized(const char *in, const clf_model_config *mc,
+                                 const clf_weights *orig, int emb, const char *table_name,
+                                 const char *absent)
+{
+    const char *q = clf_test_tmp_path("tq.safetensors");
+    CLF_ASSERT_OK(
+        clf_weights_quantize_file(in, q, CLF_WEIGHT_INT8, emb ? CLF_QUANTIZE_EMBEDDINGS : 0));
+    clf_safetensors *f = NULL;
+    CLF_ASSERT_OK(clf_safetensors_open(q, &f));
+    const clf_tensor *t = clf_safetensors_find(f, table_name);
+    ck_assert_msg(t != NULL, "%s: no '%s'", in, table_name);
+    ck_assert_int_eq(t->dtype, emb ? CLF_I8 : CLF_F32);
+    ck_assert_msg(!clf_safetensors_find(f, absent), "%s: '%s' was written", in, absent);
+    ck_assert_int_eq(
+        clf_safetensors_find(f, "encoder.layers.0.feed_forward_block.linear_1.weight")->dtype,
+        CLF_I8);
+    clf_safetensors_close(f);
+    clf_weights *r = NULL;
+    CLF_ASSERT_OK(clf_weights_load(q, mc, &r));
+    const int k = clf_weights_find(orig, "tgt_embed.embedding.weight");
+    const int64_t n = clf_weight_spec_numel(&orig->specs[k]);
+    if (!emb)
+        ck_assert(memcmp(r->data[k], orig->data[k], (size_t)n * sizeof(float)) == 0);
+    else {
+        float mx = 0;
+        for (int64_t e = 0; e < n; e++)
+            mx = fmaxf(mx, fabsf(orig->data[k][e]));
+        double moved = 0;
+        for (int64_t e = 0; e < n; e++) {
+            const double d = fabs((double)r->data[k][e] - orig->data[k][e]);
+            ck_assert(d <= mx / 127.0 * 0.5 * 1.001);
+            moved += d;
+        }
+        ck_assert(moved > 0);
+    }
+    clf_weights_free(r);
+}
+
+/* A tied model's table under the names other tools write (issue 38): safetensors' save_model
+ * keeps only projection_layer.proj.weight, which is then the table and stays F32 as
+ * clformer's own tied files keep it (converted with --embeddings); PyTorch's state_dict()
+ * also lists tgt_embed.embedding.weight, of which the projection's name is then an exact
+ * copy, left out. Each quantized file loads. */
+START_TEST(test_quantize_tied_names)
+{
+    char yaml[1100], wpath[1100];
+    snprintf(yaml, sizeof yaml, "%s/save_model_tied_all/model.yaml", CLF_FIXTURES_DIR);
+    snprintf(wpath, sizeof wpath, "%s/save_model_tied_all/weights.safetensors", CLF_FIXTURES_DIR);
+    clf_test_make_tmpdir("clf-quant");
+    clf_config cfg;
+    CLF_ASSERT_OK(clf_config_load(yaml, &cfg));
+    clf_weights *orig = NULL;
+    CLF_ASSERT_OK(clf_weights_load(wpath, &cfg.model, &orig));
+    const char *proj = "projection_layer.proj.weight", *tgt = "tgt_embed.embedding.weight";
+    for (int emb = 0; emb < 2; emb++)
+        check_tied_quantized(wpath, &cfg.model, orig, emb, proj, tgt);
+
+    /* the state_dict() form: tgt_embed and the projection's copy of it */
+    clf_tensor *t = NULL;
+    CLF_ASSERT_OK(clf_weights_as_tensors(orig, &t));
+    clf_tensor *all = calloc((size_t)orig->count + 1, sizeof *all);
+    memcpy(all, t, (size_t)orig->count * sizeof *all);
+    const int k = clf_weights_find(orig, tgt);
+    all[orig->count] = t[k];
+    snprintf(all[orig->count].name, sizeof all[orig->count].name, "%s", proj);
+    const char *sd = clf_test_tmp_path("sd.safetensors");
+    CLF_ASSERT_OK(clf_safetensors_write(sd, all, orig->count + 1, NULL, 0));
+    for (int emb = 0; emb < 2; emb++)
+        check_tied_quantized(sd, &cfg.model, orig, emb, tgt, proj);
+    free(all);
+    free(t);
+    clf_weights_free(orig);
+    clf_test_remove_tmpdir();
+}
+END_TEST
+
 /* The int8 file gives the logits of the F32 file quantized at load, bit for bit. */
 START_TEST(test_quantized_file_equals_load_time_quantization)
 {
@@ -673,6 +752,7 @@ static void cpu_only(TCase *tc)
     tcase_add_test(tc, test_cpu_gemm_i8_bounds);
     tcase_add_test(tc, test_quantized_file_equals_load_time_quantization);
     tcase_add_test(tc, test_quantize_round_trip);
+    tcase_add_test(tc, test_quantize_tied_names);
     tcase_add_test(tc, test_hostile_quantized_files);
     tcase_add_test(tc, test_unfit_value_messages);
     tcase_add_test(tc, test_cli_quantize_and_weight_type);

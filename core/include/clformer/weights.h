@@ -93,7 +93,10 @@ CLF_API clf_status clf_weights_load(const char *path, const clf_model_config *cf
  * hold (F16 beyond 65504, a non-finite number) is CLF_ERR_INPUT naming the tensor.
  * flags CLF_QUANTIZE_EMBEDDINGS: the embedding tables too, for a smaller file (a tied model's
  * table is its largest tensor); clf_weights_load reads them back as F32, so lookups then see
- * the rounded values. 0: tables stay as they are. */
+ * the rounded values. 0: tables stay as they are. A tied model's table is one: a
+ * projection_layer.proj.weight with no tgt_embed.embedding.weight in the file (safetensors'
+ * save_model), and one that, like a src_embed.embedding.weight, is an exact copy of
+ * tgt_embed.embedding.weight is left out (the table written once, as clformer writes it). */
 #define CLF_QUANTIZE_EMBEDDINGS 1u
 CLF_API clf_status clf_weights_quantize_file(const char *in_path, const char *out_path,
                                              clf_weight_type type, unsigned flags);

@@ -2,8 +2,8 @@
  * (clf_weights_quantize_file, clformer/weights.h). Which tensors: 2-D ones that are not
  * embedding tables (those are looked up, not multiplied) - the names say which, so no
  * config is needed. A tied projection's table stays F32 in the file (unless
- * CLF_QUANTIZE_EMBEDDINGS); a model quantizes it at load (clf_model_set_weight_type) where it
- * multiplies with it. */
+ * CLF_QUANTIZE_EMBEDDINGS), under whichever one of its names the file has; a model quantizes
+ * it at load (clf_model_set_weight_type) where it multiplies with it. */
 #include "clformer/weights.h"
 
 #include <math.h>
@@ -14,11 +14,29 @@
 #include "io/weight_names.h"
 #include "numeric/numeric_internal.h"
 
-/* 1 when t is converted: a matrix a linear layer multiplies with (by its name and shape),
- * or with CLF_QUANTIZE_EMBEDDINGS an embedding table too. */
-static int is_converted(const clf_tensor *t, unsigned flags)
+/* A tied model's shared matrix, which clf_weights_load takes under any one of its names:
+ * 1 when t is another name's exact copy of tgt_embed.embedding.weight (PyTorch's
+ * state_dict() of a tied model lists every name), which is then left out, the matrix
+ * written once under tgt_embed's name as clformer writes it. */
+static int is_tied_copy(const clf_safetensors *f, const clf_tensor *t)
 {
-    const unsigned kinds = clf_weight_name_kinds(t->name);
+    const clf_tensor *e = clf_safetensors_find(f, CLF_WN_TGT_EMBED);
+    if (!e || e == t ||
+        (strcmp(t->name, CLF_WN_PROJ_WEIGHT) != 0 && strcmp(t->name, CLF_WN_SRC_EMBED) != 0))
+        return 0;
+    return e->dtype == t->dtype && e->ndim == 2 && t->ndim == 2 && e->shape[0] == t->shape[0] &&
+           e->shape[1] == t->shape[1] && memcmp(e->data, t->data, t->nbytes) == 0;
+}
+
+/* 1 when t is converted: a matrix a linear layer multiplies with (by its name and shape),
+ * or with CLF_QUANTIZE_EMBEDDINGS an embedding table too. A projection_layer.proj.weight
+ * without a tgt_embed.embedding.weight beside it is a tied model's table (safetensors'
+ * save_model keeps that name only): a table. */
+static int is_converted(const clf_safetensors *f, const clf_tensor *t, unsigned flags)
+{
+    unsigned kinds = clf_weight_name_kinds(t->name);
+    if (strcmp(t->name, CLF_WN_PROJ_WEIGHT) == 0 && !clf_safetensors_find(f, CLF_WN_TGT_EMBED))
+        kinds |= CLF_WK_EMBEDDING_TABLE;
     const unsigned kept = CLF_WK_POSITIONAL | CLF_WK_NOT_PARAMETER |
                           (flags & CLF_QUANTIZE_EMBEDDINGS ? 0u : CLF_WK_EMBEDDING_TABLE);
     return t->ndim == 2 && !(kinds & kept);
@@ -123,7 +141,9 @@ clf_status clf_weights_quantize_file(const char *in_path, const char *out_path,
         const clf_tensor *t = clf_safetensors_at(f, i);
         if (clf_weight_name_kinds(t->name) & CLF_WK_NOT_PARAMETER)
             continue; /* optimizer state: a quantized file is for inference */
-        if (!is_converted(t, flags)) {
+        if (is_tied_copy(f, t))
+            continue;
+        if (!is_converted(f, t, flags)) {
             ts[nt++] = *t;
             continue;
         }
