@@ -1,6 +1,7 @@
 /* Fuzz target: the safetensors reader (clf_safetensors_open: header, offsets, data bounds)
  * and, for a file it accepts, every tensor converted as the loaders convert them, then the
- * weights loader (names and shapes against a small model config). */
+ * weights loader (names and shapes against a small model config, untied and tied all: a
+ * tied matrix under any one of its names, or several as copies). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,10 +14,12 @@
  * open either way); keeps one input's work small. */
 #define CONVERT_MAX_ELEMS (1 << 20)
 
-/* The model the weights loader checks against
- * (tests/fuzz/corpus/safetensors/tiny_weights.safetensors). */
+/* The models the weights loader checks against
+ * (tests/fuzz/corpus/safetensors/tiny_weights.safetensors, and tied_one_name.safetensors:
+ * the same without tgt_embed and src_embed, the tied matrix as the projection's). */
 static const char model_yaml[] = FUZZ_TINY_MODEL_YAML;
-static clf_config model_cfg;
+static const char tied_yaml[] = FUZZ_TINY_MODEL_YAML "  tie_embeddings: all\n";
+static clf_config model_cfg, tied_cfg;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -24,6 +27,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     (void)argv;
     FUZZ_CHECK(clf_config_parse_string(model_yaml, "<fuzz model>", &model_cfg) == CLF_OK,
                "the fuzz model config does not load");
+    FUZZ_CHECK(clf_config_parse_string(tied_yaml, "<fuzz tied model>", &tied_cfg) == CLF_OK,
+               "the tied fuzz model config does not load");
     return 0;
 }
 
@@ -59,6 +64,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         clf_safetensors_close(f);
         clf_weights *w = NULL;
         if (clf_weights_load(path, &model_cfg.model, &w) == CLF_OK)
+            clf_weights_free(w);
+        w = NULL;
+        if (clf_weights_load(path, &tied_cfg.model, &w) == CLF_OK)
             clf_weights_free(w);
     }
     return 0;
