@@ -205,15 +205,13 @@ static char *health_json(const serve_server *s)
 {
     json_t *models = json_array();
     for (int i = 0; models && i < s->n_models; i++) {
-        clf_translator_info info;
-        clf_translator_get_info(s->models[i].tr, &info);
         if (json_array_append_new(
                 models,
                 json_pack("{s:s,s:o,s:o,s:i,s:i,s:s}", "name", s->models[i].name, "sources",
                           code_list(s->models[i].sources, s->models[i].n_sources), "targets",
                           code_list(s->models[i].targets, s->models[i].n_targets), "max_len",
                           s->models[i].max_len, "beam", s->models[i].beam, "backend",
-                          info.backend ? info.backend : ""))) {
+                          s->models[i].backend))) {
             json_decref(models);
             return NULL;
         }

@@ -134,7 +134,7 @@ def test_info(srv, ref):
     assert status == 200 and r.getheader("Content-Type").startswith("text/plain"), status
     for name in ("clformer_requests_total", "clformer_sentences_total",
                  "clformer_tokens_out_total", "clformer_queue_sentences",
-                 "clformer_batch_sentences_bucket", "clformer_request_seconds_bucket"):
+                 "clformer_batch_rows_bucket", "clformer_request_seconds_bucket"):
         assert name in data.decode(), name
 
 
@@ -207,9 +207,10 @@ def test_concurrent(srv, ref):
     for t in threads:
         t.join()
     assert not errors, errors
-    # some decode calls held sentences of several requests
-    calls = metric(srv, "clformer_batch_sentences_count")
-    assert calls < metric(srv, "clformer_sentences_total"), calls
+    # some decoder steps held sentences of several requests
+    steps = metric(srv, "clformer_batch_rows_count")
+    alone = metric(srv, 'clformer_batch_rows_bucket{le="1"}')
+    assert alone < steps, (alone, steps)
 
 
 def test_errors(srv, ref):
