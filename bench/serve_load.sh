@@ -4,7 +4,7 @@
 # Defaults: the shipped model, 256 sentences of its valid.en, 1 8 32 clients. Each client
 # sends single sentences back to back (POST /v1/translate) until all are sent; reported per
 # client count: sentences/s, output tokens/s (from /metrics), p50/p95/p99 latency, the mean
-# batch occupancy; then the offline run on the same sentences with the server's output
+# batch occupancy (decoder rows per step); then the offline run on the same sentences with the server's output
 # limit (--max-len M, GET /health). Environment: CLF_CLI (default build/bin/clformer),
 # SERVE_ARGS (more `serve` options, e.g. "--backend opencl"), TRANSLATE_ARGS (the same for
 # the offline run).
@@ -72,7 +72,8 @@ for n in map(int, clients):
                 lat.append(time.perf_counter() - t)
         conn.close()
     tok0 = metric(port, "clformer_tokens_out_total")
-    calls0 = metric(port, "clformer_batch_sentences_count")
+    steps0 = metric(port, "clformer_batch_rows_count")
+    rows0 = metric(port, "clformer_batch_rows_sum")
     sent0 = metric(port, "clformer_sentences_total")
     t0 = time.perf_counter()
     threads = [threading.Thread(target=client) for _ in range(n)]
@@ -80,12 +81,13 @@ for n in map(int, clients):
     for t in threads: t.join()
     wall = time.perf_counter() - t0
     tok = metric(port, "clformer_tokens_out_total") - tok0
-    calls = metric(port, "clformer_batch_sentences_count") - calls0
+    steps = metric(port, "clformer_batch_rows_count") - steps0
+    rows = metric(port, "clformer_batch_rows_sum") - rows0
     sent = metric(port, "clformer_sentences_total") - sent0
     lat.sort()
     q = lambda f: 1000 * lat[min(len(lat) - 1, int(f * len(lat)))]
     print(f"{n:>7} {len(lat) / wall:>8.1f} {tok / wall:>8.0f} {q(.5):>8.1f} {q(.95):>8.1f} "
-          f"{q(.99):>8.1f} {sent / max(calls, 1):>6.1f}", flush=True)
+          f"{q(.99):>8.1f} {rows / max(steps, 1):>6.1f}", flush=True)
 p.send_signal(signal.SIGTERM)
 assert p.wait(120) == 0
 

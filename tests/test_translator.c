@@ -541,6 +541,148 @@ START_TEST(bad_options_named)
 }
 END_TEST
 
+/* Feeds sentences i = 0..n-1 into a stream (opts[i % n_opts]), a few at first and then
+ * one each step, takes every result into out[i]. */
+static void stream_all(clf_translator *t, int max_rows, const char *const *text, int n,
+                       const clf_translate_opts *opts, int n_opts, clf_translation *out)
+{
+    clf_translator_stream *s;
+    clf_translator_stream_opts so = {.max_rows = max_rows};
+    CLF_ASSERT_OK(clf_translator_stream_open(t, &so, &s));
+    int added = 0, got = 0;
+    for (int step = 0; got < n; step++) {
+        ck_assert_msg(step < 10000, "the stream does not finish");
+        for (int k = 0; added < n && k < (added == 0 ? 3 : 1); k++, added++)
+            CLF_ASSERT_OK(clf_translator_stream_add(s, text[added], strlen(text[added]),
+                                                    &opts[added % n_opts], (uint64_t)added));
+        CLF_ASSERT_OK(clf_translator_stream_step(s));
+        uint64_t tag;
+        clf_translation r;
+        while (clf_translator_stream_take(s, &tag, &r)) {
+            ck_assert(tag < (uint64_t)n);
+            out[tag] = r;
+            got++;
+        }
+    }
+    clf_decode_stream_state st;
+    clf_translator_stream_get_state(s, &st);
+    ck_assert_int_eq(st.waiting + st.active + st.finished, 0);
+    clf_translator_stream_free(s);
+}
+
+/* Continuous translation of the Marian fixture, greedy and beam-4 sentences sharing the
+ * steps: each line equals transformers' generate() (greedy.txt, beam.txt). */
+START_TEST(stream_marian_text)
+{
+    size_t len;
+    char *src_text = clf_test_read_file(MARIAN "/sentences.txt", &len);
+    char *greedy_text = clf_test_read_file(MARIAN "/greedy.txt", &len);
+    char *beam_text = clf_test_read_file(MARIAN "/beam.txt", &len);
+    char *src[64], *greedy[64], *beam[64];
+    int n = split_lines(src_text, src, 64);
+    ck_assert_int_eq(split_lines(greedy_text, greedy, 64), n);
+    ck_assert_int_eq(split_lines(beam_text, beam, 64), n);
+    clf_translate_opts o[2];
+    for (int k = 0; k < 2; k++) {
+        clf_translate_opts_default(&o[k]);
+        o[k].max_len = marian_max_len();
+        o[k].forced_eos = 1;
+        o[k].beam = k == 0 ? 1 : 4;
+        o[k].beam_style = CLF_BEAM_HF;
+        o[k].length_penalty = 1.0f;
+    }
+    clf_translator *t = open_dir(marian_dir);
+    clf_translation *out = calloc((size_t)n, sizeof *out);
+    stream_all(t, 9, (const char *const *)src, n, o, 2, out);
+    for (int i = 0; i < n; i++) {
+        const char *want = i % 2 ? beam[i] : greedy[i];
+        ck_assert_int_eq(out[i].status, CLF_OK);
+        ck_assert_int_eq(out[i].n_hyps, 1);
+        ck_assert_msg(strcmp(out[i].hyps[0].text, want) == 0, "line %d (%s): '%s', want '%s'",
+                      i + 1, i % 2 ? "beam 4" : "greedy", out[i].hyps[0].text, want);
+    }
+    clf_translations_free(out, n);
+    free(out);
+    clf_translator_free(t);
+    free(src_text);
+    free(greedy_text);
+    free(beam_text);
+}
+END_TEST
+
+/* The stream gives each sentence what clf_translator_translate gives it: text, tokens,
+ * n-best order; scores within 1e-3 (greedy's are summed while decoding in the stream,
+ * teacher-forced in translate); refused and empty sentences the same status and reason. */
+START_TEST(stream_equals_translate)
+{
+    clf_translator *t = open_dir(SHIPPED);
+    size_t len;
+    char *text = clf_test_read_file(SHIPPED "/valid.en", &len);
+    char *lines[16];
+    int n = split_lines(text, lines, 12);
+    lines[n++] = "";
+    lines[n++] = "caf\xc3 au lait"; /* invalid UTF-8 */
+    clf_translate_opts o[3];
+    for (int k = 0; k < 3; k++) {
+        clf_translate_opts_default(&o[k]);
+        o[k].max_len = 40;
+    }
+    o[0].beam = 1, o[0].want_scores = 1;
+    o[1].beam = 3, o[1].n_best = 2;
+    o[2].beam = 2, o[2].n_best = 1, o[2].beam_style = CLF_BEAM_HF, o[2].length_penalty = 1.0f;
+    clf_translation want[16], got[16];
+    for (int i = 0; i < n; i++)
+        CLF_ASSERT_OK(clf_translator_translate(t, (const char *const *)&lines[i], NULL, 1,
+                                               &o[i % 3], &want[i]));
+    stream_all(t, 5, (const char *const *)lines, n, o, 3, got);
+    for (int i = 0; i < n; i++) {
+        ck_assert_int_eq(got[i].status, want[i].status);
+        ck_assert_int_eq(got[i].n_src, want[i].n_src);
+        ck_assert_int_eq(got[i].n_hyps, want[i].n_hyps);
+        if (want[i].error)
+            ck_assert_str_eq(got[i].error, want[i].error);
+        for (int j = 0; j < want[i].n_hyps; j++) {
+            const clf_translation_hyp *x = &want[i].hyps[j], *y = &got[i].hyps[j];
+            ck_assert_msg(strcmp(x->text, y->text) == 0, "line %d hyp %d: '%s', want '%s'", i, j,
+                          y->text, x->text);
+            ck_assert_int_eq(x->len, y->len);
+            ck_assert_int_eq(x->finished, y->finished);
+            ck_assert_msg(fabsf(x->score - y->score) < 1e-3f &&
+                              fabsf(x->logprob - y->logprob) < 1e-3f,
+                          "line %d hyp %d: score %g logprob %g, want %g %g", i, j, y->score,
+                          y->logprob, x->score, x->logprob);
+        }
+    }
+    ck_assert(want[0].hyps[0].logprob < 0.0f); /* greedy scores were asked for */
+    /* options the stream cannot honour are refused, nothing queued */
+    clf_translator_stream *s;
+    CLF_ASSERT_OK(clf_translator_stream_open(t, NULL, &s));
+    clf_translate_opts bad = o[0];
+    bad.want_attention = 1;
+    ck_assert_int_eq(clf_translator_stream_add(s, "a", 1, &bad, 1), CLF_ERR_INPUT);
+    bad = o[0];
+    bad.max_len = 100000;
+    ck_assert_int_eq(clf_translator_stream_add(s, "a", 1, &bad, 1), CLF_ERR_INPUT);
+    ck_assert_msg(strstr(clf_last_error(), "max_out"), "%s", clf_last_error());
+    bad = o[1];
+    bad.n_best = 5;
+    ck_assert_int_eq(clf_translator_stream_add(s, "a", 1, &bad, 1), CLF_ERR_INPUT);
+    /* a cancelled sentence gives nothing */
+    CLF_ASSERT_OK(clf_translator_stream_add(s, lines[0], strlen(lines[0]), &o[0], 7));
+    CLF_ASSERT_OK(clf_translator_stream_step(s));
+    ck_assert_int_eq(clf_translator_stream_cancel(s, 7), 1);
+    CLF_ASSERT_OK(clf_translator_stream_step(s));
+    uint64_t tag;
+    clf_translation r;
+    ck_assert_int_eq(clf_translator_stream_take(s, &tag, &r), 0);
+    clf_translator_stream_free(s);
+    clf_translations_free(want, n);
+    clf_translations_free(got, n);
+    free(text);
+    clf_translator_free(t);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("translator");
@@ -560,6 +702,8 @@ int main(void)
     tcase_add_test(tc, bad_options_named);
     tcase_add_test(tc, explicit_paths);
     tcase_add_test(tc, attention_rows);
+    tcase_add_test(tc, stream_marian_text);
+    tcase_add_test(tc, stream_equals_translate);
     suite_add_tcase(s, tc);
     return clf_test_main(s);
 }

@@ -52,7 +52,8 @@ static void usage(void)
            "                       directory's name ([A-Za-z0-9._-])\n"
            "  --host H             address to listen on (default 127.0.0.1)\n"
            "  --port P             port (default %d; 0: any free one)\n"
-           "  --max-batch N        sentences per decode call (default %d)\n"
+           "  --max-batch N        sentences decoded together at the model's beam: each\n"
+           "                       decoder step holds up to N x beam rows (default %d)\n"
            "  --queue N            sentences waiting per model; more: 429 (default %d)\n"
            "  --max-body BYTES     request body limit; more: 413 (default %d)\n"
            "  --max-sentences N    sentences per request; more: 413 (default 128)\n"
@@ -359,8 +360,8 @@ int clf_cmd_serve(int argc, char **argv)
         const clf_config *cfg = info.config;
         m->max_len = cfg->generate.max_len > 0 ? cfg->generate.max_len : cfg->model.max_len - 1;
         m->beam = cfg->generate.beam > 0 ? cfg->generate.beam : 1;
-        if (!model_languages(m, cfg) ||
-            serve_sched_start(m->tr, o.max_batch, o.queue, metrics, &m->sched) != 0) {
+        snprintf(m->backend, sizeof m->backend, "%s", info.backend ? info.backend : "");
+        if (!model_languages(m, cfg)) {
             fprintf(stderr, "clformer: model '%s': out of memory\n", m->name);
             rc = 1;
             goto done;
@@ -368,6 +369,16 @@ int clf_cmd_serve(int argc, char **argv)
         fprintf(stderr, "clformer: model '%s' (%s): %s -> %s (%d target%s) on %s\n", m->name,
                 dirs[i], m->sources[0], m->targets[0], m->n_targets, m->n_targets == 1 ? "" : "s",
                 info.backend ? info.backend : "?");
+        /* --max-batch sentences at the model's beam; a request's larger beam takes more
+         * rows, so that one sentence of the largest beam always fits */
+        const int rows =
+            o.max_batch * m->beam > SERVE_BEAM_MAX ? o.max_batch * m->beam : SERVE_BEAM_MAX;
+        clf_translator *tr = m->tr;
+        m->tr = NULL; /* the scheduler's from here */
+        if ((st = serve_sched_start(tr, &to, rows, o.queue, metrics, &m->sched)) != CLF_OK) {
+            rc = cli_fail(st);
+            goto done;
+        }
     }
     if (serve_http_start(&o, models, n_models, keys, n_keys, metrics, &server) != 0) {
         rc = 1;

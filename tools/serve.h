@@ -2,11 +2,12 @@
  *   cmd_serve.c     options, the models opened, startup, signals, shutdown
  *   serve_http.c    libmicrohttpd: routes, bodies up to --max-body, answers
  *   serve_api.c     request bodies parsed, answers' JSON built (serve_api.h; no I/O)
- *   serve_sched.c   per model: a bounded queue of sentences and the thread that decodes them
+ *   serve_sched.c   per model: a bounded set of sentences and the thread that decodes them
  *   serve_metrics.c counters and histograms, in Prometheus's text format
- * A request's sentences go into its model's queue as one job; the model's scheduler thread
- * takes up to --max-batch waiting sentences with the same decoding options, in arrival
- * order, runs one clf_translator_translate call and hands each job its results. */
+ * A request's sentences go to its model's scheduler as one job; the model's thread keeps
+ * one decoding batch (a clf_translator_stream) that sentences join at every step, whatever
+ * their options, and leave when done (continuous batching), and hands each job its
+ * results. */
 #ifndef CLF_SERVE_H
 #define CLF_SERVE_H
 
@@ -22,8 +23,9 @@ typedef struct serve_metrics serve_metrics;
 serve_metrics *serve_metrics_new(void);
 void serve_metrics_free(serve_metrics *m);
 void serve_metrics_request(serve_metrics *m, int code, double seconds);
-/* One clf_translator_translate call of `sentences` sentences that produced `tokens`. */
-void serve_metrics_batch(serve_metrics *m, int sentences, long tokens);
+/* One pass of a scheduler: a decoder step of `rows` rows (-1: no step ran), after which
+ * `sentences` sentences finished with `tokens` output tokens (their best hypotheses). */
+void serve_metrics_step(serve_metrics *m, long rows, int sentences, long tokens);
 /* The Prometheus text: the counters, and queue_depth[i] sentences waiting for model name[i].
  * malloc'd, or NULL. */
 char *serve_metrics_text(serve_metrics *m, const char *const *name, const int *queue_depth,
@@ -33,11 +35,13 @@ char *serve_metrics_text(serve_metrics *m, const char *const *name, const int *q
 typedef struct serve_sched serve_sched;
 typedef struct serve_job serve_job;
 
-/* Starts the scheduler thread of translator t: batches of at most max_batch sentences, at
- * most queue_cap sentences waiting. */
-int serve_sched_start(clf_translator *t, int max_batch, int queue_cap, serve_metrics *metrics,
-                      serve_sched **out);
-/* Decodes what is queued, then stops the thread and frees s (not t). */
+/* Starts the scheduler thread of translator t, which it takes (freed by serve_sched_stop,
+ * or here on failure): steps of at most max_rows decoder rows, at most queue_cap sentences
+ * accepted and not yet answered. After a failed step the translator is opened again with
+ * reopen (its strings must outlive s). */
+clf_status serve_sched_start(clf_translator *t, const clf_translator_opts *reopen, int max_rows,
+                             int queue_cap, serve_metrics *metrics, serve_sched **out);
+/* Decodes what was accepted, then stops the thread and frees s. */
 void serve_sched_stop(serve_sched *s);
 int serve_sched_depth(serve_sched *s);
 
@@ -59,7 +63,8 @@ void serve_job_release(serve_job *j);
 /* ---- the server (serve_http.c) ---- */
 typedef struct serve_model {
     char *name;
-    clf_translator *tr;
+    clf_translator *tr; /* until the scheduler takes it */
+    char backend[64];   /* the backend's name, for GET /health */
     serve_sched *sched;
     char **sources, **targets; /* language codes: the config's languages:, else the name */
     int n_sources, n_targets;

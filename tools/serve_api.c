@@ -376,6 +376,210 @@ int serve_parse_request(serve_api_kind kind, int form, const char *body, size_t 
     return rc;
 }
 
+/* ---- sentences of a text ---- */
+
+static int is_space(unsigned char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+/* The bytes of a sentence end at t[i] (. ! ? or U+3002, U+FF01, U+FF1F), else 0. */
+static size_t sentence_end(const char *t, size_t len, size_t i)
+{
+    static const char *const wide[] = {"\xe3\x80\x82", "\xef\xbc\x81", "\xef\xbc\x9f"};
+    if (t[i] == '.' || t[i] == '!' || t[i] == '?')
+        return 1;
+    for (int k = 0; k < 3; k++)
+        if (len - i >= 3 && memcmp(t + i, wide[k], 3) == 0)
+            return 3;
+    return 0;
+}
+
+/* The bytes of a closing quote or bracket at t[i], else 0. */
+static size_t closing(const char *t, size_t len, size_t i)
+{
+    static const char *const wide[] = {"\xe2\x80\x9d", "\xe2\x80\x99", "\xc2\xbb", "\xe3\x80\x8d",
+                                       "\xe3\x80\x8f"}; /* ” ’ » 」 』 */
+    if (t[i] == '"' || t[i] == '\'' || t[i] == ')' || t[i] == ']')
+        return 1;
+    for (int k = 0; k < 5; k++) {
+        size_t n = strlen(wide[k]);
+        if (len - i >= n && memcmp(t + i, wide[k], n) == 0)
+            return n;
+    }
+    return 0;
+}
+
+/* Where the sentence that starts at `from` ends (exclusive), and the whitespace after it
+ * (*sep_end: where the next one starts). */
+static size_t next_cut(const char *t, size_t len, size_t from, size_t *sep_end)
+{
+    size_t i = from, end = len;
+    while (i < len) {
+        if (t[i] == '\n' || t[i] == '\r') {
+            end = i;
+            break;
+        }
+        size_t e = sentence_end(t, len, i);
+        if (e) {
+            size_t j = i + e, c;
+            while (j < len && (c = closing(t, len, j)))
+                j += c;
+            if (j < len && is_space((unsigned char)t[j])) {
+                end = j;
+                break;
+            }
+            i = j;
+            continue;
+        }
+        i++;
+    }
+    while (end > from && is_space((unsigned char)t[end - 1])) /* trailing spaces: the sep's */
+        end--;
+    size_t j = end;
+    while (j < len && is_space((unsigned char)t[j]))
+        j++;
+    *sep_end = j;
+    return end;
+}
+
+void serve_split_free(serve_split *sp)
+{
+    for (int i = 0; sp->pieces && i < sp->n_pieces; i++)
+        free(sp->pieces[i].sep);
+    free(sp->pieces);
+    free(sp->first);
+    free(sp->count);
+    memset(sp, 0, sizeof *sp);
+}
+
+/* Appends a piece to sp (and, when len > 0, its sentence to the arrays). 0: out of memory. */
+static int add_piece(serve_split *sp, int *cap, char ***text, size_t **lens, int *n_text,
+                     int *cap_text, const char *t, size_t len, const char *sep, size_t sep_len)
+{
+    if (sp->n_pieces == *cap) {
+        int c = *cap ? 2 * *cap : 16;
+        serve_piece *p = realloc(sp->pieces, sizeof *p * (size_t)c);
+        if (!p)
+            return 0;
+        sp->pieces = p;
+        *cap = c;
+    }
+    serve_piece *p = &sp->pieces[sp->n_pieces];
+    p->sentence = -1;
+    p->sep_len = sep_len;
+    if (!(p->sep = malloc(sep_len + 1)))
+        return 0;
+    memcpy(p->sep, sep, sep_len);
+    p->sep[sep_len] = '\0';
+    sp->n_pieces++;
+    if (len == 0)
+        return 1;
+    if (*n_text == *cap_text) {
+        int c = *cap_text ? 2 * *cap_text : 16;
+        char **tx = realloc(*text, sizeof *tx * (size_t)c);
+        if (!tx)
+            return 0;
+        *text = tx;
+        size_t *ln = realloc(*lens, sizeof *ln * (size_t)c);
+        if (!ln)
+            return 0;
+        *lens = ln;
+        *cap_text = c;
+    }
+    char *copy = malloc(len + 1);
+    if (!copy)
+        return 0;
+    memcpy(copy, t, len);
+    copy[len] = '\0';
+    (*text)[*n_text] = copy;
+    (*lens)[*n_text] = len;
+    p->sentence = (*n_text)++;
+    return 1;
+}
+
+int serve_split_request(serve_request *q, int max_sentences, serve_split *sp, char *why,
+                        size_t why_len)
+{
+    memset(sp, 0, sizeof *sp);
+    char **text = NULL;
+    size_t *lens = NULL;
+    int n_text = 0, cap_text = 0, cap = 0;
+    sp->n_items = q->n;
+    sp->first = calloc(q->n > 0 ? (size_t)q->n : 1, sizeof *sp->first);
+    sp->count = calloc(q->n > 0 ? (size_t)q->n : 1, sizeof *sp->count);
+    if (!sp->first || !sp->count)
+        goto nomem;
+    for (int i = 0; i < q->n; i++) {
+        const char *t = q->text[i];
+        const size_t len = q->len[i];
+        sp->first[i] = sp->n_pieces;
+        size_t at = 0;
+        while (at < len && is_space((unsigned char)t[at])) /* leading whitespace, kept */
+            at++;
+        if (at > 0 && !add_piece(sp, &cap, &text, &lens, &n_text, &cap_text, t, 0, t, at))
+            goto nomem;
+        while (at < len) {
+            size_t sep_end, end = next_cut(t, len, at, &sep_end);
+            if (!add_piece(sp, &cap, &text, &lens, &n_text, &cap_text, t + at, end - at, t + end,
+                           sep_end - end))
+                goto nomem;
+            if (n_text > max_sentences) {
+                snprintf(why, why_len,
+                         "'q' holds more than %d sentences (split at line breaks and sentence "
+                         "ends; the server's --max-sentences)",
+                         max_sentences);
+                for (int k = 0; k < n_text; k++)
+                    free(text[k]);
+                free(text);
+                free(lens);
+                serve_split_free(sp);
+                return 413;
+            }
+            at = sep_end;
+        }
+        sp->count[i] = sp->n_pieces - sp->first[i];
+    }
+    for (int i = 0; i < q->n; i++)
+        free(q->text[i]);
+    free(q->text);
+    free(q->len);
+    q->text = text;
+    q->len = lens;
+    q->n = n_text;
+    return 0;
+nomem:
+    for (int k = 0; k < n_text; k++)
+        free(text[k]);
+    free(text);
+    free(lens);
+    serve_split_free(sp);
+    snprintf(why, why_len, "out of memory");
+    return 500;
+}
+
+char *serve_split_join(const serve_split *sp, int item, const char *const *text)
+{
+    size_t n = 1;
+    const serve_piece *p = sp->count[item] > 0 ? sp->pieces + sp->first[item] : NULL;
+    for (int k = 0; k < sp->count[item]; k++)
+        n += (p[k].sentence >= 0 ? strlen(text[p[k].sentence]) : 0) + p[k].sep_len;
+    char *out = malloc(n), *w = out;
+    if (!out)
+        return NULL;
+    for (int k = 0; k < sp->count[item]; k++) {
+        if (p[k].sentence >= 0) {
+            size_t m = strlen(text[p[k].sentence]);
+            memcpy(w, text[p[k].sentence], m);
+            w += m;
+        }
+        memcpy(w, p[k].sep, p[k].sep_len);
+        w += p[k].sep_len;
+    }
+    *w = '\0';
+    return out;
+}
+
 char *serve_json_line(json_t *json)
 {
     if (!json)

@@ -71,6 +71,35 @@ typedef struct serve_result {
     const float *score;      /* [n_hyps] */
 } serve_result;
 
+/* LibreTranslate's q is text, often a paragraph: each of its items is split into sentences
+ * at line breaks and after a sentence's end (. ! ? and the ideographic and fullwidth
+ * 。！？, with any closing quotes or brackets after them) that whitespace follows. The
+ * sentences are translated one by one; the whitespace between them is kept verbatim, so an
+ * item's answer has the line breaks of its text. An abbreviation followed by a space
+ * ("e.g. this") splits too. */
+typedef struct serve_piece {
+    int sentence; /* the split request's sentence, or -1: nothing (whitespace first) */
+    char *sep;    /* the whitespace after it, verbatim (malloc'd) */
+    size_t sep_len;
+} serve_piece;
+
+typedef struct serve_split {
+    int n_items;        /* the request's q items */
+    int *first, *count; /* [n_items]: item i is pieces[first[i] .. first[i] + count[i]) */
+    serve_piece *pieces;
+    int n_pieces;
+} serve_split;
+
+/* Replaces q's sentences with their split pieces (q->n, text, len), recording in *sp how
+ * to join them back. Returns 0, 413 with why when there are more than max_sentences
+ * pieces, or 500 (out of memory; q is then unchanged). */
+int serve_split_request(serve_request *q, int max_sentences, serve_split *sp, char *why,
+                        size_t why_len);
+/* Item i's text: its pieces' texts (text[k] for the split sentence k) joined with the
+ * whitespace that followed each; malloc'd, or NULL. */
+char *serve_split_join(const serve_split *sp, int item, const char *const *text);
+void serve_split_free(serve_split *sp);
+
 /* LibreTranslate's answer: translatedText (a string, or an array when q was one) and, when
  * alternatives were asked for, alternatives (a list, or a list of lists); detected: the
  * language chosen for source "auto", else NULL. */

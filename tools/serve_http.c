@@ -205,15 +205,13 @@ static char *health_json(const serve_server *s)
 {
     json_t *models = json_array();
     for (int i = 0; models && i < s->n_models; i++) {
-        clf_translator_info info;
-        clf_translator_get_info(s->models[i].tr, &info);
         if (json_array_append_new(
                 models,
                 json_pack("{s:s,s:o,s:o,s:i,s:i,s:s}", "name", s->models[i].name, "sources",
                           code_list(s->models[i].sources, s->models[i].n_sources), "targets",
                           code_list(s->models[i].targets, s->models[i].n_targets), "max_len",
                           s->models[i].max_len, "beam", s->models[i].beam, "backend",
-                          info.backend ? info.backend : ""))) {
+                          s->models[i].backend))) {
             json_decref(models);
             return NULL;
         }
@@ -334,10 +332,61 @@ static int key_ok(const serve_server *s, const char *key)
     return 0;
 }
 
+/* The q item that split sentence k came from (k itself when nothing was split). */
+static int split_item(const serve_split *sp, int k)
+{
+    for (int i = 0; i < sp->n_items; i++)
+        for (int p = sp->first[i]; p < sp->first[i] + sp->count[i]; p++)
+            if (sp->pieces[p].sentence == k)
+                return i;
+    return k;
+}
+
+/* LibreTranslate's answer: each q item joined back from its sentences' translations, the
+ * h-th alternative from their h-th hypotheses (a sentence without one: nothing). */
+static enum MHD_Result respond_libre(conn *c, struct MHD_Connection *mc, const serve_model *m,
+                                     const serve_request *q, const serve_split *sp,
+                                     const clf_translate_opts *o, const clf_translation *tr)
+{
+    const int items = sp->n_items, per = o->n_best > 0 ? o->n_best : 1;
+    char **joined = calloc((size_t)(items > 0 ? items : 1) * per, sizeof *joined);
+    const char **texts = calloc(q->n > 0 ? (size_t)q->n : 1, sizeof *texts);
+    float *scores = calloc((size_t)(items > 0 ? items : 1) * per, sizeof *scores);
+    serve_result *res = calloc(items > 0 ? (size_t)items : 1, sizeof *res);
+    char *body = NULL;
+    int ok = joined && texts && scores && res;
+    for (int h = 0; ok && h < per; h++) {
+        for (int k = 0; k < q->n; k++)
+            texts[k] = h < tr[k].n_hyps ? tr[k].hyps[h].text : "";
+        for (int i = 0; ok && i < items; i++)
+            ok = (joined[(size_t)i * per + h] = serve_split_join(sp, i, texts)) != NULL;
+    }
+    if (ok) {
+        for (int i = 0; i < items; i++)
+            res[i] = (serve_result){.n_hyps = per,
+                                    .text = (const char *const *)joined + (size_t)i * per,
+                                    .score = scores + (size_t)i * per};
+        /* the answer's shape is q's as sent: one item per q entry */
+        serve_request shape = *q;
+        shape.n = items;
+        int auto_src = q->source && strcmp(q->source, "auto") == 0;
+        body =
+            serve_libre_response(&shape, res, auto_src && m->n_sources == 1 ? m->sources[0] : NULL);
+    }
+    for (int i = 0; joined && i < items * per; i++)
+        free(joined[i]);
+    free(joined);
+    free(texts);
+    free(scores);
+    free(res);
+    return respond(c, mc, 200, body, "application/json");
+}
+
 static enum MHD_Result translate(conn *c, struct MHD_Connection *mc)
 {
     serve_server *s = c->s;
     serve_request q;
+    serve_split split = {0};
     serve_job *job = NULL;
     char why[512];
     const double t_body = cli_now_s();
@@ -372,6 +421,12 @@ static enum MHD_Result translate(conn *c, struct MHD_Connection *mc)
     }
     if (c->late) {
         ret = respond_error(c, mc, 503, "the server is shutting down");
+        goto done;
+    }
+    /* LibreTranslate's q is text: its sentences are decoded one by one */
+    if (c->r == ROUTE_LIBRE &&
+        (code = serve_split_request(&q, s->o.limits.max_sentences, &split, why, sizeof why))) {
+        ret = respond_error(c, mc, (unsigned)code, "%s", why);
         goto done;
     }
     code = serve_sched_submit(m->sched, q.text, q.len, q.n, &o, &job);
@@ -411,10 +466,14 @@ static enum MHD_Result translate(conn *c, struct MHD_Connection *mc)
     const char *field = c->r == ROUTE_LIBRE ? "q" : "sentences";
     for (int i = 0; i < q.n; i++)
         if (tr[i].status != CLF_OK) {
-            ret = respond_error(c, mc, 400, "%s[%d]: %s", field, i,
+            ret = respond_error(c, mc, 400, "%s[%d]: %s", field, split_item(&split, i),
                                 tr[i].error ? tr[i].error : "refused");
             goto done;
         }
+    if (c->r == ROUTE_LIBRE) {
+        ret = respond_libre(c, mc, m, &q, &split, &o, tr);
+        goto done;
+    }
     serve_result *res = calloc(q.n > 0 ? (size_t)q.n : 1, sizeof *res);
     const char **texts = NULL;
     float *scores = NULL;
@@ -435,11 +494,7 @@ static enum MHD_Result translate(conn *c, struct MHD_Connection *mc)
                 scores[at] = tr[i].hyps[h].score;
             }
         }
-        int auto_src = q.source && strcmp(q.source, "auto") == 0;
-        body = c->r == ROUTE_LIBRE
-                   ? serve_libre_response(&q, res,
-                                          auto_src && m->n_sources == 1 ? m->sources[0] : NULL)
-                   : serve_native_response(m->name, res, q.n);
+        body = serve_native_response(m->name, res, q.n);
     }
     free(res);
     free(texts);
@@ -447,6 +502,7 @@ static enum MHD_Result translate(conn *c, struct MHD_Connection *mc)
     ret = respond(c, mc, 200, body, "application/json");
 done:
     serve_job_release(job);
+    serve_split_free(&split);
     serve_request_free(&q);
     return ret;
 }

@@ -1,6 +1,6 @@
 /* clformer serve: the counters of GET /metrics, in Prometheus's text exposition format
  * (version 0.0.4): requests by HTTP status, sentences and output tokens decoded, the
- * sentences waiting per model, and histograms of the sentences per decode call (batch
+ * sentences waiting per model, and histograms of the decoder rows per step (batch
  * occupancy) and of the requests' latency. */
 #include "serve.h"
 
@@ -68,13 +68,15 @@ void serve_metrics_request(serve_metrics *m, int code, double seconds)
     pthread_mutex_unlock(&m->mu);
 }
 
-void serve_metrics_batch(serve_metrics *m, int sentences, long tokens)
+void serve_metrics_step(serve_metrics *m, long rows, int sentences, long tokens)
 {
     pthread_mutex_lock(&m->mu);
     m->sentences += sentences;
     m->tokens += tokens;
-    m->batches++;
-    observe(&m->batch, batch_bounds, N_BATCH, sentences);
+    if (rows >= 0) {
+        m->batches++;
+        observe(&m->batch, batch_bounds, N_BATCH, (double)rows);
+    }
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -146,7 +148,8 @@ char *serve_metrics_text(serve_metrics *m, const char *const *name, const int *q
         "# HELP clformer_tokens_out_total Output tokens of the best hypotheses.\n"
         "# TYPE clformer_tokens_out_total counter\nclformer_tokens_out_total %ld\n",
         m->sentences, m->tokens);
-    put_histogram(&t, "clformer_batch_sentences", "Sentences per decode call (batch occupancy).",
+    put_histogram(&t, "clformer_batch_rows",
+                  "Decoder rows per step (batch occupancy; a sentence of beam K takes K).",
                   &m->batch, batch_bounds, N_BATCH);
     put_histogram(&t, "clformer_request_seconds", "Time from a request's headers to its answer.",
                   &m->latency, latency_bounds, N_LATENCY);

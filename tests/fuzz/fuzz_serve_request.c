@@ -4,7 +4,8 @@
  * (sentences, characters per sentence), hold NUL-terminated sentences of their stated
  * length and options in their ranges, and its answer (each sentence's hypotheses a fixed
  * text) must be JSON with one translation per sentence; a refused one must have a 400 or
- * 413 and a one-line reason that serve_error_json turns into JSON. */
+ * 413 and a one-line reason that serve_error_json turns into JSON. A LibreTranslate q is
+ * then split into sentences (check_split). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +50,48 @@ static void check_answer(const char *text, const serve_request *req)
             finding("translatedText: not the shape of q");
     }
     json_decref(j);
+}
+
+/* q split into sentences (serve_split_request): every sentence non-empty, without a line
+ * break, not starting or ending with whitespace; joining the untranslated sentences back
+ * gives each item's text byte for byte (items without a NUL, which strlen would cut). */
+static void check_split(serve_request *req)
+{
+    const int n = req->n;
+    char *orig[MAX_SENTENCES];
+    size_t orig_len[MAX_SENTENCES];
+    for (int i = 0; i < n; i++) {
+        orig_len[i] = req->len[i];
+        if (!(orig[i] = malloc(orig_len[i] + 1)))
+            finding("out of memory");
+        memcpy(orig[i], req->text[i], orig_len[i] + 1);
+    }
+    serve_split sp;
+    char why[512];
+    const int max = 1 << 20;
+    int code = serve_split_request(req, max, &sp, why, sizeof why);
+    if (code != 0)
+        finding("splitting an accepted request failed");
+    if (sp.n_items != n)
+        finding("split: not one item per q entry");
+    for (int k = 0; k < req->n; k++) {
+        const char *t = req->text[k];
+        const size_t l = req->len[k];
+        if (l == 0 || t[l] != '\0' || memchr(t, '\n', l) || memchr(t, '\r', l) ||
+            (t[0] && strchr(" \t\f\v", t[0])) || (t[l - 1] && strchr(" \t\f\v", t[l - 1])))
+            finding("split: a sentence empty, with a line break or edged with whitespace");
+    }
+    for (int i = 0; i < n; i++) {
+        if (memchr(orig[i], '\0', orig_len[i]))
+            continue;
+        char *joined = serve_split_join(&sp, i, (const char *const *)req->text);
+        if (!joined || strlen(joined) != orig_len[i] || memcmp(joined, orig[i], orig_len[i]) != 0)
+            finding("split: the sentences joined back differ from the text");
+        free(joined);
+    }
+    for (int i = 0; i < n; i++)
+        free(orig[i]);
+    serve_split_free(&sp);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -112,6 +155,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                                : serve_native_response("model", res, req.n);
     check_answer(answer, &req);
     free(answer);
+    if (req.kind == SERVE_API_LIBRE)
+        check_split(&req);
     serve_request_free(&req);
     return 0;
 }

@@ -134,7 +134,7 @@ def test_info(srv, ref):
     assert status == 200 and r.getheader("Content-Type").startswith("text/plain"), status
     for name in ("clformer_requests_total", "clformer_sentences_total",
                  "clformer_tokens_out_total", "clformer_queue_sentences",
-                 "clformer_batch_sentences_bucket", "clformer_request_seconds_bucket"):
+                 "clformer_batch_rows_bucket", "clformer_request_seconds_bucket"):
         assert name in data.decode(), name
 
 
@@ -162,6 +162,22 @@ def test_libre(srv, ref):
                                                       "target": tgt, "alternatives": 2})
     assert status == 200 and isinstance(body["alternatives"], list), body
     assert len(body["alternatives"]) == 2, body
+    # q as text: split at sentence ends and line breaks, each sentence translated alone, the
+    # whitespace between them kept
+    two = [s for s in SENTENCES if ". " in s][0]
+    first, second = two.split(". ", 1)
+    pieces = [first + ".", second, SENTENCES[0], SENTENCES[1]]
+    want = reference(pieces, MAX_LEN)
+    text = f"  {two}\n\n{SENTENCES[0]}  \r\n{SENTENCES[1]}\n"
+    status, body, _ = srv.json("POST", "/translate", {"q": [text, SENTENCES[2]], "source": src,
+                                                      "target": tgt})
+    assert status == 200, body
+    assert body["translatedText"] == [f"  {want[0]} {want[1]}\n\n{want[2]}  \r\n{want[3]}\n",
+                                      ref[2]], (body, want)
+    # more sentences than --max-sentences: 413
+    status, body, _ = srv.json("POST", "/translate", {"q": "A. " * 200, "source": src,
+                                                      "target": tgt})
+    check_error(status, body, 413, "--max-sentences")
 
 
 def test_native(srv, ref):
@@ -207,9 +223,10 @@ def test_concurrent(srv, ref):
     for t in threads:
         t.join()
     assert not errors, errors
-    # some decode calls held sentences of several requests
-    calls = metric(srv, "clformer_batch_sentences_count")
-    assert calls < metric(srv, "clformer_sentences_total"), calls
+    # some decoder steps held sentences of several requests
+    steps = metric(srv, "clformer_batch_rows_count")
+    alone = metric(srv, 'clformer_batch_rows_bucket{le="1"}')
+    assert alone < steps, (alone, steps)
 
 
 def test_errors(srv, ref):
@@ -434,7 +451,8 @@ def test_two_models(ref):
 
 
 def test_backend_failure(ref):
-    """A backend failure answers 500 naming it; the server stays up. The failure is injected
+    """A backend failure answers 500 naming it; the server stays up, opens the backend again
+    and answers the next requests as translate does on that backend. The failure is injected
     (CLF_FAULT, clformer/fault.h) into the first kernel launch of the OpenCL backend."""
     if os.environ.get("CLF_TEST_REQUIRE_OPENCL", "1") == "0":
         probe = subprocess.run([CLI, "devices"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -447,6 +465,10 @@ def test_backend_failure(ref):
         check_error(s, b, 500, "CL_OUT_OF_RESOURCES")
         s, b, _ = srv.json("GET", "/health")
         assert s == 200 and b["models"][0]["backend"] == "opencl", b
+        want = reference(SENTENCES[:3], MAX_LEN, "--backend", "opencl")
+        s, b, _ = srv.json("POST", "/v1/translate", {"sentences": SENTENCES[:3]})
+        assert s == 200 and [t["text"] for t in b["translations"]] == want, b
+        assert "reopening the backend" in srv.stderr(), srv.stderr()
         assert srv.stop() == 0
     finally:
         if srv.p.poll() is None:

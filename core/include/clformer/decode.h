@@ -51,11 +51,16 @@ typedef struct clf_decode_opts {
      * log-softmax in beam search, excluded from the argmax in greedy decoding. */
     int want_attention; /* record cross-attention weights (last decoder layer, mean of
                            the heads) of every returned hypothesis */
+    /* Greedy decoding takes the argmax on the device and sums nothing (logprob and score
+     * 0). 1: the log-probabilities come down too and the chosen ids' are summed, so that
+     * logprob and score are filled as beam search fills them. Beam search and models with
+     * banned_ids sum anyway. Default 0. */
+    int want_scores;
 } clf_decode_opts;
 
 /* beam 1, n_best 1, length_penalty 0, max_len 0 (must be set), use_cache 1, the ids of
  * the model config (sos = decoder_start_id, else bos_id, else 2; eos = eos_id, else 3;
- * pad = pad_id), style GNMT, no forced EOS, no attention. */
+ * pad = pad_id), style GNMT, no forced EOS, no attention, no greedy scores. */
 CLF_API void clf_decode_opts_default(const clf_model_config *cfg, clf_decode_opts *o);
 
 typedef struct clf_hypothesis {
@@ -106,6 +111,64 @@ CLF_API clf_status clf_decode_check_plan(const clf_model *m, int batch, int src_
 CLF_API clf_status clf_decode(clf_model *m, const int32_t *src, int batch, int src_len,
                               const clf_decode_opts *o, clf_decode_result *out);
 CLF_API void clf_decode_result_free(clf_decode_result *r);
+
+/* ---- continuous decoding ----
+ * A decoding batch that sentences join and leave at every step, for a server: each step
+ * first runs the encoder of the sentences waiting (as many as fit), then one decoder step
+ * of every active hypothesis; a sentence leaves the batch when it is done, and its result
+ * waits to be taken. Sentences of a batch may have different options (greedy and beam,
+ * lengths, penalties). Each sentence is decoded by the rules clf_decode applies to it
+ * (decode_private.h: the same choice of beams and scores), and its decoder rows read only
+ * its own keys and values: the other sentences of a step change only the sizes of the
+ * products and the padding of the attention, so its tokens equal clf_decode's except where
+ * two candidates' scores are within float rounding of each other (the bound the fixtures
+ * test: token-exact, scores within 1e-4).
+ *
+ * Each row at each step is at a position of its own: the self-attention caches are one
+ * pool of rows, written a step's rows at a time in a ring of max_out steps and read through
+ * the row tables of clf_attention_args.kv_rows, so the backend must support
+ * CLF_OP_ATTENTION_KV_ROWS (both built-in backends do); use_cache and want_attention are
+ * not available. Device memory: decoder layers x (max_rows x max_out + max_out) rows of
+ * 2 d_model floats for self-attention, and decoder layers x max_rows x max_src_len rows of
+ * 2 d_model for cross-attention, allocated at open. */
+typedef struct clf_decode_stream clf_decode_stream;
+
+typedef struct clf_decode_stream_opts {
+    int max_rows;        /* decoder rows a step runs at most: the sum of the active
+                            sentences' beams (and the most sentences active) */
+    int max_src_len;     /* the longest source (framed ids) a sentence may have */
+    int max_out;         /* the most output tokens of any sentence (a sentence's own max_len
+                            is capped by it and by the model's max_len - 1) */
+    int max_join_tokens; /* source tokens one step encodes at most (0: no limit but
+                            max_rows); a sentence longer than this joins alone */
+} clf_decode_stream_opts;
+
+/* Allocates the caches. CLF_ERR_INPUT for sizes < 1, a backend without
+ * CLF_OP_ATTENTION_KV_ROWS, or caches over CLF_DECODE_BYTES_MAX. */
+CLF_API clf_status clf_decode_stream_open(clf_model *m, const clf_decode_stream_opts *o,
+                                          clf_decode_stream **out);
+/* Queues a sentence: src [src_len] framed ids, decoded with o (use_cache 1, no attention;
+ * beam <= max_rows), identified by tag in clf_decode_stream_take. CLF_ERR_INPUT for what
+ * clf_decode refuses and for a source longer than max_src_len; nothing is queued then. */
+CLF_API clf_status clf_decode_stream_add(clf_decode_stream *s, const int32_t *src, int src_len,
+                                         const clf_decode_opts *o, uint64_t tag);
+/* One step: waiting sentences join (oldest first, while their beams fit in max_rows and
+ * their sources in max_join_tokens), then every active row advances one token; sentences
+ * that finish move to the results. Nothing to do is not an error. After a failure (the
+ * backend's, or memory) the stream's state is lost: free it. */
+CLF_API clf_status clf_decode_stream_step(clf_decode_stream *s);
+/* The oldest finished sentence: 1 with *tag and *out (batch 1, the sentence's n_best; free
+ * with clf_decode_result_free), 0 when none is waiting to be taken. */
+CLF_API int clf_decode_stream_take(clf_decode_stream *s, uint64_t *tag, clf_decode_result *out);
+/* Drops every sentence with this tag, waiting, active or finished; returns how many. */
+CLF_API int clf_decode_stream_cancel(clf_decode_stream *s, uint64_t tag);
+
+typedef struct clf_decode_stream_state {
+    int waiting, active, rows, finished; /* sentences (rows: of the next step) */
+    long long steps, token_steps;        /* steps run, and the rows they ran */
+} clf_decode_stream_state;
+CLF_API void clf_decode_stream_get_state(const clf_decode_stream *s, clf_decode_stream_state *st);
+CLF_API void clf_decode_stream_free(clf_decode_stream *s); /* NULL is fine */
 
 #ifdef __cplusplus
 }

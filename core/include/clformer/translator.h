@@ -197,6 +197,48 @@ CLF_API clf_status clf_translator_score_ids(clf_translator *t, const int32_t *co
                                             const int *tgt_lens, int n, float *logprob, int *tokens,
                                             char **error);
 
+/* ---- continuous translation (for a server) ----
+ * Sentences join a running decoding batch at every step and leave it when done
+ * (clf_decode_stream): each client's sentence waits for at most the step it arrives in,
+ * not for a batch to finish. A sentence's result is what clf_translator_translate gives it
+ * with the same options and an explicit max_len (the default max_len, 2 * its own length
+ * + 10, depends on no batch here); clformer/decode.h states the bound (tokens exact on the
+ * fixtures, scores within 1e-4). want_scores sums the greedy log-probabilities while
+ * decoding instead of a teacher-forced pass; attention and use_cache 0 are refused. */
+typedef struct clf_translator_stream clf_translator_stream;
+
+typedef struct clf_translator_stream_opts {
+    int max_rows;        /* hypotheses decoded per step at most (0: 32) */
+    int max_out;         /* longest output (0: generate.max_len, else the model's max_len - 1) */
+    int max_join_tokens; /* source tokens encoded per step at most (0: no limit but max_rows) */
+} clf_translator_stream_opts;
+
+/* Opens a stream on t's model; t must outlive it. Its caches are allocated now
+ * (clformer/decode.h gives their size, with the model's max_len as the longest source). */
+CLF_API clf_status clf_translator_stream_open(clf_translator *t,
+                                              const clf_translator_stream_opts *o,
+                                              clf_translator_stream **out);
+/* Queues a sentence (text of len bytes) with decoding options o, known as tag. A sentence
+ * translate refuses, or an empty one, is finished at once (its clf_translation says why).
+ * CLF_ERR_INPUT for bad options (nothing is queued), CLF_ERR_NOMEM. */
+CLF_API clf_status clf_translator_stream_add(clf_translator_stream *s, const char *text, size_t len,
+                                             const clf_translate_opts *o, uint64_t tag);
+/* One decoder step (the waiting sentences that fit join first), then the finished
+ * sentences' text. After a failure (the backend's, or memory) every sentence in the
+ * stream is lost: free the stream (and, for a backend failure, the translator) and open
+ * them again. */
+CLF_API clf_status clf_translator_stream_step(clf_translator_stream *s);
+/* The oldest finished sentence: 1 with *tag and *out (free with clf_translations_free(out,
+ * 1)), else 0. */
+CLF_API int clf_translator_stream_take(clf_translator_stream *s, uint64_t *tag,
+                                       clf_translation *out);
+/* Drops the sentences with this tag, wherever they are; returns how many. */
+CLF_API int clf_translator_stream_cancel(clf_translator_stream *s, uint64_t tag);
+/* waiting/active/rows: the decoder's; finished: results not yet taken. */
+CLF_API void clf_translator_stream_get_state(const clf_translator_stream *s,
+                                             clf_decode_stream_state *st);
+CLF_API void clf_translator_stream_free(clf_translator_stream *s); /* NULL is fine */
+
 #ifdef __cplusplus
 }
 #endif

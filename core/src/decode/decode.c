@@ -24,8 +24,9 @@
  * parents in place (a slot that keeps its own cache costs no copy), the cross cache is
  * spread to every beam and compacted with the slots: the spare buffer above is for that.
  *
- * Greedy (K = 1) takes the argmax on the device and downloads one id per sentence; beam
- * search downloads log-probabilities [rows, V] and selects on the host. */
+ * Greedy (K = 1) takes the argmax on the device and downloads one id per sentence (and,
+ * with want_scores, the log-probabilities to sum); beam search downloads log-probabilities
+ * [rows, V] and selects on the host (hypotheses.c, the rules decode_stream.c shares). */
 #include "clformer/decode.h"
 
 #include <limits.h>
@@ -34,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "decode/decode_private.h"
 #include "graph/model_for_train_decode.h"
 
 void clf_decode_opts_default(const clf_model_config *cfg, clf_decode_opts *o)
@@ -54,19 +56,6 @@ void clf_decode_opts_default(const clf_model_config *cfg, clf_decode_opts *o)
                            .pad_id = cfg->pad_id,
                            .want_attention = 0};
 }
-
-/* A finished (or, at the end, unfinished) hypothesis of one sentence. */
-typedef struct candidate {
-    int32_t *tokens;
-    int len, finished;
-    float logprob, score;
-    float *attention; /* [len + finished, S] */
-} candidate;
-
-typedef struct sentence {
-    candidate *done; /* up to K */
-    int n_done;
-} sentence;
 
 typedef struct run {
     clf_model *m;
@@ -89,10 +78,12 @@ typedef struct run {
     float *att[2];   /* [slots, max_out + 1, S] or NULL */
     int *sent;       /* [B] active index -> sentence id */
     int n_active;
-    sentence *sents; /* [B] */
-    float *logp;     /* [slots, V] step download (beam) */
-    int32_t *ids;    /* [slots * max_out] step upload */
-    float *probs;    /* [slots, H, S] step attention download */
+    dec_sentence *sents;  /* [B] */
+    const int32_t **ptok; /* [K] a sentence's parents' tokens (dec_beams) */
+    const float **patt;   /* [K] their attention rows */
+    float *logp;          /* [slots, V] step download (beam) */
+    int32_t *ids;         /* [slots * max_out] step upload */
+    float *probs;         /* [slots, H, S] step attention download */
     long long token_steps;
     int steps;
 } run;
@@ -240,67 +231,6 @@ static clf_status run_encoder(run *r, const int32_t *src)
 
 /* ---- hypotheses ---- */
 
-float clf_decode_length_penalty(const clf_decode_opts *o, int len)
-{
-    if (o->length_penalty == 0.0f)
-        return 1.0f;
-    if (o->style == CLF_BEAM_HF)
-        return powf((float)len, o->length_penalty);
-    return powf((5.0f + (float)len) / 6.0f, o->length_penalty);
-}
-
-static float length_penalty(const run *r, int len)
-{
-    return clf_decode_length_penalty(r->o, len);
-}
-
-/* Records slot `slot` (state buffer `buf`) extended by `token` (or by nothing when
- * token < 0) as a finished hypothesis of sentence `s`. len counts generated tokens
- * before EOS. */
-static clf_status add_candidate(run *r, int s, int buf, int slot, int len, int finished,
-                                float logprob)
-{
-    sentence *se = &r->sents[s];
-    const float score = logprob / length_penalty(r, len + finished);
-    int slot_i = se->n_done;
-    if (r->o->style == CLF_BEAM_HF && se->n_done >= r->K) {
-        /* transformers keeps the K best: a better one replaces the worst */
-        int worst = 0;
-        for (int i = 1; i < se->n_done; i++)
-            if (se->done[i].score < se->done[worst].score)
-                worst = i;
-        if (!(score > se->done[worst].score))
-            return CLF_OK;
-        free(se->done[worst].tokens);
-        free(se->done[worst].attention);
-        slot_i = worst;
-        se->n_done--;
-    }
-    candidate *cd = &se->done[slot_i];
-    memset(cd, 0, sizeof *cd);
-    cd->tokens = malloc(sizeof(int32_t) * (size_t)(len > 0 ? len : 1));
-    if (!cd->tokens)
-        return clf_error(CLF_ERR_NOMEM, "decode: out of host memory");
-    memcpy(cd->tokens, r->tok[buf] + (size_t)slot * r->max_out, sizeof(int32_t) * (size_t)len);
-    cd->len = len;
-    cd->finished = finished;
-    cd->logprob = logprob;
-    cd->score = score;
-    if (r->att[buf]) {
-        size_t rows = (size_t)(len + finished), n = rows * r->S;
-        cd->attention = malloc(sizeof(float) * (n ? n : 1));
-        if (!cd->attention) {
-            free(cd->tokens);
-            cd->tokens = NULL;
-            return clf_error(CLF_ERR_NOMEM, "decode: out of host memory");
-        }
-        memcpy(cd->attention, r->att[buf] + (size_t)slot * (r->max_out + 1) * r->S,
-               sizeof(float) * n);
-    }
-    se->n_done++;
-    return CLF_OK;
-}
-
 /* ---- one step ---- */
 
 /* The row tables of step t for the active slots 0..rows-1: slot i's position t is its own
@@ -332,6 +262,16 @@ static clf_status upload_tables(run *r, int rows, int t, int *own)
     return st;
 }
 
+/* The step graph's output (clf_step_spec.log_probs): greedy's argmax ids; log-probabilities
+ * for beam search and for greedy with banned ids (the argmax on the host); both for greedy
+ * with want_scores. */
+static int log_probs_mode(const run *r)
+{
+    if (!r->logp)
+        return 0;
+    return r->K == 1 && r->c->n_banned_ids == 0 ? 2 : 1;
+}
+
 /* Runs the decoder on the active slots at position t; fills r->ids' download (greedy:
  * r->ids[row] = next id) or r->logp (beam), and appends attention rows. */
 static clf_status run_step(run *r, int t)
@@ -347,7 +287,7 @@ static clf_status run_step(run *r, int t)
                           .src_mask = {r->mask, 0},
                           .self = self_view(r, !own),
                           .cross = cross_view(r, !own),
-                          .log_probs = r->logp != NULL,
+                          .log_probs = log_probs_mode(r),
                           .want_attention = r->o->want_attention,
                           .use_cache = r->o->use_cache,
                           .enc = {r->enc, 0}};
@@ -374,7 +314,10 @@ static clf_status run_step(run *r, int t)
     if (r->logp)
         st = clf_op_download(r->api, r->be, r->logp, clf_graph_ptr(&g, r->arena, v.out),
                              sizeof(float) * rows * r->V);
-    else
+    if (st == CLF_OK && v.next_ids >= 0)
+        st = clf_op_download(r->api, r->be, r->ids, clf_graph_ptr(&g, r->arena, v.next_ids),
+                             sizeof(int32_t) * rows);
+    else if (!r->logp)
         st = clf_op_download(r->api, r->be, r->ids, clf_graph_ptr(&g, r->arena, v.out),
                              sizeof(int32_t) * rows);
     if (st == CLF_OK && v.attention >= 0) {
@@ -398,85 +341,14 @@ done:
     return st;
 }
 
-/* A beam's continuation: parent slot (within the sentence) and token. */
-typedef struct choice {
-    float lp;
-    int parent;
-    int32_t token;
-} choice;
-
-#define TOP_BLOCK 64 /* top_choices' vocabulary blocks */
-
-/* The best n of the K*V continuations of active sentence a (parents' log-probs plus the
- * step's), best first. Dead beams (lp = -inf) give nothing. */
-static int top_choices(const run *r, int a, choice *best, int n)
-{
-    int have = 0;
-    for (int k = 0; k < r->K; k++) {
-        int slot = a * r->K + k;
-        float base = r->lp[r->cur][slot];
-        if (base == -INFINITY)
-            continue;
-        const float *lp = r->logp + (size_t)slot * r->V;
-        for (int v0 = 0; v0 < r->V; v0 += TOP_BLOCK) {
-            const int v1 = v0 + TOP_BLOCK < r->V ? v0 + TOP_BLOCK : r->V;
-            /* once n are held, a block none of whose continuations would enter (the test
-             * below, NaN included) is passed over in one vectorised sweep: almost every
-             * block of a vocabulary */
-            if (have == n) {
-                const float worst = best[n - 1].lp;
-                int enters = 0;
-                for (int v = v0; v < v1; v++)
-                    enters |= !(base + lp[v] <= worst);
-                if (!enters)
-                    continue;
-            }
-            for (int v = v0; v < v1; v++) {
-                float x = base + lp[v];
-                if (have == n && x <= best[n - 1].lp)
-                    continue;
-                int i = have < n ? have++ : n - 1;
-                while (i > 0 && best[i - 1].lp < x) {
-                    best[i] = best[i - 1];
-                    i--;
-                }
-                best[i] = (choice){x, k, v};
-            }
-        }
-    }
-    return have;
-}
-
-static int is_banned(const run *r, int id)
-{
-    for (int i = 0; i < r->c->n_banned_ids; i++)
-        if (r->c->banned_ids[i] == id)
-            return 1;
-    return 0;
-}
-
-/* transformers' BeamHypotheses.is_done with early_stopping=False after step t: K finished,
- * and none of the live continuations (the best has log-prob best_lp, t + 1 tokens) can
- * beat the worst of them at its current length. */
-static int hf_done(const run *r, const sentence *se, float best_lp, int t)
-{
-    if (se->n_done < r->K)
-        return 0;
-    float worst = se->done[0].score;
-    for (int i = 1; i < se->n_done; i++)
-        if (se->done[i].score < worst)
-            worst = se->done[i].score;
-    return worst >= best_lp / length_penalty(r, t + 1);
-}
-
-/* After step t: chooses every active sentence's next beams, records finished
- * hypotheses, drops finished sentences and rebuilds the caches for the survivors. */
-static clf_status advance(run *r, int t, choice *scratch)
+/* After step t: chooses every active sentence's next beams (hypotheses.c), records
+ * finished hypotheses, drops finished sentences and rebuilds the caches for the
+ * survivors. scratch: 3K choices. */
+static clf_status advance(run *r, int t, dec_choice *scratch)
 {
     const int K = r->K, cur = r->cur, nxt = 1 - cur;
-    const int last_step = t + 1 >= r->max_out;
-    const int hf = r->o->style == CLF_BEAM_HF && K > 1;
     int n_next = 0; /* active sentences after this step */
+    dec_choice *kept = scratch + 2 * K;
     clf_status st = CLF_OK;
     /* new slot -> old slot, for the gather; then reorder_self's scratch */
     int *from = malloc(sizeof(int) * 2 * (size_t)r->slots);
@@ -484,69 +356,41 @@ static clf_status advance(run *r, int t, choice *scratch)
         return clf_error(CLF_ERR_NOMEM, "decode: out of host memory");
     for (int a = 0; a < r->n_active; a++) {
         const int s = r->sent[a];
-        sentence *se = &r->sents[s];
-        int n = 0;
-        if (K == 1 && last_step && r->o->forced_eos) { /* log-prob 0, as in beam search */
-            scratch[0] = (choice){r->lp[cur][a], 0, r->o->eos_id};
-            n = 1;
-        } else if (K == 1 && r->logp) { /* banned ids: the argmax on the host, summed */
-            const float *lp = r->logp + (size_t)a * r->V;
-            int best = -1;
-            for (int v = 0; v < r->V; v++)
-                if (!is_banned(r, v) && (best < 0 || lp[v] > lp[best]))
-                    best = v;
-            scratch[0] = (choice){r->lp[cur][a] + lp[best], 0, best};
-            n = 1;
-        } else if (K == 1) {
-            scratch[0] = (choice){0.0f, 0, r->ids[a]};
-            n = 1;
-        } else {
-            for (int k = 0; k < K; k++) {
-                float *lp = r->logp + (size_t)(a * K + k) * r->V;
-                for (int i = 0; i < r->c->n_banned_ids; i++)
-                    lp[r->c->banned_ids[i]] = -INFINITY;
-                if (last_step && r->o->forced_eos)
-                    for (int v = 0; v < r->V; v++)
-                        lp[v] = v == r->o->eos_id ? 0.0f : -INFINITY;
-            }
-            n = top_choices(r, a, scratch, 2 * K);
+        dec_sentence *se = &r->sents[s];
+        for (int k = 0; k < K; k++) {
+            const size_t slot = (size_t)a * K + k;
+            r->ptok[k] = r->tok[cur] + slot * r->max_out;
+            r->patt[k] = r->att[cur] ? r->att[cur] + slot * (r->max_out + 1) * r->S : NULL;
         }
-        int kept = 0;
-        int nb = n_next * K; /* this sentence's first slot after compaction */
-        for (int i = 0; i < n && kept < K && (hf || se->n_done < K); i++) {
-            const int parent = a * K + scratch[i].parent;
-            const int len = t; /* tokens the parent has */
-            if (scratch[i].token == r->o->eos_id) {
-                if (hf && i >= K) /* transformers: only an EOS among the K best counts */
-                    continue;
-                if ((st = add_candidate(r, s, cur, parent, len, 1, scratch[i].lp)) != CLF_OK)
-                    goto done;
-                continue;
-            }
-            /* a live continuation: new slot nb + kept, from parent */
-            int to = nb + kept++;
+        const dec_beams b = {.K = K,
+                             .V = r->V,
+                             .t = t,
+                             .last_step = t + 1 >= r->max_out,
+                             .logp = r->logp ? r->logp + (size_t)a * K * r->V : NULL,
+                             .lp = r->lp[cur] + (size_t)a * K,
+                             .dev_id = r->ids[a],
+                             .tokens = r->ptok,
+                             .attention = r->att[cur] ? r->patt : NULL,
+                             .att_cols = r->S};
+        int n = dec_choose(r->o, r->c, &b, scratch), nk, finished;
+        if ((st = dec_settle(r->o, &b, se, scratch, n, kept, &nk, &finished)) != CLF_OK)
+            goto done;
+        if (finished)
+            continue;
+        const int nb = n_next * K;     /* this sentence's first slot after compaction */
+        for (int k = 0; k < nk; k++) { /* the live continuations: slot nb + k from parent */
+            const int parent = a * K + kept[k].parent, to = nb + k;
             from[to] = parent;
             int32_t *dt = r->tok[nxt] + (size_t)to * r->max_out;
-            memcpy(dt, r->tok[cur] + (size_t)parent * r->max_out, sizeof(int32_t) * (size_t)len);
-            dt[len] = scratch[i].token;
-            r->lp[nxt][to] = scratch[i].lp;
+            memcpy(dt, r->tok[cur] + (size_t)parent * r->max_out, sizeof(int32_t) * (size_t)t);
+            dt[t] = kept[k].token;
+            r->lp[nxt][to] = kept[k].lp;
             if (r->att[cur])
                 memcpy(r->att[nxt] + (size_t)to * (r->max_out + 1) * r->S,
                        r->att[cur] + (size_t)parent * (r->max_out + 1) * r->S,
                        sizeof(float) * (size_t)(t + 1) * r->S);
         }
-        /* done: K hypotheses ended (beam), EOS (greedy), or no more positions */
-        int finished = kept == 0 || (hf ? hf_done(r, se, n > 0 ? scratch[0].lp : -INFINITY, t)
-                                        : se->n_done >= K);
-        if (!finished && last_step) {
-            for (int k = 0; k < kept; k++)
-                if ((st = add_candidate(r, s, nxt, nb + k, t + 1, 0, r->lp[nxt][nb + k])) != CLF_OK)
-                    goto done;
-            finished = 1;
-        }
-        if (finished)
-            continue;
-        for (int k = kept; k < K; k++) { /* fewer live continuations than beams */
+        for (int k = nk; k < K; k++) { /* fewer live continuations than beams */
             from[nb + k] = from[nb];
             r->lp[nxt][nb + k] = -INFINITY;
             memcpy(r->tok[nxt] + (size_t)(nb + k) * r->max_out,
@@ -586,12 +430,6 @@ done:
 
 /* ---- results ---- */
 
-static int by_score_desc(const void *a, const void *b)
-{
-    const candidate *x = a, *y = b;
-    return (x->score < y->score) - (x->score > y->score);
-}
-
 static clf_status collect(run *r, clf_decode_result *out)
 {
     const int N = r->o->n_best;
@@ -604,27 +442,9 @@ static clf_status collect(run *r, clf_decode_result *out)
     if (!out->hyps)
         return clf_error(CLF_ERR_NOMEM, "decode: out of host memory");
     for (int s = 0; s < r->B; s++) {
-        sentence *se = &r->sents[s];
-        qsort(se->done, (size_t)se->n_done, sizeof *se->done, by_score_desc);
-        for (int i = 0; i < N; i++) {
-            clf_hypothesis *h = &out->hyps[(size_t)s * N + i];
-            if (i >= se->n_done) { /* fewer hypotheses than asked: empty, -inf */
-                h->tokens = calloc(1, sizeof(int32_t));
-                h->logprob = h->score = -INFINITY;
-                if (!h->tokens)
-                    return clf_error(CLF_ERR_NOMEM, "decode: out of host memory");
-                continue;
-            }
-            candidate *cd = &se->done[i]; /* ownership moves to the result */
-            *h = (clf_hypothesis){.tokens = cd->tokens,
-                                  .len = cd->len,
-                                  .finished = cd->finished,
-                                  .logprob = cd->logprob,
-                                  .score = cd->score,
-                                  .attention = cd->attention};
-            cd->tokens = NULL;
-            cd->attention = NULL;
-        }
+        clf_status st = dec_collect(&r->sents[s], N, out->hyps + (size_t)s * N);
+        if (st != CLF_OK)
+            return st;
     }
     return CLF_OK;
 }
@@ -663,7 +483,7 @@ static clf_status check_plan(const clf_model_config *c, int shared, int B, int S
         o->use_cache ? L * slots * max_out * 2.0 * d * 4.0 * (o->beam > 1 && !shared ? 2.0 : 1.0)
                      : slots * S * d * 4.0; /* the encoder output instead */
     const double cross = L * slots * S * 2.0 * d * 4.0;
-    const double host_logits = o->beam > 1 || c->n_banned_ids > 0;
+    const double host_logits = o->beam > 1 || c->n_banned_ids > 0 || o->want_scores;
     const double logits =
         slots * (o->use_cache ? 1.0 : max_out) * c->tgt_vocab * 4.0 * (1.0 + host_logits);
     const double attention =
@@ -754,15 +574,11 @@ static void run_free(run *r)
         free(r->hist[i]);
     }
     free(r->cross_tab);
-    if (r->sents)
-        for (int s = 0; s < r->B; s++) {
-            for (int i = 0; i < r->sents[s].n_done; i++) {
-                free(r->sents[s].done[i].tokens);
-                free(r->sents[s].done[i].attention);
-            }
-            free(r->sents[s].done);
-        }
+    for (int s = 0; r->sents && s < r->B; s++)
+        dec_sentence_free(&r->sents[s]);
     free(r->sents);
+    free(r->ptok);
+    free(r->patt);
     free(r->sent);
     free(r->logp);
     free(r->ids);
@@ -818,12 +634,13 @@ clf_status clf_decode(clf_model *m, const int32_t *src, int B, int S, const clf_
     r.sents = calloc((size_t)B, sizeof *r.sents);
     r.sent = malloc(sizeof(int) * (size_t)B);
     r.ids = malloc(sizeof(int32_t) * slots * (size_t)r.max_out);
-    if (!r.sents || !r.sent || !r.ids)
+    r.ptok = malloc(sizeof *r.ptok * (size_t)r.K);
+    r.patt = malloc(sizeof *r.patt * (size_t)r.K);
+    if (!r.sents || !r.sent || !r.ids || !r.ptok || !r.patt)
         goto nomem;
     for (int s = 0; s < B; s++) {
         r.sent[s] = s;
-        /* at most K finished per sentence, plus up to K unfinished at the end */
-        if (!(r.sents[s].done = calloc((size_t)2 * r.K, sizeof(candidate))))
+        if (dec_sentence_init(&r.sents[s], r.K) != CLF_OK)
             goto nomem;
     }
     r.n_active = B;
@@ -845,13 +662,13 @@ clf_status clf_decode(clf_model *m, const int32_t *src, int B, int S, const clf_
     for (size_t i = 0; i < slots; i++)
         r.lp[0][i] = i % (size_t)r.K == 0 ? 0.0f : -INFINITY;
     /* beam search, or greedy with banned ids, selects on the host from log-probabilities */
-    if ((r.K > 1 || r.c->n_banned_ids > 0) &&
+    if ((r.K > 1 || r.c->n_banned_ids > 0 || o->want_scores) &&
         !(r.logp = malloc(sizeof(float) * slots * (size_t)r.V)))
         goto nomem;
     if (o->want_attention && !(r.probs = malloc(sizeof(float) * slots * (size_t)r.H * S *
                                                 (size_t)(o->use_cache ? 1 : r.max_out))))
         goto nomem;
-    choice *scratch = malloc(sizeof(choice) * 2 * (size_t)r.K);
+    dec_choice *scratch = malloc(sizeof(dec_choice) * 3 * (size_t)r.K);
     if (!scratch)
         goto nomem;
     if ((st = run_encoder(&r, src)) != CLF_OK)

@@ -107,7 +107,14 @@ typedef struct decoder_spec {
     /* decoding step */
     int has_cache;
     int self_cache, cross_cache; /* values: all layers' blocks, [L, slots, len, 2d] */
-    int slots, self_len;
+    int slots, self_len;         /* the self cache's; the cross cache's when cross_slots is 0 */
+    int cross_slots, cross_len;  /* the cross cache's slots and rows per slot (0: slots, S) */
+    /* rows at positions of their own (continuous decoding; NULL: all at pos0): row_pos[B]
+     * host positions, self_kv_len the keys self-attention reads (masked per row by the value
+     * self_mask, I32 [B, self_kv_len]), write_row the self-cache row row 0 writes its k|v
+     * to (row b: write_row + b * self_len) */
+    const int *row_pos;
+    int self_kv_len, self_mask, write_row;
     /* row tables (clf_kv_cache.rows) of the two caches: values, used when their ld > 0 */
     int self_rows, cross_rows;
     int self_rows_ld, cross_rows_ld;

@@ -526,6 +526,36 @@ static int embedding(builder *b, const char *table_name, const char *pos_name, i
     return dropout(b, h, (size_t)B * L * d, b->p_embedding, table_name);
 }
 
+/* h[B, d] of one decoder input per row, row r at position pos[r]: one embed node per run
+ * of equal positions, so that each row gets the arithmetic of embedding() at its position. */
+static int embedding_rows(builder *b, int ids, int B, const int *pos)
+{
+    const clf_model_config *c = &b->m->cfg;
+    const int d = b->d;
+    int h = clf_build_activation(b, (size_t)B * d, "stream");
+    int table = clf_build_required(b, weight_span(b, CLF_WN_TGT_EMBED, 1), CLF_WN_TGT_EMBED, "");
+    int pe = c->positional == CLF_POS_LEARNED
+                 ? clf_build_required(b, weight_span(b, CLF_WN_TGT_POS, 1), CLF_WN_TGT_POS, "")
+                 : b->pe;
+    for (int r0 = 0, r1; r0 < B; r0 = r1) {
+        for (r1 = r0 + 1; r1 < B && pos[r1] == pos[r0];)
+            r1++;
+        clf_embed_args a = {.rows = r1 - r0,
+                            .seq_len = 1,
+                            .pos0 = pos[r0],
+                            .dim = d,
+                            .vocab = c->tgt_vocab,
+                            .scale =
+                                c->embed_scale > 0.0f ? c->embed_scale : (float)sqrt((double)d)};
+        clf_node *n = clf_graph_node(b->g, CLF_OP_EMBED, &a, sizeof a, CLF_WN_TGT_EMBED);
+        clf_graph_bind(b->g, n, offsetof(clf_embed_args, out), h, (size_t)r0 * d);
+        clf_graph_bind(b->g, n, offsetof(clf_embed_args, ids), ids, (size_t)r0);
+        clf_graph_bind(b->g, n, offsetof(clf_embed_args, table), table, 0);
+        clf_graph_bind(b->g, n, offsetof(clf_embed_args, pe), pe, 0);
+    }
+    return h;
+}
+
 /* enc[B*S, d]: embedding, N x (self-attention, feed-forward), optional final norm */
 int clf_build_encoder(builder *b, int src, int src_mask, int B, int S)
 {
@@ -559,7 +589,11 @@ int clf_build_decoder(builder *b, const decoder_spec *ds)
     const int B = ds->B, S = ds->S, T = ds->T, L = c->decoder_layers;
     const size_t row2 = 2 * (size_t)b->d;
     char p[4][96];
-    int h = embedding(b, CLF_WN_TGT_EMBED, CLF_WN_TGT_POS, ds->ids, B, T, ds->pos0, c->tgt_vocab);
+    int h = ds->row_pos ? embedding_rows(b, ds->ids, B, ds->row_pos)
+                        : embedding(b, CLF_WN_TGT_EMBED, CLF_WN_TGT_POS, ds->ids, B, T, ds->pos0,
+                                    c->tgt_vocab);
+    const int cross_slots = ds->cross_slots > 0 ? ds->cross_slots : ds->slots;
+    const int cross_len = ds->cross_len > 0 ? ds->cross_len : S;
     for (int i = 0; i < L; i++) {
         snprintf(p[0], sizeof p[0], "decoder.layers.%d.self_attention_block", i);
         snprintf(p[1], sizeof p[1], "decoder.layers.%d.cross_attention_block", i);
@@ -580,14 +614,14 @@ int clf_build_decoder(builder *b, const decoder_spec *ds)
             /* the step at position pos0 attends to positions 0..pos0 (no pads there) */
             self.site = (attention_site){.B = B,
                                          .Tq = 1,
-                                         .Tk = ds->pos0 + 1,
+                                         .Tk = ds->row_pos ? ds->self_kv_len : ds->pos0 + 1,
                                          .kv_src = -1,
-                                         .mask = -1,
+                                         .mask = ds->row_pos ? ds->self_mask : -1,
                                          .has_cache = 1,
                                          .cache = ds->self_cache,
                                          .cache_off = (size_t)i * ds->slots * ds->self_len * row2,
                                          .cache_len = ds->self_len,
-                                         .write_pos = ds->pos0,
+                                         .write_pos = ds->row_pos ? ds->write_row : ds->pos0,
                                          .kv_rows = ds->self_rows,
                                          .kv_rows_ld = ds->self_rows_ld,
                                          .slots = ds->slots,
@@ -599,12 +633,12 @@ int clf_build_decoder(builder *b, const decoder_spec *ds)
                                           .mask = ds->src_mask,
                                           .has_cache = 1,
                                           .cache = ds->cross_cache,
-                                          .cache_off = (size_t)i * ds->slots * S * row2,
-                                          .cache_len = S,
+                                          .cache_off = (size_t)i * cross_slots * cross_len * row2,
+                                          .cache_len = cross_len,
                                           .write_pos = -1,
                                           .kv_rows = ds->cross_rows,
                                           .kv_rows_ld = ds->cross_rows_ld,
-                                          .slots = ds->slots,
+                                          .slots = cross_slots,
                                           .probs = -1};
         }
         if (i == L - 1)

@@ -37,7 +37,9 @@ typedef struct clf_step_spec {
     clf_ptr src_mask;  /* I32 [slots, S] */
     clf_kv_cache self; /* len >= pos + 1 */
     clf_kv_cache cross;
-    int log_probs; /* 1: output log_softmax [rows, V]; 0: argmax ids I32 [rows] */
+    /* 0: output argmax ids I32 [rows]; 1: log_softmax [rows, V]; 2: both (the argmax of
+     * the logits, as 0 gives, and the log-probabilities, as 1 gives) */
+    int log_probs;
     /* use_cache 0: the whole decoder re-runs on the prefix (ids I32 [rows, pos+1]) with the
      * encoder output [slots, S, d] at enc, as the tutorial's greedy_decode does; only the
      * last position is projected. The caches are then unused. */
@@ -45,11 +47,22 @@ typedef struct clf_step_spec {
     clf_ptr enc;
     int want_attention; /* the last layer's cross-attention softmax [rows, h, T, S], T = 1
                            with the cache, pos + 1 without */
+    /* Rows at positions of their own (continuous decoding, decode_stream.c; NULL: every
+     * row at pos): row_pos[rows] on the host (runs of equal positions share an embed node);
+     * self-attention reads self_kv_len keys (more than any row's position), those past a
+     * row's own position masked by self_mask, I32 [rows, self_kv_len]; row b writes its k|v
+     * to row write_row + b * self.len of each layer's self-cache block. src_len is then the
+     * keys cross-attention reads, cross.len the rows of a cross-cache slot (>= src_len). */
+    const int *row_pos;
+    int self_kv_len;
+    clf_ptr self_mask;
+    int write_row;
 } clf_step_spec;
 
 typedef struct clf_step_values {
     int ids;       /* input I32 [rows] (cache) or [rows, pos+1] (no cache) */
     int out;       /* output: log-probs or argmax ids */
+    int next_ids;  /* log_probs 2: the argmax ids, else -1 */
     int attention; /* output or -1 */
 } clf_step_values;
 

@@ -113,14 +113,19 @@ clf_status clf_model_build_step_graph(clf_model *m, const clf_step_spec *s, clf_
         .ids = v->ids,
         .tgt_mask = -1,
         .enc = -1,
-        .src_mask =
-            clf_graph_external(g, s->src_mask, (size_t)s->cross.slots * s->src_len * 4, "src_mask"),
+        .src_mask = clf_graph_external(g, s->src_mask, (size_t)A * s->src_len * 4, "src_mask"),
         .pos0 = s->pos,
         .has_cache = 1,
         .self_cache = clf_graph_external(g, s->self.base, s->self.bytes, "self_kv"),
         .cross_cache = clf_graph_external(g, s->cross.base, s->cross.bytes, "cross_kv"),
         .slots = s->self.slots,
         .self_len = s->self.len,
+        .cross_slots = s->cross.slots,
+        .cross_len = s->cross.len,
+        .row_pos = s->use_cache ? s->row_pos : NULL,
+        .self_kv_len = s->self_kv_len,
+        .self_mask = -1,
+        .write_row = s->write_row,
         .self_rows_ld = s->self.rows_ld,
         .cross_rows_ld = s->cross.rows_ld,
         .probs = -1};
@@ -131,7 +136,11 @@ clf_status clf_model_build_step_graph(clf_model *m, const clf_step_spec *s, clf_
     if (s->cross.rows_ld > 0)
         ds.cross_rows =
             clf_graph_external(g, s->cross.rows, (size_t)A * s->cross.rows_ld * 4, "cross_kv_rows");
+    if (ds.row_pos)
+        ds.self_mask =
+            clf_graph_external(g, s->self_mask, (size_t)A * s->self_kv_len * 4, "self_mask");
     v->attention = -1;
+    v->next_ids = -1;
     if (s->want_attention)
         ds.probs = v->attention =
             clf_graph_value(g, CLF_VALUE_OUTPUT,
@@ -146,7 +155,19 @@ clf_status clf_model_build_step_graph(clf_model *m, const clf_step_spec *s, clf_
     /* only each sentence's last position is projected: rows T*d apart from (T-1)*d */
     size_t last_off = (size_t)(T - 1) * d;
     int last_ld = T * d;
-    if (s->log_probs) {
+    if (s->log_probs == 2) { /* the argmax of the logits, then log_softmax over them */
+        v->out = clf_graph_value(g, CLF_VALUE_OUTPUT, (size_t)A * V * sizeof(float), "log_probs");
+        clf_build_projection(&b, v->out, dec, last_off, last_ld, A, 0);
+        v->next_ids = clf_graph_value(g, CLF_VALUE_OUTPUT, (size_t)A * 4, "next_ids");
+        clf_softmax_args a = {.rows = A, .cols = V};
+        clf_node *n = clf_graph_node(g, CLF_OP_ARGMAX, &a, sizeof a, "argmax");
+        clf_graph_bind(g, n, offsetof(clf_softmax_args, out), v->next_ids, 0);
+        clf_graph_bind(g, n, offsetof(clf_softmax_args, x), v->out, 0);
+        clf_softmax_args ls = {.rows = A, .cols = V, .log = 1};
+        n = clf_graph_node(g, CLF_OP_SOFTMAX, &ls, sizeof ls, "log_softmax");
+        clf_graph_bind(g, n, offsetof(clf_softmax_args, out), v->out, 0);
+        clf_graph_bind(g, n, offsetof(clf_softmax_args, x), v->out, 0);
+    } else if (s->log_probs) {
         v->out = clf_graph_value(g, CLF_VALUE_OUTPUT, (size_t)A * V * sizeof(float), "log_probs");
         clf_build_projection(&b, v->out, dec, last_off, last_ld, A, 1);
     } else {

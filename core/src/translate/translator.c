@@ -158,15 +158,14 @@ clf_status clf_translator_encode(const clf_translator *t, int side, const char *
     return clf_tokenizer_encode(t->tok[side], text, len, ids, n);
 }
 
-/* A call's settings: o's, the config's generate: section for what o leaves open. */
-typedef struct call_opts {
-    clf_decode_opts d; /* max_len: per batch when max_len is 0 */
-    int max_len;       /* given (o or generate.max_len), else 0 */
-    int max_batch;
-    int score_greedy; /* want_scores with greedy decoding that sums nothing */
-} call_opts;
+int clf_translate_max_len(const clf_translator *t, const call_opts *c, int longest)
+{
+    const int cap = t->cfg.model.max_len - 1;
+    const int n = c->max_len > 0 ? c->max_len : MAX_LEN_FACTOR * longest + MAX_LEN_EXTRA;
+    return n < cap ? n : cap;
+}
 
-static clf_status resolve(const clf_translator *t, const clf_translate_opts *o, call_opts *c)
+clf_status clf_translate_resolve(const clf_translator *t, const clf_translate_opts *o, call_opts *c)
 {
     clf_translate_opts def;
     const clf_generate_config *g = &t->cfg.generate;
@@ -207,11 +206,8 @@ static clf_status resolve(const clf_translator *t, const clf_translate_opts *o, 
     return CLF_OK;
 }
 
-/* h as a clf_translation_hyp: the words of its tokens (specials, and ids beyond the
- * vocabulary that a model with a larger tgt_vocab may emit, left out; line breaks a word
- * may hold made spaces) and its attention over the cols columns of the framed source. */
-static clf_status fill_hyp(const clf_translator *t, const clf_hypothesis *h, int src_len, int cols,
-                           clf_translation_hyp *out)
+clf_status clf_translate_fill_hyp(const clf_translator *t, const clf_hypothesis *h, int src_len,
+                                  int cols, clf_translation_hyp *out)
 {
     const int size = clf_tokenizer_size(t->tok[1]);
     int kept = 0;
@@ -319,10 +315,7 @@ static clf_status decode_batch(clf_translator *t, int32_t *const *ids, const int
         clf_framing_source_row(&t->fr, ids[i], lens[i], S, src + (size_t)r++ * S);
     }
     clf_decode_opts d = c->d;
-    const int cap = t->cfg.model.max_len - 1;
-    d.max_len = c->max_len > 0 ? c->max_len : MAX_LEN_FACTOR * longest + MAX_LEN_EXTRA;
-    if (d.max_len > cap)
-        d.max_len = cap;
+    d.max_len = clf_translate_max_len(t, c, longest);
     st = clf_decode(t->model, src, rows, S, &d, &res);
     free(src);
     if (st != CLF_OK)
@@ -338,7 +331,8 @@ static clf_status decode_batch(clf_translator *t, int32_t *const *ids, const int
         }
         out[i].n_hyps = res.n_best;
         for (int j = 0; j < res.n_best && st == CLF_OK; j++)
-            st = fill_hyp(t, &best[j], res.src_len, lens[i] + t->framing, &out[i].hyps[j]);
+            st = clf_translate_fill_hyp(t, &best[j], res.src_len, lens[i] + t->framing,
+                                        &out[i].hyps[j]);
     }
     clf_decode_result_free(&res);
     if (st == CLF_OK && c->score_greedy)
@@ -357,7 +351,7 @@ static clf_status translate(clf_translator *t, int by_text, const char *const *t
     int *lens = NULL;
     if (!t || n < 0 || (n > 0 && (!out || (by_text ? !text : !in_lens))))
         return clf_error(CLF_ERR_INPUT, "translate: NULL argument or a negative count");
-    if ((st = resolve(t, o, &c)) != CLF_OK)
+    if ((st = clf_translate_resolve(t, o, &c)) != CLF_OK)
         return st;
     if (n == 0)
         return CLF_OK;

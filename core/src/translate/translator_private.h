@@ -41,6 +41,25 @@ clf_status clf_translate_score_rows(clf_translator *t, int32_t *const *src, cons
                                     int32_t *const *tgt, const int *tgt_lens, const int *eos, int n,
                                     float *logprob);
 
+/* A call's settings (translator.c): o's, the config's generate: section for what o leaves
+ * open; CLF_ERR_INPUT for a bad option. */
+typedef struct call_opts {
+    clf_decode_opts d; /* max_len: per batch when max_len is 0 */
+    int max_len;       /* given (o or generate.max_len), else 0 */
+    int max_batch;
+    int score_greedy; /* want_scores with greedy decoding that sums nothing */
+} call_opts;
+clf_status clf_translate_resolve(const clf_translator *t, const clf_translate_opts *o,
+                                 call_opts *c);
+/* The output limit of a batch whose longest source has `longest` tokens (unframed): c's,
+ * else 2 * longest + 10, capped at the model's max_len - 1. */
+int clf_translate_max_len(const clf_translator *t, const call_opts *c, int longest);
+/* h as a clf_translation_hyp: the words of its tokens (specials, and ids beyond the
+ * vocabulary that a model with a larger tgt_vocab may emit, left out; line breaks a word
+ * may hold made spaces) and its attention over the cols columns of the framed source. */
+clf_status clf_translate_fill_hyp(const clf_translator *t, const clf_hypothesis *h, int src_len,
+                                  int cols, clf_translation_hyp *out);
+
 /* malloc'd copy of the message of the last error, which is then cleared. */
 char *clf_translate_take_error(void);
 
