@@ -615,7 +615,7 @@ START_TEST(test_stats)
         words += *p != ' ' && *p != '\n' && (p == out || p[-1] == ' ' || p[-1] == '\n');
     ck_assert_msg(tokens >= words && tokens <= 4 * 12, "%ld tokens, %ld words: %s", tokens, words,
                   err);
-    ck_assert_msg(secs > 0.0, "%s", err);
+    ck_assert_msg(secs >= 0.0, "%s", err); /* printed to the millisecond: 0.000 on a fast run */
 }
 END_TEST
 
