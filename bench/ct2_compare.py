@@ -10,6 +10,11 @@
         Our own converter: clformer's config.yaml + weights.safetensors -> CTranslate2's
         TransformerSpec (pre-norm, standard LayerNorm, explicit position table), saved
         as a CTranslate2 model directory OUT (float32; int8 is chosen at load).
+    python3 bench/ct2_compare.py convert-dir MODEL_DIR OUT
+        The same for a trained model directory (model.yaml, weights.safetensors in F32 or
+        F16, SentencePiece src.model / tgt.model: the shipped models/en-de-gettext), its
+        vocabularies the SentencePiece pieces in id order. Refuses a model.yaml this
+        mapping does not cover (post-norm, RMSNorm, GELU, learned positions, ...).
     python3 bench/ct2_compare.py translate OUT COMPUTE_TYPE BEAM BATCH MAX_LEN THREADS
         stdin -> stdout as `clformer translate` does (tokens joined by spaces), and on
         stderr one line `ct2: N lines, T tokens, S s, R tokens/s` (loading excluded).
@@ -17,7 +22,8 @@
         Fails unless the two translation files are equal line for line and varied (not
         one token repeated).
 
-`make` needs numpy only; `convert` and `translate` need the ctranslate2 package.
+`make` needs numpy only; `convert` and `translate` need the ctranslate2 package,
+`convert-dir` also sentencepiece and PyYAML.
 """
 
 import json
@@ -139,10 +145,12 @@ def read_safetensors(path):
     for name, h in header.items():
         if name == "__metadata__":
             continue
-        if h["dtype"] != "F32":
-            sys.exit(f"ct2_compare: {path}: {name} is {h['dtype']}, the converter takes F32")
+        types = {"F32": "<f4", "F16": "<f2"}
+        if h["dtype"] not in types:
+            sys.exit(f"ct2_compare: {path}: {name} is {h['dtype']}, the converter takes F32, F16")
         a, b = h["data_offsets"]
-        out[name] = np.frombuffer(data[a:b], dtype="<f4").reshape(h["shape"])
+        t = np.frombuffer(data[a:b], dtype=types[h["dtype"]]).reshape(h["shape"])
+        out[name] = t.astype(np.float32)  # F16 -> F32 is exact
     return out
 
 
@@ -170,29 +178,33 @@ def make(out, seed):
             f.write(" ".join(WORDS[i] for i in rng.integers(0, len(WORDS), 20)) + "\n")
 
 
-def position_table():
+def position_table(max_len=MAX_LEN, d=D):
     """clformer's `positional: sinusoidal`: sin on even, cos on odd columns, in float as
     the tutorial computes it. CTranslate2's own table is [sin | cos] halves, so the
     converter passes this one."""
-    pos = np.arange(MAX_LEN, dtype=np.float32)[:, None]
-    div = np.exp(np.arange(0, D, 2, dtype=np.float32) * np.float32(-math.log(10000.0) / D))
-    pe = np.zeros((MAX_LEN, D), dtype=np.float32)
+    pos = np.arange(max_len, dtype=np.float32)[:, None]
+    div = np.exp(np.arange(0, d, 2, dtype=np.float32) * np.float32(-math.log(10000.0) / d))
+    pe = np.zeros((max_len, d), dtype=np.float32)
     pe[:, 0::2] = np.sin(pos * div)
     pe[:, 1::2] = np.cos(pos * div)
     return pe
 
 
-def convert(src, out):
-    import ctranslate2
+def build_spec(w, layers, heads, max_len, eps, src_vocab, tgt_vocab, specials):
+    """CTranslate2's TransformerSpec of clformer weights w (names of docs/ARCHITECTURE.md
+    section 6; pre-norm, standard LayerNorm, ReLU, sinusoidal positions, embeddings x
+    sqrt(d)). Attention biases and src_embed are optional: without them the linear layers
+    have no bias and the encoder reads tgt_embed (tie_embeddings: all). specials: unk, bos,
+    eos tokens; the decoder starts with bos."""
     from ctranslate2.specs import common_spec, transformer_spec
 
-    w = read_safetensors(f"{src}/weights.safetensors")
     spec = transformer_spec.TransformerSpec.from_config(
-        (LAYERS, LAYERS), HEADS, pre_norm=True, activation=common_spec.Activation.RELU)
+        (layers, layers), heads, pre_norm=True, activation=common_spec.Activation.RELU)
 
     def linear(s, *names):  # several names: fused side by side on the output axis
         s.weight = np.concatenate([w[n + ".weight"] for n in names])
-        s.bias = np.concatenate([w[n + ".bias"] for n in names])
+        if all(n + ".bias" in w for n in names):
+            s.bias = np.concatenate([w[n + ".bias"] for n in names])
 
     def norm(s, name):
         s.gamma, s.beta = w[name + ".alpha"], w[name + ".bias"]
@@ -208,18 +220,21 @@ def convert(src, out):
         linear(s.linear[0], f"{a}.w_q", f"{a}.w_k", f"{a}.w_v")
         linear(s.linear[1], f"{a}.w_o")
 
-    pe = position_table()
+    tgt_embed = w["tgt_embed.embedding.weight"]
+    pe = position_table(max_len, tgt_embed.shape[1])
     enc, dec = spec.encoder, spec.decoder
-    enc.embeddings[0].weight = w["src_embed.embedding.weight"]
+    enc.embeddings[0].weight = w.get("src_embed.embedding.weight", tgt_embed)
     enc.position_encodings.encodings = pe
     norm(enc.layer_norm, "encoder.norm")
     for i, layer in enumerate(enc.layer):
         self_attention(layer.self_attention, f"encoder.layers.{i}")
         ffn(layer.ffn, f"encoder.layers.{i}", 1)
-    dec.embeddings.weight = w["tgt_embed.embedding.weight"]
+    dec.embeddings.weight = tgt_embed
     dec.position_encodings.encodings = pe
     norm(dec.layer_norm, "decoder.norm")
-    linear(dec.projection, "projection_layer.proj")
+    dec.projection.weight = w.get("projection_layer.proj.weight", tgt_embed)
+    if "projection_layer.proj.bias" in w:
+        dec.projection.bias = w["projection_layer.proj.bias"]
     for i, layer in enumerate(dec.layer):
         p = f"decoder.layers.{i}"
         self_attention(layer.self_attention, p)
@@ -231,16 +246,58 @@ def convert(src, out):
         ffn(layer.ffn, p, 2)
 
     c = spec.config
-    c.unk_token, c.bos_token, c.eos_token, c.decoder_start_token = SPECIALS[0], *SPECIALS[2:], SPECIALS[2]
+    unk, bos, eos = specials
+    c.unk_token, c.bos_token, c.eos_token, c.decoder_start_token = unk, bos, eos, bos
     c.add_source_bos = c.add_source_eos = True
-    c.layer_norm_epsilon = 1e-6
-    spec.register_source_vocabulary(SPECIALS + WORDS)
-    spec.register_target_vocabulary(SPECIALS + WORDS)
+    c.layer_norm_epsilon = eps
+    spec.register_source_vocabulary(src_vocab)
+    spec.register_target_vocabulary(tgt_vocab)
     spec.validate()
     spec.optimize(quantization="float32")
+    return spec
+
+
+def convert(src, out):
+    import ctranslate2
+
+    spec = build_spec(read_safetensors(f"{src}/weights.safetensors"), LAYERS, HEADS, MAX_LEN,
+                      1e-6, SPECIALS + WORDS, SPECIALS + WORDS,
+                      (SPECIALS[0], SPECIALS[2], SPECIALS[3]))
     os.makedirs(out, exist_ok=True)
     spec.save(out)
     print(f"ct2_compare: {out}: CTranslate2 {ctranslate2.__version__} TransformerSpec")
+
+
+# model.yaml values the mapping of build_spec assumes (key: the values it takes).
+DIR_MODEL = {"norm": ["pre"], "final_norm": [True, "auto"], "activation": ["relu"],
+             "positional": ["sinusoidal"], "embed_scale": ["sqrt_d_model"],
+             "tie_embeddings": ["all", "none"], "output": ["logits"],
+             "source_bos": [True], "source_eos": [True], "banned_ids": [[], None]}
+
+
+def convert_dir(src, out):
+    import ctranslate2
+    import sentencepiece
+    import yaml
+
+    with open(f"{src}/model.yaml") as f:
+        m = yaml.safe_load(f)["model"]
+    for key, ok in DIR_MODEL.items():
+        if m.get(key) not in ok:
+            sys.exit(f"ct2_compare: {src}/model.yaml: {key}: {m.get(key)!r} is not "
+                     f"mapped to CTranslate2 (takes {ok})")
+    if (m.get("layernorm") or {}).get("style", "standard") != "standard":
+        sys.exit(f"ct2_compare: {src}/model.yaml: layernorm style is not standard")
+    vocab = []
+    for side in ("src", "tgt"):
+        sp = sentencepiece.SentencePieceProcessor(model_file=f"{src}/{side}.model")
+        vocab.append([sp.id_to_piece(i) for i in range(sp.get_piece_size())])
+    specials = ("<unk>", "<s>", "</s>")  # clformer's SentencePiece specials, by name
+    spec = build_spec(read_safetensors(f"{src}/weights.safetensors"), m["layers"], m["heads"],
+                      m["max_len"], float(m["layernorm"]["eps"]), vocab[0], vocab[1], specials)
+    os.makedirs(out, exist_ok=True)
+    spec.save(out)
+    print(f"ct2_compare: {out}: CTranslate2 {ctranslate2.__version__} TransformerSpec of {src}")
 
 
 def translate(model, compute_type, beam, batch, max_len, threads):
@@ -283,6 +340,8 @@ def main():
         make(args[0], int(args[2]) if args[1:2] == ["--seed"] else 1)
     elif cmd == "convert":
         convert(*args)
+    elif cmd == "convert-dir":
+        convert_dir(*args)
     elif cmd == "translate":
         translate(args[0], args[1], *map(int, args[2:]))
     elif cmd == "check":

@@ -1,15 +1,30 @@
 #!/usr/bin/env bash
-# Load test of `clformer serve` against offline `clformer translate --batch 32`, loopback.
+# Load test of `clformer serve` against offline `clformer translate --batch 32` and a peer
+# server (issue 37, item 6), loopback, CPU:
 #   bench/serve_load.sh [MODEL_DIR] [SENTENCES] [CLIENTS...]
-# Defaults: the shipped model, 256 sentences of its valid.en, 1 8 32 clients. Each client
-# sends single sentences back to back (POST /v1/translate) until all are sent; reported per
-# client count: sentences/s, output tokens/s (from /metrics), p50/p95/p99 latency, the mean
-# batch occupancy (decoder rows per step); then the offline run on the same sentences with the server's output
-# limit (--max-len M, GET /health). Environment: CLF_CLI (default build/bin/clformer),
-# SERVE_ARGS (more `serve` options, e.g. "--backend opencl"), TRANSLATE_ARGS (the same for
-# the offline run).
+# Defaults: the shipped model, 256 sentences of its valid.en, 1 8 32 clients. The peer is
+# CTranslate2 behind a minimal Python HTTP server with its own batching
+# (bench/serve_peer_ct2.py: LibreTranslate's POST /translate, up to 32 sentences a
+# translate_batch call), on the model converted by `bench/ct2_compare.py convert-dir`.
+# Each client sends single sentences back to back (POST /translate, the same JSON to both
+# servers) until all are sent; per engine and client count: sentences/s, output tokens/s,
+# p50/p95/p99 latency, and the rate over offline's and over the peer's. Every round runs
+# the engines in turn; the median of REPEAT rounds is kept (bench/serve_load.py). Then the
+# answers are checked: the peer's equal CTranslate2's offline output, clformer's equal
+# `clformer translate`'s (mismatch counts), and clformer's against the peer's (how many
+# sentences equal, token agreement: two engines).
+# Env: CLF_CLI (default build/bin/clformer), THREADS (2: both servers and offline),
+#      REPEAT (3), ENGINES (default "clformer peer offline"),
+#      SERVE_ARGS (more `serve` options, e.g. "--backend opencl"), TRANSLATE_ARGS (the
+#      same for the offline run), PEER_ARGS (more serve_peer_ct2.py options, e.g.
+#      "--wait-ms 2"), PEER_COMPUTE_TYPE (int8, CTranslate2's faster type here; float32),
+#      CLF_CT2_VENV (default /work/venv-ct2: made with --system-site-packages when it lacks
+#      ctranslate2), CT2_VERSION (the ctranslate2 wheel pip installs there, default 4.8.5).
+# Work files (the conversion, the last round's answers): runs/bench/serve_load.
+# A benchmark, not a test: CI never runs it. Results: bench/RESULTS.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+unset OPENBLAS_CORETYPE # see bench/common.sh
 . scripts/env.sh
 cli=${CLF_CLI:-build/bin/clformer}
 model=${1:-models/en-de-gettext}
@@ -17,84 +32,25 @@ count=${2:-256}
 shift $(($# > 2 ? 2 : $#))
 clients=("$@")
 [ ${#clients[@]} -gt 0 ] || clients=(1 8 32)
-work=$(mktemp -d "${TMPDIR:-/tmp}/serve-load.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-grep -v '^[[:space:]]*$' "$model/valid.en" | head -n "$count" >"$work/in.txt"
+venv=${CLF_CT2_VENV:-/work/venv-ct2}
+out=runs/bench/serve_load
+mkdir -p "$out"
+grep -v '^[[:space:]]*$' "$model/valid.en" | head -n "$count" > "$out/in.txt"
 
-python3 - "$cli" "$model" "$work/in.txt" "${SERVE_ARGS:-}" "${clients[@]}" <<'EOF'
-import http.client, json, os, shlex, signal, subprocess, sys, tempfile, threading, time
+if ! "$venv/bin/python" -c 'import ctranslate2, sentencepiece, yaml' 2> /dev/null; then
+  /usr/bin/python3 -m venv --system-site-packages "$venv"
+  "$venv/bin/pip" install -q "ctranslate2==${CT2_VERSION:-4.8.5}" sentencepiece pyyaml
+fi
+# the conversion, redone when the weights are newer
+if [ ! -f "$out/ct2/model.bin" ] || [ "$model/weights.safetensors" -nt "$out/ct2/model.bin" ]; then
+  "$venv/bin/python" bench/ct2_compare.py convert-dir "$model" "$out/ct2"
+fi
 
-cli, model, path, extra, *clients = sys.argv[1:]
-sentences = [l.rstrip("\n") for l in open(path, encoding="utf-8")]
-
-def metric(port, name):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    c.request("GET", "/metrics")
-    text = c.getresponse().read().decode()
-    c.close()
-    return float(next(l.split()[1] for l in text.splitlines() if l.startswith(name + " ")))
-
-err = tempfile.TemporaryFile()
-p = subprocess.Popen([cli, "serve", "-m", model, "--port", "0", "--queue", "4096",
-                      *shlex.split(extra)], stderr=err)
-port = None
-while port is None:
-    assert p.poll() is None, "serve exited"
-    err.seek(0)
-    for line in err.read().decode().splitlines():
-        if "serving on http://" in line:
-            port = int(line.rsplit(":", 1)[1])
-    time.sleep(0.05)
-c = http.client.HTTPConnection("127.0.0.1", port)
-c.request("GET", "/health")
-max_len = json.loads(c.getresponse().read())["models"][0]["max_len"]
-c.close()
-
-print(f"{len(sentences)} sentences, output limit {max_len}")
-print(f"{'clients':>7} {'sent/s':>8} {'tok/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'batch':>6}")
-for n in map(int, clients):
-    lat, lock, nxt = [], threading.Lock(), [0]
-    def client():
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
-        while True:
-            with lock:
-                i = nxt[0]
-                nxt[0] += 1
-            if i >= len(sentences):
-                break
-            t = time.perf_counter()
-            conn.request("POST", "/v1/translate", json.dumps({"sentences": [sentences[i]]}),
-                         {"Content-Type": "application/json"})
-            r = conn.getresponse()
-            r.read()
-            assert r.status == 200, r.status
-            with lock:
-                lat.append(time.perf_counter() - t)
-        conn.close()
-    tok0 = metric(port, "clformer_tokens_out_total")
-    steps0 = metric(port, "clformer_batch_rows_count")
-    rows0 = metric(port, "clformer_batch_rows_sum")
-    sent0 = metric(port, "clformer_sentences_total")
-    t0 = time.perf_counter()
-    threads = [threading.Thread(target=client) for _ in range(n)]
-    for t in threads: t.start()
-    for t in threads: t.join()
-    wall = time.perf_counter() - t0
-    tok = metric(port, "clformer_tokens_out_total") - tok0
-    steps = metric(port, "clformer_batch_rows_count") - steps0
-    rows = metric(port, "clformer_batch_rows_sum") - rows0
-    sent = metric(port, "clformer_sentences_total") - sent0
-    lat.sort()
-    q = lambda f: 1000 * lat[min(len(lat) - 1, int(f * len(lat)))]
-    print(f"{n:>7} {len(lat) / wall:>8.1f} {tok / wall:>8.0f} {q(.5):>8.1f} {q(.95):>8.1f} "
-          f"{q(.99):>8.1f} {rows / max(steps, 1):>6.1f}", flush=True)
-p.send_signal(signal.SIGTERM)
-assert p.wait(120) == 0
-
-t0 = time.perf_counter()
-subprocess.run([cli, "translate", "-m", model, "--batch", "32", "--max-len", str(max_len),
-                *shlex.split(os.environ.get("TRANSLATE_ARGS", ""))],
-               stdin=open(path), stdout=subprocess.DEVNULL, check=True)
-wall = time.perf_counter() - t0
-print(f"offline translate --batch 32: {len(sentences) / wall:.1f} sentences/s (model load included)")
-EOF
+cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)
+ct2=$("$venv/bin/python" -c 'import ctranslate2; print(ctranslate2.__version__)')
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -n), $cpu, $(nproc) cores"
+echo "# clformer $(git rev-parse --short HEAD), CTranslate2 $ct2, model $model"
+echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+PEER_PYTHON="$venv/bin/python" "$venv/bin/python" bench/serve_load.py "$cli" "$model" \
+  "$out/ct2" "$out/in.txt" "$out" "${clients[@]}"
+echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -6,3 +6,19 @@ add_test(NAME serve COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/se
   $<TARGET_FILE:clformer-cli> ${CMAKE_SOURCE_DIR}/models/en-de-gettext)
 set_tests_properties(serve PROPERTIES TIMEOUT 600
   ENVIRONMENT "POCL_CACHE_DIR=${CLF_TEST_CACHE_DIR}/pocl;XDG_CACHE_HOME=${CLF_TEST_CACHE_DIR};CLF_CACHE_DIR=${CLF_TEST_CACHE_DIR}/clformer;CLF_BACKEND=cpu;LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_SOURCE_DIR}/lsan.supp${CLF_TEST_WAIT_POLICY}")
+
+# The same server driven by LibreTranslate's Python client, libretranslatepy (PyPI; not in
+# Debian): tests/serve/test_libre_client.py runs in the venv scripts/deps.sh makes, and fails
+# naming scripts/deps.sh when that venv is missing.
+if(DEFINED ENV{CLF_TEST_VENV})
+  set(CLF_TEST_VENV_DEFAULT "$ENV{CLF_TEST_VENV}")
+else()
+  set(CLF_TEST_VENV_DEFAULT "$ENV{HOME}/.local/share/clformer/venv-test")
+endif()
+set(CLF_TEST_VENV "${CLF_TEST_VENV_DEFAULT}" CACHE PATH
+  "venv with the tests' PyPI packages (scripts/deps.sh makes it)")
+add_test(NAME serve_libre COMMAND ${Python3_EXECUTABLE}
+  ${CMAKE_CURRENT_SOURCE_DIR}/serve/test_libre_client.py $<TARGET_FILE:clformer-cli>
+  ${CMAKE_SOURCE_DIR}/models/en-de-gettext ${CLF_TEST_VENV})
+set_tests_properties(serve_libre PROPERTIES TIMEOUT 300
+  ENVIRONMENT "POCL_CACHE_DIR=${CLF_TEST_CACHE_DIR}/pocl;XDG_CACHE_HOME=${CLF_TEST_CACHE_DIR};CLF_CACHE_DIR=${CLF_TEST_CACHE_DIR}/clformer;CLF_BACKEND=cpu;LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_SOURCE_DIR}/lsan.supp${CLF_TEST_WAIT_POLICY}")

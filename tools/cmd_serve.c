@@ -11,6 +11,9 @@
  * `clformer translate --max-len M` gives for it (M: GET /health's max_len). */
 #include <errno.h>
 #include <getopt.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -203,6 +206,20 @@ static int model_languages(serve_model *m, const clf_config *cfg)
            codes(l->target, given ? l->n_target : 0, m->name, &m->targets, &m->n_targets);
 }
 
+/* glibc raises its mmap threshold to the size of each mapped block freed (up to 32 MiB), so
+ * a server's per-call decode buffers soon come from the malloc arenas instead, where the holes
+ * one batch's shapes leave need not fit the next batch's, and the resident size creeps up
+ * under steady load (bench/RESULTS.md, the soak of bench/serve_soak.sh). A fixed threshold
+ * (glibc's default) keeps large blocks mapped and gives them back when freed.
+ * MALLOC_MMAP_THRESHOLD_ in the environment still wins. */
+static void fix_mmap_threshold(void)
+{
+#ifdef __GLIBC__
+    if (!getenv("MALLOC_MMAP_THRESHOLD_"))
+        mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+#endif
+}
+
 int clf_cmd_serve(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -241,6 +258,7 @@ int clf_cmd_serve(int argc, char **argv)
     serve_metrics *metrics = NULL;
     serve_server *server = NULL;
     memset(models, 0, sizeof models);
+    fix_mmap_threshold();
     optind = 1;
     while ((c = getopt_long(argc, argv, "m:h" CLI_BACKEND_SHORTOPTS, longopts, NULL)) != -1) {
         int b = cli_backend_option(c, optarg, &bo);
