@@ -51,6 +51,7 @@ void clf_decode_opts_default(const clf_model_config *cfg, clf_decode_opts *o)
                            .eos_id = f.tgt_eos,
                            .style = CLF_BEAM_GNMT,
                            .forced_eos = 0,
+                           .forced_bos_id = -1,
                            .pad_id = cfg->pad_id,
                            .want_attention = 0};
 }
@@ -486,7 +487,10 @@ static clf_status advance(run *r, int t, choice *scratch)
         const int s = r->sent[a];
         sentence *se = &r->sents[s];
         int n = 0;
-        if (K == 1 && last_step && r->o->forced_eos) { /* log-prob 0, as in beam search */
+        if (t == 0 && r->o->forced_bos_id >= 0) { /* the forced first token, log-prob 0 */
+            scratch[0] = (choice){r->lp[cur][a * K], 0, r->o->forced_bos_id};
+            n = 1;
+        } else if (K == 1 && last_step && r->o->forced_eos) { /* log-prob 0, as in beam search */
             scratch[0] = (choice){r->lp[cur][a], 0, r->o->eos_id};
             n = 1;
         } else if (K == 1 && r->logp) { /* banned ids: the argmax on the host, summed */
@@ -716,6 +720,10 @@ static clf_status check_args(const clf_model_config *c, const int32_t *src, int 
                              "decode: special id %d is outside the target "
                              "vocabulary [0, %d)",
                              ids[i], c->tgt_vocab);
+    if (o->forced_bos_id >= c->tgt_vocab)
+        return clf_error(CLF_ERR_INPUT,
+                         "decode: forced first token %d is outside the target vocabulary [0, %d)",
+                         o->forced_bos_id, c->tgt_vocab);
     for (size_t i = 0; src && i < (size_t)B * S; i++)
         if (src[i] < 0 || src[i] >= c->src_vocab)
             return clf_error(CLF_ERR_INPUT,

@@ -139,8 +139,9 @@ clf_status clf_weight_specs(const clf_model_config *cfg, clf_weight_spec **out, 
     /* learned positions are embeddings of the position index, initialised as the token
      * embeddings are (Xavier-uniform, as the reference model does for every matrix) */
     if (cfg->positional == CLF_POS_LEARNED) {
-        add_spec(&l, 2, cfg->max_len, d, CLF_INIT_XAVIER, d, CLF_WN_SRC_POS);
-        add_spec(&l, 2, cfg->max_len, d, CLF_INIT_XAVIER, d, CLF_WN_TGT_POS);
+        const int rows = cfg->max_len + cfg->position_offset;
+        add_spec(&l, 2, rows, d, CLF_INIT_XAVIER, d, CLF_WN_SRC_POS);
+        add_spec(&l, 2, rows, d, CLF_INIT_XAVIER, d, CLF_WN_TGT_POS);
     }
     for (int i = 0; i < cfg->encoder_layers; i++)
         add_block(&l, "encoder", i, 0, cfg);

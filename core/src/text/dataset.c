@@ -330,7 +330,7 @@ clf_status clf_dataset_load_framed(const clf_dataset_opts *o, const clf_framing 
         if (st != CLF_OK)
             goto fail;
     }
-    d->src_extra = (d->f.src_bos >= 0) + (d->f.src_eos >= 0);
+    d->src_extra = clf_framing_source_extra(&d->f);
     if ((st = raw_pairs_read(o->src_path, o->tgt_path, &r)) != CLF_OK)
         goto fail;
     const char *tgt_file = has_path(o->tgt_path) ? o->tgt_path : o->src_path;
