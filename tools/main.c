@@ -22,7 +22,7 @@ static const command commands[] = {
     {"forward", clf_cmd_forward, "-c model.yaml -w w.safetensors -i in -o out: run the model", 0},
     {"translate", clf_cmd_translate,
      "-m MODEL_DIR | -c model.yaml -w w --src-vocab s --tgt-vocab t: stdin -> stdout", 1},
-    {"import", clf_cmd_import, "marian HF_DIR -o MODEL_DIR: a transformers MarianMTModel (OPUS-MT)",
+    {"import", clf_cmd_import, "HF_DIR -o MODEL_DIR: a transformers MarianMTModel or M2M-100",
      0},
     {"serve", clf_cmd_serve, "-m MODEL_DIR [--port P]: translation over HTTP (LibreTranslate API)",
      0},

@@ -94,7 +94,7 @@ typedef struct clf_model_config {
      * position_offset rows (fairseq's positions start at padding_idx + 1, mBART's learned
      * ones at 2). Default 0. */
     int position_offset;
-    clf_tie tie_embeddings;    /* default none */
+    clf_tie tie_embeddings; /* default none */
     /* The factor of the token embeddings: 0 = sqrt(d_model) (the default, the paper's),
      * else this number (Marian's scale_embedding: false is 1). */
     float embed_scale;
@@ -220,7 +220,7 @@ typedef struct clf_generate_config {
  * those translate accepts, and code's token is token_prefix code token_suffix
  * ("__de__" for M2M-100, "deu_Latn" for NLLB). */
 #define CLF_LANGUAGES_MAX     256 /* codes per side (NLLB-200 has 202) */
-#define CLF_LANGUAGE_CODE_MAX 16 /* bytes of a code with its NUL: "en", "pt-BR", "zh_Hant" */
+#define CLF_LANGUAGE_CODE_MAX 16  /* bytes of a code with its NUL: "en", "pt-BR", "zh_Hant" */
 typedef struct clf_languages_config {
     int present; /* 1 when the YAML has a languages: section */
     char source[CLF_LANGUAGES_MAX][CLF_LANGUAGE_CODE_MAX];

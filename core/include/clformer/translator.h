@@ -109,6 +109,16 @@ typedef struct clf_translator_info {
 } clf_translator_info;
 CLF_API void clf_translator_get_info(const clf_translator *t, clf_translator_info *info);
 
+/* The languages of a model whose config places language tokens (model.source_language,
+ * model.target_language: M2M-100, NLLB, mBART-50): source and target are codes of its
+ * languages: section (NULL: keep the current one). Opening picks a side's code when the
+ * section lists exactly one; otherwise translating needs one set first. CLF_ERR_INPUT, one
+ * line, for a code the model does not list or whose token its vocabulary lacks, saying how
+ * to list them (`clformer info -m DIR`); the languages stay as they were. For a model without
+ * language tokens any code is refused. */
+CLF_API clf_status clf_translator_set_languages(clf_translator *t, const char *source,
+                                                const char *target);
+
 /* Token <-> id of a side (0: source, 1: target): -1 / NULL when there is none. */
 CLF_API int32_t clf_translator_token_id(const clf_translator *t, int side, const char *token);
 CLF_API const char *clf_translator_token(const clf_translator *t, int side, int32_t id);

@@ -51,7 +51,8 @@ static const char *const act_names[] = {"relu", NULL};
 static const char *const output_names[] = {"logits", "log_softmax", NULL};
 static const char *const positional_names[] = {"sinusoidal", "learned", "sinusoidal_split",
                                                "sinusoidal_fairseq", NULL};
-static const char *const lang_place_names[] = {"none", "before", "after", NULL}; /* clf_lang_place */
+static const char *const lang_place_names[] = {"none", "before", "after",
+                                               NULL};                 /* clf_lang_place */
 static const char *const tgt_lang_names[] = {"none", "forced", NULL}; /* clf_target_language */
 static const char *const tie_names[] = {"none", "decoder", "all", NULL};
 static const char *const backend_names[] = {"cpu", "opencl", "auto", NULL};

@@ -638,8 +638,8 @@ clf_status clf_builder_begin(clf_model *m, clf_graph *g, builder *b)
     for (int i = 0; i < m->n_weights; i++)
         b->wval[i] = -1;
     b->pe = m->pe ? clf_graph_external(g, (clf_ptr){m->pe, 0},
-                                       ((size_t)c->max_len + (size_t)c->position_offset) *
-                                           b->d * sizeof(float),
+                                       ((size_t)c->max_len + (size_t)c->position_offset) * b->d *
+                                           sizeof(float),
                                        "pe")
                   : -1;
     return CLF_OK;

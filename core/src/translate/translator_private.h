@@ -13,7 +13,9 @@ struct clf_translator {
     clf_model *model;
     clf_weight_type weight_type;
     clf_tokenizer *tok[2]; /* source, target */
-    clf_framing fr;        /* the model's framing; src_bos / src_eos -1: none */
+    clf_framing fr;        /* the model's framing; src_bos / src_eos -1: none; src_lang: the
+                              source language's token (clf_translator_set_languages) */
+    int32_t forced_bos;    /* the target language's token, forced first; -1: none */
     int framing;           /* tokens the source framing adds */
     clf_decode_opts dopts; /* the ids; the rest set per call */
     char vocab[2][CLF_PATH_MAX];
