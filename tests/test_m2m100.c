@@ -9,6 +9,7 @@
  * and `clformer translate -m --source-lang en --target-lang L` its decoded text. A language
  * the model lacks, a missing one and an unknown model_type are one-line errors. */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +34,7 @@ typedef struct ref {
     int N, S, M;
     int32_t *src, *src_len;
     int max_length, num_beams;
-    float length_penalty;
+    float length_penalty, early_length_penalty;
     int forced[N_TARGETS];
 } ref;
 
@@ -59,6 +60,7 @@ static void ref_open(ref *r)
     r->max_length = atoi(clf_safetensors_meta(r->f, "max_length"));
     r->num_beams = atoi(clf_safetensors_meta(r->f, "num_beams"));
     r->length_penalty = (float)atof(clf_safetensors_meta(r->f, "length_penalty"));
+    r->early_length_penalty = (float)atof(clf_safetensors_meta(r->f, "early_length_penalty"));
     ck_assert_str_eq(clf_safetensors_meta(r->f, "early_stopping"), "False");
     ck_assert_str_eq(clf_safetensors_meta(r->f, "target_langs"), "de,fr");
     ck_assert_int_eq(sscanf(clf_safetensors_meta(r->f, "forced_bos_token_ids"), "%d,%d",
@@ -150,8 +152,9 @@ END_TEST
 
 /* clf_decode of all sentences at once (padded as the reference's batch) into target k with
  * transformers' generate() options; hypothesis i must be the reference's (generated ids,
- * the forced language token first, EOS included when it ended). */
-static void check_decode(int beam, int k)
+ * the forced language token first, EOS included when it ended). early: beam search with the
+ * model's own settings, early_stopping=True and its length penalty. */
+static void check_decode(int beam, int k, int early)
 {
     ref r = {0};
     loaded l = {0};
@@ -159,10 +162,11 @@ static void check_decode(int beam, int k)
     load(&l);
     char name[64];
     int64_t shape[8];
-    snprintf(name, sizeof name, "%s_%s", beam > 1 ? "beam" : "greedy", targets[k]);
+    const char *kind = early ? "beam_early" : beam > 1 ? "beam" : "greedy";
+    snprintf(name, sizeof name, "%s_%s", kind, targets[k]);
     int32_t *want = ints(&r, name, shape);
     const int M = (int)shape[1];
-    snprintf(name, sizeof name, "%s_%s_len", beam > 1 ? "beam" : "greedy", targets[k]);
+    snprintf(name, sizeof name, "%s_%s_len", kind, targets[k]);
     int32_t *want_len = ints(&r, name, NULL);
     clf_decode_opts o;
     clf_decode_opts_default(&l.cfg.model, &o);
@@ -172,7 +176,8 @@ static void check_decode(int beam, int k)
     o.forced_bos_id = r.forced[k];
     if (beam > 1) {
         o.style = CLF_BEAM_HF;
-        o.length_penalty = r.length_penalty;
+        o.length_penalty = early ? r.early_length_penalty : r.length_penalty;
+        o.early_stopping = early;
     }
     clf_decode_result res;
     CLF_ASSERT_OK(clf_decode(l.m, r.src, r.N, r.S, &o, &res));
@@ -197,13 +202,20 @@ static void check_decode(int beam, int k)
 
 START_TEST(greedy_matches_generate)
 {
-    check_decode(1, _i);
+    check_decode(1, _i, 0);
 }
 END_TEST
 
 START_TEST(beam4_matches_generate)
 {
-    check_decode(4, _i);
+    check_decode(4, _i, 0);
+}
+END_TEST
+
+/* early_stopping=True changes 7 of the 20 sentences into de at this length penalty */
+START_TEST(beam4_early_stopping_matches_generate)
+{
+    check_decode(4, _i, 1);
 }
 END_TEST
 
@@ -246,6 +258,73 @@ START_TEST(source_framing_matches_tokenizer)
     ck_assert_int_eq(clf_translator_set_languages(t, NULL, "xx"), CLF_ERR_INPUT);
     ck_assert_str_eq(clf_last_error(), "translate: target language 'xx' is not one of the "
                                        "model's 100 (`clformer info -m DIR` lists them)");
+    clf_translator_free(t);
+    remove_import(dir);
+    ref_close(&r);
+}
+END_TEST
+
+/* Beam search's log-probabilities, by the translator, are those of teacher forcing
+ * (clf_translator_score_ids, an independent path): the target language's token first with
+ * log-prob 0, then the tokens and EOS, to 1e-4 relative; greedy decoding's want_scores the
+ * same; and a model that needs languages refuses to score without them. */
+START_TEST(scores_match_decoding)
+{
+    ref r = {0};
+    ref_open(&r);
+    const char *dir = import_fixture();
+    clf_translator_opts to;
+    clf_translator_opts_default(&to);
+    to.model_dir = dir;
+    to.backend = "cpu";
+    clf_translator *t;
+    CLF_ASSERT_OK(clf_translator_open(&to, &t));
+    float lp;
+    int tokens;
+    char *error = NULL;
+    const int32_t one = 5, *one_p = &one;
+    const int one_len = 1;
+    ck_assert_int_eq(
+        clf_translator_score_ids(t, &one_p, &one_len, &one_p, &one_len, 1, &lp, &tokens, &error),
+        CLF_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "needs a source and a target language"));
+    CLF_ASSERT_OK(clf_translator_set_languages(t, "en", "fr"));
+    const int32_t *src[64];
+    int src_len[64], checked = 0;
+    ck_assert_int_le(r.N, 64);
+    for (int i = 0; i < r.N; i++) { /* the pieces between __en__ and </s> */
+        src[i] = r.src + (size_t)i * r.S + 1;
+        src_len[i] = r.src_len[i] - 2;
+    }
+    for (int beam = 1; beam <= 4; beam += 3) {
+        clf_translate_opts o;
+        clf_translate_opts_default(&o);
+        o.beam = beam;
+        o.max_len = r.max_length - 1;
+        o.want_scores = 1;
+        clf_translation *out = calloc((size_t)r.N, sizeof *out);
+        CLF_ASSERT_OK(clf_translator_translate_ids(t, src, src_len, r.N, &o, out));
+        for (int i = 0; i < r.N; i++) {
+            const clf_translation_hyp *h = &out[i].hyps[0];
+            ck_assert_int_ge(h->len, 1);
+            ck_assert_int_eq(h->tokens[0], r.forced[1]);
+            if (!h->finished) /* scoring always ends with EOS */
+                continue;
+            const int32_t *y = h->tokens + 1;
+            const int yn = h->len - 1;
+            CLF_ASSERT_OK(clf_translator_score_ids(t, &src[i], &src_len[i], &y, &yn, 1, &lp,
+                                                   &tokens, &error));
+            ck_assert_ptr_null(error);
+            ck_assert_int_eq(tokens, h->len + 1);
+            ck_assert_msg(fabsf(lp - h->logprob) <= 1e-4f * fabsf(h->logprob),
+                          "sentence %d (beam %d): scored %.6f, decoded %.6f", i, beam, lp,
+                          h->logprob);
+            checked++;
+        }
+        clf_translations_free(out, r.N);
+        free(out);
+    }
+    ck_assert_int_ge(checked, 10);
     clf_translator_free(t);
     remove_import(dir);
     ref_close(&r);
@@ -306,10 +385,17 @@ START_TEST(translate_cli_greedy_text)
 }
 END_TEST
 
-/* no decoding flags: model.yaml's generate: section is transformers' default (beam 4) */
+/* no decoding flags: model.yaml's generate: section is the model's generate() defaults
+ * (beam 4, early_stopping, its length penalty) */
 START_TEST(translate_cli_model_defaults)
 {
-    check_translate_cli("--target-lang de", FIX("beam_de.txt"));
+    check_translate_cli("--target-lang de", FIX("beam_early_de.txt"));
+}
+END_TEST
+
+START_TEST(translate_cli_beam_text)
+{
+    check_translate_cli("--target-lang fr --length-penalty 1", FIX("beam_fr.txt"));
 }
 END_TEST
 
@@ -359,13 +445,16 @@ static void add_tests(TCase *tc)
     tcase_add_test(tc, logits_match_transformers);
     tcase_add_loop_test(tc, greedy_matches_generate, 0, N_TARGETS);
     tcase_add_loop_test(tc, beam4_matches_generate, 0, N_TARGETS);
+    tcase_add_loop_test(tc, beam4_early_stopping_matches_generate, 0, N_TARGETS);
     tcase_add_test(tc, translate_cli_greedy_text);
     tcase_add_test(tc, translate_cli_model_defaults);
+    tcase_add_test(tc, translate_cli_beam_text);
 }
 
 static void cpu_only(TCase *tc)
 {
     tcase_add_test(tc, source_framing_matches_tokenizer);
+    tcase_add_test(tc, scores_match_decoding);
     tcase_add_test(tc, cli_refusals);
 }
 

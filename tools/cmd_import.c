@@ -15,8 +15,8 @@
  * model.yaml's generate: section holds what transformers' generate() does with the model
  * by default (generation_config.json's settings when the file is there, as
  * from_pretrained reads them, else config.json's; transformers' defaults for absent keys):
- * num_beams, max_length (or max_new_tokens), length_penalty, forced_eos_token_id, and
- * beams ranked as transformers ranks them (beam_style: hf).
+ * num_beams, max_length (or max_new_tokens), length_penalty, forced_eos_token_id,
+ * early_stopping, and beams ranked as transformers ranks them (beam_style: hf).
  *
  * A config it cannot express is refused naming the key and value. */
 #include <getopt.h>
@@ -129,7 +129,7 @@ const char *import_activation_of(const char *hf)
  * settings of generation_config.json, or of config.json without one; max_len is at most
  * the positions the decoder has after its start token (maxpos - 1). */
 clf_status import_read_generate(importer *im, long long eos, long long maxpos, char *yaml,
-                                size_t size, int refuse_early_stopping)
+                                size_t size)
 {
     json_t *const model_cfg = im->cfg;
     json_t *gen = NULL;
@@ -163,9 +163,9 @@ clf_status import_read_generate(importer *im, long long eos, long long maxpos, c
                             "clformer's length penalty is a number in [0, 100]");
         goto done;
     }
-    if (refuse_early_stopping && json_is_true(json_object_get(im->cfg, "early_stopping"))) {
-        st = import_bad_key(im, "early_stopping",
-                            "clformer's beam search is transformers' early_stopping=false");
+    int early = 0;
+    if ((st = import_get_bool(im, "early_stopping", 0, &early)) != CLF_OK) {
+        st = import_bad_key(im, "early_stopping", "clformer's hf beams have true and false");
         goto done;
     }
     if (forced && !json_is_null(forced) &&
@@ -181,8 +181,9 @@ clf_status import_read_generate(importer *im, long long eos, long long maxpos, c
     int n = snprintf(yaml + used, size - used,
                      "generate:  # transformers' generate() defaults for this model\n"
                      "  beam: %lld\n  beam_style: hf\n  length_penalty: %.9g\n"
-                     "  max_len: %lld\n  forced_eos: %s\n",
-                     beams, lp, max_len, forced && !json_is_null(forced) ? "true" : "false");
+                     "  max_len: %lld\n  forced_eos: %s\n  early_stopping: %s\n",
+                     beams, lp, max_len, forced && !json_is_null(forced) ? "true" : "false",
+                     early ? "true" : "false");
     if (n < 0 || (size_t)n >= size - used)
         st = clf_error(CLF_ERR_INPUT, "%s/config.json: the path is too long", im->hf);
 done:

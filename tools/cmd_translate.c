@@ -69,6 +69,7 @@ enum {
     OPT_BEAM_STYLE,
     OPT_FORCED_EOS,
     OPT_SOURCE_LANG,
+    OPT_EARLY_STOPPING,
     OPT_TARGET_LANG,
 };
 
@@ -79,6 +80,7 @@ typedef struct tr_opts {
      * generate: section's (the translator's rule) */
     int beam_style;                        /* --beam-style: clf_beam_style */
     int forced_eos;                        /* --forced-eos */
+    int early_stopping;                    /* --early-stopping */
     const char *source_lang, *target_lang; /* --source-lang, --target-lang, or NULL */
     const char *attn_path;                 /* --attention FILE, or NULL */
     const char *png_prefix;                /* --attention-png PREFIX, or NULL */
@@ -143,6 +145,8 @@ static void usage(void)
            "                       logprob / len^A, early_stopping=False (see README)\n"
            "  --forced-eos         the last token allowed by --max-len can only be the end\n"
            "                       (transformers' forced_eos_token_id)\n"
+           "  --early-stopping     with --beam-style hf, a sentence ends once K hypotheses\n"
+           "                       have (transformers' early_stopping=True)\n"
            "  --source-lang CODE   the source language, --target-lang CODE the target one, of a\n"
            "                       model of many languages (M2M-100); `clformer info -m DIR`\n"
            "                       lists its codes\n"
@@ -183,6 +187,9 @@ static int decoding_option(int c, const char *arg, tr_opts *o)
         return 1;
     case OPT_FORCED_EOS:
         o->forced_eos = 1;
+        return 1;
+    case OPT_EARLY_STOPPING:
+        o->early_stopping = 1;
         return 1;
     case OPT_BEAM:
         return cli_parse_int("--beam", arg, 1, &o->beam);
@@ -238,6 +245,7 @@ static int parse_args(int argc, char **argv, tr_opts *o)
         {"model", required_argument, NULL, 'm'},
         {"beam-style", required_argument, NULL, OPT_BEAM_STYLE},
         {"forced-eos", no_argument, NULL, OPT_FORCED_EOS},
+        {"early-stopping", no_argument, NULL, OPT_EARLY_STOPPING},
         {"source-lang", required_argument, NULL, OPT_SOURCE_LANG},
         {"target-lang", required_argument, NULL, OPT_TARGET_LANG},
         {"weights", required_argument, NULL, 'w'},
@@ -259,6 +267,7 @@ static int parse_args(int argc, char **argv, tr_opts *o)
     *o = (tr_opts){.beam = 0,
                    .beam_style = -1,
                    .forced_eos = -1,
+                   .early_stopping = -1,
                    .n_best = 1,
                    .length_penalty = -2.0f,
                    .batch = DEFAULT_BATCH,
@@ -550,6 +559,7 @@ static clf_status translator_open(translator *t)
     d->max_len = t->o.max_len;
     d->beam_style = t->o.beam_style;
     d->forced_eos = t->o.forced_eos;
+    d->early_stopping = t->o.early_stopping;
     d->use_cache = t->o.use_cache;
     d->max_batch = t->o.batch;
     d->want_attention = t->o.attn_path || t->o.png_prefix;

@@ -66,9 +66,8 @@ clf_status import_get_float(const importer *im, const char *key, double def, dou
 const char *import_activation_of(const char *hf);
 /* Appends the generate: section to yaml[size] from generation_config.json, else config.json
  * (transformers' generate() defaults: num_beams, max_length / max_new_tokens,
- * length_penalty, forced_eos_token_id; early_stopping must be false when
- * refuse_early_stopping). */
+ * length_penalty, forced_eos_token_id, early_stopping true or false). */
 clf_status import_read_generate(importer *im, long long eos, long long maxpos, char *yaml,
-                                size_t size, int refuse_early_stopping);
+                                size_t size);
 
 #endif

@@ -227,7 +227,7 @@ static clf_status read_config(importer *im)
                  pad, pad + 1, scale ? "sqrt_d_model" : "1.0", bos, eos, start, n_pieces);
     if (n < 0 || (size_t)n >= sizeof im->yaml)
         return clf_error(CLF_ERR_INPUT, "%s/config.json: the path is too long", im->hf);
-    if ((st = import_read_generate(im, eos, maxpos, im->yaml, sizeof im->yaml, 1)) != CLF_OK)
+    if ((st = import_read_generate(im, eos, maxpos, im->yaml, sizeof im->yaml)) != CLF_OK)
         return st;
     size_t used = strlen(im->yaml);
     snprintf(im->yaml + used, sizeof im->yaml - used,

@@ -138,7 +138,7 @@ static clf_status read_config_only(importer *im)
                  pad, tie ? "all" : "none", scale ? "sqrt_d_model" : "1.0", eos, start, banned);
     if (n < 0 || (size_t)n >= sizeof im->yaml)
         return clf_error(CLF_ERR_INPUT, "%s/config.json: the path is too long", im->hf);
-    if ((st = import_read_generate(im, eos, maxpos, im->yaml, sizeof im->yaml, 0)) != CLF_OK)
+    if ((st = import_read_generate(im, eos, maxpos, im->yaml, sizeof im->yaml)) != CLF_OK)
         return st;
     st = clf_config_parse_string(im->yaml, "model.yaml (from config.json)", &im->config);
     if (st != CLF_OK)

@@ -20,10 +20,13 @@ Writes (all deterministic from SEED):
                          for each target language L of TARGETS: greedy_L / beam_L
                          [N, MAX_LENGTH] (generated ids after the decoder start: the forced
                          __L__ first, EOS included, -1-padded) and greedy_L_len / beam_L_len
-                         [N]; F32 logits [B, T, V] for the teacher-forced decoder inputs I32
+                         [N]; beam_early_L, beam_early_L_len: beam search with the
+                         model's own settings (config.json's early_stopping=True,
+                         length_penalty EARLY_LENGTH_PENALTY); F32 logits [B, T, V] for the teacher-forced decoder inputs I32
                          logits_tgt [B, T] (</s> __de__ then pieces) on the sources
                          logits_src [B, S]; metadata: the generate() arguments and the ids
-  greedy_L.txt, beam_L.txt  the tokenizer's batch_decode(skip_special_tokens=True) of those
+  greedy_L.txt, beam_L.txt, beam_early_L.txt  the tokenizer's decode(skip_special_tokens=True)
+                         of those
 """
 import json
 import os
@@ -49,7 +52,8 @@ MAX_POS = 64
 MAX_LENGTH = 20          # generate(max_length=...): decoder start + at most 19 tokens
 NUM_BEAMS = 4
 LENGTH_PENALTY = 1.0     # transformers' default
-EARLY_STOPPING = False   # transformers' default
+EARLY_STOPPING = True    # the hub's M2M-100 config.json has it; beam_L is made without
+EARLY_LENGTH_PENALTY = 2.0  # the model's own (config.json), with which early stopping matters
 INIT_STD = 0.35          # larger than M2M-100's 0.02, so that random scores are far apart
 SOURCE = "en"
 TARGETS = ("de", "fr")
@@ -118,7 +122,7 @@ def main():
         decoder_ffn_dim=FFN, max_position_embeddings=MAX_POS, activation_function="relu",
         scale_embedding=True, pad_token_id=pad, bos_token_id=0, eos_token_id=eos,
         decoder_start_token_id=eos, init_std=INIT_STD, dropout=0.1, max_length=MAX_LENGTH,
-        num_beams=NUM_BEAMS, early_stopping=EARLY_STOPPING)
+        num_beams=NUM_BEAMS, early_stopping=EARLY_STOPPING, length_penalty=EARLY_LENGTH_PENALTY)
     model = M2M100ForConditionalGeneration(config)
     with torch.no_grad():
         perturb(model, eos)
@@ -137,7 +141,10 @@ def main():
             forced = tok.get_lang_id(lang)
             gen = dict(max_length=MAX_LENGTH, do_sample=False, forced_bos_token_id=forced,
                        decoder_start_token_id=eos, eos_token_id=eos, pad_token_id=pad)
-            for kind, beams in (("greedy", 1), ("beam", NUM_BEAMS)):
+            for kind, beams, early, lp in (
+                    ("greedy", 1, False, LENGTH_PENALTY),
+                    ("beam", NUM_BEAMS, False, LENGTH_PENALTY),
+                    ("beam_early", NUM_BEAMS, EARLY_STOPPING, EARLY_LENGTH_PENALTY)):
                 arr = np.full((N, MAX_LENGTH), -1, np.int32)
                 lens = np.zeros(N, np.int32)
                 texts = []
@@ -146,7 +153,7 @@ def main():
                     ids = src[i:i + 1, :n]
                     args = dict(gen, num_beams=beams)
                     if beams > 1:
-                        args.update(length_penalty=LENGTH_PENALTY, early_stopping=EARLY_STOPPING)
+                        args.update(length_penalty=lp, early_stopping=early)
                     seq = model.generate(ids, attention_mask=torch.ones_like(ids), **args)[0]
                     seq = seq[1:].tolist()  # after the decoder start
                     if eos in seq:
@@ -184,7 +191,8 @@ def main():
                    "logits_tgt": ltgt.numpy().astype(np.int32),
                    "logits": logits.numpy().astype(np.float32)})
     meta = {"num_beams": str(NUM_BEAMS), "length_penalty": str(LENGTH_PENALTY),
-            "max_length": str(MAX_LENGTH), "early_stopping": str(EARLY_STOPPING),
+            "early_length_penalty": str(EARLY_LENGTH_PENALTY),
+            "max_length": str(MAX_LENGTH), "early_stopping": "False",
             "source_lang": SOURCE, "target_langs": ",".join(TARGETS),
             "forced_bos_token_ids": ",".join(str(tok.get_lang_id(t)) for t in TARGETS),
             "decoder_start_token_id": str(eos),

@@ -212,6 +212,8 @@ typedef struct clf_generate_config {
     float length_penalty; /* --length-penalty; -1 = auto (0.6 with a beam, else 0) */
     int max_len;          /* --max-len; 0 (default) = 2 x the longest source + 10 */
     int forced_eos;       /* --forced-eos; default 0 */
+    int early_stopping;   /* --early-stopping: hf beams end a sentence once beam hypotheses
+                             have finished (transformers' early_stopping=True); default 0 */
 } clf_generate_config;
 
 /* The languages: section: the language codes a model translates from and to (the

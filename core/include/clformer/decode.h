@@ -51,6 +51,9 @@ typedef struct clf_decode_opts {
      * forced_bos_token_id does (the target language of M2M-100, NLLB, mBART-50). Default -1:
      * none. */
     int forced_bos_id;
+    /* CLF_BEAM_HF: 1 ends a sentence as soon as beam hypotheses have finished (transformers'
+     * early_stopping=True); 0 (default) as described at CLF_BEAM_HF. */
+    int early_stopping;
     /* The model's banned_ids (clf_model_config) are never generated: -inf after the
      * log-softmax in beam search, excluded from the argmax in greedy decoding. */
     int want_attention; /* record cross-attention weights (last decoder layer, mean of

@@ -147,6 +147,7 @@ typedef struct clf_translate_opts {
      * counted when finished) and score (logprob over clf_decode_length_penalty). Beam
      * search and models with banned_ids fill them anyway. Default 0. */
     int want_scores;
+    int early_stopping; /* 0/1 (clf_decode_opts), or -1 (default): generate.early_stopping */
 } clf_translate_opts;
 
 /* beam -1, n_best 1, length_penalty -2 (the config's), max_len 0, beam_style -1,
@@ -196,7 +197,9 @@ CLF_API void clf_translations_free(clf_translation *r, int n);
  * for max_len) gets logprob NaN, tokens 0 and its reason in error[i] (malloc'd; NULL
  * otherwise; free each). The probabilities are the model's own, over its whole vocabulary:
  * a beam's logprob equals them, except for an EOS that forced_eos forced (0 there). One
- * forward pass per pair batch, no KV cache: an independent check of decoding. */
+ * forward pass per pair batch, no KV cache: an independent check of decoding. A model with
+ * a forced target language (model.target_language) scores tgt[i] after its language's token,
+ * which counts log-prob 0 as decoding gives it, and in tokens[i]. */
 CLF_API clf_status clf_translator_score(clf_translator *t, const char *const *src,
                                         const char *const *tgt, int n, float *logprob, int *tokens,
                                         char **error);

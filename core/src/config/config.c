@@ -210,6 +210,7 @@ static const field generate_fields[] = {
      .fmax = 100.0},
     INT("max_len", generate.max_len, 0, CFG_SIZE_MAX),
     BOOL("forced_eos", generate.forced_eos),
+    BOOL("early_stopping", generate.early_stopping),
     END,
 };
 
@@ -567,6 +568,7 @@ void clf_config_defaults(clf_config *cfg)
     g->length_penalty = -1.0f;
     g->max_len = 0;
     g->forced_eos = 0;
+    g->early_stopping = 0;
 }
 
 static clf_status parse_text(const char *text, size_t len, const char *name, clf_config *cfg)

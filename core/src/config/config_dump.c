@@ -164,6 +164,7 @@ static void dump_generate(const clf_generate_config *g, FILE *out)
     fprintf(out, "  length_penalty: %s\n",
             g->length_penalty < 0.0f ? "auto" : fmt_float(g->length_penalty, a, sizeof a));
     fprintf(out, "  max_len: %d\n  forced_eos: %s\n", g->max_len, g->forced_eos ? "true" : "false");
+    fprintf(out, "  early_stopping: %s\n", g->early_stopping ? "true" : "false");
 }
 
 static void dump_languages(const clf_languages_config *l, FILE *out)

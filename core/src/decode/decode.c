@@ -52,6 +52,7 @@ void clf_decode_opts_default(const clf_model_config *cfg, clf_decode_opts *o)
                            .style = CLF_BEAM_GNMT,
                            .forced_eos = 0,
                            .forced_bos_id = -1,
+                           .early_stopping = 0,
                            .pad_id = cfg->pad_id,
                            .want_attention = 0};
 }
@@ -463,6 +464,8 @@ static int hf_done(const run *r, const sentence *se, float best_lp, int t)
 {
     if (se->n_done < r->K)
         return 0;
+    if (r->o->early_stopping) /* early_stopping=True: K finished are enough */
+        return 1;
     float worst = se->done[0].score;
     for (int i = 1; i < se->n_done; i++)
         if (se->done[i].score < worst)

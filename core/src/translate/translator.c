@@ -32,6 +32,7 @@ void clf_translate_opts_default(clf_translate_opts *o)
     o->length_penalty = -2.0f;
     o->beam_style = -1;
     o->forced_eos = -1;
+    o->early_stopping = -1;
     o->use_cache = 1;
     o->max_batch = DEFAULT_MAX_BATCH;
 }
@@ -255,6 +256,7 @@ static clf_status resolve(const clf_translator *t, const clf_translate_opts *o, 
                          style, CLF_BEAM_GNMT, CLF_BEAM_HF);
     c->d.style = (clf_beam_style)style;
     c->d.forced_eos = o->forced_eos >= 0 ? o->forced_eos != 0 : g->forced_eos;
+    c->d.early_stopping = o->early_stopping >= 0 ? o->early_stopping != 0 : g->early_stopping;
     c->max_len = o->max_len > 0 ? o->max_len : g->max_len;
     float lp = o->length_penalty;
     if (lp < -1.5f) /* not given */
