@@ -661,10 +661,13 @@ START_TEST(test_language_model_keys)
     ck_assert_int_eq(m->source_language, CLF_LANG_NONE);
     ck_assert_int_eq(m->target_language, CLF_TGT_LANG_NONE);
     ck_assert_int_eq(m->specials_from, -1);
+    ck_assert_int_eq(m->embed_norm, 0);
+    ck_assert_int_eq(cfg->generate.early_stopping, 0);
     CLF_ASSERT_OK(clf_config_parse_string(
         "model: {src_vocab: 9, tgt_vocab: 9, d_model: 8, heads: 2, positional: "
         "sinusoidal_fairseq,\n  position_offset: 2, source_language: before, target_language: "
-        "forced, specials_from: 7}\n"
+        "forced, specials_from: 7, embed_norm: true}\n"
+        "generate: {beam: 4, beam_style: hf, early_stopping: true}\n"
         "languages: {source: [en, de], target: [en, de], token_prefix: __, token_suffix: __}\n",
         "<s>", cfg));
     ck_assert_int_eq(m->positional, CLF_POS_SINUSOIDAL_FAIRSEQ);
@@ -672,6 +675,8 @@ START_TEST(test_language_model_keys)
     ck_assert_int_eq(m->source_language, CLF_LANG_BEFORE);
     ck_assert_int_eq(m->target_language, CLF_TGT_LANG_FORCED);
     ck_assert_int_eq(m->specials_from, 7);
+    ck_assert_int_eq(m->embed_norm, 1);
+    ck_assert_int_eq(cfg->generate.early_stopping, 1);
     ck_assert_str_eq(cfg->languages.token_prefix, "__");
     ck_assert_str_eq(cfg->languages.token_suffix, "__");
     assert_round_trip(cfg);

@@ -94,6 +94,10 @@ typedef struct clf_model_config {
      * position_offset rows (fairseq's positions start at padding_idx + 1, mBART's learned
      * ones at 2). Default 0. */
     int position_offset;
+    /* 1: a LayerNorm (layernorm: style and eps) on the sum of token embedding and position,
+     * before its dropout, weights encoder.embed.norm.* / decoder.embed.norm.* (mBART's
+     * layernorm_embedding). Default 0. */
+    int embed_norm;
     clf_tie tie_embeddings; /* default none */
     /* The factor of the token embeddings: 0 = sqrt(d_model) (the default, the paper's),
      * else this number (Marian's scale_embedding: false is 1). */

@@ -110,6 +110,7 @@ static const field model_fields[] = {
     INT("pad_id", model.pad_id, 0, CFG_SIZE_MAX),
     ENUM("positional", model.positional, "positional encoding", positional_names),
     INT("position_offset", model.position_offset, 0, CFG_SIZE_MAX),
+    BOOL("embed_norm", model.embed_norm),
     ENUM("tie_embeddings", model.tie_embeddings, "tie_embeddings", tie_names),
     {.key = "embed_scale",
      .kind = F_EMBED_SCALE,
@@ -534,6 +535,7 @@ void clf_config_defaults(clf_config *cfg)
     m->target_language = CLF_TGT_LANG_NONE;
     m->specials_from = -1;
     m->position_offset = 0;
+    m->embed_norm = 0;
     m->n_banned_ids = 0;
     set_text(cfg->backend.name, sizeof cfg->backend.name, "cpu");
     cfg->backend.threads = 0;

@@ -83,6 +83,7 @@ static void dump_model(const clf_model_config *m, FILE *out)
     fprintf(out, "  pad_id: %d\n", m->pad_id);
     fprintf(out, "  positional: %s\n", clf_positional_name(m->positional));
     fprintf(out, "  position_offset: %d\n", m->position_offset);
+    fprintf(out, "  embed_norm: %s\n", m->embed_norm ? "true" : "false");
     fprintf(out, "  tie_embeddings: %s\n", clf_tie_name(m->tie_embeddings));
     if (m->embed_scale > 0.0f)
         fprintf(out, "  embed_scale: %s\n", fmt_float(m->embed_scale, a, sizeof a));

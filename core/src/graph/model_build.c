@@ -525,6 +525,13 @@ static int embedding(builder *b, const char *table_name, const char *pos_name, i
     /* position t reads row t + position_offset (model.position_offset) */
     clf_graph_bind(b->g, n, offsetof(clf_embed_args, pe), pe,
                    (size_t)b->m->cfg.position_offset * d);
+    if (b->m->cfg.embed_norm) { /* model.embed_norm: LN(table[ids] * scale + pe), then dropout */
+        int normed = clf_build_activation(b, (size_t)B * L * d, "stream");
+        layernorm(
+            b, strcmp(table_name, CLF_WN_SRC_EMBED) ? "decoder.embed.norm" : "encoder.embed.norm",
+            normed, h, B * L);
+        h = normed;
+    }
     return dropout(b, h, (size_t)B * L * d, b->p_embedding, table_name);
 }
 
