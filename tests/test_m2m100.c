@@ -150,6 +150,70 @@ START_TEST(logits_match_transformers)
 }
 END_TEST
 
+/* F16, BF16 and int8 weights against transformers' logits within test_quant.c's bounds
+ * (max and mean |x - ref| / max |ref|), each sentence run alone so that the decoder's
+ * products have few rows and read the copies. */
+static const struct {
+    clf_weight_type type;
+    clf_op op;
+    double max_bound, mean_bound;
+} weight_types[] = {
+    {CLF_WEIGHT_F16, CLF_OP_GEMM, 2e-3, 3e-4},
+    {CLF_WEIGHT_BF16, CLF_OP_GEMM_BF16, 1.5e-2, 2.5e-3},
+    {CLF_WEIGHT_INT8, CLF_OP_GEMM_I8, 6e-2, 1.2e-2},
+};
+
+START_TEST(weight_types_match_transformers)
+{
+    ref r = {0};
+    loaded l = {0};
+    ref_open(&r);
+    load(&l);
+    int64_t ss[8], ts[8];
+    int32_t *src = ints(&r, "logits_src", ss), *tgt = ints(&r, "logits_tgt", ts);
+    const clf_tensor *want = clf_safetensors_find(r.f, "logits");
+    const size_t n = (size_t)clf_tensor_numel(want), row = n / (size_t)ss[0];
+    float *w = malloc(sizeof *w * n), *got = malloc(sizeof *got * n);
+    CLF_ASSERT_OK(clf_tensor_to_f32(want, w));
+    double ref_max = 0;
+    for (size_t i = 0; i < n; i++)
+        ref_max = fmax(ref_max, fabs(w[i]));
+    const int arith = clf_test_api->supports(clf_test_be, CLF_OP_GEMM_HALF_ARITH);
+    for (size_t k = 0; k < sizeof weight_types / sizeof weight_types[0]; k++) {
+        if (!clf_test_api->supports(clf_test_be, weight_types[k].op) ||
+            (weight_types[k].type == CLF_WEIGHT_F16 && arith))
+            continue; /* another backend's products: test_quant.c bounds them */
+        CLF_ASSERT_OK(clf_model_set_weight_type(l.m, weight_types[k].type));
+        for (int b = 0; b < (int)ss[0]; b++) {
+            clf_forward_io io = {.batch = 1,
+                                 .src_len = (int)ss[1],
+                                 .tgt_len = (int)ts[1],
+                                 .src = src + (size_t)b * ss[1],
+                                 .tgt = tgt + (size_t)b * ts[1],
+                                 .logits = got + (size_t)b * row};
+            CLF_ASSERT_OK(clf_model_forward(l.m, &io));
+        }
+        double mx = 0, sum = 0;
+        for (size_t i = 0; i < n; i++) {
+            mx = fmax(mx, fabs((double)got[i] - w[i]));
+            sum += fabs((double)got[i] - w[i]);
+        }
+        const char *name = clf_weight_type_name(weight_types[k].type);
+        ck_assert_msg(mx > 0, "%s: the logits equal F32's: the copy was not read", name);
+        ck_assert_msg(mx / ref_max <= weight_types[k].max_bound, "%s: max logit difference %.3g",
+                      name, mx / ref_max);
+        ck_assert_msg(sum / (double)n / ref_max <= weight_types[k].mean_bound,
+                      "%s: mean logit difference %.3g", name, sum / (double)n / ref_max);
+    }
+    free(w);
+    free(got);
+    free(src);
+    free(tgt);
+    unload(&l);
+    ref_close(&r);
+}
+END_TEST
+
 /* clf_decode of all sentences at once (padded as the reference's batch) into target k with
  * transformers' generate() options; hypothesis i must be the reference's (generated ids,
  * the forced language token first, EOS included when it ended). early: beam search with the
@@ -443,6 +507,7 @@ END_TEST
 static void add_tests(TCase *tc)
 {
     tcase_add_test(tc, logits_match_transformers);
+    tcase_add_test(tc, weight_types_match_transformers);
     tcase_add_loop_test(tc, greedy_matches_generate, 0, N_TARGETS);
     tcase_add_loop_test(tc, beam4_matches_generate, 0, N_TARGETS);
     tcase_add_loop_test(tc, beam4_early_stopping_matches_generate, 0, N_TARGETS);
