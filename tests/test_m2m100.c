@@ -479,6 +479,29 @@ START_TEST(cli_refusals)
     snprintf(args, sizeof args, "translate -m '%s' --source-lang qq --target-lang de", dir);
     ck_assert_int_ne(clf_test_run_cli(args, err, sizeof err), 0);
     ck_assert_msg(strstr(err, "source language 'qq' is not one of the model's 100"), "%s", err);
+    /* train refuses language tokens (not yet framed there) rather than train without them */
+    char tsv[512], yaml[512], text[8192];
+    snprintf(tsv, sizeof tsv, "%s.tsv", dir);
+    snprintf(yaml, sizeof yaml, "%s.yaml", dir);
+    clf_test_write_text(tsv, "the cat\tdie katze\n");
+    size_t len;
+    char *model =
+        clf_test_read_file((snprintf(text, sizeof text, "%s/model.yaml", dir), text), &len);
+    snprintf(text, sizeof text,
+             "%strain:\n  data: {train: '%s'}\n  vocab: {src: '%s/source.spm', tgt: "
+             "'%s/target.spm'}\n  steps: 1\n  checkpoint: {dir: '%s.run'}\n",
+             model, tsv, dir, dir, dir);
+    free(model);
+    clf_test_write_text(yaml, text);
+    snprintf(args, sizeof args, "train -c '%s'", yaml);
+    ck_assert_int_ne(clf_test_run_cli(args, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "model.source_language / target_language: training a model with "
+                              "language tokens is not supported yet"),
+                  "%s", err);
+    remove(tsv);
+    remove(yaml);
+    snprintf(text, sizeof text, "%s.run", dir);
+    clf_test_remove_dir(text);
     /* info -m lists the codes */
     snprintf(args, sizeof args, "info -m '%s'", dir);
     char cmd[1200];

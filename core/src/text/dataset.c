@@ -284,6 +284,9 @@ static clf_status check_framing(const clf_framing *f)
                                              : NULL;
     if (missing)
         return clf_error(CLF_ERR_INPUT, "dataset: the framing has no %s id", missing);
+    if (f->src_lang_place != CLF_LANG_NONE && f->src_lang < 0)
+        return clf_error(CLF_ERR_INPUT, "dataset: the framing places a source language token "
+                                        "but names no language");
     return CLF_OK;
 }
 
