@@ -559,13 +559,13 @@ START_TEST(test_framing_rule)
 {
     clf_framing f;
     /* a built vocabulary on both sides: [PAD] 1, [SOS] 2, [EOS] 3 */
-    const clf_framing built = {2, 3, 1, 2, 3, 1};
+    const clf_framing built = {2, 3, 1, 2, 3, 1, -1, CLF_LANG_NONE};
     CLF_ASSERT_OK(framing_of("", &built, &f));
     assert_framing(&f, 2, 3, 1, 2, 3, 1); /* the defaults: the tutorial's framing */
     CLF_ASSERT_OK(framing_of("", NULL, &f));
     assert_framing(&f, 2, 3, 1, 2, 3, 1); /* no vocabulary: a built one's ids */
     /* other vocabulary ids, per side (sides may differ) */
-    const clf_framing other = {5, 6, -1, 7, 8, 4};
+    const clf_framing other = {5, 6, -1, 7, 8, 4, -1, CLF_LANG_NONE};
     CLF_ASSERT_OK(framing_of("pad_id: 4", &other, &f));
     assert_framing(&f, 5, 6, 4, 7, 8, 4);
     /* bos_id frames the source and starts the decoder; eos_id ends both */
@@ -576,13 +576,13 @@ START_TEST(test_framing_rule)
     CLF_ASSERT_OK(framing_of("source_bos: false, source_eos: false", &built, &f));
     assert_framing(&f, -1, -1, 1, 2, 3, 1);
     /* Marian's (clformer import marian): x </s>, <pad> y, y </s>; its vocabulary has no <s> */
-    const clf_framing marian = {-1, 0, 11, -1, 0, 11};
+    const clf_framing marian = {-1, 0, 11, -1, 0, 11, -1, CLF_LANG_NONE};
     CLF_ASSERT_OK(
         framing_of("pad_id: 11, eos_id: 0, decoder_start_id: 11, source_bos: false", &marian, &f));
     assert_framing(&f, -1, 0, 11, 11, 0, 11);
 
     /* needed, given by neither: the key to set */
-    const clf_framing none = {-1, -1, -1, -1, -1, -1};
+    const clf_framing none = {-1, -1, -1, -1, -1, -1, -1, CLF_LANG_NONE};
     ck_assert_int_eq(framing_of("", &none, &f), CLF_ERR_INPUT);
     ck_assert_str_eq(clf_last_error(), "the source vocabulary has no [SOS] token (set "
                                        "model.bos_id, or model.source_bos: false)");
@@ -592,7 +592,7 @@ START_TEST(test_framing_rule)
     ck_assert_int_eq(framing_of("source_bos: false, eos_id: 3", &none, &f), CLF_ERR_INPUT);
     ck_assert_str_eq(clf_last_error(), "the target vocabulary has no [SOS] token (set "
                                        "model.decoder_start_id or model.bos_id)");
-    const clf_framing no_tgt_eos = {2, 3, 1, 2, -1, 1};
+    const clf_framing no_tgt_eos = {2, 3, 1, 2, -1, 1, -1, CLF_LANG_NONE};
     ck_assert_int_eq(framing_of("", &no_tgt_eos, &f), CLF_ERR_INPUT);
     ck_assert_str_eq(clf_last_error(),
                      "the target vocabulary has no [EOS] token (set model.eos_id)");
@@ -605,7 +605,7 @@ START_TEST(test_framing_rule)
     ck_assert_int_eq(framing_of("pad_id: 0", &built, &f), CLF_ERR_INPUT);
     ck_assert_str_eq(clf_last_error(), "the source vocabulary's [PAD] is id 1 but model.pad_id "
                                        "is 0");
-    const clf_framing tgt_pad = {2, 3, -1, 2, 3, 5};
+    const clf_framing tgt_pad = {2, 3, -1, 2, 3, 5, -1, CLF_LANG_NONE};
     ck_assert_int_eq(framing_of("", &tgt_pad, &f), CLF_ERR_INPUT);
     ck_assert_str_eq(clf_last_error(), "the target vocabulary's [PAD] is id 5 but model.pad_id "
                                        "is 1");
@@ -645,6 +645,82 @@ START_TEST(test_languages)
     ck_assert_str_eq(l->source[0], "en");
     ck_assert_int_eq(l->n_target, 1);
     ck_assert_str_eq(l->target[0], "de");
+    free(cfg);
+}
+END_TEST
+
+/* The keys of many-language models (M2M-100, NLLB, mBART): fairseq's sinusoidal table, the
+ * position offset, the language tokens' places and the added specials; defaults, a
+ * round trip through the dump, the framing's place, and the errors at their lines. */
+START_TEST(test_language_model_keys)
+{
+    clf_config *cfg = malloc(sizeof *cfg);
+    const clf_model_config *m = &cfg->model;
+    CLF_ASSERT_OK(clf_config_parse_string("model: {src_vocab: 9, tgt_vocab: 9}\n", "<s>", cfg));
+    ck_assert_int_eq(m->position_offset, 0);
+    ck_assert_int_eq(m->source_language, CLF_LANG_NONE);
+    ck_assert_int_eq(m->target_language, CLF_TGT_LANG_NONE);
+    ck_assert_int_eq(m->specials_from, -1);
+    ck_assert_int_eq(m->embed_norm, 0);
+    ck_assert_int_eq(cfg->generate.early_stopping, 0);
+    CLF_ASSERT_OK(clf_config_parse_string(
+        "model: {src_vocab: 9, tgt_vocab: 9, d_model: 8, heads: 2, positional: "
+        "sinusoidal_fairseq,\n  position_offset: 2, source_language: before, target_language: "
+        "forced, specials_from: 7, embed_norm: true}\n"
+        "generate: {beam: 4, beam_style: hf, early_stopping: true}\n"
+        "languages: {source: [en, de], target: [en, de], token_prefix: __, token_suffix: __}\n",
+        "<s>", cfg));
+    ck_assert_int_eq(m->positional, CLF_POS_SINUSOIDAL_FAIRSEQ);
+    ck_assert_int_eq(m->position_offset, 2);
+    ck_assert_int_eq(m->source_language, CLF_LANG_BEFORE);
+    ck_assert_int_eq(m->target_language, CLF_TGT_LANG_FORCED);
+    ck_assert_int_eq(m->specials_from, 7);
+    ck_assert_int_eq(m->embed_norm, 1);
+    ck_assert_int_eq(cfg->generate.early_stopping, 1);
+    ck_assert_str_eq(cfg->languages.token_prefix, "__");
+    ck_assert_str_eq(cfg->languages.token_suffix, "__");
+    assert_round_trip(cfg);
+    clf_framing f;
+    CLF_ASSERT_OK(clf_model_framing(m, NULL, &f));
+    ck_assert_int_eq(f.src_lang_place, CLF_LANG_BEFORE);
+    ck_assert_int_eq(f.src_lang, -1);
+    /* the row writer: [bos] lang x [eos] lang-after, and the count it adds */
+    f.src_lang = 5;
+    const int32_t x[2] = {7, 8};
+    int32_t row[6];
+    clf_framing_source_row(&f, x, 2, 6, row);
+    const int32_t want[6] = {2, 5, 7, 8, 3, 1};
+    ck_assert_int_eq(clf_framing_source_extra(&f), 3);
+    ck_assert_int_eq(memcmp(row, want, sizeof row), 0);
+    f.src_lang_place = CLF_LANG_AFTER;
+    clf_framing_source_row(&f, x, 2, 6, row);
+    const int32_t after[6] = {2, 7, 8, 3, 5, 1};
+    ck_assert_int_eq(memcmp(row, after, sizeof row), 0);
+    /* a language token needs its codes; specials_from is an id of tgt_vocab */
+    ck_assert_int_eq(clf_config_parse_string("model: {src_vocab: 9, tgt_vocab: 9,\n"
+                                             "  source_language: after}\n",
+                                             "<t>", cfg),
+                     CLF_ERR_INPUT);
+    ck_assert_str_eq(clf_last_error(), "<t>:2:20: model.source_language: after needs the codes "
+                                       "of languages.source (none given)");
+    ck_assert_int_eq(clf_config_parse_string("model: {src_vocab: 9, tgt_vocab: 9,\n"
+                                             "  target_language: forced}\n",
+                                             "<t>", cfg),
+                     CLF_ERR_INPUT);
+    ck_assert_str_eq(clf_last_error(), "<t>:2:20: model.target_language: forced needs the codes "
+                                       "of languages.target (none given)");
+    ck_assert_int_eq(clf_config_parse_string("model: {src_vocab: 9, tgt_vocab: 9, "
+                                             "specials_from: 10}\n",
+                                             "<t>", cfg),
+                     CLF_ERR_INPUT);
+    ck_assert_str_eq(clf_last_error(), "<t>:1:52: model.specials_from: 10 is past tgt_vocab 9");
+    ck_assert_int_eq(clf_config_parse_string("model: {src_vocab: 9, tgt_vocab: 9, "
+                                             "source_language: middle}\n",
+                                             "<t>", cfg),
+                     CLF_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "model.source_language: unknown language token "
+                                                   "place 'middle' (expected none, before or "
+                                                   "after)"));
     free(cfg);
 }
 END_TEST
@@ -762,7 +838,7 @@ static const bad_case bad_cases[] = {
      "<t>:4:9: model.norm: unknown norm 'middle' (expected pre, post or branch)"},
     {M "  positional: rotary\n",
      "<t>:4:15: model.positional: unknown positional encoding 'rotary' (expected sinusoidal, "
-     "learned or sinusoidal_split)"},
+     "learned, sinusoidal_split or sinusoidal_fairseq)"},
     /* the keys of real checkpoints (Marian) */
     {M "  embed_scale: big\n",
      "<t>:4:16: model.embed_scale: expected sqrt_d_model or a number > 0, got 'big'"},
@@ -1125,6 +1201,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_framing_rule);
     tcase_add_test(tc, test_generate);
     tcase_add_test(tc, test_languages);
+    tcase_add_test(tc, test_language_model_keys);
     tcase_add_loop_test(tc, test_errors, 0, (int)(sizeof bad_cases / sizeof *bad_cases));
     tcase_add_test(tc, test_file_errors);
     tcase_add_test(tc, test_size_limit);

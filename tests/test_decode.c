@@ -354,9 +354,17 @@ static void check_half_weights(const char *backend, const char *name)
     fixture_close(&f);
 }
 
-static const char *const fixtures[] = {"pre_tutorial",      "post_standard",  "branch_tutorial",
-                                       "pre_standard_bias", "enc3_dec1",      "pre_learned_pe",
-                                       "pre_tied_all",      "pre_swiglu_rms", "post_geglu"};
+static const char *const fixtures[] = {"pre_tutorial",
+                                       "post_standard",
+                                       "branch_tutorial",
+                                       "pre_standard_bias",
+                                       "enc3_dec1",
+                                       "pre_learned_pe",
+                                       "pre_tied_all",
+                                       "pre_swiglu_rms",
+                                       "post_geglu",
+                                       "pre_learned_offset_embed_norm",
+                                       "post_offset_embed_norm"};
 #define N_FIXTURES ((int)(sizeof fixtures / sizeof fixtures[0]))
 
 START_TEST(greedy_equals_full_forward_argmax_cpu)

@@ -566,7 +566,8 @@ static const struct refusal {
     {"config.json", "\"decoder_ffn_dim\": 32", "\"decoder_ffn_dim\": 64", 0,
      "config.json: decoder_ffn_dim = 64: differs from encoder_ffn_dim"},
     {"config.json", "\"model_type\": \"marian\"", "\"model_type\": \"bart\"", 0,
-     "config.json: model_type = \"bart\": expected \"marian\""},
+     "config.json: model_type = \"bart\": clformer imports model_type \"marian\", "
+     "\"m2m_100\""},
     {"config.json", "\"bad_words_ids\": [", "\"normalize_before\": true, \"bad_words_ids\": [", 0,
      "config.json: normalize_before = true"},
     {"config.json", "\"d_model\": 16", "\"d_model\": 32", 0, "model.safetensors: tensor "},
@@ -666,7 +667,7 @@ START_TEST(import_refuses_usage)
     const char *d;
     /* usage errors: exit 2, one line */
     ck_assert_int_eq(clf_test_run_cli("import", err, sizeof err), 2);
-    ck_assert_msg(strstr(err, "marian HF_DIR -o MODEL_DIR"), "%s", err);
+    ck_assert_msg(strstr(err, "`HF_DIR -o MODEL_DIR`"), "%s", err);
     ck_assert_int_eq(clf_test_run_cli("import bart x -o y", err, sizeof err), 2);
     ck_assert_int_eq(clf_test_run_cli("import marian x", err, sizeof err), 2);
     ck_assert_msg(strstr(err, "-o MODEL_DIR is required"), "%s", err);

@@ -1,9 +1,11 @@
 /* clformer info: version, the backends found on the search path, their devices, and the
  * op plugins there with their ops. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "clformer/translator.h"
 
 static void print_device(void *user, const clf_device_info *d)
 {
@@ -48,10 +50,52 @@ static void print_plugin(void *user, const char *path, const clf_plugin_api *api
     printf("\n");
 }
 
+/* clformer info -m DIR: the model directory's languages (the codes of --source-lang and
+ * --target-lang) and what it is, from its config alone (nothing is loaded). */
+static int model_info(const char *dir, const char *plugin_dir)
+{
+    clf_model_files files;
+    clf_config *cfg = malloc(sizeof *cfg);
+    clf_status st = cfg ? clf_model_files_find(dir, plugin_dir, &files)
+                        : clf_error(CLF_ERR_NOMEM, "info: out of host memory");
+    if (st == CLF_OK)
+        st = clf_config_read(files.config, cfg);
+    if (st != CLF_OK) {
+        free(cfg);
+        return cli_fail(st);
+    }
+    const clf_model_config *m = &cfg->model;
+    const clf_languages_config *l = &cfg->languages;
+    printf("model: %s\n  d_model %d, %d+%d layers, vocabularies %d and %d\n", files.config,
+           m->d_model, m->encoder_layers, m->decoder_layers, m->src_vocab, m->tgt_vocab);
+    printf("  source language token: %s; target language: %s\n",
+           clf_lang_place_name(m->source_language), clf_target_language_name(m->target_language));
+    const char(*codes[2])[CLF_LANGUAGE_CODE_MAX] = {l->source, l->target};
+    const int n[2] = {l->n_source, l->n_target};
+    for (int s = 0; s < 2; s++) {
+        printf("%s languages (%d):", s ? "target" : "source", n[s]);
+        for (int i = 0; i < n[s]; i++)
+            printf(" %s", codes[s][i]);
+        printf("\n");
+    }
+    free(cfg);
+    return 0;
+}
+
 int clf_cmd_info(int argc, char **argv)
 {
     const char *plugin_dir;
-    int rc = cli_parse_plugin_dir_only(argc, argv, "clformer info [--plugin-dir DIR]", &plugin_dir);
+    /* info -m DIR [--plugin-dir DIR] */
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) {
+            const char *pd = NULL;
+            for (int k = 1; k + 1 < argc; k++)
+                if (!strcmp(argv[k], "--plugin-dir"))
+                    pd = argv[k + 1];
+            return model_info(argv[i + 1], pd);
+        }
+    int rc = cli_parse_plugin_dir_only(
+        argc, argv, "clformer info [-m MODEL_DIR] [--plugin-dir DIR]", &plugin_dir);
     if (rc >= 0)
         return rc;
     printf("clformer %s (backend ABI %d)\n", CLF_VERSION_STRING, CLF_BACKEND_ABI);

@@ -207,6 +207,12 @@ static clf_status prepare_vocabs(run *r)
     const clf_framing own = clf_tokenizer_framing(r->src_tok, r->tgt_tok);
     if ((st = clf_model_framing(mc, &own, &r->framing)) != CLF_OK)
         return clf_error_context(st, "%s", r->m.cfg.path);
+    /* a many-language model's language tokens (M2M-100) are translate's alone for now */
+    if (mc->source_language != CLF_LANG_NONE || mc->target_language != CLF_TGT_LANG_NONE)
+        return clf_error(CLF_ERR_INPUT,
+                         "%s: model.source_language / target_language: training a model with "
+                         "language tokens is not supported yet",
+                         r->m.cfg.path);
     return CLF_OK;
 }
 

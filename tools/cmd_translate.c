@@ -68,6 +68,9 @@ enum {
     OPT_WEIGHT_TYPE,
     OPT_BEAM_STYLE,
     OPT_FORCED_EOS,
+    OPT_SOURCE_LANG,
+    OPT_EARLY_STOPPING,
+    OPT_TARGET_LANG,
 };
 
 typedef struct tr_opts {
@@ -75,10 +78,12 @@ typedef struct tr_opts {
     const char *model_dir; /* -m: the four paths above come from it */
     /* the decoding settings below: < 0 (beam, max_len: 0) until given, else the config's
      * generate: section's (the translator's rule) */
-    int beam_style;         /* --beam-style: clf_beam_style */
-    int forced_eos;         /* --forced-eos */
-    const char *attn_path;  /* --attention FILE, or NULL */
-    const char *png_prefix; /* --attention-png PREFIX, or NULL */
+    int beam_style;                        /* --beam-style: clf_beam_style */
+    int forced_eos;                        /* --forced-eos */
+    int early_stopping;                    /* --early-stopping */
+    const char *source_lang, *target_lang; /* --source-lang, --target-lang, or NULL */
+    const char *attn_path;                 /* --attention FILE, or NULL */
+    const char *png_prefix;                /* --attention-png PREFIX, or NULL */
     int beam, n_best;
     int n_best_given;     /* --n-best was given: `score<TAB>text` lines */
     int max_len;          /* --max-len, 0 = from the source lengths */
@@ -140,6 +145,11 @@ static void usage(void)
            "                       logprob / len^A, early_stopping=False (see README)\n"
            "  --forced-eos         the last token allowed by --max-len can only be the end\n"
            "                       (transformers' forced_eos_token_id)\n"
+           "  --early-stopping     with --beam-style hf, a sentence ends once K hypotheses\n"
+           "                       have (transformers' early_stopping=True)\n"
+           "  --source-lang CODE   the source language, --target-lang CODE the target one, of a\n"
+           "                       model of many languages (M2M-100); `clformer info -m DIR`\n"
+           "                       lists its codes\n"
            "The model's YAML may set these five in a generate: section (`import marian` writes\n"
            "the model's own); a flag given here overrides its key.\n"
            "  --batch N            sentences decoded together (default %d)\n"
@@ -177,6 +187,9 @@ static int decoding_option(int c, const char *arg, tr_opts *o)
         return 1;
     case OPT_FORCED_EOS:
         o->forced_eos = 1;
+        return 1;
+    case OPT_EARLY_STOPPING:
+        o->early_stopping = 1;
         return 1;
     case OPT_BEAM:
         return cli_parse_int("--beam", arg, 1, &o->beam);
@@ -232,6 +245,9 @@ static int parse_args(int argc, char **argv, tr_opts *o)
         {"model", required_argument, NULL, 'm'},
         {"beam-style", required_argument, NULL, OPT_BEAM_STYLE},
         {"forced-eos", no_argument, NULL, OPT_FORCED_EOS},
+        {"early-stopping", no_argument, NULL, OPT_EARLY_STOPPING},
+        {"source-lang", required_argument, NULL, OPT_SOURCE_LANG},
+        {"target-lang", required_argument, NULL, OPT_TARGET_LANG},
         {"weights", required_argument, NULL, 'w'},
         {"src-vocab", required_argument, NULL, OPT_SRC_VOCAB},
         {"tgt-vocab", required_argument, NULL, OPT_TGT_VOCAB},
@@ -251,6 +267,7 @@ static int parse_args(int argc, char **argv, tr_opts *o)
     *o = (tr_opts){.beam = 0,
                    .beam_style = -1,
                    .forced_eos = -1,
+                   .early_stopping = -1,
                    .n_best = 1,
                    .length_penalty = -2.0f,
                    .batch = DEFAULT_BATCH,
@@ -275,6 +292,12 @@ static int parse_args(int argc, char **argv, tr_opts *o)
             break;
         case OPT_TGT_VOCAB:
             o->tgt_vocab = optarg;
+            break;
+        case OPT_SOURCE_LANG:
+            o->source_lang = optarg;
+            break;
+        case OPT_TARGET_LANG:
+            o->target_lang = optarg;
             break;
         case OPT_BATCH:
             if (!cli_parse_int("--batch", optarg, 1, &o->batch))
@@ -516,7 +539,8 @@ static clf_status translator_open(translator *t)
         wt = cli_file_weight_type(w);
     }
     cli_thread_wait_policy(wt != CLF_WEIGHT_F32 ? CLI_THREADS_OPENMP : CLI_THREADS_BLAS);
-    if ((st = clf_translator_open(&to, &t->tr)) != CLF_OK)
+    if ((st = clf_translator_open(&to, &t->tr)) != CLF_OK ||
+        (st = clf_translator_set_languages(t->tr, t->o.source_lang, t->o.target_lang)) != CLF_OK)
         return st;
     clf_translator_get_info(t->tr, &t->info);
     if (t->info.note)
@@ -535,10 +559,14 @@ static clf_status translator_open(translator *t)
     d->max_len = t->o.max_len;
     d->beam_style = t->o.beam_style;
     d->forced_eos = t->o.forced_eos;
+    d->early_stopping = t->o.early_stopping;
     d->use_cache = t->o.use_cache;
     d->max_batch = t->o.batch;
     d->want_attention = t->o.attn_path || t->o.png_prefix;
     d->want_scores = t->o.n_best_given; /* the score column, for greedy decoding too */
+    /* the options checked before any input is read (a language the model needs, ...) */
+    if ((st = clf_translator_translate(t->tr, NULL, NULL, 0, d, NULL)) != CLF_OK)
+        return st;
     if (!(t->res = calloc((size_t)t->o.batch, sizeof *t->res)) ||
         !(t->text = calloc((size_t)t->o.batch, sizeof *t->text)) ||
         !(t->text_len = calloc((size_t)t->o.batch, sizeof *t->text_len)))

@@ -25,12 +25,15 @@ const char *cli_dir_file(char *buf, size_t size, const char *dir, const char *na
 static const char *const tokenizer_files[] = {MODEL_DIR_SRC_SPM, MODEL_DIR_TGT_SPM,
                                               MODEL_DIR_VOCAB};
 
-static clf_status copy_file(const char *from_dir, const char *to_dir, const char *name)
+/* to_dir/name := from (a file), or from_dir/name when from is NULL */
+static clf_status copy_file(const char *from_dir, const char *from_file, const char *to_dir,
+                            const char *name)
 {
     char from[CLF_PATH_MAX], to[CLF_PATH_MAX], *data = NULL;
     size_t len = 0;
-    clf_status st = clf_fs_read_all(cli_dir_file(from, sizeof from, from_dir, name),
-                                    MODEL_DIR_FILE_MAX, &data, &len);
+    clf_status st =
+        clf_fs_read_all(from_file ? from_file : cli_dir_file(from, sizeof from, from_dir, name),
+                        MODEL_DIR_FILE_MAX, &data, &len);
     if (st == CLF_OK)
         st = clf_fs_write_atomic_bytes(cli_dir_file(to, sizeof to, to_dir, name), data, len);
     free(data);
@@ -62,9 +65,16 @@ clf_status cli_model_dir_write(const char *dir, const cli_model_dir_content *c)
         (st = clf_safetensors_write(cli_dir_file(path, sizeof path, tmp, MODEL_DIR_WEIGHTS),
                                     c->tensors, c->n_tensors, c->meta, c->n_meta)) != CLF_OK)
         goto fail;
-    for (size_t i = 0; i < sizeof tokenizer_files / sizeof tokenizer_files[0]; i++)
-        if ((st = copy_file(c->tokenizer_dir, tmp, tokenizer_files[i])) != CLF_OK)
+    for (size_t i = 0; i < sizeof tokenizer_files / sizeof tokenizer_files[0]; i++) {
+        const int vocab = !strcmp(tokenizer_files[i], MODEL_DIR_VOCAB);
+        if (vocab && c->vocab_text)
+            st = clf_fs_write_atomic_bytes(cli_dir_file(path, sizeof path, tmp, MODEL_DIR_VOCAB),
+                                           c->vocab_text, strlen(c->vocab_text));
+        else
+            st = copy_file(c->tokenizer_dir, vocab ? NULL : c->spm_from, tmp, tokenizer_files[i]);
+        if (st != CLF_OK)
             goto fail;
+    }
     if (rename(tmp, dir) != 0) {
         st = clf_error(CLF_ERR_IO, "%s: cannot rename %s to it: %s", dir, tmp, strerror(errno));
         goto fail;

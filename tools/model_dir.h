@@ -27,6 +27,8 @@ typedef struct cli_model_dir_content {
     const char *const *meta; /* key, value pairs of the weights file's metadata */
     int n_meta;
     const char *tokenizer_dir; /* where MODEL_DIR_SRC_SPM, _TGT_SPM and _VOCAB are copied from */
+    const char *spm_from;      /* non-NULL: the file both .spm files are copied from instead */
+    const char *vocab_text;    /* non-NULL: written as MODEL_DIR_VOCAB instead of a copy */
 } cli_model_dir_content;
 
 /* Writes the model directory dir, which must not exist: everything into dir.tmp.<pid>

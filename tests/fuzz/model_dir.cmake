@@ -13,7 +13,8 @@ function(clf_fuzz_model_dir_sources target)
   if(NOT target MATCHES "^fuzz_model_dir")
     return()
   endif()
-  target_sources(${target} PRIVATE ${tools}/cmd_import.c ${tools}/cli_common.c
+  target_sources(${target} PRIVATE ${tools}/cmd_import.c ${tools}/import_marian.c
+    ${tools}/import_m2m100.c ${tools}/cli_common.c
     ${tools}/model_dir.c)
   target_include_directories(${target} PRIVATE ${tools})
   target_link_libraries(${target} PRIVATE PkgConfig::JANSSON m)

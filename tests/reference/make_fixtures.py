@@ -84,6 +84,15 @@ VARIANTS = [
     ("pre_learned_pe", 109, dict(positional="learned", ln_style="standard", ln_eps=1e-5),
      "positional: learned (src_pos/tgt_pos.embedding.weight [max_len, d]), pre-norm, "
      "standard LayerNorm"),
+    ("pre_learned_offset_embed_norm", 125,
+     dict(positional="learned", position_offset=2, embed_norm=True, ln_style="standard",
+          ln_eps=1e-5),
+     "mBART's embeddings: positional learned with position_offset 2 (tables [max_len + 2, d], "
+     "position t reads row t + 2), embed_norm (encoder/decoder.embed.norm on the embedding "
+     "sum), pre-norm, standard LayerNorm"),
+    ("post_offset_embed_norm", 126, dict(norm="post", position_offset=3, embed_norm=True),
+     "sinusoidal table read from row 3 (position_offset 3), embed_norm with the tutorial "
+     "LayerNorm, post-norm"),
 ] + [(n, seed, dict(VARIANT_SIZES, **over), about) for n, seed, over, about in [
     # Activation and norm variants (op plugins in clformer). Own seeds, after the others.
     ("pre_gelu", 112, dict(ln_style="standard", ln_eps=1e-5, activation="gelu"),
@@ -144,6 +153,8 @@ def expected_names(cfg):
         n += ["%s.norm.%s" % (p, s) for p in ("encoder", "decoder") for s in ab]
     if cfg.positional == "learned":
         n += ["src_pos.embedding.weight", "tgt_pos.embedding.weight"]
+    if cfg.embed_norm:
+        n += ["%s.embed.norm.%s" % (p, s) for p in ("encoder", "decoder") for s in ab]
     if cfg.tie_embeddings != "none":
         n.remove("projection_layer.proj.weight")
     if cfg.tie_embeddings == "all":
@@ -210,6 +221,10 @@ def variant_lines(cfg):
         lines.append("  positional: %s" % cfg.positional)
     if cfg.tie_embeddings != "none":
         lines.append("  tie_embeddings: %s" % cfg.tie_embeddings)
+    if cfg.position_offset:
+        lines.append("  position_offset: %d" % cfg.position_offset)
+    if cfg.embed_norm:
+        lines.append("  embed_norm: true")
     return lines
 
 

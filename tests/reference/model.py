@@ -58,7 +58,8 @@ class ModelConfig:
                  encoder_layers=None, decoder_layers=None, heads=8, d_ff=2048,
                  norm="pre", final_norm="auto", ln_style="tutorial", ln_eps=1e-6,
                  attention_bias=False, activation="relu", output="logits",
-                 dropout=0.1, pad_id=1, positional="sinusoidal", tie_embeddings="none"):
+                 dropout=0.1, pad_id=1, positional="sinusoidal", tie_embeddings="none",
+                 position_offset=0, embed_norm=False):
         self.src_vocab = int(src_vocab)
         self.tgt_vocab = int(tgt_vocab)
         self.max_len = int(max_len)
@@ -99,6 +100,8 @@ class ModelConfig:
         if tie_embeddings == "all" and self.src_vocab != self.tgt_vocab:
             raise ValueError("tie_embeddings: all needs src_vocab == tgt_vocab")
         self.tie_embeddings = tie_embeddings
+        self.position_offset = int(position_offset)
+        self.embed_norm = bool(embed_norm)
         if self.d_model % self.heads != 0:
             raise ValueError("d_model %d is not a multiple of heads %d" % (self.d_model, self.heads))
 
@@ -109,7 +112,8 @@ class ModelConfig:
         kw = dict(src_vocab=m["src_vocab"], tgt_vocab=m["tgt_vocab"])
         for k in ("max_len", "d_model", "layers", "encoder_layers", "decoder_layers",
                   "heads", "d_ff", "norm", "final_norm", "attention_bias", "activation",
-                  "output", "dropout", "pad_id", "positional", "tie_embeddings"):
+                  "output", "dropout", "pad_id", "positional", "tie_embeddings",
+                  "position_offset", "embed_norm"):
             if k in m:
                 kw[k] = m[k]
         if "final_norm" in kw and isinstance(kw["final_norm"], str):
@@ -234,41 +238,49 @@ def sinusoidal_table(max_len, d_model, dtype=torch.float32):
 
 
 class PositionalEncoding(nn.Module):
-    def __init__(self, d_model, max_len, dropout):
+    """offset (model.position_offset): position t reads row t + offset of a table of
+    max_len + offset rows. norm (model.embed_norm): a LayerNormalization applied to the sum,
+    before the dropout."""
+
+    def __init__(self, d_model, max_len, dropout, offset=0):
         super().__init__()
         self.d_model = d_model
         self.max_len = max_len
+        self.offset = offset
         self.dropout = nn.Dropout(dropout)
         # Not persistent: the table is not part of the weights file.
-        self.register_buffer("pe", sinusoidal_table(max_len, d_model), persistent=False)
+        self.register_buffer("pe", sinusoidal_table(max_len + offset, d_model), persistent=False)
 
     def use_exact_table(self):
         """Replace the table by one computed in float64 (for the float64 self-check)."""
-        self.pe = sinusoidal_table(self.max_len, self.d_model, torch.float64)
+        self.pe = sinusoidal_table(self.max_len + self.offset, self.d_model, torch.float64)
 
-    def forward(self, x):
+    def forward(self, x, norm=None):
         if x.shape[1] > self.max_len:
             raise ValueError("sequence length %d > max_len %d" % (x.shape[1], self.max_len))
-        return self.dropout(x + self.pe[:, :x.shape[1], :].to(x.dtype))
+        x = x + self.pe[:, self.offset:self.offset + x.shape[1], :].to(x.dtype)
+        return self.dropout(norm(x) if norm is not None else x)
 
 
 class LearnedPositionalEmbedding(nn.Module):
     """positional: learned. x + embedding.weight[:L], then dropout, exactly where the
     sinusoidal table goes; the weight is src_pos.embedding.weight / tgt_pos.embedding.weight."""
 
-    def __init__(self, d_model, max_len, dropout):
+    def __init__(self, d_model, max_len, dropout, offset=0):
         super().__init__()
         self.max_len = max_len
+        self.offset = offset
         self.dropout = nn.Dropout(dropout)
-        self.embedding = nn.Embedding(max_len, d_model)
+        self.embedding = nn.Embedding(max_len + offset, d_model)
 
     def use_exact_table(self):
         pass  # a weight: model.double() already made it float64
 
-    def forward(self, x):
+    def forward(self, x, norm=None):
         if x.shape[1] > self.max_len:
             raise ValueError("sequence length %d > max_len %d" % (x.shape[1], self.max_len))
-        return self.dropout(x + self.embedding.weight[:x.shape[1]].unsqueeze(0))
+        x = x + self.embedding.weight[self.offset:self.offset + x.shape[1]].unsqueeze(0)
+        return self.dropout(norm(x) if norm is not None else x)
 
 
 class ResidualConnection(nn.Module):
@@ -362,6 +374,7 @@ class Encoder(nn.Module):
         self.layers = nn.ModuleList([EncoderBlock(cfg) for _ in range(cfg.encoder_layers)])
         # No module at all when final_norm is off: encoder.norm.* is then not a weight.
         self.norm = LayerNormalization(cfg.d_model, cfg.ln_eps, cfg.ln_style) if cfg.final_norm else None
+        self.embed = EmbedNorm(cfg) if cfg.embed_norm else None
 
     def forward(self, x, mask):
         for layer in self.layers:
@@ -369,11 +382,21 @@ class Encoder(nn.Module):
         return self.norm(x) if self.norm is not None else x
 
 
+class EmbedNorm(nn.Module):
+    """model.embed_norm: encoder.embed.norm / decoder.embed.norm, the LayerNorm on the
+    embedding sum (mBART's layernorm_embedding); applied by the positional module."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.norm = LayerNormalization(cfg.d_model, cfg.ln_eps, cfg.ln_style)
+
+
 class Decoder(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         self.layers = nn.ModuleList([DecoderBlock(cfg) for _ in range(cfg.decoder_layers)])
         self.norm = LayerNormalization(cfg.d_model, cfg.ln_eps, cfg.ln_style) if cfg.final_norm else None
+        self.embed = EmbedNorm(cfg) if cfg.embed_norm else None
 
     def forward(self, x, encoder_output, src_mask, tgt_mask):
         for layer in self.layers:
@@ -423,8 +446,8 @@ class Transformer(nn.Module):
             self.src_embed = InputEmbeddings(cfg.d_model, cfg.src_vocab)
             self.tgt_embed = InputEmbeddings(cfg.d_model, cfg.tgt_vocab)
         pos = LearnedPositionalEmbedding if cfg.positional == "learned" else PositionalEncoding
-        self.src_pos = pos(cfg.d_model, cfg.max_len, cfg.dropout)
-        self.tgt_pos = pos(cfg.d_model, cfg.max_len, cfg.dropout)
+        self.src_pos = pos(cfg.d_model, cfg.max_len, cfg.dropout, cfg.position_offset)
+        self.tgt_pos = pos(cfg.d_model, cfg.max_len, cfg.dropout, cfg.position_offset)
         self.projection_layer = ProjectionLayer(
             cfg.d_model, cfg.tgt_vocab, cfg.output,
             shared=self.tgt_embed if cfg.tie_embeddings != "none" else None)
@@ -447,10 +470,13 @@ class Transformer(nn.Module):
 
     # forward ---------------------------------------------------------------
     def encode(self, src, src_mask):
-        return self.encoder(self.src_pos(self.src_embed(src)), src_mask)
+        norm = self.encoder.embed.norm if self.encoder.embed is not None else None
+        return self.encoder(self.src_pos(self.src_embed(src), norm), src_mask)
 
     def decode(self, encoder_output, src_mask, tgt, tgt_mask):
-        return self.decoder(self.tgt_pos(self.tgt_embed(tgt)), encoder_output, src_mask, tgt_mask)
+        norm = self.decoder.embed.norm if self.decoder.embed is not None else None
+        return self.decoder(self.tgt_pos(self.tgt_embed(tgt), norm), encoder_output, src_mask,
+                            tgt_mask)
 
     def project(self, x):
         return self.projection_layer(x)

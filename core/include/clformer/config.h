@@ -41,8 +41,19 @@ typedef enum clf_positional {
     CLF_POS_LEARNED = 1,    /* weights src_pos.embedding.weight, tgt_pos.embedding.weight */
     /* the same frequencies as CLF_POS_SINUSOIDAL, laid out as [sin | cos] halves (Marian's
      * and fairseq's MarianSinusoidalPositionalEmbedding), computed in double */
-    CLF_POS_SINUSOIDAL_SPLIT = 2
+    CLF_POS_SINUSOIDAL_SPLIT = 2,
+    /* fairseq's table (M2M-100, NLLB: SinusoidalPositionalEmbedding): [sin | cos] halves with
+     * frequencies 10000^(-i / (d/2 - 1)), i < d/2, computed in float32; an odd d's last
+     * column 0 */
+    CLF_POS_SINUSOIDAL_FAIRSEQ = 3
 } clf_positional;
+
+/* model.target_language: how the target language is given to the decoder. */
+typedef enum clf_target_language {
+    CLF_TGT_LANG_NONE = 0,  /* not at all (a model of one pair) */
+    CLF_TGT_LANG_FORCED = 1 /* its token is decoding's first output token, with log-prob 0
+                               (transformers' forced_bos_token_id: M2M-100, NLLB, mBART-50) */
+} clf_target_language;
 
 /* model.banned_ids: at most this many ids that decoding never generates. */
 #define CLF_BANNED_IDS_MAX 16
@@ -79,7 +90,15 @@ typedef struct clf_model_config {
     float dropout_ffn;         /* the FFN's hidden layer (the tutorial's); default 0 */
     int pad_id;                /* default 1 */
     clf_positional positional; /* default sinusoidal */
-    clf_tie tie_embeddings;    /* default none */
+    /* Position t reads row t + position_offset of the positional table, which has max_len +
+     * position_offset rows (fairseq's positions start at padding_idx + 1, mBART's learned
+     * ones at 2). Default 0. */
+    int position_offset;
+    /* 1: a LayerNorm (layernorm: style and eps) on the sum of token embedding and position,
+     * before its dropout, weights encoder.embed.norm.* / decoder.embed.norm.* (mBART's
+     * layernorm_embedding). Default 0. */
+    int embed_norm;
+    clf_tie tie_embeddings; /* default none */
     /* The factor of the token embeddings: 0 = sqrt(d_model) (the default, the paper's),
      * else this number (Marian's scale_embedding: false is 1). */
     float embed_scale;
@@ -88,6 +107,15 @@ typedef struct clf_model_config {
      * Marian starts from its pad id. */
     int bos_id, eos_id, unk_id, decoder_start_id;
     int source_bos, source_eos; /* frame the source with bos / eos; default 1 and 1 */
+    /* Where the source language's token goes (clf_lang_place, clformer/framing.h): none (the
+     * default), before the pieces (M2M-100, NLLB, mBART-50) or after the source's eos
+     * (legacy NLLB, mBART-cc25). Its token: languages.token_prefix + code + token_suffix. */
+    clf_lang_place source_language;
+    clf_target_language target_language; /* default none */
+    /* Ids from this one on are added special tokens (fairseq's language codes and made-up
+     * words, appended after the pieces): decoding may produce them, the text leaves them out.
+     * -1 (the default): none. */
+    int specials_from;
     /* Ids decoding never generates (Marian bans pad): their score is -inf after the
      * log-softmax, as transformers' bad_words_ids does. */
     int banned_ids[CLF_BANNED_IDS_MAX];
@@ -188,19 +216,24 @@ typedef struct clf_generate_config {
     float length_penalty; /* --length-penalty; -1 = auto (0.6 with a beam, else 0) */
     int max_len;          /* --max-len; 0 (default) = 2 x the longest source + 10 */
     int forced_eos;       /* --forced-eos; default 0 */
+    int early_stopping;   /* --early-stopping: hf beams end a sentence once beam hypotheses
+                             have finished (transformers' early_stopping=True); default 0 */
 } clf_generate_config;
 
 /* The languages: section: the language codes a model translates from and to (the
- * server's GET /languages, the Python package's source_languages). Informative: nothing
- * decodes differently by it. */
-#define CLF_LANGUAGES_MAX     32 /* codes per side */
-#define CLF_LANGUAGE_CODE_MAX 16 /* bytes of a code with its NUL: "en", "pt-BR", "zh_Hant" */
+ * server's GET /languages, the Python package's source_languages). Informative unless
+ * model.source_language or model.target_language places a language token: the codes are then
+ * those translate accepts, and code's token is token_prefix code token_suffix
+ * ("__de__" for M2M-100, "deu_Latn" for NLLB). */
+#define CLF_LANGUAGES_MAX     256 /* codes per side (NLLB-200 has 202) */
+#define CLF_LANGUAGE_CODE_MAX 16  /* bytes of a code with its NUL: "en", "pt-BR", "zh_Hant" */
 typedef struct clf_languages_config {
     int present; /* 1 when the YAML has a languages: section */
     char source[CLF_LANGUAGES_MAX][CLF_LANGUAGE_CODE_MAX];
     int n_source;
     char target[CLF_LANGUAGES_MAX][CLF_LANGUAGE_CODE_MAX];
     int n_target;
+    char token_prefix[CLF_LANGUAGE_CODE_MAX], token_suffix[CLF_LANGUAGE_CODE_MAX]; /* "" */
 } clf_languages_config;
 
 #define CLF_CONFIG_PLUGINS_MAX 8
@@ -291,6 +324,8 @@ CLF_API const char *clf_ln_style_name(clf_ln_style s);
 CLF_API const char *clf_activation_name(clf_activation a);
 CLF_API const char *clf_output_name(clf_output o);
 CLF_API const char *clf_positional_name(clf_positional p);
+CLF_API const char *clf_lang_place_name(clf_lang_place p);
+CLF_API const char *clf_target_language_name(clf_target_language t);
 CLF_API const char *clf_tie_name(clf_tie t);
 CLF_API const char *clf_optimizer_name(clf_optimizer_kind o);
 CLF_API const char *clf_schedule_name(clf_schedule_kind s);

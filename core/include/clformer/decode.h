@@ -47,6 +47,13 @@ typedef struct clf_decode_opts {
     /* 1: the token at position max_len - 1 (the last one) can only be EOS, as transformers'
      * forced_eos_token_id does (log-prob 0 for it in beam search). Default 0. */
     int forced_eos;
+    /* >= 0: the first generated token is this id, with log-prob 0, as transformers'
+     * forced_bos_token_id does (the target language of M2M-100, NLLB, mBART-50). Default -1:
+     * none. */
+    int forced_bos_id;
+    /* CLF_BEAM_HF: 1 ends a sentence as soon as beam hypotheses have finished (transformers'
+     * early_stopping=True); 0 (default) as described at CLF_BEAM_HF. */
+    int early_stopping;
     /* The model's banned_ids (clf_model_config) are never generated: -inf after the
      * log-softmax in beam search, excluded from the argmax in greedy decoding. */
     int want_attention; /* record cross-attention weights (last decoder layer, mean of
@@ -60,7 +67,7 @@ typedef struct clf_decode_opts {
 
 /* beam 1, n_best 1, length_penalty 0, max_len 0 (must be set), use_cache 1, the ids of
  * the model config (sos = decoder_start_id, else bos_id, else 2; eos = eos_id, else 3;
- * pad = pad_id), style GNMT, no forced EOS, no attention, no greedy scores. */
+ * pad = pad_id), style GNMT, no forced EOS or first token, no attention, no greedy scores. */
 CLF_API void clf_decode_opts_default(const clf_model_config *cfg, clf_decode_opts *o);
 
 typedef struct clf_hypothesis {

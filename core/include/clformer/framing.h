@@ -11,30 +11,53 @@
 extern "C" {
 #endif
 
+/* Where a source language's token goes (model.source_language). */
+typedef enum clf_lang_place {
+    CLF_LANG_NONE = 0,   /* no language token */
+    CLF_LANG_BEFORE = 1, /* [src_bos] lang x [src_eos] */
+    CLF_LANG_AFTER = 2   /* [src_bos] x [src_eos] lang */
+} clf_lang_place;
+
 /* How a sentence pair is framed, by `clformer train` (clformer/dataset.h's batches) and
  * `clformer translate` alike:
- *     src    [src_bos] x [src_eos] src_pad...   (src_bos / src_eos -1: left out)
+ *     src    [src_bos] x [src_eos] src_pad...   (src_bos / src_eos -1: left out; a language
+ *                                                token before x or after src_eos, by
+ *                                                src_lang_place)
  *     tgt_in tgt_start y tgt_pad...             (the decoder's input)
  *     labels y tgt_eos tgt_pad...               (what it predicts; decoding ends at tgt_eos) */
 typedef struct clf_framing {
     int32_t src_bos, src_eos, src_pad;
     int32_t tgt_start, tgt_eos, tgt_pad;
+    /* The source language's token and its place; zero-initialised: none. The model config
+     * gives the place, the caller the language (translate's --source-lang). */
+    int32_t src_lang;
+    clf_lang_place src_lang_place;
 } clf_framing;
+
+/* The tokens the framing adds to a source sentence. */
+static inline int clf_framing_source_extra(const clf_framing *f)
+{
+    return (f->src_bos >= 0) + (f->src_eos >= 0) + (f->src_lang_place != CLF_LANG_NONE);
+}
 
 /* The rows above, the one place they are written (batches, decoding, scoring). */
 
-/* row[0..len) := [src_bos] ids[0..n) [src_eos] src_pad...; len must be at least n plus the
- * framing's tokens. */
+/* row[0..len) := [src_bos] [lang] ids[0..n) [src_eos] [lang] src_pad... (lang by
+ * src_lang_place); len must be at least n plus clf_framing_source_extra. */
 static inline void clf_framing_source_row(const clf_framing *f, const int32_t *ids, int n, int len,
                                           int32_t *row)
 {
     int k = 0;
     if (f->src_bos >= 0)
         row[k++] = f->src_bos;
+    if (f->src_lang_place == CLF_LANG_BEFORE)
+        row[k++] = f->src_lang;
     for (int i = 0; i < n; i++)
         row[k++] = ids[i];
     if (f->src_eos >= 0)
         row[k++] = f->src_eos;
+    if (f->src_lang_place == CLF_LANG_AFTER)
+        row[k++] = f->src_lang;
     while (k < len)
         row[k++] = f->src_pad;
 }

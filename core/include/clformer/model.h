@@ -124,6 +124,8 @@ CLF_API void clf_positional_encoding(float *pe, int max_len, int d);
  * [0, ceil(d/2)) are sin(pos / 10000^(2i/d)), the rest cos(pos / 10000^(2i/d)), computed in
  * double and rounded to float once, as transformers' MarianSinusoidalPositionalEmbedding. */
 CLF_API void clf_positional_encoding_split(float *pe, int max_len, int d);
+/* fairseq's table (positional: sinusoidal_fairseq, M2M-100 and NLLB), rows x d. */
+CLF_API void clf_positional_encoding_fairseq(float *pe, int rows, int d);
 
 #ifdef __cplusplus
 }

@@ -109,6 +109,16 @@ typedef struct clf_translator_info {
 } clf_translator_info;
 CLF_API void clf_translator_get_info(const clf_translator *t, clf_translator_info *info);
 
+/* The languages of a model whose config places language tokens (model.source_language,
+ * model.target_language: M2M-100, NLLB, mBART-50): source and target are codes of its
+ * languages: section (NULL: keep the current one). Opening picks a side's code when the
+ * section lists exactly one; otherwise translating needs one set first. CLF_ERR_INPUT, one
+ * line, for a code the model does not list or whose token its vocabulary lacks, saying how
+ * to list them (`clformer info -m DIR`); the languages stay as they were. For a model without
+ * language tokens any code is refused. */
+CLF_API clf_status clf_translator_set_languages(clf_translator *t, const char *source,
+                                                const char *target);
+
 /* Token <-> id of a side (0: source, 1: target): -1 / NULL when there is none. */
 CLF_API int32_t clf_translator_token_id(const clf_translator *t, int side, const char *token);
 CLF_API const char *clf_translator_token(const clf_translator *t, int side, int32_t id);
@@ -137,6 +147,7 @@ typedef struct clf_translate_opts {
      * counted when finished) and score (logprob over clf_decode_length_penalty). Beam
      * search and models with banned_ids fill them anyway. Default 0. */
     int want_scores;
+    int early_stopping; /* 0/1 (clf_decode_opts), or -1 (default): generate.early_stopping */
 } clf_translate_opts;
 
 /* beam -1, n_best 1, length_penalty -2 (the config's), max_len 0, beam_style -1,
@@ -186,7 +197,9 @@ CLF_API void clf_translations_free(clf_translation *r, int n);
  * for max_len) gets logprob NaN, tokens 0 and its reason in error[i] (malloc'd; NULL
  * otherwise; free each). The probabilities are the model's own, over its whole vocabulary:
  * a beam's logprob equals them, except for an EOS that forced_eos forced (0 there). One
- * forward pass per pair batch, no KV cache: an independent check of decoding. */
+ * forward pass per pair batch, no KV cache: an independent check of decoding. A model with
+ * a forced target language (model.target_language) scores tgt[i] after its language's token,
+ * which counts log-prob 0 as decoding gives it, and in tokens[i]. */
 CLF_API clf_status clf_translator_score(clf_translator *t, const char *const *src,
                                         const char *const *tgt, int n, float *logprob, int *tokens,
                                         char **error);

@@ -49,7 +49,11 @@ static const char *const norm_names[] = {"pre", "post", "branch", NULL};
 static const char *const ln_names[] = {"tutorial", "standard", NULL};
 static const char *const act_names[] = {"relu", NULL};
 static const char *const output_names[] = {"logits", "log_softmax", NULL};
-static const char *const positional_names[] = {"sinusoidal", "learned", "sinusoidal_split", NULL};
+static const char *const positional_names[] = {"sinusoidal", "learned", "sinusoidal_split",
+                                               "sinusoidal_fairseq", NULL};
+static const char *const lang_place_names[] = {"none", "before", "after",
+                                               NULL};                 /* clf_lang_place */
+static const char *const tgt_lang_names[] = {"none", "forced", NULL}; /* clf_target_language */
 static const char *const tie_names[] = {"none", "decoder", "all", NULL};
 static const char *const backend_names[] = {"cpu", "opencl", "auto", NULL};
 static const char *const opt_names[] = {"adam", "adamw", NULL};
@@ -105,6 +109,8 @@ static const field model_fields[] = {
      .sub = dropout_fields},
     INT("pad_id", model.pad_id, 0, CFG_SIZE_MAX),
     ENUM("positional", model.positional, "positional encoding", positional_names),
+    INT("position_offset", model.position_offset, 0, CFG_SIZE_MAX),
+    BOOL("embed_norm", model.embed_norm),
     ENUM("tie_embeddings", model.tie_embeddings, "tie_embeddings", tie_names),
     {.key = "embed_scale",
      .kind = F_EMBED_SCALE,
@@ -118,6 +124,9 @@ static const field model_fields[] = {
     INT("decoder_start_id", model.decoder_start_id, -1, CFG_SIZE_MAX),
     BOOL("source_bos", model.source_bos),
     BOOL("source_eos", model.source_eos),
+    ENUM("source_language", model.source_language, "language token place", lang_place_names),
+    ENUM("target_language", model.target_language, "target language", tgt_lang_names),
+    INT("specials_from", model.specials_from, -1, CFG_SIZE_MAX),
     {.key = "banned_ids", .kind = F_ID_LIST, .imin = 0, .imax = CFG_SIZE_MAX},
     END,
 };
@@ -202,6 +211,7 @@ static const field generate_fields[] = {
      .fmax = 100.0},
     INT("max_len", generate.max_len, 0, CFG_SIZE_MAX),
     BOOL("forced_eos", generate.forced_eos),
+    BOOL("early_stopping", generate.early_stopping),
     END,
 };
 
@@ -215,6 +225,8 @@ static const field languages_fields[] = {
      .kind = F_LANGUAGES,
      .off = AT(languages.target),
      .off2 = AT(languages.n_target)},
+    STRING("token_prefix", F_PATH, languages.token_prefix),
+    STRING("token_suffix", F_PATH, languages.token_suffix),
     END,
 };
 
@@ -310,6 +322,22 @@ static clf_status resolve_model(parse_ctx *c)
             return clf_cfg_fail_at(c, clf_cfg_mark_of(c, "model.banned_ids", "model", NULL),
                                    "model.banned_ids", "%d is not an id of tgt_vocab %d",
                                    m->banned_ids[i], m->tgt_vocab);
+    if (m->specials_from >= 0 && m->tgt_vocab && m->specials_from > m->tgt_vocab)
+        return clf_cfg_fail_at(c, clf_cfg_mark_of(c, "model.specials_from", "model", NULL),
+                               "model.specials_from", "%d is past tgt_vocab %d", m->specials_from,
+                               m->tgt_vocab);
+    /* a language token needs the codes it may be made of */
+    const clf_languages_config *l = &c->cfg->languages;
+    if (m->source_language != CLF_LANG_NONE && l->n_source == 0)
+        return clf_cfg_fail_at(c, clf_cfg_mark_of(c, "model.source_language", "model", NULL),
+                               "model.source_language",
+                               "%s needs the codes of languages.source (none given)",
+                               clf_lang_place_name(m->source_language));
+    if (m->target_language != CLF_TGT_LANG_NONE && l->n_target == 0)
+        return clf_cfg_fail_at(c, clf_cfg_mark_of(c, "model.target_language", "model", NULL),
+                               "model.target_language",
+                               "%s needs the codes of languages.target (none given)",
+                               clf_target_language_name(m->target_language));
     if (m->final_norm_auto)
         m->final_norm = m->norm == CLF_NORM_PRE;
     return CLF_OK;
@@ -414,7 +442,7 @@ static int model_bytes_over(const clf_model_config *m, const char **key, const c
     } products[3] = {{"model.max_len", "max_len", "positional table"},
                      {"model.src_vocab", "src_vocab", "source embedding"},
                      {"model.tgt_vocab", "tgt_vocab", "target embedding"}};
-    const int sizes[3] = {m->max_len, m->src_vocab, m->tgt_vocab};
+    const int sizes[3] = {m->max_len + m->position_offset, m->src_vocab, m->tgt_vocab};
     for (int i = 0; i < 3; i++)
         if (product_over(products[i].name, sizes[i], "d_model", m->d_model, products[i].what, why,
                          size)) {
@@ -422,7 +450,8 @@ static int model_bytes_over(const clf_model_config *m, const char **key, const c
             return 1;
         }
     const double d = m->d_model, f = 4.0; /* bytes of an F32 */
-    const double pos = (m->positional == CLF_POS_LEARNED ? 2.0 : 1.0) * m->max_len * d * f;
+    const double pos = (m->positional == CLF_POS_LEARNED ? 2.0 : 1.0) *
+                       ((double)m->max_len + m->position_offset) * d * f;
     const double emb = ((m->tie_embeddings == CLF_TIE_ALL ? 0.0 : m->src_vocab) +
                         (m->tie_embeddings == CLF_TIE_NONE ? 2.0 : 1.0) * m->tgt_vocab) *
                        d * f;
@@ -502,6 +531,11 @@ void clf_config_defaults(clf_config *cfg)
     m->embed_scale = 0.0f;
     m->bos_id = m->eos_id = m->unk_id = m->decoder_start_id = -1;
     m->source_bos = m->source_eos = 1;
+    m->source_language = CLF_LANG_NONE;
+    m->target_language = CLF_TGT_LANG_NONE;
+    m->specials_from = -1;
+    m->position_offset = 0;
+    m->embed_norm = 0;
     m->n_banned_ids = 0;
     set_text(cfg->backend.name, sizeof cfg->backend.name, "cpu");
     cfg->backend.threads = 0;
@@ -536,6 +570,7 @@ void clf_config_defaults(clf_config *cfg)
     g->length_penalty = -1.0f;
     g->max_len = 0;
     g->forced_eos = 0;
+    g->early_stopping = 0;
 }
 
 static clf_status parse_text(const char *text, size_t len, const char *name, clf_config *cfg)
@@ -686,7 +721,7 @@ clf_status clf_model_framing(const clf_model_config *mc, const clf_framing *voca
     if (!mc || !out)
         return clf_error(CLF_ERR_INPUT, "model framing: invalid arguments");
     /* no vocabulary: clf_tokenizer_build's ids ([UNK] 0, [PAD] 1, [SOS] 2, [EOS] 3) */
-    const clf_framing built = {2, 3, 1, 2, 3, 1};
+    const clf_framing built = {2, 3, 1, 2, 3, 1, -1, CLF_LANG_NONE};
     const clf_framing *v = vocab ? vocab : &built;
     *out = (clf_framing){.src_bos = !mc->source_bos   ? -1
                                     : mc->bos_id >= 0 ? mc->bos_id
@@ -699,7 +734,10 @@ clf_status clf_model_framing(const clf_model_config *mc, const clf_framing *voca
                                       : mc->bos_id >= 0         ? mc->bos_id
                                                                 : v->tgt_start,
                          .tgt_eos = mc->eos_id >= 0 ? mc->eos_id : v->tgt_eos,
-                         .tgt_pad = mc->pad_id};
+                         .tgt_pad = mc->pad_id,
+                         /* the place is the model's, the language the caller's */
+                         .src_lang = -1,
+                         .src_lang_place = mc->source_language};
     if (mc->source_bos && out->src_bos < 0)
         return clf_error(CLF_ERR_INPUT, "the source vocabulary has no [SOS] token (set "
                                         "model.bos_id, or model.source_bos: false)");
@@ -731,7 +769,17 @@ const char *clf_output_name(clf_output o)
 
 const char *clf_positional_name(clf_positional p)
 {
-    return name_or(positional_names, 3, (int)p);
+    return name_or(positional_names, 4, (int)p);
+}
+
+const char *clf_lang_place_name(clf_lang_place p)
+{
+    return name_or(lang_place_names, 3, (int)p);
+}
+
+const char *clf_target_language_name(clf_target_language t)
+{
+    return name_or(tgt_lang_names, 2, (int)t);
 }
 
 const char *clf_tie_name(clf_tie t)

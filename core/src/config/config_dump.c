@@ -82,6 +82,8 @@ static void dump_model(const clf_model_config *m, FILE *out)
     }
     fprintf(out, "  pad_id: %d\n", m->pad_id);
     fprintf(out, "  positional: %s\n", clf_positional_name(m->positional));
+    fprintf(out, "  position_offset: %d\n", m->position_offset);
+    fprintf(out, "  embed_norm: %s\n", m->embed_norm ? "true" : "false");
     fprintf(out, "  tie_embeddings: %s\n", clf_tie_name(m->tie_embeddings));
     if (m->embed_scale > 0.0f)
         fprintf(out, "  embed_scale: %s\n", fmt_float(m->embed_scale, a, sizeof a));
@@ -91,6 +93,9 @@ static void dump_model(const clf_model_config *m, FILE *out)
             m->eos_id, m->unk_id, m->decoder_start_id);
     fprintf(out, "  source_bos: %s\n  source_eos: %s\n", m->source_bos ? "true" : "false",
             m->source_eos ? "true" : "false");
+    fprintf(out, "  source_language: %s\n  target_language: %s\n  specials_from: %d\n",
+            clf_lang_place_name(m->source_language), clf_target_language_name(m->target_language),
+            m->specials_from);
     fprintf(out, "  banned_ids: [");
     for (int i = 0; i < m->n_banned_ids; i++)
         fprintf(out, "%s%d", i ? ", " : "", m->banned_ids[i]);
@@ -160,6 +165,7 @@ static void dump_generate(const clf_generate_config *g, FILE *out)
     fprintf(out, "  length_penalty: %s\n",
             g->length_penalty < 0.0f ? "auto" : fmt_float(g->length_penalty, a, sizeof a));
     fprintf(out, "  max_len: %d\n  forced_eos: %s\n", g->max_len, g->forced_eos ? "true" : "false");
+    fprintf(out, "  early_stopping: %s\n", g->early_stopping ? "true" : "false");
 }
 
 static void dump_languages(const clf_languages_config *l, FILE *out)
@@ -175,6 +181,11 @@ static void dump_languages(const clf_languages_config *l, FILE *out)
         }
         fprintf(out, "]\n");
     }
+    fprintf(out, "  token_prefix: ");
+    put_string(out, l->token_prefix);
+    fprintf(out, "\n  token_suffix: ");
+    put_string(out, l->token_suffix);
+    fputc('\n', out);
 }
 
 /* The plugins: list, with the plugins that provided model ops by a search-path lookup

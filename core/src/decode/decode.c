@@ -53,6 +53,8 @@ void clf_decode_opts_default(const clf_model_config *cfg, clf_decode_opts *o)
                            .eos_id = f.tgt_eos,
                            .style = CLF_BEAM_GNMT,
                            .forced_eos = 0,
+                           .forced_bos_id = -1,
+                           .early_stopping = 0,
                            .pad_id = cfg->pad_id,
                            .want_attention = 0};
 }
@@ -536,6 +538,10 @@ static clf_status check_args(const clf_model_config *c, const int32_t *src, int 
                              "decode: special id %d is outside the target "
                              "vocabulary [0, %d)",
                              ids[i], c->tgt_vocab);
+    if (o->forced_bos_id >= c->tgt_vocab)
+        return clf_error(CLF_ERR_INPUT,
+                         "decode: forced first token %d is outside the target vocabulary [0, %d)",
+                         o->forced_bos_id, c->tgt_vocab);
     for (size_t i = 0; src && i < (size_t)B * S; i++)
         if (src[i] < 0 || src[i] >= c->src_vocab)
             return clf_error(CLF_ERR_INPUT,

@@ -42,7 +42,8 @@ typedef struct dec_beams {
     int att_cols;                  /* the attention rows' length (src_len) */
 } dec_beams;
 
-/* The best continuations of a sentence, best first, into out[2K]: greedy takes the device's
+/* The best continuations of a sentence, best first, into out[2K]: at t = 0 a forced first
+ * token (forced_bos_id) alone, log-prob 0; greedy takes the device's
  * argmax (or, with logp, the host's over the ids not banned, summed); beam search the 2K
  * best of K x V with banned ids at -inf; at the last position forced_eos leaves EOS only.
  * Returns how many. */
@@ -51,7 +52,8 @@ int dec_choose(const clf_decode_opts *o, const clf_model_config *c, const dec_be
 
 /* Keeps the chosen continuations: an EOS finishes a hypothesis (under CLF_BEAM_HF only
  * among the K best), the rest become the next beams, kept[0..*n_kept) (at most K, best
- * first). *finished: the sentence is done (K finished, transformers' is_done, greedy's EOS,
+ * first). *finished: the sentence is done (K finished, transformers' is_done (with
+ * early_stopping: K finished), greedy's EOS,
  * no live continuation, or the last position, whose live beams are then recorded cut). */
 clf_status dec_settle(const clf_decode_opts *o, const dec_beams *b, dec_sentence *se,
                       const dec_choice *ch, int n, dec_choice *kept, int *n_kept, int *finished);

@@ -262,6 +262,11 @@ clf_status clf_decode_stream_add(clf_decode_stream *s, const int32_t *src, int s
                              "decode stream: special id %d is outside the target vocabulary "
                              "[0, %d)",
                              ids[i], c->tgt_vocab);
+    if (o->forced_bos_id >= c->tgt_vocab)
+        return clf_error(CLF_ERR_INPUT,
+                         "decode stream: forced first token %d is outside the target vocabulary "
+                         "[0, %d)",
+                         o->forced_bos_id, c->tgt_vocab);
     for (int i = 0; i < src_len; i++)
         if (src[i] < 0 || src[i] >= c->src_vocab)
             return clf_error(CLF_ERR_INPUT,

@@ -67,6 +67,10 @@ int dec_choose(const clf_decode_opts *o, const clf_model_config *c, const dec_be
                dec_choice *out)
 {
     const int K = b->K;
+    if (b->t == 0 && o->forced_bos_id >= 0) { /* the forced first token, log-prob 0 */
+        out[0] = (dec_choice){b->lp[0], 0, o->forced_bos_id};
+        return 1;
+    }
     if (K == 1 && b->last_step && o->forced_eos) { /* log-prob 0, as in beam search */
         out[0] = (dec_choice){b->lp[0], 0, o->eos_id};
         return 1;
@@ -142,13 +146,15 @@ static clf_status add_candidate(const clf_decode_opts *o, const dec_beams *b, de
     return CLF_OK;
 }
 
-/* transformers' BeamHypotheses.is_done with early_stopping=False after step t: K finished,
- * and none of the live continuations (the best has log-prob best_lp, t + 1 tokens) can
- * beat the worst of them at its current length. */
+/* transformers' BeamHypotheses.is_done after step t: K finished and, with
+ * early_stopping=False, none of the live continuations (the best has log-prob best_lp, t + 1
+ * tokens) can beat the worst of them at its current length. */
 static int hf_done(const clf_decode_opts *o, int K, const dec_sentence *se, float best_lp, int t)
 {
     if (se->n_done < K)
         return 0;
+    if (o->early_stopping) /* early_stopping=True: K finished are enough */
+        return 1;
     float worst = se->done[0].score;
     for (int i = 1; i < se->n_done; i++)
         if (se->done[i].score < worst)

@@ -48,6 +48,25 @@ void clf_positional_encoding_split(float *pe, int max_len, int d)
         }
 }
 
+void clf_positional_encoding_fairseq(float *pe, int rows, int d)
+{
+    /* as fairseq's get_embedding, all float32: emb = exp(arange(half) * -(ln(10000) /
+     * (half - 1))), then [sin(pos * emb) | cos(pos * emb)], an odd d's last column 0 */
+    const int half = d / 2;
+    const float k = half > 1 ? (float)(log(10000.0) / (half - 1)) : 0.0f;
+    for (int i = 0; i < half; i++) {
+        const float freq = expf((float)i * -k);
+        for (int pos = 0; pos < rows; pos++) {
+            const float arg = (float)pos * freq;
+            pe[(size_t)pos * d + i] = sinf(arg);
+            pe[(size_t)pos * d + half + i] = cosf(arg);
+        }
+    }
+    if (d % 2)
+        for (int pos = 0; pos < rows; pos++)
+            pe[(size_t)pos * d + d - 1] = 0.0f;
+}
+
 /* ---------------------------------------------------------------------------------- */
 /* weights on the device                                                               */
 
@@ -299,16 +318,20 @@ static clf_status model_create(const clf_model_config *cfg, const clf_weights *w
         *out = m;
         return CLF_OK;
     }
-    size_t pe_bytes = (size_t)cfg->max_len * cfg->d_model * sizeof(float);
+    /* position_offset rows before position 0 (model.position_offset) */
+    const int pe_rows = cfg->max_len + cfg->position_offset;
+    size_t pe_bytes = (size_t)pe_rows * cfg->d_model * sizeof(float);
     pe_host = malloc(pe_bytes);
     if (!pe_host) {
         st = clf_error(CLF_ERR_NOMEM, "model: out of host memory");
         goto fail;
     }
     if (cfg->positional == CLF_POS_SINUSOIDAL_SPLIT)
-        clf_positional_encoding_split(pe_host, cfg->max_len, cfg->d_model);
+        clf_positional_encoding_split(pe_host, pe_rows, cfg->d_model);
+    else if (cfg->positional == CLF_POS_SINUSOIDAL_FAIRSEQ)
+        clf_positional_encoding_fairseq(pe_host, pe_rows, cfg->d_model);
     else
-        clf_positional_encoding(pe_host, cfg->max_len, cfg->d_model);
+        clf_positional_encoding(pe_host, pe_rows, cfg->d_model);
     if ((st = api->alloc(be, pe_bytes, &m->pe)) != CLF_OK ||
         (st = clf_op_upload(api, be, (clf_ptr){m->pe, 0}, pe_host, pe_bytes)) != CLF_OK) {
         clf_error_context(st, "model: positional-encoding table");

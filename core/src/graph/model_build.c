@@ -522,7 +522,16 @@ static int embedding(builder *b, const char *table_name, const char *pos_name, i
     clf_graph_bind(b->g, n, offsetof(clf_embed_args, out), h, 0);
     clf_graph_bind(b->g, n, offsetof(clf_embed_args, ids), ids, 0);
     clf_graph_bind(b->g, n, offsetof(clf_embed_args, table), table, 0);
-    clf_graph_bind(b->g, n, offsetof(clf_embed_args, pe), pe, 0);
+    /* position t reads row t + position_offset (model.position_offset) */
+    clf_graph_bind(b->g, n, offsetof(clf_embed_args, pe), pe,
+                   (size_t)b->m->cfg.position_offset * d);
+    if (b->m->cfg.embed_norm) { /* model.embed_norm: LN(table[ids] * scale + pe), then dropout */
+        int normed = clf_build_activation(b, (size_t)B * L * d, "stream");
+        layernorm(
+            b, strcmp(table_name, CLF_WN_SRC_EMBED) ? "decoder.embed.norm" : "encoder.embed.norm",
+            normed, h, B * L);
+        h = normed;
+    }
     return dropout(b, h, (size_t)B * L * d, b->p_embedding, table_name);
 }
 
@@ -670,7 +679,9 @@ clf_status clf_builder_begin(clf_model *m, clf_graph *g, builder *b)
     for (int i = 0; i < m->n_weights; i++)
         b->wval[i] = -1;
     b->pe = m->pe ? clf_graph_external(g, (clf_ptr){m->pe, 0},
-                                       (size_t)c->max_len * b->d * sizeof(float), "pe")
+                                       ((size_t)c->max_len + (size_t)c->position_offset) * b->d *
+                                           sizeof(float),
+                                       "pe")
                   : -1;
     return CLF_OK;
 }

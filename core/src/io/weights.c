@@ -118,7 +118,7 @@ clf_status clf_weight_specs(const clf_model_config *cfg, clf_weight_spec **out, 
         return clf_error(CLF_ERR_INPUT, "weights: model.%s must be >= 0",
                          cfg->encoder_layers < 0 ? "encoder_layers" : "decoder_layers");
     /* upper bounds per part: attention 8, feed-forward 6, norms 2 per residual */
-    long cap = 2 + 2 + (long)cfg->encoder_layers * (8 + 6 + 4) + 2 +
+    long cap = 2 + 2 + 4 + (long)cfg->encoder_layers * (8 + 6 + 4) + 2 +
                (long)cfg->decoder_layers * (16 + 6 + 6) + 2 + 2;
     if (cap > 1000000)
         return clf_error(CLF_ERR_INPUT, "weights: %d encoder and %d decoder layers are too many",
@@ -140,8 +140,13 @@ clf_status clf_weight_specs(const clf_model_config *cfg, clf_weight_spec **out, 
     /* learned positions are embeddings of the position index, initialised as the token
      * embeddings are (Xavier-uniform, as the reference model does for every matrix) */
     if (cfg->positional == CLF_POS_LEARNED) {
-        add_spec(&l, 2, cfg->max_len, d, CLF_INIT_XAVIER, d, CLF_WN_SRC_POS);
-        add_spec(&l, 2, cfg->max_len, d, CLF_INIT_XAVIER, d, CLF_WN_TGT_POS);
+        const int rows = cfg->max_len + cfg->position_offset;
+        add_spec(&l, 2, rows, d, CLF_INIT_XAVIER, d, CLF_WN_SRC_POS);
+        add_spec(&l, 2, rows, d, CLF_INIT_XAVIER, d, CLF_WN_TGT_POS);
+    }
+    if (cfg->embed_norm) { /* LayerNorms on the embeddings (mBART's layernorm_embedding) */
+        add_norm(&l, "encoder.embed.norm", cfg);
+        add_norm(&l, "decoder.embed.norm", cfg);
     }
     for (int i = 0; i < cfg->encoder_layers; i++)
         add_block(&l, "encoder", i, 0, cfg);

@@ -284,6 +284,9 @@ static clf_status check_framing(const clf_framing *f)
                                              : NULL;
     if (missing)
         return clf_error(CLF_ERR_INPUT, "dataset: the framing has no %s id", missing);
+    if (f->src_lang_place != CLF_LANG_NONE && f->src_lang < 0)
+        return clf_error(CLF_ERR_INPUT, "dataset: the framing places a source language token "
+                                        "but names no language");
     return CLF_OK;
 }
 
@@ -330,7 +333,7 @@ clf_status clf_dataset_load_framed(const clf_dataset_opts *o, const clf_framing 
         if (st != CLF_OK)
             goto fail;
     }
-    d->src_extra = (d->f.src_bos >= 0) + (d->f.src_eos >= 0);
+    d->src_extra = clf_framing_source_extra(&d->f);
     if ((st = raw_pairs_read(o->src_path, o->tgt_path, &r)) != CLF_OK)
         goto fail;
     const char *tgt_file = has_path(o->tgt_path) ? o->tgt_path : o->src_path;

@@ -11,7 +11,9 @@
 #define SCORE_BATCH 8
 
 /* The pairs [from, to) that can be scored (tokens[i] > 0), padded into one batch; pair i's
- * sum ends with the log-probability of EOS unless eos (may be NULL) has eos[i] == 0. */
+ * sum ends with the log-probability of EOS unless eos (may be NULL) has eos[i] == 0. With a
+ * forced first token (the target language), tgt[i] starts with it and it counts log-prob 0,
+ * as decoding gives it. */
 static clf_status score_batch(clf_translator *t, int32_t *const *src, const int *sn,
                               int32_t *const *tgt, const int *tn, const int *eos, int from, int to,
                               float *logprob, const int *tokens)
@@ -54,7 +56,7 @@ static clf_status score_batch(clf_translator *t, int32_t *const *src, const int 
             continue;
         double sum = 0.0;
         const int last = eos && !eos[i] ? tn[i] - 1 : tn[i];
-        for (int p = 0; p <= last; p++) {
+        for (int p = t->forced_bos >= 0 ? 1 : 0; p <= last; p++) {
             const float *l = logits + ((size_t)r * T + p) * V;
             const int32_t label = p < tn[i] ? tgt[i][p] : t->fr.tgt_eos;
             double lse = 0.0;
@@ -95,6 +97,12 @@ static clf_status score(clf_translator *t, const char *const *src_text, const ch
         return clf_error(CLF_ERR_INPUT, "score: NULL argument or a negative count");
     if (n == 0)
         return CLF_OK;
+    if ((t->cfg.model.source_language != CLF_LANG_NONE && t->fr.src_lang < 0) ||
+        (t->cfg.model.target_language != CLF_TGT_LANG_NONE && t->forced_bos < 0))
+        return clf_error(CLF_ERR_INPUT,
+                         "score: %s needs a source and a target language "
+                         "(clf_translator_set_languages; `clformer info -m DIR` lists them)",
+                         t->cfg.path);
     for (int s = 0; s < 2; s++)
         if (!(ids[s] = calloc((size_t)n, sizeof *ids[s])) ||
             !(lens[s] = calloc((size_t)n, sizeof *lens[s]))) {
@@ -122,6 +130,20 @@ static clf_status score(clf_translator *t, const char *const *src_text, const ch
                     s ? tgt_lens[i] : src_lens[i], &ids[s][i], &lens[s][i], &error[i]);
             if (st != CLF_OK)
                 goto fail;
+        }
+        /* the target after the forced target-language token, which decoding puts first */
+        if (!error[i] && t->forced_bos >= 0) {
+            int32_t *y = malloc((size_t)(lens[1][i] + 1) * sizeof *y);
+            if (!y) {
+                st = clf_error(CLF_ERR_NOMEM, "score: out of host memory");
+                goto fail;
+            }
+            y[0] = t->forced_bos;
+            if (lens[1][i] > 0)
+                memcpy(y + 1, ids[1][i], (size_t)lens[1][i] * sizeof *y);
+            free(ids[1][i]);
+            ids[1][i] = y;
+            lens[1][i]++;
         }
         if (!error[i] && lens[0][i] + t->framing == 0 &&
             !(error[i] = strdup("an empty source and no framing: nothing to score")))

@@ -70,12 +70,15 @@ clf_status clf_translate_sentence(const clf_translator *t, int side, const char 
             *n = in_n;
         }
     }
-    /* the framed length: source [SOS] x [EOS] as the model frames it; target y + [EOS]
-     * (or its decoder input [SOS] y), one token more */
+    /* the framed length: source [SOS] x [EOS] as the model frames it (with its language
+     * token); target y + [EOS] (or its decoder input [SOS] y), one token more, and the
+     * target language's token when it is forced first */
     const int max_len = t->cfg.model.max_len;
-    const int extra = side == 0 ? t->framing : 1;
+    const int extra = side == 0 ? t->framing : 1 + (t->forced_bos >= 0);
     if (*n + extra > max_len) {
-        const char *framing = side == 1                                  ? "[EOS]"
+        const char *framing = side == 1 && t->forced_bos >= 0            ? "the language and [EOS]"
+                              : side == 1                                ? "[EOS]"
+                              : t->fr.src_lang_place != CLF_LANG_NONE    ? "the language's framing"
                               : t->fr.src_bos >= 0 && t->fr.src_eos >= 0 ? "[SOS] and [EOS]"
                               : t->fr.src_bos >= 0                       ? "[SOS]"
                               : t->fr.src_eos >= 0                       ? "[EOS]"

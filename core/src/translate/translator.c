@@ -32,6 +32,7 @@ void clf_translate_opts_default(clf_translate_opts *o)
     o->length_penalty = -2.0f;
     o->beam_style = -1;
     o->forced_eos = -1;
+    o->early_stopping = -1;
     o->use_cache = 1;
     o->max_batch = DEFAULT_MAX_BATCH;
 }
@@ -90,6 +91,14 @@ clf_status clf_translator_open(const clf_translator_opts *o, clf_translator **ou
         (st = clf_translate_vocabs_load(t, src, tgt, map)) != CLF_OK ||
         (st = open_model(t, o, w_path)) != CLF_OK)
         goto fail;
+    /* a side with one language has it from the start */
+    const clf_languages_config *l = &t->cfg.languages;
+    t->forced_bos = -1;
+    if ((t->cfg.model.source_language != CLF_LANG_NONE && l->n_source == 1 &&
+         (st = clf_translator_set_languages(t, l->source[0], NULL)) != CLF_OK) ||
+        (t->cfg.model.target_language != CLF_TGT_LANG_NONE && l->n_target == 1 &&
+         (st = clf_translator_set_languages(t, NULL, l->target[0])) != CLF_OK))
+        goto fail;
     clf_decode_opts_default(&t->cfg.model, &t->dopts);
     t->dopts.sos_id = t->fr.tgt_start;
     t->dopts.eos_id = t->fr.tgt_eos;
@@ -127,6 +136,52 @@ void clf_translator_get_info(const clf_translator *t, clf_translator_info *info)
     info->src_words = clf_tokenizer_size(t->tok[0]);
     info->tgt_words = clf_tokenizer_size(t->tok[1]);
     info->note = t->note[0] ? t->note : NULL;
+}
+
+/* The id of code's token on side (0 source, 1 target), or -1 with the error set. */
+static int32_t language_id(const clf_translator *t, int side, const char *code)
+{
+    const clf_languages_config *l = &t->cfg.languages;
+    const char(*list)[CLF_LANGUAGE_CODE_MAX] = side ? l->target : l->source;
+    const int n = side ? l->n_target : l->n_source;
+    const int placed = side ? t->cfg.model.target_language != CLF_TGT_LANG_NONE
+                            : t->cfg.model.source_language != CLF_LANG_NONE;
+    const char *what = side ? "target" : "source";
+    if (!placed) {
+        clf_error(CLF_ERR_INPUT, "translate: %s language '%s': %s has no %s language tokens", what,
+                  code, t->cfg.path, what);
+        return -1;
+    }
+    int found = 0;
+    for (int i = 0; i < n && !found; i++)
+        found = !strcmp(list[i], code);
+    char token[3 * CLF_LANGUAGE_CODE_MAX];
+    snprintf(token, sizeof token, "%s%s%s", l->token_prefix, code, l->token_suffix);
+    int32_t id = found ? clf_tokenizer_id(t->tok[side], token) : -1;
+    if (!found)
+        clf_error(CLF_ERR_INPUT,
+                  "translate: %s language '%s' is not one of the model's %d (`clformer info -m "
+                  "DIR` lists them)",
+                  what, code, n);
+    else if (id < 0)
+        clf_error(CLF_ERR_INPUT, "translate: %s language '%s': its token '%s' is not in %s", what,
+                  code, token, t->vocab[side]);
+    return id;
+}
+
+clf_status clf_translator_set_languages(clf_translator *t, const char *source, const char *target)
+{
+    if (!t)
+        return clf_error(CLF_ERR_INPUT, "clf_translator_set_languages: NULL translator");
+    int32_t src = source ? language_id(t, 0, source) : t->fr.src_lang;
+    if (src < 0 && source)
+        return CLF_ERR_INPUT;
+    int32_t tgt = target ? language_id(t, 1, target) : t->forced_bos;
+    if (tgt < 0 && target)
+        return CLF_ERR_INPUT;
+    t->fr.src_lang = src;
+    t->forced_bos = tgt;
+    return CLF_OK;
 }
 
 int32_t clf_translator_token_id(const clf_translator *t, int side, const char *token)
@@ -174,6 +229,17 @@ clf_status clf_translate_resolve(const clf_translator *t, const clf_translate_op
         o = &def;
     }
     c->d = t->dopts;
+    if (t->cfg.model.source_language != CLF_LANG_NONE && t->fr.src_lang < 0)
+        return clf_error(CLF_ERR_INPUT,
+                         "translate: %s needs a source language (--source-lang CODE; `clformer "
+                         "info -m DIR` lists them)",
+                         t->cfg.path);
+    if (t->cfg.model.target_language != CLF_TGT_LANG_NONE && t->forced_bos < 0)
+        return clf_error(CLF_ERR_INPUT,
+                         "translate: %s needs a target language (--target-lang CODE; `clformer "
+                         "info -m DIR` lists them)",
+                         t->cfg.path);
+    c->d.forced_bos_id = t->forced_bos;
     c->d.beam = o->beam > 0 ? o->beam : g->beam;
     c->d.n_best = o->n_best > 0 ? o->n_best : 1;
     if (c->d.n_best > c->d.beam)
@@ -189,6 +255,7 @@ clf_status clf_translate_resolve(const clf_translator *t, const clf_translate_op
                          style, CLF_BEAM_GNMT, CLF_BEAM_HF);
     c->d.style = (clf_beam_style)style;
     c->d.forced_eos = o->forced_eos >= 0 ? o->forced_eos != 0 : g->forced_eos;
+    c->d.early_stopping = o->early_stopping >= 0 ? o->early_stopping != 0 : g->early_stopping;
     c->max_len = o->max_len > 0 ? o->max_len : g->max_len;
     float lp = o->length_penalty;
     if (lp < -1.5f) /* not given */
@@ -209,7 +276,9 @@ clf_status clf_translate_resolve(const clf_translator *t, const clf_translate_op
 clf_status clf_translate_fill_hyp(const clf_translator *t, const clf_hypothesis *h, int src_len,
                                   int cols, clf_translation_hyp *out)
 {
-    const int size = clf_tokenizer_size(t->tok[1]);
+    const int from = t->cfg.model.specials_from;
+    const int size =
+        from >= 0 && from < clf_tokenizer_size(t->tok[1]) ? from : clf_tokenizer_size(t->tok[1]);
     int kept = 0;
     out->len = h->len;
     out->finished = h->finished;

@@ -13,7 +13,9 @@ struct clf_translator {
     clf_model *model;
     clf_weight_type weight_type;
     clf_tokenizer *tok[2]; /* source, target */
-    clf_framing fr;        /* the model's framing; src_bos / src_eos -1: none */
+    clf_framing fr;        /* the model's framing; src_bos / src_eos -1: none; src_lang: the
+                              source language's token (clf_translator_set_languages) */
+    int32_t forced_bos;    /* the target language's token, forced first; -1: none */
     int framing;           /* tokens the source framing adds */
     clf_decode_opts dopts; /* the ids; the rest set per call */
     char vocab[2][CLF_PATH_MAX];
@@ -54,9 +56,10 @@ clf_status clf_translate_resolve(const clf_translator *t, const clf_translate_op
 /* The output limit of a batch whose longest source has `longest` tokens (unframed): c's,
  * else 2 * longest + 10, capped at the model's max_len - 1. */
 int clf_translate_max_len(const clf_translator *t, const call_opts *c, int longest);
-/* h as a clf_translation_hyp: the words of its tokens (specials, and ids beyond the
- * vocabulary that a model with a larger tgt_vocab may emit, left out; line breaks a word
- * may hold made spaces) and its attention over the cols columns of the framed source. */
+/* h as a clf_translation_hyp: the words of its tokens (specials, the model's added specials
+ * from model.specials_from on (language tokens), and ids beyond the vocabulary that a model
+ * with a larger tgt_vocab may emit, left out; line breaks a word may hold made spaces) and
+ * its attention over the cols columns of the framed source. */
 clf_status clf_translate_fill_hyp(const clf_translator *t, const clf_hypothesis *h, int src_len,
                                   int cols, clf_translation_hyp *out);
 

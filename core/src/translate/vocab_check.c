@@ -81,6 +81,6 @@ clf_status clf_translate_vocabs_load(clf_translator *t, const char *src, const c
     const clf_framing own = clf_tokenizer_framing(t->tok[0], t->tok[1]);
     if ((st = clf_model_framing(&t->cfg.model, &own, &t->fr)) != CLF_OK)
         return clf_error_context(st, "%s", t->cfg.path);
-    t->framing = (t->fr.src_bos >= 0) + (t->fr.src_eos >= 0);
+    t->framing = clf_framing_source_extra(&t->fr);
     return CLF_OK;
 }

@@ -1,0 +1,6 @@
+# The m2m100 suite also runs on the OpenCL backend when it is built (CLF_TEST_DEVICE picks
+# the device), and runs the CLI (clformer import, translate -m --source-lang --target-lang).
+if(TARGET clformer-opencl)
+  target_compile_definitions(test_m2m100 PRIVATE CLF_HAVE_OPENCL=1)
+  add_dependencies(test_m2m100 clformer-opencl)
+endif()

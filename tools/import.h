@@ -1,0 +1,73 @@
+/* clformer import: what cmd_import.c (the command, the family table and the steps every
+ * family shares) and the one file per family (import_<family>.c) share. A family reads
+ * HF_DIR/config.json into model.yaml's text and says how its weights and tokenizer files
+ * become clformer's; cmd_import.c converts the weights and writes the model directory. */
+#ifndef CLF_IMPORT_H
+#define CLF_IMPORT_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "clformer/config.h"
+#include "clformer/tensor.h"
+
+/* config.json is about 1 KB; a larger one is not a config, refused before it is read
+ * (README, "Limits"). Read by clformer's JSON reader (clformer/json.h), with the nesting and
+ * string limits and the error messages of every JSON file clformer reads. */
+#define IMPORT_CONFIG_JSON_MAX ((size_t)1 << 20)
+/* model.yaml: the model: and generate: sections and up to two lists of language codes */
+#define IMPORT_YAML_MAX 16384
+
+typedef struct importer importer;
+
+/* One family of transformers models (config.json's model_type). */
+typedef struct import_family {
+    const char *model_type; /* "marian", "m2m_100" */
+    const char *what;       /* "a MarianMTModel (OPUS-MT)", for usage and messages */
+    /* config.json (im->cfg) -> im->yaml and im->config, and the tokenizer files checked */
+    clf_status (*read_config)(importer *im);
+    /* 1: the HF file has no projection bias (zeros); 0: final_logits_bias */
+    int zero_proj_bias;
+    /* 1: model.encoder.layer_norm / model.decoder.layer_norm are the final norms */
+    int final_norms;
+} import_family;
+
+struct importer {
+    const char *hf, *out;
+    const import_family *family;
+    char path[CLF_PATH_MAX]; /* scratch for file names */
+    json_t *cfg;
+    const char *cfg_name; /* the file cfg came from, for messages: config.json unless set */
+    char yaml[IMPORT_YAML_MAX];
+    clf_config config;
+    clf_safetensors *st;
+    clf_tensor *tensors;
+    int n_tensors;
+    /* the tokenizer files the model directory gets: source.spm and target.spm copied from
+     * spm_from (NULL: HF_DIR's own source.spm and target.spm), vocab.json written from
+     * vocab_text (NULL: HF_DIR's vocab.json copied) */
+    const char *spm_from;
+    char *vocab_text;
+    char spm_path[CLF_PATH_MAX];
+};
+
+extern const import_family clf_import_marian, clf_import_m2m100;
+
+/* dir/name in im->path */
+const char *import_in_dir(importer *im, const char *dir, const char *name);
+/* "HF_DIR/config.json: key = value: why" (generation_config.json while that is read) */
+clf_status import_bad_key(const importer *im, const char *key, const char *why);
+/* An integer key >= lo; def when absent (def < lo: required). */
+clf_status import_get_int(const importer *im, const char *key, long long def, long long lo,
+                          long long *out);
+clf_status import_get_bool(const importer *im, const char *key, int def, int *out);
+clf_status import_get_float(const importer *im, const char *key, double def, double *out);
+/* model.activation for transformers' activation_function; NULL when clformer has none */
+const char *import_activation_of(const char *hf);
+/* Appends the generate: section to yaml[size] from generation_config.json, else config.json
+ * (transformers' generate() defaults: num_beams, max_length / max_new_tokens,
+ * length_penalty, forced_eos_token_id, early_stopping true or false). */
+clf_status import_read_generate(importer *im, long long eos, long long maxpos, char *yaml,
+                                size_t size);
+
+#endif

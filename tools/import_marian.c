@@ -1,0 +1,193 @@
+/* The Marian family of clformer import (import.h): a transformers MarianMTModel, an OPUS-MT
+ * model, as config.json, model.safetensors, source.spm, target.spm and vocab.json.
+ *
+ * What Marian is, in clformer's terms (transformers 4.40's modeling_marian.py): post-norm
+ * layers (LN(x + f(x)), torch.nn.LayerNorm with eps 1e-5) and no final norm, biases on
+ * every projection, the FFN's activation_function (swish = silu), embeddings scaled by
+ * sqrt(d_model) when scale_embedding, positions from the [sin | cos] table
+ * (MarianSinusoidalPositionalEmbedding, not stored in model.safetensors), one matrix for
+ * both embeddings and the output projection (share_encoder_decoder_embeddings,
+ * tie_word_embeddings) plus final_logits_bias, the source framed as pieces + </s> (no
+ * <s>), decoding started from decoder_start_token_id (the pad id) and bad_words_ids
+ * (pad) never generated. vocab.json must have as many pieces as the weights' vocabulary
+ * rows; the three tokenizer files are copied as they are. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "import.h"
+#include "model_dir.h"
+#include "clformer/tokenizer.h"
+
+/* Keys of MarianConfig (and PretrainedConfig) that change the model's arithmetic in a way
+ * model.yaml cannot say, with the value that it can. */
+static clf_status check_fixed(const importer *im)
+{
+    static const char *const false_keys[] = {"normalize_before",    "add_final_layer_norm",
+                                             "normalize_embedding", "static_position_embeddings",
+                                             "add_bias_logits",     "is_decoder"};
+    for (size_t i = 0; i < sizeof false_keys / sizeof false_keys[0]; i++)
+        if (json_is_true(json_object_get(im->cfg, false_keys[i])))
+            return import_bad_key(im, false_keys[i],
+                                  "clformer's Marian import supports only false");
+    return CLF_OK;
+}
+
+/* config.json -> the model: section (im->yaml), validated by clformer's own reader. */
+static clf_status read_config_only(importer *im)
+{
+    clf_status st = check_fixed(im);
+    if (st != CLF_OK)
+        return st;
+    long long V, Vd, d, el, dl, eh, dh, ef, df, maxpos, pad, eos, start;
+    int scale, share, tie;
+    double drop, adrop, actdrop;
+    if ((st = import_get_int(im, "vocab_size", -1, 1, &V)) != CLF_OK ||
+        (st = import_get_int(im, "decoder_vocab_size", V, 1, &Vd)) != CLF_OK ||
+        (st = import_get_int(im, "d_model", -1, 1, &d)) != CLF_OK ||
+        (st = import_get_int(im, "encoder_layers", -1, 1, &el)) != CLF_OK ||
+        (st = import_get_int(im, "decoder_layers", -1, 1, &dl)) != CLF_OK ||
+        (st = import_get_int(im, "encoder_attention_heads", -1, 1, &eh)) != CLF_OK ||
+        (st = import_get_int(im, "decoder_attention_heads", -1, 1, &dh)) != CLF_OK ||
+        (st = import_get_int(im, "encoder_ffn_dim", -1, 1, &ef)) != CLF_OK ||
+        (st = import_get_int(im, "decoder_ffn_dim", -1, 1, &df)) != CLF_OK ||
+        (st = import_get_int(im, "max_position_embeddings", 512, 2, &maxpos)) != CLF_OK ||
+        (st = import_get_int(im, "pad_token_id", -1, 0, &pad)) != CLF_OK ||
+        (st = import_get_int(im, "eos_token_id", -1, 0, &eos)) != CLF_OK ||
+        (st = import_get_int(im, "decoder_start_token_id", pad, 0, &start)) != CLF_OK ||
+        (st = import_get_bool(im, "scale_embedding", 0, &scale)) != CLF_OK ||
+        (st = import_get_bool(im, "share_encoder_decoder_embeddings", 1, &share)) != CLF_OK ||
+        (st = import_get_bool(im, "tie_word_embeddings", 1, &tie)) != CLF_OK ||
+        (st = import_get_float(im, "dropout", 0.1, &drop)) != CLF_OK ||
+        (st = import_get_float(im, "attention_dropout", 0.0, &adrop)) != CLF_OK ||
+        (st = import_get_float(im, "activation_dropout", 0.0, &actdrop)) != CLF_OK)
+        return st;
+    /* the special ids index the vocabulary: one out of it is named here, not where it is
+     * first compared (generation_config.json's forced_eos_token_id, the weights) */
+    const char *const id_keys[3] = {"pad_token_id", "eos_token_id", "decoder_start_token_id"};
+    const long long ids[3] = {pad, eos, start};
+    for (int i = 0; i < 3; i++)
+        if (ids[i] >= V) {
+            char why[96];
+            snprintf(why, sizeof why,
+                     "expected an id of the vocabulary, 0 to %lld (vocab_size %lld)", V - 1, V);
+            return import_bad_key(im, id_keys[i], why);
+        }
+    if (dh != eh)
+        return import_bad_key(
+            im, "decoder_attention_heads",
+            "differs from encoder_attention_heads (clformer has one model.heads)");
+    if (df != ef)
+        return import_bad_key(im, "decoder_ffn_dim",
+                              "differs from encoder_ffn_dim (clformer has one model.d_ff)");
+    if (!share)
+        return import_bad_key(im, "share_encoder_decoder_embeddings",
+                              "separate source and target vocabularies are not supported");
+    if (Vd != V)
+        return import_bad_key(im, "decoder_vocab_size",
+                              "must equal vocab_size (one shared vocabulary)");
+    const json_t *act = json_object_get(im->cfg, "activation_function");
+    const char *activation =
+        json_is_string(act) ? import_activation_of(json_string_value(act)) : NULL;
+    if (!activation)
+        return import_bad_key(im, "activation_function",
+                              "not one clformer has (swish, silu, relu, gelu, gelu_new)");
+    /* bad_words_ids: single ids only (longer sequences need a prefix match) */
+    char banned[256] = "";
+    const json_t *bw = json_object_get(im->cfg, "bad_words_ids");
+    if (bw && !json_is_null(bw)) {
+        size_t i;
+        const json_t *seq;
+        if (!json_is_array(bw) || json_array_size(bw) > CLF_BANNED_IDS_MAX)
+            return import_bad_key(im, "bad_words_ids", "expected at most 16 single-id lists");
+        json_array_foreach(bw, i, seq)
+        {
+            const json_t *id = json_array_get(seq, 0);
+            if (!json_is_array(seq) || json_array_size(seq) != 1 || !json_is_integer(id) ||
+                json_integer_value(id) < 0 || json_integer_value(id) >= V)
+                return import_bad_key(im, "bad_words_ids",
+                                      "only single ids of the vocabulary can be banned");
+            size_t used = strlen(banned);
+            snprintf(banned + used, sizeof banned - used, "%s%lld", i ? ", " : "",
+                     (long long)json_integer_value(id));
+        }
+    }
+    /* each rate named by its own key (one message for all three named the wrong one) */
+    const char *const rate_keys[3] = {"dropout", "attention_dropout", "activation_dropout"};
+    const double rates[3] = {drop, adrop, actdrop};
+    for (int i = 0; i < 3; i++)
+        if (!(rates[i] >= 0 && rates[i] < 1))
+            return import_bad_key(im, rate_keys[i], "dropout rates must be in [0, 1)");
+    int n =
+        snprintf(im->yaml, sizeof im->yaml,
+                 "# Imported by `clformer import marian` from %s (a transformers "
+                 "MarianMTModel).\n"
+                 "model:\n"
+                 "  src_vocab: %lld\n  tgt_vocab: %lld\n  max_len: %lld\n  d_model: %lld\n"
+                 "  encoder_layers: %lld\n  decoder_layers: %lld\n  heads: %lld\n"
+                 "  d_ff: %lld\n  norm: post\n  final_norm: false\n"
+                 "  layernorm: {style: standard, eps: 1.0e-5}\n  attention_bias: true\n"
+                 "  activation: %s\n  output: logits\n"
+                 "  dropout: {residual: %.9g, embedding: %.9g, attention: %.9g, ffn: %.9g}\n"
+                 "  pad_id: %lld\n  positional: sinusoidal_split\n  tie_embeddings: %s\n"
+                 "  embed_scale: %s\n  eos_id: %lld\n  decoder_start_id: %lld\n"
+                 "  source_bos: false\n  source_eos: true\n  banned_ids: [%s]\n",
+                 im->hf, V, V, maxpos, d, el, dl, eh, ef, activation, drop, drop, adrop, actdrop,
+                 pad, tie ? "all" : "none", scale ? "sqrt_d_model" : "1.0", eos, start, banned);
+    if (n < 0 || (size_t)n >= sizeof im->yaml)
+        return clf_error(CLF_ERR_INPUT, "%s/config.json: the path is too long", im->hf);
+    if ((st = import_read_generate(im, eos, maxpos, im->yaml, sizeof im->yaml)) != CLF_OK)
+        return st;
+    st = clf_config_parse_string(im->yaml, "model.yaml (from config.json)", &im->config);
+    if (st != CLF_OK)
+        return clf_error_context(st, "%s/config.json", im->hf);
+    return CLF_OK;
+}
+
+/* ---- tokenizer files ---- */
+
+static clf_status check_tokenizer(importer *im)
+{
+    char spm[CLF_PATH_MAX], vocab[CLF_PATH_MAX];
+    if (snprintf(vocab, sizeof vocab, "%s/" MODEL_DIR_VOCAB, im->hf) >= (int)sizeof vocab)
+        return clf_error(CLF_ERR_INPUT, "%s: the path is too long", im->hf);
+    /* transformers' names, which an imported model's directory keeps */
+    static const char *const sides[2] = {MODEL_DIR_SRC_SPM, MODEL_DIR_TGT_SPM};
+    for (int i = 0; i < 2; i++) {
+        clf_tokenizer *tok = NULL;
+        if (snprintf(spm, sizeof spm, "%s/%s", im->hf, sides[i]) >= (int)sizeof spm)
+            return clf_error(CLF_ERR_INPUT, "%s: the path is too long", im->hf);
+        clf_status st = clf_tokenizer_load_mapped(spm, vocab, &tok);
+        if (st != CLF_OK)
+            return st;
+        int size = clf_tokenizer_size(tok);
+        clf_tokenizer_specials sp = clf_tokenizer_special_ids(tok);
+        clf_tokenizer_free(tok);
+        if (size != im->config.model.src_vocab)
+            return clf_error(CLF_ERR_INPUT,
+                             "%s: %d pieces, but the weights (and config.json vocab_size) have "
+                             "%d rows",
+                             vocab, size, im->config.model.src_vocab);
+        if (sp.eos != im->config.model.eos_id || sp.pad != im->config.model.pad_id)
+            return clf_error(CLF_ERR_INPUT,
+                             "%s: </s> is %d and <pad> %d, but config.json says eos_token_id %d "
+                             "and pad_token_id %d",
+                             vocab, sp.eos, sp.pad, im->config.model.eos_id,
+                             im->config.model.pad_id);
+    }
+    return CLF_OK;
+}
+
+static clf_status read_config(importer *im)
+{
+    clf_status st = read_config_only(im);
+    return st != CLF_OK ? st : check_tokenizer(im);
+}
+
+const import_family clf_import_marian = {.model_type = "marian",
+                                         .what = "a MarianMTModel (OPUS-MT)",
+                                         .read_config = read_config,
+                                         .zero_proj_bias = 0,
+                                         .final_norms = 0};
