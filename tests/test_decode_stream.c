@@ -170,8 +170,10 @@ static void check_stream(const char *backend, const char *name, int max_rows)
     fixture_close(&f);
 }
 
-static const char *const fixtures[] = {"pre_tutorial", "post_standard", "pre_learned_pe",
-                                       "pre_swiglu_rms", "post_tied_decoder"};
+static const char *const fixtures[] = {"pre_tutorial",          "post_standard",
+                                       "pre_learned_pe",        "pre_swiglu_rms",
+                                       "post_tied_decoder",     "pre_learned_offset_embed_norm",
+                                       "post_offset_embed_norm"};
 #define N_FIXTURES ((int)(sizeof fixtures / sizeof fixtures[0]))
 
 START_TEST(stream_equals_alone_cpu)

@@ -217,8 +217,9 @@ END_TEST
 /* clf_decode of all sentences at once (padded as the reference's batch) into target k with
  * transformers' generate() options; hypothesis i must be the reference's (generated ids,
  * the forced language token first, EOS included when it ended). early: beam search with the
- * model's own settings, early_stopping=True and its length penalty. */
-static void check_decode(int beam, int k, int early)
+ * model's own settings, early_stopping=True and its length penalty. stream: the sentences
+ * through continuous decoding instead (clf_decode_stream), joining a running batch. */
+static void check_decode(int beam, int k, int early, int stream)
 {
     ref r = {0};
     loaded l = {0};
@@ -244,7 +245,38 @@ static void check_decode(int beam, int k, int early)
         o.early_stopping = early;
     }
     clf_decode_result res;
-    CLF_ASSERT_OK(clf_decode(l.m, r.src, r.N, r.S, &o, &res));
+    clf_decode_result *one = NULL; /* stream: each sentence's result */
+    if (!stream) {
+        CLF_ASSERT_OK(clf_decode(l.m, r.src, r.N, r.S, &o, &res));
+    } else { /* continuous decoding: 3 sentences at first, then one a step, 8 rows */
+        one = calloc((size_t)r.N, sizeof *one);
+        clf_decode_stream *ds;
+        clf_decode_stream_opts so = {.max_rows = 8, .max_src_len = r.S, .max_out = o.max_len};
+        CLF_ASSERT_OK(clf_decode_stream_open(l.m, &so, &ds));
+        int added = 0, got = 0;
+        for (int step = 0; got < r.N; step++) {
+            ck_assert(step < 100000);
+            for (int j = 0; added < r.N && j < (added ? 1 : 3); j++, added++)
+                CLF_ASSERT_OK(clf_decode_stream_add(ds, r.src + (size_t)added * r.S, r.S, &o,
+                                                    (uint64_t)added));
+            CLF_ASSERT_OK(clf_decode_stream_step(ds));
+            uint64_t tag;
+            clf_decode_result x;
+            while (clf_decode_stream_take(ds, &tag, &x)) {
+                one[tag] = x;
+                got++;
+            }
+        }
+        clf_decode_stream_free(ds);
+        res = (clf_decode_result){.batch = r.N, .n_best = 1};
+        res.hyps = calloc((size_t)r.N, sizeof *res.hyps);
+        for (int i = 0; i < r.N; i++) { /* the best of each, moved */
+            res.hyps[i] = one[i].hyps[0];
+            one[i].hyps[0] = (clf_hypothesis){0};
+            clf_decode_result_free(&one[i]);
+        }
+        free(one);
+    }
     for (int i = 0; i < r.N; i++) {
         const clf_hypothesis *h = &res.hyps[i];
         const int32_t *w = want + (size_t)i * M;
@@ -266,20 +298,29 @@ static void check_decode(int beam, int k, int early)
 
 START_TEST(greedy_matches_generate)
 {
-    check_decode(1, _i, 0);
+    check_decode(1, _i, 0, 0);
+}
+END_TEST
+
+/* Continuous decoding: greedy and beam 4 (early stopping too) as generate() gives them */
+START_TEST(stream_matches_generate)
+{
+    check_decode(1, _i, 0, 1);
+    check_decode(4, _i, 0, 1);
+    check_decode(4, _i, 1, 1);
 }
 END_TEST
 
 START_TEST(beam4_matches_generate)
 {
-    check_decode(4, _i, 0);
+    check_decode(4, _i, 0, 0);
 }
 END_TEST
 
 /* early_stopping=True changes 7 of the 20 sentences into de at this length penalty */
 START_TEST(beam4_early_stopping_matches_generate)
 {
-    check_decode(4, _i, 1);
+    check_decode(4, _i, 1, 0);
 }
 END_TEST
 
@@ -532,6 +573,7 @@ static void add_tests(TCase *tc)
     tcase_add_test(tc, logits_match_transformers);
     tcase_add_test(tc, weight_types_match_transformers);
     tcase_add_loop_test(tc, greedy_matches_generate, 0, N_TARGETS);
+    tcase_add_loop_test(tc, stream_matches_generate, 0, N_TARGETS);
     tcase_add_loop_test(tc, beam4_matches_generate, 0, N_TARGETS);
     tcase_add_loop_test(tc, beam4_early_stopping_matches_generate, 0, N_TARGETS);
     tcase_add_test(tc, translate_cli_greedy_text);

@@ -498,12 +498,13 @@ static int residual(builder *b, const char *norm_prefix, int h, int rows, const 
     }
 }
 
-/* h[B*L, d] = table[ids] * scale + pe[pos0..pos0+L), where pe is the sinusoidal table or,
- * with positional: learned, the weight pos_name [max_len, d]: the embed op adds either the
- * same way, and autodiff gives the learned one its gradient (see backward_embed). */
+/* h[B*L, d] = table[ids] * scale + pe[pos0..pos0+L) (or, with row_pos, pe[row_pos[r]]), where pe is
+ * the sinusoidal table or, with positional: learned, the weight pos_name [max_len, d]: the embed op
+ * adds either the same way, and autodiff gives the learned one its gradient (see backward_embed).
+ */
 /* scale: model.embed_scale (sqrt(d) by default). */
 static int embedding(builder *b, const char *table_name, const char *pos_name, int ids, int B,
-                     int L, int pos0, int vocab)
+                     int L, int pos0, const int *row_pos, int vocab)
 {
     const int d = b->d;
     int h = clf_build_activation(b, (size_t)B * L * d, "stream");
@@ -511,20 +512,29 @@ static int embedding(builder *b, const char *table_name, const char *pos_name, i
     int pe = b->m->cfg.positional == CLF_POS_LEARNED
                  ? clf_build_required(b, weight_span(b, pos_name, 1), pos_name, "")
                  : b->pe;
-    clf_embed_args a = {.rows = B * L,
-                        .seq_len = L,
-                        .pos0 = pos0,
-                        .dim = d,
-                        .vocab = vocab,
-                        .scale = b->m->cfg.embed_scale > 0.0f ? b->m->cfg.embed_scale
-                                                              : (float)sqrt((double)d)};
-    clf_node *n = clf_graph_node(b->g, CLF_OP_EMBED, &a, sizeof a, table_name);
-    clf_graph_bind(b->g, n, offsetof(clf_embed_args, out), h, 0);
-    clf_graph_bind(b->g, n, offsetof(clf_embed_args, ids), ids, 0);
-    clf_graph_bind(b->g, n, offsetof(clf_embed_args, table), table, 0);
-    /* position t reads row t + position_offset (model.position_offset) */
-    clf_graph_bind(b->g, n, offsetof(clf_embed_args, pe), pe,
-                   (size_t)b->m->cfg.position_offset * d);
+    /* one node for rows r0..r1: all B*L rows from pos0, or with row_pos (L = 1, continuous
+     * decoding) each run of rows at one position, so that every row gets this arithmetic */
+    for (int r0 = 0, r1; r0 < B * L; r0 = r1) {
+        int p = pos0;
+        r1 = B * L;
+        if (row_pos)
+            for (p = row_pos[r0], r1 = r0 + 1; r1 < B && row_pos[r1] == p;)
+                r1++;
+        clf_embed_args a = {.rows = r1 - r0,
+                            .seq_len = L,
+                            .pos0 = p,
+                            .dim = d,
+                            .vocab = vocab,
+                            .scale = b->m->cfg.embed_scale > 0.0f ? b->m->cfg.embed_scale
+                                                                  : (float)sqrt((double)d)};
+        clf_node *n = clf_graph_node(b->g, CLF_OP_EMBED, &a, sizeof a, table_name);
+        clf_graph_bind(b->g, n, offsetof(clf_embed_args, out), h, (size_t)r0 * d);
+        clf_graph_bind(b->g, n, offsetof(clf_embed_args, ids), ids, (size_t)r0);
+        clf_graph_bind(b->g, n, offsetof(clf_embed_args, table), table, 0);
+        /* position t reads row t + position_offset (model.position_offset) */
+        clf_graph_bind(b->g, n, offsetof(clf_embed_args, pe), pe,
+                       (size_t)b->m->cfg.position_offset * d);
+    }
     if (b->m->cfg.embed_norm) { /* model.embed_norm: LN(table[ids] * scale + pe), then dropout */
         int normed = clf_build_activation(b, (size_t)B * L * d, "stream");
         layernorm(
@@ -535,42 +545,12 @@ static int embedding(builder *b, const char *table_name, const char *pos_name, i
     return dropout(b, h, (size_t)B * L * d, b->p_embedding, table_name);
 }
 
-/* h[B, d] of one decoder input per row, row r at position pos[r]: one embed node per run
- * of equal positions, so that each row gets the arithmetic of embedding() at its position. */
-static int embedding_rows(builder *b, int ids, int B, const int *pos)
-{
-    const clf_model_config *c = &b->m->cfg;
-    const int d = b->d;
-    int h = clf_build_activation(b, (size_t)B * d, "stream");
-    int table = clf_build_required(b, weight_span(b, CLF_WN_TGT_EMBED, 1), CLF_WN_TGT_EMBED, "");
-    int pe = c->positional == CLF_POS_LEARNED
-                 ? clf_build_required(b, weight_span(b, CLF_WN_TGT_POS, 1), CLF_WN_TGT_POS, "")
-                 : b->pe;
-    for (int r0 = 0, r1; r0 < B; r0 = r1) {
-        for (r1 = r0 + 1; r1 < B && pos[r1] == pos[r0];)
-            r1++;
-        clf_embed_args a = {.rows = r1 - r0,
-                            .seq_len = 1,
-                            .pos0 = pos[r0],
-                            .dim = d,
-                            .vocab = c->tgt_vocab,
-                            .scale =
-                                c->embed_scale > 0.0f ? c->embed_scale : (float)sqrt((double)d)};
-        clf_node *n = clf_graph_node(b->g, CLF_OP_EMBED, &a, sizeof a, CLF_WN_TGT_EMBED);
-        clf_graph_bind(b->g, n, offsetof(clf_embed_args, out), h, (size_t)r0 * d);
-        clf_graph_bind(b->g, n, offsetof(clf_embed_args, ids), ids, (size_t)r0);
-        clf_graph_bind(b->g, n, offsetof(clf_embed_args, table), table, 0);
-        clf_graph_bind(b->g, n, offsetof(clf_embed_args, pe), pe, 0);
-    }
-    return h;
-}
-
 /* enc[B*S, d]: embedding, N x (self-attention, feed-forward), optional final norm */
 int clf_build_encoder(builder *b, int src, int src_mask, int B, int S)
 {
     const clf_model_config *c = &b->m->cfg;
     char p[3][96];
-    int h = embedding(b, CLF_WN_SRC_EMBED, CLF_WN_SRC_POS, src, B, S, 0, c->src_vocab);
+    int h = embedding(b, CLF_WN_SRC_EMBED, CLF_WN_SRC_POS, src, B, S, 0, NULL, c->src_vocab);
     for (int i = 0; i < c->encoder_layers; i++) {
         snprintf(p[0], sizeof p[0], "encoder.layers.%d.self_attention_block", i);
         snprintf(p[1], sizeof p[1], "encoder.layers.%d.feed_forward_block", i);
@@ -598,9 +578,8 @@ int clf_build_decoder(builder *b, const decoder_spec *ds)
     const int B = ds->B, S = ds->S, T = ds->T, L = c->decoder_layers;
     const size_t row2 = 2 * (size_t)b->d;
     char p[4][96];
-    int h = ds->row_pos ? embedding_rows(b, ds->ids, B, ds->row_pos)
-                        : embedding(b, CLF_WN_TGT_EMBED, CLF_WN_TGT_POS, ds->ids, B, T, ds->pos0,
-                                    c->tgt_vocab);
+    int h = embedding(b, CLF_WN_TGT_EMBED, CLF_WN_TGT_POS, ds->ids, B, T, ds->pos0, ds->row_pos,
+                      c->tgt_vocab);
     const int cross_slots = ds->cross_slots > 0 ? ds->cross_slots : ds->slots;
     const int cross_len = ds->cross_len > 0 ? ds->cross_len : S;
     for (int i = 0; i < L; i++) {
