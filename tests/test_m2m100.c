@@ -79,23 +79,15 @@ static void ref_close(ref *r)
 static const char *import_fixture(void)
 {
     static char dir[256];
-    char err[2048], args[1024];
-    char base[] = "/tmp/clf-m2m100-XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(base));
-    snprintf(dir, sizeof dir, "%s/model", base);
-    snprintf(args, sizeof args, "import '%s' -o '%s' >/dev/null", FIX("hf"), dir);
-    int rc = clf_test_run_cli(args, err, sizeof err);
-    ck_assert_msg(rc == 0, "clformer %s: exit %d: %s", args, rc, err);
+    char args[1024];
+    snprintf(args, sizeof args, "'%s'", FIX("hf"));
+    clf_test_import("m2m100", args, dir, sizeof dir);
     return dir;
 }
 
 static void remove_import(const char *dir)
 {
-    clf_test_remove_dir(dir);
-    char base[256];
-    snprintf(base, sizeof base, "%s", dir);
-    *strrchr(base, '/') = '\0';
-    rmdir(base);
+    clf_test_remove_import(dir);
 }
 
 typedef struct loaded {

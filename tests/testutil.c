@@ -286,6 +286,29 @@ void clf_test_remove_dir(const char *dir)
     rmdir(dir);
 }
 
+void clf_test_import(const char *tag, const char *import_args, char *dir, size_t size)
+{
+    char err[2048], args[2048], base[256];
+    snprintf(base, sizeof base, "/tmp/clf-%s-XXXXXX", tag);
+    ck_assert_ptr_nonnull(mkdtemp(base));
+    snprintf(dir, size, "%s/model", base);
+    snprintf(args, sizeof args, "import %s -o '%s' >/dev/null", import_args, dir);
+    int rc = clf_test_run_cli(args, err, sizeof err);
+    ck_assert_msg(rc == 0, "clformer %s: exit %d: %s", args, rc, err);
+}
+
+void clf_test_remove_import(const char *dir)
+{
+    char base[256];
+    clf_test_remove_dir(dir);
+    snprintf(base, sizeof base, "%s", dir);
+    char *slash = strrchr(base, '/');
+    if (slash) {
+        *slash = '\0';
+        rmdir(base);
+    }
+}
+
 void clf_test_write_file(const char *path, const void *data, size_t n)
 {
     FILE *f = fopen(path, "wb");

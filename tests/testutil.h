@@ -112,6 +112,12 @@ clf_status clf_test_write_under_size_limit(clf_status (*write)(void *arg), void 
 /* Removes the files (and empty directories) in dir, then dir; a missing dir is no error. */
 void clf_test_remove_dir(const char *dir);
 
+/* `clformer <import_args> -o DIR` into a fresh directory (DIR: a "model" folder of a new
+ * mkdtemp folder named after tag), failing the test when the CLI does; the path goes to dir. */
+void clf_test_import(const char *tag, const char *import_args, char *dir, size_t size);
+/* Removes what clf_test_import made: dir and the folder above it. */
+void clf_test_remove_import(const char *dir);
+
 /* Writes n bytes of data to path (created or truncated), failing the test on any error. */
 void clf_test_write_file(const char *path, const void *data, size_t n);
 /* The same with the bytes of a NUL-terminated text. */

@@ -523,32 +523,8 @@ static clf_status check_args(const clf_model_config *c, const int32_t *src, int 
                          "decode: source length %d exceeds model.max_len %d (the "
                          "positional-encoding table)",
                          S, c->max_len);
-    if (o->beam < 1 || o->n_best < 1 || o->n_best > o->beam)
-        return clf_error(CLF_ERR_INPUT, "decode: need 1 <= n_best (%d) <= beam (%d)", o->n_best,
-                         o->beam);
-    if (o->max_len < 1)
-        return clf_error(CLF_ERR_INPUT, "decode: max_len must be >= 1 (got %d)", o->max_len);
-    if (c->max_len < 2)
-        return clf_error(CLF_ERR_INPUT, "decode: model.max_len %d leaves no room to decode",
-                         c->max_len);
-    const int ids[3] = {o->sos_id, o->eos_id, o->pad_id};
-    for (int i = 0; i < 3; i++)
-        if (ids[i] < 0 || ids[i] >= c->tgt_vocab)
-            return clf_error(CLF_ERR_INPUT,
-                             "decode: special id %d is outside the target "
-                             "vocabulary [0, %d)",
-                             ids[i], c->tgt_vocab);
-    if (o->forced_bos_id >= c->tgt_vocab)
-        return clf_error(CLF_ERR_INPUT,
-                         "decode: forced first token %d is outside the target vocabulary [0, %d)",
-                         o->forced_bos_id, c->tgt_vocab);
-    for (size_t i = 0; src && i < (size_t)B * S; i++)
-        if (src[i] < 0 || src[i] >= c->src_vocab)
-            return clf_error(CLF_ERR_INPUT,
-                             "decode: source id %d (sentence %zu, position %zu) is outside the "
-                             "vocabulary [0, %d)",
-                             src[i], i / (size_t)S, i % (size_t)S, c->src_vocab);
-    return CLF_OK;
+    clf_status st = dec_check_opts(c, o, "decode");
+    return st != CLF_OK ? st : dec_check_source(c, src, B, S, "decode");
 }
 
 clf_status clf_decode_check_plan(const clf_model *m, int batch, int src_len,

@@ -42,6 +42,14 @@ typedef struct dec_beams {
     int att_cols;                  /* the attention rows' length (src_len) */
 } dec_beams;
 
+/* The options both decoders refuse (CLF_ERR_INPUT, the message led by who): n_best and
+ * beam, max_len, a model without room to decode, special and forced ids outside the target
+ * vocabulary. */
+clf_status dec_check_opts(const clf_model_config *c, const clf_decode_opts *o, const char *who);
+/* Source ids [B, S] outside the source vocabulary (src NULL: none to check). */
+clf_status dec_check_source(const clf_model_config *c, const int32_t *src, int B, int S,
+                            const char *who);
+
 /* The best continuations of a sentence, best first, into out[2K]: at t = 0 a forced first
  * token (forced_bos_id) alone, log-prob 0; greedy takes the device's
  * argmax (or, with logp, the host's over the ids not banned, summed); beam search the 2K

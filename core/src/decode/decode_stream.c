@@ -246,33 +246,16 @@ clf_status clf_decode_stream_add(clf_decode_stream *s, const int32_t *src, int s
         return clf_error(CLF_ERR_INPUT,
                          "decode stream: source of %d tokens is longer than max_src_len %d",
                          src_len, s->o.max_src_len);
-    if (o->beam < 1 || o->n_best < 1 || o->n_best > o->beam || o->beam > s->o.max_rows)
+    if (o->beam > s->o.max_rows)
         return clf_error(CLF_ERR_INPUT,
                          "decode stream: need 1 <= n_best (%d) <= beam (%d) <= max_rows (%d)",
                          o->n_best, o->beam, s->o.max_rows);
-    if (o->max_len < 1)
-        return clf_error(CLF_ERR_INPUT, "decode stream: max_len must be >= 1 (got %d)", o->max_len);
     if (!o->use_cache || o->want_attention)
         return clf_error(CLF_ERR_INPUT, "decode stream: decodes with the cache and without "
                                         "attention rows only");
-    const int ids[3] = {o->sos_id, o->eos_id, o->pad_id};
-    for (int i = 0; i < 3; i++)
-        if (ids[i] < 0 || ids[i] >= c->tgt_vocab)
-            return clf_error(CLF_ERR_INPUT,
-                             "decode stream: special id %d is outside the target vocabulary "
-                             "[0, %d)",
-                             ids[i], c->tgt_vocab);
-    if (o->forced_bos_id >= c->tgt_vocab)
-        return clf_error(CLF_ERR_INPUT,
-                         "decode stream: forced first token %d is outside the target vocabulary "
-                         "[0, %d)",
-                         o->forced_bos_id, c->tgt_vocab);
-    for (int i = 0; i < src_len; i++)
-        if (src[i] < 0 || src[i] >= c->src_vocab)
-            return clf_error(CLF_ERR_INPUT,
-                             "decode stream: source id %d (position %d) is outside the "
-                             "vocabulary [0, %d)",
-                             src[i], i, c->src_vocab);
+    clf_status st = dec_check_opts(c, o, "decode stream");
+    if (st != CLF_OK || (st = dec_check_source(c, src, 1, src_len, "decode stream")) != CLF_OK)
+        return st;
     if (s->n_waiting == s->cap_waiting) {
         int cap = s->cap_waiting ? 2 * s->cap_waiting : 16;
         sentence **w = realloc(s->waiting, sizeof *w * (size_t)cap);

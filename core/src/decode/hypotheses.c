@@ -14,6 +14,41 @@ float clf_decode_length_penalty(const clf_decode_opts *o, int len)
     return powf((5.0f + (float)len) / 6.0f, o->length_penalty);
 }
 
+clf_status dec_check_opts(const clf_model_config *c, const clf_decode_opts *o, const char *who)
+{
+    if (o->beam < 1 || o->n_best < 1 || o->n_best > o->beam)
+        return clf_error(CLF_ERR_INPUT, "%s: need 1 <= n_best (%d) <= beam (%d)", who, o->n_best,
+                         o->beam);
+    if (o->max_len < 1)
+        return clf_error(CLF_ERR_INPUT, "%s: max_len must be >= 1 (got %d)", who, o->max_len);
+    if (c->max_len < 2)
+        return clf_error(CLF_ERR_INPUT, "%s: model.max_len %d leaves no room to decode", who,
+                         c->max_len);
+    const int ids[3] = {o->sos_id, o->eos_id, o->pad_id};
+    for (int i = 0; i < 3; i++)
+        if (ids[i] < 0 || ids[i] >= c->tgt_vocab)
+            return clf_error(CLF_ERR_INPUT,
+                             "%s: special id %d is outside the target vocabulary [0, %d)", who,
+                             ids[i], c->tgt_vocab);
+    if (o->forced_bos_id >= c->tgt_vocab)
+        return clf_error(CLF_ERR_INPUT,
+                         "%s: forced first token %d is outside the target vocabulary [0, %d)", who,
+                         o->forced_bos_id, c->tgt_vocab);
+    return CLF_OK;
+}
+
+clf_status dec_check_source(const clf_model_config *c, const int32_t *src, int B, int S,
+                            const char *who)
+{
+    for (size_t i = 0; src && i < (size_t)B * S; i++)
+        if (src[i] < 0 || src[i] >= c->src_vocab)
+            return clf_error(CLF_ERR_INPUT,
+                             "%s: source id %d (sentence %zu, position %zu) is outside the "
+                             "vocabulary [0, %d)",
+                             who, src[i], i / (size_t)S, i % (size_t)S, c->src_vocab);
+    return CLF_OK;
+}
+
 #define TOP_BLOCK 64 /* top_choices' vocabulary blocks */
 
 /* The best n of the K*V continuations (parents' log-probs plus the step's), best first.
