@@ -76,6 +76,7 @@ ARGS_STUB(adam_stub, clf_adam_args)
 ARGS_STUB(activation_stub, clf_activation_args)
 ARGS_STUB(norm_stub, clf_norm_args)
 ARGS_STUB(norm_backward_stub, clf_norm_backward_args)
+ARGS_STUB(topk_stub, clf_topk_args)
 
 static const clf_backend_api mock = {
     .abi_version = CLF_BACKEND_ABI,
@@ -98,6 +99,7 @@ static const clf_backend_api mock = {
     .activation = activation_stub,
     .norm = norm_stub,
     .norm_backward = norm_backward_stub,
+    .topk = topk_stub,
 };
 
 static struct clf_buffer big = {4096}, small = {16}; /* 1024 and 4 floats */
@@ -153,6 +155,19 @@ START_TEST(shapes_and_ranges)
     REFUSED(clf_op_adam(&mock, NULL, &ad), "adam", "bias corrections", "positive");
     ad.sqrt_bias_correction2 = 0.1f;
     PASSES(clf_op_adam(&mock, NULL, &ad), 1);
+    clf_topk_args tk = {.val = BIG(0), .idx = BIG(512), .x = BIG(1024), .rows = 2, .cols = 8};
+    REFUSED(clf_op_topk(&mock, NULL, &tk), "topk", "k=0", "[1, 8]");
+    tk.k = 9;
+    REFUSED(clf_op_topk(&mock, NULL, &tk), "topk", "k=9", "[1, 8]");
+    tk.cols = 100, tk.k = CLF_TOPK_MAX + 1;
+    REFUSED(clf_op_topk(&mock, NULL, &tk), "topk", "k=65", "at most 64");
+    tk.k = 3, tk.rows = -1;
+    REFUSED(clf_op_topk(&mock, NULL, &tk), "topk", "bad shape", "rows=-1");
+    tk.rows = 0;
+    PASSES(clf_op_topk(&mock, NULL, &tk), 0);
+    tk.rows = 2;
+    PASSES(clf_op_topk(&mock, NULL, &tk), 1);
+    REFUSED(clf_op_topk(&mock, NULL, NULL), "topk", "no arguments", NULL);
 }
 END_TEST
 
@@ -185,6 +200,14 @@ START_TEST(aliasing)
     PASSES(clf_op_softmax(&mock, NULL, BIG(0), BIG(0), 2, 4, 0), 1);
     REFUSED(clf_op_argmax(&mock, NULL, BIG(0), BIG(0), 2, 4), "argmax", "'out' may not overlap 'x'",
             NULL);
+    clf_topk_args tk = {.val = BIG(0), .idx = BIG(8), .x = BIG(1024), .rows = 2, .cols = 8, .k = 2};
+    REFUSED(clf_op_topk(&mock, NULL, &tk), "topk", "'val' may not overlap 'idx'", NULL);
+    tk.idx = BIG(512), tk.base = BIG(4);
+    REFUSED(clf_op_topk(&mock, NULL, &tk), "topk", "'val' may not overlap 'base'", NULL);
+    tk.base = BIG(1028); /* inputs may overlap each other */
+    PASSES(clf_op_topk(&mock, NULL, &tk), 1);
+    tk.x = BIG(516);
+    REFUSED(clf_op_topk(&mock, NULL, &tk), "topk", "'idx' may not overlap 'x'", NULL);
     REFUSED(clf_op_relu_backward(&mock, NULL, BIG(0), BIG(0), BIG(8), 4), "relu_backward",
             "'dx' partly overlaps 'y'", NULL);
     clf_cross_entropy_args ce = {

@@ -1,5 +1,5 @@
 /* The OpenCL backend's small inference ops and its memory: embed, softmax / log_softmax,
- * add, argmax, and copy / upload / download (overlapping copies as memmove), compared with
+ * add, argmax, topk, and copy / upload / download (overlapping copies as memmove), compared with
  * a host reference in double and with the CPU backend.
  * Without an OpenCL device the suite says why and exits 77 (ctest: skipped; a failure with
  * CLF_TEST_REQUIRE_OPENCL=1). */
@@ -132,6 +132,62 @@ START_TEST(test_add)
 }
 END_TEST
 
+/* Row topk of base + x on backend k into val, idx [rows, kk]. */
+static void run_topk(bk *k, const float *x, const float *base, int rows, int cols, int kk,
+                     float *val, int32_t *idx)
+{
+    clf_buffer *bx = up(k, x, (size_t)rows * cols * 4),
+               *bb = base ? up(k, base, (size_t)rows * 4) : NULL,
+               *bv = up(k, NULL, (size_t)rows * kk * 4), *bi = up(k, NULL, (size_t)rows * kk * 4);
+    const clf_topk_args a = {.val = {bv, 0},
+                             .idx = {bi, 0},
+                             .x = {bx, 0},
+                             .base = {bb, 0},
+                             .rows = rows,
+                             .cols = cols,
+                             .k = kk};
+    CLF_ASSERT_OK(k->api->topk(k->be, &a));
+    down(k, val, bv, (size_t)rows * kk * 4);
+    down(k, idx, bi, (size_t)rows * kk * 4);
+    k->api->free(k->be, bx);
+    if (bb)
+        k->api->free(k->be, bb);
+    k->api->free(k->be, bv);
+    k->api->free(k->be, bi);
+}
+
+/* Against the CPU backend (test_ops checks it against a sort): the same pairs, exactly. */
+START_TEST(test_topk)
+{
+    static const int rows[] = {1, 5, 33}, cols[] = {1, 7, 65, 1000, 8000}, ks[] = {1, 9, 64};
+    for (int ri = 0; ri < 3; ri++)
+        for (int ci = 0; ci < 5; ci++)
+            for (int ki = 0; ki < 3; ki++) {
+                const int R = rows[ri], C = cols[ci], K = ks[ki] < C ? ks[ki] : C;
+                if (clf_test_too_big((double)R * C * K)) /* k passes over a row */
+                    continue;
+                size_t n = (size_t)R * C;
+                float *x = clf_test_frand(n, 1600 + ri * 5 + ci, -3, 3);
+                float *base = clf_test_frand((size_t)R, 1700 + ri, -30, 0);
+                for (size_t i = 0; i < n; i++)
+                    x[i] = i % 97 == 5 ? NAN : i % 89 == 3 ? -INFINITY : floorf(x[i] * 4) / 4;
+                float *val = malloc(n * 4), *cval = malloc(n * 4);
+                int32_t *idx = malloc(n * 4), *cidx = malloc(n * 4);
+                for (int with_base = 0; with_base < 2; with_base++) {
+                    run_topk(&ocl, x, with_base ? base : NULL, R, C, K, val, idx);
+                    run_topk(&cpu, x, with_base ? base : NULL, R, C, K, cval, cidx);
+                    for (size_t i = 0; i < (size_t)R * K; i++)
+                        ck_assert_msg(idx[i] == cidx[i] &&
+                                          (val[i] == cval[i] || (isnan(val[i]) && isnan(cval[i]))),
+                                      "topk rows=%d cols=%d k=%d base=%d entry %zu: (%g, %d), cpu "
+                                      "(%g, %d)",
+                                      R, C, K, with_base, i, val[i], idx[i], cval[i], cidx[i]);
+                }
+                free(x), free(base), free(val), free(cval), free(idx), free(cidx);
+            }
+}
+END_TEST
+
 static void run_argmax(bk *k, const float *x, int rows, int cols, int32_t *out)
 {
     clf_buffer *bx = up(k, x, (size_t)rows * cols * 4), *bo = up(k, NULL, (size_t)rows * 4);
@@ -219,4 +275,4 @@ START_TEST(test_memory)
 END_TEST
 
 CLF_TEST_MAIN(ocl_test_run, "opencl_ops", "ops", test_embed, test_softmax, test_add, test_argmax,
-              test_memory)
+              test_topk, test_memory)

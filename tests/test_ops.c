@@ -7,7 +7,7 @@
  *                                 the F16-rounded B: float accumulation over k terms
  *   layernorm, softmax      1e-5
  *   embed, add              1e-6  (one or two roundings)
- *   argmax                  exact */
+ *   argmax, topk            exact (topk's sums are one F32 addition each, made here too) */
 #include <check.h>
 #include <math.h>
 #include <stdint.h>
@@ -909,6 +909,82 @@ START_TEST(argmax_first_maximum)
 }
 END_TEST
 
+/* The order clf_topk_args states, for qsort over column indices of one row's sums. */
+static const float *topk_sums;
+static int topk_cmp(const void *pa, const void *pb)
+{
+    const int a = *(const int *)pa, b = *(const int *)pb;
+    const float va = topk_sums[a], vb = topk_sums[b];
+    if (isnan(va) != isnan(vb))
+        return isnan(va) ? 1 : -1;
+    if (!isnan(va) && va != vb)
+        return va > vb ? -1 : 1;
+    return a < b ? -1 : 1;
+}
+
+START_TEST(topk_best_first_ties_nan_and_base)
+{
+    static const int shapes[][2] = {{1, 1}, {3, 7}, {2, 65}, {4, 129}, {3, 1000}};
+    for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++)
+        for (int with_base = 0; with_base < 2; with_base++) {
+            const int R = shapes[sh][0], C = shapes[sh][1];
+            const int ks[] = {1, 3, C < CLF_TOPK_MAX ? C : CLF_TOPK_MAX};
+            float *x = malloc((size_t)R * C * sizeof *x), base[4] = {0.5f, -3.25f, 1e6f, -INFINITY};
+            int *order = malloc((size_t)C * sizeof *order);
+            float *sums = malloc((size_t)C * sizeof *sums);
+            clf_test_fill(x, (size_t)R * C, 70 + (unsigned)sh, -4, 4);
+            for (int r = 0; r < R; r++) /* ties, infinities and NaN where the row has room */
+                for (int c = 0; c + 9 < C; c += 10) {
+                    x[(size_t)r * C + c + 1] = x[(size_t)r * C + c];
+                    x[(size_t)r * C + c + 3] = c % 20 ? -INFINITY : INFINITY;
+                    x[(size_t)r * C + c + 5] = NAN;
+                }
+            clf_buffer *dx = clf_test_upload(api, be, x, (size_t)R * C * sizeof *x);
+            clf_buffer *db = clf_test_upload(api, be, base, sizeof base);
+            for (size_t ki = 0; ki < 3; ki++) {
+                const int k = ks[ki] < C ? ks[ki] : C;
+                float *val = malloc((size_t)R * k * sizeof *val);
+                int32_t *idx = malloc((size_t)R * k * sizeof *idx);
+                clf_buffer *dv, *di;
+                CLF_ASSERT_OK(api->alloc(be, (size_t)R * k * 4, &dv));
+                CLF_ASSERT_OK(api->alloc(be, (size_t)R * k * 4, &di));
+                const clf_topk_args a = {.val = P(dv),
+                                         .idx = P(di),
+                                         .x = P(dx),
+                                         .base = with_base ? P(db) : (clf_ptr){0},
+                                         .rows = R,
+                                         .cols = C,
+                                         .k = k};
+                CLF_ASSERT_OK(api->topk(be, &a));
+                download(dv, val, (size_t)R * k * 4);
+                download(di, idx, (size_t)R * k * 4);
+                for (int r = 0; r < R; r++) {
+                    const float b = with_base ? base[r] : 0.0f;
+                    for (int c = 0; c < C; c++) {
+                        sums[c] = b + x[(size_t)r * C + c];
+                        order[c] = c;
+                    }
+                    topk_sums = sums;
+                    qsort(order, (size_t)C, sizeof *order, topk_cmp);
+                    for (int j = 0; j < k; j++) {
+                        const float v = val[(size_t)r * k + j], w = sums[order[j]];
+                        ck_assert_msg(idx[(size_t)r * k + j] == order[j] &&
+                                          (v == w || (isnan(v) && isnan(w))),
+                                      "topk rows=%d cols=%d k=%d base=%d row %d rank %d: (%g, %d), "
+                                      "want (%g, %d)",
+                                      R, C, k, with_base, r, j, v, idx[(size_t)r * k + j], w,
+                                      order[j]);
+                    }
+                }
+                api->free(be, dv), api->free(be, di);
+                free(val), free(idx);
+            }
+            api->free(be, dx), api->free(be, db);
+            free(x), free(order), free(sums);
+        }
+}
+END_TEST
+
 /* ---- bad arguments ---- */
 
 START_TEST(out_of_bounds_operands_are_refused_by_name)
@@ -1048,6 +1124,7 @@ static Suite *ops_suite(void)
     tcase_add_test(tc, add_with_aliasing);
     tcase_add_test(tc, softmax_and_log_softmax_in_place);
     tcase_add_test(tc, argmax_first_maximum);
+    tcase_add_test(tc, topk_best_first_ties_nan_and_base);
     tcase_add_test(tc, out_of_bounds_operands_are_refused_by_name);
     tcase_add_test(tc, threads_option_and_unknown_device);
     tcase_add_test(tc, openblas_build_is_named_and_shares_openmp_threads);

@@ -11,7 +11,7 @@
  *   cpu_attention_backward.c attention's backward
  *   cpu_norm.c               layernorm (both styles, fused residual sum) and add
  *   cpu_embed.c              embedding lookup and positional encoding
- *   cpu_softmax.c            softmax, log-softmax (AVX2 lanes) and argmax over rows
+ *   cpu_softmax.c            softmax, log-softmax (AVX2 lanes), argmax and topk over rows
  *   cpu_train.c              the other training ops (ABI 2)
  *   cpu_plugin.c             plugin activations and norms (ABI 3)
  *
@@ -279,6 +279,7 @@ static const clf_backend_api cpu_api = {
     .activation_backward = cpu_plugin_activation_backward,
     .norm = cpu_plugin_norm,
     .norm_backward = cpu_plugin_norm_backward,
+    .topk = cpu_topk,
 };
 
 __attribute__((visibility("default"))) const clf_backend_api *clf_backend_entry(void)

@@ -246,6 +246,7 @@ clf_status cpu_embed(clf_backend *be, const clf_embed_args *a);
 /* cpu_softmax.c */
 clf_status cpu_softmax(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int cols, int use_log);
 clf_status cpu_argmax(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int cols);
+clf_status cpu_topk(clf_backend *be, const clf_topk_args *a);
 
 /* ---- few-row products (cpu_isa.c, cpu_gemv_half.c) ---- */
 

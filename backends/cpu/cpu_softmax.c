@@ -189,3 +189,58 @@ clf_status cpu_argmax(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int col
     }
     return CLF_OK;
 }
+
+/* v at a later column than w's goes before it (clf_topk_args' order: larger first, NaN
+ * last; of equal values the earlier column, so a later one never goes before). */
+static inline int later_before(float v, float w)
+{
+    return v > w || (isnan(w) && !isnan(v));
+}
+
+#define TOPK_BLOCK 64
+
+/* Row r's best k of base + x, kept sorted while the row is read once: a block of columns
+ * none of which would enter is passed over in one vectorised test. */
+static void topk_row(const float *xr, float base, int cols, int k, float *val, int32_t *idx)
+{
+    int have = 0;
+    for (int c0 = 0; c0 < cols; c0 += TOPK_BLOCK) {
+        const int c1 = c0 + TOPK_BLOCK < cols ? c0 + TOPK_BLOCK : cols;
+        if (have == k && !isnan(val[k - 1])) {
+            const float worst = val[k - 1];
+            int enters = 0;
+#pragma omp simd reduction(| : enters)
+            for (int c = c0; c < c1; c++)
+                enters |= base + xr[c] > worst;
+            if (!enters)
+                continue;
+        }
+        for (int c = c0; c < c1; c++) {
+            const float v = base + xr[c];
+            if (have == k && !later_before(v, val[k - 1]))
+                continue;
+            int i = have < k ? have++ : k - 1;
+            while (i > 0 && later_before(v, val[i - 1])) {
+                val[i] = val[i - 1];
+                idx[i] = idx[i - 1];
+                i--;
+            }
+            val[i] = v;
+            idx[i] = c;
+        }
+    }
+}
+
+clf_status cpu_topk(clf_backend *be, const clf_topk_args *a)
+{
+    const float *X = fptr(a->x), *base = a->base.buf ? fptr(a->base) : NULL;
+    float *val = fptr(a->val);
+    int32_t *idx = iptr(a->idx);
+    const int k = a->k, cols = a->cols;
+#pragma omp parallel for num_threads(be->threads)                                                  \
+    schedule(static) if ((size_t)a->rows * cols > 65536)
+    for (int r = 0; r < a->rows; r++)
+        topk_row(X + (size_t)r * cols, base ? base[r] : 0.0f, cols, k, val + (size_t)r * k,
+                 idx + (size_t)r * k);
+    return CLF_OK;
+}

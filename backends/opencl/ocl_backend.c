@@ -174,6 +174,7 @@ static const clf_backend_api ocl_api = {
     .activation_backward = ocl_plugin_activation_backward,
     .norm = ocl_plugin_norm,
     .norm_backward = ocl_plugin_norm_backward,
+    .topk = ocl_topk,
 };
 
 __attribute__((visibility("default"))) const clf_backend_api *clf_backend_entry(void)

@@ -1,4 +1,4 @@
-/* softmax.cl - row softmax / log_softmax and argmax. */
+/* softmax.cl - row softmax / log_softmax, argmax and topk. */
 
 /* out, x: [rows, cols]; one work-group per row; out may alias x (each work-item reads its
  * columns before writing them, and only its own).
@@ -67,4 +67,64 @@ __kernel void argmax(__global int *out, ulong out_off, __global const float *x, 
     }
     if (lid == 0)
         out[out_off + r] = redi[0] < 0 ? 0 : redi[0];
+}
+
+/* a (value av at column ai) goes before b in topk's order: the larger value first, NaN
+ * after every number, equal values by the smaller column. */
+static inline int topk_before(float av, int ai, float bv, int bi)
+{
+    if (isnan(av))
+        return isnan(bv) && ai < bi;
+    if (isnan(bv))
+        return 1;
+    return av > bv || (av == bv && ai < bi);
+}
+
+/* val: [rows, k]; idx: I32 [rows, k]; x: [rows, cols]; base: [rows] when has_base (else 0).
+ * Row r's k best pairs (base[r] + x[r, c], c), best first (clf_topk_args). One work-group a
+ * row, k rounds over the row: round j picks the best pair that goes after round j-1's.
+ * redv, redi: [work-group size] scratch. */
+__kernel void topk(__global float *val, ulong val_off, __global int *idx, ulong idx_off,
+                   __global const float *x, ulong x_off, __global const float *base,
+                   ulong base_off, int has_base, int cols, int k, __local float *redv,
+                   __local int *redi)
+{
+    const ulong r = get_group_id(0);
+    const int lid = get_local_id(0), wg = get_local_size(0);
+    __global const float *xr = x + x_off + r * (ulong)cols;
+    const float b = has_base ? base[base_off + r] : 0.0f;
+    float pv = 0.0f;
+    int pi = -1; /* the previous round's pick; none before the first */
+    for (int j = 0; j < k; j++) {
+        float best = 0.0f;
+        int bi = -1;
+        for (int c = lid; c < cols; c += wg) {
+            const float v = b + xr[c];
+            if ((pi < 0 || topk_before(pv, pi, v, c)) && (bi < 0 || topk_before(v, c, best, bi))) {
+                best = v;
+                bi = c;
+            }
+        }
+        redv[lid] = best;
+        redi[lid] = bi;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int s = wg / 2; s > 0; s /= 2) {
+            if (lid < s) {
+                const float v = redv[lid + s];
+                const int i = redi[lid + s];
+                if (i >= 0 && (redi[lid] < 0 || topk_before(v, i, redv[lid], redi[lid]))) {
+                    redv[lid] = v;
+                    redi[lid] = i;
+                }
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+        pv = redv[0];
+        pi = redi[0];
+        if (lid == 0) {
+            val[val_off + r * (ulong)k + j] = pv;
+            idx[idx_off + r * (ulong)k + j] = pi;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE); /* every work-item has read redv[0] before the next round */
+    }
 }

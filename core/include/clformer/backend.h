@@ -45,8 +45,9 @@ extern "C" {
  * dropout_seed); ABI 4 added clf_gemm_args.b_half; ABI 5 (not yet released) adds b_bf16, b_i8 and
  * b_scale, the capabilities CLF_OP_GEMM_BF16 and CLF_OP_GEMM_I8, buffer_size (the core
  * checks operand bounds, clformer/ops.h), and clf_attention_args.kv_rows with its
- * capability CLF_OP_ATTENTION_KV_ROWS, discard, and the capability CLF_OP_GEMM_HALF_ARITH. */
-#define CLF_BACKEND_ABI 5
+ * capability CLF_OP_ATTENTION_KV_ROWS, discard, and the capability CLF_OP_GEMM_HALF_ARITH; ABI 6
+ * adds topk (a beam search's best continuations chosen on the device). */
+#define CLF_BACKEND_ABI 6
 
 typedef struct clf_backend clf_backend; /* opaque, defined by each backend */
 typedef struct clf_buffer clf_buffer;   /* opaque, defined by each backend */
@@ -142,6 +143,8 @@ typedef enum clf_op {
     /* gemm reads b_half in products of many rows too, in half-precision arithmetic (ABI 5;
      * see b_half below): the OpenCL backend on a device with cl_khr_fp16 */
     CLF_OP_GEMM_HALF_ARITH,
+    /* decoding (ABI 6) */
+    CLF_OP_TOPK,
     CLF_OP_COUNT
 } clf_op;
 
@@ -431,6 +434,20 @@ typedef struct clf_norm_backward_args {
     int accumulate;
 } clf_norm_backward_args;
 
+/* The k best of each row of base + x, best first (ABI 6): for r < rows and j < k,
+ *   (val[r, j], idx[r, j]) = the j-th of the pairs (base[r] + x[r, c], c), c < cols, in the
+ *   order: larger value first, equal values by smaller c, NaN after every number.
+ * base: F32 [rows], absent: 0 (the sum is one F32 addition, as the host would make it);
+ * x: F32 [rows, cols]; val: F32 [rows, k]; idx: I32 [rows, k]; 1 <= k <= min(cols,
+ * CLF_TOPK_MAX). val and idx may not overlap each other or any input. A beam search asks
+ * each beam's best 2K continuations (base: the beam's log-probability so far) and merges
+ * them on the host: rows x k numbers cross to the host instead of rows x vocabulary. */
+#define CLF_TOPK_MAX 64
+typedef struct clf_topk_args {
+    clf_ptr val, idx, x, base;
+    int rows, cols, k;
+} clf_topk_args;
+
 typedef struct clf_backend_api {
     int abi_version;         /* CLF_BACKEND_ABI: first, checked by the loader */
     const char *name;        /* "cpu", "opencl" */
@@ -498,6 +515,9 @@ typedef struct clf_backend_api {
     clf_status (*activation_backward)(clf_backend *be, const clf_activation_backward_args *a);
     clf_status (*norm)(clf_backend *be, const clf_norm_args *a);
     clf_status (*norm_backward)(clf_backend *be, const clf_norm_backward_args *a);
+
+    /* decoding (ABI 6); NULL where supports() says no */
+    clf_status (*topk)(clf_backend *be, const clf_topk_args *a);
 } clf_backend_api;
 
 /* The one symbol a backend exports. */

@@ -85,6 +85,7 @@ typedef struct clf_node {
         clf_activation_backward_args activation_backward;
         clf_norm_args norm;
         clf_norm_backward_args norm_backward;
+        clf_topk_args topk;
     } args;
     int n_operands;
     clf_operand operands[CLF_NODE_MAX_OPERANDS];

@@ -57,6 +57,10 @@ CLF_API clf_status clf_op_softmax(const clf_backend_api *api, clf_backend *be, c
 /* rows >= 0, cols >= 1; out [rows] and x [rows, cols] inside their buffers. */
 CLF_API clf_status clf_op_argmax(const clf_backend_api *api, clf_backend *be, clf_ptr out,
                                  clf_ptr x, int rows, int cols);
+/* rows >= 0, cols >= 1, 1 <= k <= min(cols, CLF_TOPK_MAX); val, idx [rows, k], x [rows,
+ * cols] and base [rows] (optional) inside their buffers; val and idx apart from each other
+ * and from x and base. */
+CLF_API clf_status clf_op_topk(const clf_backend_api *api, clf_backend *be, const clf_topk_args *a);
 /* dx, dy and y [n] inside their buffers; dx the same span as dy (or y) or apart from it. */
 CLF_API clf_status clf_op_relu_backward(const clf_backend_api *api, clf_backend *be, clf_ptr dx,
                                         clf_ptr dy, clf_ptr y, size_t n);

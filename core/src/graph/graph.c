@@ -304,6 +304,9 @@ static clf_status run_nodes(const clf_graph *g, const clf_backend_api *api, clf_
             st = clf_op_argmax(api, be, n.args.softmax.out, n.args.softmax.x, n.args.softmax.rows,
                                n.args.softmax.cols);
             break;
+        case CLF_OP_TOPK:
+            st = clf_op_topk(api, be, &n.args.topk);
+            break;
         case CLF_OP_RELU_BACKWARD:
             st = clf_op_relu_backward(api, be, n.args.add.out, n.args.add.a, n.args.add.b,
                                       n.args.add.n);

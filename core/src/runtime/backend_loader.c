@@ -62,6 +62,7 @@ const char *clf_op_name(clf_op op)
         [CLF_OP_GEMM_I8] = "gemm (int8 weights)",
         [CLF_OP_ATTENTION_KV_ROWS] = "attention (key/value rows through a table)",
         [CLF_OP_GEMM_HALF_ARITH] = "gemm (F16 arithmetic for products of many rows)",
+        [CLF_OP_TOPK] = "topk",
     };
     if ((int)op < 0 || op >= CLF_OP_COUNT)
         return "unknown-op";
@@ -387,6 +388,8 @@ static int op_fn_present(const clf_backend_api *api, clf_op op)
     case CLF_OP_GEMM_I8:
     case CLF_OP_GEMM_HALF_ARITH:
         return api->gemm != NULL;
+    case CLF_OP_TOPK:
+        return api->topk != NULL;
     case CLF_OP_ATTENTION_KV_ROWS:
         return api->attention != NULL;
     default:

@@ -421,6 +421,33 @@ clf_status clf_op_argmax(const clf_backend_api *api, clf_backend *be, clf_ptr ou
     return st != CLF_OK || !run ? st : api->argmax(be, out, x, rows, cols);
 }
 
+clf_status clf_op_topk(const clf_backend_api *api, clf_backend *be, const clf_topk_args *a)
+{
+    const char *op = "topk";
+    clf_status st = check_entry(api, op, api->topk != NULL, a);
+    if (st != CLF_OK || (st = check_rows(api, op, a->rows, a->cols)) != CLF_OK)
+        return st;
+    if (a->k < 1 || a->k > a->cols || a->k > CLF_TOPK_MAX)
+        return clf_error(CLF_ERR_INPUT, "%s: %s: k=%d outside [1, %d] (cols=%d, at most %d)",
+                         api->name, op, a->k, a->cols < CLF_TOPK_MAX ? a->cols : CLF_TOPK_MAX,
+                         a->cols, CLF_TOPK_MAX);
+    if (a->rows == 0)
+        return CLF_OK;
+    const uint64_t rows = (uint64_t)a->rows, out = rows * (uint64_t)a->k;
+    const operand list[] = {required("val", a->val, out), required("idx", a->idx, out),
+                            required("x", a->x, rows * (uint64_t)a->cols),
+                            optional("base", a->base, rows)};
+    if ((st = check_operands(api, be, op, list, COUNT(list))) != CLF_OK)
+        return st;
+    /* the outputs are written while the inputs are still read */
+    for (int i = 0; i < 2; i++)
+        for (int j = i + 1; j < (int)COUNT(list); j++)
+            if (clf_ptr_overlap(list[i].p, 4 * list[i].elems, list[j].p, 4 * list[j].elems))
+                return clf_error(CLF_ERR_INPUT, "%s: %s: '%s' may not overlap '%s'", api->name, op,
+                                 list[i].name, list[j].name);
+    return api->topk(be, a);
+}
+
 /* ---- training ---- */
 
 clf_status clf_op_relu_backward(const clf_backend_api *api, clf_backend *be, clf_ptr dx, clf_ptr dy,
