@@ -438,50 +438,76 @@ START_TEST(half_weights_refuse_out_of_range)
 }
 END_TEST
 
-/* The CPU backend, except that it says it cannot read attention's row table: decoding
- * then copies the caches between beams instead of sharing their rows (decode.c). */
-static const clf_backend_api *rows_api;
-static int supports_without_rows(clf_backend *be, clf_op op)
+/* The CPU backend, except that it says it cannot do one op: decoding then takes the path a
+ * backend without it takes. */
+static const clf_backend_api *full_api;
+static clf_op denied_op;
+static int supports_but_denied(clf_backend *be, clf_op op)
 {
-    return op != CLF_OP_ATTENTION_KV_ROWS && rows_api->supports(be, op);
+    return op != denied_op && full_api->supports(be, op);
 }
 
-/* Shared cache rows and copied caches give the same hypotheses, greedy and beam (the
- * copying path is the one a backend without the capability takes) */
-START_TEST(shared_rows_equal_copied_caches)
+/* Decoding with the whole backend and with one that denies op give the same hypotheses
+ * (tokens, log-probabilities and scores exactly), greedy and beam 3, with and without
+ * forced_eos and a banned id. */
+static void expect_same_without(const char *name, clf_op op)
 {
     fixture f;
-    fixture_open(&f, "cpu", fixtures[_i]);
-    rows_api = f.api;
-    clf_backend_api copying = *f.api;
-    copying.supports = supports_without_rows;
-    clf_model *m2 = NULL;
-    CLF_ASSERT_OK(clf_model_create(&f.cfg.model, f.w, &copying, f.be, &m2));
+    fixture_open(&f, "cpu", name);
     const int eos = pick_eos(&f);
-    for (int beam = 1; beam <= 3; beam += 2) {
-        clf_decode_opts o;
-        clf_decode_opts_default(&f.cfg.model, &o);
-        o.max_len = MAXOUT;
-        o.eos_id = eos;
-        o.beam = beam;
-        o.n_best = beam;
-        clf_decode_result shared, copied;
-        CLF_ASSERT_OK(clf_decode(f.m, f.src, B, S, &o, &shared));
-        CLF_ASSERT_OK(clf_decode(m2, f.src, B, S, &o, &copied));
-        for (int i = 0; i < B * beam; i++) {
-            const clf_hypothesis *x = &shared.hyps[i], *y = &copied.hyps[i];
-            ck_assert_int_eq(x->len, y->len);
-            ck_assert(x->len == 0 ||
-                      memcmp(x->tokens, y->tokens, sizeof(int32_t) * (size_t)x->len) == 0);
-            ck_assert_msg(x->logprob == y->logprob || (isinf(x->logprob) && isinf(y->logprob)),
-                          "%s beam %d hyp %d: logprob %g shared, %g copied", fixtures[_i], beam, i,
-                          x->logprob, y->logprob);
+    for (int variant = 0; variant < 2; variant++) {
+        /* variant 1: an id that greedy would pick banned, the last position forced to EOS */
+        clf_model_config cfg = f.cfg.model;
+        cfg.n_banned_ids = variant;
+        cfg.banned_ids[0] = 5;
+        full_api = f.api;
+        denied_op = op;
+        clf_backend_api denying = *f.api;
+        denying.supports = supports_but_denied;
+        clf_model *m1 = NULL, *m2 = NULL;
+        CLF_ASSERT_OK(clf_model_create(&cfg, f.w, f.api, f.be, &m1));
+        CLF_ASSERT_OK(clf_model_create(&cfg, f.w, &denying, f.be, &m2));
+        for (int beam = 1; beam <= 3; beam += 2) {
+            clf_decode_opts o;
+            clf_decode_opts_default(&cfg, &o);
+            o.max_len = MAXOUT;
+            o.eos_id = eos;
+            o.beam = beam;
+            o.n_best = beam;
+            o.forced_eos = variant;
+            clf_decode_result with, without;
+            CLF_ASSERT_OK(clf_decode(m1, f.src, B, S, &o, &with));
+            CLF_ASSERT_OK(clf_decode(m2, f.src, B, S, &o, &without));
+            for (int i = 0; i < B * beam; i++) {
+                const clf_hypothesis *x = &with.hyps[i], *y = &without.hyps[i];
+                ck_assert_int_eq(x->len, y->len);
+                ck_assert(x->len == 0 ||
+                          memcmp(x->tokens, y->tokens, sizeof(int32_t) * (size_t)x->len) == 0);
+                ck_assert_msg((x->logprob == y->logprob && x->score == y->score) ||
+                                  (isinf(x->logprob) && isinf(y->logprob)),
+                              "%s without %s, beam %d, variant %d, hyp %d: logprob %g / %g", name,
+                              clf_op_name(op), beam, variant, i, x->logprob, y->logprob);
+            }
+            clf_decode_result_free(&with);
+            clf_decode_result_free(&without);
         }
-        clf_decode_result_free(&shared);
-        clf_decode_result_free(&copied);
+        clf_model_free(m1);
+        clf_model_free(m2);
     }
-    clf_model_free(m2);
     fixture_close(&f);
+}
+
+/* Shared cache rows and copied caches (a backend without attention's row tables) */
+START_TEST(shared_rows_equal_copied_caches)
+{
+    expect_same_without(fixtures[_i], CLF_OP_ATTENTION_KV_ROWS);
+}
+END_TEST
+
+/* Beam search choosing from the device's topk and from every log-probability */
+START_TEST(device_topk_equals_host_choice)
+{
+    expect_same_without(fixtures[_i], CLF_OP_TOPK);
 }
 END_TEST
 
@@ -793,6 +819,7 @@ static Suite *decode_suite(void)
     tcase_add_test(tc, bad_arguments_are_refused);
     tcase_add_test(tc, plan_over_the_limit_is_refused);
     tcase_add_loop_test(tc, shared_rows_equal_copied_caches, 0, N_FIXTURES);
+    tcase_add_loop_test(tc, device_topk_equals_host_choice, 0, N_FIXTURES);
     suite_add_tcase(s, tc);
     TCase *ex = tcase_create("exhaustive");
     tcase_add_test(ex, beam_equals_exhaustive_search);

@@ -67,6 +67,7 @@ typedef struct run {
     const clf_decode_opts *o;
     int B, K, S, slots, max_out, L, d, V, H;
     clf_buffer *self_kv[2], *cross_kv, *mask, *enc, *arena; /* self_kv[1]: the spare */
+    clf_buffer *top_base;                                   /* [slots] the beams' sums */
     /* row tables (see the top): shared 1 when the backend reads them; hist[cur] [slots,
      * max_out] host, uploaded with the cross table [slots, S] each step */
     int shared;
@@ -83,7 +84,10 @@ typedef struct run {
     dec_sentence *sents;  /* [B] */
     const int32_t **ptok; /* [K] a sentence's parents' tokens (dec_beams) */
     const float **patt;   /* [K] their attention rows */
-    float *logp;          /* [slots, V] step download (beam) */
+    float *logp;          /* [slots, V] step download (beam without top_k) */
+    int top_k;            /* beam search: each beam's best top_k from the device, or 0 */
+    float *top_val;       /* [slots, top_k] step download */
+    int32_t *top_idx;     /* [slots, top_k] step download */
     int32_t *ids;         /* [slots * max_out] step upload */
     float *probs;         /* [slots, H, S] step attention download */
     long long token_steps;
@@ -264,11 +268,13 @@ static clf_status upload_tables(run *r, int rows, int t, int *own)
     return st;
 }
 
-/* The step graph's output (clf_step_spec.log_probs): greedy's argmax ids; log-probabilities
- * for beam search and for greedy with banned ids (the argmax on the host); both for greedy
- * with want_scores. */
+/* The step graph's output (clf_step_spec.log_probs): greedy's argmax ids; each beam's best
+ * top_k for beam search where the device has topk, else log-probabilities (for greedy with
+ * banned ids too: the argmax on the host); both for greedy with want_scores. */
 static int log_probs_mode(const run *r)
 {
+    if (r->top_k)
+        return 3;
     if (!r->logp)
         return 0;
     return r->K == 1 && r->c->n_banned_ids == 0 ? 2 : 1;
@@ -290,6 +296,8 @@ static clf_status run_step(run *r, int t)
                           .self = self_view(r, !own),
                           .cross = cross_view(r, !own),
                           .log_probs = log_probs_mode(r),
+                          .top_k = r->top_k,
+                          .top_base = {r->top_base, 0},
                           .want_attention = r->o->want_attention,
                           .use_cache = r->o->use_cache,
                           .enc = {r->enc, 0}};
@@ -307,19 +315,29 @@ static clf_status run_step(run *r, int t)
         }
     if ((st = ensure_arena(r, &g)) != CLF_OK ||
         (st = clf_op_upload(r->api, r->be, clf_graph_ptr(&g, r->arena, v.ids), r->ids,
-                            sizeof(int32_t) * rows * T)) != CLF_OK)
+                            sizeof(int32_t) * rows * T)) != CLF_OK ||
+        (r->top_k && (st = clf_op_upload(r->api, r->be, (clf_ptr){r->top_base, 0}, r->lp[cur],
+                                         sizeof(float) * rows)) != CLF_OK))
         goto done;
     if ((st = clf_graph_run(&g, r->api, r->be, r->arena)) != CLF_OK) {
         st = clf_error_context(st, "decode: step %d", t);
         goto done;
     }
-    if (r->logp)
+    if (r->top_k) {
+        const size_t n = (size_t)rows * r->top_k;
+        st = clf_op_download(r->api, r->be, r->top_val, clf_graph_ptr(&g, r->arena, v.out),
+                             sizeof(float) * n);
+        if (st == CLF_OK)
+            st = clf_op_download(r->api, r->be, r->top_idx, clf_graph_ptr(&g, r->arena, v.next_ids),
+                                 sizeof(int32_t) * n);
+    } else if (r->logp) {
         st = clf_op_download(r->api, r->be, r->logp, clf_graph_ptr(&g, r->arena, v.out),
                              sizeof(float) * rows * r->V);
-    if (st == CLF_OK && v.next_ids >= 0)
+    }
+    if (st == CLF_OK && v.next_ids >= 0 && !r->top_k)
         st = clf_op_download(r->api, r->be, r->ids, clf_graph_ptr(&g, r->arena, v.next_ids),
                              sizeof(int32_t) * rows);
-    else if (!r->logp)
+    else if (st == CLF_OK && !r->logp && !r->top_k)
         st = clf_op_download(r->api, r->be, r->ids, clf_graph_ptr(&g, r->arena, v.out),
                              sizeof(int32_t) * rows);
     if (st == CLF_OK && v.attention >= 0) {
@@ -371,6 +389,9 @@ static clf_status advance(run *r, int t, dec_choice *scratch)
                              .logp = r->logp ? r->logp + (size_t)a * K * r->V : NULL,
                              .lp = r->lp[cur] + (size_t)a * K,
                              .dev_id = r->ids[a],
+                             .top_val = r->top_k ? r->top_val + (size_t)a * K * r->top_k : NULL,
+                             .top_idx = r->top_k ? r->top_idx + (size_t)a * K * r->top_k : NULL,
+                             .top_k = r->top_k,
                              .tokens = r->ptok,
                              .attention = r->att[cur] ? r->patt : NULL,
                              .att_cols = r->S};
@@ -544,8 +565,8 @@ clf_status clf_decode_check_plan(const clf_model *m, int batch, int src_len,
 
 static void run_free(run *r)
 {
-    clf_buffer *bufs[] = {r->self_kv[0], r->self_kv[1], r->cross_kv,  r->mask,
-                          r->enc,        r->arena,      r->self_rows, r->cross_rows};
+    clf_buffer *bufs[] = {r->self_kv[0], r->self_kv[1], r->cross_kv,   r->mask,    r->enc,
+                          r->arena,      r->self_rows,  r->cross_rows, r->top_base};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i])
             r->api->free(r->be, bufs[i]);
@@ -563,6 +584,8 @@ static void run_free(run *r)
     free(r->patt);
     free(r->sent);
     free(r->logp);
+    free(r->top_val);
+    free(r->top_idx);
     free(r->ids);
     free(r->probs);
 }
@@ -643,8 +666,15 @@ clf_status clf_decode(clf_model *m, const int32_t *src, int B, int S, const clf_
     /* beam 0 of each sentence starts alive, the others dead until the first step fans out */
     for (size_t i = 0; i < slots; i++)
         r.lp[0][i] = i % (size_t)r.K == 0 ? 0.0f : -INFINITY;
-    /* beam search, or greedy with banned ids, selects on the host from log-probabilities */
-    if ((r.K > 1 || r.c->n_banned_ids > 0 || o->want_scores) &&
+    /* beam search chooses from each beam's top_k (the device's topk) or from the
+     * log-probabilities, as greedy does with banned ids or scores */
+    r.top_k = dec_device_top_k(r.api, r.be, r.c, r.K);
+    if (r.top_k && (!(r.top_val = malloc(sizeof(float) * slots * (size_t)r.top_k)) ||
+                    !(r.top_idx = malloc(sizeof(int32_t) * slots * (size_t)r.top_k))))
+        goto nomem;
+    if (r.top_k && (st = alloc_device(&r, &r.top_base, slots * 4, "beam sums")) != CLF_OK)
+        goto fail;
+    if (((r.K > 1 && !r.top_k) || (r.K == 1 && (r.c->n_banned_ids > 0 || o->want_scores))) &&
         !(r.logp = malloc(sizeof(float) * slots * (size_t)r.V)))
         goto nomem;
     if (o->want_attention && !(r.probs = malloc(sizeof(float) * slots * (size_t)r.H * S *

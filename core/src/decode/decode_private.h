@@ -37,6 +37,11 @@ typedef struct dec_beams {
                         banned ids and forced EOS are written into it */
     const float *lp; /* [K] the parents' sums; -INFINITY: a dead beam */
     int32_t dev_id;  /* greedy without logp: the device's argmax */
+    /* beam search with the device's topk (logp NULL): each beam's top_k best continuations,
+     * top_val [K, top_k] (the parent's sum included) and top_idx [K, top_k] */
+    const float *top_val;
+    const int32_t *top_idx;
+    int top_k;
     const int32_t *const *tokens;  /* [K] each parent's t tokens */
     const float *const *attention; /* [K] each parent's t + 1 attention rows, or NULL */
     int att_cols;                  /* the attention rows' length (src_len) */
@@ -50,10 +55,18 @@ clf_status dec_check_opts(const clf_model_config *c, const clf_decode_opts *o, c
 clf_status dec_check_source(const clf_model_config *c, const int32_t *src, int B, int S,
                             const char *who);
 
+/* How many continuations a beam search of K beams asks the device for per beam (the
+ * CLF_OP_TOPK step, dec_beams.top_val): 2K plus the banned ids, which the host drops; 0
+ * where the backend has no topk or that is over CLF_TOPK_MAX or the vocabulary (the step
+ * then downloads every log-probability). */
+int dec_device_top_k(const clf_backend_api *api, clf_backend *be, const clf_model_config *c, int K);
+
 /* The best continuations of a sentence, best first, into out[2K]: at t = 0 a forced first
  * token (forced_bos_id) alone, log-prob 0; greedy takes the device's
  * argmax (or, with logp, the host's over the ids not banned, summed); beam search the 2K
- * best of K x V with banned ids at -inf; at the last position forced_eos leaves EOS only.
+ * best of K x V with banned ids at -inf, from logp or from the device's top_k of each beam
+ * (the same choices: a beam's 2K best that are not banned are among its top_k); at the
+ * last position forced_eos leaves EOS only.
  * Returns how many. */
 int dec_choose(const clf_decode_opts *o, const clf_model_config *c, const dec_beams *b,
                dec_choice *out);

@@ -52,7 +52,7 @@ struct clf_decode_stream {
     const clf_model_config *c;
     clf_decode_stream_opts o;
     int L, d, V, P;
-    clf_buffer *pool, *cross, *tabs, *arena, *enc_kv, *enc_mask;
+    clf_buffer *pool, *cross, *tabs, *arena, *enc_kv, *enc_mask, *top_base_buf;
     size_t arena_cap, enc_kv_cap, enc_mask_cap;
     long long g; /* steps run */
     long long token_steps;
@@ -69,6 +69,9 @@ struct clf_decode_stream {
     int32_t *ids;         /* [max_rows] fed ids, then the argmax download */
     int *row_pos;         /* [max_rows] */
     float *logp;          /* [max_rows, V] */
+    float *top_val;       /* [max_rows, CLF_TOPK_MAX] beam steps' topk download */
+    int32_t *top_idx;     /* [max_rows, CLF_TOPK_MAX] */
+    float *top_base;      /* [max_rows] the rows' sums, uploaded to top_base_buf */
     const int32_t **ptok; /* [max_rows] a sentence's parents' tokens */
     dec_choice *choices;  /* [3 * max_rows] */
 };
@@ -115,7 +118,8 @@ void clf_decode_stream_free(clf_decode_stream *s)
 {
     if (!s)
         return;
-    clf_buffer *bufs[] = {s->pool, s->cross, s->tabs, s->arena, s->enc_kv, s->enc_mask};
+    clf_buffer *bufs[] = {s->pool,   s->cross,    s->tabs,        s->arena,
+                          s->enc_kv, s->enc_mask, s->top_base_buf};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i])
             s->api->free(s->be, bufs[i]);
@@ -133,6 +137,9 @@ void clf_decode_stream_free(clf_decode_stream *s)
     free(s->ids);
     free(s->row_pos);
     free(s->logp);
+    free(s->top_val);
+    free(s->top_idx);
+    free(s->top_base);
     free(s->ptok);
     free(s->choices);
     free(s);
@@ -200,7 +207,8 @@ clf_status clf_decode_stream_open(clf_model *m, const clf_decode_stream_opts *o,
     }
     if ((st = s->api->alloc(s->be, (size_t)pool, &s->pool)) != CLF_OK ||
         (st = s->api->alloc(s->be, (size_t)cross, &s->cross)) != CLF_OK ||
-        (st = s->api->alloc(s->be, tabs_ints(s) * 4, &s->tabs)) != CLF_OK) {
+        (st = s->api->alloc(s->be, tabs_ints(s) * 4, &s->tabs)) != CLF_OK ||
+        (st = s->api->alloc(s->be, (size_t)R * 4, &s->top_base_buf)) != CLF_OK) {
         st = clf_error_context(st, "decode stream: caches");
         goto fail;
     }
@@ -217,10 +225,13 @@ clf_status clf_decode_stream_open(clf_model *m, const clf_decode_stream_opts *o,
     s->ids = malloc(sizeof(int32_t) * (size_t)R);
     s->row_pos = malloc(sizeof(int) * (size_t)R);
     s->logp = malloc(sizeof(float) * (size_t)R * s->V);
+    s->top_val = malloc(sizeof(float) * (size_t)R * CLF_TOPK_MAX);
+    s->top_idx = malloc(sizeof(int32_t) * (size_t)R * CLF_TOPK_MAX);
+    s->top_base = malloc(sizeof(float) * (size_t)R);
     s->ptok = malloc(sizeof *s->ptok * (size_t)R);
     s->choices = malloc(sizeof *s->choices * 3 * (size_t)R);
     if (!s->active || !s->free_slots || !s->htabs || !s->ids || !s->row_pos || !s->logp ||
-        !s->ptok || !s->choices) {
+        !s->ptok || !s->choices || !s->top_val || !s->top_idx || !s->top_base) {
         st = nomem();
         goto fail;
     }
@@ -467,6 +478,20 @@ static int needs_logp(const clf_decode_stream *s, const sentence *x)
     return x->K > 1 || s->c->n_banned_ids > 0 || x->o.want_scores;
 }
 
+/* The step's topk width: where every sentence is a beam search the device can choose for,
+ * the largest one's (dec_device_top_k); else 0, and log-probabilities come down. */
+static int step_top_k(const clf_decode_stream *s)
+{
+    int k = 0;
+    for (int a = 0; a < s->n_active; a++) {
+        const int kx = dec_device_top_k(s->api, s->be, s->c, s->active[a]->K);
+        if (!kx)
+            return 0;
+        k = kx > k ? kx : k;
+    }
+    return k;
+}
+
 clf_status clf_decode_stream_step(clf_decode_stream *s)
 {
     clf_status st = join(s);
@@ -482,6 +507,9 @@ clf_status clf_decode_stream_step(clf_decode_stream *s)
         want_logp |= needs_logp(s, x);
         want_ids |= x->K == 1 && s->c->n_banned_ids == 0; /* the device's argmax */
     }
+    const int top_k = step_top_k(s);
+    if (top_k)
+        want_logp = want_ids = 0;
     const int write_row = OFF + (int)(s->g % s->o.max_out) * s->o.max_rows;
     /* tabs: self rows [R, kv] | self mask [R, kv] | cross rows [R, S] | cross mask [R, S] */
     int32_t *self_rows = s->htabs, *self_mask = self_rows + (size_t)R * kv,
@@ -501,11 +529,15 @@ clf_status clf_decode_stream_step(clf_decode_stream *s)
                 cross_mask[(size_t)r * S + j] = j < x->src_len && x->src[j] != x->o.pad_id;
             }
             s->row_pos[r] = p;
+            s->top_base[r] = x->lp[x->cur][k];
             s->ids[r] = p == 0 ? x->o.sos_id : x->tok[x->cur][(size_t)k * x->max_out + p - 1];
         }
     }
     const size_t n_tabs = (size_t)R * 2 * (kv + S);
-    if ((st = clf_op_upload(s->api, s->be, (clf_ptr){s->tabs, 0}, s->htabs, 4 * n_tabs)) != CLF_OK)
+    if ((st = clf_op_upload(s->api, s->be, (clf_ptr){s->tabs, 0}, s->htabs, 4 * n_tabs)) !=
+            CLF_OK ||
+        (top_k && (st = clf_op_upload(s->api, s->be, (clf_ptr){s->top_base_buf, 0}, s->top_base,
+                                      4 * (size_t)R)) != CLF_OK))
         return st;
     const size_t row2 = 2 * (size_t)s->d;
     clf_step_spec spec = {
@@ -525,7 +557,11 @@ clf_status clf_decode_stream_step(clf_decode_stream *s)
                   .len = s->o.max_src_len,
                   .rows = {s->tabs, 4 * (size_t)R * 2 * kv},
                   .rows_ld = S},
-        .log_probs = want_logp ? (want_ids ? 2 : 1) : 0,
+        .log_probs = top_k       ? 3
+                     : want_logp ? (want_ids ? 2 : 1)
+                                 : 0,
+        .top_k = top_k,
+        .top_base = {s->top_base_buf, 0},
         .use_cache = 1,
         .row_pos = s->row_pos,
         .self_kv_len = kv,
@@ -549,6 +585,12 @@ clf_status clf_decode_stream_step(clf_decode_stream *s)
         (st = clf_op_download(s->api, s->be, s->logp, clf_graph_ptr(&g, s->arena, v.out),
                               sizeof(float) * (size_t)R * V)) != CLF_OK)
         goto done;
+    if (top_k &&
+        ((st = clf_op_download(s->api, s->be, s->top_val, clf_graph_ptr(&g, s->arena, v.out),
+                               sizeof(float) * (size_t)R * top_k)) != CLF_OK ||
+         (st = clf_op_download(s->api, s->be, s->top_idx, clf_graph_ptr(&g, s->arena, v.next_ids),
+                               sizeof(int32_t) * (size_t)R * top_k)) != CLF_OK))
+        goto done;
     if (want_ids && spec.log_probs != 1 &&
         (st = clf_op_download(s->api, s->be, s->ids,
                               clf_graph_ptr(&g, s->arena, v.next_ids >= 0 ? v.next_ids : v.out),
@@ -564,7 +606,10 @@ clf_status clf_decode_stream_step(clf_decode_stream *s)
                              .V = V,
                              .t = t,
                              .last_step = t + 1 >= x->max_out,
-                             .logp = needs_logp(s, x) ? s->logp + (size_t)r0 * V : NULL,
+                             .logp = !top_k && needs_logp(s, x) ? s->logp + (size_t)r0 * V : NULL,
+                             .top_val = top_k ? s->top_val + (size_t)r0 * top_k : NULL,
+                             .top_idx = top_k ? s->top_idx + (size_t)r0 * top_k : NULL,
+                             .top_k = top_k,
                              .lp = x->lp[cur],
                              .dev_id = s->ids[r0],
                              .tokens = s->ptok,

@@ -51,8 +51,22 @@ clf_status dec_check_source(const clf_model_config *c, const int32_t *src, int B
 
 #define TOP_BLOCK 64 /* top_choices' vocabulary blocks */
 
-/* The best n of the K*V continuations (parents' log-probs plus the step's), best first.
- * Dead beams (lp = -inf) give nothing. */
+/* Keeps (x, k, v) among the best n held (*have of them), best first: an equal sum goes
+ * after those held, so the order of arrival breaks ties. */
+static void keep_best(dec_choice *best, int *have, int n, float x, int k, int v)
+{
+    if (*have == n && x <= best[n - 1].lp)
+        return;
+    int i = *have < n ? (*have)++ : n - 1;
+    while (i > 0 && best[i - 1].lp < x) {
+        best[i] = best[i - 1];
+        i--;
+    }
+    best[i] = (dec_choice){x, k, v};
+}
+
+/* The best n of the K*V continuations (parents' log-probs plus the step's), best first;
+ * equal sums by beam, then token. Dead beams (lp = -inf) give nothing. */
 static int top_choices(const dec_beams *b, dec_choice *best, int n)
 {
     int have = 0;
@@ -74,17 +88,29 @@ static int top_choices(const dec_beams *b, dec_choice *best, int n)
                 if (!enters)
                     continue;
             }
-            for (int v = v0; v < v1; v++) {
-                float x = base + lp[v];
-                if (have == n && x <= best[n - 1].lp)
-                    continue;
-                int i = have < n ? have++ : n - 1;
-                while (i > 0 && best[i - 1].lp < x) {
-                    best[i] = best[i - 1];
-                    i--;
-                }
-                best[i] = (dec_choice){x, k, v};
+            for (int v = v0; v < v1; v++)
+                keep_best(best, &have, n, base + lp[v], k, v);
+        }
+    }
+    return have;
+}
+
+/* top_choices over rows whose log-probabilities are 0 at EOS and -inf elsewhere (forced_eos
+ * at the last position), without the rows: once n are held only EOS can enter. */
+static int forced_eos_choices(const dec_beams *b, int32_t eos, dec_choice *best, int n)
+{
+    int have = 0;
+    for (int k = 0; k < b->K; k++) {
+        const float base = b->lp[k];
+        if (base == -INFINITY)
+            continue;
+        for (int v = 0; v < b->V; v++) {
+            if (have == n && v != eos) {
+                if (v > eos)
+                    break;
+                v = eos;
             }
+            keep_best(best, &have, n, base + (v == eos ? 0.0f : -INFINITY), k, v);
         }
     }
     return have;
@@ -96,6 +122,32 @@ static int is_banned(const clf_model_config *c, int id)
         if (c->banned_ids[i] == id)
             return 1;
     return 0;
+}
+
+int dec_device_top_k(const clf_backend_api *api, clf_backend *be, const clf_model_config *c, int K)
+{
+    const int k = 2 * K + c->n_banned_ids;
+    return K > 1 && api->topk && api->supports(be, CLF_OP_TOPK) && k <= CLF_TOPK_MAX &&
+                   k <= c->tgt_vocab
+               ? k
+               : 0;
+}
+
+/* top_choices from the device's top_k of each beam, banned ids dropped: the sums arrive
+ * best first within a beam (equal ones by token), beams in order, so ties break as there. */
+static int device_choices(const clf_model_config *c, const dec_beams *b, dec_choice *best, int n)
+{
+    int have = 0;
+    for (int k = 0; k < b->K; k++) {
+        if (b->lp[k] == -INFINITY)
+            continue;
+        const float *val = b->top_val + (size_t)k * b->top_k;
+        const int32_t *idx = b->top_idx + (size_t)k * b->top_k;
+        for (int j = 0; j < b->top_k; j++)
+            if (!is_banned(c, idx[j]))
+                keep_best(best, &have, n, val[j], k, idx[j]);
+    }
+    return have;
 }
 
 int dec_choose(const clf_decode_opts *o, const clf_model_config *c, const dec_beams *b,
@@ -122,13 +174,14 @@ int dec_choose(const clf_decode_opts *o, const clf_model_config *c, const dec_be
         out[0] = (dec_choice){b->logp ? b->lp[0] + b->logp[b->dev_id] : 0.0f, 0, b->dev_id};
         return 1;
     }
+    if (b->last_step && o->forced_eos)
+        return forced_eos_choices(b, o->eos_id, out, 2 * K);
+    if (!b->logp)
+        return device_choices(c, b, out, 2 * K);
     for (int k = 0; k < K; k++) {
         float *lp = b->logp + (size_t)k * b->V;
         for (int i = 0; i < c->n_banned_ids; i++)
             lp[c->banned_ids[i]] = -INFINITY;
-        if (b->last_step && o->forced_eos)
-            for (int v = 0; v < b->V; v++)
-                lp[v] = v == o->eos_id ? 0.0f : -INFINITY;
     }
     return top_choices(b, out, 2 * K);
 }

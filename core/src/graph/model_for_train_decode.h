@@ -38,8 +38,12 @@ typedef struct clf_step_spec {
     clf_kv_cache self; /* len >= pos + 1 */
     clf_kv_cache cross;
     /* 0: output argmax ids I32 [rows]; 1: log_softmax [rows, V]; 2: both (the argmax of
-     * the logits, as 0 gives, and the log-probabilities, as 1 gives) */
+     * the logits, as 0 gives, and the log-probabilities, as 1 gives); 3: each row's top_k
+     * best of top_base[row] + log_softmax (clf_topk_args): values F32 [rows, top_k] (out)
+     * and ids I32 [rows, top_k] (next_ids) */
     int log_probs;
+    int top_k;        /* log_probs 3: 1..min(V, CLF_TOPK_MAX) */
+    clf_ptr top_base; /* log_probs 3: F32 [rows] */
     /* use_cache 0: the whole decoder re-runs on the prefix (ids I32 [rows, pos+1]) with the
      * encoder output [slots, S, d] at enc, as the tutorial's greedy_decode does; only the
      * last position is projected. The caches are then unused. */
@@ -61,8 +65,8 @@ typedef struct clf_step_spec {
 
 typedef struct clf_step_values {
     int ids;       /* input I32 [rows] (cache) or [rows, pos+1] (no cache) */
-    int out;       /* output: log-probs or argmax ids */
-    int next_ids;  /* log_probs 2: the argmax ids, else -1 */
+    int out;       /* output: log-probs, argmax ids or (log_probs 3) the top values */
+    int next_ids;  /* log_probs 2: the argmax ids; 3: the top ids; else -1 */
     int attention; /* output or -1 */
 } clf_step_values;
 
