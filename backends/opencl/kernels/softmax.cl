@@ -31,6 +31,37 @@ __kernel void softmax(__global float *out, ulong out_off, __global const float *
     }
 }
 
+/* a (value av at column ai) goes before b in topk's order: the larger value first, NaN
+ * after every number, equal values by the smaller column. */
+static inline int topk_before(float av, int ai, float bv, int bi)
+{
+    if (isnan(av))
+        return isnan(bv) && ai < bi;
+    if (isnan(bv))
+        return 1;
+    return av > bv || (av == bv && ai < bi);
+}
+
+/* The work-group's candidates (redv[i], redi[i]; redi < 0: none) reduced into slot 0: the
+ * larger value, equal values by the smaller index; with nan_last, NaN after every number
+ * (topk's order). Every work-item calls it (it holds barriers). */
+static void reduce_best(__local float *redv, __local int *redi, int lid, int wg, int nan_last)
+{
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = wg / 2; s > 0; s /= 2) {
+        if (lid < s) {
+            const float v = redv[lid + s], w = redv[lid];
+            const int i = redi[lid + s], j = redi[lid];
+            if (i >= 0 &&
+                (j < 0 || (nan_last ? topk_before(v, i, w, j) : v > w || (v == w && i < j)))) {
+                redv[lid] = v;
+                redi[lid] = i;
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+}
+
 /* out: I32 [rows]; x: [rows, cols]. out[r] = index of the first maximum of x[r,:]
  * (ties go to the smaller index, as torch.argmax and the CPU backend do).
  * redv, redi: [work-group size] scratch. */
@@ -52,32 +83,9 @@ __kernel void argmax(__global int *out, ulong out_off, __global const float *x, 
     }
     redv[lid] = best;
     redi[lid] = bi;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int s = wg / 2; s > 0; s /= 2) {
-        if (lid < s) {
-            const float v = redv[lid + s];
-            const int i = redi[lid + s];
-            /* take the other half's candidate if it is larger, or equal and earlier */
-            if (i >= 0 && (redi[lid] < 0 || v > redv[lid] || (v == redv[lid] && i < redi[lid]))) {
-                redv[lid] = v;
-                redi[lid] = i;
-            }
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
+    reduce_best(redv, redi, lid, wg, 0);
     if (lid == 0)
         out[out_off + r] = redi[0] < 0 ? 0 : redi[0];
-}
-
-/* a (value av at column ai) goes before b in topk's order: the larger value first, NaN
- * after every number, equal values by the smaller column. */
-static inline int topk_before(float av, int ai, float bv, int bi)
-{
-    if (isnan(av))
-        return isnan(bv) && ai < bi;
-    if (isnan(bv))
-        return 1;
-    return av > bv || (av == bv && ai < bi);
 }
 
 /* val: [rows, k]; idx: I32 [rows, k]; x: [rows, cols]; base: [rows] when has_base (else 0).
@@ -107,18 +115,7 @@ __kernel void topk(__global float *val, ulong val_off, __global int *idx, ulong 
         }
         redv[lid] = best;
         redi[lid] = bi;
-        barrier(CLK_LOCAL_MEM_FENCE);
-        for (int s = wg / 2; s > 0; s /= 2) {
-            if (lid < s) {
-                const float v = redv[lid + s];
-                const int i = redi[lid + s];
-                if (i >= 0 && (redi[lid] < 0 || topk_before(v, i, redv[lid], redi[lid]))) {
-                    redv[lid] = v;
-                    redi[lid] = i;
-                }
-            }
-            barrier(CLK_LOCAL_MEM_FENCE);
-        }
+        reduce_best(redv, redi, lid, wg, 1);
         pv = redv[0];
         pi = redi[0];
         if (lid == 0) {
