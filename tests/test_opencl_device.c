@@ -37,13 +37,14 @@ START_TEST(test_devices)
     ck_assert_msg(strncmp(d, "OpenCL: ", 8) == 0 && strstr(d, " / ") && strchr(d, '('),
                   "describe: '%s'", d);
     /* every op; not the capabilities of reading BF16 and int8 weights (a model refuses
-     * those weight types on this backend); F16 arithmetic by default on a GPU with
-     * cl_khr_fp16 (test_opencl_limits checks CLF_OPENCL_HGEMM; the first device is the
-     * one opened unless a device was named) */
+     * those weight types on this backend) or of BF16 arithmetic; F16 arithmetic by default on a GPU
+     * with cl_khr_fp16 (test_opencl_limits checks CLF_OPENCL_HGEMM; the first device is the one
+     * opened unless a device was named) */
     for (int op = 0; op < CLF_OP_COUNT; op++)
         if (op != CLF_OP_GEMM_HALF_ARITH)
             ck_assert_int_eq(ocl.api->supports(ocl.be, (clf_op)op),
-                             op != CLF_OP_GEMM_BF16 && op != CLF_OP_GEMM_I8);
+                             op != CLF_OP_GEMM_BF16 && op != CLF_OP_GEMM_I8 &&
+                                 op != CLF_OP_GEMM_BF16_ARITH);
     const char *hgemm = getenv("CLF_OPENCL_HGEMM");
     if (l.n == 1 && (!hgemm || !*hgemm || strcmp(hgemm, "auto") == 0))
         ck_assert_int_eq(ocl.api->supports(ocl.be, CLF_OP_GEMM_HALF_ARITH),

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "clformer/backend.h"
+#include "clformer/numeric.h"
 #include "clformer/tensor.h"
 #include "testutil.h"
 
@@ -454,6 +455,107 @@ START_TEST(gemm_refuses_a_bad_b_half)
     g.b_half = (clf_ptr){big, 2};
     CLF_ASSERT_OK(api->gemm(be, &g));
     api->free(be, big), api->free(be, small);
+}
+END_TEST
+
+/* BF16 arithmetic (supports(CLF_OP_GEMM_BF16_ARITH): a CPU with AVX512_BF16): a product of
+ * more than 7 rows that has b_bf16 multiplies A rounded to BF16 by it, summing in F32;
+ * against the double product of the same rounded operands, 1e-5 of the sum of |terms| of
+ * each output, with beta, bias and relu. CLF_CPU_BF16_ARITH=off turns it off; another
+ * value is refused naming it. */
+START_TEST(gemm_bf16_arithmetic)
+{
+    clf_backend_opts o = {.abi_version = CLF_BACKEND_ABI, .threads = 2};
+    clf_backend *b = NULL;
+    ck_assert_int_eq(setenv("CLF_CPU_BF16_ARITH", "maybe", 1), 0);
+    clf_status st = api->open(&o, &b);
+    ck_assert_int_eq(st, CLF_ERR_INPUT);
+    ck_assert_msg(strstr(clf_last_error(), "CLF_CPU_BF16_ARITH") &&
+                      strstr(clf_last_error(), "maybe"),
+                  "%s", clf_last_error());
+    ck_assert_int_eq(setenv("CLF_CPU_BF16_ARITH", "off", 1), 0);
+    CLF_ASSERT_OK(api->open(&o, &b));
+    unsetenv("CLF_CPU_BF16_ARITH");
+    ck_assert_int_eq(api->supports(b, CLF_OP_GEMM_BF16_ARITH), 0);
+    api->close(b);
+    if (!api->supports(be, CLF_OP_GEMM_BF16_ARITH)) {
+        fprintf(stderr, "  gemm_bf16_arithmetic: this CPU has no AVX512_BF16: not run\n");
+        return;
+    }
+    enum { M = 33, N = 129, K = 65, LDA = 70 };
+    float *A = clf_test_frand((size_t)M * LDA, 90, -2, 2),
+          *W = clf_test_frand((size_t)N * K, 91, -1, 1);
+    float *bias = clf_test_frand(N, 92, -1, 1), *C0 = clf_test_frand((size_t)M * N, 93, -1, 1);
+    uint16_t *wb = malloc((size_t)N * K * sizeof *wb);
+    for (size_t i = 0; i < (size_t)N * K; i++)
+        wb[i] = clf_float_to_bf16(W[i]);
+    float *got = malloc((size_t)M * N * sizeof *got);
+    clf_buffer *da = clf_test_upload(api, be, A, (size_t)M * LDA * 4),
+               *dw = clf_test_upload(api, be, W, (size_t)N * K * 4),
+               *dwb = clf_test_upload(api, be, wb, (size_t)N * K * 2),
+               *db = clf_test_upload(api, be, bias, (size_t)N * 4), *dc = NULL;
+    for (int variant = 0; variant < 2; variant++) { /* beta 0 + bias; beta 0.5 + bias + relu */
+        const float beta = variant ? 0.5f : 0.0f;
+        dc = clf_test_upload(api, be, C0, (size_t)M * N * 4);
+        clf_gemm_args g = {.trans_b = 1,
+                           .m = M,
+                           .n = N,
+                           .k = K,
+                           .alpha = 0.75f,
+                           .beta = beta,
+                           .a = P(da),
+                           .lda = LDA,
+                           .b = P(dw),
+                           .ldb = K,
+                           .c = P(dc),
+                           .ldc = N,
+                           .bias = P(db),
+                           .relu = variant,
+                           .b_bf16 = P(dwb)};
+        CLF_ASSERT_OK(clf_op_gemm(api, be, &g));
+        download(dc, got, (size_t)M * N * 4);
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                double sum = 0, mag = 0;
+                for (int p = 0; p < K; p++) {
+                    const double t =
+                        (double)clf_bf16_to_float(clf_float_to_bf16(A[(size_t)i * LDA + p])) *
+                        clf_bf16_to_float(wb[(size_t)j * K + p]);
+                    sum += t;
+                    mag += fabs(t);
+                }
+                double want = 0.75 * sum + beta * C0[(size_t)i * N + j] + bias[j];
+                mag = 0.75 * mag + fabs(beta * C0[(size_t)i * N + j]) + fabs(bias[j]);
+                if (variant && want < 0)
+                    want = 0;
+                ck_assert_msg(fabs(got[(size_t)i * N + j] - want) <= 1e-5 * mag,
+                              "bf16 gemm variant %d (%d, %d): %g, want %g", variant, i, j,
+                              got[(size_t)i * N + j], want);
+            }
+        api->free(be, dc);
+    }
+    /* the F32 product differs (A and W were rounded): the BF16 path ran */
+    dc = clf_test_upload(api, be, C0, (size_t)M * N * 4);
+    clf_gemm_args f = {.trans_b = 1,
+                       .m = M,
+                       .n = N,
+                       .k = K,
+                       .alpha = 1,
+                       .a = P(da),
+                       .lda = LDA,
+                       .b = P(dw),
+                       .ldb = K,
+                       .c = P(dc),
+                       .ldc = N};
+    CLF_ASSERT_OK(clf_op_gemm(api, be, &f));
+    float *f32 = malloc((size_t)M * N * sizeof *f32);
+    download(dc, f32, (size_t)M * N * 4);
+    f.b_bf16 = P(dwb);
+    CLF_ASSERT_OK(clf_op_gemm(api, be, &f));
+    download(dc, got, (size_t)M * N * 4);
+    ck_assert(memcmp(f32, got, (size_t)M * N * 4) != 0);
+    api->free(be, da), api->free(be, dw), api->free(be, dwb), api->free(be, db), api->free(be, dc);
+    free(A), free(W), free(bias), free(C0), free(wb), free(got), free(f32);
 }
 END_TEST
 
@@ -1116,6 +1218,7 @@ static Suite *ops_suite(void)
     tcase_add_test(tc, gemm_ignores_b_half_where_it_does_not_apply);
     tcase_add_test(tc, gemm_refuses_a_bad_b_half);
     tcase_add_test(tc, unknown_cpu_isa_is_refused);
+    tcase_add_test(tc, gemm_bf16_arithmetic);
     tcase_add_test(tc, layernorm_both_styles_residual_and_aliased_sum);
     tcase_add_test(tc, attention_masks_strides_and_probs);
     tcase_add_test(tc, attention_decode_every_isa_level);

@@ -36,6 +36,19 @@ static const struct {
  * arithmetic (CLF_OP_GEMM_HALF_ARITH: A rounded to F16 too, F16 sums): between F16 weights
  * and BF16 (measured on Intel's CPU runtime: 3.3e-3 and 3.6e-4, bench/RESULTS.md) */
 static const double f16_arith_bounds[2] = {1e-2, 1.2e-3};
+/* BF16 on a backend that multiplies the products of many rows in BF16 arithmetic
+ * (CLF_OP_GEMM_BF16_ARITH: A rounded to BF16 too, F32 sums) keeps type_bounds' BF16 row. */
+
+/* " (F16 arithmetic)" or " (BF16 arithmetic)" when the backend multiplies type's products
+ * of many rows in it, else "". */
+static const char *arith_label(clf_weight_type type)
+{
+    if (type == CLF_WEIGHT_F16 && clf_test_api->supports(clf_test_be, CLF_OP_GEMM_HALF_ARITH))
+        return " (F16 arithmetic)";
+    if (type == CLF_WEIGHT_BF16 && clf_test_api->supports(clf_test_be, CLF_OP_GEMM_BF16_ARITH))
+        return " (BF16 arithmetic)";
+    return "";
+}
 #define MIN_VARIANTS 11
 
 /* The logits [B, T, V] of fixture dir with weight type `type`, each sentence run alone, on
@@ -121,11 +134,11 @@ START_TEST(test_weight_types_against_f32)
             ck_assert_msg(mx > 0, "%s: %s logits equal F32's: the copy was not read", names[v],
                           clf_weight_type_name(type));
             ck_assert_msg(mx <= max_bound, "%s on %s: %s%s max logit difference %.3g > %.3g",
-                          names[v], clf_test_be_name, clf_weight_type_name(type),
-                          arith ? " (F16 arithmetic)" : "", mx, max_bound);
+                          names[v], clf_test_be_name, clf_weight_type_name(type), arith_label(type),
+                          mx, max_bound);
             ck_assert_msg(mean <= mean_bound, "%s on %s: %s%s mean logit difference %.3g > %.3g",
-                          names[v], clf_test_be_name, clf_weight_type_name(type),
-                          arith ? " (F16 arithmetic)" : "", mean, mean_bound);
+                          names[v], clf_test_be_name, clf_weight_type_name(type), arith_label(type),
+                          mean, mean_bound);
             worst_max[k] = fmax(worst_max[k], mx);
             worst_mean[k] = fmax(worst_mean[k], mean);
             ran[k]++;
@@ -141,7 +154,7 @@ START_TEST(test_weight_types_against_f32)
                     "  %-6s %-5s%s over %d fixtures: worst max |dlogit|/max|logit| %.2e (bound "
                     "%.2g), worst mean %.2e (bound %.2g)\n",
                     clf_test_be_name, clf_weight_type_name(type_bounds[k].type),
-                    arith ? " (F16 arithmetic)" : "", ran[k], worst_max[k],
+                    arith_label(type_bounds[k].type), ran[k], worst_max[k],
                     arith ? f16_arith_bounds[0] : type_bounds[k].max_bound, worst_mean[k],
                     arith ? f16_arith_bounds[1] : type_bounds[k].mean_bound);
     }

@@ -51,9 +51,9 @@ static clf_status cpu_open(const clf_backend_opts *opts, clf_backend **out)
                          "one device: 0)",
                          opts->device);
     cpu_isa isa;
-    int capped;
+    int capped, bf16_arith;
     clf_status st = cpu_isa_choose(&isa, &capped);
-    if (st != CLF_OK)
+    if (st != CLF_OK || (st = cpu_bf16_arith_choose(&bf16_arith)) != CLF_OK)
         return st;
     clf_backend *be = calloc(1, sizeof *be);
     if (!be)
@@ -62,7 +62,8 @@ static clf_status cpu_open(const clf_backend_opts *opts, clf_backend **out)
     be->threads = n > 0 ? n : 1;
     be->isa = isa;
     be->read_half = isa != CPU_ISA_GENERIC || capped;
-    if ((st = cpu_i8_open(&be->i8)) != CLF_OK) {
+    be->bf16_arith = bf16_arith;
+    if ((st = cpu_dnnl_open(&be->dnnl)) != CLF_OK) {
         free(be);
         return st;
     }
@@ -77,7 +78,7 @@ static clf_status cpu_open(const clf_backend_opts *opts, clf_backend **out)
 static void cpu_close(clf_backend *be)
 {
     if (be) {
-        cpu_i8_close(be->i8);
+        cpu_dnnl_close(be->dnnl);
         free(be->attn_scratch);
         free(be->attn_rows);
     }
@@ -91,10 +92,11 @@ static clf_status cpu_describe(clf_backend *be, char *buf, size_t size)
     static const char *const blas_threads[] = {"sequential", "pthreads", "OpenMP"};
     const int par = openblas_get_parallel();
     snprintf(buf, size,
-             "CPU: %d threads, %s (%s), F16/BF16 GEMV %s%s, int8 oneDNN %d-bit activations",
+             "CPU: %d threads, %s (%s), F16/BF16 GEMV %s%s, int8 oneDNN %d-bit activations%s",
              be->threads, openblas_get_config(),
              par >= 0 && par <= 2 ? blas_threads[par] : "unknown threading", cpu_isa_name(be->isa),
-             be->read_half ? "" : " (off: slower than SGEMV)", cpu_i8_activation_bits(be->i8));
+             be->read_half ? "" : " (off: slower than SGEMV)", cpu_i8_activation_bits(),
+             be->bf16_arith ? ", BF16 arithmetic oneDNN" : "");
     return CLF_OK;
 }
 
@@ -124,9 +126,11 @@ static clf_status cpu_list_devices(clf_device_fn fn, void *user)
 
 static int cpu_supports(clf_backend *be, clf_op op)
 {
-    (void)be;
-    /* every op and capability but F16 arithmetic: products of 8+ rows multiply the F32
-     * weights (OpenBLAS SGEMM), only the few-row kernels read b_half */
+    /* every op and capability but F16 arithmetic (products of 8+ rows multiply the F32
+     * weights, only the few-row kernels read b_half), and BF16 arithmetic only on a CPU
+     * with AVX512_BF16 (cpu_gemm_bf16.c) */
+    if (op == CLF_OP_GEMM_BF16_ARITH)
+        return be && be->bf16_arith;
     return (int)op >= 0 && op < CLF_OP_COUNT && op != CLF_OP_GEMM_HALF_ARITH;
 }
 

@@ -1,7 +1,8 @@
 /* The CPU backend's F32 products: gemm and gemm_strided_batched through CBLAS (OpenBLAS),
  * with the bias/relu epilogue. A product of a few rows runs as matrix-vector products
- * (gemm_rows_as_gemv); one that reads the weights' int8 copy goes to cpu_gemm_i8.c, and a
- * few-row one that reads their F16 or BF16 copy to cpu_gemv_half.c. */
+ * (gemm_rows_as_gemv); one that reads the weights' int8 copy goes to cpu_gemm_i8.c, a
+ * few-row one that reads their F16 or BF16 copy to cpu_gemv_half.c, and one of many rows
+ * that reads their BF16 copy, on a CPU with BF16 arithmetic, to cpu_gemm_bf16.c. */
 #include <cblas.h>
 #include <string.h>
 
@@ -81,6 +82,8 @@ clf_status cpu_gemm(clf_backend *be, const clf_gemm_args *a)
         return CLF_OK;
     if (cpu_gemm_i8_applies(a))
         return cpu_gemm_i8(be, a);
+    if (cpu_gemm_bf16_applies(be, a))
+        return cpu_gemm_bf16(be, a);
     if (be->read_half && cpu_gemv_bf16_applies(a))
         return cpu_gemv_bf16(be, a);
     if (be->read_half && cpu_gemv_half_applies(a))

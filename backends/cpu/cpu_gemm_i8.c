@@ -21,7 +21,6 @@
  * compensation per call), so the offset is ours. A matmul
  * primitive is made once per shape (m, n, k, lda, ldb) and kept in a small cache of the backend:
  * making one costs about as much as running it. */
-#include <dnnl.h>
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
@@ -30,130 +29,26 @@
 
 #include "cpu_internal.h"
 
-#define I8_CACHE 48 /* primitives kept: a decoding step has about 6 shapes, an encoder 6 */
-
-typedef struct i8_prim {
-    int used;
-    int m, n, k, lda, ldb;
-    dnnl_primitive_t prim;
-    dnnl_memory_t src, wei, dst;
-} i8_prim;
-
-struct cpu_i8 {
-    dnnl_engine_t engine;
-    dnnl_stream_t stream;
-    int qmax, zero; /* activation range and its unsigned offset (see above) */
-    i8_prim cache[I8_CACHE];
-    int next; /* the entry replaced next when the cache is full */
-    /* scratch, grown as needed */
-    uint8_t *qa;
-    float *sa;
-    int32_t *acc;
-    size_t qa_cap, sa_cap, acc_cap;
-};
-
-static void prim_free(i8_prim *p)
+/* The activation range and its unsigned offset (see above): 7 bits (64, 64) without
+ * AVX-512 VNNI, 8 bits (127, 128) with it. */
+static void i8_range(int *qmax, int *zero)
 {
-    if (p->src)
-        dnnl_memory_destroy(p->src);
-    if (p->wei)
-        dnnl_memory_destroy(p->wei);
-    if (p->dst)
-        dnnl_memory_destroy(p->dst);
-    if (p->prim)
-        dnnl_primitive_destroy(p->prim);
-    memset(p, 0, sizeof *p);
-}
-
-void cpu_i8_close(struct cpu_i8 *q)
-{
-    if (!q)
-        return;
-    for (int i = 0; i < I8_CACHE; i++)
-        prim_free(&q->cache[i]);
-    if (q->stream)
-        dnnl_stream_destroy(q->stream);
-    if (q->engine)
-        dnnl_engine_destroy(q->engine);
-    free(q->qa);
-    free(q->sa);
-    free(q->acc);
-    free(q);
-}
-
-clf_status cpu_i8_open(struct cpu_i8 **out)
-{
-    *out = NULL;
-    struct cpu_i8 *q = calloc(1, sizeof *q);
-    if (!q)
-        return clf_error(CLF_ERR_NOMEM, "cpu: out of memory");
-    if (dnnl_engine_create(&q->engine, dnnl_cpu, 0) != dnnl_success ||
-        dnnl_stream_create(&q->stream, q->engine, dnnl_stream_default_flags) != dnnl_success) {
-        cpu_i8_close(q);
-        return clf_error(CLF_ERR_BACKEND, "cpu: oneDNN: cannot create a CPU engine and stream");
-    }
-    q->qmax = 64;
-    q->zero = 64;
+    *qmax = 64;
+    *zero = 64;
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512vnni")) {
-        q->qmax = 127;
-        q->zero = 128;
+        *qmax = 127;
+        *zero = 128;
     }
 #endif
-    *out = q;
-    return CLF_OK;
 }
 
-int cpu_i8_activation_bits(const struct cpu_i8 *q)
+int cpu_i8_activation_bits(void)
 {
-    return q->qmax == 127 ? 8 : 7;
-}
-
-/* The cached primitive for this shape, made on first use. */
-static clf_status prim_get(struct cpu_i8 *q, const clf_gemm_args *a, i8_prim **out)
-{
-    for (int i = 0; i < I8_CACHE; i++) {
-        i8_prim *p = &q->cache[i];
-        if (p->used && p->m == a->m && p->n == a->n && p->k == a->k && p->lda == a->lda &&
-            p->ldb == a->ldb) {
-            *out = p;
-            return CLF_OK;
-        }
-    }
-    i8_prim *p = &q->cache[q->next];
-    q->next = (q->next + 1) % I8_CACHE;
-    prim_free(p);
-    dnnl_memory_desc_t md_a, md_w, md_c;
-    /* A [m, k] (lda); W^T as [k, n] with strides (1, ldb): the weights' own rows; C s32 */
-    dnnl_dims_t da = {a->m, a->k}, sa = {a->lda, 1}, dw = {a->k, a->n}, sw = {1, a->ldb},
-                dc = {a->m, a->n}, sc = {a->n, 1};
-    dnnl_primitive_desc_t pd = NULL;
-    dnnl_matmul_desc_t mm;
-    if (dnnl_memory_desc_init_by_strides(&md_a, 2, da, dnnl_u8, sa) != dnnl_success ||
-        dnnl_memory_desc_init_by_strides(&md_w, 2, dw, dnnl_s8, sw) != dnnl_success ||
-        dnnl_memory_desc_init_by_strides(&md_c, 2, dc, dnnl_s32, sc) != dnnl_success ||
-        dnnl_matmul_desc_init(&mm, &md_a, &md_w, NULL, &md_c) != dnnl_success ||
-        dnnl_primitive_desc_create(&pd, &mm, NULL, q->engine, NULL) != dnnl_success ||
-        dnnl_primitive_create(&p->prim, pd) != dnnl_success ||
-        dnnl_memory_create(&p->src, &md_a, q->engine, DNNL_MEMORY_NONE) != dnnl_success ||
-        dnnl_memory_create(&p->wei, &md_w, q->engine, DNNL_MEMORY_NONE) != dnnl_success ||
-        dnnl_memory_create(&p->dst, &md_c, q->engine, DNNL_MEMORY_NONE) != dnnl_success) {
-        if (pd)
-            dnnl_primitive_desc_destroy(pd);
-        prim_free(p);
-        return clf_error(CLF_ERR_BACKEND, "cpu: gemm: oneDNN has no int8 matmul for m=%d n=%d k=%d",
-                         a->m, a->n, a->k);
-    }
-    dnnl_primitive_desc_destroy(pd);
-    p->used = 1;
-    p->m = a->m;
-    p->n = a->n;
-    p->k = a->k;
-    p->lda = a->lda;
-    p->ldb = a->ldb;
-    *out = p;
-    return CLF_OK;
+    int qmax, zero;
+    i8_range(&qmax, &zero);
+    return qmax == 127 ? 8 : 7;
 }
 
 /* ---- few rows: a kernel of our own ----
@@ -331,7 +226,7 @@ static void few_product(clf_backend *be, const clf_gemm_args *a, const uint8_t *
 static int few_applies(const clf_backend *be, const clf_gemm_args *a)
 {
 #if defined(__x86_64__) || defined(__i386__)
-    return a->m <= I8_FEW_ROWS && be->i8->qmax == 64 && be->isa != CPU_ISA_GENERIC;
+    return a->m <= I8_FEW_ROWS && cpu_i8_activation_bits() == 7 && be->isa != CPU_ISA_GENERIC;
 #else
     (void)be;
     (void)a;
@@ -346,30 +241,28 @@ int cpu_gemm_i8_applies(const clf_gemm_args *a)
 
 clf_status cpu_gemm_i8(clf_backend *be, const clf_gemm_args *a)
 {
-    struct cpu_i8 *q = be->i8;
+    cpu_dnnl *q = be->dnnl;
     const int m = a->m, n = a->n, k = a->k;
+    int qmax_i, zero;
+    i8_range(&qmax_i, &zero);
     clf_status st = check_span_aligned("gemm", "b_i8", a->b_i8,
                                        span2d((size_t)n, (size_t)k, (size_t)a->ldb), 1);
     if (st == CLF_OK)
         st = check_span("gemm", "b_scale", a->b_scale, 8 * (size_t)n);
     if (st == CLF_OK)
-        st = cpu_grow((void **)&q->qa, &q->qa_cap, (size_t)m * (size_t)a->lda, 1, "gemm (int8)");
+        st = cpu_grow(&q->src, &q->src_cap, (size_t)m * (size_t)a->lda, 1, "gemm (int8)");
     if (st == CLF_OK)
-        st = cpu_grow((void **)&q->sa, &q->sa_cap, (size_t)m, sizeof(float), "gemm (int8)");
-    if (st == CLF_OK)
-        st = cpu_grow((void **)&q->acc, &q->acc_cap, (size_t)m * (size_t)n, sizeof(int32_t),
+        st = cpu_grow((void **)&q->row_scale, &q->row_scale_cap, (size_t)m, sizeof(float),
                       "gemm (int8)");
-    i8_prim *p = NULL;
+    if (st == CLF_OK)
+        st = cpu_grow(&q->acc, &q->acc_cap, (size_t)m * (size_t)n, sizeof(int32_t), "gemm (int8)");
     const int few = few_applies(be, a);
-    if (st == CLF_OK && !few)
-        st = prim_get(q, a, &p);
     if (st != CLF_OK)
         return st;
     const float *A = fptr(a->a);
-    const float qmax = (float)q->qmax;
-    const int zero = q->zero;
-    uint8_t *qa = q->qa;
-    float *sa = q->sa;
+    const float qmax = (float)qmax_i;
+    uint8_t *qa = q->src;
+    float *sa = q->row_scale;
 #pragma omp parallel for num_threads(be->threads) schedule(static) if ((size_t)m * k > CPU_PAR_MIN)
     for (int i = 0; i < m; i++) {
         const float *x = A + (size_t)i * a->lda;
@@ -396,16 +289,9 @@ clf_status cpu_gemm_i8(clf_backend *be, const clf_gemm_args *a)
 #if defined(__x86_64__) || defined(__i386__)
         few_product(be, a, qa, q->acc);
 #endif
-    } else {
-        dnnl_memory_set_data_handle(p->src, qa);
-        dnnl_memory_set_data_handle(p->wei, a->b_i8.buf->data + a->b_i8.off);
-        dnnl_memory_set_data_handle(p->dst, q->acc);
-        dnnl_exec_arg_t args[3] = {
-            {DNNL_ARG_SRC, p->src}, {DNNL_ARG_WEIGHTS, p->wei}, {DNNL_ARG_DST, p->dst}};
-        if (dnnl_primitive_execute(p->prim, q->stream, 3, args) != dnnl_success ||
-            dnnl_stream_wait(q->stream) != dnnl_success)
-            return clf_error(CLF_ERR_BACKEND,
-                             "cpu: gemm: oneDNN int8 matmul failed (m=%d n=%d k=%d)", m, n, k);
+    } else if ((st = cpu_dnnl_matmul(q, CPU_MATMUL_INT8, a, qa, a->b_i8.buf->data + a->b_i8.off,
+                                     q->acc)) != CLF_OK) {
+        return st;
     }
     /* b_scale: per row {F32 scale, I32 sum} */
     const unsigned char *ws = a->b_scale.buf->data + a->b_scale.off;

@@ -35,7 +35,10 @@ struct clf_backend {
      * halves slower than OpenBLAS's SGEMV reads F32 (bench/gemv_half.c), so b_half is
      * ignored there unless CLF_CPU_ISA=generic asks for it (the tests do). */
     int read_half;
-    struct cpu_i8 *i8;       /* oneDNN engine, stream and matmul cache (cpu_gemm_i8.c) */
+    struct cpu_dnnl *dnnl; /* oneDNN's engine, matmul cache and scratch (cpu_dnnl.c) */
+    /* gemm reads b_bf16 in products of many rows too, in BF16 arithmetic (oneDNN): a CPU
+     * with AVX512_BF16, unless CLF_CPU_BF16_ARITH=off (cpu_gemm_bf16.c) */
+    int bf16_arith;
     float *attn_scratch;     /* attention's per-thread scratch, grown as needed */
     size_t attn_cap;         /* floats in attn_scratch */
     const float **attn_rows; /* attention's per-thread key and value row pointers */
@@ -274,18 +277,46 @@ int cpu_gemv_bf16_applies(const clf_gemm_args *a);
 /* The same product as cpu_gemv_half from b_bf16. */
 clf_status cpu_gemv_bf16(clf_backend *be, const clf_gemm_args *a);
 
+/* ---- oneDNN's matmuls (cpu_dnnl.c) ---- */
+
+typedef enum cpu_matmul_kind { CPU_MATMUL_INT8, CPU_MATMUL_BF16 } cpu_matmul_kind;
+struct cpu_dnnl_cache;
+/* The engine, stream and primitive cache, and the scratch the products share (grown as
+ * needed): the converted activations, a scale per row, the raw products. */
+typedef struct cpu_dnnl {
+    struct cpu_dnnl_cache *cache;
+    void *src;
+    float *row_scale;
+    void *acc;
+    size_t src_cap, row_scale_cap, acc_cap;
+} cpu_dnnl;
+clf_status cpu_dnnl_open(cpu_dnnl **out);
+void cpu_dnnl_close(cpu_dnnl *q); /* NULL is fine */
+/* dst [m, n] (dense) = src [m, k] (rows lda apart) x W^T, W [n, k] rows ldb apart, with a's
+ * m, n, k, lda and ldb: u8 x s8 -> s32 (CPU_MATMUL_INT8) or bf16 x bf16 -> f32. */
+clf_status cpu_dnnl_matmul(cpu_dnnl *q, cpu_matmul_kind kind, const clf_gemm_args *a, void *src,
+                           const void *wei, void *dst);
+
 /* ---- int8 weights (cpu_gemm_i8.c) ---- */
 
-struct cpu_i8;
-clf_status cpu_i8_open(struct cpu_i8 **out);
-void cpu_i8_close(struct cpu_i8 *q); /* NULL is fine */
-/* 8 with AVX-512 VNNI, else 7: the precision activations are quantized to */
-int cpu_i8_activation_bits(const struct cpu_i8 *q);
+/* 7 or 8: the bits of the activations the int8 products quantize to. */
+int cpu_i8_activation_bits(void);
 /* 1 when gemm reads a->b_i8: trans_a = 0, trans_b = 1, k > 0 and b_i8 set. */
 int cpu_gemm_i8_applies(const clf_gemm_args *a);
 /* The product of cpu_gemm_i8_applies(a) (clformer/backend.h) with its epilogue; the other
  * operands have passed check_gemm. CLF_ERR_INPUT when b_i8 or b_scale is out of bounds. */
 clf_status cpu_gemm_i8(clf_backend *be, const clf_gemm_args *a);
+
+/* ---- BF16 weights in products of many rows (cpu_gemm_bf16.c) ---- */
+
+/* 1 when this CPU multiplies BF16 natively (AVX512_BF16) and CLF_CPU_BF16_ARITH is not
+ * "off"; CLF_ERR_INPUT for another value of it. */
+clf_status cpu_bf16_arith_choose(int *on);
+/* 1 when gemm reads a->b_bf16 in BF16 arithmetic: be->bf16_arith, more than
+ * CPU_GEMV_MAX_ROWS rows, trans_a = 0, trans_b = 1, k > 0. */
+int cpu_gemm_bf16_applies(const clf_backend *be, const clf_gemm_args *a);
+/* C = relu?(alpha * bf16(A) b_bf16^T + beta C + bias), the sums in F32 (oneDNN). */
+clf_status cpu_gemm_bf16(clf_backend *be, const clf_gemm_args *a);
 
 /* ---- training ops (ABI 2: cpu_train.c, cpu_attention_backward.c), semantics in
  * clformer/backend.h ---- */

@@ -125,7 +125,8 @@ static int ocl_supports(clf_backend *be, clf_op op)
     if (op == CLF_OP_GEMM_HALF_ARITH)
         return be && be->half_arith;
     /* no kernels read BF16 or int8 weights: a model refuses those weight types here */
-    return (int)op >= 0 && op < CLF_OP_COUNT && op != CLF_OP_GEMM_BF16 && op != CLF_OP_GEMM_I8;
+    return (int)op >= 0 && op < CLF_OP_COUNT && op != CLF_OP_GEMM_BF16 && op != CLF_OP_GEMM_I8 &&
+           op != CLF_OP_GEMM_BF16_ARITH;
 }
 
 static uint64_t ocl_max_alloc(clf_backend *be)

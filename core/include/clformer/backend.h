@@ -46,7 +46,8 @@ extern "C" {
  * b_scale, the capabilities CLF_OP_GEMM_BF16 and CLF_OP_GEMM_I8, buffer_size (the core
  * checks operand bounds, clformer/ops.h), and clf_attention_args.kv_rows with its
  * capability CLF_OP_ATTENTION_KV_ROWS, discard, and the capability CLF_OP_GEMM_HALF_ARITH; ABI 6
- * adds topk (a beam search's best continuations chosen on the device). */
+ * adds topk (a beam search's best continuations chosen on the device) and the capability
+ * CLF_OP_GEMM_BF16_ARITH. */
 #define CLF_BACKEND_ABI 6
 
 typedef struct clf_backend clf_backend; /* opaque, defined by each backend */
@@ -145,6 +146,9 @@ typedef enum clf_op {
     CLF_OP_GEMM_HALF_ARITH,
     /* decoding (ABI 6) */
     CLF_OP_TOPK,
+    /* gemm reads b_bf16 in products of many rows too, in BF16 arithmetic (ABI 6; see
+     * b_bf16 below): the CPU backend on a CPU with AVX512_BF16 */
+    CLF_OP_GEMM_BF16_ARITH,
     CLF_OP_COUNT
 } clf_op;
 
@@ -177,7 +181,10 @@ typedef enum clf_ln_style {
  *
  * b_bf16 (gemm only, optional, ABI 5): B again as bfloat16 (the high 16 bits of the F32),
  * same layout and ldb, element offset = b's; read like b_half (the products of a few rows),
- * by a backend whose supports(CLF_OP_GEMM_BF16) is 1.
+ * by a backend whose supports(CLF_OP_GEMM_BF16) is 1. A backend whose
+ * supports(CLF_OP_GEMM_BF16_ARITH) is 1 also reads it in products of many rows with
+ * trans_a = 0 and trans_b = 1, in BF16 arithmetic: A rounded to BF16 (to nearest even), the
+ * exact products summed in F32; alpha, beta, the bias and relu in F32.
  *
  * b_i8, b_scale (gemm only, optional, ABI 5; only with trans_a = 0, trans_b = 1): the
  * weight matrix quantized per output channel, B[j,p] ~ b_i8[j,p] * b_scale[j], int8

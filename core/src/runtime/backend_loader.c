@@ -63,6 +63,7 @@ const char *clf_op_name(clf_op op)
         [CLF_OP_ATTENTION_KV_ROWS] = "attention (key/value rows through a table)",
         [CLF_OP_GEMM_HALF_ARITH] = "gemm (F16 arithmetic for products of many rows)",
         [CLF_OP_TOPK] = "topk",
+        [CLF_OP_GEMM_BF16_ARITH] = "gemm (BF16 arithmetic for products of many rows)",
     };
     if ((int)op < 0 || op >= CLF_OP_COUNT)
         return "unknown-op";
@@ -387,6 +388,7 @@ static int op_fn_present(const clf_backend_api *api, clf_op op)
     case CLF_OP_GEMM_BF16:
     case CLF_OP_GEMM_I8:
     case CLF_OP_GEMM_HALF_ARITH:
+    case CLF_OP_GEMM_BF16_ARITH:
         return api->gemm != NULL;
     case CLF_OP_TOPK:
         return api->topk != NULL;

@@ -1,0 +1,109 @@
+/* Products of many rows against BF16 weights (clf_gemm_args.b_bf16) in BF16 arithmetic,
+ * on a CPU that multiplies BF16 natively (AVX512_BF16: vdpbf16ps; AMX where oneDNN finds
+ * it):
+ *
+ *   C[i,j] = relu?(alpha * sum_p bf16(A[i,p]) W[j,p] + beta * C[i,j] + bias[j])
+ *
+ * A is rounded to BF16 here (to nearest, ties to even), the products are exact in F32 and
+ * summed in F32 by oneDNN's matmul (cpu_dnnl.c), the epilogue is F32. Such a CPU runs a
+ * BF16 product at twice the F32 rate or more, and reads half the weight bytes; the few-row
+ * products stay with cpu_gemv_half.c (bound by reading the weights, not by arithmetic).
+ * Where the CPU lacks the instructions, oneDNN would emulate them slower than SGEMM, so
+ * the backend says no (supports(CLF_OP_GEMM_BF16_ARITH) = 0) and multiplies the F32 weights. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_internal.h"
+
+clf_status cpu_bf16_arith_choose(int *on)
+{
+    *on = 0;
+    const char *env = getenv("CLF_CPU_BF16_ARITH");
+    if (env && env[0] && strcmp(env, "off") != 0 && strcmp(env, "on") != 0)
+        return clf_error(CLF_ERR_INPUT,
+                         "cpu: CLF_CPU_BF16_ARITH='%s' is not 'on' or 'off' (unset: on where "
+                         "the CPU has AVX512_BF16)",
+                         env);
+    if (env && strcmp(env, "off") == 0)
+        return CLF_OK;
+#if CPU_X86
+    __builtin_cpu_init();
+    *on = __builtin_cpu_supports("avx512bf16");
+#endif
+    return CLF_OK;
+}
+
+int cpu_gemm_bf16_applies(const clf_backend *be, const clf_gemm_args *a)
+{
+    return be->bf16_arith && a->b_bf16.buf && !a->trans_a && a->trans_b &&
+           a->m > CPU_GEMV_MAX_ROWS && a->k > 0;
+}
+
+/* x rounded to BF16 (the high half of its bits), to nearest with ties to even; NaN stays
+ * a (quiet) NaN: clf_float_to_bf16's rule (clformer/numeric.h, which a backend does not
+ * include), written here so that the loop below vectorises. */
+static inline uint16_t to_bf16(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x40u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+clf_status cpu_gemm_bf16(clf_backend *be, const clf_gemm_args *a)
+{
+    cpu_dnnl *q = be->dnnl;
+    const int m = a->m, n = a->n, k = a->k;
+    clf_status st = check_span_aligned("gemm", "b_bf16", a->b_bf16,
+                                       2 * span2d((size_t)n, (size_t)k, (size_t)a->ldb), 2);
+    if (st == CLF_OK)
+        st = cpu_grow(&q->src, &q->src_cap, (size_t)m * (size_t)a->lda, sizeof(uint16_t),
+                      "gemm (bf16)");
+    if (st == CLF_OK)
+        st = cpu_grow(&q->acc, &q->acc_cap, (size_t)m * (size_t)n, sizeof(float), "gemm (bf16)");
+    if (st != CLF_OK)
+        return st;
+    const float *A = fptr(a->a);
+    uint16_t *ab = q->src;
+#pragma omp parallel for num_threads(be->threads) schedule(static) if ((size_t)m * k > CPU_PAR_MIN)
+    for (int i = 0; i < m; i++) {
+        const float *x = A + (size_t)i * a->lda;
+        uint16_t *y = ab + (size_t)i * a->lda;
+#pragma omp simd
+        for (int p = 0; p < k; p++)
+            y[p] = to_bf16(x[p]);
+    }
+    if ((st = cpu_dnnl_matmul(q, CPU_MATMUL_BF16, a, ab, a->b_bf16.buf->data + a->b_bf16.off,
+                              q->acc)) != CLF_OK)
+        return st;
+    const float *bias = a->bias.buf ? fptr(a->bias) : NULL;
+    float *C = fptr(a->c);
+    const float *acc = q->acc;
+    const float alpha = a->alpha, beta = a->beta;
+    const int relu = a->relu;
+#pragma omp parallel for num_threads(be->threads) schedule(static) if ((size_t)m * n > CPU_PAR_MIN)
+    for (int i = 0; i < m; i++) {
+        float *c = C + (size_t)i * a->ldc;
+        const float *r = acc + (size_t)i * n;
+        if (beta != 0.0f) /* beta = 0 must not read C (it may hold NaN) */
+#pragma omp simd
+            for (int j = 0; j < n; j++)
+                c[j] = alpha * r[j] + beta * c[j];
+        else
+#pragma omp simd
+            for (int j = 0; j < n; j++)
+                c[j] = alpha * r[j];
+        if (bias)
+#pragma omp simd
+            for (int j = 0; j < n; j++)
+                c[j] += bias[j];
+        if (relu)
+#pragma omp simd
+            for (int j = 0; j < n; j++)
+                c[j] = c[j] > 0.0f ? c[j] : 0.0f;
+    }
+    return CLF_OK;
+}
