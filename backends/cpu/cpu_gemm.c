@@ -62,15 +62,8 @@ static void gemm_one(clf_backend *be, const clf_gemm_args *a, const float *A, co
     int relu = a->relu;
 #pragma omp parallel for num_threads(be->threads)                                                  \
     schedule(static) if (a->m * (size_t)a->n > CPU_PAR_MIN)
-    for (int i = 0; i < a->m; i++) {
-        float *row = C + (size_t)i * a->ldc;
-        if (bias)
-            for (int j = 0; j < a->n; j++)
-                row[j] += bias[j];
-        if (relu)
-            for (int j = 0; j < a->n; j++)
-                row[j] = row[j] > 0.0f ? row[j] : 0.0f;
-    }
+    for (int i = 0; i < a->m; i++)
+        cpu_bias_relu_row(C + (size_t)i * a->ldc, a->n, bias, relu);
 }
 
 clf_status cpu_gemm(clf_backend *be, const clf_gemm_args *a)

@@ -96,14 +96,7 @@ clf_status cpu_gemm_bf16(clf_backend *be, const clf_gemm_args *a)
 #pragma omp simd
             for (int j = 0; j < n; j++)
                 c[j] = alpha * r[j];
-        if (bias)
-#pragma omp simd
-            for (int j = 0; j < n; j++)
-                c[j] += bias[j];
-        if (relu)
-#pragma omp simd
-            for (int j = 0; j < n; j++)
-                c[j] = c[j] > 0.0f ? c[j] : 0.0f;
+        cpu_bias_relu_row(c, n, bias, relu);
     }
     return CLF_OK;
 }

@@ -317,14 +317,7 @@ clf_status cpu_gemm_i8(clf_backend *be, const clf_gemm_args *a)
 #pragma omp simd
             for (int j = 0; j < n; j++)
                 c[j] = si * scale[2 * j] * (float)(r[j] - zero * wsum[2 * j + 1]);
-        if (bias)
-#pragma omp simd
-            for (int j = 0; j < n; j++)
-                c[j] += bias[j];
-        if (relu)
-#pragma omp simd
-            for (int j = 0; j < n; j++)
-                c[j] = c[j] > 0.0f ? c[j] : 0.0f;
+        cpu_bias_relu_row(c, n, bias, relu);
     }
     return CLF_OK;
 }

@@ -277,6 +277,20 @@ int cpu_gemv_bf16_applies(const clf_gemm_args *a);
 /* The same product as cpu_gemv_half from b_bf16. */
 clf_status cpu_gemv_bf16(clf_backend *be, const clf_gemm_args *a);
 
+/* A GEMM epilogue's tail on one row of C: += bias (NULL: none), then relu. Each a loop the
+ * compiler vectorises. */
+static inline void cpu_bias_relu_row(float *c, int n, const float *bias, int relu)
+{
+    if (bias)
+#pragma omp simd
+        for (int j = 0; j < n; j++)
+            c[j] += bias[j];
+    if (relu)
+#pragma omp simd
+        for (int j = 0; j < n; j++)
+            c[j] = c[j] > 0.0f ? c[j] : 0.0f;
+}
+
 /* ---- oneDNN's matmuls (cpu_dnnl.c) ---- */
 
 typedef enum cpu_matmul_kind { CPU_MATMUL_INT8, CPU_MATMUL_BF16 } cpu_matmul_kind;
