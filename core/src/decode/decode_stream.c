@@ -492,26 +492,34 @@ static int step_top_k(const clf_decode_stream *s)
     return k;
 }
 
-clf_status clf_decode_stream_step(clf_decode_stream *s)
+/* A step's sizes and outputs: R rows; self-attention reads kv keys (the longest history
+ * + 1), cross-attention S (the longest source); what comes down (log-probabilities, the
+ * device's argmax, or top_k per row); the pool row this step writes from. */
+typedef struct step_plan {
+    int R, kv, S, want_logp, want_ids, top_k, write_row;
+} step_plan;
+
+static void plan_step(const clf_decode_stream *s, step_plan *pl)
 {
-    clf_status st = join(s);
-    if (st != CLF_OK || s->n_active == 0)
-        return st;
-    const int R = s->rows, V = s->V, OFF = s->o.max_out;
-    /* the step's sizes: keys of self-attention (longest history + 1), of cross-attention */
-    int kv = 1, S = 1, want_logp = 0, want_ids = 0;
+    *pl = (step_plan){.R = s->rows, .kv = 1, .S = 1};
     for (int a = 0; a < s->n_active; a++) {
         const sentence *x = s->active[a];
-        kv = x->t + 1 > kv ? x->t + 1 : kv;
-        S = x->src_len > S ? x->src_len : S;
-        want_logp |= needs_logp(s, x);
-        want_ids |= x->K == 1 && s->c->n_banned_ids == 0; /* the device's argmax */
+        pl->kv = x->t + 1 > pl->kv ? x->t + 1 : pl->kv;
+        pl->S = x->src_len > pl->S ? x->src_len : pl->S;
+        pl->want_logp |= needs_logp(s, x);
+        pl->want_ids |= x->K == 1 && s->c->n_banned_ids == 0; /* the device's argmax */
     }
-    const int top_k = step_top_k(s);
-    if (top_k)
-        want_logp = want_ids = 0;
-    const int write_row = OFF + (int)(s->g % s->o.max_out) * s->o.max_rows;
-    /* tabs: self rows [R, kv] | self mask [R, kv] | cross rows [R, S] | cross mask [R, S] */
+    pl->top_k = step_top_k(s);
+    if (pl->top_k)
+        pl->want_logp = pl->want_ids = 0;
+    pl->write_row = s->o.max_out + (int)(s->g % s->o.max_out) * s->o.max_rows;
+}
+
+/* Fills and uploads the step's row tables (tabs: self rows [R, kv] | self mask [R, kv] |
+ * cross rows [R, S] | cross mask [R, S]), and the rows' ids, positions and sums. */
+static clf_status upload_tables(clf_decode_stream *s, const step_plan *pl)
+{
+    const int R = pl->R, kv = pl->kv, S = pl->S;
     int32_t *self_rows = s->htabs, *self_mask = self_rows + (size_t)R * kv,
             *cross_rows = self_mask + (size_t)R * kv, *cross_mask = cross_rows + (size_t)R * S;
     for (int a = 0, r = 0; a < s->n_active; a++) {
@@ -520,7 +528,7 @@ clf_status clf_decode_stream_step(clf_decode_stream *s)
         for (int k = 0; k < x->K; k++, r++) {
             const int32_t *phys = x->phys[x->cur] + (size_t)k * x->max_out;
             for (int j = 0; j < kv; j++) {
-                const int row = j < p ? phys[j] : j == p ? write_row + r : j;
+                const int row = j < p ? phys[j] : j == p ? pl->write_row + r : j;
                 self_rows[(size_t)r * kv + j] = row - j;
                 self_mask[(size_t)r * kv + j] = j <= p;
             }
@@ -533,12 +541,18 @@ clf_status clf_decode_stream_step(clf_decode_stream *s)
             s->ids[r] = p == 0 ? x->o.sos_id : x->tok[x->cur][(size_t)k * x->max_out + p - 1];
         }
     }
-    const size_t n_tabs = (size_t)R * 2 * (kv + S);
-    if ((st = clf_op_upload(s->api, s->be, (clf_ptr){s->tabs, 0}, s->htabs, 4 * n_tabs)) !=
-            CLF_OK ||
-        (top_k && (st = clf_op_upload(s->api, s->be, (clf_ptr){s->top_base_buf, 0}, s->top_base,
-                                      4 * (size_t)R)) != CLF_OK))
-        return st;
+    clf_status st =
+        clf_op_upload(s->api, s->be, (clf_ptr){s->tabs, 0}, s->htabs, 4 * (size_t)R * 2 * (kv + S));
+    if (st == CLF_OK && pl->top_k)
+        st =
+            clf_op_upload(s->api, s->be, (clf_ptr){s->top_base_buf, 0}, s->top_base, 4 * (size_t)R);
+    return st;
+}
+
+/* Builds and runs the step graph on the uploaded tables, then downloads what pl asks. */
+static clf_status run_graph(clf_decode_stream *s, const step_plan *pl, clf_graph *g)
+{
+    const int R = pl->R, kv = pl->kv, S = pl->S;
     const size_t row2 = 2 * (size_t)s->d;
     clf_step_spec spec = {
         .rows = R,
@@ -546,7 +560,7 @@ clf_status clf_decode_stream_step(clf_decode_stream *s)
         .src_len = S,
         .src_mask = {s->tabs, 4 * ((size_t)R * 2 * kv + (size_t)R * S)},
         .self = {.base = {s->pool, 0},
-                 .bytes = ((size_t)s->L * s->P + OFF) * row2 * 4,
+                 .bytes = ((size_t)s->L * s->P + s->o.max_out) * row2 * 4,
                  .slots = s->P,
                  .len = 1,
                  .rows = {s->tabs, 0},
@@ -557,94 +571,118 @@ clf_status clf_decode_stream_step(clf_decode_stream *s)
                   .len = s->o.max_src_len,
                   .rows = {s->tabs, 4 * (size_t)R * 2 * kv},
                   .rows_ld = S},
-        .log_probs = top_k       ? 3
-                     : want_logp ? (want_ids ? 2 : 1)
-                                 : 0,
-        .top_k = top_k,
+        .log_probs = pl->top_k       ? 3
+                     : pl->want_logp ? (pl->want_ids ? 2 : 1)
+                                     : 0,
+        .top_k = pl->top_k,
         .top_base = {s->top_base_buf, 0},
         .use_cache = 1,
         .row_pos = s->row_pos,
         .self_kv_len = kv,
         .self_mask = {s->tabs, 4 * (size_t)R * kv},
-        .write_row = write_row};
+        .write_row = pl->write_row};
     clf_step_values v;
-    clf_graph g;
-    int kept_active = 0, rows = 0;
-    if ((st = clf_model_build_step_graph(s->m, &spec, &g, &v)) != CLF_OK)
+    clf_status st = clf_model_build_step_graph(s->m, &spec, g, &v);
+    if (st != CLF_OK)
         return st;
-    if ((st = clf_graph_reserve_arena(&g, s->api, s->be, &s->arena, &s->arena_cap,
+    if ((st = clf_graph_reserve_arena(g, s->api, s->be, &s->arena, &s->arena_cap,
                                       "decode stream")) != CLF_OK ||
-        (st = clf_op_upload(s->api, s->be, clf_graph_ptr(&g, s->arena, v.ids), s->ids,
+        (st = clf_op_upload(s->api, s->be, clf_graph_ptr(g, s->arena, v.ids), s->ids,
                             sizeof(int32_t) * R)) != CLF_OK)
-        goto done;
-    if ((st = clf_graph_run(&g, s->api, s->be, s->arena)) != CLF_OK) {
-        st = clf_error_context(st, "decode stream: step");
-        goto done;
-    }
-    if (want_logp &&
-        (st = clf_op_download(s->api, s->be, s->logp, clf_graph_ptr(&g, s->arena, v.out),
-                              sizeof(float) * (size_t)R * V)) != CLF_OK)
-        goto done;
-    if (top_k &&
-        ((st = clf_op_download(s->api, s->be, s->top_val, clf_graph_ptr(&g, s->arena, v.out),
-                               sizeof(float) * (size_t)R * top_k)) != CLF_OK ||
-         (st = clf_op_download(s->api, s->be, s->top_idx, clf_graph_ptr(&g, s->arena, v.next_ids),
-                               sizeof(int32_t) * (size_t)R * top_k)) != CLF_OK))
-        goto done;
-    if (want_ids && spec.log_probs != 1 &&
-        (st = clf_op_download(s->api, s->be, s->ids,
-                              clf_graph_ptr(&g, s->arena, v.next_ids >= 0 ? v.next_ids : v.out),
-                              sizeof(int32_t) * R)) != CLF_OK)
-        goto done;
-    /* every sentence chooses its next beams; the finished leave */
-    for (int a = 0, r0 = 0; a < s->n_active; a++) {
-        sentence *x = s->active[a];
-        const int K = x->K, cur = x->cur, nxt = 1 - cur, t = x->t;
-        for (int k = 0; k < K; k++)
-            s->ptok[k] = x->tok[cur] + (size_t)k * x->max_out;
-        const dec_beams b = {.K = K,
-                             .V = V,
-                             .t = t,
-                             .last_step = t + 1 >= x->max_out,
-                             .logp = !top_k && needs_logp(s, x) ? s->logp + (size_t)r0 * V : NULL,
-                             .top_val = top_k ? s->top_val + (size_t)r0 * top_k : NULL,
-                             .top_idx = top_k ? s->top_idx + (size_t)r0 * top_k : NULL,
-                             .top_k = top_k,
-                             .lp = x->lp[cur],
-                             .dev_id = s->ids[r0],
-                             .tokens = s->ptok,
-                             .att_cols = x->src_len};
-        dec_choice *ch = s->choices, *kept = s->choices + 2 * K;
-        int n = dec_choose(&x->o, s->c, &b, ch), nk, done;
-        if ((st = dec_settle(&x->o, &b, &x->hyps, ch, n, kept, &nk, &done)) != CLF_OK)
-            goto done;
-        const int row0 = r0;
-        r0 += K;
-        if (done) {
-            if ((st = finish(s, x)) != CLF_OK)
-                goto done;
+        return st;
+    if ((st = clf_graph_run(g, s->api, s->be, s->arena)) != CLF_OK)
+        return clf_error_context(st, "decode stream: step");
+    const size_t top = (size_t)R * pl->top_k;
+    if (pl->want_logp &&
+        (st = clf_op_download(s->api, s->be, s->logp, clf_graph_ptr(g, s->arena, v.out),
+                              sizeof(float) * (size_t)R * s->V)) != CLF_OK)
+        return st;
+    if (pl->top_k &&
+        ((st = clf_op_download(s->api, s->be, s->top_val, clf_graph_ptr(g, s->arena, v.out),
+                               sizeof(float) * top)) != CLF_OK ||
+         (st = clf_op_download(s->api, s->be, s->top_idx, clf_graph_ptr(g, s->arena, v.next_ids),
+                               sizeof(int32_t) * top)) != CLF_OK))
+        return st;
+    if (pl->want_ids && spec.log_probs != 1)
+        st = clf_op_download(s->api, s->be, s->ids,
+                             clf_graph_ptr(g, s->arena, v.next_ids >= 0 ? v.next_ids : v.out),
+                             sizeof(int32_t) * R);
+    return st;
+}
+
+/* Sentence x (rows r0 .. r0 + K) chooses its next beams from the step's download; *done:
+ * it finished (its result recorded, its rows released). */
+static clf_status advance(clf_decode_stream *s, sentence *x, int r0, const step_plan *pl, int *done)
+{
+    const int K = x->K, cur = x->cur, nxt = 1 - cur, t = x->t, V = s->V, top_k = pl->top_k;
+    for (int k = 0; k < K; k++)
+        s->ptok[k] = x->tok[cur] + (size_t)k * x->max_out;
+    const dec_beams b = {.K = K,
+                         .V = V,
+                         .t = t,
+                         .last_step = t + 1 >= x->max_out,
+                         .logp = !top_k && needs_logp(s, x) ? s->logp + (size_t)r0 * V : NULL,
+                         .top_val = top_k ? s->top_val + (size_t)r0 * top_k : NULL,
+                         .top_idx = top_k ? s->top_idx + (size_t)r0 * top_k : NULL,
+                         .top_k = top_k,
+                         .lp = x->lp[cur],
+                         .dev_id = s->ids[r0],
+                         .tokens = s->ptok,
+                         .att_cols = x->src_len};
+    dec_choice *ch = s->choices, *kept = s->choices + 2 * K;
+    int n = dec_choose(&x->o, s->c, &b, ch), nk;
+    clf_status st = dec_settle(&x->o, &b, &x->hyps, ch, n, kept, &nk, done);
+    if (st != CLF_OK)
+        return st;
+    if (*done) {
+        if ((st = finish(s, x)) == CLF_OK)
             release(s, x);
-            s->active[a] = NULL;
-            continue;
-        }
-        for (int k = 0; k < K; k++) {
-            /* beam k continues kept[k] (fewer kept than beams: a dead copy of beam 0) */
-            const int live = k < nk, parent = kept[live ? k : 0].parent;
-            int32_t *tk = x->tok[nxt] + (size_t)k * x->max_out;
-            int32_t *ph = x->phys[nxt] + (size_t)k * x->max_out;
-            memcpy(tk, x->tok[cur] + (size_t)parent * x->max_out, sizeof(int32_t) * (size_t)t);
-            memcpy(ph, x->phys[cur] + (size_t)parent * x->max_out, sizeof(int32_t) * (size_t)t);
-            tk[t] = kept[live ? k : 0].token;
-            ph[t] = write_row + row0 + parent;
-            x->lp[nxt][k] = live ? kept[k].lp : -INFINITY;
-        }
-        x->cur = nxt;
-        x->t++;
+        return st;
     }
-    s->g++;
-    s->token_steps += R;
-done:
+    for (int k = 0; k < K; k++) {
+        /* beam k continues kept[k] (fewer kept than beams: a dead copy of beam 0) */
+        const int live = k < nk, parent = kept[live ? k : 0].parent;
+        int32_t *tk = x->tok[nxt] + (size_t)k * x->max_out;
+        int32_t *ph = x->phys[nxt] + (size_t)k * x->max_out;
+        memcpy(tk, x->tok[cur] + (size_t)parent * x->max_out, sizeof(int32_t) * (size_t)t);
+        memcpy(ph, x->phys[cur] + (size_t)parent * x->max_out, sizeof(int32_t) * (size_t)t);
+        tk[t] = kept[live ? k : 0].token;
+        ph[t] = pl->write_row + r0 + parent;
+        x->lp[nxt][k] = live ? kept[k].lp : -INFINITY;
+    }
+    x->cur = nxt;
+    x->t++;
+    return CLF_OK;
+}
+
+clf_status clf_decode_stream_step(clf_decode_stream *s)
+{
+    clf_status st = join(s);
+    if (st != CLF_OK || s->n_active == 0)
+        return st;
+    step_plan pl;
+    plan_step(s, &pl);
+    if ((st = upload_tables(s, &pl)) != CLF_OK)
+        return st;
+    clf_graph g;
+    clf_graph_init(&g);
+    st = run_graph(s, &pl, &g);
+    /* every sentence chooses its next beams; the finished leave */
+    for (int a = 0, r0 = 0; st == CLF_OK && a < s->n_active; a++) {
+        sentence *x = s->active[a];
+        const int K = x->K;
+        int done = 0;
+        st = advance(s, x, r0, &pl, &done);
+        r0 += K;
+        if (st == CLF_OK && done)
+            s->active[a] = NULL;
+    }
+    if (st == CLF_OK) {
+        s->g++;
+        s->token_steps += pl.R;
+    }
     /* the sentences that left, out of the batch (in order: a run of rows stays a cohort) */
+    int kept_active = 0, rows = 0;
     for (int a = 0; a < s->n_active; a++)
         if (s->active[a]) {
             rows += s->active[a]->K;
