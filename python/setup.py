@@ -61,10 +61,12 @@ SANITIZE = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer",
 soname_file()  # fail early, with the fix, when the build tree is missing
 ext = Extension(
     "clformer._clformer",
-    sources=[os.path.join("src", "clformer_module.c")],
+    sources=[os.path.join("src", f) for f in
+             ("clformer_module.c", "py_common.c", "py_translator.c", "py_model.c")],
     include_dirs=[INCLUDE],
     # rebuilt when a public header changes (a struct's layout is part of the ABI it uses)
-    depends=sorted(glob.glob(os.path.join(INCLUDE, "clformer", "*.h"))),
+    depends=sorted(glob.glob(os.path.join(INCLUDE, "clformer", "*.h")))
+    + [os.path.join("src", "py_common.h")],
     library_dirs=[LIBDIR],
     libraries=["clformer"],
     extra_compile_args=["-std=c11", "-Wall", "-Wextra", "-Werror", "-Wno-missing-field-initializers"] + SANITIZE,
