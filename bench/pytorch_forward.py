@@ -38,6 +38,7 @@ softmax, layernorm, embedding, bias, relu and residual adds are not counted.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -98,6 +99,9 @@ def main():
     add_run_args(ap, iters=10, warmup=2)
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                     help="cuda: the current GPU, strict FP32 (no TF32); --threads ignored")
+    ap.add_argument("--autocast", choices=("off", "bf16"), default="off",
+                    help="bf16: the forward under torch.autocast(bfloat16), the mixed "
+                         "precision PyTorch users run (products in BF16, F32 elsewhere)")
     a = ap.parse_args()
 
     if a.batch <= 0 or a.src_len <= 0 or a.tgt_len <= 0 or a.iters <= 0 or a.warmup < 0:
@@ -138,7 +142,9 @@ def main():
             torch.cuda.synchronize()
 
     times = []
-    with torch.inference_mode():
+    autocast = (torch.autocast(device_type=a.device, dtype=torch.bfloat16)
+                if a.autocast == "bf16" else contextlib.nullcontext())
+    with torch.inference_mode(), autocast:
         for _ in range(a.warmup):
             model(src, tgt)
         for _ in range(a.iters):
@@ -172,6 +178,7 @@ def main():
                   "src_vocab": cfg.src_vocab, "tgt_vocab": cfg.tgt_vocab, "norm": cfg.norm,
                   "output": cfg.output},
         "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),
+        "autocast": a.autocast,
     }
     if cuda:
         out["device_name"] = torch.cuda.get_device_name()
