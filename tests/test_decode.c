@@ -20,43 +20,33 @@
 enum { B = 4, S = 9, MAXOUT = 12 };
 
 typedef struct fixture {
-    clf_config cfg;
-    clf_weights *w;
-    const clf_backend_api *api;
-    clf_backend *be;
-    clf_model *m;
+    clf_test_model t;
     int32_t src[B * S];
 } fixture;
 
 static void fixture_open(fixture *f, const char *backend, const char *name)
 {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", CLF_FIXTURES_DIR, name);
-    clf_test_load_model(path, &f->cfg, &f->w);
-    clf_test_open_backend(backend, &f->api, &f->be);
-    CLF_ASSERT_OK(clf_model_create(&f->cfg.model, f->w, f->api, f->be, &f->m));
+    clf_test_model_open(&f->t, backend, name);
     /* [SOS] words [EOS] then padding; lengths 9, 7, 3 (empty sentence), 5 */
     static const int lens[B] = {7, 5, 1, 3};
     unsigned x = 12345;
     for (int b = 0; b < B; b++)
         for (int j = 0; j < S; j++) {
             x = x * 1103515245u + 12345u;
-            int32_t id = 4 + (int32_t)((x >> 16) % (unsigned)(f->cfg.model.src_vocab - 4));
+            int32_t id = 4 + (int32_t)((x >> 16) % (unsigned)(f->t.cfg.model.src_vocab - 4));
             f->src[b * S + j] = j == 0 ? 2 : j <= lens[b] ? id : j == lens[b] + 1 ? 3 : 1;
         }
 }
 
 static void fixture_close(fixture *f)
 {
-    clf_model_free(f->m);
-    f->api->close(f->be);
-    clf_weights_free(f->w);
+    clf_test_model_close(&f->t);
 }
 
 /* log_softmax of the full forward pass at the last position of tgt [1, T] for sentence b */
 static void full_step(fixture *f, int b, const int32_t *tgt, int T, double *logp)
 {
-    const int V = f->cfg.model.tgt_vocab;
+    const int V = f->t.cfg.model.tgt_vocab;
     float *logits = malloc(sizeof(float) * T * V);
     clf_forward_io io = {.batch = 1,
                          .src_len = S,
@@ -64,7 +54,7 @@ static void full_step(fixture *f, int b, const int32_t *tgt, int T, double *logp
                          .src = f->src + b * S,
                          .tgt = tgt,
                          .logits = logits};
-    CLF_ASSERT_OK(clf_model_forward(f->m, &io));
+    CLF_ASSERT_OK(clf_model_forward(f->t.m, &io));
     const float *l = logits + (size_t)(T - 1) * V;
     double mx = -INFINITY, sum = 0;
     for (int v = 0; v < V; v++)
@@ -72,7 +62,7 @@ static void full_step(fixture *f, int b, const int32_t *tgt, int T, double *logp
     for (int v = 0; v < V; v++)
         sum += exp(l[v] - mx);
     for (int v = 0; v < V; v++)
-        logp[v] = f->cfg.model.output == CLF_OUTPUT_LOG_SOFTMAX ? l[v] : l[v] - mx - log(sum);
+        logp[v] = f->t.cfg.model.output == CLF_OUTPUT_LOG_SOFTMAX ? l[v] : l[v] - mx - log(sum);
     free(logits);
 }
 
@@ -87,7 +77,7 @@ static int replayed;
 static double replay(fixture *f, int b, const clf_hypothesis *h, int greedy, int eos)
 {
 
-    const int V = f->cfg.model.tgt_vocab;
+    const int V = f->t.cfg.model.tgt_vocab;
     int32_t tgt[MAXOUT + 2];
     double *logp = malloc(sizeof(double) * V), total = 0;
     tgt[0] = 2;
@@ -107,7 +97,7 @@ static double replay(fixture *f, int b, const clf_hypothesis *h, int greedy, int
         total += logp[want];
         tgt[t + 1] = want;
         replayed++;
-        if (want == f->cfg.model.pad_id) {
+        if (want == f->t.cfg.model.pad_id) {
             total = NAN;
             break;
         }
@@ -118,7 +108,7 @@ static double replay(fixture *f, int b, const clf_hypothesis *h, int greedy, int
 
 static void decode(fixture *f, clf_decode_opts *o, clf_decode_result *r)
 {
-    CLF_ASSERT_OK(clf_decode(f->m, f->src, B, S, o, r));
+    CLF_ASSERT_OK(clf_decode(f->t.m, f->src, B, S, o, r));
     ck_assert_int_eq(r->batch, B);
     ck_assert_int_eq(r->n_best, o->n_best);
 }
@@ -129,7 +119,7 @@ static int pick_eos(fixture *f)
 {
     clf_decode_opts o;
     clf_decode_result r;
-    clf_decode_opts_default(&f->cfg.model, &o);
+    clf_decode_opts_default(&f->t.cfg.model, &o);
     o.max_len = MAXOUT;
     o.eos_id = 0; /* [UNK]: whatever it does, we only read sentence 0's tokens */
     decode(f, &o, &r);
@@ -137,8 +127,8 @@ static int pick_eos(fixture *f)
     /* a model that emits [PAD] would make most steps unreplayable: let [PAD] end them */
     for (int b = 0; b < B; b++)
         for (int t = 0; t < r.hyps[b].len; t++)
-            if (r.hyps[b].tokens[t] == f->cfg.model.pad_id)
-                eos = f->cfg.model.pad_id;
+            if (r.hyps[b].tokens[t] == f->t.cfg.model.pad_id)
+                eos = f->t.cfg.model.pad_id;
     clf_decode_result_free(&r);
     return eos;
 }
@@ -152,7 +142,7 @@ static void check_greedy(const char *backend, const char *name)
     for (int cache = 1; cache >= 0; cache--) {
         clf_decode_opts o;
         clf_decode_result r;
-        clf_decode_opts_default(&f.cfg.model, &o);
+        clf_decode_opts_default(&f.t.cfg.model, &o);
         o.max_len = MAXOUT;
         o.eos_id = eos;
         o.use_cache = cache;
@@ -190,7 +180,7 @@ static void check_beam(const char *backend, const char *name)
     clf_decode_result res[2];
     for (int cache = 1; cache >= 0; cache--) {
         clf_decode_opts o;
-        clf_decode_opts_default(&f.cfg.model, &o);
+        clf_decode_opts_default(&f.t.cfg.model, &o);
         o.max_len = MAXOUT;
         o.eos_id = eos;
         o.beam = 3;
@@ -237,13 +227,13 @@ static void check_batch_independence(const char *backend, const char *name)
     for (int beam = 1; beam <= 2; beam++) {
         clf_decode_opts o;
         clf_decode_result all, one;
-        clf_decode_opts_default(&f.cfg.model, &o);
+        clf_decode_opts_default(&f.t.cfg.model, &o);
         o.max_len = MAXOUT;
         o.eos_id = eos;
         o.beam = beam;
         decode(&f, &o, &all);
         for (int b = 0; b < B; b++) {
-            CLF_ASSERT_OK(clf_decode(f.m, f.src + b * S, 1, S, &o, &one));
+            CLF_ASSERT_OK(clf_decode(f.t.m, f.src + b * S, 1, S, &o, &one));
             ck_assert_int_eq(one.hyps[0].len, all.hyps[b].len);
             ck_assert(memcmp(one.hyps[0].tokens, all.hyps[b].tokens,
                              sizeof(int32_t) * one.hyps[0].len) == 0);
@@ -287,27 +277,28 @@ static void check_half_weights(const char *backend, const char *name)
     fixture f, rounded;
     fixture_open(&f, backend, name);
     clf_model *half = NULL, *round = NULL;
-    CLF_ASSERT_OK(clf_model_create(&f.cfg.model, f.w, f.api, f.be, &half));
+    CLF_ASSERT_OK(clf_model_create(&f.t.cfg.model, f.t.w, f.t.api, f.t.be, &half));
     CLF_ASSERT_OK(clf_model_enable_half_weights(half));
     rounded = f;
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", CLF_FIXTURES_DIR, name);
-    clf_test_load_model(path, &rounded.cfg, &rounded.w);
-    round_gemm_matrices(&rounded.cfg.model, rounded.w);
-    CLF_ASSERT_OK(clf_model_create(&rounded.cfg.model, rounded.w, f.api, f.be, &round));
+    clf_test_load_model(path, &rounded.t.cfg, &rounded.t.w);
+    round_gemm_matrices(&rounded.t.cfg.model, rounded.t.w);
+    CLF_ASSERT_OK(clf_model_create(&rounded.t.cfg.model, rounded.t.w, f.t.api, f.t.be, &round));
     /* sentence b: [SOS] HS-2-b words [EOS] padded to HS */
     int32_t src[B * HS];
     for (int b = 0; b < B; b++)
         for (int j = 0; j < HS; j++)
-            src[b * HS + j] = j == 0            ? 2
-                              : j <= HS - 2 - b ? 4 + (7 * j + 3 * b) % (f.cfg.model.src_vocab - 4)
+            src[b * HS + j] = j == 0 ? 2
+                              : j <= HS - 2 - b
+                                  ? 4 + (7 * j + 3 * b) % (f.t.cfg.model.src_vocab - 4)
                               : j == HS - 1 - b ? 3
                                                 : 1;
-    const int tied = clf_weights_tied_to(&f.cfg.model, "projection_layer.proj.weight") != NULL;
+    const int tied = clf_weights_tied_to(&f.t.cfg.model, "projection_layer.proj.weight") != NULL;
     double gap_rounded = 0, gap_f32 = 0;
     for (int beam = 1; beam <= 3; beam += 2) {
         clf_decode_opts o;
-        clf_decode_opts_default(&f.cfg.model, &o);
+        clf_decode_opts_default(&f.t.cfg.model, &o);
         o.max_len = MAXOUT;
         o.beam = o.n_best = beam;
         o.eos_id = 0;
@@ -315,7 +306,7 @@ static void check_half_weights(const char *backend, const char *name)
             clf_decode_result rh, rr, rf;
             CLF_ASSERT_OK(clf_decode(half, src + b * HS, 1, HS, &o, &rh));
             CLF_ASSERT_OK(clf_decode(round, src + b * HS, 1, HS, &o, &rr));
-            CLF_ASSERT_OK(clf_decode(f.m, src + b * HS, 1, HS, &o, &rf));
+            CLF_ASSERT_OK(clf_decode(f.t.m, src + b * HS, 1, HS, &o, &rf));
             for (int i = 0; i < beam; i++) {
                 const clf_hypothesis *h = &rh.hyps[i], *r = &rr.hyps[i], *p = &rf.hyps[i];
                 if (tied && (h->len != r->len ||
@@ -350,7 +341,7 @@ static void check_half_weights(const char *backend, const char *name)
                   name, gap_f32, gap_rounded);
     clf_model_free(half);
     clf_model_free(round);
-    clf_weights_free(rounded.w);
+    clf_weights_free(rounded.t.w);
     fixture_close(&f);
 }
 
@@ -418,21 +409,21 @@ START_TEST(half_weights_refuse_out_of_range)
 {
     fixture f;
     fixture_open(&f, "cpu", "pre_tutorial");
-    clf_model_free(f.m);
+    clf_model_free(f.t.m);
     int i = 0;
-    while (strcmp(f.w->specs[i].name, "decoder.layers.0.feed_forward_block.linear_2.weight"))
+    while (strcmp(f.t.w->specs[i].name, "decoder.layers.0.feed_forward_block.linear_2.weight"))
         i++;
-    f.w->data[i][5] = 70000.0f;
-    CLF_ASSERT_OK(clf_model_create(&f.cfg.model, f.w, f.api, f.be, &f.m));
-    ck_assert_int_eq(clf_model_enable_half_weights(f.m), CLF_ERR_INPUT);
+    f.t.w->data[i][5] = 70000.0f;
+    CLF_ASSERT_OK(clf_model_create(&f.t.cfg.model, f.t.w, f.t.api, f.t.be, &f.t.m));
+    ck_assert_int_eq(clf_model_enable_half_weights(f.t.m), CLF_ERR_INPUT);
     ck_assert_msg(strstr(clf_last_error(), "decoder.layers.0.feed_forward_block.linear_2.weight") &&
                       strstr(clf_last_error(), "element 5") && strstr(clf_last_error(), "F16"),
                   "%s", clf_last_error());
     clf_decode_opts o;
     clf_decode_result r;
-    clf_decode_opts_default(&f.cfg.model, &o);
+    clf_decode_opts_default(&f.t.cfg.model, &o);
     o.max_len = 3;
-    CLF_ASSERT_OK(clf_decode(f.m, f.src, B, S, &o, &r));
+    CLF_ASSERT_OK(clf_decode(f.t.m, f.src, B, S, &o, &r));
     clf_decode_result_free(&r);
     fixture_close(&f);
 }
@@ -457,16 +448,16 @@ static void expect_same_without(const char *name, clf_op op)
     const int eos = pick_eos(&f);
     for (int variant = 0; variant < 2; variant++) {
         /* variant 1: an id that greedy would pick banned, the last position forced to EOS */
-        clf_model_config cfg = f.cfg.model;
+        clf_model_config cfg = f.t.cfg.model;
         cfg.n_banned_ids = variant;
         cfg.banned_ids[0] = 5;
-        full_api = f.api;
+        full_api = f.t.api;
         denied_op = op;
-        clf_backend_api denying = *f.api;
+        clf_backend_api denying = *f.t.api;
         denying.supports = supports_but_denied;
         clf_model *m1 = NULL, *m2 = NULL;
-        CLF_ASSERT_OK(clf_model_create(&cfg, f.w, f.api, f.be, &m1));
-        CLF_ASSERT_OK(clf_model_create(&cfg, f.w, &denying, f.be, &m2));
+        CLF_ASSERT_OK(clf_model_create(&cfg, f.t.w, f.t.api, f.t.be, &m1));
+        CLF_ASSERT_OK(clf_model_create(&cfg, f.t.w, &denying, f.t.be, &m2));
         for (int beam = 1; beam <= 3; beam += 2) {
             clf_decode_opts o;
             clf_decode_opts_default(&cfg, &o);
@@ -517,22 +508,22 @@ START_TEST(bad_arguments_are_refused)
     fixture_open(&f, "cpu", "pre_tutorial");
     clf_decode_opts o;
     clf_decode_result r;
-    clf_decode_opts_default(&f.cfg.model, &o);
+    clf_decode_opts_default(&f.t.cfg.model, &o);
     o.max_len = 5;
     o.n_best = 2; /* > beam */
-    ck_assert_int_eq(clf_decode(f.m, f.src, B, S, &o, &r), CLF_ERR_INPUT);
+    ck_assert_int_eq(clf_decode(f.t.m, f.src, B, S, &o, &r), CLF_ERR_INPUT);
     o.n_best = 1;
     o.max_len = 0;
-    ck_assert_int_eq(clf_decode(f.m, f.src, B, S, &o, &r), CLF_ERR_INPUT);
+    ck_assert_int_eq(clf_decode(f.t.m, f.src, B, S, &o, &r), CLF_ERR_INPUT);
     o.max_len = 5;
     f.src[5] = 999; /* outside src_vocab */
-    ck_assert_int_eq(clf_decode(f.m, f.src, B, S, &o, &r), CLF_ERR_INPUT);
+    ck_assert_int_eq(clf_decode(f.t.m, f.src, B, S, &o, &r), CLF_ERR_INPUT);
     ck_assert_msg(strstr(clf_last_error(), "999"), "%s", clf_last_error());
     f.src[5] = 4;
     o.max_len = 1000; /* capped by model.max_len - 1, not an error */
     o.eos_id = 0;
-    CLF_ASSERT_OK(clf_decode(f.m, f.src, 1, S, &o, &r));
-    ck_assert_int_le(r.hyps[0].len, f.cfg.model.max_len - 1);
+    CLF_ASSERT_OK(clf_decode(f.t.m, f.src, 1, S, &o, &r));
+    ck_assert_int_le(r.hyps[0].len, f.t.cfg.model.max_len - 1);
     clf_decode_result_free(&r);
     fixture_close(&f);
 }

@@ -20,29 +20,21 @@
 enum { N = 14, S = 9, MAXOUT = 7 };
 
 typedef struct fixture {
-    clf_config cfg;
-    clf_weights *w;
-    const clf_backend_api *api;
-    clf_backend *be;
-    clf_model *m;
+    clf_test_model t;
     int32_t src[N][S];
     int len[N]; /* framed length */
 } fixture;
 
 static void fixture_open(fixture *f, const char *backend, const char *name)
 {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", CLF_FIXTURES_DIR, name);
-    clf_test_load_model(path, &f->cfg, &f->w);
-    clf_test_open_backend(backend, &f->api, &f->be);
-    CLF_ASSERT_OK(clf_model_create(&f->cfg.model, f->w, f->api, f->be, &f->m));
+    clf_test_model_open(&f->t, backend, name);
     unsigned x = 777;
     for (int i = 0; i < N; i++) {
         const int words = (i * 5) % (S - 2); /* 0..S-3 words */
         f->len[i] = words + 2;
         for (int j = 0; j < f->len[i]; j++) {
             x = x * 1103515245u + 12345u;
-            int32_t id = 4 + (int32_t)((x >> 16) % (unsigned)(f->cfg.model.src_vocab - 4));
+            int32_t id = 4 + (int32_t)((x >> 16) % (unsigned)(f->t.cfg.model.src_vocab - 4));
             f->src[i][j] = j == 0 ? 2 : j <= words ? id : 3;
         }
     }
@@ -50,15 +42,13 @@ static void fixture_open(fixture *f, const char *backend, const char *name)
 
 static void fixture_close(fixture *f)
 {
-    clf_model_free(f->m);
-    f->api->close(f->be);
-    clf_weights_free(f->w);
+    clf_test_model_close(&f->t);
 }
 
 /* Sentence i's options: a mix of every kind, with an EOS the random models emit. */
 static void opts_of(const fixture *f, int i, int eos, clf_decode_opts *o)
 {
-    clf_decode_opts_default(&f->cfg.model, o);
+    clf_decode_opts_default(&f->t.cfg.model, o);
     o->eos_id = eos;
     o->max_len = i % 4 == 3 ? 3 : MAXOUT;
     switch (i % 5) {
@@ -85,10 +75,10 @@ static int pick_eos(fixture *f)
 {
     clf_decode_opts o;
     clf_decode_result r;
-    clf_decode_opts_default(&f->cfg.model, &o);
+    clf_decode_opts_default(&f->t.cfg.model, &o);
     o.max_len = MAXOUT;
     o.eos_id = 0;
-    CLF_ASSERT_OK(clf_decode(f->m, f->src[1], 1, f->len[1], &o, &r));
+    CLF_ASSERT_OK(clf_decode(f->t.m, f->src[1], 1, f->len[1], &o, &r));
     int eos = r.hyps[0].len > 2 ? r.hyps[0].tokens[2] : 3;
     clf_decode_result_free(&r);
     return eos;
@@ -129,11 +119,11 @@ static void check_stream(const char *backend, const char *name, int max_rows)
     for (int i = 0; i < N; i++) {
         clf_decode_opts o;
         opts_of(&f, i, eos, &o);
-        CLF_ASSERT_OK(clf_decode(f.m, f.src[i], 1, f.len[i], &o, &want[i]));
+        CLF_ASSERT_OK(clf_decode(f.t.m, f.src[i], 1, f.len[i], &o, &want[i]));
     }
     clf_decode_stream *s;
     clf_decode_stream_opts so = {.max_rows = max_rows, .max_src_len = S, .max_out = MAXOUT};
-    CLF_ASSERT_OK(clf_decode_stream_open(f.m, &so, &s));
+    CLF_ASSERT_OK(clf_decode_stream_open(f.t.m, &so, &s));
     int added = 0, got = 0, seen[N] = {0};
     long long steps = 0;
     while (got < N) {
@@ -189,13 +179,13 @@ START_TEST(stream_one_sentence_at_a_time)
     fixture_open(&f, "cpu", "pre_tutorial");
     clf_decode_stream *s;
     clf_decode_stream_opts so = {.max_rows = 1, .max_src_len = S, .max_out = MAXOUT};
-    CLF_ASSERT_OK(clf_decode_stream_open(f.m, &so, &s));
+    CLF_ASSERT_OK(clf_decode_stream_open(f.t.m, &so, &s));
     clf_decode_opts o;
-    clf_decode_opts_default(&f.cfg.model, &o);
+    clf_decode_opts_default(&f.t.cfg.model, &o);
     o.max_len = MAXOUT;
     clf_decode_result want[3];
     for (int i = 0; i < 3; i++) {
-        CLF_ASSERT_OK(clf_decode(f.m, f.src[i], 1, f.len[i], &o, &want[i]));
+        CLF_ASSERT_OK(clf_decode(f.t.m, f.src[i], 1, f.len[i], &o, &want[i]));
         CLF_ASSERT_OK(clf_decode_stream_add(s, f.src[i], f.len[i], &o, (uint64_t)i));
     }
     int got = 0;
@@ -229,13 +219,13 @@ START_TEST(stream_cancel)
     fixture_open(&f, "cpu", "post_standard");
     clf_decode_stream *s;
     clf_decode_stream_opts so = {.max_rows = 4, .max_src_len = S, .max_out = MAXOUT};
-    CLF_ASSERT_OK(clf_decode_stream_open(f.m, &so, &s));
+    CLF_ASSERT_OK(clf_decode_stream_open(f.t.m, &so, &s));
     clf_decode_opts o;
-    clf_decode_opts_default(&f.cfg.model, &o);
+    clf_decode_opts_default(&f.t.cfg.model, &o);
     o.max_len = MAXOUT;
     o.eos_id = 0; /* [UNK]: long outputs, so that sentences are still active */
     clf_decode_result want;
-    CLF_ASSERT_OK(clf_decode(f.m, f.src[2], 1, f.len[2], &o, &want));
+    CLF_ASSERT_OK(clf_decode(f.t.m, f.src[2], 1, f.len[2], &o, &want));
     for (int i = 0; i < 6; i++)
         CLF_ASSERT_OK(clf_decode_stream_add(s, f.src[i], f.len[i], &o, (uint64_t)i));
     CLF_ASSERT_OK(clf_decode_stream_step(s));
@@ -281,15 +271,15 @@ START_TEST(stream_refusals)
     fixture_open(&f, "cpu", "pre_tutorial");
     clf_decode_stream *s = NULL;
     clf_decode_stream_opts so = {.max_rows = 0, .max_src_len = S, .max_out = MAXOUT};
-    ck_assert_int_eq(clf_decode_stream_open(f.m, &so, &s), CLF_ERR_INPUT);
+    ck_assert_int_eq(clf_decode_stream_open(f.t.m, &so, &s), CLF_ERR_INPUT);
     ck_assert_ptr_null(s);
     so = (clf_decode_stream_opts){.max_rows = 1 << 20, .max_src_len = 64, .max_out = 63};
-    ck_assert_int_eq(clf_decode_stream_open(f.m, &so, &s), CLF_ERR_INPUT);
+    ck_assert_int_eq(clf_decode_stream_open(f.t.m, &so, &s), CLF_ERR_INPUT);
     ck_assert_msg(strstr(clf_last_error(), "CLF_DECODE_BYTES_MAX"), "%s", clf_last_error());
     so = (clf_decode_stream_opts){.max_rows = 2, .max_src_len = 4, .max_out = MAXOUT};
-    CLF_ASSERT_OK(clf_decode_stream_open(f.m, &so, &s));
+    CLF_ASSERT_OK(clf_decode_stream_open(f.t.m, &so, &s));
     clf_decode_opts o;
-    clf_decode_opts_default(&f.cfg.model, &o);
+    clf_decode_opts_default(&f.t.cfg.model, &o);
     o.max_len = MAXOUT;
     ck_assert_int_eq(clf_decode_stream_add(s, f.src[3], 9, &o, 1), CLF_ERR_INPUT);
     ck_assert_msg(strstr(clf_last_error(), "max_src_len 4"), "%s", clf_last_error());

@@ -337,6 +337,22 @@ void clf_test_load_model(const char *dir, clf_config *cfg, clf_weights **w)
     CLF_ASSERT_OK(clf_weights_load(path, &cfg->model, w));
 }
 
+void clf_test_model_open(clf_test_model *t, const char *backend, const char *name)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", CLF_FIXTURES_DIR, name);
+    clf_test_load_model(path, &t->cfg, &t->w);
+    clf_test_open_backend(backend, &t->api, &t->be);
+    CLF_ASSERT_OK(clf_model_create(&t->cfg.model, t->w, t->api, t->be, &t->m));
+}
+
+void clf_test_model_close(clf_test_model *t)
+{
+    clf_model_free(t->m);
+    t->api->close(t->be);
+    clf_weights_free(t->w);
+}
+
 int clf_test_fixture_variants(char names[][256], int max)
 {
     DIR *d = opendir(CLF_FIXTURES_DIR);

@@ -8,6 +8,7 @@
 
 #include "clformer/backend.h"
 #include "clformer/config.h"
+#include "clformer/model.h"
 #include "clformer/ops.h"
 #include "clformer/weights.h"
 
@@ -133,6 +134,18 @@ void clf_test_write_sparse(const char *path, const char *text, uint64_t size);
 /* Loads the config dir/model.yaml into cfg and the weights dir/weights.safetensors for its
  * model into w, failing the test on error. */
 void clf_test_load_model(const char *dir, clf_config *cfg, clf_weights **w);
+
+/* A fixture's model on a backend: tests/fixtures/<name>'s config and weights, the backend
+ * (clf_test_open_backend) and the model made from them. */
+typedef struct clf_test_model {
+    clf_config cfg;
+    clf_weights *w;
+    const clf_backend_api *api;
+    clf_backend *be;
+    clf_model *m;
+} clf_test_model;
+void clf_test_model_open(clf_test_model *t, const char *backend, const char *name);
+void clf_test_model_close(clf_test_model *t);
 
 /* The PyTorch fixture variants (tests/reference/make_fixtures.py): the names of the
  * directories of CLF_FIXTURES_DIR that hold an io.safetensors, at most max of them, into
