@@ -214,7 +214,8 @@ class Translator:
         return self._impl.tokenize(text, side=bool(target))
 
     def translate_batch(self, source, beam_size=None, max_batch_size=32, num_hypotheses=1,
-                        return_scores=False, length_penalty=None, max_decoding_length=None):
+                        return_scores=False, length_penalty=None, max_decoding_length=None,
+                        source_lang=None, target_lang=None):
         """Translates a list of sentences; returns a TranslationResult per sentence.
 
         source: a list of str (or UTF-8 bytes) sentences, tokenized by the model's own
@@ -232,6 +233,12 @@ class Translator:
         max_decoding_length: output tokens at most; None: 2 x the batch's longest source +
             10, capped at the model's max_len - 1. Give it for outputs that do not depend
             on how sentences are batched.
+        source_lang, target_lang: for a many-language model (M2M-100, NLLB, mBART-50:
+            source_languages and target_languages list its codes), the languages of this
+            call; they stay set for later calls until given again. None: the ones set
+            before (such a model refuses to translate until both are set). A code the
+            model lacks raises ValueError; so does a language for a model without
+            language tokens.
 
         An empty or blank sentence gives one empty hypothesis. A sentence that is not
         valid UTF-8, holds a NUL, is longer than 1 MiB or than the model's max_len raises
@@ -251,7 +258,8 @@ class Translator:
                                    n_best=num_hypotheses, length_penalty=length_penalty,
                                    max_len=max_decoding_length or 0,
                                    max_batch=max_batch_size,
-                                   want_scores=bool(return_scores))
+                                   want_scores=bool(return_scores),
+                                   source_lang=source_lang, target_lang=target_lang)
         results = []
         for hyps in raw:
             results.append(TranslationResult([h[0] for h in hyps],
@@ -272,16 +280,18 @@ class Translator:
                 return
             yield from self.translate_batch(batch, max_batch_size=max_batch_size, **kwargs)
 
-    def score_batch(self, source, target):
+    def score_batch(self, source, target, source_lang=None, target_lang=None):
         """Scores given translations: a ScoringResult per (source[i], target[i]) pair.
 
         source, target: lists of str sentences of the same length (the model's tokenizer
         tokenizes them; CTranslate2 takes lists of tokens here, which this version does
         not). A pair that cannot be scored raises ValueError naming it and why.
+        source_lang, target_lang: as translate_batch's.
         """
         if isinstance(source, (str, bytes)) or isinstance(target, (str, bytes)):
             raise TypeError("source and target must be lists of sentences")
-        return [ScoringResult(lp, n) for lp, n in self._impl.score(source, target)]
+        return [ScoringResult(lp, n) for lp, n in
+                self._impl.score(source, target, source_lang=source_lang, target_lang=target_lang)]
 
     def __repr__(self):
         return (f"clformer.Translator({self._model_dir!r}, device={self._device!r}, "

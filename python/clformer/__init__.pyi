@@ -54,12 +54,18 @@ class Translator:
         return_scores: bool = False,
         length_penalty: Optional[float] = None,
         max_decoding_length: Optional[int] = None,
+        source_lang: Optional[str] = None,
+        target_lang: Optional[str] = None,
     ) -> List[TranslationResult]: ...
     def translate_iterable(
         self, source: Iterable[Sentence], max_batch_size: int = 32, **kwargs: Any
     ) -> Iterator[TranslationResult]: ...
     def score_batch(
-        self, source: Sequence[Union[str, bytes]], target: Sequence[Union[str, bytes]]
+        self,
+        source: Sequence[Union[str, bytes]],
+        target: Sequence[Union[str, bytes]],
+        source_lang: Optional[str] = None,
+        target_lang: Optional[str] = None,
     ) -> List[ScoringResult]: ...
     def close(self) -> None: ...
     def __enter__(self) -> "Translator": ...

@@ -347,11 +347,37 @@ fail:
  * per sentence of [(tokens, text, score, logprob), ...]. beam -1, length_penalty None,
  * max_len 0: the config's generate: values; want_scores: greedy hypotheses scored too
  * (clf_translate_opts). A refused sentence raises ValueError naming its index. */
+/* The call's languages (str or None each; None keeps the translator's), parsed before the
+ * lock is taken; -1 with an exception set. */
+static int languages_read(PyObject *o_src, PyObject *o_tgt, const char **src, const char **tgt)
+{
+    return clfpy_opt_cstring(o_src, "source_lang", src) ||
+                   clfpy_opt_cstring(o_tgt, "target_lang", tgt)
+               ? -1
+               : 0;
+}
+
+/* Under the lock: sets the translator's languages where the call gave one; -1 with
+ * ValueError naming the code when the model lacks it. */
+static int languages_set(clf_translator *t, const char *src, const char *tgt)
+{
+    if (!src && !tgt)
+        return 0;
+    clf_status st = clf_translator_set_languages(t, src, tgt);
+    if (st != CLF_OK) {
+        clfpy_raise_status(st, NULL);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *translator_translate(TranslatorObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"source",  "beam",      "n_best",      "length_penalty",
-                             "max_len", "max_batch", "want_scores", NULL};
-    PyObject *source, *o_lp = Py_None, *result = NULL;
+    static char *kwlist[] = {"source",      "beam",        "n_best",      "length_penalty",
+                             "max_len",     "max_batch",   "want_scores", "source_lang",
+                             "target_lang", NULL};
+    PyObject *source, *o_lp = Py_None, *o_src = Py_None, *o_tgt = Py_None, *result = NULL;
+    const char *src_lang, *tgt_lang;
     int beam = -1, n_best = 1, max_len = 0, max_batch = 32, want_scores = 0;
     clf_translate_opts o;
     clf_translation *out = NULL;
@@ -360,8 +386,10 @@ static PyObject *translator_translate(TranslatorObject *self, PyObject *args, Py
     int have_out = 0;
 
     memset(&b, 0, sizeof b);
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|iiOiip:translate", kwlist, &source, &beam,
-                                     &n_best, &o_lp, &max_len, &max_batch, &want_scores))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|iiOiipOO:translate", kwlist, &source, &beam,
+                                     &n_best, &o_lp, &max_len, &max_batch, &want_scores, &o_src,
+                                     &o_tgt) ||
+        languages_read(o_src, o_tgt, &src_lang, &tgt_lang))
         return NULL;
     clf_translate_opts_default(&o);
     if (beam == 0 || beam < -1 || beam > 1024)
@@ -390,7 +418,7 @@ static PyObject *translator_translate(TranslatorObject *self, PyObject *args, Py
 
     clfpy_lock_acquire(self->lock);
     clf_translator *t = translator_get(self);
-    if (!t || batch_input_read(source, "source", t, 1, &b))
+    if (!t || languages_set(t, src_lang, tgt_lang) || batch_input_read(source, "source", t, 1, &b))
         goto fail;
     if (b.n == 0) {
         result = PyList_New(0);
@@ -440,8 +468,9 @@ fail:
  * scored raises ValueError naming its index and why. */
 static PyObject *translator_score(TranslatorObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"source", "target", NULL};
-    PyObject *source, *target, *result = NULL;
+    static char *kwlist[] = {"source", "target", "source_lang", "target_lang", NULL};
+    PyObject *source, *target, *o_src = Py_None, *o_tgt = Py_None, *result = NULL;
+    const char *src_lang, *tgt_lang;
     batch_input bs, bt;
     float *logprob = NULL;
     int *tokens = NULL;
@@ -451,11 +480,13 @@ static PyObject *translator_score(TranslatorObject *self, PyObject *args, PyObje
 
     memset(&bs, 0, sizeof bs);
     memset(&bt, 0, sizeof bt);
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO:score", kwlist, &source, &target))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OO:score", kwlist, &source, &target, &o_src,
+                                     &o_tgt) ||
+        languages_read(o_src, o_tgt, &src_lang, &tgt_lang))
         return NULL;
     clfpy_lock_acquire(self->lock);
     clf_translator *t = translator_get(self);
-    if (!t || batch_input_read(source, "source", t, 0, &bs) ||
+    if (!t || languages_set(t, src_lang, tgt_lang) || batch_input_read(source, "source", t, 0, &bs) ||
         batch_input_read(target, "target", t, 0, &bt))
         goto fail;
     if (bs.n != bt.n) {

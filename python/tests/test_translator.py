@@ -200,3 +200,39 @@ def test_opencl_as_cli():
     for beam in (1, 4):
         ref = cli(["--backend", "opencl", "--beam", str(beam)], SENTENCES[:8])
         assert [r.text[0] for r in t.translate_batch(SENTENCES[:8], beam_size=beam)] == ref
+
+
+def test_languages_per_call(tmp_path):
+    """A many-language model (the M2M-100 fixture, imported by the CLI): each call's
+    source_lang/target_lang give the CLI's lines for --source-lang/--target-lang, both
+    targets from one Translator; the languages stay set for a later call; a code the model
+    lacks, a model refusing to translate before both are set, and a language for a model
+    without language tokens raise ValueError."""
+    fixture = os.path.join(os.path.dirname(MODEL_DIR), "..", "tests", "fixtures", "m2m100")
+    model = tmp_path / "m2m100"
+    subprocess.run([CLI, "import", os.path.join(fixture, "hf"), "-o", str(model)], check=True,
+                   capture_output=True, timeout=120)
+    with open(os.path.join(fixture, "sentences.txt"), encoding="utf-8") as f:
+        lines = [line.rstrip("\n") for line in f][:8]
+    t = clformer.Translator(model)
+    assert "de" in t.target_languages and "fr" in t.target_languages
+    with pytest.raises(ValueError, match="language"):
+        t.translate_batch(lines[:1])
+    for lang in ("de", "fr", "de"):
+        want = subprocess.run([CLI, "translate", "-m", str(model), "--source-lang", "en",
+                               "--target-lang", lang, "--beam", "1"],
+                              input="\n".join(lines) + "\n", capture_output=True, text=True,
+                              timeout=300, check=True).stdout.splitlines()
+        got = t.translate_batch(lines, beam_size=1, source_lang="en", target_lang=lang)
+        assert [r.text[0] for r in got] == want, lang
+        assert all(r.hypotheses[0][0] == f"__{lang}__" for r in got)  # the forced token
+    again = t.translate_batch(lines, beam_size=1)  # still en -> de
+    assert [r.text[0] for r in again] == [r.text[0] for r in got]
+    scored = t.score_batch(lines[:2], ["a b", "c"], source_lang="en", target_lang="fr")
+    assert len(scored) == 2 and all(s.log_prob < 0 for s in scored)
+    with pytest.raises(ValueError, match="qq"):
+        t.translate_batch(lines[:1], target_lang="qq")
+    with pytest.raises(TypeError):
+        t.translate_batch(lines[:1], target_lang=7)
+    with pytest.raises(ValueError, match="language"):
+        clformer.Translator(MODEL_DIR).translate_batch(["Hello"], target_lang="de")
