@@ -2,6 +2,8 @@
 # Installs the Debian packages clformer builds and tests with (Debian 12). clang and
 # libclang-rt-14-dev (libFuzzer's runtime; clang only recommends it) are for scripts/fuzz.sh.
 # The python3-* packages build and test the Python package (python/, scripts/test-python.sh).
+# iso-codes names the languages of `clformer serve`'s GET /languages; curl is the ctest
+# `serve`'s client for form bodies.
 # Then a venv for the tests that need a PyPI package Debian lacks (libretranslatepy, the
 # LibreTranslate client the ctest `serve_libre` drives `clformer serve` with): made with
 # --system-site-packages at $CLF_TEST_VENV (default ~/.local/share/clformer/venv-test, read
@@ -12,8 +14,8 @@ SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 PKGS="build-essential cmake pkg-config libyaml-dev check libopenblas-dev libopenblas0-openmp ocl-icd-opencl-dev
 opencl-c-headers pocl-opencl-icd clinfo libclblast-dev libutf8proc-dev libspng-dev libjansson-dev
-libsentencepiece-dev libmicrohttpd-dev libdnnl-dev clang libclang-rt-14-dev oclgrind openmpi-bin libopenmpi-dev
-python3-dev python3-venv python3-setuptools python3-wheel python3-numpy python3-pytest"
+libsentencepiece-dev libmicrohttpd-dev iso-codes curl libdnnl-dev clang libclang-rt-14-dev oclgrind openmpi-bin
+libopenmpi-dev python3-dev python3-venv python3-setuptools python3-wheel python3-numpy python3-pytest"
 missing=""
 for p in $PKGS; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -14,6 +14,7 @@
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
+#include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -32,6 +33,8 @@
 /* --api-keys: a key is one line of at most this many bytes; at most KEYS_MAX of them */
 #define KEY_MAX  256
 #define KEYS_MAX 4096
+/* Debian's iso-codes (scripts/deps.sh): the languages' names of GET /languages. */
+#define ISO_CODES_DIR "/usr/share/iso-codes/json"
 
 enum {
     OPT_HOST = 256,
@@ -49,8 +52,8 @@ enum {
 static void usage(void)
 {
     printf("usage: clformer serve -m MODEL_DIR [-m NAME=MODEL_DIR ...] [options]\n"
-           "Translation over HTTP: LibreTranslate's POST /translate and GET /languages, the\n"
-           "native POST /v1/translate, GET /health, GET /metrics (README, \"Serving\").\n"
+           "Translation over HTTP: LibreTranslate's POST /translate, /detect and /languages,\n"
+           "the native POST /v1/translate, GET /health, GET /metrics (README, \"Serving\").\n"
            "  -m [NAME=]DIR        a model directory (as translate -m); NAME defaults to the\n"
            "                       directory's name ([A-Za-z0-9._-])\n"
            "  --host H             address to listen on (default 127.0.0.1)\n"
@@ -176,9 +179,13 @@ static void model_free(serve_model *m)
     for (int t = 0; t < m->n_targets; t++)
         free(m->targets[t]);
     free(m->targets);
-    for (int t = 0; t < m->n_sources; t++)
+    for (int t = 0; t < m->n_sources; t++) {
         free(m->sources[t]);
+        if (m->source_names)
+            free(m->source_names[t]);
+    }
     free(m->sources);
+    free(m->source_names);
     free(m->name);
     memset(m, 0, sizeof *m);
 }
@@ -197,13 +204,56 @@ static int codes(const char (*list)[CLF_LANGUAGE_CODE_MAX], int n, const char *n
     return 1;
 }
 
-/* The languages of m: the config's languages: section, else the model's name for both. */
+/* The languages of m: the config's languages: section, else the model's name for both;
+ * whether it places language tokens (then a request's languages pick them). */
 static int model_languages(serve_model *m, const clf_config *cfg)
 {
     const clf_languages_config *l = &cfg->languages;
     int given = l->present && l->n_source > 0 && l->n_target > 0;
+    m->source_tokens = given && cfg->model.source_language != CLF_LANG_NONE;
+    m->target_tokens = given && cfg->model.target_language != CLF_TGT_LANG_NONE;
     return codes(l->source, given ? l->n_source : 0, m->name, &m->sources, &m->n_sources) &&
            codes(l->target, given ? l->n_target : 0, m->name, &m->targets, &m->n_targets);
+}
+
+/* The names of codes[0..n) into *names (malloc'd): iso-codes' (serve_language_name), else
+ * the code itself. 0 when out of memory. */
+static int code_names(const json_t *iso3, const json_t *iso2, char *const *codes, int n,
+                      char ***names)
+{
+    if (!(*names = calloc(n > 0 ? (size_t)n : 1, sizeof **names)))
+        return 0;
+    for (int i = 0; i < n; i++) {
+        const char *name = serve_language_name(iso3, iso2, codes[i]);
+        if (!((*names)[i] = strdup(name ? name : codes[i])))
+            return 0;
+    }
+    return 1;
+}
+
+/* Every model's source languages (the entries of GET /languages) named from Debian's iso-codes (ISO
+ * 639-3, then 639-2), read once here with Jansson; without the files (a warning) or for a code they
+ * lack, a language's name is its code. 0 when out of memory. */
+static int language_names(serve_model *models, int n)
+{
+    static const char *const files[2] = {ISO_CODES_DIR "/iso_639-3.json",
+                                         ISO_CODES_DIR "/iso_639-2.json"};
+    json_t *iso[2] = {NULL, NULL};
+    for (int f = 0; f < 2; f++) {
+        json_error_t err;
+        if (!(iso[f] = json_load_file(files[f], 0, &err)))
+            fprintf(stderr,
+                    "clformer: warning: %s: %s: GET /languages names languages by their codes "
+                    "(install iso-codes)\n",
+                    files[f], err.text);
+    }
+    int ok = 1;
+    for (int i = 0; ok && i < n; i++)
+        ok = code_names(iso[0], iso[1], models[i].sources, models[i].n_sources,
+                        &models[i].source_names);
+    json_decref(iso[0]);
+    json_decref(iso[1]);
+    return ok;
 }
 
 /* glibc raises its mmap threshold to the size of each mapped block freed (up to 32 MiB), so
@@ -384,9 +434,11 @@ int clf_cmd_serve(int argc, char **argv)
             rc = 1;
             goto done;
         }
-        fprintf(stderr, "clformer: model '%s' (%s): %s -> %s (%d target%s) on %s\n", m->name,
-                dirs[i], m->sources[0], m->targets[0], m->n_targets, m->n_targets == 1 ? "" : "s",
-                info.backend ? info.backend : "?");
+        fprintf(stderr,
+                "clformer: model '%s' (%s): %s%s -> %s%s (%d source, %d target language%s) on %s\n",
+                m->name, dirs[i], m->sources[0], m->n_sources > 1 ? ", ..." : "", m->targets[0],
+                m->n_targets > 1 ? ", ..." : "", m->n_sources, m->n_targets,
+                m->n_targets == 1 ? "" : "s", info.backend ? info.backend : "?");
         /* --max-batch sentences at the model's beam; a request's larger beam takes more
          * rows, so that one sentence of the largest beam always fits */
         const int rows =
@@ -397,6 +449,11 @@ int clf_cmd_serve(int argc, char **argv)
             rc = cli_fail(st);
             goto done;
         }
+    }
+    if (!language_names(models, n_models)) {
+        fprintf(stderr, "clformer: out of memory\n");
+        rc = 1;
+        goto done;
     }
     if (serve_http_start(&o, models, n_models, keys, n_keys, metrics, &server) != 0) {
         rc = 1;

@@ -45,11 +45,13 @@ clf_status serve_sched_start(clf_translator *t, const clf_translator_opts *reope
 void serve_sched_stop(serve_sched *s);
 int serve_sched_depth(serve_sched *s);
 
-/* Queues n sentences decoded with o. Returns 0 with *out, the job then owning text[0..n),
- * text and len (malloc'd); or 429 when the queue has no room for them, 500 out of memory,
- * leaving them the caller's. */
+/* Queues n sentences decoded with o, from language source into target (codes of the
+ * model's languages: section, for a model that places language tokens; NULL: the
+ * translator's own, which it has when the model lists one). Returns 0 with *out, the job
+ * then owning text[0..n), text and len (malloc'd); or 429 when the queue has no room for
+ * them, 500 out of memory, leaving them the caller's. */
 int serve_sched_submit(serve_sched *s, char **text, size_t *len, int n, const clf_translate_opts *o,
-                       serve_job **out);
+                       const char *source, const char *target, serve_job **out);
 /* Waits until the job is decoded (0), until monotonic time deadline (504), or until
  * gone(arg) says the client left (-1; checked every 50 ms). */
 int serve_job_wait(serve_job *j, double deadline, int (*gone)(void *), void *arg);
@@ -68,6 +70,9 @@ typedef struct serve_model {
     serve_sched *sched;
     char **sources, **targets; /* language codes: the config's languages:, else the name */
     int n_sources, n_targets;
+    char **source_names; /* [n_sources]: their names, for GET /languages */
+    /* the model places language tokens (M2M-100): a request's languages pick them */
+    int source_tokens, target_tokens;
     int max_len; /* the output limit of a request that gives none (README, "Serving") */
     int beam;    /* the config's generate: beam (1 without one) */
 } serve_model;

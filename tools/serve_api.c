@@ -1,11 +1,10 @@
 /* clformer serve: request parsing and response JSON (serve_api.h). JSON through Jansson;
- * form bodies split at '&' and '=' and unescaped by libmicrohttpd (MHD_http_unescape),
- * '+' read as a space as HTML forms encode it. */
+ * form bodies parsed by libmicrohttpd's post processor (serve_http.c), their fields
+ * collected and read here. */
 #include "serve_api.h"
 
 #include <jansson.h>
 #include <math.h>
-#include <microhttpd.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -281,58 +280,93 @@ done:
     return rc;
 }
 
-/* A form value's bytes unescaped: '+' is a space, %XX a byte (MHD_http_unescape). */
-static char *form_value(const char *s, size_t n, size_t *out_len)
+void serve_form_free(serve_form *f)
 {
-    char *v = dup_bytes(s, n);
-    if (!v)
-        return NULL;
-    for (size_t i = 0; i < n; i++)
-        if (v[i] == '+')
-            v[i] = ' ';
-    *out_len = MHD_http_unescape(v);
-    return v;
+    for (int i = 0; f->fields && i < f->n; i++) {
+        free(f->fields[i].key);
+        free(f->fields[i].value);
+    }
+    free(f->fields);
+    memset(f, 0, sizeof *f);
 }
 
-static int parse_form(const char *body, size_t len, const serve_limits *lim, serve_request *req,
-                      char *why, size_t why_len)
+int serve_form_add(serve_form *f, const char *key, const char *data, uint64_t off, size_t size,
+                   const serve_limits *lim, char *why, size_t why_len)
 {
-    int rc = 0;
-    char *key = NULL, *val = NULL;
+    if (!key || !*key)
+        return fail(why, why_len, 400, "a form field without a name");
+    serve_form_field *last = f->n > 0 ? &f->fields[f->n - 1] : NULL;
+    const int same = last && strcmp(last->key, key) == 0;
+    if (off > 0 && !(same && off == last->len))
+        return fail(why, why_len, 400, "form field '%s': bytes at offset %llu continue no field",
+                    key, (unsigned long long)off);
+    if (off == 0 && !(same && last->len == 0)) { /* a new field */
+        const int most = lim->max_sentences + SERVE_FORM_OTHER_MAX;
+        if (f->n >= most)
+            return fail(why, why_len, 413, "more than %d form fields", most);
+        if (f->n == f->cap) {
+            int cap = f->cap ? 2 * f->cap : 8;
+            serve_form_field *p = realloc(f->fields, sizeof *p * (size_t)cap);
+            if (!p)
+                return fail(why, why_len, 500, "out of memory");
+            f->fields = p;
+            f->cap = cap;
+        }
+        last = &f->fields[f->n];
+        *last = (serve_form_field){0};
+        if (!(last->key = strdup(key)) || !(last->value = malloc(1))) {
+            free(last->key);
+            free(last->value);
+            return fail(why, why_len, 500, "out of memory");
+        }
+        last->value[0] = '\0';
+        last->cap = 1;
+        f->n++;
+    }
+    if (size > last->cap - 1 - last->len) {
+        size_t cap = last->cap;
+        while (cap - 1 - last->len < size)
+            cap *= 2;
+        char *v = realloc(last->value, cap);
+        if (!v)
+            return fail(why, why_len, 500, "out of memory");
+        last->value = v;
+        last->cap = cap;
+    }
+    if (size > 0)
+        memcpy(last->value + last->len, data, size);
+    last->len += size;
+    last->value[last->len] = '\0';
+    return 0;
+}
+
+int serve_parse_form(serve_api_kind kind, const serve_form *f, const serve_limits *lim,
+                     serve_request *req, char *why, size_t why_len)
+{
+    request_init(req, kind);
+    int rc = 0, n_q = 0;
     json_t *alternatives = NULL;
-    int have_q = 0;
-    if ((rc = alloc_sentences(req, 1, lim, why, why_len)))
-        return rc;
-    for (size_t at = 0; at < len;) {
-        const char *amp = memchr(body + at, '&', len - at);
-        size_t end = amp ? (size_t)(amp - body) : len;
-        const char *eq = memchr(body + at, '=', end - at);
-        size_t kend = eq ? (size_t)(eq - body) : end;
-        size_t klen, vlen = 0;
-        if (end == at) {
-            at = end + 1;
-            continue;
-        }
-        if (!(key = form_value(body + at, kend - at, &klen)) ||
-            !(val = eq ? form_value(eq + 1, end - kend - 1, &vlen) : dup_bytes("", 0))) {
-            rc = fail(why, why_len, 500, "out of memory");
-            goto done;
-        }
-        if (strlen(key) != klen)
-            rc = fail(why, why_len, 400, "a form field's name holds a NUL byte");
-        else if (strcmp(key, "q") == 0) {
-            if (have_q++)
-                rc = fail(why, why_len, 400, "'q' given twice");
-            else
-                rc = add_sentence(req, "q", val, vlen, lim, why, why_len);
-        } else if (strcmp(key, "source") == 0)
+    if (kind != SERVE_API_LIBRE) {
+        rc = fail(why, why_len, 400, "expected a JSON body (Content-Type: application/json)");
+        goto done;
+    }
+    for (int i = 0; i < f->n; i++)
+        n_q += strcmp(f->fields[i].key, "q") == 0;
+    if ((rc = alloc_sentences(req, (size_t)n_q, lim, why, why_len)))
+        goto done;
+    for (int i = 0; i < f->n && rc == 0; i++) {
+        const char *key = f->fields[i].key, *val = f->fields[i].value;
+        const size_t vlen = f->fields[i].len;
+        if (strcmp(key, "q") == 0)
+            rc = add_sentence(req, "q", val, vlen, lim, why, why_len);
+        else if (strcmp(key, "source") == 0)
             rc = name_field(key, val, vlen, &req->source, why, why_len);
         else if (strcmp(key, "target") == 0)
             rc = name_field(key, val, vlen, &req->target, why, why_len);
         else if (strcmp(key, "api_key") == 0)
             rc = name_field(key, val, vlen, &req->api_key, why, why_len);
         else if (strcmp(key, "format") == 0) {
-            if (strcmp(val, "text") != 0 || vlen != 4)
+            if (vlen != 4 || strcmp(val, "text") != 0)
                 rc = fail(why, why_len, 400, "'format': only \"text\" is supported");
         } else if (strcmp(key, "alternatives") == 0) {
             json_decref(alternatives);
@@ -342,38 +376,60 @@ static int parse_form(const char *body, size_t len, const serve_limits *lim, ser
                 rc = int_field(key, alternatives, 0, SERVE_ALTERNATIVES_MAX, &req->alternatives,
                                why, why_len);
         }
-        free(key);
-        free(val);
-        key = val = NULL;
-        if (rc)
-            goto done;
-        at = end + 1;
     }
-    if (!have_q || req->len[0] == 0)
+    if (rc == 0 && (n_q == 0 || (n_q == 1 && req->len[0] == 0)))
         rc = fail(why, why_len, 400, "missing 'q'");
+    req->q_array = n_q > 1;
 done:
-    free(key);
-    free(val);
     json_decref(alternatives);
-    return rc;
-}
-
-int serve_parse_request(serve_api_kind kind, int form, const char *body, size_t len,
-                        const serve_limits *lim, serve_request *req, char *why, size_t why_len)
-{
-    request_init(req, kind);
-    int rc;
-    if (form && kind != SERVE_API_LIBRE)
-        rc = fail(why, why_len, 400, "expected a JSON body (Content-Type: application/json)");
-    else if (form)
-        rc = parse_form(body, len, lim, req, why, why_len);
-    else
-        rc = parse_json(kind, body, len, lim, req, why, why_len);
     if (rc) {
         serve_request_free(req);
         request_init(req, kind);
     }
     return rc;
+}
+
+int serve_parse_request(serve_api_kind kind, const char *body, size_t len, const serve_limits *lim,
+                        serve_request *req, char *why, size_t why_len)
+{
+    request_init(req, kind);
+    int rc = parse_json(kind, body, len, lim, req, why, why_len);
+    if (rc) {
+        serve_request_free(req);
+        request_init(req, kind);
+    }
+    return rc;
+}
+
+/* The entry of list (an array of objects) whose field of one of names[0..n) is code, else
+ * NULL. */
+static const json_t *iso_entry(const json_t *list, const char *const *names, int n,
+                               const char *code)
+{
+    size_t i;
+    const json_t *e;
+    json_array_foreach(list, i, e)
+    {
+        for (int k = 0; k < n; k++) {
+            const char *v = json_string_value(json_object_get(e, names[k]));
+            if (v && strcmp(v, code) == 0)
+                return e;
+        }
+    }
+    return NULL;
+}
+
+const char *serve_language_name(const json_t *iso3, const json_t *iso2, const char *code)
+{
+    static const char *const keys3[] = {"alpha_2", "alpha_3"};
+    static const char *const keys2[] = {"alpha_2", "alpha_3", "bibliographic"};
+    const json_t *e = NULL;
+    if (json_is_object(iso3))
+        e = iso_entry(json_object_get(iso3, "639-3"), keys3, 2, code);
+    if (!json_string_value(json_object_get(e, "name")) && json_is_object(iso2))
+        e = iso_entry(json_object_get(iso2, "639-2"), keys2, 3, code);
+    const char *name = json_string_value(json_object_get(e, "name"));
+    return name && *name ? name : NULL;
 }
 
 /* ---- sentences of a text ---- */

@@ -2,8 +2,10 @@
  * No I/O and no model here (tests/fuzz/fuzz_serve_request.c runs the parsers on any bytes).
  *
  * Two request formats (README, "Serving"):
- *   - LibreTranslate's POST /translate, as JSON or application/x-www-form-urlencoded:
- *     q (a string or, in JSON, an array of strings), source, target, format ("text"),
+ *   - LibreTranslate's POST /translate (and /detect), as JSON or as a form
+ *     (application/x-www-form-urlencoded or multipart/form-data, whose fields
+ *     libmicrohttpd's post processor hands to serve_form_add): q (a string or, in JSON, an
+ *     array of strings; in a form, one field or several), source, target, format ("text"),
  *     alternatives (an integer, or its decimal text), api_key;
  *   - the native POST /v1/translate, JSON: model, source, target, sentences (an array of
  *     strings), beam, n_best, max_len, length_penalty, api_key.
@@ -13,6 +15,7 @@
 #define CLF_SERVE_API_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Limits on the decoding options a request may ask for (README, "Limits"). */
 #define SERVE_BEAM_MAX         16
@@ -20,8 +23,12 @@
 #define SERVE_MAX_LEN_MAX      65536
 /* Longest model, language or key name in a request, in bytes. */
 #define SERVE_NAME_MAX 256
+/* Form fields other than q a request may have (q's count toward max_sentences). */
+#define SERVE_FORM_OTHER_MAX 32
 
 typedef enum { SERVE_API_LIBRE, SERVE_API_NATIVE } serve_api_kind;
+
+struct json_t;
 
 typedef struct serve_limits {
     int max_sentences; /* sentences (q's items) per request */
@@ -45,12 +52,48 @@ typedef struct serve_request {
 
 void serve_limits_default(serve_limits *l);
 
-/* Parses body[0..len) (not NUL-terminated) of the given kind; form: 1 for a
- * form-urlencoded body (LibreTranslate only). Returns 0 with *req filled (free it with
- * serve_request_free), or the HTTP status with why[0..why_len) set and *req empty. */
-int serve_parse_request(serve_api_kind kind, int form, const char *body, size_t len,
-                        const serve_limits *lim, serve_request *req, char *why, size_t why_len);
+/* Parses the JSON body[0..len) (not NUL-terminated) of the given kind. Returns 0 with *req
+ * filled (free it with serve_request_free), or the HTTP status with why[0..why_len) set and
+ * *req empty. */
+int serve_parse_request(serve_api_kind kind, const char *body, size_t len, const serve_limits *lim,
+                        serve_request *req, char *why, size_t why_len);
 void serve_request_free(serve_request *req);
+
+/* A form body's fields, in order, as libmicrohttpd's post processor hands them over. */
+typedef struct serve_form_field {
+    char *key;
+    char *value; /* [len] bytes and a NUL (a value may hold NULs of its own) */
+    size_t len, cap;
+} serve_form_field;
+
+typedef struct serve_form {
+    serve_form_field *fields;
+    int n, cap;
+} serve_form;
+
+/* One call of the post processor's iterator: bytes data[0..size) at offset off of field
+ * key's value. Offset 0 starts a field, a later offset continues the last one, which must
+ * be key's and hold exactly off bytes. libmicrohttpd may announce a value before its first
+ * byte (offset 0, no bytes) and then hand its bytes at offset 0 too: a field that is still
+ * empty takes the bytes at offset 0 of its own key (so two empty fields of one key in a row
+ * are one). Returns 0; 400 for a field without a name or an offset that continues nothing;
+ * 413 past max_sentences + SERVE_FORM_OTHER_MAX fields; 500 out of memory. The values'
+ * bytes are bounded by the body's, which the caller limits. */
+int serve_form_add(serve_form *f, const char *key, const char *data, uint64_t off, size_t size,
+                   const serve_limits *lim, char *why, size_t why_len);
+void serve_form_free(serve_form *f);
+/* The request of a form's fields (LibreTranslate's kind only: the native one is JSON). A
+ * repeated q is a list (translatedText is then an array), a single q a string; fields not
+ * known are ignored, as LibreTranslate does. Returns as serve_parse_request. */
+int serve_parse_form(serve_api_kind kind, const serve_form *f, const serve_limits *lim,
+                     serve_request *req, char *why, size_t why_len);
+
+/* The English name of language code in Debian's iso-codes JSON (already parsed, borrowed):
+ * the entry of iso3's "639-3" list whose alpha_2 or alpha_3 is code, else of iso2's "639-2"
+ * list whose alpha_2, alpha_3 or bibliographic is; its "name". NULL when none is (or a
+ * file is NULL or not of that shape). The result points into the JSON. */
+const char *serve_language_name(const struct json_t *iso3, const struct json_t *iso2,
+                                const char *code);
 
 /* Code points of text[0..len) counted as UTF-8 lead bytes (what is not UTF-8 is refused
  * later, by the translator). */
@@ -61,7 +104,6 @@ size_t serve_utf8_chars(const char *text, size_t len);
 char *serve_error_json(const char *message);
 /* json's compact text and a '\n' (the form of every body above), or NULL; takes json's
  * reference (NULL is fine: out of memory before it). */
-struct json_t;
 char *serve_json_line(struct json_t *json);
 
 /* One sentence's answer: its hypotheses' texts and scores, best first. */

@@ -1,7 +1,9 @@
 /* clformer serve: the HTTP side, on libmicrohttpd (serve.h).
  *
  * A thread per connection (MHD_USE_THREAD_PER_CONNECTION): a request's handler reads the
- * body (refused with 413 once past --max-body), parses it (serve_api.c), queues its
+ * body (refused with 413 once past --max-body; a form body, urlencoded or multipart, goes
+ * through libmicrohttpd's post processor into a serve_form as it arrives), parses it
+ * (serve_api.c), queues its
  * sentences with its model's scheduler (serve_sched.c) and waits for them in its own
  * thread, watching the deadline and the socket: a client that closed its connection has
  * its queued sentences dropped before they are decoded. Every answer is one line of JSON
@@ -42,45 +44,69 @@ struct serve_server {
     int quiescing;
 };
 
+/* The post processor's buffer (keys and multipart headers): more is a malformed form. */
+#define SERVE_FORM_BUFFER 8192
+
 typedef enum {
     ROUTE_NONE,
     ROUTE_LIBRE,
+    ROUTE_DETECT,
     ROUTE_NATIVE,
     ROUTE_LANGUAGES,
     ROUTE_HEALTH,
     ROUTE_METRICS
 } route;
 
+/* The methods of a route: GET (and HEAD), POST. */
+enum { METHOD_GET = 1, METHOD_POST = 2 };
+
 /* One request's state, from its first call to the completed callback. */
 typedef struct conn {
     serve_server *s;
     route r;
+    int methods; /* the route's */
     double t0;
     char *body;
-    size_t len, cap;
-    size_t dropped; /* bytes of a body past --max-body, read and dropped */
-    int too_big;    /* the body is past --max-body: 413 once it is read */
-    int answered;   /* a response is queued */
-    int late;       /* begun after SIGTERM: 503 */
+    size_t len, cap; /* len: the body's bytes read (a form's too, which are not kept) */
+    size_t dropped;  /* bytes of a body past --max-body, read and dropped */
+    int too_big;     /* the body is past --max-body: 413 once it is read */
+    int answered;    /* a response is queued */
+    int late;        /* begun after SIGTERM: 503 */
+    /* a form body: its post processor and fields, or the refusal its parse met */
+    struct MHD_PostProcessor *pp;
+    int is_form;
+    serve_form form;
+    int refused; /* the HTTP status to answer once the body is read, else 0 */
+    char why[512];
 } conn;
 
-static route find_route(const char *url, int *post)
+static route find_route(const char *url, int *methods)
 {
     static const struct {
         const char *url;
         route r;
-        int post;
+        int methods;
     } routes[] = {
-        {"/translate", ROUTE_LIBRE, 1},     {"/v1/translate", ROUTE_NATIVE, 1},
-        {"/languages", ROUTE_LANGUAGES, 0}, {"/health", ROUTE_HEALTH, 0},
-        {"/metrics", ROUTE_METRICS, 0},
+        {"/translate", ROUTE_LIBRE, METHOD_POST},
+        {"/detect", ROUTE_DETECT, METHOD_POST},
+        {"/v1/translate", ROUTE_NATIVE, METHOD_POST},
+        {"/languages", ROUTE_LANGUAGES, METHOD_GET | METHOD_POST}, /* LibreTranslate takes both */
+        {"/health", ROUTE_HEALTH, METHOD_GET},
+        {"/metrics", ROUTE_METRICS, METHOD_GET},
     };
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
         if (strcmp(url, routes[i].url) == 0) {
-            *post = routes[i].post;
+            *methods = routes[i].methods;
             return routes[i].r;
         }
     return ROUTE_NONE;
+}
+
+static const char *methods_text(int methods)
+{
+    return methods == (METHOD_GET | METHOD_POST) ? "GET, POST"
+           : methods == METHOD_POST              ? "POST"
+                                                 : "GET";
 }
 
 /* Queues body (malloc'd, taken) with status code; NULL body: out of memory, 500. */
@@ -104,8 +130,7 @@ static enum MHD_Result respond(conn *c, struct MHD_Connection *mc, unsigned code
     if (code == 429)
         MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     if (code == 405)
-        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW,
-                                c->r == ROUTE_LIBRE || c->r == ROUTE_NATIVE ? "POST" : "GET");
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, methods_text(c->methods));
     pthread_mutex_lock(&c->s->mu);
     int closing = c->s->quiescing;
     pthread_mutex_unlock(&c->s->mu);
@@ -151,7 +176,8 @@ static int has_source(const serve_model *m, const char *source)
 }
 
 /* GET /languages: LibreTranslate's [{"code", "name", "targets"}], one entry per source
- * language, its targets those of every model that translates from it. */
+ * language, its targets those of every model that translates from it; the name is
+ * iso-codes' (cmd_serve.c), else the code. */
 static char *languages_json(const serve_server *s)
 {
     json_t *list = json_array();
@@ -166,8 +192,8 @@ static char *languages_json(const serve_server *s)
                     entry = e;
             }
             if (!entry) {
-                entry = json_pack("{s:s,s:s,s:[]}", "code", m->sources[k], "name", m->sources[k],
-                                  "targets");
+                entry = json_pack("{s:s,s:s,s:[]}", "code", m->sources[k], "name",
+                                  m->source_names[k], "targets");
                 if (json_array_append_new(list, entry))
                     goto fail;
             }
@@ -235,11 +261,12 @@ static char *metrics_text(const serve_server *s)
  * NULL with why set (an HTTP 400). */
 static serve_model *pick_model(serve_server *s, const serve_request *q, char *why, size_t n)
 {
+    const int auto_src = !q->source || strcmp(q->source, "auto") == 0;
     if (q->model) {
         for (int i = 0; i < s->n_models; i++)
             if (strcmp(s->models[i].name, q->model) == 0) {
                 serve_model *m = &s->models[i];
-                if ((q->source && strcmp(q->source, "auto") != 0 && !has_source(m, q->source)) ||
+                if ((!auto_src && !has_source(m, q->source)) ||
                     (q->target && !has_target(m, q->target))) {
                     snprintf(why, n, "model '%s' does not translate %s to %s (GET /languages)",
                              m->name, q->source ? q->source : "auto",
@@ -261,7 +288,6 @@ static serve_model *pick_model(serve_server *s, const serve_request *q, char *wh
         snprintf(why, n, "%d models are served: name one ('model') or the languages", s->n_models);
         return NULL;
     }
-    int auto_src = !q->source || strcmp(q->source, "auto") == 0;
     serve_model *found = NULL;
     int matches = 0;
     for (int i = 0; i < s->n_models; i++) {
@@ -280,6 +306,39 @@ static serve_model *pick_model(serve_server *s, const serve_request *q, char *wh
         return NULL;
     }
     return found;
+}
+
+/* The languages request q's sentences are framed with on model m: *source and *target set
+ * to the codes to give the scheduler (NULL: the translator's own). There is no language
+ * detector: a source of "auto" (or none) is the model's when it has one source language,
+ * else refused, as is no target for a model of several target languages that picks its
+ * target by a token. 0, or 400 with why. */
+static int request_languages(const serve_model *m, const serve_request *q, const char **source,
+                             const char **target, char *why, size_t n)
+{
+    const int auto_src = !q->source || strcmp(q->source, "auto") == 0;
+    *source = *target = NULL;
+    if (auto_src && m->n_sources > 1 && (q->source || m->source_tokens)) {
+        if (q->source)
+            snprintf(why, n,
+                     "source 'auto': there is no language detector, and model '%s' translates "
+                     "from %d languages: name one (GET /languages)",
+                     m->name, m->n_sources);
+        else
+            snprintf(why, n, "model '%s' translates from %d languages: give 'source'", m->name,
+                     m->n_sources);
+        return 400;
+    }
+    if (!q->target && m->n_targets > 1 && m->target_tokens) {
+        snprintf(why, n, "model '%s' translates into %d languages: give 'target'", m->name,
+                 m->n_targets);
+        return 400;
+    }
+    if (!auto_src && m->source_tokens && m->n_sources > 1)
+        *source = q->source;
+    if (q->target && m->target_tokens && m->n_targets > 1)
+        *target = q->target;
+    return 0;
 }
 
 /* The decoding options of request q for model m; 0, or 400 with why. */
@@ -382,6 +441,58 @@ static enum MHD_Result respond_libre(conn *c, struct MHD_Connection *mc, const s
     return respond(c, mc, 200, body, "application/json");
 }
 
+/* The request of c's body, JSON or a form's fields; 0, or the HTTP status with why. */
+static int parse_body(conn *c, serve_api_kind kind, serve_request *q, char *why, size_t n)
+{
+    const serve_limits *lim = &c->s->o.limits;
+    if (c->is_form)
+        return serve_parse_form(kind, &c->form, lim, q, why, n);
+    return serve_parse_request(kind, c->body ? c->body : "", c->len, lim, q, why, n);
+}
+
+/* With --api-keys: NULL when the request gives a key of the file (api_key, or an
+ * Authorization: Bearer header), else why not (a 403). */
+static const char *key_refused(const serve_server *s, struct MHD_Connection *mc,
+                               const serve_request *q)
+{
+    if (s->n_keys == 0)
+        return NULL;
+    const char *key = q->api_key;
+    const char *auth = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Authorization");
+    if (!key && auth && strncmp(auth, "Bearer ", 7) == 0)
+        key = auth + 7;
+    return key_ok(s, key) ? NULL : key ? "invalid api_key" : "missing api_key";
+}
+
+/* POST /detect: there is no language detector. When every model served translates from
+ * the same single language, that is the answer (LibreTranslate's [{"confidence",
+ * "language"}]); otherwise 501, saying to name the source language. */
+static enum MHD_Result detect(conn *c, struct MHD_Connection *mc)
+{
+    serve_server *s = c->s;
+    serve_request q;
+    char why[512];
+    int code = parse_body(c, SERVE_API_LIBRE, &q, why, sizeof why);
+    if (code)
+        return respond_error(c, mc, (unsigned)code, "%s", why);
+    const char *refused = key_refused(s, mc, &q);
+    serve_request_free(&q);
+    if (refused)
+        return respond_error(c, mc, 403, "%s", refused);
+    const char *only = s->models[0].sources[0];
+    int one = 1;
+    for (int i = 0; i < s->n_models; i++)
+        for (int k = 0; k < s->models[i].n_sources; k++)
+            one &= strcmp(only, s->models[i].sources[k]) == 0;
+    if (!one)
+        return respond_error(c, mc, 501,
+                             "there is no language detector: name the source language "
+                             "(GET /languages lists them)");
+    return respond(c, mc, 200,
+                   serve_json_line(json_pack("[{s:f,s:s}]", "confidence", 100.0, "language", only)),
+                   "application/json");
+}
+
 static enum MHD_Result translate(conn *c, struct MHD_Connection *mc)
 {
     serve_server *s = c->s;
@@ -390,32 +501,21 @@ static enum MHD_Result translate(conn *c, struct MHD_Connection *mc)
     serve_job *job = NULL;
     char why[512];
     const double t_body = cli_now_s();
-    const char *ctype = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Content-Type");
-    int form = ctype && strncasecmp(ctype, "application/x-www-form-urlencoded", 33) == 0;
-    if (ctype && strncasecmp(ctype, "multipart/", 10) == 0)
-        return respond_error(c, mc, 400,
-                             "%s bodies are not supported: send JSON or "
-                             "application/x-www-form-urlencoded",
-                             "multipart");
-    int code =
-        serve_parse_request(c->r == ROUTE_LIBRE ? SERVE_API_LIBRE : SERVE_API_NATIVE, form,
-                            c->body ? c->body : "", c->len, &s->o.limits, &q, why, sizeof why);
+    int code = parse_body(c, c->r == ROUTE_LIBRE ? SERVE_API_LIBRE : SERVE_API_NATIVE, &q, why,
+                          sizeof why);
     if (code)
         return respond_error(c, mc, (unsigned)code, "%s", why);
     enum MHD_Result ret;
-    if (s->n_keys > 0) {
-        const char *key = q.api_key;
-        const char *auth = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Authorization");
-        if (!key && auth && strncmp(auth, "Bearer ", 7) == 0)
-            key = auth + 7;
-        if (!key_ok(s, key)) {
-            ret = respond_error(c, mc, 403, key ? "invalid api_key" : "missing api_key");
-            goto done;
-        }
+    const char *refused = key_refused(s, mc, &q);
+    if (refused) {
+        ret = respond_error(c, mc, 403, "%s", refused);
+        goto done;
     }
     serve_model *m = pick_model(s, &q, why, sizeof why);
     clf_translate_opts o;
-    if (!m || request_opts(m, &q, &o, why, sizeof why)) {
+    const char *source = NULL, *target = NULL;
+    if (!m || request_opts(m, &q, &o, why, sizeof why) ||
+        request_languages(m, &q, &source, &target, why, sizeof why)) {
         ret = respond_error(c, mc, 400, "%s", why);
         goto done;
     }
@@ -429,7 +529,7 @@ static enum MHD_Result translate(conn *c, struct MHD_Connection *mc)
         ret = respond_error(c, mc, (unsigned)code, "%s", why);
         goto done;
     }
-    code = serve_sched_submit(m->sched, q.text, q.len, q.n, &o, &job);
+    code = serve_sched_submit(m->sched, q.text, q.len, q.n, &o, source, target, &job);
     if (code == 429) {
         ret = respond_error(c, mc, 429, "the queue of model '%s' is full (%d sentences)", m->name,
                             s->o.queue);
@@ -507,6 +607,67 @@ done:
     return ret;
 }
 
+/* The post processor's iterator: each piece of a form field's value into c->form; a
+ * refusal stops the parse (c->refused answers once the body is read). */
+static enum MHD_Result form_piece(void *cls, enum MHD_ValueKind kind, const char *key,
+                                  const char *filename, const char *content_type,
+                                  const char *transfer_encoding, const char *data, uint64_t off,
+                                  size_t size)
+{
+    conn *c = cls;
+    (void)kind;
+    (void)filename;
+    (void)content_type;
+    (void)transfer_encoding;
+    int code =
+        serve_form_add(&c->form, key, data, off, size, &c->s->o.limits, c->why, sizeof c->why);
+    if (code) {
+        c->refused = code;
+        return MHD_NO;
+    }
+    return MHD_YES;
+}
+
+/* A POST body's Content-Type: a form (urlencoded or multipart/form-data) gets a post
+ * processor; JSON (or anything else) is read whole. */
+static void begin_body(conn *c, struct MHD_Connection *mc)
+{
+    const char *ctype = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Content-Type");
+    if (!ctype || (c->r != ROUTE_LIBRE && c->r != ROUTE_DETECT && c->r != ROUTE_NATIVE))
+        return;
+    int urlencoded = strncasecmp(ctype, MHD_HTTP_POST_ENCODING_FORM_URLENCODED,
+                                 strlen(MHD_HTTP_POST_ENCODING_FORM_URLENCODED)) == 0;
+    int multipart = strncasecmp(ctype, "multipart/", 10) == 0;
+    if (!urlencoded && !multipart)
+        return;
+    c->is_form = 1;
+    if (!(c->pp = MHD_create_post_processor(mc, SERVE_FORM_BUFFER, form_piece, c))) {
+        c->refused = 400;
+        if (strncasecmp(ctype, MHD_HTTP_POST_ENCODING_MULTIPART_FORMDATA,
+                        strlen(MHD_HTTP_POST_ENCODING_MULTIPART_FORMDATA)) != 0)
+            snprintf(c->why, sizeof c->why,
+                     "Content-Type '%.64s': expected JSON, application/x-www-form-urlencoded or "
+                     "multipart/form-data",
+                     ctype);
+        else
+            snprintf(c->why, sizeof c->why,
+                     "Content-Type '%.64s': a multipart/form-data body needs a boundary", ctype);
+    }
+}
+
+/* Ends a form body's parse: the post processor's last field and its verdict. */
+static void end_form(conn *c)
+{
+    if (!c->pp)
+        return;
+    enum MHD_Result ok = MHD_destroy_post_processor(c->pp);
+    c->pp = NULL;
+    if (ok != MHD_YES && !c->refused) {
+        c->refused = 400;
+        snprintf(c->why, sizeof c->why, "a malformed or incomplete form body");
+    }
+}
+
 static enum MHD_Result handler(void *cls, struct MHD_Connection *mc, const char *url,
                                const char *method, const char *version, const char *upload_data,
                                size_t *upload_data_size, void **con_cls)
@@ -524,15 +685,15 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *mc, const char 
         s->in_flight++;
         c->late = s->quiescing;
         pthread_mutex_unlock(&s->mu);
-        int post = 0;
-        c->r = find_route(url, &post);
+        c->r = find_route(url, &c->methods);
         if (c->r == ROUTE_NONE)
             return respond_error(c, mc, 404, "no such path '%s'", url);
         int is_get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
-        if (post ? strcmp(method, "POST") != 0 : !is_get)
+        int is_post = strcmp(method, "POST") == 0;
+        if (!((is_get && (c->methods & METHOD_GET)) || (is_post && (c->methods & METHOD_POST))))
             return respond_error(c, mc, 405, "%s %s: expected %s", method, url,
-                                 post ? "POST" : "GET");
-        if (!post)
+                                 methods_text(c->methods));
+        if (!is_post)
             return MHD_YES;
         const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Content-Length");
         unsigned long long declared = cl ? strtoull(cl, NULL, 10) : 0;
@@ -543,6 +704,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *mc, const char 
         if (c->too_big && (expect || declared > SERVE_DROP_MAX))
             return respond_error(c, mc, 413, "the body of %s bytes is more than the limit of %zu",
                                  cl, s->o.max_body);
+        begin_body(c, mc);
         return MHD_YES;
     }
     if (c->answered) {
@@ -562,6 +724,15 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *mc, const char 
                                      s->o.max_body);
             return MHD_YES;
         }
+        if (c->is_form) { /* parsed as it comes; after a refusal, read and dropped */
+            c->len += n;
+            if (c->pp && !c->refused && MHD_post_process(c->pp, upload_data, n) != MHD_YES &&
+                !c->refused) {
+                c->refused = 400;
+                snprintf(c->why, sizeof c->why, "a malformed form body");
+            }
+            return MHD_YES;
+        }
         if (c->len + n > c->cap) {
             size_t cap = c->cap ? 2 * c->cap : 4096;
             while (cap < c->len + n)
@@ -579,10 +750,16 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *mc, const char 
     if (c->too_big)
         return respond_error(c, mc, 413, "the body is more than the limit of %zu bytes",
                              s->o.max_body);
+    if (!c->refused)
+        end_form(c);
+    if (c->refused)
+        return respond_error(c, mc, (unsigned)c->refused, "%s", c->why);
     switch (c->r) {
     case ROUTE_LIBRE:
     case ROUTE_NATIVE:
         return translate(c, mc);
+    case ROUTE_DETECT:
+        return detect(c, mc);
     case ROUTE_LANGUAGES:
         return respond(c, mc, 200, languages_json(s), "application/json");
     case ROUTE_HEALTH:
@@ -603,6 +780,9 @@ static void completed(void *cls, struct MHD_Connection *mc, void **con_cls,
     (void)toe;
     if (!c)
         return;
+    if (c->pp)
+        MHD_destroy_post_processor(c->pp);
+    serve_form_free(&c->form);
     free(c->body);
     free(c);
     *con_cls = NULL;

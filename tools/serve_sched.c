@@ -4,7 +4,11 @@
  * (clformer/translator.h). A request's sentences are items, each with a tag (its index in
  * the item table); new items wait in a FIFO until the thread adds them to the stream, and
  * every pass of the thread runs one decoder step, in which the sentences that fit join and
- * the finished leave, and moves each finished sentence's result into its job. A job whose
+ * the finished leave, and moves each finished sentence's result into its job. A job of a
+ * many-language model names its source and target languages: the translator is set to them
+ * (clf_translator_set_languages) before each of its sentences is added, which frames the
+ * sentence with its source language token and forces its target language's as its first
+ * output token; sentences of other languages in the batch keep theirs. A job whose
  * caller left (disconnect, deadline) has its items cancelled, in the stream or not yet.
  * A step that fails answers every sentence in the stream with the error, then the
  * translator is opened again from its options (a backend that failed may hold a broken
@@ -28,6 +32,8 @@ struct serve_job {
     size_t *len;
     int n;
     clf_translate_opts o;
+    /* the languages its sentences are framed with ("": the translator's own) */
+    char source[CLF_LANGUAGE_CODE_MAX], target[CLF_LANGUAGE_CODE_MAX];
     clf_translation *out; /* [n] */
     int pending;          /* sentences not yet decoded or dropped */
     int released;         /* the caller is done: drop what is left */
@@ -211,22 +217,29 @@ static void *sched_main(void *arg)
         }
         s->n_queue = 0;
         pthread_mutex_unlock(&s->mu);
-        clf_status st = CLF_OK;
-        char *why = NULL;
         for (int i = 0; i < nb && s->stream; i++) {
             const item *it = &s->items[batch[i]];
             const serve_job *j = it->job;
-            st = clf_translator_stream_add(s->stream, j->text[it->index], j->len[it->index], &j->o,
-                                           (uint64_t)batch[i]);
-            if (st != CLF_OK) { /* the request's options, or memory: this sentence fails */
+            /* the stream takes a sentence's languages when it is added (its source row
+             * framed with its language token, its target's token forced in its options):
+             * the next sentences may set others */
+            clf_status added = CLF_OK;
+            if (j->source[0] || j->target[0])
+                added = clf_translator_set_languages(s->t, j->source[0] ? j->source : NULL,
+                                                     j->target[0] ? j->target : NULL);
+            if (added == CLF_OK)
+                added = clf_translator_stream_add(s->stream, j->text[it->index], j->len[it->index],
+                                                  &j->o, (uint64_t)batch[i]);
+            if (added != CLF_OK) { /* the request's options, or memory: this sentence fails */
                 const char *e = clf_last_error();
                 pthread_mutex_lock(&s->mu);
                 job_fail(s->items[batch[i]].job, e);
                 item_settle(s, batch[i]);
                 pthread_mutex_unlock(&s->mu);
-                st = CLF_OK;
             }
         }
+        clf_status st = CLF_OK;
+        char *why = NULL;
         long rows = -1; /* the step's decoder rows; -1: no step ran */
         if (s->stream) {
             clf_decode_stream_state after;
@@ -358,7 +371,7 @@ int serve_sched_depth(serve_sched *s)
 }
 
 int serve_sched_submit(serve_sched *s, char **text, size_t *len, int n, const clf_translate_opts *o,
-                       serve_job **out)
+                       const char *source, const char *target, serve_job **out)
 {
     serve_job *j = calloc(1, sizeof *j);
     if (!j || !(j->out = calloc(n > 0 ? (size_t)n : 1, sizeof *j->out))) {
@@ -370,6 +383,8 @@ int serve_sched_submit(serve_sched *s, char **text, size_t *len, int n, const cl
     j->len = len;
     j->n = n;
     j->o = *o;
+    snprintf(j->source, sizeof j->source, "%s", source ? source : "");
+    snprintf(j->target, sizeof j->target, "%s", target ? target : "");
     j->pending = n;
     pthread_cond_init(&j->done, NULL);
     pthread_mutex_lock(&s->mu);

@@ -1,6 +1,15 @@
 /* Fuzz target: `clformer serve`'s request parser (tools/serve_api.c). The first byte picks
- * the format (byte % 3: LibreTranslate JSON, LibreTranslate form-urlencoded, the native
- * /v1/translate JSON), the rest is the body. An accepted request must respect the limits
+ * the format (byte % 3: LibreTranslate JSON, a LibreTranslate form's fields, the native
+ * /v1/translate JSON; byte 3: iso-codes JSON for language names), the rest is the body.
+ *
+ * A form's fields come as libmicrohttpd's post processor hands them to serve_form_add
+ * (its own parse of urlencoded and multipart bytes is libmicrohttpd's): records split at
+ * 0x1e bytes, each a mode byte, the key, a 0x1f byte and the value's bytes (no 0x1f: the
+ * record is all key, no bytes). Mode & 1: the bytes continue the last field (its length
+ * as the offset, else 0); mode & 2: at an offset one past it (refused unless at 0). Then
+ * serve_parse_form reads the fields.
+ *
+ * An accepted request must respect the limits
  * (sentences, characters per sentence), hold NUL-terminated sentences of their stated
  * length and options in their ranges, and its answer (each sentence's hypotheses a fixed
  * text) must be JSON with one translation per sentence; a refused one must have a 400 or
@@ -16,6 +25,7 @@
 
 #define MAX_SENTENCES 8
 #define MAX_CHARS     64
+#define KEY_MAX       64
 
 static void finding(const char *what)
 {
@@ -94,21 +104,80 @@ static void check_split(serve_request *req)
     serve_split_free(&sp);
 }
 
+/* The form records of body[0..len) (above) through serve_form_add, then serve_parse_form. */
+static int parse_form_records(const uint8_t *body, size_t len, const serve_limits *lim,
+                              serve_request *req, char *why, size_t why_len)
+{
+    serve_form form = {0};
+    int code = 0;
+    for (size_t at = 0; at < len && code == 0;) {
+        const uint8_t *end = memchr(body + at, 0x1e, len - at);
+        const size_t rec_end = end ? (size_t)(end - body) : len;
+        const uint8_t mode = body[at];
+        const size_t k0 = at + 1 < rec_end ? at + 1 : rec_end;
+        const uint8_t *sep = memchr(body + k0, 0x1f, rec_end - k0);
+        const size_t k1 = sep ? (size_t)(sep - body) : rec_end;
+        const size_t v0 = sep ? k1 + 1 : rec_end;
+        char key[KEY_MAX + 1];
+        size_t klen = k1 - k0 < KEY_MAX ? k1 - k0 : KEY_MAX;
+        memcpy(key, body + k0, klen);
+        key[klen] = '\0'; /* a key holding a NUL is cut there, as a C string is */
+        uint64_t off = 0;
+        if ((mode & 1) && form.n > 0)
+            off = form.fields[form.n - 1].len;
+        if (mode & 2)
+            off++;
+        code = serve_form_add(&form, key, (const char *)body + v0, off, rec_end - v0, lim, why,
+                              why_len);
+        if (code != 0 && code != 400 && code != 413)
+            finding("serve_form_add: a refusal that is neither 400 nor 413");
+        if (code == 0 && form.n > MAX_SENTENCES + SERVE_FORM_OTHER_MAX)
+            finding("serve_form_add: more fields than its limit");
+        for (int i = 0; code == 0 && i < form.n; i++)
+            if (form.fields[i].value[form.fields[i].len] != '\0')
+                finding("serve_form_add: a value not NUL-terminated at its length");
+        at = rec_end + 1;
+    }
+    if (code == 0)
+        code = serve_parse_form(SERVE_API_LIBRE, &form, lim, req, why, why_len);
+    else
+        memset(req, 0, sizeof *req);
+    serve_form_free(&form);
+    return code;
+}
+
+/* iso-codes JSON: a few codes named from it as both files (639-3 and 639-2). */
+static void check_names(const uint8_t *body, size_t len)
+{
+    static const char *const codes[] = {"en", "de", "ast", "ger", "", "ns"};
+    json_t *j = json_loadb((const char *)body, len, 0, NULL);
+    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
+        const char *a = serve_language_name(j, NULL, codes[i]);
+        const char *b = serve_language_name(NULL, j, codes[i]);
+        const char *c = serve_language_name(j, j, codes[i]);
+        if ((a && !*a) || (b && !*b) || (c && !*c) || (a && !c))
+            finding("serve_language_name: an empty name, or 639-3's lost with both");
+    }
+    json_decref(j);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
-    static const struct {
-        serve_api_kind kind;
-        int form;
-    } fmt[3] = {{SERVE_API_LIBRE, 0}, {SERVE_API_LIBRE, 1}, {SERVE_API_NATIVE, 0}};
+    if (data[0] == 3) {
+        check_names(data + 1, size - 1);
+        return 0;
+    }
+    static const serve_api_kind kinds[3] = {SERVE_API_LIBRE, SERVE_API_LIBRE, SERVE_API_NATIVE};
     const int f = data[0] % 3;
     serve_limits lim = {MAX_SENTENCES, MAX_CHARS};
     serve_request req;
     char why[512];
     why[0] = '\0';
-    int code = serve_parse_request(fmt[f].kind, fmt[f].form, (const char *)data + 1, size - 1, &lim,
-                                   &req, why, sizeof why);
+    int code = f == 1 ? parse_form_records(data + 1, size - 1, &lim, &req, why, sizeof why)
+                      : serve_parse_request(kinds[f], (const char *)data + 1, size - 1, &lim, &req,
+                                            why, sizeof why);
     if (code != 0) {
         if (code != 400 && code != 413)
             finding("a refusal that is neither 400 nor 413");

@@ -11,7 +11,8 @@ with an empty form body, as it does against a LibreTranslate server.
 
 The reference for every translation is the offline CLI, `clformer translate -m MODEL_DIR
 --max-len M` on the same sentences (M: the server's output limit, GET /health); the
-languages are model.yaml's `languages:` line. Checked: languages(), translate() of the
+languages are model.yaml's `languages:` line. Checked: languages() (names from iso-codes),
+detect() (the model's one source language), translate() of the
 model's validation sentences and of sentences with the characters form encoding escapes
 (& = + % ; quotes, non-ASCII), 8 client threads at once, a refused pair (HTTP 400 with a
 JSON error) and api_key through the client (--api-keys: 403 without it).
@@ -120,6 +121,14 @@ def test_languages(srv, ref, langs):
     assert isinstance(got, list) and [l["code"] for l in got] == sources, got
     for l in got:
         assert l["targets"] == targets and isinstance(l["name"], str) and l["name"], l
+    # names as LibreTranslate gives them, from iso-codes (the shipped model's source: en)
+    assert got[0]["code"] != "en" or got[0]["name"] == "English", got
+
+
+def test_detect(srv, ref, langs):
+    """No detector: the model's one source language, as LibreTranslate's answer."""
+    got = LibreTranslateAPI(srv.url).detect(SENTENCES[0])
+    assert got == [{"confidence": 100.0, "language": langs[0][0]}], got
 
 
 def test_translate(srv, ref, langs):
@@ -185,7 +194,8 @@ def main():
     failures = []
     try:
         ref = reference(SENTENCES, srv.max_len())
-        tests = [(test_languages, (srv, ref, langs)), (test_translate, (srv, ref, langs)),
+        tests = [(test_languages, (srv, ref, langs)), (test_detect, (srv, ref, langs)),
+                 (test_translate, (srv, ref, langs)),
                  (test_concurrent, (srv, ref, langs)), (test_refused, (srv, ref, langs)),
                  (test_api_key, (ref, langs))]
         for fn, args in tests:

@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
-"""clformer serve over loopback (ctest `serve`): python3 test_serve.py CLI MODEL_DIR
+"""clformer serve over loopback (ctest `serve`): python3 test_serve.py CLI MODEL_DIR [M2M_HF]
 
-Python's standard library only (plain asserts; no PyPI). Each server listens on an
+Python's standard library only (plain asserts; no PyPI), and curl for form bodies as a
+client sends them (urlencoded and multipart/form-data). Each server listens on an
 ephemeral port (--port 0), read from its "serving on http://HOST:PORT" line on stderr.
 The reference for every translation is the offline CLI, `clformer translate -m MODEL_DIR
 --max-len M` run here on the same sentences, M being the server's output limit (GET /health):
 the server must give each sentence exactly that text, whatever it was batched with.
+M2M_HF (tests/fixtures/m2m100/hf) is imported with `clformer import` and served: a
+many-language model whose requests pick their languages, checked against `clformer
+translate --source-lang en --target-lang de|fr`.
 """
 import http.client
 import json
@@ -21,6 +25,7 @@ import traceback
 import urllib.parse
 
 CLI, MODEL = sys.argv[1], sys.argv[2]
+M2M_HF = sys.argv[3] if len(sys.argv) > 3 else None
 NAME = os.path.basename(os.path.normpath(MODEL))
 # The model's validation sentences: short UI messages.
 with open(os.path.join(MODEL, "valid.en"), encoding="utf-8") as f:
@@ -29,9 +34,9 @@ START_TIMEOUT = 120  # the sanitized build loads slowly
 
 
 class Server:
-    def __init__(self, *args, env=None):
+    def __init__(self, *args, env=None, model=MODEL):
         self.err = tempfile.TemporaryFile()
-        self.p = subprocess.Popen([CLI, "serve", "-m", MODEL, "--port", "0", *args],
+        self.p = subprocess.Popen([CLI, "serve", "-m", model, "--port", "0", *args],
                                   stdout=subprocess.DEVNULL, stderr=self.err,
                                   env={**os.environ, **(env or {})})
         end = time.time() + START_TIMEOUT
@@ -73,9 +78,9 @@ class Server:
         return rc
 
 
-def reference(sentences, max_len, *opts):
+def reference(sentences, max_len, *opts, model=MODEL):
     """The CLI's translations of sentences (one output line per input line)."""
-    out = subprocess.run([CLI, "translate", "-m", MODEL, "--max-len", str(max_len), *opts],
+    out = subprocess.run([CLI, "translate", "-m", model, "--max-len", str(max_len), *opts],
                          input="".join(s + "\n" for s in sentences).encode(),
                          stdout=subprocess.PIPE, check=True, timeout=300).stdout
     return out.decode("utf-8").split("\n")[:-1]
@@ -84,6 +89,17 @@ def reference(sentences, max_len, *opts):
 def check_error(status, body, want_status, want_text):
     assert status == want_status, (status, body)
     assert set(body) == {"error"} and want_text in body["error"], body
+
+
+def curl(port, path, *args, data=None):
+    """curl's POST to path with args (-d, --data-urlencode, --form-string ...; data: bytes
+    sent as the body, from stdin): (status, body)."""
+    more = ["--data-binary", "@-"] if data is not None else []
+    out = subprocess.run(["curl", "-sS", "-o", "-", "-w", "\n%{http_code}", *args, *more,
+                          f"http://127.0.0.1:{port}{path}"], input=data,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=True, timeout=120)
+    body, _, code = out.stdout.decode("utf-8").rpartition("\n")
+    return int(code), json.loads(body)
 
 
 def raw_exchange(port, data, delay=0.0, split=0):
@@ -199,6 +215,157 @@ def test_native(srv, ref):
     assert status == 200 and body["translations"] == [], body
 
 
+def test_languages(srv, ref):
+    """GET and POST /languages: LibreTranslate's [{"code", "name", "targets"}], the names from
+    iso-codes (the shipped model: English to German)."""
+    want = [{"code": "en", "name": "English", "targets": ["de"]}]
+    s, b, _ = srv.json("GET", "/languages")
+    assert s == 200 and b == want, b
+    s, b, _ = srv.json("POST", "/languages", {})
+    assert s == 200 and b == want, b
+    # as libretranslatepy asks: a form body (here an api_key) on GET, and on POST
+    for method in ("GET", "POST"):
+        s, d, _ = srv.request(method, "/languages", "api_key=x",
+                              {"Content-Type": "application/x-www-form-urlencoded"})
+        assert s == 200 and json.loads(d) == want, (method, d)
+
+
+def test_forms(srv, ref):
+    """Form bodies as curl sends them: urlencoded (-d, --data-urlencode) and multipart
+    (--form-string), q once (a string) or repeated (a list); their limits and errors are the
+    JSON bodies'."""
+    src, tgt = LANGS
+    odd = ["Save & quit", "a = b + c", "100% done; 0% left", "Größe ändern …"]
+    want_odd = reference(odd, MAX_LEN)
+    lang = ["-d", f"source={src}", "-d", f"target={tgt}"]
+    s, b = curl(srv.port, "/translate", "--data-urlencode", f"q={SENTENCES[4]}", *lang)
+    assert s == 200 and b == {"translatedText": ref[4]}, b
+    args = [a for q in odd for a in ("--data-urlencode", f"q={q}")]
+    s, b = curl(srv.port, "/translate", *args, *lang, "-d", "format=text")
+    assert s == 200 and b == {"translatedText": want_odd}, (b, want_odd)
+    mlang = ["--form-string", f"source={src}", "--form-string", f"target={tgt}"]
+    s, b = curl(srv.port, "/translate", "--form-string", f"q={SENTENCES[5]}", *mlang)
+    assert s == 200 and b == {"translatedText": ref[5]}, b
+    args = [a for q in odd + SENTENCES[6:8] for a in ("--form-string", f"q={q}")]
+    s, b = curl(srv.port, "/translate", *args, *mlang)
+    assert s == 200 and b == {"translatedText": want_odd + ref[6:8]}, (b, want_odd)
+    s, b = curl(srv.port, "/translate", "--form-string", f"q={SENTENCES[5]}", *mlang,
+                "--form-string", "alternatives=1")
+    assert s == 200 and len(b["alternatives"]) == 1, b
+    # errors
+    s, b = curl(srv.port, "/translate", *lang)
+    check_error(s, b, 400, "missing 'q'")
+    s, b = curl(srv.port, "/translate", *(["--form-string", "q=a"] * 129), *mlang)
+    check_error(s, b, 413, "129 sentences")
+    s, b = curl(srv.port, "/translate", "--form-string", "q=" + "ä" * 10001, *mlang)
+    check_error(s, b, 413, "10001 characters")
+    s, b = curl(srv.port, "/translate", "-d", "q==x", *lang)
+    check_error(s, b, 400, "malformed")
+    s, b = curl(srv.port, "/translate", "--form-string", "q=x", "--form-string", "format=html",
+                *mlang)
+    check_error(s, b, 400, "format")
+    s, b = curl(srv.port, "/v1/translate", "-d", "sentences=x")
+    check_error(s, b, 400, "expected a JSON body")
+    s, b = curl(srv.port, "/translate", "-H", "Content-Type: multipart/form-data", "-d", "q=x")
+    check_error(s, b, 400, "boundary")
+    s, b = curl(srv.port, "/translate", "-H", "Content-Type: multipart/mixed; boundary=xyz",
+                "-d", "q=x")
+    check_error(s, b, 400, "multipart/mixed")
+    s, b = curl(srv.port, "/translate", "-H", "Expect:", "-H",
+                "Content-Type: application/x-www-form-urlencoded",
+                data=b"source=en&q=" + b"a" * (1 << 20))
+    check_error(s, b, 413, "limit")
+
+
+def test_auto_and_detect(srv, ref):
+    """No language detector: source "auto" and /detect answer the one source language of
+    the models served (here: en)."""
+    src, tgt = LANGS
+    s, b, _ = srv.json("POST", "/detect", {"q": SENTENCES[0]})
+    assert s == 200 and b == [{"confidence": 100.0, "language": src}], b
+    s, b = curl(srv.port, "/detect", "--form-string", "q=Hallo")
+    assert s == 200 and b == [{"confidence": 100.0, "language": src}], b
+    s, b, _ = srv.json("POST", "/detect", {"source": src})
+    check_error(s, b, 400, "missing 'q'")
+    s, b = curl(srv.port, "/translate", "-d", f"q={SENTENCES[3]}", "-d", "source=auto",
+                "-d", f"target={tgt}")
+    assert s == 200 and b["translatedText"] == ref[3], b
+    assert b["detectedLanguage"] == {"confidence": 100, "language": src}, b
+
+
+def test_m2m100(ref):
+    """A many-language model (the M2M-100 fixture, imported): /languages lists its languages
+    by name; each request picks its source and target, and one concurrent run of requests
+    into German and French, LibreTranslate's and native, gives what `clformer translate
+    --source-lang en --target-lang de|fr` gives. No detector: auto and /detect refused."""
+    if not M2M_HF:
+        print("skip test_m2m100: no M2M-100 fixture given")
+        return
+    tmp = tempfile.mkdtemp(prefix="clf-serve-m2m-")
+    model = os.path.join(tmp, "m2m")
+    subprocess.run([CLI, "import", M2M_HF, "-o", model], check=True, timeout=300,
+                   stdout=subprocess.DEVNULL)
+    with open(os.path.join(os.path.dirname(os.path.normpath(M2M_HF)), "sentences.txt"),
+              encoding="utf-8") as f:
+        sents = [l.rstrip("\n") for l in f if l.strip()]
+    srv = Server(model=model)
+    try:
+        s, b, _ = srv.json("GET", "/health")
+        max_len = b["models"][0]["max_len"]
+        want = {t: reference(sents, max_len, "--source-lang", "en", "--target-lang", t, model=model)
+                for t in ("de", "fr")}
+        assert want["de"] != want["fr"], want
+        s, langs, _ = srv.json("GET", "/languages")
+        assert s == 200 and len(langs) == 100, len(langs)
+        by = {l["code"]: l for l in langs}
+        assert by["en"]["name"] == "English" and by["de"]["name"] == "German", by["en"]
+        assert by["ast"]["name"] == "Asturian" and len(by["en"]["targets"]) == 100, by["ast"]
+        assert by["ns"]["name"] == "ns", by["ns"]  # not an ISO 639 code: named by its code
+        errors = []
+
+        def client(k):
+            try:
+                for r in range(4):
+                    t = ("de", "fr")[(k + r) % 2]
+                    idx = [(k * 3 + r + j) % len(sents) for j in range(1 + (k + r) % 3)]
+                    if (k + r) % 4 < 2:
+                        st, body, _ = srv.json("POST", "/translate", {
+                            "q": [sents[i] for i in idx], "source": "en", "target": t})
+                        got = body.get("translatedText")
+                    else:
+                        st, body, _ = srv.json("POST", "/v1/translate", {
+                            "sentences": [sents[i] for i in idx], "source": "en", "target": t})
+                        got = [x["text"] for x in body.get("translations", [])]
+                    assert st == 200 and got == [want[t][i] for i in idx], (t, idx, body)
+            except Exception as e:  # noqa: BLE001
+                errors.append(f"client {k}: {e!r}")
+
+        threads = [threading.Thread(target=client, args=(k,)) for k in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        s, b = curl(srv.port, "/translate", "--form-string", f"q={sents[0]}",
+                    "--form-string", "source=en", "--form-string", "target=fr")
+        assert s == 200 and b == {"translatedText": want["fr"][0]}, b
+        s, b, _ = srv.json("POST", "/translate", {"q": "x", "source": "auto", "target": "de"})
+        check_error(s, b, 400, "no language detector")
+        s, b, _ = srv.json("POST", "/translate", {"q": "x", "source": "en", "target": "xx"})
+        check_error(s, b, 400, "no model translates en to xx")
+        s, b, _ = srv.json("POST", "/v1/translate", {"sentences": ["x"], "source": "en"})
+        check_error(s, b, 400, "give 'target'")
+        s, b, _ = srv.json("POST", "/v1/translate", {"sentences": ["x"], "target": "de"})
+        check_error(s, b, 400, "give 'source'")
+        s, b, _ = srv.json("POST", "/detect", {"q": "x"})
+        check_error(s, b, 501, "no language detector")
+        assert srv.stop() == 0
+    finally:
+        if srv.p.poll() is None:
+            srv.p.kill()
+        subprocess.run(["rm", "-rf", tmp], check=False)
+
+
 def test_concurrent(srv, ref):
     """16 clients at once, 1 to 4 sentences a request: every answer is the offline one."""
     errors = []
@@ -272,8 +439,9 @@ def test_errors(srv, ref):
     s, b, r = srv.json("GET", "/translate")
     check_error(s, b, 405, "POST")
     assert r.getheader("Allow") == "POST"
-    s, b, _ = srv.json("POST", "/languages", {})
-    check_error(s, b, 405, "GET")
+    s, b, r = srv.json("PUT", "/languages", {})
+    check_error(s, b, 405, "GET, POST")
+    assert r.getheader("Allow") == "GET, POST"
     # a chunked body past the limit, with no Content-Length to refuse it early
     s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
     s.sendall(b"POST /v1/translate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n"
@@ -441,6 +609,10 @@ def test_two_models(ref):
         check_error(s, b, 400, "2 models are served")
         s, b, _ = srv.json("POST", "/translate", {"q": "x", "source": "auto", "target": tgt})
         check_error(s, b, 400, "matches 2 models")
+        s, b, _ = srv.json("GET", "/languages")
+        assert s == 200 and b == [{"code": src, "name": "English", "targets": [tgt]}], b
+        s, b, _ = srv.json("POST", "/detect", {"q": "x"})
+        assert s == 200 and b == [{"confidence": 100.0, "language": src}], b
         s, b, _ = srv.json("POST", "/translate", {"q": SENTENCES[0], "source": src,
                                                   "target": tgt})
         assert s == 200 and b["translatedText"] == ref[0], b
@@ -539,6 +711,8 @@ def main():
         ref = reference(SENTENCES, MAX_LEN)
         assert len(ref) == len(SENTENCES)
         tests = [(test_info, (srv, ref)), (test_libre, (srv, ref)), (test_native, (srv, ref)),
+                 (test_languages, (srv, ref)), (test_forms, (srv, ref)),
+                 (test_auto_and_detect, (srv, ref)), (test_m2m100, (ref,)),
                  (test_concurrent, (srv, ref)), (test_errors, (srv, ref)),
                  (test_slow_and_gone_clients, (srv, ref)), (test_dropped_when_gone, ()),
                  (test_timeout, (ref,)), (test_queue_full, (ref,)), (test_sigterm_in_flight, (ref,)),
