@@ -270,7 +270,21 @@ static void fix_mmap_threshold(void)
 #endif
 }
 
-int clf_cmd_serve(int argc, char **argv)
+/* What the command line asks for: the server's options, the backend and weight type, and
+ * the models (-m NAME=DIR) with their directories. */
+typedef struct serve_args {
+    serve_options o;
+    cli_backend_opts bo;
+    int weight_type_set;
+    clf_weight_type weight_type;
+    const char *dirs[MODELS_MAX];
+    serve_model models[MODELS_MAX];
+    int n_models;
+} serve_args;
+
+/* Reads the options into a (and the API keys' file into *keys): 1 to go on, 0 after
+ * --help, -1 after a usage error (printed). */
+static int parse_args(int argc, char **argv, serve_args *a, char ***keys, int *n_keys)
 {
     static const struct option longopts[] = {
         {"model", required_argument, NULL, 'm'},
@@ -288,141 +302,104 @@ int clf_cmd_serve(int argc, char **argv)
         CLI_BACKEND_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
-    serve_options o = {"127.0.0.1",
-                       DEFAULT_PORT,
-                       DEFAULT_MAX_BATCH,
-                       DEFAULT_QUEUE,
-                       DEFAULT_MAX_BODY,
-                       DEFAULT_TIMEOUT_S,
-                       {0, 0},
-                       NULL};
-    serve_limits_default(&o.limits);
-    cli_backend_opts bo = {NULL, NULL, NULL, -1};
-    int weight_type_set = 0, max_body = DEFAULT_MAX_BODY, timeout = DEFAULT_TIMEOUT_S;
-    clf_weight_type weight_type = CLF_WEIGHT_F32;
-    const char *dirs[MODELS_MAX];
-    serve_model models[MODELS_MAX];
-    int n_models = 0, rc = 2, c;
-    char **keys = NULL;
-    int n_keys = 0, served = 0;
-    serve_metrics *metrics = NULL;
-    serve_server *server = NULL;
-    memset(models, 0, sizeof models);
-    fix_mmap_threshold();
+    serve_options *o = &a->o;
+    int max_body = DEFAULT_MAX_BODY, timeout = DEFAULT_TIMEOUT_S, c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "m:h" CLI_BACKEND_SHORTOPTS, longopts, NULL)) != -1) {
-        int b = cli_backend_option(c, optarg, &bo);
+        int b = cli_backend_option(c, optarg, &a->bo);
         if (b < 0)
-            goto done;
+            return -1;
         if (b > 0)
             continue;
         int ok = 1;
         switch (c) {
         case 'm':
-            if (n_models == MODELS_MAX) {
+            if (a->n_models == MODELS_MAX) {
                 ok = !cli_usage_error("at most %d models (-m)", MODELS_MAX);
                 break;
             }
-            ok = model_arg(optarg, &models[n_models].name, &dirs[n_models]);
+            ok = model_arg(optarg, &a->models[a->n_models].name, &a->dirs[a->n_models]);
             if (ok) {
-                for (int i = 0; i < n_models; i++)
-                    if (strcmp(models[i].name, models[n_models].name) == 0)
+                for (int i = 0; i < a->n_models; i++)
+                    if (strcmp(a->models[i].name, a->models[a->n_models].name) == 0)
                         ok = !cli_usage_error("two models named '%s' (give -m NAME=DIR)",
-                                              models[i].name);
-                n_models++;
+                                              a->models[i].name);
+                a->n_models++;
             }
             break;
         case 'h':
             usage();
-            rc = 0;
-            goto done;
+            return 0;
         case OPT_HOST:
-            o.host = optarg;
+            o->host = optarg;
             break;
         case OPT_PORT:
-            ok = cli_parse_int("--port", optarg, 0, &o.port);
-            if (ok && o.port > 65535)
-                ok = !cli_usage_error("--port: %d is not a port (0..65535)", o.port);
+            ok = cli_parse_int("--port", optarg, 0, &o->port);
+            if (ok && o->port > 65535)
+                ok = !cli_usage_error("--port: %d is not a port (0..65535)", o->port);
             break;
         case OPT_WEIGHT_TYPE:
-            ok = cli_weight_type_option(optarg, &weight_type, &weight_type_set);
+            ok = cli_weight_type_option(optarg, &a->weight_type, &a->weight_type_set);
             break;
         case OPT_MAX_BATCH:
-            ok = cli_parse_int("--max-batch", optarg, 1, &o.max_batch);
+            ok = cli_parse_int("--max-batch", optarg, 1, &o->max_batch);
             break;
         case OPT_QUEUE:
-            ok = cli_parse_int("--queue", optarg, 1, &o.queue);
+            ok = cli_parse_int("--queue", optarg, 1, &o->queue);
             break;
         case OPT_API_KEYS:
-            o.api_keys = optarg;
+            o->api_keys = optarg;
             break;
         case OPT_MAX_BODY:
             ok = cli_parse_int("--max-body", optarg, 1, &max_body);
             break;
         case OPT_MAX_SENTENCES:
-            ok = cli_parse_int("--max-sentences", optarg, 1, &o.limits.max_sentences);
+            ok = cli_parse_int("--max-sentences", optarg, 1, &o->limits.max_sentences);
             break;
         case OPT_MAX_CHARS:
-            ok = cli_parse_int("--max-chars", optarg, 1, &o.limits.max_chars);
+            ok = cli_parse_int("--max-chars", optarg, 1, &o->limits.max_chars);
             break;
         case OPT_TIMEOUT:
             ok = cli_parse_int("--timeout", optarg, 1, &timeout);
             break;
         default:
-            goto done;
+            return -1;
         }
         if (!ok)
-            goto done;
+            return -1;
     }
-    if (optind < argc) {
-        cli_usage_error("serve: unexpected argument '%s'", argv[optind]);
-        goto done;
-    }
-    if (n_models == 0) {
-        cli_usage_error("serve: no model (-m MODEL_DIR)");
-        goto done;
-    }
-    if (o.limits.max_sentences > o.queue) {
-        cli_usage_error("--max-sentences %d is more than --queue %d: such a request could never "
-                        "be queued",
-                        o.limits.max_sentences, o.queue);
-        goto done;
-    }
-    o.max_body = (size_t)max_body;
-    o.timeout_s = timeout;
-    if (o.api_keys && !read_keys(o.api_keys, &keys, &n_keys))
-        goto done;
+    if (optind < argc)
+        return cli_usage_error("serve: unexpected argument '%s'", argv[optind]), -1;
+    if (a->n_models == 0)
+        return cli_usage_error("serve: no model (-m MODEL_DIR)"), -1;
+    if (o->limits.max_sentences > o->queue)
+        return cli_usage_error("--max-sentences %d is more than --queue %d: such a request could "
+                               "never be queued",
+                               o->limits.max_sentences, o->queue),
+               -1;
+    o->max_body = (size_t)max_body;
+    o->timeout_s = timeout;
+    return o->api_keys && !read_keys(o->api_keys, keys, n_keys) ? -1 : 1;
+}
 
-    /* Signals are taken by sigwait below: blocked here, before any thread starts, so that
-     * every thread inherits the mask. A client gone mid-answer is an error, not SIGPIPE. */
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-    signal(SIGPIPE, SIG_IGN);
-
-    if (!(metrics = serve_metrics_new())) {
-        fprintf(stderr, "clformer: out of memory\n");
-        rc = 1;
-        goto done;
-    }
-    for (int i = 0; i < n_models; i++) {
-        serve_model *m = &models[i];
+/* Opens each model's translator and starts its scheduler; 0, or the exit status after a
+ * one-line error. */
+static int open_models(serve_args *a, serve_metrics *metrics)
+{
+    for (int i = 0; i < a->n_models; i++) {
+        serve_model *m = &a->models[i];
         clf_translator_opts to;
         clf_translator_opts_default(&to);
-        to.model_dir = dirs[i];
-        to.backend = bo.backend;
-        to.device = bo.device;
-        to.plugin_dir = bo.plugin_dir;
-        to.threads = bo.threads;
-        to.weight_type_set = weight_type_set;
-        to.weight_type = weight_type;
+        to.model_dir = a->dirs[i];
+        to.backend = a->bo.backend;
+        to.device = a->bo.device;
+        to.plugin_dir = a->bo.plugin_dir;
+        to.threads = a->bo.threads;
+        to.weight_type_set = a->weight_type_set;
+        to.weight_type = a->weight_type;
         clf_status st = clf_translator_open(&to, &m->tr);
-        if (st != CLF_OK) {
-            rc = cli_fail(st);
-            goto done;
-        }
+        if (st != CLF_OK)
+            return cli_fail(st);
         clf_translator_info info;
         clf_translator_get_info(m->tr, &info);
         const clf_config *cfg = info.config;
@@ -431,36 +408,76 @@ int clf_cmd_serve(int argc, char **argv)
         snprintf(m->backend, sizeof m->backend, "%s", info.backend ? info.backend : "");
         if (!model_languages(m, cfg)) {
             fprintf(stderr, "clformer: model '%s': out of memory\n", m->name);
-            rc = 1;
-            goto done;
+            return 1;
         }
         fprintf(stderr,
                 "clformer: model '%s' (%s): %s%s -> %s%s (%d source, %d target language%s) on %s\n",
-                m->name, dirs[i], m->sources[0], m->n_sources > 1 ? ", ..." : "", m->targets[0],
+                m->name, a->dirs[i], m->sources[0], m->n_sources > 1 ? ", ..." : "", m->targets[0],
                 m->n_targets > 1 ? ", ..." : "", m->n_sources, m->n_targets,
                 m->n_targets == 1 ? "" : "s", info.backend ? info.backend : "?");
         /* --max-batch sentences at the model's beam; a request's larger beam takes more
          * rows, so that one sentence of the largest beam always fits */
         const int rows =
-            o.max_batch * m->beam > SERVE_BEAM_MAX ? o.max_batch * m->beam : SERVE_BEAM_MAX;
+            a->o.max_batch * m->beam > SERVE_BEAM_MAX ? a->o.max_batch * m->beam : SERVE_BEAM_MAX;
         clf_translator *tr = m->tr;
         m->tr = NULL; /* the scheduler's from here */
-        if ((st = serve_sched_start(tr, &to, rows, o.queue, metrics, &m->sched)) != CLF_OK) {
-            rc = cli_fail(st);
-            goto done;
-        }
+        if ((st = serve_sched_start(tr, &to, rows, a->o.queue, metrics, &m->sched)) != CLF_OK)
+            return cli_fail(st);
     }
-    if (!language_names(models, n_models)) {
+    if (!language_names(a->models, a->n_models)) {
+        fprintf(stderr, "clformer: out of memory\n");
+        return 1;
+    }
+    return 0;
+}
+
+int clf_cmd_serve(int argc, char **argv)
+{
+    serve_args *a = calloc(1, sizeof *a);
+    if (!a) {
+        fprintf(stderr, "clformer: out of memory\n");
+        return 1;
+    }
+    a->o = (serve_options){"127.0.0.1",
+                           DEFAULT_PORT,
+                           DEFAULT_MAX_BATCH,
+                           DEFAULT_QUEUE,
+                           DEFAULT_MAX_BODY,
+                           DEFAULT_TIMEOUT_S,
+                           {0, 0},
+                           NULL};
+    serve_limits_default(&a->o.limits);
+    a->bo = (cli_backend_opts){NULL, NULL, NULL, -1};
+    char **keys = NULL;
+    int n_keys = 0, served = 0, rc = 2;
+    serve_metrics *metrics = NULL;
+    serve_server *server = NULL;
+    fix_mmap_threshold();
+    const int go = parse_args(argc, argv, a, &keys, &n_keys);
+    if (go <= 0) {
+        rc = go == 0 ? 0 : 2;
+        goto done;
+    }
+    /* Signals are taken by sigwait below: blocked here, before any thread starts, so that
+     * every thread inherits the mask. A client gone mid-answer is an error, not SIGPIPE. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    if (!(metrics = serve_metrics_new())) {
         fprintf(stderr, "clformer: out of memory\n");
         rc = 1;
         goto done;
     }
-    if (serve_http_start(&o, models, n_models, keys, n_keys, metrics, &server) != 0) {
-        rc = 1;
+    if ((rc = open_models(a, metrics)) != 0)
         goto done;
-    }
-    int ipv6 = strchr(o.host, ':') != NULL;
-    fprintf(stderr, "clformer: serving on http://%s%s%s:%d\n", ipv6 ? "[" : "", o.host,
+    rc = 1;
+    if (serve_http_start(&a->o, a->models, a->n_models, keys, n_keys, metrics, &server) != 0)
+        goto done;
+    int ipv6 = strchr(a->o.host, ':') != NULL;
+    fprintf(stderr, "clformer: serving on http://%s%s%s:%d\n", ipv6 ? "[" : "", a->o.host,
             ipv6 ? "]" : "", serve_http_port(server));
     fflush(stderr);
 
@@ -470,17 +487,18 @@ int clf_cmd_serve(int argc, char **argv)
     fprintf(stderr, "clformer: %s: finishing the requests in flight\n",
             sig == SIGTERM ? "SIGTERM" : "SIGINT");
     serve_http_quiesce(server);
-    serve_http_drain(server, o.timeout_s + 5.0);
+    serve_http_drain(server, a->o.timeout_s + 5.0);
     rc = 0;
     served = 1;
 done:
     serve_http_stop(server);
-    for (int i = 0; i < n_models; i++)
-        model_free(&models[i]);
+    for (int i = 0; i < a->n_models; i++)
+        model_free(&a->models[i]);
     for (int i = 0; i < n_keys; i++)
         free(keys[i]);
     free(keys);
     serve_metrics_free(metrics);
+    free(a);
     if (served)
         fprintf(stderr, "clformer: stopped\n");
     return rc;
