@@ -1,13 +1,16 @@
-/* The M2M-100 import against transformers (tests/fixtures/m2m100, made by
- * tests/reference/make_m2m100_fixture.py with transformers 4.40.2): a small random
- * M2M100ForConditionalGeneration in the Hugging Face layout is imported with `clformer
- * import`, then on each backend (CPU; OpenCL, the device of CLF_TEST_DEVICE) its logits must
- * match transformers' to 1e-4 relative, and greedy and beam-4 decoding into each of the two
- * target languages (the target language's token forced first, as forced_bos_token_id) must
- * give transformers' generate() outputs token for token (the fixture's metadata holds the
- * generate() arguments). The source framing (__en__ pieces </s>) must be M2M100Tokenizer's,
- * and `clformer translate -m --source-lang en --target-lang L` its decoded text. A language
- * the model lacks, a missing one and an unknown model_type are one-line errors. */
+/* The parity suite of a fixture of the m2m_100 family (tests/family_suite.h; test_m2m100.c
+ * runs it on tests/fixtures/m2m100, made by tests/reference/make_m2m100_fixture.py, and
+ * test_nllb.c on tests/fixtures/nllb, made by make_nllb_fixture.py, both with transformers
+ * 4.40.2): a small random M2M100ForConditionalGeneration in the Hugging Face layout is
+ * imported with `clformer import`, then on each backend (CPU; OpenCL, the device of
+ * CLF_TEST_DEVICE) its logits must match transformers' to 1e-4 relative, and greedy and
+ * beam-4 decoding into each of the two target languages (the target language's token forced
+ * first, as forced_bos_token_id) must give transformers' generate() outputs token for token
+ * (the fixture's metadata holds the generate() arguments). The source framing (the source
+ * language's token, pieces, </s>) must be the tokenizer's (M2M100Tokenizer's,
+ * NllbTokenizer's), and `clformer translate -m --source-lang S --target-lang L` its decoded
+ * text. A language the model lacks, a missing one and an unknown model_type are one-line
+ * errors. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -21,13 +24,15 @@
 #include "clformer/tokenizer.h"
 #include "clformer/translator.h"
 #include "clformer/weights.h"
+#include "family_suite.h"
 #include "testutil.h"
 
-#define FIX(name)  CLF_FIXTURES_DIR "/m2m100/" name
 #define LOGITS_TOL 1e-4
 #define N_TARGETS  2
 
-static const char *const targets[N_TARGETS] = {"de", "fr"};
+#define fam       (&clf_test_family_this)
+#define targets   (fam->targets)
+#define FIX(name) clf_test_family_file(name, (char[512]){0}, 512)
 
 typedef struct ref {
     clf_safetensors *f;
@@ -62,7 +67,9 @@ static void ref_open(ref *r)
     r->length_penalty = (float)atof(clf_safetensors_meta(r->f, "length_penalty"));
     r->early_length_penalty = (float)atof(clf_safetensors_meta(r->f, "early_length_penalty"));
     ck_assert_str_eq(clf_safetensors_meta(r->f, "early_stopping"), "False");
-    ck_assert_str_eq(clf_safetensors_meta(r->f, "target_langs"), "de,fr");
+    char langs[64];
+    snprintf(langs, sizeof langs, "%s,%s", targets[0], targets[1]);
+    ck_assert_str_eq(clf_safetensors_meta(r->f, "target_langs"), langs);
     ck_assert_int_eq(sscanf(clf_safetensors_meta(r->f, "forced_bos_token_ids"), "%d,%d",
                             &r->forced[0], &r->forced[1]),
                      2);
@@ -75,14 +82,35 @@ static void ref_close(ref *r)
     clf_safetensors_close(r->f);
 }
 
-/* Imports the fixture into a fresh directory; returns its path (static storage). */
-static const char *import_fixture(void)
+const char *clf_test_family_file(const char *name, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s/%s/%s", CLF_FIXTURES_DIR, fam->tag, name);
+    return buf;
+}
+
+const char *clf_test_family_import(void)
 {
     static char dir[256];
     char args[1024];
     snprintf(args, sizeof args, "'%s'", FIX("hf"));
-    clf_test_import("m2m100", args, dir, sizeof dir);
+    clf_test_import(fam->tag, args, dir, sizeof dir);
     return dir;
+}
+
+static const char *import_fixture(void)
+{
+    return clf_test_family_import();
+}
+
+clf_translator *clf_test_family_translator(const char *dir)
+{
+    clf_translator_opts to;
+    clf_translator_opts_default(&to);
+    to.model_dir = dir;
+    to.backend = "cpu";
+    clf_translator *t;
+    CLF_ASSERT_OK(clf_translator_open(&to, &t));
+    return t;
 }
 
 static void remove_import(const char *dir)
@@ -227,7 +255,7 @@ static void check_decode(int beam, int k, int early, int stream)
     int32_t *want_len = ints(&r, name, NULL);
     clf_decode_opts o;
     clf_decode_opts_default(&l.cfg.model, &o);
-    ck_assert_int_eq(o.sos_id, 2); /* M2M-100 starts from </s> */
+    ck_assert_int_eq(o.sos_id, 2); /* M2M-100 and NLLB start from </s> */
     o.beam = beam;
     o.max_len = r.max_length - 1; /* max_length counts the decoder start */
     o.forced_bos_id = r.forced[k];
@@ -309,28 +337,24 @@ START_TEST(beam4_matches_generate)
 }
 END_TEST
 
-/* early_stopping=True changes 7 of the 20 sentences into de at this length penalty */
+/* early_stopping=True changes some sentences at this length penalty (m2m100: 7 of 20 into de) */
 START_TEST(beam4_early_stopping_matches_generate)
 {
     check_decode(4, _i, 1, 0);
 }
 END_TEST
 
-/* The translator frames a sentence as M2M100Tokenizer does: __en__ pieces </s> (through
- * the imported vocab.json, whose language tokens come after HF's pieces). */
+/* The translator frames a sentence as the tokenizer does: the source language's token,
+ * pieces, </s> (through the imported vocab.json, whose language tokens come after the
+ * pieces). */
 START_TEST(source_framing_matches_tokenizer)
 {
     ref r = {0};
     ref_open(&r);
     const char *dir = import_fixture();
-    clf_translator_opts to;
-    clf_translator_opts_default(&to);
-    to.model_dir = dir;
-    to.backend = "cpu";
-    clf_translator *t;
-    CLF_ASSERT_OK(clf_translator_open(&to, &t));
-    CLF_ASSERT_OK(clf_translator_set_languages(t, "en", "de"));
-    ck_assert_int_eq(clf_translator_token_id(t, 0, "__en__"), r.src[0]);
+    clf_translator *t = clf_test_family_translator(dir);
+    CLF_ASSERT_OK(clf_translator_set_languages(t, fam->source, targets[0]));
+    ck_assert_int_eq(clf_translator_token_id(t, 0, fam->source_token), r.src[0]);
     FILE *f = fopen(FIX("sentences.txt"), "r");
     ck_assert_ptr_nonnull(f);
     char line[1024];
@@ -353,8 +377,12 @@ START_TEST(source_framing_matches_tokenizer)
     fclose(f);
     /* a code the model lacks: one line, saying how to list them; nothing changed */
     ck_assert_int_eq(clf_translator_set_languages(t, NULL, "xx"), CLF_ERR_INPUT);
-    ck_assert_str_eq(clf_last_error(), "translate: target language 'xx' is not one of the "
-                                       "model's 100 (`clformer info -m DIR` lists them)");
+    char want[256];
+    snprintf(want, sizeof want,
+             "translate: target language 'xx' is not one of the model's %d (`clformer info -m "
+             "DIR` lists them)",
+             fam->n_languages);
+    ck_assert_str_eq(clf_last_error(), want);
     clf_translator_free(t);
     remove_import(dir);
     ref_close(&r);
@@ -370,12 +398,7 @@ START_TEST(scores_match_decoding)
     ref r = {0};
     ref_open(&r);
     const char *dir = import_fixture();
-    clf_translator_opts to;
-    clf_translator_opts_default(&to);
-    to.model_dir = dir;
-    to.backend = "cpu";
-    clf_translator *t;
-    CLF_ASSERT_OK(clf_translator_open(&to, &t));
+    clf_translator *t = clf_test_family_translator(dir);
     float lp;
     int tokens;
     char *error = NULL;
@@ -385,11 +408,11 @@ START_TEST(scores_match_decoding)
         clf_translator_score_ids(t, &one_p, &one_len, &one_p, &one_len, 1, &lp, &tokens, &error),
         CLF_ERR_INPUT);
     ck_assert_ptr_nonnull(strstr(clf_last_error(), "needs a source and a target language"));
-    CLF_ASSERT_OK(clf_translator_set_languages(t, "en", "fr"));
+    CLF_ASSERT_OK(clf_translator_set_languages(t, fam->source, targets[1]));
     const int32_t *src[64];
     int src_len[64], checked = 0;
     ck_assert_int_le(r.N, 64);
-    for (int i = 0; i < r.N; i++) { /* the pieces between __en__ and </s> */
+    for (int i = 0; i < r.N; i++) { /* the pieces between the language's token and </s> */
         src[i] = r.src + (size_t)i * r.S + 1;
         src_len[i] = r.src_len[i] - 2;
     }
@@ -440,17 +463,21 @@ static void drop_unk(char *text)
     *w = '\0';
 }
 
-/* `clformer translate -m DIR --source-lang en --target-lang L` end to end: the text
+/* `clformer translate -m DIR --source-lang S --target-lang L` end to end: the text
  * transformers' tokenizer decodes (the language token and added specials left out), less
  * its "<unk>"s: M2M100Tokenizer (4.40) names fairseq's made-up words unk_token and then
  * writes them, which clformer, like the tokenizer for every other special, leaves out. */
-static void check_translate_cli(const char *opts, const char *want_file)
+static void check_translate_cli(const char *kind, int k, const char *opts)
 {
+    char want_file[512], name[64];
+    snprintf(name, sizeof name, "%s_%s.txt", kind, targets[k]);
+    clf_test_family_file(name, want_file, sizeof want_file);
     const char *dir = import_fixture();
     char args[2048], err[4096], out[256], full[4096];
     snprintf(out, sizeof out, "%s.out", dir);
-    snprintf(args, sizeof args, "translate -m '%s' --backend %s --source-lang en %s", dir,
-             clf_test_be_name, opts);
+    snprintf(args, sizeof args,
+             "translate -m '%s' --backend %s --source-lang %s --target-lang %s %s", dir,
+             clf_test_be_name, fam->source, targets[k], opts);
     snprintf(full, sizeof full, "CLF_PLUGIN_PATH= '%s' %s <'%s' >'%s' 2>'%s.err'", CLF_CLI_PATH,
              args, FIX("sentences.txt"), out, out);
     int rc = system(full);
@@ -478,7 +505,7 @@ static void check_translate_cli(const char *opts, const char *want_file)
 
 START_TEST(translate_cli_greedy_text)
 {
-    check_translate_cli("--target-lang fr --beam 1", FIX("greedy_fr.txt"));
+    check_translate_cli("greedy", 1, "--beam 1");
 }
 END_TEST
 
@@ -486,13 +513,13 @@ END_TEST
  * (beam 4, early_stopping, its length penalty) */
 START_TEST(translate_cli_model_defaults)
 {
-    check_translate_cli("--target-lang de", FIX("beam_early_de.txt"));
+    check_translate_cli("beam_early", 0, "");
 }
 END_TEST
 
 START_TEST(translate_cli_beam_text)
 {
-    check_translate_cli("--target-lang fr --length-penalty 1", FIX("beam_fr.txt"));
+    check_translate_cli("beam", 1, "--length-penalty 1");
 }
 END_TEST
 
@@ -503,17 +530,22 @@ START_TEST(cli_refusals)
     char args[1024], err[2048];
     const char *dir = import_fixture();
     /* no target language: one line, before any input is read */
-    snprintf(args, sizeof args, "translate -m '%s' --source-lang en", dir);
+    snprintf(args, sizeof args, "translate -m '%s' --source-lang %s", dir, fam->source);
     ck_assert_int_ne(clf_test_run_cli(args, err, sizeof err), 0);
     ck_assert_msg(strstr(err, "needs a target language (--target-lang CODE; `clformer info -m "
                               "DIR` lists them)"),
                   "%s", err);
     ck_assert_msg(strchr(err, '\n') == strrchr(err, '\n'), "not one line: %s", err);
-    snprintf(args, sizeof args, "translate -m '%s' --source-lang qq --target-lang de", dir);
+    snprintf(args, sizeof args, "translate -m '%s' --source-lang qq --target-lang %s", dir,
+             targets[0]);
     ck_assert_int_ne(clf_test_run_cli(args, err, sizeof err), 0);
-    ck_assert_msg(strstr(err, "source language 'qq' is not one of the model's 100"), "%s", err);
+    char want[128];
+    snprintf(want, sizeof want, "source language 'qq' is not one of the model's %d",
+             fam->n_languages);
+    ck_assert_msg(strstr(err, want), "%s", err);
+    ck_assert_msg(strchr(err, '\n') == strrchr(err, '\n'), "not one line: %s", err);
     /* train refuses language tokens (not yet framed there) rather than train without them */
-    char tsv[512], yaml[512], text[8192];
+    char tsv[512], yaml[512], text[32768]; /* model.yaml: NLLB's lists 2 x 202 codes */
     snprintf(tsv, sizeof tsv, "%s.tsv", dir);
     snprintf(yaml, sizeof yaml, "%s.yaml", dir);
     clf_test_write_text(tsv, "the cat\tdie katze\n");
@@ -538,12 +570,12 @@ START_TEST(cli_refusals)
     /* info -m lists the codes */
     snprintf(args, sizeof args, "info -m '%s'", dir);
     char cmd[1200];
-    snprintf(cmd, sizeof cmd, "'%s' %s | grep -q 'target languages (100): af am ar'", CLF_CLI_PATH,
-             args);
+    snprintf(cmd, sizeof cmd, "'%s' %s | grep -q 'target languages (%d): %s'", CLF_CLI_PATH, args,
+             fam->n_languages, fam->first_codes);
     ck_assert_int_eq(system(cmd), 0);
     remove_import(dir);
     /* a model_type clformer does not import: named, with the ones it does */
-    char base[] = "/tmp/clf-m2m100-bad-XXXXXX";
+    char base[] = "/tmp/clf-family-bad-XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(base));
     char path[512];
     snprintf(path, sizeof path, "%s/config.json", base);
@@ -578,9 +610,11 @@ static void cpu_only(TCase *tc)
     tcase_add_test(tc, source_framing_matches_tokenizer);
     tcase_add_test(tc, scores_match_decoding);
     tcase_add_test(tc, cli_refusals);
+    if (fam->cpu_extra)
+        fam->cpu_extra(tc);
 }
 
-int main(void)
+int clf_test_family_main(void)
 {
-    return clf_test_backends_main("m2m100", add_tests, cpu_only, NULL);
+    return clf_test_backends_main(fam->tag, add_tests, cpu_only, NULL);
 }
