@@ -118,6 +118,21 @@ static void remove_import(const char *dir)
     clf_test_remove_import(dir);
 }
 
+/* The reference opened, the fixture imported (*dir) and a CPU translator of it. */
+static clf_translator *ref_translator(ref *r, const char **dir)
+{
+    ref_open(r);
+    *dir = import_fixture();
+    return clf_test_family_translator(*dir);
+}
+
+static void ref_translator_close(ref *r, const char *dir, clf_translator *t)
+{
+    clf_translator_free(t);
+    remove_import(dir);
+    ref_close(r);
+}
+
 typedef struct loaded {
     const char *dir;
     clf_config cfg;
@@ -350,9 +365,8 @@ END_TEST
 START_TEST(source_framing_matches_tokenizer)
 {
     ref r = {0};
-    ref_open(&r);
-    const char *dir = import_fixture();
-    clf_translator *t = clf_test_family_translator(dir);
+    const char *dir;
+    clf_translator *t = ref_translator(&r, &dir);
     CLF_ASSERT_OK(clf_translator_set_languages(t, fam->source, targets[0]));
     ck_assert_int_eq(clf_translator_token_id(t, 0, fam->source_token), r.src[0]);
     FILE *f = fopen(FIX("sentences.txt"), "r");
@@ -383,9 +397,7 @@ START_TEST(source_framing_matches_tokenizer)
              "DIR` lists them)",
              fam->n_languages);
     ck_assert_str_eq(clf_last_error(), want);
-    clf_translator_free(t);
-    remove_import(dir);
-    ref_close(&r);
+    ref_translator_close(&r, dir, t);
 }
 END_TEST
 
@@ -396,9 +408,8 @@ END_TEST
 START_TEST(scores_match_decoding)
 {
     ref r = {0};
-    ref_open(&r);
-    const char *dir = import_fixture();
-    clf_translator *t = clf_test_family_translator(dir);
+    const char *dir;
+    clf_translator *t = ref_translator(&r, &dir);
     float lp;
     int tokens;
     char *error = NULL;
@@ -445,9 +456,7 @@ START_TEST(scores_match_decoding)
         free(out);
     }
     ck_assert_int_ge(checked, 10);
-    clf_translator_free(t);
-    remove_import(dir);
-    ref_close(&r);
+    ref_translator_close(&r, dir, t);
 }
 END_TEST
 
