@@ -1,16 +1,17 @@
 /* clformer import HF_DIR -o MODEL_DIR: a transformers translation model (as the Hugging Face
  * hub has it) as a clformer model directory. config.json's model_type picks the family from
  * one table (families[]); each family is a file of its own (import_marian.c,
- * import_m2m100.c) that turns config.json into model.yaml and checks the tokenizer files;
+ * import_m2m100.c, which takes NLLB's vocabulary from import_nllb.c) that turns config.json
+ * into model.yaml and checks the tokenizer files;
  * this file has the command, the steps they share (config.json's keys, the generate:
  * section, the weights under their transformers names) and the writing of the directory.
  * `clformer import marian HF_DIR -o MODEL_DIR` is the older spelling, still accepted.
  *
- * Reads HF_DIR/config.json (clf_json_parse_file, at most IMPORT_CONFIG_JSON_MAX bytes),
- * model.safetensors and the family's tokenizer files; writes MODEL_DIR/model.yaml,
- * weights.safetensors (clformer's weight names, F32), source.spm, target.spm and vocab.json,
- * all into MODEL_DIR.tmp.<pid> first, renamed to MODEL_DIR at the end: an error leaves no
- * MODEL_DIR behind. `clformer translate -m MODEL_DIR` runs it.
+ * Reads HF_DIR/config.json (clf_json_parse_file, at most IMPORT_CONFIG_JSON_MAX bytes, as
+ * every JSON file of HF_DIR), model.safetensors and the family's tokenizer files; writes
+ * MODEL_DIR/model.yaml, weights.safetensors (clformer's weight names, F32), source.spm, target.spm
+ * and vocab.json, all into MODEL_DIR.tmp.<pid> first, renamed to MODEL_DIR at the end: an error
+ * leaves no MODEL_DIR behind. `clformer translate -m MODEL_DIR` runs it.
  *
  * model.yaml's generate: section holds what transformers' generate() does with the model
  * by default (generation_config.json's settings when the file is there, as
@@ -113,8 +114,8 @@ clf_status import_get_float(const importer *im, const char *key, double def, dou
     return CLF_OK;
 }
 
-/* model.activation for transformers' activation_function */
-const char *import_activation_of(const char *hf)
+/* model.activation for transformers' activation_function; NULL when clformer has none */
+static const char *activation_of(const char *hf)
 {
     static const char *const map[][2] = {
         {"swish", "silu"}, {"silu", "silu"},          {"relu", "relu"},
@@ -125,6 +126,85 @@ const char *import_activation_of(const char *hf)
     return NULL;
 }
 
+clf_status import_read_json(importer *im, const char *name, int optional, json_t **out)
+{
+    const char *path = import_in_dir(im, im->hf, name);
+    int present = 1;
+    clf_status st;
+    *out = NULL;
+    if (optional && (st = cli_optional_file(path, &present)) != CLF_OK)
+        return st;
+    if (!present)
+        return CLF_OK;
+    if ((st = clf_json_parse_file(path, IMPORT_CONFIG_JSON_MAX, out)) != CLF_OK)
+        return st;
+    if (!json_is_object(*out)) {
+        json_decref(*out);
+        *out = NULL;
+        return clf_error(CLF_ERR_INPUT, "%s: expected a JSON object", path);
+    }
+    return CLF_OK;
+}
+
+clf_status import_read_common(importer *im, const import_defaults *def, import_common *c)
+{
+    clf_status st;
+    c->bos = 0;
+    if ((st = import_get_int(im, "vocab_size", -1, 1, &c->V)) != CLF_OK ||
+        (st = import_get_int(im, "d_model", -1, 1, &c->d)) != CLF_OK ||
+        (st = import_get_int(im, "encoder_layers", -1, 1, &c->enc_layers)) != CLF_OK ||
+        (st = import_get_int(im, "decoder_layers", -1, 1, &c->dec_layers)) != CLF_OK ||
+        (st = import_get_int(im, "encoder_attention_heads", -1, 1, &c->heads)) != CLF_OK ||
+        (st = import_get_int(im, "encoder_ffn_dim", -1, 1, &c->ffn)) != CLF_OK ||
+        (st = import_get_int(im, "max_position_embeddings", def->maxpos, 2, &c->maxpos)) !=
+            CLF_OK ||
+        (st = import_get_int(im, "pad_token_id", def->pad, 0, &c->pad)) != CLF_OK ||
+        (st = import_get_int(im, "eos_token_id", def->eos, 0, &c->eos)) != CLF_OK ||
+        (def->has_bos && (st = import_get_int(im, "bos_token_id", 0, 0, &c->bos)) != CLF_OK) ||
+        (st = import_get_int(im, "decoder_start_token_id", def->start_from_eos ? c->eos : c->pad, 0,
+                             &c->start)) != CLF_OK ||
+        (st = import_get_bool(im, "scale_embedding", def->scale, &c->scale)) != CLF_OK ||
+        (st = import_get_float(im, "dropout", 0.1, &c->drop)) != CLF_OK ||
+        (st = import_get_float(im, "attention_dropout", def->adrop, &c->adrop)) != CLF_OK ||
+        (st = import_get_float(im, "activation_dropout", 0.0, &c->actdrop)) != CLF_OK)
+        return st;
+    /* the special ids index the vocabulary: one out of it is named here, not where it is
+     * first compared (generation_config.json's forced_eos_token_id, the weights) */
+    const char *const id_keys[4] = {"pad_token_id", "eos_token_id", "decoder_start_token_id",
+                                    "bos_token_id"};
+    const long long ids[4] = {c->pad, c->eos, c->start, c->bos};
+    for (int i = 0; i < 3 + def->has_bos; i++)
+        if (ids[i] >= c->V) {
+            char why[96];
+            snprintf(why, sizeof why,
+                     "expected an id of the vocabulary, 0 to %lld (vocab_size %lld)", c->V - 1,
+                     c->V);
+            return import_bad_key(im, id_keys[i], why);
+        }
+    long long dh, df;
+    if ((st = import_get_int(im, "decoder_attention_heads", -1, 1, &dh)) != CLF_OK ||
+        (st = import_get_int(im, "decoder_ffn_dim", -1, 1, &df)) != CLF_OK)
+        return st;
+    if (dh != c->heads)
+        return import_bad_key(
+            im, "decoder_attention_heads",
+            "differs from encoder_attention_heads (clformer has one model.heads)");
+    if (df != c->ffn)
+        return import_bad_key(im, "decoder_ffn_dim",
+                              "differs from encoder_ffn_dim (clformer has one model.d_ff)");
+    const json_t *act = json_object_get(im->cfg, "activation_function");
+    if (!(c->activation = json_is_string(act) ? activation_of(json_string_value(act)) : NULL))
+        return import_bad_key(im, "activation_function",
+                              "not one clformer has (swish, silu, relu, gelu, gelu_new)");
+    /* each rate named by its own key (one message for all three named the wrong one) */
+    const char *const rate_keys[3] = {"dropout", "attention_dropout", "activation_dropout"};
+    const double rates[3] = {c->drop, c->adrop, c->actdrop};
+    for (int i = 0; i < 3; i++)
+        if (!(rates[i] >= 0 && rates[i] < 1))
+            return import_bad_key(im, rate_keys[i], "dropout rates must be in [0, 1)");
+    return CLF_OK;
+}
+
 /* The generate: section of model.yaml (appended to yaml[size]) from the generation
  * settings of generation_config.json, or of config.json without one; max_len is at most
  * the positions the decoder has after its start token (maxpos - 1). */
@@ -133,18 +213,10 @@ clf_status import_read_generate(importer *im, long long eos, long long maxpos, c
 {
     json_t *const model_cfg = im->cfg;
     json_t *gen = NULL;
-    clf_status st = CLF_OK;
-    const char *path = import_in_dir(im, im->hf, "generation_config.json");
-    int present = 0;
-    if ((st = cli_optional_file(path, &present)) != CLF_OK)
+    clf_status st = import_read_json(im, "generation_config.json", 1, &gen);
+    if (st != CLF_OK)
         return st;
-    if (present) {
-        if ((st = clf_json_parse_file(path, IMPORT_CONFIG_JSON_MAX, &gen)) != CLF_OK)
-            return st;
-        if (!json_is_object(gen)) {
-            json_decref(gen);
-            return clf_error(CLF_ERR_INPUT, "%s: expected a JSON object", path);
-        }
+    if (gen) {
         im->cfg = gen; /* get_* and bad_key read im->cfg */
         im->cfg_name = "generation_config.json";
     }
@@ -384,12 +456,9 @@ static clf_status write_dir(importer *im)
 /* config.json's model_type -> the family, or a one-line error naming it and the families */
 static clf_status pick_family(importer *im)
 {
-    const char *path = import_in_dir(im, im->hf, "config.json");
-    clf_status st = clf_json_parse_file(path, IMPORT_CONFIG_JSON_MAX, &im->cfg);
+    clf_status st = import_read_json(im, "config.json", 0, &im->cfg);
     if (st != CLF_OK)
         return st;
-    if (!json_is_object(im->cfg))
-        return clf_error(CLF_ERR_INPUT, "%s: expected a JSON object", path);
     const json_t *mt = json_object_get(im->cfg, "model_type");
     for (size_t i = 0; json_is_string(mt) && i < N_FAMILIES; i++)
         if (!strcmp(json_string_value(mt), families[i]->model_type)) {

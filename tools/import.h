@@ -53,6 +53,41 @@ struct importer {
 
 extern const import_family clf_import_marian, clf_import_m2m100;
 
+/* What every family reads from config.json: the two stacks' shape, the special ids and the
+ * dropout rates (transformers' names: vocab_size, d_model, encoder_layers, ...). */
+typedef struct import_common {
+    long long V, d, enc_layers, dec_layers, heads, ffn, maxpos, pad, eos, bos, start;
+    int scale;                   /* scale_embedding */
+    double drop, adrop, actdrop; /* dropout, attention_dropout, activation_dropout */
+    const char *activation;      /* model.activation of activation_function */
+} import_common;
+
+/* A family's defaults for the keys config.json may leave out (-1: required). */
+typedef struct import_defaults {
+    long long maxpos, pad, eos;
+    int has_bos;        /* 1: bos_token_id is read (default 0) and checked */
+    int start_from_eos; /* decoder_start_token_id defaults to eos_token_id, else pad */
+    int scale;
+    double adrop;
+} import_defaults;
+
+/* The language tokens of a family whose model places them (model.source_language,
+ * target_language): the codes in id order, their tokens' spelling, the source token's
+ * place, and the first id that is never text (model.specials_from). */
+typedef struct import_languages {
+    char codes[CLF_LANGUAGES_MAX][CLF_LANGUAGE_CODE_MAX];
+    int n_codes;
+    const char *prefix, *suffix; /* "__" "__" for M2M-100, "" "" for NLLB */
+    const char *place;           /* "before" or "after" */
+    int specials_from;
+} import_languages;
+
+/* NllbTokenizer's vocabulary (import_nllb.c), for the m2m_100 family: im->vocab_text and
+ * im->spm_from made from sentencepiece.bpe.model and tokenizer_config.json (tc, NULL when
+ * absent), the languages filled. */
+clf_status import_nllb_vocab(importer *im, const import_common *c, json_t *tc,
+                             import_languages *langs);
+
 /* dir/name in im->path */
 const char *import_in_dir(importer *im, const char *dir, const char *name);
 /* "HF_DIR/config.json: key = value: why" (generation_config.json while that is read) */
@@ -62,8 +97,13 @@ clf_status import_get_int(const importer *im, const char *key, long long def, lo
                           long long *out);
 clf_status import_get_bool(const importer *im, const char *key, int def, int *out);
 clf_status import_get_float(const importer *im, const char *key, double def, double *out);
-/* model.activation for transformers' activation_function; NULL when clformer has none */
-const char *import_activation_of(const char *hf);
+/* HF_DIR/name as a JSON object (at most IMPORT_CONFIG_JSON_MAX bytes) into *out; with
+ * optional, *out is NULL when the file is absent. */
+clf_status import_read_json(importer *im, const char *name, int optional, json_t **out);
+/* config.json's shared keys (import_common) with the family's defaults, checked: the ids
+ * within vocab_size, one heads and d_ff for both stacks, an activation clformer has, rates
+ * in [0, 1). */
+clf_status import_read_common(importer *im, const import_defaults *def, import_common *c);
 /* Appends the generate: section to yaml[size] from generation_config.json, else config.json
  * (transformers' generate() defaults: num_beams, max_length / max_new_tokens,
  * length_penalty, forced_eos_token_id, early_stopping true or false). */

@@ -19,7 +19,11 @@
  * of tokenizer_config.json's language_codes (m2m100: 100 codes, wmt21: 8) follow it, then
  * made-up words up to vocab_size. The model directory's vocab.json is HF's with those
  * appended (ids from len(vocab.json) on are specials_from: never text), and its source.spm
- * and target.spm are both sentencepiece.bpe.model. */
+ * and target.spm are both sentencepiece.bpe.model.
+ *
+ * NLLB-200 is the same model with NllbTokenizer's vocabulary (import_nllb.c): which
+ * tokenizer a directory has is tokenizer_config.json's tokenizer_class (else config.json's;
+ * else M2M-100 when there is a vocab.json, NLLB when not). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,64 +60,59 @@ static clf_status check_fixed(const importer *im)
     return CLF_OK;
 }
 
-/* tokenizer_config.json's language_codes (m2m100 when absent) -> the code list */
-static clf_status language_codes(importer *im, const char *const **codes, int *n)
+/* tokenizer_config.json's language_codes (m2m100 when absent; tc NULL: no such file) ->
+ * the code list */
+static clf_status language_codes(importer *im, const json_t *tc, const char *const **codes, int *n)
 {
-    const char *path = import_in_dir(im, im->hf, "tokenizer_config.json");
-    int present = 0;
-    json_t *tc = NULL;
-    clf_status st = cli_optional_file(path, &present);
-    if (st != CLF_OK)
-        return st;
     *codes = codes_m2m100;
     *n = (int)(sizeof codes_m2m100 / sizeof codes_m2m100[0]);
-    if (!present)
-        return CLF_OK;
-    if ((st = clf_json_parse_file(path, IMPORT_CONFIG_JSON_MAX, &tc)) != CLF_OK)
-        return st;
-    const json_t *lc = json_is_object(tc) ? json_object_get(tc, "language_codes") : NULL;
+    const json_t *lc = tc ? json_object_get(tc, "language_codes") : NULL;
     if (json_is_string(lc) && !strcmp(json_string_value(lc), "wmt21")) {
         *codes = codes_wmt21;
         *n = (int)(sizeof codes_wmt21 / sizeof codes_wmt21[0]);
     } else if (lc && !(json_is_string(lc) && !strcmp(json_string_value(lc), "m2m100"))) {
-        st = clf_error(CLF_ERR_INPUT,
-                       "%s: language_codes: expected \"m2m100\" or \"wmt21\" (M2M100Tokenizer's)",
-                       path);
+        return clf_error(CLF_ERR_INPUT,
+                         "%s/tokenizer_config.json: language_codes: expected \"m2m100\" or "
+                         "\"wmt21\" (M2M100Tokenizer's)",
+                         im->hf);
     }
-    json_decref(tc);
-    return st;
+    return CLF_OK;
 }
 
-/* The SentencePiece model and vocab.json checked (M2M100Tokenizer's ids: </s> eos, <pad>
- * pad), and the model directory's vocab.json made: HF's, then the language tokens, then
- * made-up words up to V. *n_pieces: HF's entries. */
-static clf_status make_vocab(importer *im, long long V, long long pad, long long eos,
-                             const char *const *codes, int n_codes, int *n_pieces)
+/* M2M100Tokenizer's vocabulary: the SentencePiece model and vocab.json checked (</s> eos,
+ * <pad> pad), and the model directory's vocab.json made: HF's, then the language tokens
+ * __xx__, then made-up words up to vocab_size. */
+static clf_status m2m100_vocab(importer *im, const import_common *c, const json_t *tc,
+                               import_languages *langs)
 {
     char vocab[CLF_PATH_MAX];
     clf_tokenizer *tok = NULL;
     json_t *root = NULL;
+    const char *const *codes;
+    int n_codes;
+    clf_status st = language_codes(im, tc, &codes, &n_codes);
+    if (st != CLF_OK)
+        return st;
     snprintf(im->spm_path, sizeof im->spm_path, "%s", import_in_dir(im, im->hf, M2M_SPM));
     snprintf(vocab, sizeof vocab, "%s", import_in_dir(im, im->hf, MODEL_DIR_VOCAB));
-    clf_status st = clf_tokenizer_load_mapped(im->spm_path, vocab, &tok);
-    if (st != CLF_OK)
+    if ((st = clf_tokenizer_load_mapped(im->spm_path, vocab, &tok)) != CLF_OK)
         return st;
     const int size = clf_tokenizer_size(tok);
     clf_tokenizer_specials sp = clf_tokenizer_special_ids(tok);
     clf_tokenizer_free(tok);
-    if (sp.eos != eos || sp.pad != pad)
+    if (sp.eos != c->eos || sp.pad != c->pad)
         return clf_error(CLF_ERR_INPUT,
                          "%s: </s> is %d and <pad> %d, but config.json says eos_token_id %lld "
                          "and pad_token_id %lld",
-                         vocab, sp.eos, sp.pad, eos, pad);
-    if ((long long)size + n_codes > V)
+                         vocab, sp.eos, sp.pad, c->eos, c->pad);
+    if ((long long)size + n_codes > c->V)
         return clf_error(CLF_ERR_INPUT,
                          "%s: %d pieces and %d language codes, more than config.json's "
                          "vocab_size %lld",
-                         vocab, size, n_codes, V);
+                         vocab, size, n_codes, c->V);
     if ((st = clf_json_parse_file(vocab, CLF_TOKENIZER_JSON_MAX, &root)) != CLF_OK)
         return st;
-    for (long long id = size; id < V && st == CLF_OK; id++) {
+    for (long long id = size; id < c->V && st == CLF_OK; id++) {
         char word[64];
         if (id < size + n_codes)
             snprintf(word, sizeof word, "__%s__", codes[id - size]);
@@ -131,16 +130,49 @@ static clf_status make_vocab(importer *im, long long V, long long pad, long long
         st = clf_error(CLF_ERR_NOMEM, "import: out of host memory");
     json_decref(root);
     im->spm_from = im->spm_path;
-    *n_pieces = size;
+    for (int i = 0; i < n_codes; i++)
+        snprintf(langs->codes[i], sizeof langs->codes[i], "%s", codes[i]);
+    langs->n_codes = n_codes;
+    langs->prefix = langs->suffix = "__";
+    langs->place = "before";
+    langs->specials_from = size;
     return st;
 }
 
-/* appends "[c0, c1, ...]" to yaml */
-static int put_codes(char *yaml, size_t size, const char *const *codes, int n)
+/* Whether the m2m_100 model has NllbTokenizer's vocabulary (see the top). */
+static clf_status is_nllb(importer *im, const json_t *tc, int *nllb)
+{
+    const json_t *cls = tc ? json_object_get(tc, "tokenizer_class") : NULL;
+    const char *file = "tokenizer_config.json";
+    if (!cls || json_is_null(cls)) {
+        cls = json_object_get(im->cfg, "tokenizer_class");
+        file = "config.json";
+    }
+    if (!cls || json_is_null(cls)) {
+        int vocab = 0;
+        clf_status st = cli_optional_file(import_in_dir(im, im->hf, MODEL_DIR_VOCAB), &vocab);
+        *nllb = !vocab;
+        return st;
+    }
+    const char *name = json_string_value(cls);
+    *nllb = name && (!strcmp(name, "NllbTokenizer") || !strcmp(name, "NllbTokenizerFast"));
+    if (*nllb || (name && (!strcmp(name, "M2M100Tokenizer"))))
+        return CLF_OK;
+    char *v = json_dumps(cls, JSON_ENCODE_ANY | JSON_COMPACT);
+    clf_status st = clf_error(CLF_ERR_INPUT,
+                              "%s/%s: tokenizer_class = %s: clformer imports model_type m2m_100 "
+                              "with \"NllbTokenizer\" or \"M2M100Tokenizer\"",
+                              im->hf, file, v ? v : "?");
+    free(v);
+    return st;
+}
+
+/* appends "[c0, c1, ...]\n" to yaml */
+static int put_codes(char *yaml, size_t size, const import_languages *l)
 {
     size_t used = strlen(yaml);
-    for (int i = 0; i < n; i++) {
-        int k = snprintf(yaml + used, size - used, "%s%s", i ? ", " : "[", codes[i]);
+    for (int i = 0; i < l->n_codes; i++) {
+        int k = snprintf(yaml + used, size - used, "%s%s", i ? ", " : "[", l->codes[i]);
         if (k < 0 || (size_t)k >= size - used)
             return -1;
         used += (size_t)k;
@@ -151,100 +183,76 @@ static int put_codes(char *yaml, size_t size, const char *const *codes, int n)
 
 static clf_status read_config(importer *im)
 {
-    clf_status st = check_fixed(im);
-    if (st != CLF_OK)
-        return st;
-    long long V, d, el, dl, eh, dh, ef, df, maxpos, pad, eos, bos, start;
-    int scale;
-    double drop, adrop, actdrop;
-    if ((st = import_get_int(im, "vocab_size", -1, 1, &V)) != CLF_OK ||
-        (st = import_get_int(im, "d_model", -1, 1, &d)) != CLF_OK ||
-        (st = import_get_int(im, "encoder_layers", -1, 1, &el)) != CLF_OK ||
-        (st = import_get_int(im, "decoder_layers", -1, 1, &dl)) != CLF_OK ||
-        (st = import_get_int(im, "encoder_attention_heads", -1, 1, &eh)) != CLF_OK ||
-        (st = import_get_int(im, "decoder_attention_heads", -1, 1, &dh)) != CLF_OK ||
-        (st = import_get_int(im, "encoder_ffn_dim", -1, 1, &ef)) != CLF_OK ||
-        (st = import_get_int(im, "decoder_ffn_dim", -1, 1, &df)) != CLF_OK ||
-        (st = import_get_int(im, "max_position_embeddings", 1024, 2, &maxpos)) != CLF_OK ||
-        (st = import_get_int(im, "pad_token_id", 1, 0, &pad)) != CLF_OK ||
-        (st = import_get_int(im, "eos_token_id", 2, 0, &eos)) != CLF_OK ||
-        (st = import_get_int(im, "bos_token_id", 0, 0, &bos)) != CLF_OK ||
-        (st = import_get_int(im, "decoder_start_token_id", eos, 0, &start)) != CLF_OK ||
-        (st = import_get_bool(im, "scale_embedding", 1, &scale)) != CLF_OK ||
-        (st = import_get_float(im, "dropout", 0.1, &drop)) != CLF_OK ||
-        (st = import_get_float(im, "attention_dropout", 0.1, &adrop)) != CLF_OK ||
-        (st = import_get_float(im, "activation_dropout", 0.0, &actdrop)) != CLF_OK)
-        return st;
-    const char *const id_keys[4] = {"pad_token_id", "eos_token_id", "bos_token_id",
-                                    "decoder_start_token_id"};
-    const long long ids[4] = {pad, eos, bos, start};
-    for (int i = 0; i < 4; i++)
-        if (ids[i] >= V) {
-            char why[96];
-            snprintf(why, sizeof why,
-                     "expected an id of the vocabulary, 0 to %lld (vocab_size %lld)", V - 1, V);
-            return import_bad_key(im, id_keys[i], why);
-        }
-    if (dh != eh)
-        return import_bad_key(im, "decoder_attention_heads",
-                              "differs from encoder_attention_heads (clformer has one "
-                              "model.heads)");
-    if (df != ef)
-        return import_bad_key(im, "decoder_ffn_dim",
-                              "differs from encoder_ffn_dim (clformer has one model.d_ff)");
-    const json_t *act = json_object_get(im->cfg, "activation_function");
-    const char *activation =
-        json_is_string(act) ? import_activation_of(json_string_value(act)) : NULL;
-    if (!activation)
-        return import_bad_key(im, "activation_function",
-                              "not one clformer has (relu, swish, silu, gelu, gelu_new)");
-    const char *const rate_keys[3] = {"dropout", "attention_dropout", "activation_dropout"};
-    const double rates[3] = {drop, adrop, actdrop};
-    for (int i = 0; i < 3; i++)
-        if (!(rates[i] >= 0 && rates[i] < 1))
-            return import_bad_key(im, rate_keys[i], "dropout rates must be in [0, 1)");
-    const char *const *codes;
-    int n_codes, n_pieces;
-    if ((st = language_codes(im, &codes, &n_codes)) != CLF_OK ||
-        (st = make_vocab(im, V, pad, eos, codes, n_codes, &n_pieces)) != CLF_OK)
-        return st;
-    int n =
-        snprintf(im->yaml, sizeof im->yaml,
-                 "# Imported by `clformer import` from %s (a transformers "
-                 "M2M100ForConditionalGeneration).\n"
-                 "model:\n"
-                 "  src_vocab: %lld\n  tgt_vocab: %lld\n  max_len: %lld\n  d_model: %lld\n"
-                 "  encoder_layers: %lld\n  decoder_layers: %lld\n  heads: %lld\n"
-                 "  d_ff: %lld\n  norm: pre\n  final_norm: true\n"
-                 "  layernorm: {style: standard, eps: 1.0e-5}\n  attention_bias: true\n"
-                 "  activation: %s\n  output: logits\n"
-                 "  dropout: {residual: %.9g, embedding: %.9g, attention: %.9g, ffn: %.9g}\n"
-                 "  pad_id: %lld\n  positional: sinusoidal_fairseq\n  position_offset: %lld\n"
-                 "  tie_embeddings: all\n  embed_scale: %s\n  bos_id: %lld\n  eos_id: %lld\n"
-                 "  decoder_start_id: %lld\n  source_bos: false\n  source_eos: true\n"
-                 "  source_language: before\n  target_language: forced\n  specials_from: %d\n",
-                 im->hf, V, V, maxpos, d, el, dl, eh, ef, activation, drop, drop, adrop, actdrop,
-                 pad, pad + 1, scale ? "sqrt_d_model" : "1.0", bos, eos, start, n_pieces);
-    if (n < 0 || (size_t)n >= sizeof im->yaml)
-        return clf_error(CLF_ERR_INPUT, "%s/config.json: the path is too long", im->hf);
-    if ((st = import_read_generate(im, eos, maxpos, im->yaml, sizeof im->yaml)) != CLF_OK)
-        return st;
+    static const import_defaults def = {.maxpos = 1024,
+                                        .pad = 1,
+                                        .eos = 2,
+                                        .has_bos = 1,
+                                        .start_from_eos = 1,
+                                        .scale = 1,
+                                        .adrop = 0.1};
+    import_common c;
+    import_languages *langs = calloc(1, sizeof *langs);
+    json_t *tc = NULL;
+    int nllb = 0;
+    clf_status st;
+    if (!langs)
+        return clf_error(CLF_ERR_NOMEM, "import: out of host memory");
+    if ((st = check_fixed(im)) != CLF_OK || (st = import_read_common(im, &def, &c)) != CLF_OK ||
+        (st = import_read_json(im, "tokenizer_config.json", 1, &tc)) != CLF_OK ||
+        (st = is_nllb(im, tc, &nllb)) != CLF_OK ||
+        (st = nllb ? import_nllb_vocab(im, &c, tc, langs) : m2m100_vocab(im, &c, tc, langs)) !=
+            CLF_OK)
+        goto done;
+    int n = snprintf(im->yaml, sizeof im->yaml,
+                     "# Imported by `clformer import` from %s (a transformers "
+                     "M2M100ForConditionalGeneration, %s).\n"
+                     "model:\n"
+                     "  src_vocab: %lld\n  tgt_vocab: %lld\n  max_len: %lld\n  d_model: %lld\n"
+                     "  encoder_layers: %lld\n  decoder_layers: %lld\n  heads: %lld\n"
+                     "  d_ff: %lld\n  norm: pre\n  final_norm: true\n"
+                     "  layernorm: {style: standard, eps: 1.0e-5}\n  attention_bias: true\n"
+                     "  activation: %s\n  output: logits\n"
+                     "  dropout: {residual: %.9g, embedding: %.9g, attention: %.9g, ffn: %.9g}\n"
+                     "  pad_id: %lld\n  positional: sinusoidal_fairseq\n  position_offset: %lld\n"
+                     "  tie_embeddings: all\n  embed_scale: %s\n  bos_id: %lld\n  eos_id: %lld\n"
+                     "  decoder_start_id: %lld\n  source_bos: false\n  source_eos: true\n"
+                     "  source_language: %s\n  target_language: forced\n  specials_from: %d\n",
+                     im->hf, nllb ? "NllbTokenizer" : "M2M100Tokenizer", c.V, c.V, c.maxpos, c.d,
+                     c.enc_layers, c.dec_layers, c.heads, c.ffn, c.activation, c.drop, c.drop,
+                     c.adrop, c.actdrop, c.pad, c.pad + 1, c.scale ? "sqrt_d_model" : "1.0", c.bos,
+                     c.eos, c.start, langs->place, langs->specials_from);
+    if (n < 0 || (size_t)n >= sizeof im->yaml) {
+        st = clf_error(CLF_ERR_INPUT, "%s/config.json: the path is too long", im->hf);
+        goto done;
+    }
+    if ((st = import_read_generate(im, c.eos, c.maxpos, im->yaml, sizeof im->yaml)) != CLF_OK)
+        goto done;
     size_t used = strlen(im->yaml);
-    snprintf(im->yaml + used, sizeof im->yaml - used,
-             "languages:\n  token_prefix: \"__\"\n  token_suffix: \"__\"\n  source: ");
-    if (put_codes(im->yaml, sizeof im->yaml, codes, n_codes) != 0 ||
+    if (*langs->prefix) /* M2M-100's __xx__; NLLB's codes are their own tokens */
+        snprintf(im->yaml + used, sizeof im->yaml - used,
+                 "languages:\n  token_prefix: \"%s\"\n  token_suffix: \"%s\"\n  source: ",
+                 langs->prefix, langs->suffix);
+    else
+        snprintf(im->yaml + used, sizeof im->yaml - used, "languages:\n  source: ");
+    if (put_codes(im->yaml, sizeof im->yaml, langs) != 0 ||
         snprintf(im->yaml + strlen(im->yaml), sizeof im->yaml - strlen(im->yaml), "  target: ") <
             0 ||
-        put_codes(im->yaml, sizeof im->yaml, codes, n_codes) != 0)
-        return clf_error(CLF_ERR_INPUT, "%s/config.json: the path is too long", im->hf);
+        put_codes(im->yaml, sizeof im->yaml, langs) != 0) {
+        st = clf_error(CLF_ERR_INPUT, "%s/config.json: the path is too long", im->hf);
+        goto done;
+    }
     st = clf_config_parse_string(im->yaml, "model.yaml (from config.json)", &im->config);
     if (st != CLF_OK)
-        return clf_error_context(st, "%s/config.json", im->hf);
-    return CLF_OK;
+        st = clf_error_context(st, "%s/config.json", im->hf);
+done:
+    json_decref(tc);
+    free(langs);
+    return st;
 }
 
-const import_family clf_import_m2m100 = {.model_type = "m2m_100",
-                                         .what = "an M2M100ForConditionalGeneration (M2M-100)",
-                                         .read_config = read_config,
-                                         .zero_proj_bias = 1,
-                                         .final_norms = 1};
+const import_family clf_import_m2m100 = {
+    .model_type = "m2m_100",
+    .what = "an M2M100ForConditionalGeneration (M2M-100, NLLB-200)",
+    .read_config = read_config,
+    .zero_proj_bias = 1,
+    .final_norms = 1};

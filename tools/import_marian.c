@@ -41,59 +41,27 @@ static clf_status read_config_only(importer *im)
     clf_status st = check_fixed(im);
     if (st != CLF_OK)
         return st;
-    long long V, Vd, d, el, dl, eh, dh, ef, df, maxpos, pad, eos, start;
-    int scale, share, tie;
-    double drop, adrop, actdrop;
-    if ((st = import_get_int(im, "vocab_size", -1, 1, &V)) != CLF_OK ||
-        (st = import_get_int(im, "decoder_vocab_size", V, 1, &Vd)) != CLF_OK ||
-        (st = import_get_int(im, "d_model", -1, 1, &d)) != CLF_OK ||
-        (st = import_get_int(im, "encoder_layers", -1, 1, &el)) != CLF_OK ||
-        (st = import_get_int(im, "decoder_layers", -1, 1, &dl)) != CLF_OK ||
-        (st = import_get_int(im, "encoder_attention_heads", -1, 1, &eh)) != CLF_OK ||
-        (st = import_get_int(im, "decoder_attention_heads", -1, 1, &dh)) != CLF_OK ||
-        (st = import_get_int(im, "encoder_ffn_dim", -1, 1, &ef)) != CLF_OK ||
-        (st = import_get_int(im, "decoder_ffn_dim", -1, 1, &df)) != CLF_OK ||
-        (st = import_get_int(im, "max_position_embeddings", 512, 2, &maxpos)) != CLF_OK ||
-        (st = import_get_int(im, "pad_token_id", -1, 0, &pad)) != CLF_OK ||
-        (st = import_get_int(im, "eos_token_id", -1, 0, &eos)) != CLF_OK ||
-        (st = import_get_int(im, "decoder_start_token_id", pad, 0, &start)) != CLF_OK ||
-        (st = import_get_bool(im, "scale_embedding", 0, &scale)) != CLF_OK ||
+    static const import_defaults def = {.maxpos = 512,
+                                        .pad = -1,
+                                        .eos = -1,
+                                        .has_bos = 0,
+                                        .start_from_eos = 0,
+                                        .scale = 0,
+                                        .adrop = 0.0};
+    import_common c;
+    long long Vd;
+    int share, tie;
+    if ((st = import_read_common(im, &def, &c)) != CLF_OK ||
+        (st = import_get_int(im, "decoder_vocab_size", c.V, 1, &Vd)) != CLF_OK ||
         (st = import_get_bool(im, "share_encoder_decoder_embeddings", 1, &share)) != CLF_OK ||
-        (st = import_get_bool(im, "tie_word_embeddings", 1, &tie)) != CLF_OK ||
-        (st = import_get_float(im, "dropout", 0.1, &drop)) != CLF_OK ||
-        (st = import_get_float(im, "attention_dropout", 0.0, &adrop)) != CLF_OK ||
-        (st = import_get_float(im, "activation_dropout", 0.0, &actdrop)) != CLF_OK)
+        (st = import_get_bool(im, "tie_word_embeddings", 1, &tie)) != CLF_OK)
         return st;
-    /* the special ids index the vocabulary: one out of it is named here, not where it is
-     * first compared (generation_config.json's forced_eos_token_id, the weights) */
-    const char *const id_keys[3] = {"pad_token_id", "eos_token_id", "decoder_start_token_id"};
-    const long long ids[3] = {pad, eos, start};
-    for (int i = 0; i < 3; i++)
-        if (ids[i] >= V) {
-            char why[96];
-            snprintf(why, sizeof why,
-                     "expected an id of the vocabulary, 0 to %lld (vocab_size %lld)", V - 1, V);
-            return import_bad_key(im, id_keys[i], why);
-        }
-    if (dh != eh)
-        return import_bad_key(
-            im, "decoder_attention_heads",
-            "differs from encoder_attention_heads (clformer has one model.heads)");
-    if (df != ef)
-        return import_bad_key(im, "decoder_ffn_dim",
-                              "differs from encoder_ffn_dim (clformer has one model.d_ff)");
     if (!share)
         return import_bad_key(im, "share_encoder_decoder_embeddings",
                               "separate source and target vocabularies are not supported");
-    if (Vd != V)
+    if (Vd != c.V)
         return import_bad_key(im, "decoder_vocab_size",
                               "must equal vocab_size (one shared vocabulary)");
-    const json_t *act = json_object_get(im->cfg, "activation_function");
-    const char *activation =
-        json_is_string(act) ? import_activation_of(json_string_value(act)) : NULL;
-    if (!activation)
-        return import_bad_key(im, "activation_function",
-                              "not one clformer has (swish, silu, relu, gelu, gelu_new)");
     /* bad_words_ids: single ids only (longer sequences need a prefix match) */
     char banned[256] = "";
     const json_t *bw = json_object_get(im->cfg, "bad_words_ids");
@@ -106,7 +74,7 @@ static clf_status read_config_only(importer *im)
         {
             const json_t *id = json_array_get(seq, 0);
             if (!json_is_array(seq) || json_array_size(seq) != 1 || !json_is_integer(id) ||
-                json_integer_value(id) < 0 || json_integer_value(id) >= V)
+                json_integer_value(id) < 0 || json_integer_value(id) >= c.V)
                 return import_bad_key(im, "bad_words_ids",
                                       "only single ids of the vocabulary can be banned");
             size_t used = strlen(banned);
@@ -114,31 +82,25 @@ static clf_status read_config_only(importer *im)
                      (long long)json_integer_value(id));
         }
     }
-    /* each rate named by its own key (one message for all three named the wrong one) */
-    const char *const rate_keys[3] = {"dropout", "attention_dropout", "activation_dropout"};
-    const double rates[3] = {drop, adrop, actdrop};
-    for (int i = 0; i < 3; i++)
-        if (!(rates[i] >= 0 && rates[i] < 1))
-            return import_bad_key(im, rate_keys[i], "dropout rates must be in [0, 1)");
-    int n =
-        snprintf(im->yaml, sizeof im->yaml,
-                 "# Imported by `clformer import marian` from %s (a transformers "
-                 "MarianMTModel).\n"
-                 "model:\n"
-                 "  src_vocab: %lld\n  tgt_vocab: %lld\n  max_len: %lld\n  d_model: %lld\n"
-                 "  encoder_layers: %lld\n  decoder_layers: %lld\n  heads: %lld\n"
-                 "  d_ff: %lld\n  norm: post\n  final_norm: false\n"
-                 "  layernorm: {style: standard, eps: 1.0e-5}\n  attention_bias: true\n"
-                 "  activation: %s\n  output: logits\n"
-                 "  dropout: {residual: %.9g, embedding: %.9g, attention: %.9g, ffn: %.9g}\n"
-                 "  pad_id: %lld\n  positional: sinusoidal_split\n  tie_embeddings: %s\n"
-                 "  embed_scale: %s\n  eos_id: %lld\n  decoder_start_id: %lld\n"
-                 "  source_bos: false\n  source_eos: true\n  banned_ids: [%s]\n",
-                 im->hf, V, V, maxpos, d, el, dl, eh, ef, activation, drop, drop, adrop, actdrop,
-                 pad, tie ? "all" : "none", scale ? "sqrt_d_model" : "1.0", eos, start, banned);
+    int n = snprintf(im->yaml, sizeof im->yaml,
+                     "# Imported by `clformer import marian` from %s (a transformers "
+                     "MarianMTModel).\n"
+                     "model:\n"
+                     "  src_vocab: %lld\n  tgt_vocab: %lld\n  max_len: %lld\n  d_model: %lld\n"
+                     "  encoder_layers: %lld\n  decoder_layers: %lld\n  heads: %lld\n"
+                     "  d_ff: %lld\n  norm: post\n  final_norm: false\n"
+                     "  layernorm: {style: standard, eps: 1.0e-5}\n  attention_bias: true\n"
+                     "  activation: %s\n  output: logits\n"
+                     "  dropout: {residual: %.9g, embedding: %.9g, attention: %.9g, ffn: %.9g}\n"
+                     "  pad_id: %lld\n  positional: sinusoidal_split\n  tie_embeddings: %s\n"
+                     "  embed_scale: %s\n  eos_id: %lld\n  decoder_start_id: %lld\n"
+                     "  source_bos: false\n  source_eos: true\n  banned_ids: [%s]\n",
+                     im->hf, c.V, c.V, c.maxpos, c.d, c.enc_layers, c.dec_layers, c.heads, c.ffn,
+                     c.activation, c.drop, c.drop, c.adrop, c.actdrop, c.pad, tie ? "all" : "none",
+                     c.scale ? "sqrt_d_model" : "1.0", c.eos, c.start, banned);
     if (n < 0 || (size_t)n >= sizeof im->yaml)
         return clf_error(CLF_ERR_INPUT, "%s/config.json: the path is too long", im->hf);
-    if ((st = import_read_generate(im, eos, maxpos, im->yaml, sizeof im->yaml)) != CLF_OK)
+    if ((st = import_read_generate(im, c.eos, c.maxpos, im->yaml, sizeof im->yaml)) != CLF_OK)
         return st;
     st = clf_config_parse_string(im->yaml, "model.yaml (from config.json)", &im->config);
     if (st != CLF_OK)

@@ -60,14 +60,14 @@ TARGETS = ("de", "fr")
 MADEUP = 8               # M2M100Tokenizer's num_madeup_words
 
 
-def train_spm(lines, path_prefix, vocab_size):
+def train_spm(lines, path_prefix, vocab_size, bos_id=-1, eos_id=-1):
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(lines), model_prefix=path_prefix, vocab_size=vocab_size,
-        model_type="bpe", character_coverage=1.0, pad_id=-1, bos_id=-1, eos_id=-1,
+        model_type="bpe", character_coverage=1.0, pad_id=-1, bos_id=bos_id, eos_id=eos_id,
         unk_id=0, minloglevel=2)
 
 
-def perturb(model, eos):
+def perturb(model, eos, push=None):
     """LayerNorms and biases away from their ones/zeros, so that the import is checked; the
     decoder's last LayerNorm bias pushed toward </s>'s embedding, so that some hypotheses
     end before max_length (M2M-100 has no final_logits_bias)."""
@@ -78,19 +78,44 @@ def perturb(model, eos):
     # token dominates the stream and every output repeats it
     model.model.shared.weight.mul_(float(os.environ.get("M2M_FIXTURE_EMB", "0.25")))
     e = model.model.shared.weight[eos]
-    push = float(os.environ.get("M2M_FIXTURE_EOS", "0.6"))
+    if push is None:
+        push = float(os.environ.get("M2M_FIXTURE_EOS", "0.6"))
     model.model.decoder.layer_norm.bias.add_(e * (push / float(e.dot(e))))
 
 
-def main():
+def make_model(V, pad, eos, push=None, **config_keys):
+    """The small random model (config_keys: more of M2M100Config's), perturbed (push: the
+    decoder's last norm toward </s>, see perturb), in eval mode."""
+    config = M2M100Config(
+        vocab_size=V, d_model=D_MODEL, encoder_layers=LAYERS, decoder_layers=LAYERS,
+        encoder_attention_heads=HEADS, decoder_attention_heads=HEADS, encoder_ffn_dim=FFN,
+        decoder_ffn_dim=FFN, max_position_embeddings=MAX_POS, activation_function="relu",
+        scale_embedding=True, pad_token_id=pad, bos_token_id=0, eos_token_id=eos,
+        decoder_start_token_id=eos, init_std=INIT_STD, dropout=0.1, max_length=MAX_LENGTH,
+        num_beams=NUM_BEAMS, early_stopping=EARLY_STOPPING, length_penalty=EARLY_LENGTH_PENALTY,
+        **config_keys)
+    model = M2M100ForConditionalGeneration(config)
+    with torch.no_grad():
+        perturb(model, eos, push)
+    model.eval()
+    return model
+
+
+def fresh(name, seed):
+    """tests/fixtures/<name> emptied with its hf/ made, the generators seeded: (out, hf)."""
     out = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
-                                        "fixtures", "m2m100"))
+                                        "fixtures", name))
     hf = os.path.join(out, "hf")
     if os.path.isdir(out):
         shutil.rmtree(out)
     os.makedirs(hf)
-    torch.manual_seed(SEED)
-    np.random.seed(SEED)
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    return out, hf
+
+
+def main():
+    out, hf = fresh("m2m100", SEED)
 
     tmp = tempfile.mkdtemp()
     train_spm(TEXT_SRC + TEXT_TGT, os.path.join(tmp, "spm"), 160)
@@ -116,29 +141,29 @@ def main():
     V = len(vocab) + n_langs + MADEUP
     pad, eos = vocab["<pad>"], vocab["</s>"]
 
-    config = M2M100Config(
-        vocab_size=V, d_model=D_MODEL, encoder_layers=LAYERS, decoder_layers=LAYERS,
-        encoder_attention_heads=HEADS, decoder_attention_heads=HEADS, encoder_ffn_dim=FFN,
-        decoder_ffn_dim=FFN, max_position_embeddings=MAX_POS, activation_function="relu",
-        scale_embedding=True, pad_token_id=pad, bos_token_id=0, eos_token_id=eos,
-        decoder_start_token_id=eos, init_std=INIT_STD, dropout=0.1, max_length=MAX_LENGTH,
-        num_beams=NUM_BEAMS, early_stopping=EARLY_STOPPING, length_penalty=EARLY_LENGTH_PENALTY)
-    model = M2M100ForConditionalGeneration(config)
-    with torch.no_grad():
-        perturb(model, eos)
-    model.eval()
+    model = make_model(V, pad, eos)
     model.save_pretrained(hf, safe_serialization=True)
     tok.save_pretrained(hf)
 
+    dump(out, model, tok, tok.get_lang_id, SOURCE, TARGETS, len(vocab), eos, pad)
+
+
+def dump(out, model, tok, lang_id, source, targets, n_text, eos, pad, arrays=None, meta=None):
+    """What transformers computes with model and tok (see the top) into out: the sources
+    framed by tok, greedy, beam and beam_early generate() into each of targets (lang_id(code):
+    its token's id, forced first), teacher-forced logits on decoder inputs </s> lang pieces
+    (piece ids from 4 below n_text); arrays and meta (the family's own) added."""
     enc = tok(SENTENCES, return_tensors="pt", padding=True)
     src, mask = enc["input_ids"], enc["attention_mask"]
     N = len(SENTENCES)
-    arrays = {"src": src.numpy().astype(np.int32),
-              "src_len": mask.sum(1).numpy().astype(np.int32)}
+    V = model.config.vocab_size
+    arrays = dict(arrays or {})
+    arrays.update({"src": src.numpy().astype(np.int32),
+                   "src_len": mask.sum(1).numpy().astype(np.int32)})
     margins = []
     with torch.no_grad():
-        for lang in TARGETS:
-            forced = tok.get_lang_id(lang)
+        for lang in targets:
+            forced = lang_id(lang)
             gen = dict(max_length=MAX_LENGTH, do_sample=False, forced_bos_token_id=forced,
                        decoder_start_token_id=eos, eos_token_id=eos, pad_token_id=pad)
             for kind, beams, early, lp in (
@@ -176,13 +201,14 @@ def main():
                     f.write("\n".join(texts) + "\n")
                 print(lang, kind, "lengths", lens.tolist())
         # logits, teacher-forced: 3 sentences (padded sources), decoder inputs of 6 tokens:
-        # </s> __de__ then pieces (no <pad>: transformers does not mask it in the decoder)
+        # </s> and the first target's token, then pieces (no <pad>: transformers does not
+        # mask it in the decoder)
         B, T = 3, 6
         rows = [0, 3, 13]
         lsrc, lmask = src[rows], mask[rows]
-        ltgt = torch.randint(4, len(vocab), (B, T))
+        ltgt = torch.randint(4, n_text, (B, T))
         ltgt[:, 0] = eos
-        ltgt[:, 1] = tok.get_lang_id(TARGETS[0])
+        ltgt[:, 1] = lang_id(targets[0])
         logits = model(input_ids=lsrc, attention_mask=lmask, decoder_input_ids=ltgt).logits
     print("vocab", V, "smallest greedy top-2 logit gap %.4g" % min(margins))
     if min(margins) < 1e-3:
@@ -190,14 +216,15 @@ def main():
     arrays.update({"logits_src": lsrc.numpy().astype(np.int32),
                    "logits_tgt": ltgt.numpy().astype(np.int32),
                    "logits": logits.numpy().astype(np.float32)})
-    meta = {"num_beams": str(NUM_BEAMS), "length_penalty": str(LENGTH_PENALTY),
-            "early_length_penalty": str(EARLY_LENGTH_PENALTY),
-            "max_length": str(MAX_LENGTH), "early_stopping": "False",
-            "source_lang": SOURCE, "target_langs": ",".join(TARGETS),
-            "forced_bos_token_ids": ",".join(str(tok.get_lang_id(t)) for t in TARGETS),
-            "decoder_start_token_id": str(eos),
-            "transformers": __import__("transformers").__version__}
-    save_file(arrays, os.path.join(out, "reference.safetensors"), metadata=meta)
+    meta_all = {"num_beams": str(NUM_BEAMS), "length_penalty": str(LENGTH_PENALTY),
+                "early_length_penalty": str(EARLY_LENGTH_PENALTY),
+                "max_length": str(MAX_LENGTH), "early_stopping": "False",
+                "source_lang": source, "target_langs": ",".join(targets),
+                "forced_bos_token_ids": ",".join(str(lang_id(t)) for t in targets),
+                "decoder_start_token_id": str(eos),
+                "transformers": __import__("transformers").__version__}
+    meta_all.update(meta or {})
+    save_file(arrays, os.path.join(out, "reference.safetensors"), metadata=meta_all)
     with open(os.path.join(out, "sentences.txt"), "w", encoding="utf-8") as f:
         f.write("\n".join(SENTENCES) + "\n")
 
