@@ -52,6 +52,7 @@ struct importer {
 };
 
 extern const import_family clf_import_marian, clf_import_m2m100;
+extern const import_family clf_import_mbart;
 
 /* dir/name in im->path */
 const char *import_in_dir(importer *im, const char *dir, const char *name);
