@@ -1,0 +1,631 @@
+/* The parity checks of the many-language families of `clformer import` (hf_family.h), for
+ * the fixture the suite names in hf_fixture. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clformer/decode.h"
+#include "clformer/model.h"
+#include "clformer/tensor.h"
+#include "clformer/tokenizer.h"
+#include "clformer/translator.h"
+#include "clformer/weights.h"
+#include "hf_family.h"
+#include "testutil.h"
+
+#define FIX(name)  hf_family_path(name)
+#define LOGITS_TOL 1e-4
+#define N_TARGETS  HF_FAMILY_TARGETS
+
+const char *hf_family_path(const char *name)
+{
+    static char bufs[8][512];
+    static int next;
+    char *b = bufs[next++ % 8];
+    snprintf(b, sizeof bufs[0], "%s/%s/%s", CLF_FIXTURES_DIR, hf_fixture.dir, name);
+    return b;
+}
+
+typedef struct ref {
+    clf_safetensors *f;
+    int N, S, M;
+    int32_t *src, *src_len;
+    int max_length, num_beams;
+    float length_penalty, early_length_penalty;
+    int forced[N_TARGETS];
+    int forced_eos;    /* generate()'s forced_eos_token_id: the eos id, or -1 */
+    int decoder_start; /* decoder_start_token_id */
+} ref;
+
+static int32_t *ints(const ref *r, const char *name, int64_t *shape)
+{
+    const clf_tensor *t = clf_safetensors_find(r->f, name);
+    ck_assert_msg(t != NULL, "reference.safetensors: no %s", name);
+    int32_t *v = malloc(sizeof *v * (size_t)clf_tensor_numel(t));
+    CLF_ASSERT_OK(clf_tensor_to_i32(t, v));
+    if (shape)
+        memcpy(shape, t->shape, sizeof t->shape);
+    return v;
+}
+
+static void ref_open(ref *r)
+{
+    int64_t shape[8];
+    CLF_ASSERT_OK(clf_safetensors_open(FIX("reference.safetensors"), &r->f));
+    r->src = ints(r, "src", shape);
+    r->N = (int)shape[0];
+    r->S = (int)shape[1];
+    r->src_len = ints(r, "src_len", NULL);
+    r->max_length = atoi(clf_safetensors_meta(r->f, "max_length"));
+    r->num_beams = atoi(clf_safetensors_meta(r->f, "num_beams"));
+    r->length_penalty = (float)atof(clf_safetensors_meta(r->f, "length_penalty"));
+    r->early_length_penalty = (float)atof(clf_safetensors_meta(r->f, "early_length_penalty"));
+    ck_assert_str_eq(clf_safetensors_meta(r->f, "early_stopping"), "False");
+    char langs[64];
+    snprintf(langs, sizeof langs, "%s,%s", hf_fixture.targets[0], hf_fixture.targets[1]);
+    ck_assert_str_eq(clf_safetensors_meta(r->f, "target_langs"), langs);
+    ck_assert_str_eq(clf_safetensors_meta(r->f, "source_lang"), hf_fixture.source);
+    const char *fe = clf_safetensors_meta(r->f, "forced_eos_token_id");
+    r->forced_eos = fe ? atoi(fe) : -1;
+    r->decoder_start = atoi(clf_safetensors_meta(r->f, "decoder_start_token_id"));
+    ck_assert_int_eq(sscanf(clf_safetensors_meta(r->f, "forced_bos_token_ids"), "%d,%d",
+                            &r->forced[0], &r->forced[1]),
+                     2);
+}
+
+static void ref_close(ref *r)
+{
+    free(r->src);
+    free(r->src_len);
+    clf_safetensors_close(r->f);
+}
+
+const char *hf_family_import(void)
+{
+    static char dir[256];
+    char args[1024];
+    snprintf(args, sizeof args, "'%s'", FIX("hf"));
+    clf_test_import(hf_fixture.dir, args, dir, sizeof dir);
+    return dir;
+}
+
+static void remove_import(const char *dir)
+{
+    clf_test_remove_import(dir);
+}
+
+typedef struct loaded {
+    const char *dir;
+    clf_config cfg;
+    clf_weights *w;
+    clf_model *m;
+} loaded;
+
+static void load(loaded *l)
+{
+    l->dir = hf_family_import();
+    clf_test_load_model(l->dir, &l->cfg, &l->w);
+    CLF_ASSERT_OK(clf_model_create(&l->cfg.model, l->w, clf_test_api, clf_test_be, &l->m));
+}
+
+static void unload(loaded *l)
+{
+    clf_model_free(l->m);
+    clf_weights_free(l->w);
+    remove_import(l->dir);
+}
+
+START_TEST(logits_match_transformers)
+{
+    ref r = {0};
+    loaded l = {0};
+    ref_open(&r);
+    load(&l);
+    int64_t ss[8], ts[8];
+    int32_t *src = ints(&r, "logits_src", ss), *tgt = ints(&r, "logits_tgt", ts);
+    const clf_tensor *want = clf_safetensors_find(r.f, "logits");
+    ck_assert_ptr_nonnull(want);
+    size_t n = (size_t)clf_tensor_numel(want);
+    ck_assert_uint_eq(n, (size_t)ts[0] * ts[1] * l.cfg.model.tgt_vocab);
+    float *w = malloc(sizeof *w * n), *got = malloc(sizeof *got * n);
+    CLF_ASSERT_OK(clf_tensor_to_f32(want, w));
+    clf_forward_io io = {.batch = (int)ss[0],
+                         .src_len = (int)ss[1],
+                         .tgt_len = (int)ts[1],
+                         .src = src,
+                         .tgt = tgt,
+                         .logits = got};
+    CLF_ASSERT_OK(clf_model_forward(l.m, &io));
+    CLF_ASSERT_CLOSE(got, w, n, LOGITS_TOL);
+    free(w);
+    free(got);
+    free(src);
+    free(tgt);
+    unload(&l);
+    ref_close(&r);
+}
+END_TEST
+
+/* F16, BF16 and int8 weights against transformers' logits within test_quant.c's bounds
+ * (max and mean |x - ref| / max |ref|), each sentence run alone so that the decoder's
+ * products have few rows and read the copies. */
+static const struct {
+    clf_weight_type type;
+    clf_op op;
+    double max_bound, mean_bound;
+} weight_types[] = {
+    {CLF_WEIGHT_F16, CLF_OP_GEMM, 2e-3, 3e-4},
+    {CLF_WEIGHT_BF16, CLF_OP_GEMM_BF16, 1.5e-2, 2.5e-3},
+    {CLF_WEIGHT_INT8, CLF_OP_GEMM_I8, 6e-2, 1.2e-2},
+};
+
+START_TEST(weight_types_match_transformers)
+{
+    ref r = {0};
+    loaded l = {0};
+    ref_open(&r);
+    load(&l);
+    int64_t ss[8], ts[8];
+    int32_t *src = ints(&r, "logits_src", ss), *tgt = ints(&r, "logits_tgt", ts);
+    const clf_tensor *want = clf_safetensors_find(r.f, "logits");
+    const size_t n = (size_t)clf_tensor_numel(want), row = n / (size_t)ss[0];
+    float *w = malloc(sizeof *w * n), *got = malloc(sizeof *got * n);
+    CLF_ASSERT_OK(clf_tensor_to_f32(want, w));
+    double ref_max = 0;
+    for (size_t i = 0; i < n; i++)
+        ref_max = fmax(ref_max, fabs(w[i]));
+    const int arith = clf_test_api->supports(clf_test_be, CLF_OP_GEMM_HALF_ARITH);
+    for (size_t k = 0; k < sizeof weight_types / sizeof weight_types[0]; k++) {
+        if (!clf_test_api->supports(clf_test_be, weight_types[k].op) ||
+            (weight_types[k].type == CLF_WEIGHT_F16 && arith))
+            continue; /* another backend's products: test_quant.c bounds them */
+        CLF_ASSERT_OK(clf_model_set_weight_type(l.m, weight_types[k].type));
+        for (int b = 0; b < (int)ss[0]; b++) {
+            clf_forward_io io = {.batch = 1,
+                                 .src_len = (int)ss[1],
+                                 .tgt_len = (int)ts[1],
+                                 .src = src + (size_t)b * ss[1],
+                                 .tgt = tgt + (size_t)b * ts[1],
+                                 .logits = got + (size_t)b * row};
+            CLF_ASSERT_OK(clf_model_forward(l.m, &io));
+        }
+        double mx = 0, sum = 0;
+        for (size_t i = 0; i < n; i++) {
+            mx = fmax(mx, fabs((double)got[i] - w[i]));
+            sum += fabs((double)got[i] - w[i]);
+        }
+        const char *name = clf_weight_type_name(weight_types[k].type);
+        ck_assert_msg(mx > 0, "%s: the logits equal F32's: the copy was not read", name);
+        ck_assert_msg(mx / ref_max <= weight_types[k].max_bound, "%s: max logit difference %.3g",
+                      name, mx / ref_max);
+        ck_assert_msg(sum / (double)n / ref_max <= weight_types[k].mean_bound,
+                      "%s: mean logit difference %.3g", name, sum / (double)n / ref_max);
+    }
+    free(w);
+    free(got);
+    free(src);
+    free(tgt);
+    unload(&l);
+    ref_close(&r);
+}
+END_TEST
+
+/* clf_decode of all sentences at once (padded as the reference's batch) into target k with
+ * transformers' generate() options; hypothesis i must be the reference's (generated ids,
+ * the forced language token first, EOS included when it ended). early: beam search with the
+ * model's own settings, early_stopping=True and its length penalty. stream: the sentences
+ * through continuous decoding instead (clf_decode_stream), joining a running batch. */
+static void check_decode(int beam, int k, int early, int stream)
+{
+    ref r = {0};
+    loaded l = {0};
+    ref_open(&r);
+    load(&l);
+    char name[64];
+    int64_t shape[8];
+    const char *kind = early ? "beam_early" : beam > 1 ? "beam" : "greedy";
+    snprintf(name, sizeof name, "%s_%s", kind, hf_fixture.targets[k]);
+    int32_t *want = ints(&r, name, shape);
+    const int M = (int)shape[1];
+    snprintf(name, sizeof name, "%s_%s_len", kind, hf_fixture.targets[k]);
+    int32_t *want_len = ints(&r, name, NULL);
+    clf_decode_opts o;
+    clf_decode_opts_default(&l.cfg.model, &o);
+    ck_assert_int_eq(o.sos_id, r.decoder_start);
+    o.beam = beam;
+    o.forced_eos = r.forced_eos >= 0;
+    if (o.forced_eos)
+        ck_assert_int_eq(r.forced_eos, o.eos_id);
+    o.max_len = r.max_length - 1; /* max_length counts the decoder start */
+    o.forced_bos_id = r.forced[k];
+    if (beam > 1) {
+        o.style = CLF_BEAM_HF;
+        o.length_penalty = early ? r.early_length_penalty : r.length_penalty;
+        o.early_stopping = early;
+    }
+    clf_decode_result res;
+    clf_decode_result *one = NULL; /* stream: each sentence's result */
+    if (!stream) {
+        CLF_ASSERT_OK(clf_decode(l.m, r.src, r.N, r.S, &o, &res));
+    } else { /* continuous decoding: 3 sentences at first, then one a step, 8 rows */
+        one = calloc((size_t)r.N, sizeof *one);
+        clf_decode_stream *ds;
+        clf_decode_stream_opts so = {.max_rows = 8, .max_src_len = r.S, .max_out = o.max_len};
+        CLF_ASSERT_OK(clf_decode_stream_open(l.m, &so, &ds));
+        int added = 0, got = 0;
+        for (int step = 0; got < r.N; step++) {
+            ck_assert(step < 100000);
+            for (int j = 0; added < r.N && j < (added ? 1 : 3); j++, added++)
+                CLF_ASSERT_OK(clf_decode_stream_add(ds, r.src + (size_t)added * r.S, r.S, &o,
+                                                    (uint64_t)added));
+            CLF_ASSERT_OK(clf_decode_stream_step(ds));
+            uint64_t tag;
+            clf_decode_result x;
+            while (clf_decode_stream_take(ds, &tag, &x)) {
+                one[tag] = x;
+                got++;
+            }
+        }
+        clf_decode_stream_free(ds);
+        res = (clf_decode_result){.batch = r.N, .n_best = 1};
+        res.hyps = calloc((size_t)r.N, sizeof *res.hyps);
+        for (int i = 0; i < r.N; i++) { /* the best of each, moved */
+            res.hyps[i] = one[i].hyps[0];
+            one[i].hyps[0] = (clf_hypothesis){0};
+            clf_decode_result_free(&one[i]);
+        }
+        free(one);
+    }
+    for (int i = 0; i < r.N; i++) {
+        const clf_hypothesis *h = &res.hyps[i];
+        const int32_t *w = want + (size_t)i * M;
+        int n = want_len[i];
+        int ended = n > 0 && w[n - 1] == o.eos_id;
+        ck_assert_msg(h->len == n - ended && h->finished == ended,
+                      "%s sentence %d (beam %d): %d tokens%s, transformers %d%s",
+                      hf_fixture.targets[k], i, beam, h->len, h->finished ? " + EOS" : "",
+                      n - ended, ended ? " + EOS" : "");
+        for (int t = 0; t < h->len; t++)
+            ck_assert_msg(h->tokens[t] == w[t], "%s sentence %d (beam %d): token %d is %d, not %d",
+                          hf_fixture.targets[k], i, beam, t, h->tokens[t], w[t]);
+    }
+    clf_decode_result_free(&res);
+    free(want);
+    free(want_len);
+    unload(&l);
+    ref_close(&r);
+}
+
+START_TEST(greedy_matches_generate)
+{
+    check_decode(1, _i, 0, 0);
+}
+END_TEST
+
+/* Continuous decoding: greedy and beam 4 (early stopping too) as generate() gives them */
+START_TEST(stream_matches_generate)
+{
+    check_decode(1, _i, 0, 1);
+    check_decode(4, _i, 0, 1);
+    check_decode(4, _i, 1, 1);
+}
+END_TEST
+
+START_TEST(beam4_matches_generate)
+{
+    check_decode(4, _i, 0, 0);
+}
+END_TEST
+
+/* early_stopping=True with the model's length penalty (the generator prints how many
+ * sentences it changes) */
+START_TEST(beam4_early_stopping_matches_generate)
+{
+    check_decode(4, _i, 1, 0);
+}
+END_TEST
+
+/* The translator frames a sentence as the family's tokenizer does: the source language's
+ * token, pieces, </s> (through the imported vocab.json, whose language tokens come after the
+ * pieces). */
+START_TEST(source_framing_matches_tokenizer)
+{
+    ref r = {0};
+    ref_open(&r);
+    const char *dir = hf_family_import();
+    clf_translator_opts to;
+    clf_translator_opts_default(&to);
+    to.model_dir = dir;
+    to.backend = "cpu";
+    clf_translator *t;
+    CLF_ASSERT_OK(clf_translator_open(&to, &t));
+    CLF_ASSERT_OK(clf_translator_set_languages(t, hf_fixture.source, hf_fixture.targets[0]));
+    ck_assert_int_eq(clf_translator_token_id(t, 0, hf_fixture.source_token), r.src[0]);
+    FILE *f = fopen(FIX("sentences.txt"), "r");
+    ck_assert_ptr_nonnull(f);
+    char line[1024];
+    for (int i = 0; fgets(line, sizeof line, f); i++) {
+        line[strcspn(line, "\n")] = '\0';
+        ck_assert_int_lt(i, r.N);
+        int32_t *ids;
+        int n;
+        CLF_ASSERT_OK(clf_translator_encode(t, 0, line, strlen(line), &ids, &n));
+        const int32_t *row = r.src + (size_t)i * r.S;
+        ck_assert_msg(n + 2 == r.src_len[i], "line %d: %d pieces, transformers %d", i + 1, n,
+                      r.src_len[i] - 2);
+        ck_assert_int_eq(row[0], r.src[0]);
+        for (int j = 0; j < n; j++)
+            ck_assert_msg(ids[j] == row[j + 1], "line %d piece %d: %d, not %d", i + 1, j, ids[j],
+                          row[j + 1]);
+        ck_assert_int_eq(row[n + 1], 2);
+        free(ids);
+    }
+    fclose(f);
+    /* a code the model lacks: one line, saying how to list them; nothing changed */
+    ck_assert_int_eq(clf_translator_set_languages(t, NULL, "xx"), CLF_ERR_INPUT);
+    char want[160];
+    snprintf(want, sizeof want,
+             "translate: target language 'xx' is not one of the model's %d (`clformer info -m "
+             "DIR` lists them)",
+             hf_fixture.n_languages);
+    ck_assert_str_eq(clf_last_error(), want);
+    clf_translator_free(t);
+    remove_import(dir);
+    ref_close(&r);
+}
+END_TEST
+
+/* Beam search's log-probabilities, by the translator, are those of teacher forcing
+ * (clf_translator_score_ids, an independent path): the target language's token first with
+ * log-prob 0, then the tokens and EOS, to 1e-4 relative; greedy decoding's want_scores the
+ * same; and a model that needs languages refuses to score without them. */
+START_TEST(scores_match_decoding)
+{
+    ref r = {0};
+    ref_open(&r);
+    const char *dir = hf_family_import();
+    clf_translator_opts to;
+    clf_translator_opts_default(&to);
+    to.model_dir = dir;
+    to.backend = "cpu";
+    clf_translator *t;
+    CLF_ASSERT_OK(clf_translator_open(&to, &t));
+    float lp;
+    int tokens;
+    char *error = NULL;
+    const int32_t one = 5, *one_p = &one;
+    const int one_len = 1;
+    ck_assert_int_eq(
+        clf_translator_score_ids(t, &one_p, &one_len, &one_p, &one_len, 1, &lp, &tokens, &error),
+        CLF_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "needs a source and a target language"));
+    CLF_ASSERT_OK(clf_translator_set_languages(t, hf_fixture.source, hf_fixture.targets[1]));
+    const int32_t *src[64];
+    int src_len[64], checked = 0;
+    ck_assert_int_le(r.N, 64);
+    for (int i = 0; i < r.N; i++) { /* the pieces between the language token and </s> */
+        src[i] = r.src + (size_t)i * r.S + 1;
+        src_len[i] = r.src_len[i] - 2;
+    }
+    for (int beam = 1; beam <= 4; beam += 3) {
+        clf_translate_opts o;
+        clf_translate_opts_default(&o);
+        o.beam = beam;
+        o.max_len = r.max_length - 1;
+        o.want_scores = 1;
+        clf_translation *out = calloc((size_t)r.N, sizeof *out);
+        CLF_ASSERT_OK(clf_translator_translate_ids(t, src, src_len, r.N, &o, out));
+        for (int i = 0; i < r.N; i++) {
+            const clf_translation_hyp *h = &out[i].hyps[0];
+            ck_assert_int_ge(h->len, 1);
+            ck_assert_int_eq(h->tokens[0], r.forced[1]);
+            /* scoring always ends with EOS, which has its log-prob there, and 0 in decoding
+             * when forced at max_len (forced_eos_token_id) */
+            if (!h->finished || (r.forced_eos >= 0 && h->len + 1 >= o.max_len))
+                continue;
+            const int32_t *y = h->tokens + 1;
+            const int yn = h->len - 1;
+            CLF_ASSERT_OK(clf_translator_score_ids(t, &src[i], &src_len[i], &y, &yn, 1, &lp,
+                                                   &tokens, &error));
+            ck_assert_ptr_null(error);
+            ck_assert_int_eq(tokens, h->len + 1);
+            ck_assert_msg(fabsf(lp - h->logprob) <= 1e-4f * fabsf(h->logprob),
+                          "sentence %d (beam %d): scored %.6f, decoded %.6f", i, beam, lp,
+                          h->logprob);
+            checked++;
+        }
+        clf_translations_free(out, r.N);
+        free(out);
+    }
+    ck_assert_int_ge(checked, 10);
+    clf_translator_free(t);
+    remove_import(dir);
+    ref_close(&r);
+}
+END_TEST
+
+/* text with every "<unk>" taken out, in place */
+static void drop_unk(char *text)
+{
+    char *w = text;
+    for (const char *r = text; *r;)
+        if (!strncmp(r, "<unk>", 5))
+            r += 5;
+        else
+            *w++ = *r++;
+    *w = '\0';
+}
+
+/* `clformer translate -m DIR --source-lang S --target-lang L` end to end: the text
+ * transformers' tokenizer decodes (the language token and added specials left out), less
+ * its "<unk>"s: M2M100Tokenizer (4.40) names fairseq's made-up words unk_token and then
+ * writes them, which clformer, like the tokenizer for every other special, leaves out.
+ * Into target language k, with the options extra; early_off: the imported model.yaml's
+ * generate.early_stopping made false first (the reference's generate() ran without it, and
+ * the CLI has no flag that turns it off). */
+static void check_translate_cli(int k, const char *extra, int early_off, const char *want_file)
+{
+    const char *dir = hf_family_import();
+    if (early_off) {
+        char path[512];
+        size_t len;
+        snprintf(path, sizeof path, "%s/model.yaml", dir);
+        char *yaml = clf_test_read_file(path, &len);
+        const char *from = "early_stopping: true\n";
+        char *at = strstr(yaml, from);
+        ck_assert_msg(at != NULL, "%s: no early_stopping: true", path);
+        char *text = malloc(len + 2);
+        ck_assert_ptr_nonnull(text);
+        snprintf(text, len + 2, "%.*searly_stopping: false\n%s", (int)(at - yaml), yaml,
+                 at + strlen(from));
+        clf_test_write_text(path, text);
+        free(text);
+        free(yaml);
+    }
+    char args[2048], err[4096], out[256], full[4096];
+    snprintf(out, sizeof out, "%s.out", dir);
+    snprintf(args, sizeof args,
+             "translate -m '%s' --backend %s --source-lang %s --target-lang %s %s", dir,
+             clf_test_be_name, hf_fixture.source, hf_fixture.targets[k], extra);
+    snprintf(full, sizeof full, "CLF_PLUGIN_PATH= '%s' %s <'%s' >'%s' 2>'%s.err'", CLF_CLI_PATH,
+             args, FIX("sentences.txt"), out, out);
+    int rc = system(full);
+    size_t len;
+    char *e = clf_test_read_file((snprintf(err, sizeof err, "%s.err", out), err), &len);
+    ck_assert_msg(rc == 0, "clformer %s: %s", args, e);
+    free(e);
+    char *got = clf_test_read_file(out, &len), *want = clf_test_read_file(want_file, &len);
+    drop_unk(want);
+    int line = 1;
+    for (const char *g = got, *w = want; *g || *w; line++) {
+        size_t gl = strcspn(g, "\n"), wl = strcspn(w, "\n");
+        ck_assert_msg(gl == wl && !memcmp(g, w, gl),
+                      "%s line %d: '%.60s' (%zu bytes), want '%.60s' (%zu bytes)", want_file, line,
+                      g, gl, w, wl);
+        g += gl + (g[gl] == '\n');
+        w += wl + (w[wl] == '\n');
+    }
+    free(got);
+    free(want);
+    remove(out);
+    remove(err);
+    remove_import(dir);
+}
+
+START_TEST(translate_cli_greedy_text)
+{
+    char want[64];
+    snprintf(want, sizeof want, "greedy_%s.txt", hf_fixture.targets[1]);
+    check_translate_cli(1, "--beam 1", 0, FIX(want));
+}
+END_TEST
+
+/* no decoding flags: model.yaml's generate: section is the model's generate() defaults
+ * (beam 4, early_stopping, its length penalty) */
+START_TEST(translate_cli_model_defaults)
+{
+    char want[64];
+    snprintf(want, sizeof want, "beam_early_%s.txt", hf_fixture.targets[0]);
+    check_translate_cli(0, "", 0, FIX(want));
+}
+END_TEST
+
+START_TEST(translate_cli_beam_text)
+{
+    char want[64];
+    snprintf(want, sizeof want, "beam_%s.txt", hf_fixture.targets[1]);
+    check_translate_cli(1, "--length-penalty 1", 1, FIX(want));
+}
+END_TEST
+
+/* ---- refusals (CPU only) ---- */
+
+START_TEST(cli_refusals)
+{
+    char args[1024], err[2048];
+    const char *dir = hf_family_import();
+    /* no target language: one line, before any input is read */
+    snprintf(args, sizeof args, "translate -m '%s' --source-lang %s", dir, hf_fixture.source);
+    ck_assert_int_ne(clf_test_run_cli(args, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "needs a target language (--target-lang CODE; `clformer info -m "
+                              "DIR` lists them)"),
+                  "%s", err);
+    ck_assert_msg(strchr(err, '\n') == strrchr(err, '\n'), "not one line: %s", err);
+    snprintf(args, sizeof args, "translate -m '%s' --source-lang qq --target-lang %s", dir,
+             hf_fixture.targets[0]);
+    ck_assert_int_ne(clf_test_run_cli(args, err, sizeof err), 0);
+    char want[96];
+    snprintf(want, sizeof want, "source language 'qq' is not one of the model's %d",
+             hf_fixture.n_languages);
+    ck_assert_msg(strstr(err, want), "%s", err);
+    ck_assert_msg(strchr(err, '\n') == strrchr(err, '\n'), "not one line: %s", err);
+    /* train refuses language tokens (not yet framed there) rather than train without them */
+    char tsv[512], yaml[512], text[8192];
+    snprintf(tsv, sizeof tsv, "%s.tsv", dir);
+    snprintf(yaml, sizeof yaml, "%s.yaml", dir);
+    clf_test_write_text(tsv, "the cat\tdie katze\n");
+    size_t len;
+    char *model =
+        clf_test_read_file((snprintf(text, sizeof text, "%s/model.yaml", dir), text), &len);
+    snprintf(text, sizeof text,
+             "%strain:\n  data: {train: '%s'}\n  vocab: {src: '%s/source.spm', tgt: "
+             "'%s/target.spm'}\n  steps: 1\n  checkpoint: {dir: '%s.run'}\n",
+             model, tsv, dir, dir, dir);
+    free(model);
+    clf_test_write_text(yaml, text);
+    snprintf(args, sizeof args, "train -c '%s'", yaml);
+    ck_assert_int_ne(clf_test_run_cli(args, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "model.source_language / target_language: training a model with "
+                              "language tokens is not supported yet"),
+                  "%s", err);
+    remove(tsv);
+    remove(yaml);
+    snprintf(text, sizeof text, "%s.run", dir);
+    clf_test_remove_dir(text);
+    /* info -m lists the codes */
+    snprintf(args, sizeof args, "info -m '%s'", dir);
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "'%s' %s | grep -q 'target languages (%d): %s'", CLF_CLI_PATH, args,
+             hf_fixture.n_languages, hf_fixture.first_codes);
+    ck_assert_int_eq(system(cmd), 0);
+    remove_import(dir);
+    /* a model_type clformer does not import: named, with the ones it does */
+    char base[] = "/tmp/clf-hf-family-bad-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(base));
+    char path[512];
+    snprintf(path, sizeof path, "%s/config.json", base);
+    clf_test_write_text(path, "{\"model_type\": \"t5\"}");
+    snprintf(args, sizeof args, "import '%s' -o '%s/out'", base, base);
+    ck_assert_int_ne(clf_test_run_cli(args, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "config.json: model_type = \"t5\": clformer imports model_type "
+                              "\"marian\", \"m2m_100\""),
+                  "%s", err);
+    ck_assert_msg(strchr(err, '\n') == strrchr(err, '\n'), "not one line: %s", err);
+    snprintf(path, sizeof path, "%s/out", base);
+    ck_assert_int_ne(access(path, F_OK), 0);
+    clf_test_remove_dir(base);
+}
+END_TEST
+
+void hf_family_add_tests(TCase *tc)
+{
+    tcase_add_test(tc, logits_match_transformers);
+    tcase_add_test(tc, weight_types_match_transformers);
+    tcase_add_loop_test(tc, greedy_matches_generate, 0, N_TARGETS);
+    tcase_add_loop_test(tc, stream_matches_generate, 0, N_TARGETS);
+    tcase_add_loop_test(tc, beam4_matches_generate, 0, N_TARGETS);
+    tcase_add_loop_test(tc, beam4_early_stopping_matches_generate, 0, N_TARGETS);
+    tcase_add_test(tc, translate_cli_greedy_text);
+    tcase_add_test(tc, translate_cli_model_defaults);
+    tcase_add_test(tc, translate_cli_beam_text);
+}
+
+void hf_family_cpu_only(TCase *tc)
+{
+    tcase_add_test(tc, source_framing_matches_tokenizer);
+    tcase_add_test(tc, scores_match_decoding);
+    tcase_add_test(tc, cli_refusals);
+}
