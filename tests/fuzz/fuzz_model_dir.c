@@ -1,6 +1,6 @@
-/* Fuzz target: the model-directory loader, `clformer import marian HF_DIR -o MODEL_DIR`
- * (tools/cmd_import.c, compiled in: its entry clf_cmd_import runs as the CLI runs it), then
- * the imported directory loaded as `clformer translate -m` loads it.
+/* Fuzz target: the model-directory loader, `clformer import HF_DIR -o MODEL_DIR`
+ * (tools/cmd_import.c and the families' files, compiled in: its entry clf_cmd_import runs as
+ * the CLI runs it), then the imported directory loaded as `clformer translate -m` loads it.
  *
  * The input is HF_DIR's config.json, then a 0x1e byte (the ASCII record separator, which
  * valid JSON never holds raw) and vocab.json, then optionally another 0x1e byte and
@@ -8,7 +8,9 @@
  * 0x1e byte the input is config.json and vocab.json is the fixture's; without a second one
  * HF_DIR has no generation_config.json. The other files of HF_DIR are links to the small
  * fixture's real source.spm, target.spm and model.safetensors (tests/fixtures/marian/hf),
- * so an input that keeps the config's sizes reaches the weights and the copy.
+ * and to the mBART fixture's sentencepiece.bpe.model (tests/fixtures/mbart/hf); a
+ * config.json that says "mbart" gets the mBART fixture's model.safetensors instead, so an
+ * input that keeps the config's sizes reaches the weights and the copy in either family.
  *
  * An input that starts with a 0x1f byte (the unit separator, which valid JSON never holds
  * raw either) puts something that is not a regular file in place of one file of HF_DIR:
@@ -40,6 +42,8 @@
 static char hf_dir[64];
 
 static const char *const linked[] = {"source.spm", "target.spm", "model.safetensors"};
+/* linked to the mBART fixture's, whatever the input (not one the input may replace) */
+#define MBART_SPM "sentencepiece.bpe.model"
 /* the files an input becomes, in its order */
 static const char *const written[] = {"config.json", "vocab.json", "generation_config.json"};
 /* every name of HF_DIR an input may replace, in the order the byte after SPECIAL_MARK
@@ -77,19 +81,28 @@ static void remove_hf_dir(void)
 {
     for (size_t i = 0; i < SPECIAL_NAMES; i++)
         clear_name(special_names[i]);
+    clear_name(MBART_SPM);
     rmdir(hf_dir);
 }
 
-/* HF_DIR as each input starts from: the links to the fixture, and nothing else (the
- * written files are written by the input; what the last input put there is gone). */
-static void reset_hf_dir(void)
+/* HF_DIR as each input starts from: the links to the fixtures, and nothing else (the
+ * written files are written by the input; what the last input put there is gone); mbart:
+ * model.safetensors is the mBART fixture's. */
+static void reset_hf_dir(int mbart)
 {
     char src[512], dst[128];
     for (size_t i = 0; i < SPECIAL_NAMES; i++)
         clear_name(special_names[i]);
     for (size_t i = 0; i < sizeof linked / sizeof *linked; i++) {
-        path_of(src, sizeof src, CLF_FUZZ_MARIAN_DIR, linked[i]);
+        const int weights = !strcmp(linked[i], "model.safetensors");
+        path_of(src, sizeof src, mbart && weights ? CLF_FUZZ_MBART_DIR : CLF_FUZZ_MARIAN_DIR,
+                linked[i]);
         path_of(dst, sizeof dst, hf_dir, linked[i]);
+        FUZZ_CHECK(symlink(src, dst) == 0, "cannot link the fixture into HF_DIR");
+    }
+    path_of(dst, sizeof dst, hf_dir, MBART_SPM);
+    if (access(dst, F_OK) != 0) {
+        path_of(src, sizeof src, CLF_FUZZ_MBART_DIR, MBART_SPM);
         FUZZ_CHECK(symlink(src, dst) == 0, "cannot link the fixture into HF_DIR");
     }
 }
@@ -166,11 +179,13 @@ static void check_imported(const char *out)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    reset_hf_dir();
     int special = size >= 2 && data[0] == SPECIAL_MARK;
     /* up to three files, each up to the next separator */
     const uint8_t *part = special ? data + 2 : data;
     size_t left = special ? size - 2 : size;
+    const uint8_t *config_end = fuzz_find(part, left, FILE_SEPARATOR);
+    reset_hf_dir(fuzz_find(part, config_end ? (size_t)(config_end - part) : left, "\"mbart\"") !=
+                 NULL);
     int parts = 0;
     for (; parts < 3 && (parts == 0 || part); parts++) {
         const uint8_t *sep = parts < 2 ? fuzz_find(part, left, FILE_SEPARATOR) : NULL;
@@ -190,8 +205,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     char out[128];
     path_of(out, sizeof out, hf_dir, "out");
-    char *argv[] = {"import", "marian", hf_dir, "-o", out, NULL};
-    int rc = clf_cmd_import(5, argv);
+    char *argv[] = {"import", hf_dir, "-o", out, NULL};
+    int rc = clf_cmd_import(4, argv);
     struct stat sb;
     if (rc != 0) {
         FUZZ_CHECK(rc > 0, "a negative exit status");

@@ -1,5 +1,6 @@
-# fuzz_model_dir runs `clformer import` itself: tools/cmd_import.c and the CLI helpers it
-# calls are compiled into the target (and its replay), with the Marian fixture's path.
+# fuzz_model_dir runs `clformer import` itself: tools/cmd_import.c, the families' files and
+# the CLI helpers it calls are compiled into the target (and its replay), with the Marian
+# and mBART fixtures' paths.
 # fuzz_provenance runs train's vocabulary check: tools/run_vocab.c and the CLI helpers.
 function(clf_fuzz_model_dir_sources target)
   set(tools ${PROJECT_SOURCE_DIR}/tools)
@@ -14,10 +15,11 @@ function(clf_fuzz_model_dir_sources target)
     return()
   endif()
   target_sources(${target} PRIVATE ${tools}/cmd_import.c ${tools}/import_marian.c
-    ${tools}/import_m2m100.c ${tools}/cli_common.c
+    ${tools}/import_m2m100.c ${tools}/import_mbart.c ${tools}/cli_common.c
     ${tools}/model_dir.c)
   target_include_directories(${target} PRIVATE ${tools})
   target_link_libraries(${target} PRIVATE PkgConfig::JANSSON m)
   target_compile_definitions(${target} PRIVATE
-    CLF_FUZZ_MARIAN_DIR="${PROJECT_SOURCE_DIR}/tests/fixtures/marian/hf")
+    CLF_FUZZ_MARIAN_DIR="${PROJECT_SOURCE_DIR}/tests/fixtures/marian/hf"
+    CLF_FUZZ_MBART_DIR="${PROJECT_SOURCE_DIR}/tests/fixtures/mbart/hf")
 endfunction()
