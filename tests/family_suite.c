@@ -41,6 +41,8 @@ typedef struct ref {
     int max_length, num_beams;
     float length_penalty, early_length_penalty;
     int forced[N_TARGETS];
+    int forced_eos;    /* generate()'s forced_eos_token_id (mBART): the eos id, or -1 */
+    int decoder_start; /* decoder_start_token_id */
 } ref;
 
 static int32_t *ints(const ref *r, const char *name, int64_t *shape)
@@ -73,6 +75,9 @@ static void ref_open(ref *r)
     ck_assert_int_eq(sscanf(clf_safetensors_meta(r->f, "forced_bos_token_ids"), "%d,%d",
                             &r->forced[0], &r->forced[1]),
                      2);
+    const char *fe = clf_safetensors_meta(r->f, "forced_eos_token_id");
+    r->forced_eos = fe ? atoi(fe) : -1;
+    r->decoder_start = atoi(clf_safetensors_meta(r->f, "decoder_start_token_id"));
 }
 
 static void ref_close(ref *r)
@@ -270,7 +275,10 @@ static void check_decode(int beam, int k, int early, int stream)
     int32_t *want_len = ints(&r, name, NULL);
     clf_decode_opts o;
     clf_decode_opts_default(&l.cfg.model, &o);
-    ck_assert_int_eq(o.sos_id, 2); /* M2M-100 and NLLB start from </s> */
+    ck_assert_int_eq(o.sos_id, r.decoder_start); /* </s> in all three families */
+    o.forced_eos = r.forced_eos >= 0;
+    if (o.forced_eos)
+        ck_assert_int_eq(r.forced_eos, o.eos_id);
     o.beam = beam;
     o.max_len = r.max_length - 1; /* max_length counts the decoder start */
     o.forced_bos_id = r.forced[k];
@@ -439,7 +447,9 @@ START_TEST(scores_match_decoding)
             const clf_translation_hyp *h = &out[i].hyps[0];
             ck_assert_int_ge(h->len, 1);
             ck_assert_int_eq(h->tokens[0], r.forced[1]);
-            if (!h->finished) /* scoring always ends with EOS */
+            /* scoring always ends with EOS, which has its log-prob there, and 0 in decoding
+             * when forced at max_len (forced_eos_token_id) */
+            if (!h->finished || (r.forced_eos >= 0 && h->len + 1 >= o.max_len))
                 continue;
             const int32_t *y = h->tokens + 1;
             const int yn = h->len - 1;
@@ -476,12 +486,28 @@ static void drop_unk(char *text)
  * transformers' tokenizer decodes (the language token and added specials left out), less
  * its "<unk>"s: M2M100Tokenizer (4.40) names fairseq's made-up words unk_token and then
  * writes them, which clformer, like the tokenizer for every other special, leaves out. */
-static void check_translate_cli(const char *kind, int k, const char *opts)
+static void check_translate_cli(const char *kind, int k, const char *opts, int early_off)
 {
     char want_file[512], name[64];
     snprintf(name, sizeof name, "%s_%s.txt", kind, targets[k]);
     clf_test_family_file(name, want_file, sizeof want_file);
     const char *dir = import_fixture();
+    if (early_off) { /* the reference's generate() ran without the model's early_stopping */
+        char path[512];
+        size_t len;
+        snprintf(path, sizeof path, "%s/model.yaml", dir);
+        char *yaml = clf_test_read_file(path, &len);
+        const char *from = "early_stopping: true\n";
+        char *at = strstr(yaml, from);
+        ck_assert_msg(at != NULL, "%s: no early_stopping: true", path);
+        char *text = malloc(len + 2);
+        ck_assert_ptr_nonnull(text);
+        snprintf(text, len + 2, "%.*searly_stopping: false\n%s", (int)(at - yaml), yaml,
+                 at + strlen(from));
+        clf_test_write_text(path, text);
+        free(text);
+        free(yaml);
+    }
     char args[2048], err[4096], out[256], full[4096];
     snprintf(out, sizeof out, "%s.out", dir);
     snprintf(args, sizeof args,
@@ -514,7 +540,7 @@ static void check_translate_cli(const char *kind, int k, const char *opts)
 
 START_TEST(translate_cli_greedy_text)
 {
-    check_translate_cli("greedy", 1, "--beam 1");
+    check_translate_cli("greedy", 1, "--beam 1", 0);
 }
 END_TEST
 
@@ -522,13 +548,13 @@ END_TEST
  * (beam 4, early_stopping, its length penalty) */
 START_TEST(translate_cli_model_defaults)
 {
-    check_translate_cli("beam_early", 0, "");
+    check_translate_cli("beam_early", 0, "", 0);
 }
 END_TEST
 
 START_TEST(translate_cli_beam_text)
 {
-    check_translate_cli("beam", 1, "--length-penalty 1");
+    check_translate_cli("beam", 1, "--length-penalty 1", 1);
 }
 END_TEST
 

@@ -1,10 +1,10 @@
 /* clformer import HF_DIR -o MODEL_DIR: a transformers translation model (as the Hugging Face
  * hub has it) as a clformer model directory. config.json's model_type picks the family from
  * one table (families[]); each family is a file of its own (import_marian.c,
- * import_m2m100.c, which takes NLLB's vocabulary from import_nllb.c) that turns config.json
- * into model.yaml and checks the tokenizer files;
- * this file has the command, the steps they share (config.json's keys, the generate:
- * section, the weights under their transformers names) and the writing of the directory.
+ * import_m2m100.c, which takes NLLB's vocabulary from import_nllb.c, import_mbart.c) that
+ * turns config.json into model.yaml and checks the tokenizer files; this file has the
+ * command, the steps they share (config.json's keys, the generate: section, the weights under
+ * their transformers names) and the writing of the directory.
  * `clformer import marian HF_DIR -o MODEL_DIR` is the older spelling, still accepted.
  *
  * Reads HF_DIR/config.json (clf_json_parse_file, at most IMPORT_CONFIG_JSON_MAX bytes, as
@@ -38,7 +38,8 @@
 #include "clformer/weights.h"
 
 /* The families clformer imports, by config.json's model_type. */
-static const import_family *const families[] = {&clf_import_marian, &clf_import_m2m100};
+static const import_family *const families[] = {&clf_import_marian, &clf_import_m2m100,
+                                                &clf_import_mbart};
 #define N_FAMILIES (sizeof families / sizeof families[0])
 
 static void usage(void)
@@ -115,7 +116,7 @@ clf_status import_get_float(const importer *im, const char *key, double def, dou
 }
 
 /* model.activation for transformers' activation_function; NULL when clformer has none */
-static const char *activation_of(const char *hf)
+const char *import_activation_of(const char *hf)
 {
     static const char *const map[][2] = {
         {"swish", "silu"}, {"silu", "silu"},          {"relu", "relu"},
@@ -193,7 +194,7 @@ clf_status import_read_common(importer *im, const import_defaults *def, import_c
         return import_bad_key(im, "decoder_ffn_dim",
                               "differs from encoder_ffn_dim (clformer has one model.d_ff)");
     const json_t *act = json_object_get(im->cfg, "activation_function");
-    if (!(c->activation = json_is_string(act) ? activation_of(json_string_value(act)) : NULL))
+    if (!(c->activation = json_is_string(act) ? import_activation_of(json_string_value(act)) : NULL))
         return import_bad_key(im, "activation_function",
                               "not one clformer has (swish, silu, relu, gelu, gelu_new)");
     /* each rate named by its own key (one message for all three named the wrong one) */
@@ -285,6 +286,15 @@ static int hf_name_of(const import_family *fam, const char *name, char *out, siz
         return snprintf(out, size, "lm_head.weight"), 1;
     if (!strcmp(name, "projection_layer.proj.bias"))
         return snprintf(out, size, "%s", fam->zero_proj_bias ? "" : "final_logits_bias"), 1;
+    /* learned positions and embed_norm (mBART): each stack's own table and LayerNorm */
+    if (!strcmp(name, "src_pos.embedding.weight") || !strcmp(name, "tgt_pos.embedding.weight"))
+        return snprintf(out, size, "model.%s.embed_positions.weight",
+                        name[0] == 's' ? "encoder" : "decoder"),
+               1;
+    if (sscanf(name, "%15[a-z].embed.norm.%15s", stack, leaf) == 2)
+        return snprintf(out, size, "model.%s.layernorm_embedding.%s", stack,
+                        strcmp(leaf, "alpha") ? leaf : "weight"),
+               1;
     if (fam->final_norms && sscanf(name, "%15[a-z].norm.%15s", stack, leaf) == 2)
         return snprintf(out, size, "model.%s.layer_norm.%s", stack,
                         strcmp(leaf, "alpha") ? leaf : "weight"),
@@ -361,6 +371,9 @@ static clf_status read_weights(importer *im)
                  sscanf(name, "model.decoder.layers.%d.%199s", &layer, rest) == 2;
         known |= im->family->final_norms && (!strncmp(name, "model.encoder.layer_norm.", 25) ||
                                              !strncmp(name, "model.decoder.layer_norm.", 25));
+        known |= im->config.model.embed_norm &&
+                 (!strncmp(name, "model.encoder.layernorm_embedding.", 34) ||
+                  !strncmp(name, "model.decoder.layernorm_embedding.", 34));
         if (!known)
             return clf_error(CLF_ERR_INPUT,
                              "%s/model.safetensors: tensor %s is not part of %s clformer can "
@@ -382,7 +395,8 @@ static clf_status read_weights(importer *im)
             goto fail;
         }
         const clf_tensor *t = hf[0] ? find_hf(im, hf) : NULL;
-        if (!t && !hf[0]) { /* not stored: zeros */
+        /* not stored: zeros; final_logits_bias too, a buffer transformers starts at zeros */
+        if (!t && (!hf[0] || !strcmp(hf, "final_logits_bias"))) {
             clf_tensor *o = &im->tensors[i];
             snprintf(o->name, sizeof o->name, "%s", s->name);
             o->dtype = CLF_F32;

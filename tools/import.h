@@ -52,6 +52,7 @@ struct importer {
 };
 
 extern const import_family clf_import_marian, clf_import_m2m100;
+extern const import_family clf_import_mbart;
 
 /* What every family reads from config.json: the two stacks' shape, the special ids and the
  * dropout rates (transformers' names: vocab_size, d_model, encoder_layers, ...). */
@@ -97,6 +98,8 @@ clf_status import_get_int(const importer *im, const char *key, long long def, lo
                           long long *out);
 clf_status import_get_bool(const importer *im, const char *key, int def, int *out);
 clf_status import_get_float(const importer *im, const char *key, double def, double *out);
+/* model.activation for transformers' activation_function; NULL when clformer has none */
+const char *import_activation_of(const char *hf);
 /* HF_DIR/name as a JSON object (at most IMPORT_CONFIG_JSON_MAX bytes) into *out; with
  * optional, *out is NULL when the file is absent. */
 clf_status import_read_json(importer *im, const char *name, int optional, json_t **out);

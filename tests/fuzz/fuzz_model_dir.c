@@ -3,17 +3,19 @@
  * the CLI runs it), then the imported directory loaded as `clformer translate -m` loads it.
  *
  * An input may start with a 0x1d byte (the group separator, which valid JSON never holds
- * raw) and a byte f that picks the fixture HF_DIR is made from (f % 3: the Marian fixture,
- * imported as `import marian HF_DIR`; M2M-100's; NLLB's); without it, Marian's. Then it is
- * the fixture's files in its order, separated by 0x1e bytes (the ASCII record separator):
+ * raw) and a byte f that picks the fixture HF_DIR is made from (f % 4: the Marian fixture,
+ * imported as `import marian HF_DIR`; M2M-100's; NLLB's; mBART-50's); without it, Marian's.
+ * Then it is the fixture's files in its order, separated by 0x1e bytes (the ASCII record
+ * separator):
  *   Marian   config.json, vocab.json, generation_config.json
  *   M2M-100  config.json, vocab.json, generation_config.json, tokenizer_config.json
  *   NLLB     config.json, tokenizer_config.json, generation_config.json,
  *            special_tokens_map.json
+ *   mBART    config.json, generation_config.json
  * the last taking the rest of the input; without a 0x1e byte the second file is the
  * fixture's, and a later one the input does not reach is absent from HF_DIR. The other
  * files of HF_DIR are links to the fixture's own (Marian: source.spm, target.spm,
- * model.safetensors; M2M-100 and NLLB: sentencepiece.bpe.model, model.safetensors), so an
+ * model.safetensors; the others: sentencepiece.bpe.model, model.safetensors), so an
  * input that keeps the config's sizes reaches the weights and the copy.
  *
  * An input that then has a 0x1f byte (the unit separator, which valid JSON never holds
@@ -73,6 +75,12 @@ static const family families[] = {
     {"nllb/hf",
      {"config.json", "tokenizer_config.json", "generation_config.json", "special_tokens_map.json"},
      4,
+     {"sentencepiece.bpe.model", "model.safetensors"},
+     2,
+     0},
+    {"mbart/hf",
+     {"config.json", "generation_config.json"},
+     2,
      {"sentencepiece.bpe.model", "model.safetensors"},
      2,
      0},

@@ -14,7 +14,7 @@ function(clf_fuzz_model_dir_sources target)
     return()
   endif()
   target_sources(${target} PRIVATE ${tools}/cmd_import.c ${tools}/import_marian.c
-    ${tools}/import_m2m100.c ${tools}/import_nllb.c ${tools}/cli_common.c
+    ${tools}/import_m2m100.c ${tools}/import_nllb.c ${tools}/import_mbart.c ${tools}/cli_common.c
     ${tools}/model_dir.c)
   target_include_directories(${target} PRIVATE ${tools})
   target_link_libraries(${target} PRIVATE PkgConfig::JANSSON m)
