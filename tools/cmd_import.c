@@ -115,6 +115,19 @@ clf_status import_get_float(const importer *im, const char *key, double def, dou
     return CLF_OK;
 }
 
+int import_put_codes(char *yaml, size_t size, const import_languages *l)
+{
+    size_t used = strlen(yaml);
+    for (int i = 0; i < l->n_codes; i++) {
+        int k = snprintf(yaml + used, size - used, "%s%s", i ? ", " : "[", l->codes[i]);
+        if (k < 0 || (size_t)k >= size - used)
+            return -1;
+        used += (size_t)k;
+    }
+    int k = snprintf(yaml + used, size - used, "]\n");
+    return k < 0 || (size_t)k >= size - used ? -1 : 0;
+}
+
 /* model.activation for transformers' activation_function; NULL when clformer has none */
 const char *import_activation_of(const char *hf)
 {
@@ -194,7 +207,8 @@ clf_status import_read_common(importer *im, const import_defaults *def, import_c
         return import_bad_key(im, "decoder_ffn_dim",
                               "differs from encoder_ffn_dim (clformer has one model.d_ff)");
     const json_t *act = json_object_get(im->cfg, "activation_function");
-    if (!(c->activation = json_is_string(act) ? import_activation_of(json_string_value(act)) : NULL))
+    if (!(c->activation =
+              json_is_string(act) ? import_activation_of(json_string_value(act)) : NULL))
         return import_bad_key(im, "activation_function",
                               "not one clformer has (swish, silu, relu, gelu, gelu_new)");
     /* each rate named by its own key (one message for all three named the wrong one) */

@@ -100,6 +100,8 @@ clf_status import_get_bool(const importer *im, const char *key, int def, int *ou
 clf_status import_get_float(const importer *im, const char *key, double def, double *out);
 /* model.activation for transformers' activation_function; NULL when clformer has none */
 const char *import_activation_of(const char *hf);
+/* Appends "[c0, c1, ...]\n" of l's codes to yaml; -1 when it does not fit in size. */
+int import_put_codes(char *yaml, size_t size, const import_languages *l);
 /* HF_DIR/name as a JSON object (at most IMPORT_CONFIG_JSON_MAX bytes) into *out; with
  * optional, *out is NULL when the file is absent. */
 clf_status import_read_json(importer *im, const char *name, int optional, json_t **out);

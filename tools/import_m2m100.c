@@ -167,20 +167,6 @@ static clf_status is_nllb(importer *im, const json_t *tc, int *nllb)
     return st;
 }
 
-/* appends "[c0, c1, ...]\n" to yaml */
-static int put_codes(char *yaml, size_t size, const import_languages *l)
-{
-    size_t used = strlen(yaml);
-    for (int i = 0; i < l->n_codes; i++) {
-        int k = snprintf(yaml + used, size - used, "%s%s", i ? ", " : "[", l->codes[i]);
-        if (k < 0 || (size_t)k >= size - used)
-            return -1;
-        used += (size_t)k;
-    }
-    int k = snprintf(yaml + used, size - used, "]\n");
-    return k < 0 || (size_t)k >= size - used ? -1 : 0;
-}
-
 static clf_status read_config(importer *im)
 {
     static const import_defaults def = {.maxpos = 1024,
@@ -234,10 +220,10 @@ static clf_status read_config(importer *im)
                  langs->prefix, langs->suffix);
     else
         snprintf(im->yaml + used, sizeof im->yaml - used, "languages:\n  source: ");
-    if (put_codes(im->yaml, sizeof im->yaml, langs) != 0 ||
+    if (import_put_codes(im->yaml, sizeof im->yaml, langs) != 0 ||
         snprintf(im->yaml + strlen(im->yaml), sizeof im->yaml - strlen(im->yaml), "  target: ") <
             0 ||
-        put_codes(im->yaml, sizeof im->yaml, langs) != 0) {
+        import_put_codes(im->yaml, sizeof im->yaml, langs) != 0) {
         st = clf_error(CLF_ERR_INPUT, "%s/config.json: the path is too long", im->hf);
         goto done;
     }

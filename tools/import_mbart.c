@@ -162,20 +162,6 @@ static clf_status make_vocab(importer *im, long long V, long long pad, long long
     return st;
 }
 
-/* appends "[c0, c1, ...]\n" to yaml; -1 when it does not fit */
-static int put_codes(char *yaml, size_t size)
-{
-    size_t used = strlen(yaml);
-    for (int i = 0; i < N_CODES; i++) {
-        int k = snprintf(yaml + used, size - used, "%s%s", i ? ", " : "[", codes_mbart50[i]);
-        if (k < 0 || (size_t)k >= size - used)
-            return -1;
-        used += (size_t)k;
-    }
-    int k = snprintf(yaml + used, size - used, "]\n");
-    return k < 0 || (size_t)k >= size - used ? -1 : 0;
-}
-
 static clf_status read_config(importer *im)
 {
     clf_status st = check_fixed(im);
@@ -262,12 +248,20 @@ static clf_status read_config(importer *im)
         return clf_error(CLF_ERR_NOMEM, "import: out of host memory");
     if ((st = import_read_generate(im, eos, maxpos, im->yaml, sizeof im->yaml)) != CLF_OK)
         return st;
+    import_languages *l = calloc(1, sizeof *l);
+    if (!l)
+        return clf_error(CLF_ERR_NOMEM, "import: out of host memory");
+    for (int i = 0; i < N_CODES; i++)
+        snprintf(l->codes[i], sizeof l->codes[i], "%s", codes_mbart50[i]);
+    l->n_codes = N_CODES;
     size_t used = strlen(im->yaml);
     snprintf(im->yaml + used, sizeof im->yaml - used, "languages:\n  source: ");
-    if (put_codes(im->yaml, sizeof im->yaml) != 0 ||
-        snprintf(im->yaml + strlen(im->yaml), sizeof im->yaml - strlen(im->yaml), "  target: ") <
-            0 ||
-        put_codes(im->yaml, sizeof im->yaml) != 0)
+    const int fits = import_put_codes(im->yaml, sizeof im->yaml, l) == 0 &&
+                     snprintf(im->yaml + strlen(im->yaml), sizeof im->yaml - strlen(im->yaml),
+                              "  target: ") >= 0 &&
+                     import_put_codes(im->yaml, sizeof im->yaml, l) == 0;
+    free(l);
+    if (!fits)
         return clf_error(CLF_ERR_INPUT, "%s/config.json: the path is too long", im->hf);
     st = clf_config_parse_string(im->yaml, "model.yaml (from config.json)", &im->config);
     if (st != CLF_OK)
