@@ -129,7 +129,7 @@ int import_put_codes(char *yaml, size_t size, const import_languages *l)
 }
 
 /* model.activation for transformers' activation_function; NULL when clformer has none */
-const char *import_activation_of(const char *hf)
+static const char *activation_of(const char *hf)
 {
     static const char *const map[][2] = {
         {"swish", "silu"}, {"silu", "silu"},          {"relu", "relu"},
@@ -175,8 +175,11 @@ clf_status import_read_common(importer *im, const import_defaults *def, import_c
         (st = import_get_int(im, "pad_token_id", def->pad, 0, &c->pad)) != CLF_OK ||
         (st = import_get_int(im, "eos_token_id", def->eos, 0, &c->eos)) != CLF_OK ||
         (def->has_bos && (st = import_get_int(im, "bos_token_id", 0, 0, &c->bos)) != CLF_OK) ||
-        (st = import_get_int(im, "decoder_start_token_id", def->start_from_eos ? c->eos : c->pad, 0,
-                             &c->start)) != CLF_OK ||
+        (st = import_get_int(im, "decoder_start_token_id",
+                             def->start_from_eos   ? c->eos
+                             : def->start_from_bos ? c->bos
+                                                   : c->pad,
+                             0, &c->start)) != CLF_OK ||
         (st = import_get_bool(im, "scale_embedding", def->scale, &c->scale)) != CLF_OK ||
         (st = import_get_float(im, "dropout", 0.1, &c->drop)) != CLF_OK ||
         (st = import_get_float(im, "attention_dropout", def->adrop, &c->adrop)) != CLF_OK ||
@@ -208,7 +211,9 @@ clf_status import_read_common(importer *im, const import_defaults *def, import_c
                               "differs from encoder_ffn_dim (clformer has one model.d_ff)");
     const json_t *act = json_object_get(im->cfg, "activation_function");
     if (!(c->activation =
-              json_is_string(act) ? import_activation_of(json_string_value(act)) : NULL))
+              act && !json_is_null(act)
+                  ? (json_is_string(act) ? activation_of(json_string_value(act)) : NULL)
+                  : def->activation))
         return import_bad_key(im, "activation_function",
                               "not one clformer has (swish, silu, relu, gelu, gelu_new)");
     /* each rate named by its own key (one message for all three named the wrong one) */

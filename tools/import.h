@@ -66,10 +66,12 @@ typedef struct import_common {
 /* A family's defaults for the keys config.json may leave out (-1: required). */
 typedef struct import_defaults {
     long long maxpos, pad, eos;
-    int has_bos;        /* 1: bos_token_id is read (default 0) and checked */
-    int start_from_eos; /* decoder_start_token_id defaults to eos_token_id, else pad */
+    int has_bos; /* 1: bos_token_id is read (default 0) and checked */
+    /* decoder_start_token_id's default: eos_token_id, else bos_token_id (mBART), else pad */
+    int start_from_eos, start_from_bos;
     int scale;
     double adrop;
+    const char *activation; /* activation_function when absent or null; NULL: required */
 } import_defaults;
 
 /* The language tokens of a family whose model places them (model.source_language,
@@ -98,8 +100,6 @@ clf_status import_get_int(const importer *im, const char *key, long long def, lo
                           long long *out);
 clf_status import_get_bool(const importer *im, const char *key, int def, int *out);
 clf_status import_get_float(const importer *im, const char *key, double def, double *out);
-/* model.activation for transformers' activation_function; NULL when clformer has none */
-const char *import_activation_of(const char *hf);
 /* Appends "[c0, c1, ...]\n" of l's codes to yaml; -1 when it does not fit in size. */
 int import_put_codes(char *yaml, size_t size, const import_languages *l);
 /* HF_DIR/name as a JSON object (at most IMPORT_CONFIG_JSON_MAX bytes) into *out; with

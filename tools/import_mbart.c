@@ -169,59 +169,19 @@ static clf_status read_config(importer *im)
         return st;
     /* MBartConfig's defaults where config.json leaves a key out; decoder_start_token_id has
      * none, so generate() starts from bos_token_id */
-    long long V, d, el, dl, eh, dh, ef, df, maxpos, pad, eos, bos, start;
-    int scale;
-    double drop, adrop, actdrop;
-    if ((st = import_get_int(im, "vocab_size", -1, 1, &V)) != CLF_OK ||
-        (st = import_get_int(im, "d_model", -1, 1, &d)) != CLF_OK ||
-        (st = import_get_int(im, "encoder_layers", -1, 1, &el)) != CLF_OK ||
-        (st = import_get_int(im, "decoder_layers", -1, 1, &dl)) != CLF_OK ||
-        (st = import_get_int(im, "encoder_attention_heads", -1, 1, &eh)) != CLF_OK ||
-        (st = import_get_int(im, "decoder_attention_heads", -1, 1, &dh)) != CLF_OK ||
-        (st = import_get_int(im, "encoder_ffn_dim", -1, 1, &ef)) != CLF_OK ||
-        (st = import_get_int(im, "decoder_ffn_dim", -1, 1, &df)) != CLF_OK ||
-        (st = import_get_int(im, "max_position_embeddings", 1024, 1, &maxpos)) != CLF_OK ||
-        (st = import_get_int(im, "pad_token_id", 1, 0, &pad)) != CLF_OK ||
-        (st = import_get_int(im, "eos_token_id", 2, 0, &eos)) != CLF_OK ||
-        (st = import_get_int(im, "bos_token_id", 0, 0, &bos)) != CLF_OK ||
-        (st = import_get_int(im, "decoder_start_token_id", bos, 0, &start)) != CLF_OK ||
-        (st = import_get_bool(im, "scale_embedding", 0, &scale)) != CLF_OK ||
-        (st = import_get_float(im, "dropout", 0.1, &drop)) != CLF_OK ||
-        (st = import_get_float(im, "attention_dropout", 0.0, &adrop)) != CLF_OK ||
-        (st = import_get_float(im, "activation_dropout", 0.0, &actdrop)) != CLF_OK)
+    static const import_defaults def = {.maxpos = 1024,
+                                        .pad = 1,
+                                        .eos = 2,
+                                        .has_bos = 1,
+                                        .start_from_bos = 1,
+                                        .scale = 0,
+                                        .adrop = 0.0,
+                                        .activation = "gelu"};
+    import_common c;
+    if ((st = import_read_common(im, &def, &c)) != CLF_OK)
         return st;
-    const char *const id_keys[4] = {"pad_token_id", "eos_token_id", "bos_token_id",
-                                    "decoder_start_token_id"};
-    const long long ids[4] = {pad, eos, bos, start};
-    for (int i = 0; i < 4; i++)
-        if (ids[i] >= V) {
-            char why[96];
-            snprintf(why, sizeof why,
-                     "expected an id of the vocabulary, 0 to %lld (vocab_size %lld)", V - 1, V);
-            return import_bad_key(im, id_keys[i], why);
-        }
-    if (dh != eh)
-        return import_bad_key(im, "decoder_attention_heads",
-                              "differs from encoder_attention_heads (clformer has one "
-                              "model.heads)");
-    if (df != ef)
-        return import_bad_key(im, "decoder_ffn_dim",
-                              "differs from encoder_ffn_dim (clformer has one model.d_ff)");
-    const json_t *act = json_object_get(im->cfg, "activation_function");
-    const char *activation =
-        act && !json_is_null(act)
-            ? (json_is_string(act) ? import_activation_of(json_string_value(act)) : NULL)
-            : "gelu";
-    if (!activation)
-        return import_bad_key(im, "activation_function",
-                              "not one clformer has (relu, swish, silu, gelu, gelu_new)");
-    const char *const rate_keys[3] = {"dropout", "attention_dropout", "activation_dropout"};
-    const double rates[3] = {drop, adrop, actdrop};
-    for (int i = 0; i < 3; i++)
-        if (!(rates[i] >= 0 && rates[i] < 1))
-            return import_bad_key(im, rate_keys[i], "dropout rates must be in [0, 1)");
     int n_ids = 0;
-    if ((st = make_vocab(im, V, pad, eos, bos, &n_ids)) != CLF_OK)
+    if ((st = make_vocab(im, c.V, c.pad, c.eos, c.bos, &n_ids)) != CLF_OK)
         return st;
     int n = snprintf(im->yaml, sizeof im->yaml,
                      "# Imported by `clformer import` from %s (a transformers "
@@ -238,15 +198,16 @@ static clf_status read_config(importer *im)
                      "  tie_embeddings: all\n  embed_scale: %s\n  bos_id: %lld\n  eos_id: %lld\n"
                      "  decoder_start_id: %lld\n  source_bos: false\n  source_eos: true\n"
                      "  source_language: before\n  target_language: forced\n  specials_from: %d\n",
-                     im->hf, V, V, maxpos, d, el, dl, eh, ef, activation, drop, drop, adrop,
-                     actdrop, pad, scale ? "sqrt_d_model" : "1.0", bos, eos, start, n_ids);
+                     im->hf, c.V, c.V, c.maxpos, c.d, c.enc_layers, c.dec_layers, c.heads, c.ffn,
+                     c.activation, c.drop, c.drop, c.adrop, c.actdrop, c.pad,
+                     c.scale ? "sqrt_d_model" : "1.0", c.bos, c.eos, c.start, n_ids);
     if (n < 0 || (size_t)n >= sizeof im->yaml)
         return clf_error(CLF_ERR_INPUT, "%s/config.json: the path is too long", im->hf);
     /* MBartConfig's forced_eos_token_id is 2 when config.json leaves it out */
     if (!json_object_get(im->cfg, "forced_eos_token_id") &&
         json_object_set_new(im->cfg, "forced_eos_token_id", json_integer(2)) != 0)
         return clf_error(CLF_ERR_NOMEM, "import: out of host memory");
-    if ((st = import_read_generate(im, eos, maxpos, im->yaml, sizeof im->yaml)) != CLF_OK)
+    if ((st = import_read_generate(im, c.eos, c.maxpos, im->yaml, sizeof im->yaml)) != CLF_OK)
         return st;
     import_languages *l = calloc(1, sizeof *l);
     if (!l)
