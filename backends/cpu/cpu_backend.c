@@ -63,6 +63,7 @@ static clf_status cpu_open(const clf_backend_opts *opts, clf_backend **out)
     be->isa = isa;
     be->read_half = isa != CPU_ISA_GENERIC || capped;
     be->bf16_arith = bf16_arith;
+    be->i8_qmax = cpu_i8_choose_qmax();
     if ((st = cpu_dnnl_open(&be->dnnl)) != CLF_OK) {
         free(be);
         return st;
@@ -95,7 +96,7 @@ static clf_status cpu_describe(clf_backend *be, char *buf, size_t size)
              "CPU: %d threads, %s (%s), F16/BF16 GEMV %s%s, int8 oneDNN %d-bit activations%s",
              be->threads, openblas_get_config(),
              par >= 0 && par <= 2 ? blas_threads[par] : "unknown threading", cpu_isa_name(be->isa),
-             be->read_half ? "" : " (off: slower than SGEMV)", cpu_i8_activation_bits(),
+             be->read_half ? "" : " (off: slower than SGEMV)", be->i8_qmax == 127 ? 8 : 7,
              be->bf16_arith ? ", BF16 arithmetic oneDNN" : "");
     return CLF_OK;
 }

@@ -29,26 +29,14 @@
 
 #include "cpu_internal.h"
 
-/* The activation range and its unsigned offset (see above): 7 bits (64, 64) without
- * AVX-512 VNNI, 8 bits (127, 128) with it. */
-static void i8_range(int *qmax, int *zero)
+int cpu_i8_choose_qmax(void)
 {
-    *qmax = 64;
-    *zero = 64;
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512vnni")) {
-        *qmax = 127;
-        *zero = 128;
-    }
+    if (__builtin_cpu_supports("avx512vnni"))
+        return 127;
 #endif
-}
-
-int cpu_i8_activation_bits(void)
-{
-    int qmax, zero;
-    i8_range(&qmax, &zero);
-    return qmax == 127 ? 8 : 7;
+    return 64;
 }
 
 /* ---- few rows: a kernel of our own ----
@@ -226,7 +214,7 @@ static void few_product(clf_backend *be, const clf_gemm_args *a, const uint8_t *
 static int few_applies(const clf_backend *be, const clf_gemm_args *a)
 {
 #if defined(__x86_64__) || defined(__i386__)
-    return a->m <= I8_FEW_ROWS && cpu_i8_activation_bits() == 7 && be->isa != CPU_ISA_GENERIC;
+    return a->m <= I8_FEW_ROWS && be->i8_qmax == 64 && be->isa != CPU_ISA_GENERIC;
 #else
     (void)be;
     (void)a;
@@ -243,8 +231,8 @@ clf_status cpu_gemm_i8(clf_backend *be, const clf_gemm_args *a)
 {
     cpu_dnnl *q = be->dnnl;
     const int m = a->m, n = a->n, k = a->k;
-    int qmax_i, zero;
-    i8_range(&qmax_i, &zero);
+    /* the activations' unsigned offset (see above) */
+    const int zero = be->i8_qmax == 127 ? 128 : 64;
     clf_status st = check_span_aligned("gemm", "b_i8", a->b_i8,
                                        span2d((size_t)n, (size_t)k, (size_t)a->ldb), 1);
     if (st == CLF_OK)
@@ -260,7 +248,7 @@ clf_status cpu_gemm_i8(clf_backend *be, const clf_gemm_args *a)
     if (st != CLF_OK)
         return st;
     const float *A = fptr(a->a);
-    const float qmax = (float)qmax_i;
+    const float qmax = (float)be->i8_qmax;
     uint8_t *qa = q->src;
     float *sa = q->row_scale;
 #pragma omp parallel for num_threads(be->threads) schedule(static) if ((size_t)m * k > CPU_PAR_MIN)

@@ -39,6 +39,7 @@ struct clf_backend {
     /* gemm reads b_bf16 in products of many rows too, in BF16 arithmetic (oneDNN): a CPU
      * with AVX512_BF16, unless CLF_CPU_BF16_ARITH=off (cpu_gemm_bf16.c) */
     int bf16_arith;
+    int i8_qmax;             /* the int8 products' activations: 127 (8 bits) or 64 (7 bits) */
     float *attn_scratch;     /* attention's per-thread scratch, grown as needed */
     size_t attn_cap;         /* floats in attn_scratch */
     const float **attn_rows; /* attention's per-thread key and value row pointers */
@@ -313,8 +314,9 @@ clf_status cpu_dnnl_matmul(cpu_dnnl *q, cpu_matmul_kind kind, const clf_gemm_arg
 
 /* ---- int8 weights (cpu_gemm_i8.c) ---- */
 
-/* 7 or 8: the bits of the activations the int8 products quantize to. */
-int cpu_i8_activation_bits(void);
+/* The int8 products' activation range, chosen once at open (clf_backend.i8_qmax): 127
+ * (8 bits) with AVX-512 VNNI, 64 (7 bits) without (cpu_gemm_i8.c says why). */
+int cpu_i8_choose_qmax(void);
 /* 1 when gemm reads a->b_i8: trans_a = 0, trans_b = 1, k > 0 and b_i8 set. */
 int cpu_gemm_i8_applies(const clf_gemm_args *a);
 /* The product of cpu_gemm_i8_applies(a) (clformer/backend.h) with its epilogue; the other
