@@ -323,23 +323,23 @@ static clf_status run_step(run *r, int t)
         st = clf_error_context(st, "decode: step %d", t);
         goto done;
     }
-    if (r->top_k) {
+    if (r->top_k) { /* each beam's top_k: values in out, ids in next_ids */
         const size_t n = (size_t)rows * r->top_k;
         st = clf_op_download(r->api, r->be, r->top_val, clf_graph_ptr(&g, r->arena, v.out),
                              sizeof(float) * n);
         if (st == CLF_OK)
             st = clf_op_download(r->api, r->be, r->top_idx, clf_graph_ptr(&g, r->arena, v.next_ids),
                                  sizeof(int32_t) * n);
-    } else if (r->logp) {
-        st = clf_op_download(r->api, r->be, r->logp, clf_graph_ptr(&g, r->arena, v.out),
-                             sizeof(float) * rows * r->V);
+    } else {
+        if (r->logp)
+            st = clf_op_download(r->api, r->be, r->logp, clf_graph_ptr(&g, r->arena, v.out),
+                                 sizeof(float) * rows * r->V);
+        /* the device's argmax: next_ids beside the log-probabilities, else out itself */
+        if (st == CLF_OK && (v.next_ids >= 0 || !r->logp))
+            st = clf_op_download(r->api, r->be, r->ids,
+                                 clf_graph_ptr(&g, r->arena, v.next_ids >= 0 ? v.next_ids : v.out),
+                                 sizeof(int32_t) * rows);
     }
-    if (st == CLF_OK && v.next_ids >= 0 && !r->top_k)
-        st = clf_op_download(r->api, r->be, r->ids, clf_graph_ptr(&g, r->arena, v.next_ids),
-                             sizeof(int32_t) * rows);
-    else if (st == CLF_OK && !r->logp && !r->top_k)
-        st = clf_op_download(r->api, r->be, r->ids, clf_graph_ptr(&g, r->arena, v.out),
-                             sizeof(int32_t) * rows);
     if (st == CLF_OK && v.attention >= 0) {
         /* [rows, H, T, S]: only the last query row (position t) is this step's */
         st = clf_op_download(r->api, r->be, r->probs, clf_graph_ptr(&g, r->arena, v.attention),
