@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "clformer/json.h"
 #include "serve.h"
 
 #define DEFAULT_PORT      5000
@@ -35,6 +36,8 @@
 #define KEYS_MAX 4096
 /* Debian's iso-codes (scripts/deps.sh): the languages' names of GET /languages. */
 #define ISO_CODES_DIR "/usr/share/iso-codes/json"
+/* iso_639-3.json is ~0.9 MB */
+#define ISO_CODES_JSON_MAX (8 << 20)
 
 enum {
     OPT_HOST = 256,
@@ -231,22 +234,21 @@ static int code_names(const json_t *iso3, const json_t *iso2, char *const *codes
     return 1;
 }
 
-/* Every model's source languages (the entries of GET /languages) named from Debian's iso-codes (ISO
- * 639-3, then 639-2), read once here with Jansson; without the files (a warning) or for a code they
- * lack, a language's name is its code. 0 when out of memory. */
+/* Every model's source languages (the entries of GET /languages) named from Debian's iso-codes
+ * (ISO 639-3, then 639-2), read once here under clformer's JSON rules (clformer/json.h); without
+ * the files (a warning) or for a code they lack, a language's name is its code. 0 when out of
+ * memory. */
 static int language_names(serve_model *models, int n)
 {
     static const char *const files[2] = {ISO_CODES_DIR "/iso_639-3.json",
                                          ISO_CODES_DIR "/iso_639-2.json"};
     json_t *iso[2] = {NULL, NULL};
-    for (int f = 0; f < 2; f++) {
-        json_error_t err;
-        if (!(iso[f] = json_load_file(files[f], 0, &err)))
+    for (int f = 0; f < 2; f++)
+        if (clf_json_parse_file(files[f], ISO_CODES_JSON_MAX, &iso[f]) != CLF_OK)
             fprintf(stderr,
-                    "clformer: warning: %s: %s: GET /languages names languages by their codes "
+                    "clformer: warning: %s: GET /languages names languages by their codes "
                     "(install iso-codes)\n",
-                    files[f], err.text);
-    }
+                    clf_last_error());
     int ok = 1;
     for (int i = 0; ok && i < n; i++)
         ok = code_names(iso[0], iso[1], models[i].sources, models[i].n_sources,
