@@ -662,11 +662,12 @@ START_TEST(test_language_model_keys)
     ck_assert_int_eq(m->target_language, CLF_TGT_LANG_NONE);
     ck_assert_int_eq(m->specials_from, -1);
     ck_assert_int_eq(m->embed_norm, 0);
+    ck_assert_int_eq(m->clean_up_spaces, 0);
     ck_assert_int_eq(cfg->generate.early_stopping, 0);
     CLF_ASSERT_OK(clf_config_parse_string(
         "model: {src_vocab: 9, tgt_vocab: 9, d_model: 8, heads: 2, positional: "
         "sinusoidal_fairseq,\n  position_offset: 2, source_language: before, target_language: "
-        "forced, specials_from: 7, embed_norm: true}\n"
+        "forced, specials_from: 7, embed_norm: true, clean_up_spaces: true}\n"
         "generate: {beam: 4, beam_style: hf, early_stopping: true}\n"
         "languages: {source: [en, de], target: [en, de], token_prefix: __, token_suffix: __}\n",
         "<s>", cfg));
@@ -676,6 +677,7 @@ START_TEST(test_language_model_keys)
     ck_assert_int_eq(m->target_language, CLF_TGT_LANG_FORCED);
     ck_assert_int_eq(m->specials_from, 7);
     ck_assert_int_eq(m->embed_norm, 1);
+    ck_assert_int_eq(m->clean_up_spaces, 1);
     ck_assert_int_eq(cfg->generate.early_stopping, 1);
     ck_assert_str_eq(cfg->languages.token_prefix, "__");
     ck_assert_str_eq(cfg->languages.token_suffix, "__");
@@ -714,6 +716,11 @@ START_TEST(test_language_model_keys)
                                              "<t>", cfg),
                      CLF_ERR_INPUT);
     ck_assert_str_eq(clf_last_error(), "<t>:1:52: model.specials_from: 10 is past tgt_vocab 9");
+    ck_assert_int_eq(clf_config_parse_string("model: {src_vocab: 9, tgt_vocab: 9, "
+                                             "clean_up_spaces: maybe}\n",
+                                             "<t>", cfg),
+                     CLF_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(clf_last_error(), "model.clean_up_spaces"));
     ck_assert_int_eq(clf_config_parse_string("model: {src_vocab: 9, tgt_vocab: 9, "
                                              "source_language: middle}\n",
                                              "<t>", cfg),

@@ -185,12 +185,48 @@ START_TEST(refusals)
     check_refused(base, "is 'xxx_Latn', but NllbTokenizer's ids (pieces + 1, then the");
     edit_tokenizer_config(base, "\"legacy_behaviour\": false", "\"legacy_behaviour\": 3");
     check_refused(base, "tokenizer_config.json: legacy_behaviour: expected true or false");
+    edit_tokenizer_config(base, "\"clean_up_tokenization_spaces\": true",
+                          "\"clean_up_tokenization_spaces\": \"yes\"");
+    check_refused(base, "tokenizer_config.json: clean_up_tokenization_spaces: expected true, "
+                        "false or null");
     clf_test_remove_dir(base);
+}
+END_TEST
+
+/* model.clean_up_spaces is tokenizer_config.json's clean_up_tokenization_spaces as
+ * transformers 4.40 reads it: true as the fixture has it, false, null (false), and absent
+ * with the file (true) */
+START_TEST(clean_up_spaces_imported)
+{
+    static const struct {
+        const char *to;
+        int want;
+    } cases[] = {{"true", 1}, {"false", 0}, {"null", 0}, {NULL, 1}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char base[] = "/tmp/clf-nllb-cleanup-XXXXXX", dir[600], args[1400], err[2048],
+             path[700], to[64];
+        hf_copy(base, "tokenizer_config.json");
+        if (cases[i].to) {
+            snprintf(to, sizeof to, "\"clean_up_tokenization_spaces\": %s", cases[i].to);
+            edit_tokenizer_config(base, "\"clean_up_tokenization_spaces\": true", to);
+        } else {
+            edit_tokenizer_config(base, "\"clean_up_tokenization_spaces\": true,", "");
+        }
+        snprintf(dir, sizeof dir, "%s/out", base);
+        snprintf(args, sizeof args, "import '%s' -o '%s'", base, dir);
+        ck_assert_msg(clf_test_run_cli(args, err, sizeof err) == 0, "%s", err);
+        clf_config cfg;
+        snprintf(path, sizeof path, "%s/model.yaml", dir);
+        CLF_ASSERT_OK(clf_config_load(path, &cfg));
+        ck_assert_msg(cfg.model.clean_up_spaces == cases[i].want, "case %zu", i);
+        clf_test_remove_dir(base);
+    }
 }
 END_TEST
 
 static void nllb_tests(TCase *tc)
 {
+    tcase_add_test(tc, clean_up_spaces_imported);
     tcase_add_test(tc, legacy_framing_matches_tokenizer);
     tcase_add_test(tc, without_tokenizer_config);
     tcase_add_test(tc, refusals);

@@ -307,9 +307,11 @@ END_TEST
  * selects on the host and sums the log-probabilities as it goes. Same text, logprob and
  * score (length penalty 1) within SCORE_TOL, for finished hypotheses and for those cut at
  * max_len (no EOS in either sum). */
-START_TEST(greedy_scores_match_decoding)
+/* dir (a mkdtemp template): the shipped model with its model.yaml's `banned_ids: []` made
+ * `to` (links to its other files) */
+static void shipped_with(char *dir, const char *to)
 {
-    char dir[] = "/tmp/clf-greedy-XXXXXX", path[512], from[512];
+    char path[512], from[512];
     ck_assert_ptr_nonnull(mkdtemp(dir));
     size_t len;
     char *yaml = clf_test_read_file(SHIPPED "/model.yaml", &len);
@@ -318,14 +320,22 @@ START_TEST(greedy_scores_match_decoding)
     snprintf(path, sizeof path, "%s/model.yaml", dir);
     FILE *f = fopen(path, "w");
     ck_assert_ptr_nonnull(f);
-    fprintf(f, "%.*sbanned_ids: [1]%s", (int)(banned - yaml), yaml, banned + 14);
+    fprintf(f, "%.*s%s%s", (int)(banned - yaml), yaml, to, banned + 14);
     fclose(f);
+    free(yaml);
     const char *files[] = {"weights.safetensors", "src.model", "tgt.model"};
     for (int i = 0; i < 3; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, files[i]);
         snprintf(from, sizeof from, "%s/%s", SHIPPED, files[i]);
         ck_assert_int_eq(symlink(from, path), 0);
     }
+}
+
+START_TEST(greedy_scores_match_decoding)
+{
+    char dir[] = "/tmp/clf-greedy-XXXXXX";
+    size_t len;
+    shipped_with(dir, "banned_ids: [1]");
     clf_translator *plain = open_dir(SHIPPED), *host = open_dir(dir);
     char *text = clf_test_read_file(SHIPPED "/valid.en", &len);
     char *lines[16];
@@ -358,7 +368,38 @@ START_TEST(greedy_scores_match_decoding)
     clf_translator_free(plain);
     clf_translator_free(host);
     free(text);
-    free(yaml);
+    clf_test_remove_dir(dir);
+}
+END_TEST
+
+/* model.clean_up_spaces: the text as transformers' decode() cleans it (the rule itself:
+ * test_detokenize). Two of valid.en's lines whose German has a space before a dot. */
+START_TEST(clean_up_spaces_applied)
+{
+    char dir[] = "/tmp/clf-cleanup-XXXXXX";
+    shipped_with(dir, "banned_ids: []\n  clean_up_spaces: true");
+    clf_translator *plain = open_dir(SHIPPED), *clean = open_dir(dir);
+    const char *lines[2] = {"Could not initialize supporting library.",
+                            "creating directory %s ..."};
+    const char *want_plain[2] = {"Konnte .res-Bibliothek nicht initialisieren.",
+                                 "Verzeichnis %s wird erzeugt ..."};
+    const char *want_clean[2] = {"Konnte.res-Bibliothek nicht initialisieren.",
+                                 "Verzeichnis %s wird erzeugt..."};
+    clf_translation a[2], b[2];
+    clf_translate_opts o;
+    clf_translate_opts_default(&o);
+    o.beam = 1;
+    CLF_ASSERT_OK(clf_translator_translate(plain, lines, NULL, 2, &o, a));
+    CLF_ASSERT_OK(clf_translator_translate(clean, lines, NULL, 2, &o, b));
+    for (int i = 0; i < 2; i++) {
+        ck_assert_str_eq(a[i].hyps[0].text, want_plain[i]);
+        ck_assert_str_eq(b[i].hyps[0].text, want_clean[i]);
+        ck_assert_int_eq(a[i].hyps[0].len, b[i].hyps[0].len); /* the tokens are the same */
+    }
+    clf_translations_free(a, 2);
+    clf_translations_free(b, 2);
+    clf_translator_free(plain);
+    clf_translator_free(clean);
     clf_test_remove_dir(dir);
 }
 END_TEST
@@ -697,6 +738,7 @@ int main(void)
     tcase_add_test(tc, refuses_huge_sentence);
     tcase_add_test(tc, score_matches_decoding);
     tcase_add_test(tc, greedy_scores_match_decoding);
+    tcase_add_test(tc, clean_up_spaces_applied);
     tcase_add_test(tc, max_batch_same_results);
     tcase_add_test(tc, translate_ids_refuses_unknown_id);
     tcase_add_test(tc, bad_options_named);

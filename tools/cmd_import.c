@@ -225,6 +225,27 @@ clf_status import_read_common(importer *im, const import_defaults *def, import_c
     return CLF_OK;
 }
 
+clf_status import_read_clean_up(importer *im, char *yaml, size_t size)
+{
+    json_t *tc = NULL;
+    clf_status st = import_read_json(im, "tokenizer_config.json", 1, &tc);
+    if (st != CLF_OK)
+        return st;
+    const json_t *v = json_object_get(tc, "clean_up_tokenization_spaces"); /* NULL tc: NULL */
+    const int on = !v || json_is_true(v);
+    if (v && !json_is_boolean(v) && !json_is_null(v))
+        st = clf_error(CLF_ERR_INPUT,
+                       "%s/tokenizer_config.json: clean_up_tokenization_spaces: expected true, "
+                       "false or null",
+                       im->hf);
+    json_decref(tc);
+    const size_t used = strlen(yaml);
+    if (st == CLF_OK && (size_t)snprintf(yaml + used, size - used, "  clean_up_spaces: %s\n",
+                                         on ? "true" : "false") >= size - used)
+        st = clf_error(CLF_ERR_INPUT, "%s: model.yaml would be too long", im->hf);
+    return st;
+}
+
 /* The generate: section of model.yaml (appended to yaml[size]) from the generation
  * settings of generation_config.json, or of config.json without one; max_len is at most
  * the positions the decoder has after its start token (maxpos - 1). */

@@ -109,6 +109,10 @@ clf_status import_read_json(importer *im, const char *name, int optional, json_t
  * within vocab_size, one heads and d_ff for both stacks, an activation clformer has, rates
  * in [0, 1). */
 clf_status import_read_common(importer *im, const import_defaults *def, import_common *c);
+/* Appends model.clean_up_spaces to yaml[size] (inside its model: section) from
+ * tokenizer_config.json's clean_up_tokenization_spaces, as transformers 4.40 reads it: true
+ * when the file or the key is absent, false for null. */
+clf_status import_read_clean_up(importer *im, char *yaml, size_t size);
 /* Appends the generate: section to yaml[size] from generation_config.json, else config.json
  * (transformers' generate() defaults: num_beams, max_length / max_new_tokens,
  * length_penalty, forced_eos_token_id, early_stopping true or false). */

@@ -211,7 +211,8 @@ static clf_status read_config(importer *im)
         st = clf_error(CLF_ERR_INPUT, "%s/config.json: the path is too long", im->hf);
         goto done;
     }
-    if ((st = import_read_generate(im, c.eos, c.maxpos, im->yaml, sizeof im->yaml)) != CLF_OK)
+    if ((st = import_read_clean_up(im, im->yaml, sizeof im->yaml)) != CLF_OK ||
+        (st = import_read_generate(im, c.eos, c.maxpos, im->yaml, sizeof im->yaml)) != CLF_OK)
         goto done;
     size_t used = strlen(im->yaml);
     if (*langs->prefix) /* M2M-100's __xx__; NLLB's codes are their own tokens */

@@ -100,7 +100,8 @@ static clf_status read_config_only(importer *im)
                      c.scale ? "sqrt_d_model" : "1.0", c.eos, c.start, banned);
     if (n < 0 || (size_t)n >= sizeof im->yaml)
         return clf_error(CLF_ERR_INPUT, "%s/config.json: the path is too long", im->hf);
-    if ((st = import_read_generate(im, c.eos, c.maxpos, im->yaml, sizeof im->yaml)) != CLF_OK)
+    if ((st = import_read_clean_up(im, im->yaml, sizeof im->yaml)) != CLF_OK ||
+        (st = import_read_generate(im, c.eos, c.maxpos, im->yaml, sizeof im->yaml)) != CLF_OK)
         return st;
     st = clf_config_parse_string(im->yaml, "model.yaml (from config.json)", &im->config);
     if (st != CLF_OK)

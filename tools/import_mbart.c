@@ -207,7 +207,8 @@ static clf_status read_config(importer *im)
     if (!json_object_get(im->cfg, "forced_eos_token_id") &&
         json_object_set_new(im->cfg, "forced_eos_token_id", json_integer(2)) != 0)
         return clf_error(CLF_ERR_NOMEM, "import: out of host memory");
-    if ((st = import_read_generate(im, c.eos, c.maxpos, im->yaml, sizeof im->yaml)) != CLF_OK)
+    if ((st = import_read_clean_up(im, im->yaml, sizeof im->yaml)) != CLF_OK ||
+        (st = import_read_generate(im, c.eos, c.maxpos, im->yaml, sizeof im->yaml)) != CLF_OK)
         return st;
     import_languages *l = calloc(1, sizeof *l);
     if (!l)

@@ -116,6 +116,10 @@ typedef struct clf_model_config {
      * words, appended after the pieces): decoding may produce them, the text leaves them out.
      * -1 (the default): none. */
     int specials_from;
+    /* The decoded text cleaned as transformers' decode() cleans it when the tokenizer's
+     * clean_up_tokenization_spaces is true (clf_text_clean_up_spaces): " ." -> "." and the
+     * like. Default 0; `clformer import` sets it from tokenizer_config.json. */
+    int clean_up_spaces;
     /* Ids decoding never generates (Marian bans pad): their score is -inf after the
      * log-softmax, as transformers' bad_words_ids does. */
     int banned_ids[CLF_BANNED_IDS_MAX];

@@ -186,6 +186,14 @@ CLF_API clf_framing clf_tokenizer_framing(const clf_tokenizer *src, const clf_to
 /* 1 when id is a special token (an added token marked "special"), else 0. */
 CLF_API int clf_tokenizer_is_special(const clf_tokenizer *tok, int32_t id);
 
+/* transformers' clean_up_tokenization, which its decode() applies to the text of a tokenizer
+ * whose clean_up_tokenization_spaces is true (the default of transformers 4.40, and
+ * model.clean_up_spaces of an imported model): " ." " ?" " !" " ," lose their space, " ' "
+ * becomes "'", and " n't" " 'm" " 's" " 've" " 're" lose theirs, replacement after
+ * replacement in that order, each over the whole text, left to right and not overlapping
+ * (Python's str.replace). In place (the text only shrinks); NULL is fine. */
+CLF_API void clf_text_clean_up_spaces(char *text);
+
 #ifdef __cplusplus
 }
 #endif

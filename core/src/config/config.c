@@ -127,6 +127,7 @@ static const field model_fields[] = {
     ENUM("source_language", model.source_language, "language token place", lang_place_names),
     ENUM("target_language", model.target_language, "target language", tgt_lang_names),
     INT("specials_from", model.specials_from, -1, CFG_SIZE_MAX),
+    BOOL("clean_up_spaces", model.clean_up_spaces),
     {.key = "banned_ids", .kind = F_ID_LIST, .imin = 0, .imax = CFG_SIZE_MAX},
     END,
 };

@@ -302,6 +302,8 @@ clf_status clf_translate_fill_hyp(const clf_translator *t, const clf_hypothesis 
     for (char *p = out->text; *p; p++)
         if (*p == '\n' || *p == '\r')
             *p = ' ';
+    if (t->cfg.model.clean_up_spaces)
+        clf_text_clean_up_spaces(out->text);
     if (h->attention) {
         const int rows = h->len + h->finished;
         if (!(out->attention = malloc((size_t)(rows > 0 ? rows : 1) * cols * sizeof(float))))
