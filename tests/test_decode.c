@@ -502,6 +502,35 @@ START_TEST(device_topk_equals_host_choice)
 }
 END_TEST
 
+/* The steps' counts (clf_decode_result.step_calls, step_s, host_s): greedy and beam 3 on
+ * the CPU; with want_attention a step downloads its attention rows too, one call more per
+ * step and nothing else different. */
+START_TEST(step_calls_counted)
+{
+    fixture f;
+    fixture_open(&f, "cpu", "pre_tutorial");
+    for (int beam = 1; beam <= 3; beam += 2) {
+        clf_decode_opts o;
+        clf_decode_result a, b;
+        clf_decode_opts_default(&f.t.cfg.model, &o);
+        o.max_len = MAXOUT;
+        o.beam = beam;
+        CLF_ASSERT_OK(clf_decode(f.t.m, f.src, B, S, &o, &a));
+        o.want_attention = 1;
+        CLF_ASSERT_OK(clf_decode(f.t.m, f.src, B, S, &o, &b));
+        ck_assert_int_gt(a.steps, 0);
+        ck_assert_int_eq(a.steps, b.steps);
+        /* at least the layers' ops */
+        ck_assert_int_ge(a.step_calls, (long long)a.steps * f.t.cfg.model.decoder_layers);
+        ck_assert_int_eq(b.step_calls, a.step_calls + b.steps);
+        ck_assert(a.step_s > 0.0 && a.host_s >= 0.0 && a.host_s <= a.step_s);
+        clf_decode_result_free(&a);
+        clf_decode_result_free(&b);
+    }
+    fixture_close(&f);
+}
+END_TEST
+
 START_TEST(bad_arguments_are_refused)
 {
     fixture f;
@@ -807,6 +836,7 @@ static Suite *decode_suite(void)
     tcase_add_loop_test(tc, batch_independence_cpu, 0, N_FIXTURES);
     tcase_add_loop_test(tc, half_weights_cpu, 0, N_FIXTURES);
     tcase_add_test(tc, half_weights_refuse_out_of_range);
+    tcase_add_test(tc, step_calls_counted);
     tcase_add_test(tc, bad_arguments_are_refused);
     tcase_add_test(tc, plan_over_the_limit_is_refused);
     tcase_add_loop_test(tc, shared_rows_equal_copied_caches, 0, N_FIXTURES);

@@ -592,7 +592,8 @@ START_TEST(test_no_cache_matches_cache)
 }
 END_TEST
 
-/* --stats adds one line on stderr and changes nothing on stdout. */
+/* --stats adds two lines on stderr (the totals; the decoder steps' backend calls and time)
+ * and changes nothing on stdout. */
 START_TEST(test_stats)
 {
     static char plain[OUT_MAX];
@@ -608,7 +609,19 @@ START_TEST(test_stats)
                          "clformer: translate: %ld lines, %ld decoded, %ld output tokens in %lf s",
                          &lines, &decoded, &tokens, &secs) == 4,
                   "stderr: %s", err);
-    assert_one_line_error(err);
+    const char *second = strchr(err, '\n');
+    ck_assert_ptr_nonnull(second);
+    long long steps = -1;
+    double calls = -1.0, step_ms = -1.0, host_ms = -1.0;
+    ck_assert_msg(sscanf(second + 1,
+                         "clformer: translate: %lld decoder steps: %lf backend calls, %lf ms a "
+                         "step, %lf ms of it in decoding's host code",
+                         &steps, &calls, &step_ms, &host_ms) == 4,
+                  "stderr: %s", err);
+    assert_one_line_error(second + 1);
+    ck_assert_msg(steps >= 1 && steps <= 12 && calls >= 1.0 && host_ms >= 0.0 &&
+                      host_ms <= step_ms,
+                  "%s", err);
     ck_assert_int_eq(lines, 5);
     ck_assert_int_eq(decoded, 4);
     for (const char *p = out; *p; p++) /* words printed: specials are not, so <= tokens */

@@ -162,7 +162,9 @@ static void usage(void)
            "                       output channel) and int8 activations (per row; cpu only)\n"
            "  --stats              at the end, on stderr: lines, output tokens and the time\n"
            "                       spent decoding them (tokens/s), loading excluded, and the\n"
-           "                       process's resident memory then and at its peak\n"
+           "                       process's resident memory then and at its peak; per\n"
+           "                       decoder step the backend calls (ops, transfers), the time,\n"
+           "                       and the part of it spent in decoding's host code\n"
            "  --attention FILE     safetensors: F32 'attention.<i>' [out tokens (+EOS), source\n"
            "                       tokens incl. [SOS]/[EOS]] per line i (from 0), best hypothesis\n"
            "  --attention-png P    grayscale heatmap P.<i>.png per line (rows: output tokens)\n"
@@ -743,6 +745,14 @@ int clf_cmd_translate(int argc, char **argv)
                 "%.1f tokens/s (loading the model took %.3f s)%s\n",
                 t.lines_read, t.decoded_lines, t.out_tokens, t.decode_s,
                 t.decode_s > 0.0 ? (double)t.out_tokens / t.decode_s : 0.0, t.open_s, mem);
+        clf_translator_stats ds;
+        clf_translator_get_stats(t.tr, &ds);
+        if (ds.steps > 0)
+            fprintf(stderr,
+                    "clformer: translate: %lld decoder steps: %.1f backend calls, %.3f ms a step, "
+                    "%.3f ms of it in decoding's host code\n",
+                    ds.steps, (double)ds.step_calls / (double)ds.steps, 1e3 * ds.step_s / ds.steps,
+                    1e3 * ds.host_s / ds.steps);
     }
     /* The sum, the same on every rank: they fail together (rank 0 says it once), so that no
      * rank aborts the job while another is already finalizing MPI (Open MPI can hang in

@@ -85,6 +85,12 @@ typedef struct clf_decode_result {
     clf_hypothesis *hyps;  /* [batch * n_best]: sentence s's i-th best at s * n_best + i */
     int steps;             /* decoder steps run */
     long long token_steps; /* sum over steps of the rows the decoder ran (the work done) */
+    /* The steps' backend calls (each op of a step graph, each upload, download and cache
+     * copy: on a queued backend one kernel launch or transfer at least), the seconds the steps
+     * took, and of those the seconds in decoding's own host code (choosing, row tables, step
+     * graphs), outside the backend's calls. */
+    long long step_calls;
+    double step_s, host_s;
 } clf_decode_result;
 
 /* What a hypothesis of len tokens (EOS counted) has its log-probability divided by, under

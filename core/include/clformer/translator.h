@@ -191,6 +191,16 @@ CLF_API clf_status clf_translator_translate_ids(clf_translator *t, const int32_t
                                                 clf_translation *out);
 CLF_API void clf_translations_free(clf_translation *r, int n);
 
+/* What the decoder steps of every clf_translator_translate / _translate_ids call so far did
+ * (sums of clf_decode_result's fields, clformer/decode.h): for `translate --stats`. */
+typedef struct clf_translator_stats {
+    long long steps;      /* decoder steps */
+    long long step_calls; /* their backend calls: graph ops, uploads, downloads, cache copies */
+    double step_s;        /* seconds in the steps */
+    double host_s;        /* of those, seconds in decoding's own host code */
+} clf_translator_stats;
+CLF_API void clf_translator_get_stats(const clf_translator *t, clf_translator_stats *out);
+
 /* Scores given translations: logprob[i] is the sum of the log-probabilities the model gives
  * tgt[i]'s tokens and the final EOS after src[i] (teacher forcing), tokens[i] the count
  * (EOS included). A pair that cannot be scored (refused as translate refuses, or too long

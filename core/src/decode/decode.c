@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "decode/decode_private.h"
 #include "graph/model_for_train_decode.h"
@@ -92,7 +93,55 @@ typedef struct run {
     float *probs;         /* [slots, H, S] step attention download */
     long long token_steps;
     int steps;
+    long long calls; /* backend calls so far (dev_* below) */
+    double dev_s;    /* seconds inside them */
 } run;
+
+/* ---- backend calls, counted and timed (clf_decode_result.step_calls, host_s) ---- */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static clf_status dev_upload(run *r, clf_ptr dst, const void *src, size_t bytes)
+{
+    const double t0 = now_s();
+    const clf_status st = clf_op_upload(r->api, r->be, dst, src, bytes);
+    r->dev_s += now_s() - t0;
+    r->calls++;
+    return st;
+}
+
+static clf_status dev_download(run *r, void *dst, clf_ptr src, size_t bytes)
+{
+    const double t0 = now_s();
+    const clf_status st = clf_op_download(r->api, r->be, dst, src, bytes);
+    r->dev_s += now_s() - t0;
+    r->calls++;
+    return st;
+}
+
+static clf_status dev_copy(run *r, clf_ptr dst, clf_ptr src, size_t bytes)
+{
+    const double t0 = now_s();
+    const clf_status st = clf_op_copy(r->api, r->be, dst, src, bytes);
+    r->dev_s += now_s() - t0;
+    r->calls++;
+    return st;
+}
+
+/* g's ops, one backend call each */
+static clf_status dev_run(run *r, const clf_graph *g)
+{
+    const double t0 = now_s();
+    const clf_status st = clf_graph_run(g, r->api, r->be, r->arena);
+    r->dev_s += now_s() - t0;
+    r->calls += g->n_nodes;
+    return st;
+}
 
 static size_t self_slot_elems(const run *r)
 {
@@ -140,9 +189,8 @@ static clf_status copy_slot(run *r, clf_buffer *dst, clf_buffer *src, size_t slo
 {
     for (int l = 0; l < layers; l++) {
         size_t base = (size_t)l * r->slots * slot_elems;
-        clf_status st =
-            clf_op_copy(r->api, r->be, (clf_ptr){dst, 4 * (base + (size_t)to * slot_elems)},
-                        (clf_ptr){src, 4 * (base + (size_t)from * slot_elems)}, 4 * elems);
+        clf_status st = dev_copy(r, (clf_ptr){dst, 4 * (base + (size_t)to * slot_elems)},
+                                 (clf_ptr){src, 4 * (base + (size_t)from * slot_elems)}, 4 * elems);
         if (st != CLF_OK)
             return clf_error_context(st, "decode: cache copy");
     }
@@ -190,7 +238,7 @@ static clf_status upload_masks(run *r, const int32_t *src, int per)
         for (int k = 0; k < per; k++)
             for (size_t j = 0; j < S; j++)
                 mask[((size_t)s * per + k) * S + j] = src[(size_t)s * S + j] != r->o->pad_id;
-    clf_status st = clf_op_upload(r->api, r->be, (clf_ptr){r->mask, 0}, mask, sizeof(int32_t) * n);
+    clf_status st = dev_upload(r, (clf_ptr){r->mask, 0}, mask, sizeof(int32_t) * n);
     free(mask);
     return st;
 }
@@ -210,9 +258,9 @@ static clf_status run_encoder(run *r, const int32_t *src)
                                             (clf_ptr){r->enc, 0}, &g, &v_src)) != CLF_OK)
         return st;
     if ((st = ensure_arena(r, &g)) == CLF_OK &&
-        (st = clf_op_upload(r->api, r->be, clf_graph_ptr(&g, r->arena, v_src), src,
-                            sizeof(int32_t) * r->B * S)) == CLF_OK &&
-        (st = clf_graph_run(&g, r->api, r->be, r->arena)) != CLF_OK)
+        (st = dev_upload(r, clf_graph_ptr(&g, r->arena, v_src), src, sizeof(int32_t) * r->B * S)) ==
+            CLF_OK &&
+        (st = dev_run(r, &g)) != CLF_OK)
         st = clf_error_context(st, "decode: encoder");
     clf_graph_free(&g);
     if (st != CLF_OK || r->K == 1)
@@ -260,11 +308,11 @@ static clf_status upload_tables(run *r, int rows, int t, int *own)
     }
     if (*own)
         return CLF_OK;
-    clf_status st = clf_op_upload(r->api, r->be, (clf_ptr){r->self_rows, 0}, hist,
-                                  sizeof(int32_t) * (size_t)rows * r->max_out);
+    clf_status st = dev_upload(r, (clf_ptr){r->self_rows, 0}, hist,
+                               sizeof(int32_t) * (size_t)rows * r->max_out);
     if (st == CLF_OK)
-        st = clf_op_upload(r->api, r->be, (clf_ptr){r->cross_rows, 0}, r->cross_tab,
-                           sizeof(int32_t) * (size_t)rows * r->S);
+        st = dev_upload(r, (clf_ptr){r->cross_rows, 0}, r->cross_tab,
+                        sizeof(int32_t) * (size_t)rows * r->S);
     return st;
 }
 
@@ -314,36 +362,35 @@ static clf_status run_step(run *r, int t)
                 pos == 0 ? r->o->sos_id : r->tok[cur][(size_t)i * r->max_out + pos - 1];
         }
     if ((st = ensure_arena(r, &g)) != CLF_OK ||
-        (st = clf_op_upload(r->api, r->be, clf_graph_ptr(&g, r->arena, v.ids), r->ids,
-                            sizeof(int32_t) * rows * T)) != CLF_OK ||
-        (r->top_k && (st = clf_op_upload(r->api, r->be, (clf_ptr){r->top_base, 0}, r->lp[cur],
-                                         sizeof(float) * rows)) != CLF_OK))
+        (st = dev_upload(r, clf_graph_ptr(&g, r->arena, v.ids), r->ids,
+                         sizeof(int32_t) * rows * T)) != CLF_OK ||
+        (r->top_k && (st = dev_upload(r, (clf_ptr){r->top_base, 0}, r->lp[cur],
+                                      sizeof(float) * rows)) != CLF_OK))
         goto done;
-    if ((st = clf_graph_run(&g, r->api, r->be, r->arena)) != CLF_OK) {
+    if ((st = dev_run(r, &g)) != CLF_OK) {
         st = clf_error_context(st, "decode: step %d", t);
         goto done;
     }
     if (r->top_k) { /* each beam's top_k: values in out, ids in next_ids */
         const size_t n = (size_t)rows * r->top_k;
-        st = clf_op_download(r->api, r->be, r->top_val, clf_graph_ptr(&g, r->arena, v.out),
-                             sizeof(float) * n);
+        st = dev_download(r, r->top_val, clf_graph_ptr(&g, r->arena, v.out), sizeof(float) * n);
         if (st == CLF_OK)
-            st = clf_op_download(r->api, r->be, r->top_idx, clf_graph_ptr(&g, r->arena, v.next_ids),
-                                 sizeof(int32_t) * n);
+            st = dev_download(r, r->top_idx, clf_graph_ptr(&g, r->arena, v.next_ids),
+                              sizeof(int32_t) * n);
     } else {
         if (r->logp)
-            st = clf_op_download(r->api, r->be, r->logp, clf_graph_ptr(&g, r->arena, v.out),
-                                 sizeof(float) * rows * r->V);
+            st = dev_download(r, r->logp, clf_graph_ptr(&g, r->arena, v.out),
+                              sizeof(float) * rows * r->V);
         /* the device's argmax: next_ids beside the log-probabilities, else out itself */
         if (st == CLF_OK && (v.next_ids >= 0 || !r->logp))
-            st = clf_op_download(r->api, r->be, r->ids,
-                                 clf_graph_ptr(&g, r->arena, v.next_ids >= 0 ? v.next_ids : v.out),
-                                 sizeof(int32_t) * rows);
+            st = dev_download(r, r->ids,
+                              clf_graph_ptr(&g, r->arena, v.next_ids >= 0 ? v.next_ids : v.out),
+                              sizeof(int32_t) * rows);
     }
     if (st == CLF_OK && v.attention >= 0) {
         /* [rows, H, T, S]: only the last query row (position t) is this step's */
-        st = clf_op_download(r->api, r->be, r->probs, clf_graph_ptr(&g, r->arena, v.attention),
-                             sizeof(float) * rows * r->H * T * r->S);
+        st = dev_download(r, r->probs, clf_graph_ptr(&g, r->arena, v.attention),
+                          sizeof(float) * rows * r->H * T * r->S);
         for (int i = 0; st == CLF_OK && i < rows; i++) {
             float *dst = r->att[cur] + ((size_t)i * (r->max_out + 1) + t) * r->S;
             for (int j = 0; j < r->S; j++) {
@@ -685,11 +732,19 @@ clf_status clf_decode(clf_model *m, const int32_t *src, int B, int S, const clf_
         goto nomem;
     if ((st = run_encoder(&r, src)) != CLF_OK)
         goto fail_scratch;
+    const long long calls0 = r.calls;
+    const double t0 = now_s(), dev0 = r.dev_s;
     for (int t = 0; t < r.max_out && r.n_active > 0; t++)
         if ((st = run_step(&r, t)) != CLF_OK || (st = advance(&r, t, scratch)) != CLF_OK)
             goto fail_scratch;
-    if ((st = r.api->synchronize(r.be)) != CLF_OK || (st = collect(&r, out)) != CLF_OK)
+    const double sync0 = now_s();
+    st = r.api->synchronize(r.be);
+    r.dev_s += now_s() - sync0;
+    if (st != CLF_OK || (st = collect(&r, out)) != CLF_OK)
         goto fail_scratch;
+    out->step_calls = r.calls - calls0;
+    out->step_s = now_s() - t0;
+    out->host_s = out->step_s - (r.dev_s - dev0);
     free(scratch);
     run_free(&r);
     return CLF_OK;

@@ -124,6 +124,11 @@ void clf_translator_free(clf_translator *t)
     free(t);
 }
 
+void clf_translator_get_stats(const clf_translator *t, clf_translator_stats *out)
+{
+    *out = t->stats;
+}
+
 void clf_translator_get_info(const clf_translator *t, clf_translator_info *info)
 {
     memset(info, 0, sizeof *info);
@@ -391,6 +396,10 @@ static clf_status decode_batch(clf_translator *t, int32_t *const *ids, const int
     free(src);
     if (st != CLF_OK)
         return st;
+    t->stats.steps += res.steps;
+    t->stats.step_calls += res.step_calls;
+    t->stats.step_s += res.step_s;
+    t->stats.host_s += res.host_s;
     r = 0;
     for (int i = from; i < to && st == CLF_OK; i++) {
         if (lens[i] == 0 || out[i].status != CLF_OK)

@@ -21,6 +21,7 @@ struct clf_translator {
     char vocab[2][CLF_PATH_MAX];
     char device[256];
     char note[1024];
+    clf_translator_stats stats; /* the decoder steps' sums (clf_translator_get_stats) */
 };
 
 /* Loads both vocabularies (vocab_map non-empty: mapped through it) and checks them against
