@@ -531,6 +531,63 @@ START_TEST(step_calls_counted)
 }
 END_TEST
 
+/* sync_steps outside [0, CLF_DECODE_SYNC_STEPS_MAX] is refused, naming it */
+static void o_refuses_sync_steps(fixture *f)
+{
+    clf_decode_opts o;
+    clf_decode_result r;
+    clf_decode_opts_default(&f->t.cfg.model, &o);
+    o.max_len = 3;
+    o.sync_steps = CLF_DECODE_SYNC_STEPS_MAX + 1;
+    ck_assert_int_eq(clf_decode(f->t.m, f->src, B, S, &o, &r), CLF_ERR_INPUT);
+    ck_assert_msg(strstr(clf_last_error(), "sync_steps"), "%s", clf_last_error());
+}
+
+/* Greedy decoding running steps ahead of the host (sync_steps 2, 3, 8) gives what it gives
+ * step by step (1), exactly: with an EOS that ends sentences at different steps (some inside
+ * a run ahead), a forced first token, a forced last EOS, and max_len not a multiple of the
+ * run. */
+START_TEST(greedy_ahead_equals_every_step)
+{
+    fixture f;
+    fixture_open(&f, "cpu", fixtures[_i]);
+    const int eos = pick_eos(&f);
+    for (int variant = 0; variant < 3; variant++) {
+        clf_decode_opts o;
+        clf_decode_opts_default(&f.t.cfg.model, &o);
+        o.max_len = MAXOUT - 1;
+        o.eos_id = eos;
+        o.forced_bos_id = variant == 1 ? 5 : -1;
+        o.forced_eos = variant == 2;
+        o.sync_steps = 1;
+        clf_decode_result ref;
+        CLF_ASSERT_OK(clf_decode(f.t.m, f.src, B, S, &o, &ref));
+        const int ahead[3] = {2, 3, 8};
+        for (int a = 0; a < 3; a++) {
+            clf_decode_result r;
+            o.sync_steps = ahead[a];
+            CLF_ASSERT_OK(clf_decode(f.t.m, f.src, B, S, &o, &r));
+            for (int i = 0; i < B; i++) {
+                const clf_hypothesis *x = &ref.hyps[i], *y = &r.hyps[i];
+                ck_assert_msg(x->len == y->len && x->finished == y->finished &&
+                                  (x->len == 0 || memcmp(x->tokens, y->tokens,
+                                                         sizeof(int32_t) * (size_t)x->len) == 0),
+                              "%s, variant %d, sync_steps %d, sentence %d: length %d/%d, "
+                              "finished %d/%d",
+                              fixtures[_i], variant, ahead[a], i, x->len, y->len, x->finished,
+                              y->finished);
+                ck_assert(x->logprob == y->logprob && x->score == y->score);
+            }
+            ck_assert_int_ge(r.steps, ref.steps); /* ended sentences may run on */
+            clf_decode_result_free(&r);
+        }
+        clf_decode_result_free(&ref);
+    }
+    o_refuses_sync_steps(&f);
+    fixture_close(&f);
+}
+END_TEST
+
 START_TEST(bad_arguments_are_refused)
 {
     fixture f;
@@ -841,6 +898,7 @@ static Suite *decode_suite(void)
     tcase_add_test(tc, plan_over_the_limit_is_refused);
     tcase_add_loop_test(tc, shared_rows_equal_copied_caches, 0, N_FIXTURES);
     tcase_add_loop_test(tc, device_topk_equals_host_choice, 0, N_FIXTURES);
+    tcase_add_loop_test(tc, greedy_ahead_equals_every_step, 0, N_FIXTURES);
     suite_add_tcase(s, tc);
     TCase *ex = tcase_create("exhaustive");
     tcase_add_test(ex, beam_equals_exhaustive_search);

@@ -62,6 +62,7 @@ enum {
     OPT_LENGTH_PENALTY,
     OPT_BATCH,
     OPT_NO_CACHE,
+    OPT_SYNC_STEPS,
     OPT_STATS,
     OPT_ATTENTION,
     OPT_ATTENTION_PNG,
@@ -90,6 +91,7 @@ typedef struct tr_opts {
     float length_penalty; /* < -1.5: not given */
     int batch;            /* --batch */
     int use_cache;        /* 0 with --no-cache */
+    int sync_steps;       /* --sync-steps (clf_decode_opts.sync_steps); 0: the backend's */
     int stats;            /* --stats: timing on stderr at the end */
     int weight_type_set;  /* --weight-type given; else the weights file's own type */
     clf_weight_type weight_type;
@@ -154,6 +156,9 @@ static void usage(void)
            "the model's own); a flag given here overrides its key.\n"
            "  --batch N            sentences decoded together (default %d)\n"
            "  --no-cache           re-run the whole decoder every step (slow; for comparison)\n"
+           "  --sync-steps N       greedy decoding: steps the device runs before the host reads\n"
+           "                       their tokens (0, default: 8 on a queued backend such as\n"
+           "                       opencl, else 1); the output is the same for every N\n"
            "  --weight-type T      f32|f16|bf16|int8 (default: the weights file's type, f32\n"
            "                       for a plain file). f16, bf16: the products of few rows\n"
            "                       (batch 1, small beams) read a 16-bit copy of the weight\n"
@@ -259,6 +264,7 @@ static int parse_args(int argc, char **argv, tr_opts *o)
         {"length-penalty", required_argument, NULL, OPT_LENGTH_PENALTY},
         {"batch", required_argument, NULL, OPT_BATCH},
         {"no-cache", no_argument, NULL, OPT_NO_CACHE},
+        {"sync-steps", required_argument, NULL, OPT_SYNC_STEPS},
         {"stats", no_argument, NULL, OPT_STATS},
         {"attention", required_argument, NULL, OPT_ATTENTION},
         {"attention-png", required_argument, NULL, OPT_ATTENTION_PNG},
@@ -307,6 +313,10 @@ static int parse_args(int argc, char **argv, tr_opts *o)
             break;
         case OPT_NO_CACHE:
             o->use_cache = 0;
+            break;
+        case OPT_SYNC_STEPS:
+            if (!cli_parse_int("--sync-steps", optarg, 0, &o->sync_steps))
+                return 2;
             break;
         case OPT_STATS:
             o->stats = 1;
@@ -563,6 +573,7 @@ static clf_status translator_open(translator *t)
     d->forced_eos = t->o.forced_eos;
     d->early_stopping = t->o.early_stopping;
     d->use_cache = t->o.use_cache;
+    d->sync_steps = t->o.sync_steps;
     d->max_batch = t->o.batch;
     d->want_attention = t->o.attn_path || t->o.png_prefix;
     d->want_scores = t->o.n_best_given; /* the score column, for greedy decoding too */

@@ -47,8 +47,8 @@ extern "C" {
  * checks operand bounds, clformer/ops.h), and clf_attention_args.kv_rows with its
  * capability CLF_OP_ATTENTION_KV_ROWS, discard, and the capability CLF_OP_GEMM_HALF_ARITH; ABI 6
  * adds topk (a beam search's best continuations chosen on the device) and the capability
- * CLF_OP_GEMM_BF16_ARITH. */
-#define CLF_BACKEND_ABI 6
+ * CLF_OP_GEMM_BF16_ARITH; ABI 7 the capability CLF_OP_QUEUED. */
+#define CLF_BACKEND_ABI 7
 
 typedef struct clf_backend clf_backend; /* opaque, defined by each backend */
 typedef struct clf_buffer clf_buffer;   /* opaque, defined by each backend */
@@ -149,6 +149,11 @@ typedef enum clf_op {
     /* gemm reads b_bf16 in products of many rows too, in BF16 arithmetic (ABI 6; see
      * b_bf16 below): the CPU backend on a CPU with AVX512_BF16 */
     CLF_OP_GEMM_BF16_ARITH,
+    /* the backend queues ops: a call may return before the device has run it (download and
+     * synchronize wait for it), so the host should not wait on every step (ABI 7): greedy
+     * decoding then runs steps ahead, feeding each step's argmax to the next on the device
+     * (clf_decode_opts.sync_steps). The OpenCL backend. No entry of the table goes with it. */
+    CLF_OP_QUEUED,
     CLF_OP_COUNT
 } clf_op;
 

@@ -63,7 +63,15 @@ typedef struct clf_decode_opts {
      * logprob and score are filled as beam search fills them. Beam search and models with
      * banned_ids sum anyway. Default 0. */
     int want_scores;
+    /* Greedy decoding without want_scores, banned ids or want_attention, with the cache:
+     * how many steps run before the host reads their tokens, each step's argmax fed to the
+     * next on the device (a sentence that ends meanwhile runs on to the last of them, its
+     * extra tokens dropped), so that a queued backend never waits for the host between
+     * them. 0 (default): 8 on a backend with CLF_OP_QUEUED, else 1 (every step). The
+     * hypotheses are the same for every value; 0..CLF_DECODE_SYNC_STEPS_MAX. */
+    int sync_steps;
 } clf_decode_opts;
+#define CLF_DECODE_SYNC_STEPS_MAX 64
 
 /* beam 1, n_best 1, length_penalty 0, max_len 0 (must be set), use_cache 1, the ids of
  * the model config (sos = decoder_start_id, else bos_id, else 2; eos = eos_id, else 3;

@@ -148,6 +148,7 @@ typedef struct clf_translate_opts {
      * search and models with banned_ids fill them anyway. Default 0. */
     int want_scores;
     int early_stopping; /* 0/1 (clf_decode_opts), or -1 (default): generate.early_stopping */
+    int sync_steps;     /* clf_decode_opts.sync_steps; default 0: the backend's choice */
 } clf_translate_opts;
 
 /* beam -1, n_best 1, length_penalty -2 (the config's), max_len 0, beam_style -1,

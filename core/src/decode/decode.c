@@ -26,7 +26,15 @@
  *
  * Greedy (K = 1) takes the argmax on the device and downloads one id per sentence (and,
  * with want_scores, the log-probabilities to sum); beam search downloads log-probabilities
- * [rows, V] and selects on the host (hypotheses.c, the rules decode_stream.c shares). */
+ * [rows, V] and selects on the host (hypotheses.c, the rules decode_stream.c shares).
+ *
+ * Greedy decoding may run `ahead` steps (clf_decode_opts.sync_steps) without the host:
+ *   gen    [max_out + 1, slots] I32   row p: the ids fed in at position p
+ * the host uploads row t0 (what it knows), each step copies its row into the step graph and
+ * its argmax into the next row, all on the device, and after the last of them the host
+ * downloads the rows at once and settles every step as advance() does, without compacting
+ * in between: a sentence that ended meanwhile ran on in its slot, and its extra tokens are
+ * dropped; the survivors are compacted once, with their caches' t1 + 1 positions. */
 #include "clformer/decode.h"
 
 #include <limits.h>
@@ -93,8 +101,11 @@ typedef struct run {
     float *probs;         /* [slots, H, S] step attention download */
     long long token_steps;
     int steps;
-    long long calls; /* backend calls so far (dev_* below) */
-    double dev_s;    /* seconds inside them */
+    long long calls;   /* backend calls so far (dev_* below) */
+    double dev_s;      /* seconds inside them */
+    int ahead;         /* greedy steps run before the host reads their tokens (1: every step) */
+    clf_buffer *gen;   /* ahead > 1: [max_out + 1, slots] I32, see the top */
+    int32_t *gen_host; /* ahead > 1: [ahead, slots] the downloaded rows */
 } run;
 
 /* ---- backend calls, counted and timed (clf_decode_result.step_calls, host_s) ---- */
@@ -329,8 +340,10 @@ static int log_probs_mode(const run *r)
 }
 
 /* Runs the decoder on the active slots at position t; fills r->ids' download (greedy:
- * r->ids[row] = next id) or r->logp (beam), and appends attention rows. */
-static clf_status run_step(run *r, int t)
+ * r->ids[row] = next id) or r->logp (beam), and appends attention rows. chained (greedy
+ * running ahead): the ids come from row t of r->gen and the argmax goes to row t + 1,
+ * nothing to or from the host. */
+static clf_status run_step(run *r, int t, int chained)
 {
     const int rows = r->n_active * r->K, cur = r->cur;
     int own = 1; /* no tables, or tables that name only the slots' own rows */
@@ -355,6 +368,20 @@ static clf_status run_step(run *r, int t)
         return st;
     /* the ids fed in: the last token (cache) or the whole prefix (no cache) */
     const int T = r->o->use_cache ? 1 : t + 1;
+    if (chained) {
+        const size_t row = sizeof(int32_t) * (size_t)r->slots;
+        if ((st = ensure_arena(r, &g)) != CLF_OK ||
+            (st = dev_copy(r, clf_graph_ptr(&g, r->arena, v.ids), (clf_ptr){r->gen, row * t},
+                           sizeof(int32_t) * rows)) != CLF_OK)
+            goto done;
+        if ((st = dev_run(r, &g)) != CLF_OK) {
+            st = clf_error_context(st, "decode: step %d", t);
+            goto done;
+        }
+        st = dev_copy(r, (clf_ptr){r->gen, row * (t + 1)}, clf_graph_ptr(&g, r->arena, v.out),
+                      sizeof(int32_t) * rows);
+        goto counted;
+    }
     for (int i = 0; i < rows; i++)
         for (int j = 0; j < T; j++) {
             int pos = t - T + 1 + j; /* 0 is SOS, p >= 1 is generated token p-1 */
@@ -401,11 +428,43 @@ static clf_status run_step(run *r, int t)
             }
         }
     }
+counted:
     r->token_steps += rows;
     r->steps++;
 done:
     clf_graph_free(&g);
     return st;
+}
+
+/* A surviving sentence's K slots moved from slot `from` on to slot `to` on (to < from): its
+ * cross cache (not with the tables: it stays in the sentence's slot), mask and encoder
+ * rows. */
+static clf_status move_source_rows(run *r, int to, int from)
+{
+    clf_status st = CLF_OK;
+    for (int k = 0; k < r->K && st == CLF_OK; k++)
+        if ((r->shared || (st = copy_slot(r, r->cross_kv, r->cross_kv, cross_slot_elems(r), r->L,
+                                          to + k, from + k, cross_slot_elems(r))) == CLF_OK) &&
+            (st = copy_slot(r, r->mask, r->mask, (size_t)r->S, 1, to + k, from + k,
+                            (size_t)r->S)) == CLF_OK &&
+            r->enc)
+            st = copy_slot(r, r->enc, r->enc, (size_t)r->S * r->d, 1, to + k, from + k,
+                           (size_t)r->S * r->d);
+    return st;
+}
+
+/* The self caches of the n surviving slots, positions 0..len-1: slot i's are slot
+ * from[i]'s, through its table or its cache rows. scratch: n ints. */
+static clf_status gather_self(run *r, const int *from, int n, int len, int *scratch)
+{
+    const int cur = r->cur, nxt = 1 - cur;
+    if (r->shared)
+        for (int i = 0; i < n; i++)
+            memcpy(r->hist[nxt] + (size_t)i * r->max_out,
+                   r->hist[cur] + (size_t)from[i] * r->max_out, sizeof(int32_t) * (size_t)len);
+    else if (r->o->use_cache)
+        return reorder_self(r, from, n, len, scratch);
+    return CLF_OK;
 }
 
 /* After step t: chooses every active sentence's next beams (hypotheses.c), records
@@ -466,36 +525,100 @@ static clf_status advance(run *r, int t, dec_choice *scratch)
             memcpy(r->tok[nxt] + (size_t)(nb + k) * r->max_out,
                    r->tok[nxt] + (size_t)nb * r->max_out, sizeof(int32_t) * (size_t)(t + 1));
         }
-        /* compact the sentence's cross cache (not with the tables: it stays in the
-         * sentence's slot), mask and encoder rows (nb <= a*K) */
-        if (nb != a * K) {
-            for (int k = 0; k < K; k++) {
-                if ((!r->shared &&
-                     (st = copy_slot(r, r->cross_kv, r->cross_kv, cross_slot_elems(r), r->L, nb + k,
-                                     a * K + k, cross_slot_elems(r))) != CLF_OK) ||
-                    (st = copy_slot(r, r->mask, r->mask, (size_t)r->S, 1, nb + k, a * K + k,
-                                    (size_t)r->S)) != CLF_OK ||
-                    (r->enc && (st = copy_slot(r, r->enc, r->enc, (size_t)r->S * r->d, 1, nb + k,
-                                               a * K + k, (size_t)r->S * r->d)) != CLF_OK))
-                    goto done;
-            }
-        }
+        if (nb != a * K && (st = move_source_rows(r, nb, a * K)) != CLF_OK)
+            goto done;
         r->sent[n_next++] = s;
     }
-    /* the self caches of the survivors (positions 0..t): their parents' tables, or their
-     * parents' cache rows */
-    if (r->shared)
-        for (int i = 0; i < n_next * K; i++)
-            memcpy(r->hist[nxt] + (size_t)i * r->max_out,
-                   r->hist[cur] + (size_t)from[i] * r->max_out, sizeof(int32_t) * (size_t)(t + 1));
-    else if (r->o->use_cache &&
-             (st = reorder_self(r, from, n_next * K, t + 1, from + r->slots)) != CLF_OK)
+    /* the self caches of the survivors (positions 0..t): their parents' */
+    if ((st = gather_self(r, from, n_next * K, t + 1, from + r->slots)) != CLF_OK)
         goto done;
     r->n_active = n_next;
     r->cur = nxt;
 done:
     free(from);
     return st;
+}
+
+/* Greedy steps t0..t1 run ahead (run_ahead): settles each active sentence's steps in order
+ * from the downloaded rows, as advance() does, until it ends; then compacts the survivors
+ * once. scratch: 3 choices. */
+static clf_status advance_ahead(run *r, int t0, int t1, dec_choice *scratch)
+{
+    const int cur = r->cur, nxt = 1 - cur;
+    int n_next = 0;
+    dec_choice *kept = scratch + 2;
+    clf_status st = CLF_OK;
+    int *from = malloc(sizeof(int) * 2 * (size_t)r->slots);
+    if (!from)
+        return clf_error(CLF_ERR_NOMEM, "decode: out of host memory");
+    for (int a = 0; a < r->n_active; a++) {
+        const int s = r->sent[a];
+        int32_t *tok = r->tok[cur] + (size_t)a * r->max_out;
+        int finished = 0;
+        r->ptok[0] = tok;
+        for (int t = t0; t <= t1 && !finished; t++) {
+            const dec_beams b = {.K = 1,
+                                 .V = r->V,
+                                 .t = t,
+                                 .last_step = t + 1 >= r->max_out,
+                                 .lp = r->lp[cur] + a,
+                                 .dev_id = r->gen_host[(size_t)(t - t0) * r->slots + a],
+                                 .tokens = r->ptok,
+                                 .att_cols = r->S};
+            int n = dec_choose(r->o, r->c, &b, scratch), nk;
+            if ((st = dec_settle(r->o, &b, &r->sents[s], scratch, n, kept, &nk, &finished)) !=
+                CLF_OK)
+                goto done;
+            if (!finished) {
+                tok[t] = kept[0].token;
+                r->lp[cur][a] = kept[0].lp;
+            }
+        }
+        if (finished)
+            continue;
+        from[n_next] = a;
+        memcpy(r->tok[nxt] + (size_t)n_next * r->max_out, tok, sizeof(int32_t) * (size_t)(t1 + 1));
+        r->lp[nxt][n_next] = r->lp[cur][a];
+        if (n_next != a && (st = move_source_rows(r, n_next, a)) != CLF_OK)
+            goto done;
+        r->sent[n_next++] = s;
+    }
+    if ((st = gather_self(r, from, n_next, t1 + 1, from + r->slots)) != CLF_OK)
+        goto done;
+    r->n_active = n_next;
+    r->cur = nxt;
+done:
+    free(from);
+    return st;
+}
+
+/* Greedy steps t0..t1 (t1 - t0 < r->ahead) on the device, each step's argmax the next
+ * one's input, then their tokens downloaded at once into r->gen_host. */
+static clf_status run_ahead(run *r, int t0, int t1)
+{
+    const int rows = r->n_active;
+    for (int i = 0; i < rows; i++)
+        r->ids[i] = t0 == 0 ? r->o->sos_id : r->tok[r->cur][(size_t)i * r->max_out + t0 - 1];
+    const size_t row = sizeof(int32_t) * (size_t)r->slots;
+    clf_status st = dev_upload(r, (clf_ptr){r->gen, row * t0}, r->ids, sizeof(int32_t) * rows);
+    for (int t = t0; t <= t1 && st == CLF_OK; t++)
+        st = run_step(r, t, 1);
+    if (st == CLF_OK)
+        st = dev_download(r, r->gen_host, (clf_ptr){r->gen, row * (t0 + 1)},
+                          row * (size_t)(t1 - t0 + 1));
+    return st;
+}
+
+/* The steps greedy decoding runs ahead (clf_decode_opts.sync_steps): 1 (every step) where
+ * something needs the host at each step. */
+static int steps_ahead(const run *r)
+{
+    const clf_decode_opts *o = r->o;
+    if (r->K != 1 || r->logp || o->want_attention || !o->use_cache)
+        return 1;
+    if (o->sync_steps > 0)
+        return o->sync_steps;
+    return r->api->supports(r->be, CLF_OP_QUEUED) ? 8 : 1;
 }
 
 /* ---- results ---- */
@@ -612,8 +735,8 @@ clf_status clf_decode_check_plan(const clf_model *m, int batch, int src_len,
 
 static void run_free(run *r)
 {
-    clf_buffer *bufs[] = {r->self_kv[0], r->self_kv[1], r->cross_kv,   r->mask,    r->enc,
-                          r->arena,      r->self_rows,  r->cross_rows, r->top_base};
+    clf_buffer *bufs[] = {r->self_kv[0], r->self_kv[1], r->cross_kv,   r->mask,     r->enc,
+                          r->arena,      r->self_rows,  r->cross_rows, r->top_base, r->gen};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i])
             r->api->free(r->be, bufs[i]);
@@ -635,6 +758,7 @@ static void run_free(run *r)
     free(r->top_idx);
     free(r->ids);
     free(r->probs);
+    free(r->gen_host);
 }
 
 static clf_status alloc_device(run *r, clf_buffer **b, size_t bytes, const char *what)
@@ -727,6 +851,13 @@ clf_status clf_decode(clf_model *m, const int32_t *src, int B, int S, const clf_
     if (o->want_attention && !(r.probs = malloc(sizeof(float) * slots * (size_t)r.H * S *
                                                 (size_t)(o->use_cache ? 1 : r.max_out))))
         goto nomem;
+    if ((r.ahead = steps_ahead(&r)) > 1) {
+        if (!(r.gen_host = malloc(sizeof(int32_t) * slots * (size_t)r.ahead)))
+            goto nomem;
+        if ((st = alloc_device(&r, &r.gen, sizeof(int32_t) * slots * (size_t)(r.max_out + 1),
+                               "greedy ids")) != CLF_OK)
+            goto fail;
+    }
     dec_choice *scratch = malloc(sizeof(dec_choice) * 3 * (size_t)r.K);
     if (!scratch)
         goto nomem;
@@ -734,9 +865,19 @@ clf_status clf_decode(clf_model *m, const int32_t *src, int B, int S, const clf_
         goto fail_scratch;
     const long long calls0 = r.calls;
     const double t0 = now_s(), dev0 = r.dev_s;
-    for (int t = 0; t < r.max_out && r.n_active > 0; t++)
-        if ((st = run_step(&r, t)) != CLF_OK || (st = advance(&r, t, scratch)) != CLF_OK)
+    for (int t = 0; t < r.max_out && r.n_active > 0;) {
+        /* the forced first token is the host's: no step feeds the device's argmax on */
+        const int t1 = (t == 0 && o->forced_bos_id >= 0) || r.ahead == 1
+                           ? t
+                           : (t + r.ahead < r.max_out ? t + r.ahead : r.max_out) - 1;
+        if (t1 == t &&
+            ((st = run_step(&r, t, 0)) != CLF_OK || (st = advance(&r, t, scratch)) != CLF_OK))
             goto fail_scratch;
+        if (t1 > t && ((st = run_ahead(&r, t, t1)) != CLF_OK ||
+                       (st = advance_ahead(&r, t, t1, scratch)) != CLF_OK))
+            goto fail_scratch;
+        t = t1 + 1;
+    }
     const double sync0 = now_s();
     st = r.api->synchronize(r.be);
     r.dev_s += now_s() - sync0;

@@ -34,6 +34,9 @@ clf_status dec_check_opts(const clf_model_config *c, const clf_decode_opts *o, c
         return clf_error(CLF_ERR_INPUT,
                          "%s: forced first token %d is outside the target vocabulary [0, %d)", who,
                          o->forced_bos_id, c->tgt_vocab);
+    if (o->sync_steps < 0 || o->sync_steps > CLF_DECODE_SYNC_STEPS_MAX)
+        return clf_error(CLF_ERR_INPUT, "%s: sync_steps %d is outside [0, %d]", who, o->sync_steps,
+                         CLF_DECODE_SYNC_STEPS_MAX);
     return CLF_OK;
 }
 

@@ -64,6 +64,7 @@ const char *clf_op_name(clf_op op)
         [CLF_OP_GEMM_HALF_ARITH] = "gemm (F16 arithmetic for products of many rows)",
         [CLF_OP_TOPK] = "topk",
         [CLF_OP_GEMM_BF16_ARITH] = "gemm (BF16 arithmetic for products of many rows)",
+        [CLF_OP_QUEUED] = "queued ops (greedy decoding runs steps ahead)",
     };
     if ((int)op < 0 || op >= CLF_OP_COUNT)
         return "unknown-op";
@@ -394,6 +395,8 @@ static int op_fn_present(const clf_backend_api *api, clf_op op)
         return api->topk != NULL;
     case CLF_OP_ATTENTION_KV_ROWS:
         return api->attention != NULL;
+    case CLF_OP_QUEUED:
+        return 1;
     default:
         return 0;
     }

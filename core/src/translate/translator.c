@@ -273,6 +273,10 @@ clf_status clf_translate_resolve(const clf_translator *t, const clf_translate_op
     c->d.length_penalty = lp;
     c->d.use_cache = o->use_cache != 0;
     c->d.want_attention = o->want_attention != 0;
+    c->d.sync_steps = o->sync_steps;
+    if (o->sync_steps < 0 || o->sync_steps > CLF_DECODE_SYNC_STEPS_MAX)
+        return clf_error(CLF_ERR_INPUT, "translate: sync_steps %d is outside [0, %d]",
+                         o->sync_steps, CLF_DECODE_SYNC_STEPS_MAX);
     c->max_batch = o->max_batch > 0 ? o->max_batch : DEFAULT_MAX_BATCH;
     c->score_greedy = o->want_scores && c->d.beam == 1 && t->cfg.model.n_banned_ids == 0;
     return CLF_OK;
