@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clformer/config.h"
 #include "clformer/dataset.h"
 #include "clformer/json.h"
 #include "clformer/model.h"
@@ -484,11 +485,48 @@ START_TEST(cli_train_then_translate)
 }
 END_TEST
 
+/* train.source_lang / target_lang: read, dumped and read back; a code longer than a
+ * language code can be is refused with its position. */
+START_TEST(config_keys)
+{
+    clf_config cfg, back;
+    CLF_ASSERT_OK(clf_config_read_string("model: {src_vocab: 10, tgt_vocab: 10}\n"
+                                         "train: {data: {train: x.tsv}, source_lang: eng_Latn, "
+                                         "target_lang: deu_Latn}\n",
+                                         "t.yaml", &cfg));
+    ck_assert_str_eq(cfg.train.source_lang, "eng_Latn");
+    ck_assert_str_eq(cfg.train.target_lang, "deu_Latn");
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    CLF_ASSERT_OK(clf_config_dump(&cfg, mem));
+    fclose(mem);
+    ck_assert_ptr_nonnull(
+        strstr(text, "  source_lang: \"eng_Latn\"\n  target_lang: \"deu_Latn\"\n"));
+    CLF_ASSERT_OK(clf_config_read_string(text, "dump.yaml", &back));
+    ck_assert_str_eq(back.train.source_lang, "eng_Latn");
+    ck_assert_str_eq(back.train.target_lang, "deu_Latn");
+    free(text);
+    CLF_ASSERT_OK(clf_config_read_string("model: {src_vocab: 10, tgt_vocab: 10}\n"
+                                         "train: {data: {train: x.tsv}}\n",
+                                         "t.yaml", &cfg));
+    ck_assert_str_eq(cfg.train.source_lang, ""); /* none by default */
+    ck_assert_int_eq(clf_config_read_string("model: {src_vocab: 10, tgt_vocab: 10}\n"
+                                            "train: {data: {train: x.tsv}, target_lang: "
+                                            "abcdefghijklmnopq}\n",
+                                            "t.yaml", &cfg),
+                     CLF_ERR_INPUT);
+    ck_assert_str_eq(clf_last_error(),
+                     "t.yaml:2:44: train.target_lang: too long (17 characters, at most 15)");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("train_lang");
     TCase *tc = tcase_create("cpu");
     tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, config_keys);
     tcase_add_test(tc, m2m100_step_matches_transformers);
     tcase_add_test(tc, nllb_batches_are_transformers_framing);
     tcase_add_test(tc, mbart_batches_are_transformers_framing);
