@@ -4,7 +4,8 @@
  *     id: the source as the family's tokenizer frames it (tok(src, text_target=tgt)), the
  *     labels `lang y </s>`, the decoder inputs shift_tokens_right(labels) = `</s> lang y`
  *     (M2M-100 with its decoder_start_token_id, mBART-50 wrapping the last label; NLLB's
- *     and mBART-50's ids from the committed train_framing.json);
+ *     and mBART-50's ids from the committed train_framing.json; legacy NLLB's source,
+ *     pieces </s> eng_Latn, too);
  *   - M2M-100: the first step's loss is transformers' model(input_ids, labels=...).loss,
  *     and with label smoothing 0.1 its LabelSmoother's, to 1e-4 relative (through the API
  *     and as `clformer train` logs it), and the loss after one Adam step that of the same
@@ -59,11 +60,14 @@ typedef struct framed {
     clf_framing f;
 } framed;
 
-static void framed_open(framed *fr, const char *dir, const char *src, const char *tgt)
+static void framed_open(framed *fr, const char *dir, const char *src, const char *tgt,
+                        clf_lang_place place)
 {
     char path[512], spm[2][512], vocab[512];
     snprintf(path, sizeof path, "%s/model.yaml", dir);
     CLF_ASSERT_OK(clf_config_read(path, &fr->cfg));
+    if (place != CLF_LANG_NONE) /* another placement than the import's */
+        fr->cfg.model.source_language = place;
     snprintf(spm[0], sizeof spm[0], "%s/source.spm", dir);
     snprintf(spm[1], sizeof spm[1], "%s/target.spm", dir);
     snprintf(vocab, sizeof vocab, "%s/vocab.json", dir);
@@ -223,7 +227,7 @@ START_TEST(m2m100_step_matches_transformers)
     m2m_ref_open(&r);
     const char *dir = import_family("m2m100");
     framed fr;
-    framed_open(&fr, dir, "en", "de");
+    framed_open(&fr, dir, "en", "de", CLF_LANG_NONE);
     clf_dataset *d;
     clf_batch b;
     one_batch(&fr, fix("m2m100", "train_pairs.tsv"), r.N, &d, &b);
@@ -267,7 +271,10 @@ static int32_t *json_ints(const json_t *row, int *n)
     return v;
 }
 
-static void check_framing_json(const char *family)
+/* The sources of the family's train_framing.json framed with the source language token
+ * placed as place says, against its key (input_ids, or NLLB's input_ids_legacy for "after");
+ * with CLF_LANG_NONE the import's placement, the labels and the decoder inputs too. */
+static void check_framing_json(const char *family, clf_lang_place place, const char *key)
 {
     json_t *root;
     CLF_ASSERT_OK(clf_json_parse_file(fix(family, "train_framing.json"), 1 << 20, &root));
@@ -288,17 +295,18 @@ static void check_framing_json(const char *family)
     free(text);
     framed fr;
     framed_open(&fr, dir, json_string_value(json_object_get(root, "source")),
-                json_string_value(json_object_get(root, "target")));
+                json_string_value(json_object_get(root, "target")), place);
     clf_dataset *d;
     clf_batch b;
     one_batch(&fr, tsv, n, &d, &b);
-    static const char *const keys[3] = {"input_ids", "labels", "decoder_input_ids"};
+    const char *const keys[3] = {key, "labels", "decoder_input_ids"};
+    const int sides = place == CLF_LANG_NONE ? 3 : 1;
     for (int k = 0; k < b.batch; k++) {
         const int i = (int)b.index[k];
         const int32_t *rows[3] = {b.src + (size_t)k * b.src_len, b.labels + (size_t)k * b.tgt_len,
                                   b.tgt_in + (size_t)k * b.tgt_len};
         const int lens[3] = {b.src_len, b.tgt_len, b.tgt_len};
-        for (int s = 0; s < 3; s++) {
+        for (int s = 0; s < sides; s++) {
             int m;
             int32_t *want =
                 json_ints(json_array_get(json_object_get(root, keys[s]), (size_t)i), &m);
@@ -316,13 +324,15 @@ static void check_framing_json(const char *family)
 
 START_TEST(nllb_batches_are_transformers_framing)
 {
-    check_framing_json("nllb");
+    check_framing_json("nllb", CLF_LANG_NONE, "input_ids");
+    /* legacy_behaviour's source, pieces </s> eng_Latn (the target is framed as above) */
+    check_framing_json("nllb", CLF_LANG_AFTER, "input_ids_legacy");
 }
 END_TEST
 
 START_TEST(mbart_batches_are_transformers_framing)
 {
-    check_framing_json("mbart");
+    check_framing_json("mbart", CLF_LANG_NONE, "input_ids");
 }
 END_TEST
 

@@ -28,7 +28,10 @@ Writes:
       fixed); the model in eval mode (no dropout) throughout
   tests/fixtures/nllb/train_framing.json, tests/fixtures/mbart/train_framing.json
       {"source", "target", "pairs": [[src, tgt], ...], "input_ids", "labels",
-       "decoder_input_ids": [[...], ...] (each unpadded)}
+       "decoder_input_ids": [[...], ...] (each unpadded)}; nllb's also "input_ids_legacy":
+      the sources as NllbTokenizer(legacy_behaviour=True) frames them (pieces </s> eng_Latn;
+      its labels, pieces </s> deu_Latn, are not what generate() produces, and clformer
+      frames the target as for the current NLLB: docs/CONFIG.md)
 """
 import json
 import os
@@ -132,13 +135,14 @@ def m2m100():
     save_file(arrays, os.path.join(out, "train_reference.safetensors"), metadata=meta)
 
 
-def ids_only(name, tok, shift, source, target):
+def ids_only(name, tok, shift, source, target, more=None):
     ids, labels, dec = framed(tok, shift)
+    out = {"source": source, "target": target, "pairs": PAIRS, "input_ids": ids,
+           "labels": labels, "decoder_input_ids": dec,
+           "transformers": __import__("transformers").__version__}
+    out.update(more or {})
     with open(os.path.join(FIXTURES, name, "train_framing.json"), "w", encoding="utf-8") as f:
-        json.dump({"source": source, "target": target, "pairs": PAIRS, "input_ids": ids,
-                   "labels": labels, "decoder_input_ids": dec,
-                   "transformers": __import__("transformers").__version__},
-                  f, ensure_ascii=False, indent=1)
+        json.dump(out, f, ensure_ascii=False, indent=1)
         f.write("\n")
     print(name, "labels[0]", labels[0], "decoder_input_ids[0]", dec[0])
 
@@ -149,9 +153,12 @@ def main():
     hf = os.path.join(FIXTURES, "nllb", "hf")
     nllb = NllbTokenizer.from_pretrained(hf, src_lang="eng_Latn", tgt_lang="deu_Latn")
     cfg = json.load(open(os.path.join(hf, "config.json")))
+    legacy = NllbTokenizer.from_pretrained(hf, src_lang="eng_Latn", tgt_lang="deu_Latn",
+                                           legacy_behaviour=True)
     ids_only("nllb", nllb,
              lambda x: m2m_shift(x, cfg["pad_token_id"], cfg["decoder_start_token_id"]),
-             "eng_Latn", "deu_Latn")
+             "eng_Latn", "deu_Latn",
+             {"input_ids_legacy": legacy([p[0] for p in PAIRS])["input_ids"]})
     hf = os.path.join(FIXTURES, "mbart", "hf")
     mbart = MBart50Tokenizer.from_pretrained(hf, src_lang="en_XX", tgt_lang="de_DE")
     cfg = json.load(open(os.path.join(hf, "config.json")))
