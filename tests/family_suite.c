@@ -579,7 +579,7 @@ START_TEST(cli_refusals)
              fam->n_languages);
     ck_assert_msg(strstr(err, want), "%s", err);
     ck_assert_msg(strchr(err, '\n') == strrchr(err, '\n'), "not one line: %s", err);
-    /* train refuses language tokens (not yet framed there) rather than train without them */
+    /* train refuses to train without the languages the model's framing needs */
     char tsv[512], yaml[512], text[32768]; /* model.yaml: NLLB's lists 2 x 202 codes */
     snprintf(tsv, sizeof tsv, "%s.tsv", dir);
     snprintf(yaml, sizeof yaml, "%s.yaml", dir);
@@ -595,8 +595,8 @@ START_TEST(cli_refusals)
     clf_test_write_text(yaml, text);
     snprintf(args, sizeof args, "train -c '%s'", yaml);
     ck_assert_int_ne(clf_test_run_cli(args, err, sizeof err), 0);
-    ck_assert_msg(strstr(err, "model.source_language / target_language: training a model with "
-                              "language tokens is not supported yet"),
+    ck_assert_msg(strstr(err, "puts a source language token on every pair: give "
+                              "train.source_lang (or --source-lang CODE"),
                   "%s", err);
     remove(tsv);
     remove(yaml);

@@ -559,13 +559,13 @@ START_TEST(test_framing_rule)
 {
     clf_framing f;
     /* a built vocabulary on both sides: [PAD] 1, [SOS] 2, [EOS] 3 */
-    const clf_framing built = {2, 3, 1, 2, 3, 1, -1, CLF_LANG_NONE};
+    const clf_framing built = {2, 3, 1, 2, 3, 1, -1, CLF_LANG_NONE, -1, 0};
     CLF_ASSERT_OK(framing_of("", &built, &f));
     assert_framing(&f, 2, 3, 1, 2, 3, 1); /* the defaults: the tutorial's framing */
     CLF_ASSERT_OK(framing_of("", NULL, &f));
     assert_framing(&f, 2, 3, 1, 2, 3, 1); /* no vocabulary: a built one's ids */
     /* other vocabulary ids, per side (sides may differ) */
-    const clf_framing other = {5, 6, -1, 7, 8, 4, -1, CLF_LANG_NONE};
+    const clf_framing other = {5, 6, -1, 7, 8, 4, -1, CLF_LANG_NONE, -1, 0};
     CLF_ASSERT_OK(framing_of("pad_id: 4", &other, &f));
     assert_framing(&f, 5, 6, 4, 7, 8, 4);
     /* bos_id frames the source and starts the decoder; eos_id ends both */
@@ -576,13 +576,13 @@ START_TEST(test_framing_rule)
     CLF_ASSERT_OK(framing_of("source_bos: false, source_eos: false", &built, &f));
     assert_framing(&f, -1, -1, 1, 2, 3, 1);
     /* Marian's (clformer import marian): x </s>, <pad> y, y </s>; its vocabulary has no <s> */
-    const clf_framing marian = {-1, 0, 11, -1, 0, 11, -1, CLF_LANG_NONE};
+    const clf_framing marian = {-1, 0, 11, -1, 0, 11, -1, CLF_LANG_NONE, -1, 0};
     CLF_ASSERT_OK(
         framing_of("pad_id: 11, eos_id: 0, decoder_start_id: 11, source_bos: false", &marian, &f));
     assert_framing(&f, -1, 0, 11, 11, 0, 11);
 
     /* needed, given by neither: the key to set */
-    const clf_framing none = {-1, -1, -1, -1, -1, -1, -1, CLF_LANG_NONE};
+    const clf_framing none = {-1, -1, -1, -1, -1, -1, -1, CLF_LANG_NONE, -1, 0};
     ck_assert_int_eq(framing_of("", &none, &f), CLF_ERR_INPUT);
     ck_assert_str_eq(clf_last_error(), "the source vocabulary has no [SOS] token (set "
                                        "model.bos_id, or model.source_bos: false)");
@@ -592,7 +592,7 @@ START_TEST(test_framing_rule)
     ck_assert_int_eq(framing_of("source_bos: false, eos_id: 3", &none, &f), CLF_ERR_INPUT);
     ck_assert_str_eq(clf_last_error(), "the target vocabulary has no [SOS] token (set "
                                        "model.decoder_start_id or model.bos_id)");
-    const clf_framing no_tgt_eos = {2, 3, 1, 2, -1, 1, -1, CLF_LANG_NONE};
+    const clf_framing no_tgt_eos = {2, 3, 1, 2, -1, 1, -1, CLF_LANG_NONE, -1, 0};
     ck_assert_int_eq(framing_of("", &no_tgt_eos, &f), CLF_ERR_INPUT);
     ck_assert_str_eq(clf_last_error(),
                      "the target vocabulary has no [EOS] token (set model.eos_id)");
@@ -605,7 +605,7 @@ START_TEST(test_framing_rule)
     ck_assert_int_eq(framing_of("pad_id: 0", &built, &f), CLF_ERR_INPUT);
     ck_assert_str_eq(clf_last_error(), "the source vocabulary's [PAD] is id 1 but model.pad_id "
                                        "is 0");
-    const clf_framing tgt_pad = {2, 3, -1, 2, 3, 5, -1, CLF_LANG_NONE};
+    const clf_framing tgt_pad = {2, 3, -1, 2, 3, 5, -1, CLF_LANG_NONE, -1, 0};
     ck_assert_int_eq(framing_of("", &tgt_pad, &f), CLF_ERR_INPUT);
     ck_assert_str_eq(clf_last_error(), "the target vocabulary's [PAD] is id 5 but model.pad_id "
                                        "is 1");

@@ -429,7 +429,7 @@ START_TEST(test_framing_from_model_keys)
     /* a framing lacking an id the batches write */
     clf_dataset_opts o = {clf_test_tmp_path("framing.tsv"), NULL, tok, tok, 0};
     clf_dataset *d = NULL;
-    clf_framing f = {-1, -1, 10, -1, 2, 10, -1, CLF_LANG_NONE};
+    clf_framing f = {-1, -1, 10, -1, 2, 10, -1, CLF_LANG_NONE, -1, 0};
     ck_assert_int_eq(clf_dataset_load_framed(&o, &f, &d), CLF_ERR_INPUT);
     ck_assert_str_eq(clf_last_error(), "dataset: the framing has no decoder start id");
     ck_assert_ptr_null(d);

@@ -22,6 +22,12 @@
  *     killed run left are removed under the lock;
  *   - Ctrl-C (SIGINT) or SIGTERM finishes the step in progress, writes a checkpoint and
  *     exits with 130: `--resume` then continues exactly where it stopped;
+ *   - a many-language model (model.source_language / target_language: M2M-100, NLLB,
+ *     mBART-50) trains on pairs of one language pair, train.source_lang / target_lang or
+ *     --source-lang / --target-lang (a side whose model lists one language has it): the
+ *     source framed as translate frames it, the target as transformers' generate() sees it,
+ *     decoder input `start lang y`, labels `lang y eos`, the loss over the language token
+ *     too, as transformers' training with the family's tokenizer (text_target) computes it;
  *   - validation BLEU is corpus BLEU (4-gram, brevity penalty) over the target
  *     vocabulary's words of greedy translations against the references' words, so a word
  *     outside the vocabulary is [UNK] on both sides. */
@@ -72,6 +78,7 @@ static void on_signal_ask(int sig)
 
 typedef struct train_opts {
     const char *cfg_path;
+    const char *source_lang, *target_lang; /* --source-lang, --target-lang, or NULL */
     int resume;
     int quiet;
     cli_backend_opts bo;
@@ -100,6 +107,8 @@ static void usage(void)
            "Trains the model of the YAML's model: section as its train: section says.\n"
            "  --resume      continue from <checkpoint.dir>/last.safetensors\n"
            "  --quiet       no progress bar, no per-step log lines\n"
+           "  --source-lang CODE, --target-lang CODE  a many-language model's pair (over\n"
+           "                train.source_lang / target_lang; `clformer info -m DIR` lists them)\n"
            "  --backend cpu|opencl|auto, --device D, --threads N, --plugin-dir DIR\n"
            "Writes <dir>/log.csv (step,epoch,loss,lr,tokens_per_s,valid_loss,valid_bleu),\n"
            "<dir>/config.yaml and checkpoints <dir>/step-<N>.safetensors + last.safetensors.\n"
@@ -107,12 +116,19 @@ static void usage(void)
            "Under mpirun -np N: data-parallel, accumulate x N micro-batches a step.\n");
 }
 
+enum { OPT_SOURCE_LANG = 256, OPT_TARGET_LANG };
+
 static int parse_args(int argc, char **argv, train_opts *o)
 {
     static const struct option longopts[] = {
-        {"config", required_argument, NULL, 'c'}, {"resume", no_argument, NULL, 'r'},
-        {"quiet", no_argument, NULL, 'q'},        CLI_BACKEND_LONGOPTS,
-        {"help", no_argument, NULL, 'h'},         {0}};
+        {"config", required_argument, NULL, 'c'},
+        {"resume", no_argument, NULL, 'r'},
+        {"quiet", no_argument, NULL, 'q'},
+        {"source-lang", required_argument, NULL, OPT_SOURCE_LANG},
+        {"target-lang", required_argument, NULL, OPT_TARGET_LANG},
+        CLI_BACKEND_LONGOPTS,
+        {"help", no_argument, NULL, 'h'},
+        {0}};
     *o = (train_opts){.bo = {.threads = -1}};
     int c;
     optind = 1;
@@ -126,6 +142,12 @@ static int parse_args(int argc, char **argv, train_opts *o)
             break;
         case 'q':
             o->quiet = 1;
+            break;
+        case OPT_SOURCE_LANG:
+            o->source_lang = optarg;
+            break;
+        case OPT_TARGET_LANG:
+            o->target_lang = optarg;
             break;
         case 'h':
             usage();
@@ -168,6 +190,54 @@ static clf_status write_config(run *r)
     return run_dir_write_config(&r->dir, r->config_yaml, len);
 }
 
+/* A many-language model's languages into the framing (one lookup with translate's,
+ * clf_tokenizer_language_id): the source's token where model.source_language puts it, the
+ * target's first in the labels (model.target_language: forced). The code is the flag's,
+ * else train.source_lang / target_lang, else the model's only language of that side; a
+ * side that places a token and has no code is refused, as is a code the model lacks or a
+ * code for a side without language tokens. */
+static clf_status resolve_languages(run *r)
+{
+    const clf_config *cfg = &r->m.cfg;
+    const clf_train_config *tc = &cfg->train;
+    const clf_languages_config *l = &cfg->languages;
+    const char *flag[2] = {r->o.source_lang, r->o.target_lang};
+    const char *key[2] = {tc->source_lang, tc->target_lang};
+    const char(*only[2])[CLF_LANGUAGE_CODE_MAX] = {l->source, l->target};
+    const int n[2] = {l->n_source, l->n_target};
+    const int placed[2] = {cfg->model.source_language != CLF_LANG_NONE,
+                           cfg->model.target_language != CLF_TGT_LANG_NONE};
+    const clf_tokenizer *tok[2] = {r->src_tok, r->tgt_tok};
+    const char *vocab[2] = {tc->vocab_src, tc->vocab_tgt};
+    static const char *const side[2] = {"source", "target"};
+    for (int i = 0; i < 2; i++) {
+        const char *code = flag[i]                  ? flag[i]
+                           : key[i][0]              ? key[i]
+                           : placed[i] && n[i] == 1 ? only[i][0]
+                                                    : NULL;
+        if (!code) {
+            if (placed[i])
+                return clf_error(CLF_ERR_INPUT,
+                                 "train: %s puts a %s language token on every pair: give "
+                                 "train.%s_lang (or --%s-lang CODE; `clformer info -m DIR` lists "
+                                 "the codes)",
+                                 cfg->path, side[i], side[i], side[i]);
+            continue;
+        }
+        int32_t id;
+        clf_status st = clf_tokenizer_language_id(tok[i], cfg, i, code, vocab[i], &id);
+        if (st != CLF_OK)
+            return clf_error_context(st, "train");
+        if (i == 0) {
+            r->framing.src_lang = id;
+        } else {
+            r->framing.tgt_lang = id;
+            r->framing.tgt_lang_forced = 1;
+        }
+    }
+    return CLF_OK;
+}
+
 /* Loads both vocabularies (word-level JSON or SentencePiece .model), or builds (and saves)
  * word-level ones from the training data (run_vocab.h), then sizes the model's vocabularies
  * and its framing from them. */
@@ -207,13 +277,7 @@ static clf_status prepare_vocabs(run *r)
     const clf_framing own = clf_tokenizer_framing(r->src_tok, r->tgt_tok);
     if ((st = clf_model_framing(mc, &own, &r->framing)) != CLF_OK)
         return clf_error_context(st, "%s", r->m.cfg.path);
-    /* a many-language model's language tokens (M2M-100) are translate's alone for now */
-    if (mc->source_language != CLF_LANG_NONE || mc->target_language != CLF_TGT_LANG_NONE)
-        return clf_error(CLF_ERR_INPUT,
-                         "%s: model.source_language / target_language: training a model with "
-                         "language tokens is not supported yet",
-                         r->m.cfg.path);
-    return CLF_OK;
+    return resolve_languages(r);
 }
 
 static clf_status load_data(run *r)
@@ -283,6 +347,9 @@ static clf_status validate(run *r, double *loss, double *bleu)
     clf_decode_opts_default(&r->m.cfg.model, &o);
     o.sos_id = r->framing.tgt_start; /* the vocabulary's when the model does not say */
     o.eos_id = r->framing.tgt_eos;
+    o.forced_bos_id = r->framing.tgt_lang_forced ? r->framing.tgt_lang : -1;
+    /* the forced language token leads every hypothesis; the references are without it */
+    const int skip = r->framing.tgt_lang_forced != 0;
     clf_bleu bl;
     clf_bleu_init(&bl);
     for (int i = 0; i < clf_batcher_count(r->valid_batcher); i++) {
@@ -300,7 +367,7 @@ static clf_status validate(run *r, double *loss, double *bleu)
         if ((size_t)B > VALID_BLEU_MAX - translated)
             B = (int)(VALID_BLEU_MAX - translated);
         if (B > 0) {
-            o.max_len = 2 * (b.tgt_len - 1) + 10; /* tgt_len - 1: the longest reference */
+            o.max_len = 2 * (b.tgt_len - 1) + 10; /* tgt_len - 1: the longest framed reference */
             clf_decode_result res;
             if ((st = clf_decode(r->m.model, b.src, B, b.src_len, &o, &res)) != CLF_OK)
                 goto fail;
@@ -310,13 +377,14 @@ static clf_status validate(run *r, double *loss, double *bleu)
                 const size_t pair = b.index[k];
                 clf_dataset_ids(r->valid, pair, &src_ids, &src_n, &ref, &ref_n);
                 const clf_hypothesis *h = &res.hyps[k];
-                st = clf_bleu_add(&bl, h->tokens, h->len, ref, ref_n);
+                const int32_t *hyp_ids = h->tokens + (h->len >= skip ? skip : 0);
+                const int hyp_n = h->len >= skip ? h->len - skip : h->len;
+                st = clf_bleu_add(&bl, hyp_ids, hyp_n, ref, ref_n);
                 if (st == CLF_OK && pair < VALID_SAMPLES && !r->o.quiet) {
                     const char *src_text, *ref_text;
                     char *hyp = NULL;
                     clf_dataset_text(r->valid, pair, &src_text, &ref_text);
-                    if ((st = clf_tokenizer_decode(r->tgt_tok, h->tokens, h->len, 1, &hyp)) ==
-                        CLF_OK)
+                    if ((st = clf_tokenizer_decode(r->tgt_tok, hyp_ids, hyp_n, 1, &hyp)) == CLF_OK)
                         fprintf(stderr, "  src: %s\n  ref: %s\n  out: %s\n", src_text, ref_text,
                                 hyp);
                     free(hyp);

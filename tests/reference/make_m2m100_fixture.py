@@ -27,6 +27,9 @@ Writes (all deterministic from SEED):
                          logits_src [B, S]; metadata: the generate() arguments and the ids
   greedy_L.txt, beam_L.txt, beam_early_L.txt  the tokenizer's decode(skip_special_tokens=True)
                          of those
+
+It empties tests/fixtures/m2m100 first: run make_train_lang_reference.py after it (its train_*
+files live there too).
 """
 import json
 import os

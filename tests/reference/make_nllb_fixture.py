@@ -21,6 +21,9 @@ Writes (all deterministic from SEED):
       as make_m2m100_fixture.py writes them (sources framed eng_Latn pieces </s>; L of
       TARGETS), plus I32 src_legacy [N, S'] / src_legacy_len [N]: the sources as
       NllbTokenizer(legacy_behaviour=True) frames them (pieces </s> eng_Latn)
+
+It empties tests/fixtures/nllb first: run make_train_lang_reference.py after it (its train_*
+files live there too).
 """
 import json
 import os

@@ -174,6 +174,8 @@ typedef enum clf_schedule_kind {
     CLF_SCHED_INVERSE_SQRT = 2
 } clf_schedule_kind;
 
+#define CLF_LANGUAGE_CODE_MAX 16 /* bytes of a language code with its NUL: "en", "zh_Hant" */
+
 typedef struct clf_train_config {
     int present; /* 1 when the YAML has a train: section */
     /* Paths are stored as written: a relative path is relative to the working directory
@@ -208,6 +210,13 @@ typedef struct clf_train_config {
      * files ("" when data_train / data_valid is a TSV of source<TAB>target lines) */
     char data_train_tgt[CLF_PATH_MAX];
     char data_valid_tgt[CLF_PATH_MAX];
+
+    /* A many-language model's languages (model.source_language / target_language place
+     * their tokens): codes of its languages: section ("en" for M2M-100, "eng_Latn" for
+     * NLLB, "en_XX" for mBART-50), "" = none; `clformer train --source-lang/--target-lang`
+     * override them. Every pair of the data is in these two languages. */
+    char source_lang[CLF_LANGUAGE_CODE_MAX];
+    char target_lang[CLF_LANGUAGE_CODE_MAX];
 } clf_train_config;
 
 /* The generate: section: how `clformer translate` decodes when its command line does not
@@ -229,8 +238,8 @@ typedef struct clf_generate_config {
  * model.source_language or model.target_language places a language token: the codes are then
  * those translate accepts, and code's token is token_prefix code token_suffix
  * ("__de__" for M2M-100, "deu_Latn" for NLLB). */
-#define CLF_LANGUAGES_MAX     256 /* codes per side (NLLB-200 has 202) */
-#define CLF_LANGUAGE_CODE_MAX 16  /* bytes of a code with its NUL: "en", "pt-BR", "zh_Hant" */
+#define CLF_LANGUAGES_MAX 256 /* codes per side (NLLB-200 has 202) */
+/* a code: CLF_LANGUAGE_CODE_MAX bytes with its NUL ("en", "pt-BR", "zh_Hant"), above */
 typedef struct clf_languages_config {
     int present; /* 1 when the YAML has a languages: section */
     char source[CLF_LANGUAGES_MAX][CLF_LANGUAGE_CODE_MAX];

@@ -86,7 +86,8 @@ typedef struct clf_dataset_opts {
 CLF_API clf_status clf_dataset_load(const clf_dataset_opts *o, clf_dataset **out);
 /* The same with the batches framed by *framing (clf_model_framing's; NULL: the
  * tokenizers' own, as clf_dataset_load). Every id but src_bos and src_eos must be set
- * (>= 0); the tokenizers need no specials of their own. */
+ * (>= 0), and the language of a placed source or forced target language token; the
+ * tokenizers need no specials of their own. */
 CLF_API clf_status clf_dataset_load_framed(const clf_dataset_opts *o, const clf_framing *framing,
                                            clf_dataset **out);
 CLF_API void clf_dataset_free(clf_dataset *d); /* NULL is fine */
@@ -113,7 +114,8 @@ CLF_API clf_status clf_dataset_build_vocabs(const char *src_path, const char *tg
 
 typedef struct clf_batch {
     int batch, src_len, tgt_len;
-    /* with a framing (clformer/config.h's clf_framing): the ids named there */
+    /* with a framing (clformer/framing.h's clf_framing): the ids named there, language
+     * tokens included */
     int32_t *src;    /* [batch, src_len]  [SOS] x [EOS] [PAD]...  */
     int32_t *tgt_in; /* [batch, tgt_len]  [SOS] y [PAD]...        (decoder input) */
     int32_t *labels; /* [batch, tgt_len]  y [EOS] [PAD]...        (what the decoder predicts) */

@@ -72,6 +72,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "clformer/config.h"
 #include "clformer/export.h"
 #include "clformer/framing.h"
 #include "clformer/status.h"
@@ -193,6 +194,19 @@ CLF_API int clf_tokenizer_is_special(const clf_tokenizer *tok, int32_t id);
  * replacement in that order, each over the whole text, left to right and not overlapping
  * (Python's str.replace). In place (the text only shrinks); NULL is fine. */
 CLF_API void clf_text_clean_up_spaces(char *text);
+
+/* The id in tok of the token of a many-language model's language code (M2M-100's "de",
+ * NLLB's "deu_Latn", mBART-50's "de_DE"), the one lookup of translate's --source-lang /
+ * --target-lang and train's source_lang / target_lang. side 0 is the source, 1 the
+ * target: the model (cfg's model: section) must place that side's language token
+ * (model.source_language / target_language), code must be one of the languages: section's
+ * codes of that side, and its token, languages.token_prefix code languages.token_suffix,
+ * must be in tok (vocab: tok's file, for the message). CLF_ERR_INPUT otherwise, one line
+ * without a caller's prefix ("target language 'xx' is not one of the model's 100
+ * (`clformer info -m DIR` lists them)"); *id is then -1. */
+CLF_API clf_status clf_tokenizer_language_id(const clf_tokenizer *tok, const clf_config *cfg,
+                                             int side, const char *code, const char *vocab,
+                                             int32_t *id);
 
 #ifdef __cplusplus
 }

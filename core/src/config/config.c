@@ -198,6 +198,8 @@ static const field train_fields[] = {
     INT("log_every", train.log_every, 1, INT_MAX),
     INT("validate_every", train.validate_every, 0, INT_MAX),
     MAP("checkpoint", checkpoint_fields),
+    STRING("source_lang", F_PATH, train.source_lang),
+    STRING("target_lang", F_PATH, train.target_lang),
     END,
 };
 
@@ -722,7 +724,7 @@ clf_status clf_model_framing(const clf_model_config *mc, const clf_framing *voca
     if (!mc || !out)
         return clf_error(CLF_ERR_INPUT, "model framing: invalid arguments");
     /* no vocabulary: clf_tokenizer_build's ids ([UNK] 0, [PAD] 1, [SOS] 2, [EOS] 3) */
-    const clf_framing built = {2, 3, 1, 2, 3, 1, -1, CLF_LANG_NONE};
+    const clf_framing built = {2, 3, 1, 2, 3, 1, -1, CLF_LANG_NONE, -1, 0};
     const clf_framing *v = vocab ? vocab : &built;
     *out = (clf_framing){.src_bos = !mc->source_bos   ? -1
                                     : mc->bos_id >= 0 ? mc->bos_id
@@ -738,7 +740,9 @@ clf_status clf_model_framing(const clf_model_config *mc, const clf_framing *voca
                          .tgt_pad = mc->pad_id,
                          /* the place is the model's, the language the caller's */
                          .src_lang = -1,
-                         .src_lang_place = mc->source_language};
+                         .src_lang_place = mc->source_language,
+                         /* the target's language, when forced, the caller's too */
+                         .tgt_lang = -1};
     if (mc->source_bos && out->src_bos < 0)
         return clf_error(CLF_ERR_INPUT, "the source vocabulary has no [SOS] token (set "
                                         "model.bos_id, or model.source_bos: false)");

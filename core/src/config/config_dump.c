@@ -156,6 +156,11 @@ static void dump_train(const clf_train_config *t, FILE *out)
     fprintf(out, "  checkpoint: {dir: ");
     put_string(out, t->checkpoint_dir);
     fprintf(out, ", every: %d, keep: %d}\n", t->checkpoint_every, t->checkpoint_keep);
+    fprintf(out, "  source_lang: ");
+    put_string(out, t->source_lang);
+    fprintf(out, "\n  target_lang: ");
+    put_string(out, t->target_lang);
+    fputc('\n', out);
 }
 
 static void dump_generate(const clf_generate_config *g, FILE *out)

@@ -208,7 +208,8 @@ struct clf_dataset {
     size_t n, skipped_long, skipped_empty;
     int32_t *ids; /* pool */
     clf_framing f;
-    int src_extra; /* framing ids around a source: (src_bos >= 0) + (src_eos >= 0) */
+    int src_extra; /* framing ids around a source: clf_framing_source_extra */
+    int tgt_extra; /* and a target's: clf_framing_target_extra ([lang] and eos) */
 };
 
 void clf_dataset_free(clf_dataset *d)
@@ -287,6 +288,9 @@ static clf_status check_framing(const clf_framing *f)
     if (f->src_lang_place != CLF_LANG_NONE && f->src_lang < 0)
         return clf_error(CLF_ERR_INPUT, "dataset: the framing places a source language token "
                                         "but names no language");
+    if (f->tgt_lang_forced && f->tgt_lang < 0)
+        return clf_error(CLF_ERR_INPUT, "dataset: the framing forces a target language token "
+                                        "but names no language");
     return CLF_OK;
 }
 
@@ -334,6 +338,7 @@ clf_status clf_dataset_load_framed(const clf_dataset_opts *o, const clf_framing 
             goto fail;
     }
     d->src_extra = clf_framing_source_extra(&d->f);
+    d->tgt_extra = clf_framing_target_extra(&d->f);
     if ((st = raw_pairs_read(o->src_path, o->tgt_path, &r)) != CLF_OK)
         goto fail;
     const char *tgt_file = has_path(o->tgt_path) ? o->tgt_path : o->src_path;
@@ -353,7 +358,7 @@ clf_status clf_dataset_load_framed(const clf_dataset_opts *o, const clf_framing 
         if (src_n == 0 || tgt_n == 0) {
             d->skipped_empty++;
         } else if (o->max_len > 0 &&
-                   (src_n + d->src_extra > o->max_len || tgt_n + 1 > o->max_len)) {
+                   (src_n + d->src_extra > o->max_len || tgt_n + d->tgt_extra > o->max_len)) {
             d->skipped_long++;
         } else {
             pair *p = &d->pairs[d->n++];
@@ -514,7 +519,7 @@ void clf_batcher_free(clf_batcher *b)
 /* The padded length of pair i: its longer framed side. */
 static int pair_key(const clf_dataset *d, size_t i)
 {
-    int s = d->pairs[i].src_n + d->src_extra, t = d->pairs[i].tgt_n + 1;
+    int s = d->pairs[i].src_n + d->src_extra, t = d->pairs[i].tgt_n + d->tgt_extra;
     return s > t ? s : t;
 }
 
@@ -702,7 +707,7 @@ clf_status clf_batcher_get(const clf_batcher *b, int i, clf_batch *out)
     for (int k = 0; k < n; k++) {
         const pair *p = &d->pairs[idx[k]];
         src_len = p->src_n + d->src_extra > src_len ? p->src_n + d->src_extra : src_len;
-        tgt_len = p->tgt_n + 1 > tgt_len ? p->tgt_n + 1 : tgt_len;
+        tgt_len = p->tgt_n + d->tgt_extra > tgt_len ? p->tgt_n + d->tgt_extra : tgt_len;
     }
     size_t src_cells = (size_t)n * (size_t)src_len, tgt_cells = (size_t)n * (size_t)tgt_len;
     out->src = malloc(src_cells * sizeof *out->src);
@@ -725,7 +730,7 @@ clf_status clf_batcher_get(const clf_batcher *b, int i, clf_batch *out)
         clf_framing_source_row(&d->f, x, p->src_n, src_len, s);
         clf_framing_target_rows(&d->f, y, p->tgt_n, tgt_len, ti, lb);
         out->src_tokens += p->src_n + d->src_extra;
-        out->tgt_tokens += p->tgt_n + 1;
+        out->tgt_tokens += p->tgt_n + d->tgt_extra;
         out->index[k] = idx[k];
     }
     return CLF_OK;

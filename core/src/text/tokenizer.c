@@ -55,7 +55,7 @@ clf_framing clf_tokenizer_framing(const clf_tokenizer *src, const clf_tokenizer 
     const clf_tokenizer_specials none = {-1, -1, -1, -1};
     clf_tokenizer_specials s = src ? clf_tokenizer_special_ids(src) : none;
     clf_tokenizer_specials t = tgt ? clf_tokenizer_special_ids(tgt) : none;
-    return (clf_framing){s.sos, s.eos, s.pad, t.sos, t.eos, t.pad, -1, CLF_LANG_NONE};
+    return (clf_framing){s.sos, s.eos, s.pad, t.sos, t.eos, t.pad, -1, CLF_LANG_NONE, -1, 0};
 }
 
 int clf_tokenizer_is_special(const clf_tokenizer *tok, int32_t id)

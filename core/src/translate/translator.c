@@ -146,31 +146,11 @@ void clf_translator_get_info(const clf_translator *t, clf_translator_info *info)
 /* The id of code's token on side (0 source, 1 target), or -1 with the error set. */
 static int32_t language_id(const clf_translator *t, int side, const char *code)
 {
-    const clf_languages_config *l = &t->cfg.languages;
-    const char(*list)[CLF_LANGUAGE_CODE_MAX] = side ? l->target : l->source;
-    const int n = side ? l->n_target : l->n_source;
-    const int placed = side ? t->cfg.model.target_language != CLF_TGT_LANG_NONE
-                            : t->cfg.model.source_language != CLF_LANG_NONE;
-    const char *what = side ? "target" : "source";
-    if (!placed) {
-        clf_error(CLF_ERR_INPUT, "translate: %s language '%s': %s has no %s language tokens", what,
-                  code, t->cfg.path, what);
-        return -1;
-    }
-    int found = 0;
-    for (int i = 0; i < n && !found; i++)
-        found = !strcmp(list[i], code);
-    char token[3 * CLF_LANGUAGE_CODE_MAX];
-    snprintf(token, sizeof token, "%s%s%s", l->token_prefix, code, l->token_suffix);
-    int32_t id = found ? clf_tokenizer_id(t->tok[side], token) : -1;
-    if (!found)
-        clf_error(CLF_ERR_INPUT,
-                  "translate: %s language '%s' is not one of the model's %d (`clformer info -m "
-                  "DIR` lists them)",
-                  what, code, n);
-    else if (id < 0)
-        clf_error(CLF_ERR_INPUT, "translate: %s language '%s': its token '%s' is not in %s", what,
-                  code, token, t->vocab[side]);
+    int32_t id;
+    clf_status st =
+        clf_tokenizer_language_id(t->tok[side], &t->cfg, side, code, t->vocab[side], &id);
+    if (st != CLF_OK)
+        clf_error_context(st, "translate");
     return id;
 }
 
