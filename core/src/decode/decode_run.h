@@ -1,0 +1,116 @@
+/* The state of one clf_decode call and the steps it runs (decode_steps.c), for decode.c,
+ * which sets it up, runs the steps in order and collects the hypotheses.
+ *
+ * Device state for B sentences and beam K (slots = B*K, slot s*K + k is beam k of the
+ * s-th active sentence):
+ *   cross  [L, slots, S, 2d]   cross-attention k|v, projected once from the encoder output
+ *   self   [L, slots, Tmax, 2d]   self-attention k|v of every generated position
+ *   spare  [L, slots, Tmax, 2d]   beam search only: where reordering beams in place saves
+ *                              the caches it overwrites before it has read them
+ *   mask   [slots, S] I32      source key mask
+ *   enc    [slots, S, d]       encoder output (only without the cache)
+ * Each step runs the step graph on the active slots only. When sentences finish, their
+ * slots are compacted away, so they stop costing work.
+ *
+ * Beams share what they have in common through row tables (clf_attention_args.kv_rows),
+ * where the backend reads them (CLF_OP_ATTENTION_KV_ROWS; both built-in backends do): slot
+ * i writes its position t only into its own self-cache rows, row (i, t), which nobody
+ * overwrites afterwards, and its table hist[i][0..t] names the slot whose rows hold each
+ * position of its history. Choosing the next beams, or compacting, then copies tables of
+ * t + 1 ints instead of t + 1 cache rows per layer; the cross cache holds each sentence
+ * once (slot s: sentence s), and every beam of the sentence reads that copy. A step whose
+ * tables name only each slot's own rows (greedy decoding, until a sentence is compacted
+ * away) reads the caches without them and uploads none. Without the tables (a backend
+ * plugin without the capability) the survivors' self caches are gathered from their
+ * parents in place (a slot that keeps its own cache costs no copy), the cross cache is
+ * spread to every beam and compacted with the slots: the spare buffer above is for that.
+ *
+ * Greedy (K = 1) takes the argmax on the device and downloads one id per sentence (and,
+ * with want_scores, the log-probabilities to sum); beam search downloads log-probabilities
+ * [rows, V] and selects on the host (hypotheses.c, the rules decode_stream.c shares).
+ *
+ * Greedy decoding may run `ahead` steps (clf_decode_opts.sync_steps) without the host:
+ *   gen    [max_out + 1, slots] I32   row p: the ids fed in at position p
+ * the host uploads row t0 (what it knows), each step copies its row into the step graph and
+ * its argmax into the next row, all on the device, and after the last of them the host
+ * downloads the rows at once and settles every step as dec_advance() does, without compacting
+ * in between: a sentence that ended meanwhile ran on in its slot, and its extra tokens are
+ * dropped; the survivors are compacted once, with their caches' t1 + 1 positions. */
+#ifndef CLF_DECODE_RUN_H
+#define CLF_DECODE_RUN_H
+
+#include "clformer/decode.h"
+#include "decode/decode_private.h"
+#include "graph/model_for_train_decode.h"
+
+typedef struct dec_run {
+    clf_model *m;
+    const clf_backend_api *api;
+    clf_backend *be;
+    const clf_model_config *c;
+    const clf_decode_opts *o;
+    int B, K, S, slots, max_out, L, d, V, H;
+    clf_buffer *self_kv[2], *cross_kv, *mask, *enc, *arena; /* self_kv[1]: the spare */
+    clf_buffer *top_base;                                   /* [slots] the beams' sums */
+    /* row tables (see the top): shared 1 when the backend reads them; hist[cur] [slots,
+     * max_out] host, uploaded with the cross table [slots, S] each step */
+    int shared;
+    clf_buffer *self_rows, *cross_rows;
+    int32_t *hist[2], *cross_tab;
+    size_t arena_cap;
+    int cur; /* which of the host state's two buffers holds the live state */
+    /* host state per slot, double-buffered: the next step's is gathered from this one's */
+    int32_t *tok[2]; /* [slots, max_out] generated ids */
+    float *lp[2];    /* [slots] log-prob sums; -INFINITY: a dead beam */
+    float *att[2];   /* [slots, max_out + 1, S] or NULL */
+    int *sent;       /* [B] active index -> sentence id */
+    int n_active;
+    dec_sentence *sents;  /* [B] */
+    const int32_t **ptok; /* [K] a sentence's parents' tokens (dec_beams) */
+    const float **patt;   /* [K] their attention rows */
+    float *logp;          /* [slots, V] step download (beam without top_k) */
+    int top_k;            /* beam search: each beam's best top_k from the device, or 0 */
+    float *top_val;       /* [slots, top_k] step download */
+    int32_t *top_idx;     /* [slots, top_k] step download */
+    int32_t *ids;         /* [slots * max_out] step upload */
+    float *probs;         /* [slots, H, S] step attention download */
+    long long token_steps;
+    int steps;
+    long long calls;   /* backend calls so far (dev_* below) */
+    double dev_s;      /* seconds inside them */
+    int ahead;         /* greedy steps run before the host reads their tokens (1: every step) */
+    clf_buffer *gen;   /* ahead > 1: [max_out + 1, slots] I32, see the top */
+    int32_t *gen_host; /* ahead > 1: [ahead, slots] the downloaded rows */
+} dec_run;
+
+static inline size_t self_slot_elems(const dec_run *r)
+{
+    return (size_t)r->max_out * 2 * r->d;
+}
+
+static inline size_t cross_slot_elems(const dec_run *r)
+{
+    return (size_t)r->S * 2 * r->d;
+}
+
+/* CLOCK_MONOTONIC seconds */
+double dec_now_s(void);
+
+/* The encoder once for the B sentences (sentence s lands in slot s), its output spread to
+ * each sentence's K beam slots. */
+clf_status dec_run_encoder(dec_run *r, const int32_t *src);
+/* Decoder step t on the active slots (chained: greedy running ahead, see the top). */
+clf_status dec_run_step(dec_run *r, int t, int chained);
+/* After step t: every active sentence's next beams chosen, finished hypotheses kept,
+ * finished sentences dropped and the survivors' caches rebuilt. scratch: 3K choices. */
+clf_status dec_advance(dec_run *r, int t, dec_choice *scratch);
+/* The steps greedy decoding runs ahead (clf_decode_opts.sync_steps); 1 where something
+ * needs the host at each step. */
+int dec_steps_ahead(const dec_run *r);
+/* Greedy steps t0..t1 on the device, then their tokens downloaded at once. */
+clf_status dec_run_ahead(dec_run *r, int t0, int t1);
+/* Greedy steps t0..t1 settled as dec_advance does, the survivors compacted once. scratch:
+ * 3 choices. */
+clf_status dec_advance_ahead(dec_run *r, int t0, int t1, dec_choice *scratch);
+
+#endif
