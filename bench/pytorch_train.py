@@ -32,6 +32,7 @@ forward), gflops, loss_first, loss_last, peak_rss_bytes.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -83,6 +84,9 @@ def main():
     ap = argparse.ArgumentParser(description="Time PyTorch training steps of a clformer model.")
     add_run_args(ap, iters=5, warmup=1)
     ap.add_argument("--dropout-sites", choices=("clformer", "tutorial"), default="clformer")
+    ap.add_argument("--autocast", choices=("off", "bf16"), default="off",
+                    help="bf16: forward and loss under torch.autocast(bfloat16), as PyTorch's "
+                         "mixed-precision training runs (F32 master weights and optimizer)")
     a = ap.parse_args()
 
     if a.batch <= 0 or a.src_len <= 0 or a.tgt_len < 2 or a.iters <= 0 or a.warmup < 0:
@@ -113,12 +117,17 @@ def main():
     B, S, T = a.batch, a.src_len, a.tgt_len
     g = torch.Generator().manual_seed(a.seed)
 
+    def autocast():
+        return (torch.autocast(device_type="cpu", dtype=torch.bfloat16)
+                if a.autocast == "bf16" else contextlib.nullcontext())
+
     def step(batches):
         """One optimizer step over the micro-batches; returns the mean of their losses."""
         total = 0.0
         for src, tgt, labels in batches:
-            logits, _ = model(src, tgt)
-            loss = criterion(logits.reshape(-1, cfg.tgt_vocab), labels.reshape(-1))
+            with autocast():
+                logits, _ = model(src, tgt)
+                loss = criterion(logits.reshape(-1, cfg.tgt_vocab), labels.reshape(-1))
             (loss / A).backward()
             total += loss.item()
         if clip > 0:
@@ -161,6 +170,7 @@ def main():
         "warmup": a.warmup,
         "dropout": cfg.dropout,
         "dropout_sites": a.dropout_sites,
+        "autocast": a.autocast,
         "optimizer": kind,
         "lr": float(opt["lr"]),
         "label_smoothing": float(ts["label_smoothing"]),
