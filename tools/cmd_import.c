@@ -210,10 +210,9 @@ clf_status import_read_common(importer *im, const import_defaults *def, import_c
         return import_bad_key(im, "decoder_ffn_dim",
                               "differs from encoder_ffn_dim (clformer has one model.d_ff)");
     const json_t *act = json_object_get(im->cfg, "activation_function");
-    if (!(c->activation =
-              act && !json_is_null(act)
-                  ? (json_is_string(act) ? activation_of(json_string_value(act)) : NULL)
-                  : def->activation))
+    if (!(c->activation = act && !json_is_null(act)
+                              ? (json_is_string(act) ? activation_of(json_string_value(act)) : NULL)
+                              : def->activation))
         return import_bad_key(im, "activation_function",
                               "not one clformer has (swish, silu, relu, gelu, gelu_new)");
     /* each rate named by its own key (one message for all three named the wrong one) */
@@ -527,23 +526,11 @@ static clf_status import_dir(importer *im, int marian_alias)
 
 int clf_cmd_import(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"output", required_argument, NULL, 'o'}, {"help", no_argument, NULL, 'h'}, {0}};
     importer im = {0};
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'o':
-            im.out = optarg;
-            break;
-        case 'h':
-            usage();
-            return 0;
-        default:
-            return 2;
-        }
-    }
+    const cli_opt opts[] = {CLI_STRING("output", 'o', &im.out), {0}};
+    int rc = cli_parse_options(argc, argv, opts, usage);
+    if (rc >= 0)
+        return rc;
     /* `import HF_DIR`, or the older `import marian HF_DIR` */
     const int alias = argc - optind == 2 && !strcmp(argv[optind], "marian");
     if (argc - optind != 1 && !alias)
