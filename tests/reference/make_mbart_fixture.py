@@ -5,10 +5,9 @@ with offset 2, scaled embeddings, gelu, tied embeddings, a non-zero final_logits
 MBart50Tokenizer's files, and what transformers computes with it, for the mbart suite
 (tests/test_mbart.c), which imports it with `clformer import` and must agree.
 
-Run by hand (CI only reads the files), in a venv on top of Debian's python3-torch:
+Run by hand (CI only reads the files), in the venv of make_m2m100_fixture.py (transformers
+4.40.2, sentencepiece, safetensors, torch):
 
-    /usr/bin/python3 -m venv --system-site-packages /work/venv-m2m
-    /work/venv-m2m/bin/pip install transformers==4.40.2 sentencepiece safetensors 'numpy<2'
     /work/venv-m2m/bin/python tests/reference/make_mbart_fixture.py
 
 Writes (all deterministic from SEED):
@@ -20,18 +19,10 @@ Writes (all deterministic from SEED):
       the 52 language codes and <mask>: the model's vocab_size). config.json also carries the
       keys of older BART configs that the hub's mBART-50 config.json has (normalize_before,
       add_final_layer_norm, ...), with their values, which transformers ignores.
-  sentences.txt          the SENTENCES (English), one a line
-  reference.safetensors  I32 src [N, S] (en_XX pieces </s>, <pad>-padded), src_len [N];
-                         for each target language L of TARGETS: greedy_L / beam_L
-                         [N, MAX_LENGTH] (generated ids after the decoder start: the forced
-                         L code first, EOS included, -1-padded) and greedy_L_len / beam_L_len
-                         [N]; beam_early_L, beam_early_L_len: beam search with the model's
-                         own settings (early_stopping=True, length_penalty
-                         EARLY_LENGTH_PENALTY); F32 logits [B, T, V] for the teacher-forced
-                         decoder inputs I32 logits_tgt [B, T] (</s> de_DE then pieces) on the
-                         sources logits_src [B, S]; metadata: the generate() arguments and ids
-  greedy_L.txt, beam_L.txt, beam_early_L.txt  the tokenizer's decode(skip_special_tokens=True)
-                         of those
+  sentences.txt, greedy_L.txt, beam_L.txt, beam_early_L.txt, and reference.safetensors
+      as make_m2m100_fixture.py writes them (sources framed en_XX pieces </s>; L of
+      TARGETS; decoder inputs </s> de_DE then pieces), generate() also with
+      forced_eos_token_id (recorded in the metadata)
 """
 import os
 import shutil
