@@ -318,11 +318,17 @@ def build_variant(name, seed, over, about):
                 e_out=e_out, e_enc=e_enc, nparams=nparams)
 
 
-def write_variant(v, root):
+def variant_dir(v, root):
+    """root/<v's name>, made, with v's model.yaml written in it."""
     d = os.path.join(root, v["name"])
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "model.yaml"), "w") as f:
         f.write(v["yaml"])
+    return d
+
+
+def write_variant(v, root):
+    d = variant_dir(v, root)
     save_safetensors(os.path.join(d, "weights.safetensors"), v["weights"], v["weights_meta"])
     save_safetensors(os.path.join(d, "io.safetensors"), v["io"], v["io_meta"])
     # Round trip through our own reader.
@@ -364,10 +370,15 @@ def fixture_args(doc, known):
     return args.check, root, only
 
 
-def count_differing(built, write, files, root):
+def same_bytes(a, b, fn):
+    """Whether file b exists and holds the bytes of file a (fn: their name)."""
+    return os.path.exists(b) and open(a, "rb").read() == open(b, "rb").read()
+
+
+def count_differing(built, write, files, root, same=same_bytes):
     """--check: writes each built fixture (write(fixture, folder) returns the fixture's own
-    folder in it) into a temporary folder and returns how many of its files are not
-    byte-for-byte those under root, printing each."""
+    folder in it) into a temporary folder and returns how many of its files are not those
+    under root (same(new, old, name) False: by default not byte-for-byte), printing each."""
     bad = 0
     with tempfile.TemporaryDirectory() as tmp:
         for v in built:
@@ -375,8 +386,7 @@ def count_differing(built, write, files, root):
             for fn in files:
                 a = os.path.join(tmp, name, fn)
                 b = os.path.join(root, name, fn)
-                same = os.path.exists(b) and open(a, "rb").read() == open(b, "rb").read()
-                if not same:
+                if not same(a, b, fn):
                     print("DIFFERS: %s" % b)
                     bad += 1
     return bad

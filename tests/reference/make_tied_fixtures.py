@@ -30,14 +30,13 @@ import json
 import os
 import struct
 import sys
-import tempfile
 
 import torch
 from safetensors.torch import load_model, save_model
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_fixtures import (TOL, expected_names, fixture_args, make_cfg,  # noqa: E402
-                           make_inputs, rel_err, yaml_text)
+from make_fixtures import (TOL, count_differing, expected_names, fixture_args,  # noqa: E402
+                           make_cfg, make_inputs, rel_err, variant_dir, yaml_text)
 from model import Transformer, init_weights, save_safetensors  # noqa: E402
 
 GENERATOR = "tests/reference/make_tied_fixtures.py"
@@ -117,10 +116,7 @@ def build_variant(name, seed, tie, over, about):
 
 
 def write_variant(v, root):
-    d = os.path.join(root, v["name"])
-    os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, "model.yaml"), "w") as f:
-        f.write(v["yaml"])
+    d = variant_dir(v, root)
     wpath = os.path.join(d, "weights.safetensors")
     save_model(v["model"], wpath, metadata=v["meta"])
     save_safetensors(os.path.join(d, "io.safetensors"), v["io"], v["io_meta"])
@@ -156,24 +152,13 @@ def same_file(a, b, fn):
             and da[8 + na:] == db[8 + nb:])
 
 
-def count_differing(built, root):
-    bad = 0
-    with tempfile.TemporaryDirectory() as tmp:
-        for v in built:
-            d = write_variant(v, tmp)
-            for fn in ("model.yaml", "weights.safetensors", "io.safetensors"):
-                b = os.path.join(root, v["name"], fn)
-                if not same_file(os.path.join(d, fn), b, fn):
-                    print("DIFFERS: %s" % b)
-                    bad += 1
-    return bad
-
-
 def main():
     check, root, only = fixture_args(__doc__, {spec[0] for spec in VARIANTS})
     built = [build_variant(*spec) for spec in VARIANTS if not only or spec[0] in only]
     if check:
-        bad = count_differing(built, root)
+        bad = count_differing(built, write_variant,
+                              ("model.yaml", "weights.safetensors", "io.safetensors"), root,
+                              same=same_file)
         print("check: %s" % ("all fixtures identical" if not bad else "%d files differ" % bad))
         return 1 if bad else 0
     for v in built:
