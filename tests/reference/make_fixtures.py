@@ -254,6 +254,32 @@ def rel_err(a, ref):
     return ((a.double() - ref).abs().max() / ref.abs().max()).item()
 
 
+def reference_io(name, model, src, tgt, output, generator, check_double=None):
+    """io.safetensors' tensors and metadata for variant name: model's float32 outputs on src
+    and tgt, which must be within TOL of a float64 copy's (check_double(copy): more checks of
+    that copy), and their errors: (io, io_meta, e_out, e_enc)."""
+    with torch.no_grad():
+        out32, enc32 = model(src, tgt)
+        m64 = copy.deepcopy(model).double()
+        if check_double:
+            check_double(m64)
+        m64.use_exact_pe()
+        out64, enc64 = m64(src, tgt)
+
+    e_out, e_enc = rel_err(out32, out64), rel_err(enc32, enc64)
+    if not (e_out <= TOL and e_enc <= TOL):
+        raise SystemExit("%s: float32 vs float64 rel. error %.2e / %.2e exceeds %.0e"
+                         % (name, e_out, e_enc, TOL))
+    for t in (out32, enc32):
+        assert torch.isfinite(t).all()
+    io = {"src": src.to(torch.int32), "tgt": tgt.to(torch.int32),
+          "logits": out32.float(), "encoder_out": enc32.float()}
+    io_meta = {"format": "pt", "generator": generator,
+               "variant": name, "output": output, "tolerance": "1e-5 relative",
+               "f64_rel_err_logits": "%.3e" % e_out, "f64_rel_err_encoder_out": "%.3e" % e_enc}
+    return io, io_meta, e_out, e_enc
+
+
 def build_variant(name, seed, over, about):
     cfg = make_cfg(over)
     fn = over.get("final_norm", "auto")
@@ -291,27 +317,11 @@ def build_variant(name, seed, over, about):
     gen = torch.Generator().manual_seed(seed * 7919)
     src, tgt = make_inputs(cfg, gen)
 
-    with torch.no_grad():
-        out32, enc32 = model(src, tgt)
-        m64 = copy.deepcopy(model).double()
-        m64.use_exact_pe()
-        out64, enc64 = m64(src, tgt)
-
-    e_out, e_enc = rel_err(out32, out64), rel_err(enc32, enc64)
-    if not (e_out <= TOL and e_enc <= TOL):
-        raise SystemExit("%s: float32 vs float64 rel. error %.2e / %.2e exceeds %.0e"
-                         % (name, e_out, e_enc, TOL))
-    for t in (out32, enc32):
-        assert torch.isfinite(t).all()
-
+    io, io_meta, e_out, e_enc = reference_io(name, model, src, tgt, cfg.output,
+                                             "tests/reference/make_fixtures.py")
     meta = {"format": "pt", "generator": "tests/reference/make_fixtures.py",
             "variant": name, "seed": str(seed), "torch": torch.__version__}
     weights = {k: v.detach().clone() for k, v in sd.items()}
-    io = {"src": src.to(torch.int32), "tgt": tgt.to(torch.int32),
-          "logits": out32.float(), "encoder_out": enc32.float()}
-    io_meta = {"format": "pt", "generator": "tests/reference/make_fixtures.py",
-               "variant": name, "output": cfg.output, "tolerance": "1e-5 relative",
-               "f64_rel_err_logits": "%.3e" % e_out, "f64_rel_err_encoder_out": "%.3e" % e_enc}
     nparams = sum(v.numel() for v in sd.values())
     return dict(name=name, cfg=cfg, about=about, yaml=yaml_text(name, cfg, about),
                 weights=weights, weights_meta=meta, io=io, io_meta=io_meta,

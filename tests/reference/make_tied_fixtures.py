@@ -25,7 +25,6 @@ only, and load back (safetensors.torch.load_model) into a model that gives the s
 outputs exactly. The C tests (test_model, test_weights) read the committed files only.
 """
 
-import copy
 import json
 import os
 import struct
@@ -35,8 +34,8 @@ import torch
 from safetensors.torch import load_model, save_model
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_fixtures import (TOL, count_differing, expected_names, fixture_args,  # noqa: E402
-                           make_cfg, make_inputs, rel_err, variant_dir, yaml_text)
+from make_fixtures import (count_differing, expected_names, fixture_args,  # noqa: E402
+                           make_cfg, make_inputs, reference_io, variant_dir, yaml_text)
 from model import Transformer, init_weights, save_safetensors  # noqa: E402
 
 GENERATOR = "tests/reference/make_tied_fixtures.py"
@@ -92,21 +91,8 @@ def build_variant(name, seed, tie, over, about):
 
     gen = torch.Generator().manual_seed(seed * 7919)
     src, tgt = make_inputs(yaml_cfg, gen)
-    with torch.no_grad():
-        out32, enc32 = model(src, tgt)
-        m64 = copy.deepcopy(model).double()
-        check_tied(m64, tie)
-        m64.use_exact_pe()
-        out64, enc64 = m64(src, tgt)
-    e_out, e_enc = rel_err(out32, out64), rel_err(enc32, enc64)
-    if not (e_out <= TOL and e_enc <= TOL):
-        raise SystemExit("%s: float32 vs float64 rel. error %.2e / %.2e exceeds %.0e"
-                         % (name, e_out, e_enc, TOL))
-    io = {"src": src.to(torch.int32), "tgt": tgt.to(torch.int32),
-          "logits": out32.float(), "encoder_out": enc32.float()}
-    io_meta = {"format": "pt", "generator": GENERATOR, "variant": name, "output": cfg.output,
-               "tolerance": "1e-5 relative", "f64_rel_err_logits": "%.3e" % e_out,
-               "f64_rel_err_encoder_out": "%.3e" % e_enc}
+    io, io_meta, _, _ = reference_io(name, model, src, tgt, cfg.output, GENERATOR,
+                                     check_double=lambda m64: check_tied(m64, tie))
     meta = {"format": "pt", "generator": GENERATOR, "variant": name, "seed": str(seed),
             "torch": torch.__version__}
     return dict(name=name, seed=seed, tie=tie, cfg=cfg, model=model, about=about,
