@@ -1,5 +1,7 @@
 """What the serve suites (test_serve.py, test_libre_client.py) share."""
 import threading
+import time
+import traceback
 
 
 def run_clients(n, client):
@@ -19,3 +21,20 @@ def run_clients(n, client):
     for t in threads:
         t.join()
     assert not errors, errors
+
+
+def run_tests(tests, only=None):
+    """Runs each (fn, args) of tests (only: just the one of that name), printing "ok" and its
+    time or "FAIL" and the traceback; returns the names of those that failed."""
+    failures = []
+    for fn, args in tests:
+        if only and fn.__name__ != only:
+            continue
+        t = time.time()
+        try:
+            fn(*args)
+            print(f"ok   {fn.__name__} ({time.time() - t:.1f} s)", flush=True)
+        except Exception:  # noqa: BLE001
+            failures.append(fn.__name__)
+            print(f"FAIL {fn.__name__}\n{traceback.format_exc()}", flush=True)
+    return failures

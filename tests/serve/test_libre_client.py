@@ -25,10 +25,9 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 import urllib.error
 
-from serve_util import run_clients
+from serve_util import run_clients, run_tests
 
 CLI, MODEL, VENV = sys.argv[1:4]
 if os.environ.get("CLF_LIBRE_VENV_RUN") != "1":
@@ -190,14 +189,7 @@ def main():
                  (test_translate, (srv, ref, langs)),
                  (test_concurrent, (srv, ref, langs)), (test_refused, (srv, ref, langs)),
                  (test_api_key, (ref, langs))]
-        for fn, args in tests:
-            t = time.time()
-            try:
-                fn(*args)
-                print(f"ok   {fn.__name__} ({time.time() - t:.1f} s)", flush=True)
-            except Exception:  # noqa: BLE001
-                failures.append(fn.__name__)
-                print(f"FAIL {fn.__name__}\n{traceback.format_exc()}", flush=True)
+        failures += run_tests(tests)
         rc = srv.stop()
         if rc != 0:
             failures.append("exit status")

@@ -21,10 +21,9 @@ import sys
 import tempfile
 import threading
 import time
-import traceback
 import urllib.parse
 
-from serve_util import run_clients
+from serve_util import run_clients, run_tests
 
 CLI, MODEL = sys.argv[1], sys.argv[2]
 M2M_HF = sys.argv[3] if len(sys.argv) > 3 else None
@@ -702,17 +701,7 @@ def main():
                  (test_timeout, (ref,)), (test_queue_full, (ref,)), (test_sigterm_in_flight, (ref,)),
                  (test_two_models, (ref,)), (test_backend_failure, (ref,)),
                  (test_cli_errors, (ref,)), (test_api_keys, (ref,))]
-        only = os.environ.get("SERVE_TEST")
-        for fn, args in tests:
-            if only and fn.__name__ != only:
-                continue
-            t = time.time()
-            try:
-                fn(*args)
-                print(f"ok   {fn.__name__} ({time.time() - t:.1f} s)", flush=True)
-            except Exception:  # noqa: BLE001
-                failures.append(fn.__name__)
-                print(f"FAIL {fn.__name__}\n{traceback.format_exc()}", flush=True)
+        failures += run_tests(tests, only=os.environ.get("SERVE_TEST"))
         assert srv.stop() == 0, "serve did not exit 0 on SIGTERM"
     finally:
         if srv.p.poll() is None:
