@@ -122,6 +122,11 @@ typedef struct cli_opt {
     {                                                                                              \
         (name), (key), CLI_OPT_INT, (to), (min), NULL, NULL                                        \
     }
+/* The entries of the options every model-running command shares, into o (a
+ * cli_backend_opts *), for a cli_opt table. */
+#define CLI_BACKEND_OPTS(o)                                                                        \
+    CLI_STRING("backend", 'b', &(o)->backend), CLI_STRING("device", 'D', &(o)->device),            \
+        CLI_INT("threads", 't', &(o)->threads, 0), CLI_STRING("plugin-dir", 'p', &(o)->plugin_dir)
 /* Parses argv by opts (ended by an entry without a name; --help/-h is added): returns -1 to
  * go on (optind at the first operand), 0 after usage() for --help, 2 after getopt's message
  * for an unknown option or the message for a bad value. */
