@@ -25,6 +25,7 @@
 #include "clformer/translator.h"
 #include "clformer/weights.h"
 #include "family_suite.h"
+#include "hf_parity.h"
 #include "testutil.h"
 
 #define LOGITS_TOL 1e-4
@@ -45,25 +46,14 @@ typedef struct ref {
     int decoder_start; /* decoder_start_token_id */
 } ref;
 
-static int32_t *ints(const ref *r, const char *name, int64_t *shape)
-{
-    const clf_tensor *t = clf_safetensors_find(r->f, name);
-    ck_assert_msg(t != NULL, "reference.safetensors: no %s", name);
-    int32_t *v = malloc(sizeof *v * (size_t)clf_tensor_numel(t));
-    CLF_ASSERT_OK(clf_tensor_to_i32(t, v));
-    if (shape)
-        memcpy(shape, t->shape, sizeof t->shape);
-    return v;
-}
-
 static void ref_open(ref *r)
 {
     int64_t shape[8];
     CLF_ASSERT_OK(clf_safetensors_open(FIX("reference.safetensors"), &r->f));
-    r->src = ints(r, "src", shape);
+    r->src = clf_test_ref_ints(r->f, "src", shape);
     r->N = (int)shape[0];
     r->S = (int)shape[1];
-    r->src_len = ints(r, "src_len", NULL);
+    r->src_len = clf_test_ref_ints(r->f, "src_len", NULL);
     r->max_length = atoi(clf_safetensors_meta(r->f, "max_length"));
     r->num_beams = atoi(clf_safetensors_meta(r->f, "num_beams"));
     r->length_penalty = (float)atof(clf_safetensors_meta(r->f, "length_penalty"));
@@ -118,11 +108,6 @@ clf_translator *clf_test_family_translator(const char *dir)
     return t;
 }
 
-static void remove_import(const char *dir)
-{
-    clf_test_remove_import(dir);
-}
-
 /* The reference opened, the fixture imported (*dir) and a CPU translator of it. */
 static clf_translator *ref_translator(ref *r, const char **dir)
 {
@@ -134,59 +119,13 @@ static clf_translator *ref_translator(ref *r, const char **dir)
 static void ref_translator_close(ref *r, const char *dir, clf_translator *t)
 {
     clf_translator_free(t);
-    remove_import(dir);
+    clf_test_remove_import(dir);
     ref_close(r);
-}
-
-typedef struct loaded {
-    const char *dir;
-    clf_config cfg;
-    clf_weights *w;
-    clf_model *m;
-} loaded;
-
-static void load(loaded *l)
-{
-    l->dir = import_fixture();
-    clf_test_load_model(l->dir, &l->cfg, &l->w);
-    CLF_ASSERT_OK(clf_model_create(&l->cfg.model, l->w, clf_test_api, clf_test_be, &l->m));
-}
-
-static void unload(loaded *l)
-{
-    clf_model_free(l->m);
-    clf_weights_free(l->w);
-    remove_import(l->dir);
 }
 
 START_TEST(logits_match_transformers)
 {
-    ref r = {0};
-    loaded l = {0};
-    ref_open(&r);
-    load(&l);
-    int64_t ss[8], ts[8];
-    int32_t *src = ints(&r, "logits_src", ss), *tgt = ints(&r, "logits_tgt", ts);
-    const clf_tensor *want = clf_safetensors_find(r.f, "logits");
-    ck_assert_ptr_nonnull(want);
-    size_t n = (size_t)clf_tensor_numel(want);
-    ck_assert_uint_eq(n, (size_t)ts[0] * ts[1] * l.cfg.model.tgt_vocab);
-    float *w = malloc(sizeof *w * n), *got = malloc(sizeof *got * n);
-    CLF_ASSERT_OK(clf_tensor_to_f32(want, w));
-    clf_forward_io io = {.batch = (int)ss[0],
-                         .src_len = (int)ss[1],
-                         .tgt_len = (int)ts[1],
-                         .src = src,
-                         .tgt = tgt,
-                         .logits = got};
-    CLF_ASSERT_OK(clf_model_forward(l.m, &io));
-    CLF_ASSERT_CLOSE(got, w, n, LOGITS_TOL);
-    free(w);
-    free(got);
-    free(src);
-    free(tgt);
-    unload(&l);
-    ref_close(&r);
+    clf_test_ref_logits_match(FIX("reference.safetensors"), import_fixture(), LOGITS_TOL);
 }
 END_TEST
 
@@ -206,11 +145,12 @@ static const struct {
 START_TEST(weight_types_match_transformers)
 {
     ref r = {0};
-    loaded l = {0};
+    clf_test_loaded l = {0};
     ref_open(&r);
-    load(&l);
+    clf_test_loaded_open(&l, import_fixture());
     int64_t ss[8], ts[8];
-    int32_t *src = ints(&r, "logits_src", ss), *tgt = ints(&r, "logits_tgt", ts);
+    int32_t *src = clf_test_ref_ints(r.f, "logits_src", ss),
+            *tgt = clf_test_ref_ints(r.f, "logits_tgt", ts);
     const clf_tensor *want = clf_safetensors_find(r.f, "logits");
     const size_t n = (size_t)clf_tensor_numel(want), row = n / (size_t)ss[0];
     float *w = malloc(sizeof *w * n), *got = malloc(sizeof *got * n);
@@ -249,7 +189,7 @@ START_TEST(weight_types_match_transformers)
     free(got);
     free(src);
     free(tgt);
-    unload(&l);
+    clf_test_loaded_close(&l);
     ref_close(&r);
 }
 END_TEST
@@ -262,17 +202,17 @@ END_TEST
 static void check_decode(int beam, int k, int early, int stream)
 {
     ref r = {0};
-    loaded l = {0};
+    clf_test_loaded l = {0};
     ref_open(&r);
-    load(&l);
+    clf_test_loaded_open(&l, import_fixture());
     char name[64];
     int64_t shape[8];
     const char *kind = early ? "beam_early" : beam > 1 ? "beam" : "greedy";
     snprintf(name, sizeof name, "%s_%s", kind, targets[k]);
-    int32_t *want = ints(&r, name, shape);
+    int32_t *want = clf_test_ref_ints(r.f, name, shape);
     const int M = (int)shape[1];
     snprintf(name, sizeof name, "%s_%s_len", kind, targets[k]);
-    int32_t *want_len = ints(&r, name, NULL);
+    int32_t *want_len = clf_test_ref_ints(r.f, name, NULL);
     clf_decode_opts o;
     clf_decode_opts_default(&l.cfg.model, &o);
     ck_assert_int_eq(o.sos_id, r.decoder_start); /* </s> in all three families */
@@ -320,22 +260,13 @@ static void check_decode(int beam, int k, int early, int stream)
         }
         free(one);
     }
-    for (int i = 0; i < r.N; i++) {
-        const clf_hypothesis *h = &res.hyps[i];
-        const int32_t *w = want + (size_t)i * M;
-        int n = want_len[i];
-        int ended = n > 0 && w[n - 1] == o.eos_id;
-        ck_assert_msg(h->len == n - ended && h->finished == ended,
-                      "%s sentence %d (beam %d): %d tokens%s, transformers %d%s", targets[k], i,
-                      beam, h->len, h->finished ? " + EOS" : "", n - ended, ended ? " + EOS" : "");
-        for (int t = 0; t < h->len; t++)
-            ck_assert_msg(h->tokens[t] == w[t], "%s sentence %d (beam %d): token %d is %d, not %d",
-                          targets[k], i, beam, t, h->tokens[t], w[t]);
-    }
+    snprintf(name, sizeof name, "%s, beam %d%s%s:", targets[k], beam, early ? ", early" : "",
+             stream ? ", stream" : "");
+    clf_test_hyps_match(&res, r.N, want, want_len, M, o.eos_id, name);
     clf_decode_result_free(&res);
     free(want);
     free(want_len);
-    unload(&l);
+    clf_test_loaded_close(&l);
     ref_close(&r);
 }
 
@@ -508,34 +439,13 @@ static void check_translate_cli(const char *kind, int k, const char *opts, int e
         free(text);
         free(yaml);
     }
-    char args[2048], err[4096], out[256], full[4096];
+    char args[2048], out[256];
     snprintf(out, sizeof out, "%s.out", dir);
     snprintf(args, sizeof args,
              "translate -m '%s' --backend %s --source-lang %s --target-lang %s %s", dir,
              clf_test_be_name, fam->source, targets[k], opts);
-    snprintf(full, sizeof full, "CLF_PLUGIN_PATH= '%s' %s <'%s' >'%s' 2>'%s.err'", CLF_CLI_PATH,
-             args, FIX("sentences.txt"), out, out);
-    int rc = system(full);
-    size_t len;
-    char *e = clf_test_read_file((snprintf(err, sizeof err, "%s.err", out), err), &len);
-    ck_assert_msg(rc == 0, "clformer %s: %s", args, e);
-    free(e);
-    char *got = clf_test_read_file(out, &len), *want = clf_test_read_file(want_file, &len);
-    drop_unk(want);
-    int line = 1;
-    for (const char *g = got, *w = want; *g || *w; line++) {
-        size_t gl = strcspn(g, "\n"), wl = strcspn(w, "\n");
-        ck_assert_msg(gl == wl && !memcmp(g, w, gl),
-                      "%s line %d: '%.60s' (%zu bytes), want '%.60s' (%zu bytes)", want_file, line,
-                      g, gl, w, wl);
-        g += gl + (g[gl] == '\n');
-        w += wl + (w[wl] == '\n');
-    }
-    free(got);
-    free(want);
-    remove(out);
-    remove(err);
-    remove_import(dir);
+    clf_test_cli_text_matches(args, FIX("sentences.txt"), out, want_file, drop_unk);
+    clf_test_remove_import(dir);
 }
 
 START_TEST(translate_cli_greedy_text)
@@ -608,7 +518,7 @@ START_TEST(cli_refusals)
     snprintf(cmd, sizeof cmd, "'%s' %s | grep -q 'target languages (%d): %s'", CLF_CLI_PATH, args,
              fam->n_languages, fam->first_codes);
     ck_assert_int_eq(system(cmd), 0);
-    remove_import(dir);
+    clf_test_remove_import(dir);
     /* a model_type clformer does not import: named, with the ones it does */
     char base[] = "/tmp/clf-family-bad-XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(base));

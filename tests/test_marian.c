@@ -24,6 +24,7 @@
 #include "clformer/tokenizer.h"
 #include "clformer/train.h"
 #include "clformer/weights.h"
+#include "hf_parity.h"
 #include "testutil.h"
 
 /* The fixture directory: tests/fixtures/marian, or $CLF_MARIAN_FIXTURE (the full-size check
@@ -54,17 +55,6 @@ typedef struct ref {
     float length_penalty;
 } ref;
 
-static int32_t *ints(const ref *r, const char *name, int64_t *shape)
-{
-    const clf_tensor *t = clf_safetensors_find(r->f, name);
-    ck_assert_msg(t != NULL, "reference.safetensors: no %s", name);
-    int32_t *v = malloc(sizeof *v * (size_t)clf_tensor_numel(t));
-    CLF_ASSERT_OK(clf_tensor_to_i32(t, v));
-    if (shape)
-        memcpy(shape, t->shape, sizeof t->shape);
-    return v;
-}
-
 static int meta_int(const ref *r, const char *key)
 {
     const char *v = clf_safetensors_meta(r->f, key);
@@ -76,15 +66,15 @@ static void ref_open(ref *r)
 {
     int64_t shape[8];
     CLF_ASSERT_OK(clf_safetensors_open(fix("reference.safetensors"), &r->f));
-    r->src = ints(r, "src", shape);
+    r->src = clf_test_ref_ints(r->f, "src", shape);
     r->N = (int)shape[0];
     r->S = (int)shape[1];
-    r->src_len = ints(r, "src_len", NULL);
-    r->greedy = ints(r, "greedy", shape);
+    r->src_len = clf_test_ref_ints(r->f, "src_len", NULL);
+    r->greedy = clf_test_ref_ints(r->f, "greedy", shape);
     r->M = (int)shape[1];
-    r->greedy_len = ints(r, "greedy_len", NULL);
-    r->beam = ints(r, "beam", NULL);
-    r->beam_len = ints(r, "beam_len", NULL);
+    r->greedy_len = clf_test_ref_ints(r->f, "greedy_len", NULL);
+    r->beam = clf_test_ref_ints(r->f, "beam", NULL);
+    r->beam_len = clf_test_ref_ints(r->f, "beam_len", NULL);
     r->max_length = meta_int(r, "max_length");
     r->num_beams = meta_int(r, "num_beams");
     r->length_penalty = (float)atof(clf_safetensors_meta(r->f, "length_penalty"));
@@ -114,60 +104,9 @@ static const char *import_fixture(void)
     return dir;
 }
 
-static void remove_import(const char *dir)
-{
-    clf_test_remove_import(dir);
-}
-
-typedef struct loaded {
-    const char *dir;
-    clf_config cfg;
-    clf_weights *w;
-    clf_model *m;
-} loaded;
-
-static void load(loaded *l)
-{
-    l->dir = import_fixture();
-    clf_test_load_model(l->dir, &l->cfg, &l->w);
-    CLF_ASSERT_OK(clf_model_create(&l->cfg.model, l->w, clf_test_api, clf_test_be, &l->m));
-}
-
-static void unload(loaded *l)
-{
-    clf_model_free(l->m);
-    clf_weights_free(l->w);
-    remove_import(l->dir);
-}
-
 START_TEST(logits_match_transformers)
 {
-    ref r = {0};
-    loaded l = {0};
-    ref_open(&r);
-    load(&l);
-    int64_t ss[8], ts[8];
-    int32_t *src = ints(&r, "logits_src", ss), *tgt = ints(&r, "logits_tgt", ts);
-    const clf_tensor *want = clf_safetensors_find(r.f, "logits");
-    ck_assert_ptr_nonnull(want);
-    size_t n = (size_t)clf_tensor_numel(want);
-    ck_assert_uint_eq(n, (size_t)ts[0] * ts[1] * l.cfg.model.tgt_vocab);
-    float *w = malloc(sizeof *w * n), *got = malloc(sizeof *got * n);
-    CLF_ASSERT_OK(clf_tensor_to_f32(want, w));
-    clf_forward_io io = {.batch = (int)ss[0],
-                         .src_len = (int)ss[1],
-                         .tgt_len = (int)ts[1],
-                         .src = src,
-                         .tgt = tgt,
-                         .logits = got};
-    CLF_ASSERT_OK(clf_model_forward(l.m, &io));
-    CLF_ASSERT_CLOSE(got, w, n, LOGITS_TOL);
-    free(w);
-    free(got);
-    free(src);
-    free(tgt);
-    unload(&l);
-    ref_close(&r);
+    clf_test_ref_logits_match(fix("reference.safetensors"), import_fixture(), LOGITS_TOL);
 }
 END_TEST
 
@@ -177,9 +116,9 @@ END_TEST
 static void check_decode(int beam, const int32_t *want, const int32_t *want_len, int M)
 {
     ref r = {0};
-    loaded l = {0};
+    clf_test_loaded l = {0};
     ref_open(&r);
-    load(&l);
+    clf_test_loaded_open(&l, import_fixture());
     clf_decode_opts o;
     clf_decode_opts_default(&l.cfg.model, &o);
     ck_assert_int_eq(o.sos_id, l.cfg.model.pad_id); /* Marian starts from the pad id */
@@ -192,20 +131,11 @@ static void check_decode(int beam, const int32_t *want, const int32_t *want_len,
     }
     clf_decode_result res;
     CLF_ASSERT_OK(clf_decode(l.m, r.src, r.N, r.S, &o, &res));
-    for (int i = 0; i < r.N; i++) {
-        const clf_hypothesis *h = &res.hyps[i];
-        const int32_t *w = want + (size_t)i * M;
-        int n = want_len[i];
-        int ended = n > 0 && w[n - 1] == o.eos_id;
-        ck_assert_msg(h->len == n - ended && h->finished == ended,
-                      "sentence %d (beam %d): %d tokens%s, transformers %d%s", i, beam, h->len,
-                      h->finished ? " + EOS" : "", n - ended, ended ? " + EOS" : "");
-        for (int t = 0; t < h->len; t++)
-            ck_assert_msg(h->tokens[t] == w[t], "sentence %d (beam %d): token %d is %d, not %d", i,
-                          beam, t, h->tokens[t], w[t]);
-    }
+    char what[32];
+    snprintf(what, sizeof what, "beam %d:", beam);
+    clf_test_hyps_match(&res, r.N, want, want_len, M, o.eos_id, what);
     clf_decode_result_free(&res);
-    unload(&l);
+    clf_test_loaded_close(&l);
     ref_close(&r);
 }
 
@@ -275,7 +205,7 @@ END_TEST
 static void check_translate_cli(const char *opts, const char *want_file)
 {
     const char *dir = import_fixture();
-    char args[2048], err[4096], out[256];
+    char args[2048], out[256];
     snprintf(out, sizeof out, "%s.out", dir);
     ref r = {0};
     ref_open(&r); /* generate()'s max_length counts the decoder start */
@@ -298,31 +228,8 @@ static void check_translate_cli(const char *opts, const char *want_file)
         ck_assert_int_eq(g->forced_eos, 1);
     }
     ref_close(&r);
-    /* clf_test_run_cli reads stdin from /dev/null: this one runs with the sentences */
-    char full[4096];
-    snprintf(full, sizeof full, "CLF_PLUGIN_PATH= '%s' %s <'%s' >'%s' 2>'%s.err'", CLF_CLI_PATH,
-             args, fix("sentences.txt"), out, out);
-    int rc = system(full);
-    size_t len;
-    char *e = clf_test_read_file((snprintf(err, sizeof err, "%s.err", out), err), &len);
-    ck_assert_msg(rc == 0, "clformer %s: %s", args, e);
-    free(e);
-    char *got = clf_test_read_file(out, &len), *want = clf_test_read_file(want_file, &len);
-    /* line by line, so that a difference is named briefly */
-    int line = 1;
-    for (const char *g = got, *w = want; *g || *w; line++) {
-        size_t gl = strcspn(g, "\n"), wl = strcspn(w, "\n");
-        ck_assert_msg(gl == wl && !memcmp(g, w, gl),
-                      "%s line %d: '%.60s' (%zu bytes), want '%.60s' (%zu bytes)", want_file, line,
-                      g, gl, w, wl);
-        g += gl + (g[gl] == '\n');
-        w += wl + (w[wl] == '\n');
-    }
-    free(got);
-    free(want);
-    remove(out);
-    remove(err);
-    remove_import(dir);
+    clf_test_cli_text_matches(args, fix("sentences.txt"), out, want_file, NULL);
+    clf_test_remove_import(dir);
 }
 
 START_TEST(translate_cli_greedy_text)
@@ -369,13 +276,14 @@ static const char *sentence(int n)
 START_TEST(finetune_loss_matches_transformers)
 {
     ref r = {0};
-    loaded l = {0};
+    clf_test_loaded l = {0};
     ref_open(&r);
-    load(&l);
+    clf_test_loaded_open(&l, import_fixture());
     const clf_model_config *mc = &l.cfg.model;
     const int V = mc->tgt_vocab, pad = mc->pad_id;
     int64_t ss[8], ts[8];
-    int32_t *lsrc = ints(&r, "logits_src", ss), *ltgt = ints(&r, "logits_tgt", ts);
+    int32_t *lsrc = clf_test_ref_ints(r.f, "logits_src", ss),
+            *ltgt = clf_test_ref_ints(r.f, "logits_tgt", ts);
     const int B = (int)ss[0], S = (int)ss[1], T = (int)ts[1];
     const clf_tensor *lt = clf_safetensors_find(r.f, "logits");
     ck_assert_ptr_nonnull(lt);
@@ -482,7 +390,7 @@ START_TEST(finetune_loss_matches_transformers)
     free(logits);
     free(lsrc);
     free(ltgt);
-    unload(&l);
+    clf_test_loaded_close(&l);
     ref_close(&r);
 }
 END_TEST

@@ -50,11 +50,14 @@ static clf_translator *open_dir(const char *dir)
     return t;
 }
 
-/* Splits text into lines in place (the last without '\n'); returns the count. */
-static int split_lines(char *text, char **lines, int max)
+/* The first max lines of the file at path, without their '\n', into lines: they point into
+ * *text, which the caller frees. Returns how many. */
+static int read_lines(const char *path, char **text, char **lines, int max)
 {
+    size_t len;
     int n = 0;
-    for (char *p = text; *p && n < max;) {
+    *text = clf_test_read_file(path, &len);
+    for (char *p = *text; *p && n < max;) {
         lines[n++] = p;
         char *nl = strchr(p, '\n');
         if (!nl)
@@ -81,11 +84,9 @@ static int marian_max_len(void)
  * model.yaml's generate: section alone. */
 static void check_marian(const clf_translate_opts *o, const char *want_file)
 {
-    size_t len;
-    char *src_text = clf_test_read_file(MARIAN "/sentences.txt", &len);
-    char *want_text = clf_test_read_file(want_file, &len);
-    char *src[64], *want[64];
-    int n = split_lines(src_text, src, 64), nw = split_lines(want_text, want, 64);
+    char *src_text, *want_text, *src[64], *want[64];
+    int n = read_lines(MARIAN "/sentences.txt", &src_text, src, 64);
+    int nw = read_lines(want_file, &want_text, want, 64);
     ck_assert_int_eq(n, nw);
     clf_translator *t = open_dir(marian_dir);
     clf_translation *out = calloc((size_t)n, sizeof *out);
@@ -244,10 +245,8 @@ END_TEST
 START_TEST(score_matches_decoding)
 {
     clf_translator *t = open_dir(SHIPPED);
-    size_t len;
-    char *text = clf_test_read_file(SHIPPED "/valid.en", &len);
-    char *lines[16];
-    int n = split_lines(text, lines, 16);
+    char *text, *lines[16];
+    int n = read_lines(SHIPPED "/valid.en", &text, lines, 16);
     clf_translation out[16];
     clf_translate_opts o;
     clf_translate_opts_default(&o);
@@ -337,9 +336,8 @@ START_TEST(greedy_scores_match_decoding)
     size_t len;
     shipped_with(dir, "banned_ids: [1]");
     clf_translator *plain = open_dir(SHIPPED), *host = open_dir(dir);
-    char *text = clf_test_read_file(SHIPPED "/valid.en", &len);
-    char *lines[16];
-    int n = split_lines(text, lines, 16), cut = 0;
+    char *text, *lines[16];
+    int n = read_lines(SHIPPED "/valid.en", &text, lines, 16), cut = 0;
     clf_translation a[16], b[16];
     clf_translate_opts o;
     clf_translate_opts_default(&o);
@@ -408,10 +406,8 @@ END_TEST
 START_TEST(max_batch_same_results)
 {
     clf_translator *t = open_dir(SHIPPED);
-    size_t len;
-    char *text = clf_test_read_file(SHIPPED "/valid.en", &len);
-    char *lines[12];
-    int n = split_lines(text, lines, 12);
+    char *text, *lines[12];
+    int n = read_lines(SHIPPED "/valid.en", &text, lines, 12);
     clf_translation one[12], split[12];
     clf_translate_opts o;
     clf_translate_opts_default(&o);
@@ -488,12 +484,9 @@ START_TEST(explicit_paths)
     o.src_vocab = sv;
     o.tgt_vocab = tv;
     CLF_ASSERT_OK(clf_translator_open(&o, &t));
-    size_t len;
-    char *src_text = clf_test_read_file(MARIAN "/sentences.txt", &len);
-    char *want_text = clf_test_read_file(MARIAN "/beam.txt", &len);
-    char *src[64], *want[64];
-    int n = split_lines(src_text, src, 64);
-    split_lines(want_text, want, 64);
+    char *src_text, *want_text, *src[64], *want[64];
+    int n = read_lines(MARIAN "/sentences.txt", &src_text, src, 64);
+    read_lines(MARIAN "/beam.txt", &want_text, want, 64);
     clf_translation *out = calloc((size_t)n, sizeof *out);
     CLF_ASSERT_OK(clf_translator_translate(t, (const char *const *)src, NULL, n, NULL, out));
     for (int i = 0; i < n; i++)
@@ -615,14 +608,10 @@ static void stream_all(clf_translator *t, int max_rows, const char *const *text,
  * steps: each line equals transformers' generate() (greedy.txt, beam.txt). */
 START_TEST(stream_marian_text)
 {
-    size_t len;
-    char *src_text = clf_test_read_file(MARIAN "/sentences.txt", &len);
-    char *greedy_text = clf_test_read_file(MARIAN "/greedy.txt", &len);
-    char *beam_text = clf_test_read_file(MARIAN "/beam.txt", &len);
-    char *src[64], *greedy[64], *beam[64];
-    int n = split_lines(src_text, src, 64);
-    ck_assert_int_eq(split_lines(greedy_text, greedy, 64), n);
-    ck_assert_int_eq(split_lines(beam_text, beam, 64), n);
+    char *src_text, *greedy_text, *beam_text, *src[64], *greedy[64], *beam[64];
+    int n = read_lines(MARIAN "/sentences.txt", &src_text, src, 64);
+    ck_assert_int_eq(read_lines(MARIAN "/greedy.txt", &greedy_text, greedy, 64), n);
+    ck_assert_int_eq(read_lines(MARIAN "/beam.txt", &beam_text, beam, 64), n);
     clf_translate_opts o[2];
     for (int k = 0; k < 2; k++) {
         clf_translate_opts_default(&o[k]);
@@ -657,10 +646,8 @@ END_TEST
 START_TEST(stream_equals_translate)
 {
     clf_translator *t = open_dir(SHIPPED);
-    size_t len;
-    char *text = clf_test_read_file(SHIPPED "/valid.en", &len);
-    char *lines[16];
-    int n = split_lines(text, lines, 12);
+    char *text, *lines[16];
+    int n = read_lines(SHIPPED "/valid.en", &text, lines, 12);
     lines[n++] = "";
     lines[n++] = "caf\xc3 au lait"; /* invalid UTF-8 */
     clf_translate_opts o[3];

@@ -93,6 +93,44 @@ clf_weight_type cli_file_weight_type(const char *path);
 /* This process's resident memory now and at its peak (VmRSS, VmHWM of /proc/self/status),
  * in MiB; 0 where the system does not say (not Linux). */
 int cli_resident_mib(double *now, double *peak);
+/* One option of a command, for cli_parse_options: its value goes to `to` as kind says. */
+typedef enum {
+    CLI_OPT_STRING, /* const char **to = the value (take: take(value, to) stores it) */
+    CLI_OPT_FLAG,   /* int *to = 1; no value */
+    CLI_OPT_INT     /* int *to = the value, an int >= min (cli_parse_int) */
+} cli_opt_kind;
+typedef struct cli_opt {
+    const char *name; /* the long name, without "--" */
+    int key;          /* its short letter, or a value above 255 for a long option only */
+    cli_opt_kind kind;
+    void *to;
+    int min;  /* CLI_OPT_INT: the least value */
+    int *set; /* set to 1 when the option is given (may be NULL) */
+    /* CLI_OPT_STRING: checks the value and stores it at to; 0 after printing why it is bad */
+    int (*take)(const char *value, void *to);
+} cli_opt;
+/* The plain kinds' entries: a string, a flag, an int >= min. */
+#define CLI_STRING(name, key, to)                                                                  \
+    {                                                                                              \
+        (name), (key), CLI_OPT_STRING, (to), 0, NULL, NULL                                         \
+    }
+#define CLI_FLAG(name, key, to)                                                                    \
+    {                                                                                              \
+        (name), (key), CLI_OPT_FLAG, (to), 0, NULL, NULL                                           \
+    }
+#define CLI_INT(name, key, to, min)                                                                \
+    {                                                                                              \
+        (name), (key), CLI_OPT_INT, (to), (min), NULL, NULL                                        \
+    }
+/* The entries of the options every model-running command shares, into o (a
+ * cli_backend_opts *), for a cli_opt table. */
+#define CLI_BACKEND_OPTS(o)                                                                        \
+    CLI_STRING("backend", 'b', &(o)->backend), CLI_STRING("device", 'D', &(o)->device),            \
+        CLI_INT("threads", 't', &(o)->threads, 0), CLI_STRING("plugin-dir", 'p', &(o)->plugin_dir)
+/* Parses argv by opts (ended by an entry without a name; --help/-h is added): returns -1 to
+ * go on (optind at the first operand), 0 after usage() for --help, 2 after getopt's message
+ * for an unknown option or the message for a bad value. */
+int cli_parse_options(int argc, char **argv, const cli_opt *opts, void (*usage)(void));
 /* Parses the options of a command that takes only --plugin-dir and --help. Returns -1 to go
  * on (with *plugin_dir set, or NULL), or the exit code: 0 after printing "usage: <usage>"
  * for --help, 2 for an unknown option. */

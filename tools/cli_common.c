@@ -119,6 +119,63 @@ void cli_thread_wait_policy(cli_thread_work work)
 #endif
 }
 
+/* The most options of a command, --help included. */
+#define CLI_MAX_OPTS 32
+
+/* Stores the value of option o (its argument arg). Returns 1, or 0 after printing why the
+ * value is bad. */
+static int take_option(const cli_opt *o, const char *arg)
+{
+    char flag[64];
+    int ok = 1;
+    if (o->kind == CLI_OPT_FLAG)
+        *(int *)o->to = 1;
+    else if (o->kind == CLI_OPT_INT) {
+        snprintf(flag, sizeof flag, "--%s", o->name);
+        ok = cli_parse_int(flag, arg, o->min, o->to);
+    } else if (o->take)
+        ok = o->take(arg, o->to);
+    else
+        *(const char **)o->to = arg;
+    if (ok && o->set)
+        *o->set = 1;
+    return ok;
+}
+
+int cli_parse_options(int argc, char **argv, const cli_opt *opts, void (*usage)(void))
+{
+    struct option longopts[CLI_MAX_OPTS + 1] = {{0}};
+    char shortopts[3 * CLI_MAX_OPTS + 1] = "h";
+    size_t n = 0, used = 1;
+    for (; opts[n].name; n++) {
+        if (n + 1 >= CLI_MAX_OPTS)
+            abort(); /* a command's table, not input: more than this file allows */
+        const int arg = opts[n].kind != CLI_OPT_FLAG;
+        longopts[n] =
+            (struct option){opts[n].name, arg ? required_argument : no_argument, NULL, opts[n].key};
+        if (opts[n].key < 256) {
+            shortopts[used++] = (char)opts[n].key;
+            if (arg)
+                shortopts[used++] = ':';
+        }
+    }
+    longopts[n] = (struct option){"help", no_argument, NULL, 'h'};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
+        if (c == 'h') {
+            usage();
+            return 0;
+        }
+        size_t i = 0;
+        while (i < n && opts[i].key != c)
+            i++;
+        if (i == n || !take_option(&opts[i], optarg))
+            return 2;
+    }
+    return -1;
+}
+
 int cli_parse_plugin_dir_only(int argc, char **argv, const char *usage, const char **plugin_dir)
 {
     static const struct option longopts[] = {

@@ -1,39 +1,25 @@
 /* clformer config -c model.yaml --dump: validate a YAML and print it fully resolved. */
-#include <getopt.h>
 #include <stdio.h>
 
 #include "cli.h"
+
+static void usage(void)
+{
+    printf("usage: clformer config -c model.yaml [--dump] [--plugin-dir DIR]\n"
+           "Checks the file; with --dump prints the fully resolved config.\n");
+}
 
 int clf_cmd_config(int argc, char **argv)
 {
     const char *path = NULL, *plugin_dir = NULL;
     int dump = 0;
-    static const struct option longopts[] = {{"config", required_argument, NULL, 'c'},
-                                             {"dump", no_argument, NULL, 'd'},
-                                             {"plugin-dir", required_argument, NULL, 'p'},
-                                             {"help", no_argument, NULL, 'h'},
-                                             {0}};
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "c:dp:h", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'c':
-            path = optarg;
-            break;
-        case 'd':
-            dump = 1;
-            break;
-        case 'p':
-            plugin_dir = optarg;
-            break;
-        case 'h':
-            printf("usage: clformer config -c model.yaml [--dump] [--plugin-dir DIR]\n"
-                   "Checks the file; with --dump prints the fully resolved config.\n");
-            return 0;
-        default:
-            return 2;
-        }
-    }
+    const cli_opt opts[] = {CLI_STRING("config", 'c', &path),
+                            CLI_FLAG("dump", 'd', &dump),
+                            CLI_STRING("plugin-dir", 'p', &plugin_dir),
+                            {0}};
+    int rc = cli_parse_options(argc, argv, opts, usage);
+    if (rc >= 0)
+        return rc;
     if (!path)
         return cli_usage_error("config: -c model.yaml is required");
     clf_config cfg;

@@ -22,6 +22,7 @@
  * A config it cannot express is refused naming the key and value. */
 #include <getopt.h>
 #include <jansson.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,17 +116,66 @@ clf_status import_get_float(const importer *im, const char *key, double def, dou
     return CLF_OK;
 }
 
-int import_put_codes(char *yaml, size_t size, const import_languages *l)
+clf_status import_yaml(importer *im, const char *fmt, ...)
 {
-    size_t used = strlen(yaml);
-    for (int i = 0; i < l->n_codes; i++) {
-        int k = snprintf(yaml + used, size - used, "%s%s", i ? ", " : "[", l->codes[i]);
-        if (k < 0 || (size_t)k >= size - used)
-            return -1;
-        used += (size_t)k;
-    }
-    int k = snprintf(yaml + used, size - used, "]\n");
-    return k < 0 || (size_t)k >= size - used ? -1 : 0;
+    size_t used = strlen(im->yaml);
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(im->yaml + used, sizeof im->yaml - used, fmt, ap);
+    va_end(ap);
+    if (k < 0 || (size_t)k >= sizeof im->yaml - used)
+        return clf_error(CLF_ERR_INPUT, "%s/config.json: the path is too long", im->hf);
+    return CLF_OK;
+}
+
+clf_status import_yaml_model(importer *im, const char *command, const char *what,
+                             const import_common *c, int pre_norm)
+{
+    im->yaml[0] = '\0';
+    return import_yaml(im,
+                       "# Imported by `clformer %s` from %s (a transformers %s).\n"
+                       "model:\n"
+                       "  src_vocab: %lld\n  tgt_vocab: %lld\n  max_len: %lld\n  d_model: %lld\n"
+                       "  encoder_layers: %lld\n  decoder_layers: %lld\n  heads: %lld\n"
+                       "  d_ff: %lld\n  norm: %s\n  final_norm: %s\n"
+                       "  layernorm: {style: standard, eps: 1.0e-5}\n  attention_bias: true\n"
+                       "  activation: %s\n  output: logits\n"
+                       "  dropout: {residual: %.9g, embedding: %.9g, attention: %.9g, ffn: %.9g}\n"
+                       "  pad_id: %lld\n",
+                       command, im->hf, what, c->V, c->V, c->maxpos, c->d, c->enc_layers,
+                       c->dec_layers, c->heads, c->ffn, pre_norm ? "pre" : "post",
+                       pre_norm ? "true" : "false", c->activation, c->drop, c->drop, c->adrop,
+                       c->actdrop, c->pad);
+}
+
+/* Appends "[c0, c1, ...]\n" of l's codes. */
+static clf_status put_codes(importer *im, const import_languages *l)
+{
+    clf_status st = CLF_OK;
+    for (int i = 0; i < l->n_codes && st == CLF_OK; i++)
+        st = import_yaml(im, "%s%s", i ? ", " : "[", l->codes[i]);
+    return st == CLF_OK ? import_yaml(im, "]\n") : st;
+}
+
+clf_status import_yaml_languages(importer *im, const import_languages *l, int affixes)
+{
+    clf_status st =
+        affixes ? import_yaml(im, "languages:\n  token_prefix: \"%s\"\n  token_suffix: \"%s\"\n",
+                              l->prefix, l->suffix)
+                : import_yaml(im, "languages:\n");
+    if (st == CLF_OK)
+        st = import_yaml(im, "  source: ");
+    if (st == CLF_OK)
+        st = put_codes(im, l);
+    if (st == CLF_OK)
+        st = import_yaml(im, "  target: ");
+    return st == CLF_OK ? put_codes(im, l) : st;
+}
+
+clf_status import_yaml_parse(importer *im)
+{
+    clf_status st = clf_config_parse_string(im->yaml, "model.yaml (from config.json)", &im->config);
+    return st == CLF_OK ? CLF_OK : clf_error_context(st, "%s/config.json", im->hf);
 }
 
 /* model.activation for transformers' activation_function; NULL when clformer has none */
@@ -210,10 +260,9 @@ clf_status import_read_common(importer *im, const import_defaults *def, import_c
         return import_bad_key(im, "decoder_ffn_dim",
                               "differs from encoder_ffn_dim (clformer has one model.d_ff)");
     const json_t *act = json_object_get(im->cfg, "activation_function");
-    if (!(c->activation =
-              act && !json_is_null(act)
-                  ? (json_is_string(act) ? activation_of(json_string_value(act)) : NULL)
-                  : def->activation))
+    if (!(c->activation = act && !json_is_null(act)
+                              ? (json_is_string(act) ? activation_of(json_string_value(act)) : NULL)
+                              : def->activation))
         return import_bad_key(im, "activation_function",
                               "not one clformer has (swish, silu, relu, gelu, gelu_new)");
     /* each rate named by its own key (one message for all three named the wrong one) */
@@ -548,23 +597,11 @@ static clf_status import_dir(importer *im, int marian_alias)
 
 int clf_cmd_import(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"output", required_argument, NULL, 'o'}, {"help", no_argument, NULL, 'h'}, {0}};
     importer im = {0};
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'o':
-            im.out = optarg;
-            break;
-        case 'h':
-            usage();
-            return 0;
-        default:
-            return 2;
-        }
-    }
+    const cli_opt opts[] = {CLI_STRING("output", 'o', &im.out), {0}};
+    int rc = cli_parse_options(argc, argv, opts, usage);
+    if (rc >= 0)
+        return rc;
     /* `import HF_DIR`, or the older `import marian HF_DIR` */
     const int alias = argc - optind == 2 && !strcmp(argv[optind], "marian");
     if (argc - optind != 1 && !alias)

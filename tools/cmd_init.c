@@ -1,6 +1,5 @@
 /* clformer init -c model.yaml --seed N -o w.safetensors: reproducible random weights
  * (Xavier-uniform matrices, ones/zeros norms) under the tutorial names. */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,46 +7,34 @@
 #include "cli.h"
 #include "clformer/weights.h"
 
+static void usage(void)
+{
+    printf("usage: clformer init -c model.yaml [--init xavier] [--seed N] -o w.safetensors "
+           "[--plugin-dir DIR]\n");
+}
+
+/* --init: only xavier */
+static int take_init(const char *value, void *to)
+{
+    (void)to;
+    if (strcmp(value, "xavier") != 0)
+        return !cli_usage_error("init: --init '%s' is not known (only 'xavier')", value);
+    return 1;
+}
+
 int clf_cmd_init(int argc, char **argv)
 {
     const char *path = NULL, *out = NULL, *plugin_dir = NULL;
     int seed = 1;
-    static const struct option longopts[] = {{"config", required_argument, NULL, 'c'},
-                                             {"seed", required_argument, NULL, 's'},
-                                             {"output", required_argument, NULL, 'o'},
-                                             {"init", required_argument, NULL, 'i'},
-                                             {"plugin-dir", required_argument, NULL, 'p'},
-                                             {"help", no_argument, NULL, 'h'},
-                                             {0}};
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "c:s:o:i:p:h", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'c':
-            path = optarg;
-            break;
-        case 's':
-            if (!cli_parse_int("--seed", optarg, 0, &seed))
-                return 2;
-            break;
-        case 'o':
-            out = optarg;
-            break;
-        case 'p':
-            plugin_dir = optarg;
-            break;
-        case 'i':
-            if (strcmp(optarg, "xavier") != 0)
-                return cli_usage_error("init: --init '%s' is not known (only 'xavier')", optarg);
-            break;
-        case 'h':
-            printf("usage: clformer init -c model.yaml [--init xavier] [--seed N] -o "
-                   "w.safetensors [--plugin-dir DIR]\n");
-            return 0;
-        default:
-            return 2;
-        }
-    }
+    const cli_opt opts[] = {CLI_STRING("config", 'c', &path),
+                            CLI_INT("seed", 's', &seed, 0),
+                            CLI_STRING("output", 'o', &out),
+                            {"init", 'i', CLI_OPT_STRING, NULL, .take = take_init},
+                            CLI_STRING("plugin-dir", 'p', &plugin_dir),
+                            {0}};
+    int rc = cli_parse_options(argc, argv, opts, usage);
+    if (rc >= 0)
+        return rc;
     if (!path || !out)
         return cli_usage_error("init: -c model.yaml and -o w.safetensors are required");
     clf_config cfg;

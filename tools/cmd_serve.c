@@ -284,92 +284,64 @@ typedef struct serve_args {
     int n_models;
 } serve_args;
 
+/* -m [NAME=]DIR: one more model (to: the serve_args) */
+static int take_model(const char *value, void *to)
+{
+    serve_args *a = to;
+    if (a->n_models == MODELS_MAX)
+        return !cli_usage_error("at most %d models (-m)", MODELS_MAX);
+    if (!model_arg(value, &a->models[a->n_models].name, &a->dirs[a->n_models]))
+        return 0;
+    int ok = 1;
+    for (int i = 0; i < a->n_models; i++)
+        if (strcmp(a->models[i].name, a->models[a->n_models].name) == 0)
+            ok = !cli_usage_error("two models named '%s' (give -m NAME=DIR)", a->models[i].name);
+    a->n_models++;
+    return ok;
+}
+
+/* --port: 0..65535 */
+static int take_port(const char *value, void *to)
+{
+    int *port = to;
+    if (!cli_parse_int("--port", value, 0, port))
+        return 0;
+    if (*port > 65535)
+        return !cli_usage_error("--port: %d is not a port (0..65535)", *port);
+    return 1;
+}
+
+/* --weight-type (its set flag is the option's) */
+static int take_weight_type(const char *value, void *to)
+{
+    int set;
+    return cli_weight_type_option(value, to, &set);
+}
+
 /* Reads the options into a (and the API keys' file into *keys): 1 to go on, 0 after
  * --help, -1 after a usage error (printed). */
 static int parse_args(int argc, char **argv, serve_args *a, char ***keys, int *n_keys)
 {
-    static const struct option longopts[] = {
-        {"model", required_argument, NULL, 'm'},
-        {"host", required_argument, NULL, OPT_HOST},
-        {"port", required_argument, NULL, OPT_PORT},
-        {"weight-type", required_argument, NULL, OPT_WEIGHT_TYPE},
-        {"max-batch", required_argument, NULL, OPT_MAX_BATCH},
-        {"queue", required_argument, NULL, OPT_QUEUE},
-        {"api-keys", required_argument, NULL, OPT_API_KEYS},
-        {"max-body", required_argument, NULL, OPT_MAX_BODY},
-        {"max-sentences", required_argument, NULL, OPT_MAX_SENTENCES},
-        {"max-chars", required_argument, NULL, OPT_MAX_CHARS},
-        {"timeout", required_argument, NULL, OPT_TIMEOUT},
-        {"help", no_argument, NULL, 'h'},
-        CLI_BACKEND_LONGOPTS,
-        {NULL, 0, NULL, 0},
-    };
     serve_options *o = &a->o;
-    int max_body = DEFAULT_MAX_BODY, timeout = DEFAULT_TIMEOUT_S, c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "m:h" CLI_BACKEND_SHORTOPTS, longopts, NULL)) != -1) {
-        int b = cli_backend_option(c, optarg, &a->bo);
-        if (b < 0)
-            return -1;
-        if (b > 0)
-            continue;
-        int ok = 1;
-        switch (c) {
-        case 'm':
-            if (a->n_models == MODELS_MAX) {
-                ok = !cli_usage_error("at most %d models (-m)", MODELS_MAX);
-                break;
-            }
-            ok = model_arg(optarg, &a->models[a->n_models].name, &a->dirs[a->n_models]);
-            if (ok) {
-                for (int i = 0; i < a->n_models; i++)
-                    if (strcmp(a->models[i].name, a->models[a->n_models].name) == 0)
-                        ok = !cli_usage_error("two models named '%s' (give -m NAME=DIR)",
-                                              a->models[i].name);
-                a->n_models++;
-            }
-            break;
-        case 'h':
-            usage();
-            return 0;
-        case OPT_HOST:
-            o->host = optarg;
-            break;
-        case OPT_PORT:
-            ok = cli_parse_int("--port", optarg, 0, &o->port);
-            if (ok && o->port > 65535)
-                ok = !cli_usage_error("--port: %d is not a port (0..65535)", o->port);
-            break;
-        case OPT_WEIGHT_TYPE:
-            ok = cli_weight_type_option(optarg, &a->weight_type, &a->weight_type_set);
-            break;
-        case OPT_MAX_BATCH:
-            ok = cli_parse_int("--max-batch", optarg, 1, &o->max_batch);
-            break;
-        case OPT_QUEUE:
-            ok = cli_parse_int("--queue", optarg, 1, &o->queue);
-            break;
-        case OPT_API_KEYS:
-            o->api_keys = optarg;
-            break;
-        case OPT_MAX_BODY:
-            ok = cli_parse_int("--max-body", optarg, 1, &max_body);
-            break;
-        case OPT_MAX_SENTENCES:
-            ok = cli_parse_int("--max-sentences", optarg, 1, &o->limits.max_sentences);
-            break;
-        case OPT_MAX_CHARS:
-            ok = cli_parse_int("--max-chars", optarg, 1, &o->limits.max_chars);
-            break;
-        case OPT_TIMEOUT:
-            ok = cli_parse_int("--timeout", optarg, 1, &timeout);
-            break;
-        default:
-            return -1;
-        }
-        if (!ok)
-            return -1;
-    }
+    int max_body = DEFAULT_MAX_BODY, timeout = DEFAULT_TIMEOUT_S;
+    const cli_opt opts[] = {
+        {"model", 'm', CLI_OPT_STRING, a, 0, NULL, take_model},
+        CLI_STRING("host", OPT_HOST, &o->host),
+        {"port", OPT_PORT, CLI_OPT_STRING, &o->port, 0, NULL, take_port},
+        {"weight-type", OPT_WEIGHT_TYPE, CLI_OPT_STRING, &a->weight_type, 0, &a->weight_type_set,
+         take_weight_type},
+        CLI_INT("max-batch", OPT_MAX_BATCH, &o->max_batch, 1),
+        CLI_INT("queue", OPT_QUEUE, &o->queue, 1),
+        CLI_STRING("api-keys", OPT_API_KEYS, &o->api_keys),
+        CLI_INT("max-body", OPT_MAX_BODY, &max_body, 1),
+        CLI_INT("max-sentences", OPT_MAX_SENTENCES, &o->limits.max_sentences, 1),
+        CLI_INT("max-chars", OPT_MAX_CHARS, &o->limits.max_chars, 1),
+        CLI_INT("timeout", OPT_TIMEOUT, &timeout, 1),
+        CLI_BACKEND_OPTS(&a->bo),
+        {0}};
+    int rc = cli_parse_options(argc, argv, opts, usage);
+    if (rc >= 0)
+        return rc == 0 ? 0 : -1;
     if (optind < argc)
         return cli_usage_error("serve: unexpected argument '%s'", argv[optind]), -1;
     if (a->n_models == 0)

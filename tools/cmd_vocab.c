@@ -83,59 +83,33 @@ static int cmd_sentencepiece(int argc, char **argv, const char *out, const char 
     return st == CLF_OK ? 0 : cli_fail(st);
 }
 
+/* --model-type: unigram or bpe */
+static int take_model_type(const char *value, void *to)
+{
+    if (strcmp(value, "unigram") != 0 && strcmp(value, "bpe") != 0)
+        return !cli_usage_error("--model-type: expected unigram or bpe, got '%s'", value);
+    *(const char **)to = value;
+    return 1;
+}
+
 int clf_cmd_vocab(int argc, char **argv)
 {
     const char *out = NULL, *src_out = NULL, *tgt_out = NULL;
     const char *model_type = "unigram";
     int min_freq = CLF_TOKENIZER_MIN_FREQUENCY, min_freq_given = 0;
     int sentencepiece = 0, vocab_size = 0;
-    static const struct option longopts[] = {
-        {"output", required_argument, NULL, 'o'},
-        {"min-frequency", required_argument, NULL, OPT_MIN_FREQ},
-        {"src-out", required_argument, NULL, OPT_SRC_OUT},
-        {"tgt-out", required_argument, NULL, OPT_TGT_OUT},
-        {"sentencepiece", no_argument, NULL, OPT_SPM},
-        {"vocab-size", required_argument, NULL, OPT_VOCAB_SIZE},
-        {"model-type", required_argument, NULL, OPT_MODEL_TYPE},
-        {"help", no_argument, NULL, 'h'},
+    const cli_opt opts[] = {
+        CLI_STRING("output", 'o', &out),
+        {"min-frequency", OPT_MIN_FREQ, CLI_OPT_INT, &min_freq, .set = &min_freq_given},
+        CLI_STRING("src-out", OPT_SRC_OUT, &src_out),
+        CLI_STRING("tgt-out", OPT_TGT_OUT, &tgt_out),
+        CLI_FLAG("sentencepiece", OPT_SPM, &sentencepiece),
+        CLI_INT("vocab-size", OPT_VOCAB_SIZE, &vocab_size, 5),
+        {"model-type", OPT_MODEL_TYPE, CLI_OPT_STRING, &model_type, .take = take_model_type},
         {0}};
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'o':
-            out = optarg;
-            break;
-        case OPT_MIN_FREQ:
-            if (!cli_parse_int("--min-frequency", optarg, 0, &min_freq))
-                return 2;
-            min_freq_given = 1;
-            break;
-        case OPT_SPM:
-            sentencepiece = 1;
-            break;
-        case OPT_VOCAB_SIZE:
-            if (!cli_parse_int("--vocab-size", optarg, 5, &vocab_size))
-                return 2;
-            break;
-        case OPT_MODEL_TYPE:
-            if (strcmp(optarg, "unigram") != 0 && strcmp(optarg, "bpe") != 0)
-                return cli_usage_error("--model-type: expected unigram or bpe, got '%s'", optarg);
-            model_type = optarg;
-            break;
-        case OPT_SRC_OUT:
-            src_out = optarg;
-            break;
-        case OPT_TGT_OUT:
-            tgt_out = optarg;
-            break;
-        case 'h':
-            usage();
-            return 0;
-        default:
-            return 2;
-        }
-    }
+    int rc = cli_parse_options(argc, argv, opts, usage);
+    if (rc >= 0)
+        return rc;
     if (sentencepiece) {
         if (min_freq_given)
             return cli_usage_error("vocab: --min-frequency is for word-level vocabularies, "

@@ -100,8 +100,19 @@ clf_status import_get_int(const importer *im, const char *key, long long def, lo
                           long long *out);
 clf_status import_get_bool(const importer *im, const char *key, int def, int *out);
 clf_status import_get_float(const importer *im, const char *key, double def, double *out);
-/* Appends "[c0, c1, ...]\n" of l's codes to yaml; -1 when it does not fit in size. */
-int import_put_codes(char *yaml, size_t size, const import_languages *l);
+/* model.yaml's text (im->yaml), written in order: import_yaml_model starts it with a comment
+ * naming command (`clformer <command>`), the source and what (the transformers class) and
+ * the model: keys config.json gives every family (c's sizes, activation and rates, pad_id;
+ * pre_norm: norm pre with a final norm, else post without); import_yaml appends printf's
+ * text (the family's own keys); import_yaml_languages the languages: section of l's codes
+ * (affixes: with its token_prefix and token_suffix); import_yaml_parse reads the whole into
+ * im->config. Text that does not fit is CLF_ERR_INPUT, "HF_DIR/config.json: the path is
+ * too long"; a parse error is put in config.json's context. */
+clf_status import_yaml_model(importer *im, const char *command, const char *what,
+                             const import_common *c, int pre_norm);
+clf_status import_yaml(importer *im, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+clf_status import_yaml_languages(importer *im, const import_languages *l, int affixes);
+clf_status import_yaml_parse(importer *im);
 /* HF_DIR/name as a JSON object (at most IMPORT_CONFIG_JSON_MAX bytes) into *out; with
  * optional, *out is NULL when the file is absent. */
 clf_status import_read_json(importer *im, const char *name, int optional, json_t **out);

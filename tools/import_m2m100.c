@@ -189,48 +189,24 @@ static clf_status read_config(importer *im)
         (st = nllb ? import_nllb_vocab(im, &c, tc, langs) : m2m100_vocab(im, &c, tc, langs)) !=
             CLF_OK)
         goto done;
-    int n = snprintf(im->yaml, sizeof im->yaml,
-                     "# Imported by `clformer import` from %s (a transformers "
-                     "M2M100ForConditionalGeneration, %s).\n"
-                     "model:\n"
-                     "  src_vocab: %lld\n  tgt_vocab: %lld\n  max_len: %lld\n  d_model: %lld\n"
-                     "  encoder_layers: %lld\n  decoder_layers: %lld\n  heads: %lld\n"
-                     "  d_ff: %lld\n  norm: pre\n  final_norm: true\n"
-                     "  layernorm: {style: standard, eps: 1.0e-5}\n  attention_bias: true\n"
-                     "  activation: %s\n  output: logits\n"
-                     "  dropout: {residual: %.9g, embedding: %.9g, attention: %.9g, ffn: %.9g}\n"
-                     "  pad_id: %lld\n  positional: sinusoidal_fairseq\n  position_offset: %lld\n"
-                     "  tie_embeddings: all\n  embed_scale: %s\n  bos_id: %lld\n  eos_id: %lld\n"
-                     "  decoder_start_id: %lld\n  source_bos: false\n  source_eos: true\n"
-                     "  source_language: %s\n  target_language: forced\n  specials_from: %d\n",
-                     im->hf, nllb ? "NllbTokenizer" : "M2M100Tokenizer", c.V, c.V, c.maxpos, c.d,
-                     c.enc_layers, c.dec_layers, c.heads, c.ffn, c.activation, c.drop, c.drop,
-                     c.adrop, c.actdrop, c.pad, c.pad + 1, c.scale ? "sqrt_d_model" : "1.0", c.bos,
-                     c.eos, c.start, langs->place, langs->specials_from);
-    if (n < 0 || (size_t)n >= sizeof im->yaml) {
-        st = clf_error(CLF_ERR_INPUT, "%s/config.json: the path is too long", im->hf);
+    if ((st = import_yaml_model(im, "import",
+                                nllb ? "M2M100ForConditionalGeneration, NllbTokenizer"
+                                     : "M2M100ForConditionalGeneration, M2M100Tokenizer",
+                                &c, 1)) != CLF_OK ||
+        (st = import_yaml(
+             im,
+             "  positional: sinusoidal_fairseq\n  position_offset: %lld\n"
+             "  tie_embeddings: all\n  embed_scale: %s\n  bos_id: %lld\n  eos_id: %lld\n"
+             "  decoder_start_id: %lld\n  source_bos: false\n  source_eos: true\n"
+             "  source_language: %s\n  target_language: forced\n  specials_from: %d\n",
+             c.pad + 1, c.scale ? "sqrt_d_model" : "1.0", c.bos, c.eos, c.start, langs->place,
+             langs->specials_from)) != CLF_OK ||
+        (st = import_read_clean_up(im, im->yaml, sizeof im->yaml)) != CLF_OK ||
+        (st = import_read_generate(im, c.eos, c.maxpos, im->yaml, sizeof im->yaml)) != CLF_OK ||
+        /* M2M-100's __xx__ in token_prefix and token_suffix; NLLB's codes are their own tokens */
+        (st = import_yaml_languages(im, langs, *langs->prefix != '\0')) != CLF_OK)
         goto done;
-    }
-    if ((st = import_read_clean_up(im, im->yaml, sizeof im->yaml)) != CLF_OK ||
-        (st = import_read_generate(im, c.eos, c.maxpos, im->yaml, sizeof im->yaml)) != CLF_OK)
-        goto done;
-    size_t used = strlen(im->yaml);
-    if (*langs->prefix) /* M2M-100's __xx__; NLLB's codes are their own tokens */
-        snprintf(im->yaml + used, sizeof im->yaml - used,
-                 "languages:\n  token_prefix: \"%s\"\n  token_suffix: \"%s\"\n  source: ",
-                 langs->prefix, langs->suffix);
-    else
-        snprintf(im->yaml + used, sizeof im->yaml - used, "languages:\n  source: ");
-    if (import_put_codes(im->yaml, sizeof im->yaml, langs) != 0 ||
-        snprintf(im->yaml + strlen(im->yaml), sizeof im->yaml - strlen(im->yaml), "  target: ") <
-            0 ||
-        import_put_codes(im->yaml, sizeof im->yaml, langs) != 0) {
-        st = clf_error(CLF_ERR_INPUT, "%s/config.json: the path is too long", im->hf);
-        goto done;
-    }
-    st = clf_config_parse_string(im->yaml, "model.yaml (from config.json)", &im->config);
-    if (st != CLF_OK)
-        st = clf_error_context(st, "%s/config.json", im->hf);
+    st = import_yaml_parse(im);
 done:
     json_decref(tc);
     free(langs);

@@ -82,31 +82,18 @@ static clf_status read_config_only(importer *im)
                      (long long)json_integer_value(id));
         }
     }
-    int n = snprintf(im->yaml, sizeof im->yaml,
-                     "# Imported by `clformer import marian` from %s (a transformers "
-                     "MarianMTModel).\n"
-                     "model:\n"
-                     "  src_vocab: %lld\n  tgt_vocab: %lld\n  max_len: %lld\n  d_model: %lld\n"
-                     "  encoder_layers: %lld\n  decoder_layers: %lld\n  heads: %lld\n"
-                     "  d_ff: %lld\n  norm: post\n  final_norm: false\n"
-                     "  layernorm: {style: standard, eps: 1.0e-5}\n  attention_bias: true\n"
-                     "  activation: %s\n  output: logits\n"
-                     "  dropout: {residual: %.9g, embedding: %.9g, attention: %.9g, ffn: %.9g}\n"
-                     "  pad_id: %lld\n  positional: sinusoidal_split\n  tie_embeddings: %s\n"
-                     "  embed_scale: %s\n  eos_id: %lld\n  decoder_start_id: %lld\n"
-                     "  source_bos: false\n  source_eos: true\n  banned_ids: [%s]\n",
-                     im->hf, c.V, c.V, c.maxpos, c.d, c.enc_layers, c.dec_layers, c.heads, c.ffn,
-                     c.activation, c.drop, c.drop, c.adrop, c.actdrop, c.pad, tie ? "all" : "none",
-                     c.scale ? "sqrt_d_model" : "1.0", c.eos, c.start, banned);
-    if (n < 0 || (size_t)n >= sizeof im->yaml)
-        return clf_error(CLF_ERR_INPUT, "%s/config.json: the path is too long", im->hf);
+    if ((st = import_yaml_model(im, "import marian", "MarianMTModel", &c, 0)) != CLF_OK ||
+        (st = import_yaml(im,
+                          "  positional: sinusoidal_split\n  tie_embeddings: %s\n"
+                          "  embed_scale: %s\n  eos_id: %lld\n  decoder_start_id: %lld\n"
+                          "  source_bos: false\n  source_eos: true\n  banned_ids: [%s]\n",
+                          tie ? "all" : "none", c.scale ? "sqrt_d_model" : "1.0", c.eos, c.start,
+                          banned)) != CLF_OK)
+        return st;
     if ((st = import_read_clean_up(im, im->yaml, sizeof im->yaml)) != CLF_OK ||
         (st = import_read_generate(im, c.eos, c.maxpos, im->yaml, sizeof im->yaml)) != CLF_OK)
         return st;
-    st = clf_config_parse_string(im->yaml, "model.yaml (from config.json)", &im->config);
-    if (st != CLF_OK)
-        return clf_error_context(st, "%s/config.json", im->hf);
-    return CLF_OK;
+    return import_yaml_parse(im);
 }
 
 /* ---- tokenizer files ---- */

@@ -183,26 +183,16 @@ static clf_status read_config(importer *im)
     int n_ids = 0;
     if ((st = make_vocab(im, c.V, c.pad, c.eos, c.bos, &n_ids)) != CLF_OK)
         return st;
-    int n = snprintf(im->yaml, sizeof im->yaml,
-                     "# Imported by `clformer import` from %s (a transformers "
-                     "MBartForConditionalGeneration, mBART-50).\n"
-                     "model:\n"
-                     "  src_vocab: %lld\n  tgt_vocab: %lld\n  max_len: %lld\n  d_model: %lld\n"
-                     "  encoder_layers: %lld\n  decoder_layers: %lld\n  heads: %lld\n"
-                     "  d_ff: %lld\n  norm: pre\n  final_norm: true\n"
-                     "  layernorm: {style: standard, eps: 1.0e-5}\n  attention_bias: true\n"
-                     "  activation: %s\n  output: logits\n"
-                     "  dropout: {residual: %.9g, embedding: %.9g, attention: %.9g, ffn: %.9g}\n"
-                     "  pad_id: %lld\n  positional: learned\n  position_offset: 2\n"
-                     "  embed_norm: true\n"
-                     "  tie_embeddings: all\n  embed_scale: %s\n  bos_id: %lld\n  eos_id: %lld\n"
-                     "  decoder_start_id: %lld\n  source_bos: false\n  source_eos: true\n"
-                     "  source_language: before\n  target_language: forced\n  specials_from: %d\n",
-                     im->hf, c.V, c.V, c.maxpos, c.d, c.enc_layers, c.dec_layers, c.heads, c.ffn,
-                     c.activation, c.drop, c.drop, c.adrop, c.actdrop, c.pad,
-                     c.scale ? "sqrt_d_model" : "1.0", c.bos, c.eos, c.start, n_ids);
-    if (n < 0 || (size_t)n >= sizeof im->yaml)
-        return clf_error(CLF_ERR_INPUT, "%s/config.json: the path is too long", im->hf);
+    if ((st = import_yaml_model(im, "import", "MBartForConditionalGeneration, mBART-50", &c, 1)) !=
+            CLF_OK ||
+        (st = import_yaml(
+             im,
+             "  positional: learned\n  position_offset: 2\n  embed_norm: true\n"
+             "  tie_embeddings: all\n  embed_scale: %s\n  bos_id: %lld\n  eos_id: %lld\n"
+             "  decoder_start_id: %lld\n  source_bos: false\n  source_eos: true\n"
+             "  source_language: before\n  target_language: forced\n  specials_from: %d\n",
+             c.scale ? "sqrt_d_model" : "1.0", c.bos, c.eos, c.start, n_ids)) != CLF_OK)
+        return st;
     /* MBartConfig's forced_eos_token_id is 2 when config.json leaves it out */
     if (!json_object_get(im->cfg, "forced_eos_token_id") &&
         json_object_set_new(im->cfg, "forced_eos_token_id", json_integer(2)) != 0)
@@ -216,19 +206,9 @@ static clf_status read_config(importer *im)
     for (int i = 0; i < N_CODES; i++)
         snprintf(l->codes[i], sizeof l->codes[i], "%s", codes_mbart50[i]);
     l->n_codes = N_CODES;
-    size_t used = strlen(im->yaml);
-    snprintf(im->yaml + used, sizeof im->yaml - used, "languages:\n  source: ");
-    const int fits = import_put_codes(im->yaml, sizeof im->yaml, l) == 0 &&
-                     snprintf(im->yaml + strlen(im->yaml), sizeof im->yaml - strlen(im->yaml),
-                              "  target: ") >= 0 &&
-                     import_put_codes(im->yaml, sizeof im->yaml, l) == 0;
+    st = import_yaml_languages(im, l, 0);
     free(l);
-    if (!fits)
-        return clf_error(CLF_ERR_INPUT, "%s/config.json: the path is too long", im->hf);
-    st = clf_config_parse_string(im->yaml, "model.yaml (from config.json)", &im->config);
-    if (st != CLF_OK)
-        return clf_error_context(st, "%s/config.json", im->hf);
-    return CLF_OK;
+    return st == CLF_OK ? import_yaml_parse(im) : st;
 }
 
 const import_family clf_import_mbart = {.model_type = "mbart",

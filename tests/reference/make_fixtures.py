@@ -254,6 +254,32 @@ def rel_err(a, ref):
     return ((a.double() - ref).abs().max() / ref.abs().max()).item()
 
 
+def reference_io(name, model, src, tgt, output, generator, check_double=None):
+    """io.safetensors' tensors and metadata for variant name: model's float32 outputs on src
+    and tgt, which must be within TOL of a float64 copy's (check_double(copy): more checks of
+    that copy), and their errors: (io, io_meta, e_out, e_enc)."""
+    with torch.no_grad():
+        out32, enc32 = model(src, tgt)
+        m64 = copy.deepcopy(model).double()
+        if check_double:
+            check_double(m64)
+        m64.use_exact_pe()
+        out64, enc64 = m64(src, tgt)
+
+    e_out, e_enc = rel_err(out32, out64), rel_err(enc32, enc64)
+    if not (e_out <= TOL and e_enc <= TOL):
+        raise SystemExit("%s: float32 vs float64 rel. error %.2e / %.2e exceeds %.0e"
+                         % (name, e_out, e_enc, TOL))
+    for t in (out32, enc32):
+        assert torch.isfinite(t).all()
+    io = {"src": src.to(torch.int32), "tgt": tgt.to(torch.int32),
+          "logits": out32.float(), "encoder_out": enc32.float()}
+    io_meta = {"format": "pt", "generator": generator,
+               "variant": name, "output": output, "tolerance": "1e-5 relative",
+               "f64_rel_err_logits": "%.3e" % e_out, "f64_rel_err_encoder_out": "%.3e" % e_enc}
+    return io, io_meta, e_out, e_enc
+
+
 def build_variant(name, seed, over, about):
     cfg = make_cfg(over)
     fn = over.get("final_norm", "auto")
@@ -291,38 +317,28 @@ def build_variant(name, seed, over, about):
     gen = torch.Generator().manual_seed(seed * 7919)
     src, tgt = make_inputs(cfg, gen)
 
-    with torch.no_grad():
-        out32, enc32 = model(src, tgt)
-        m64 = copy.deepcopy(model).double()
-        m64.use_exact_pe()
-        out64, enc64 = m64(src, tgt)
-
-    e_out, e_enc = rel_err(out32, out64), rel_err(enc32, enc64)
-    if not (e_out <= TOL and e_enc <= TOL):
-        raise SystemExit("%s: float32 vs float64 rel. error %.2e / %.2e exceeds %.0e"
-                         % (name, e_out, e_enc, TOL))
-    for t in (out32, enc32):
-        assert torch.isfinite(t).all()
-
+    io, io_meta, e_out, e_enc = reference_io(name, model, src, tgt, cfg.output,
+                                             "tests/reference/make_fixtures.py")
     meta = {"format": "pt", "generator": "tests/reference/make_fixtures.py",
             "variant": name, "seed": str(seed), "torch": torch.__version__}
     weights = {k: v.detach().clone() for k, v in sd.items()}
-    io = {"src": src.to(torch.int32), "tgt": tgt.to(torch.int32),
-          "logits": out32.float(), "encoder_out": enc32.float()}
-    io_meta = {"format": "pt", "generator": "tests/reference/make_fixtures.py",
-               "variant": name, "output": cfg.output, "tolerance": "1e-5 relative",
-               "f64_rel_err_logits": "%.3e" % e_out, "f64_rel_err_encoder_out": "%.3e" % e_enc}
     nparams = sum(v.numel() for v in sd.values())
     return dict(name=name, cfg=cfg, about=about, yaml=yaml_text(name, cfg, about),
                 weights=weights, weights_meta=meta, io=io, io_meta=io_meta,
                 e_out=e_out, e_enc=e_enc, nparams=nparams)
 
 
-def write_variant(v, root):
+def variant_dir(v, root):
+    """root/<v's name>, made, with v's model.yaml written in it."""
     d = os.path.join(root, v["name"])
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "model.yaml"), "w") as f:
         f.write(v["yaml"])
+    return d
+
+
+def write_variant(v, root):
+    d = variant_dir(v, root)
     save_safetensors(os.path.join(d, "weights.safetensors"), v["weights"], v["weights_meta"])
     save_safetensors(os.path.join(d, "io.safetensors"), v["io"], v["io_meta"])
     # Round trip through our own reader.
@@ -364,10 +380,15 @@ def fixture_args(doc, known):
     return args.check, root, only
 
 
-def count_differing(built, write, files, root):
+def same_bytes(a, b, fn):
+    """Whether file b exists and holds the bytes of file a (fn: their name)."""
+    return os.path.exists(b) and open(a, "rb").read() == open(b, "rb").read()
+
+
+def count_differing(built, write, files, root, same=same_bytes):
     """--check: writes each built fixture (write(fixture, folder) returns the fixture's own
-    folder in it) into a temporary folder and returns how many of its files are not
-    byte-for-byte those under root, printing each."""
+    folder in it) into a temporary folder and returns how many of its files are not those
+    under root (same(new, old, name) False: by default not byte-for-byte), printing each."""
     bad = 0
     with tempfile.TemporaryDirectory() as tmp:
         for v in built:
@@ -375,8 +396,7 @@ def count_differing(built, write, files, root):
             for fn in files:
                 a = os.path.join(tmp, name, fn)
                 b = os.path.join(root, name, fn)
-                same = os.path.exists(b) and open(a, "rb").read() == open(b, "rb").read()
-                if not same:
+                if not same(a, b, fn):
                     print("DIFFERS: %s" % b)
                     bad += 1
     return bad

@@ -151,13 +151,16 @@ def main():
     dump(out, model, tok, tok.get_lang_id, SOURCE, TARGETS, len(vocab), eos, pad)
 
 
-def dump(out, model, tok, lang_id, source, targets, n_text, eos, pad, arrays=None, meta=None):
+def dump(out, model, tok, lang_id, source, targets, n_text, eos, pad, arrays=None, meta=None,
+         forced_eos=False):
     """What transformers computes with model and tok (see the top) into out: the sources
     framed by tok, greedy, beam and beam_early generate() into each of targets (lang_id(code):
     its token's id, forced first), teacher-forced logits on decoder inputs </s> lang pieces
-    (piece ids from 4 below n_text); arrays and meta (the family's own) added."""
+    (piece ids from 4 below n_text); arrays and meta (the family's own) added. forced_eos:
+    generate() with forced_eos_token_id=eos (mBART's), recorded in the metadata."""
     enc = tok(SENTENCES, return_tensors="pt", padding=True)
     src, mask = enc["input_ids"], enc["attention_mask"]
+    assert int(src[0, 0]) == lang_id(source)
     N = len(SENTENCES)
     V = model.config.vocab_size
     arrays = dict(arrays or {})
@@ -169,6 +172,8 @@ def dump(out, model, tok, lang_id, source, targets, n_text, eos, pad, arrays=Non
             forced = lang_id(lang)
             gen = dict(max_length=MAX_LENGTH, do_sample=False, forced_bos_token_id=forced,
                        decoder_start_token_id=eos, eos_token_id=eos, pad_token_id=pad)
+            if forced_eos:
+                gen["forced_eos_token_id"] = eos
             for kind, beams, early, lp in (
                     ("greedy", 1, False, LENGTH_PENALTY),
                     ("beam", NUM_BEAMS, False, LENGTH_PENALTY),
@@ -226,6 +231,8 @@ def dump(out, model, tok, lang_id, source, targets, n_text, eos, pad, arrays=Non
                 "forced_bos_token_ids": ",".join(str(lang_id(t)) for t in targets),
                 "decoder_start_token_id": str(eos),
                 "transformers": __import__("transformers").__version__}
+    if forced_eos:
+        meta_all["forced_eos_token_id"] = str(eos)
     meta_all.update(meta or {})
     save_file(arrays, os.path.join(out, "reference.safetensors"), metadata=meta_all)
     with open(os.path.join(out, "sentences.txt"), "w", encoding="utf-8") as f:

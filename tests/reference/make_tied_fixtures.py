@@ -25,19 +25,17 @@ only, and load back (safetensors.torch.load_model) into a model that gives the s
 outputs exactly. The C tests (test_model, test_weights) read the committed files only.
 """
 
-import copy
 import json
 import os
 import struct
 import sys
-import tempfile
 
 import torch
 from safetensors.torch import load_model, save_model
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_fixtures import (TOL, expected_names, fixture_args, make_cfg,  # noqa: E402
-                           make_inputs, rel_err, yaml_text)
+from make_fixtures import (count_differing, expected_names, fixture_args,  # noqa: E402
+                           make_cfg, make_inputs, reference_io, variant_dir, yaml_text)
 from model import Transformer, init_weights, save_safetensors  # noqa: E402
 
 GENERATOR = "tests/reference/make_tied_fixtures.py"
@@ -93,21 +91,8 @@ def build_variant(name, seed, tie, over, about):
 
     gen = torch.Generator().manual_seed(seed * 7919)
     src, tgt = make_inputs(yaml_cfg, gen)
-    with torch.no_grad():
-        out32, enc32 = model(src, tgt)
-        m64 = copy.deepcopy(model).double()
-        check_tied(m64, tie)
-        m64.use_exact_pe()
-        out64, enc64 = m64(src, tgt)
-    e_out, e_enc = rel_err(out32, out64), rel_err(enc32, enc64)
-    if not (e_out <= TOL and e_enc <= TOL):
-        raise SystemExit("%s: float32 vs float64 rel. error %.2e / %.2e exceeds %.0e"
-                         % (name, e_out, e_enc, TOL))
-    io = {"src": src.to(torch.int32), "tgt": tgt.to(torch.int32),
-          "logits": out32.float(), "encoder_out": enc32.float()}
-    io_meta = {"format": "pt", "generator": GENERATOR, "variant": name, "output": cfg.output,
-               "tolerance": "1e-5 relative", "f64_rel_err_logits": "%.3e" % e_out,
-               "f64_rel_err_encoder_out": "%.3e" % e_enc}
+    io, io_meta, _, _ = reference_io(name, model, src, tgt, cfg.output, GENERATOR,
+                                     check_double=lambda m64: check_tied(m64, tie))
     meta = {"format": "pt", "generator": GENERATOR, "variant": name, "seed": str(seed),
             "torch": torch.__version__}
     return dict(name=name, seed=seed, tie=tie, cfg=cfg, model=model, about=about,
@@ -117,10 +102,7 @@ def build_variant(name, seed, tie, over, about):
 
 
 def write_variant(v, root):
-    d = os.path.join(root, v["name"])
-    os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, "model.yaml"), "w") as f:
-        f.write(v["yaml"])
+    d = variant_dir(v, root)
     wpath = os.path.join(d, "weights.safetensors")
     save_model(v["model"], wpath, metadata=v["meta"])
     save_safetensors(os.path.join(d, "io.safetensors"), v["io"], v["io_meta"])
@@ -156,24 +138,13 @@ def same_file(a, b, fn):
             and da[8 + na:] == db[8 + nb:])
 
 
-def count_differing(built, root):
-    bad = 0
-    with tempfile.TemporaryDirectory() as tmp:
-        for v in built:
-            d = write_variant(v, tmp)
-            for fn in ("model.yaml", "weights.safetensors", "io.safetensors"):
-                b = os.path.join(root, v["name"], fn)
-                if not same_file(os.path.join(d, fn), b, fn):
-                    print("DIFFERS: %s" % b)
-                    bad += 1
-    return bad
-
-
 def main():
     check, root, only = fixture_args(__doc__, {spec[0] for spec in VARIANTS})
     built = [build_variant(*spec) for spec in VARIANTS if not only or spec[0] in only]
     if check:
-        bad = count_differing(built, root)
+        bad = count_differing(built, write_variant,
+                              ("model.yaml", "weights.safetensors", "io.safetensors"), root,
+                              same=same_file)
         print("check: %s" % ("all fixtures identical" if not bad else "%d files differ" % bad))
         return 1 if bad else 0
     for v in built:

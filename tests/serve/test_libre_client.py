@@ -24,10 +24,10 @@ import re
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-import traceback
 import urllib.error
+
+from serve_util import run_clients, run_tests
 
 CLI, MODEL, VENV = sys.argv[1:4]
 if os.environ.get("CLF_LIBRE_VENV_RUN") != "1":
@@ -143,23 +143,14 @@ def test_translate(srv, ref, langs):
 
 def test_concurrent(srv, ref, langs):
     src, tgt = langs[0][0], langs[1][0]
-    errors = []
 
     def client(k):
-        try:
-            lt = LibreTranslateAPI(srv.url)  # a client of its own, as separate users have
-            for i in range(k, len(SENTENCES), 8):
-                got = lt.translate(SENTENCES[i], src, tgt)
-                assert got == ref[i], (i, got, ref[i])
-        except Exception as e:  # noqa: BLE001
-            errors.append(f"client {k}: {e!r}")
+        lt = LibreTranslateAPI(srv.url)  # a client of its own, as separate users have
+        for i in range(k, len(SENTENCES), 8):
+            got = lt.translate(SENTENCES[i], src, tgt)
+            assert got == ref[i], (i, got, ref[i])
 
-    threads = [threading.Thread(target=client, args=(k,)) for k in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+    run_clients(8, client)
 
 
 def test_refused(srv, ref, langs):
@@ -198,14 +189,7 @@ def main():
                  (test_translate, (srv, ref, langs)),
                  (test_concurrent, (srv, ref, langs)), (test_refused, (srv, ref, langs)),
                  (test_api_key, (ref, langs))]
-        for fn, args in tests:
-            t = time.time()
-            try:
-                fn(*args)
-                print(f"ok   {fn.__name__} ({time.time() - t:.1f} s)", flush=True)
-            except Exception:  # noqa: BLE001
-                failures.append(fn.__name__)
-                print(f"FAIL {fn.__name__}\n{traceback.format_exc()}", flush=True)
+        failures += run_tests(tests)
         rc = srv.stop()
         if rc != 0:
             failures.append("exit status")

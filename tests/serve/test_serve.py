@@ -21,8 +21,9 @@ import sys
 import tempfile
 import threading
 import time
-import traceback
 import urllib.parse
+
+from serve_util import run_clients, run_tests
 
 CLI, MODEL = sys.argv[1], sys.argv[2]
 M2M_HF = sys.argv[3] if len(sys.argv) > 3 else None
@@ -321,31 +322,22 @@ def test_m2m100(ref):
         assert by["en"]["name"] == "English" and by["de"]["name"] == "German", by["en"]
         assert by["ast"]["name"] == "Asturian" and len(by["en"]["targets"]) == 100, by["ast"]
         assert by["ns"]["name"] == "ns", by["ns"]  # not an ISO 639 code: named by its code
-        errors = []
 
         def client(k):
-            try:
-                for r in range(4):
-                    t = ("de", "fr")[(k + r) % 2]
-                    idx = [(k * 3 + r + j) % len(sents) for j in range(1 + (k + r) % 3)]
-                    if (k + r) % 4 < 2:
-                        st, body, _ = srv.json("POST", "/translate", {
-                            "q": [sents[i] for i in idx], "source": "en", "target": t})
-                        got = body.get("translatedText")
-                    else:
-                        st, body, _ = srv.json("POST", "/v1/translate", {
-                            "sentences": [sents[i] for i in idx], "source": "en", "target": t})
-                        got = [x["text"] for x in body.get("translations", [])]
-                    assert st == 200 and got == [want[t][i] for i in idx], (t, idx, body)
-            except Exception as e:  # noqa: BLE001
-                errors.append(f"client {k}: {e!r}")
+            for r in range(4):
+                t = ("de", "fr")[(k + r) % 2]
+                idx = [(k * 3 + r + j) % len(sents) for j in range(1 + (k + r) % 3)]
+                if (k + r) % 4 < 2:
+                    st, body, _ = srv.json("POST", "/translate", {
+                        "q": [sents[i] for i in idx], "source": "en", "target": t})
+                    got = body.get("translatedText")
+                else:
+                    st, body, _ = srv.json("POST", "/v1/translate", {
+                        "sentences": [sents[i] for i in idx], "source": "en", "target": t})
+                    got = [x["text"] for x in body.get("translations", [])]
+                assert st == 200 and got == [want[t][i] for i in idx], (t, idx, body)
 
-        threads = [threading.Thread(target=client, args=(k,)) for k in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert not errors, errors
+        run_clients(8, client)
         s, b = curl(srv.port, "/translate", "--form-string", f"q={sents[0]}",
                     "--form-string", "source=en", "--form-string", "target=fr")
         assert s == 200 and b == {"translatedText": want["fr"][0]}, b
@@ -368,28 +360,19 @@ def test_m2m100(ref):
 
 def test_concurrent(srv, ref):
     """16 clients at once, 1 to 4 sentences a request: every answer is the offline one."""
-    errors = []
 
     def client(k):
-        try:
-            for r in range(3):
-                lo = (k * 3 + r) % len(SENTENCES)
-                n = 1 + (k + r) % 4
-                idx = [(lo + j) % len(SENTENCES) for j in range(n)]
-                status, body, _ = srv.json("POST", "/v1/translate",
-                                           {"sentences": [SENTENCES[i] for i in idx]})
-                assert status == 200, body
-                got = [t["text"] for t in body["translations"]]
-                assert got == [ref[i] for i in idx], (idx, got)
-        except Exception as e:  # noqa: BLE001
-            errors.append(f"client {k}: {e!r}")
+        for r in range(3):
+            lo = (k * 3 + r) % len(SENTENCES)
+            n = 1 + (k + r) % 4
+            idx = [(lo + j) % len(SENTENCES) for j in range(n)]
+            status, body, _ = srv.json("POST", "/v1/translate",
+                                       {"sentences": [SENTENCES[i] for i in idx]})
+            assert status == 200, body
+            got = [t["text"] for t in body["translations"]]
+            assert got == [ref[i] for i in idx], (idx, got)
 
-    threads = [threading.Thread(target=client, args=(k,)) for k in range(16)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+    run_clients(16, client)
     # some decoder steps held sentences of several requests
     steps = metric(srv, "clformer_batch_rows_count")
     alone = metric(srv, 'clformer_batch_rows_bucket{le="1"}')
@@ -718,17 +701,7 @@ def main():
                  (test_timeout, (ref,)), (test_queue_full, (ref,)), (test_sigterm_in_flight, (ref,)),
                  (test_two_models, (ref,)), (test_backend_failure, (ref,)),
                  (test_cli_errors, (ref,)), (test_api_keys, (ref,))]
-        only = os.environ.get("SERVE_TEST")
-        for fn, args in tests:
-            if only and fn.__name__ != only:
-                continue
-            t = time.time()
-            try:
-                fn(*args)
-                print(f"ok   {fn.__name__} ({time.time() - t:.1f} s)", flush=True)
-            except Exception:  # noqa: BLE001
-                failures.append(fn.__name__)
-                print(f"FAIL {fn.__name__}\n{traceback.format_exc()}", flush=True)
+        failures += run_tests(tests, only=os.environ.get("SERVE_TEST"))
         assert srv.stop() == 0, "serve did not exit 0 on SIGTERM"
     finally:
         if srv.p.poll() is None:
