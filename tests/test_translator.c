@@ -333,7 +333,6 @@ static void shipped_with(char *dir, const char *to)
 START_TEST(greedy_scores_match_decoding)
 {
     char dir[] = "/tmp/clf-greedy-XXXXXX";
-    size_t len;
     shipped_with(dir, "banned_ids: [1]");
     clf_translator *plain = open_dir(SHIPPED), *host = open_dir(dir);
     char *text, *lines[16];
