@@ -39,6 +39,9 @@ import make_m2m100_fixture as m2m  # noqa: E402
 import make_nllb_fixture as nllb  # noqa: E402
 from marian_text import TEXT_SRC, TEXT_TGT  # noqa: E402
 
+sys.path.insert(0, HERE)
+from marian_speed import BASE  # noqa: E402 (the fixture's lines and a few more)
+
 THREADS = int(os.environ.get("THREADS", "2"))
 REPEAT = int(os.environ.get("REPEAT", "3"))
 MAX_LENGTH = int(os.environ.get("MAX_LENGTH", "32"))
@@ -52,13 +55,7 @@ N_SP = int(os.environ.get("NLLB_SPEED_PIECES", "256000"))
 SEED = 38
 INIT_STD = float(os.environ.get("NLLB_SPEED_STD", "0.1"))
 
-BASE = TEXT_SRC + [
-    "the dog sits in the park",
-    "I would like the book",
-    "where is my cat?",
-    "the price is 20 € today",
-    "we play at nine",
-]
+# marian_speed.py's sentences, then the same words backwards
 SENTENCES = (BASE + [" ".join(reversed(s.split())) for s in BASE])[
     :int(os.environ.get("SENTENCES", "32"))]
 

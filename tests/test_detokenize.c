@@ -8,12 +8,12 @@
 
 #include "clformer/json.h"
 #include "clformer/tokenizer.h"
+#include "testutil.h"
 
 START_TEST(clean_up_equals_transformers)
 {
     json_t *root = NULL;
-    ck_assert_int_eq(clf_json_parse_file(CLF_FIXTURES_DIR "/clean_up_spaces.json", 1 << 20,
-                                         &root),
+    ck_assert_int_eq(clf_json_parse_file(CLF_FIXTURES_DIR "/clean_up_spaces.json", 1 << 20, &root),
                      CLF_OK);
     const json_t *cases = json_object_get(root, "cases");
     ck_assert(json_array_size(cases) >= 40);
@@ -34,15 +34,4 @@ START_TEST(clean_up_equals_transformers)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("detokenize");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, clean_up_equals_transformers);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+CLF_TEST_MAIN(clf_test_run, "detokenize", "core", clean_up_equals_transformers)

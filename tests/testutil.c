@@ -462,6 +462,11 @@ int clf_test_main(Suite *s)
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
 
+int clf_test_run(const char *suite, const char *tcase, const TTest *const *tests, int n)
+{
+    return clf_test_main(clf_test_suite_of(suite, tcase_create(tcase), tests, n));
+}
+
 int clf_test_backends_main(const char *name, void (*add_tests)(TCase *tc),
                            void (*cpu_only)(TCase *tc), void (*opencl_only)(TCase *tc))
 {

@@ -181,6 +181,9 @@ int clf_test_too_big(double work);
 
 /* Runs one Check suite and returns the process exit status (0 when all pass). */
 int clf_test_main(Suite *s);
+/* Runs the suite named suite of one test case named tcase holding the n tests listed (the
+ * runner of CLF_TEST_MAIN for a suite of plain tests). */
+int clf_test_run(const char *suite, const char *tcase, const TTest *const *tests, int n);
 /* A suite named suite of the one test case tc, which gets the n tests listed. */
 Suite *clf_test_suite_of(const char *suite, TCase *tc, const TTest *const *tests, int n);
 /* Defines main() of a suite of one test case holding the tests listed (START_TEST names):

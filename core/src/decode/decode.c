@@ -170,6 +170,7 @@ static void run_free(dec_run *r)
     free(r->ids);
     free(r->probs);
     free(r->gen_host);
+    free(r->from);
 }
 
 static clf_status alloc_device(dec_run *r, clf_buffer **b, size_t bytes, const char *what)
@@ -257,9 +258,10 @@ clf_status clf_decode(clf_model *m, const int32_t *src, int B, int S, const clf_
     r.sents = calloc((size_t)B, sizeof *r.sents);
     r.sent = malloc(sizeof(int) * (size_t)B);
     r.ids = malloc(sizeof(int32_t) * slots * (size_t)r.max_out);
+    r.from = malloc(sizeof(int) * 2 * slots);
     r.ptok = malloc(sizeof *r.ptok * (size_t)r.K);
     r.patt = malloc(sizeof *r.patt * (size_t)r.K);
-    if (!r.sents || !r.sent || !r.ids || !r.ptok || !r.patt)
+    if (!r.sents || !r.sent || !r.ids || !r.ptok || !r.patt || !r.from)
         goto nomem;
     for (int s = 0; s < B; s++) {
         r.sent[s] = s;

@@ -76,9 +76,10 @@ typedef struct dec_run {
     float *probs;         /* [slots, H, S] step attention download */
     long long token_steps;
     int steps;
-    long long calls;   /* backend calls so far (dev_* below) */
-    double dev_s;      /* seconds inside them */
-    int ahead;         /* greedy steps run before the host reads their tokens (1: every step) */
+    long long calls; /* backend calls so far (dev_* below) */
+    double dev_s;    /* seconds inside them */
+    int *from; /* [2 * slots] after a step: new slot -> old slot, then reorder_self's scratch */
+    int ahead; /* greedy steps run before the host reads their tokens (1: every step) */
     clf_buffer *gen;   /* ahead > 1: [max_out + 1, slots] I32, see the top */
     int32_t *gen_host; /* ahead > 1: [ahead, slots] the downloaded rows */
 } dec_run;

@@ -364,10 +364,7 @@ clf_status dec_advance(dec_run *r, int t, dec_choice *scratch)
     int n_next = 0; /* active sentences after this step */
     dec_choice *kept = scratch + 2 * K;
     clf_status st = CLF_OK;
-    /* new slot -> old slot, for the gather; then reorder_self's scratch */
-    int *from = malloc(sizeof(int) * 2 * (size_t)r->slots);
-    if (!from)
-        return clf_error(CLF_ERR_NOMEM, "decode: out of host memory");
+    int *from = r->from;
     for (int a = 0; a < r->n_active; a++) {
         const int s = r->sent[a];
         dec_sentence *se = &r->sents[s];
@@ -423,7 +420,6 @@ clf_status dec_advance(dec_run *r, int t, dec_choice *scratch)
     r->n_active = n_next;
     r->cur = nxt;
 done:
-    free(from);
     return st;
 }
 
@@ -436,9 +432,7 @@ clf_status dec_advance_ahead(dec_run *r, int t0, int t1, dec_choice *scratch)
     int n_next = 0;
     dec_choice *kept = scratch + 2;
     clf_status st = CLF_OK;
-    int *from = malloc(sizeof(int) * 2 * (size_t)r->slots);
-    if (!from)
-        return clf_error(CLF_ERR_NOMEM, "decode: out of host memory");
+    int *from = r->from;
     for (int a = 0; a < r->n_active; a++) {
         const int s = r->sent[a];
         int32_t *tok = r->tok[cur] + (size_t)a * r->max_out;
@@ -476,7 +470,6 @@ clf_status dec_advance_ahead(dec_run *r, int t0, int t1, dec_choice *scratch)
     r->n_active = n_next;
     r->cur = nxt;
 done:
-    free(from);
     return st;
 }
 
