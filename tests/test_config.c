@@ -663,11 +663,13 @@ START_TEST(test_language_model_keys)
     ck_assert_int_eq(m->specials_from, -1);
     ck_assert_int_eq(m->embed_norm, 0);
     ck_assert_int_eq(m->clean_up_spaces, 0);
+    ck_assert_int_eq(m->fixed_output_bias, 0);
     ck_assert_int_eq(cfg->generate.early_stopping, 0);
     CLF_ASSERT_OK(clf_config_parse_string(
         "model: {src_vocab: 9, tgt_vocab: 9, d_model: 8, heads: 2, positional: "
         "sinusoidal_fairseq,\n  position_offset: 2, source_language: before, target_language: "
-        "forced, specials_from: 7, embed_norm: true, clean_up_spaces: true}\n"
+        "forced, specials_from: 7, embed_norm: true, clean_up_spaces: true,\n"
+        "  fixed_output_bias: true}\n"
         "generate: {beam: 4, beam_style: hf, early_stopping: true}\n"
         "languages: {source: [en, de], target: [en, de], token_prefix: __, token_suffix: __}\n",
         "<s>", cfg));
@@ -678,6 +680,7 @@ START_TEST(test_language_model_keys)
     ck_assert_int_eq(m->specials_from, 7);
     ck_assert_int_eq(m->embed_norm, 1);
     ck_assert_int_eq(m->clean_up_spaces, 1);
+    ck_assert_int_eq(m->fixed_output_bias, 1);
     ck_assert_int_eq(cfg->generate.early_stopping, 1);
     ck_assert_str_eq(cfg->languages.token_prefix, "__");
     ck_assert_str_eq(cfg->languages.token_suffix, "__");

@@ -256,6 +256,59 @@ START_TEST(test_optimizer_matches_pytorch)
 }
 END_TEST
 
+/* The named weight's values as the model holds them (n floats at most) */
+static int read_weight(const train_fixture *f, const char *name, float *out, int n)
+{
+    for (int i = 0; i < clf_model_weight_count(f->m); i++) {
+        const clf_weight_spec *w = clf_model_weight_spec(f->m, i);
+        if (strcmp(w->name, name) != 0)
+            continue;
+        int c, len = (int)clf_weight_spec_numel(w);
+        size_t off, bytes;
+        clf_buffer *wb, *gb;
+        clf_model_weight_place(f->m, i, &c, &off);
+        clf_model_chunk(f->m, c, &wb, &gb, &bytes);
+        ck_assert_int_le(len, n);
+        CLF_ASSERT_OK(f->api->download(f->be, out, (clf_ptr){wb, off}, sizeof(float) * len));
+        return len;
+    }
+    ck_abort_msg("no weight %s", name);
+    return 0;
+}
+
+/* model.fixed_output_bias: two AdamW steps with weight decay leave the projection's bias
+ * as loaded, bit for bit, and move its weight matrix. */
+START_TEST(test_fixed_output_bias)
+{
+    train_fixture f = {0};
+    train_fixture_open(&f, "cpu", "train_pre_tutorial");
+    clf_trainer_free(f.t);
+    clf_model_free(f.m);
+    f.cfg.model.fixed_output_bias = 1;
+    f.cfg.train.optimizer = CLF_OPT_ADAMW;
+    f.cfg.train.weight_decay = 0.1f;
+    CLF_ASSERT_OK(clf_model_create(&f.cfg.model, f.w, f.api, f.be, &f.m));
+    CLF_ASSERT_OK(clf_trainer_create(f.m, &f.cfg.train, 1, &f.t));
+    static float b0[4096], b1[4096], w0[4096], w1[4096];
+    const int nb = read_weight(&f, "projection_layer.proj.bias", b0, 4096);
+    read_weight(&f, "decoder.norm.alpha", w0, 4096);
+    int nonzero = 0;
+    for (int i = 0; i < nb; i++)
+        nonzero += b0[i] != 0.0f;
+    ck_assert_int_gt(nonzero, 0); /* weight decay would move it */
+    for (int k = 0; k < 2; k++) {
+        double loss;
+        accumulate_step(&f, &loss);
+        CLF_ASSERT_OK(clf_trainer_step(f.t, NULL, NULL));
+    }
+    read_weight(&f, "projection_layer.proj.bias", b1, 4096);
+    const int nw = read_weight(&f, "decoder.norm.alpha", w1, 4096);
+    ck_assert_int_eq(memcmp(b0, b1, sizeof(float) * nb), 0);
+    ck_assert_int_ne(memcmp(w0, w1, sizeof(float) * nw), 0);
+    train_fixture_close(&f);
+}
+END_TEST
+
 /* ---- per-site dropout ---- */
 
 /* Every dropout site on (the tutorial's four) */
@@ -969,6 +1022,7 @@ static Suite *train_suite(void)
     tcase_add_test(tc, test_bad_checkpoint);
     tcase_add_test(tc, test_gradients_match_pytorch);
     tcase_add_test(tc, test_optimizer_matches_pytorch);
+    tcase_add_test(tc, test_fixed_output_bias);
     tcase_add_test(tc, test_dropout_sites_gradients);
     tcase_add_test(tc, test_resume_is_exact);
     tcase_add_test(tc, test_overlapped_reduce);

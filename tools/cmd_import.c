@@ -141,7 +141,9 @@ clf_status import_yaml_model(importer *im, const char *command, const char *what
                        "  layernorm: {style: standard, eps: 1.0e-5}\n  attention_bias: true\n"
                        "  activation: %s\n  output: logits\n"
                        "  dropout: {residual: %.9g, embedding: %.9g, attention: %.9g, ffn: %.9g}\n"
-                       "  pad_id: %lld\n",
+                       "  pad_id: %lld\n"
+                       /* final_logits_bias is a buffer, or the model has no bias */
+                       "  fixed_output_bias: true\n",
                        command, im->hf, what, c->V, c->V, c->maxpos, c->d, c->enc_layers,
                        c->dec_layers, c->heads, c->ffn, pre_norm ? "pre" : "post",
                        pre_norm ? "true" : "false", c->activation, c->drop, c->drop, c->adrop,

@@ -120,6 +120,11 @@ typedef struct clf_model_config {
      * clean_up_tokenization_spaces is true (clf_text_clean_up_spaces): " ." -> "." and the
      * like. Default 0; `clformer import` sets it from tokenizer_config.json. */
     int clean_up_spaces;
+    /* 1: the output projection's bias (projection_layer.proj.bias) is a constant of the model
+     * that training leaves as loaded: transformers' final_logits_bias, a buffer (Marian,
+     * mBART), or zeros where the model has none (M2M-100, NLLB). Default 0: trained.
+     * `clformer import` sets it. */
+    int fixed_output_bias;
     /* Ids decoding never generates (Marian bans pad): their score is -inf after the
      * log-softmax, as transformers' bad_words_ids does. */
     int banned_ids[CLF_BANNED_IDS_MAX];

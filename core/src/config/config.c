@@ -128,6 +128,7 @@ static const field model_fields[] = {
     ENUM("target_language", model.target_language, "target language", tgt_lang_names),
     INT("specials_from", model.specials_from, -1, CFG_SIZE_MAX),
     BOOL("clean_up_spaces", model.clean_up_spaces),
+    BOOL("fixed_output_bias", model.fixed_output_bias),
     {.key = "banned_ids", .kind = F_ID_LIST, .imin = 0, .imax = CFG_SIZE_MAX},
     END,
 };

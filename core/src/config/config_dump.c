@@ -96,7 +96,8 @@ static void dump_model(const clf_model_config *m, FILE *out)
     fprintf(out, "  source_language: %s\n  target_language: %s\n  specials_from: %d\n",
             clf_lang_place_name(m->source_language), clf_target_language_name(m->target_language),
             m->specials_from);
-    fprintf(out, "  clean_up_spaces: %s\n", m->clean_up_spaces ? "true" : "false");
+    fprintf(out, "  clean_up_spaces: %s\n  fixed_output_bias: %s\n",
+            m->clean_up_spaces ? "true" : "false", m->fixed_output_bias ? "true" : "false");
     fprintf(out, "  banned_ids: [");
     for (int i = 0; i < m->n_banned_ids; i++)
         fprintf(out, "%s%d", i ? ", " : "", m->banned_ids[i]);

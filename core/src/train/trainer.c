@@ -4,12 +4,28 @@
  * overlapped gradient reduction grad_buckets.c's. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "clformer/rng.h"
 #include "train/trainer_internal.h"
 
 /* ---------------------------------------------------------------------------------- */
 /* life cycle                                                                          */
+
+/* t->fixed_*: the projection's bias when the model says it is fixed. */
+static void find_fixed(clf_trainer *t)
+{
+    t->fixed_chunk = -1;
+    if (!clf_model_config_of(t->m)->fixed_output_bias)
+        return;
+    for (int i = 0; i < clf_model_weight_count(t->m); i++) {
+        const clf_weight_spec *w = clf_model_weight_spec(t->m, i);
+        if (strcmp(w->name, "projection_layer.proj.bias") == 0) {
+            clf_model_weight_place(t->m, i, &t->fixed_chunk, &t->fixed_off);
+            t->fixed_n = (size_t)clf_weight_spec_numel(w);
+        }
+    }
+}
 
 clf_status clf_trainer_create(clf_model *m, const clf_train_config *tc, int dropout,
                               clf_trainer **out)
@@ -54,6 +70,7 @@ clf_status clf_trainer_create(clf_model *m, const clf_train_config *tc, int drop
     }
     if ((st = t->api->alloc(t->be, nc * sizeof(float), &t->norms)) != CLF_OK)
         goto fail;
+    find_fixed(t);
     *out = t;
     return CLF_OK;
 fail:
@@ -271,12 +288,40 @@ double clf_train_lr(const clf_train_config *tc, int d_model, long long step)
     }
 }
 
+/* One Adam update of chunk c's floats [first, first + n) at step (lr, the gradients scaled
+ * by clip). */
+static clf_status adam_range(clf_trainer *t, int c, size_t first, size_t n, double lr, double clip,
+                             long long step)
+{
+    const clf_train_config *tc = &t->tc;
+    const size_t off = first * sizeof(float);
+    clf_adam_args a = {.param = {t->w[c], off},
+                       .grad = {t->grad[c], off},
+                       .m = {t->exp_avg[c], off},
+                       .v = {t->exp_avg_sq[c], off},
+                       .n = n,
+                       .lr = (float)lr,
+                       .beta1 = tc->beta1,
+                       .beta2 = tc->beta2,
+                       .eps = tc->adam_eps,
+                       .weight_decay = tc->weight_decay,
+                       .grad_scale = (float)clip,
+                       .bias_correction1 = (float)(1.0 - pow(tc->beta1, (double)step)),
+                       .sqrt_bias_correction2 = (float)sqrt(1.0 - pow(tc->beta2, (double)step)),
+                       .decoupled = tc->optimizer == CLF_OPT_ADAMW};
+    return n > 0 ? clf_op_adam(t->api, t->be, &a) : CLF_OK;
+}
+
 clf_status clf_trainer_step(clf_trainer *t, double *lr_out, double *norm_out)
 {
     clf_status st;
     const clf_train_config *tc = &t->tc;
     const long long step = t->state.step + 1;
     const double lr = clf_train_lr(tc, clf_model_config_of(t->m)->d_model, step);
+    if (t->fixed_chunk >= 0 &&
+        (st = clf_op_fill(t->api, t->be, (clf_ptr){t->grad[t->fixed_chunk], t->fixed_off}, 0.0f,
+                          t->fixed_n)) != CLF_OK)
+        goto fail;
     for (int c = 0; c < t->n_chunks; c++)
         if ((st = clf_op_sum_squares(t->api, t->be, (clf_ptr){t->norms, (size_t)c * sizeof(float)},
                                      (clf_ptr){t->grad[c], 0}, t->bytes[c] / 4)) != CLF_OK)
@@ -298,26 +343,13 @@ clf_status clf_trainer_step(clf_trainer *t, double *lr_out, double *norm_out)
         if (coef < 1.0)
             clip = coef;
     }
-    const double bc1 = 1.0 - pow(tc->beta1, (double)step);
-    const double bc2 = 1.0 - pow(tc->beta2, (double)step);
     for (int c = 0; c < t->n_chunks; c++) {
-        clf_adam_args a = {.param = {t->w[c], 0},
-                           .grad = {t->grad[c], 0},
-                           .m = {t->exp_avg[c], 0},
-                           .v = {t->exp_avg_sq[c], 0},
-                           .n = t->bytes[c] / 4,
-                           .lr = (float)lr,
-                           .beta1 = tc->beta1,
-                           .beta2 = tc->beta2,
-                           .eps = tc->adam_eps,
-                           .weight_decay = tc->weight_decay,
-                           .grad_scale = (float)clip,
-                           .bias_correction1 = (float)bc1,
-                           .sqrt_bias_correction2 = (float)sqrt(bc2),
-                           .decoupled = tc->optimizer == CLF_OPT_ADAMW};
-        if ((st = clf_op_adam(t->api, t->be, &a)) != CLF_OK ||
-            (st = clf_op_fill(t->api, t->be, (clf_ptr){t->grad[c], 0}, 0.0f, t->bytes[c] / 4)) !=
-                CLF_OK)
+        /* the chunk's floats [0, n), or, around the fixed range, [0, skip) and [next, n) */
+        const size_t n = t->bytes[c] / 4, skip = c == t->fixed_chunk ? t->fixed_off / 4 : n,
+                     next = c == t->fixed_chunk ? skip + t->fixed_n : n;
+        if ((st = adam_range(t, c, 0, skip, lr, clip, step)) != CLF_OK ||
+            (next < n && (st = adam_range(t, c, next, n - next, lr, clip, step)) != CLF_OK) ||
+            (st = clf_op_fill(t->api, t->be, (clf_ptr){t->grad[c], 0}, 0.0f, n)) != CLF_OK)
             goto fail;
     }
     if ((st = t->api->synchronize(t->be)) != CLF_OK)

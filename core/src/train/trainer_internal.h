@@ -36,6 +36,11 @@ struct clf_trainer {
     size_t *bytes;
     clf_buffer *ones; /* 1.0f x ones_len: bias gradients are 1^T dY */
     size_t ones_len;
+    /* model.fixed_output_bias: the projection's bias, which the optimizer leaves as it is
+     * (no gradient in the norm, no update, no weight decay): its chunk (-1: none), byte
+     * offset and floats */
+    int fixed_chunk;
+    size_t fixed_off, fixed_n;
     clf_buffer *norms; /* n_chunks floats: sum of squares per chunk */
     float *host_norms; /* their host copy */
     clf_buffer *arena;
