@@ -157,7 +157,7 @@ static void usage(void)
            "  --batch N            sentences decoded together (default %d)\n"
            "  --no-cache           re-run the whole decoder every step (slow; for comparison)\n"
            "  --sync-steps N       greedy decoding: steps the device runs before the host reads\n"
-           "                       their tokens (0, default: 8 on a queued backend such as\n"
+           "                       their tokens (0, default: 4 on a queued backend such as\n"
            "                       opencl, else 1); the output is the same for every N\n"
            "  --weight-type T      f32|f16|bf16|int8 (default: the weights file's type, f32\n"
            "                       for a plain file). f16, bf16: the products of few rows\n"

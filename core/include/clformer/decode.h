@@ -67,7 +67,7 @@ typedef struct clf_decode_opts {
      * how many steps run before the host reads their tokens, each step's argmax fed to the
      * next on the device (a sentence that ends meanwhile runs on to the last of them, its
      * extra tokens dropped), so that a queued backend never waits for the host between
-     * them. 0 (default): 8 on a backend with CLF_OP_QUEUED, else 1 (every step). The
+     * them. 0 (default): 4 on a backend with CLF_OP_QUEUED, else 1 (every step). The
      * hypotheses are the same for every value; 0..CLF_DECODE_SYNC_STEPS_MAX. */
     int sync_steps;
 } clf_decode_opts;

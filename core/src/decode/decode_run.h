@@ -94,6 +94,11 @@ static inline size_t cross_slot_elems(const dec_run *r)
     return (size_t)r->S * 2 * r->d;
 }
 
+/* sync_steps 0 on a queued backend: a sentence that ends runs on for up to this many - 1
+ * steps, which at batch 1 costs as much as the host's waits it saves (bench/gpu.sh measures
+ * 1, 4 and 8) */
+#define DEC_QUEUED_SYNC_STEPS 4
+
 /* CLOCK_MONOTONIC seconds */
 double dec_now_s(void);
 

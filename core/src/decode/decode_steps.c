@@ -499,5 +499,5 @@ int dec_steps_ahead(const dec_run *r)
         return 1;
     if (o->sync_steps > 0)
         return o->sync_steps;
-    return r->api->supports(r->be, CLF_OP_QUEUED) ? 8 : 1;
+    return r->api->supports(r->be, CLF_OP_QUEUED) ? DEC_QUEUED_SYNC_STEPS : 1;
 }
