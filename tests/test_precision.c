@@ -1,0 +1,336 @@
+/* The precision setting (clf_model_set_precision, --precision, train: precision; README
+ * "Precision"): products of BF16 inputs summed in F32 against F32, on the PyTorch fixtures
+ * (logits within a stated bound), on the shipped model (greedy translations equal F32's on
+ * at least 95% of lines) and the Marian fixture (at least its measured 85%); the note and F32
+ * products where a backend has no such arithmetic; the CLI's flag and its refusals.
+ *
+ * Where products ran in F32 (no AVX512_BF16, CLF_CPU_BF16_ARITH=off, OpenCL) the results
+ * must equal F32's exactly: the graphs are the same. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clformer/config.h"
+#include "clformer/model.h"
+#include "clformer/tensor.h"
+#include "clformer/weights.h"
+#include "testutil.h"
+
+/* Logits with precision bf16 against F32, relative to the largest F32 logit of the
+ * fixture (max and mean of |x - f32| / max |f32|): BF16 keeps 8 significant bits of both
+ * operands of every linear layer's product, as --weight-type bf16 with BF16 arithmetic does
+ * for the weights, so test_quant's BF16 bounds hold (measured on Zen 5 over the 22 fixture
+ * variants, whole batches: worst max 9.74e-3, worst mean 1.87e-3; bench/RESULTS.md). */
+#define BF16_MAX_BOUND  1.5e-2
+#define BF16_MEAN_BOUND 2.5e-3
+#define MIN_VARIANTS    11
+
+/* The logits [B, T, V] of fixture dir with precision p, the whole batch in one forward
+ * (so that every product has more than 7 rows: products of many rows). *arith gets
+ * whether BF16 arithmetic ran, *count B * T * V; note gets the precision's note. */
+static float *batch_logits(const char *dir, clf_precision p, int *arith, size_t *count, char *note,
+                           size_t note_size)
+{
+    char path[1024];
+    clf_config cfg;
+    clf_weights *w = NULL;
+    clf_safetensors *io = NULL;
+    clf_model *m = NULL;
+    clf_test_load_model(dir, &cfg, &w);
+    snprintf(path, sizeof path, "%s/io.safetensors", dir);
+    CLF_ASSERT_OK(clf_safetensors_open(path, &io));
+    const clf_tensor *src = clf_safetensors_find(io, "src"), *tgt = clf_safetensors_find(io, "tgt");
+    ck_assert(src && tgt);
+    const int B = (int)src->shape[0], S = (int)src->shape[1], T = (int)tgt->shape[1];
+    const int V = cfg.model.tgt_vocab;
+    int32_t *s_ids = malloc((size_t)B * S * 4), *t_ids = malloc((size_t)B * T * 4);
+    CLF_ASSERT_OK(clf_tensor_to_i32(src, s_ids));
+    CLF_ASSERT_OK(clf_tensor_to_i32(tgt, t_ids));
+    float *logits = malloc((size_t)B * T * V * sizeof(float));
+    CLF_ASSERT_OK(clf_model_create(&cfg.model, w, clf_test_api, clf_test_be, &m));
+    CLF_ASSERT_OK(clf_model_set_precision(m, p, note, note_size));
+    ck_assert_int_eq(clf_model_precision(m, arith), p);
+    clf_forward_io fio = {
+        .batch = B, .src_len = S, .tgt_len = T, .src = s_ids, .tgt = t_ids, .logits = logits};
+    CLF_ASSERT_OK(clf_model_forward(m, &fio));
+    *count = (size_t)B * T * V;
+    clf_model_free(m);
+    clf_weights_free(w);
+    clf_safetensors_close(io);
+    free(s_ids);
+    free(t_ids);
+    return logits;
+}
+
+START_TEST(bf16_logits_against_f32)
+{
+    char names[64][256];
+    const int n = clf_test_fixture_variants(names, 64);
+    ck_assert_msg(n >= MIN_VARIANTS, "only %d fixture variants in %s", n, CLF_FIXTURES_DIR);
+    const int have = clf_test_api->supports(clf_test_be, CLF_OP_GEMM_BF16_ARITH);
+    double worst_max = 0, worst_mean = 0;
+    for (int v = 0; v < n; v++) {
+        char dir[1024], note[512];
+        snprintf(dir, sizeof dir, "%s/%s", CLF_FIXTURES_DIR, names[v]);
+        size_t cnt = 0, cnt2 = 0;
+        int arith = 0;
+        float *ref = batch_logits(dir, CLF_PRECISION_F32, &arith, &cnt, note, sizeof note);
+        ck_assert_int_eq(arith, 0);
+        ck_assert_str_eq(note, "");
+        float *got = batch_logits(dir, CLF_PRECISION_BF16, &arith, &cnt2, note, sizeof note);
+        ck_assert_uint_eq(cnt, cnt2);
+        ck_assert_int_eq(arith, have);
+        if (!have) { /* the note, and F32 products: the same logits */
+            char want[256];
+            snprintf(want, sizeof want,
+                     "precision bf16: the %s backend has no BF16 arithmetic here; products run "
+                     "in F32",
+                     clf_test_be_name);
+            ck_assert_str_eq(note, want);
+            ck_assert_msg(memcmp(ref, got, cnt * sizeof *ref) == 0,
+                          "%s: products in F32 but the logits differ", names[v]);
+            free(ref);
+            free(got);
+            continue;
+        }
+        ck_assert_str_eq(note, "");
+        double ref_max = 0, mx = 0, sum = 0;
+        for (size_t i = 0; i < cnt; i++) {
+            ref_max = fmax(ref_max, fabs(ref[i]));
+            const double d = fabs((double)got[i] - ref[i]);
+            mx = fmax(mx, d);
+            sum += d;
+        }
+        ck_assert(ref_max > 0);
+        mx /= ref_max;
+        const double mean = sum / (double)cnt / ref_max;
+        ck_assert_msg(mx > 0, "%s: bf16 logits equal F32's: the BF16 arithmetic did not run",
+                      names[v]);
+        ck_assert_msg(mx <= BF16_MAX_BOUND, "%s: bf16 max logit difference %.3g > %.3g", names[v],
+                      mx, BF16_MAX_BOUND);
+        ck_assert_msg(mean <= BF16_MEAN_BOUND, "%s: bf16 mean logit difference %.3g > %.3g",
+                      names[v], mean, BF16_MEAN_BOUND);
+        worst_max = fmax(worst_max, mx);
+        worst_mean = fmax(worst_mean, mean);
+        free(ref);
+        free(got);
+    }
+    if (have)
+        fprintf(stderr,
+                "  %s precision bf16 over %d fixtures: worst max |dlogit|/max|logit| %.2e (bound "
+                "%.2g), worst mean %.2e (bound %.2g)\n",
+                clf_test_be_name, n, worst_max, BF16_MAX_BOUND, worst_mean, BF16_MEAN_BOUND);
+    else
+        fprintf(stderr, "  %s: no BF16 arithmetic; precision bf16 ran F32 (the note path)\n",
+                clf_test_be_name);
+}
+END_TEST
+
+/* f16 on F32 weights: no backend multiplies those in F16, so a note and F32's logits. */
+START_TEST(f16_notes_and_runs_f32)
+{
+    char dir[1024], note[512];
+    snprintf(dir, sizeof dir, "%s/pre_tutorial", CLF_FIXTURES_DIR);
+    size_t cnt = 0, cnt2 = 0;
+    int arith = 0;
+    float *ref = batch_logits(dir, CLF_PRECISION_F32, &arith, &cnt, note, sizeof note);
+    float *got = batch_logits(dir, CLF_PRECISION_F16, &arith, &cnt2, note, sizeof note);
+    ck_assert_int_eq(arith, 0);
+    ck_assert_msg(strstr(note, "precision f16: the ") && strstr(note, "products run in F32"),
+                  "note: '%s'", note);
+    ck_assert_uint_eq(cnt, cnt2);
+    ck_assert(memcmp(ref, got, cnt * sizeof *ref) == 0);
+    free(ref);
+    free(got);
+}
+END_TEST
+
+/* The setting with weight types: kept across clf_model_set_weight_type; BF16 weights serve
+ * as the copy; int8 weights keep int8 arithmetic (a note). */
+START_TEST(precision_with_weight_types)
+{
+    clf_test_model t;
+    clf_test_model_open(&t, "cpu", "pre_tutorial");
+    char note[512];
+    int arith = 0;
+    const int have = t.api->supports(t.be, CLF_OP_GEMM_BF16_ARITH);
+    CLF_ASSERT_OK(clf_model_set_precision(t.m, CLF_PRECISION_BF16, note, sizeof note));
+    clf_model_precision(t.m, &arith);
+    ck_assert_int_eq(arith, have);
+    clf_model_memory mem0, mem1;
+    clf_model_memory_usage(t.m, &mem0);
+    CLF_ASSERT_OK(clf_model_set_weight_type(t.m, CLF_WEIGHT_F16));
+    ck_assert_int_eq(clf_model_precision(t.m, &arith), CLF_PRECISION_BF16);
+    ck_assert_int_eq(arith, have);
+    CLF_ASSERT_OK(clf_model_set_weight_type(t.m, CLF_WEIGHT_BF16));
+    clf_model_precision(t.m, &arith);
+    ck_assert_int_eq(arith, have);
+    clf_model_memory_usage(t.m, &mem1); /* the BF16 weights are the copy: no second one */
+    if (have)
+        ck_assert_uint_eq(mem1.weight_bytes, mem0.weight_bytes);
+    CLF_ASSERT_OK(clf_model_set_weight_type(t.m, CLF_WEIGHT_F32));
+    clf_model_precision(t.m, &arith);
+    ck_assert_int_eq(arith, have);
+    CLF_ASSERT_OK(clf_model_set_weight_type(t.m, CLF_WEIGHT_INT8));
+    clf_model_precision(t.m, &arith);
+    ck_assert_int_eq(arith, 0);
+    CLF_ASSERT_OK(clf_model_set_precision(t.m, CLF_PRECISION_BF16, note, sizeof note));
+    ck_assert_str_eq(note, "precision bf16: int8 weights multiply in int8 arithmetic");
+    ck_assert_int_eq(clf_model_set_precision(t.m, (clf_precision)7, note, sizeof note),
+                     CLF_ERR_INPUT);
+    clf_test_model_close(&t);
+    /* the names */
+    clf_precision p;
+    ck_assert_str_eq(clf_precision_name(CLF_PRECISION_BF16), "bf16");
+    CLF_ASSERT_OK(clf_precision_parse("f16", &p));
+    ck_assert_int_eq(p, CLF_PRECISION_F16);
+    ck_assert_int_eq(clf_precision_parse("fp16", &p), CLF_ERR_INPUT);
+    ck_assert_str_eq(clf_last_error(), "precision 'fp16' is not one of f32, bf16, f16");
+}
+END_TEST
+
+/* --precision on forward, bench and translate: accepted values run, another is refused
+ * naming the flag and the values. */
+START_TEST(cli_flag)
+{
+    char args[4096], err[4096];
+    const char *fx = CLF_FIXTURES_DIR "/pre_standard_bias";
+    clf_test_make_tmpdir("clf-precision");
+    const char *out = clf_test_tmp_path("out.safetensors");
+    snprintf(args, sizeof args,
+             "forward -c %s/model.yaml -w %s/weights.safetensors -i %s/io.safetensors -o %s "
+             "--precision bf16",
+             fx, fx, fx, out);
+    ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 0);
+    snprintf(args, sizeof args,
+             "forward -c %s/model.yaml -w %s/weights.safetensors -i %s/io.safetensors -o %s "
+             "--precision f16",
+             fx, fx, fx, out);
+    ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "clformer: note: precision f16: the cpu backend has no F16 "
+                              "arithmetic"),
+                  "%s", err);
+    const char *cmds[3] = {"forward -c x -w y -i z -o w", "bench -c x", "translate -m x"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(args, sizeof args, "%s --precision fp8", cmds[i]);
+        ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 2);
+        ck_assert_msg(strstr(err, "--precision: expected f32, bf16 or f16, got 'fp8'"), "%s: %s",
+                      cmds[i], err);
+        ck_assert_msg(!strchr(err, '\n') || strchr(err, '\n') == err + strlen(err) - 1,
+                      "%s: more than one line: %s", cmds[i], err);
+    }
+    for (int i = 0; i < 3; i++) { /* the flag and its rule in --help */
+        const char *help = clf_test_tmp_path("help.txt");
+        snprintf(args, sizeof args, "%.*s --help >'%s'", (int)strcspn(cmds[i], " "), cmds[i], help);
+        ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 0);
+        char *text = clf_test_read_file(help, NULL);
+        ck_assert_msg(strstr(text, "--precision P        f32|bf16|f16 (default f32)"), "%s", args);
+        free(text);
+    }
+    clf_test_remove_tmpdir();
+}
+END_TEST
+
+/* The lines of text (NUL-terminated, '\n'-separated) equal to want's, and their count. */
+static int equal_lines(const char *got, const char *want, int *lines)
+{
+    int same = 0;
+    *lines = 0;
+    while (*got || *want) {
+        const size_t gl = strcspn(got, "\n"), wl = strcspn(want, "\n");
+        same += gl == wl && memcmp(got, want, gl) == 0;
+        ++*lines;
+        got += gl + (got[gl] == '\n');
+        want += wl + (want[wl] == '\n');
+    }
+    return same;
+}
+
+/* translate -m DIR --beam 1 --precision P (and opts) of the first `lines` lines of src;
+ * stderr into err_path. Returns stdout's text (malloc'd). */
+static char *greedy(const char *dir, const char *src, int lines, const char *opts,
+                    const char *precision, const char *err_path)
+{
+    char cmd[4096];
+    const char *out = clf_test_tmp_path("greedy.out");
+    snprintf(cmd, sizeof cmd,
+             "head -n %d '%s' | CLF_PLUGIN_PATH= '%s' translate -m '%s' --backend cpu --beam 1 %s "
+             "--precision %s >'%s' 2>'%s'",
+             lines, src, CLF_CLI_PATH, dir, opts, precision, out, err_path);
+    ck_assert_msg(system(cmd) == 0, "%s", cmd);
+    return clf_test_read_file(out, NULL);
+}
+
+/* Greedy translations of the first `lines` lines of src under bf16 and F32 (the sentences
+ * decoded together: the products have many rows); the count of equal lines, which must
+ * reach min_equal; without BF16 arithmetic, the note, and every line. */
+static void greedy_bf16_against_f32(const char *what, const char *dir, const char *src, int lines,
+                                    const char *opts, int min_equal)
+{
+    const char *err_path = clf_test_tmp_path("err.txt");
+    char *f32 = greedy(dir, src, lines, opts, "f32", err_path);
+    char *bf16 = greedy(dir, src, lines, opts, "bf16", err_path);
+    char *err = clf_test_read_file(err_path, NULL);
+    int n = 0;
+    const int same = equal_lines(bf16, f32, &n);
+    ck_assert_int_eq(n, lines);
+    const int note = strstr(err, "precision bf16: the cpu backend has no BF16 arithmetic here; "
+                                 "products run in F32") != NULL;
+    fprintf(stderr, "  %s greedy, precision bf16 against f32: %d of %d lines equal (%.0f%%)%s\n",
+            what, same, n, 100.0 * same / n, note ? " (no BF16 arithmetic: F32 ran)" : "");
+    ck_assert_msg(same >= (note ? n : min_equal), "%s: %d of %d lines equal, want %d", what, same,
+                  n, note ? n : min_equal);
+    free(err);
+    free(f32);
+    free(bf16);
+}
+
+/* The Marian fixture: a MarianMT model of random weights (d_model 16, init_std 0.35), 20
+ * sentences. Its logits are close together, so greedy paths of up to 23 tokens turn on
+ * near-ties: measured on Zen 5 (AVX512_BF16), 17 of 20 lines (85%) equal F32's, as with
+ * --weight-type bf16 (BF16 weights and arithmetic: 17 of 20 too). The bar is the measured
+ * figure; the trained model below holds the issue's 95%. */
+START_TEST(marian_greedy_bf16_against_f32)
+{
+    char dir[256], args[1024];
+    clf_test_make_tmpdir("clf-precision");
+    snprintf(args, sizeof args, "marian '%s/marian/hf'", CLF_FIXTURES_DIR);
+    clf_test_import("precision", args, dir, sizeof dir);
+    greedy_bf16_against_f32("marian fixture", dir, CLF_FIXTURES_DIR "/marian/sentences.txt", 20,
+                            "--forced-eos", 17);
+    clf_test_remove_import(dir);
+    clf_test_remove_tmpdir();
+}
+END_TEST
+
+/* The shipped en-de model (trained), the first 100 lines of its valid.en: at least 95%
+ * equal. Measured on Zen 5: 96 or 97 of 100 by the thread count (oneDNN's sums differ in
+ * order); 484 of all 500 lines (96.8%). */
+START_TEST(shipped_greedy_bf16_against_f32)
+{
+    clf_test_make_tmpdir("clf-precision");
+    greedy_bf16_against_f32("shipped en-de", CLF_MODELS_DIR "/en-de-gettext",
+                            CLF_MODELS_DIR "/en-de-gettext/valid.en", 100, "", 95);
+    clf_test_remove_tmpdir();
+}
+END_TEST
+
+static void add_tests(TCase *tc)
+{
+    tcase_add_test(tc, bf16_logits_against_f32);
+    tcase_add_test(tc, f16_notes_and_runs_f32);
+}
+
+static void cpu_only(TCase *tc)
+{
+    tcase_add_test(tc, precision_with_weight_types);
+    tcase_add_test(tc, cli_flag);
+    tcase_add_test(tc, marian_greedy_bf16_against_f32);
+    tcase_add_test(tc, shipped_greedy_bf16_against_f32);
+}
+
+int main(void)
+{
+    return clf_test_backends_main("precision", add_tests, cpu_only, NULL);
+}
