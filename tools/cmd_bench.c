@@ -52,7 +52,7 @@ typedef struct bench_opts {
     int weight_type_set;         /* --weight-type; else the weights file's type */
     clf_weight_type weight_type; /* forward passes only */
     clf_precision precision;     /* --precision */
-    int precision_set;           /* --precision given */
+    int precision_set;           /* given: --train's too, over train: precision */
 } bench_opts;
 
 static clf_status put_line(FILE *f, void *text)
@@ -310,6 +310,8 @@ static clf_status train_bench_open(train_bench *b, const char *cfg_path, const c
     if ((st = clf_config_load_with_plugins(cfg_path, bo->plugin_dir, &b->m.cfg)) != CLF_OK)
         return st;
     const clf_model_config *mc = &b->m.cfg.model;
+    if (o->precision_set) /* --precision overrides train: precision */
+        b->m.cfg.train.precision = o->precision;
     if (mc->src_vocab <= ID_FIRST_WORD || mc->tgt_vocab <= ID_FIRST_WORD)
         return clf_error(CLF_ERR_INPUT, "bench: --train needs vocabularies of more than %d ids",
                          ID_FIRST_WORD);
@@ -323,6 +325,8 @@ static clf_status train_bench_open(train_bench *b, const char *cfg_path, const c
     if ((st = cli_model_open(&mo, &b->m)) != CLF_OK ||
         (st = clf_trainer_create(b->m.model, &b->m.cfg.train, 1, &b->tr)) != CLF_OK)
         return st;
+    if (clf_trainer_note(b->tr))
+        fprintf(stderr, "clformer: note: %s\n", clf_trainer_note(b->tr));
     const int B = o->batch, S = o->src_len, T = o->tgt_len, A = b->m.cfg.train.accumulate;
     const size_t per = (size_t)B * (S + 2 * T);
     b->times = calloc((size_t)o->iters, sizeof(double));
@@ -516,19 +520,20 @@ int clf_cmd_bench(int argc, char **argv)
             ok = o.precision_set = cli_precision_option(optarg, &o.precision);
             break;
         case 'h':
-            printf("usage: clformer bench -c model.yaml [-w w.safetensors] [--backend B] "
-                   "[--device D]\n"
-                   "       [--threads N] [--batch 32] [--src-len 64] [--tgt-len 64] "
-                   "[--iters 10] [--warmup 2] [--json FILE]\n"
-                   "       [--train [--profile]] [--weight-type f32|f16|bf16|int8]\n"
-                   "       [--precision f32|bf16|f16]\n"
-                   "  --weight-type  the forward passes' weight matrices (default: the weights\n"
-                   "             file's type, f32 without -w); --train is always f32\n"
-                   "  --train    time optimizer steps (forward, loss, backward, Adam as the\n"
-                   "             YAML's train: section or its defaults say) on random batches\n"
-                   "             without padding, instead of forward passes\n"
-                   "  --profile  with --train: --iters more steps timed op by "
-                   "op\n" CLI_PRECISION_HELP);
+            printf(
+                "usage: clformer bench -c model.yaml [-w w.safetensors] [--backend B] "
+                "[--device D]\n"
+                "       [--threads N] [--batch 32] [--src-len 64] [--tgt-len 64] "
+                "[--iters 10] [--warmup 2] [--json FILE]\n"
+                "       [--train [--profile]] [--weight-type f32|f16|bf16|int8]\n"
+                "       [--precision f32|bf16|f16]\n"
+                "  --weight-type  the forward passes' weight matrices (default: the weights\n"
+                "             file's type, f32 without -w); --train is always f32\n"
+                "  --train    time optimizer steps (forward, loss, backward, Adam as the\n"
+                "             YAML's train: section or its defaults say) on random batches\n"
+                "             without padding, instead of forward passes\n"
+                "  --profile  with --train: --iters more steps timed op by op\n" CLI_PRECISION_HELP
+                "                       With --train: the training's, over train: precision\n");
             return 0;
         default:
             if (cli_backend_option(c, optarg, &bo) != 1)
@@ -542,9 +547,6 @@ int clf_cmd_bench(int argc, char **argv)
     if (o.train && o.weight_type_set && o.weight_type != CLF_WEIGHT_F32)
         return cli_usage_error("bench: --train trains F32 weights; --weight-type is for forward "
                                "passes");
-    if (o.train && o.precision_set)
-        return cli_usage_error("bench: --train takes its precision from the YAML's train: "
-                               "precision; --precision is for forward passes");
     if (o.profile && !o.train)
         return cli_usage_error("bench: --profile needs --train");
     if (o.train && o.tgt_len < 2)

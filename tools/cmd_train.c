@@ -516,8 +516,12 @@ static clf_status train_loop(run *r)
     clf_batch b = {0};
     loop_state ls = {.t_start = cli_now_s(), .steps_at_start = state->step};
     ls.t_mark = ls.t_start;
+    int bf16 = 0;
+    clf_model_precision(r->m.model, &bf16);
     if (!r->tty && !r->o.quiet)
-        fprintf(stderr, "clformer: training %s from step %lld\n", tc->checkpoint_dir, state->step);
+        fprintf(stderr, "clformer: training %s from step %lld, precision %s%s\n",
+                tc->checkpoint_dir, state->step, clf_precision_name(tc->precision),
+                bf16 ? " (BF16 arithmetic)" : "");
     for (;;) {
         if (tc->steps > 0 ? state->step >= tc->steps : state->epoch >= tc->epochs)
             break;
@@ -617,6 +621,8 @@ int clf_cmd_train(int argc, char **argv)
     if ((st = cli_model_open(&mo, &r.m)) != CLF_OK ||
         (st = clf_trainer_create(r.m.model, &step_tc, 1, &r.trainer)) != CLF_OK)
         goto fail;
+    if (clf_trainer_note(r.trainer) && !r.o.quiet)
+        fprintf(stderr, "clformer: note: %s\n", clf_trainer_note(r.trainer));
     /* the largest batch the train: section allows must fit the device now, not when the
      * first such batch comes (token mode: batch_tokens of pairs at max_len) */
     const int largest =

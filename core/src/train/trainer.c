@@ -27,7 +27,8 @@ clf_status clf_trainer_create(clf_model *m, const clf_train_config *tc, int drop
     for (int op = CLF_OP_RELU_BACKWARD; op <= CLF_OP_FILL; op++)
         if ((st = clf_backend_require(t->api, t->be, (clf_op)op)) != CLF_OK)
             goto fail;
-    if ((st = clf_model_enable_grads(m)) != CLF_OK)
+    if ((st = clf_model_enable_grads(m)) != CLF_OK ||
+        (st = clf_model_set_precision(m, tc->precision, t->note, sizeof t->note)) != CLF_OK)
         goto fail;
     t->n_chunks = clf_model_chunk_count(m);
     size_t nc = (size_t)t->n_chunks;
@@ -59,6 +60,11 @@ clf_status clf_trainer_create(clf_model *m, const clf_train_config *tc, int drop
 fail:
     clf_trainer_free(t);
     return st;
+}
+
+const char *clf_trainer_note(const clf_trainer *t)
+{
+    return t->note[0] ? t->note : NULL;
 }
 
 void clf_trainer_drop_graph(shaped_graph *sg)
@@ -320,7 +326,9 @@ clf_status clf_trainer_step(clf_trainer *t, double *lr_out, double *norm_out)
                 CLF_OK)
             goto fail;
     }
-    if ((st = t->api->synchronize(t->be)) != CLF_OK)
+    /* the products' BF16 copy of the weights (precision bf16), from the updated F32 ones */
+    if ((st = t->api->synchronize(t->be)) != CLF_OK ||
+        (st = clf_model_refresh_precision(t->m)) != CLF_OK)
         goto fail;
     t->state.step = step;
     if (lr_out)
