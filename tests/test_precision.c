@@ -468,11 +468,12 @@ START_TEST(train_bf16_against_f32)
     clf_test_write_reversal_corpus(path, 600, 3);
     double *f32 = train_losses(dir, "f32", err32, sizeof err32);
     double *bf16 = train_losses(dir, "bf16", err16, sizeof err16);
-    ck_assert_msg(strstr(err32, "from step 0, precision f32\n"), "%s", err32);
+    ck_assert_msg(strstr(err32, "from step 0\n") && !strstr(err32, "clformer: precision"), "%s",
+                  err32);
     const int note = strstr(err16, "clformer: note: precision bf16: the cpu backend has no BF16 "
                                    "arithmetic here; products run in F32\n") != NULL;
-    ck_assert_msg(strstr(err16, note ? "from step 0, precision bf16\n"
-                                     : "from step 0, precision bf16 (BF16 arithmetic)\n"),
+    ck_assert_msg(strstr(err16, note ? "clformer: precision bf16\n"
+                                     : "clformer: precision bf16 (BF16 arithmetic)\n"),
                   "%s", err16);
     double worst = 0, first = 0, last = 0;
     int differ = 0;
@@ -504,6 +505,105 @@ START_TEST(train_bf16_against_f32)
 }
 END_TEST
 
+/* `clformer train` of a tiny model (d_model 32, 1 + 1 layers, Adam lr 1e-3, no clipping,
+ * 40 steps) on dir's corpus into dir/name, precision p with `extra` YAML under train:;
+ * stderr into err. */
+static void train_tiny(const char *dir, const char *name, const char *p, const char *extra,
+                       char *err, size_t err_size)
+{
+    char yaml[512], args[1024];
+    snprintf(yaml, sizeof yaml, "%s/%s.yaml", dir, name);
+    FILE *f = fopen(yaml, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f,
+            "model: {max_len: 16, d_model: 32, layers: 1, heads: 2, d_ff: 64, dropout: 0.0}\n"
+            "train:\n"
+            "  data: {train: %s/train.tsv}\n"
+            "  vocab: {src: %s/src.json, tgt: %s/tgt.json, min_frequency: 1}\n"
+            "  seed: 1\n  batch_size: 16\n  max_len: 16\n  steps: 40\n"
+            "  optimizer: {name: adam, lr: 1.0e-3}\n"
+            "  log_every: 10\n  validate_every: 0\n  precision: %s\n%s"
+            "  checkpoint: {dir: %s/%s, every: 0, keep: 1}\n",
+            dir, dir, dir, p, extra, dir, name);
+    fclose(f);
+    snprintf(args, sizeof args, "train -c '%s' --backend cpu", yaml);
+    ck_assert_msg(clf_test_run_cli(args, err, err_size) == 0, "train %s: %s", name, err);
+}
+
+/* The largest |a - b| / max |a| over the weights of two runs' last.safetensors. */
+static double weights_gap(const char *dir, const char *a, const char *b)
+{
+    char pa[512], pb[512];
+    snprintf(pa, sizeof pa, "%s/%s/last.safetensors", dir, a);
+    snprintf(pb, sizeof pb, "%s/%s/last.safetensors", dir, b);
+    clf_safetensors *fa, *fb;
+    CLF_ASSERT_OK(clf_safetensors_open(pa, &fa));
+    CLF_ASSERT_OK(clf_safetensors_open(pb, &fb));
+    double gap = 0;
+    int tensors = 0;
+    for (int i = 0; i < clf_safetensors_count(fa); i++) {
+        const clf_tensor *x = clf_safetensors_at(fa, i);
+        if (strncmp(x->name, "optim.", 6) == 0)
+            continue;
+        const clf_tensor *y = clf_safetensors_find(fb, x->name);
+        ck_assert_ptr_nonnull(y);
+        const size_t n = (size_t)clf_tensor_numel(x);
+        float *u = malloc(n * sizeof *u), *v = malloc(n * sizeof *v);
+        CLF_ASSERT_OK(clf_tensor_to_f32(x, u));
+        CLF_ASSERT_OK(clf_tensor_to_f32(y, v));
+        double mx = 0, d = 0;
+        for (size_t e = 0; e < n; e++) {
+            mx = fmax(mx, fabs(u[e]));
+            d = fmax(d, fabs((double)u[e] - v[e]));
+        }
+        gap = fmax(gap, mx > 0 ? d / mx : d);
+        tensors++;
+        free(u), free(v);
+    }
+    ck_assert_int_gt(tensors, 4);
+    clf_safetensors_close(fa);
+    clf_safetensors_close(fb);
+    return gap;
+}
+
+/* f16's dynamic loss scaling (products in F32 here: the note). A scale that cannot
+ * overflow (1024, doubling every 8 good steps: 32768 after 40) skips nothing, and as the
+ * scales are powers of two the weights equal an unscaled F32 run's (bound 1e-6 of each
+ * tensor's largest; measured: printed, 0 on Zen 5). An injected overflow, a start scale of
+ * 2^70 (the scaled gradients' squares overflow F32), skips steps, halving the scale each
+ * time, and the run goes on learning. */
+START_TEST(train_f16_loss_scaling)
+{
+    char path[512], err[4096];
+    clf_test_make_tmpdir("clf-precision");
+    const char *dir = clf_test_tmpdir();
+    snprintf(path, sizeof path, "%s/train.tsv", dir);
+    clf_test_write_reversal_corpus(path, 300, 5);
+    train_tiny(dir, "f32", "f32", "", err, sizeof err);
+    train_tiny(dir, "small", "f16", "  loss_scale: {init: 1024, window: 8}\n", err, sizeof err);
+    ck_assert_msg(strstr(err, "clformer: note: precision f16: the cpu backend has no F16 "
+                              "arithmetic for products of many rows here; products run in F32\n"),
+                  "%s", err);
+    ck_assert_msg(strstr(err, "clformer: loss scale 32768, 0 steps skipped"), "%s", err);
+    const double gap = weights_gap(dir, "f32", "small");
+    fprintf(stderr, "  f16 loss scale 1024 (x2 every 8 steps): weights against f32 %.2e\n", gap);
+    ck_assert_msg(gap <= 1e-6, "weights differ from F32's by %g", gap);
+    train_tiny(dir, "huge", "f16", "  loss_scale: {init: 1.180591620717411e21, window: 1000}\n",
+               err, sizeof err);
+    const char *line = strstr(err, "clformer: loss scale ");
+    ck_assert_msg(line != NULL, "%s", err);
+    double scale = 0;
+    long long skipped = -1;
+    ck_assert_int_eq(sscanf(line, "clformer: loss scale %lg, %lld steps skipped", &scale, &skipped),
+                     2);
+    fprintf(stderr, "  f16 loss scale 2^70: %lld steps skipped, scale now %g\n", skipped, scale);
+    ck_assert_msg(skipped >= 1 && skipped < 40, "%lld steps skipped", skipped);
+    ck_assert(fabs(scale - ldexp(1.0, 70 - (int)skipped)) <= 1e-5 * scale);
+    ck_assert_msg(strstr(err, " loss_scale ") && strstr(err, " skipped "), "%s", err);
+    clf_test_remove_tmpdir();
+}
+END_TEST
+
 static void add_tests(TCase *tc)
 {
     tcase_add_test(tc, bf16_logits_against_f32);
@@ -514,6 +614,7 @@ static void cpu_only(TCase *tc)
 {
     tcase_add_test(tc, gemm_bf16_arith_transposes);
     tcase_add_test(tc, train_bf16_against_f32);
+    tcase_add_test(tc, train_f16_loss_scaling);
     tcase_add_test(tc, precision_with_weight_types);
     tcase_add_test(tc, cli_flag);
     tcase_add_test(tc, marian_greedy_bf16_against_f32);

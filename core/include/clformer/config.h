@@ -204,11 +204,15 @@ typedef struct clf_train_config {
     float label_smoothing;                          /* default 0.1 */
     float clip_norm;                                /* default 0 (off) */
     clf_precision precision;                        /* default f32 */
-    int log_every;                                  /* default 50 */
-    int validate_every;                             /* default 500 */
-    char checkpoint_dir[CLF_PATH_MAX];              /* default "runs/default" */
-    int checkpoint_every;                           /* default 500; 0 = only at the end */
-    int checkpoint_keep;                            /* default 3, >= 1 */
+    /* precision f16's dynamic loss scaling: the start scale (default 65536 = 2^16) and the
+     * good steps after which it doubles (default 2000) */
+    float loss_scale_init;
+    int loss_scale_window;
+    int log_every;                     /* default 50 */
+    int validate_every;                /* default 500 */
+    char checkpoint_dir[CLF_PATH_MAX]; /* default "runs/default" */
+    int checkpoint_every;              /* default 500; 0 = only at the end */
+    int checkpoint_keep;               /* default 3, >= 1 */
 
     /* data.train / data.valid given as [source, target] two line-aligned files: the target
      * files ("" when data_train / data_valid is a TSV of source<TAB>target lines) */

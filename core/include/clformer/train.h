@@ -70,6 +70,15 @@ CLF_API clf_status clf_trainer_accumulate(clf_trainer *t, const clf_train_batch 
  * global norm (when tc->clip_norm > 0), Adam or AdamW, then the gradients are zeroed.
  * *lr and *grad_norm (before clipping) may be NULL. */
 CLF_API clf_status clf_trainer_step(clf_trainer *t, double *lr, double *grad_norm);
+/* Precision f16's dynamic loss scaling (docs/PRECISION.md): each micro-batch's loss
+ * gradient is multiplied by the scale S (tc->loss_scale_init at the start), the gradient
+ * norm and Adam's gradient divided by it; a step whose gradient is not finite updates
+ * nothing (its gradients are zeroed, *grad_norm is infinity), halves S and counts as
+ * skipped (the schedule's step moves on, Adam's count does not); S doubles after
+ * tc->loss_scale_window good steps in a row. Not saved in checkpoints: a resumed run starts
+ * again from tc->loss_scale_init. *scale: S now (1 for other precisions); *skipped: the
+ * steps skipped in this process. Either may be NULL. */
+CLF_API void clf_trainer_loss_scale(const clf_trainer *t, double *scale, long long *skipped);
 
 /* Loss only (no dropout, no gradient), for validation. */
 CLF_API clf_status clf_trainer_evaluate(clf_trainer *t, const clf_train_batch *b, double *loss_sum,

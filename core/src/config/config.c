@@ -172,6 +172,12 @@ static const field schedule_fields[] = {
     END,
 };
 
+static const field loss_scale_fields[] = {
+    FLOAT("init", train.loss_scale_init, 0.0, 1, HUGE_VAL, 0),
+    INT("window", train.loss_scale_window, 1, INT_MAX),
+    END,
+};
+
 static const field checkpoint_fields[] = {
     STRING("dir", F_PATH, train.checkpoint_dir),
     INT("every", train.checkpoint_every, 0, INT_MAX),
@@ -196,6 +202,7 @@ static const field train_fields[] = {
     FLOAT("label_smoothing", train.label_smoothing, 0.0, 0, 1.0, 1),
     FLOAT("clip_norm", train.clip_norm, 0.0, 0, HUGE_VAL, 0),
     ENUM("precision", train.precision, "precision", precision_names),
+    MAP("loss_scale", loss_scale_fields),
     INT("log_every", train.log_every, 1, INT_MAX),
     INT("validate_every", train.validate_every, 0, INT_MAX),
     MAP("checkpoint", checkpoint_fields),
@@ -562,6 +569,8 @@ void clf_config_defaults(clf_config *cfg)
     t->label_smoothing = 0.1f;
     t->clip_norm = 0.0f;
     t->precision = CLF_PRECISION_F32;
+    t->loss_scale_init = 65536.0f;
+    t->loss_scale_window = 2000;
     t->log_every = 50;
     t->validate_every = 500;
     set_text(t->checkpoint_dir, sizeof t->checkpoint_dir, "runs/default");

@@ -22,6 +22,7 @@ clf_status clf_trainer_create(clf_model *m, const clf_train_config *tc, int drop
     t->m = m;
     t->tc = *tc;
     t->dropout = dropout;
+    t->scale = tc->precision == CLF_PRECISION_F16 ? (double)tc->loss_scale_init : 1.0;
     clf_model_backend_of(m, &t->api, &t->be);
     /* the training ops: the range of ABI 2 in clformer/backend.h's clf_op */
     for (int op = CLF_OP_RELU_BACKWARD; op <= CLF_OP_FILL; op++)
@@ -192,7 +193,7 @@ static clf_status run_batch(clf_trainer *t, int backward, const clf_train_batch 
     /* per-batch scalars: the loss's gradient scale and the dropout seeds */
     clf_node *ce = &sg->g.nodes[sg->v.ce_node];
     ce->args.cross_entropy.grad_scale =
-        backward && ntok ? (float)(1.0 / ((double)ntok * t->tc.accumulate)) : 0.0f;
+        backward && ntok ? (float)(t->scale / ((double)ntok * t->tc.accumulate)) : 0.0f;
     if (backward) {
         uint64_t base =
             clf_splitmix64(clf_splitmix64((uint64_t)t->tc.seed) + (uint64_t)t->state.micro);
@@ -277,6 +278,35 @@ double clf_train_lr(const clf_train_config *tc, int d_model, long long step)
     }
 }
 
+void clf_trainer_loss_scale(const clf_trainer *t, double *scale, long long *skipped)
+{
+    if (scale)
+        *scale = t->scale;
+    if (skipped)
+        *skipped = t->skipped;
+}
+
+/* A step of precision f16 whose gradient is not finite: no update, the gradients zeroed,
+ * the scale halved; the step counts (the schedule moves on), Adam's count does not. */
+static clf_status skip_step(clf_trainer *t, long long step, double lr, double *lr_out,
+                            double *norm_out)
+{
+    clf_status st = CLF_OK;
+    for (int c = 0; c < t->n_chunks && st == CLF_OK; c++)
+        st = clf_op_fill(t->api, t->be, (clf_ptr){t->grad[c], 0}, 0.0f, t->bytes[c] / 4);
+    if (st != CLF_OK || (st = t->api->synchronize(t->be)) != CLF_OK)
+        return clf_error_context(st, "train: optimizer step %lld", step);
+    t->scale /= 2;
+    t->good = 0;
+    t->skipped++;
+    t->state.step = step;
+    if (lr_out)
+        *lr_out = lr;
+    if (norm_out)
+        *norm_out = INFINITY;
+    return CLF_OK;
+}
+
 clf_status clf_trainer_step(clf_trainer *t, double *lr_out, double *norm_out)
 {
     clf_status st;
@@ -293,7 +323,10 @@ clf_status clf_trainer_step(clf_trainer *t, double *lr_out, double *norm_out)
     double sq = 0.0;
     for (int c = 0; c < t->n_chunks; c++)
         sq += t->host_norms[c];
-    const double norm = sqrt(sq);
+    const int f16 = tc->precision == CLF_PRECISION_F16;
+    if (!isfinite(sqrt(sq)) && f16) /* loss scaling: skip the step, halve the scale */
+        return skip_step(t, step, lr, lr_out, norm_out);
+    const double norm = sqrt(sq) / t->scale; /* the gradient's own, unscaled */
     if (!isfinite(norm))
         return clf_error(CLF_ERR_INPUT, "train: the gradient norm is not finite at step %lld",
                          step);
@@ -304,8 +337,9 @@ clf_status clf_trainer_step(clf_trainer *t, double *lr_out, double *norm_out)
         if (coef < 1.0)
             clip = coef;
     }
-    const double bc1 = 1.0 - pow(tc->beta1, (double)step);
-    const double bc2 = 1.0 - pow(tc->beta2, (double)step);
+    /* Adam counts the steps it took (skipped ones are not) */
+    const double bc1 = 1.0 - pow(tc->beta1, (double)(step - t->skipped));
+    const double bc2 = 1.0 - pow(tc->beta2, (double)(step - t->skipped));
     for (int c = 0; c < t->n_chunks; c++) {
         clf_adam_args a = {.param = {t->w[c], 0},
                            .grad = {t->grad[c], 0},
@@ -317,7 +351,7 @@ clf_status clf_trainer_step(clf_trainer *t, double *lr_out, double *norm_out)
                            .beta2 = tc->beta2,
                            .eps = tc->adam_eps,
                            .weight_decay = tc->weight_decay,
-                           .grad_scale = (float)clip,
+                           .grad_scale = (float)(clip / t->scale),
                            .bias_correction1 = (float)bc1,
                            .sqrt_bias_correction2 = (float)sqrt(bc2),
                            .decoupled = tc->optimizer == CLF_OPT_ADAMW};
@@ -331,6 +365,10 @@ clf_status clf_trainer_step(clf_trainer *t, double *lr_out, double *norm_out)
         (st = clf_model_refresh_precision(t->m)) != CLF_OK)
         goto fail;
     t->state.step = step;
+    if (f16 && ++t->good >= tc->loss_scale_window) {
+        t->scale *= 2;
+        t->good = 0;
+    }
     if (lr_out)
         *lr_out = lr;
     if (norm_out)
