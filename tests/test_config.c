@@ -339,6 +339,8 @@ static const char *full_train_yaml =
     "  schedule: {name: noam, warmup: 4000}\n"
     "  label_smoothing: 0.0\n"
     "  clip_norm: 1\n"
+    "  precision: bf16\n"
+    "  loss_scale: {init: 1024, window: 100}\n"
     "  log_every: 10\n"
     "  validate_every: 0\n"
     "  checkpoint:\n"
@@ -396,6 +398,9 @@ START_TEST(test_train_full)
     ck_assert_int_eq(t->warmup, 4000);
     ck_assert_float_eq(t->label_smoothing, 0.0f);
     ck_assert_float_eq(t->clip_norm, 1.0f);
+    ck_assert_int_eq(t->precision, CLF_PRECISION_BF16);
+    ck_assert_float_eq(t->loss_scale_init, 1024.0f);
+    ck_assert_int_eq(t->loss_scale_window, 100);
     ck_assert_int_eq(t->log_every, 10);
     ck_assert_int_eq(t->validate_every, 0);
     ck_assert_str_eq(t->checkpoint_dir, "runs/x");
@@ -949,6 +954,10 @@ static const bad_case bad_cases[] = {
     {T "  optimizer: {lr: -1.0e-4}\n", "train.optimizer.lr: must be > 0, got -1.0e-4"},
     {T "  label_smoothing: 1\n", "train.label_smoothing: must be in [0, 1), got 1"},
     {T "  clip_norm: -1\n", "train.clip_norm: must be >= 0, got -1"},
+    {T "  precision: fp8\n",
+     "<t>:6:14: train.precision: unknown precision 'fp8' (expected f32, bf16 or f16)"},
+    {T "  loss_scale: {init: 0}\n", "train.loss_scale.init: must be > 0, got 0"},
+    {T "  loss_scale: {window: 0}\n", "train.loss_scale.window: must be > 0, got 0"},
     {T "  optimizer: {betas: [0.9, 1.5]}\n",
      "<t>:6:28: train.optimizer.betas[1]: must be in [0, 1), got 1.5"},
     {T "  optimizer: {betas: [0.9]}\n",

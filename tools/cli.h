@@ -90,6 +90,17 @@ int cli_weight_type_option(const char *val, clf_weight_type *type, int *set);
  * be read (clf_weights_load reports that): read before the backend loads, for the thread
  * policy. */
 clf_weight_type cli_file_weight_type(const char *path);
+/* --precision VAL: *p; on a VAL that is not f32, bf16 or f16 prints why and returns 0. */
+int cli_precision_option(const char *val, clf_precision *p);
+/* The --precision lines of forward's, bench's and translate's --help. */
+#define CLI_PRECISION_HELP                                                                         \
+    "  --precision P        f32|bf16|f16 (default f32): what the products of many rows (the\n"     \
+    "                       encoder, batched decoding, a forward pass) take as inputs, summed\n"   \
+    "                       in F32; layernorm, softmax and residual sums stay F32, and the\n"      \
+    "                       products of few rows follow --weight-type. bf16 keeps a BF16\n"        \
+    "                       copy of the weight matrices; without BF16 arithmetic (cpu without\n"   \
+    "                       AVX512_BF16, opencl) or F16 arithmetic, a note says F32 runs\n"
+
 /* This process's resident memory now and at its peak (VmRSS, VmHWM of /proc/self/status),
  * in MiB; 0 where the system does not say (not Linux). */
 int cli_resident_mib(double *now, double *peak);

@@ -77,6 +77,16 @@ int cli_weight_type_option(const char *val, clf_weight_type *type, int *set)
     return 1;
 }
 
+int cli_precision_option(const char *val, clf_precision *p)
+{
+    if (clf_precision_parse(val, p) != CLF_OK) {
+        clf_clear_error();
+        cli_usage_error("--precision: expected f32, bf16 or f16, got '%s'", val);
+        return 0;
+    }
+    return 1;
+}
+
 int cli_backend_option(int c, const char *arg, cli_backend_opts *o)
 {
     switch (c) {

@@ -34,6 +34,14 @@ clf_status cli_model_open(const cli_model_opts *o, cli_model *m)
         if (st == CLF_OK && note[0])
             fprintf(stderr, "clformer: note: %s\n", note);
     }
+    if (st == CLF_OK && o->precision != CLF_PRECISION_F32) {
+        char note[512];
+        st = clf_model_set_precision(m->model, o->precision, note, sizeof note);
+        if (st == CLF_OK && note[0])
+            fprintf(stderr, "clformer: note: %s\n", note);
+    }
+    if (st == CLF_OK)
+        clf_model_precision(m->model, &m->bf16_arith);
 fail:
     clf_weights_free(w); /* the model holds its own copy on the device */
     return st;

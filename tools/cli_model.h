@@ -20,6 +20,7 @@ typedef struct cli_model_opts {
     int train;
     int weight_type_set;
     clf_weight_type weight_type;
+    clf_precision precision; /* clf_model_set_precision; a note about it goes to stderr */
     /* optional: called with the open backend before the model is built, it may give the
      * model another table and handle (bench's profiler, bench_profile.h) */
     clf_status (*wrap)(void *ctx, const clf_backend_api **api, clf_backend **be);
@@ -32,6 +33,7 @@ typedef struct cli_model {
     clf_backend *be;
     clf_model *model;
     clf_weight_type weight_type; /* the type the model multiplies with */
+    int bf16_arith;              /* products of many rows run in BF16 arithmetic */
 } cli_model;
 
 /* Fills *m (zeroed first unless o->cfg_loaded); on failure what was opened stays in *m for

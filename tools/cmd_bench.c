@@ -51,6 +51,8 @@ typedef struct bench_opts {
     int train, profile;
     int weight_type_set;         /* --weight-type; else the weights file's type */
     clf_weight_type weight_type; /* forward passes only */
+    clf_precision precision;     /* --precision */
+    int precision_set;           /* given: --train's too, over train: precision */
 } bench_opts;
 
 static clf_status put_line(FILE *f, void *text)
@@ -129,6 +131,7 @@ static int bench_forward(const char *cfg_path, const char *w_path, const char *j
                                .bo = bo,
                                .weight_type_set = o->weight_type_set,
                                .weight_type = o->weight_type,
+                               .precision = o->precision,
                                .wrap = note_setup_start,
                                .wrap_ctx = &t_open};
     int32_t *src = NULL, *tgt = NULL;
@@ -188,9 +191,10 @@ static int bench_forward(const char *cfg_path, const char *w_path, const char *j
     json_error_t jerr;
     json_t *report = json_pack_ex(
         &jerr, 0,
-        "{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, "
-        "s:I, s:I, s:I}",
-        "config", cfg_path, "backend", api->name, "weight_type", clf_weight_type_name(wt), "device",
+        "{s:s, s:s, s:s, s:s, s:b, s:s, s:s, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, "
+        "s:f, s:f, s:I, s:I, s:I}",
+        "config", cfg_path, "backend", api->name, "weight_type", clf_weight_type_name(wt),
+        "precision", clf_precision_name(o->precision), "bf16_arithmetic", m.bf16_arith, "device",
         facts.desc, "openblas_coretype_env", facts.coretype, "batch", B, "src_len", S, "tgt_len", T,
         "iters", o->iters, "seconds_per_forward", t, "tokens_per_s", (double)B * (S + T) / t,
         "gflops", gflops, "sgemm_gflops_same_shapes", sgemm_gflops, "ratio_to_sgemm",
@@ -198,12 +202,14 @@ static int bench_forward(const char *cfg_path, const char *w_path, const char *j
         first_call, "weight_bytes", (json_int_t)facts.mem.weight_bytes, "activation_bytes",
         (json_int_t)facts.mem.arena_bytes, "peak_rss_bytes", (json_int_t)facts.peak_rss_kib * 1024);
     fprintf(stderr,
-            "%s on %s (%s), %s weights\n  batch %d, src %d, tgt %d: %.2f ms/forward, %.0f "
+            "%s on %s (%s), %s weights, precision %s%s\n  batch %d, src %d, tgt %d: %.2f "
+            "ms/forward, %.0f "
             "tokens/s, %.1f GFLOP/s\n  backend GEMM alone at the same shapes: %.1f GFLOP/s -> "
             "ratio %.2f\n"
             "  device memory: weights %.1f MiB, activations %.1f MiB\n",
-            cfg_path, api->name, facts.desc, clf_weight_type_name(wt), B, S, T, t * 1e3,
-            (double)B * (S + T) / t, gflops, sgemm_gflops, gflops / sgemm_gflops,
+            cfg_path, api->name, facts.desc, clf_weight_type_name(wt),
+            clf_precision_name(o->precision), m.bf16_arith ? " (BF16 arithmetic)" : "", B, S, T,
+            t * 1e3, (double)B * (S + T) / t, gflops, sgemm_gflops, gflops / sgemm_gflops,
             facts.mem.weight_bytes / 1048576.0, facts.mem.arena_bytes / 1048576.0);
     st = emit_report(report, &jerr, json_path);
 fail:
@@ -304,6 +310,8 @@ static clf_status train_bench_open(train_bench *b, const char *cfg_path, const c
     if ((st = clf_config_load_with_plugins(cfg_path, bo->plugin_dir, &b->m.cfg)) != CLF_OK)
         return st;
     const clf_model_config *mc = &b->m.cfg.model;
+    if (o->precision_set) /* --precision overrides train: precision */
+        b->m.cfg.train.precision = o->precision;
     if (mc->src_vocab <= ID_FIRST_WORD || mc->tgt_vocab <= ID_FIRST_WORD)
         return clf_error(CLF_ERR_INPUT, "bench: --train needs vocabularies of more than %d ids",
                          ID_FIRST_WORD);
@@ -317,6 +325,8 @@ static clf_status train_bench_open(train_bench *b, const char *cfg_path, const c
     if ((st = cli_model_open(&mo, &b->m)) != CLF_OK ||
         (st = clf_trainer_create(b->m.model, &b->m.cfg.train, 1, &b->tr)) != CLF_OK)
         return st;
+    if (clf_trainer_note(b->tr))
+        fprintf(stderr, "clformer: note: %s\n", clf_trainer_note(b->tr));
     const int B = o->batch, S = o->src_len, T = o->tgt_len, A = b->m.cfg.train.accumulate;
     const size_t per = (size_t)B * (S + 2 * T);
     b->times = calloc((size_t)o->iters, sizeof(double));
@@ -396,7 +406,7 @@ static clf_status train_bench_report(train_bench *b, const char *cfg_path, const
     json_t *report = json_pack_ex(
         &jerr, 0,
         "{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:s, s:i, s:i, s:f, s:s, s:f, s:f, "
-        "s:f, s:f, s:f, s:f, s:f, s:f, s:s, s:f, s:f, s:f, s:I, s:I, s:I}",
+        "s:f, s:f, s:f, s:f, s:f, s:f, s:s, s:f, s:f, s:f, s:I, s:I, s:I, s:s}",
         "mode", "train", "framework", "clformer", "config", cfg_path, "backend", backend, "device",
         facts.desc, "openblas_coretype_env", facts.coretype, "batch", B, "src_len", S, "tgt_len", T,
         "accumulate", A, "padding", "none", "iters", o->iters, "warmup", o->warmup, "dropout",
@@ -407,16 +417,17 @@ static clf_status train_bench_report(train_bench *b, const char *cfg_path, const
         "3 x forward (GEMMs + attention products)", "first_step_s", b->first_step, "loss_first",
         b->loss_first, "loss_last", b->loss_last, "weight_bytes",
         (json_int_t)facts.mem.weight_bytes, "peak_device_bytes", (json_int_t)peak, "peak_rss_bytes",
-        (json_int_t)facts.peak_rss_kib * 1024);
+        (json_int_t)facts.peak_rss_kib * 1024, "precision", clf_precision_name(tc->precision));
     fprintf(stderr,
-            "%s on %s (%s), training\n  accumulate %d x batch %d, src %d, tgt %d, dropout %g, %s "
+            "%s on %s (%s), training, precision %s\n  accumulate %d x batch %d, src %d, tgt %d, "
+            "dropout %g, %s "
             "lr %g: "
             "%.1f ms/step, %.0f target tokens/s, %.0f src+tgt tokens/s, %.1f GFLOP/s (3x "
             "forward)\n  loss %.4f -> %.4f; first step %.2f s\n  device memory: peak %.1f MiB "
             "allocated (weights %.1f MiB); peak RSS %.1f MiB\n",
-            cfg_path, backend, facts.desc, A, B, S, T, mc->dropout,
-            clf_optimizer_name(tc->optimizer), tc->lr, t * 1e3, tgt_tokens / t, all_tokens / t,
-            gflops, b->loss_first, b->loss_last, b->first_step, peak / 1048576.0,
+            cfg_path, backend, facts.desc, clf_precision_name(tc->precision), A, B, S, T,
+            mc->dropout, clf_optimizer_name(tc->optimizer), tc->lr, t * 1e3, tgt_tokens / t,
+            all_tokens / t, gflops, b->loss_first, b->loss_last, b->first_step, peak / 1048576.0,
             facts.mem.weight_bytes / 1048576.0, facts.peak_rss_kib / 1024.0);
     if (o->profile && report)
         cli_profiler_report(b->prof, b->prof_step, o->iters, report);
@@ -463,6 +474,7 @@ int clf_cmd_bench(int argc, char **argv)
                                              {"train", no_argument, NULL, 'r'},
                                              {"profile", no_argument, NULL, 'P'},
                                              {"weight-type", required_argument, NULL, 'Q'},
+                                             {"precision", required_argument, NULL, 'X'},
                                              {"help", no_argument, NULL, 'h'},
                                              {0}};
     int c;
@@ -504,18 +516,24 @@ int clf_cmd_bench(int argc, char **argv)
         case 'Q':
             ok = cli_weight_type_option(optarg, &o.weight_type, &o.weight_type_set);
             break;
+        case 'X':
+            ok = o.precision_set = cli_precision_option(optarg, &o.precision);
+            break;
         case 'h':
-            printf("usage: clformer bench -c model.yaml [-w w.safetensors] [--backend B] "
-                   "[--device D]\n"
-                   "       [--threads N] [--batch 32] [--src-len 64] [--tgt-len 64] "
-                   "[--iters 10] [--warmup 2] [--json FILE]\n"
-                   "       [--train [--profile]] [--weight-type f32|f16|bf16|int8]\n"
-                   "  --weight-type  the forward passes' weight matrices (default: the weights\n"
-                   "             file's type, f32 without -w); --train is always f32\n"
-                   "  --train    time optimizer steps (forward, loss, backward, Adam as the\n"
-                   "             YAML's train: section or its defaults say) on random batches\n"
-                   "             without padding, instead of forward passes\n"
-                   "  --profile  with --train: --iters more steps timed op by op\n");
+            printf(
+                "usage: clformer bench -c model.yaml [-w w.safetensors] [--backend B] "
+                "[--device D]\n"
+                "       [--threads N] [--batch 32] [--src-len 64] [--tgt-len 64] "
+                "[--iters 10] [--warmup 2] [--json FILE]\n"
+                "       [--train [--profile]] [--weight-type f32|f16|bf16|int8]\n"
+                "       [--precision f32|bf16|f16]\n"
+                "  --weight-type  the forward passes' weight matrices (default: the weights\n"
+                "             file's type, f32 without -w); --train is always f32\n"
+                "  --train    time optimizer steps (forward, loss, backward, Adam as the\n"
+                "             YAML's train: section or its defaults say) on random batches\n"
+                "             without padding, instead of forward passes\n"
+                "  --profile  with --train: --iters more steps timed op by op\n" CLI_PRECISION_HELP
+                "                       With --train: the training's, over train: precision\n");
             return 0;
         default:
             if (cli_backend_option(c, optarg, &bo) != 1)

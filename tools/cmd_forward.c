@@ -48,10 +48,11 @@ typedef struct fwd_opts {
 /* Parses argv into o. Returns -1 to go on, else the exit code (0 after --help). */
 static int parse_args(int argc, char **argv, fwd_opts *o)
 {
-    enum { OPT_WEIGHT_TYPE = 1000 };
+    enum { OPT_WEIGHT_TYPE = 1000, OPT_PRECISION };
     static const struct option longopts[] = {
         {"config", required_argument, NULL, 'c'},
         {"weight-type", required_argument, NULL, OPT_WEIGHT_TYPE},
+        {"precision", required_argument, NULL, OPT_PRECISION},
         {"weights", required_argument, NULL, 'w'},
         {"input", required_argument, NULL, 'i'},
         {"output", required_argument, NULL, 'o'},
@@ -79,6 +80,10 @@ static int parse_args(int argc, char **argv, fwd_opts *o)
             if (!cli_weight_type_option(optarg, &o->mo.weight_type, &o->mo.weight_type_set))
                 return 2;
             break;
+        case OPT_PRECISION:
+            if (!cli_precision_option(optarg, &o->mo.precision))
+                return 2;
+            break;
         case 'h':
             printf("usage: clformer forward -c model.yaml -w w.safetensors -i in.safetensors "
                    "-o out.safetensors\n"
@@ -86,6 +91,7 @@ static int parse_args(int argc, char **argv, fwd_opts *o)
                    "[--plugin-dir DIR]\n"
                    "       [--weight-type f32|f16|bf16|int8] (default: the weights file's "
                    "type)\n"
+                   "       [--precision f32|bf16|f16]\n" CLI_PRECISION_HELP
                    "in: I32 'src' [B,S], 'tgt' [B,T]; out: F32 'logits' [B,T,tgt_vocab], "
                    "'encoder_out' [B,S,d_model]\n");
             return 0;

@@ -509,7 +509,15 @@ static clf_status after_step(run *r, loop_state *ls, double lr, double norm)
                 "ETA %s   ",
                 step, r->total_steps, state->epoch + 1, ls->step_loss, tok_s, lr, eta);
     }
-    if (log_row && !r->tty && show)
+    double scale = 1;
+    long long skipped = 0;
+    clf_trainer_loss_scale(r->trainer, &scale, &skipped);
+    if (log_row && !r->tty && show && tc->precision == CLF_PRECISION_F16)
+        fprintf(stderr,
+                "step %lld epoch %d loss %.4f lr %.3g tok/s %.0f grad_norm %.3g loss_scale %g "
+                "skipped %lld\n",
+                step, state->epoch + 1, ls->step_loss, lr, tok_s, norm, scale, skipped);
+    else if (log_row && !r->tty && show)
         fprintf(stderr, "step %lld epoch %d loss %.4f lr %.3g tok/s %.0f grad_norm %.3g\n", step,
                 state->epoch + 1, ls->step_loss, lr, tok_s, norm);
     if (log_row || do_valid) {
@@ -573,6 +581,12 @@ static clf_status finish_run(run *r, const loop_state *ls)
     else
         fprintf(stderr, "clformer: done: step %lld, last loss %.4f, %s/last.safetensors\n",
                 state->step, ls->step_loss, tc->checkpoint_dir);
+    long long skipped = 0;
+    double scale = 1;
+    clf_trainer_loss_scale(r->trainer, &scale, &skipped);
+    if (tc->precision == CLF_PRECISION_F16)
+        fprintf(stderr, "clformer: loss scale %g, %lld steps skipped (gradients not finite)\n",
+                scale, skipped);
     return CLF_OK;
 }
 
@@ -584,6 +598,11 @@ static clf_status train_loop(run *r)
     clf_batch b = {0};
     loop_state ls = {.t_start = cli_now_s(), .steps_at_start = state->step};
     ls.t_mark = ls.t_start;
+    int bf16 = 0;
+    clf_model_precision(r->m.model, &bf16);
+    if (!r->tty && !r->o.quiet && tc->precision != CLF_PRECISION_F32)
+        fprintf(stderr, "clformer: precision %s%s\n", clf_precision_name(tc->precision),
+                bf16 ? " (BF16 arithmetic)" : "");
     if (!r->tty && !r->o.quiet)
         fprintf(stderr, "clformer: training %s from step %lld\n", tc->checkpoint_dir, state->step);
     for (;;) {
@@ -685,6 +704,8 @@ int clf_cmd_train(int argc, char **argv)
     if ((st = cli_model_open(&mo, &r.m)) != CLF_OK ||
         (st = clf_trainer_create(r.m.model, &step_tc, 1, &r.trainer)) != CLF_OK)
         goto fail;
+    if (clf_trainer_note(r.trainer) && !r.o.quiet)
+        fprintf(stderr, "clformer: note: %s\n", clf_trainer_note(r.trainer));
     /* the largest batch the train: section allows must fit the device now, not when the
      * first such batch comes (token mode: batch_tokens of pairs at max_len) */
     const int largest =

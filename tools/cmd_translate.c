@@ -67,6 +67,7 @@ enum {
     OPT_ATTENTION,
     OPT_ATTENTION_PNG,
     OPT_WEIGHT_TYPE,
+    OPT_PRECISION,
     OPT_BEAM_STYLE,
     OPT_FORCED_EOS,
     OPT_SOURCE_LANG,
@@ -95,6 +96,7 @@ typedef struct tr_opts {
     int stats;            /* --stats: timing on stderr at the end */
     int weight_type_set;  /* --weight-type given; else the weights file's own type */
     clf_weight_type weight_type;
+    clf_precision precision; /* --precision */
     cli_backend_opts bo;
 } tr_opts;
 
@@ -164,7 +166,8 @@ static void usage(void)
            "                       (batch 1, small beams) read a 16-bit copy of the weight\n"
            "                       matrices, about twice as fast where memory bandwidth\n"
            "                       bounds them. int8: every product uses int8 weights (per\n"
-           "                       output channel) and int8 activations (per row; cpu only)\n"
+           "                       output channel) and int8 activations (per row; cpu "
+           "only)\n" CLI_PRECISION_HELP
            "  --stats              at the end, on stderr: lines, output tokens and the time\n"
            "                       spent decoding them (tokens/s), loading excluded, and the\n"
            "                       process's resident memory then and at its peak; per\n"
@@ -269,6 +272,7 @@ static int parse_args(int argc, char **argv, tr_opts *o)
         {"attention", required_argument, NULL, OPT_ATTENTION},
         {"attention-png", required_argument, NULL, OPT_ATTENTION_PNG},
         {"weight-type", required_argument, NULL, OPT_WEIGHT_TYPE},
+        {"precision", required_argument, NULL, OPT_PRECISION},
         CLI_BACKEND_LONGOPTS,
         {"help", no_argument, NULL, 'h'},
         {0}};
@@ -329,6 +333,10 @@ static int parse_args(int argc, char **argv, tr_opts *o)
             break;
         case OPT_WEIGHT_TYPE:
             if (!cli_weight_type_option(optarg, &o->weight_type, &o->weight_type_set))
+                return 2;
+            break;
+        case OPT_PRECISION:
+            if (!cli_precision_option(optarg, &o->precision))
                 return 2;
             break;
         case 'h':
@@ -539,6 +547,7 @@ static clf_status translator_open(translator *t)
     to.threads = t->o.bo.threads;
     to.weight_type_set = t->o.weight_type_set;
     to.weight_type = t->o.weight_type;
+    to.precision = t->o.precision;
     /* before anything loads libgomp or OpenBLAS (op plugins with the config, backends):
      * with F16 weights a decoding step is the backend's own OpenMP loops back to back */
     clf_weight_type wt = t->o.weight_type;

@@ -14,7 +14,7 @@
 typedef struct dnnl_prim {
     int used;
     cpu_matmul_kind kind;
-    int m, n, k, lda, ldb;
+    cpu_matmul_shape sh;
     dnnl_primitive_t prim;
     dnnl_memory_t src, wei, dst;
 } dnnl_prim;
@@ -53,6 +53,7 @@ void cpu_dnnl_close(cpu_dnnl *q)
         free(q->cache);
     }
     free(q->src);
+    free(q->wsrc);
     free(q->row_scale);
     free(q->acc);
     free(q);
@@ -77,13 +78,12 @@ clf_status cpu_dnnl_open(cpu_dnnl **out)
 }
 
 /* The cached primitive for this kind and shape, made on first use. */
-static clf_status prim_get(struct cpu_dnnl_cache *c, cpu_matmul_kind kind, const clf_gemm_args *a,
-                           dnnl_prim **out)
+static clf_status prim_get(struct cpu_dnnl_cache *c, cpu_matmul_kind kind,
+                           const cpu_matmul_shape *sh, dnnl_prim **out)
 {
     for (int i = 0; i < DNNL_CACHE; i++) {
         dnnl_prim *p = &c->prims[i];
-        if (p->used && p->kind == kind && p->m == a->m && p->n == a->n && p->k == a->k &&
-            p->lda == a->lda && p->ldb == a->ldb) {
+        if (p->used && p->kind == kind && memcmp(&p->sh, sh, sizeof *sh) == 0) {
             *out = p;
             return CLF_OK;
         }
@@ -93,9 +93,14 @@ static clf_status prim_get(struct cpu_dnnl_cache *c, cpu_matmul_kind kind, const
     prim_free(p);
     const int bf16 = kind == CPU_MATMUL_BF16;
     dnnl_memory_desc_t md_a, md_w, md_c;
-    /* A [m, k] (lda); W^T as [k, n] with strides (1, ldb): the weights' own rows; C dense */
-    dnnl_dims_t da = {a->m, a->k}, sa = {a->lda, 1}, dw = {a->k, a->n}, sw = {1, a->ldb},
-                dc = {a->m, a->n}, sc = {a->n, 1};
+    /* op(A) [m, k] and op(B) [k, n] by strides over their stored rows (a transposed
+     * operand is its stored matrix read down the columns); C dense */
+    dnnl_dims_t da = {sh->m, sh->k}, dw = {sh->k, sh->n}, dc = {sh->m, sh->n}, sc = {sh->n, 1};
+    dnnl_dims_t sa = {sh->lda, 1}, sw = {sh->ldb, 1};
+    if (sh->trans_a)
+        sa[0] = 1, sa[1] = sh->lda;
+    if (sh->trans_b)
+        sw[0] = 1, sw[1] = sh->ldb;
     dnnl_primitive_desc_t pd = NULL;
     dnnl_matmul_desc_t mm;
     if (dnnl_memory_desc_init_by_strides(&md_a, 2, da, bf16 ? dnnl_bf16 : dnnl_u8, sa) !=
@@ -114,25 +119,21 @@ static clf_status prim_get(struct cpu_dnnl_cache *c, cpu_matmul_kind kind, const
             dnnl_primitive_desc_destroy(pd);
         prim_free(p);
         return clf_error(CLF_ERR_BACKEND, "cpu: gemm: oneDNN has no %s matmul for m=%d n=%d k=%d",
-                         bf16 ? "bf16" : "int8", a->m, a->n, a->k);
+                         bf16 ? "bf16" : "int8", sh->m, sh->n, sh->k);
     }
     dnnl_primitive_desc_destroy(pd);
     p->used = 1;
     p->kind = kind;
-    p->m = a->m;
-    p->n = a->n;
-    p->k = a->k;
-    p->lda = a->lda;
-    p->ldb = a->ldb;
+    p->sh = *sh;
     *out = p;
     return CLF_OK;
 }
 
-clf_status cpu_dnnl_matmul(cpu_dnnl *q, cpu_matmul_kind kind, const clf_gemm_args *a, void *src,
+clf_status cpu_dnnl_matmul(cpu_dnnl *q, cpu_matmul_kind kind, const cpu_matmul_shape *sh, void *src,
                            const void *wei, void *dst)
 {
     dnnl_prim *p = NULL;
-    clf_status st = prim_get(q->cache, kind, a, &p);
+    clf_status st = prim_get(q->cache, kind, sh, &p);
     if (st != CLF_OK)
         return st;
     dnnl_memory_set_data_handle(p->src, src);
@@ -143,6 +144,6 @@ clf_status cpu_dnnl_matmul(cpu_dnnl *q, cpu_matmul_kind kind, const clf_gemm_arg
     if (dnnl_primitive_execute(p->prim, q->cache->stream, 3, args) != dnnl_success ||
         dnnl_stream_wait(q->cache->stream) != dnnl_success)
         return clf_error(CLF_ERR_BACKEND, "cpu: gemm: oneDNN %s matmul failed (m=%d n=%d k=%d)",
-                         kind == CPU_MATMUL_BF16 ? "bf16" : "int8", a->m, a->n, a->k);
+                         kind == CPU_MATMUL_BF16 ? "bf16" : "int8", sh->m, sh->n, sh->k);
     return CLF_OK;
 }

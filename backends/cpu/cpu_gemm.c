@@ -2,7 +2,8 @@
  * with the bias/relu epilogue. A product of a few rows runs as matrix-vector products
  * (gemm_rows_as_gemv); one that reads the weights' int8 copy goes to cpu_gemm_i8.c, a
  * few-row one that reads their F16 or BF16 copy to cpu_gemv_half.c, and one of many rows
- * that reads their BF16 copy, on a CPU with BF16 arithmetic, to cpu_gemm_bf16.c. */
+ * that reads their BF16 copy or asks for BF16 arithmetic (bf16_arith), on a CPU with it, to
+ * cpu_gemm_bf16.c. */
 #include <cblas.h>
 #include <string.h>
 

@@ -277,9 +277,12 @@ clf_status cpu_gemm_i8(clf_backend *be, const clf_gemm_args *a)
 #if defined(__x86_64__) || defined(__i386__)
         few_product(be, a, qa, q->acc);
 #endif
-    } else if ((st = cpu_dnnl_matmul(q, CPU_MATMUL_INT8, a, qa, a->b_i8.buf->data + a->b_i8.off,
-                                     q->acc)) != CLF_OK) {
-        return st;
+    } else {
+        const cpu_matmul_shape sh = {
+            .m = m, .n = n, .k = k, .trans_b = 1, .lda = a->lda, .ldb = a->ldb};
+        if ((st = cpu_dnnl_matmul(q, CPU_MATMUL_INT8, &sh, qa, a->b_i8.buf->data + a->b_i8.off,
+                                  q->acc)) != CLF_OK)
+            return st;
     }
     /* b_scale: per row {F32 scale, I32 sum} */
     const unsigned char *ws = a->b_scale.buf->data + a->b_scale.off;

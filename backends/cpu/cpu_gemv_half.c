@@ -378,8 +378,9 @@ int cpu_gemv_half_applies(const clf_gemm_args *a)
 
 int cpu_gemv_bf16_applies(const clf_gemm_args *a)
 {
-    return a->b_bf16.buf && !a->trans_a && a->trans_b && a->m >= 1 && a->m <= CPU_GEMV_MAX_ROWS &&
-           a->k > 0;
+    /* with bf16_arith the copy is for the BF16 arithmetic only (clformer/backend.h) */
+    return a->b_bf16.buf && !a->bf16_arith && !a->trans_a && a->trans_b && a->m >= 1 &&
+           a->m <= CPU_GEMV_MAX_ROWS && a->k > 0;
 }
 
 /* The product from 16-bit weights h (b_half, or b_bf16 with bf16 = 1). */

@@ -273,7 +273,7 @@ int cpu_gemv_half_applies(const clf_gemm_args *a);
  * other operands have passed check_gemm. CLF_ERR_INPUT when b_half is out of bounds. */
 clf_status cpu_gemv_half(clf_backend *be, const clf_gemm_args *a);
 
-/* 1 when gemm reads a->b_bf16: as cpu_gemv_half_applies, for b_bf16. */
+/* 1 when gemm reads a->b_bf16: as cpu_gemv_half_applies, for b_bf16, unless bf16_arith. */
 int cpu_gemv_bf16_applies(const clf_gemm_args *a);
 /* The same product as cpu_gemv_half from b_bf16. */
 clf_status cpu_gemv_bf16(clf_backend *be, const clf_gemm_args *a);
@@ -295,21 +295,27 @@ static inline void cpu_bias_relu_row(float *c, int n, const float *bias, int rel
 /* ---- oneDNN's matmuls (cpu_dnnl.c) ---- */
 
 typedef enum cpu_matmul_kind { CPU_MATMUL_INT8, CPU_MATMUL_BF16 } cpu_matmul_kind;
+/* A matmul's shape: op(src) [m, k], op(wei) [k, n], stored as clf_gemm_args says for A
+ * (trans_a, lda) and B (trans_b, ldb). Compared bytewise (ints only: no padding). */
+typedef struct cpu_matmul_shape {
+    int m, n, k, trans_a, trans_b, lda, ldb;
+} cpu_matmul_shape;
 struct cpu_dnnl_cache;
 /* The engine, stream and primitive cache, and the scratch the products share (grown as
- * needed): the converted activations, a scale per row, the raw products. */
+ * needed): the converted activations (and weights, for BF16 arithmetic without b_bf16), a
+ * scale per row, the raw products. */
 typedef struct cpu_dnnl {
     struct cpu_dnnl_cache *cache;
-    void *src;
+    void *src, *wsrc;
     float *row_scale;
     void *acc;
-    size_t src_cap, row_scale_cap, acc_cap;
+    size_t src_cap, wsrc_cap, row_scale_cap, acc_cap;
 } cpu_dnnl;
 clf_status cpu_dnnl_open(cpu_dnnl **out);
 void cpu_dnnl_close(cpu_dnnl *q); /* NULL is fine */
-/* dst [m, n] (dense) = src [m, k] (rows lda apart) x W^T, W [n, k] rows ldb apart, with a's
- * m, n, k, lda and ldb: u8 x s8 -> s32 (CPU_MATMUL_INT8) or bf16 x bf16 -> f32. */
-clf_status cpu_dnnl_matmul(cpu_dnnl *q, cpu_matmul_kind kind, const clf_gemm_args *a, void *src,
+/* dst [m, n] (dense) = op(src) op(wei) of shape sh: u8 x s8 -> s32 (CPU_MATMUL_INT8) or
+ * bf16 x bf16 -> f32. */
+clf_status cpu_dnnl_matmul(cpu_dnnl *q, cpu_matmul_kind kind, const cpu_matmul_shape *sh, void *src,
                            const void *wei, void *dst);
 
 /* ---- int8 weights (cpu_gemm_i8.c) ---- */
@@ -328,10 +334,11 @@ clf_status cpu_gemm_i8(clf_backend *be, const clf_gemm_args *a);
 /* 1 when this CPU multiplies BF16 natively (AVX512_BF16) and CLF_CPU_BF16_ARITH is not
  * "off"; CLF_ERR_INPUT for another value of it. */
 clf_status cpu_bf16_arith_choose(int *on);
-/* 1 when gemm reads a->b_bf16 in BF16 arithmetic: be->bf16_arith, more than
- * CPU_GEMV_MAX_ROWS rows, trans_a = 0, trans_b = 1, k > 0. */
+/* 1 when gemm runs in BF16 arithmetic: be->bf16_arith, more than CPU_GEMV_MAX_ROWS rows,
+ * k > 0, and a->bf16_arith or b_bf16 with trans_a = 0, trans_b = 1. */
 int cpu_gemm_bf16_applies(const clf_backend *be, const clf_gemm_args *a);
-/* C = relu?(alpha * bf16(A) b_bf16^T + beta C + bias), the sums in F32 (oneDNN). */
+/* C = relu?(alpha * bf16(op(A)) bf16(op(B)) + beta C + bias), the sums in F32 (oneDNN); B
+ * from b_bf16 where given. */
 clf_status cpu_gemm_bf16(clf_backend *be, const clf_gemm_args *a);
 
 /* ---- training ops (ABI 2: cpu_train.c, cpu_attention_backward.c), semantics in

@@ -47,7 +47,8 @@ extern "C" {
  * checks operand bounds, clformer/ops.h), and clf_attention_args.kv_rows with its
  * capability CLF_OP_ATTENTION_KV_ROWS, discard, and the capability CLF_OP_GEMM_HALF_ARITH; ABI 6
  * adds topk (a beam search's best continuations chosen on the device) and the capability
- * CLF_OP_GEMM_BF16_ARITH; ABI 7 the capability CLF_OP_QUEUED. */
+ * CLF_OP_GEMM_BF16_ARITH; ABI 7 adds clf_gemm_args.bf16_arith (BF16 arithmetic asked for by
+ * the core: the precision setting, clformer/model.h) and the capability CLF_OP_QUEUED. */
 #define CLF_BACKEND_ABI 7
 
 typedef struct clf_backend clf_backend; /* opaque, defined by each backend */
@@ -147,7 +148,8 @@ typedef enum clf_op {
     /* decoding (ABI 6) */
     CLF_OP_TOPK,
     /* gemm reads b_bf16 in products of many rows too, in BF16 arithmetic (ABI 6; see
-     * b_bf16 below): the CPU backend on a CPU with AVX512_BF16 */
+     * b_bf16 below), and honours bf16_arith (ABI 7): the CPU backend on a CPU with
+     * AVX512_BF16 */
     CLF_OP_GEMM_BF16_ARITH,
     /* the backend queues ops: a call may return before the device has run it (download and
      * synchronize wait for it), so the host should not wait on every step (ABI 7): greedy
@@ -191,6 +193,15 @@ typedef enum clf_ln_style {
  * trans_a = 0 and trans_b = 1, in BF16 arithmetic: A rounded to BF16 (to nearest even), the
  * exact products summed in F32; alpha, beta, the bias and relu in F32.
  *
+ * bf16_arith (gemm only, optional, ABI 7): nonzero asks for BF16 arithmetic in a product of
+ * many rows, whatever trans_a and trans_b: op(A) and op(B) rounded to BF16 (to nearest
+ * even), the exact products summed in F32; alpha, beta, the bias and relu in F32. B is read
+ * from b_bf16 where given (then B's BF16 copy, same layout), else rounded from b. A backend
+ * whose supports(CLF_OP_GEMM_BF16_ARITH) is 1 honours it in its products of many rows (the
+ * CPU backend's 8+); its products of few rows ignore it and, with it set, do not read
+ * b_bf16 either (they multiply b in F32: the copy is there for the arithmetic only). The
+ * core sets it only on a backend with that capability; another backend ignores it (F32).
+ *
  * b_i8, b_scale (gemm only, optional, ABI 5; only with trans_a = 0, trans_b = 1): the
  * weight matrix quantized per output channel, B[j,p] ~ b_i8[j,p] * b_scale[j], int8
  * elements [n, k] rows ldb apart (element offset = b's), b_scale F32 [n]. A backend whose
@@ -217,6 +228,7 @@ typedef struct clf_gemm_args {
     clf_ptr b_bf16;                      /* optional: B as BF16 (ABI 5, see above) */
     clf_ptr b_i8;                        /* optional: B as int8 (ABI 5, see above) */
     clf_ptr b_scale;                     /* with b_i8: F32 [n] per-channel scales */
+    int bf16_arith;                      /* 1: BF16 arithmetic (ABI 7, see above) */
     int batch;                           /* gemm_strided_batched only */
     size_t stride_a, stride_b, stride_c; /* elements, gemm_strided_batched only */
 } clf_gemm_args;

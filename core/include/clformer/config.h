@@ -181,6 +181,15 @@ typedef enum clf_schedule_kind {
 
 #define CLF_LANGUAGE_CODE_MAX 16 /* bytes of a language code with its NUL: "en", "zh_Hant" */
 
+/* What products take as inputs (`precision:` of train:, --precision of forward, bench and
+ * translate; README "Precision"): F32, or BF16 / F16 inputs with F32 sums. Layernorm,
+ * softmax, residual sums, the loss and the optimizer stay F32. */
+typedef enum clf_precision {
+    CLF_PRECISION_F32 = 0,
+    CLF_PRECISION_BF16 = 1,
+    CLF_PRECISION_F16 = 2
+} clf_precision;
+
 typedef struct clf_train_config {
     int present; /* 1 when the YAML has a train: section */
     /* Paths are stored as written: a relative path is relative to the working directory
@@ -205,11 +214,16 @@ typedef struct clf_train_config {
     int warmup;                                     /* default 0; > 0 for noam and inverse_sqrt */
     float label_smoothing;                          /* default 0.1 */
     float clip_norm;                                /* default 0 (off) */
-    int log_every;                                  /* default 50 */
-    int validate_every;                             /* default 500 */
-    char checkpoint_dir[CLF_PATH_MAX];              /* default "runs/default" */
-    int checkpoint_every;                           /* default 500; 0 = only at the end */
-    int checkpoint_keep;                            /* default 3, >= 1 */
+    clf_precision precision;                        /* default f32 */
+    /* precision f16's dynamic loss scaling: the start scale (default 65536 = 2^16) and the
+     * good steps after which it doubles (default 2000) */
+    float loss_scale_init;
+    int loss_scale_window;
+    int log_every;                     /* default 50 */
+    int validate_every;                /* default 500 */
+    char checkpoint_dir[CLF_PATH_MAX]; /* default "runs/default" */
+    int checkpoint_every;              /* default 500; 0 = only at the end */
+    int checkpoint_keep;               /* default 3, >= 1 */
 
     /* data.train / data.valid given as [source, target] two line-aligned files: the target
      * files ("" when data_train / data_valid is a TSV of source<TAB>target lines) */
@@ -347,6 +361,9 @@ CLF_API const char *clf_target_language_name(clf_target_language t);
 CLF_API const char *clf_tie_name(clf_tie t);
 CLF_API const char *clf_optimizer_name(clf_optimizer_kind o);
 CLF_API const char *clf_schedule_name(clf_schedule_kind s);
+CLF_API const char *clf_precision_name(clf_precision p); /* "f32", "bf16", "f16" */
+/* The precision spelled s; CLF_ERR_INPUT "precision 's' is not one of f32, bf16, f16". */
+CLF_API clf_status clf_precision_parse(const char *s, clf_precision *out);
 /* generate.beam_style: "gnmt" or "hf" */
 CLF_API const char *clf_beam_style_name(int style);
 

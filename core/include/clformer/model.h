@@ -74,6 +74,27 @@ CLF_API clf_status clf_model_enable_half_weights(clf_model *m);
  * CLF_OP_GEMM_BF16 / CLF_OP_GEMM_I8), CLF_ERR_INPUT naming a weight the type cannot
  * hold. */
 CLF_API clf_status clf_model_set_weight_type(clf_model *m, clf_weight_type type);
+/* The precision of the products of graphs built from now on (README "Precision"):
+ * products take BF16 / F16 inputs and sum in F32; layernorm, softmax, the residual sums,
+ * the loss and the optimizer stay F32, and so do the weights themselves. BF16 on a backend
+ * with BF16 arithmetic (supports(CLF_OP_GEMM_BF16_ARITH)): unless the weight type is BF16
+ * (whose copy serves), a BF16 copy of the matrices the linear layers multiply with, made
+ * now from the weights on the device (half their bytes again), which every linear layer's
+ * product (forward and, in training, backward) passes with clf_gemm_args.bf16_arith; the
+ * backend runs its products of many rows in BF16 arithmetic, its products of few rows
+ * (decoding) keep the weight type's. Where the backend has no such arithmetic (and for F16
+ * outside OpenCL with --weight-type f16 on a device with half arithmetic), or the weight
+ * type is int8, products keep their arithmetic and note (may be NULL) gets one sentence
+ * saying so, else "". Call it after clf_model_set_weight_type (which keeps the setting). */
+CLF_API clf_status clf_model_set_precision(clf_model *m, clf_precision p, char *note,
+                                           size_t note_size);
+/* Makes the BF16 copy of clf_model_set_precision again from the weights as they are now
+ * (the trainer, after each optimizer step); nothing without one. */
+CLF_API clf_status clf_model_refresh_precision(clf_model *m);
+/* The precision set; *bf16_arith (optional) = 1 when products of many rows run in BF16
+ * arithmetic (the copy exists, or BF16 weights on a backend with the arithmetic). */
+CLF_API clf_precision clf_model_precision(const clf_model *m, int *bf16_arith);
+
 /* Inference with int8 weights: every product then reads the int8 copy, never the F32
  * matrix (clf_gemm_args.b_i8), so the F32 bytes of the matrices that only linear layers
  * read (all but the embedding tables) can go back to the system: about three quarters of

@@ -48,9 +48,16 @@ typedef struct clf_train_state {
 } clf_train_state;
 
 /* The trainer for model m (its weights are trained in place). dropout: 1 = the model
- * config's dropout rates (model.dropout and its sites), 0 = none (exact comparisons). */
+ * config's dropout rates (model.dropout and its sites), 0 = none (exact comparisons).
+ * tc->precision goes to clf_model_set_precision (docs/PRECISION.md): with bf16 on a backend
+ * with BF16 arithmetic, the forward and backward products of the linear layers run in it,
+ * from a BF16 copy of the weights made again after every optimizer step (and load); the
+ * weights, the gradients and Adam stay F32. */
 CLF_API clf_status clf_trainer_create(clf_model *m, const clf_train_config *tc, int dropout,
                                       clf_trainer **out);
+/* What creating t noticed of its precision, for a CLI to print (products that run in F32
+ * for want of the arithmetic), else NULL. */
+CLF_API const char *clf_trainer_note(const clf_trainer *t);
 CLF_API void clf_trainer_free(clf_trainer *t);
 
 /* Forward and backward of one micro-batch; its gradient (of its mean loss, divided by
@@ -63,6 +70,15 @@ CLF_API clf_status clf_trainer_accumulate(clf_trainer *t, const clf_train_batch 
  * global norm (when tc->clip_norm > 0), Adam or AdamW, then the gradients are zeroed.
  * *lr and *grad_norm (before clipping) may be NULL. */
 CLF_API clf_status clf_trainer_step(clf_trainer *t, double *lr, double *grad_norm);
+/* Precision f16's dynamic loss scaling (docs/PRECISION.md): each micro-batch's loss
+ * gradient is multiplied by the scale S (tc->loss_scale_init at the start), the gradient
+ * norm and Adam's gradient divided by it; a step whose gradient is not finite updates
+ * nothing (its gradients are zeroed, *grad_norm is infinity), halves S and counts as
+ * skipped (the schedule's step moves on, Adam's count does not); S doubles after
+ * tc->loss_scale_window good steps in a row. Not saved in checkpoints: a resumed run starts
+ * again from tc->loss_scale_init. *scale: S now (1 for other precisions); *skipped: the
+ * steps skipped in this process. Either may be NULL. */
+CLF_API void clf_trainer_loss_scale(const clf_trainer *t, double *scale, long long *skipped);
 
 /* Loss only (no dropout, no gradient), for validation. */
 CLF_API clf_status clf_trainer_evaluate(clf_trainer *t, const clf_train_batch *b, double *loss_sum,

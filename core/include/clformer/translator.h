@@ -50,6 +50,7 @@ typedef struct clf_translator_opts {
      * be NULL (`clformer translate -c -w --src-vocab --tgt-vocab`). A vocabulary given here
      * is loaded by clf_translator_load_vocab's rule. */
     const char *config_path, *weights_path, *src_vocab, *tgt_vocab;
+    clf_precision precision; /* the products' (clf_model_set_precision); default f32 */
 } clf_translator_opts;
 
 /* The files of a model directory, by name: an imported model's (`clformer import`:
@@ -87,7 +88,8 @@ CLF_API clf_status clf_model_files_find(const char *dir, const char *plugin_dir,
  * it is Marian's mapped kind (clf_tokenizer_load_mapped), anything else clf_tokenizer_load. */
 CLF_API clf_status clf_translator_load_vocab(const char *path, clf_tokenizer **tok);
 
-/* model_dir NULL, backend/device/plugin_dir NULL, threads -1, the file's weight type. */
+/* model_dir NULL, backend/device/plugin_dir NULL, threads -1, the file's weight type,
+ * precision f32. */
 CLF_API void clf_translator_opts_default(clf_translator_opts *o);
 
 /* Opens o->model_dir (or the four files of o, each of which replaces the directory's).
@@ -104,8 +106,11 @@ typedef struct clf_translator_info {
     clf_weight_type weight_type;       /* the type the model multiplies with */
     const char *src_vocab, *tgt_vocab; /* the vocabulary files' paths */
     int src_words, tgt_words;          /* the vocabularies' sizes (ids 0..words-1) */
-    const char *note; /* what opening noticed and a CLI prints (F16 products that fall back
-                         to F32 on this device), else NULL */
+    const char *note;        /* what opening noticed and a CLI prints (F16 products that fall back
+                                to F32 on this device, a precision without its arithmetic here),
+                                else NULL */
+    clf_precision precision; /* as opened */
+    int bf16_arith;          /* products of many rows run in BF16 arithmetic */
 } clf_translator_info;
 CLF_API void clf_translator_get_info(const clf_translator *t, clf_translator_info *info);
 

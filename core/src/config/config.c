@@ -58,7 +58,8 @@ static const char *const tie_names[] = {"none", "decoder", "all", NULL};
 static const char *const backend_names[] = {"cpu", "opencl", "auto", NULL};
 static const char *const opt_names[] = {"adam", "adamw", NULL};
 static const char *const sched_names[] = {"constant", "noam", "inverse_sqrt", NULL};
-static const char *const beam_style_names[] = {"gnmt", "hf", NULL}; /* clf_beam_style */
+static const char *const beam_style_names[] = {"gnmt", "hf", NULL};        /* clf_beam_style */
+static const char *const precision_names[] = {"f32", "bf16", "f16", NULL}; /* clf_precision */
 
 static const field layernorm_fields[] = {
     {.key = "style",
@@ -173,6 +174,12 @@ static const field schedule_fields[] = {
     END,
 };
 
+static const field loss_scale_fields[] = {
+    FLOAT("init", train.loss_scale_init, 0.0, 1, HUGE_VAL, 0),
+    INT("window", train.loss_scale_window, 1, INT_MAX),
+    END,
+};
+
 static const field checkpoint_fields[] = {
     STRING("dir", F_PATH, train.checkpoint_dir),
     INT("every", train.checkpoint_every, 0, INT_MAX),
@@ -196,6 +203,8 @@ static const field train_fields[] = {
     MAP("schedule", schedule_fields),
     FLOAT("label_smoothing", train.label_smoothing, 0.0, 0, 1.0, 1),
     FLOAT("clip_norm", train.clip_norm, 0.0, 0, HUGE_VAL, 0),
+    ENUM("precision", train.precision, "precision", precision_names),
+    MAP("loss_scale", loss_scale_fields),
     INT("log_every", train.log_every, 1, INT_MAX),
     INT("validate_every", train.validate_every, 0, INT_MAX),
     MAP("checkpoint", checkpoint_fields),
@@ -563,6 +572,9 @@ void clf_config_defaults(clf_config *cfg)
     t->warmup = 0;
     t->label_smoothing = 0.1f;
     t->clip_norm = 0.0f;
+    t->precision = CLF_PRECISION_F32;
+    t->loss_scale_init = 65536.0f;
+    t->loss_scale_window = 2000;
     t->log_every = 50;
     t->validate_every = 500;
     set_text(t->checkpoint_dir, sizeof t->checkpoint_dir, "runs/default");
@@ -806,4 +818,19 @@ const char *clf_schedule_name(clf_schedule_kind s)
 const char *clf_beam_style_name(int style)
 {
     return name_or(beam_style_names, 2, style);
+}
+
+const char *clf_precision_name(clf_precision p)
+{
+    return name_or(precision_names, 3, (int)p);
+}
+
+clf_status clf_precision_parse(const char *s, clf_precision *out)
+{
+    for (int i = 0; precision_names[i]; i++)
+        if (s && strcmp(s, precision_names[i]) == 0) {
+            *out = (clf_precision)i;
+            return CLF_OK;
+        }
+    return clf_error(CLF_ERR_INPUT, "precision '%s' is not one of f32, bf16, f16", s ? s : "");
 }

@@ -153,6 +153,9 @@ static void dump_train(const clf_train_config *t, FILE *out)
     fprintf(out, "  schedule: {name: %s, warmup: %d}\n", clf_schedule_name(t->schedule), t->warmup);
     fprintf(out, "  label_smoothing: %s\n", fmt_float(t->label_smoothing, a, sizeof a));
     fprintf(out, "  clip_norm: %s\n", fmt_float(t->clip_norm, a, sizeof a));
+    fprintf(out, "  precision: %s\n", clf_precision_name(t->precision));
+    fprintf(out, "  loss_scale: {init: %s, window: %d}\n",
+            fmt_float(t->loss_scale_init, a, sizeof a), t->loss_scale_window);
     fprintf(out, "  log_every: %d\n  validate_every: %d\n", t->log_every, t->validate_every);
     fprintf(out, "  checkpoint: {dir: ");
     put_string(out, t->checkpoint_dir);

@@ -106,7 +106,9 @@ static void contribute_whole(ad *s, int v, int g, size_t n, const char *label, i
 /* C = relu?(A · W^T + bias): dC in place through the relu, then
  *   dA[M,K] (= or +=) dC[M,N] · W[N,K]
  *   dW[N,K] += dC^T · A
- *   dbias[N] += 1[1,M] · dC */
+ *   dbias[N] += 1[1,M] · dC
+ * A forward product in BF16 arithmetic (bf16_arith, the precision setting) has its two
+ * backward products in it too, dA reading W's BF16 copy (b_bf16) as the forward did. */
 static clf_status backward_gemm(ad *s, const clf_node *n)
 {
     const clf_gemm_args *f = &n->args.gemm;
@@ -114,6 +116,7 @@ static clf_status backward_gemm(ad *s, const clf_node *n)
     const clf_operand *oa = clf_node_operand(n, offsetof(clf_gemm_args, a));
     const clf_operand *ow = clf_node_operand(n, offsetof(clf_gemm_args, b));
     const clf_operand *ob = clf_node_operand(n, offsetof(clf_gemm_args, bias));
+    const clf_operand *ow16 = clf_node_operand(n, offsetof(clf_gemm_args, b_bf16));
     if (f->trans_a || !f->trans_b || f->beta != 0.0f || f->alpha != 1.0f)
         return fail_node(n, "only the Linear form (A · W^T, alpha 1, beta 0) is differentiable");
     if (!oc || !oa || !ow)
@@ -141,10 +144,13 @@ static clf_status backward_gemm(ad *s, const clf_node *n)
                            .beta = acc ? 1.0f : 0.0f,
                            .lda = f->ldc,
                            .ldb = f->ldb,
-                           .ldc = f->lda};
+                           .ldc = f->lda,
+                           .bf16_arith = f->bf16_arith};
         clf_node *nd = node(s, CLF_OP_GEMM, &a, sizeof a, n->label);
         bind(s, nd, offsetof(clf_gemm_args, a), dc, oc->elem_off);
         bind(s, nd, offsetof(clf_gemm_args, b), ow->value, ow->elem_off);
+        if (f->bf16_arith && ow16)
+            bind(s, nd, offsetof(clf_gemm_args, b_bf16), ow16->value, ow16->elem_off);
         bind(s, nd, offsetof(clf_gemm_args, c), da, oa->elem_off);
         s->has[oa->value] = 1;
     }
@@ -158,7 +164,8 @@ static clf_status backward_gemm(ad *s, const clf_node *n)
                            .beta = 1.0f,
                            .lda = f->ldc,
                            .ldb = f->lda,
-                           .ldc = f->ldb};
+                           .ldc = f->ldb,
+                           .bf16_arith = f->bf16_arith};
         clf_node *nd = node(s, CLF_OP_GEMM, &a, sizeof a, n->label);
         bind(s, nd, offsetof(clf_gemm_args, a), dc, oc->elem_off);
         bind(s, nd, offsetof(clf_gemm_args, b), oa->value, oa->elem_off);

@@ -46,6 +46,14 @@ struct clf_model {
     clf_lowp_mat *lowp_mat;
     int n_lowp_mat;
     size_t lowp_bytes;
+    /* clf_model_set_precision (model_precision.c): the products' precision; arith_on: gemm
+     * nodes ask for BF16 arithmetic (clf_gemm_args.bf16_arith) and bind arith_chunks, a
+     * BF16 copy of the GEMM matrices at half the byte offsets, as b_bf16. Training
+     * refreshes the copy after each optimizer step (clf_model_refresh_precision). */
+    clf_precision precision;
+    int arith_on;
+    clf_buffer **arith_chunks;
+    size_t arith_bytes;
     /* clf_model_release_f32: the int8 matrices' F32 bytes were given back (they read as
      * garbage now), released_bytes of them */
     int f32_released;
@@ -67,6 +75,16 @@ int clf_model_chunk_holding(const clf_model *m, const clf_buffer *buf);
 /* Whether weight i is a matrix the linear layers multiply with (so has a low-precision
  * twin): every matrix but the embedding tables, plus the table a tied projection uses. */
 int clf_model_is_gemm_matrix(const clf_model *m, int i);
+
+/* Writes the GEMM matrices of chunk c, as they are on the device now, converted to type
+ * (F16 or BF16) into dst at half their byte offsets, one matrix at a time through the host.
+ * CLF_ERR_INPUT names a weight the type cannot hold. */
+clf_status clf_model_copy16(clf_model *m, int c, clf_weight_type type, clf_buffer *dst);
+/* Frees the BF16 copy of clf_model_set_precision; arith_on = 0. */
+void clf_model_arith_free(clf_model *m);
+/* clf_model_set_weight_type without the precision's copy (model_precision.c makes that
+ * again after it). */
+clf_status clf_model_lowp_set(clf_model *m, clf_weight_type type);
 
 /* The low-precision twin (clf_model_set_weight_type) of the weight value at w, bytes long
  * (F32), for a gemm: the clf_gemm_args field to bind (offsetof b_half, b_bf16 or b_i8) and

@@ -391,6 +391,7 @@ void clf_model_free(clf_model *m)
                 m->api->free(m->be, m->grad_chunks[c]);
         }
         lowp_free(m);
+        clf_model_arith_free(m);
         if (m->pe)
             m->api->free(m->be, m->pe);
         if (m->arena)
@@ -449,8 +450,73 @@ int clf_model_is_gemm_matrix(const clf_model *m, int i)
     return proj && strcmp(proj, s->name) == 0;
 }
 
+clf_status clf_model_copy16(clf_model *m, int c, clf_weight_type type, clf_buffer *dst)
+{
+    const int f16 = type == CLF_WEIGHT_F16;
+    size_t largest = 1;
+    for (int i = 0; i < m->n_weights; i++)
+        if (m->wdev[i].buf == m->chunks[c] && clf_model_is_gemm_matrix(m, i)) {
+            const size_t numel = (size_t)clf_weight_spec_numel(&m->specs[i]);
+            largest = numel > largest ? numel : largest;
+        }
+    clf_status st = CLF_OK;
+    float *mat = malloc(largest * sizeof *mat);
+    uint16_t *h = malloc(largest * sizeof *h);
+    if (!mat || !h) {
+        st = clf_error(CLF_ERR_NOMEM, "model: out of host memory for the %s weights",
+                       clf_weight_type_name(type));
+        goto fail;
+    }
+    for (int i = 0; i < m->n_weights; i++) {
+        if (m->wdev[i].buf != m->chunks[c] || !clf_model_is_gemm_matrix(m, i))
+            continue;
+        const clf_weight_spec *sp = &m->specs[i];
+        const size_t count = (size_t)clf_weight_spec_numel(sp);
+        /* from the device: the weights as they are now (loaded, or trained in this process) */
+        if ((st = clf_op_download(m->api, m->be, mat, m->wdev[i], count * sizeof *mat)) != CLF_OK ||
+            (st = m->api->synchronize(m->be)) != CLF_OK) {
+            clf_error_context(st, "model: reading '%s' back for %s", sp->name,
+                              clf_weight_type_name(type));
+            goto fail;
+        }
+        for (size_t e = 0; e < count; e++) {
+            if (!(f16 ? clf_float_fits_half(mat[e]) : clf_float_fits_bf16(mat[e]))) {
+                st = clf_unfit_error(NULL, sp->name, (int64_t)e, mat[e], f16 ? CLF_F16 : CLF_BF16);
+                goto fail;
+            }
+            h[e] = f16 ? clf_float_to_half(mat[e]) : clf_float_to_bf16(mat[e]);
+        }
+        const clf_ptr at = {dst, m->wdev[i].off / 2};
+        st = clf_op_upload(m->api, m->be, at, h, count * sizeof *h);
+        /* an upload may be queued: h is reused for the next matrix once it is done */
+        if (st == CLF_OK)
+            st = m->api->synchronize(m->be);
+        if (st != CLF_OK) {
+            clf_error_context(st, "model: uploading the %s copy of '%s'",
+                              clf_weight_type_name(type), sp->name);
+            goto fail;
+        }
+    }
+fail:
+    free(mat);
+    free(h);
+    return st;
+}
+
+void clf_model_arith_free(clf_model *m)
+{
+    if (m->arith_chunks)
+        for (int c = 0; c < m->n_chunks; c++)
+            if (m->arith_chunks[c])
+                m->api->free(m->be, m->arith_chunks[c]);
+    free(m->arith_chunks);
+    m->arith_chunks = NULL;
+    m->arith_bytes = 0;
+    m->arith_on = 0;
+}
+
 /* Makes m->lowp_chunks[c], the twin of chunk c as type: F16/BF16 halves at half the
- * offsets, or int8 at a quarter of them and the {scale, sum} pairs from
+ * offsets (clf_model_copy16), or int8 at a quarter of them and the {scale, sum} pairs from
  * m->lowp_scale_off[c] (m->lowp_row filled for the chunk's matrices). One matrix at a time:
  * read from the device, converted, written back to its place in the twin, so that the
  * host holds one matrix and its conversion, never a chunk. The twin's bytes under the other
@@ -462,6 +528,14 @@ static clf_status lowp_make(clf_model *m, int c, clf_weight_type type)
     clf_status st = CLF_OK;
     float *mat = NULL, *sc = NULL;
     unsigned char *conv = NULL;
+    if (type != CLF_WEIGHT_INT8) {
+        bytes = n * sizeof(uint16_t);
+        if ((st = m->api->alloc(m->be, bytes, &m->lowp_chunks[c])) != CLF_OK)
+            return clf_error_context(st, "model: %s weights: allocating %zu bytes",
+                                     clf_weight_type_name(type), bytes);
+        m->lowp_bytes += bytes;
+        return clf_model_copy16(m, c, type, m->lowp_chunks[c]);
+    }
     for (int i = 0; i < m->n_weights; i++)
         if (m->wdev[i].buf == m->chunks[c] && clf_model_is_gemm_matrix(m, i)) {
             const size_t numel = (size_t)clf_weight_spec_numel(&m->specs[i]);
@@ -469,37 +543,32 @@ static clf_status lowp_make(clf_model *m, int c, clf_weight_type type)
             most_rows =
                 (size_t)m->specs[i].shape[0] > most_rows ? (size_t)m->specs[i].shape[0] : most_rows;
         }
-    if (type == CLF_WEIGHT_INT8) {
-        /* number the rows of the chunk's matrices in the order of their offsets */
-        size_t next_off = 0;
-        for (;;) {
-            int best = -1;
-            for (int i = 0; i < m->n_weights; i++)
-                if (m->wdev[i].buf == m->chunks[c] && clf_model_is_gemm_matrix(m, i) &&
-                    m->wdev[i].off >= next_off && (best < 0 || m->wdev[i].off < m->wdev[best].off))
-                    best = i;
-            if (best < 0)
-                break;
-            m->lowp_row[best] = rows;
-            rows += (size_t)m->specs[best].shape[0];
-            next_off = m->wdev[best].off + 1;
-        }
-        m->lowp_scale_off[c] = (n + 63) / 64 * 64;
-        bytes = m->lowp_scale_off[c] + 8 * rows;
-    } else {
-        bytes = n * sizeof(uint16_t);
+    /* number the rows of the chunk's matrices in the order of their offsets */
+    size_t next_off = 0;
+    for (;;) {
+        int best = -1;
+        for (int i = 0; i < m->n_weights; i++)
+            if (m->wdev[i].buf == m->chunks[c] && clf_model_is_gemm_matrix(m, i) &&
+                m->wdev[i].off >= next_off && (best < 0 || m->wdev[i].off < m->wdev[best].off))
+                best = i;
+        if (best < 0)
+            break;
+        m->lowp_row[best] = rows;
+        rows += (size_t)m->specs[best].shape[0];
+        next_off = m->wdev[best].off + 1;
     }
+    m->lowp_scale_off[c] = (n + 63) / 64 * 64;
+    bytes = m->lowp_scale_off[c] + 8 * rows;
     if ((st = m->api->alloc(m->be, bytes, &m->lowp_chunks[c])) != CLF_OK)
         return clf_error_context(st, "model: %s weights: allocating %zu bytes",
                                  clf_weight_type_name(type), bytes);
     m->lowp_bytes += bytes;
-    /* a matrix converted: int8 values then its rows' {scale, sum} pairs (sc: the scales), or
-     * 16-bit values; sized once for the chunk's largest */
+    /* a matrix converted: int8 values then its rows' {scale, sum} pairs (sc: the scales);
+     * sized once for the chunk's largest */
     mat = malloc(largest * sizeof *mat);
-    conv = malloc(type == CLF_WEIGHT_INT8 ? largest + 8 * most_rows : largest * sizeof(uint16_t));
-    if (type == CLF_WEIGHT_INT8)
-        sc = malloc(most_rows * sizeof *sc);
-    if (!mat || !conv || (type == CLF_WEIGHT_INT8 && !sc)) {
+    conv = malloc(largest + 8 * most_rows);
+    sc = malloc(most_rows * sizeof *sc);
+    if (!mat || !conv || !sc) {
         st = clf_error(CLF_ERR_NOMEM, "model: out of host memory for the %s weights",
                        clf_weight_type_name(type));
         goto fail;
@@ -518,42 +587,25 @@ static clf_status lowp_make(clf_model *m, int c, clf_weight_type type)
                               clf_weight_type_name(type));
             goto fail;
         }
-        if (type == CLF_WEIGHT_INT8) {
-            const int64_t R = sp->shape[0], K = sp->shape[1];
-            int8_t *q = (int8_t *)(void *)conv;
-            unsigned char *pairs = conv + count;
-            int64_t bad = clf_quantize_rows_i8(mat, R, K, q, sc);
-            if (bad >= 0) {
-                st = clf_unfit_error(NULL, sp->name, bad, mat[bad], CLF_I8);
-                goto fail;
-            }
-            for (int64_t r = 0; r < R; r++) {
-                int32_t sum = 0;
-                for (int64_t p = 0; p < K; p++)
-                    sum += q[r * K + p];
-                memcpy(pairs + 8 * r, &sc[r], 4);
-                memcpy(pairs + 8 * r + 4, &sum, 4);
-            }
-            at.off = first;
-            if ((st = clf_op_upload(m->api, m->be, at, q, count)) == CLF_OK) {
-                at.off = m->lowp_scale_off[c] + 8 * m->lowp_row[i];
-                st = clf_op_upload(m->api, m->be, at, pairs, 8 * (size_t)R);
-            }
-        } else {
-            uint16_t *h = (uint16_t *)(void *)conv;
-            for (size_t e = 0; e < count; e++) {
-                const int fits = type == CLF_WEIGHT_F16 ? clf_float_fits_half(mat[e])
-                                                        : clf_float_fits_bf16(mat[e]);
-                if (!fits) {
-                    st = clf_unfit_error(NULL, sp->name, (int64_t)e, mat[e],
-                                         type == CLF_WEIGHT_F16 ? CLF_F16 : CLF_BF16);
-                    goto fail;
-                }
-                h[e] =
-                    type == CLF_WEIGHT_F16 ? clf_float_to_half(mat[e]) : clf_float_to_bf16(mat[e]);
-            }
-            at.off = first * sizeof(uint16_t);
-            st = clf_op_upload(m->api, m->be, at, h, count * sizeof(uint16_t));
+        const int64_t R = sp->shape[0], K = sp->shape[1];
+        int8_t *q = (int8_t *)(void *)conv;
+        unsigned char *pairs = conv + count;
+        int64_t bad = clf_quantize_rows_i8(mat, R, K, q, sc);
+        if (bad >= 0) {
+            st = clf_unfit_error(NULL, sp->name, bad, mat[bad], CLF_I8);
+            goto fail;
+        }
+        for (int64_t r = 0; r < R; r++) {
+            int32_t sum = 0;
+            for (int64_t p = 0; p < K; p++)
+                sum += q[r * K + p];
+            memcpy(pairs + 8 * r, &sc[r], 4);
+            memcpy(pairs + 8 * r + 4, &sum, 4);
+        }
+        at.off = first;
+        if ((st = clf_op_upload(m->api, m->be, at, q, count)) == CLF_OK) {
+            at.off = m->lowp_scale_off[c] + 8 * m->lowp_row[i];
+            st = clf_op_upload(m->api, m->be, at, pairs, 8 * (size_t)R);
         }
         /* an upload may be queued: conv is reused for the next matrix once it is done */
         if (st == CLF_OK)
@@ -615,7 +667,7 @@ static int lowp_mat_at(const clf_model *m, int c, size_t off)
     return -1;
 }
 
-clf_status clf_model_set_weight_type(clf_model *m, clf_weight_type type)
+clf_status clf_model_lowp_set(clf_model *m, clf_weight_type type)
 {
     if (type == m->lowp_type)
         return CLF_OK;
@@ -712,11 +764,6 @@ clf_status clf_model_release_f32(clf_model *m, size_t *freed)
     return CLF_OK;
 }
 
-clf_status clf_model_enable_half_weights(clf_model *m)
-{
-    return clf_model_set_weight_type(m, CLF_WEIGHT_F16);
-}
-
 int clf_model_lowp_twin(const clf_model *m, clf_ptr w, size_t bytes, clf_lowp_twin *t)
 {
     memset(t, 0, sizeof *t);
@@ -788,7 +835,7 @@ void clf_model_backend_of(const clf_model *m, const clf_backend_api **api, clf_b
 
 void clf_model_memory_usage(const clf_model *m, clf_model_memory *mem)
 {
-    mem->weight_bytes = m->weight_bytes + m->lowp_bytes - m->released_bytes;
+    mem->weight_bytes = m->weight_bytes + m->lowp_bytes + m->arith_bytes - m->released_bytes;
     mem->arena_bytes = m->arena_cap;
 }
 
@@ -809,51 +856,4 @@ double clf_model_forward_flops(const clf_model_config *c, int B, int S, int T)
     }
     return c->encoder_layers * enc + c->decoder_layers * (dec_self + dec_cross + dec_ffn) +
            2 * rt * d * V;
-}
-
-/* F16 weights on a backend whose products of 8+ rows do not run in half precision: what
- * falls back. Only the OpenCL backend has F16 arithmetic at all (CLBlast's HGEMM, on a GPU
- * with cl_khr_fp16, or any device with CLF_OPENCL_HGEMM=on). */
-static void half_fallback_note(const clf_backend_api *api, clf_backend *be, char *note, size_t size)
-{
-    char desc[256];
-    if (strcmp(api->name, "opencl") != 0 || api->supports(be, CLF_OP_GEMM_HALF_ARITH))
-        return;
-    if (api->describe(be, desc, sizeof desc) != CLF_OK) {
-        clf_clear_error();
-        snprintf(desc, sizeof desc, "the OpenCL device");
-    }
-    snprintf(note, size,
-             "%s: F16 weights serve the products of up to 7 rows (decoding at batch 1, small "
-             "beams); the larger ones (the encoder, batched decoding) multiply the F32 weights, "
-             "as CLBlast's HGEMM runs only on a GPU with cl_khr_fp16 (CLF_OPENCL_HGEMM=on: any "
-             "device with it)",
-             desc);
-}
-
-clf_status clf_model_create_inference(const clf_model_config *cfg, clf_weights **w,
-                                      const clf_backend_api *api, clf_backend *be, int type_set,
-                                      clf_weight_type *type, char *note, size_t note_size,
-                                      clf_model **out)
-{
-    if (note && note_size > 0)
-        note[0] = '\0';
-    if (!out || !w || !*w || !type)
-        return clf_error(CLF_ERR_INPUT, "clf_model_create_inference: NULL argument");
-    clf_status st = clf_model_create_consuming(cfg, *w, api, be, out);
-    if (!type_set)
-        *type = (*w)->stored_type;
-    clf_weights_free(*w); /* its tensors went as they reached the device */
-    *w = NULL;
-    if (st == CLF_OK)
-        st = clf_model_set_weight_type(*out, *type);
-    if (st == CLF_OK && *type == CLF_WEIGHT_INT8)
-        st = clf_model_release_f32(*out, NULL);
-    if (st == CLF_OK && *type == CLF_WEIGHT_F16 && note && note_size > 0)
-        half_fallback_note(api, be, note, note_size);
-    if (st != CLF_OK) {
-        clf_model_free(*out);
-        *out = NULL;
-    }
-    return st;
 }

@@ -117,6 +117,19 @@ static void bind_lowp(builder *b, clf_node *n, int w)
                        clf_graph_external(b->g, t.scale, t.scale_bytes, "weight scales"), 0);
 }
 
+/* Binds the BF16 copy of weight value w (clf_model_set_precision) to gemm node n as
+ * b_bf16; the node asks for BF16 arithmetic (bf16_arith). */
+static void bind_arith(builder *b, clf_node *n, int w)
+{
+    const clf_value *v = &b->g->values[w];
+    const int c = v->kind == CLF_VALUE_EXTERNAL ? clf_model_chunk_holding(b->m, v->ext.buf) : -1;
+    if (c < 0)
+        return;
+    const clf_ptr at = {b->m->arith_chunks[c], v->ext.off / 2};
+    clf_graph_bind(b->g, n, offsetof(clf_gemm_args, b_bf16),
+                   clf_graph_external(b->g, at, v->bytes / 2, "weight (bf16)"), 0);
+}
+
 /* y[M, N] (= or +=) x[M, K] · W[N, K]^T + bias[N], then relu if asked.
  * x and y start at elements x_off / y_off of their values and have row strides x_ld / y_ld;
  * accumulate adds to what y holds (the residual add fused into the GEMM, beta = 1). */
@@ -134,7 +147,8 @@ void clf_build_linear(builder *b, const char *label, int y, size_t y_off, int y_
                        .lda = x_ld,
                        .ldb = K,
                        .ldc = y_ld,
-                       .relu = relu};
+                       .relu = relu,
+                       .bf16_arith = b->m->arith_on};
     clf_node *n = clf_graph_node(b->g, CLF_OP_GEMM, &a, sizeof a, label);
     clf_graph_bind(b->g, n, offsetof(clf_gemm_args, a), x, x_off);
     clf_graph_bind(b->g, n, offsetof(clf_gemm_args, b), w, 0);
@@ -145,6 +159,8 @@ void clf_build_linear(builder *b, const char *label, int y, size_t y_off, int y_
      * snapshot */
     if (!b->training)
         bind_lowp(b, n, w);
+    if (b->m->arith_on && w >= 0)
+        bind_arith(b, n, w);
 }
 
 /* out[rows, d] = alpha * n(x[rows, d]) + beta with n a plugin's norm (layernorm.style:

@@ -286,7 +286,8 @@ clf_status clf_trainer_load(clf_trainer *t, const char *path)
     t->state = s;
     clf_trainer_drop_graph(&t->train); /* nothing stale, but a resumed run starts clean */
     clf_trainer_drop_graph(&t->eval);
-    st = t->api->synchronize(t->be);
+    if ((st = t->api->synchronize(t->be)) == CLF_OK)
+        st = clf_model_refresh_precision(t->m); /* the BF16 copy of the restored weights */
 fail:
     free(host);
     clf_safetensors_close(f);

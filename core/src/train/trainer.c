@@ -38,12 +38,14 @@ clf_status clf_trainer_create(clf_model *m, const clf_train_config *tc, int drop
     t->m = m;
     t->tc = *tc;
     t->dropout = dropout;
+    t->scale = tc->precision == CLF_PRECISION_F16 ? (double)tc->loss_scale_init : 1.0;
     clf_model_backend_of(m, &t->api, &t->be);
     /* the training ops: the range of ABI 2 in clformer/backend.h's clf_op */
     for (int op = CLF_OP_RELU_BACKWARD; op <= CLF_OP_FILL; op++)
         if ((st = clf_backend_require(t->api, t->be, (clf_op)op)) != CLF_OK)
             goto fail;
-    if ((st = clf_model_enable_grads(m)) != CLF_OK)
+    if ((st = clf_model_enable_grads(m)) != CLF_OK ||
+        (st = clf_model_set_precision(m, tc->precision, t->note, sizeof t->note)) != CLF_OK)
         goto fail;
     t->n_chunks = clf_model_chunk_count(m);
     size_t nc = (size_t)t->n_chunks;
@@ -76,6 +78,11 @@ clf_status clf_trainer_create(clf_model *m, const clf_train_config *tc, int drop
 fail:
     clf_trainer_free(t);
     return st;
+}
+
+const char *clf_trainer_note(const clf_trainer *t)
+{
+    return t->note[0] ? t->note : NULL;
 }
 
 void clf_trainer_drop_graph(shaped_graph *sg)
@@ -203,7 +210,7 @@ static clf_status run_batch(clf_trainer *t, int backward, const clf_train_batch 
     /* per-batch scalars: the loss's gradient scale and the dropout seeds */
     clf_node *ce = &sg->g.nodes[sg->v.ce_node];
     ce->args.cross_entropy.grad_scale =
-        backward && ntok ? (float)(1.0 / ((double)ntok * t->tc.accumulate)) : 0.0f;
+        backward && ntok ? (float)(t->scale / ((double)ntok * t->tc.accumulate)) : 0.0f;
     if (backward) {
         uint64_t base =
             clf_splitmix64(clf_splitmix64((uint64_t)t->tc.seed) + (uint64_t)t->state.micro);
@@ -288,10 +295,10 @@ double clf_train_lr(const clf_train_config *tc, int d_model, long long step)
     }
 }
 
-/* One Adam update of chunk c's floats [first, first + n) at step (lr, the gradients scaled
- * by clip). */
-static clf_status adam_range(clf_trainer *t, int c, size_t first, size_t n, double lr, double clip,
-                             long long step)
+/* One Adam update of chunk c's floats [first, first + n) at Adam's step (lr, the gradients
+ * multiplied by grad_scale). */
+static clf_status adam_range(clf_trainer *t, int c, size_t first, size_t n, double lr,
+                             double grad_scale, long long step)
 {
     const clf_train_config *tc = &t->tc;
     const size_t off = first * sizeof(float);
@@ -305,11 +312,40 @@ static clf_status adam_range(clf_trainer *t, int c, size_t first, size_t n, doub
                        .beta2 = tc->beta2,
                        .eps = tc->adam_eps,
                        .weight_decay = tc->weight_decay,
-                       .grad_scale = (float)clip,
+                       .grad_scale = (float)grad_scale,
                        .bias_correction1 = (float)(1.0 - pow(tc->beta1, (double)step)),
                        .sqrt_bias_correction2 = (float)sqrt(1.0 - pow(tc->beta2, (double)step)),
                        .decoupled = tc->optimizer == CLF_OPT_ADAMW};
     return n > 0 ? clf_op_adam(t->api, t->be, &a) : CLF_OK;
+}
+
+void clf_trainer_loss_scale(const clf_trainer *t, double *scale, long long *skipped)
+{
+    if (scale)
+        *scale = t->scale;
+    if (skipped)
+        *skipped = t->skipped;
+}
+
+/* A step of precision f16 whose gradient is not finite: no update, the gradients zeroed,
+ * the scale halved; the step counts (the schedule moves on), Adam's count does not. */
+static clf_status skip_step(clf_trainer *t, long long step, double lr, double *lr_out,
+                            double *norm_out)
+{
+    clf_status st = CLF_OK;
+    for (int c = 0; c < t->n_chunks && st == CLF_OK; c++)
+        st = clf_op_fill(t->api, t->be, (clf_ptr){t->grad[c], 0}, 0.0f, t->bytes[c] / 4);
+    if (st != CLF_OK || (st = t->api->synchronize(t->be)) != CLF_OK)
+        return clf_error_context(st, "train: optimizer step %lld", step);
+    t->scale /= 2;
+    t->good = 0;
+    t->skipped++;
+    t->state.step = step;
+    if (lr_out)
+        *lr_out = lr;
+    if (norm_out)
+        *norm_out = INFINITY;
+    return CLF_OK;
 }
 
 clf_status clf_trainer_step(clf_trainer *t, double *lr_out, double *norm_out)
@@ -332,7 +368,10 @@ clf_status clf_trainer_step(clf_trainer *t, double *lr_out, double *norm_out)
     double sq = 0.0;
     for (int c = 0; c < t->n_chunks; c++)
         sq += t->host_norms[c];
-    const double norm = sqrt(sq);
+    const int f16 = tc->precision == CLF_PRECISION_F16;
+    if (!isfinite(sqrt(sq)) && f16) /* loss scaling: skip the step, halve the scale */
+        return skip_step(t, step, lr, lr_out, norm_out);
+    const double norm = sqrt(sq) / t->scale; /* the gradient's own, unscaled */
     if (!isfinite(norm))
         return clf_error(CLF_ERR_INPUT, "train: the gradient norm is not finite at step %lld",
                          step);
@@ -343,18 +382,29 @@ clf_status clf_trainer_step(clf_trainer *t, double *lr_out, double *norm_out)
         if (coef < 1.0)
             clip = coef;
     }
+    /* Adam counts the steps it took (skipped ones are not); the gradients are scaled by
+     * the loss scale (f16) */
+    const long long adam_step = step - t->skipped;
+    const double grad_scale = clip / t->scale;
     for (int c = 0; c < t->n_chunks; c++) {
         /* the chunk's floats [0, n), or, around the fixed range, [0, skip) and [next, n) */
         const size_t n = t->bytes[c] / 4, skip = c == t->fixed_chunk ? t->fixed_off / 4 : n,
                      next = c == t->fixed_chunk ? skip + t->fixed_n : n;
-        if ((st = adam_range(t, c, 0, skip, lr, clip, step)) != CLF_OK ||
-            (next < n && (st = adam_range(t, c, next, n - next, lr, clip, step)) != CLF_OK) ||
+        if ((st = adam_range(t, c, 0, skip, lr, grad_scale, adam_step)) != CLF_OK ||
+            (next < n &&
+             (st = adam_range(t, c, next, n - next, lr, grad_scale, adam_step)) != CLF_OK) ||
             (st = clf_op_fill(t->api, t->be, (clf_ptr){t->grad[c], 0}, 0.0f, n)) != CLF_OK)
             goto fail;
     }
-    if ((st = t->api->synchronize(t->be)) != CLF_OK)
+    /* the products' BF16 copy of the weights (precision bf16), from the updated F32 ones */
+    if ((st = t->api->synchronize(t->be)) != CLF_OK ||
+        (st = clf_model_refresh_precision(t->m)) != CLF_OK)
         goto fail;
     t->state.step = step;
+    if (f16 && ++t->good >= tc->loss_scale_window) {
+        t->scale *= 2;
+        t->good = 0;
+    }
     if (lr_out)
         *lr_out = lr;
     if (norm_out)

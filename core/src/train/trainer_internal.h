@@ -57,6 +57,12 @@ struct clf_trainer {
     int *order;       /* bucket indices in the order they are handed to the reducer */
     int *chunk_first; /* [n_chunks + 1]: the first bucket of each chunk, then n_buckets */
     float *staging;   /* host copy of every bucket */
+    /* what clf_model_set_precision said of tc.precision (clf_trainer_note); "" if nothing */
+    char note[256];
+    /* precision f16's dynamic loss scaling: the scale (1 otherwise), the good steps since
+     * it last changed, the steps skipped for a gradient that was not finite */
+    double scale;
+    long long good, skipped;
 };
 
 /* Frees sg's graph and launch points; sg is then invalid (rebuilt on demand). trainer.c */

@@ -57,8 +57,16 @@ static clf_status open_model(clf_translator *t, const clf_translator_opts *o, co
         snprintf(t->device, sizeof t->device, "%s", t->api->name);
     }
     t->weight_type = o->weight_type;
-    return clf_model_create_inference(mc, &w, t->api, t->be, o->weight_type_set, &t->weight_type,
-                                      t->note, sizeof t->note, &t->model);
+    st = clf_model_create_inference(mc, &w, t->api, t->be, o->weight_type_set, &t->weight_type,
+                                    t->note, sizeof t->note, &t->model);
+    char note[512];
+    if (st != CLF_OK ||
+        (st = clf_model_set_precision(t->model, o->precision, note, sizeof note)) != CLF_OK ||
+        !note[0])
+        return st;
+    const size_t used = strlen(t->note);
+    snprintf(t->note + used, sizeof t->note - used, "%s%s", used ? "; " : "", note);
+    return CLF_OK;
 }
 
 clf_status clf_translator_open(const clf_translator_opts *o, clf_translator **out)
@@ -141,6 +149,7 @@ void clf_translator_get_info(const clf_translator *t, clf_translator_info *info)
     info->src_words = clf_tokenizer_size(t->tok[0]);
     info->tgt_words = clf_tokenizer_size(t->tok[1]);
     info->note = t->note[0] ? t->note : NULL;
+    info->precision = clf_model_precision(t->model, &info->bf16_arith);
 }
 
 /* The id of code's token on side (0 source, 1 target), or -1 with the error set. */
