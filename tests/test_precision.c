@@ -571,7 +571,7 @@ static double weights_gap(const char *dir, const char *a, const char *b)
  * scales are powers of two the weights equal an unscaled F32 run's (bound 1e-6 of each
  * tensor's largest; measured: printed, 0 on Zen 5). An injected overflow, a start scale of
  * 2^70 (the scaled gradients' squares overflow F32), skips steps, halving the scale each
- * time, and the run goes on learning. */
+ * time, and the run goes on learning; its checkpoint keeps the scale and the count. */
 START_TEST(train_f16_loss_scaling)
 {
     char path[512], err[4096];
@@ -600,6 +600,13 @@ START_TEST(train_f16_loss_scaling)
     ck_assert_msg(skipped >= 1 && skipped < 40, "%lld steps skipped", skipped);
     ck_assert(fabs(scale - ldexp(1.0, 70 - (int)skipped)) <= 1e-5 * scale);
     ck_assert_msg(strstr(err, " loss_scale ") && strstr(err, " skipped "), "%s", err);
+    /* the checkpoint keeps the scale and the skipped steps (Adam's step count): --resume of
+     * the finished run restores them as they were */
+    char want[128], args[700];
+    snprintf(want, sizeof want, "clformer: loss scale %g, %lld steps skipped", scale, skipped);
+    snprintf(args, sizeof args, "train -c '%s/huge.yaml' --backend cpu --resume", dir);
+    ck_assert_msg(clf_test_run_cli(args, err, sizeof err) == 0, "resume: %s", err);
+    ck_assert_msg(strstr(err, "nothing to do") && strstr(err, want), "want '%s': %s", want, err);
     clf_test_remove_tmpdir();
 }
 END_TEST

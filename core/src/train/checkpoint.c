@@ -3,6 +3,7 @@
  * restores them, clf_trainer_hash hashes the same tensors on the device. */
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,23 +24,25 @@
  * unchecked beyond the counts' ranges. */
 #define META_HASH_KEY "checkpoint_fnv1a64"
 
-/* Every metadata entry clf_trainer_save writes but META_HASH_KEY, in the order hashed. */
-enum { META_DATA_HASH = 7, N_META = 9 };
-static const char *const meta_keys[N_META] = {"format", "step",      "micro",  "epoch", "batch",
-                                              "seed",   "optimizer", HASH_KEY, "config"};
+/* Every metadata entry clf_trainer_save writes but META_HASH_KEY, in the order hashed. The
+ * last three (precision f16's loss scaling, written by such runs only) are absent from
+ * older checkpoints and from those of other precisions. */
+enum { META_DATA_HASH = 7, META_LOSS_SCALE = 9, N_META = 12 };
+static const char *const meta_keys[N_META] = {"format", "step",       "micro",           "epoch",
+                                              "batch",  "seed",       "optimizer",       HASH_KEY,
+                                              "config", "loss_scale", "loss_scale_good", "skipped"};
 
 /* The counts of the training state and the largest each may be. step and micro: doubles
  * hold them exactly (the schedule computes with the step) and one more never overflows;
  * epoch and batch: ints, and the next one (the CLI counts on from them) is an int too. */
 #define STATE_COUNT_MAX ((1LL << 53) - 1)
-enum { N_COUNTS = 4 };
+enum { N_COUNTS = 4, N_SCALE_COUNTS = 2 };
 static const struct {
     const char *key;
     long long max;
-} state_counts[N_COUNTS] = {{"step", STATE_COUNT_MAX},
-                            {"micro", STATE_COUNT_MAX},
-                            {"epoch", INT_MAX - 1},
-                            {"batch", INT_MAX - 1}};
+} state_counts[N_COUNTS + N_SCALE_COUNTS] = {
+    {"step", STATE_COUNT_MAX}, {"micro", STATE_COUNT_MAX},           {"epoch", INT_MAX - 1},
+    {"batch", INT_MAX - 1},    {"loss_scale_good", STATE_COUNT_MAX}, {"skipped", STATE_COUNT_MAX}};
 
 /* The three tensors of weight i: the weight and its two Adam moments. */
 static const char *const part_prefix[3] = {"", "optim.exp_avg.", "optim.exp_avg_sq."};
@@ -105,9 +108,13 @@ clf_status clf_trainer_save(clf_trainer *t, const char *path, const char *config
     uint64_t h = CLF_FNV1A64_OFFSET;
     for (int i = 0; i < nt; i++)
         h = clf_hash_fnv1a64(h, tensors[i].data, tensors[i].nbytes);
-    char counts[N_COUNTS][32], seed[32], hash[32], meta_hash[32];
+    char counts[N_COUNTS][32], seed[32], hash[32], meta_hash[32], scale[3][32];
     for (int i = 0; i < N_COUNTS; i++)
         snprintf(counts[i], sizeof counts[i], "%lld", state[i]);
+    const int f16 = t->tc.precision == CLF_PRECISION_F16;
+    snprintf(scale[0], sizeof scale[0], "%.17g", t->scale);
+    snprintf(scale[1], sizeof scale[1], "%lld", t->good);
+    snprintf(scale[2], sizeof scale[2], "%lld", t->skipped);
     snprintf(hash, sizeof hash, "%016" PRIx64, h);
     snprintf(seed, sizeof seed, "%lld", t->tc.seed);
     const char *values[N_META] = {CHECKPOINT_FORMAT,
@@ -118,14 +125,19 @@ clf_status clf_trainer_save(clf_trainer *t, const char *path, const char *config
                                   seed,
                                   clf_optimizer_name(t->tc.optimizer),
                                   hash,
-                                  config_yaml ? config_yaml : ""};
+                                  config_yaml ? config_yaml : "",
+                                  f16 ? scale[0] : NULL,
+                                  f16 ? scale[1] : NULL,
+                                  f16 ? scale[2] : NULL};
     const char *meta[2 * (N_META + 1)];
+    int n_meta = 0;
     for (int i = 0; i < N_META; i++)
-        meta[2 * i] = meta_keys[i], meta[2 * i + 1] = values[i];
+        if (values[i])
+            meta[2 * n_meta] = meta_keys[i], meta[2 * n_meta + 1] = values[i], n_meta++;
     snprintf(meta_hash, sizeof meta_hash, "%016" PRIx64, hash_meta(values));
-    meta[2 * N_META] = META_HASH_KEY;
-    meta[2 * N_META + 1] = meta_hash;
-    st = clf_safetensors_write(path, tensors, nt, meta, N_META + 1);
+    meta[2 * n_meta] = META_HASH_KEY;
+    meta[2 * n_meta + 1] = meta_hash;
+    st = clf_safetensors_write(path, tensors, nt, meta, n_meta + 1);
 fail:
     for (int i = 0; i < nt; i++)
         free(tensors[i].data);
@@ -167,6 +179,29 @@ static clf_status meta_count(const clf_safetensors *f, int i, long long *out)
     }
     *out = x;
     return CLF_OK;
+}
+
+/* precision f16's loss scale from the metadata, where the checkpoint has it (else *present
+ * 0): the scale a finite number > 0, the two counts as meta_count reads them. */
+static clf_status meta_loss_scale(const clf_safetensors *f, int *present, double *scale,
+                                  long long counts[N_SCALE_COUNTS])
+{
+    const char *v = clf_safetensors_meta(f, meta_keys[META_LOSS_SCALE]);
+    *present = v != NULL;
+    if (!v)
+        return CLF_OK;
+    char *end = NULL;
+    *scale = strtod(v, &end);
+    if (!*v || *end || !isfinite(*scale) || !(*scale > 0.0)) {
+        char buf[48];
+        return clf_error(CLF_ERR_INPUT,
+                         "%s: checkpoint metadata 'loss_scale' is '%s', not a finite number > 0",
+                         clf_safetensors_path(f), shown(v, buf, sizeof buf));
+    }
+    clf_status st = CLF_OK;
+    for (int i = 0; i < N_SCALE_COUNTS && st == CLF_OK; i++)
+        st = meta_count(f, N_COUNTS + i, &counts[i]);
+    return st;
 }
 
 /* The metadata against its META_HASH_KEY (absent: a checkpoint older than the key, not
@@ -239,12 +274,16 @@ clf_status clf_trainer_load(clf_trainer *t, const char *path)
         goto fail;
     }
     /* the metadata (cheap) first, then the data; nothing is restored before both pass */
-    long long counts[N_COUNTS];
+    long long counts[N_COUNTS], scale_counts[N_SCALE_COUNTS];
+    double scale = 1.0;
+    int has_scale = 0;
     if ((st = check_meta_hash(f)) != CLF_OK)
         goto fail;
     for (int i = 0; i < N_COUNTS; i++)
         if ((st = meta_count(f, i, &counts[i])) != CLF_OK)
             goto fail;
+    if ((st = meta_loss_scale(f, &has_scale, &scale, scale_counts)) != CLF_OK)
+        goto fail;
     if ((st = check_hash(t, f)) != CLF_OK)
         goto fail;
     const clf_train_state s = {
@@ -284,6 +323,8 @@ clf_status clf_trainer_load(clf_trainer *t, const char *path)
                 goto fail;
         }
     t->state = s;
+    if (has_scale && t->tc.precision == CLF_PRECISION_F16) /* else the run's own start */
+        t->scale = scale, t->good = scale_counts[0], t->skipped = scale_counts[1];
     clf_trainer_drop_graph(&t->train); /* nothing stale, but a resumed run starts clean */
     clf_trainer_drop_graph(&t->eval);
     if ((st = t->api->synchronize(t->be)) == CLF_OK)
