@@ -43,6 +43,7 @@ enum {
     OPT_HOST = 256,
     OPT_PORT,
     OPT_WEIGHT_TYPE,
+    OPT_PRECISION,
     OPT_MAX_BATCH,
     OPT_QUEUE,
     OPT_API_KEYS,
@@ -71,6 +72,7 @@ static void usage(void)
            "  --api-keys FILE      keys, one a line: requests must give one (api_key, or\n"
            "                       Authorization: Bearer KEY), else 403\n"
            "  --weight-type T      f32|f16|bf16|int8 (as translate)\n"
+           "  --precision P        f32|bf16|f16 (as translate: the products of many rows)\n"
            "  --backend cpu|opencl|auto, --device D, --threads N, --plugin-dir DIR\n"
            "Prints \"clformer: serving on http://HOST:PORT\" on stderr when ready. SIGTERM or\n"
            "SIGINT: stops accepting, answers the requests read, exits 0.\n",
@@ -279,6 +281,7 @@ typedef struct serve_args {
     cli_backend_opts bo;
     int weight_type_set;
     clf_weight_type weight_type;
+    clf_precision precision;
     const char *dirs[MODELS_MAX];
     serve_model models[MODELS_MAX];
     int n_models;
@@ -318,6 +321,12 @@ static int take_weight_type(const char *value, void *to)
     return cli_weight_type_option(value, to, &set);
 }
 
+/* --precision */
+static int take_precision(const char *value, void *to)
+{
+    return cli_precision_option(value, to);
+}
+
 /* Reads the options into a (and the API keys' file into *keys): 1 to go on, 0 after
  * --help, -1 after a usage error (printed). */
 static int parse_args(int argc, char **argv, serve_args *a, char ***keys, int *n_keys)
@@ -330,6 +339,7 @@ static int parse_args(int argc, char **argv, serve_args *a, char ***keys, int *n
         {"port", OPT_PORT, CLI_OPT_STRING, &o->port, 0, NULL, take_port},
         {"weight-type", OPT_WEIGHT_TYPE, CLI_OPT_STRING, &a->weight_type, 0, &a->weight_type_set,
          take_weight_type},
+        {"precision", OPT_PRECISION, CLI_OPT_STRING, &a->precision, 0, NULL, take_precision},
         CLI_INT("max-batch", OPT_MAX_BATCH, &o->max_batch, 1),
         CLI_INT("queue", OPT_QUEUE, &o->queue, 1),
         CLI_STRING("api-keys", OPT_API_KEYS, &o->api_keys),
@@ -371,11 +381,14 @@ static int open_models(serve_args *a, serve_metrics *metrics)
         to.threads = a->bo.threads;
         to.weight_type_set = a->weight_type_set;
         to.weight_type = a->weight_type;
+        to.precision = a->precision;
         clf_status st = clf_translator_open(&to, &m->tr);
         if (st != CLF_OK)
             return cli_fail(st);
         clf_translator_info info;
         clf_translator_get_info(m->tr, &info);
+        if (info.note)
+            fprintf(stderr, "clformer: note: %s: %s\n", m->name, info.note);
         const clf_config *cfg = info.config;
         m->max_len = cfg->generate.max_len > 0 ? cfg->generate.max_len : cfg->model.max_len - 1;
         m->beam = cfg->generate.beam > 0 ? cfg->generate.beam : 1;

@@ -42,6 +42,7 @@ LIB_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib")
 
 _DEVICES = ("cpu", "opencl", "auto")
 _WEIGHT_TYPES = ("f32", "f16", "bf16", "int8")
+_PRECISIONS = ("f32", "bf16", "f16")
 
 
 def _plugin_dir():
@@ -123,7 +124,8 @@ class ScoringResult:
 class Translator:
     """A model directory opened for translation (clformer/translator.h).
 
-    Translator(model_dir, device="cpu", device_index=None, weight_type=None, threads=0)
+    Translator(model_dir, device="cpu", device_index=None, weight_type=None, threads=0,
+               precision=None)
 
     model_dir: an imported model's directory (`clformer import marian`) or a training
         run's checkpoint directory, as `clformer translate -m` takes.
@@ -135,13 +137,16 @@ class Translator:
     weight_type: "f32", "f16", "bf16" or "int8" (CTranslate2's compute_type); None: the
         weights file's own type.
     threads: CPU threads; 0: the config's backend.threads (0 there: all cores).
+    precision: "f32", "bf16" or "f16": what the products of many rows (the encoder, batched
+        decoding) take as inputs, summed in F32 (docs/PRECISION.md); where the backend
+        lacks the arithmetic they run F32 (the note is in .info); None: f32.
 
     A Translator may be shared by threads: calls on it run one at a time (a lock per
     translator), each with the GIL released while it decodes.
     """
 
     def __init__(self, model_dir, device="cpu", device_index=None, weight_type=None,
-                 threads=0):
+                 threads=0, precision=None):
         if not isinstance(model_dir, (str, os.PathLike)):
             raise TypeError(f"model_dir must be a str or path, not {type(model_dir).__name__}")
         model_dir = os.fspath(model_dir)
@@ -151,6 +156,9 @@ class Translator:
         if weight_type is not None and weight_type not in _WEIGHT_TYPES:
             raise ValueError(f"unknown weight_type {weight_type!r}: one of "
                              f"{', '.join(_WEIGHT_TYPES)} or None")
+        if precision is not None and precision not in _PRECISIONS:
+            raise ValueError(f"unknown precision {precision!r}: one of "
+                             f"{', '.join(_PRECISIONS)} or None")
         _check_int("threads", threads, 0, allow_none=False)
         if not os.path.isdir(model_dir):
             raise FileNotFoundError(errno.ENOENT, "model directory not found", model_dir)
@@ -159,7 +167,7 @@ class Translator:
         self._impl = _clformer._Translator(model_dir, backend=backend, device=dev,
                                            plugin_dir=_plugin_dir(),
                                            threads=threads if threads > 0 else -1,
-                                           weight_type=weight_type)
+                                           weight_type=weight_type, precision=precision)
         self._info = self._impl.info()
 
     @property
@@ -186,6 +194,11 @@ class Translator:
     def weight_type(self):
         """The type the model multiplies with ("f32", "f16", "bf16", "int8")."""
         return self._info["weight_type"]
+
+    @property
+    def precision(self):
+        """What the products of many rows take as inputs ("f32", "bf16", "f16")."""
+        return self._info["precision"]
 
     @property
     def source_languages(self):

@@ -20,17 +20,17 @@ typedef struct {
 
 static int translator_init(TranslatorObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"model_dir", "backend",     "device", "plugin_dir",
-                             "threads",   "weight_type", NULL};
+    static char *kwlist[] = {"model_dir", "backend",     "device",    "plugin_dir",
+                             "threads",   "weight_type", "precision", NULL};
     PyObject *o_dir, *o_backend = Py_None, *o_device = Py_None, *o_plugin = Py_None;
-    PyObject *o_wt = Py_None;
+    PyObject *o_wt = Py_None, *o_prec = Py_None;
     int threads = -1;
     clf_translator_opts o;
     clf_translator *t = NULL;
     clf_status st;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "U|OOOiO:_Translator", kwlist, &o_dir, &o_backend,
-                                     &o_device, &o_plugin, &threads, &o_wt))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "U|OOOiOO:_Translator", kwlist, &o_dir, &o_backend,
+                                     &o_device, &o_plugin, &threads, &o_wt, &o_prec))
         return -1;
     if (self->t) {
         PyErr_SetString(PyExc_RuntimeError, "_Translator already opened");
@@ -38,13 +38,18 @@ static int translator_init(TranslatorObject *self, PyObject *args, PyObject *kw)
     }
     clf_translator_opts_default(&o);
     o.threads = threads;
-    const char *wt = NULL;
+    const char *wt = NULL, *prec = NULL;
     if (clfpy_opt_cstring(o_dir, "model_dir", &o.model_dir) ||
         clfpy_opt_cstring(o_backend, "backend", &o.backend) ||
         clfpy_opt_cstring(o_device, "device", &o.device) ||
         clfpy_opt_cstring(o_plugin, "plugin_dir", &o.plugin_dir) ||
-        clfpy_opt_cstring(o_wt, "weight_type", &wt))
+        clfpy_opt_cstring(o_wt, "weight_type", &wt) ||
+        clfpy_opt_cstring(o_prec, "precision", &prec))
         return -1;
+    if (prec && (st = clf_precision_parse(prec, &o.precision)) != CLF_OK) {
+        clfpy_raise_status(st, "precision");
+        return -1;
+    }
     if (wt) {
         if ((st = clf_weight_type_parse(wt, &o.weight_type)) != CLF_OK) {
             clfpy_raise_status(st, "weight_type");
@@ -125,13 +130,14 @@ static PyObject *translator_info(TranslatorObject *self, PyObject *unused)
         PyList_SET_ITEM(tgt_langs, i, code);
     }
     d = Py_BuildValue(
-        "{s:s,s:s,s:s,s:s,s:s,s:O,s:O,s:i,s:i,s:i,s:i,s:i}", "backend",
-        in.backend ? in.backend : "", "device", in.device ? in.device : "", "weight_type",
-        clf_weight_type_name(in.weight_type), "src_vocab", in.src_vocab ? in.src_vocab : "",
-        "tgt_vocab", in.tgt_vocab ? in.tgt_vocab : "", "source_languages", src_langs,
-        "target_languages", tgt_langs, "max_len", in.config->model.max_len, "beam",
-        in.config->generate.beam, "src_vocab_size", in.config->model.src_vocab, "tgt_vocab_size",
-        in.config->model.tgt_vocab, "n_banned_ids", in.config->model.n_banned_ids);
+        "{s:s,s:s,s:s,s:s,s:s,s:s,s:O,s:O,s:i,s:i,s:i,s:i,s:i}", "precision",
+        clf_precision_name(in.precision), "backend", in.backend ? in.backend : "", "device",
+        in.device ? in.device : "", "weight_type", clf_weight_type_name(in.weight_type),
+        "src_vocab", in.src_vocab ? in.src_vocab : "", "tgt_vocab",
+        in.tgt_vocab ? in.tgt_vocab : "", "source_languages", src_langs, "target_languages",
+        tgt_langs, "max_len", in.config->model.max_len, "beam", in.config->generate.beam,
+        "src_vocab_size", in.config->model.src_vocab, "tgt_vocab_size", in.config->model.tgt_vocab,
+        "n_banned_ids", in.config->model.n_banned_ids);
 fail:
     PyThread_release_lock(self->lock);
     Py_XDECREF(src_langs);
@@ -373,9 +379,8 @@ static int languages_set(clf_translator *t, const char *src, const char *tgt)
 
 static PyObject *translator_translate(TranslatorObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"source",      "beam",        "n_best",      "length_penalty",
-                             "max_len",     "max_batch",   "want_scores", "source_lang",
-                             "target_lang", NULL};
+    static char *kwlist[] = {"source",    "beam",        "n_best",      "length_penalty", "max_len",
+                             "max_batch", "want_scores", "source_lang", "target_lang",    NULL};
     PyObject *source, *o_lp = Py_None, *o_src = Py_None, *o_tgt = Py_None, *result = NULL;
     const char *src_lang, *tgt_lang;
     int beam = -1, n_best = 1, max_len = 0, max_batch = 32, want_scores = 0;
@@ -486,7 +491,8 @@ static PyObject *translator_score(TranslatorObject *self, PyObject *args, PyObje
         return NULL;
     clfpy_lock_acquire(self->lock);
     clf_translator *t = translator_get(self);
-    if (!t || languages_set(t, src_lang, tgt_lang) || batch_input_read(source, "source", t, 0, &bs) ||
+    if (!t || languages_set(t, src_lang, tgt_lang) ||
+        batch_input_read(source, "source", t, 0, &bs) ||
         batch_input_read(target, "target", t, 0, &bt))
         goto fail;
     if (bs.n != bt.n) {
@@ -612,7 +618,7 @@ PyTypeObject clfpy_TranslatorType = {
     .tp_basicsize = sizeof(TranslatorObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
     .tp_doc = "_Translator(model_dir, backend=None, device=None, plugin_dir=None, threads=-1, "
-              "weight_type=None): clf_translator (use clformer.Translator)",
+              "weight_type=None, precision=None): clf_translator (use clformer.Translator)",
     .tp_new = translator_new,
     .tp_init = (initproc)translator_init,
     .tp_dealloc = (destructor)translator_dealloc,

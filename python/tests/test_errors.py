@@ -72,6 +72,8 @@ def test_open_errors(tmp_path):
         clformer.Translator(MODEL_DIR, device=0)
     with pytest.raises(ValueError, match="int4"):
         clformer.Translator(MODEL_DIR, weight_type="int4")
+    with pytest.raises(ValueError, match="fp8"):
+        clformer.Translator(MODEL_DIR, precision="fp8")
     with pytest.raises(ValueError):
         clformer.Translator(MODEL_DIR, device_index=-1)
     with pytest.raises(ValueError, match="7"):  # the cpu backend has one device

@@ -84,6 +84,7 @@ def test_properties(translator):
     assert translator.model_dir == MODEL_DIR
     assert translator.device == "cpu" and translator.backend == "cpu"
     assert translator.weight_type == "f16"  # the shipped weights file's type
+    assert translator.precision == "f32"
     # the shipped model's config: languages: {source: [en], target: [de]}
     assert translator.source_languages == ["en"] and translator.target_languages == ["de"]
     assert "cpu" in repr(translator)
@@ -97,6 +98,16 @@ def test_weight_type_int8_translates():
     t.close()
     with pytest.raises(RuntimeError, match="closed"):
         t.translate_batch(["a"])
+
+
+def test_precision_bf16_translates_as_the_cli():
+    """precision="bf16" gives the CLI's --precision bf16 lines (BF16 products where the CPU
+    has them, else F32 with the note), and says what it opened."""
+    t = clformer.Translator(MODEL_DIR, weight_type="f32", precision="bf16", threads=1)
+    assert t.precision == "bf16"
+    ref = cli(["--weight-type", "f32", "--precision", "bf16", "--threads", "1"], SENTENCES[:8])
+    assert [r.text[0] for r in t.translate_batch(SENTENCES[:8])] == ref
+    t.close()
 
 
 def test_score_batch(translator):

@@ -605,6 +605,20 @@ def test_two_models(ref):
             srv.p.kill()
 
 
+def test_precision(ref):
+    """--precision bf16 with F32 weights: the sentences as `translate --precision bf16`
+    gives them (BF16 products where the CPU has them, else F32 with the note)."""
+    srv = Server("--precision", "bf16", "--weight-type", "f32")
+    try:
+        want = reference(SENTENCES[:4], MAX_LEN, "--precision", "bf16", "--weight-type", "f32")
+        s, b, _ = srv.json("POST", "/v1/translate", {"sentences": SENTENCES[:4]})
+        assert s == 200 and [t["text"] for t in b["translations"]] == want, b
+        assert srv.stop() == 0
+    finally:
+        if srv.p.poll() is None:
+            srv.p.kill()
+
+
 def test_backend_failure(ref):
     """A backend failure answers 500 naming it; the server stays up, opens the backend again
     and answers the next requests as translate does on that backend. The failure is injected
@@ -699,7 +713,8 @@ def main():
                  (test_concurrent, (srv, ref)), (test_errors, (srv, ref)),
                  (test_slow_and_gone_clients, (srv, ref)), (test_dropped_when_gone, ()),
                  (test_timeout, (ref,)), (test_queue_full, (ref,)), (test_sigterm_in_flight, (ref,)),
-                 (test_two_models, (ref,)), (test_backend_failure, (ref,)),
+                 (test_two_models, (ref,)), (test_precision, (ref,)),
+                 (test_backend_failure, (ref,)),
                  (test_cli_errors, (ref,)), (test_api_keys, (ref,))]
         failures += run_tests(tests, only=os.environ.get("SERVE_TEST"))
         assert srv.stop() == 0, "serve did not exit 0 on SIGTERM"
