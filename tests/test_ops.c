@@ -1205,37 +1205,16 @@ START_TEST(openblas_build_is_named_and_shares_openmp_threads)
 }
 END_TEST
 
-static Suite *ops_suite(void)
-{
-    Suite *s = suite_create("ops");
-    TCase *tc = tcase_create("cpu");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, null_arguments_are_refused);
-    tcase_add_test(tc, gemm_refuses_c_over_its_inputs);
-    tcase_add_test(tc, gemm_all_transposes_and_epilogues);
-    tcase_add_test(tc, gemm_strided_batched_matches_per_matrix_reference);
-    tcase_add_test(tc, gemm_from_b_half_every_isa_level);
-    tcase_add_test(tc, gemm_ignores_b_half_where_it_does_not_apply);
-    tcase_add_test(tc, gemm_refuses_a_bad_b_half);
-    tcase_add_test(tc, unknown_cpu_isa_is_refused);
-    tcase_add_test(tc, gemm_bf16_arithmetic);
-    tcase_add_test(tc, layernorm_both_styles_residual_and_aliased_sum);
-    tcase_add_test(tc, attention_masks_strides_and_probs);
-    tcase_add_test(tc, attention_decode_every_isa_level);
-    tcase_add_test(tc, attention_fully_masked_row_is_uniform);
-    tcase_add_test(tc, embed_scale_pe_and_clamped_ids);
-    tcase_add_test(tc, add_with_aliasing);
-    tcase_add_test(tc, softmax_and_log_softmax_in_place);
-    tcase_add_test(tc, argmax_first_maximum);
-    tcase_add_test(tc, topk_best_first_ties_nan_and_base);
-    tcase_add_test(tc, out_of_bounds_operands_are_refused_by_name);
-    tcase_add_test(tc, threads_option_and_unknown_device);
-    tcase_add_test(tc, openblas_build_is_named_and_shares_openmp_threads);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void)
-{
-    return clf_test_main(ops_suite());
-}
+CLF_TEST_SUITE_MAIN(
+    "ops",
+    CLF_TCASE_FIXTURE(
+        "cpu", 0, setup, teardown, {null_arguments_are_refused}, {gemm_refuses_c_over_its_inputs},
+        {gemm_all_transposes_and_epilogues}, {gemm_strided_batched_matches_per_matrix_reference},
+        {gemm_from_b_half_every_isa_level}, {gemm_ignores_b_half_where_it_does_not_apply},
+        {gemm_refuses_a_bad_b_half}, {unknown_cpu_isa_is_refused}, {gemm_bf16_arithmetic},
+        {layernorm_both_styles_residual_and_aliased_sum}, {attention_masks_strides_and_probs},
+        {attention_decode_every_isa_level}, {attention_fully_masked_row_is_uniform},
+        {embed_scale_pe_and_clamped_ids}, {add_with_aliasing}, {softmax_and_log_softmax_in_place},
+        {argmax_first_maximum}, {topk_best_first_ties_nan_and_base},
+        {out_of_bounds_operands_are_refused_by_name}, {threads_option_and_unknown_device},
+        {openblas_build_is_named_and_shares_openmp_threads}))

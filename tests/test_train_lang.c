@@ -531,16 +531,7 @@ START_TEST(config_keys)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("train_lang");
-    TCase *tc = tcase_create("cpu");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, config_keys);
-    tcase_add_test(tc, m2m100_step_matches_transformers);
-    tcase_add_test(tc, nllb_batches_are_transformers_framing);
-    tcase_add_test(tc, mbart_batches_are_transformers_framing);
-    tcase_add_test(tc, cli_train_then_translate);
-    suite_add_tcase(s, tc);
-    return clf_test_main(s);
-}
+CLF_TEST_SUITE_MAIN("train_lang",
+                    CLF_TCASE("cpu", 300, {config_keys}, {m2m100_step_matches_transformers},
+                              {nllb_batches_are_transformers_framing},
+                              {mbart_batches_are_transformers_framing}, {cli_train_then_translate}))

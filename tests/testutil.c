@@ -467,6 +467,27 @@ int clf_test_run(const char *suite, const char *tcase, const TTest *const *tests
     return clf_test_main(clf_test_suite_of(suite, tcase_create(tcase), tests, n));
 }
 
+int clf_test_tcases_run(const char *suite, const clf_test_tcase *cases, int n)
+{
+    Suite *s = suite_create(suite);
+    for (int c = 0; c < n; c++) {
+        TCase *tc = tcase_create(cases[c].name);
+        if (cases[c].timeout > 0)
+            tcase_set_timeout(tc, cases[c].timeout);
+        if (cases[c].setup || cases[c].teardown)
+            tcase_add_checked_fixture(tc, cases[c].setup, cases[c].teardown);
+        for (int i = 0; i < cases[c].n; i++) {
+            const clf_test_item *it = &cases[c].items[i];
+            if (it->loop > 0)
+                tcase_add_loop_test(tc, it->test, 0, it->loop);
+            else
+                tcase_add_test(tc, it->test);
+        }
+        suite_add_tcase(s, tc);
+    }
+    return clf_test_main(s);
+}
+
 int clf_test_backends_main(const char *name, void (*add_tests)(TCase *tc),
                            void (*cpu_only)(TCase *tc), void (*opencl_only)(TCase *tc))
 {

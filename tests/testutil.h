@@ -195,6 +195,48 @@ Suite *clf_test_suite_of(const char *suite, TCase *tc, const TTest *const *tests
         return runner(suite, tcase, tests_, (int)(sizeof tests_ / sizeof tests_[0]));              \
     }
 
+/* A test of a suite table: a START_TEST name, run as a loop test (i from 0 to loop - 1) when
+ * loop > 0. */
+typedef struct clf_test_item {
+    const TTest *test;
+    int loop;
+} clf_test_item;
+/* A test case of a suite table: its name, Check's timeout for it in seconds (0: the default),
+ * its checked fixture (setup and teardown around each test; NULL: none) and its tests in
+ * order. */
+typedef struct clf_test_tcase {
+    const char *name;
+    int timeout;
+    SFun setup, teardown;
+    const clf_test_item *items;
+    int n;
+} clf_test_tcase;
+/* The clf_test_tcase name, timeout, setup, teardown of the items listed ({test} or
+ * {test, loop}); CLF_TCASE without a fixture. */
+#define CLF_TCASE_FIXTURE(name, timeout, setup, teardown, ...)                                     \
+    {                                                                                              \
+        (name), (timeout), (setup), (teardown), (const clf_test_item[]){__VA_ARGS__},              \
+            (int)(sizeof((const clf_test_item[]){__VA_ARGS__}) / sizeof(clf_test_item))            \
+    }
+#define CLF_TCASE(name, timeout, ...) CLF_TCASE_FIXTURE(name, timeout, NULL, NULL, __VA_ARGS__)
+/* The loop count of a table of cases. */
+#define CLF_LOOPS(cases) ((int)(sizeof(cases) / sizeof((cases)[0])))
+/* Runs the suite named suite of the n test cases listed. */
+int clf_test_tcases_run(const char *suite, const clf_test_tcase *cases, int n);
+/* Defines main() of a suite of the test cases listed (CLF_TCASE): a plain test's item is
+ * {test}, its loop left 0 (so -Wmissing-field-initializers is off for the table). */
+/* clang-format off */
+#define CLF_TEST_SUITE_MAIN(suite, ...)                                                            \
+    int main(void)                                                                                 \
+    {                                                                                              \
+        _Pragma("GCC diagnostic push")                                                             \
+        _Pragma("GCC diagnostic ignored \"-Wmissing-field-initializers\"")                         \
+        const clf_test_tcase cases_[] = {__VA_ARGS__};                                             \
+        _Pragma("GCC diagnostic pop")                                                              \
+        return clf_test_tcases_run(suite, cases_, (int)(sizeof cases_ / sizeof cases_[0]));        \
+    }
+/* clang-format on */
+
 /* main() of a suite whose tests run on each backend: add_tests on a CPU and (when it opens;
  * see clf_test_opencl_opens) an OpenCL test case, plus cpu_only / opencl_only (may be NULL)
  * on the one backend. */
