@@ -289,18 +289,8 @@ START_TEST(test_changed_step_refused)
 }
 END_TEST
 
-int main(void)
-{
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    Suite *s = suite_create("crash");
-    TCase *t = tcase_create("crash");
-    tcase_set_timeout(t, 300);
-    tcase_add_checked_fixture(t, setup, teardown);
-    tcase_add_test(t, test_kill_at_random_moments);
-    tcase_add_test(t, test_disk_full);
-    tcase_add_test(t, test_second_run_refused);
-    tcase_add_test(t, test_damaged_checkpoint_refused);
-    tcase_add_test(t, test_changed_step_refused);
-    suite_add_tcase(s, t);
-    return clf_test_main(s);
-}
+CLF_TEST_SUITE_MAIN("crash",
+                    CLF_TCASE_FIXTURE("crash", 300, setup, teardown, {test_kill_at_random_moments},
+                                      {test_disk_full}, {test_second_run_refused},
+                                      {test_damaged_checkpoint_refused},
+                                      {test_changed_step_refused}))

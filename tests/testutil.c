@@ -469,6 +469,7 @@ int clf_test_run(const char *suite, const char *tcase, const TTest *const *tests
 
 int clf_test_tcases_run(const char *suite, const clf_test_tcase *cases, int n)
 {
+    setvbuf(stdout, NULL, _IOLBF, 0);
     Suite *s = suite_create(suite);
     for (int c = 0; c < n; c++) {
         TCase *tc = tcase_create(cases[c].name);

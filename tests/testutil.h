@@ -221,18 +221,22 @@ typedef struct clf_test_tcase {
 #define CLF_TCASE(name, timeout, ...) CLF_TCASE_FIXTURE(name, timeout, NULL, NULL, __VA_ARGS__)
 /* The loop count of a table of cases. */
 #define CLF_LOOPS(cases) ((int)(sizeof(cases) / sizeof((cases)[0])))
-/* Runs the suite named suite of the n test cases listed. */
+/* Runs the suite named suite of the first n test cases of cases, stdout line-buffered (lines
+ * printed by a test that then fails still show). */
 int clf_test_tcases_run(const char *suite, const clf_test_tcase *cases, int n);
-/* Defines main() of a suite of the test cases listed (CLF_TCASE): a plain test's item is
- * {test}, its loop left 0 (so -Wmissing-field-initializers is off for the table). */
+/* Declares the table var of the test cases listed (CLF_TCASE): a plain test's item is {test},
+ * its loop left 0 (so -Wmissing-field-initializers is off for the table). CLF_TEST_SUITE_MAIN
+ * defines main() running such a table as the suite named suite. */
 /* clang-format off */
+#define CLF_TCASES(var, ...)                                                                       \
+    _Pragma("GCC diagnostic push")                                                                 \
+    _Pragma("GCC diagnostic ignored \"-Wmissing-field-initializers\"")                             \
+    const clf_test_tcase var[] = {__VA_ARGS__};                                                    \
+    _Pragma("GCC diagnostic pop")
 #define CLF_TEST_SUITE_MAIN(suite, ...)                                                            \
     int main(void)                                                                                 \
     {                                                                                              \
-        _Pragma("GCC diagnostic push")                                                             \
-        _Pragma("GCC diagnostic ignored \"-Wmissing-field-initializers\"")                         \
-        const clf_test_tcase cases_[] = {__VA_ARGS__};                                             \
-        _Pragma("GCC diagnostic pop")                                                              \
+        CLF_TCASES(cases_, __VA_ARGS__)                                                            \
         return clf_test_tcases_run(suite, cases_, (int)(sizeof cases_ / sizeof cases_[0]));        \
     }
 /* clang-format on */
