@@ -68,23 +68,29 @@ ct2_time() {
   echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 }
 
-# The awk program both results tables start from (awk -v engines=... -v col=N
-# "$ct2_awk"'...' rates.txt): v[ROW, ENGINE] collects field col of $out/rates.txt's lines,
-# rows[1..nr] the rows in order; median(s) is the median of the numbers in the string s;
-# ct2_head(extra, n) prints the table's head, a column per engine (e[1..ne]) then n more
-# titled by extra; ct2_row(row) starts the row's line (f[1..3]: its mode, batch, sentences).
-ct2_awk='
-  { v[$1, $2] = v[$1, $2] " " $col; if (!($1 in seen)) { seen[$1] = 1; rows[++nr] = $1 } }
-  function median(s, a, n, i, j, t) {
-    n = split(s, a, " ")
-    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
-    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-  }
-  function ct2_head(extra, n, i) {
-    ne = split(engines, e, " ")
-    printf "| workload |"; for (i = 1; i <= ne; i++) printf " %s |", e[i]; print extra
-    printf "|---|"; for (i = 1; i <= ne + n; i++) printf "---:|"; print ""
-  }
-  function ct2_row(row) {
-    split(row, f, ":"); printf "| %s, batch %s, %s sentences |", f[1], f[2], f[3]
-  }'
+# ct2_table COL TITLES CELLS: the results table of $out/rates.txt, field COL of its lines the
+# rate: a line per row of the workload and the median rate of each engine, then the
+# columns titled TITLES (" a | b |") whose cells the awk function CELLS() prints (ending the
+# line): it reads m[ENGINE], the row's medians, e[1..ne] the engines and f[1..3] the
+# row's mode, batch and sentences.
+ct2_table() {
+  awk -v engines="$engines" -v col="$1" -v titles="$2" '
+    { v[$1, $2] = v[$1, $2] " " $col; if (!($1 in seen)) { seen[$1] = 1; rows[++nr] = $1 } }
+    function median(s, a, n, i, j, t) {
+      n = split(s, a, " ")
+      for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+      return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+    }
+    END {
+      ne = split(engines, e, " ")
+      nt = gsub(/\|/, "|", titles)
+      printf "| workload |"; for (i = 1; i <= ne; i++) printf " %s |", e[i]; print titles
+      printf "|---|"; for (i = 1; i <= ne + nt; i++) printf "---:|"; print ""
+      for (r = 1; r <= nr; r++) {
+        split(rows[r], f, ":"); printf "| %s, batch %s, %s sentences |", f[1], f[2], f[3]
+        for (i = 1; i <= ne; i++) { m[e[i]] = median(v[rows[r], e[i]]); printf " %.0f |", m[e[i]] }
+        cells()
+        delete m
+      }
+    }'"$3" "$out/rates.txt"
+}

@@ -55,18 +55,11 @@ ct2_check "$out/sentences.txt"
 ct2_time "$out/sentences.txt"
 
 # The table: medians, and the best clformer type against CTranslate2 int8 with the goal.
-awk -v engines="$engines" -v col=3 "$ct2_awk"'
-  END {
-    ct2_head(" best clformer / ct2-int8 | goal |", 2)
-    for (r = 1; r <= nr; r++) {
-      ct2_row(rows[r])
-      best = 0; bt = ""
-      for (i = 1; i <= ne; i++) {
-        m = median(v[rows[r], e[i]]); printf " %.0f |", m
-        if (e[i] ~ /^clf/ && m > best) { best = m; bt = e[i] }
-      }
-      goal = (f[2] == 1) ? 2.5 : 1.3
-      printf " %.2f (%s) | %.1f %s |\n", best / median(v[rows[r], "ct2-int8"]), bt, goal,
-        (best / median(v[rows[r], "ct2-int8"]) >= goal ? "met" : "not met")
-    }
-  }' "$out/rates.txt"
+ct2_table 3 " best clformer / ct2-int8 | goal |" '
+  function cells(i, best, bt, goal) {
+    best = 0; bt = ""
+    for (i = 1; i <= ne; i++) if (e[i] ~ /^clf/ && m[e[i]] > best) { best = m[e[i]]; bt = e[i] }
+    goal = (f[2] == 1) ? 2.5 : 1.3
+    printf " %.2f (%s) | %.1f %s |\n", best / m["ct2-int8"], bt, goal,
+      (best / m["ct2-int8"] >= goal ? "met" : "not met")
+  }'

@@ -57,14 +57,8 @@ ct2_check "$src/sentences.txt"
 ct2_time "$src/sentences.txt"
 
 # The table: median tokens/s per engine, and clformer over CTranslate2 per weight type.
-awk -v engines="$engines" -v col=5 "$ct2_awk"'
-  END {
-    ct2_head(" clf-f32 / ct2-float32 | clf-int8 / ct2-int8 |", 2)
-    for (r = 1; r <= nr; r++) {
-      ct2_row(rows[r])
-      for (i = 1; i <= ne; i++) { m[e[i]] = median(v[rows[r], e[i]]); printf " %.0f |", m[e[i]] }
-      if (m["ct2-float32"] > 0 && m["clf-f32"] > 0) printf " %.2f |", m["clf-f32"] / m["ct2-float32"]; else printf " - |"
-      if (m["ct2-int8"] > 0 && m["clf-int8"] > 0) printf " %.2f |\n", m["clf-int8"] / m["ct2-int8"]; else print " - |"
-      delete m
-    }
-  }' "$out/rates.txt"
+ct2_table 5 " clf-f32 / ct2-float32 | clf-int8 / ct2-int8 |" '
+  function cells() {
+    if (m["ct2-float32"] > 0 && m["clf-f32"] > 0) printf " %.2f |", m["clf-f32"] / m["ct2-float32"]; else printf " - |"
+    if (m["ct2-int8"] > 0 && m["clf-int8"] > 0) printf " %.2f |\n", m["clf-int8"] / m["ct2-int8"]; else print " - |"
+  }'
