@@ -489,20 +489,30 @@ int clf_test_tcases_run(const char *suite, const clf_test_tcase *cases, int n)
     return clf_test_main(s);
 }
 
-int clf_test_backends_main(const char *name, void (*add_tests)(TCase *tc),
-                           void (*cpu_only)(TCase *tc), void (*opencl_only)(TCase *tc))
+/* add(tc) where given, then the n tests listed. */
+static void add_to(TCase *tc, void (*add)(TCase *tc), const TTest *const *tests, int n)
+{
+    if (add)
+        add(tc);
+    for (int i = 0; i < n; i++)
+        tcase_add_test(tc, tests[i]);
+}
+
+/* clf_test_backends_main, the tests added by add_tests or listed (tests, n) */
+static int backends_main(const char *name, void (*add_tests)(TCase *tc), const TTest *const *tests,
+                         int n, void (*cpu_only)(TCase *tc), void (*opencl_only)(TCase *tc))
 {
     setvbuf(stdout, NULL, _IOLBF, 0); /* lines printed by a test that then fails still show */
     Suite *s = suite_create(name);
     TCase *cpu = clf_test_backend_tcase("cpu", 120);
-    add_tests(cpu);
+    add_to(cpu, add_tests, tests, n);
     if (cpu_only)
         cpu_only(cpu);
     suite_add_tcase(s, cpu);
 #ifdef CLF_HAVE_OPENCL
     if (clf_test_opencl_opens(name)) {
         TCase *ocl = clf_test_backend_tcase("opencl", 300);
-        add_tests(ocl);
+        add_to(ocl, add_tests, tests, n);
         if (opencl_only)
             opencl_only(ocl);
         suite_add_tcase(s, ocl);
@@ -513,6 +523,17 @@ int clf_test_backends_main(const char *name, void (*add_tests)(TCase *tc),
         return EXIT_FAILURE;
 #endif
     return clf_test_main(s);
+}
+
+int clf_test_backends_main(const char *name, void (*add_tests)(TCase *tc),
+                           void (*cpu_only)(TCase *tc), void (*opencl_only)(TCase *tc))
+{
+    return backends_main(name, add_tests, NULL, 0, cpu_only, opencl_only);
+}
+
+int clf_test_backends_run(const char *name, const TTest *const *tests, int n)
+{
+    return backends_main(name, NULL, tests, n, NULL, NULL);
 }
 
 void clf_test_refuses_null_args(const clf_backend_api *api, clf_backend *be, const char *backend)

@@ -246,5 +246,14 @@ int clf_test_tcases_run(const char *suite, const clf_test_tcase *cases, int n);
  * on the one backend. */
 int clf_test_backends_main(const char *name, void (*add_tests)(TCase *tc),
                            void (*cpu_only)(TCase *tc), void (*opencl_only)(TCase *tc));
+/* clf_test_backends_main of the n tests listed on each backend, none on one only; the runner
+ * of CLF_TEST_BACKENDS_MAIN(suite, tests...), main() of such a suite. */
+int clf_test_backends_run(const char *name, const TTest *const *tests, int n);
+#define CLF_TEST_BACKENDS_MAIN(suite, ...)                                                         \
+    int main(void)                                                                                 \
+    {                                                                                              \
+        const TTest *const tests_[] = {__VA_ARGS__};                                               \
+        return clf_test_backends_run(suite, tests_, (int)(sizeof tests_ / sizeof tests_[0]));      \
+    }
 
 #endif
