@@ -673,16 +673,11 @@ START_TEST(test_output_swapped_before_rename)
         int status = 0;
         ck_assert_int_eq(waitpid(pid, &status, 0), pid);
         ck_assert(WIFEXITED(status));
-        FILE *f = fopen(err_path, "r");
-        size_t n = f ? fread(err, 1, sizeof err - 1, f) : 0;
-        err[n] = '\0';
-        if (f)
-            fclose(f);
+        clf_test_take_file(err_path, err, sizeof err);
         ck_assert_msg(WEXITSTATUS(status) == 2, "exit %d: %s", WEXITSTATUS(status), err);
         assert_one_line_has(err, out);
         assert_one_line_has(err, "became a FIFO while it was being written: not replaced");
         assert_kind(out, S_IFIFO);
-        unlink(err_path);
         ck_assert_int_eq(clf_test_tmpdir_entries(), 1); /* the FIFO, no temporary file */
     }
 }

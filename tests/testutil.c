@@ -173,23 +173,29 @@ int clf_test_run_cli(const char *args, char *err, size_t errsize)
     return clf_test_run_cli_within(0, args, err, errsize);
 }
 
+void clf_test_take_file(const char *path, char *buf, size_t size)
+{
+    FILE *f = fopen(path, "r");
+    size_t len = f ? fread(buf, 1, size - 1, f) : 0;
+    buf[len] = '\0';
+    if (f)
+        fclose(f);
+    remove(path);
+}
+
 int clf_test_run_cli_within(unsigned seconds, const char *args, char *err, size_t errsize)
 {
     char errfile[] = "/tmp/clf-test-err-XXXXXX";
     int fd = mkstemp(errfile);
     ck_assert_int_ge(fd, 0);
+    close(fd);
     char cmd[8192], limit[48] = "";
     if (seconds) /* KILL: a CLI that hangs is stopped, whatever it waits on */
         snprintf(limit, sizeof limit, "timeout -s KILL %u ", seconds);
     snprintf(cmd, sizeof cmd, "CLF_PLUGIN_PATH= %s'%s' %s 2>'%s' </dev/null", limit, CLF_CLI_PATH,
              args, errfile);
     int rc = system(cmd);
-    FILE *f = fdopen(fd, "r");
-    size_t len = f ? fread(err, 1, errsize - 1, f) : 0;
-    err[len] = '\0';
-    if (f)
-        fclose(f);
-    remove(errfile);
+    clf_test_take_file(errfile, err, errsize);
     if (rc == -1 || !WIFEXITED(rc))
         return -1;
     return WEXITSTATUS(rc);

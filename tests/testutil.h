@@ -79,6 +79,9 @@ int clf_test_run_cli(const char *args, char *err, size_t errsize);
 /* The same, killed after seconds (0: no limit): a CLI that hangs gives 137 (timeout(1)'s
  * status for a command it killed) instead of hanging the test. */
 int clf_test_run_cli_within(unsigned seconds, const char *args, char *err, size_t errsize);
+/* Reads the file at path into buf (at most size - 1 bytes, NUL-terminated; empty when it
+ * cannot be read), then removes the file: a child's stderr, kept in a temporary file. */
+void clf_test_take_file(const char *path, char *buf, size_t size);
 
 /* The whole file, NUL-terminated (malloc'd; free() it); *len (may be NULL) without the
  * NUL. Fails the test when it cannot be read. */
