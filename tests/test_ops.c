@@ -51,28 +51,6 @@ static void download(clf_buffer *b, void *host, size_t bytes)
 
 /* ---- gemm ---- */
 
-static void ref_gemm(const clf_gemm_args *g, const float *A, const float *B, const float *bias,
-                     float *C)
-{
-    for (int i = 0; i < g->m; i++)
-        for (int j = 0; j < g->n; j++) {
-            double s = 0.0;
-            for (int p = 0; p < g->k; p++) {
-                double a = g->trans_a ? A[(size_t)p * g->lda + i] : A[(size_t)i * g->lda + p];
-                double b = g->trans_b ? B[(size_t)j * g->ldb + p] : B[(size_t)p * g->ldb + j];
-                s += a * b;
-            }
-            double c = g->alpha * s;
-            if (g->beta != 0.0f)
-                c += g->beta * (double)C[(size_t)i * g->ldc + j];
-            if (bias)
-                c += bias[j];
-            if (g->relu && c < 0)
-                c = 0;
-            C[(size_t)i * g->ldc + j] = (float)c;
-        }
-}
-
 /* m <= 7 runs as matrix-vector products on the CPU backend, cut into ~1 MiB blocks of B:
  * {3, 1031, 263} spans two blocks, {8, 9, 10} is the first SGEMM. */
 static const int gemm_shapes[][3] = {{1, 1, 1},     {1, 65, 33},   {1, 129, 7},  {2, 7, 33},
@@ -118,9 +96,7 @@ static void check_gemm(int batch, int ta, int tb, const int *mnk, int with_bias,
     g.c = P(dC);
     if (with_bias)
         g.bias = P(dbias);
-    for (int b = 0; b < batch; b++)
-        ref_gemm(&g, A + b * g.stride_a, B + b * g.stride_b, with_bias ? bias : NULL,
-                 want + b * g.stride_c);
+    clf_test_ref_gemm(&g, batch, A, B, with_bias ? bias : NULL, want);
     if (batch == 1 && (ta + tb + m) % 2 == 0)
         CLF_ASSERT_OK(api->gemm(be, &g));
     else
@@ -406,7 +382,7 @@ START_TEST(gemm_ignores_b_half_where_it_does_not_apply)
             ck_assert(want && got && H);
             for (size_t e = 0; e < nb; e++)
                 H[e] = 0x7e00; /* NaN */
-            ref_gemm(&g, A, B, NULL, want);
+            clf_test_ref_gemm(&g, 1, A, B, NULL, want);
             clf_buffer *dA = NULL, *dB = NULL, *dH = NULL, *dC = NULL;
             CLF_ASSERT_OK(api->alloc(b, na * 4, &dA));
             CLF_ASSERT_OK(api->alloc(b, nb * 4, &dB));

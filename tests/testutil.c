@@ -168,6 +168,33 @@ double *clf_test_to_double(const float *x, size_t n)
     return y;
 }
 
+void clf_test_ref_gemm(const clf_gemm_args *g, int batch, const float *A, const float *B,
+                       const float *bias, float *C)
+{
+    for (int bt = 0; bt < batch; bt++) {
+        const float *a = A + g->a.off / 4 + bt * g->stride_a;
+        const float *b = B + g->b.off / 4 + bt * g->stride_b;
+        float *c = C + g->c.off / 4 + bt * g->stride_c;
+        for (int i = 0; i < g->m; i++) {
+            for (int j = 0; j < g->n; j++) {
+                double s = 0;
+                for (int p = 0; p < g->k; p++) {
+                    double x = g->trans_a ? a[(size_t)p * g->lda + i] : a[(size_t)i * g->lda + p];
+                    double y = g->trans_b ? b[(size_t)j * g->ldb + p] : b[(size_t)p * g->ldb + j];
+                    s += x * y;
+                }
+                float *cij = &c[(size_t)i * g->ldc + j];
+                double v = g->alpha * s + (g->beta == 0.0f ? 0.0 : g->beta * (double)*cij);
+                if (bias)
+                    v += bias[g->bias.off / 4 + j];
+                if (g->relu && v < 0)
+                    v = 0;
+                *cij = (float)v;
+            }
+        }
+    }
+}
+
 int clf_test_run_cli(const char *args, char *err, size_t errsize)
 {
     return clf_test_run_cli_within(0, args, err, errsize);

@@ -18,6 +18,12 @@ double clf_test_rel_err(const float *got, const float *want, size_t n);
 /* max|a-b| */
 double clf_test_max_abs_err(const float *got, const float *want, size_t n);
 
+/* The reference GEMM: C = alpha op(A) op(B) + beta C (C not read when beta is 0), + bias,
+ * relu, in double, for each of batch matrices g->stride_* elements apart; the host arrays
+ * A, B, bias and C hold the operands at g's offsets (bytes). */
+void clf_test_ref_gemm(const clf_gemm_args *g, int batch, const float *A, const float *B,
+                       const float *bias, float *C);
+
 /* Fails the test (with where and the error) unless rel_err(got, want) <= tol. */
 #define CLF_ASSERT_CLOSE(got, want, n, tol)                                                        \
     do {                                                                                           \
