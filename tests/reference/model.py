@@ -368,18 +368,26 @@ class DecoderBlock(nn.Module):
         return x
 
 
-class Encoder(nn.Module):
-    def __init__(self, cfg):
+class Stack(nn.Module):
+    """The encoder's or decoder's n layers of block, then its final norm (no module at all
+    when final_norm is off: <stack>.norm.* is then not a weight) and its EmbedNorm."""
+
+    def __init__(self, cfg, block, n):
         super().__init__()
-        self.layers = nn.ModuleList([EncoderBlock(cfg) for _ in range(cfg.encoder_layers)])
-        # No module at all when final_norm is off: encoder.norm.* is then not a weight.
+        self.layers = nn.ModuleList([block(cfg) for _ in range(n)])
         self.norm = LayerNormalization(cfg.d_model, cfg.ln_eps, cfg.ln_style) if cfg.final_norm else None
         self.embed = EmbedNorm(cfg) if cfg.embed_norm else None
 
-    def forward(self, x, mask):
+    def forward(self, x, *masks):
+        """Encoder: (x, mask); decoder: (x, encoder_output, src_mask, tgt_mask)."""
         for layer in self.layers:
-            x = layer(x, mask)
+            x = layer(x, *masks)
         return self.norm(x) if self.norm is not None else x
+
+
+class Encoder(Stack):
+    def __init__(self, cfg):
+        super().__init__(cfg, EncoderBlock, cfg.encoder_layers)
 
 
 class EmbedNorm(nn.Module):
@@ -391,17 +399,9 @@ class EmbedNorm(nn.Module):
         self.norm = LayerNormalization(cfg.d_model, cfg.ln_eps, cfg.ln_style)
 
 
-class Decoder(nn.Module):
+class Decoder(Stack):
     def __init__(self, cfg):
-        super().__init__()
-        self.layers = nn.ModuleList([DecoderBlock(cfg) for _ in range(cfg.decoder_layers)])
-        self.norm = LayerNormalization(cfg.d_model, cfg.ln_eps, cfg.ln_style) if cfg.final_norm else None
-        self.embed = EmbedNorm(cfg) if cfg.embed_norm else None
-
-    def forward(self, x, encoder_output, src_mask, tgt_mask):
-        for layer in self.layers:
-            x = layer(x, encoder_output, src_mask, tgt_mask)
-        return self.norm(x) if self.norm is not None else x
+        super().__init__(cfg, DecoderBlock, cfg.decoder_layers)
 
 
 class TiedBias(nn.Module):
