@@ -335,14 +335,21 @@ class MultiHeadAttentionBlock(nn.Module):
         return self.w_o(x)
 
 
+def attention_block(cfg):
+    return MultiHeadAttentionBlock(cfg.d_model, cfg.heads, cfg.dropout, cfg.attention_bias)
+
+
+def residual_connections(cfg, n):
+    return nn.ModuleList(
+        [ResidualConnection(cfg.d_model, cfg.dropout, cfg.norm, cfg.ln_style, cfg.ln_eps) for _ in range(n)])
+
+
 class EncoderBlock(nn.Module):
     def __init__(self, cfg):
         super().__init__()
-        d = cfg.d_model
-        self.self_attention_block = MultiHeadAttentionBlock(d, cfg.heads, cfg.dropout, cfg.attention_bias)
-        self.feed_forward_block = FeedForwardBlock(d, cfg.d_ff, cfg.dropout, cfg.activation)
-        self.residual_connections = nn.ModuleList(
-            [ResidualConnection(d, cfg.dropout, cfg.norm, cfg.ln_style, cfg.ln_eps) for _ in range(2)])
+        self.self_attention_block = attention_block(cfg)
+        self.feed_forward_block = FeedForwardBlock(cfg.d_model, cfg.d_ff, cfg.dropout, cfg.activation)
+        self.residual_connections = residual_connections(cfg, 2)
 
     def forward(self, x, src_mask):
         x = self.residual_connections[0](x, lambda x: self.self_attention_block(x, x, x, src_mask))
@@ -353,12 +360,10 @@ class EncoderBlock(nn.Module):
 class DecoderBlock(nn.Module):
     def __init__(self, cfg):
         super().__init__()
-        d = cfg.d_model
-        self.self_attention_block = MultiHeadAttentionBlock(d, cfg.heads, cfg.dropout, cfg.attention_bias)
-        self.cross_attention_block = MultiHeadAttentionBlock(d, cfg.heads, cfg.dropout, cfg.attention_bias)
-        self.feed_forward_block = FeedForwardBlock(d, cfg.d_ff, cfg.dropout, cfg.activation)
-        self.residual_connections = nn.ModuleList(
-            [ResidualConnection(d, cfg.dropout, cfg.norm, cfg.ln_style, cfg.ln_eps) for _ in range(3)])
+        self.self_attention_block = attention_block(cfg)
+        self.cross_attention_block = attention_block(cfg)
+        self.feed_forward_block = FeedForwardBlock(cfg.d_model, cfg.d_ff, cfg.dropout, cfg.activation)
+        self.residual_connections = residual_connections(cfg, 3)
 
     def forward(self, x, encoder_output, src_mask, tgt_mask):
         x = self.residual_connections[0](x, lambda x: self.self_attention_block(x, x, x, tgt_mask))
