@@ -20,30 +20,20 @@
 # A benchmark, not a test: CI never runs it. Results: bench/RESULTS.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-unset OPENBLAS_CORETYPE # see bench/common.sh
-. scripts/env.sh
-THREADS=${THREADS:-2} REPEAT=${REPEAT:-3} MAX_LEN=${MAX_LEN:-64}
+. bench/ct2_common.sh
 ROWS=${ROWS:-greedy:1:50 greedy:32:256 beam4:32:128}
-venv=${CLF_CT2_VENV:-/work/venv-ct2}
+engines=${ENGINES:-ct2-float32 ct2-int8 clf-f32 clf-f16 clf-bf16 clf-int8}
 clf=${BUILD:-build}/bin/clformer
 out=runs/bench/ct2
 mkdir -p "$out"
 
-if ! "$venv/bin/python" -c 'import ctranslate2' 2> /dev/null; then
-  /usr/bin/python3 -m venv --system-site-packages "$venv"
-  "$venv/bin/pip" install -q "ctranslate2==${CT2_VERSION:-4.8.5}"
-fi
+ct2_venv
 py() { "$venv/bin/python" bench/ct2_compare.py "$@"; }
 py make "$out"
 py convert "$out" "$out/ct2"
 
-cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)
-avx512=$(grep -qw avx512f /proc/cpuinfo && echo yes || echo no)
-ct2=$("$venv/bin/python" -c 'import ctranslate2; print(ctranslate2.__version__)')
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -n), $cpu, $(nproc) cores, AVX-512: $avx512"
-echo "# clformer $(git rev-parse --short HEAD), CTranslate2 $ct2, $THREADS threads," \
-  "up to $MAX_LEN output tokens, length penalty 0, median of $REPEAT"
-echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+ct2_header "$(git rev-parse --short HEAD)" \
+  "$("$venv/bin/python" -c 'import ctranslate2; print(ctranslate2.__version__)')"
 
 # run ENGINE BEAM BATCH INPUT OUTPUT: translates, prints the tokens/s.
 run() {
@@ -61,50 +51,15 @@ run() {
   awk '{for (i = 2; i <= NF; i++) if ($i ~ /^tokens\/s/) print $(i - 1)}' "$out/stats.txt"
 }
 
-# Same tokens first: CTranslate2 f32 against clformer f32, greedy and beam 4.
-head -n 20 "$out/sentences.txt" > "$out/check.txt"
-for beam in 1 4; do
-  run ct2-float32 "$beam" 32 "$out/check.txt" "$out/check.ct2.$beam.txt" > /dev/null
-  run clf-f32 "$beam" 32 "$out/check.txt" "$out/check.clf.$beam.txt" > /dev/null
-  py check "$out/check.clf.$beam.txt" "$out/check.ct2.$beam.txt"
-done
-
-engines=${ENGINES:-ct2-float32 ct2-int8 clf-f32 clf-f16 clf-bf16 clf-int8}
-: > "$out/rates.txt"
-for row in $ROWS; do
-  IFS=: read -r mode batch n <<< "$row"
-  beam=1
-  [ "$mode" != greedy ] && beam=${mode#beam}
-  head -n "$n" "$out/sentences.txt" > "$out/input.txt"
-  for ((r = 0; r < REPEAT; r++)); do
-    for e in $engines; do
-      echo "$row $e $(run "$e" "$beam" "$batch" "$out/input.txt" "$out/out.$e.txt")" | tee -a "$out/rates.txt"
-    done
-  done
-done
-echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+ct2_check "$out/sentences.txt"
+ct2_time "$out/sentences.txt"
 
 # The table: medians, and the best clformer type against CTranslate2 int8 with the goal.
-awk -v engines="$engines" '
-  { v[$1, $2] = v[$1, $2] " " $3; if (!($1 in seen)) { seen[$1] = 1; rows[++nr] = $1 } }
-  function median(s, a, n, i, j, t) {
-    n = split(s, a, " ")
-    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
-    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-  }
-  END {
-    ne = split(engines, e, " ")
-    printf "| workload |"; for (i = 1; i <= ne; i++) printf " %s |", e[i]; print " best clformer / ct2-int8 | goal |"
-    printf "|---|"; for (i = 1; i <= ne; i++) printf "---:|"; print "---:|---:|"
-    for (r = 1; r <= nr; r++) {
-      split(rows[r], f, ":"); printf "| %s, batch %s, %s sentences |", f[1], f[2], f[3]
-      best = 0; bt = ""
-      for (i = 1; i <= ne; i++) {
-        m = median(v[rows[r], e[i]]); printf " %.0f |", m
-        if (e[i] ~ /^clf/ && m > best) { best = m; bt = e[i] }
-      }
-      goal = (f[2] == 1) ? 2.5 : 1.3
-      printf " %.2f (%s) | %.1f %s |\n", best / median(v[rows[r], "ct2-int8"]), bt, goal,
-        (best / median(v[rows[r], "ct2-int8"]) >= goal ? "met" : "not met")
-    }
-  }' "$out/rates.txt"
+ct2_table 3 " best clformer / ct2-int8 | goal |" '
+  function cells(i, best, bt, goal) {
+    best = 0; bt = ""
+    for (i = 1; i <= ne; i++) if (e[i] ~ /^clf/ && m[e[i]] > best) { best = m[e[i]]; bt = e[i] }
+    goal = (f[2] == 1) ? 2.5 : 1.3
+    printf " %.2f (%s) | %.1f %s |\n", best / m["ct2-int8"], bt, goal,
+      (best / m["ct2-int8"] >= goal ? "met" : "not met")
+  }'

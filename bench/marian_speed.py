@@ -47,6 +47,23 @@ SENTENCES = (BASE + [" ".join(reversed(s.split())) for s in BASE])[
     :int(os.environ.get("SENTENCES", "50"))]
 
 
+def timed_generate(model, tok, sentences, batch, args, eos, pad):
+    """model.generate(**args) over sentences in batches of batch: (seconds in generate, each
+    sentence's ids after the decoder start: up to its first eos, or without one its ids
+    that are not pad)."""
+    secs, seqs = 0.0, []
+    for i in range(0, len(sentences), batch):
+        enc = tok(sentences[i:i + batch], return_tensors="pt", padding=True)
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            out = model.generate(**enc, **args)
+        secs += time.perf_counter() - t0
+        for row in out.tolist():
+            seq = row[1:]  # after the decoder start
+            seqs.append(seq[:seq.index(eos) + 1] if eos in seq else [t for t in seq if t != pad])
+    return secs, seqs
+
+
 def hf_run(model, tok, pad, beams, batch):
     """generate() over SENTENCES in batches: (seconds in generate, texts, tokens out)."""
     args = dict(max_length=MAX_LENGTH, num_beams=beams, do_sample=False, bad_words_ids=[[pad]],
@@ -54,19 +71,9 @@ def hf_run(model, tok, pad, beams, batch):
                 pad_token_id=pad)
     if beams > 1:
         args.update(length_penalty=1.0, early_stopping=False)
-    secs, texts, tokens = 0.0, [], 0
-    for i in range(0, len(SENTENCES), batch):
-        enc = tok(SENTENCES[i:i + batch], return_tensors="pt", padding=True)
-        t0 = time.perf_counter()
-        with torch.no_grad():
-            out = model.generate(**enc, **args)
-        secs += time.perf_counter() - t0
-        for row in out.tolist():
-            seq = row[1:]  # after the decoder start
-            seq = seq[:seq.index(0) + 1] if 0 in seq else [t for t in seq if t != pad]
-            tokens += len(seq)
-            texts.append(tok.decode(seq, skip_special_tokens=True))
-    return secs, texts, tokens
+    secs, seqs = timed_generate(model, tok, SENTENCES, batch, args, 0, pad)
+    return (secs, [tok.decode(s, skip_special_tokens=True) for s in seqs],
+            sum(len(s) for s in seqs))
 
 
 def clf_run(clformer, model_dir, wtype, beams, batch):

@@ -40,7 +40,7 @@ import make_nllb_fixture as nllb  # noqa: E402
 from marian_text import TEXT_SRC, TEXT_TGT  # noqa: E402
 
 sys.path.insert(0, HERE)
-from marian_speed import BASE  # noqa: E402 (the fixture's lines and a few more)
+from marian_speed import BASE, timed_generate  # noqa: E402 (the fixture's lines and a few more)
 
 THREADS = int(os.environ.get("THREADS", "2"))
 REPEAT = int(os.environ.get("REPEAT", "3"))
@@ -138,19 +138,8 @@ def hf_run(model, tok, beams):
                 pad_token_id=1)
     if beams > 1:
         args.update(length_penalty=1.0, early_stopping=False)
-    secs, outs, tokens = 0.0, [], 0
-    for i in range(0, len(SENTENCES), BATCH):
-        enc = tok(SENTENCES[i:i + BATCH], return_tensors="pt", padding=True)
-        t0 = time.perf_counter()
-        with torch.no_grad():
-            gen = model.generate(**enc, **args)
-        secs += time.perf_counter() - t0
-        for row in gen.tolist():
-            seq = row[1:]  # after the decoder start
-            seq = seq[:seq.index(2) + 1] if 2 in seq else [t for t in seq if t != 1]
-            tokens += len(seq) - (seq[-1] == 2)
-            outs.append(seq)
-    return secs, outs, tokens
+    secs, outs = timed_generate(model, tok, SENTENCES, BATCH, args, 2, 1)
+    return secs, outs, sum(len(s) - (s[-1] == 2) for s in outs)
 
 
 def ct2_run(translator, tok, beams):

@@ -111,12 +111,7 @@ int cu_run(const char *fault, long fsize, char *err, size_t errsize, const char 
     ck_assert_int_ge(fd, 0);
     close(fd);
     int rc = cu_wait(cu_spawn(fault, fsize, errpath, argv));
-    FILE *f = fopen(errpath, "r");
-    size_t len = f ? fread(err, 1, errsize - 1, f) : 0;
-    err[len] = '\0';
-    if (f)
-        fclose(f);
-    unlink(errpath);
+    clf_test_take_file(errpath, err, errsize);
     return rc;
 }
 
@@ -138,6 +133,16 @@ void cu_train_argv(const char *dir, const char *backend, int resume, const char 
     if (resume)
         argv[n++] = "--resume";
     argv[n] = NULL;
+}
+
+void cu_first_run(const char *dir, const char *backend, long long steps, int every, long long then,
+                  char *err, size_t errsize, const char **argv)
+{
+    cu_write_experiment(dir, steps, every);
+    cu_train_argv(dir, backend, 0, argv);
+    ck_assert_msg(cu_run(NULL, 0, err, errsize, argv) == 0, "train failed: %s", err);
+    cu_set_steps(dir, then);
+    cu_train_argv(dir, backend, 1, argv);
 }
 
 void cu_assert_error_line(const char *err, ...)

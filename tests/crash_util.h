@@ -32,6 +32,12 @@ int cu_run(const char *fault, long fsize, char *err, size_t errsize, const char 
 #define CU_ARGV 12
 void cu_train_argv(const char *dir, const char *backend, int resume, const char **argv);
 
+/* The experiment's first run: cu_write_experiment(dir, steps, every) trained on backend,
+ * which must succeed (err: its stderr); then exp.yaml set to `then` steps and argv filled
+ * to resume it (cu_train_argv). */
+void cu_first_run(const char *dir, const char *backend, long long steps, int every, long long then,
+                  char *err, size_t errsize, const char **argv);
+
 /* <dir>/<name> in a buffer of its own per call (the last 16 stay valid: a path kept longer
  * must be copied). */
 const char *cu_path(const char *dir, const char *name);

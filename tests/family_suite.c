@@ -559,7 +559,9 @@ static void cpu_only(TCase *tc)
         fam->cpu_extra(tc);
 }
 
-int clf_test_family_main(void)
+/* Every family suite's main(): the shared tests on each backend, cpu_extra's on the CPU
+ * backend. */
+int main(void)
 {
     return clf_test_backends_main(fam->tag, add_tests, cpu_only, NULL);
 }

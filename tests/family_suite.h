@@ -1,6 +1,7 @@
 /* The parity suite of a fixture of the m2m_100 family (family_suite.c): a suite's own file
  * (test_m2m100.c, test_nllb.c) defines clf_test_family_this, its fixture's particulars,
- * and its main() runs clf_test_family_main. */
+ * and main() is family_suite.c's: the shared tests on each backend, cpu_extra's on the CPU
+ * backend. */
 #ifndef CLF_TEST_FAMILY_SUITE_H
 #define CLF_TEST_FAMILY_SUITE_H
 
@@ -28,7 +29,5 @@ const char *clf_test_family_file(const char *name, char *buf, size_t size);
 const char *clf_test_family_import(void);
 /* A translator of the imported model dir on the CPU backend (asserted to open) */
 clf_translator *clf_test_family_translator(const char *dir);
-/* The shared tests on each backend, cpu_extra's on the CPU backend. */
-int clf_test_family_main(void);
 
 #endif

@@ -11,7 +11,7 @@
 int32_t *clf_test_ref_ints(clf_safetensors *f, const char *name, int64_t *shape)
 {
     const clf_tensor *t = clf_safetensors_find(f, name);
-    ck_assert_msg(t != NULL, "reference.safetensors: no %s", name);
+    ck_assert_msg(t != NULL, "the reference file has no tensor %s", name);
     int32_t *v = malloc(sizeof *v * (size_t)clf_tensor_numel(t));
     CLF_ASSERT_OK(clf_tensor_to_i32(t, v));
     if (shape)

@@ -1,7 +1,7 @@
-/* What the parity suites of imported Hugging Face fixtures share (test_marian.c and
- * family_suite.c): reading the reference file transformers wrote, loading the imported
- * model on the suite's backend, and the checks of logits, decoded ids and the CLI's text
- * against that reference. */
+/* What the parity suites of imported Hugging Face fixtures share (test_marian.c,
+ * family_suite.c; test_train_lang.c reads its references with clf_test_ref_ints): reading the
+ * reference file transformers wrote, loading the imported model on the suite's backend, and the
+ * checks of logits, decoded ids and the CLI's text against that reference. */
 #ifndef CLF_TEST_HF_PARITY_H
 #define CLF_TEST_HF_PARITY_H
 

@@ -272,17 +272,10 @@ START_TEST(test_save_refuses_state_out_of_range)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("checkpoint");
-    TCase *t = tcase_create("checkpoint");
-    tcase_add_checked_fixture(t, setup, teardown);
-    tcase_add_test(t, test_saved_checkpoint_hash_rule);
-    tcase_add_test(t, test_counts_out_of_range_refused);
-    tcase_add_test(t, test_counts_at_their_limits_load);
-    tcase_add_test(t, test_changed_metadata_refused);
-    tcase_add_test(t, test_old_checkpoint_loads);
-    tcase_add_test(t, test_save_refuses_state_out_of_range);
-    suite_add_tcase(s, t);
-    return clf_test_main(s);
-}
+CLF_TEST_SUITE_MAIN("checkpoint",
+                    CLF_TCASE_FIXTURE("checkpoint", 0, setup, teardown,
+                                      {test_saved_checkpoint_hash_rule},
+                                      {test_counts_out_of_range_refused},
+                                      {test_counts_at_their_limits_load},
+                                      {test_changed_metadata_refused}, {test_old_checkpoint_loads},
+                                      {test_save_refuses_state_out_of_range}))

@@ -401,27 +401,9 @@ START_TEST(test_train_model_bytes_after_vocab)
 }
 END_TEST
 
-static Suite *cli_suite(void)
-{
-    Suite *s = suite_create("cli");
-    TCase *tc = tcase_create("cli");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_help_and_unknown_command);
-    tcase_add_test(tc, test_info_lists_cpu);
-    tcase_add_test(tc, test_config_dump_and_errors);
-    tcase_add_test(tc, test_init_reproducible);
-    tcase_add_test(tc, test_forward_matches_fixture);
-    tcase_add_test(tc, test_forward_errors);
-    tcase_add_test(tc, test_vocab);
-    tcase_add_test(tc, test_train_vocab_provenance);
-    tcase_add_test(tc, test_train_model_bytes_after_vocab);
-    tcase_add_test(tc, test_bench_profile_names_ops);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void)
-{
-    return clf_test_main(cli_suite());
-}
+CLF_TEST_SUITE_MAIN(
+    "cli", CLF_TCASE_FIXTURE("cli", 120, setup, teardown, {test_help_and_unknown_command},
+                             {test_info_lists_cpu}, {test_config_dump_and_errors},
+                             {test_init_reproducible}, {test_forward_matches_fixture},
+                             {test_forward_errors}, {test_vocab}, {test_train_vocab_provenance},
+                             {test_train_model_bytes_after_vocab}, {test_bench_profile_names_ops}))

@@ -1204,33 +1204,12 @@ START_TEST(test_model_bytes_after_fill)
 }
 END_TEST
 
-static Suite *config_suite(void)
-{
-    Suite *s = suite_create("config");
-    TCase *tc = tcase_create("config");
-    tcase_add_test(tc, test_shipped_configs_load);
-    tcase_add_test(tc, test_defaults);
-    tcase_add_test(tc, test_dropout_sites);
-    tcase_add_test(tc, test_layers);
-    tcase_add_test(tc, test_final_norm);
-    tcase_add_test(tc, test_train_full);
-    tcase_add_test(tc, test_train_data_forms);
-    tcase_add_test(tc, test_dump_strings_round_trip);
-    tcase_add_test(tc, test_real_model_keys);
-    tcase_add_test(tc, test_framing_rule);
-    tcase_add_test(tc, test_generate);
-    tcase_add_test(tc, test_languages);
-    tcase_add_test(tc, test_language_model_keys);
-    tcase_add_loop_test(tc, test_errors, 0, (int)(sizeof bad_cases / sizeof *bad_cases));
-    tcase_add_test(tc, test_file_errors);
-    tcase_add_test(tc, test_size_limit);
-    tcase_add_test(tc, test_model_bytes_limit);
-    tcase_add_test(tc, test_model_bytes_after_fill);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void)
-{
-    return clf_test_main(config_suite());
-}
+CLF_TEST_SUITE_MAIN("config",
+                    CLF_TCASE("config", 0, {test_shipped_configs_load}, {test_defaults},
+                              {test_dropout_sites}, {test_layers}, {test_final_norm},
+                              {test_train_full}, {test_train_data_forms},
+                              {test_dump_strings_round_trip}, {test_real_model_keys},
+                              {test_framing_rule}, {test_generate}, {test_languages},
+                              {test_language_model_keys}, {test_errors, CLF_LOOPS(bad_cases)},
+                              {test_file_errors}, {test_size_limit}, {test_model_bytes_limit},
+                              {test_model_bytes_after_fill}))

@@ -157,13 +157,9 @@ START_TEST(test_disk_full)
     const char *argv[CU_ARGV];
     char run[512];
     snprintf(run, sizeof run, "%s/run", dir);
-    cu_write_experiment(dir, 4, 2);
-    cu_train_argv(dir, "cpu", 0, argv);
-    ck_assert_msg(cu_run(NULL, 0, err, sizeof err, argv) == 0, "train failed: %s", err);
+    cu_first_run(dir, "cpu", 4, 2, 8, err, sizeof err, argv);
     ck_assert_int_eq(cu_check_run(dir), 4);
 
-    cu_set_steps(dir, 8);
-    cu_train_argv(dir, "cpu", 1, argv);
     /* 16 KiB: config.yaml and log.csv fit, a checkpoint (88 KB) does not */
     ck_assert_int_eq(cu_run(NULL, 16384, err, sizeof err, argv), 2);
     cu_assert_error_line(err, "step-6.safetensors", "File too large", NULL);
@@ -238,12 +234,8 @@ static void assert_damage_refused(void (*damage)(const char *path), const char *
 {
     const char *dir = clf_test_tmpdir();
     const char *argv[CU_ARGV];
-    cu_write_experiment(dir, 2, 2);
-    cu_train_argv(dir, "cpu", 0, argv);
-    ck_assert_msg(cu_run(NULL, 0, err, sizeof err, argv) == 0, "train failed: %s", err);
+    cu_first_run(dir, "cpu", 2, 2, 4, err, sizeof err, argv);
     damage(cu_path(dir, "run/last.safetensors"));
-    cu_set_steps(dir, 4);
-    cu_train_argv(dir, "cpu", 1, argv);
     ck_assert_int_eq(cu_run(NULL, 0, err, sizeof err, argv), 2);
     cu_assert_error_line(err, "last.safetensors", "damaged checkpoint", hash, NULL);
 }
@@ -289,18 +281,8 @@ START_TEST(test_changed_step_refused)
 }
 END_TEST
 
-int main(void)
-{
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    Suite *s = suite_create("crash");
-    TCase *t = tcase_create("crash");
-    tcase_set_timeout(t, 300);
-    tcase_add_checked_fixture(t, setup, teardown);
-    tcase_add_test(t, test_kill_at_random_moments);
-    tcase_add_test(t, test_disk_full);
-    tcase_add_test(t, test_second_run_refused);
-    tcase_add_test(t, test_damaged_checkpoint_refused);
-    tcase_add_test(t, test_changed_step_refused);
-    suite_add_tcase(s, t);
-    return clf_test_main(s);
-}
+CLF_TEST_SUITE_MAIN("crash",
+                    CLF_TCASE_FIXTURE("crash", 300, setup, teardown, {test_kill_at_random_moments},
+                                      {test_disk_full}, {test_second_run_refused},
+                                      {test_damaged_checkpoint_refused},
+                                      {test_changed_step_refused}))

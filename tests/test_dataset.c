@@ -946,33 +946,12 @@ START_TEST(test_file_errors)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("dataset");
-    TCase *l = tcase_create("load");
-    tcase_add_test(l, test_tsv_skips_and_counts);
-    tcase_add_test(l, test_two_files_match_tsv);
-    tcase_add_test(l, test_build_vocabs_min_frequency);
-    suite_add_tcase(s, l);
-
-    TCase *b = tcase_create("batch");
-    tcase_add_test(b, test_framing_and_padding);
-    tcase_add_test(b, test_specials_from_the_tokenizer);
-    tcase_add_test(b, test_framing_from_model_keys);
-    tcase_add_test(b, test_default_keys_give_todays_batches);
-    tcase_add_test(b, test_batch_size_mode);
-    tcase_add_test(b, test_token_mode);
-    suite_add_tcase(s, b);
-
-    TCase *e = tcase_create("errors");
-    tcase_add_loop_test(e, test_bad_lines, 0,
-                        (int)(sizeof bad_data_cases / sizeof bad_data_cases[0]));
-    tcase_add_test(e, test_file_errors);
-    suite_add_tcase(s, e);
-    return s;
-}
-
-int main(void)
-{
-    return clf_test_main(suite());
-}
+CLF_TEST_SUITE_MAIN("dataset",
+                    CLF_TCASE("load", 0, {test_tsv_skips_and_counts}, {test_two_files_match_tsv},
+                              {test_build_vocabs_min_frequency}),
+                    CLF_TCASE("batch", 0, {test_framing_and_padding},
+                              {test_specials_from_the_tokenizer}, {test_framing_from_model_keys},
+                              {test_default_keys_give_todays_batches}, {test_batch_size_mode},
+                              {test_token_mode}),
+                    CLF_TCASE("errors", 0, {test_bad_lines, CLF_LOOPS(bad_data_cases)},
+                              {test_file_errors}))

@@ -45,6 +45,32 @@ static void fixture_close(fixture *f)
     clf_test_model_close(&f->t);
 }
 
+/* f's model's default decoding options, up to MAXOUT tokens. */
+static void default_opts(const fixture *f, clf_decode_opts *o)
+{
+    clf_decode_opts_default(&f->t.cfg.model, o);
+    o->max_len = MAXOUT;
+}
+
+/* A stream of max_rows rows over f's model, for sources of up to S tokens, MAXOUT out. */
+static clf_decode_stream *open_stream(const fixture *f, int max_rows)
+{
+    clf_decode_stream *s;
+    clf_decode_stream_opts so = {.max_rows = max_rows, .max_src_len = S, .max_out = MAXOUT};
+    CLF_ASSERT_OK(clf_decode_stream_open(f->t.m, &so, &s));
+    return s;
+}
+
+/* The CPU fixture name, o its model's default options and the stream returned of max_rows
+ * rows over it. */
+static clf_decode_stream *stream_fixture(fixture *f, const char *name, int max_rows,
+                                         clf_decode_opts *o)
+{
+    fixture_open(f, "cpu", name);
+    default_opts(f, o);
+    return open_stream(f, max_rows);
+}
+
 /* Sentence i's options: a mix of every kind, with an EOS the random models emit. */
 static void opts_of(const fixture *f, int i, int eos, clf_decode_opts *o)
 {
@@ -75,8 +101,7 @@ static int pick_eos(fixture *f)
 {
     clf_decode_opts o;
     clf_decode_result r;
-    clf_decode_opts_default(&f->t.cfg.model, &o);
-    o.max_len = MAXOUT;
+    default_opts(f, &o);
     o.eos_id = 0;
     CLF_ASSERT_OK(clf_decode(f->t.m, f->src[1], 1, f->len[1], &o, &r));
     int eos = r.hyps[0].len > 2 ? r.hyps[0].tokens[2] : 3;
@@ -121,9 +146,7 @@ static void check_stream(const char *backend, const char *name, int max_rows)
         opts_of(&f, i, eos, &o);
         CLF_ASSERT_OK(clf_decode(f.t.m, f.src[i], 1, f.len[i], &o, &want[i]));
     }
-    clf_decode_stream *s;
-    clf_decode_stream_opts so = {.max_rows = max_rows, .max_src_len = S, .max_out = MAXOUT};
-    CLF_ASSERT_OK(clf_decode_stream_open(f.t.m, &so, &s));
+    clf_decode_stream *s = open_stream(&f, max_rows);
     int added = 0, got = 0, seen[N] = {0};
     long long steps = 0;
     while (got < N) {
@@ -176,13 +199,8 @@ END_TEST
 START_TEST(stream_one_sentence_at_a_time)
 {
     fixture f;
-    fixture_open(&f, "cpu", "pre_tutorial");
-    clf_decode_stream *s;
-    clf_decode_stream_opts so = {.max_rows = 1, .max_src_len = S, .max_out = MAXOUT};
-    CLF_ASSERT_OK(clf_decode_stream_open(f.t.m, &so, &s));
     clf_decode_opts o;
-    clf_decode_opts_default(&f.t.cfg.model, &o);
-    o.max_len = MAXOUT;
+    clf_decode_stream *s = stream_fixture(&f, "pre_tutorial", 1, &o);
     clf_decode_result want[3];
     for (int i = 0; i < 3; i++) {
         CLF_ASSERT_OK(clf_decode(f.t.m, f.src[i], 1, f.len[i], &o, &want[i]));
@@ -216,13 +234,8 @@ END_TEST
 START_TEST(stream_cancel)
 {
     fixture f;
-    fixture_open(&f, "cpu", "post_standard");
-    clf_decode_stream *s;
-    clf_decode_stream_opts so = {.max_rows = 4, .max_src_len = S, .max_out = MAXOUT};
-    CLF_ASSERT_OK(clf_decode_stream_open(f.t.m, &so, &s));
     clf_decode_opts o;
-    clf_decode_opts_default(&f.t.cfg.model, &o);
-    o.max_len = MAXOUT;
+    clf_decode_stream *s = stream_fixture(&f, "post_standard", 4, &o);
     o.eos_id = 0; /* [UNK]: long outputs, so that sentences are still active */
     clf_decode_result want;
     CLF_ASSERT_OK(clf_decode(f.t.m, f.src[2], 1, f.len[2], &o, &want));
@@ -279,8 +292,7 @@ START_TEST(stream_refusals)
     so = (clf_decode_stream_opts){.max_rows = 2, .max_src_len = 4, .max_out = MAXOUT};
     CLF_ASSERT_OK(clf_decode_stream_open(f.t.m, &so, &s));
     clf_decode_opts o;
-    clf_decode_opts_default(&f.t.cfg.model, &o);
-    o.max_len = MAXOUT;
+    default_opts(&f, &o);
     ck_assert_int_eq(clf_decode_stream_add(s, f.src[3], 9, &o, 1), CLF_ERR_INPUT);
     ck_assert_msg(strstr(clf_last_error(), "max_src_len 4"), "%s", clf_last_error());
     o.beam = o.n_best = 3;

@@ -177,13 +177,9 @@ START_TEST(test_fault_opencl_train)
     const char *dir = clf_test_tmpdir();
     const char *argv[CU_ARGV];
     char want[64];
-    cu_write_experiment(dir, 4, 2);
-    cu_train_argv(dir, "opencl", 0, argv);
-    ck_assert_msg(cu_run(NULL, 0, err, sizeof err, argv) == 0, "train failed: %s", err);
+    cu_first_run(dir, "opencl", 4, 2, 20, err, sizeof err, argv);
     ck_assert_int_eq(cu_check_run(dir), 4);
 
-    cu_set_steps(dir, 20);
-    cu_train_argv(dir, "opencl", 1, argv);
     /* some 40 to 60 launches a step: the 300th is well inside the 16 steps to go */
     ck_assert_int_eq(cu_run("opencl_enqueue:300", 0, err, sizeof err, argv), 3);
     cu_assert_error_line(err, "train: ", "failed: CL_OUT_OF_RESOURCES (-5)", NULL);

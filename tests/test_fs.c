@@ -673,16 +673,11 @@ START_TEST(test_output_swapped_before_rename)
         int status = 0;
         ck_assert_int_eq(waitpid(pid, &status, 0), pid);
         ck_assert(WIFEXITED(status));
-        FILE *f = fopen(err_path, "r");
-        size_t n = f ? fread(err, 1, sizeof err - 1, f) : 0;
-        err[n] = '\0';
-        if (f)
-            fclose(f);
+        clf_test_take_file(err_path, err, sizeof err);
         ck_assert_msg(WEXITSTATUS(status) == 2, "exit %d: %s", WEXITSTATUS(status), err);
         assert_one_line_has(err, out);
         assert_one_line_has(err, "became a FIFO while it was being written: not replaced");
         assert_kind(out, S_IFIFO);
-        unlink(err_path);
         ck_assert_int_eq(clf_test_tmpdir_entries(), 1); /* the FIFO, no temporary file */
     }
 }
@@ -787,36 +782,16 @@ START_TEST(test_lock_dies_with_its_holder)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("fs");
-    TCase *t = tcase_create("fs");
-    tcase_add_checked_fixture(t, setup, teardown);
-    tcase_add_test(t, test_write_replaces_whole_file);
-    tcase_add_test(t, test_failing_callback_keeps_old_file);
-    tcase_add_test(t, test_write_error_keeps_old_file);
-    tcase_add_test(t, test_write_refusals_name_the_file);
-    tcase_add_test(t, test_reader_never_sees_half_a_file);
-    tcase_add_test(t, test_link_swaps_the_name);
-    tcase_add_test(t, test_read_all_within_limit);
-    tcase_add_test(t, test_read_all_refusals);
-    tcase_add_test(t, test_write_refuses_what_is_not_a_file);
-    tcase_add_test(t, test_write_through_symlink);
-    tcase_add_test(t, test_write_keeps_mode_and_owner);
-    tcase_add_test(t, test_device_node_refused);
-    tcase_add_test(t, test_read_refuses_what_is_not_a_file);
-    tcase_add_test(t, test_readers_refuse_a_fifo);
-    tcase_add_test(t, test_spm_model_from_urandom_refused_at_once);
-    tcase_add_test(t, test_cli_output_not_a_file);
-    tcase_add_test(t, test_output_swapped_before_rename);
-    tcase_add_test(t, test_cli_import_refuses_a_fifo);
-    tcase_add_test(t, test_lock_held_once);
-    tcase_add_test(t, test_lock_dies_with_its_holder);
-    suite_add_tcase(s, t);
-    return s;
-}
-
-int main(void)
-{
-    return clf_test_main(suite());
-}
+CLF_TEST_SUITE_MAIN(
+    "fs",
+    CLF_TCASE_FIXTURE("fs", 0, setup, teardown, {test_write_replaces_whole_file},
+                      {test_failing_callback_keeps_old_file}, {test_write_error_keeps_old_file},
+                      {test_write_refusals_name_the_file}, {test_reader_never_sees_half_a_file},
+                      {test_link_swaps_the_name}, {test_read_all_within_limit},
+                      {test_read_all_refusals}, {test_write_refuses_what_is_not_a_file},
+                      {test_write_through_symlink}, {test_write_keeps_mode_and_owner},
+                      {test_device_node_refused}, {test_read_refuses_what_is_not_a_file},
+                      {test_readers_refuse_a_fifo}, {test_spm_model_from_urandom_refused_at_once},
+                      {test_cli_output_not_a_file}, {test_output_swapped_before_rename},
+                      {test_cli_import_refuses_a_fifo}, {test_lock_held_once},
+                      {test_lock_dies_with_its_holder}))

@@ -313,18 +313,5 @@ START_TEST(test_run_hooked)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("graph");
-    TCase *t = tcase_create("planner");
-    tcase_add_test(t, test_random_graphs);
-    tcase_add_test(t, test_chain_needs_two_values);
-    tcase_add_test(t, test_run_hooked);
-    suite_add_tcase(s, t);
-    return s;
-}
-
-int main(void)
-{
-    return clf_test_main(suite());
-}
+CLF_TEST_MAIN(clf_test_run, "graph", "planner", test_random_graphs, test_chain_needs_two_values,
+              test_run_hooked)

@@ -43,18 +43,5 @@ START_TEST(test_program_cache_start_value)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("hash");
-    TCase *t = tcase_create("fnv1a64");
-    tcase_add_test(t, test_reference_vectors);
-    tcase_add_test(t, test_continues_over_pieces);
-    tcase_add_test(t, test_program_cache_start_value);
-    suite_add_tcase(s, t);
-    return s;
-}
-
-int main(void)
-{
-    return clf_test_main(suite());
-}
+CLF_TEST_MAIN(clf_test_run, "hash", "fnv1a64", test_reference_vectors, test_continues_over_pieces,
+              test_program_cache_start_value)

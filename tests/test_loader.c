@@ -209,24 +209,9 @@ START_TEST(test_shared_checks)
 }
 END_TEST
 
-static Suite *loader_suite(void)
-{
-    Suite *s = suite_create("loader");
-    TCase *tc = tcase_create("load");
-    tcase_add_test(tc, test_load_cpu_from_build_tree);
-    tcase_add_loop_test(tc, test_refused, 0, (int)(sizeof refusals / sizeof refusals[0]));
-    tcase_add_test(tc, test_wrong_abi_version);
-    tcase_add_test(tc, test_not_a_shared_object);
-    tcase_add_test(tc, test_plugin_path_env);
-    tcase_add_test(tc, test_open_named_env_override);
-    tcase_add_test(tc, test_scan_reports_good_and_broken);
-    tcase_add_test(tc, test_require_unsupported_op);
-    tcase_add_test(tc, test_shared_checks);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void)
-{
-    return clf_test_main(loader_suite());
-}
+CLF_TEST_SUITE_MAIN("loader",
+                    CLF_TCASE("load", 0, {test_load_cpu_from_build_tree},
+                              {test_refused, CLF_LOOPS(refusals)}, {test_wrong_abi_version},
+                              {test_not_a_shared_object}, {test_plugin_path_env},
+                              {test_open_named_env_override}, {test_scan_reports_good_and_broken},
+                              {test_require_unsupported_op}, {test_shared_checks}))

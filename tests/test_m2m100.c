@@ -9,8 +9,3 @@ const clf_test_family clf_test_family_this = {.tag = "m2m100",
                                               .targets = {"de", "fr"},
                                               .n_languages = 100,
                                               .first_codes = "af am ar"};
-
-int main(void)
-{
-    return clf_test_family_main();
-}

@@ -146,8 +146,3 @@ const clf_test_family clf_test_family_this = {.tag = "mbart",
                                               .n_languages = 52,
                                               .first_codes = "ar_AR cs_CZ de_DE",
                                               .cpu_extra = mbart_tests};
-
-int main(void)
-{
-    return clf_test_family_main();
-}

@@ -253,24 +253,7 @@ START_TEST(test_bad_arguments)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("metrics");
-    TCase *t = tcase_create("bleu");
-    tcase_add_test(t, test_classic_clipping);
-    tcase_add_test(t, test_one_word_differs);
-    tcase_add_test(t, test_brevity_penalty);
-    tcase_add_test(t, test_corpus_sums_counts);
-    tcase_add_test(t, test_repeated_ngrams_clipped);
-    tcase_add_test(t, test_identical_and_disjoint);
-    tcase_add_test(t, test_empty_and_short);
-    tcase_add_test(t, test_realistic_corpus);
-    tcase_add_test(t, test_bad_arguments);
-    suite_add_tcase(s, t);
-    return s;
-}
-
-int main(void)
-{
-    return clf_test_main(suite());
-}
+CLF_TEST_MAIN(clf_test_run, "metrics", "bleu", test_classic_clipping, test_one_word_differs,
+              test_brevity_penalty, test_corpus_sums_counts, test_repeated_ngrams_clipped,
+              test_identical_and_disjoint, test_empty_and_short, test_realistic_corpus,
+              test_bad_arguments)

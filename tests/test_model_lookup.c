@@ -174,17 +174,6 @@ START_TEST(test_int8_twin_every_weight)
 }
 END_TEST
 
-static Suite *model_lookup_suite(void)
-{
-    Suite *s = suite_create("model_lookup");
-    TCase *tc = tcase_create("lookups");
-    tcase_add_loop_test(tc, test_spec_index_every_name, 0, N_VARIANTS);
-    tcase_add_loop_test(tc, test_int8_twin_every_weight, 0, N_VARIANTS);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void)
-{
-    return clf_test_main(model_lookup_suite());
-}
+CLF_TEST_SUITE_MAIN("model_lookup",
+                    CLF_TCASE("lookups", 0, {test_spec_index_every_name, N_VARIANTS},
+                              {test_int8_twin_every_weight, N_VARIANTS}))

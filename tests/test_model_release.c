@@ -259,19 +259,7 @@ START_TEST(test_discard)
 }
 END_TEST
 
-static Suite *model_release_suite(void)
-{
-    Suite *s = suite_create("model_release");
-    TCase *tc = tcase_create("release");
-    tcase_add_loop_test(tc, test_release_reads_no_f32_matrix, 0, N_VARIANTS);
-    tcase_add_test(tc, test_release_gives_memory_back);
-    tcase_add_test(tc, test_create_consuming);
-    tcase_add_test(tc, test_discard);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void)
-{
-    return clf_test_main(model_release_suite());
-}
+CLF_TEST_SUITE_MAIN("model_release",
+                    CLF_TCASE("release", 0, {test_release_reads_no_f32_matrix, N_VARIANTS},
+                              {test_release_gives_memory_back}, {test_create_consuming},
+                              {test_discard}))

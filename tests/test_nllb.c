@@ -239,8 +239,3 @@ const clf_test_family clf_test_family_this = {.tag = "nllb",
                                               .n_languages = 202,
                                               .first_codes = "ace_Arab ace_Latn acm_Arab",
                                               .cpu_extra = nllb_tests};
-
-int main(void)
-{
-    return clf_test_family_main();
-}

@@ -113,17 +113,4 @@ START_TEST(test_tensor_to_f32_finite)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("numeric");
-    TCase *t = tcase_create("finite");
-    tcase_add_test(t, test_first_nonfinite);
-    tcase_add_test(t, test_tensor_to_f32_finite);
-    suite_add_tcase(s, t);
-    return s;
-}
-
-int main(void)
-{
-    return clf_test_main(suite());
-}
+CLF_TEST_MAIN(clf_test_run, "numeric", "finite", test_first_nonfinite, test_tensor_to_f32_finite)

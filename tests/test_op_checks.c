@@ -266,20 +266,5 @@ START_TEST(empty_missing_and_unsupported)
 }
 END_TEST
 
-static Suite *op_checks_suite(void)
-{
-    Suite *s = suite_create("op_checks");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, shapes_and_ranges);
-    tcase_add_test(tc, operands_bounds_and_alignment);
-    tcase_add_test(tc, aliasing);
-    tcase_add_test(tc, plugin_ops);
-    tcase_add_test(tc, empty_missing_and_unsupported);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void)
-{
-    return clf_test_main(op_checks_suite());
-}
+CLF_TEST_MAIN(clf_test_run, "op_checks", "core", shapes_and_ranges, operands_bounds_and_alignment,
+              aliasing, plugin_ops, empty_missing_and_unsupported)

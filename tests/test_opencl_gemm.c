@@ -24,34 +24,6 @@ typedef struct gemm_case {
     int pad, off; /* extra leading-dimension elements, operand offsets (elements) */
 } gemm_case;
 
-/* C = alpha op(A) op(B) + beta C, + bias, relu, in double; matrices at g's offsets. */
-static void ref_gemm(const clf_gemm_args *g, int batch, const float *A, const float *B,
-                     const float *bias, float *C)
-{
-    for (int bt = 0; bt < batch; bt++) {
-        const float *a = A + g->a.off / 4 + bt * g->stride_a;
-        const float *b = B + g->b.off / 4 + bt * g->stride_b;
-        float *c = C + g->c.off / 4 + bt * g->stride_c;
-        for (int i = 0; i < g->m; i++) {
-            for (int j = 0; j < g->n; j++) {
-                double s = 0;
-                for (int p = 0; p < g->k; p++) {
-                    double x = g->trans_a ? a[(size_t)p * g->lda + i] : a[(size_t)i * g->lda + p];
-                    double y = g->trans_b ? b[(size_t)j * g->ldb + p] : b[(size_t)p * g->ldb + j];
-                    s += x * y;
-                }
-                float *cij = &c[(size_t)i * g->ldc + j];
-                double v = g->alpha * s + (g->beta == 0.0f ? 0.0 : g->beta * (double)*cij);
-                if (bias)
-                    v += bias[g->bias.off / 4 + j];
-                if (g->relu && v < 0)
-                    v = 0;
-                *cij = (float)v;
-            }
-        }
-    }
-}
-
 static void run_gemm(bk *k, const clf_gemm_args *tmpl, int batched, const float *A, size_t na,
                      const float *B, size_t nb, const float *bias, size_t nbias, float *C,
                      size_t nc)
@@ -112,7 +84,7 @@ static void check_gemm_case(const gemm_case *t, unsigned seed)
              batched ? "gemm_strided_batched" : "gemm", t->ta, t->tb, t->m, t->n, t->k, t->batch,
              t->alpha, t->beta, t->bias, t->relu, t->pad, t->off);
 
-    ref_gemm(&g, batch, A, B, bias, want);
+    clf_test_ref_gemm(&g, batch, A, B, bias, want);
     run_gemm(&ocl, &g, batched, A, na, B, nb, bias, nbias, got, nc);
     run_gemm(&cpu, &g, batched, A, na, B, nb, bias, nbias, got_cpu, nc);
     expect_close_both(got, want, got_cpu, nc, TOL_GEMM, what);
@@ -174,7 +146,7 @@ START_TEST(test_gemm_edge)
             const int nc = m * 33;
             for (int i = 0; i < nc; i++)
                 want[i] = got[i] = cgot[i] = NAN;
-            ref_gemm(&g, 1, A, B, NULL, want);
+            clf_test_ref_gemm(&g, 1, A, B, NULL, want);
             run_gemm(&ocl, &g, 0, A, (size_t)m * 65, B, 65 * 33, NULL, 0, got, nc);
             run_gemm(&cpu, &g, 0, A, (size_t)m * 65, B, 65 * 33, NULL, 0, cgot, nc);
             char what[64];
@@ -194,7 +166,7 @@ START_TEST(test_gemm_edge)
                        .ldc = 33,
                        .relu = 1};
     float *C = clf_test_frand(n, 4, -1, 1), *wz = fdup(C, n), *gz = fdup(C, n), *cz = fdup(C, n);
-    ref_gemm(&z, 1, A, B, bias, wz);
+    clf_test_ref_gemm(&z, 1, A, B, bias, wz);
     run_gemm(&ocl, &z, 0, A, 7 * 65, B, 65 * 33, bias, 33, gz, n);
     run_gemm(&cpu, &z, 0, A, 7 * 65, B, 65 * 33, bias, 33, cz, n);
     expect_close(gz, wz, n, TOL_GEMM, "gemm k=0", "host reference");
@@ -508,7 +480,7 @@ START_TEST(test_gemm_half_arith)
     ck_assert(want && got && nan_h);
     for (size_t i = 0; i < nb; i++)
         nan_h[i] = 0x7e00; /* a quiet NaN: must not show */
-    ref_gemm(&g, 1, A, B, bias, want);
+    clf_test_ref_gemm(&g, 1, A, B, bias, want);
     run_gemm_with_half(&g, A, na, B, nb, nan_h, nb, bias, (size_t)t.n, got, nc);
     expect_close(got, want, nc, TOL_GEMM, "gemm with fp16=0 ignoring b_half", "host reference");
     ocl.be = orig;
@@ -550,7 +522,7 @@ START_TEST(test_gemm_half_ignored)
         ck_assert_ptr_nonnull(nan_h);
         for (size_t i = 0; i < nb; i++)
             nan_h[i] = 0x7e00; /* a quiet NaN */
-        ref_gemm(&g, 1, A, B, bias, want);
+        clf_test_ref_gemm(&g, 1, A, B, bias, want);
         run_gemm_with_half(&g, A, na, B, nb, nan_h, nb, bias, n, got, nc);
         char what[96];
         snprintf(what, sizeof what, "gemm ignoring b_half ta=%d tb=%d m=%d n=%d k=%d", ta, tb, m, n,

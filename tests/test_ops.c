@@ -51,28 +51,6 @@ static void download(clf_buffer *b, void *host, size_t bytes)
 
 /* ---- gemm ---- */
 
-static void ref_gemm(const clf_gemm_args *g, const float *A, const float *B, const float *bias,
-                     float *C)
-{
-    for (int i = 0; i < g->m; i++)
-        for (int j = 0; j < g->n; j++) {
-            double s = 0.0;
-            for (int p = 0; p < g->k; p++) {
-                double a = g->trans_a ? A[(size_t)p * g->lda + i] : A[(size_t)i * g->lda + p];
-                double b = g->trans_b ? B[(size_t)j * g->ldb + p] : B[(size_t)p * g->ldb + j];
-                s += a * b;
-            }
-            double c = g->alpha * s;
-            if (g->beta != 0.0f)
-                c += g->beta * (double)C[(size_t)i * g->ldc + j];
-            if (bias)
-                c += bias[j];
-            if (g->relu && c < 0)
-                c = 0;
-            C[(size_t)i * g->ldc + j] = (float)c;
-        }
-}
-
 /* m <= 7 runs as matrix-vector products on the CPU backend, cut into ~1 MiB blocks of B:
  * {3, 1031, 263} spans two blocks, {8, 9, 10} is the first SGEMM. */
 static const int gemm_shapes[][3] = {{1, 1, 1},     {1, 65, 33},   {1, 129, 7},  {2, 7, 33},
@@ -118,9 +96,7 @@ static void check_gemm(int batch, int ta, int tb, const int *mnk, int with_bias,
     g.c = P(dC);
     if (with_bias)
         g.bias = P(dbias);
-    for (int b = 0; b < batch; b++)
-        ref_gemm(&g, A + b * g.stride_a, B + b * g.stride_b, with_bias ? bias : NULL,
-                 want + b * g.stride_c);
+    clf_test_ref_gemm(&g, batch, A, B, with_bias ? bias : NULL, want);
     if (batch == 1 && (ta + tb + m) % 2 == 0)
         CLF_ASSERT_OK(api->gemm(be, &g));
     else
@@ -406,7 +382,7 @@ START_TEST(gemm_ignores_b_half_where_it_does_not_apply)
             ck_assert(want && got && H);
             for (size_t e = 0; e < nb; e++)
                 H[e] = 0x7e00; /* NaN */
-            ref_gemm(&g, A, B, NULL, want);
+            clf_test_ref_gemm(&g, 1, A, B, NULL, want);
             clf_buffer *dA = NULL, *dB = NULL, *dH = NULL, *dC = NULL;
             CLF_ASSERT_OK(api->alloc(b, na * 4, &dA));
             CLF_ASSERT_OK(api->alloc(b, nb * 4, &dB));
@@ -1205,37 +1181,16 @@ START_TEST(openblas_build_is_named_and_shares_openmp_threads)
 }
 END_TEST
 
-static Suite *ops_suite(void)
-{
-    Suite *s = suite_create("ops");
-    TCase *tc = tcase_create("cpu");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, null_arguments_are_refused);
-    tcase_add_test(tc, gemm_refuses_c_over_its_inputs);
-    tcase_add_test(tc, gemm_all_transposes_and_epilogues);
-    tcase_add_test(tc, gemm_strided_batched_matches_per_matrix_reference);
-    tcase_add_test(tc, gemm_from_b_half_every_isa_level);
-    tcase_add_test(tc, gemm_ignores_b_half_where_it_does_not_apply);
-    tcase_add_test(tc, gemm_refuses_a_bad_b_half);
-    tcase_add_test(tc, unknown_cpu_isa_is_refused);
-    tcase_add_test(tc, gemm_bf16_arithmetic);
-    tcase_add_test(tc, layernorm_both_styles_residual_and_aliased_sum);
-    tcase_add_test(tc, attention_masks_strides_and_probs);
-    tcase_add_test(tc, attention_decode_every_isa_level);
-    tcase_add_test(tc, attention_fully_masked_row_is_uniform);
-    tcase_add_test(tc, embed_scale_pe_and_clamped_ids);
-    tcase_add_test(tc, add_with_aliasing);
-    tcase_add_test(tc, softmax_and_log_softmax_in_place);
-    tcase_add_test(tc, argmax_first_maximum);
-    tcase_add_test(tc, topk_best_first_ties_nan_and_base);
-    tcase_add_test(tc, out_of_bounds_operands_are_refused_by_name);
-    tcase_add_test(tc, threads_option_and_unknown_device);
-    tcase_add_test(tc, openblas_build_is_named_and_shares_openmp_threads);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void)
-{
-    return clf_test_main(ops_suite());
-}
+CLF_TEST_SUITE_MAIN(
+    "ops",
+    CLF_TCASE_FIXTURE(
+        "cpu", 0, setup, teardown, {null_arguments_are_refused}, {gemm_refuses_c_over_its_inputs},
+        {gemm_all_transposes_and_epilogues}, {gemm_strided_batched_matches_per_matrix_reference},
+        {gemm_from_b_half_every_isa_level}, {gemm_ignores_b_half_where_it_does_not_apply},
+        {gemm_refuses_a_bad_b_half}, {unknown_cpu_isa_is_refused}, {gemm_bf16_arithmetic},
+        {layernorm_both_styles_residual_and_aliased_sum}, {attention_masks_strides_and_probs},
+        {attention_decode_every_isa_level}, {attention_fully_masked_row_is_uniform},
+        {embed_scale_pe_and_clamped_ids}, {add_with_aliasing}, {softmax_and_log_softmax_in_place},
+        {argmax_first_maximum}, {topk_best_first_ties_nan_and_base},
+        {out_of_bounds_operands_are_refused_by_name}, {threads_option_and_unknown_device},
+        {openblas_build_is_named_and_shares_openmp_threads}))

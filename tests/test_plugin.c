@@ -488,23 +488,9 @@ START_TEST(test_example_plugin_as_documented)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("plugin");
-    TCase *tc = tcase_create("loader");
-    tcase_add_test(tc, test_hostile_plugins_refused);
-    tcase_add_test(tc, test_fifo_refused_without_waiting);
-    tcase_add_test(tc, test_collision_with_shipped_plugin);
-    tcase_add_test(tc, test_shipped_plugins_and_search);
-    tcase_add_test(tc, test_yaml_plugins_list);
-    tcase_add_test(tc, test_yaml_bare_name_search_order);
-    tcase_add_test(tc, test_yaml_op_kinds);
-    tcase_add_test(tc, test_read_then_resolve);
-    tcase_add_test(tc, test_dump_names_plugins);
-    tcase_add_test(tc, test_weight_names);
-    tcase_add_test(tc, test_backend_without_form);
-    tcase_add_test(tc, test_cli_refuses_hostile);
-    tcase_add_test(tc, test_example_plugin_as_documented);
-    suite_add_tcase(s, tc);
-    return clf_test_main(s);
-}
+CLF_TEST_MAIN(clf_test_run, "plugin", "loader", test_hostile_plugins_refused,
+              test_fifo_refused_without_waiting, test_collision_with_shipped_plugin,
+              test_shipped_plugins_and_search, test_yaml_plugins_list,
+              test_yaml_bare_name_search_order, test_yaml_op_kinds, test_read_then_resolve,
+              test_dump_names_plugins, test_weight_names, test_backend_without_form,
+              test_cli_refuses_hostile, test_example_plugin_as_documented)

@@ -166,13 +166,5 @@ END_TEST
 
 /* ---- the suite ---- */
 
-static void add_tests(TCase *tc)
-{
-    tcase_add_test(tc, activation_forward_sizes_gate_offsets_in_place);
-    tcase_add_test(tc, activation_backward_sizes_gate_offsets_aliasing_fd);
-}
-
-int main(void)
-{
-    return clf_test_backends_main("plugin_ops_activation", add_tests, NULL, NULL);
-}
+CLF_TEST_BACKENDS_MAIN("plugin_ops_activation", activation_forward_sizes_gate_offsets_in_place,
+                       activation_backward_sizes_gate_offsets_aliasing_fd)

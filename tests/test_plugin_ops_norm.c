@@ -238,13 +238,5 @@ END_TEST
 
 /* ---- the suite ---- */
 
-static void add_tests(TCase *tc)
-{
-    tcase_add_test(tc, norm_forward_sizes_beta_offsets);
-    tcase_add_test(tc, norm_backward_sizes_accumulate_params_offsets_fd);
-}
-
-int main(void)
-{
-    return clf_test_backends_main("plugin_ops_norm", add_tests, NULL, NULL);
-}
+CLF_TEST_BACKENDS_MAIN("plugin_ops_norm", norm_forward_sizes_beta_offsets,
+                       norm_backward_sizes_accumulate_params_offsets_fd)

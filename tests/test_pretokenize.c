@@ -63,16 +63,5 @@ START_TEST(test_word_characters)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("pretokenize");
-    TCase *t = tcase_create("pretokenize");
-    tcase_add_loop_test(t, test_word_characters, 0, (int)(sizeof chars / sizeof chars[0]));
-    suite_add_tcase(s, t);
-    return s;
-}
-
-int main(void)
-{
-    return clf_test_main(suite());
-}
+CLF_TEST_SUITE_MAIN("pretokenize",
+                    CLF_TCASE("pretokenize", 0, {test_word_characters, CLF_LOOPS(chars)}))

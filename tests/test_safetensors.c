@@ -904,38 +904,14 @@ START_TEST(test_drop_pages)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("safetensors");
-    TCase *json = tcase_create("json");
-    tcase_add_test(json, test_json_values);
-    tcase_add_test(json, test_json_strings_and_unicode);
-    tcase_add_test(json, test_json_numbers);
-    tcase_add_loop_test(json, test_json_errors, 0, (int)(sizeof bad_cases / sizeof bad_cases[0]));
-    tcase_add_test(json, test_json_big_object_and_depth);
-    tcase_add_test(json, test_json_nul_byte);
-    tcase_add_test(json, test_json_writer);
-    tcase_add_test(json, test_json_parse_file);
-    tcase_add_test(json, test_json_string_limit);
-    tcase_add_test(json, test_vocab_size_limit);
-    suite_add_tcase(s, json);
-
-    TCase *st = tcase_create("safetensors");
-    tcase_add_test(st, test_dtype_and_shape_helpers);
-    tcase_add_test(st, test_round_trip);
-    tcase_add_test(st, test_f16_hand_written);
-    tcase_add_test(st, test_float_to_half);
-    tcase_add_loop_test(st, test_corrupt_files, 0, (int)(sizeof corrupt / sizeof corrupt[0]));
-    tcase_add_test(st, test_truncated_files);
-    tcase_add_test(st, test_tensor_count_limit);
-    tcase_add_test(st, test_write_refuses_bad_tensors);
-    tcase_add_test(st, test_atomic_write);
-    tcase_add_test(st, test_drop_pages);
-    suite_add_tcase(s, st);
-    return s;
-}
-
-int main(void)
-{
-    return clf_test_main(suite());
-}
+CLF_TEST_SUITE_MAIN("safetensors",
+                    CLF_TCASE("json", 0, {test_json_values}, {test_json_strings_and_unicode},
+                              {test_json_numbers}, {test_json_errors, CLF_LOOPS(bad_cases)},
+                              {test_json_big_object_and_depth}, {test_json_nul_byte},
+                              {test_json_writer}, {test_json_parse_file}, {test_json_string_limit},
+                              {test_vocab_size_limit}),
+                    CLF_TCASE("safetensors", 0, {test_dtype_and_shape_helpers}, {test_round_trip},
+                              {test_f16_hand_written}, {test_float_to_half},
+                              {test_corrupt_files, CLF_LOOPS(corrupt)}, {test_truncated_files},
+                              {test_tensor_count_limit}, {test_write_refuses_bad_tensors},
+                              {test_atomic_write}, {test_drop_pages}))

@@ -541,35 +541,12 @@ START_TEST(test_cli_train)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("spm");
-    TCase *e = tcase_create("encode");
-    tcase_add_test(e, test_ids_match_library);
-    tcase_add_loop_test(e, test_round_trip, 0, (int)(sizeof round_trips / sizeof round_trips[0]));
-    tcase_add_test(e, test_unknown_and_lookups);
-    tcase_add_test(e, test_refuses_bad_ids_and_utf8);
-    suite_add_tcase(s, e);
-
-    TCase *f = tcase_create("files");
-    tcase_add_test(f, test_kind_detection);
-    tcase_add_test(f, test_save_writes_model_bytes);
-    tcase_add_test(f, test_refuses_bad_files);
-    suite_add_tcase(s, f);
-
-    TCase *t = tcase_create("train");
-    tcase_set_timeout(t, 120);
-    tcase_add_test(t, test_train_like_fixture);
-    tcase_add_test(t, test_train_bpe);
-    tcase_add_test(t, test_train_refuses);
-    tcase_add_test(t, test_cli_vocab);
-    tcase_add_test(t, test_cli_translate);
-    tcase_add_test(t, test_cli_train);
-    suite_add_tcase(s, t);
-    return s;
-}
-
-int main(void)
-{
-    return clf_test_main(suite());
-}
+CLF_TEST_SUITE_MAIN("spm",
+                    CLF_TCASE("encode", 0, {test_ids_match_library},
+                              {test_round_trip, CLF_LOOPS(round_trips)}, {test_unknown_and_lookups},
+                              {test_refuses_bad_ids_and_utf8}),
+                    CLF_TCASE("files", 0, {test_kind_detection}, {test_save_writes_model_bytes},
+                              {test_refuses_bad_files}),
+                    CLF_TCASE("train", 120, {test_train_like_fixture}, {test_train_bpe},
+                              {test_train_refuses}, {test_cli_vocab}, {test_cli_translate},
+                              {test_cli_train}))

@@ -661,42 +661,14 @@ START_TEST(test_limits)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("tokenizer");
-    TCase *b = tcase_create("build");
-    tcase_add_test(b, test_build_min_frequency_1);
-    tcase_add_test(b, test_build_min_frequency_2);
-    tcase_add_test(b, test_build_order_ties_and_cap);
-    tcase_add_test(b, test_build_rejects_invalid_utf8);
-    tcase_add_test(b, test_build_file);
-    tcase_add_test(b, test_limits);
-    suite_add_tcase(s, b);
-
-    TCase *e = tcase_create("encode");
-    tcase_add_loop_test(e, test_encode_like_library, 0,
-                        (int)(sizeof encodings / sizeof encodings[0]));
-    tcase_add_test(e, test_round_trip);
-    tcase_add_loop_test(e, test_pretokenizer_like_library, 0,
-                        (int)(sizeof splits / sizeof splits[0]));
-    tcase_add_test(e, test_nul_and_control_bytes);
-    tcase_add_loop_test(e, test_encode_rejects_invalid_utf8, 0,
-                        (int)(sizeof invalid_utf8 / sizeof invalid_utf8[0]));
-    tcase_add_test(e, test_lookups);
-    suite_add_tcase(s, e);
-
-    TCase *f = tcase_create("files");
-    tcase_add_test(f, test_save_writes_library_bytes);
-    tcase_add_test(f, test_save_load_round_trip);
-    tcase_add_test(f, test_load_library_files);
-    tcase_add_test(f, test_load_other_layouts);
-    tcase_add_loop_test(f, test_load_rejects, 0, (int)(sizeof bad_files / sizeof bad_files[0]));
-    tcase_add_test(f, test_load_missing_file);
-    suite_add_tcase(s, f);
-    return s;
-}
-
-int main(void)
-{
-    return clf_test_main(suite());
-}
+CLF_TEST_SUITE_MAIN(
+    "tokenizer",
+    CLF_TCASE("build", 0, {test_build_min_frequency_1}, {test_build_min_frequency_2},
+              {test_build_order_ties_and_cap}, {test_build_rejects_invalid_utf8}, {test_build_file},
+              {test_limits}),
+    CLF_TCASE("encode", 0, {test_encode_like_library, CLF_LOOPS(encodings)}, {test_round_trip},
+              {test_pretokenizer_like_library, CLF_LOOPS(splits)}, {test_nul_and_control_bytes},
+              {test_encode_rejects_invalid_utf8, CLF_LOOPS(invalid_utf8)}, {test_lookups}),
+    CLF_TCASE("files", 0, {test_save_writes_library_bytes}, {test_save_load_round_trip},
+              {test_load_library_files}, {test_load_other_layouts},
+              {test_load_rejects, CLF_LOOPS(bad_files)}, {test_load_missing_file}))

@@ -29,6 +29,7 @@
 #include "clformer/tokenizer.h"
 #include "clformer/train.h"
 #include "clformer/weights.h"
+#include "hf_parity.h"
 #include "testutil.h"
 
 #define LOSS_TOL 1e-4 /* relative, as the families' logits */
@@ -121,17 +122,6 @@ typedef struct m2m_ref {
     float loss[2], after[2]; /* [plain, label smoothing 0.1] */
 } m2m_ref;
 
-static int32_t *ref_ints(clf_safetensors *f, const char *name, int64_t *shape)
-{
-    const clf_tensor *t = clf_safetensors_find(f, name);
-    ck_assert_msg(t != NULL, "train_reference.safetensors: no %s", name);
-    int32_t *v = malloc(sizeof *v * (size_t)clf_tensor_numel(t));
-    CLF_ASSERT_OK(clf_tensor_to_i32(t, v));
-    if (shape)
-        memcpy(shape, t->shape, sizeof t->shape);
-    return v;
-}
-
 static void ref_floats(clf_safetensors *f, const char *name, float *out)
 {
     const clf_tensor *t = clf_safetensors_find(f, name);
@@ -144,14 +134,14 @@ static void m2m_ref_open(m2m_ref *r)
 {
     int64_t shape[8];
     CLF_ASSERT_OK(clf_safetensors_open(fix("m2m100", "train_reference.safetensors"), &r->f));
-    r->src = ref_ints(r->f, "input_ids", shape);
+    r->src = clf_test_ref_ints(r->f, "input_ids", shape);
     r->N = (int)shape[0];
     r->S = (int)shape[1];
-    r->src_len = ref_ints(r->f, "src_len", NULL);
-    r->labels = ref_ints(r->f, "labels", shape);
+    r->src_len = clf_test_ref_ints(r->f, "src_len", NULL);
+    r->labels = clf_test_ref_ints(r->f, "labels", shape);
     r->T = (int)shape[1];
-    r->tgt_len = ref_ints(r->f, "tgt_len", NULL);
-    r->dec = ref_ints(r->f, "decoder_input_ids", NULL);
+    r->tgt_len = clf_test_ref_ints(r->f, "tgt_len", NULL);
+    r->dec = clf_test_ref_ints(r->f, "decoder_input_ids", NULL);
     ref_floats(r->f, "loss", r->loss);
     ref_floats(r->f, "loss_after", r->after);
     ck_assert_str_eq(clf_safetensors_meta(r->f, "label_smoothing"), "0.1");
@@ -530,16 +520,7 @@ START_TEST(config_keys)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("train_lang");
-    TCase *tc = tcase_create("cpu");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, config_keys);
-    tcase_add_test(tc, m2m100_step_matches_transformers);
-    tcase_add_test(tc, nllb_batches_are_transformers_framing);
-    tcase_add_test(tc, mbart_batches_are_transformers_framing);
-    tcase_add_test(tc, cli_train_then_translate);
-    suite_add_tcase(s, tc);
-    return clf_test_main(s);
-}
+CLF_TEST_SUITE_MAIN("train_lang",
+                    CLF_TCASE("cpu", 300, {config_keys}, {m2m100_step_matches_transformers},
+                              {nllb_batches_are_transformers_framing},
+                              {mbart_batches_are_transformers_framing}, {cli_train_then_translate}))

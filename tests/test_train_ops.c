@@ -432,16 +432,8 @@ END_TEST
 
 /* ---- the suite ---- */
 
-static void add_tests(TCase *tc)
-{
-    tcase_add_test(tc, relu_backward_exact_aliased_and_fd);
-    tcase_add_test(tc, embed_backward_fd_repeats_skips_and_accumulates);
-    tcase_add_test(tc, dropout_mask_scale_fraction_and_aliasing);
-    tcase_add_test(tc, cross_entropy_smoothing_ignore_scale_aliasing_fd);
-    tcase_add_test(tc, too_small_buffers_are_refused_by_op_name);
-}
-
-int main(void)
-{
-    return clf_test_backends_main("train_ops", add_tests, NULL, NULL);
-}
+CLF_TEST_BACKENDS_MAIN("train_ops", relu_backward_exact_aliased_and_fd,
+                       embed_backward_fd_repeats_skips_and_accumulates,
+                       dropout_mask_scale_fraction_and_aliasing,
+                       cross_entropy_smoothing_ignore_scale_aliasing_fd,
+                       too_small_buffers_are_refused_by_op_name)

@@ -573,7 +573,8 @@ START_TEST(attention_dropout_p_outside_0_1_is_refused)
         ck_assert_int_eq(clf_op_attention(clf_test_api, clf_test_be, &ba.fwd), CLF_ERR_INPUT);
         ck_assert_ptr_nonnull(strstr(clf_last_error(), "dropout_p"));
         if (clf_test_api->supports(clf_test_be, CLF_OP_ATTENTION_BACKWARD)) {
-            ck_assert_int_eq(clf_op_attention_backward(clf_test_api, clf_test_be, &ba), CLF_ERR_INPUT);
+            ck_assert_int_eq(clf_op_attention_backward(clf_test_api, clf_test_be, &ba),
+                             CLF_ERR_INPUT);
             ck_assert_ptr_nonnull(strstr(clf_last_error(), "dropout_p"));
         }
     }
@@ -641,17 +642,8 @@ END_TEST
 
 /* ---- the suite ---- */
 
-static void add_tests(TCase *tc)
-{
-    tcase_add_test(tc, attention_backward_finite_differences);
-    tcase_add_test(tc, attention_backward_awkward_sizes);
-    tcase_add_test(tc, attention_dropout_forward_matches_mask_reference);
-    tcase_add_test(tc, attention_dropout_backward_fd_and_reference);
-    tcase_add_test(tc, attention_dropout_p_outside_0_1_is_refused);
-    tcase_add_test(tc, row_reductions_are_deterministic);
-}
-
-int main(void)
-{
-    return clf_test_backends_main("train_ops_attention", add_tests, NULL, NULL);
-}
+CLF_TEST_BACKENDS_MAIN("train_ops_attention", attention_backward_finite_differences,
+                       attention_backward_awkward_sizes,
+                       attention_dropout_forward_matches_mask_reference,
+                       attention_dropout_backward_fd_and_reference,
+                       attention_dropout_p_outside_0_1_is_refused, row_reductions_are_deterministic)

@@ -182,13 +182,5 @@ END_TEST
 
 /* ---- the suite ---- */
 
-static void add_tests(TCase *tc)
-{
-    tcase_add_test(tc, layernorm_backward_finite_differences);
-    tcase_add_test(tc, layernorm_backward_awkward_sizes_and_accumulate);
-}
-
-int main(void)
-{
-    return clf_test_backends_main("train_ops_layernorm", add_tests, NULL, NULL);
-}
+CLF_TEST_BACKENDS_MAIN("train_ops_layernorm", layernorm_backward_finite_differences,
+                       layernorm_backward_awkward_sizes_and_accumulate)

@@ -144,14 +144,5 @@ END_TEST
 
 /* ---- the suite ---- */
 
-static void add_tests(TCase *tc)
-{
-    tcase_add_test(tc, adam_and_adamw_match_pytorch_formula);
-    tcase_add_test(tc, sum_squares_in_double);
-    tcase_add_test(tc, fill_writes_exactly_its_span);
-}
-
-int main(void)
-{
-    return clf_test_backends_main("train_ops_optim", add_tests, NULL, NULL);
-}
+CLF_TEST_BACKENDS_MAIN("train_ops_optim", adam_and_adamw_match_pytorch_formula,
+                       sum_squares_in_double, fill_writes_exactly_its_span)

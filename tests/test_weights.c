@@ -805,25 +805,8 @@ START_TEST(test_load_refuses_non_finite)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("weights");
-    TCase *tc = tcase_create("weights");
-    tcase_add_test(tc, test_specs_names_and_shapes);
-    tcase_add_test(tc, test_specs_options);
-    tcase_add_test(tc, test_init_reproducible_and_bounded);
-    tcase_add_test(tc, test_save_load_round_trip);
-    tcase_add_test(tc, test_load_half_precision_and_ignored);
-    tcase_add_test(tc, test_load_errors_name_the_tensor);
-    tcase_add_test(tc, test_tied_embeddings);
-    tcase_add_test(tc, test_tied_under_any_one_name);
-    tcase_add_test(tc, test_tied_save_model_file);
-    tcase_add_test(tc, test_load_refuses_non_finite);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void)
-{
-    return clf_test_main(suite());
-}
+CLF_TEST_MAIN(clf_test_run, "weights", "weights", test_specs_names_and_shapes, test_specs_options,
+              test_init_reproducible_and_bounded, test_save_load_round_trip,
+              test_load_half_precision_and_ignored, test_load_errors_name_the_tensor,
+              test_tied_embeddings, test_tied_under_any_one_name, test_tied_save_model_file,
+              test_load_refuses_non_finite)

@@ -168,9 +168,46 @@ double *clf_test_to_double(const float *x, size_t n)
     return y;
 }
 
+void clf_test_ref_gemm(const clf_gemm_args *g, int batch, const float *A, const float *B,
+                       const float *bias, float *C)
+{
+    for (int bt = 0; bt < batch; bt++) {
+        const float *a = A + g->a.off / 4 + bt * g->stride_a;
+        const float *b = B + g->b.off / 4 + bt * g->stride_b;
+        float *c = C + g->c.off / 4 + bt * g->stride_c;
+        for (int i = 0; i < g->m; i++) {
+            for (int j = 0; j < g->n; j++) {
+                double s = 0;
+                for (int p = 0; p < g->k; p++) {
+                    double x = g->trans_a ? a[(size_t)p * g->lda + i] : a[(size_t)i * g->lda + p];
+                    double y = g->trans_b ? b[(size_t)j * g->ldb + p] : b[(size_t)p * g->ldb + j];
+                    s += x * y;
+                }
+                float *cij = &c[(size_t)i * g->ldc + j];
+                double v = g->alpha * s + (g->beta == 0.0f ? 0.0 : g->beta * (double)*cij);
+                if (bias)
+                    v += bias[g->bias.off / 4 + j];
+                if (g->relu && v < 0)
+                    v = 0;
+                *cij = (float)v;
+            }
+        }
+    }
+}
+
 int clf_test_run_cli(const char *args, char *err, size_t errsize)
 {
     return clf_test_run_cli_within(0, args, err, errsize);
+}
+
+void clf_test_take_file(const char *path, char *buf, size_t size)
+{
+    FILE *f = fopen(path, "r");
+    size_t len = f ? fread(buf, 1, size - 1, f) : 0;
+    buf[len] = '\0';
+    if (f)
+        fclose(f);
+    remove(path);
 }
 
 int clf_test_run_cli_within(unsigned seconds, const char *args, char *err, size_t errsize)
@@ -178,18 +215,14 @@ int clf_test_run_cli_within(unsigned seconds, const char *args, char *err, size_
     char errfile[] = "/tmp/clf-test-err-XXXXXX";
     int fd = mkstemp(errfile);
     ck_assert_int_ge(fd, 0);
+    close(fd);
     char cmd[8192], limit[48] = "";
     if (seconds) /* KILL: a CLI that hangs is stopped, whatever it waits on */
         snprintf(limit, sizeof limit, "timeout -s KILL %u ", seconds);
     snprintf(cmd, sizeof cmd, "CLF_PLUGIN_PATH= %s'%s' %s 2>'%s' </dev/null", limit, CLF_CLI_PATH,
              args, errfile);
     int rc = system(cmd);
-    FILE *f = fdopen(fd, "r");
-    size_t len = f ? fread(err, 1, errsize - 1, f) : 0;
-    err[len] = '\0';
-    if (f)
-        fclose(f);
-    remove(errfile);
+    clf_test_take_file(errfile, err, errsize);
     if (rc == -1 || !WIFEXITED(rc))
         return -1;
     return WEXITSTATUS(rc);
@@ -467,20 +500,52 @@ int clf_test_run(const char *suite, const char *tcase, const TTest *const *tests
     return clf_test_main(clf_test_suite_of(suite, tcase_create(tcase), tests, n));
 }
 
-int clf_test_backends_main(const char *name, void (*add_tests)(TCase *tc),
-                           void (*cpu_only)(TCase *tc), void (*opencl_only)(TCase *tc))
+int clf_test_tcases_run(const char *suite, const clf_test_tcase *cases, int n)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    Suite *s = suite_create(suite);
+    for (int c = 0; c < n; c++) {
+        TCase *tc = tcase_create(cases[c].name);
+        if (cases[c].timeout > 0)
+            tcase_set_timeout(tc, cases[c].timeout);
+        if (cases[c].setup || cases[c].teardown)
+            tcase_add_checked_fixture(tc, cases[c].setup, cases[c].teardown);
+        for (int i = 0; i < cases[c].n; i++) {
+            const clf_test_item *it = &cases[c].items[i];
+            if (it->loop > 0)
+                tcase_add_loop_test(tc, it->test, 0, it->loop);
+            else
+                tcase_add_test(tc, it->test);
+        }
+        suite_add_tcase(s, tc);
+    }
+    return clf_test_main(s);
+}
+
+/* add(tc) where given, then the n tests listed. */
+static void add_to(TCase *tc, void (*add)(TCase *tc), const TTest *const *tests, int n)
+{
+    if (add)
+        add(tc);
+    for (int i = 0; i < n; i++)
+        tcase_add_test(tc, tests[i]);
+}
+
+/* clf_test_backends_main, the tests added by add_tests or listed (tests, n) */
+static int backends_main(const char *name, void (*add_tests)(TCase *tc), const TTest *const *tests,
+                         int n, void (*cpu_only)(TCase *tc), void (*opencl_only)(TCase *tc))
 {
     setvbuf(stdout, NULL, _IOLBF, 0); /* lines printed by a test that then fails still show */
     Suite *s = suite_create(name);
     TCase *cpu = clf_test_backend_tcase("cpu", 120);
-    add_tests(cpu);
+    add_to(cpu, add_tests, tests, n);
     if (cpu_only)
         cpu_only(cpu);
     suite_add_tcase(s, cpu);
 #ifdef CLF_HAVE_OPENCL
     if (clf_test_opencl_opens(name)) {
         TCase *ocl = clf_test_backend_tcase("opencl", 300);
-        add_tests(ocl);
+        add_to(ocl, add_tests, tests, n);
         if (opencl_only)
             opencl_only(ocl);
         suite_add_tcase(s, ocl);
@@ -491,6 +556,17 @@ int clf_test_backends_main(const char *name, void (*add_tests)(TCase *tc),
         return EXIT_FAILURE;
 #endif
     return clf_test_main(s);
+}
+
+int clf_test_backends_main(const char *name, void (*add_tests)(TCase *tc),
+                           void (*cpu_only)(TCase *tc), void (*opencl_only)(TCase *tc))
+{
+    return backends_main(name, add_tests, NULL, 0, cpu_only, opencl_only);
+}
+
+int clf_test_backends_run(const char *name, const TTest *const *tests, int n)
+{
+    return backends_main(name, NULL, tests, n, NULL, NULL);
 }
 
 void clf_test_refuses_null_args(const clf_backend_api *api, clf_backend *be, const char *backend)

@@ -18,6 +18,12 @@ double clf_test_rel_err(const float *got, const float *want, size_t n);
 /* max|a-b| */
 double clf_test_max_abs_err(const float *got, const float *want, size_t n);
 
+/* The reference GEMM: C = alpha op(A) op(B) + beta C (C not read when beta is 0), + bias,
+ * relu, in double, for each of batch matrices g->stride_* elements apart; the host arrays
+ * A, B, bias and C hold the operands at g's offsets (bytes). */
+void clf_test_ref_gemm(const clf_gemm_args *g, int batch, const float *A, const float *B,
+                       const float *bias, float *C);
+
 /* Fails the test (with where and the error) unless rel_err(got, want) <= tol. */
 #define CLF_ASSERT_CLOSE(got, want, n, tol)                                                        \
     do {                                                                                           \
@@ -79,6 +85,9 @@ int clf_test_run_cli(const char *args, char *err, size_t errsize);
 /* The same, killed after seconds (0: no limit): a CLI that hangs gives 137 (timeout(1)'s
  * status for a command it killed) instead of hanging the test. */
 int clf_test_run_cli_within(unsigned seconds, const char *args, char *err, size_t errsize);
+/* Reads the file at path into buf (at most size - 1 bytes, NUL-terminated; empty when it
+ * cannot be read), then removes the file: a child's stderr, kept in a temporary file. */
+void clf_test_take_file(const char *path, char *buf, size_t size);
 
 /* The whole file, NUL-terminated (malloc'd; free() it); *len (may be NULL) without the
  * NUL. Fails the test when it cannot be read. */
@@ -195,10 +204,65 @@ Suite *clf_test_suite_of(const char *suite, TCase *tc, const TTest *const *tests
         return runner(suite, tcase, tests_, (int)(sizeof tests_ / sizeof tests_[0]));              \
     }
 
+/* A test of a suite table: a START_TEST name, run as a loop test (i from 0 to loop - 1) when
+ * loop > 0. */
+typedef struct clf_test_item {
+    const TTest *test;
+    int loop;
+} clf_test_item;
+/* A test case of a suite table: its name, Check's timeout for it in seconds (0: the default),
+ * its checked fixture (setup and teardown around each test; NULL: none) and its tests in
+ * order. */
+typedef struct clf_test_tcase {
+    const char *name;
+    int timeout;
+    SFun setup, teardown;
+    const clf_test_item *items;
+    int n;
+} clf_test_tcase;
+/* The clf_test_tcase name, timeout, setup, teardown of the items listed ({test} or
+ * {test, loop}); CLF_TCASE without a fixture. */
+#define CLF_TCASE_FIXTURE(name, timeout, setup, teardown, ...)                                     \
+    {                                                                                              \
+        (name), (timeout), (setup), (teardown), (const clf_test_item[]){__VA_ARGS__},              \
+            (int)(sizeof((const clf_test_item[]){__VA_ARGS__}) / sizeof(clf_test_item))            \
+    }
+#define CLF_TCASE(name, timeout, ...) CLF_TCASE_FIXTURE(name, timeout, NULL, NULL, __VA_ARGS__)
+/* The loop count of a table of cases. */
+#define CLF_LOOPS(cases) ((int)(sizeof(cases) / sizeof((cases)[0])))
+/* Runs the suite named suite of the first n test cases of cases, stdout line-buffered (lines
+ * printed by a test that then fails still show). */
+int clf_test_tcases_run(const char *suite, const clf_test_tcase *cases, int n);
+/* Declares the table var of the test cases listed (CLF_TCASE): a plain test's item is {test},
+ * its loop left 0 (so -Wmissing-field-initializers is off for the table). CLF_TEST_SUITE_MAIN
+ * defines main() running such a table as the suite named suite. */
+/* clang-format off */
+#define CLF_TCASES(var, ...)                                                                       \
+    _Pragma("GCC diagnostic push")                                                                 \
+    _Pragma("GCC diagnostic ignored \"-Wmissing-field-initializers\"")                             \
+    const clf_test_tcase var[] = {__VA_ARGS__};                                                    \
+    _Pragma("GCC diagnostic pop")
+#define CLF_TEST_SUITE_MAIN(suite, ...)                                                            \
+    int main(void)                                                                                 \
+    {                                                                                              \
+        CLF_TCASES(cases_, __VA_ARGS__)                                                            \
+        return clf_test_tcases_run(suite, cases_, (int)(sizeof cases_ / sizeof cases_[0]));        \
+    }
+/* clang-format on */
+
 /* main() of a suite whose tests run on each backend: add_tests on a CPU and (when it opens;
  * see clf_test_opencl_opens) an OpenCL test case, plus cpu_only / opencl_only (may be NULL)
  * on the one backend. */
 int clf_test_backends_main(const char *name, void (*add_tests)(TCase *tc),
                            void (*cpu_only)(TCase *tc), void (*opencl_only)(TCase *tc));
+/* clf_test_backends_main of the n tests listed on each backend, none on one only; the runner
+ * of CLF_TEST_BACKENDS_MAIN(suite, tests...), main() of such a suite. */
+int clf_test_backends_run(const char *name, const TTest *const *tests, int n);
+#define CLF_TEST_BACKENDS_MAIN(suite, ...)                                                         \
+    int main(void)                                                                                 \
+    {                                                                                              \
+        const TTest *const tests_[] = {__VA_ARGS__};                                               \
+        return clf_test_backends_run(suite, tests_, (int)(sizeof tests_ / sizeof tests_[0]));      \
+    }
 
 #endif

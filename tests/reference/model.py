@@ -335,14 +335,21 @@ class MultiHeadAttentionBlock(nn.Module):
         return self.w_o(x)
 
 
+def attention_block(cfg):
+    return MultiHeadAttentionBlock(cfg.d_model, cfg.heads, cfg.dropout, cfg.attention_bias)
+
+
+def residual_connections(cfg, n):
+    return nn.ModuleList(
+        [ResidualConnection(cfg.d_model, cfg.dropout, cfg.norm, cfg.ln_style, cfg.ln_eps) for _ in range(n)])
+
+
 class EncoderBlock(nn.Module):
     def __init__(self, cfg):
         super().__init__()
-        d = cfg.d_model
-        self.self_attention_block = MultiHeadAttentionBlock(d, cfg.heads, cfg.dropout, cfg.attention_bias)
-        self.feed_forward_block = FeedForwardBlock(d, cfg.d_ff, cfg.dropout, cfg.activation)
-        self.residual_connections = nn.ModuleList(
-            [ResidualConnection(d, cfg.dropout, cfg.norm, cfg.ln_style, cfg.ln_eps) for _ in range(2)])
+        self.self_attention_block = attention_block(cfg)
+        self.feed_forward_block = FeedForwardBlock(cfg.d_model, cfg.d_ff, cfg.dropout, cfg.activation)
+        self.residual_connections = residual_connections(cfg, 2)
 
     def forward(self, x, src_mask):
         x = self.residual_connections[0](x, lambda x: self.self_attention_block(x, x, x, src_mask))
@@ -353,12 +360,10 @@ class EncoderBlock(nn.Module):
 class DecoderBlock(nn.Module):
     def __init__(self, cfg):
         super().__init__()
-        d = cfg.d_model
-        self.self_attention_block = MultiHeadAttentionBlock(d, cfg.heads, cfg.dropout, cfg.attention_bias)
-        self.cross_attention_block = MultiHeadAttentionBlock(d, cfg.heads, cfg.dropout, cfg.attention_bias)
-        self.feed_forward_block = FeedForwardBlock(d, cfg.d_ff, cfg.dropout, cfg.activation)
-        self.residual_connections = nn.ModuleList(
-            [ResidualConnection(d, cfg.dropout, cfg.norm, cfg.ln_style, cfg.ln_eps) for _ in range(3)])
+        self.self_attention_block = attention_block(cfg)
+        self.cross_attention_block = attention_block(cfg)
+        self.feed_forward_block = FeedForwardBlock(cfg.d_model, cfg.d_ff, cfg.dropout, cfg.activation)
+        self.residual_connections = residual_connections(cfg, 3)
 
     def forward(self, x, encoder_output, src_mask, tgt_mask):
         x = self.residual_connections[0](x, lambda x: self.self_attention_block(x, x, x, tgt_mask))
@@ -368,18 +373,26 @@ class DecoderBlock(nn.Module):
         return x
 
 
-class Encoder(nn.Module):
-    def __init__(self, cfg):
+class Stack(nn.Module):
+    """The encoder's or decoder's n layers of block, then its final norm (no module at all
+    when final_norm is off: <stack>.norm.* is then not a weight) and its EmbedNorm."""
+
+    def __init__(self, cfg, block, n):
         super().__init__()
-        self.layers = nn.ModuleList([EncoderBlock(cfg) for _ in range(cfg.encoder_layers)])
-        # No module at all when final_norm is off: encoder.norm.* is then not a weight.
+        self.layers = nn.ModuleList([block(cfg) for _ in range(n)])
         self.norm = LayerNormalization(cfg.d_model, cfg.ln_eps, cfg.ln_style) if cfg.final_norm else None
         self.embed = EmbedNorm(cfg) if cfg.embed_norm else None
 
-    def forward(self, x, mask):
+    def forward(self, x, *masks):
+        """Encoder: (x, mask); decoder: (x, encoder_output, src_mask, tgt_mask)."""
         for layer in self.layers:
-            x = layer(x, mask)
+            x = layer(x, *masks)
         return self.norm(x) if self.norm is not None else x
+
+
+class Encoder(Stack):
+    def __init__(self, cfg):
+        super().__init__(cfg, EncoderBlock, cfg.encoder_layers)
 
 
 class EmbedNorm(nn.Module):
@@ -391,17 +404,9 @@ class EmbedNorm(nn.Module):
         self.norm = LayerNormalization(cfg.d_model, cfg.ln_eps, cfg.ln_style)
 
 
-class Decoder(nn.Module):
+class Decoder(Stack):
     def __init__(self, cfg):
-        super().__init__()
-        self.layers = nn.ModuleList([DecoderBlock(cfg) for _ in range(cfg.decoder_layers)])
-        self.norm = LayerNormalization(cfg.d_model, cfg.ln_eps, cfg.ln_style) if cfg.final_norm else None
-        self.embed = EmbedNorm(cfg) if cfg.embed_norm else None
-
-    def forward(self, x, encoder_output, src_mask, tgt_mask):
-        for layer in self.layers:
-            x = layer(x, encoder_output, src_mask, tgt_mask)
-        return self.norm(x) if self.norm is not None else x
+        super().__init__(cfg, DecoderBlock, cfg.decoder_layers)
 
 
 class TiedBias(nn.Module):

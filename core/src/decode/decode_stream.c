@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
 #include "decode/decode_private.h"
 #include "graph/model_for_train_decode.h"
 
@@ -267,14 +268,8 @@ clf_status clf_decode_stream_add(clf_decode_stream *s, const int32_t *src, int s
     clf_status st = dec_check_opts(c, o, "decode stream");
     if (st != CLF_OK || (st = dec_check_source(c, src, 1, src_len, "decode stream")) != CLF_OK)
         return st;
-    if (s->n_waiting == s->cap_waiting) {
-        int cap = s->cap_waiting ? 2 * s->cap_waiting : 16;
-        sentence **w = realloc(s->waiting, sizeof *w * (size_t)cap);
-        if (!w)
-            return nomem();
-        s->waiting = w;
-        s->cap_waiting = cap;
-    }
+    if (!clf_grow((void **)&s->waiting, &s->cap_waiting, s->n_waiting + 1, sizeof *s->waiting, 16))
+        return nomem();
     sentence *x = calloc(1, sizeof *x);
     if (!x)
         return nomem();
@@ -308,14 +303,8 @@ clf_status clf_decode_stream_add(clf_decode_stream *s, const int32_t *src, int s
 static clf_status finish(clf_decode_stream *s, sentence *x)
 {
     clf_status st = CLF_OK;
-    if (s->n_done == s->cap_done) {
-        int cap = s->cap_done ? 2 * s->cap_done : 16;
-        finished *f = realloc(s->done, sizeof *f * (size_t)cap);
-        if (!f)
-            return nomem();
-        s->done = f;
-        s->cap_done = cap;
-    }
+    if (!clf_grow((void **)&s->done, &s->cap_done, s->n_done + 1, sizeof *s->done, 16))
+        return nomem();
     finished *f = &s->done[s->n_done];
     memset(f, 0, sizeof *f);
     f->tag = x->tag;

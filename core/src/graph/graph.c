@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
+
 void clf_graph_init(clf_graph *g)
 {
     memset(g, 0, sizeof *g);
@@ -29,26 +31,11 @@ static void copy_label(char *dst, size_t size, const char *label)
     dst[n] = '\0';
 }
 
-static int grow(void **items, int *cap, int need, size_t item_size)
-{
-    if (need <= *cap)
-        return 1;
-    int ncap = *cap ? *cap * 2 : 64;
-    while (ncap < need)
-        ncap *= 2;
-    void *p = realloc(*items, (size_t)ncap * item_size);
-    if (!p)
-        return 0;
-    *items = p;
-    *cap = ncap;
-    return 1;
-}
-
 int clf_graph_value(clf_graph *g, clf_value_kind kind, size_t bytes, const char *label)
 {
     if (g->status != CLF_OK)
         return -1;
-    if (!grow((void **)&g->values, &g->cap_values, g->n_values + 1, sizeof(clf_value))) {
+    if (!clf_grow((void **)&g->values, &g->cap_values, g->n_values + 1, sizeof(clf_value), 64)) {
         g->status = clf_error(CLF_ERR_NOMEM, "graph: out of host memory");
         return -1;
     }
@@ -75,7 +62,7 @@ clf_node *clf_graph_node(clf_graph *g, clf_op op, const void *args, size_t args_
 {
     if (g->status != CLF_OK)
         return NULL;
-    if (!grow((void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof(clf_node))) {
+    if (!clf_grow((void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof(clf_node), 64)) {
         g->status = clf_error(CLF_ERR_NOMEM, "graph: out of host memory");
         return NULL;
     }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
 #include "translate/translator_private.h"
 
 #define DEFAULT_MAX_ROWS 32
@@ -31,21 +32,6 @@ struct clf_translator_stream {
     done *done; /* FIFO of results to take */
     int n_done, cap_done;
 };
-
-static int grow(void **p, int *cap, int need, size_t elem)
-{
-    if (need <= *cap)
-        return 1;
-    int c = *cap ? *cap : 16;
-    while (c < need)
-        c *= 2;
-    void *q = realloc(*p, (size_t)c * elem);
-    if (!q)
-        return 0;
-    *p = q;
-    *cap = c;
-    return 1;
-}
 
 void clf_translator_stream_free(clf_translator_stream *s)
 {
@@ -94,7 +80,7 @@ clf_status clf_translator_stream_open(clf_translator *t, const clf_translator_st
 /* A result to take: status CLF_OK with no hypotheses (an empty sentence), or refused. */
 static clf_status push_done(clf_translator_stream *s, uint64_t tag, const clf_translation *tr)
 {
-    if (!grow((void **)&s->done, &s->cap_done, s->n_done + 1, sizeof *s->done))
+    if (!clf_grow((void **)&s->done, &s->cap_done, s->n_done + 1, sizeof *s->done, 16))
         return NOMEM();
     s->done[s->n_done++] = (done){.tag = tag, .tr = *tr};
     return CLF_OK;
@@ -137,7 +123,7 @@ clf_status clf_translator_stream_add(clf_translator_stream *s, const char *text,
     if (d.max_len > s->max_out)
         d.max_len = s->max_out;
     d.want_scores = c.score_greedy;
-    if (!grow((void **)&s->fl, &s->cap_fl, s->n_fl + 1, sizeof *s->fl) ||
+    if (!clf_grow((void **)&s->fl, &s->cap_fl, s->n_fl + 1, sizeof *s->fl, 16) ||
         !(row = malloc(sizeof(int32_t) * (size_t)S))) {
         free(ids);
         return NOMEM();
