@@ -34,34 +34,16 @@
 static float *batch_logits(const char *dir, clf_precision p, int *arith, size_t *count, char *note,
                            size_t note_size)
 {
-    char path[1024];
-    clf_config cfg;
-    clf_weights *w = NULL;
-    clf_safetensors *io = NULL;
-    clf_model *m = NULL;
-    clf_test_load_model(dir, &cfg, &w);
-    snprintf(path, sizeof path, "%s/io.safetensors", dir);
-    CLF_ASSERT_OK(clf_safetensors_open(path, &io));
-    const clf_tensor *src = clf_safetensors_find(io, "src"), *tgt = clf_safetensors_find(io, "tgt");
-    ck_assert(src && tgt);
-    const int B = (int)src->shape[0], S = (int)src->shape[1], T = (int)tgt->shape[1];
-    const int V = cfg.model.tgt_vocab;
-    int32_t *s_ids = malloc((size_t)B * S * 4), *t_ids = malloc((size_t)B * T * 4);
-    CLF_ASSERT_OK(clf_tensor_to_i32(src, s_ids));
-    CLF_ASSERT_OK(clf_tensor_to_i32(tgt, t_ids));
-    float *logits = malloc((size_t)B * T * V * sizeof(float));
-    CLF_ASSERT_OK(clf_model_create(&cfg.model, w, clf_test_api, clf_test_be, &m));
-    CLF_ASSERT_OK(clf_model_set_precision(m, p, note, note_size));
-    ck_assert_int_eq(clf_model_precision(m, arith), p);
+    clf_test_io_model f;
+    clf_test_io_model_open(dir, &f);
+    float *logits = malloc((size_t)f.B * f.T * f.V * sizeof(float));
+    CLF_ASSERT_OK(clf_model_set_precision(f.m, p, note, note_size));
+    ck_assert_int_eq(clf_model_precision(f.m, arith), p);
     clf_forward_io fio = {
-        .batch = B, .src_len = S, .tgt_len = T, .src = s_ids, .tgt = t_ids, .logits = logits};
-    CLF_ASSERT_OK(clf_model_forward(m, &fio));
-    *count = (size_t)B * T * V;
-    clf_model_free(m);
-    clf_weights_free(w);
-    clf_safetensors_close(io);
-    free(s_ids);
-    free(t_ids);
+        .batch = f.B, .src_len = f.S, .tgt_len = f.T, .src = f.src, .tgt = f.tgt, .logits = logits};
+    CLF_ASSERT_OK(clf_model_forward(f.m, &fio));
+    *count = (size_t)f.B * f.T * f.V;
+    clf_test_io_model_close(&f);
     return logits;
 }
 

@@ -686,3 +686,29 @@ void clf_test_write_reversal_corpus(const char *path, int n, unsigned seed)
     }
     ck_assert_int_eq(fclose(f), 0);
 }
+
+void clf_test_io_model_open(const char *dir, clf_test_io_model *f)
+{
+    char path[1024];
+    clf_safetensors *io = NULL;
+    clf_test_load_model(dir, &f->cfg, &f->w);
+    snprintf(path, sizeof path, "%s/io.safetensors", dir);
+    CLF_ASSERT_OK(clf_safetensors_open(path, &io));
+    const clf_tensor *src = clf_safetensors_find(io, "src"), *tgt = clf_safetensors_find(io, "tgt");
+    ck_assert(src && tgt);
+    f->B = (int)src->shape[0], f->S = (int)src->shape[1], f->T = (int)tgt->shape[1];
+    f->V = f->cfg.model.tgt_vocab;
+    f->src = malloc((size_t)f->B * f->S * 4), f->tgt = malloc((size_t)f->B * f->T * 4);
+    CLF_ASSERT_OK(clf_tensor_to_i32(src, f->src));
+    CLF_ASSERT_OK(clf_tensor_to_i32(tgt, f->tgt));
+    clf_safetensors_close(io);
+    CLF_ASSERT_OK(clf_model_create(&f->cfg.model, f->w, clf_test_api, clf_test_be, &f->m));
+}
+
+void clf_test_io_model_close(clf_test_io_model *f)
+{
+    clf_model_free(f->m);
+    clf_weights_free(f->w);
+    free(f->src);
+    free(f->tgt);
+}

@@ -144,6 +144,19 @@ void clf_test_write_sparse(const char *path, const char *text, uint64_t size);
  * model into w, failing the test on error. */
 void clf_test_load_model(const char *dir, clf_config *cfg, clf_weights **w);
 
+/* The batch of a fixture variant's io.safetensors (dir: tests/fixtures/<variant>) and its
+ * model on the running test's backend (clf_test_api, clf_test_be): src [B, S] and tgt
+ * [B, T] ids, V the target vocabulary. */
+typedef struct clf_test_io_model {
+    clf_config cfg;
+    clf_weights *w;
+    clf_model *m;
+    int32_t *src, *tgt;
+    int B, S, T, V;
+} clf_test_io_model;
+void clf_test_io_model_open(const char *dir, clf_test_io_model *f);
+void clf_test_io_model_close(clf_test_io_model *f);
+
 /* A fixture's model on a backend: tests/fixtures/<name>'s config and weights, the backend
  * (clf_test_open_backend) and the model made from them. */
 typedef struct clf_test_model {

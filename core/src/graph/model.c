@@ -412,6 +412,18 @@ void clf_model_free(clf_model *m)
 
 /* training                                                                            */
 
+/* After the upload (status st) of weight `name`'s `type` copy from a host buffer: the
+ * upload may be queued, and the buffer is reused for the next matrix once it is done. */
+static clf_status upload_done(clf_model *m, clf_status st, clf_weight_type type, const char *name)
+{
+    if (st == CLF_OK)
+        st = m->api->synchronize(m->be);
+    if (st != CLF_OK)
+        clf_error_context(st, "model: uploading the %s copy of '%s'", clf_weight_type_name(type),
+                          name);
+    return st;
+}
+
 clf_status clf_model_enable_grads(clf_model *m)
 {
     if (m->grad_chunks)
@@ -488,14 +500,8 @@ clf_status clf_model_copy16(clf_model *m, int c, clf_weight_type type, clf_buffe
         }
         const clf_ptr at = {dst, m->wdev[i].off / 2};
         st = clf_op_upload(m->api, m->be, at, h, count * sizeof *h);
-        /* an upload may be queued: h is reused for the next matrix once it is done */
-        if (st == CLF_OK)
-            st = m->api->synchronize(m->be);
-        if (st != CLF_OK) {
-            clf_error_context(st, "model: uploading the %s copy of '%s'",
-                              clf_weight_type_name(type), sp->name);
+        if ((st = upload_done(m, st, type, sp->name)) != CLF_OK)
             goto fail;
-        }
     }
 fail:
     free(mat);
@@ -607,14 +613,8 @@ static clf_status lowp_make(clf_model *m, int c, clf_weight_type type)
             at.off = m->lowp_scale_off[c] + 8 * m->lowp_row[i];
             st = clf_op_upload(m->api, m->be, at, pairs, 8 * (size_t)R);
         }
-        /* an upload may be queued: conv is reused for the next matrix once it is done */
-        if (st == CLF_OK)
-            st = m->api->synchronize(m->be);
-        if (st != CLF_OK) {
-            clf_error_context(st, "model: uploading the %s copy of '%s'",
-                              clf_weight_type_name(type), sp->name);
+        if ((st = upload_done(m, st, type, sp->name)) != CLF_OK)
             goto fail;
-        }
     }
 fail:
     free(sc);
