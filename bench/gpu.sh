@@ -3,7 +3,8 @@
 # suites (op-by-op comparison with the CPU backend, fixtures) on that device, the forward
 # bench with CLBlast's own SGEMM rate at the model's GEMM shapes measured in the same run,
 # and PyTorch CUDA in strict FP32 (no TF32) on the same weights and sizes when the Python
-# has a CUDA torch; then decoding with the shipped model, the host reading greedy tokens
+# has a CUDA torch; clformer's --precision against PyTorch CUDA TF32 and autocast(bfloat16)
+# (issue 35); then decoding with the shipped model, the host reading greedy tokens
 # every step, every 4 (the default) and every 8 (issue 36). Ends with markdown tables for bench/RESULTS.md.
 #   bench/gpu.sh [device] [config]      (defaults: NVIDIA, configs/base-prenorm.yaml)
 # device: an index or a case-insensitive piece of "platform / name" as `clformer devices`
@@ -77,6 +78,31 @@ else
   echo "PyTorch CUDA not measured (see the line above)" >&2
 fi
 
+# Precision (issue 35): clformer's --precision on the device (F32 with a note until the
+# matrix-unit GEMMs exist; f16 with F16 weights is CLBlast's HGEMM where cl_khr_fp16 is)
+# against PyTorch CUDA with TF32 and under autocast(bfloat16), the same weights and sizes.
+echo "## precision: clformer --precision against PyTorch CUDA TF32 and autocast(bfloat16)"
+: > "$out/precision.txt"
+for p in "bf16 f32" "f16 f16"; do
+  read -r prec wt <<< "$p"
+  if "$clf" bench -c "$config" -w "$out/weights.safetensors" --backend opencl --device "$device" \
+    --batch "$B" --src-len "$S" --tgt-len "$T" --iters "$ITERS" --warmup "$WARMUP" \
+    --precision "$prec" --weight-type "$wt" --json "$out/clformer-opencl-$prec.json"; then
+    echo "| clformer opencl --precision $prec --weight-type $wt | $("$PYTHON" -c 'import json, sys
+print("%.2f" % (json.load(open(sys.argv[1]))["seconds_per_forward"] * 1e3))' "$out/clformer-opencl-$prec.json") |" >> "$out/precision.txt"
+  fi
+done
+for mode in "--tf32" "--autocast bf16"; do
+  # shellcheck disable=SC2086 # the mode is two words for autocast
+  if "$PYTHON" bench/pytorch_forward.py --device cuda $mode --config "$config" \
+    --weights "$out/weights.safetensors" --batch "$B" --src-len "$S" --tgt-len "$T" \
+    --iters "$ITERS" --warmup "$WARMUP" > "$out/pytorch-cuda-mode.json" 2> /dev/null; then
+    echo "| PyTorch CUDA $mode | $("$PYTHON" -c 'import json, sys
+print("%.2f" % (json.load(open(sys.argv[1]))["seconds_per_forward"] * 1e3))' "$out/pytorch-cuda-mode.json") |" >> "$out/precision.txt"
+  fi
+done
+cat "$out/precision.txt"
+
 # Decoding on the device (issue 36): the shipped model's valid.en, greedy at batch 1 and 32
 # and beam 4 at batch 32, the host reading greedy tokens every step (--sync-steps 1) and
 # every 4 (the default on OpenCL) and every 8; the lines must be the same, the rates are translate
@@ -135,6 +161,10 @@ if p:
     print("clformer opencl runs at %.2fx the speed of PyTorch CUDA on this device."
           % (p["seconds_per_forward"] / c["seconds_per_forward"]))
 EOF
+echo
+echo "| precision (forward, batch $B, $S/$T) | ms / forward |"
+echo "|---|---:|"
+cat "$out/precision.txt"
 echo
 echo "| decoding (translate --stats, OpenCL) | host reads tokens | tokens/s | per step |"
 echo "|---|---|---:|---|"

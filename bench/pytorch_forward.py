@@ -102,6 +102,9 @@ def main():
     ap.add_argument("--autocast", choices=("off", "bf16"), default="off",
                     help="bf16: the forward under torch.autocast(bfloat16), the mixed "
                          "precision PyTorch users run (products in BF16, F32 elsewhere)")
+    ap.add_argument("--tf32", action="store_true",
+                    help="cuda: let FP32 products use TF32 tensor cores (PyTorch's "
+                         "allow_tf32); default strict FP32")
     a = ap.parse_args()
 
     if a.batch <= 0 or a.src_len <= 0 or a.tgt_len <= 0 or a.iters <= 0 or a.warmup < 0:
@@ -116,8 +119,8 @@ def main():
             print("pytorch_forward.py: --device cuda: %s" % why, file=sys.stderr)
             return 2
         # FP32 as clformer computes it: no TF32 tensor-core shortcut for matmuls or cuDNN
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = a.tf32
+        torch.backends.cudnn.allow_tf32 = a.tf32
     else:
         threads = a.threads if a.threads > 0 else len(os.sched_getaffinity(0))
         torch.set_num_threads(threads)
