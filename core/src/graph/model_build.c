@@ -123,7 +123,7 @@ static void bind_arith(builder *b, clf_node *n, int w)
 {
     const clf_value *v = &b->g->values[w];
     const int c = v->kind == CLF_VALUE_EXTERNAL ? clf_model_chunk_holding(b->m, v->ext.buf) : -1;
-    if (c < 0)
+    if (c < 0 || !b->m->arith_chunks) /* no copy (training): the backend rounds W itself */
         return;
     const clf_ptr at = {b->m->arith_chunks[c], v->ext.off / 2};
     clf_graph_bind(b->g, n, offsetof(clf_gemm_args, b_bf16),

@@ -68,6 +68,13 @@ clf_status clf_model_set_precision(clf_model *m, clf_precision p, char *note, si
     /* BF16 weights already multiply in BF16 arithmetic where the backend has it */
     if (why[0] || p != CLF_PRECISION_BF16 || m->lowp_type == CLF_WEIGHT_BF16)
         return CLF_OK;
+    /* a model being trained keeps no copy: its weights change every step, and remaking a
+     * copy through the host costs more than the backend rounding each product's weights
+     * as it reads them */
+    if (m->grad_chunks) {
+        m->arith_on = 1;
+        return CLF_OK;
+    }
     clf_status st = CLF_OK;
     if (!(m->arith_chunks = calloc((size_t)m->n_chunks, sizeof *m->arith_chunks)))
         return clf_error(CLF_ERR_NOMEM, "model: out of host memory");
@@ -90,7 +97,7 @@ fail:
 
 clf_status clf_model_refresh_precision(clf_model *m)
 {
-    if (!m->arith_on)
+    if (!m->arith_on || !m->arith_chunks)
         return CLF_OK;
     for (int c = 0; c < m->n_chunks; c++) {
         const clf_status st = clf_model_copy16(m, c, CLF_WEIGHT_BF16, m->arith_chunks[c]);
