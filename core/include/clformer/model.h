@@ -88,9 +88,6 @@ CLF_API clf_status clf_model_set_weight_type(clf_model *m, clf_weight_type type)
  * saying so, else "". Call it after clf_model_set_weight_type (which keeps the setting). */
 CLF_API clf_status clf_model_set_precision(clf_model *m, clf_precision p, char *note,
                                            size_t note_size);
-/* Makes the BF16 copy of clf_model_set_precision again from the weights as they are now
- * (the trainer, after each optimizer step); nothing without one. */
-CLF_API clf_status clf_model_refresh_precision(clf_model *m);
 /* The precision set; *bf16_arith (optional) = 1 when products of many rows run in BF16
  * arithmetic (the copy exists, or BF16 weights on a backend with the arithmetic). */
 CLF_API clf_precision clf_model_precision(const clf_model *m, int *bf16_arith);

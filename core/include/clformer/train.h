@@ -51,8 +51,8 @@ typedef struct clf_train_state {
  * config's dropout rates (model.dropout and its sites), 0 = none (exact comparisons).
  * tc->precision goes to clf_model_set_precision (docs/PRECISION.md): with bf16 on a backend
  * with BF16 arithmetic, the forward and backward products of the linear layers run in it,
- * from a BF16 copy of the weights made again after every optimizer step (and load); the
- * weights, the gradients and Adam stay F32. */
+ * the backend rounding the F32 weights as each product reads them; the weights, the
+ * gradients and Adam stay F32. */
 CLF_API clf_status clf_trainer_create(clf_model *m, const clf_train_config *tc, int dropout,
                                       clf_trainer **out);
 /* What creating t noticed of its precision, for a CLI to print (products that run in F32

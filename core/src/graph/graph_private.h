@@ -48,8 +48,8 @@ struct clf_model {
     size_t lowp_bytes;
     /* clf_model_set_precision (model_precision.c): the products' precision; arith_on: gemm
      * nodes ask for BF16 arithmetic (clf_gemm_args.bf16_arith) and bind arith_chunks, a
-     * BF16 copy of the GEMM matrices at half the byte offsets, as b_bf16. Training
-     * refreshes the copy after each optimizer step (clf_model_refresh_precision). */
+     * BF16 copy of the GEMM matrices at half the byte offsets, as b_bf16. A model being
+     * trained has no copy (arith_chunks NULL): the backend rounds its weights itself. */
     clf_precision precision;
     int arith_on;
     clf_buffer **arith_chunks;

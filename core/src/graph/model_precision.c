@@ -49,6 +49,17 @@ clf_status clf_model_enable_half_weights(clf_model *m)
     return clf_model_set_weight_type(m, CLF_WEIGHT_F16);
 }
 
+/* The BF16 copy of m's GEMM matrices made from the weights as they are now. */
+static clf_status make_copy(clf_model *m)
+{
+    for (int c = 0; c < m->n_chunks; c++) {
+        const clf_status st = clf_model_copy16(m, c, CLF_WEIGHT_BF16, m->arith_chunks[c]);
+        if (st != CLF_OK)
+            return clf_error_context(st, "model: precision bf16");
+    }
+    return CLF_OK;
+}
+
 clf_status clf_model_set_precision(clf_model *m, clf_precision p, char *note, size_t note_size)
 {
     if (note && note_size > 0)
@@ -87,24 +98,12 @@ clf_status clf_model_set_precision(clf_model *m, clf_precision p, char *note, si
         m->arith_bytes += bytes;
     }
     m->arith_on = 1;
-    if ((st = clf_model_refresh_precision(m)) != CLF_OK)
+    if ((st = make_copy(m)) != CLF_OK)
         goto fail;
     return CLF_OK;
 fail:
     clf_model_arith_free(m);
     return st;
-}
-
-clf_status clf_model_refresh_precision(clf_model *m)
-{
-    if (!m->arith_on || !m->arith_chunks)
-        return CLF_OK;
-    for (int c = 0; c < m->n_chunks; c++) {
-        const clf_status st = clf_model_copy16(m, c, CLF_WEIGHT_BF16, m->arith_chunks[c]);
-        if (st != CLF_OK)
-            return clf_error_context(st, "model: precision bf16");
-    }
-    return CLF_OK;
 }
 
 clf_precision clf_model_precision(const clf_model *m, int *bf16_arith)

@@ -327,8 +327,7 @@ clf_status clf_trainer_load(clf_trainer *t, const char *path)
         t->scale = scale, t->good = scale_counts[0], t->skipped = scale_counts[1];
     clf_trainer_drop_graph(&t->train); /* nothing stale, but a resumed run starts clean */
     clf_trainer_drop_graph(&t->eval);
-    if ((st = t->api->synchronize(t->be)) == CLF_OK)
-        st = clf_model_refresh_precision(t->m); /* the BF16 copy of the restored weights */
+    st = t->api->synchronize(t->be);
 fail:
     free(host);
     clf_safetensors_close(f);

@@ -396,9 +396,7 @@ clf_status clf_trainer_step(clf_trainer *t, double *lr_out, double *norm_out)
             (st = clf_op_fill(t->api, t->be, (clf_ptr){t->grad[c], 0}, 0.0f, n)) != CLF_OK)
             goto fail;
     }
-    /* the products' BF16 copy of the weights (precision bf16), from the updated F32 ones */
-    if ((st = t->api->synchronize(t->be)) != CLF_OK ||
-        (st = clf_model_refresh_precision(t->m)) != CLF_OK)
+    if ((st = t->api->synchronize(t->be)) != CLF_OK)
         goto fail;
     t->state.step = step;
     if (f16 && ++t->good >= tc->loss_scale_window) {
