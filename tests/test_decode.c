@@ -502,6 +502,35 @@ START_TEST(device_topk_equals_host_choice)
 }
 END_TEST
 
+/* Beam search's top-k over the log-softmax made inside topk and by a log_softmax op: the
+ * same hypotheses, and one backend call fewer a step (the log_softmax op's). */
+START_TEST(topk_log_softmax_equals_two_ops)
+{
+    expect_same_without(fixtures[_i], CLF_OP_TOPK_LOG_SOFTMAX);
+    fixture f;
+    fixture_open(&f, "cpu", fixtures[_i]);
+    full_api = f.t.api;
+    denied_op = CLF_OP_TOPK_LOG_SOFTMAX;
+    clf_backend_api denying = *f.t.api;
+    denying.supports = supports_but_denied;
+    clf_model *m2 = NULL;
+    CLF_ASSERT_OK(clf_model_create(&f.t.cfg.model, f.t.w, &denying, f.t.be, &m2));
+    clf_decode_opts o;
+    clf_decode_opts_default(&f.t.cfg.model, &o);
+    o.max_len = MAXOUT;
+    o.beam = 3;
+    clf_decode_result with, without;
+    CLF_ASSERT_OK(clf_decode(f.t.m, f.src, B, S, &o, &with));
+    CLF_ASSERT_OK(clf_decode(m2, f.src, B, S, &o, &without));
+    ck_assert_int_eq(with.steps, without.steps);
+    ck_assert_int_eq(without.step_calls, with.step_calls + with.steps);
+    clf_decode_result_free(&with);
+    clf_decode_result_free(&without);
+    clf_model_free(m2);
+    fixture_close(&f);
+}
+END_TEST
+
 /* The steps' counts (clf_decode_result.step_calls, step_s, host_s): greedy and beam 3 on
  * the CPU; with want_attention a step downloads its attention rows too, one call more per
  * step and nothing else different. */
@@ -898,6 +927,7 @@ static Suite *decode_suite(void)
     tcase_add_test(tc, plan_over_the_limit_is_refused);
     tcase_add_loop_test(tc, shared_rows_equal_copied_caches, 0, N_FIXTURES);
     tcase_add_loop_test(tc, device_topk_equals_host_choice, 0, N_FIXTURES);
+    tcase_add_loop_test(tc, topk_log_softmax_equals_two_ops, 0, N_FIXTURES);
     tcase_add_loop_test(tc, greedy_ahead_equals_every_step, 0, N_FIXTURES);
     suite_add_tcase(s, tc);
     TCase *ex = tcase_create("exhaustive");

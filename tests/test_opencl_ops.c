@@ -132,8 +132,8 @@ START_TEST(test_add)
 }
 END_TEST
 
-/* Row topk of base + x on backend k into val, idx [rows, kk]. */
-static void run_topk(bk *k, const float *x, const float *base, int rows, int cols, int kk,
+/* Row topk of base + x (base + log_softmax(x) with log) on backend k into val, idx [rows, kk]. */
+static void run_topk(bk *k, const float *x, const float *base, int rows, int cols, int kk, int log,
                      float *val, int32_t *idx)
 {
     clf_buffer *bx = up(k, x, (size_t)rows * cols * 4),
@@ -145,7 +145,8 @@ static void run_topk(bk *k, const float *x, const float *base, int rows, int col
                              .base = {bb, 0},
                              .rows = rows,
                              .cols = cols,
-                             .k = kk};
+                             .k = kk,
+                             .log_softmax = log};
     CLF_ASSERT_OK(k->api->topk(k->be, &a));
     down(k, val, bv, (size_t)rows * kk * 4);
     down(k, idx, bi, (size_t)rows * kk * 4);
@@ -174,14 +175,30 @@ START_TEST(test_topk)
                 float *val = malloc(n * 4), *cval = malloc(n * 4);
                 int32_t *idx = malloc(n * 4), *cidx = malloc(n * 4);
                 for (int with_base = 0; with_base < 2; with_base++) {
-                    run_topk(&ocl, x, with_base ? base : NULL, R, C, K, val, idx);
-                    run_topk(&cpu, x, with_base ? base : NULL, R, C, K, cval, cidx);
+                    run_topk(&ocl, x, with_base ? base : NULL, R, C, K, 0, val, idx);
+                    run_topk(&cpu, x, with_base ? base : NULL, R, C, K, 0, cval, cidx);
                     for (size_t i = 0; i < (size_t)R * K; i++)
                         ck_assert_msg(idx[i] == cidx[i] &&
                                           (val[i] == cval[i] || (isnan(val[i]) && isnan(cval[i]))),
                                       "topk rows=%d cols=%d k=%d base=%d entry %zu: (%g, %d), cpu "
                                       "(%g, %d)",
                                       R, C, K, with_base, i, val[i], idx[i], cval[i], cidx[i]);
+                }
+                /* the log_softmax form, on logits without NaN (a row holding one is NaN
+                 * throughout): the same picks, values within the exponentials' rounding */
+                for (size_t i = 0; i < n; i++)
+                    x[i] = isnan(x[i]) ? -2.5f : x[i];
+                for (int with_base = 0; with_base < 2; with_base++) {
+                    run_topk(&ocl, x, with_base ? base : NULL, R, C, K, 1, val, idx);
+                    run_topk(&cpu, x, with_base ? base : NULL, R, C, K, 1, cval, cidx);
+                    for (size_t i = 0; i < (size_t)R * K; i++)
+                        ck_assert_msg(
+                            idx[i] == cidx[i] &&
+                                (val[i] == cval[i] || (isnan(val[i]) && isnan(cval[i])) ||
+                                 fabsf(val[i] - cval[i]) <= 1e-5f * fmaxf(1, fabsf(cval[i]))),
+                            "topk log_softmax rows=%d cols=%d k=%d base=%d entry %zu: "
+                            "(%g, %d), cpu (%g, %d)",
+                            R, C, K, with_base, i, val[i], idx[i], cval[i], cidx[i]);
                 }
                 free(x), free(base), free(val), free(cval), free(idx), free(cidx);
             }

@@ -967,23 +967,40 @@ END_TEST
 
 START_TEST(argmax_first_maximum)
 {
-    enum { R = 4, Cn = 65 };
+    /* every kernel level this CPU has (portable, AVX2 lanes), 1 and 2 threads */
+    enum { R = 8, Cn = 65 };
     float x[R * Cn];
     clf_test_fill(x, R * Cn, 60, -1, 1);
-    x[0 * Cn + 64] = 5; /* last column */
+    x[0 * Cn + 64] = 5; /* last column, past the 8-wide lanes */
     x[1 * Cn + 0] = 5;  /* first column */
-    x[2 * Cn + 7] = 5;  /* a tie: the first one wins */
+    x[2 * Cn + 7] = 5;  /* a tie across lanes: the first one wins */
     x[2 * Cn + 33] = 5;
     for (int c = 0; c < Cn; c++)
         x[3 * Cn + c] = -2; /* all equal: 0 */
-    int32_t got[R], want[R] = {64, 0, 7, 0};
-    clf_buffer *dx = clf_test_upload(api, be, x, sizeof x), *dout;
-    CLF_ASSERT_OK(api->alloc(be, sizeof got, &dout));
-    CLF_ASSERT_OK(api->argmax(be, P(dout), P(dx), R, Cn));
-    download(dout, got, sizeof got);
-    for (int r = 0; r < R; r++)
-        ck_assert_int_eq(got[r], want[r]);
-    api->free(be, dx), api->free(be, dout);
+    x[4 * Cn + 0] = NAN;    /* NaN first: nothing compares greater, 0 */
+    x[5 * Cn + 9] = NAN;    /* NaN later: never taken */
+    x[5 * Cn + 20] = 4;
+    for (int c = 0; c < Cn; c++)
+        x[6 * Cn + c] = -INFINITY; /* all -inf: 0 */
+    x[7 * Cn + 12] = -0.0f;        /* +0 after -0 is no greater: the first zero */
+    x[7 * Cn + 30] = 0.0f;
+    for (int c = 0; c < Cn; c++)
+        if (c != 12 && c != 30)
+            x[7 * Cn + c] = -1 - (float)c;
+    int32_t got[R], want[R] = {64, 0, 7, 0, 0, 20, 0, 12};
+    half_backends hb;
+    open_half_backends(&hb);
+    for (int lv = 0; lv < hb.count; lv++) {
+        clf_buffer *dx = clf_test_upload(api, hb.be[lv], x, sizeof x), *dout;
+        CLF_ASSERT_OK(api->alloc(hb.be[lv], sizeof got, &dout));
+        CLF_ASSERT_OK(api->argmax(hb.be[lv], P(dout), P(dx), R, Cn));
+        CLF_ASSERT_OK(api->download(hb.be[lv], got, P(dout), sizeof got));
+        for (int r = 0; r < R; r++)
+            ck_assert_msg(got[r] == want[r], "argmax %s, %d threads, row %d: %d, want %d",
+                          hb.isa[lv], hb.threads[lv], r, got[r], want[r]);
+        api->free(hb.be[lv], dx), api->free(hb.be[lv], dout);
+    }
+    close_half_backends(&hb);
 }
 END_TEST
 
@@ -1060,6 +1077,74 @@ START_TEST(topk_best_first_ties_nan_and_base)
             api->free(be, dx), api->free(be, db);
             free(x), free(order), free(sums);
         }
+}
+END_TEST
+
+/* topk's log_softmax form gives what a log_softmax op into a buffer and a topk over it give,
+ * exactly, at every kernel level: logits with ties, -inf, rows holding NaN (first or not). */
+START_TEST(topk_log_softmax_equals_log_softmax_then_topk)
+{
+    static const int shapes[][2] = {{1, 1}, {3, 7}, {2, 65}, {4, 129}, {3, 1000}, {2, 8000}};
+    half_backends hb;
+    open_half_backends(&hb);
+    for (int lv = 0; lv < hb.count; lv++)
+        for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
+            clf_backend *b = hb.be[lv];
+            const int R = shapes[sh][0], C = shapes[sh][1];
+            const size_t n = (size_t)R * C;
+            float *x = malloc(n * sizeof *x), base[4] = {-0.5f, -3.25f, -1e3f, -INFINITY};
+            clf_test_fill(x, n, 90 + (unsigned)sh, -8, 8);
+            for (int r = 0; r < R; r++)
+                for (int c = 0; c + 9 < C; c += 10) {
+                    x[(size_t)r * C + c + 1] = x[(size_t)r * C + c];
+                    x[(size_t)r * C + c + 3] = -INFINITY;
+                }
+            if (R > 2 && C > 6) {
+                x[(size_t)1 * C + 6] = NAN; /* a row with NaN inside */
+                x[(size_t)2 * C + 0] = NAN; /* a row with NaN first */
+            }
+            clf_buffer *dx = clf_test_upload(api, b, x, n * 4),
+                       *db = clf_test_upload(api, b, base, sizeof base), *dl;
+            CLF_ASSERT_OK(api->alloc(b, n * 4, &dl));
+            CLF_ASSERT_OK(api->softmax(b, P(dl), P(dx), R, C, 1));
+            const int ks[] = {1, 3, C < CLF_TOPK_MAX ? C : CLF_TOPK_MAX};
+            for (int ki = 0; ki < 3; ki++)
+                for (int with_base = 0; with_base < 2; with_base++) {
+                    const int k = ks[ki] < C ? ks[ki] : C;
+                    float want_v[4 * CLF_TOPK_MAX], got_v[4 * CLF_TOPK_MAX];
+                    int32_t want_i[4 * CLF_TOPK_MAX], got_i[4 * CLF_TOPK_MAX];
+                    clf_buffer *dv, *di;
+                    CLF_ASSERT_OK(api->alloc(b, (size_t)R * k * 4, &dv));
+                    CLF_ASSERT_OK(api->alloc(b, (size_t)R * k * 4, &di));
+                    clf_topk_args a = {.val = P(dv),
+                                       .idx = P(di),
+                                       .x = P(dl),
+                                       .base = with_base ? P(db) : (clf_ptr){0},
+                                       .rows = R,
+                                       .cols = C,
+                                       .k = k};
+                    CLF_ASSERT_OK(api->topk(b, &a));
+                    CLF_ASSERT_OK(api->download(b, want_v, P(dv), (size_t)R * k * 4));
+                    CLF_ASSERT_OK(api->download(b, want_i, P(di), (size_t)R * k * 4));
+                    a.x = P(dx);
+                    a.log_softmax = 1;
+                    CLF_ASSERT_OK(api->topk(b, &a));
+                    CLF_ASSERT_OK(api->download(b, got_v, P(dv), (size_t)R * k * 4));
+                    CLF_ASSERT_OK(api->download(b, got_i, P(di), (size_t)R * k * 4));
+                    for (int e = 0; e < R * k; e++)
+                        ck_assert_msg(got_i[e] == want_i[e] &&
+                                          (memcmp(&got_v[e], &want_v[e], 4) == 0 ||
+                                           (isnan(got_v[e]) && isnan(want_v[e]))),
+                                      "topk log_softmax %s, %d threads, rows=%d cols=%d k=%d "
+                                      "base=%d entry %d: (%a, %d), want (%a, %d)",
+                                      hb.isa[lv], hb.threads[lv], R, C, k, with_base, e,
+                                      (double)got_v[e], got_i[e], (double)want_v[e], want_i[e]);
+                    api->free(b, dv), api->free(b, di);
+                }
+            api->free(b, dx), api->free(b, db), api->free(b, dl);
+            free(x);
+        }
+    close_half_backends(&hb);
 }
 END_TEST
 
@@ -1192,5 +1277,6 @@ CLF_TEST_SUITE_MAIN(
         {attention_decode_every_isa_level}, {attention_fully_masked_row_is_uniform},
         {embed_scale_pe_and_clamped_ids}, {add_with_aliasing}, {softmax_and_log_softmax_in_place},
         {argmax_first_maximum}, {topk_best_first_ties_nan_and_base},
+        {topk_log_softmax_equals_log_softmax_then_topk},
         {out_of_bounds_operands_are_refused_by_name}, {threads_option_and_unknown_device},
         {openblas_build_is_named_and_shares_openmp_threads}))

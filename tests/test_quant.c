@@ -735,6 +735,64 @@ START_TEST(test_cli_quantize_and_weight_type)
 }
 END_TEST
 
+/* clf_quantize_rows_i8 against the rule written out here in scalar code (libm's lrintf:
+ * ties to even): the same scales and values, exactly, on random rows of several widths
+ * and scales, exact ties, a zero row, subnormal values; the first non-finite value's
+ * index where a row holds one. */
+static float ref_requantized(float s)
+{
+    volatile float max = 127.0f * s;
+    return max / 127.0f;
+}
+
+START_TEST(test_quantize_rows_against_lrintf)
+{
+    static const int widths[] = {1, 7, 33, 64, 1000, 1024};
+    static const float mags[] = {1e-3f, 0.37f, 1.0f, 127.0f, 3e4f};
+    for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++) {
+        const int k = widths[wi], rows = 8;
+        float *w = malloc((size_t)rows * k * sizeof *w), sc[8];
+        int8_t *q = malloc((size_t)rows * k);
+        for (size_t mi = 0; mi < sizeof mags / sizeof mags[0]; mi++) {
+            clf_test_fill(w, (size_t)rows * k, 300 + (unsigned)(wi * 7 + mi), -mags[mi], mags[mi]);
+            for (int p = 0; p < k; p++) {
+                w[(size_t)1 * k + p] = (float)(p % 255) - 127.0f + (p % 2 ? 0.5f : 0.0f); /* ties */
+                w[(size_t)2 * k + p] = 0.0f;                        /* zeros */
+                w[(size_t)3 * k + p] = (float)(p % 5 - 2) * 1e-40f; /* subnormal */
+            }
+            w[(size_t)1 * k] = 127.0f; /* scale 1 exactly: x.5 are ties */
+            ck_assert_int_eq(clf_quantize_rows_i8(w, rows, k, q, sc), -1);
+            for (int r = 0; r < rows; r++) {
+                const float *x = w + (size_t)r * k;
+                float amax = 0.0f;
+                for (int p = 0; p < k; p++)
+                    amax = fabsf(x[p]) > amax ? fabsf(x[p]) : amax;
+                float s = amax / 127.0f;
+                for (int it = 0; it < 4 && s != ref_requantized(s); it++)
+                    s = ref_requantized(s);
+                ck_assert_msg(memcmp(&s, &sc[r], sizeof s) == 0, "k=%d row %d: scale %a, want %a",
+                              k, r, (double)sc[r], (double)s);
+                for (int p = 0; p < k; p++) {
+                    long v = s > 0.0f ? lrintf(x[p] / s) : 0;
+                    v = v > 127 ? 127 : v < -127 ? -127 : v;
+                    ck_assert_msg(q[(size_t)r * k + p] == v,
+                                  "k=%d mag %g row %d col %d: %d, want %ld", k, (double)mags[mi], r,
+                                  p, q[(size_t)r * k + p], v);
+                }
+            }
+        }
+        /* the first non-finite value, counted over the whole matrix */
+        clf_test_fill(w, (size_t)rows * k, 400 + (unsigned)wi, -1, 1);
+        w[(size_t)5 * k + k / 2] = NAN;
+        w[(size_t)6 * k] = INFINITY;
+        ck_assert_int_eq(clf_quantize_rows_i8(w, rows, k, q, sc), 5 * k + k / 2);
+        w[(size_t)5 * k + k / 2] = -INFINITY;
+        ck_assert_int_eq(clf_quantize_rows_i8(w, rows, k, q, sc), 5 * k + k / 2);
+        free(w), free(q);
+    }
+}
+END_TEST
+
 static void add_tests(TCase *tc)
 {
     tcase_add_test(tc, test_weight_types_against_f32);
@@ -747,6 +805,7 @@ static void cpu_only(TCase *tc)
     tcase_add_test(tc, test_cpu_gemm_i8_bounds);
     tcase_add_test(tc, test_quantized_file_equals_load_time_quantization);
     tcase_add_test(tc, test_quantize_round_trip);
+    tcase_add_test(tc, test_quantize_rows_against_lrintf);
     tcase_add_test(tc, test_quantize_tied_names);
     tcase_add_test(tc, test_hostile_quantized_files);
     tcase_add_test(tc, test_unfit_value_messages);

@@ -116,7 +116,70 @@ SOFTMAX_AVX2 static void exp_scale_avx2(const float *x, int n, float mx, float s
         o[c] = cpu_expf(x[c] - mx) * scale;
 }
 
+/* max_c x[c] as the scalar loop `m = x[c] > m ? x[c] : m` from m = x[0] gives it: maxps
+ * is that expression lane by lane, so NaN is never taken unless x[0] is NaN, and then stays
+ * (a maximum of +0 and -0 may come out with either sign: equal, and no result differs). */
+SOFTMAX_AVX2 static float row_max_avx2(const float *x, int n)
+{
+    __m256 m = _mm256_set1_ps(x[0]);
+    int c = 0;
+    for (; c + 8 <= n; c += 8)
+        m = _mm256_max_ps(_mm256_loadu_ps(x + c), m);
+    float lane[8], mx = x[0];
+    _mm256_storeu_ps(lane, m);
+    for (int i = 0; i < 8; i++)
+        mx = lane[i] > mx ? lane[i] : mx;
+    for (; c < n; c++)
+        mx = x[c] > mx ? x[c] : mx;
+    return mx;
+}
+
+/* The index of the first maximum, as the scalar loop from best = 0 with `x[c] > x[best]`
+ * gives it: each lane keeps its first maximum (a strict comparison, false for NaN), then
+ * the lanes' largest value at the smallest index. */
+SOFTMAX_AVX2 static int row_argmax_avx2(const float *x, int n)
+{
+    __m256 best = _mm256_set1_ps(x[0]);
+    __m256i at = _mm256_setzero_si256(), idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i eight = _mm256_set1_epi32(8);
+    int c = 0;
+    for (; c + 8 <= n; c += 8, idx = _mm256_add_epi32(idx, eight)) {
+        const __m256 v = _mm256_loadu_ps(x + c);
+        const __m256 gt = _mm256_cmp_ps(v, best, _CMP_GT_OQ);
+        best = _mm256_blendv_ps(best, v, gt);
+        at = _mm256_castps_si256(
+            _mm256_blendv_ps(_mm256_castsi256_ps(at), _mm256_castsi256_ps(idx), gt));
+    }
+    float lv[8];
+    int32_t li[8];
+    _mm256_storeu_ps(lv, best);
+    _mm256_storeu_si256((__m256i *)(void *)li, at);
+    int b = 0;
+    for (int i = 0; i < 8; i++)
+        if (lv[i] > x[b] || (lv[i] == x[b] && li[i] < b))
+            b = li[i];
+    for (; c < n; c++)
+        if (x[c] > x[b])
+            b = c;
+    return b;
+}
+
 #endif /* CPU_X86 */
+
+/* max_c x[c], c < n (n >= 1): NaN only when x[0] is NaN (see row_max_avx2) */
+static inline float row_max(int avx2, const float *x, int n)
+{
+#if CPU_X86
+    if (avx2)
+        return row_max_avx2(x, n);
+#else
+    (void)avx2;
+#endif
+    float mx = x[0];
+    for (int c = 1; c < n; c++)
+        mx = x[c] > mx ? x[c] : mx;
+    return mx;
+}
 
 /* sum_c e^(x[c] - mx), c < n: AVX2 lanes with avx2 set (x86 only), else cpu_expf in order. */
 static inline double exp_sum(int avx2, const float *x, int n, float mx)
@@ -148,6 +211,14 @@ static inline void exp_scale(int avx2, const float *x, int n, float mx, float sc
         o[c] = cpu_expf(x[c] - mx) * scale;
 }
 
+/* log(sum_c e^(x[c] - mx)) with mx = row_max: what log_softmax subtracts, here and in topk's
+ * log_softmax form, so that the two give the same values. */
+static inline float row_log_sum_exp(int avx2, const float *x, int n, float *mx)
+{
+    *mx = row_max(avx2, x, n);
+    return (float)log(exp_sum(avx2, x, n, *mx));
+}
+
 clf_status cpu_softmax(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int cols, int use_log)
 {
     const float *X = fptr(x);
@@ -158,17 +229,15 @@ clf_status cpu_softmax(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int co
     for (int r = 0; r < rows; r++) {
         const float *xr = X + (size_t)r * cols;
         float *orow = O + (size_t)r * cols;
-        float mx = xr[0];
-        for (int c = 1; c < cols; c++)
-            mx = xr[c] > mx ? xr[c] : mx;
-        const double sum = exp_sum(avx2, xr, cols, mx);
+        float mx;
         if (use_log) {
-            const float lse = (float)log(sum);
+            const float lse = row_log_sum_exp(avx2, xr, cols, &mx);
 #pragma omp simd
             for (int c = 0; c < cols; c++)
                 orow[c] = (xr[c] - mx) - lse;
         } else {
-            exp_scale(avx2, xr, cols, mx, (float)(1.0 / sum), orow);
+            mx = row_max(avx2, xr, cols);
+            exp_scale(avx2, xr, cols, mx, (float)(1.0 / exp_sum(avx2, xr, cols, mx)), orow);
         }
     }
     return CLF_OK;
@@ -178,10 +247,19 @@ clf_status cpu_argmax(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int col
 {
     const float *X = fptr(x);
     int32_t *O = iptr(out);
+    const int avx2 = be->isa != CPU_ISA_GENERIC;
 #pragma omp parallel for num_threads(be->threads) schedule(static) if ((size_t)rows * cols > 65536)
     for (int r = 0; r < rows; r++) {
         const float *xr = X + (size_t)r * cols;
         int best = 0;
+#if CPU_X86
+        if (avx2) {
+            O[r] = row_argmax_avx2(xr, cols);
+            continue;
+        }
+#else
+        (void)avx2;
+#endif
         for (int c = 1; c < cols; c++)
             if (xr[c] > xr[best])
                 best = c;
@@ -199,9 +277,16 @@ static inline int later_before(float v, float w)
 
 #define TOPK_BLOCK 64
 
-/* Row r's best k of base + x, kept sorted while the row is read once: a block of columns
- * none of which would enter is passed over in one vectorised test. */
-static void topk_row(const float *xr, float base, int cols, int k, float *val, int32_t *idx)
+/* The value topk ranks: base + x, or with log_softmax base + ((x - mx) - lse), the
+ * log-probability exactly as cpu_softmax writes it. */
+#define TOPK_VALUE(log, base, x, mx, lse) ((log) ? (base) + (((x) - (mx)) - (lse)) : (base) + (x))
+
+/* Row r's best k of TOPK_VALUE, kept sorted while the row is read once: a block of columns
+ * none of which would enter is passed over in one vectorised test. Inlined with log a
+ * constant, so each form has its own loops. */
+static inline __attribute__((always_inline)) void topk_row(const float *xr, float base, int log,
+                                                           float mx, float lse, int cols, int k,
+                                                           float *val, int32_t *idx)
 {
     int have = 0;
     for (int c0 = 0; c0 < cols; c0 += TOPK_BLOCK) {
@@ -211,12 +296,12 @@ static void topk_row(const float *xr, float base, int cols, int k, float *val, i
             int enters = 0;
 #pragma omp simd reduction(| : enters)
             for (int c = c0; c < c1; c++)
-                enters |= base + xr[c] > worst;
+                enters |= TOPK_VALUE(log, base, xr[c], mx, lse) > worst;
             if (!enters)
                 continue;
         }
         for (int c = c0; c < c1; c++) {
-            const float v = base + xr[c];
+            const float v = TOPK_VALUE(log, base, xr[c], mx, lse);
             if (have == k && !later_before(v, val[k - 1]))
                 continue;
             int i = have < k ? have++ : k - 1;
@@ -236,11 +321,20 @@ clf_status cpu_topk(clf_backend *be, const clf_topk_args *a)
     const float *X = fptr(a->x), *base = a->base.buf ? fptr(a->base) : NULL;
     float *val = fptr(a->val);
     int32_t *idx = iptr(a->idx);
-    const int k = a->k, cols = a->cols;
+    const int k = a->k, cols = a->cols, avx2 = be->isa != CPU_ISA_GENERIC;
 #pragma omp parallel for num_threads(be->threads)                                                  \
     schedule(static) if ((size_t)a->rows * cols > 65536)
-    for (int r = 0; r < a->rows; r++)
-        topk_row(X + (size_t)r * cols, base ? base[r] : 0.0f, cols, k, val + (size_t)r * k,
-                 idx + (size_t)r * k);
+    for (int r = 0; r < a->rows; r++) {
+        const float *xr = X + (size_t)r * cols, b = base ? base[r] : 0.0f;
+        float *vr = val + (size_t)r * k;
+        int32_t *ir = idx + (size_t)r * k;
+        if (a->log_softmax) {
+            float mx;
+            const float lse = row_log_sum_exp(avx2, xr, cols, &mx);
+            topk_row(xr, b, 1, mx, lse, cols, k, vr, ir);
+        } else {
+            topk_row(xr, b, 0, 0.0f, 0.0f, cols, k, vr, ir);
+        }
+    }
     return CLF_OK;
 }

@@ -143,16 +143,18 @@ clf_status ocl_argmax(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int col
     return ocl_run_rows(be, op, be->kernels[OCL_K_ARGMAX], wg, args, OCL_COUNT(args), rows);
 }
 
-/* val, idx [rows, k]: each row's k best of base + x (clf_topk_args), k rounds of an
- * argmax-like reduction per row. */
+/* val, idx [rows, k]: each row's k best of base + x, or of base + log_softmax(x)
+ * (clf_topk_args), k rounds of an argmax-like reduction per row. */
 clf_status ocl_topk(clf_backend *be, const clf_topk_args *a)
 {
     const char *op = "topk";
     if (!a)
         return clf_error(CLF_ERR_INPUT, "opencl: %s: no arguments", op);
     size_t wg = be->wg[OCL_K_TOPK];
-    const ocl_kval args[] = {OCL_KBUF(a->val),  OCL_KBUF(a->idx),  OCL_KBUF(a->x),
-                             OCL_KBUF(a->base), ocl_khas(a->base), ocl_kint(a->cols),
-                             ocl_kint(a->k),    ocl_kfloats(wg),   ocl_klocal(wg * sizeof(cl_int))};
+    const ocl_kval args[] = {OCL_KBUF(a->val),  OCL_KBUF(a->idx),
+                             OCL_KBUF(a->x),    OCL_KBUF(a->base),
+                             ocl_khas(a->base), ocl_kbool(a->log_softmax),
+                             ocl_kint(a->cols), ocl_kint(a->k),
+                             ocl_kfloats(wg),   ocl_klocal(wg * sizeof(cl_int))};
     return ocl_run_rows(be, op, be->kernels[OCL_K_TOPK], wg, args, OCL_COUNT(args), a->rows);
 }

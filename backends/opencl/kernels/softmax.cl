@@ -5,6 +5,22 @@
  *   softmax:     out = exp(x - max) / sum(exp(x - max))
  *   log_softmax: out = (x - max) - log(sum(exp(x - max)))
  * Offsets are in elements. */
+/* The row's max m and sum s of exp(x - m), reduced over the work-group (every work-item
+ * calls it: it holds barriers); softmax and topk's log_softmax form share it. */
+static float row_max_sum(__global const float *xr, int cols, int lid, int wg, __local float *red,
+                         float *sum)
+{
+    float m = -INFINITY;
+    for (int c = lid; c < cols; c += wg)
+        m = fmax(m, xr[c]);
+    m = wg_max(red, m);
+    float s = 0.0f;
+    for (int c = lid; c < cols; c += wg)
+        s += exp(xr[c] - m);
+    *sum = wg_sum(red, s);
+    return m;
+}
+
 __kernel void softmax(__global float *out, ulong out_off, __global const float *x, ulong x_off,
                       int cols, int log_out, __local float *red)
 {
@@ -13,14 +29,8 @@ __kernel void softmax(__global float *out, ulong out_off, __global const float *
     __global const float *xr = x + x_off + row;
     __global float *o = out + out_off + row;
 
-    float m = -INFINITY;
-    for (int c = lid; c < cols; c += wg)
-        m = fmax(m, xr[c]);
-    m = wg_max(red, m);
-    float s = 0.0f;
-    for (int c = lid; c < cols; c += wg)
-        s += exp(xr[c] - m);
-    s = wg_sum(red, s);
+    float s;
+    const float m = row_max_sum(xr, cols, lid, wg, red, &s);
     if (log_out) {
         const float ls = log(s);
         for (int c = lid; c < cols; c += wg)
@@ -89,25 +99,32 @@ __kernel void argmax(__global int *out, ulong out_off, __global const float *x, 
 }
 
 /* val: [rows, k]; idx: I32 [rows, k]; x: [rows, cols]; base: [rows] when has_base (else 0).
- * Row r's k best pairs (base[r] + x[r, c], c), best first (clf_topk_args). One work-group a
- * row, k rounds over the row: round j picks the best pair that goes after round j-1's.
- * redv, redi: [work-group size] scratch. */
+ * Row r's k best pairs (base[r] + x[r, c], c), best first (clf_topk_args); with log_in,
+ * (base[r] + ((x[r, c] - m) - log(s)), c): the log_softmax as softmax writes it. One
+ * work-group a row, k rounds over the row: round j picks the best pair that goes after round
+ * j-1's. redv, redi: [work-group size] scratch. */
 __kernel void topk(__global float *val, ulong val_off, __global int *idx, ulong idx_off,
                    __global const float *x, ulong x_off, __global const float *base,
-                   ulong base_off, int has_base, int cols, int k, __local float *redv,
-                   __local int *redi)
+                   ulong base_off, int has_base, int log_in, int cols, int k,
+                   __local float *redv, __local int *redi)
 {
     const ulong r = get_group_id(0);
     const int lid = get_local_id(0), wg = get_local_size(0);
     __global const float *xr = x + x_off + r * (ulong)cols;
     const float b = has_base ? base[base_off + r] : 0.0f;
+    float m = 0.0f, ls = 0.0f;
+    if (log_in) {
+        float s;
+        m = row_max_sum(xr, cols, lid, wg, redv, &s);
+        ls = log(s); /* the reductions end on a barrier: redv is free for the rounds */
+    }
     float pv = 0.0f;
     int pi = -1; /* the previous round's pick; none before the first */
     for (int j = 0; j < k; j++) {
         float best = 0.0f;
         int bi = -1;
         for (int c = lid; c < cols; c += wg) {
-            const float v = b + xr[c];
+            const float v = log_in ? b + ((xr[c] - m) - ls) : b + xr[c];
             if ((pi < 0 || topk_before(pv, pi, v, c)) && (bi < 0 || topk_before(v, c, best, bi))) {
                 best = v;
                 bi = c;

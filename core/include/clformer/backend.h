@@ -48,8 +48,9 @@ extern "C" {
  * capability CLF_OP_ATTENTION_KV_ROWS, discard, and the capability CLF_OP_GEMM_HALF_ARITH; ABI 6
  * adds topk (a beam search's best continuations chosen on the device) and the capability
  * CLF_OP_GEMM_BF16_ARITH; ABI 7 adds clf_gemm_args.bf16_arith (BF16 arithmetic asked for by
- * the core: the precision setting, clformer/model.h) and the capability CLF_OP_QUEUED. */
-#define CLF_BACKEND_ABI 7
+ * the core: the precision setting, clformer/model.h) and the capability CLF_OP_QUEUED; ABI 8
+ * adds clf_topk_args.log_softmax with its capability CLF_OP_TOPK_LOG_SOFTMAX. */
+#define CLF_BACKEND_ABI 8
 
 typedef struct clf_backend clf_backend; /* opaque, defined by each backend */
 typedef struct clf_buffer clf_buffer;   /* opaque, defined by each backend */
@@ -156,6 +157,8 @@ typedef enum clf_op {
      * decoding then runs steps ahead, feeding each step's argmax to the next on the device
      * (clf_decode_opts.sync_steps). The OpenCL backend. No entry of the table goes with it. */
     CLF_OP_QUEUED,
+    /* topk honours clf_topk_args.log_softmax (ABI 8) */
+    CLF_OP_TOPK_LOG_SOFTMAX,
     CLF_OP_COUNT
 } clf_op;
 
@@ -465,11 +468,16 @@ typedef struct clf_norm_backward_args {
  * x: F32 [rows, cols]; val: F32 [rows, k]; idx: I32 [rows, k]; 1 <= k <= min(cols,
  * CLF_TOPK_MAX). val and idx may not overlap each other or any input. A beam search asks
  * each beam's best 2K continuations (base: the beam's log-probability so far) and merges
- * them on the host: rows x k numbers cross to the host instead of rows x vocabulary. */
+ * them on the host: rows x k numbers cross to the host instead of rows x vocabulary.
+ * log_softmax (ABI 8, where supports(CLF_OP_TOPK_LOG_SOFTMAX)): x holds logits, and the
+ * pairs are (base[r] + l[r, c], c) with l = log_softmax(x[r, :]) formed as the backend's
+ * softmax op forms it, (x - max) - log(sum e^(x - max)): the same values as a log_softmax
+ * op into a buffer and a topk over it, without writing or reading that buffer. */
 #define CLF_TOPK_MAX 64
 typedef struct clf_topk_args {
     clf_ptr val, idx, x, base;
     int rows, cols, k;
+    int log_softmax;
 } clf_topk_args;
 
 typedef struct clf_backend_api {

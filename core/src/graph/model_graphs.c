@@ -168,13 +168,16 @@ clf_status clf_model_build_step_graph(clf_model *m, const clf_step_spec *s, clf_
         clf_graph_bind(g, n, offsetof(clf_softmax_args, out), v->out, 0);
         clf_graph_bind(g, n, offsetof(clf_softmax_args, x), v->out, 0);
     } else if (s->log_probs == 3) { /* each row's top_k best of top_base + log_softmax */
-        int lp = clf_build_activation(&b, (size_t)A * V, "log_probs");
-        clf_build_projection(&b, lp, dec, last_off, last_ld, A, 1);
+        /* the log-softmax inside topk where the backend has it: the same values, one pass
+         * over the rows x vocabulary logits fewer */
+        const int fused = m->api->supports(m->be, CLF_OP_TOPK_LOG_SOFTMAX);
+        int lp = clf_build_activation(&b, (size_t)A * V, fused ? "logits" : "log_probs");
+        clf_build_projection(&b, lp, dec, last_off, last_ld, A, !fused);
         const size_t top = (size_t)A * (size_t)s->top_k * 4;
         v->out = clf_graph_value(g, CLF_VALUE_OUTPUT, top, "top_values");
         v->next_ids = clf_graph_value(g, CLF_VALUE_OUTPUT, top, "top_ids");
         int base = clf_graph_external(g, s->top_base, (size_t)A * 4, "top_base");
-        clf_topk_args a = {.rows = A, .cols = V, .k = s->top_k};
+        clf_topk_args a = {.rows = A, .cols = V, .k = s->top_k, .log_softmax = fused};
         clf_node *n = clf_graph_node(g, CLF_OP_TOPK, &a, sizeof a, "topk");
         clf_graph_bind(g, n, offsetof(clf_topk_args, val), v->out, 0);
         clf_graph_bind(g, n, offsetof(clf_topk_args, idx), v->next_ids, 0);

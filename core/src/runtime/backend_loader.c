@@ -65,6 +65,7 @@ const char *clf_op_name(clf_op op)
         [CLF_OP_TOPK] = "topk",
         [CLF_OP_GEMM_BF16_ARITH] = "gemm (BF16 arithmetic for products of many rows)",
         [CLF_OP_QUEUED] = "queued ops (greedy decoding runs steps ahead)",
+        [CLF_OP_TOPK_LOG_SOFTMAX] = "topk over log_softmax",
     };
     if ((int)op < 0 || op >= CLF_OP_COUNT)
         return "unknown-op";

@@ -431,6 +431,9 @@ clf_status clf_op_topk(const clf_backend_api *api, clf_backend *be, const clf_to
         return clf_error(CLF_ERR_INPUT, "%s: %s: k=%d outside [1, %d] (cols=%d, at most %d)",
                          api->name, op, a->k, a->cols < CLF_TOPK_MAX ? a->cols : CLF_TOPK_MAX,
                          a->cols, CLF_TOPK_MAX);
+    if (a->log_softmax && !api->supports(be, CLF_OP_TOPK_LOG_SOFTMAX))
+        return clf_error(CLF_ERR_UNSUPPORTED, "%s: %s: log_softmax is not supported", api->name,
+                         op);
     if (a->rows == 0)
         return CLF_OK;
     const uint64_t rows = (uint64_t)a->rows, out = rows * (uint64_t)a->k;
