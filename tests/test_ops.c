@@ -1017,6 +1017,27 @@ static int topk_cmp(const void *pa, const void *pb)
     return a < b ? -1 : 1;
 }
 
+/* topk on backend b over x (base when given, log_softmax as asked) into val, idx [rows, k] */
+static void topk_on(clf_backend *b, clf_buffer *x, clf_buffer *base, int rows, int cols, int k,
+                    int log_softmax, float *val, int32_t *idx)
+{
+    clf_buffer *dv, *di;
+    CLF_ASSERT_OK(api->alloc(b, (size_t)rows * k * 4, &dv));
+    CLF_ASSERT_OK(api->alloc(b, (size_t)rows * k * 4, &di));
+    const clf_topk_args a = {.val = P(dv),
+                             .idx = P(di),
+                             .x = P(x),
+                             .base = base ? P(base) : (clf_ptr){0},
+                             .rows = rows,
+                             .cols = cols,
+                             .k = k,
+                             .log_softmax = log_softmax};
+    CLF_ASSERT_OK(api->topk(b, &a));
+    CLF_ASSERT_OK(api->download(b, val, P(dv), (size_t)rows * k * 4));
+    CLF_ASSERT_OK(api->download(b, idx, P(di), (size_t)rows * k * 4));
+    api->free(b, dv), api->free(b, di);
+}
+
 START_TEST(topk_best_first_ties_nan_and_base)
 {
     static const int shapes[][2] = {{1, 1}, {3, 7}, {2, 65}, {4, 129}, {3, 1000}};
@@ -1040,19 +1061,7 @@ START_TEST(topk_best_first_ties_nan_and_base)
                 const int k = ks[ki] < C ? ks[ki] : C;
                 float *val = malloc((size_t)R * k * sizeof *val);
                 int32_t *idx = malloc((size_t)R * k * sizeof *idx);
-                clf_buffer *dv, *di;
-                CLF_ASSERT_OK(api->alloc(be, (size_t)R * k * 4, &dv));
-                CLF_ASSERT_OK(api->alloc(be, (size_t)R * k * 4, &di));
-                const clf_topk_args a = {.val = P(dv),
-                                         .idx = P(di),
-                                         .x = P(dx),
-                                         .base = with_base ? P(db) : (clf_ptr){0},
-                                         .rows = R,
-                                         .cols = C,
-                                         .k = k};
-                CLF_ASSERT_OK(api->topk(be, &a));
-                download(dv, val, (size_t)R * k * 4);
-                download(di, idx, (size_t)R * k * 4);
+                topk_on(be, dx, with_base ? db : NULL, R, C, k, 0, val, idx);
                 for (int r = 0; r < R; r++) {
                     const float b = with_base ? base[r] : 0.0f;
                     for (int c = 0; c < C; c++) {
@@ -1071,7 +1080,6 @@ START_TEST(topk_best_first_ties_nan_and_base)
                                       order[j]);
                     }
                 }
-                api->free(be, dv), api->free(be, di);
                 free(val), free(idx);
             }
             api->free(be, dx), api->free(be, db);
@@ -1113,24 +1121,8 @@ START_TEST(topk_log_softmax_equals_log_softmax_then_topk)
                     const int k = ks[ki] < C ? ks[ki] : C;
                     float want_v[4 * CLF_TOPK_MAX], got_v[4 * CLF_TOPK_MAX];
                     int32_t want_i[4 * CLF_TOPK_MAX], got_i[4 * CLF_TOPK_MAX];
-                    clf_buffer *dv, *di;
-                    CLF_ASSERT_OK(api->alloc(b, (size_t)R * k * 4, &dv));
-                    CLF_ASSERT_OK(api->alloc(b, (size_t)R * k * 4, &di));
-                    clf_topk_args a = {.val = P(dv),
-                                       .idx = P(di),
-                                       .x = P(dl),
-                                       .base = with_base ? P(db) : (clf_ptr){0},
-                                       .rows = R,
-                                       .cols = C,
-                                       .k = k};
-                    CLF_ASSERT_OK(api->topk(b, &a));
-                    CLF_ASSERT_OK(api->download(b, want_v, P(dv), (size_t)R * k * 4));
-                    CLF_ASSERT_OK(api->download(b, want_i, P(di), (size_t)R * k * 4));
-                    a.x = P(dx);
-                    a.log_softmax = 1;
-                    CLF_ASSERT_OK(api->topk(b, &a));
-                    CLF_ASSERT_OK(api->download(b, got_v, P(dv), (size_t)R * k * 4));
-                    CLF_ASSERT_OK(api->download(b, got_i, P(di), (size_t)R * k * 4));
+                    topk_on(b, dl, with_base ? db : NULL, R, C, k, 0, want_v, want_i);
+                    topk_on(b, dx, with_base ? db : NULL, R, C, k, 1, got_v, got_i);
                     for (int e = 0; e < R * k; e++)
                         ck_assert_msg(got_i[e] == want_i[e] &&
                                           (memcmp(&got_v[e], &want_v[e], 4) == 0 ||
@@ -1139,7 +1131,6 @@ START_TEST(topk_log_softmax_equals_log_softmax_then_topk)
                                       "base=%d entry %d: (%a, %d), want (%a, %d)",
                                       hb.isa[lv], hb.threads[lv], R, C, k, with_base, e,
                                       (double)got_v[e], got_i[e], (double)want_v[e], want_i[e]);
-                    api->free(b, dv), api->free(b, di);
                 }
             api->free(b, dx), api->free(b, db), api->free(b, dl);
             free(x);
