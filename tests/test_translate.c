@@ -619,8 +619,7 @@ START_TEST(test_stats)
                          &steps, &calls, &step_ms, &host_ms) == 4,
                   "stderr: %s", err);
     assert_one_line_error(second + 1);
-    ck_assert_msg(steps >= 1 && steps <= 12 && calls >= 1.0 && host_ms >= 0.0 &&
-                      host_ms <= step_ms,
+    ck_assert_msg(steps >= 1 && steps <= 12 && calls >= 1.0 && host_ms >= 0.0 && host_ms <= step_ms,
                   "%s", err);
     ck_assert_int_eq(lines, 5);
     ck_assert_int_eq(decoded, 4);
@@ -868,40 +867,19 @@ START_TEST(test_opencl_matches_cpu)
     ck_assert_int_eq(lines, 4);
 }
 END_TEST
+/* the suite's OpenCL items, none where the backend is not built */
+#define OPENCL_TESTS {test_opencl_matches_cpu},
+#else
+#define OPENCL_TESTS
 #endif
 
-static Suite *translate_suite(void)
-{
-    Suite *s = suite_create("translate");
-    TCase *tc = tcase_create("translate");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_greedy_one_line_per_line);
-    tcase_add_test(tc, test_deterministic_and_batch_independent);
-    tcase_add_test(tc, test_n_best);
-    tcase_add_test(tc, test_empty_line);
-    tcase_add_test(tc, test_refused_lines);
-    tcase_add_test(tc, test_line_byte_limit);
-    tcase_add_test(tc, test_100k_lines_constant_memory);
-    tcase_add_test(tc, test_attention_safetensors);
-    tcase_add_test(tc, test_attention_png);
-    tcase_add_test(tc, test_no_cache_matches_cache);
-    tcase_add_test(tc, test_stats);
-    tcase_add_test(tc, test_weight_type);
-    tcase_add_test(tc, test_argument_errors);
-    tcase_add_test(tc, test_decode_plan_refused);
-    tcase_add_test(tc, test_vocab_larger_than_model);
-    tcase_add_test(tc, test_model_dir_of_a_run);
-    tcase_add_test(tc, test_non_finite_weight_refused);
-    tcase_add_test(tc, test_png_writer_round_trip);
-#ifdef CLF_HAVE_OPENCL
-    tcase_add_test(tc, test_opencl_matches_cpu);
-#endif
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void)
-{
-    return clf_test_main(translate_suite());
-}
+CLF_TEST_SUITE_MAIN(
+    "translate",
+    CLF_TCASE_FIXTURE("translate", 120, setup, teardown, {test_greedy_one_line_per_line},
+                      {test_deterministic_and_batch_independent}, {test_n_best}, {test_empty_line},
+                      {test_refused_lines}, {test_line_byte_limit},
+                      {test_100k_lines_constant_memory}, {test_attention_safetensors},
+                      {test_attention_png}, {test_no_cache_matches_cache}, {test_stats},
+                      {test_weight_type}, {test_argument_errors}, {test_decode_plan_refused},
+                      {test_vocab_larger_than_model}, {test_model_dir_of_a_run},
+                      {test_non_finite_weight_refused}, {test_png_writer_round_trip}, OPENCL_TESTS))
