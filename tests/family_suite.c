@@ -537,17 +537,16 @@ START_TEST(cli_refusals)
 }
 END_TEST
 
+/* The tests every family suite runs on each backend. */
 static void add_tests(TCase *tc)
 {
-    tcase_add_test(tc, logits_match_transformers);
-    tcase_add_test(tc, weight_types_match_transformers);
-    tcase_add_loop_test(tc, greedy_matches_generate, 0, N_TARGETS);
-    tcase_add_loop_test(tc, stream_matches_generate, 0, N_TARGETS);
-    tcase_add_loop_test(tc, beam4_matches_generate, 0, N_TARGETS);
-    tcase_add_loop_test(tc, beam4_early_stopping_matches_generate, 0, N_TARGETS);
-    tcase_add_test(tc, translate_cli_greedy_text);
-    tcase_add_test(tc, translate_cli_model_defaults);
-    tcase_add_test(tc, translate_cli_beam_text);
+    const clf_test_item tests[] = {
+        {logits_match_transformers, 0},       {weight_types_match_transformers, 0},
+        {greedy_matches_generate, N_TARGETS}, {stream_matches_generate, N_TARGETS},
+        {beam4_matches_generate, N_TARGETS},  {beam4_early_stopping_matches_generate, N_TARGETS},
+        {translate_cli_greedy_text, 0},       {translate_cli_model_defaults, 0},
+        {translate_cli_beam_text, 0}};
+    clf_test_add_items(tc, tests, CLF_LOOPS(tests));
 }
 
 static void cpu_only(TCase *tc)

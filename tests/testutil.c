@@ -500,6 +500,16 @@ int clf_test_run(const char *suite, const char *tcase, const TTest *const *tests
     return clf_test_main(clf_test_suite_of(suite, tcase_create(tcase), tests, n));
 }
 
+void clf_test_add_items(TCase *tc, const clf_test_item *items, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (items[i].loop > 0)
+            tcase_add_loop_test(tc, items[i].test, 0, items[i].loop);
+        else
+            tcase_add_test(tc, items[i].test);
+    }
+}
+
 int clf_test_tcases_run(const char *suite, const clf_test_tcase *cases, int n)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -510,13 +520,7 @@ int clf_test_tcases_run(const char *suite, const clf_test_tcase *cases, int n)
             tcase_set_timeout(tc, cases[c].timeout);
         if (cases[c].setup || cases[c].teardown)
             tcase_add_checked_fixture(tc, cases[c].setup, cases[c].teardown);
-        for (int i = 0; i < cases[c].n; i++) {
-            const clf_test_item *it = &cases[c].items[i];
-            if (it->loop > 0)
-                tcase_add_loop_test(tc, it->test, 0, it->loop);
-            else
-                tcase_add_test(tc, it->test);
-        }
+        clf_test_add_items(tc, cases[c].items, cases[c].n);
         suite_add_tcase(s, tc);
     }
     return clf_test_main(s);

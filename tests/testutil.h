@@ -223,6 +223,8 @@ typedef struct clf_test_item {
     const TTest *test;
     int loop;
 } clf_test_item;
+/* Adds the n items to tc: a loop test for an item with a loop count, else a plain test. */
+void clf_test_add_items(TCase *tc, const clf_test_item *items, int n);
 /* A test case of a suite table: its name, Check's timeout for it in seconds (0: the default),
  * its checked fixture (setup and teardown around each test; NULL: none) and its tests in
  * order. */
