@@ -377,6 +377,7 @@ void clf_test_model_open(clf_test_model *t, const char *backend, const char *nam
     clf_test_load_model(path, &t->cfg, &t->w);
     clf_test_open_backend(backend, &t->api, &t->be);
     CLF_ASSERT_OK(clf_model_create(&t->cfg.model, t->w, t->api, t->be, &t->m));
+    t->t = NULL;
 }
 
 void clf_test_model_close(clf_test_model *t)
@@ -384,6 +385,18 @@ void clf_test_model_close(clf_test_model *t)
     clf_model_free(t->m);
     t->api->close(t->be);
     clf_weights_free(t->w);
+}
+
+void clf_test_trainer_start(clf_test_model *tr, int dropout)
+{
+    CLF_ASSERT_OK(clf_model_create(&tr->cfg.model, tr->w, tr->api, tr->be, &tr->m));
+    CLF_ASSERT_OK(clf_trainer_create(tr->m, &tr->cfg.train, dropout, &tr->t));
+}
+
+void clf_test_trainer_stop(clf_test_model *tr)
+{
+    clf_trainer_free(tr->t);
+    clf_model_free(tr->m);
 }
 
 int clf_test_fixture_variants(char names[][256], int max)

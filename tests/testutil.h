@@ -10,6 +10,7 @@
 #include "clformer/config.h"
 #include "clformer/model.h"
 #include "clformer/ops.h"
+#include "clformer/train.h"
 #include "clformer/weights.h"
 
 /* max|a-b| / max(max|b|, tiny): the relative error measure of the design (max abs error
@@ -157,17 +158,24 @@ typedef struct clf_test_io_model {
 void clf_test_io_model_open(const char *dir, clf_test_io_model *f);
 void clf_test_io_model_close(clf_test_io_model *f);
 
-/* A fixture's model on a backend: tests/fixtures/<name>'s config and weights, the backend
- * (clf_test_open_backend) and the model made from them. */
+/* A model on a backend: its config and weights, the backend, the model made from them and,
+ * in a training suite, the model's trainer. clf_test_model_open opens tests/fixtures/<name>'s
+ * config and weights on backend (clf_test_open_backend) and makes the model (no trainer). */
 typedef struct clf_test_model {
     clf_config cfg;
     clf_weights *w;
     const clf_backend_api *api;
     clf_backend *be;
     clf_model *m;
+    clf_trainer *t; /* clf_test_trainer_start's, or NULL */
 } clf_test_model;
 void clf_test_model_open(clf_test_model *t, const char *backend, const char *name);
 void clf_test_model_close(clf_test_model *t);
+/* The model of tr's cfg and w on its open backend, and the model's trainer (dropout as
+ * clf_trainer_create's), failing the test on error. */
+void clf_test_trainer_start(clf_test_model *tr, int dropout);
+/* Frees the trainer and the model of clf_test_trainer_start (the backend and w stay). */
+void clf_test_trainer_stop(clf_test_model *tr);
 
 /* The PyTorch fixture variants (tests/reference/make_fixtures.py): the names of the
  * directories of CLF_FIXTURES_DIR that hold an io.safetensors, at most max of them, into
