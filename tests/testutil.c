@@ -370,6 +370,15 @@ void clf_test_load_model(const char *dir, clf_config *cfg, clf_weights **w)
     CLF_ASSERT_OK(clf_weights_load(path, &cfg->model, w));
 }
 
+void clf_test_assert_decodes(const clf_tokenizer *tok, const int32_t *ids, int n, int skip_specials,
+                             const char *want)
+{
+    char *got;
+    CLF_ASSERT_OK(clf_tokenizer_decode(tok, ids, n, skip_specials, &got));
+    ck_assert_str_eq(got, want);
+    free(got);
+}
+
 void clf_test_model_open(clf_test_model *t, const char *backend, const char *name)
 {
     char path[1024];

@@ -10,6 +10,7 @@
 #include "clformer/config.h"
 #include "clformer/model.h"
 #include "clformer/ops.h"
+#include "clformer/tokenizer.h"
 #include "clformer/train.h"
 #include "clformer/weights.h"
 
@@ -140,6 +141,10 @@ void clf_test_write_reversal_corpus(const char *path, int n, unsigned seed);
 /* A sparse file of size bytes starting with text (the rest reads as zeros, occupying no
  * disk): a file "larger than the limit" for a reader that checks the size before reading. */
 void clf_test_write_sparse(const char *path, const char *text, uint64_t size);
+
+/* Fails unless tok decodes the n ids (skip_specials as clf_tokenizer_decode's) to want. */
+void clf_test_assert_decodes(const clf_tokenizer *tok, const int32_t *ids, int n, int skip_specials,
+                             const char *want);
 
 /* Loads the config dir/model.yaml into cfg and the weights dir/weights.safetensors for its
  * model into w, failing the test on error. */
