@@ -182,6 +182,14 @@ void clf_test_trainer_start(clf_test_model *tr, int dropout);
 /* Frees the trainer and the model of clf_test_trainer_start (the backend and w stay). */
 void clf_test_trainer_stop(clf_test_model *tr);
 
+/* A small model of the loop tests of test_model_lookup and test_model_release: its layers
+ * per stack, tie_embeddings and attention_bias. */
+typedef struct clf_test_variant {
+    int layers;
+    const char *tie;
+    int bias;
+} clf_test_variant;
+
 /* The PyTorch fixture variants (tests/reference/make_fixtures.py): the names of the
  * directories of CLF_FIXTURES_DIR that hold an io.safetensors, at most max of them, into
  * names; returns how many (0 when the directory cannot be read). */
