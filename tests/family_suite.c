@@ -48,12 +48,8 @@ typedef struct ref {
 
 static void ref_open(ref *r)
 {
-    int64_t shape[8];
-    CLF_ASSERT_OK(clf_safetensors_open(FIX("reference.safetensors"), &r->f));
-    r->src = clf_test_ref_ints(r->f, "src", shape);
-    r->N = (int)shape[0];
-    r->S = (int)shape[1];
-    r->src_len = clf_test_ref_ints(r->f, "src_len", NULL);
+    r->f =
+        clf_test_ref_open(FIX("reference.safetensors"), "src", &r->src, &r->src_len, &r->N, &r->S);
     r->max_length = atoi(clf_safetensors_meta(r->f, "max_length"));
     r->num_beams = atoi(clf_safetensors_meta(r->f, "num_beams"));
     r->length_penalty = (float)atof(clf_safetensors_meta(r->f, "length_penalty"));
@@ -72,9 +68,7 @@ static void ref_open(ref *r)
 
 static void ref_close(ref *r)
 {
-    free(r->src);
-    free(r->src_len);
-    clf_safetensors_close(r->f);
+    clf_test_ref_close(r->f, r->src, r->src_len);
 }
 
 const char *clf_test_family_file(const char *name, char *buf, size_t size)
