@@ -531,25 +531,55 @@ static int in_file_order(const plan *p, size_t n)
     return 1;
 }
 
-static clf_dataset *random_dataset(clf_tokenizer **st, clf_tokenizer **tt)
+/* The random corpus of N_PAIRS pairs in a fresh temporary directory, its vocabularies and
+ * the dataset loaded from it; random_close frees them and removes the directory. */
+typedef struct random_set {
+    clf_tokenizer *st, *tt;
+    clf_dataset *d;
+} random_set;
+
+static void random_open(random_set *r)
 {
     static int src_words[N_PAIRS], tgt_words[N_PAIRS];
+    clf_test_make_tmpdir("clf-data");
     write_random_corpus(clf_test_tmp_path("r.tsv"), src_words, tgt_words);
-    vocabs_of(clf_test_tmp_path("r.tsv"), NULL, st, tt);
-    clf_dataset *d = load(clf_test_tmp_path("r.tsv"), NULL, *st, *tt, 0);
-    ck_assert_uint_eq(clf_dataset_size(d), N_PAIRS);
-    return d;
+    vocabs_of(clf_test_tmp_path("r.tsv"), NULL, &r->st, &r->tt);
+    r->d = load(clf_test_tmp_path("r.tsv"), NULL, r->st, r->tt, 0);
+    ck_assert_uint_eq(clf_dataset_size(r->d), N_PAIRS);
+}
+
+static void random_close(random_set *r)
+{
+    clf_dataset_free(r->d);
+    clf_tokenizer_free(r->st);
+    clf_tokenizer_free(r->tt);
+    clf_test_remove_tmpdir();
+}
+
+/* A batcher made afresh over d (clf_batcher_create's batch_size, batch_tokens, shuffle and
+ * seed) and planned for epoch (when not 0) must plan want. */
+static void assert_plans_again(const clf_dataset *d, int batch_size, int batch_tokens, int shuffle,
+                               uint64_t seed, int epoch, const plan *want)
+{
+    static plan got;
+    clf_batcher *b;
+    CLF_ASSERT_OK(clf_batcher_create(d, batch_size, batch_tokens, shuffle, seed, &b));
+    if (epoch != 0)
+        CLF_ASSERT_OK(clf_batcher_plan_epoch(b, epoch));
+    read_plan(b, d, &got);
+    ck_assert(same_plan(want, &got));
+    clf_batcher_free(b);
 }
 
 /* The model's default keys over built vocabularies frame exactly as the vocabularies alone:
  * every batch of both modes, shuffled, is the same array for array. */
 START_TEST(test_default_keys_give_todays_batches)
 {
-    clf_test_make_tmpdir("clf-data");
-    clf_tokenizer *st, *tt;
-    clf_dataset *d = random_dataset(&st, &tt), *dm = NULL;
-    clf_framing f = model_framing("pad_id: 1", st, tt);
-    clf_dataset_opts o = {clf_test_tmp_path("r.tsv"), NULL, st, tt, 0};
+    random_set r;
+    random_open(&r);
+    clf_dataset *d = r.d, *dm = NULL;
+    clf_framing f = model_framing("pad_id: 1", r.st, r.tt);
+    clf_dataset_opts o = {clf_test_tmp_path("r.tsv"), NULL, r.st, r.tt, 0};
     CLF_ASSERT_OK(clf_dataset_load_framed(&o, &f, &dm));
     for (int mode = 0; mode < 2; mode++) {
         clf_batcher *b, *bm;
@@ -576,20 +606,17 @@ START_TEST(test_default_keys_give_todays_batches)
         clf_batcher_free(b);
         clf_batcher_free(bm);
     }
-    clf_dataset_free(d);
     clf_dataset_free(dm);
-    clf_tokenizer_free(st);
-    clf_tokenizer_free(tt);
-    clf_test_remove_tmpdir();
+    random_close(&r);
 }
 END_TEST
 
 START_TEST(test_batch_size_mode)
 {
-    clf_test_make_tmpdir("clf-data");
-    clf_tokenizer *st, *tt;
-    clf_dataset *d = random_dataset(&st, &tt);
-    static plan p0, p0b, p1, q0, again;
+    random_set r;
+    random_open(&r);
+    const clf_dataset *d = r.d;
+    static plan p0, p1, q0, again;
     clf_batcher *b, *b2;
 
     /* shuffled: 32 per batch, the last 300 - 9 * 32 = 12 */
@@ -603,9 +630,7 @@ START_TEST(test_batch_size_mode)
     ck_assert(!in_file_order(&p0, N_PAIRS));
     ck_assert_uint_eq(clf_batcher_oversized(b), 0);
     /* another batcher, same seed: the same epoch 0; epoch 1 differs; back to 0 = same */
-    CLF_ASSERT_OK(clf_batcher_create(d, 32, 0, 1, 7, &b2));
-    read_plan(b2, d, &p0b);
-    ck_assert(same_plan(&p0, &p0b));
+    assert_plans_again(d, 32, 0, 1, 7, 0, &p0);
     CLF_ASSERT_OK(clf_batcher_plan_epoch(b, 1));
     ck_assert_int_eq(clf_batcher_epoch(b), 1);
     read_plan(b, d, &p1);
@@ -615,12 +640,7 @@ START_TEST(test_batch_size_mode)
     read_plan(b, d, &again);
     ck_assert(same_plan(&p0, &again));
     /* a resumed run planning epoch 1 first sees what the long run saw */
-    clf_batcher_free(b2);
-    CLF_ASSERT_OK(clf_batcher_create(d, 32, 0, 1, 7, &b2));
-    CLF_ASSERT_OK(clf_batcher_plan_epoch(b2, 1));
-    read_plan(b2, d, &again);
-    ck_assert(same_plan(&p1, &again));
-    clf_batcher_free(b2);
+    assert_plans_again(d, 32, 0, 1, 7, 1, &p1);
     /* another seed, another plan */
     CLF_ASSERT_OK(clf_batcher_create(d, 32, 0, 1, 8, &b2));
     read_plan(b2, d, &q0);
@@ -644,11 +664,7 @@ START_TEST(test_batch_size_mode)
     ck_assert_int_eq(p0.count, 1);
     ck_assert_int_eq(p0.sizes[0], N_PAIRS);
     clf_batcher_free(b);
-
-    clf_dataset_free(d);
-    clf_tokenizer_free(st);
-    clf_tokenizer_free(tt);
-    clf_test_remove_tmpdir();
+    random_close(&r);
 }
 END_TEST
 
@@ -673,21 +689,18 @@ static size_t check_budget(const clf_batcher *b, int budget)
 
 START_TEST(test_token_mode)
 {
-    clf_test_make_tmpdir("clf-data");
-    clf_tokenizer *st, *tt;
-    clf_dataset *d = random_dataset(&st, &tt);
-    static plan p0, p0b, p1, f0, again;
-    clf_batcher *b, *b2;
+    random_set r;
+    random_open(&r);
+    const clf_dataset *d = r.d;
+    static plan p0, p1, f0, again;
+    clf_batcher *b;
     const int budget = 256;
 
     CLF_ASSERT_OK(clf_batcher_create(d, 1, budget, 1, 3, &b));
     read_plan(b, d, &p0);
     ck_assert_uint_eq(check_budget(b, budget), 0);
     ck_assert_uint_eq(clf_batcher_oversized(b), 0);
-    CLF_ASSERT_OK(clf_batcher_create(d, 1, budget, 1, 3, &b2));
-    read_plan(b2, d, &p0b);
-    ck_assert(same_plan(&p0, &p0b));
-    clf_batcher_free(b2);
+    assert_plans_again(d, 1, budget, 1, 3, 0, &p0);
     CLF_ASSERT_OK(clf_batcher_plan_epoch(b, 1));
     read_plan(b, d, &p1);
     ck_assert_uint_eq(check_budget(b, budget), 0);
@@ -739,10 +752,7 @@ START_TEST(test_token_mode)
         ck_assert_uint_eq(check_budget(b, 24), longer);
         clf_batcher_free(b);
     }
-    clf_dataset_free(d);
-    clf_tokenizer_free(st);
-    clf_tokenizer_free(tt);
-    clf_test_remove_tmpdir();
+    random_close(&r);
 }
 END_TEST
 
