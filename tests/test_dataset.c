@@ -224,6 +224,22 @@ END_TEST
 
 /* ---- framing ---- */
 
+/* bt is the batch of the pairs "a b c / x y", "a / x y z w", "b c / z" (ids of a b c x y z
+ * w), framed [S] x [E] on the source, start y on the decoder's input and y [E] as the labels,
+ * padded with P. */
+static void assert_framing_batch(const clf_batch *bt, const int32_t id[7], int32_t S, int32_t E,
+                                 int32_t P, int32_t start)
+{
+    const int32_t a = id[0], b = id[1], c = id[2], x = id[3], y = id[4], z = id[5], w = id[6];
+    const int32_t D = start;
+    const int32_t src[3][5] = {{S, a, b, c, E}, {S, a, E, P, P}, {S, b, c, E, P}};
+    const int32_t tgt_in[3][5] = {{D, x, y, P, P}, {D, x, y, z, w}, {D, z, P, P, P}};
+    const int32_t labels[3][5] = {{x, y, E, P, P}, {x, y, z, w, E}, {z, E, P, P, P}};
+    assert_batch(bt, &src[0][0], 15, &tgt_in[0][0], &labels[0][0], 15);
+    ck_assert_int_eq(bt->src_tokens, 5 + 3 + 4);
+    ck_assert_int_eq(bt->tgt_tokens, 3 + 5 + 2);
+}
+
 START_TEST(test_framing_and_padding)
 {
     clf_test_make_tmpdir("clf-data");
@@ -241,14 +257,9 @@ START_TEST(test_framing_and_padding)
     ck_assert_int_eq(bt.tgt_len, 5); /* [SOS] x y z w  /  x y z w [EOS] */
     /* a built vocabulary: [UNK]=0 [PAD]=1 [SOS]=2 [EOS]=3 */
     const int32_t P = 1, S = 2, E = 3;
-    int32_t a = id_of(st, "a"), b_ = id_of(st, "b"), c = id_of(st, "c");
-    int32_t x = id_of(tt, "x"), y = id_of(tt, "y"), z = id_of(tt, "z"), w = id_of(tt, "w");
-    const int32_t src[3][5] = {{S, a, b_, c, E}, {S, a, E, P, P}, {S, b_, c, E, P}};
-    const int32_t tgt_in[3][5] = {{S, x, y, P, P}, {S, x, y, z, w}, {S, z, P, P, P}};
-    const int32_t labels[3][5] = {{x, y, E, P, P}, {x, y, z, w, E}, {z, E, P, P, P}};
-    assert_batch(&bt, &src[0][0], 15, &tgt_in[0][0], &labels[0][0], 15);
-    ck_assert_int_eq(bt.src_tokens, 5 + 3 + 4);
-    ck_assert_int_eq(bt.tgt_tokens, 3 + 5 + 2);
+    const int32_t ids[7] = {id_of(st, "a"), id_of(st, "b"), id_of(st, "c"), id_of(tt, "x"),
+                            id_of(tt, "y"), id_of(tt, "z"), id_of(tt, "w")};
+    assert_framing_batch(&bt, ids, S, E, P, S);
     for (int i = 0; i < 3; i++)
         ck_assert_uint_eq(bt.index[i], (size_t)i);
     clf_batch_free(&bt);
@@ -263,8 +274,9 @@ START_TEST(test_framing_and_padding)
     ck_assert_int_eq(bt.batch, 1);
     ck_assert_int_eq(bt.src_len, 4);
     ck_assert_int_eq(bt.tgt_len, 2);
-    assert_ids(bt.src, src[2], 4, "src");
-    assert_ids(bt.labels, labels[2], 2, "labels");
+    const int32_t src2[4] = {S, ids[1], ids[2], E}, labels2[2] = {ids[5], E};
+    assert_ids(bt.src, src2, 4, "src");
+    assert_ids(bt.labels, labels2, 2, "labels");
     clf_batch_free(&bt);
     clf_batcher_free(b);
     clf_dataset_free(d);
@@ -373,15 +385,7 @@ START_TEST(test_framing_from_model_keys)
 
     /* decoder_start_id 11, pad_id 0: the source keeps [SOS] x [EOS] */
     framed_batch("decoder_start_id: 11, pad_id: 0", tok, 0, &bt, &skipped);
-    {
-        const int32_t P = 0, D = 11;
-        const int32_t src[3][5] = {{S, a, b, c, E}, {S, a, E, P, P}, {S, b, c, E, P}};
-        const int32_t tgt_in[3][5] = {{D, x, y, P, P}, {D, x, y, z, w}, {D, z, P, P, P}};
-        const int32_t labels[3][5] = {{x, y, E, P, P}, {x, y, z, w, E}, {z, E, P, P, P}};
-        assert_batch(&bt, &src[0][0], 15, &tgt_in[0][0], &labels[0][0], 15);
-        ck_assert_int_eq(bt.src_tokens, 5 + 3 + 4);
-        ck_assert_int_eq(bt.tgt_tokens, 3 + 5 + 2);
-    }
+    assert_framing_batch(&bt, (const int32_t[7]){a, b, c, x, y, z, w}, S, E, 0, 11);
     clf_batch_free(&bt);
 
     /* Marian's: src x </s>, tgt_in <pad> y, labels y </s> (eos 11, start = pad = 10) */
@@ -814,6 +818,18 @@ START_TEST(test_bad_lines)
 }
 END_TEST
 
+/* clf_dataset_load of o must fail with CLF_ERR_INPUT and the message want: the whole
+ * message, or (part) a part of it. */
+static void assert_load_refused(clf_dataset_opts o, const char *want, int part)
+{
+    clf_dataset *d;
+    ck_assert_int_eq(clf_dataset_load(&o, &d), CLF_ERR_INPUT);
+    if (part)
+        ck_assert_ptr_nonnull(strstr(clf_last_error(), want));
+    else
+        ck_assert_str_eq(clf_last_error(), want);
+}
+
 START_TEST(test_file_errors)
 {
     clf_test_make_tmpdir("clf-data");
@@ -886,32 +902,17 @@ START_TEST(test_file_errors)
     /* nothing left to train on */
     const char *tsv = clf_test_tmp_path("none.tsv");
     clf_test_write_text(tsv, "a b c\tx\n\t\n");
-    o = (clf_dataset_opts){tsv, "", st, tt, 4};
-    ck_assert_int_eq(clf_dataset_load(&o, &d), CLF_ERR_INPUT);
     snprintf(want, sizeof want,
              "%s: no sentence pairs to use (2 lines: 1 longer than max_len 4, 1 with an empty "
              "side)",
              tsv);
-    ck_assert_str_eq(clf_last_error(), want);
+    assert_load_refused((clf_dataset_opts){tsv, "", st, tt, 4}, want, 0);
     clf_test_write_text(tsv, "");
-    o.max_len = 0;
-    ck_assert_int_eq(clf_dataset_load(&o, &d), CLF_ERR_INPUT);
-    ck_assert_ptr_nonnull(strstr(clf_last_error(), "no sentence pairs to use (0 lines"));
+    assert_load_refused((clf_dataset_opts){tsv, "", st, tt, 0}, "no sentence pairs to use (0 lines",
+                        1);
 
-    /* options */
+    /* options, and a vocabulary without the framing specials */
     clf_test_write_text(tsv, "a\tx\n");
-    o = (clf_dataset_opts){tsv, NULL, st, tt, 1};
-    ck_assert_int_eq(clf_dataset_load(&o, &d), CLF_ERR_INPUT);
-    ck_assert_str_eq(clf_last_error(), "dataset load: max_len 1 cannot hold [SOS] [EOS] (use >= "
-                                       "2, or 0 for no limit)");
-    o = (clf_dataset_opts){tsv, NULL, st, NULL, 0};
-    ck_assert_int_eq(clf_dataset_load(&o, &d), CLF_ERR_INPUT);
-    ck_assert_str_eq(clf_last_error(), "dataset: no target tokenizer given");
-    o = (clf_dataset_opts){NULL, NULL, st, tt, 0};
-    ck_assert_int_eq(clf_dataset_load(&o, &d), CLF_ERR_INPUT);
-    ck_assert_str_eq(clf_last_error(), "dataset: no data file given");
-
-    /* a vocabulary without the framing specials */
     clf_test_write_text(
         clf_test_tmp_path("nosos.json"),
         "{\"model\": {\"type\": \"WordLevel\", \"vocab\": {\"[UNK]\": 0, \"[PAD]\": 1, "
@@ -919,13 +920,23 @@ START_TEST(test_file_errors)
         "{\"type\": \"Whitespace\"}}");
     clf_tokenizer *nosos;
     CLF_ASSERT_OK(clf_tokenizer_load(clf_test_tmp_path("nosos.json"), &nosos));
-    o = (clf_dataset_opts){tsv, NULL, st, nosos, 0};
-    ck_assert_int_eq(clf_dataset_load(&o, &d), CLF_ERR_INPUT);
-    ck_assert_str_eq(clf_last_error(), "dataset: the target vocabulary has no [SOS] token "
-                                       "(needed to frame and pad the pairs)");
-    o = (clf_dataset_opts){tsv, NULL, nosos, tt, 0};
-    ck_assert_int_eq(clf_dataset_load(&o, &d), CLF_ERR_INPUT);
-    ck_assert_ptr_nonnull(strstr(clf_last_error(), "the source vocabulary has no [SOS]"));
+    const struct {
+        clf_dataset_opts o;
+        const char *want;
+        int part;
+    } refusals[] = {
+        {{tsv, NULL, st, tt, 1},
+         "dataset load: max_len 1 cannot hold [SOS] [EOS] (use >= 2, or 0 for no limit)",
+         0},
+        {{tsv, NULL, st, NULL, 0}, "dataset: no target tokenizer given", 0},
+        {{NULL, NULL, st, tt, 0}, "dataset: no data file given", 0},
+        {{tsv, NULL, st, nosos, 0},
+         "dataset: the target vocabulary has no [SOS] token (needed to frame and pad the pairs)",
+         0},
+        {{tsv, NULL, nosos, tt, 0}, "the source vocabulary has no [SOS]", 1},
+    };
+    for (size_t i = 0; i < sizeof refusals / sizeof refusals[0]; i++)
+        assert_load_refused(refusals[i].o, refusals[i].want, refusals[i].part);
     clf_tokenizer_free(nosos);
 
     /* batcher arguments */
