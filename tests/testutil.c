@@ -168,6 +168,18 @@ double *clf_test_to_double(const float *x, size_t n)
     return y;
 }
 
+double clf_test_ln_row(const double *x, int C, int style, double eps, double *mean)
+{
+    double m = 0, ss = 0;
+    for (int c = 0; c < C; c++)
+        m += x[c];
+    m /= C;
+    for (int c = 0; c < C; c++)
+        ss += (x[c] - m) * (x[c] - m);
+    *mean = m;
+    return style == CLF_LN_TUTORIAL ? sqrt(ss / (C - 1)) + eps : sqrt(ss / C + eps);
+}
+
 void clf_test_ref_gemm(const clf_gemm_args *g, int batch, const float *A, const float *B,
                        const float *bias, float *C)
 {

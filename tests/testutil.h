@@ -20,6 +20,11 @@ double clf_test_rel_err(const float *got, const float *want, size_t n);
 /* max|a-b| */
 double clf_test_max_abs_err(const float *got, const float *want, size_t n);
 
+/* The layer norm of the row x[0..C) in double: its mean into *mean and, returned, its
+ * denominator as style says (CLF_LN_TUTORIAL: the standard deviation over C - 1, plus eps;
+ * otherwise sqrt(variance + eps)). */
+double clf_test_ln_row(const double *x, int C, int style, double eps, double *mean);
+
 /* The reference GEMM: C = alpha op(A) op(B) + beta C (C not read when beta is 0), + bias,
  * relu, in double, for each of batch matrices g->stride_* elements apart; the host arrays
  * A, B, bias and C hold the operands at g's offsets (bytes). */
