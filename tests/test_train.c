@@ -102,9 +102,7 @@ static void train_fixture_close(train_fixture *f)
     trainer_close(&f->tr);
     clf_safetensors_close(f->batch);
     clf_safetensors_close(f->expected);
-    free(f->src);
-    free(f->tgt);
-    free(f->labels);
+    free(f->src), free(f->tgt), free(f->labels);
 }
 
 static float expected_scalar(const train_fixture *f, const char *name)
