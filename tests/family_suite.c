@@ -48,12 +48,8 @@ typedef struct ref {
 
 static void ref_open(ref *r)
 {
-    int64_t shape[8];
-    CLF_ASSERT_OK(clf_safetensors_open(FIX("reference.safetensors"), &r->f));
-    r->src = clf_test_ref_ints(r->f, "src", shape);
-    r->N = (int)shape[0];
-    r->S = (int)shape[1];
-    r->src_len = clf_test_ref_ints(r->f, "src_len", NULL);
+    r->f =
+        clf_test_ref_open(FIX("reference.safetensors"), "src", &r->src, &r->src_len, &r->N, &r->S);
     r->max_length = atoi(clf_safetensors_meta(r->f, "max_length"));
     r->num_beams = atoi(clf_safetensors_meta(r->f, "num_beams"));
     r->length_penalty = (float)atof(clf_safetensors_meta(r->f, "length_penalty"));
@@ -72,9 +68,7 @@ static void ref_open(ref *r)
 
 static void ref_close(ref *r)
 {
-    free(r->src);
-    free(r->src_len);
-    clf_safetensors_close(r->f);
+    clf_test_ref_close(r->f, r->src, r->src_len);
 }
 
 const char *clf_test_family_file(const char *name, char *buf, size_t size)
@@ -537,17 +531,16 @@ START_TEST(cli_refusals)
 }
 END_TEST
 
+/* The tests every family suite runs on each backend. */
 static void add_tests(TCase *tc)
 {
-    tcase_add_test(tc, logits_match_transformers);
-    tcase_add_test(tc, weight_types_match_transformers);
-    tcase_add_loop_test(tc, greedy_matches_generate, 0, N_TARGETS);
-    tcase_add_loop_test(tc, stream_matches_generate, 0, N_TARGETS);
-    tcase_add_loop_test(tc, beam4_matches_generate, 0, N_TARGETS);
-    tcase_add_loop_test(tc, beam4_early_stopping_matches_generate, 0, N_TARGETS);
-    tcase_add_test(tc, translate_cli_greedy_text);
-    tcase_add_test(tc, translate_cli_model_defaults);
-    tcase_add_test(tc, translate_cli_beam_text);
+    const clf_test_item tests[] = {
+        {logits_match_transformers, 0},       {weight_types_match_transformers, 0},
+        {greedy_matches_generate, N_TARGETS}, {stream_matches_generate, N_TARGETS},
+        {beam4_matches_generate, N_TARGETS},  {beam4_early_stopping_matches_generate, N_TARGETS},
+        {translate_cli_greedy_text, 0},       {translate_cli_model_defaults, 0},
+        {translate_cli_beam_text, 0}};
+    clf_test_add_items(tc, tests, CLF_LOOPS(tests));
 }
 
 static void cpu_only(TCase *tc)

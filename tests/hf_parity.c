@@ -19,6 +19,26 @@ int32_t *clf_test_ref_ints(clf_safetensors *f, const char *name, int64_t *shape)
     return v;
 }
 
+clf_safetensors *clf_test_ref_open(const char *path, const char *src_name, int32_t **src,
+                                   int32_t **src_len, int *N, int *S)
+{
+    clf_safetensors *f;
+    int64_t shape[8];
+    CLF_ASSERT_OK(clf_safetensors_open(path, &f));
+    *src = clf_test_ref_ints(f, src_name, shape);
+    *N = (int)shape[0];
+    *S = (int)shape[1];
+    *src_len = clf_test_ref_ints(f, "src_len", NULL);
+    return f;
+}
+
+void clf_test_ref_close(clf_safetensors *f, int32_t *src, int32_t *src_len)
+{
+    free(src);
+    free(src_len);
+    clf_safetensors_close(f);
+}
+
 void clf_test_loaded_open(clf_test_loaded *l, const char *dir)
 {
     l->dir = dir;

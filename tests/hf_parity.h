@@ -17,6 +17,14 @@
  * shape, when not NULL, gets its shape. */
 int32_t *clf_test_ref_ints(clf_safetensors *f, const char *name, int64_t *shape);
 
+/* Opens the reference file at path (asserted to open) and reads its source batch: the I32
+ * tensor src_name [N, S] into *src and src_len [N] into *src_len (clf_test_ref_close frees
+ * them). */
+clf_safetensors *clf_test_ref_open(const char *path, const char *src_name, int32_t **src,
+                                   int32_t **src_len, int *N, int *S);
+/* Frees the source batch of clf_test_ref_open and closes f. */
+void clf_test_ref_close(clf_safetensors *f, int32_t *src, int32_t *src_len);
+
 /* An imported model directory loaded on the suite's backend (clf_test_api, clf_test_be). */
 typedef struct clf_test_loaded {
     const char *dir;

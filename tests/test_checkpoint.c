@@ -38,12 +38,7 @@ static const char *const hashed_keys[] = {"format", "step",      "micro",       
 #define N_HASHED ((int)(sizeof hashed_keys / sizeof hashed_keys[0]))
 
 typedef struct fixture {
-    clf_config cfg;
-    clf_weights *w;
-    const clf_backend_api *api;
-    clf_backend *be;
-    clf_model *m;
-    clf_trainer *t;
+    clf_test_model tr;
     char saved[512]; /* the trainer's checkpoint at step 20 */
 } fixture;
 
@@ -52,22 +47,21 @@ static fixture fx;
 static void setup(void)
 {
     clf_test_make_tmpdir("clf-checkpoint");
-    CLF_ASSERT_OK(clf_config_parse_string(tiny_yaml, "tiny.yaml", &fx.cfg));
-    CLF_ASSERT_OK(clf_weights_init(&fx.cfg.model, 1, &fx.w));
-    clf_test_open_backend("cpu", &fx.api, &fx.be);
-    CLF_ASSERT_OK(clf_model_create(&fx.cfg.model, fx.w, fx.api, fx.be, &fx.m));
-    CLF_ASSERT_OK(clf_trainer_create(fx.m, &fx.cfg.train, 0, &fx.t));
-    *clf_trainer_state(fx.t) = (clf_train_state){.step = 20, .micro = 40, .epoch = 1, .batch = 3};
+    CLF_ASSERT_OK(clf_config_parse_string(tiny_yaml, "tiny.yaml", &fx.tr.cfg));
+    CLF_ASSERT_OK(clf_weights_init(&fx.tr.cfg.model, 1, &fx.tr.w));
+    clf_test_open_backend("cpu", &fx.tr.api, &fx.tr.be);
+    clf_test_trainer_start(&fx.tr, 0);
+    *clf_trainer_state(fx.tr.t) =
+        (clf_train_state){.step = 20, .micro = 40, .epoch = 1, .batch = 3};
     snprintf(fx.saved, sizeof fx.saved, "%s", clf_test_tmp_path("saved.safetensors"));
-    CLF_ASSERT_OK(clf_trainer_save(fx.t, fx.saved, "# config\n"));
+    CLF_ASSERT_OK(clf_trainer_save(fx.tr.t, fx.saved, "# config\n"));
 }
 
 static void teardown(void)
 {
-    clf_trainer_free(fx.t);
-    clf_model_free(fx.m);
-    fx.api->close(fx.be);
-    clf_weights_free(fx.w);
+    clf_test_trainer_stop(&fx.tr);
+    fx.tr.api->close(fx.tr.be);
+    clf_weights_free(fx.tr.w);
     clf_test_remove_tmpdir();
 }
 
@@ -129,9 +123,9 @@ static const char *rewrite(const char *key, const char *value, int hash)
  * and the trainer's state as it was. */
 static void assert_refused(const char *path, ...)
 {
-    clf_train_state *s = clf_trainer_state(fx.t);
+    clf_train_state *s = clf_trainer_state(fx.tr.t);
     *s = (clf_train_state){.step = 5, .micro = 6, .epoch = 7, .batch = 8};
-    ck_assert_int_eq(clf_trainer_load(fx.t, path), CLF_ERR_INPUT);
+    ck_assert_int_eq(clf_trainer_load(fx.tr.t, path), CLF_ERR_INPUT);
     const char *err = clf_last_error();
     ck_assert_msg(strchr(err, '\n') == NULL, "error is not one line: %s", err);
     ck_assert_msg(strstr(err, path) != NULL, "error \"%s\" does not name %s", err, path);
@@ -156,9 +150,9 @@ START_TEST(test_saved_checkpoint_hash_rule)
     ck_assert_ptr_nonnull(clf_safetensors_meta(f, "checkpoint_fnv1a64"));
     ck_assert_str_eq(clf_safetensors_meta(f, "checkpoint_fnv1a64"), want);
     clf_safetensors_close(f);
-    *clf_trainer_state(fx.t) = (clf_train_state){0};
-    CLF_ASSERT_OK(clf_trainer_load(fx.t, fx.saved));
-    clf_train_state *s = clf_trainer_state(fx.t);
+    *clf_trainer_state(fx.tr.t) = (clf_train_state){0};
+    CLF_ASSERT_OK(clf_trainer_load(fx.tr.t, fx.saved));
+    clf_train_state *s = clf_trainer_state(fx.tr.t);
     ck_assert(s->step == 20 && s->micro == 40 && s->epoch == 1 && s->batch == 3);
 }
 END_TEST
@@ -214,8 +208,8 @@ START_TEST(test_counts_at_their_limits_load)
                 {"batch", "0"},
                 {"step", "0020"}};
     for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++) {
-        CLF_ASSERT_OK(clf_trainer_load(fx.t, rewrite(edge[i].key, edge[i].value, REHASH)));
-        const clf_train_state *s = clf_trainer_state(fx.t);
+        CLF_ASSERT_OK(clf_trainer_load(fx.tr.t, rewrite(edge[i].key, edge[i].value, REHASH)));
+        const clf_train_state *s = clf_trainer_state(fx.tr.t);
         const long long got[] = {s->step, s->micro, s->epoch, s->batch};
         const long long want = strtoll(edge[i].value, NULL, 10);
         int k = strcmp(edge[i].key, "step") == 0    ? 0
@@ -248,11 +242,11 @@ END_TEST
  * metadata is unchecked beyond the counts' ranges, so a changed step is taken as it is. */
 START_TEST(test_old_checkpoint_loads)
 {
-    CLF_ASSERT_OK(clf_trainer_load(fx.t, rewrite("checkpoint_fnv1a64", NULL, OLD_FORMAT)));
-    ck_assert_int_eq(clf_trainer_state(fx.t)->step, 20);
-    CLF_ASSERT_OK(clf_trainer_load(fx.t, rewrite("step", "30", OLD_FORMAT)));
-    ck_assert_int_eq(clf_trainer_state(fx.t)->step, 30);
-    ck_assert_int_eq(clf_trainer_state(fx.t)->micro, 40);
+    CLF_ASSERT_OK(clf_trainer_load(fx.tr.t, rewrite("checkpoint_fnv1a64", NULL, OLD_FORMAT)));
+    ck_assert_int_eq(clf_trainer_state(fx.tr.t)->step, 20);
+    CLF_ASSERT_OK(clf_trainer_load(fx.tr.t, rewrite("step", "30", OLD_FORMAT)));
+    ck_assert_int_eq(clf_trainer_state(fx.tr.t)->step, 30);
+    ck_assert_int_eq(clf_trainer_state(fx.tr.t)->micro, 40);
 }
 END_TEST
 
@@ -260,13 +254,13 @@ END_TEST
 START_TEST(test_save_refuses_state_out_of_range)
 {
     const char *path = clf_test_tmp_path("out-of-range.safetensors");
-    clf_train_state *s = clf_trainer_state(fx.t);
+    clf_train_state *s = clf_trainer_state(fx.tr.t);
     s->epoch = INT_MAX;
-    ck_assert_int_eq(clf_trainer_save(fx.t, path, NULL), CLF_ERR_INPUT);
+    ck_assert_int_eq(clf_trainer_save(fx.tr.t, path, NULL), CLF_ERR_INPUT);
     ck_assert_ptr_nonnull(strstr(clf_last_error(), "epoch is 2147483647, outside [0, 2147483646]"));
     s->epoch = 0;
     s->micro = -1;
-    ck_assert_int_eq(clf_trainer_save(fx.t, path, NULL), CLF_ERR_INPUT);
+    ck_assert_int_eq(clf_trainer_save(fx.tr.t, path, NULL), CLF_ERR_INPUT);
     ck_assert_ptr_nonnull(strstr(clf_last_error(), "micro is -1"));
     ck_assert_int_eq(clf_test_tmpdir_entries(), 1); /* saved.safetensors alone */
 }

@@ -140,39 +140,42 @@ START_TEST(test_forward_matches_fixture)
 }
 END_TEST
 
+/* The pre_tutorial fixture: its config, weights and batch */
+#define FX CLF_FIXTURES_DIR "/pre_tutorial"
+
+/* `clformer forward` of FX's config with the weights w and the input in (paths) into
+ * tmpdir/o, and the options extra; returns its exit status, its stderr in err. */
+static int run_forward(const char *w, const char *in, const char *extra, char *err, size_t size)
+{
+    char args[2048];
+    snprintf(args, sizeof args, "forward -c %s/model.yaml -w %s -i %s -o %s/o%s", FX, w, in, tmpdir,
+             extra);
+    return clf_test_run_cli(args, err, size);
+}
+
 START_TEST(test_forward_errors)
 {
     char err[4096], args[2048], w[256], in[256];
-    const char *fx = CLF_FIXTURES_DIR "/pre_tutorial";
     /* weights missing */
-    snprintf(args, sizeof args,
-             "forward -c %s/model.yaml -w %s/nope.safetensors -i %s/io.safetensors -o %s/o", fx,
-             tmpdir, fx, tmpdir);
-    ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 2);
+    snprintf(w, sizeof w, "%s/nope.safetensors", tmpdir);
+    ck_assert_int_eq(run_forward(w, FX "/io.safetensors", "", err, sizeof err), 2);
     assert_one_line_error(err);
     ck_assert_ptr_nonnull(strstr(err, "nope.safetensors"));
     /* weights of another architecture: the message names a tensor */
     snprintf(w, sizeof w, "%s/tiny.safetensors", tmpdir);
     snprintf(args, sizeof args, "init -c %s/tiny.yaml -o %s", CLF_CONFIGS_DIR, w);
     ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 0);
-    snprintf(args, sizeof args, "forward -c %s/model.yaml -w %s -i %s/io.safetensors -o %s/o", fx,
-             w, fx, tmpdir);
-    ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 2);
+    ck_assert_int_eq(run_forward(w, FX "/io.safetensors", "", err, sizeof err), 2);
     assert_one_line_error(err);
     ck_assert_msg(strstr(err, "tensor '"), "%s", err);
     /* the weights given as the input: no 'src' */
-    snprintf(args, sizeof args,
-             "forward -c %s/model.yaml -w %s/weights.safetensors -i %s/weights.safetensors "
-             "-o %s/o",
-             fx, fx, fx, tmpdir);
-    ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 2);
+    ck_assert_int_eq(
+        run_forward(FX "/weights.safetensors", FX "/weights.safetensors", "", err, sizeof err), 2);
     ck_assert_msg(strstr(err, "'src'"), "%s", err);
     /* an unknown backend is a backend failure: exit 3 */
-    snprintf(args, sizeof args,
-             "forward -c %s/model.yaml -w %s/weights.safetensors -i %s/io.safetensors -o %s/o "
-             "--backend nosuch",
-             fx, fx, fx, tmpdir);
-    ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 3);
+    ck_assert_int_eq(run_forward(FX "/weights.safetensors", FX "/io.safetensors",
+                                 " --backend nosuch", err, sizeof err),
+                     3);
     assert_one_line_error(err);
     /* ids outside the vocabulary */
     snprintf(in, sizeof in, "%s/badids.safetensors", tmpdir);
@@ -190,9 +193,7 @@ START_TEST(test_forward_errors)
                         .data = tgt,
                         .nbytes = sizeof tgt}};
     CLF_ASSERT_OK(clf_safetensors_write(in, t, 2, NULL, 0));
-    snprintf(args, sizeof args, "forward -c %s/model.yaml -w %s/weights.safetensors -i %s -o %s/o",
-             fx, fx, in, tmpdir);
-    ck_assert_int_eq(clf_test_run_cli(args, err, sizeof err), 2);
+    ck_assert_int_eq(run_forward(FX "/weights.safetensors", in, "", err, sizeof err), 2);
     ck_assert_msg(strstr(err, "999"), "%s", err);
     /* nothing was written for the failed runs */
     snprintf(args, sizeof args, "%s/o", tmpdir);

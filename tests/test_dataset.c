@@ -224,6 +224,22 @@ END_TEST
 
 /* ---- framing ---- */
 
+/* bt is the batch of the pairs "a b c / x y", "a / x y z w", "b c / z" (ids of a b c x y z
+ * w), framed [S] x [E] on the source, start y on the decoder's input and y [E] as the labels,
+ * padded with P. */
+static void assert_framing_batch(const clf_batch *bt, const int32_t id[7], int32_t S, int32_t E,
+                                 int32_t P, int32_t start)
+{
+    const int32_t a = id[0], b = id[1], c = id[2], x = id[3], y = id[4], z = id[5], w = id[6];
+    const int32_t D = start;
+    const int32_t src[3][5] = {{S, a, b, c, E}, {S, a, E, P, P}, {S, b, c, E, P}};
+    const int32_t tgt_in[3][5] = {{D, x, y, P, P}, {D, x, y, z, w}, {D, z, P, P, P}};
+    const int32_t labels[3][5] = {{x, y, E, P, P}, {x, y, z, w, E}, {z, E, P, P, P}};
+    assert_batch(bt, &src[0][0], 15, &tgt_in[0][0], &labels[0][0], 15);
+    ck_assert_int_eq(bt->src_tokens, 5 + 3 + 4);
+    ck_assert_int_eq(bt->tgt_tokens, 3 + 5 + 2);
+}
+
 START_TEST(test_framing_and_padding)
 {
     clf_test_make_tmpdir("clf-data");
@@ -241,14 +257,9 @@ START_TEST(test_framing_and_padding)
     ck_assert_int_eq(bt.tgt_len, 5); /* [SOS] x y z w  /  x y z w [EOS] */
     /* a built vocabulary: [UNK]=0 [PAD]=1 [SOS]=2 [EOS]=3 */
     const int32_t P = 1, S = 2, E = 3;
-    int32_t a = id_of(st, "a"), b_ = id_of(st, "b"), c = id_of(st, "c");
-    int32_t x = id_of(tt, "x"), y = id_of(tt, "y"), z = id_of(tt, "z"), w = id_of(tt, "w");
-    const int32_t src[3][5] = {{S, a, b_, c, E}, {S, a, E, P, P}, {S, b_, c, E, P}};
-    const int32_t tgt_in[3][5] = {{S, x, y, P, P}, {S, x, y, z, w}, {S, z, P, P, P}};
-    const int32_t labels[3][5] = {{x, y, E, P, P}, {x, y, z, w, E}, {z, E, P, P, P}};
-    assert_batch(&bt, &src[0][0], 15, &tgt_in[0][0], &labels[0][0], 15);
-    ck_assert_int_eq(bt.src_tokens, 5 + 3 + 4);
-    ck_assert_int_eq(bt.tgt_tokens, 3 + 5 + 2);
+    const int32_t ids[7] = {id_of(st, "a"), id_of(st, "b"), id_of(st, "c"), id_of(tt, "x"),
+                            id_of(tt, "y"), id_of(tt, "z"), id_of(tt, "w")};
+    assert_framing_batch(&bt, ids, S, E, P, S);
     for (int i = 0; i < 3; i++)
         ck_assert_uint_eq(bt.index[i], (size_t)i);
     clf_batch_free(&bt);
@@ -263,8 +274,9 @@ START_TEST(test_framing_and_padding)
     ck_assert_int_eq(bt.batch, 1);
     ck_assert_int_eq(bt.src_len, 4);
     ck_assert_int_eq(bt.tgt_len, 2);
-    assert_ids(bt.src, src[2], 4, "src");
-    assert_ids(bt.labels, labels[2], 2, "labels");
+    const int32_t src2[4] = {S, ids[1], ids[2], E}, labels2[2] = {ids[5], E};
+    assert_ids(bt.src, src2, 4, "src");
+    assert_ids(bt.labels, labels2, 2, "labels");
     clf_batch_free(&bt);
     clf_batcher_free(b);
     clf_dataset_free(d);
@@ -373,15 +385,7 @@ START_TEST(test_framing_from_model_keys)
 
     /* decoder_start_id 11, pad_id 0: the source keeps [SOS] x [EOS] */
     framed_batch("decoder_start_id: 11, pad_id: 0", tok, 0, &bt, &skipped);
-    {
-        const int32_t P = 0, D = 11;
-        const int32_t src[3][5] = {{S, a, b, c, E}, {S, a, E, P, P}, {S, b, c, E, P}};
-        const int32_t tgt_in[3][5] = {{D, x, y, P, P}, {D, x, y, z, w}, {D, z, P, P, P}};
-        const int32_t labels[3][5] = {{x, y, E, P, P}, {x, y, z, w, E}, {z, E, P, P, P}};
-        assert_batch(&bt, &src[0][0], 15, &tgt_in[0][0], &labels[0][0], 15);
-        ck_assert_int_eq(bt.src_tokens, 5 + 3 + 4);
-        ck_assert_int_eq(bt.tgt_tokens, 3 + 5 + 2);
-    }
+    assert_framing_batch(&bt, (const int32_t[7]){a, b, c, x, y, z, w}, S, E, 0, 11);
     clf_batch_free(&bt);
 
     /* Marian's: src x </s>, tgt_in <pad> y, labels y </s> (eos 11, start = pad = 10) */
@@ -531,25 +535,55 @@ static int in_file_order(const plan *p, size_t n)
     return 1;
 }
 
-static clf_dataset *random_dataset(clf_tokenizer **st, clf_tokenizer **tt)
+/* The random corpus of N_PAIRS pairs in a fresh temporary directory, its vocabularies and
+ * the dataset loaded from it; random_close frees them and removes the directory. */
+typedef struct random_set {
+    clf_tokenizer *st, *tt;
+    clf_dataset *d;
+} random_set;
+
+static void random_open(random_set *r)
 {
     static int src_words[N_PAIRS], tgt_words[N_PAIRS];
+    clf_test_make_tmpdir("clf-data");
     write_random_corpus(clf_test_tmp_path("r.tsv"), src_words, tgt_words);
-    vocabs_of(clf_test_tmp_path("r.tsv"), NULL, st, tt);
-    clf_dataset *d = load(clf_test_tmp_path("r.tsv"), NULL, *st, *tt, 0);
-    ck_assert_uint_eq(clf_dataset_size(d), N_PAIRS);
-    return d;
+    vocabs_of(clf_test_tmp_path("r.tsv"), NULL, &r->st, &r->tt);
+    r->d = load(clf_test_tmp_path("r.tsv"), NULL, r->st, r->tt, 0);
+    ck_assert_uint_eq(clf_dataset_size(r->d), N_PAIRS);
+}
+
+static void random_close(random_set *r)
+{
+    clf_dataset_free(r->d);
+    clf_tokenizer_free(r->st);
+    clf_tokenizer_free(r->tt);
+    clf_test_remove_tmpdir();
+}
+
+/* A batcher made afresh over d (clf_batcher_create's batch_size, batch_tokens, shuffle and
+ * seed) and planned for epoch (when not 0) must plan want. */
+static void assert_plans_again(const clf_dataset *d, int batch_size, int batch_tokens, int shuffle,
+                               uint64_t seed, int epoch, const plan *want)
+{
+    static plan got;
+    clf_batcher *b;
+    CLF_ASSERT_OK(clf_batcher_create(d, batch_size, batch_tokens, shuffle, seed, &b));
+    if (epoch != 0)
+        CLF_ASSERT_OK(clf_batcher_plan_epoch(b, epoch));
+    read_plan(b, d, &got);
+    ck_assert(same_plan(want, &got));
+    clf_batcher_free(b);
 }
 
 /* The model's default keys over built vocabularies frame exactly as the vocabularies alone:
  * every batch of both modes, shuffled, is the same array for array. */
 START_TEST(test_default_keys_give_todays_batches)
 {
-    clf_test_make_tmpdir("clf-data");
-    clf_tokenizer *st, *tt;
-    clf_dataset *d = random_dataset(&st, &tt), *dm = NULL;
-    clf_framing f = model_framing("pad_id: 1", st, tt);
-    clf_dataset_opts o = {clf_test_tmp_path("r.tsv"), NULL, st, tt, 0};
+    random_set r;
+    random_open(&r);
+    clf_dataset *d = r.d, *dm = NULL;
+    clf_framing f = model_framing("pad_id: 1", r.st, r.tt);
+    clf_dataset_opts o = {clf_test_tmp_path("r.tsv"), NULL, r.st, r.tt, 0};
     CLF_ASSERT_OK(clf_dataset_load_framed(&o, &f, &dm));
     for (int mode = 0; mode < 2; mode++) {
         clf_batcher *b, *bm;
@@ -576,20 +610,17 @@ START_TEST(test_default_keys_give_todays_batches)
         clf_batcher_free(b);
         clf_batcher_free(bm);
     }
-    clf_dataset_free(d);
     clf_dataset_free(dm);
-    clf_tokenizer_free(st);
-    clf_tokenizer_free(tt);
-    clf_test_remove_tmpdir();
+    random_close(&r);
 }
 END_TEST
 
 START_TEST(test_batch_size_mode)
 {
-    clf_test_make_tmpdir("clf-data");
-    clf_tokenizer *st, *tt;
-    clf_dataset *d = random_dataset(&st, &tt);
-    static plan p0, p0b, p1, q0, again;
+    random_set r;
+    random_open(&r);
+    const clf_dataset *d = r.d;
+    static plan p0, p1, q0, again;
     clf_batcher *b, *b2;
 
     /* shuffled: 32 per batch, the last 300 - 9 * 32 = 12 */
@@ -603,9 +634,7 @@ START_TEST(test_batch_size_mode)
     ck_assert(!in_file_order(&p0, N_PAIRS));
     ck_assert_uint_eq(clf_batcher_oversized(b), 0);
     /* another batcher, same seed: the same epoch 0; epoch 1 differs; back to 0 = same */
-    CLF_ASSERT_OK(clf_batcher_create(d, 32, 0, 1, 7, &b2));
-    read_plan(b2, d, &p0b);
-    ck_assert(same_plan(&p0, &p0b));
+    assert_plans_again(d, 32, 0, 1, 7, 0, &p0);
     CLF_ASSERT_OK(clf_batcher_plan_epoch(b, 1));
     ck_assert_int_eq(clf_batcher_epoch(b), 1);
     read_plan(b, d, &p1);
@@ -615,12 +644,7 @@ START_TEST(test_batch_size_mode)
     read_plan(b, d, &again);
     ck_assert(same_plan(&p0, &again));
     /* a resumed run planning epoch 1 first sees what the long run saw */
-    clf_batcher_free(b2);
-    CLF_ASSERT_OK(clf_batcher_create(d, 32, 0, 1, 7, &b2));
-    CLF_ASSERT_OK(clf_batcher_plan_epoch(b2, 1));
-    read_plan(b2, d, &again);
-    ck_assert(same_plan(&p1, &again));
-    clf_batcher_free(b2);
+    assert_plans_again(d, 32, 0, 1, 7, 1, &p1);
     /* another seed, another plan */
     CLF_ASSERT_OK(clf_batcher_create(d, 32, 0, 1, 8, &b2));
     read_plan(b2, d, &q0);
@@ -644,11 +668,7 @@ START_TEST(test_batch_size_mode)
     ck_assert_int_eq(p0.count, 1);
     ck_assert_int_eq(p0.sizes[0], N_PAIRS);
     clf_batcher_free(b);
-
-    clf_dataset_free(d);
-    clf_tokenizer_free(st);
-    clf_tokenizer_free(tt);
-    clf_test_remove_tmpdir();
+    random_close(&r);
 }
 END_TEST
 
@@ -673,21 +693,18 @@ static size_t check_budget(const clf_batcher *b, int budget)
 
 START_TEST(test_token_mode)
 {
-    clf_test_make_tmpdir("clf-data");
-    clf_tokenizer *st, *tt;
-    clf_dataset *d = random_dataset(&st, &tt);
-    static plan p0, p0b, p1, f0, again;
-    clf_batcher *b, *b2;
+    random_set r;
+    random_open(&r);
+    const clf_dataset *d = r.d;
+    static plan p0, p1, f0, again;
+    clf_batcher *b;
     const int budget = 256;
 
     CLF_ASSERT_OK(clf_batcher_create(d, 1, budget, 1, 3, &b));
     read_plan(b, d, &p0);
     ck_assert_uint_eq(check_budget(b, budget), 0);
     ck_assert_uint_eq(clf_batcher_oversized(b), 0);
-    CLF_ASSERT_OK(clf_batcher_create(d, 1, budget, 1, 3, &b2));
-    read_plan(b2, d, &p0b);
-    ck_assert(same_plan(&p0, &p0b));
-    clf_batcher_free(b2);
+    assert_plans_again(d, 1, budget, 1, 3, 0, &p0);
     CLF_ASSERT_OK(clf_batcher_plan_epoch(b, 1));
     read_plan(b, d, &p1);
     ck_assert_uint_eq(check_budget(b, budget), 0);
@@ -739,10 +756,7 @@ START_TEST(test_token_mode)
         ck_assert_uint_eq(check_budget(b, 24), longer);
         clf_batcher_free(b);
     }
-    clf_dataset_free(d);
-    clf_tokenizer_free(st);
-    clf_tokenizer_free(tt);
-    clf_test_remove_tmpdir();
+    random_close(&r);
 }
 END_TEST
 
@@ -803,6 +817,18 @@ START_TEST(test_bad_lines)
     clf_test_remove_tmpdir();
 }
 END_TEST
+
+/* clf_dataset_load of o must fail with CLF_ERR_INPUT and the message want: the whole
+ * message, or (part) a part of it. */
+static void assert_load_refused(clf_dataset_opts o, const char *want, int part)
+{
+    clf_dataset *d;
+    ck_assert_int_eq(clf_dataset_load(&o, &d), CLF_ERR_INPUT);
+    if (part)
+        ck_assert_ptr_nonnull(strstr(clf_last_error(), want));
+    else
+        ck_assert_str_eq(clf_last_error(), want);
+}
 
 START_TEST(test_file_errors)
 {
@@ -876,32 +902,17 @@ START_TEST(test_file_errors)
     /* nothing left to train on */
     const char *tsv = clf_test_tmp_path("none.tsv");
     clf_test_write_text(tsv, "a b c\tx\n\t\n");
-    o = (clf_dataset_opts){tsv, "", st, tt, 4};
-    ck_assert_int_eq(clf_dataset_load(&o, &d), CLF_ERR_INPUT);
     snprintf(want, sizeof want,
              "%s: no sentence pairs to use (2 lines: 1 longer than max_len 4, 1 with an empty "
              "side)",
              tsv);
-    ck_assert_str_eq(clf_last_error(), want);
+    assert_load_refused((clf_dataset_opts){tsv, "", st, tt, 4}, want, 0);
     clf_test_write_text(tsv, "");
-    o.max_len = 0;
-    ck_assert_int_eq(clf_dataset_load(&o, &d), CLF_ERR_INPUT);
-    ck_assert_ptr_nonnull(strstr(clf_last_error(), "no sentence pairs to use (0 lines"));
+    assert_load_refused((clf_dataset_opts){tsv, "", st, tt, 0}, "no sentence pairs to use (0 lines",
+                        1);
 
-    /* options */
+    /* options, and a vocabulary without the framing specials */
     clf_test_write_text(tsv, "a\tx\n");
-    o = (clf_dataset_opts){tsv, NULL, st, tt, 1};
-    ck_assert_int_eq(clf_dataset_load(&o, &d), CLF_ERR_INPUT);
-    ck_assert_str_eq(clf_last_error(), "dataset load: max_len 1 cannot hold [SOS] [EOS] (use >= "
-                                       "2, or 0 for no limit)");
-    o = (clf_dataset_opts){tsv, NULL, st, NULL, 0};
-    ck_assert_int_eq(clf_dataset_load(&o, &d), CLF_ERR_INPUT);
-    ck_assert_str_eq(clf_last_error(), "dataset: no target tokenizer given");
-    o = (clf_dataset_opts){NULL, NULL, st, tt, 0};
-    ck_assert_int_eq(clf_dataset_load(&o, &d), CLF_ERR_INPUT);
-    ck_assert_str_eq(clf_last_error(), "dataset: no data file given");
-
-    /* a vocabulary without the framing specials */
     clf_test_write_text(
         clf_test_tmp_path("nosos.json"),
         "{\"model\": {\"type\": \"WordLevel\", \"vocab\": {\"[UNK]\": 0, \"[PAD]\": 1, "
@@ -909,13 +920,23 @@ START_TEST(test_file_errors)
         "{\"type\": \"Whitespace\"}}");
     clf_tokenizer *nosos;
     CLF_ASSERT_OK(clf_tokenizer_load(clf_test_tmp_path("nosos.json"), &nosos));
-    o = (clf_dataset_opts){tsv, NULL, st, nosos, 0};
-    ck_assert_int_eq(clf_dataset_load(&o, &d), CLF_ERR_INPUT);
-    ck_assert_str_eq(clf_last_error(), "dataset: the target vocabulary has no [SOS] token "
-                                       "(needed to frame and pad the pairs)");
-    o = (clf_dataset_opts){tsv, NULL, nosos, tt, 0};
-    ck_assert_int_eq(clf_dataset_load(&o, &d), CLF_ERR_INPUT);
-    ck_assert_ptr_nonnull(strstr(clf_last_error(), "the source vocabulary has no [SOS]"));
+    const struct {
+        clf_dataset_opts o;
+        const char *want;
+        int part;
+    } refusals[] = {
+        {{tsv, NULL, st, tt, 1},
+         "dataset load: max_len 1 cannot hold [SOS] [EOS] (use >= 2, or 0 for no limit)",
+         0},
+        {{tsv, NULL, st, NULL, 0}, "dataset: no target tokenizer given", 0},
+        {{NULL, NULL, st, tt, 0}, "dataset: no data file given", 0},
+        {{tsv, NULL, st, nosos, 0},
+         "dataset: the target vocabulary has no [SOS] token (needed to frame and pad the pairs)",
+         0},
+        {{tsv, NULL, nosos, tt, 0}, "the source vocabulary has no [SOS]", 1},
+    };
+    for (size_t i = 0; i < sizeof refusals / sizeof refusals[0]; i++)
+        assert_load_refused(refusals[i].o, refusals[i].want, refusals[i].part);
     clf_tokenizer_free(nosos);
 
     /* batcher arguments */

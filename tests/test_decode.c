@@ -358,50 +358,22 @@ static const char *const fixtures[] = {"pre_tutorial",
                                        "post_offset_embed_norm"};
 #define N_FIXTURES ((int)(sizeof fixtures / sizeof fixtures[0]))
 
-START_TEST(greedy_equals_full_forward_argmax_cpu)
-{
-    check_greedy("cpu", fixtures[_i]);
-}
-END_TEST
+/* A loop test over the fixtures: check(backend, fixtures[_i]). */
+#define FIXTURE_TEST(name, check, backend)                                                         \
+    START_TEST(name)                                                                               \
+    {                                                                                              \
+        check(backend, fixtures[_i]);                                                              \
+    }                                                                                              \
+    END_TEST
 
-START_TEST(beam_scores_match_full_forward_cpu)
-{
-    check_beam("cpu", fixtures[_i]);
-}
-END_TEST
-
-START_TEST(batch_independence_cpu)
-{
-    check_batch_independence("cpu", fixtures[_i]);
-}
-END_TEST
-
+FIXTURE_TEST(greedy_equals_full_forward_argmax_cpu, check_greedy, "cpu")
+FIXTURE_TEST(beam_scores_match_full_forward_cpu, check_beam, "cpu")
+FIXTURE_TEST(batch_independence_cpu, check_batch_independence, "cpu")
+FIXTURE_TEST(half_weights_cpu, check_half_weights, "cpu")
 #ifdef CLF_HAVE_OPENCL
-START_TEST(greedy_equals_full_forward_opencl)
-{
-    check_greedy("opencl", fixtures[_i]);
-}
-END_TEST
-
-START_TEST(beam_scores_match_full_forward_opencl)
-{
-    check_beam("opencl", fixtures[_i]);
-}
-END_TEST
-#endif
-
-START_TEST(half_weights_cpu)
-{
-    check_half_weights("cpu", fixtures[_i]);
-}
-END_TEST
-
-#ifdef CLF_HAVE_OPENCL
-START_TEST(half_weights_opencl)
-{
-    check_half_weights("opencl", fixtures[_i]);
-}
-END_TEST
+FIXTURE_TEST(greedy_equals_full_forward_opencl, check_greedy, "opencl")
+FIXTURE_TEST(beam_scores_match_full_forward_opencl, check_beam, "opencl")
+FIXTURE_TEST(half_weights_opencl, check_half_weights, "opencl")
 #endif
 
 /* A weight F16 cannot hold is refused with its name; the model stays usable in F32. */

@@ -217,32 +217,27 @@ START_TEST(test_fault_opencl_train)
     ck_assert_int_eq(cu_count_temporaries(cu_path(dir, "run")), 0);
 }
 END_TEST
+/* the suite's OpenCL test case, run when a device opens */
+#define OPENCL_TCASE                                                                               \
+    CLF_TCASE_FIXTURE("opencl", 600, setup, teardown, {test_fault_opencl_alloc},                   \
+                      {test_fault_opencl_build}, {test_fault_opencl_enqueue},                      \
+                      {test_fault_opencl_train}),
+#else
+#define OPENCL_TCASE
 #endif
 
 int main(void)
 {
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    Suite *s = suite_create("fault");
-    TCase *t = tcase_create("fault");
-    tcase_set_timeout(t, 600);
-    tcase_add_checked_fixture(t, setup, teardown);
-    tcase_add_test(t, test_fault_env_refused);
-    tcase_add_test(t, test_fault_write_keeps_old_file);
-    suite_add_tcase(s, t);
 #ifdef CLF_HAVE_OPENCL
-    if (clf_test_opencl_opens("fault")) {
-        TCase *o = tcase_create("opencl");
-        tcase_set_timeout(o, 600);
-        tcase_add_checked_fixture(o, setup, teardown);
-        tcase_add_test(o, test_fault_opencl_alloc);
-        tcase_add_test(o, test_fault_opencl_build);
-        tcase_add_test(o, test_fault_opencl_enqueue);
-        tcase_add_test(o, test_fault_opencl_train);
-        suite_add_tcase(s, o);
-    }
+    const int n = clf_test_opencl_opens("fault") ? 2 : 1;
 #else
     if (clf_test_opencl_unavailable("fault", "this build has no OpenCL backend"))
         return EXIT_FAILURE;
+    const int n = 1;
 #endif
-    return clf_test_main(s);
+    CLF_TCASES(cases,
+               CLF_TCASE_FIXTURE("fault", 600, setup, teardown, {test_fault_env_refused},
+                                 {test_fault_write_keeps_old_file}),
+               OPENCL_TCASE)
+    return clf_test_tcases_run("fault", cases, n);
 }

@@ -65,11 +65,8 @@ static int meta_int(const ref *r, const char *key)
 static void ref_open(ref *r)
 {
     int64_t shape[8];
-    CLF_ASSERT_OK(clf_safetensors_open(fix("reference.safetensors"), &r->f));
-    r->src = clf_test_ref_ints(r->f, "src", shape);
-    r->N = (int)shape[0];
-    r->S = (int)shape[1];
-    r->src_len = clf_test_ref_ints(r->f, "src_len", NULL);
+    r->f =
+        clf_test_ref_open(fix("reference.safetensors"), "src", &r->src, &r->src_len, &r->N, &r->S);
     r->greedy = clf_test_ref_ints(r->f, "greedy", shape);
     r->M = (int)shape[1];
     r->greedy_len = clf_test_ref_ints(r->f, "greedy_len", NULL);
@@ -85,13 +82,11 @@ static void ref_open(ref *r)
 
 static void ref_close(ref *r)
 {
-    free(r->src);
-    free(r->src_len);
     free(r->greedy);
     free(r->greedy_len);
     free(r->beam);
     free(r->beam_len);
-    clf_safetensors_close(r->f);
+    clf_test_ref_close(r->f, r->src, r->src_len);
 }
 
 /* Imports the fixture into a fresh directory; returns its path (static storage). */

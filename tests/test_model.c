@@ -152,6 +152,10 @@ START_TEST(test_fixtures_opencl)
     }
 }
 END_TEST
+/* the suite's OpenCL items, none where the backend is not built */
+#define OPENCL_TESTS {test_fixtures_opencl},
+#else
+#define OPENCL_TESTS
 #endif
 
 /* ---- invariants on a small random model ---- */
@@ -384,29 +388,11 @@ START_TEST(test_odd_width_needs_learned_positions)
 }
 END_TEST
 
-static Suite *model_suite(void)
-{
-    Suite *s = suite_create("model");
-    TCase *tc = tcase_create("fixtures");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_fixtures_cpu);
-    tcase_add_test(tc, test_save_model_tied_cpu);
-#ifdef CLF_HAVE_OPENCL
-    tcase_add_test(tc, test_fixtures_opencl);
-#endif
-    suite_add_tcase(s, tc);
-    TCase *inv = tcase_create("invariants");
-    tcase_add_loop_test(inv, test_batch_rows_independent, 0, 3);
-    tcase_add_test(inv, test_activation_memory_flat_in_depth);
-    tcase_add_test(inv, test_bad_ids_and_lengths);
-    tcase_add_test(inv, test_weights_for_other_config_refused);
-    tcase_add_test(inv, test_odd_width_needs_learned_positions);
-    tcase_add_test(inv, test_train_batch_beyond_device);
-    suite_add_tcase(s, inv);
-    return s;
-}
-
-int main(void)
-{
-    return clf_test_main(model_suite());
-}
+CLF_TEST_SUITE_MAIN("model",
+                    CLF_TCASE("fixtures", 300, {test_fixtures_cpu}, {test_save_model_tied_cpu},
+                              OPENCL_TESTS),
+                    CLF_TCASE("invariants", 0, {test_batch_rows_independent, 3},
+                              {test_activation_memory_flat_in_depth}, {test_bad_ids_and_lengths},
+                              {test_weights_for_other_config_refused},
+                              {test_odd_width_needs_learned_positions},
+                              {test_train_batch_beyond_device}))

@@ -18,25 +18,13 @@
 #include "testutil.h"
 
 /* The models of the loop tests: (layers, tie_embeddings, attention_bias). */
-static const struct {
-    int layers;
-    const char *tie;
-    int bias;
-} variants[] = {{2, "none", 1}, {6, "none", 0}, {3, "decoder", 1}, {6, "all", 1}};
+static const clf_test_variant variants[] = {
+    {2, "none", 1}, {6, "none", 0}, {3, "decoder", 1}, {6, "all", 1}};
 #define N_VARIANTS ((int)(sizeof variants / sizeof variants[0]))
-
-/* A model of the loop tests and what it is made of. */
-typedef struct small {
-    clf_config cfg;
-    clf_weights *w;
-    const clf_backend_api *api;
-    clf_backend *be;
-    clf_model *m;
-} small;
 
 /* The model of variants[v]: `layers` layers per stack with tie_embeddings `tie` and
  * attention_bias `bias` (shared vocabulary, so that tie all is allowed); returns sm->m. */
-static clf_model *small_model(int v, small *sm)
+static clf_model *small_model(int v, clf_test_model *sm)
 {
     char yaml[512];
     snprintf(yaml, sizeof yaml,
@@ -49,13 +37,6 @@ static clf_model *small_model(int v, small *sm)
     clf_test_open_backend("cpu", &sm->api, &sm->be);
     CLF_ASSERT_OK(clf_model_create(&sm->cfg.model, sm->w, sm->api, sm->be, &sm->m));
     return sm->m;
-}
-
-static void small_free(small *sm)
-{
-    clf_model_free(sm->m);
-    sm->api->close(sm->be);
-    clf_weights_free(sm->w);
 }
 
 /* The index of name by scanning the weights in order, as clf_model_spec_index did. */
@@ -72,7 +53,7 @@ static int scan_index(const clf_model *m, const char *name)
  * hash's first slot, so the probing past a collision is what found them. */
 START_TEST(test_spec_index_every_name)
 {
-    small sm;
+    clf_test_model sm;
     clf_model *m = small_model(_i, &sm);
     ck_assert_int_gt(m->n_weights, 0);
     ck_assert_uint_ge(m->name_mask + 1, 2 * (size_t)m->n_weights);
@@ -105,7 +86,7 @@ START_TEST(test_spec_index_every_name)
                                                            : -1);
     if (strcmp(variants[_i].tie, "none") != 0)
         ck_assert_int_eq(scan_index(m, CLF_WN_PROJ_WEIGHT), -1);
-    small_free(&sm);
+    clf_test_model_close(&sm);
 }
 END_TEST
 
@@ -143,7 +124,7 @@ static void assert_same_twin(const clf_model *m, clf_ptr w, size_t bytes, const 
  * one the scan finds; every GEMM matrix has one. */
 START_TEST(test_int8_twin_every_weight)
 {
-    small sm;
+    clf_test_model sm;
     clf_model *m = small_model(_i, &sm);
     CLF_ASSERT_OK(clf_model_set_weight_type(m, CLF_WEIGHT_INT8));
     int twins = 0, matrices = 0;
@@ -170,7 +151,7 @@ START_TEST(test_int8_twin_every_weight)
     for (int i = 0; i < m->n_weights; i++)
         assert_same_twin(m, m->wdev[i], (size_t)clf_weight_spec_numel(&m->specs[i]) * sizeof(float),
                          "again");
-    small_free(&sm);
+    clf_test_model_close(&sm);
 }
 END_TEST
 

@@ -24,11 +24,8 @@
 #include "testutil.h"
 
 /* (layers, tie_embeddings, attention_bias), as in test_model_lookup */
-static const struct {
-    int layers;
-    const char *tie;
-    int bias;
-} variants[] = {{2, "none", 1}, {3, "none", 0}, {2, "decoder", 1}, {3, "all", 1}};
+static const clf_test_variant variants[] = {
+    {2, "none", 1}, {3, "none", 0}, {2, "decoder", 1}, {3, "all", 1}};
 #define N_VARIANTS ((int)(sizeof variants / sizeof variants[0]))
 
 #define B 2

@@ -294,22 +294,13 @@ START_TEST(test_train_bounds)
 }
 END_TEST
 
-static Suite *errors_suite(void)
-{
-    Suite *s = suite_create("opencl_errors");
-    TCase *tc = ocl_test_tcase("errors");
-    tcase_add_test(tc, test_null_arguments);
-    tcase_add_test(tc, test_bounds);
-    tcase_add_test(tc, test_train_bounds);
-    tcase_add_test(tc, test_alloc_limit);
-#ifdef CLF_HAVE_OPENCL
-    tcase_add_test(tc, test_error_names);
-#endif
-    suite_add_tcase(s, tc);
-    return s;
-}
-
 int main(void)
 {
-    return ocl_test_main("opencl_errors", errors_suite);
+    const TTest *const tests[] = {test_null_arguments, test_bounds, test_train_bounds,
+                                  test_alloc_limit,
+#ifdef CLF_HAVE_OPENCL
+                                  test_error_names
+#endif
+    };
+    return ocl_test_run("opencl_errors", "errors", tests, (int)(sizeof tests / sizeof tests[0]));
 }

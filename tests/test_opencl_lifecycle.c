@@ -110,24 +110,10 @@ __attribute__((destructor)) static void fail_on_late_release(void)
 }
 #endif
 
-static const clf_backend_api *api;
-static clf_backend *be;
-
-static void setup(void)
-{
-    clf_test_open_backend("opencl", &api, &be);
-}
-
-static void teardown(void)
-{
-    if (api && be)
-        api->close(be);
-    be = NULL;
-}
-
+/* on the backend of clf_test_backend_tcase("opencl") */
 START_TEST(gemm_refuses_c_over_its_inputs)
 {
-    clf_test_refuses_gemm_overlap(api, be, "opencl");
+    clf_test_refuses_gemm_overlap(clf_test_api, clf_test_be, "opencl");
 }
 END_TEST
 
@@ -226,10 +212,8 @@ static Suite *lifecycle_suite(void)
     tcase_add_test(tc, close_then_reopen_and_exit_cleanly);
     tcase_set_timeout(tc, 300);
     suite_add_tcase(s, tc);
-    TCase *al = tcase_create("aliasing");
-    tcase_add_checked_fixture(al, setup, teardown);
+    TCase *al = clf_test_backend_tcase("opencl", 300);
     tcase_add_test(al, gemm_refuses_c_over_its_inputs);
-    tcase_set_timeout(al, 300);
     suite_add_tcase(s, al);
     return s;
 }

@@ -408,31 +408,14 @@ START_TEST(test_local_size_knob)
 }
 END_TEST
 
-static Suite *limits_suite(void)
-{
-    Suite *s = suite_create("opencl_limits");
-    TCase *tc = ocl_test_tcase("limits");
-    tcase_add_test(tc, test_limits_are_queried);
-    tcase_add_test(tc, test_limit_max_alloc);
-    tcase_add_test(tc, test_limit_local_mem);
-    tcase_add_test(tc, test_limit_max_wg);
-    tcase_add_test(tc, test_limit_fp16);
-    tcase_add_test(tc, test_limit_c_version);
-    tcase_add_test(tc, test_limit_compute_units);
-    tcase_add_test(tc, test_bad_settings);
-    tcase_add_test(tc, test_local_size_knob);
-    tcase_add_test(tc, test_hgemm_knob);
-    suite_add_tcase(s, tc);
-    return s;
-}
+CLF_TEST_MAIN(ocl_test_run, "opencl_limits", "limits", test_limits_are_queried,
+              test_limit_max_alloc, test_limit_local_mem, test_limit_max_wg, test_limit_fp16,
+              test_limit_c_version, test_limit_compute_units, test_bad_settings,
+              test_local_size_knob, test_hgemm_knob)
 #else
-static Suite *limits_suite(void)
-{
-    return suite_create("opencl_limits");
-}
-#endif
-
+/* without the backend ocl_test_run says why before it would run a test */
 int main(void)
 {
-    return ocl_test_main("opencl_limits", limits_suite);
+    return ocl_test_run("opencl_limits", "limits", NULL, 0);
 }
+#endif

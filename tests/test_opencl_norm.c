@@ -99,13 +99,8 @@ END_TEST
 static double ln_row_loss(const double *x, const float *dy, const float *alpha, int C, int style,
                           double eps)
 {
-    double mean = 0, ss = 0, l = 0;
-    for (int c = 0; c < C; c++)
-        mean += x[c];
-    mean /= C;
-    for (int c = 0; c < C; c++)
-        ss += (x[c] - mean) * (x[c] - mean);
-    double D = style == CLF_LN_TUTORIAL ? sqrt(ss / (C - 1)) + eps : sqrt(ss / C + eps);
+    double mean, l = 0;
+    const double D = clf_test_ln_row(x, C, style, eps, &mean);
     for (int c = 0; c < C; c++)
         l += dy[c] * (alpha[c] * (x[c] - mean) / D);
     return l;
@@ -138,14 +133,8 @@ static void ref_layernorm_backward(const clf_layernorm_backward_args *a, const f
             float *d = dx + (size_t)r * C + c;
             *d = (float)(a->accumulate ? *d + g : g);
         }
-        double mean = 0, ss = 0;
-        for (int c = 0; c < C; c++)
-            mean += row[c];
-        mean /= C;
-        for (int c = 0; c < C; c++)
-            ss += (row[c] - mean) * (row[c] - mean);
-        double D =
-            a->style == CLF_LN_TUTORIAL ? sqrt(ss / (C - 1)) + a->eps : sqrt(ss / C + a->eps);
+        double mean;
+        const double D = clf_test_ln_row(row, C, a->style, a->eps, &mean);
         for (int c = 0; c < C; c++) {
             sa[c] += gr[c] * (row[c] - mean) / D;
             sb[c] += gr[c];

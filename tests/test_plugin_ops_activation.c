@@ -25,16 +25,24 @@ static double ref_df(double x)
 
 /* ---- activation ---- */
 
+/* A case's name in shape: the op, n, " offsets" when shifted, then flag (the words of its
+ * last flag, "" when off); its x in [-3, 3) and gate in [-2, 2) from seed + n and seed + 1 + n. */
+static void case_setup(const clf_plugin_op *op, size_t n, int shifted, const char *flag,
+                       unsigned seed, char shape[96], float **x, float **g)
+{
+    snprintf(shape, 96, "%s n=%zu%s%s", op->name, n, shifted ? " offsets" : "", flag);
+    *x = clf_test_frand(n, seed + (unsigned)n, -3, 3);
+    *g = clf_test_frand(n, seed + 1 + (unsigned)n, -2, 2);
+}
+
 /* out = f(x) * gate against the reference; returns nothing, fails on error. inplace: out
  * is x's view (the header allows it). */
 static void activation_case(const clf_plugin_op *op, size_t n, int shifted, int inplace)
 {
     int gated = op->kind == CLF_PLUGIN_GATED_ACTIVATION;
     char shape[96];
-    snprintf(shape, sizeof shape, "%s n=%zu%s%s", op->name, n, shifted ? " offsets" : "",
-             inplace ? " in place" : "");
-    float *x = clf_test_frand(n, 11 + (unsigned)n, -3, 3),
-          *g = clf_test_frand(n, 12 + (unsigned)n, -2, 2);
+    float *x, *g;
+    case_setup(op, n, shifted, inplace ? " in place" : "", 11, shape, &x, &g);
     float *got = falloc(n);
     double *want = clf_test_dalloc(n);
     for (size_t i = 0; i < n; i++)
@@ -65,6 +73,24 @@ static void activation_case(const clf_plugin_op *op, size_t n, int shifted, int 
     vfree(vx), vfree(vg), free(x), free(g), free(got), free(want);
 }
 
+/* run(op, n, shifted, last) for both ops: every size with the gate at offset 0 and shifted,
+ * a big n shifted, then with the last flag (in place, or aliased) at small_n shifted and at
+ * the big n; then the report. */
+static void each_case(void (*run)(const clf_plugin_op *op, size_t n, int shifted, int last),
+                      size_t small_n)
+{
+    const clf_plugin_op *ops[2] = {&op_tsq, &op_tsqg};
+    for (int o = 0; o < 2; o++) {
+        for (int s = 0; s < NSIZES; s++)
+            for (int shifted = 0; shifted < 2; shifted++)
+                run(ops[o], (size_t)SIZES[s], shifted, 0);
+        run(ops[o], BIG_N, 1, 0);
+        run(ops[o], small_n, 1, 1);
+        run(ops[o], BIG_N, 0, 1);
+    }
+    report();
+}
+
 START_TEST(activation_forward_sizes_gate_offsets_in_place)
 {
     if (!have(CLF_OP_ACTIVATION))
@@ -72,16 +98,7 @@ START_TEST(activation_forward_sizes_gate_offsets_in_place)
     CLF_ASSERT_OK(clf_test_api->plugin_prepare(clf_test_be, &op_tsq));
     CLF_ASSERT_OK(clf_test_api->plugin_prepare(clf_test_be, &op_tsq)); /* preparing twice is fine */
     CLF_ASSERT_OK(clf_test_api->plugin_prepare(clf_test_be, &op_tsqg));
-    const clf_plugin_op *ops[2] = {&op_tsq, &op_tsqg};
-    for (int o = 0; o < 2; o++) {
-        for (int s = 0; s < NSIZES; s++)
-            for (int shifted = 0; shifted < 2; shifted++)
-                activation_case(ops[o], (size_t)SIZES[s], shifted, 0);
-        activation_case(ops[o], BIG_N, 1, 0);
-        activation_case(ops[o], 65, 1, 1);
-        activation_case(ops[o], BIG_N, 0, 1);
-    }
-    report();
+    each_case(activation_case, 65);
 }
 END_TEST
 
@@ -92,10 +109,8 @@ static void activation_backward_case(const clf_plugin_op *op, size_t n, int shif
 {
     int gated = op->kind == CLF_PLUGIN_GATED_ACTIVATION;
     char shape[96];
-    snprintf(shape, sizeof shape, "%s n=%zu%s%s", op->name, n, shifted ? " offsets" : "",
-             alias ? " aliased" : "");
-    float *x = clf_test_frand(n, 21 + (unsigned)n, -3, 3),
-          *g = clf_test_frand(n, 22 + (unsigned)n, -2, 2);
+    float *x, *g;
+    case_setup(op, n, shifted, alias ? " aliased" : "", 21, shape, &x, &g);
     float *dy = clf_test_frand(n, 23 + (unsigned)n, -1, 1), *dx = falloc(n), *dg = falloc(n);
     double *want_dx = clf_test_dalloc(n), *want_dg = clf_test_dalloc(n);
     for (size_t i = 0; i < n; i++) {
@@ -151,16 +166,7 @@ START_TEST(activation_backward_sizes_gate_offsets_aliasing_fd)
 {
     if (!have(CLF_OP_ACTIVATION_BACKWARD))
         return;
-    const clf_plugin_op *ops[2] = {&op_tsq, &op_tsqg};
-    for (int o = 0; o < 2; o++) {
-        for (int s = 0; s < NSIZES; s++)
-            for (int shifted = 0; shifted < 2; shifted++)
-                activation_backward_case(ops[o], (size_t)SIZES[s], shifted, 0);
-        activation_backward_case(ops[o], BIG_N, 1, 0);
-        activation_backward_case(ops[o], 33, 1, 1);
-        activation_backward_case(ops[o], BIG_N, 0, 1);
-    }
-    report();
+    each_case(activation_backward_case, 33);
 }
 END_TEST
 

@@ -7,6 +7,7 @@
  * Where products ran in F32 (no AVX512_BF16, CLF_CPU_BF16_ARITH=off, OpenCL) the results
  * must equal F32's exactly: the graphs are the same. */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -390,6 +391,35 @@ START_TEST(gemm_bf16_arith_transposes)
 }
 END_TEST
 
+/* `clformer train` on the CPU, which must succeed (stderr into err), of dir/name.yaml: a
+ * model of max_len 16 and `model` (keys of its mapping), no dropout, trained on dir's corpus
+ * with the vocabularies of vocab_dir at precision p, train's other keys the YAML lines of
+ * fmt (printf's), its checkpoints in dir/name. */
+__attribute__((format(printf, 8, 9))) static void
+run_train(const char *dir, const char *name, const char *model, const char *vocab_dir,
+          const char *p, char *err, size_t err_size, const char *fmt, ...)
+{
+    char settings[512], yaml[512], args[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(settings, sizeof settings, fmt, ap);
+    va_end(ap);
+    snprintf(yaml, sizeof yaml, "%s/%s.yaml", dir, name);
+    FILE *f = fopen(yaml, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f,
+            "model: {max_len: 16, %s, dropout: 0.0}\n"
+            "train:\n"
+            "  data: {train: %s/train.tsv}\n"
+            "  vocab: {src: %s/src.json, tgt: %s/tgt.json, min_frequency: 1}\n"
+            "  seed: 1\n  max_len: 16\n  validate_every: 0\n  precision: %s\n%s"
+            "  checkpoint: {dir: %s/%s, every: 0, keep: 1}\n",
+            model, dir, vocab_dir, vocab_dir, p, settings, dir, name);
+    fclose(f);
+    snprintf(args, sizeof args, "train -c '%s' --backend cpu", yaml);
+    ck_assert_msg(clf_test_run_cli(args, err, err_size) == 0, "train %s: %s", name, err);
+}
+
 /* Trains the test's model (the demo config's form, pre-norm with the standard LayerNorm,
  * noam, clipping, label smoothing; small: d_model 64, 2 + 2 layers) on dir's reversal
  * corpus for STEPS steps at precision p, logging every step; returns the rows' losses
@@ -398,26 +428,17 @@ END_TEST
 #define WINDOW 50
 static double *train_losses(const char *dir, const char *p, char *err, size_t err_size)
 {
-    char yaml[512], args[1024], path[512];
-    snprintf(yaml, sizeof yaml, "%s/%s.yaml", dir, p);
-    FILE *f = fopen(yaml, "w");
-    ck_assert_ptr_nonnull(f);
-    fprintf(f,
-            "model: {max_len: 16, d_model: 64, layers: 2, heads: 4, d_ff: 128, norm: pre, "
-            "layernorm: {style: standard, eps: 1.0e-5}, dropout: 0.0}\n"
-            "train:\n"
-            "  data: {train: %s/train.tsv}\n"
-            "  vocab: {src: %s/%s/src.json, tgt: %s/%s/tgt.json, min_frequency: 1}\n"
-            "  seed: 1\n  batch_size: 32\n  max_len: 16\n  steps: %d\n"
-            "  optimizer: {name: adam, lr: 0.5, betas: [0.9, 0.98], eps: 1.0e-9}\n"
-            "  schedule: {name: noam, warmup: 100}\n"
-            "  label_smoothing: 0.1\n  clip_norm: 1.0\n  log_every: 1\n  validate_every: 0\n"
-            "  precision: %s\n"
-            "  checkpoint: {dir: %s/%s, every: 0, keep: 1}\n",
-            dir, dir, p, dir, p, STEPS, p, dir, p);
-    fclose(f);
-    snprintf(args, sizeof args, "train -c '%s' --backend cpu", yaml);
-    ck_assert_msg(clf_test_run_cli(args, err, err_size) == 0, "train %s: %s", p, err);
+    char vocab[512], path[512];
+    snprintf(vocab, sizeof vocab, "%s/%s", dir, p);
+    run_train(dir, p,
+              "d_model: 64, layers: 2, heads: 4, d_ff: 128, norm: pre, "
+              "layernorm: {style: standard, eps: 1.0e-5}",
+              vocab, p, err, err_size,
+              "  batch_size: 32\n  steps: %d\n"
+              "  optimizer: {name: adam, lr: 0.5, betas: [0.9, 0.98], eps: 1.0e-9}\n"
+              "  schedule: {name: noam, warmup: 100}\n"
+              "  label_smoothing: 0.1\n  clip_norm: 1.0\n  log_every: 1\n",
+              STEPS);
     snprintf(path, sizeof path, "%s/%s/log.csv", dir, p);
     char *text = clf_test_read_file(path, NULL);
     double *loss = calloc(STEPS, sizeof *loss);
@@ -493,23 +514,10 @@ END_TEST
 static void train_tiny(const char *dir, const char *name, const char *p, const char *extra,
                        char *err, size_t err_size)
 {
-    char yaml[512], args[1024];
-    snprintf(yaml, sizeof yaml, "%s/%s.yaml", dir, name);
-    FILE *f = fopen(yaml, "w");
-    ck_assert_ptr_nonnull(f);
-    fprintf(f,
-            "model: {max_len: 16, d_model: 32, layers: 1, heads: 2, d_ff: 64, dropout: 0.0}\n"
-            "train:\n"
-            "  data: {train: %s/train.tsv}\n"
-            "  vocab: {src: %s/src.json, tgt: %s/tgt.json, min_frequency: 1}\n"
-            "  seed: 1\n  batch_size: 16\n  max_len: 16\n  steps: 40\n"
-            "  optimizer: {name: adam, lr: 1.0e-3}\n"
-            "  log_every: 10\n  validate_every: 0\n  precision: %s\n%s"
-            "  checkpoint: {dir: %s/%s, every: 0, keep: 1}\n",
-            dir, dir, dir, p, extra, dir, name);
-    fclose(f);
-    snprintf(args, sizeof args, "train -c '%s' --backend cpu", yaml);
-    ck_assert_msg(clf_test_run_cli(args, err, err_size) == 0, "train %s: %s", name, err);
+    run_train(dir, name, "d_model: 32, layers: 1, heads: 2, d_ff: 64", dir, p, err, err_size,
+              "  batch_size: 16\n  steps: 40\n  optimizer: {name: adam, lr: 1.0e-3}\n"
+              "  log_every: 10\n%s",
+              extra);
 }
 
 /* The largest |a - b| / max |a| over the weights of two runs' last.safetensors. */

@@ -243,18 +243,10 @@ START_TEST(test_round_trip)
     /* skip_specials drops [SOS] [EOS] [PAD] [UNK]; the library's decode does the same */
     int32_t ids[] = {2, 9, 4, 0, 12, 3, 1, 1};
     char *s;
-    CLF_ASSERT_OK(clf_tokenizer_decode(tok, ids, 8, 1, &s));
-    ck_assert_str_eq(s, "Hello , world");
-    free(s);
-    CLF_ASSERT_OK(clf_tokenizer_decode(tok, ids, 8, 0, &s));
-    ck_assert_str_eq(s, "[SOS] Hello , [UNK] world [EOS] [PAD] [PAD]");
-    free(s);
-    CLF_ASSERT_OK(clf_tokenizer_decode(tok, ids, 0, 1, &s));
-    ck_assert_str_eq(s, "");
-    free(s);
-    CLF_ASSERT_OK(clf_tokenizer_decode(tok, ids + 5, 3, 1, &s)); /* only specials */
-    ck_assert_str_eq(s, "");
-    free(s);
+    clf_test_assert_decodes(tok, ids, 8, 1, "Hello , world");
+    clf_test_assert_decodes(tok, ids, 8, 0, "[SOS] Hello , [UNK] world [EOS] [PAD] [PAD]");
+    clf_test_assert_decodes(tok, ids, 0, 1, "");
+    clf_test_assert_decodes(tok, ids + 5, 3, 1, ""); /* only specials */
 
     int32_t bad[] = {4, 48};
     ck_assert_int_eq(clf_tokenizer_decode(tok, bad, 2, 0, &s), CLF_ERR_INPUT);

@@ -48,12 +48,7 @@ static void close_backend(const clf_backend_api *api, clf_backend *be)
 /* ---- PyTorch fixtures: gradients and optimizer steps ---- */
 
 typedef struct train_fixture {
-    clf_config cfg;
-    clf_weights *w;
-    const clf_backend_api *api;
-    clf_backend *be;
-    clf_model *m;
-    clf_trainer *t;
+    clf_test_model tr;
     clf_safetensors *batch, *expected;
     int32_t *src, *tgt, *labels;
     int B, S, T;
@@ -71,30 +66,26 @@ static void read_i32(const clf_safetensors *f, const char *name, int32_t **out, 
     CLF_ASSERT_OK(clf_tensor_to_i32(t, *out));
 }
 
-/* The model and trainer over cfg and w on the named backend, and their release. */
-static void trainer_open(const char *backend, const clf_config *cfg, const clf_weights *w,
-                         const clf_backend_api **api, clf_backend **be, clf_model **m,
-                         clf_trainer **t)
+/* tr's model and trainer (over its cfg and w) on the named backend, and their release with
+ * the backend and w. */
+static void trainer_open(clf_test_model *tr, const char *backend)
 {
-    open_backend(backend, api, be);
-    CLF_ASSERT_OK(clf_model_create(&cfg->model, w, *api, *be, m));
-    CLF_ASSERT_OK(clf_trainer_create(*m, &cfg->train, 1, t));
+    open_backend(backend, &tr->api, &tr->be);
+    clf_test_trainer_start(tr, 1);
 }
 
-static void trainer_close(const clf_backend_api *api, clf_backend *be, clf_weights *w, clf_model *m,
-                          clf_trainer *t)
+static void trainer_close(clf_test_model *tr)
 {
-    clf_trainer_free(t);
-    clf_model_free(m);
-    close_backend(api, be);
-    clf_weights_free(w);
+    clf_test_trainer_stop(tr);
+    close_backend(tr->api, tr->be);
+    clf_weights_free(tr->w);
 }
 
 static void train_fixture_open(train_fixture *f, const char *backend, const char *name)
 {
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", CLF_FIXTURES_DIR, name);
-    clf_test_load_model(path, &f->cfg, &f->w);
+    clf_test_load_model(path, &f->tr.cfg, &f->tr.w);
     snprintf(path, sizeof path, "%s/%s/batch.safetensors", CLF_FIXTURES_DIR, name);
     CLF_ASSERT_OK(clf_safetensors_open(path, &f->batch));
     snprintf(path, sizeof path, "%s/%s/expected.safetensors", CLF_FIXTURES_DIR, name);
@@ -103,17 +94,15 @@ static void train_fixture_open(train_fixture *f, const char *backend, const char
     read_i32(f->batch, "src", &f->src, &f->B, &f->S);
     read_i32(f->batch, "tgt", &f->tgt, &b2, &f->T);
     read_i32(f->batch, "labels", &f->labels, &b2, &t2);
-    trainer_open(backend, &f->cfg, f->w, &f->api, &f->be, &f->m, &f->t);
+    trainer_open(&f->tr, backend);
 }
 
 static void train_fixture_close(train_fixture *f)
 {
-    trainer_close(f->api, f->be, f->w, f->m, f->t);
+    trainer_close(&f->tr);
     clf_safetensors_close(f->batch);
     clf_safetensors_close(f->expected);
-    free(f->src);
-    free(f->tgt);
-    free(f->labels);
+    free(f->src), free(f->tgt), free(f->labels);
 }
 
 static float expected_scalar(const train_fixture *f, const char *name)
@@ -129,7 +118,7 @@ static float expected_scalar(const train_fixture *f, const char *name)
  * fed (the fixture's micro-batches are equal slices of its batch, padded as the whole). */
 static void accumulate_step(train_fixture *f, double *loss)
 {
-    const int A = f->cfg.train.accumulate, n = f->B / A;
+    const int A = f->tr.cfg.train.accumulate, n = f->B / A;
     double sum = 0;
     for (int a = 0; a < A; a++) {
         clf_train_batch b = {.batch = n,
@@ -140,7 +129,7 @@ static void accumulate_step(train_fixture *f, double *loss)
                              .labels = f->labels + (size_t)a * n * f->T};
         double ls;
         long long nt;
-        CLF_ASSERT_OK(clf_trainer_accumulate(f->t, &b, &ls, &nt));
+        CLF_ASSERT_OK(clf_trainer_accumulate(f->tr.t, &b, &ls, &nt));
         sum += ls / (double)nt;
     }
     *loss = sum / A;
@@ -153,13 +142,13 @@ static void accumulate_step(train_fixture *f, double *loss)
  * (softmax ignores a per-row shift): its float value is rounding noise. */
 static void compare_params(train_fixture *f, const char *prefix, int grads, double tol)
 {
-    const int nw = clf_model_weight_count(f->m);
+    const int nw = clf_model_weight_count(f->tr.m);
     float **want = calloc((size_t)nw, sizeof *want), **got = calloc((size_t)nw, sizeof *got);
     size_t *n = calloc((size_t)nw, sizeof *n);
     double global = 0, worst = 0;
     const char *worst_name = "";
     for (int i = 0; i < nw; i++) {
-        const clf_weight_spec *s = clf_model_weight_spec(f->m, i);
+        const clf_weight_spec *s = clf_model_weight_spec(f->tr.m, i);
         char name[CLF_TENSOR_NAME_MAX + 16];
         snprintf(name, sizeof name, "%s%s", prefix, s->name);
         const clf_tensor *t = clf_safetensors_find(f->expected, name);
@@ -171,10 +160,10 @@ static void compare_params(train_fixture *f, const char *prefix, int grads, doub
         int c;
         size_t off, bytes;
         clf_buffer *wb, *gb;
-        clf_model_weight_place(f->m, i, &c, &off);
-        clf_model_chunk(f->m, c, &wb, &gb, &bytes);
-        CLF_ASSERT_OK(
-            f->api->download(f->be, got[i], (clf_ptr){grads ? gb : wb, off}, n[i] * sizeof(float)));
+        clf_model_weight_place(f->tr.m, i, &c, &off);
+        clf_model_chunk(f->tr.m, c, &wb, &gb, &bytes);
+        CLF_ASSERT_OK(f->tr.api->download(f->tr.be, got[i], (clf_ptr){grads ? gb : wb, off},
+                                          n[i] * sizeof(float)));
         for (size_t k = 0; k < n[i]; k++)
             global = fmax(global, fabs(want[i][k]));
     }
@@ -186,9 +175,9 @@ static void compare_params(train_fixture *f, const char *prefix, int grads, doub
         }
         double e = err / fmax(ref, 1e-3 * global);
         if (e > worst)
-            worst = e, worst_name = clf_model_weight_spec(f->m, i)->name;
+            worst = e, worst_name = clf_model_weight_spec(f->tr.m, i)->name;
         ck_assert_msg(e <= tol, "%s%s: relative error %.3g > %.3g", prefix,
-                      clf_model_weight_spec(f->m, i)->name, e, tol);
+                      clf_model_weight_spec(f->tr.m, i)->name, e, tol);
         free(want[i]);
         free(got[i]);
     }
@@ -217,11 +206,11 @@ static void check_trajectory(const char *backend, const char *name)
 {
     train_fixture f = {0};
     train_fixture_open(&f, backend, name);
-    for (int k = 1; k <= (int)f.cfg.train.steps; k++) {
+    for (int k = 1; k <= (int)f.tr.cfg.train.steps; k++) {
         char key[64];
         double loss, lr, norm;
         accumulate_step(&f, &loss);
-        CLF_ASSERT_OK(clf_trainer_step(f.t, &lr, &norm));
+        CLF_ASSERT_OK(clf_trainer_step(f.tr.t, &lr, &norm));
         snprintf(key, sizeof key, "step%d.loss", k);
         double wl = expected_scalar(&f, key);
         ck_assert_msg(fabs(loss - wl) <= 1e-4 * fabs(wl), "%s %.7f vs PyTorch %.7f", key, loss, wl);
@@ -236,14 +225,16 @@ static void check_trajectory(const char *backend, const char *name)
     train_fixture_close(&f);
 }
 
+/* The fixtures whose gradients are compared with PyTorch's, on each backend. */
+static const char *const grad_cases[] = {
+    "train_pre_tutorial", "train_post_standard", "train_branch_tutorial",
+    "train_accum",        "train_learned_pe",    "train_tied_all",
+    "train_tied_learned", "train_swiglu_rms",    "train_post_gelu"};
+
 START_TEST(test_gradients_match_pytorch)
 {
-    static const char *cases[] = {
-        "train_pre_tutorial", "train_post_standard", "train_branch_tutorial",
-        "train_accum",        "train_learned_pe",    "train_tied_all",
-        "train_tied_learned", "train_swiglu_rms",    "train_post_gelu"};
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        check_gradients("cpu", cases[i]);
+    for (size_t i = 0; i < sizeof grad_cases / sizeof grad_cases[0]; i++)
+        check_gradients("cpu", grad_cases[i]);
 }
 END_TEST
 
@@ -259,17 +250,17 @@ END_TEST
 /* The named weight's values as the model holds them (n floats at most) */
 static int read_weight(const train_fixture *f, const char *name, float *out, int n)
 {
-    for (int i = 0; i < clf_model_weight_count(f->m); i++) {
-        const clf_weight_spec *w = clf_model_weight_spec(f->m, i);
+    for (int i = 0; i < clf_model_weight_count(f->tr.m); i++) {
+        const clf_weight_spec *w = clf_model_weight_spec(f->tr.m, i);
         if (strcmp(w->name, name) != 0)
             continue;
         int c, len = (int)clf_weight_spec_numel(w);
         size_t off, bytes;
         clf_buffer *wb, *gb;
-        clf_model_weight_place(f->m, i, &c, &off);
-        clf_model_chunk(f->m, c, &wb, &gb, &bytes);
+        clf_model_weight_place(f->tr.m, i, &c, &off);
+        clf_model_chunk(f->tr.m, c, &wb, &gb, &bytes);
         ck_assert_int_le(len, n);
-        CLF_ASSERT_OK(f->api->download(f->be, out, (clf_ptr){wb, off}, sizeof(float) * len));
+        CLF_ASSERT_OK(f->tr.api->download(f->tr.be, out, (clf_ptr){wb, off}, sizeof(float) * len));
         return len;
     }
     ck_abort_msg("no weight %s", name);
@@ -282,13 +273,11 @@ START_TEST(test_fixed_output_bias)
 {
     train_fixture f = {0};
     train_fixture_open(&f, "cpu", "train_pre_tutorial");
-    clf_trainer_free(f.t);
-    clf_model_free(f.m);
-    f.cfg.model.fixed_output_bias = 1;
-    f.cfg.train.optimizer = CLF_OPT_ADAMW;
-    f.cfg.train.weight_decay = 0.1f;
-    CLF_ASSERT_OK(clf_model_create(&f.cfg.model, f.w, f.api, f.be, &f.m));
-    CLF_ASSERT_OK(clf_trainer_create(f.m, &f.cfg.train, 1, &f.t));
+    clf_test_trainer_stop(&f.tr);
+    f.tr.cfg.model.fixed_output_bias = 1;
+    f.tr.cfg.train.optimizer = CLF_OPT_ADAMW;
+    f.tr.cfg.train.weight_decay = 0.1f;
+    clf_test_trainer_start(&f.tr, 1);
     static float b0[4096], b1[4096], w0[4096], w1[4096];
     const int nb = read_weight(&f, "projection_layer.proj.bias", b0, 4096);
     read_weight(&f, "decoder.norm.alpha", w0, 4096);
@@ -299,7 +288,7 @@ START_TEST(test_fixed_output_bias)
     for (int k = 0; k < 2; k++) {
         double loss;
         accumulate_step(&f, &loss);
-        CLF_ASSERT_OK(clf_trainer_step(f.t, NULL, NULL));
+        CLF_ASSERT_OK(clf_trainer_step(f.tr.t, NULL, NULL));
     }
     read_weight(&f, "projection_layer.proj.bias", b1, 4096);
     const int nw = read_weight(&f, "decoder.norm.alpha", w1, 4096);
@@ -320,9 +309,9 @@ static float read_param(train_fixture *f, int i, size_t k, int grad)
     size_t off, bytes;
     clf_buffer *wb, *gb;
     float v;
-    clf_model_weight_place(f->m, i, &c, &off);
-    clf_model_chunk(f->m, c, &wb, &gb, &bytes);
-    CLF_ASSERT_OK(f->api->download(f->be, &v, (clf_ptr){grad ? gb : wb, off + 4 * k}, 4));
+    clf_model_weight_place(f->tr.m, i, &c, &off);
+    clf_model_chunk(f->tr.m, c, &wb, &gb, &bytes);
+    CLF_ASSERT_OK(f->tr.api->download(f->tr.be, &v, (clf_ptr){grad ? gb : wb, off + 4 * k}, 4));
     return v;
 }
 
@@ -331,16 +320,16 @@ static void write_param(train_fixture *f, int i, size_t k, float v)
     int c;
     size_t off, bytes;
     clf_buffer *wb, *gb;
-    clf_model_weight_place(f->m, i, &c, &off);
-    clf_model_chunk(f->m, c, &wb, &gb, &bytes);
-    CLF_ASSERT_OK(f->api->upload(f->be, (clf_ptr){wb, off + 4 * k}, &v, 4));
+    clf_model_weight_place(f->tr.m, i, &c, &off);
+    clf_model_chunk(f->tr.m, c, &wb, &gb, &bytes);
+    CLF_ASSERT_OK(f->tr.api->upload(f->tr.be, (clf_ptr){wb, off + 4 * k}, &v, 4));
 }
 
 /* The loss of micro-batch 0 (so the same dropout masks every time). */
 static double loss_at_micro0(train_fixture *f)
 {
     double loss;
-    clf_trainer_state(f->t)->micro = 0;
+    clf_trainer_state(f->tr.t)->micro = 0;
     accumulate_step(f, &loss);
     return loss;
 }
@@ -355,13 +344,10 @@ static void check_dropout_gradients(const char *backend)
 {
     train_fixture f = {0};
     train_fixture_open(&f, backend, "train_swiglu_rms");
-    clf_trainer_free(f.t);
-    f.cfg.model.dropout = f.cfg.model.dropout_embedding = 0.2f;
-    f.cfg.model.dropout_attention = f.cfg.model.dropout_ffn = 0.2f;
-    clf_model *m = f.m;
-    clf_model_free(m);
-    CLF_ASSERT_OK(clf_model_create(&f.cfg.model, f.w, f.api, f.be, &f.m));
-    CLF_ASSERT_OK(clf_trainer_create(f.m, &f.cfg.train, 1, &f.t));
+    clf_test_trainer_stop(&f.tr);
+    f.tr.cfg.model.dropout = f.tr.cfg.model.dropout_embedding = 0.2f;
+    f.tr.cfg.model.dropout_attention = f.tr.cfg.model.dropout_ffn = 0.2f;
+    clf_test_trainer_start(&f.tr, 1);
     double l0 = loss_at_micro0(&f), l_nodrop;
     static const char *const probe[] = {
         "encoder.layers.0.self_attention_block.w_q.weight",
@@ -380,11 +366,11 @@ static void check_dropout_gradients(const char *backend)
     /* the gradients of the first pass, before the difference quotients add to them */
     for (size_t p = 0; p < sizeof probe / sizeof probe[0]; p++) {
         int i = -1;
-        for (int j = 0; j < clf_model_weight_count(f.m); j++)
-            if (!strcmp(clf_model_weight_spec(f.m, j)->name, probe[p]))
+        for (int j = 0; j < clf_model_weight_count(f.tr.m); j++)
+            if (!strcmp(clf_model_weight_spec(f.tr.m, j)->name, probe[p]))
                 i = j;
         ck_assert_msg(i >= 0, "no weight %s", probe[p]);
-        size_t numel = (size_t)clf_weight_spec_numel(clf_model_weight_spec(f.m, i));
+        size_t numel = (size_t)clf_weight_spec_numel(clf_model_weight_spec(f.tr.m, i));
         for (size_t k = 0; k < numel && np < PROBES; k += numel / 3 + 1) {
             at[np] = i, elem[np] = k, grad[np] = read_param(&f, i, k, 1);
             np++;
@@ -402,11 +388,11 @@ static void check_dropout_gradients(const char *backend)
         double fd = (lp - lm) / (2 * h), e = fabs(fd - grad[q]) / fmax(fabs(grad[q]), 1e-2);
         worst = fmax(worst, e);
         ck_assert_msg(e <= 2e-2, "%s[%zu] on %s: gradient %.6g, central difference %.6g",
-                      clf_model_weight_spec(f.m, at[q])->name, elem[q], backend, grad[q], fd);
+                      clf_model_weight_spec(f.tr.m, at[q])->name, elem[q], backend, grad[q], fd);
     }
     /* dropout does change the loss (the sites are live) */
-    clf_trainer_free(f.t);
-    CLF_ASSERT_OK(clf_trainer_create(f.m, &f.cfg.train, 0, &f.t));
+    clf_trainer_free(f.tr.t);
+    CLF_ASSERT_OK(clf_trainer_create(f.tr.m, &f.tr.cfg.train, 0, &f.tr.t));
     l_nodrop = loss_at_micro0(&f);
     ck_assert_msg(fabs(l0 - l_nodrop) > 1e-3, "loss %.6f with dropout, %.6f without", l0, l_nodrop);
     printf("dropout at every site on %s: gradient vs central difference, worst %.2g\n", backend,
@@ -446,12 +432,7 @@ static const char *copy_yaml =
     "  clip_norm: 1.0\n";
 
 typedef struct copy_run {
-    clf_config cfg;
-    clf_weights *w;
-    const clf_backend_api *api;
-    clf_backend *be;
-    clf_model *m;
-    clf_trainer *t;
+    clf_test_model tr;
     int32_t src[COPY_B * (COPY_MAXLEN + 2)], tgt[COPY_B * (COPY_MAXLEN + 1)],
         labels[COPY_B * (COPY_MAXLEN + 1)];
 } copy_run;
@@ -463,14 +444,14 @@ static void copy_open(copy_run *r, const char *backend, const char *norm, const 
     char yaml[2048];
     snprintf(yaml, sizeof yaml, copy_yaml, norm, dropout, accumulate, lr, schedule, warmup,
              smoothing);
-    CLF_ASSERT_OK(clf_config_parse_string(yaml, "copy.yaml", &r->cfg));
-    CLF_ASSERT_OK(clf_weights_init(&r->cfg.model, 1, &r->w));
-    trainer_open(backend, &r->cfg, r->w, &r->api, &r->be, &r->m, &r->t);
+    CLF_ASSERT_OK(clf_config_parse_string(yaml, "copy.yaml", &r->tr.cfg));
+    CLF_ASSERT_OK(clf_weights_init(&r->tr.cfg.model, 1, &r->tr.w));
+    trainer_open(&r->tr, backend);
 }
 
 static void copy_close(copy_run *r)
 {
-    trainer_close(r->api, r->be, r->w, r->m, r->t);
+    trainer_close(&r->tr);
 }
 
 static unsigned lcg(unsigned *x)
@@ -514,15 +495,15 @@ static void copy_train(copy_run *r, unsigned *seed, int steps, double *losses)
 {
     for (int s = 0; s < steps; s++) {
         double sum = 0, total = 0;
-        for (int a = 0; a < r->cfg.train.accumulate; a++) {
+        for (int a = 0; a < r->tr.cfg.train.accumulate; a++) {
             clf_train_batch b = copy_batch(r, seed);
             double ls;
             long long nt;
-            CLF_ASSERT_OK(clf_trainer_accumulate(r->t, &b, &ls, &nt));
+            CLF_ASSERT_OK(clf_trainer_accumulate(r->tr.t, &b, &ls, &nt));
             sum += ls / (double)nt;
             total += 1;
         }
-        CLF_ASSERT_OK(clf_trainer_step(r->t, NULL, NULL));
+        CLF_ASSERT_OK(clf_trainer_step(r->tr.t, NULL, NULL));
         if (losses)
             losses[s] = sum / total;
     }
@@ -534,12 +515,12 @@ static double copy_accuracy(copy_run *r, unsigned seed, int n)
     const int S = COPY_MAXLEN + 2;
     int exact = 0;
     clf_decode_opts o;
-    clf_decode_opts_default(&r->cfg.model, &o);
+    clf_decode_opts_default(&r->tr.cfg.model, &o);
     o.max_len = COPY_MAXLEN + 2;
     for (int done = 0; done < n; done += COPY_B) {
         clf_train_batch b = copy_batch(r, &seed);
         clf_decode_result res;
-        CLF_ASSERT_OK(clf_decode(r->m, b.src, COPY_B, S, &o, &res));
+        CLF_ASSERT_OK(clf_decode(r->tr.m, b.src, COPY_B, S, &o, &res));
         for (int i = 0; i < COPY_B && done + i < n; i++) {
             const clf_hypothesis *h = &res.hyps[i];
             int len = 0;
@@ -629,7 +610,7 @@ static void check_overlapped_reduce(const char *backend)
     clf_train_batch ba = copy_batch(&a, &sa), bb = copy_batch(&b, &sb);
     double la, lb;
     long long na, nb;
-    CLF_ASSERT_OK(clf_trainer_accumulate(a.t, &ba, &la, &na));
+    CLF_ASSERT_OK(clf_trainer_accumulate(a.tr.t, &ba, &la, &na));
     static doubling_reducer d;
     memset(&d, 0, sizeof d);
     const clf_trainer_reducer r = {.bucket_bytes = 1024,
@@ -637,7 +618,7 @@ static void check_overlapped_reduce(const char *backend)
                                    .progress = doubling_progress,
                                    .finish = doubling_finish,
                                    .ctx = &d};
-    CLF_ASSERT_OK(clf_trainer_accumulate_reduce(b.t, &bb, &r, &lb, &nb));
+    CLF_ASSERT_OK(clf_trainer_accumulate_reduce(b.tr.t, &bb, &r, &lb, &nb));
     ck_assert(la == lb && na == nb);
     ck_assert_int_eq(d.finished, 1);
     size_t reduced = 0, total = 0;
@@ -646,19 +627,19 @@ static void check_overlapped_reduce(const char *backend)
         reduced += d.n[i];
         early += d.progress_at[i] < d.progress;
     }
-    const int nc = clf_model_chunk_count(a.m);
-    ck_assert_int_eq(clf_model_chunk_count(b.m), nc);
+    const int nc = clf_model_chunk_count(a.tr.m);
+    ck_assert_int_eq(clf_model_chunk_count(b.tr.m), nc);
     for (int c = 0; c < nc; c++) {
         clf_buffer *w, *ga, *gb;
         size_t bytes;
-        clf_model_chunk(a.m, c, &w, &ga, &bytes);
-        clf_model_chunk(b.m, c, &w, &gb, &bytes);
+        clf_model_chunk(a.tr.m, c, &w, &ga, &bytes);
+        clf_model_chunk(b.tr.m, c, &w, &gb, &bytes);
         const size_t n = bytes / sizeof(float);
         total += n;
         float *x = malloc(bytes), *y = malloc(bytes);
         ck_assert(x && y);
-        CLF_ASSERT_OK(a.api->download(a.be, x, (clf_ptr){ga, 0}, bytes));
-        CLF_ASSERT_OK(b.api->download(b.be, y, (clf_ptr){gb, 0}, bytes));
+        CLF_ASSERT_OK(a.tr.api->download(a.tr.be, x, (clf_ptr){ga, 0}, bytes));
+        CLF_ASSERT_OK(b.tr.api->download(b.tr.be, y, (clf_ptr){gb, 0}, bytes));
         size_t bad = 0, first = 0;
         for (size_t k = 0; k < n; k++)
             if (y[k] != 2.0f * x[k] && !bad++)
@@ -679,7 +660,7 @@ static void check_overlapped_reduce(const char *backend)
     /* a reducer that fails: its error comes back, and finish() was still called */
     memset(&d, 0, sizeof d);
     d.fail_at = 3;
-    clf_status st = clf_trainer_accumulate_reduce(b.t, &bb, &r, NULL, NULL);
+    clf_status st = clf_trainer_accumulate_reduce(b.tr.t, &bb, &r, NULL, NULL);
     ck_assert_int_eq(st, CLF_ERR_BACKEND);
     ck_assert_ptr_nonnull(strstr(clf_last_error(), "reducer: bucket 2 refused"));
     ck_assert_int_eq(d.finished, 1);
@@ -706,19 +687,19 @@ START_TEST(test_resume_is_exact)
 
     copy_open(&b, "cpu", "post", ALL_DROPOUT_SITES, 2, "0.001", "inverse_sqrt", 4, "0.1");
     copy_train(&b, &sb, 3, NULL);
-    CLF_ASSERT_OK(clf_trainer_save(b.t, path, "# config"));
+    CLF_ASSERT_OK(clf_trainer_save(b.tr.t, path, "# config"));
     copy_close(&b);
     memset(&b, 0, sizeof b);
     copy_open(&b, "cpu", "post", ALL_DROPOUT_SITES, 2, "0.001", "inverse_sqrt", 4, "0.1");
-    CLF_ASSERT_OK(clf_trainer_load(b.t, path));
-    ck_assert_int_eq(clf_trainer_state(b.t)->step, 3);
-    ck_assert_int_eq(clf_trainer_state(b.t)->micro, 6);
+    CLF_ASSERT_OK(clf_trainer_load(b.tr.t, path));
+    ck_assert_int_eq(clf_trainer_state(b.tr.t)->step, 3);
+    ck_assert_int_eq(clf_trainer_state(b.tr.t)->micro, 6);
     copy_train(&b, &sb, 3, NULL);
 
     char pa[256];
     snprintf(pa, sizeof pa, "%s/resume-a-%d.safetensors", CLF_TEST_BIN_DIR, (int)getpid());
-    CLF_ASSERT_OK(clf_trainer_save(a.t, pa, NULL));
-    CLF_ASSERT_OK(clf_trainer_save(b.t, path, NULL));
+    CLF_ASSERT_OK(clf_trainer_save(a.tr.t, pa, NULL));
+    CLF_ASSERT_OK(clf_trainer_save(b.tr.t, path, NULL));
     clf_safetensors *fa, *fb;
     CLF_ASSERT_OK(clf_safetensors_open(pa, &fa));
     CLF_ASSERT_OK(clf_safetensors_open(path, &fb));
@@ -750,12 +731,12 @@ START_TEST(test_bad_checkpoint)
     unsigned seed = 1;
     clf_train_batch b = copy_batch(&r, &seed);
     r.labels[5] = COPY_VOCAB;
-    ck_assert_int_eq(clf_trainer_accumulate(r.t, &b, NULL, NULL), CLF_ERR_INPUT);
+    ck_assert_int_eq(clf_trainer_accumulate(r.tr.t, &b, NULL, NULL), CLF_ERR_INPUT);
     ck_assert_ptr_nonnull(strstr(clf_last_error(), "train: labels: token id 14 at position 5"));
-    ck_assert_int_eq(clf_trainer_state(r.t)->micro, 0);
+    ck_assert_int_eq(clf_trainer_state(r.tr.t)->micro, 0);
     /* plain weights are not a checkpoint */
-    CLF_ASSERT_OK(clf_weights_save(r.w, path, NULL, 0));
-    ck_assert_int_eq(clf_trainer_load(r.t, path), CLF_ERR_INPUT);
+    CLF_ASSERT_OK(clf_weights_save(r.tr.w, path, NULL, 0));
+    ck_assert_int_eq(clf_trainer_load(r.tr.t, path), CLF_ERR_INPUT);
     ck_assert_ptr_nonnull(strstr(clf_last_error(), "not a clformer training checkpoint"));
     unlink(path);
     copy_close(&r);
@@ -769,7 +750,7 @@ START_TEST(test_autodiff_refuses_in_place)
     copy_run r = {0};
     copy_open(&r, "cpu", "pre", "0.0", 1, "0.001", "constant", 0, "0.1");
     clf_graph g;
-    CLF_ASSERT_OK(clf_model_build_forward_graph(r.m, 2, 4, 4, &g));
+    CLF_ASSERT_OK(clf_model_build_forward_graph(r.tr.m, 2, 4, 4, &g));
     int last = g.n_values - 1;
     clf_backward_spec bs = {
         .n_forward = g.n_nodes, .seed_value = last, .seed_grad = last, .ones = -1};
@@ -961,12 +942,8 @@ START_TEST(test_opencl_matches_pytorch)
 {
     if (!opencl_can_train())
         return;
-    static const char *cases[] = {
-        "train_pre_tutorial", "train_post_standard", "train_branch_tutorial",
-        "train_accum",        "train_learned_pe",    "train_tied_all",
-        "train_tied_learned", "train_swiglu_rms",    "train_post_gelu"};
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        check_gradients("opencl", cases[i]);
+    for (size_t i = 0; i < sizeof grad_cases / sizeof grad_cases[0]; i++)
+        check_gradients("opencl", grad_cases[i]);
     check_trajectory("opencl", "train_pre_tutorial");
     check_trajectory("opencl", "train_swiglu_rms");
     opencl_done();

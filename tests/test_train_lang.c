@@ -133,31 +133,27 @@ static void ref_floats(clf_safetensors *f, const char *name, float *out)
 static void m2m_ref_open(m2m_ref *r)
 {
     int64_t shape[8];
-    CLF_ASSERT_OK(clf_safetensors_open(fix("m2m100", "train_reference.safetensors"), &r->f));
-    r->src = clf_test_ref_ints(r->f, "input_ids", shape);
-    r->N = (int)shape[0];
-    r->S = (int)shape[1];
-    r->src_len = clf_test_ref_ints(r->f, "src_len", NULL);
+    r->f = clf_test_ref_open(fix("m2m100", "train_reference.safetensors"), "input_ids", &r->src,
+                             &r->src_len, &r->N, &r->S);
     r->labels = clf_test_ref_ints(r->f, "labels", shape);
     r->T = (int)shape[1];
     r->tgt_len = clf_test_ref_ints(r->f, "tgt_len", NULL);
     r->dec = clf_test_ref_ints(r->f, "decoder_input_ids", NULL);
     ref_floats(r->f, "loss", r->loss);
     ref_floats(r->f, "loss_after", r->after);
-    ck_assert_str_eq(clf_safetensors_meta(r->f, "label_smoothing"), "0.1");
-    ck_assert_str_eq(clf_safetensors_meta(r->f, "lr"), "0.001");
-    ck_assert_str_eq(clf_safetensors_meta(r->f, "betas"), "0.9,0.98");
-    ck_assert_str_eq(clf_safetensors_meta(r->f, "eps"), "1e-09");
+    /* the training settings the reference was made with */
+    static const char *const settings[][2] = {
+        {"label_smoothing", "0.1"}, {"lr", "0.001"}, {"betas", "0.9,0.98"}, {"eps", "1e-09"}};
+    for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++)
+        ck_assert_str_eq(clf_safetensors_meta(r->f, settings[i][0]), settings[i][1]);
 }
 
 static void m2m_ref_close(m2m_ref *r)
 {
-    free(r->src);
-    free(r->src_len);
     free(r->labels);
     free(r->tgt_len);
     free(r->dec);
-    clf_safetensors_close(r->f);
+    clf_test_ref_close(r->f, r->src, r->src_len);
 }
 
 static void check_close(const char *what, double got, double want)

@@ -18,13 +18,8 @@ static void ln_fwd(const double *x, const double *al, const double *bt, int R, i
 {
     for (int r = 0; r < R; r++) {
         const double *xr = x + (size_t)r * C;
-        double mean = 0, ss = 0;
-        for (int c = 0; c < C; c++)
-            mean += xr[c];
-        mean /= C;
-        for (int c = 0; c < C; c++)
-            ss += (xr[c] - mean) * (xr[c] - mean);
-        double D = style == CLF_LN_TUTORIAL ? sqrt(ss / (C - 1)) + eps : sqrt(ss / C + eps);
+        double mean;
+        const double D = clf_test_ln_row(xr, C, style, eps, &mean);
         for (int c = 0; c < C; c++)
             out[(size_t)r * C + c] = al[c] * (xr[c] - mean) / D + bt[c];
     }

@@ -110,6 +110,20 @@ static int translate(const char *opts, const char *input)
     return translate_with(model_yaml, opts, input, strlen(input));
 }
 
+/* translate of input with each of the n options must succeed and print what the first
+ * printed; err is the last run's stderr. */
+static void assert_same_output(const char *input, const char *const *opts, int n)
+{
+    static char first[OUT_MAX];
+    for (int i = 0; i < n; i++) {
+        ck_assert_msg(translate(opts[i], input) == 0, "stderr: %s", err);
+        if (i == 0)
+            strcpy(first, out);
+        else
+            ck_assert_str_eq(out, first);
+    }
+}
+
 /* Splits text in place at '\n' into lines[] (without the final empty piece); returns
  * the number of lines. */
 static int split_lines(char *text, char **lines, int max)
@@ -171,7 +185,6 @@ END_TEST
 
 START_TEST(test_deterministic_and_batch_independent)
 {
-    static char first[OUT_MAX];
     /* the same line twice in one input, and the whole input twice */
     const char *twice = "the cat sat on the dog .\nthe cat sat on the dog .\n";
     ck_assert_msg(translate("", twice) == 0, "stderr: %s", err);
@@ -179,15 +192,11 @@ START_TEST(test_deterministic_and_batch_independent)
     ck_assert_int_eq(split_lines(out, lines, 4), 2);
     ck_assert_str_eq(lines[0], lines[1]);
 
-    ck_assert_msg(translate("--max-len 20", sentences) == 0, "stderr: %s", err);
-    strcpy(first, out);
-    ck_assert_msg(translate("--max-len 20", sentences) == 0, "stderr: %s", err);
-    ck_assert_str_eq(out, first);
-    /* with an explicit --max-len, the batching does not change the translations */
-    ck_assert_msg(translate("--max-len 20 --batch 1", sentences) == 0, "stderr: %s", err);
-    ck_assert_str_eq(out, first);
-    ck_assert_msg(translate("--max-len 20 --batch 3", sentences) == 0, "stderr: %s", err);
-    ck_assert_str_eq(out, first);
+    /* the whole input twice; with an explicit --max-len, the batching does not change the
+     * translations */
+    const char *const runs[] = {"--max-len 20", "--max-len 20", "--max-len 20 --batch 1",
+                                "--max-len 20 --batch 3"};
+    assert_same_output(sentences, runs, 4);
 }
 END_TEST
 
@@ -580,15 +589,10 @@ END_TEST
 
 START_TEST(test_no_cache_matches_cache)
 {
-    static char cached[OUT_MAX];
-    ck_assert_msg(translate("--max-len 16", sentences) == 0, "stderr: %s", err);
-    strcpy(cached, out);
-    ck_assert_msg(translate("--max-len 16 --no-cache", sentences) == 0, "stderr: %s", err);
-    ck_assert_str_eq(out, cached);
-    ck_assert_msg(translate("--max-len 12 --beam 3", sentences) == 0, "stderr: %s", err);
-    strcpy(cached, out);
-    ck_assert_msg(translate("--max-len 12 --beam 3 --no-cache", sentences) == 0, "stderr: %s", err);
-    ck_assert_str_eq(out, cached);
+    const char *const greedy[] = {"--max-len 16", "--max-len 16 --no-cache"};
+    assert_same_output(sentences, greedy, 2);
+    const char *const beam[] = {"--max-len 12 --beam 3", "--max-len 12 --beam 3 --no-cache"};
+    assert_same_output(sentences, beam, 2);
 }
 END_TEST
 
@@ -596,13 +600,10 @@ END_TEST
  * and changes nothing on stdout. */
 START_TEST(test_stats)
 {
-    static char plain[OUT_MAX];
     static char input[1024];
     snprintf(input, sizeof input, "%s\n", sentences); /* and an empty line, not decoded */
-    ck_assert_msg(translate("--max-len 12", input) == 0, "stderr: %s", err);
-    strcpy(plain, out);
-    ck_assert_msg(translate("--max-len 12 --stats", input) == 0, "stderr: %s", err);
-    ck_assert_str_eq(out, plain);
+    const char *const runs[] = {"--max-len 12", "--max-len 12 --stats"};
+    assert_same_output(input, runs, 2);
     long lines = -1, decoded = -1, tokens = -1, words = 0;
     double secs = -1.0;
     ck_assert_msg(sscanf(err,
@@ -619,8 +620,7 @@ START_TEST(test_stats)
                          &steps, &calls, &step_ms, &host_ms) == 4,
                   "stderr: %s", err);
     assert_one_line_error(second + 1);
-    ck_assert_msg(steps >= 1 && steps <= 12 && calls >= 1.0 && host_ms >= 0.0 &&
-                      host_ms <= step_ms,
+    ck_assert_msg(steps >= 1 && steps <= 12 && calls >= 1.0 && host_ms >= 0.0 && host_ms <= step_ms,
                   "%s", err);
     ck_assert_int_eq(lines, 5);
     ck_assert_int_eq(decoded, 4);
@@ -868,40 +868,19 @@ START_TEST(test_opencl_matches_cpu)
     ck_assert_int_eq(lines, 4);
 }
 END_TEST
+/* the suite's OpenCL items, none where the backend is not built */
+#define OPENCL_TESTS {test_opencl_matches_cpu},
+#else
+#define OPENCL_TESTS
 #endif
 
-static Suite *translate_suite(void)
-{
-    Suite *s = suite_create("translate");
-    TCase *tc = tcase_create("translate");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_greedy_one_line_per_line);
-    tcase_add_test(tc, test_deterministic_and_batch_independent);
-    tcase_add_test(tc, test_n_best);
-    tcase_add_test(tc, test_empty_line);
-    tcase_add_test(tc, test_refused_lines);
-    tcase_add_test(tc, test_line_byte_limit);
-    tcase_add_test(tc, test_100k_lines_constant_memory);
-    tcase_add_test(tc, test_attention_safetensors);
-    tcase_add_test(tc, test_attention_png);
-    tcase_add_test(tc, test_no_cache_matches_cache);
-    tcase_add_test(tc, test_stats);
-    tcase_add_test(tc, test_weight_type);
-    tcase_add_test(tc, test_argument_errors);
-    tcase_add_test(tc, test_decode_plan_refused);
-    tcase_add_test(tc, test_vocab_larger_than_model);
-    tcase_add_test(tc, test_model_dir_of_a_run);
-    tcase_add_test(tc, test_non_finite_weight_refused);
-    tcase_add_test(tc, test_png_writer_round_trip);
-#ifdef CLF_HAVE_OPENCL
-    tcase_add_test(tc, test_opencl_matches_cpu);
-#endif
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void)
-{
-    return clf_test_main(translate_suite());
-}
+CLF_TEST_SUITE_MAIN(
+    "translate",
+    CLF_TCASE_FIXTURE("translate", 120, setup, teardown, {test_greedy_one_line_per_line},
+                      {test_deterministic_and_batch_independent}, {test_n_best}, {test_empty_line},
+                      {test_refused_lines}, {test_line_byte_limit},
+                      {test_100k_lines_constant_memory}, {test_attention_safetensors},
+                      {test_attention_png}, {test_no_cache_matches_cache}, {test_stats},
+                      {test_weight_type}, {test_argument_errors}, {test_decode_plan_refused},
+                      {test_vocab_larger_than_model}, {test_model_dir_of_a_run},
+                      {test_non_finite_weight_refused}, {test_png_writer_round_trip}, OPENCL_TESTS))

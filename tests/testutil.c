@@ -168,6 +168,18 @@ double *clf_test_to_double(const float *x, size_t n)
     return y;
 }
 
+double clf_test_ln_row(const double *x, int C, int style, double eps, double *mean)
+{
+    double m = 0, ss = 0;
+    for (int c = 0; c < C; c++)
+        m += x[c];
+    m /= C;
+    for (int c = 0; c < C; c++)
+        ss += (x[c] - m) * (x[c] - m);
+    *mean = m;
+    return style == CLF_LN_TUTORIAL ? sqrt(ss / (C - 1)) + eps : sqrt(ss / C + eps);
+}
+
 void clf_test_ref_gemm(const clf_gemm_args *g, int batch, const float *A, const float *B,
                        const float *bias, float *C)
 {
@@ -370,6 +382,15 @@ void clf_test_load_model(const char *dir, clf_config *cfg, clf_weights **w)
     CLF_ASSERT_OK(clf_weights_load(path, &cfg->model, w));
 }
 
+void clf_test_assert_decodes(const clf_tokenizer *tok, const int32_t *ids, int n, int skip_specials,
+                             const char *want)
+{
+    char *got;
+    CLF_ASSERT_OK(clf_tokenizer_decode(tok, ids, n, skip_specials, &got));
+    ck_assert_str_eq(got, want);
+    free(got);
+}
+
 void clf_test_model_open(clf_test_model *t, const char *backend, const char *name)
 {
     char path[1024];
@@ -377,6 +398,7 @@ void clf_test_model_open(clf_test_model *t, const char *backend, const char *nam
     clf_test_load_model(path, &t->cfg, &t->w);
     clf_test_open_backend(backend, &t->api, &t->be);
     CLF_ASSERT_OK(clf_model_create(&t->cfg.model, t->w, t->api, t->be, &t->m));
+    t->t = NULL;
 }
 
 void clf_test_model_close(clf_test_model *t)
@@ -384,6 +406,18 @@ void clf_test_model_close(clf_test_model *t)
     clf_model_free(t->m);
     t->api->close(t->be);
     clf_weights_free(t->w);
+}
+
+void clf_test_trainer_start(clf_test_model *tr, int dropout)
+{
+    CLF_ASSERT_OK(clf_model_create(&tr->cfg.model, tr->w, tr->api, tr->be, &tr->m));
+    CLF_ASSERT_OK(clf_trainer_create(tr->m, &tr->cfg.train, dropout, &tr->t));
+}
+
+void clf_test_trainer_stop(clf_test_model *tr)
+{
+    clf_trainer_free(tr->t);
+    clf_model_free(tr->m);
 }
 
 int clf_test_fixture_variants(char names[][256], int max)
@@ -500,6 +534,16 @@ int clf_test_run(const char *suite, const char *tcase, const TTest *const *tests
     return clf_test_main(clf_test_suite_of(suite, tcase_create(tcase), tests, n));
 }
 
+void clf_test_add_items(TCase *tc, const clf_test_item *items, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (items[i].loop > 0)
+            tcase_add_loop_test(tc, items[i].test, 0, items[i].loop);
+        else
+            tcase_add_test(tc, items[i].test);
+    }
+}
+
 int clf_test_tcases_run(const char *suite, const clf_test_tcase *cases, int n)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -510,13 +554,7 @@ int clf_test_tcases_run(const char *suite, const clf_test_tcase *cases, int n)
             tcase_set_timeout(tc, cases[c].timeout);
         if (cases[c].setup || cases[c].teardown)
             tcase_add_checked_fixture(tc, cases[c].setup, cases[c].teardown);
-        for (int i = 0; i < cases[c].n; i++) {
-            const clf_test_item *it = &cases[c].items[i];
-            if (it->loop > 0)
-                tcase_add_loop_test(tc, it->test, 0, it->loop);
-            else
-                tcase_add_test(tc, it->test);
-        }
+        clf_test_add_items(tc, cases[c].items, cases[c].n);
         suite_add_tcase(s, tc);
     }
     return clf_test_main(s);

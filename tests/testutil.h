@@ -10,6 +10,8 @@
 #include "clformer/config.h"
 #include "clformer/model.h"
 #include "clformer/ops.h"
+#include "clformer/tokenizer.h"
+#include "clformer/train.h"
 #include "clformer/weights.h"
 
 /* max|a-b| / max(max|b|, tiny): the relative error measure of the design (max abs error
@@ -17,6 +19,11 @@
 double clf_test_rel_err(const float *got, const float *want, size_t n);
 /* max|a-b| */
 double clf_test_max_abs_err(const float *got, const float *want, size_t n);
+
+/* The layer norm of the row x[0..C) in double: its mean into *mean and, returned, its
+ * denominator as style says (CLF_LN_TUTORIAL: the standard deviation over C - 1, plus eps;
+ * otherwise sqrt(variance + eps)). */
+double clf_test_ln_row(const double *x, int C, int style, double eps, double *mean);
 
 /* The reference GEMM: C = alpha op(A) op(B) + beta C (C not read when beta is 0), + bias,
  * relu, in double, for each of batch matrices g->stride_* elements apart; the host arrays
@@ -140,6 +147,10 @@ void clf_test_write_reversal_corpus(const char *path, int n, unsigned seed);
  * disk): a file "larger than the limit" for a reader that checks the size before reading. */
 void clf_test_write_sparse(const char *path, const char *text, uint64_t size);
 
+/* Fails unless tok decodes the n ids (skip_specials as clf_tokenizer_decode's) to want. */
+void clf_test_assert_decodes(const clf_tokenizer *tok, const int32_t *ids, int n, int skip_specials,
+                             const char *want);
+
 /* Loads the config dir/model.yaml into cfg and the weights dir/weights.safetensors for its
  * model into w, failing the test on error. */
 void clf_test_load_model(const char *dir, clf_config *cfg, clf_weights **w);
@@ -157,17 +168,32 @@ typedef struct clf_test_io_model {
 void clf_test_io_model_open(const char *dir, clf_test_io_model *f);
 void clf_test_io_model_close(clf_test_io_model *f);
 
-/* A fixture's model on a backend: tests/fixtures/<name>'s config and weights, the backend
- * (clf_test_open_backend) and the model made from them. */
+/* A model on a backend: its config and weights, the backend, the model made from them and,
+ * in a training suite, the model's trainer. clf_test_model_open opens tests/fixtures/<name>'s
+ * config and weights on backend (clf_test_open_backend) and makes the model (no trainer). */
 typedef struct clf_test_model {
     clf_config cfg;
     clf_weights *w;
     const clf_backend_api *api;
     clf_backend *be;
     clf_model *m;
+    clf_trainer *t; /* clf_test_trainer_start's, or NULL */
 } clf_test_model;
 void clf_test_model_open(clf_test_model *t, const char *backend, const char *name);
 void clf_test_model_close(clf_test_model *t);
+/* The model of tr's cfg and w on its open backend, and the model's trainer (dropout as
+ * clf_trainer_create's), failing the test on error. */
+void clf_test_trainer_start(clf_test_model *tr, int dropout);
+/* Frees the trainer and the model of clf_test_trainer_start (the backend and w stay). */
+void clf_test_trainer_stop(clf_test_model *tr);
+
+/* A small model of the loop tests of test_model_lookup and test_model_release: its layers
+ * per stack, tie_embeddings and attention_bias. */
+typedef struct clf_test_variant {
+    int layers;
+    const char *tie;
+    int bias;
+} clf_test_variant;
 
 /* The PyTorch fixture variants (tests/reference/make_fixtures.py): the names of the
  * directories of CLF_FIXTURES_DIR that hold an io.safetensors, at most max of them, into
@@ -223,6 +249,8 @@ typedef struct clf_test_item {
     const TTest *test;
     int loop;
 } clf_test_item;
+/* Adds the n items to tc: a loop test for an item with a loop count, else a plain test. */
+void clf_test_add_items(TCase *tc, const clf_test_item *items, int n);
 /* A test case of a suite table: its name, Check's timeout for it in seconds (0: the default),
  * its checked fixture (setup and teardown around each test; NULL: none) and its tests in
  * order. */
