@@ -38,6 +38,18 @@ static clf_status read_ids(const clf_safetensors *f, const char *path, const cha
     return st;
 }
 
+/* An output: data as an F32 tensor [a, b, c] named name. */
+static clf_tensor f32_tensor(const char *name, float *data, int a, int b, int c)
+{
+    clf_tensor t = {.dtype = CLF_F32,
+                    .ndim = 3,
+                    .shape = {a, b, c},
+                    .data = data,
+                    .nbytes = (size_t)a * b * c * sizeof(float)};
+    snprintf(t.name, sizeof t.name, "%s", name);
+    return t;
+}
+
 typedef struct fwd_opts {
     const char *in_path, *out_path;
     cli_backend_opts bo;
@@ -121,20 +133,8 @@ int clf_cmd_forward(int argc, char **argv)
                          .encoder_out = enc};
     if ((st = clf_model_forward(m.model, &io)) != CLF_OK)
         goto fail;
-    clf_tensor outs[2] = {
-        {.name = "logits",
-         .dtype = CLF_F32,
-         .ndim = 3,
-         .shape = {B, T, V},
-         .data = logits,
-         .nbytes = (size_t)B * T * V * sizeof(float)},
-        {.name = "encoder_out",
-         .dtype = CLF_F32,
-         .ndim = 3,
-         .shape = {B, S, d},
-         .data = enc,
-         .nbytes = (size_t)B * S * d * sizeof(float)},
-    };
+    clf_tensor outs[2] = {f32_tensor("logits", logits, B, T, V),
+                          f32_tensor("encoder_out", enc, B, S, d)};
     const char *meta[] = {"output",
                           m.cfg.model.output == CLF_OUTPUT_LOG_SOFTMAX ? "log_softmax" : "logits"};
     st = clf_safetensors_write(o.out_path, outs, 2, meta, 1);
