@@ -37,20 +37,6 @@ typedef struct cli_backend_opts {
     int threads;            /* --threads, -1 = from the config */
 } cli_backend_opts;
 
-/* The long options every model-running command shares, for its struct option table, and
- * their short letters for its getopt string. */
-#define CLI_BACKEND_LONGOPTS                                                                       \
-    {"backend", required_argument, NULL, 'b'}, {"device", required_argument, NULL, 'D'},           \
-        {"threads", required_argument, NULL, 't'},                                                 \
-    {                                                                                              \
-        "plugin-dir", required_argument, NULL, 'p'                                                 \
-    }
-#define CLI_BACKEND_SHORTOPTS "b:D:t:p:"
-
-/* Handles one of those options (c from getopt_long, arg its optarg). Returns 1 when c was
- * one of them, 0 when it was not, -1 after printing why the value is bad. */
-int cli_backend_option(int c, const char *arg, cli_backend_opts *o);
-
 /* Opens the backend the config and the options name (see clf_backend_open_named). */
 clf_status cli_open_backend(const clf_config *cfg, const cli_backend_opts *o,
                             const clf_backend_api **api, clf_backend **be);
@@ -83,15 +69,10 @@ void cli_thread_wait_policy(cli_thread_work work);
 
 /* Parses an int option value >= min; on error prints and returns 0. */
 int cli_parse_int(const char *opt, const char *val, int min, int *out);
-/* --weight-type VAL: *type, and *set = 1; on a VAL that is not f32, f16, bf16 or int8
- * prints why and returns 0. */
-int cli_weight_type_option(const char *val, clf_weight_type *type, int *set);
 /* The type a weights file records (CLF_WEIGHT_TYPE_META), f32 when it has none or cannot
  * be read (clf_weights_load reports that): read before the backend loads, for the thread
  * policy. */
 clf_weight_type cli_file_weight_type(const char *path);
-/* --precision VAL: *p; on a VAL that is not f32, bf16 or f16 prints why and returns 0. */
-int cli_precision_option(const char *val, clf_precision *p);
 /* The --precision lines of forward's, bench's and translate's --help. */
 #define CLI_PRECISION_HELP                                                                         \
     "  --precision P        f32|bf16|f16 (default f32): what the products of many rows (the\n"     \
@@ -132,6 +113,20 @@ typedef struct cli_opt {
 #define CLI_INT(name, key, to, min)                                                                \
     {                                                                                              \
         (name), (key), CLI_OPT_INT, (to), (min), NULL, NULL                                        \
+    }
+/* CLI_OPT_STRING takes: --weight-type VAL into a clf_weight_type, --precision VAL into a
+ * clf_precision; 0 after printing why a VAL that is not f32, f16, bf16 or int8 (bf16 or f16
+ * for --precision) is bad. */
+int cli_take_weight_type(const char *value, void *to);
+int cli_take_precision(const char *value, void *to);
+/* Their entries: the value into to, *set = 1 when given (set may be NULL). */
+#define CLI_WEIGHT_TYPE(key, to, set)                                                              \
+    {                                                                                              \
+        "weight-type", (key), CLI_OPT_STRING, (to), 0, (set), cli_take_weight_type                 \
+    }
+#define CLI_PRECISION(key, to, set)                                                                \
+    {                                                                                              \
+        "precision", (key), CLI_OPT_STRING, (to), 0, (set), cli_take_precision                     \
     }
 /* The entries of the options every model-running command shares, into o (a
  * cli_backend_opts *), for a cli_opt table. */

@@ -67,43 +67,20 @@ int cli_parse_int(const char *opt, const char *val, int min, int *out)
     return 1;
 }
 
-int cli_weight_type_option(const char *val, clf_weight_type *type, int *set)
+int cli_take_weight_type(const char *value, void *to)
 {
-    if (clf_weight_type_parse(val, type) != CLF_OK) {
-        cli_usage_error("--weight-type: expected f32, f16, bf16 or int8, got '%s'", val);
-        return 0;
-    }
-    *set = 1;
+    if (clf_weight_type_parse(value, to) != CLF_OK)
+        return !cli_usage_error("--weight-type: expected f32, f16, bf16 or int8, got '%s'", value);
     return 1;
 }
 
-int cli_precision_option(const char *val, clf_precision *p)
+int cli_take_precision(const char *value, void *to)
 {
-    if (clf_precision_parse(val, p) != CLF_OK) {
+    if (clf_precision_parse(value, to) != CLF_OK) {
         clf_clear_error();
-        cli_usage_error("--precision: expected f32, bf16 or f16, got '%s'", val);
-        return 0;
+        return !cli_usage_error("--precision: expected f32, bf16 or f16, got '%s'", value);
     }
     return 1;
-}
-
-int cli_backend_option(int c, const char *arg, cli_backend_opts *o)
-{
-    switch (c) {
-    case 'b':
-        o->backend = arg;
-        return 1;
-    case 'D':
-        o->device = arg;
-        return 1;
-    case 't':
-        return cli_parse_int("--threads", arg, 0, &o->threads) ? 1 : -1;
-    case 'p':
-        o->plugin_dir = arg;
-        return 1;
-    default:
-        return 0;
-    }
 }
 
 clf_status cli_open_backend(const clf_config *cfg, const cli_backend_opts *o,

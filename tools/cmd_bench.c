@@ -13,7 +13,6 @@
  * adds a per-op breakdown of the step, measured by a wrapped backend (bench_profile.h).
  *
  * Never a pass/fail: numbers only. */
-#include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -457,100 +456,64 @@ static int bench_train(const char *cfg_path, const char *w_path, const char *jso
 
 /* ------------------------------------------------------------------------------------ */
 
+/* After the options: what they need of each other. Returns -1 to go on, else the exit
+ * code. */
+static int check_args(const char *cfg_path, const bench_opts *o)
+{
+    if (!cfg_path)
+        return cli_usage_error("bench: -c model.yaml is required");
+    if (o->train && o->weight_type_set && o->weight_type != CLF_WEIGHT_F32)
+        return cli_usage_error("bench: --train trains F32 weights; --weight-type is for forward "
+                               "passes");
+    if (o->profile && !o->train)
+        return cli_usage_error("bench: --profile needs --train");
+    if (o->train && o->tgt_len < 2)
+        return cli_usage_error("bench: --train needs --tgt-len >= 2 ([SOS] and one word)");
+    return -1;
+}
+
+static void usage(void)
+{
+    printf("usage: clformer bench -c model.yaml [-w w.safetensors] [--backend B] "
+           "[--device D]\n"
+           "       [--threads N] [--batch 32] [--src-len 64] [--tgt-len 64] "
+           "[--iters 10] [--warmup 2] [--json FILE]\n"
+           "       [--train [--profile]] [--weight-type f32|f16|bf16|int8]\n"
+           "       [--precision f32|bf16|f16]\n"
+           "  --weight-type  the forward passes' weight matrices (default: the weights\n"
+           "             file's type, f32 without -w); --train is always f32\n"
+           "  --train    time optimizer steps (forward, loss, backward, Adam as the\n"
+           "             YAML's train: section or its defaults say) on random batches\n"
+           "             without padding, instead of forward passes\n"
+           "  --profile  with --train: --iters more steps timed op by op\n" CLI_PRECISION_HELP
+           "                       With --train: the training's, over train: precision\n");
+}
+
 int clf_cmd_bench(int argc, char **argv)
 {
+    enum { OPT_TRAIN = 256, OPT_PROFILE, OPT_WEIGHT_TYPE, OPT_PRECISION };
     const char *cfg_path = NULL, *w_path = NULL, *json_path = NULL;
     cli_backend_opts bo = {.threads = -1};
     bench_opts o = {.batch = 32, .src_len = 64, .tgt_len = 64, .iters = 10, .warmup = 2};
-    static const struct option longopts[] = {{"config", required_argument, NULL, 'c'},
-                                             {"weights", required_argument, NULL, 'w'},
-                                             CLI_BACKEND_LONGOPTS,
-                                             {"batch", required_argument, NULL, 'B'},
-                                             {"src-len", required_argument, NULL, 'S'},
-                                             {"tgt-len", required_argument, NULL, 'T'},
-                                             {"iters", required_argument, NULL, 'n'},
-                                             {"warmup", required_argument, NULL, 'W'},
-                                             {"json", required_argument, NULL, 'j'},
-                                             {"train", no_argument, NULL, 'r'},
-                                             {"profile", no_argument, NULL, 'P'},
-                                             {"weight-type", required_argument, NULL, 'Q'},
-                                             {"precision", required_argument, NULL, 'X'},
-                                             {"help", no_argument, NULL, 'h'},
-                                             {0}};
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "c:w:" CLI_BACKEND_SHORTOPTS "B:S:T:n:W:j:h", longopts,
-                            NULL)) != -1) {
-        int ok = 1;
-        switch (c) {
-        case 'c':
-            cfg_path = optarg;
-            break;
-        case 'w':
-            w_path = optarg;
-            break;
-        case 'B':
-            ok = cli_parse_int("--batch", optarg, 1, &o.batch);
-            break;
-        case 'S':
-            ok = cli_parse_int("--src-len", optarg, 1, &o.src_len);
-            break;
-        case 'T':
-            ok = cli_parse_int("--tgt-len", optarg, 1, &o.tgt_len);
-            break;
-        case 'n':
-            ok = cli_parse_int("--iters", optarg, 1, &o.iters);
-            break;
-        case 'W':
-            ok = cli_parse_int("--warmup", optarg, 0, &o.warmup);
-            break;
-        case 'j':
-            json_path = optarg;
-            break;
-        case 'r':
-            o.train = 1;
-            break;
-        case 'P':
-            o.profile = 1;
-            break;
-        case 'Q':
-            ok = cli_weight_type_option(optarg, &o.weight_type, &o.weight_type_set);
-            break;
-        case 'X':
-            ok = o.precision_set = cli_precision_option(optarg, &o.precision);
-            break;
-        case 'h':
-            printf(
-                "usage: clformer bench -c model.yaml [-w w.safetensors] [--backend B] "
-                "[--device D]\n"
-                "       [--threads N] [--batch 32] [--src-len 64] [--tgt-len 64] "
-                "[--iters 10] [--warmup 2] [--json FILE]\n"
-                "       [--train [--profile]] [--weight-type f32|f16|bf16|int8]\n"
-                "       [--precision f32|bf16|f16]\n"
-                "  --weight-type  the forward passes' weight matrices (default: the weights\n"
-                "             file's type, f32 without -w); --train is always f32\n"
-                "  --train    time optimizer steps (forward, loss, backward, Adam as the\n"
-                "             YAML's train: section or its defaults say) on random batches\n"
-                "             without padding, instead of forward passes\n"
-                "  --profile  with --train: --iters more steps timed op by op\n" CLI_PRECISION_HELP
-                "                       With --train: the training's, over train: precision\n");
-            return 0;
-        default:
-            if (cli_backend_option(c, optarg, &bo) != 1)
-                return 2;
-        }
-        if (!ok)
-            return 2;
-    }
-    if (!cfg_path)
-        return cli_usage_error("bench: -c model.yaml is required");
-    if (o.train && o.weight_type_set && o.weight_type != CLF_WEIGHT_F32)
-        return cli_usage_error("bench: --train trains F32 weights; --weight-type is for forward "
-                               "passes");
-    if (o.profile && !o.train)
-        return cli_usage_error("bench: --profile needs --train");
-    if (o.train && o.tgt_len < 2)
-        return cli_usage_error("bench: --train needs --tgt-len >= 2 ([SOS] and one word)");
+    const cli_opt opts[] = {CLI_STRING("config", 'c', &cfg_path),
+                            CLI_STRING("weights", 'w', &w_path),
+                            CLI_BACKEND_OPTS(&bo),
+                            CLI_INT("batch", 'B', &o.batch, 1),
+                            CLI_INT("src-len", 'S', &o.src_len, 1),
+                            CLI_INT("tgt-len", 'T', &o.tgt_len, 1),
+                            CLI_INT("iters", 'n', &o.iters, 1),
+                            CLI_INT("warmup", 'W', &o.warmup, 0),
+                            CLI_STRING("json", 'j', &json_path),
+                            CLI_FLAG("train", OPT_TRAIN, &o.train),
+                            CLI_FLAG("profile", OPT_PROFILE, &o.profile),
+                            CLI_WEIGHT_TYPE(OPT_WEIGHT_TYPE, &o.weight_type, &o.weight_type_set),
+                            CLI_PRECISION(OPT_PRECISION, &o.precision, &o.precision_set),
+                            {0}};
+    int rc = cli_parse_options(argc, argv, opts, usage);
+    if (rc < 0)
+        rc = check_args(cfg_path, &o);
+    if (rc >= 0)
+        return rc;
     return o.train ? bench_train(cfg_path, w_path, json_path, &bo, &o)
                    : bench_forward(cfg_path, w_path, json_path, &bo, &o);
 }

@@ -1,6 +1,5 @@
 /* clformer forward: safetensors in ("src" [B,S], "tgt" [B,T] token ids), safetensors out
  * ("logits" [B,T,tgt_vocab], "encoder_out" [B,S,d_model]). */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,67 +38,53 @@ static clf_status read_ids(const clf_safetensors *f, const char *path, const cha
     return st;
 }
 
+/* An output: data as an F32 tensor [a, b, c] named name. */
+static clf_tensor f32_tensor(const char *name, float *data, int a, int b, int c)
+{
+    clf_tensor t = {.dtype = CLF_F32,
+                    .ndim = 3,
+                    .shape = {a, b, c},
+                    .data = data,
+                    .nbytes = (size_t)a * b * c * sizeof(float)};
+    snprintf(t.name, sizeof t.name, "%s", name);
+    return t;
+}
+
 typedef struct fwd_opts {
     const char *in_path, *out_path;
     cli_backend_opts bo;
     cli_model_opts mo; /* -c, -w, --weight-type */
 } fwd_opts;
 
+static void usage(void)
+{
+    printf("usage: clformer forward -c model.yaml -w w.safetensors -i in.safetensors "
+           "-o out.safetensors\n"
+           "       [--backend cpu|opencl|auto] [--device D] [--threads N] "
+           "[--plugin-dir DIR]\n"
+           "       [--weight-type f32|f16|bf16|int8] (default: the weights file's "
+           "type)\n"
+           "       [--precision f32|bf16|f16]\n" CLI_PRECISION_HELP
+           "in: I32 'src' [B,S], 'tgt' [B,T]; out: F32 'logits' [B,T,tgt_vocab], "
+           "'encoder_out' [B,S,d_model]\n");
+}
+
 /* Parses argv into o. Returns -1 to go on, else the exit code (0 after --help). */
 static int parse_args(int argc, char **argv, fwd_opts *o)
 {
     enum { OPT_WEIGHT_TYPE = 1000, OPT_PRECISION };
-    static const struct option longopts[] = {
-        {"config", required_argument, NULL, 'c'},
-        {"weight-type", required_argument, NULL, OPT_WEIGHT_TYPE},
-        {"precision", required_argument, NULL, OPT_PRECISION},
-        {"weights", required_argument, NULL, 'w'},
-        {"input", required_argument, NULL, 'i'},
-        {"output", required_argument, NULL, 'o'},
-        CLI_BACKEND_LONGOPTS,
-        {"help", no_argument, NULL, 'h'},
+    const cli_opt opts[] = {
+        CLI_STRING("config", 'c', &o->mo.cfg_path),
+        CLI_WEIGHT_TYPE(OPT_WEIGHT_TYPE, &o->mo.weight_type, &o->mo.weight_type_set),
+        CLI_PRECISION(OPT_PRECISION, &o->mo.precision, NULL),
+        CLI_STRING("weights", 'w', &o->mo.w_path),
+        CLI_STRING("input", 'i', &o->in_path),
+        CLI_STRING("output", 'o', &o->out_path),
+        CLI_BACKEND_OPTS(&o->bo),
         {0}};
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "c:w:i:o:" CLI_BACKEND_SHORTOPTS "h", longopts, NULL)) !=
-           -1) {
-        switch (c) {
-        case 'c':
-            o->mo.cfg_path = optarg;
-            break;
-        case 'w':
-            o->mo.w_path = optarg;
-            break;
-        case 'i':
-            o->in_path = optarg;
-            break;
-        case 'o':
-            o->out_path = optarg;
-            break;
-        case OPT_WEIGHT_TYPE:
-            if (!cli_weight_type_option(optarg, &o->mo.weight_type, &o->mo.weight_type_set))
-                return 2;
-            break;
-        case OPT_PRECISION:
-            if (!cli_precision_option(optarg, &o->mo.precision))
-                return 2;
-            break;
-        case 'h':
-            printf("usage: clformer forward -c model.yaml -w w.safetensors -i in.safetensors "
-                   "-o out.safetensors\n"
-                   "       [--backend cpu|opencl|auto] [--device D] [--threads N] "
-                   "[--plugin-dir DIR]\n"
-                   "       [--weight-type f32|f16|bf16|int8] (default: the weights file's "
-                   "type)\n"
-                   "       [--precision f32|bf16|f16]\n" CLI_PRECISION_HELP
-                   "in: I32 'src' [B,S], 'tgt' [B,T]; out: F32 'logits' [B,T,tgt_vocab], "
-                   "'encoder_out' [B,S,d_model]\n");
-            return 0;
-        default:
-            if (cli_backend_option(c, optarg, &o->bo) != 1)
-                return 2;
-        }
-    }
+    int rc = cli_parse_options(argc, argv, opts, usage);
+    if (rc >= 0)
+        return rc;
     if (!o->mo.cfg_path || !o->mo.w_path || !o->in_path || !o->out_path)
         return cli_usage_error("forward: -c, -w, -i and -o are all required");
     return -1;
@@ -148,20 +133,8 @@ int clf_cmd_forward(int argc, char **argv)
                          .encoder_out = enc};
     if ((st = clf_model_forward(m.model, &io)) != CLF_OK)
         goto fail;
-    clf_tensor outs[2] = {
-        {.name = "logits",
-         .dtype = CLF_F32,
-         .ndim = 3,
-         .shape = {B, T, V},
-         .data = logits,
-         .nbytes = (size_t)B * T * V * sizeof(float)},
-        {.name = "encoder_out",
-         .dtype = CLF_F32,
-         .ndim = 3,
-         .shape = {B, S, d},
-         .data = enc,
-         .nbytes = (size_t)B * S * d * sizeof(float)},
-    };
+    clf_tensor outs[2] = {f32_tensor("logits", logits, B, T, V),
+                          f32_tensor("encoder_out", enc, B, S, d)};
     const char *meta[] = {"output",
                           m.cfg.model.output == CLF_OUTPUT_LOG_SOFTMAX ? "log_softmax" : "logits"};
     st = clf_safetensors_write(o.out_path, outs, 2, meta, 1);

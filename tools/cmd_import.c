@@ -90,30 +90,36 @@ clf_status import_get_int(const importer *im, const char *key, long long def, lo
     return CLF_OK;
 }
 
-clf_status import_get_bool(const importer *im, const char *key, int def, int *out)
+/* config.json's key into *out, def when it is absent or null: true or false (as 1 or 0) for
+ * type JSON_TRUE, any number for JSON_REAL; CLF_ERR_INPUT when it holds something else. */
+static clf_status get_value(const importer *im, const char *key, json_type type, double def,
+                            double *out)
 {
     const json_t *v = json_object_get(im->cfg, key);
-    if (!v || json_is_null(v)) {
+    if (!v || json_is_null(v))
         *out = def;
-        return CLF_OK;
-    }
-    if (!json_is_boolean(v))
-        return import_bad_key(im, key, "expected true or false");
-    *out = json_is_true(v);
+    else if (type == JSON_TRUE && json_is_boolean(v))
+        *out = json_is_true(v);
+    else if (type == JSON_REAL && json_is_number(v))
+        *out = json_number_value(v);
+    else
+        return import_bad_key(im, key,
+                              type == JSON_TRUE ? "expected true or false" : "expected a number");
     return CLF_OK;
+}
+
+clf_status import_get_bool(const importer *im, const char *key, int def, int *out)
+{
+    double v = def;
+    clf_status st = get_value(im, key, JSON_TRUE, def, &v);
+    if (st == CLF_OK)
+        *out = v != 0.0;
+    return st;
 }
 
 clf_status import_get_float(const importer *im, const char *key, double def, double *out)
 {
-    const json_t *v = json_object_get(im->cfg, key);
-    if (!v || json_is_null(v)) {
-        *out = def;
-        return CLF_OK;
-    }
-    if (!json_is_number(v))
-        return import_bad_key(im, key, "expected a number");
-    *out = json_number_value(v);
-    return CLF_OK;
+    return get_value(im, key, JSON_REAL, def, out);
 }
 
 clf_status import_yaml(importer *im, const char *fmt, ...)

@@ -14,15 +14,22 @@ static void print_device(void *user, const clf_device_info *d)
            d->name, d->type, d->compute_units, (double)d->global_mem_bytes / (1 << 30), d->version);
 }
 
-static void print_backend(void *user, const char *path, const clf_backend_api *api,
-                          const char *error)
+/* Counts a file found (user: the int count); says why it is not usable when api is NULL.
+ * Returns 1 when it is usable. */
+static int found_usable(void *user, const char *path, const void *api, const char *error)
 {
     int *count = user;
     (*count)++;
-    if (!api) {
+    if (!api)
         printf("  %s: not usable: %s\n", path, error);
+    return api != NULL;
+}
+
+static void print_backend(void *user, const char *path, const clf_backend_api *api,
+                          const char *error)
+{
+    if (!found_usable(user, path, api, error))
         return;
-    }
     printf("  %s (ABI %d): %s\n    file: %s\n", api->name, api->abi_version,
            api->description ? api->description : "", path);
     if (api->list_devices && api->list_devices(print_device, NULL) != CLF_OK)
@@ -31,12 +38,8 @@ static void print_backend(void *user, const char *path, const clf_backend_api *a
 
 static void print_plugin(void *user, const char *path, const clf_plugin_api *api, const char *error)
 {
-    int *count = user;
-    (*count)++;
-    if (!api) {
-        printf("  %s: not usable: %s\n", path, error);
+    if (!found_usable(user, path, api, error))
         return;
-    }
     printf("  %s (plugin ABI %d): %s\n    file: %s\n    ops:", api->name, api->abi_version,
            api->description ? api->description : "", path);
     for (int i = 0; i < api->n_ops; i++) {

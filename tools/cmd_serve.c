@@ -314,19 +314,6 @@ static int take_port(const char *value, void *to)
     return 1;
 }
 
-/* --weight-type (its set flag is the option's) */
-static int take_weight_type(const char *value, void *to)
-{
-    int set;
-    return cli_weight_type_option(value, to, &set);
-}
-
-/* --precision */
-static int take_precision(const char *value, void *to)
-{
-    return cli_precision_option(value, to);
-}
-
 /* Reads the options into a (and the API keys' file into *keys): 1 to go on, 0 after
  * --help, -1 after a usage error (printed). */
 static int parse_args(int argc, char **argv, serve_args *a, char ***keys, int *n_keys)
@@ -337,9 +324,8 @@ static int parse_args(int argc, char **argv, serve_args *a, char ***keys, int *n
         {"model", 'm', CLI_OPT_STRING, a, 0, NULL, take_model},
         CLI_STRING("host", OPT_HOST, &o->host),
         {"port", OPT_PORT, CLI_OPT_STRING, &o->port, 0, NULL, take_port},
-        {"weight-type", OPT_WEIGHT_TYPE, CLI_OPT_STRING, &a->weight_type, 0, &a->weight_type_set,
-         take_weight_type},
-        {"precision", OPT_PRECISION, CLI_OPT_STRING, &a->precision, 0, NULL, take_precision},
+        CLI_WEIGHT_TYPE(OPT_WEIGHT_TYPE, &a->weight_type, &a->weight_type_set),
+        CLI_PRECISION(OPT_PRECISION, &a->precision, NULL),
         CLI_INT("max-batch", OPT_MAX_BATCH, &o->max_batch, 1),
         CLI_INT("queue", OPT_QUEUE, &o->queue, 1),
         CLI_STRING("api-keys", OPT_API_KEYS, &o->api_keys),

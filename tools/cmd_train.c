@@ -31,7 +31,6 @@
  *   - validation BLEU is corpus BLEU (4-gram, brevity penalty) over the target
  *     vocabulary's words of greedy translations against the references' words, so a word
  *     outside the vocabulary is [UNK] on both sides. */
-#include <getopt.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -120,43 +119,17 @@ enum { OPT_SOURCE_LANG = 256, OPT_TARGET_LANG };
 
 static int parse_args(int argc, char **argv, train_opts *o)
 {
-    static const struct option longopts[] = {
-        {"config", required_argument, NULL, 'c'},
-        {"resume", no_argument, NULL, 'r'},
-        {"quiet", no_argument, NULL, 'q'},
-        {"source-lang", required_argument, NULL, OPT_SOURCE_LANG},
-        {"target-lang", required_argument, NULL, OPT_TARGET_LANG},
-        CLI_BACKEND_LONGOPTS,
-        {"help", no_argument, NULL, 'h'},
-        {0}};
     *o = (train_opts){.bo = {.threads = -1}};
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "c:" CLI_BACKEND_SHORTOPTS "hrq", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'c':
-            o->cfg_path = optarg;
-            break;
-        case 'r':
-            o->resume = 1;
-            break;
-        case 'q':
-            o->quiet = 1;
-            break;
-        case OPT_SOURCE_LANG:
-            o->source_lang = optarg;
-            break;
-        case OPT_TARGET_LANG:
-            o->target_lang = optarg;
-            break;
-        case 'h':
-            usage();
-            return 0;
-        default:
-            if (cli_backend_option(c, optarg, &o->bo) != 1)
-                return 2;
-        }
-    }
+    const cli_opt opts[] = {CLI_STRING("config", 'c', &o->cfg_path),
+                            CLI_FLAG("resume", 'r', &o->resume),
+                            CLI_FLAG("quiet", 'q', &o->quiet),
+                            CLI_STRING("source-lang", OPT_SOURCE_LANG, &o->source_lang),
+                            CLI_STRING("target-lang", OPT_TARGET_LANG, &o->target_lang),
+                            CLI_BACKEND_OPTS(&o->bo),
+                            {0}};
+    int rc = cli_parse_options(argc, argv, opts, usage);
+    if (rc >= 0)
+        return rc;
     if (optind < argc)
         return cli_usage_error("train: unexpected argument '%s'", argv[optind]);
     if (!o->cfg_path)

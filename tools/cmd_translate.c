@@ -30,7 +30,6 @@
  *     for greedy decoding;
  *   - the files of --attention and --attention-png are indexed by line from 0. */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,45 +184,25 @@ static void usage(void)
            DEFAULT_BATCH, TRANSLATE_LINE_MAX);
 }
 
-/* Handles a decoding option (c from getopt_long, arg its optarg). Returns 1 when c was one
- * and its value is good, 0 after printing why the value is bad, -1 when c is another option. */
-static int decoding_option(int c, const char *arg, tr_opts *o)
+/* --beam-style gnmt|hf into an int (clf_beam_style) */
+static int take_beam_style(const char *value, void *to)
 {
-    switch (c) {
-    case OPT_BEAM_STYLE:
-        if (strcmp(arg, "gnmt") != 0 && strcmp(arg, "hf") != 0)
-            return !cli_usage_error("--beam-style: expected gnmt or hf, got '%s'", arg);
-        o->beam_style = strcmp(arg, "hf") == 0 ? CLF_BEAM_HF : CLF_BEAM_GNMT;
-        return 1;
-    case OPT_FORCED_EOS:
-        o->forced_eos = 1;
-        return 1;
-    case OPT_EARLY_STOPPING:
-        o->early_stopping = 1;
-        return 1;
-    case OPT_BEAM:
-        return cli_parse_int("--beam", arg, 1, &o->beam);
-    case OPT_N_BEST:
-        if (!cli_parse_int("--n-best", arg, 1, &o->n_best))
-            return 0;
-        o->n_best_given = 1;
-        return 1;
-    case OPT_MAX_LEN:
-        return cli_parse_int("--max-len", arg, 1, &o->max_len);
-    case OPT_LENGTH_PENALTY: {
-        char *end = NULL;
-        errno = 0;
-        float v = strtof(arg, &end);
-        if (errno || end == arg || *end || !(v >= 0.0f && v <= 100.0f))
-            return !cli_usage_error("--length-penalty: expected a number in [0, 100], got "
-                                    "'%s'",
-                                    arg);
-        o->length_penalty = v;
-        return 1;
-    }
-    default:
-        return -1;
-    }
+    if (strcmp(value, "gnmt") != 0 && strcmp(value, "hf") != 0)
+        return !cli_usage_error("--beam-style: expected gnmt or hf, got '%s'", value);
+    *(int *)to = strcmp(value, "hf") == 0 ? CLF_BEAM_HF : CLF_BEAM_GNMT;
+    return 1;
+}
+
+/* --length-penalty A into a float, A in [0, 100] */
+static int take_length_penalty(const char *value, void *to)
+{
+    char *end = NULL;
+    errno = 0;
+    float v = strtof(value, &end);
+    if (errno || end == value || *end || !(v >= 0.0f && v <= 100.0f))
+        return !cli_usage_error("--length-penalty: expected a number in [0, 100], got '%s'", value);
+    *(float *)to = v;
+    return 1;
 }
 
 /* After the options: -m's files (model_dir.h), or the four of the long form. Returns -1 to
@@ -250,32 +229,6 @@ static int check_args(tr_opts *o)
 /* Parses argv into o. Returns -1 to go on, else the exit code (0 after --help). */
 static int parse_args(int argc, char **argv, tr_opts *o)
 {
-    static const struct option longopts[] = {
-        {"config", required_argument, NULL, 'c'},
-        {"model", required_argument, NULL, 'm'},
-        {"beam-style", required_argument, NULL, OPT_BEAM_STYLE},
-        {"forced-eos", no_argument, NULL, OPT_FORCED_EOS},
-        {"early-stopping", no_argument, NULL, OPT_EARLY_STOPPING},
-        {"source-lang", required_argument, NULL, OPT_SOURCE_LANG},
-        {"target-lang", required_argument, NULL, OPT_TARGET_LANG},
-        {"weights", required_argument, NULL, 'w'},
-        {"src-vocab", required_argument, NULL, OPT_SRC_VOCAB},
-        {"tgt-vocab", required_argument, NULL, OPT_TGT_VOCAB},
-        {"beam", required_argument, NULL, OPT_BEAM},
-        {"n-best", required_argument, NULL, OPT_N_BEST},
-        {"max-len", required_argument, NULL, OPT_MAX_LEN},
-        {"length-penalty", required_argument, NULL, OPT_LENGTH_PENALTY},
-        {"batch", required_argument, NULL, OPT_BATCH},
-        {"no-cache", no_argument, NULL, OPT_NO_CACHE},
-        {"sync-steps", required_argument, NULL, OPT_SYNC_STEPS},
-        {"stats", no_argument, NULL, OPT_STATS},
-        {"attention", required_argument, NULL, OPT_ATTENTION},
-        {"attention-png", required_argument, NULL, OPT_ATTENTION_PNG},
-        {"weight-type", required_argument, NULL, OPT_WEIGHT_TYPE},
-        {"precision", required_argument, NULL, OPT_PRECISION},
-        CLI_BACKEND_LONGOPTS,
-        {"help", no_argument, NULL, 'h'},
-        {0}};
     *o = (tr_opts){.beam = 0,
                    .beam_style = -1,
                    .forced_eos = -1,
@@ -283,72 +236,38 @@ static int parse_args(int argc, char **argv, tr_opts *o)
                    .n_best = 1,
                    .length_penalty = -2.0f,
                    .batch = DEFAULT_BATCH,
-                   .use_cache = 1,
                    .bo = {.threads = -1}};
-    int c, rc;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "c:w:m:" CLI_BACKEND_SHORTOPTS "h", longopts, NULL)) !=
-           -1) {
-        switch (c) {
-        case 'c':
-            o->cfg_path = optarg;
-            break;
-        case 'w':
-            o->w_path = optarg;
-            break;
-        case 'm':
-            o->model_dir = optarg;
-            break;
-        case OPT_SRC_VOCAB:
-            o->src_vocab = optarg;
-            break;
-        case OPT_TGT_VOCAB:
-            o->tgt_vocab = optarg;
-            break;
-        case OPT_SOURCE_LANG:
-            o->source_lang = optarg;
-            break;
-        case OPT_TARGET_LANG:
-            o->target_lang = optarg;
-            break;
-        case OPT_BATCH:
-            if (!cli_parse_int("--batch", optarg, 1, &o->batch))
-                return 2;
-            break;
-        case OPT_NO_CACHE:
-            o->use_cache = 0;
-            break;
-        case OPT_SYNC_STEPS:
-            if (!cli_parse_int("--sync-steps", optarg, 0, &o->sync_steps))
-                return 2;
-            break;
-        case OPT_STATS:
-            o->stats = 1;
-            break;
-        case OPT_ATTENTION:
-            o->attn_path = optarg;
-            break;
-        case OPT_ATTENTION_PNG:
-            o->png_prefix = optarg;
-            break;
-        case OPT_WEIGHT_TYPE:
-            if (!cli_weight_type_option(optarg, &o->weight_type, &o->weight_type_set))
-                return 2;
-            break;
-        case OPT_PRECISION:
-            if (!cli_precision_option(optarg, &o->precision))
-                return 2;
-            break;
-        case 'h':
-            usage();
-            return 0;
-        default:
-            if ((rc = decoding_option(c, optarg, o)) < 0)
-                rc = cli_backend_option(c, optarg, &o->bo);
-            if (rc != 1)
-                return 2;
-        }
-    }
+    int no_cache = 0;
+    const cli_opt opts[] = {
+        CLI_STRING("config", 'c', &o->cfg_path),
+        CLI_STRING("model", 'm', &o->model_dir),
+        {"beam-style", OPT_BEAM_STYLE, CLI_OPT_STRING, &o->beam_style, 0, NULL, take_beam_style},
+        CLI_FLAG("forced-eos", OPT_FORCED_EOS, &o->forced_eos),
+        CLI_FLAG("early-stopping", OPT_EARLY_STOPPING, &o->early_stopping),
+        CLI_STRING("source-lang", OPT_SOURCE_LANG, &o->source_lang),
+        CLI_STRING("target-lang", OPT_TARGET_LANG, &o->target_lang),
+        CLI_STRING("weights", 'w', &o->w_path),
+        CLI_STRING("src-vocab", OPT_SRC_VOCAB, &o->src_vocab),
+        CLI_STRING("tgt-vocab", OPT_TGT_VOCAB, &o->tgt_vocab),
+        CLI_INT("beam", OPT_BEAM, &o->beam, 1),
+        {"n-best", OPT_N_BEST, CLI_OPT_INT, &o->n_best, 1, &o->n_best_given, NULL},
+        CLI_INT("max-len", OPT_MAX_LEN, &o->max_len, 1),
+        {"length-penalty", OPT_LENGTH_PENALTY, CLI_OPT_STRING, &o->length_penalty, 0, NULL,
+         take_length_penalty},
+        CLI_INT("batch", OPT_BATCH, &o->batch, 1),
+        CLI_FLAG("no-cache", OPT_NO_CACHE, &no_cache),
+        CLI_INT("sync-steps", OPT_SYNC_STEPS, &o->sync_steps, 0),
+        CLI_FLAG("stats", OPT_STATS, &o->stats),
+        CLI_STRING("attention", OPT_ATTENTION, &o->attn_path),
+        CLI_STRING("attention-png", OPT_ATTENTION_PNG, &o->png_prefix),
+        CLI_WEIGHT_TYPE(OPT_WEIGHT_TYPE, &o->weight_type, &o->weight_type_set),
+        CLI_PRECISION(OPT_PRECISION, &o->precision, NULL),
+        CLI_BACKEND_OPTS(&o->bo),
+        {0}};
+    int rc = cli_parse_options(argc, argv, opts, usage);
+    if (rc >= 0)
+        return rc;
+    o->use_cache = !no_cache;
     if (optind < argc)
         return cli_usage_error("translate: unexpected argument '%s' (sentences come on stdin)",
                                argv[optind]);

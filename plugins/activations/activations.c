@@ -34,6 +34,21 @@ static double sigmoid(double z)
     return z >= 0.0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
 }
 
+/* The CPU forms of activation F from F(x) and its derivative F_grad(x), over n values:
+ * F_forward: y, x: (n), y[i] = F(x[i]), y may alias x; F_backward: dx, dy, x: (n),
+ * dx[i] = dy[i] * F'(x[i]), dx may alias dy. */
+#define CPU_FORMS(F)                                                                               \
+    static void F##_forward(float *y, const float *x, size_t n)                                    \
+    {                                                                                              \
+        for (size_t i = 0; i < n; i++)                                                             \
+            y[i] = (float)F(x[i]);                                                                 \
+    }                                                                                              \
+    static void F##_backward(float *dx, const float *dy, const float *x, size_t n)                 \
+    {                                                                                              \
+        for (size_t i = 0; i < n; i++)                                                             \
+            dx[i] = (float)((double)dy[i] * F##_grad(x[i]));                                       \
+    }
+
 /* ---- gelu (exact) ---- */
 
 /* f(x) = 0.5 x (1 + erf(x/sqrt(2))) = 0.5 x erfc(-x/sqrt(2)) */
@@ -48,19 +63,7 @@ static double gelu_grad(double x)
     return 0.5 * erfc(-x * INV_SQRT2) + x * INV_SQRT_2PI * exp(-0.5 * x * x);
 }
 
-/* y, x: (n). y[i] = gelu(x[i]); y may alias x. */
-static void gelu_forward(float *y, const float *x, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        y[i] = (float)gelu(x[i]);
-}
-
-/* dx, dy, x: (n). dx[i] = dy[i] * gelu'(x[i]); dx may alias dy. */
-static void gelu_backward(float *dx, const float *dy, const float *x, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        dx[i] = (float)((double)dy[i] * gelu_grad(x[i]));
-}
+CPU_FORMS(gelu)
 
 /* ---- gelu_tanh ---- */
 
@@ -82,19 +85,7 @@ static double gelu_tanh_grad(double x)
     return s + x * 2.0 * s * sigmoid(-2.0 * u) * du;
 }
 
-/* y, x: (n). y[i] = gelu_tanh(x[i]); y may alias x. */
-static void gelu_tanh_forward(float *y, const float *x, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        y[i] = (float)gelu_tanh(x[i]);
-}
-
-/* dx, dy, x: (n). dx[i] = dy[i] * gelu_tanh'(x[i]); dx may alias dy. */
-static void gelu_tanh_backward(float *dx, const float *dy, const float *x, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        dx[i] = (float)((double)dy[i] * gelu_tanh_grad(x[i]));
-}
+CPU_FORMS(gelu_tanh)
 
 /* ---- silu (swish-1) ---- */
 
@@ -110,19 +101,7 @@ static double silu_grad(double x)
     return sigmoid(x) * (1.0 + x * sigmoid(-x));
 }
 
-/* y, x: (n). y[i] = silu(x[i]); y may alias x. */
-static void silu_forward(float *y, const float *x, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        y[i] = (float)silu(x[i]);
-}
-
-/* dx, dy, x: (n). dx[i] = dy[i] * silu'(x[i]); dx may alias dy. */
-static void silu_backward(float *dx, const float *dy, const float *x, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        dx[i] = (float)((double)dy[i] * silu_grad(x[i]));
-}
+CPU_FORMS(silu)
 
 /* ---- OpenCL forms (OpenCL C 1.2, float; erf, erfc, exp are builtins) ----
  * One template per function, instantiated under the op's name: swiglu is silu and geglu
@@ -185,27 +164,20 @@ static void silu_backward(float *dx, const float *dy, const float *x, size_t n)
     "    return s + x * (e / ((1.0f + e) * (1.0f + e)));\n"                                        \
     "}\n"
 
+/* An op NAME of kind KIND: the CPU forms of F (CPU_FORMS), the OpenCL template CL. */
+#define OP(NAME, KIND, F, CL)                                                                      \
+    {                                                                                              \
+        .name = NAME, .kind = KIND,                                                                \
+        .cpu = {.act_forward = F##_forward, .act_backward = F##_backward},                         \
+        .opencl_source = CL(NAME)                                                                  \
+    }
+
 static const clf_plugin_op activation_ops[] = {
-    {.name = "gelu",
-     .kind = CLF_PLUGIN_ACTIVATION,
-     .cpu = {.act_forward = gelu_forward, .act_backward = gelu_backward},
-     .opencl_source = GELU_CL("gelu")},
-    {.name = "gelu_tanh",
-     .kind = CLF_PLUGIN_ACTIVATION,
-     .cpu = {.act_forward = gelu_tanh_forward, .act_backward = gelu_tanh_backward},
-     .opencl_source = GELU_TANH_CL("gelu_tanh")},
-    {.name = "silu",
-     .kind = CLF_PLUGIN_ACTIVATION,
-     .cpu = {.act_forward = silu_forward, .act_backward = silu_backward},
-     .opencl_source = SILU_CL("silu")},
-    {.name = "swiglu",
-     .kind = CLF_PLUGIN_GATED_ACTIVATION,
-     .cpu = {.act_forward = silu_forward, .act_backward = silu_backward},
-     .opencl_source = SILU_CL("swiglu")},
-    {.name = "geglu",
-     .kind = CLF_PLUGIN_GATED_ACTIVATION,
-     .cpu = {.act_forward = gelu_forward, .act_backward = gelu_backward},
-     .opencl_source = GELU_CL("geglu")},
+    OP("gelu", CLF_PLUGIN_ACTIVATION, gelu, GELU_CL),
+    OP("gelu_tanh", CLF_PLUGIN_ACTIVATION, gelu_tanh, GELU_TANH_CL),
+    OP("silu", CLF_PLUGIN_ACTIVATION, silu, SILU_CL),
+    OP("swiglu", CLF_PLUGIN_GATED_ACTIVATION, silu, SILU_CL),
+    OP("geglu", CLF_PLUGIN_GATED_ACTIVATION, gelu, GELU_CL),
 };
 
 static const clf_plugin_api activations_api = {

@@ -100,6 +100,28 @@ static PyObject *translator_close(TranslatorObject *self, PyObject *unused)
     Py_END_ALLOW_THREADS Py_RETURN_NONE;
 }
 
+/* A new list of n items, item(ctx, i) each (a new reference, or NULL with an exception
+ * set); NULL with an exception set. */
+static PyObject *list_of(int n, PyObject *(*item)(const void *ctx, int i), const void *ctx)
+{
+    PyObject *list = PyList_New(n);
+    for (int i = 0; list && i < n; i++) {
+        PyObject *r = item(ctx, i);
+        if (!r)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, i, r);
+    }
+    return list;
+}
+
+/* codes[i] as str (ctx: the language codes) */
+static PyObject *code_item(const void *ctx, int i)
+{
+    const char(*codes)[CLF_LANGUAGE_CODE_MAX] = ctx;
+    return PyUnicode_FromString(codes[i]);
+}
+
 /* dict of what was opened: backend, device, weight_type, src_vocab, tgt_vocab,
  * source_languages, target_languages. */
 static PyObject *translator_info(TranslatorObject *self, PyObject *unused)
@@ -113,22 +135,9 @@ static PyObject *translator_info(TranslatorObject *self, PyObject *unused)
         goto fail;
     clf_translator_get_info(t, &in);
     const clf_languages_config *lc = &in.config->languages;
-    src_langs = PyList_New(lc->n_source);
-    tgt_langs = PyList_New(lc->n_target);
-    if (!src_langs || !tgt_langs)
+    if (!(src_langs = list_of(lc->n_source, code_item, lc->source)) ||
+        !(tgt_langs = list_of(lc->n_target, code_item, lc->target)))
         goto fail;
-    for (int i = 0; i < lc->n_source; i++) {
-        PyObject *code = PyUnicode_FromString(lc->source[i]);
-        if (!code)
-            goto fail;
-        PyList_SET_ITEM(src_langs, i, code);
-    }
-    for (int i = 0; i < lc->n_target; i++) {
-        PyObject *code = PyUnicode_FromString(lc->target[i]);
-        if (!code)
-            goto fail;
-        PyList_SET_ITEM(tgt_langs, i, code);
-    }
     d = Py_BuildValue(
         "{s:s,s:s,s:s,s:s,s:s,s:s,s:O,s:O,s:i,s:i,s:i,s:i,s:i}", "precision",
         clf_precision_name(in.precision), "backend", in.backend ? in.backend : "", "device",
@@ -349,6 +358,18 @@ fail:
     return NULL;
 }
 
+/* A translate call's results, for list_of */
+typedef struct {
+    clf_translator *t;
+    const clf_translation *out;
+} translations;
+
+static PyObject *translation_item(const void *ctx, int i)
+{
+    const translations *r = ctx;
+    return translation_to_py(r->t, &r->out[i]);
+}
+
 /* translate(source, beam, n_best, length_penalty, max_len, max_batch, want_scores) -> list
  * per sentence of [(tokens, text, score, logprob), ...]. beam -1, length_penalty None,
  * max_len 0: the config's generate: values; want_scores: greedy hypotheses scored too
@@ -450,16 +471,7 @@ static PyObject *translator_translate(TranslatorObject *self, PyObject *args, Py
                          out[i].error ? out[i].error : clf_status_name(out[i].status));
             goto fail;
         }
-    if (!(result = PyList_New(b.n)))
-        goto fail;
-    for (int i = 0; i < b.n; i++) {
-        PyObject *r = translation_to_py(t, &out[i]);
-        if (!r) {
-            Py_CLEAR(result);
-            goto fail;
-        }
-        PyList_SET_ITEM(result, i, r);
-    }
+    result = list_of(b.n, translation_item, &(const translations){t, out});
 fail:
     PyThread_release_lock(self->lock);
     if (have_out)
@@ -467,6 +479,18 @@ fail:
     free(out);
     batch_input_free(&b);
     return result;
+}
+
+/* A score call's results, for list_of: (logprob, tokens) per pair */
+typedef struct {
+    const float *logprob;
+    const int *tokens;
+} scores;
+
+static PyObject *score_item(const void *ctx, int i)
+{
+    const scores *r = ctx;
+    return Py_BuildValue("(di)", (double)r->logprob[i], r->tokens[i]);
 }
 
 /* score(source, target) -> list of (logprob, tokens) per pair. A pair that cannot be
@@ -535,16 +559,7 @@ static PyObject *translator_score(TranslatorObject *self, PyObject *args, PyObje
             PyErr_Format(PyExc_ValueError, "pair %d: %s", i, error[i]);
             goto fail;
         }
-    if (!(result = PyList_New(n)))
-        goto fail;
-    for (int i = 0; i < n; i++) {
-        PyObject *r = Py_BuildValue("(di)", (double)logprob[i], tokens[i]);
-        if (!r) {
-            Py_CLEAR(result);
-            goto fail;
-        }
-        PyList_SET_ITEM(result, i, r);
-    }
+    result = list_of(n, score_item, &(const scores){logprob, tokens});
 fail:
     PyThread_release_lock(self->lock);
     if (error)

@@ -104,6 +104,14 @@ static void dump_model(const clf_model_config *m, FILE *out)
     fprintf(out, "]\n");
 }
 
+/* A line "  key: <string>" of a section (put_string). */
+static void put_string_line(FILE *out, const char *key, const char *s)
+{
+    fprintf(out, "  %s: ", key);
+    put_string(out, s);
+    fputc('\n', out);
+}
+
 static void dump_backend(const clf_backend_config *b, FILE *out)
 {
     fprintf(out, "backend:\n  name: %s\n  device: ", b->name);
@@ -160,11 +168,8 @@ static void dump_train(const clf_train_config *t, FILE *out)
     fprintf(out, "  checkpoint: {dir: ");
     put_string(out, t->checkpoint_dir);
     fprintf(out, ", every: %d, keep: %d}\n", t->checkpoint_every, t->checkpoint_keep);
-    fprintf(out, "  source_lang: ");
-    put_string(out, t->source_lang);
-    fprintf(out, "\n  target_lang: ");
-    put_string(out, t->target_lang);
-    fputc('\n', out);
+    put_string_line(out, "source_lang", t->source_lang);
+    put_string_line(out, "target_lang", t->target_lang);
 }
 
 static void dump_generate(const clf_generate_config *g, FILE *out)
@@ -191,11 +196,8 @@ static void dump_languages(const clf_languages_config *l, FILE *out)
         }
         fprintf(out, "]\n");
     }
-    fprintf(out, "  token_prefix: ");
-    put_string(out, l->token_prefix);
-    fprintf(out, "\n  token_suffix: ");
-    put_string(out, l->token_suffix);
-    fputc('\n', out);
+    put_string_line(out, "token_prefix", l->token_prefix);
+    put_string_line(out, "token_suffix", l->token_suffix);
 }
 
 /* The plugins: list, with the plugins that provided model ops by a search-path lookup

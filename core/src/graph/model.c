@@ -424,6 +424,37 @@ static clf_status upload_done(clf_model *m, clf_status st, clf_weight_type type,
     return st;
 }
 
+/* The first weight after i (from -1) that is one of the products' matrices
+ * (clf_model_is_gemm_matrix) in chunk c, -1 after the last: the weights a low-precision
+ * twin of the chunk converts. */
+static int next_matrix(const clf_model *m, int c, int i)
+{
+    while (++i < m->n_weights)
+        if (m->wdev[i].buf == m->chunks[c] && clf_model_is_gemm_matrix(m, i))
+            return i;
+    return -1;
+}
+
+/* Reads weight i (count floats) from the device into mat, for its `type` copy: the weights
+ * as they are now (loaded, or trained in this process). */
+static clf_status read_back(clf_model *m, int i, size_t count, clf_weight_type type, float *mat)
+{
+    clf_status st = clf_op_download(m->api, m->be, mat, m->wdev[i], count * sizeof *mat);
+    if (st == CLF_OK)
+        st = m->api->synchronize(m->be);
+    if (st != CLF_OK)
+        clf_error_context(st, "model: reading '%s' back for %s", m->specs[i].name,
+                          clf_weight_type_name(type));
+    return st;
+}
+
+/* The error of a conversion to type that has no host memory for a matrix. */
+static clf_status host_nomem(clf_weight_type type)
+{
+    return clf_error(CLF_ERR_NOMEM, "model: out of host memory for the %s weights",
+                     clf_weight_type_name(type));
+}
+
 clf_status clf_model_enable_grads(clf_model *m)
 {
     if (m->grad_chunks)
@@ -466,31 +497,22 @@ clf_status clf_model_copy16(clf_model *m, int c, clf_weight_type type, clf_buffe
 {
     const int f16 = type == CLF_WEIGHT_F16;
     size_t largest = 1;
-    for (int i = 0; i < m->n_weights; i++)
-        if (m->wdev[i].buf == m->chunks[c] && clf_model_is_gemm_matrix(m, i)) {
-            const size_t numel = (size_t)clf_weight_spec_numel(&m->specs[i]);
-            largest = numel > largest ? numel : largest;
-        }
+    for (int i = next_matrix(m, c, -1); i >= 0; i = next_matrix(m, c, i)) {
+        const size_t numel = (size_t)clf_weight_spec_numel(&m->specs[i]);
+        largest = numel > largest ? numel : largest;
+    }
     clf_status st = CLF_OK;
     float *mat = malloc(largest * sizeof *mat);
     uint16_t *h = malloc(largest * sizeof *h);
     if (!mat || !h) {
-        st = clf_error(CLF_ERR_NOMEM, "model: out of host memory for the %s weights",
-                       clf_weight_type_name(type));
+        st = host_nomem(type);
         goto fail;
     }
-    for (int i = 0; i < m->n_weights; i++) {
-        if (m->wdev[i].buf != m->chunks[c] || !clf_model_is_gemm_matrix(m, i))
-            continue;
+    for (int i = next_matrix(m, c, -1); i >= 0; i = next_matrix(m, c, i)) {
         const clf_weight_spec *sp = &m->specs[i];
         const size_t count = (size_t)clf_weight_spec_numel(sp);
-        /* from the device: the weights as they are now (loaded, or trained in this process) */
-        if ((st = clf_op_download(m->api, m->be, mat, m->wdev[i], count * sizeof *mat)) != CLF_OK ||
-            (st = m->api->synchronize(m->be)) != CLF_OK) {
-            clf_error_context(st, "model: reading '%s' back for %s", sp->name,
-                              clf_weight_type_name(type));
+        if ((st = read_back(m, i, count, type, mat)) != CLF_OK)
             goto fail;
-        }
         for (size_t e = 0; e < count; e++) {
             if (!(f16 ? clf_float_fits_half(mat[e]) : clf_float_fits_bf16(mat[e]))) {
                 st = clf_unfit_error(NULL, sp->name, (int64_t)e, mat[e], f16 ? CLF_F16 : CLF_BF16);
@@ -542,20 +564,18 @@ static clf_status lowp_make(clf_model *m, int c, clf_weight_type type)
         m->lowp_bytes += bytes;
         return clf_model_copy16(m, c, type, m->lowp_chunks[c]);
     }
-    for (int i = 0; i < m->n_weights; i++)
-        if (m->wdev[i].buf == m->chunks[c] && clf_model_is_gemm_matrix(m, i)) {
-            const size_t numel = (size_t)clf_weight_spec_numel(&m->specs[i]);
-            largest = numel > largest ? numel : largest;
-            most_rows =
-                (size_t)m->specs[i].shape[0] > most_rows ? (size_t)m->specs[i].shape[0] : most_rows;
-        }
+    for (int i = next_matrix(m, c, -1); i >= 0; i = next_matrix(m, c, i)) {
+        const size_t numel = (size_t)clf_weight_spec_numel(&m->specs[i]);
+        largest = numel > largest ? numel : largest;
+        most_rows =
+            (size_t)m->specs[i].shape[0] > most_rows ? (size_t)m->specs[i].shape[0] : most_rows;
+    }
     /* number the rows of the chunk's matrices in the order of their offsets */
     size_t next_off = 0;
     for (;;) {
         int best = -1;
-        for (int i = 0; i < m->n_weights; i++)
-            if (m->wdev[i].buf == m->chunks[c] && clf_model_is_gemm_matrix(m, i) &&
-                m->wdev[i].off >= next_off && (best < 0 || m->wdev[i].off < m->wdev[best].off))
+        for (int i = next_matrix(m, c, -1); i >= 0; i = next_matrix(m, c, i))
+            if (m->wdev[i].off >= next_off && (best < 0 || m->wdev[i].off < m->wdev[best].off))
                 best = i;
         if (best < 0)
             break;
@@ -575,24 +595,16 @@ static clf_status lowp_make(clf_model *m, int c, clf_weight_type type)
     conv = malloc(largest + 8 * most_rows);
     sc = malloc(most_rows * sizeof *sc);
     if (!mat || !conv || !sc) {
-        st = clf_error(CLF_ERR_NOMEM, "model: out of host memory for the %s weights",
-                       clf_weight_type_name(type));
+        st = host_nomem(type);
         goto fail;
     }
-    for (int i = 0; i < m->n_weights; i++) {
-        if (m->wdev[i].buf != m->chunks[c] || !clf_model_is_gemm_matrix(m, i))
-            continue;
+    for (int i = next_matrix(m, c, -1); i >= 0; i = next_matrix(m, c, i)) {
         const clf_weight_spec *sp = &m->specs[i];
         const size_t first = m->wdev[i].off / sizeof(float);
         const size_t count = (size_t)clf_weight_spec_numel(sp);
         clf_ptr at = {m->lowp_chunks[c], 0};
-        /* from the device: the weights as they are now (loaded, or trained in this process) */
-        if ((st = clf_op_download(m->api, m->be, mat, m->wdev[i], count * sizeof *mat)) != CLF_OK ||
-            (st = m->api->synchronize(m->be)) != CLF_OK) {
-            clf_error_context(st, "model: reading '%s' back for %s", sp->name,
-                              clf_weight_type_name(type));
+        if ((st = read_back(m, i, count, type, mat)) != CLF_OK)
             goto fail;
-        }
         const int64_t R = sp->shape[0], K = sp->shape[1];
         int8_t *q = (int8_t *)(void *)conv;
         unsigned char *pairs = conv + count;
