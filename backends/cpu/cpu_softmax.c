@@ -41,12 +41,14 @@ static inline float cpu_expf(float x)
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * r * r + r + 1.0f;
-    /* the integer n sits in t's low mantissa bits; 2^n is (n + 127) << 23 as a float */
+    /* the integer n sits in t's low mantissa bits; 2^n is (n + 127) << 23 as a float. In
+     * unsigned arithmetic: for NaN (x - max of a row of -inf) the bits are no such integer,
+     * and p, NaN, makes the result NaN whatever 2^n holds. */
     union {
         float f;
-        int32_t i;
+        uint32_t u;
     } u = {.f = t};
-    u.i = (u.i - 0x4B400000 + 127) * (1 << 23);
+    u.u = (u.u - 0x4B400000u + 127u) << 23;
     return p * u.f;
 }
 
