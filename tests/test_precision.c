@@ -609,6 +609,9 @@ static void add_tests(TCase *tc)
 
 static void cpu_only(TCase *tc)
 {
+    /* two 300-step trainings: where the CPU has no BF16 arithmetic both run F32, and
+     * under ASan on 2 cores they outlast the CPU case's 120 s */
+    tcase_set_timeout(tc, 600);
     tcase_add_test(tc, gemm_bf16_arith_transposes);
     tcase_add_test(tc, train_bf16_against_f32);
     tcase_add_test(tc, train_f16_loss_scaling);
