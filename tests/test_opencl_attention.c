@@ -195,25 +195,32 @@ static void check_attention_case(const attn_case *t, unsigned seed)
 }
 
 /* batch 3, heads 2, queries 1 + with_probs (causal), 9 keys, head_dim 16; keys and values
- * k|v rows of 5 entries, the table [3, 11] */
-static void run_attention_rows(int with_probs)
+ * k|v rows of 5 entries, the table [3, 11]. With append, one query (with or without probs)
+ * whose step writes its keys and values at row 6 first (k_new, v_new: the table names each
+ * entry's own there), and the keys and values after the call compared too, exactly. */
+static void run_attention_rows(int with_probs, int append)
 {
-    enum { B = 3, H = 2, D = 16, W = H * D, TK = 9, E = 5, LD = 11 };
-    const int tq = 1 + with_probs;
+    enum { B = 3, H = 2, D = 16, W = H * D, TK = 9, E = 5, LD = 11, POS = 6 };
+    const int tq = append ? 1 : 1 + with_probs;
     const size_t nq = (size_t)B * tq * W, nkv = (size_t)E * TK * 2 * W, no = nq,
-                 np = (size_t)B * H * tq * TK;
-    float *q = clf_test_frand(nq, 71, -2, 2), *kv = clf_test_frand(nkv, 72, -1, 1);
+                 np = (size_t)B * H * tq * TK, nn = (size_t)B * 2 * W;
+    float *q = clf_test_frand(nq, 71, -2, 2), *kv = clf_test_frand(nkv, 72, -1, 1),
+          *kvn = clf_test_frand(nn, 73, -1, 1);
     int32_t rows[B * LD];
     for (int i = 0; i < B * LD; i++)
         rows[i] = (i * 3 + 1) % E;
     rows[0] = -2;
     rows[LD + 4] = E + 3;
+    for (int b = 0; append && b < B; b++)
+        rows[b * LD + POS] = b;
     float got[2][B * 2 * W], gotp[2][B * H * 2 * TK];
+    float *gotkv[2] = {malloc(nkv * 4), malloc(nkv * 4)};
     bk *ks[2] = {&ocl, &cpu};
     for (int w = 0; w < 2; w++) {
         bk *k = ks[w];
         clf_buffer *bq = up(k, q, nq * 4), *bkv = up(k, kv, nkv * 4), *bo = up(k, NULL, no * 4),
-                   *bp = up(k, NULL, np * 4), *br = up(k, rows, sizeof rows);
+                   *bp = up(k, NULL, np * 4), *br = up(k, rows, sizeof rows),
+                   *bn = up(k, kvn, nn * 4);
         clf_attention_args a = {.batch = B,
                                 .heads = H,
                                 .q_len = tq,
@@ -237,21 +244,34 @@ static void run_attention_rows(int with_probs)
                                 .kv_rows = {br, 0},
                                 .kv_rows_ld = LD,
                                 .kv_entries = E};
+        if (append) {
+            a.k_new = (clf_ptr){bn, 0};
+            a.v_new = (clf_ptr){bn, 4 * W};
+            a.new_ld = 2 * W;
+            a.new_pos = POS;
+        }
         CLF_ASSERT_OK(clf_op_attention(k->api, k->be, &a));
         down(k, got[w], bo, no * 4);
+        down(k, gotkv[w], bkv, nkv * 4);
         if (with_probs)
             down(k, gotp[w], bp, np * 4);
-        clf_buffer *all[] = {bq, bkv, bo, bp, br};
-        for (int i = 0; i < 5; i++)
+        clf_buffer *all[] = {bq, bkv, bo, bp, br, bn};
+        for (int i = 0; i < 6; i++)
             k->api->free(k->be, all[i]);
     }
-    expect_close(got[0], got[1], no, TOL_ATTN,
-                 with_probs ? "attention, row table, probs" : "attention, row table",
-                 "cpu backend");
+    const char *what = append ? (with_probs ? "attention, append, probs" : "attention, append")
+                       : with_probs ? "attention, row table, probs"
+                                    : "attention, row table";
+    expect_close(got[0], got[1], no, TOL_ATTN, what, "cpu backend");
     if (with_probs)
-        expect_close(gotp[0], gotp[1], np, TOL_ATTN, "attention probs, row table", "cpu backend");
+        expect_close(gotp[0], gotp[1], np, TOL_ATTN, what, "cpu backend");
+    ck_assert_msg(memcmp(gotkv[0], gotkv[1], nkv * 4) == 0, "%s: keys and values", what);
+    ck_assert(!append || memcmp(gotkv[0], kv, nkv * 4) != 0); /* the rows were written */
     free(q);
     free(kv);
+    free(kvn);
+    free(gotkv[0]);
+    free(gotkv[1]);
 }
 
 START_TEST(test_attention)
@@ -283,9 +303,11 @@ START_TEST(test_attention)
     /* Keys and values through a row table (kv_rows, the decoding step's: beams sharing
      * cache rows), fused and probs kernels, against the CPU backend (whose row table the
      * ops suite checks against a double reference); entries out of range on both sides
-     * are clamped alike. */
+     * are clamped alike; and the decoding step's append (k_new, v_new), which the ops suite
+     * checks against rows written first. */
     for (int with_probs = 0; with_probs < 2; with_probs++)
-        run_attention_rows(with_probs);
+        for (int append = 0; append < 2; append++)
+            run_attention_rows(with_probs, append);
 }
 END_TEST
 

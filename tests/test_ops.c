@@ -873,6 +873,82 @@ START_TEST(attention_fully_masked_row_is_uniform)
 }
 END_TEST
 
+/* The append (clf_attention_args.k_new, v_new): attention that writes this step's keys and
+ * values itself gives exactly what writing them first and attending without it gives, the
+ * cache's bytes and the output, at a middle row and the last, with and without a row table
+ * (whose row new_pos names each entry's own) and probs, 1 and 2 threads. */
+START_TEST(attention_append_equals_rows_written_first)
+{
+    enum { B = 3, H = 2, D = 16, W = H * D, TK = 9, E = B + 2, LD = TK + 1 };
+    const size_t nkv = (size_t)E * TK * 2 * W, nq = (size_t)B * 3 * W;
+    float *kv = fvec(nkv, 91), *qkv = fvec(nq, 92);
+    int32_t rows[B * LD];
+    for (int v = 0; v < 8; v++) {
+        const int new_pos = v % 2 ? TK - 1 : 4, table = v / 2 % 2, probs = v / 4;
+        for (int i = 0; i < B * LD; i++)
+            rows[i] = (int32_t)((i * 3 + 1) % E);
+        for (int b = 0; b < B; b++)
+            rows[b * LD + new_pos] = b;
+        float got[2][B * W], gotkv[2][E * TK * 2 * W], gotp[2][B * H * TK];
+        for (int w = 0; w < 2; w++) { /* 0: the append; 1: the rows written on the host */
+            float *host = malloc(nkv * 4);
+            memcpy(host, kv, nkv * 4);
+            for (int b = 0; w == 1 && b < B; b++)
+                for (int c = 0; c < 2; c++)
+                    memcpy(host + ((size_t)b * TK + new_pos) * 2 * W + (size_t)c * W,
+                           qkv + (size_t)b * 3 * W + (size_t)(c + 1) * W, 4 * W);
+            clf_buffer *dkv = clf_test_upload(api, be, host, nkv * 4),
+                       *dq = clf_test_upload(api, be, qkv, nq * 4),
+                       *dr = clf_test_upload(api, be, rows, sizeof rows), *dout, *dp;
+            CLF_ASSERT_OK(api->alloc(be, sizeof got[0], &dout));
+            CLF_ASSERT_OK(api->alloc(be, sizeof gotp[0], &dp));
+            clf_attention_args a = {.batch = B,
+                                    .heads = H,
+                                    .q_len = 1,
+                                    .kv_len = TK,
+                                    .head_dim = D,
+                                    .q = P(dq),
+                                    .k = P(dkv),
+                                    .v = clf_ptr_add(P(dkv), 4 * W),
+                                    .out = P(dout),
+                                    .q_ld = 3 * W,
+                                    .k_ld = 2 * W,
+                                    .v_ld = 2 * W,
+                                    .out_ld = W,
+                                    .q_bstride = 3 * W,
+                                    .kv_bstride = (size_t)TK * 2 * W,
+                                    .out_bstride = W,
+                                    .causal = 1,
+                                    .q_pos0 = TK - 1,
+                                    .scale = 0.25f};
+            if (table)
+                a.kv_rows = P(dr), a.kv_rows_ld = LD, a.kv_entries = E;
+            if (probs)
+                a.probs = P(dp);
+            if (w == 0) {
+                a.k_new = clf_ptr_add(P(dq), 4 * W);
+                a.v_new = clf_ptr_add(P(dq), 8 * W);
+                a.new_ld = 3 * W;
+                a.new_pos = new_pos;
+            }
+            CLF_ASSERT_OK(clf_op_attention(api, be, &a));
+            download(dout, got[w], sizeof got[w]);
+            download(dkv, gotkv[w], sizeof gotkv[w]);
+            if (probs)
+                download(dp, gotp[w], sizeof gotp[w]);
+            clf_buffer *all[] = {dkv, dq, dr, dout, dp};
+            for (int i = 0; i < 5; i++)
+                api->free(be, all[i]);
+            free(host);
+        }
+        ck_assert_msg(memcmp(gotkv[0], gotkv[1], sizeof gotkv[0]) == 0, "variant %d: cache", v);
+        ck_assert_msg(memcmp(got[0], got[1], sizeof got[0]) == 0, "variant %d: output", v);
+        ck_assert(!probs || memcmp(gotp[0], gotp[1], sizeof gotp[0]) == 0);
+    }
+    free(kv), free(qkv);
+}
+END_TEST
+
 /* ---- embed, add, softmax, argmax ---- */
 
 START_TEST(embed_scale_pe_and_clamped_ids)
@@ -1218,6 +1294,41 @@ START_TEST(out_of_bounds_operands_are_refused_by_name)
                                       .dv = clf_ptr_add(P(big), 3072)};
     ck_assert_int_eq(clf_op_attention_backward(api, be, &ab), CLF_ERR_INPUT);
     ck_assert_msg(strstr(clf_last_error(), "kv_rows"), "%s", clf_last_error());
+    /* the append: both rows, one query, new_pos inside the keys, a stride that holds a row,
+     * rows inside their buffer and clear of the keys they are written to; the backward */
+    at.k_new = clf_ptr_add(P(big), 3072);
+    ck_assert_int_eq(clf_op_attention(api, be, &at), CLF_ERR_INPUT);
+    ck_assert_msg(strstr(clf_last_error(), "v_new"), "%s", clf_last_error());
+    at.v_new = clf_ptr_add(P(big), 3200);
+    at.new_ld = 4;
+    at.new_pos = -1;
+    ck_assert_int_eq(clf_op_attention(api, be, &at), CLF_ERR_INPUT);
+    ck_assert_msg(strstr(clf_last_error(), "new_pos"), "%s", clf_last_error());
+    at.new_pos = 256; /* byte 4096: the appended row is past k's buffer */
+    ck_assert_int_eq(clf_op_attention(api, be, &at), CLF_ERR_INPUT);
+    ck_assert_msg(strstr(clf_last_error(), "appended rows"), "%s", clf_last_error());
+    at.new_pos = INT32_MAX; /* far past it */
+    ck_assert_int_eq(clf_op_attention(api, be, &at), CLF_ERR_INPUT);
+    at.new_pos = 2;
+    at.new_ld = 3;
+    ck_assert_int_eq(clf_op_attention(api, be, &at), CLF_ERR_INPUT);
+    at.new_ld = 4;
+    at.q_len = 2;
+    ck_assert_int_eq(clf_op_attention(api, be, &at), CLF_ERR_INPUT);
+    ck_assert_msg(strstr(clf_last_error(), "q_len = 1"), "%s", clf_last_error());
+    at.q_len = 1;
+    at.v_new = clf_ptr_add(P(big), 4088); /* 4 floats from byte 4088 of 4096 */
+    ck_assert_int_eq(clf_op_attention(api, be, &at), CLF_ERR_INPUT);
+    ck_assert_msg(strstr(clf_last_error(), "'v_new'"), "%s", clf_last_error());
+    at.v_new = clf_ptr_add(P(big), 32); /* row 2 of entry 0: where k's row is appended */
+    ck_assert_int_eq(clf_op_attention(api, be, &at), CLF_ERR_INPUT);
+    ck_assert_msg(strstr(clf_last_error(), "overlaps"), "%s", clf_last_error());
+    at.v_new = clf_ptr_add(P(big), 3200);
+    CLF_ASSERT_OK(clf_op_attention(api, be, &at));
+    ab.fwd = at;
+    ab.fwd.kv_rows = (clf_ptr){0};
+    ck_assert_int_eq(clf_op_attention_backward(api, be, &ab), CLF_ERR_INPUT);
+    ck_assert_msg(strstr(clf_last_error(), "k_new"), "%s", clf_last_error());
     ck_assert_int_eq(api->supports(be, CLF_OP_COUNT), 0);
     ck_assert_int_eq(api->supports(be, (clf_op)-1), 0);
     ck_assert_int_eq(api->supports(be, CLF_OP_ATTENTION), 1);
@@ -1266,8 +1377,8 @@ CLF_TEST_SUITE_MAIN(
         {gemm_refuses_a_bad_b_half}, {unknown_cpu_isa_is_refused}, {gemm_bf16_arithmetic},
         {layernorm_both_styles_residual_and_aliased_sum}, {attention_masks_strides_and_probs},
         {attention_decode_every_isa_level}, {attention_fully_masked_row_is_uniform},
-        {embed_scale_pe_and_clamped_ids}, {add_with_aliasing}, {softmax_and_log_softmax_in_place},
-        {argmax_first_maximum}, {topk_best_first_ties_nan_and_base},
-        {topk_log_softmax_equals_log_softmax_then_topk},
+        {attention_append_equals_rows_written_first}, {embed_scale_pe_and_clamped_ids},
+        {add_with_aliasing}, {softmax_and_log_softmax_in_place}, {argmax_first_maximum},
+        {topk_best_first_ties_nan_and_base}, {topk_log_softmax_equals_log_softmax_then_topk},
         {out_of_bounds_operands_are_refused_by_name}, {threads_option_and_unknown_device},
         {openblas_build_is_named_and_shares_openmp_threads}))

@@ -257,13 +257,22 @@ static void few_weigh(int avx2, const attn_dropout *dr, uint64_t e0, const float
 /* q, k, v, out: heads split from the feature dim (layout and strides: clf_attention_args).
  * For each (b, h, i): P = softmax_j(s), s_j = scale q_i . k_j (-1e9 where masked),
  * out_i = sum_j w_j v_j with w_j = P_j, or with dropout P_j * keep(e) / (1 - p),
- * e = ((b * heads + h) * q_len + i) * kv_len + j. probs [B, H, q_len, kv_len] gets P. */
+ * e = ((b * heads + h) * q_len + i) * kv_len + j. probs [B, H, q_len, kv_len] gets P.
+ * With k_new, row new_pos of every entry's keys and values is written first. */
 clf_status cpu_attention(clf_backend *be, const clf_attention_args *a)
 {
     CPU_REQUIRE_ARGS("attention", a);
     /* dropout_p, shape, strides and bounds: checked by the core (clformer/ops.h) */
     if (a->batch <= 0 || a->q_len <= 0)
         return CLF_OK;
+    if (a->k_new.buf) /* this step's rows first (clf_attention_args.k_new; q_len = 1) */
+        for (int b = 0; b < a->batch; b++) {
+            const size_t row = (size_t)b * a->kv_bstride, w = (size_t)a->heads * a->head_dim;
+            memcpy(fptr(a->k) + row + (size_t)a->new_pos * a->k_ld,
+                   fptr(a->k_new) + (size_t)b * a->new_ld, sizeof(float) * w);
+            memcpy(fptr(a->v) + row + (size_t)a->new_pos * a->v_ld,
+                   fptr(a->v_new) + (size_t)b * a->new_ld, sizeof(float) * w);
+        }
     const float *Q = fptr(a->q), *K = fptr(a->k), *V = fptr(a->v);
     float *O = fptr(a->out), *P = a->probs.buf ? fptr(a->probs) : NULL;
     const int32_t *M = a->key_mask.buf ? iptr(a->key_mask) : NULL;

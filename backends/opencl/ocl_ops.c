@@ -87,10 +87,12 @@ clf_status ocl_attention(clf_backend *be, const clf_attention_args *a)
     if ((st = ocl_check_attention_local(be, op, a->head_dim, pairs, wg, pairs)) != CLF_OK)
         return st;
     const ocl_kval qs = ocl_kfloats((size_t)a->head_dim), tile = ocl_kfloats(wg);
-    /* the row table (absent: has_rows 0, and the kernel reads no row of it) */
+    /* the row table (absent: has_rows 0, and the kernel reads no row of it), then the
+     * appended rows (absent: has_new 0) */
 #define OCL_ROWS                                                                                   \
     OCL_KBUF(a->kv_rows), ocl_kulong((cl_ulong)a->kv_rows_ld), ocl_khas(a->kv_rows),               \
-        ocl_kint(a->kv_entries)
+        ocl_kint(a->kv_entries), OCL_KBUF(a->k_new), OCL_KBUF(a->v_new),                           \
+        ocl_kulong((cl_ulong)a->new_ld), ocl_kint(a->new_pos), ocl_khas(a->k_new)
     const ocl_kval with_probs[] = {OCL_ROWS, OCL_KBUF(a->probs), qs, tile},
                    fused[] = {OCL_ROWS, qs, qs, tile, tile};
 #undef OCL_ROWS

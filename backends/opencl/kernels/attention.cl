@@ -14,7 +14,9 @@
  * gives in PyTorch. Offsets and strides are in elements.
  * The forward kernels also read keys and values through a row table (has_rows;
  * clf_attention_args.kv_rows): key j of batch entry b is then row j of entry
- * kv_rows[rows_off + b*rows_ld + j], clamped to [0, kv_entries), instead of entry b. */
+ * kv_rows[rows_off + b*rows_ld + j], clamped to [0, kv_entries), instead of entry b.
+ * With has_new (clf_attention_args.k_new; q_len = 1) they first write this step's keys and
+ * values, row new_pos of entry b: each work-group its own head, before it reads a key. */
 
 /* Score of key j for the query held in qs[head_dim]; the mask rule above. */
 float attention_score(__local const float *qs, __global const float *kj, int head_dim, float scale,
@@ -42,6 +44,24 @@ int attention_masked(__global const int *key_mask, ulong mask_base, int has_mask
     return (has_mask && key_mask[mask_base + j] == 0) || (causal && j > q_pos0 + i);
 }
 
+/* Head h (its elements hd..hd+head_dim) of row new_pos of entry b's keys and values from
+ * row b of k_new and v_new (see above); the barrier makes the writes visible to the
+ * work-group, the only one that reads them. Called by every work-item when has_new. */
+void attention_append(__global float *k, ulong k_off, ulong k_ld, __global float *v, ulong v_off,
+                      ulong v_ld, ulong kv_bstride, __global const float *k_new, ulong kn_off,
+                      __global const float *v_new, ulong vn_off, ulong new_ld, int new_pos, int b,
+                      ulong hd, int head_dim, int lid, int wg)
+{
+    const ulong entry = (ulong)b * kv_bstride + hd, src = (ulong)b * new_ld + hd;
+    __global float *kd = k + k_off + entry + (ulong)new_pos * k_ld;
+    __global float *vd = v + v_off + entry + (ulong)new_pos * v_ld;
+    for (int d = lid; d < head_dim; d += wg) {
+        kd[d] = k_new[kn_off + src + d];
+        vd[d] = v_new[vn_off + src + d];
+    }
+    barrier(CLK_GLOBAL_MEM_FENCE);
+}
+
 /* What both forward kernels declare first: the work-group's query i, head h and batch
  * entry b, its lid and wg, drop_row (dropout's e of key 0 of the row), qr (q_i of this
  * head), kb and vb (keys and values from here at kv_row(.., j, ld): entry b's rows, or the
@@ -56,20 +76,25 @@ int attention_masked(__global const int *key_mask, ulong mask_base, int has_mask
     __global const float *kb = k + k_off + hd;                                                     \
     __global const float *vb = v + v_off + hd;                                                     \
     const ulong rows_base = rows_off + (ulong)b * rows_ld;                                         \
-    const ulong mask_base = mask_off + b * mask_stride;
+    const ulong mask_base = mask_off + b * mask_stride;                                            \
+    if (has_new)                                                                                   \
+        attention_append(k, k_off, k_ld, v, v_off, v_ld, kv_bstride, k_new, kn_off, v_new, vn_off, \
+                         new_ld, new_pos, b, hd, head_dim, lid, wg);
 
 /* Fused path: keys in tiles of wg (one key per work-item), online softmax (running max m,
  * running sum l, rescaled accumulator acc), so no [q_len, kv_len] matrix is ever stored.
  * Local scratch: qs [head_dim], acc [head_dim], p [wg], red [wg]. */
 __kernel void attention(__global const float *q, ulong q_off, ulong q_ld, ulong q_bstride,
-                        __global const float *k, ulong k_off, ulong k_ld, __global const float *v,
+                        __global float *k, ulong k_off, ulong k_ld, __global float *v,
                         ulong v_off, ulong v_ld, ulong kv_bstride, __global float *out,
                         ulong out_off, ulong out_ld, ulong out_bstride,
                         __global const int *key_mask, ulong mask_off, ulong mask_stride,
                         int has_mask, int kv_len, int head_dim, int causal, int q_pos0, float scale,
                         ulong drop_seed, uint drop_threshold, float drop_scale,
                         __global const int *kv_rows, ulong rows_off, ulong rows_ld, int has_rows,
-                        int kv_entries, __local float *qs, __local float *acc, __local float *p,
+                        int kv_entries, __global const float *k_new, ulong kn_off,
+                        __global const float *v_new, ulong vn_off, ulong new_ld, int new_pos,
+                        int has_new, __local float *qs, __local float *acc, __local float *p,
                         __local float *red)
 {
     ATTENTION_ROW_START
@@ -120,14 +145,16 @@ __kernel void attention(__global const float *q, ulong q_off, ulong q_ld, ulong 
  * Local scratch: qs [head_dim], red [wg]; with dropout they are reused for the output's
  * accumulators and a tile of wg weights (one hash per key, not per key and column). */
 __kernel void attention_probs(__global const float *q, ulong q_off, ulong q_ld, ulong q_bstride,
-                              __global const float *k, ulong k_off, ulong k_ld,
-                              __global const float *v, ulong v_off, ulong v_ld, ulong kv_bstride,
+                              __global float *k, ulong k_off, ulong k_ld, __global float *v,
+                              ulong v_off, ulong v_ld, ulong kv_bstride,
                               __global float *out, ulong out_off, ulong out_ld, ulong out_bstride,
                               __global const int *key_mask, ulong mask_off, ulong mask_stride,
                               int has_mask, int kv_len, int head_dim, int causal, int q_pos0,
                               float scale, ulong drop_seed, uint drop_threshold, float drop_scale,
                               __global const int *kv_rows, ulong rows_off, ulong rows_ld,
-                              int has_rows, int kv_entries, __global float *probs,
+                              int has_rows, int kv_entries, __global const float *k_new,
+                              ulong kn_off, __global const float *v_new, ulong vn_off,
+                              ulong new_ld, int new_pos, int has_new, __global float *probs,
                               ulong probs_off, __local float *qs, __local float *red)
 {
     ATTENTION_ROW_START

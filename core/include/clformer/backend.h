@@ -49,8 +49,10 @@ extern "C" {
  * adds topk (a beam search's best continuations chosen on the device) and the capability
  * CLF_OP_GEMM_BF16_ARITH; ABI 7 adds clf_gemm_args.bf16_arith (BF16 arithmetic asked for by
  * the core: the precision setting, clformer/model.h) and the capability CLF_OP_QUEUED; ABI 8
- * adds clf_topk_args.log_softmax with its capability CLF_OP_TOPK_LOG_SOFTMAX. */
-#define CLF_BACKEND_ABI 8
+ * adds clf_topk_args.log_softmax with its capability CLF_OP_TOPK_LOG_SOFTMAX; ABI 9 adds the
+ * attention op's append (clf_attention_args.k_new, v_new) with its capability
+ * CLF_OP_ATTENTION_APPEND. */
+#define CLF_BACKEND_ABI 9
 
 typedef struct clf_backend clf_backend; /* opaque, defined by each backend */
 typedef struct clf_buffer clf_buffer;   /* opaque, defined by each backend */
@@ -159,6 +161,8 @@ typedef enum clf_op {
     CLF_OP_QUEUED,
     /* topk honours clf_topk_args.log_softmax (ABI 8) */
     CLF_OP_TOPK_LOG_SOFTMAX,
+    /* attention appends clf_attention_args.k_new and v_new to its keys and values (ABI 9) */
+    CLF_OP_ATTENTION_APPEND,
     CLF_OP_COUNT
 } clf_op;
 
@@ -278,7 +282,17 @@ typedef struct clf_layernorm_args {
  * with 0 <= e < kv_entries (k and v span kv_entries entries; a backend clamps an entry
  * out of that range rather than read out of bounds). Decoding uses it so that beams that
  * share a history, or a source, read one copy of its keys and values instead of copying
- * the cache to every beam each step (decode.c). */
+ * the cache to every beam each step (decode.c).
+ * Appending this step's keys and values (ABI 9, forward only, q_len = 1; a backend that
+ * supports CLF_OP_ATTENTION_APPEND reads it, the core refuses it elsewhere): with k_new set,
+ * before any key is read, row new_pos >= 0 of each batch entry's own keys and values is
+ * written,
+ *   k[b*kv_bstride + new_pos*k_ld + c] = k_new[b*new_ld + c],  v likewise from v_new,
+ * for b < batch and c < heads*head_dim (new_pos may lie past kv_len: a decoder that keeps
+ * its rows in a pool reads them back through the row table). In this call only batch entry
+ * b may read the row it wrote (a backend writes and reads one entry's rows in one place).
+ * A decoding step then makes q, k and v in one product and the attention op stores the
+ * cache rows itself: one backend call fewer a layer. */
 typedef struct clf_attention_args {
     int batch, heads, q_len, kv_len, head_dim;
     clf_ptr q, k, v, out;
@@ -294,6 +308,8 @@ typedef struct clf_attention_args {
     uint64_t dropout_seed; /* the mask's seed (see above) */
     clf_ptr kv_rows;       /* I32, optional (ABI 5, see above) */
     int kv_rows_ld, kv_entries;
+    clf_ptr k_new, v_new; /* optional (ABI 9, see above): rows [batch, heads*head_dim] */
+    int new_ld, new_pos;
 } clf_attention_args;
 
 /* out[r,:] = table[ids[r],:] * scale + pe[pos0 + r % seq_len, :]

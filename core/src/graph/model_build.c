@@ -226,11 +226,12 @@ typedef struct attention_site {
 } attention_site;
 
 /* The attention node of a block (q, k, v at their values and offsets, the site's optional
- * mask and probs), then y[B*q_len, d] (= or +=) ctx · Wo^T (+ bo). Shared by the full
- * pass and the cached decoding step, which differ only in where q, k and v come from. */
+ * mask and probs, and qkv_new: the [q|k|v] value whose k|v the op appends, or -1), then
+ * y[B*q_len, d] (= or +=) ctx · Wo^T (+ bo). Shared by the full pass and the cached decoding
+ * step, which differ only in where q, k and v come from. */
 static void attend_and_project(builder *b, const char *prefix, const clf_attention_args *a,
                                const attention_site *s, int q, size_t q_off, int kv, size_t k_off,
-                               size_t v_off, int ctx, int y, int accumulate)
+                               size_t v_off, int ctx, int y, int accumulate, int qkv_new)
 {
     const int d = b->d, rows = a->batch * a->q_len;
     char label[96];
@@ -250,6 +251,10 @@ static void attend_and_project(builder *b, const char *prefix, const clf_attenti
         clf_graph_bind(b->g, n, offsetof(clf_attention_args, probs), s->probs, 0);
     if (s->kv_rows_ld > 0)
         clf_graph_bind(b->g, n, offsetof(clf_attention_args, kv_rows), s->kv_rows, 0);
+    if (qkv_new >= 0) { /* the rows to append: k and v of [q|k|v] */
+        clf_graph_bind(b->g, n, offsetof(clf_attention_args, k_new), qkv_new, (size_t)d);
+        clf_graph_bind(b->g, n, offsetof(clf_attention_args, v_new), qkv_new, 2 * (size_t)d);
+    }
     int wo = clf_build_required(b, clf_build_weight(b, 1, prefix, ".w_o.weight"), prefix, ".w_o");
     int bo = clf_build_weight(b, 1, prefix, ".w_o.bias");
     join(label, sizeof label, prefix, ".w_o");
@@ -261,20 +266,26 @@ static void attend_and_project(builder *b, const char *prefix, const clf_attenti
  *   self:  cache[b, write_pos, 0:2d] = x[b] · [Wk;Wv]^T (+ [bk;bv])  (the GEMM writes
  *          straight into the cache: row b lands cache_len rows after row b-1)
  *   ctx [B, d] = attention of q over cache[b, 0:Tk]
- *   y [B, d] (= or +=) ctx · Wo^T (+ bo) */
+ *   y [B, d] (= or +=) ctx · Wo^T (+ bo)
+ * On a backend whose attention appends (CLF_OP_ATTENTION_APPEND), self-attention instead
+ * makes [q|k|v] [B, 3d] = x · [Wq;Wk;Wv]^T in one product and the attention op writes k|v
+ * into the cache before it attends: one call fewer. */
 static void attention_block_cached(builder *b, const char *prefix, const attention_site *s, int x,
                                    int y, int accumulate)
 {
     const int d = b->d, B = s->B;
     const size_t row2 = 2 * (size_t)d, slot = (size_t)s->cache_len * row2;
+    const int append = s->write_pos >= 0 && b->m->api->supports(b->m->be, CLF_OP_ATTENTION_APPEND);
+    const int q_ld = append ? 3 * d : d;
     char label[96];
-    int wq = clf_build_required(b, clf_build_weight(b, 1, prefix, ".w_q.weight"), prefix, ".w_q");
-    int bq = clf_build_weight(b, 1, prefix, ".w_q.bias");
-    int q = clf_build_activation(b, (size_t)B * d, "q");
+    int wq = clf_build_required(b, clf_build_weight(b, append ? 3 : 1, prefix, ".w_q.weight"),
+                                prefix, ".w_q");
+    int bq = clf_build_weight(b, append ? 3 : 1, prefix, ".w_q.bias");
+    int q = clf_build_activation(b, (size_t)B * q_ld, append ? "qkv" : "q");
     int ctx = clf_build_activation(b, (size_t)B * d, "ctx");
-    join(label, sizeof label, prefix, ".w_q");
-    clf_build_linear(b, label, q, 0, d, x, 0, d, wq, bq, B, d, d, 0, 0);
-    if (s->write_pos >= 0) {
+    join(label, sizeof label, prefix, append ? ".w_qkv" : ".w_q");
+    clf_build_linear(b, label, q, 0, q_ld, x, 0, d, wq, bq, B, q_ld, d, 0, 0);
+    if (s->write_pos >= 0 && !append) {
         int wkv =
             clf_build_required(b, clf_build_weight(b, 2, prefix, ".w_k.weight"), prefix, ".w_k");
         int bkv = clf_build_weight(b, 2, prefix, ".w_k.bias");
@@ -287,19 +298,21 @@ static void attention_block_cached(builder *b, const char *prefix, const attenti
                             .q_len = 1,
                             .kv_len = s->Tk,
                             .head_dim = b->dk,
-                            .q_ld = d,
+                            .q_ld = q_ld,
                             .k_ld = 2 * d,
                             .v_ld = 2 * d,
                             .out_ld = d,
-                            .q_bstride = (size_t)d,
+                            .q_bstride = (size_t)q_ld,
                             .kv_bstride = slot,
                             .out_bstride = (size_t)d,
                             .key_mask_stride = (size_t)s->Tk,
                             .scale = (float)(1.0 / sqrt((double)b->dk)),
                             .kv_rows_ld = s->kv_rows_ld,
-                            .kv_entries = s->kv_rows_ld > 0 ? s->slots : 0};
+                            .kv_entries = s->kv_rows_ld > 0 ? s->slots : 0,
+                            .new_ld = append ? q_ld : 0,
+                            .new_pos = append ? s->write_pos : 0};
     attend_and_project(b, prefix, &a, s, q, 0, s->cache, s->cache_off, s->cache_off + (size_t)d,
-                       ctx, y, accumulate);
+                       ctx, y, accumulate, append ? q : -1);
 }
 
 /* ctx[B*Tq, d] = concat_h softmax(q_h k_h^T / sqrt(dk), masked) v_h, where
@@ -361,7 +374,7 @@ static void attention_block(builder *b, const char *prefix, const attention_site
         a.q_bstride = (size_t)Tq * d;
         a.kv_bstride = (size_t)Tk * 2 * d;
     }
-    attend_and_project(b, prefix, &a, s, q, q_off, kv, k_off, v_off, ctx, y, accumulate);
+    attend_and_project(b, prefix, &a, s, q, q_off, kv, k_off, v_off, ctx, y, accumulate, -1);
 }
 
 /* The FFN's hidden layer u[R, F] from x[R, d] for a plugin activation f:

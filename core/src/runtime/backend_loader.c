@@ -66,6 +66,7 @@ const char *clf_op_name(clf_op op)
         [CLF_OP_GEMM_BF16_ARITH] = "gemm (BF16 arithmetic for products of many rows)",
         [CLF_OP_QUEUED] = "queued ops (greedy decoding runs steps ahead)",
         [CLF_OP_TOPK_LOG_SOFTMAX] = "topk over log_softmax",
+        [CLF_OP_ATTENTION_APPEND] = "attention (appending this step's keys and values)",
     };
     if ((int)op < 0 || op >= CLF_OP_COUNT)
         return "unknown-op";
@@ -393,8 +394,10 @@ static int op_fn_present(const clf_backend_api *api, clf_op op)
     case CLF_OP_GEMM_BF16_ARITH:
         return api->gemm != NULL;
     case CLF_OP_TOPK:
+    case CLF_OP_TOPK_LOG_SOFTMAX:
         return api->topk != NULL;
     case CLF_OP_ATTENTION_KV_ROWS:
+    case CLF_OP_ATTENTION_APPEND:
         return api->attention != NULL;
     case CLF_OP_QUEUED:
         return 1;

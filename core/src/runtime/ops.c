@@ -246,6 +246,35 @@ static clf_status check_attention_shape(const clf_backend_api *api, const char *
     return CLF_OK;
 }
 
+/* Row `row` of an F32 operand with rows ld apart; an offset past any buffer (and so
+ * refused by the bounds check) when it does not fit. */
+static clf_ptr row_of(clf_ptr p, int row, int ld)
+{
+    const uint64_t elems = (uint64_t)row * (uint64_t)ld;
+    p.off = elems > (SIZE_MAX - p.off) / 4 ? SIZE_MAX : p.off + 4 * (size_t)elems;
+    return p;
+}
+
+/* The append's own rules (clf_attention_args.k_new): both rows given, one query, a row
+ * index >= 0, a row stride that holds a row, a backend that appends. */
+static clf_status check_append(const clf_backend_api *api, clf_backend *be, const char *op,
+                               const clf_attention_args *a)
+{
+    if (!api->supports(be, CLF_OP_ATTENTION_APPEND))
+        return clf_error(CLF_ERR_UNSUPPORTED,
+                         "%s: %s: this backend does not append keys and values (k_new, v_new)",
+                         api->name, op);
+    if (!a->k_new.buf || !a->v_new.buf)
+        return clf_error(CLF_ERR_INPUT, "%s: %s: k_new and v_new are appended together", api->name,
+                         op);
+    if (a->q_len != 1 || a->new_pos < 0 || (int64_t)a->new_ld < (int64_t)a->heads * a->head_dim)
+        return clf_error(CLF_ERR_INPUT,
+                         "%s: %s: append needs q_len = 1 (it is %d), new_pos >= 0 (it is %d) and "
+                         "new_ld >= heads * head_dim (%d)",
+                         api->name, op, a->q_len, a->new_pos, a->new_ld);
+    return CLF_OK;
+}
+
 clf_status clf_op_attention(const clf_backend_api *api, clf_backend *be,
                             const clf_attention_args *a)
 {
@@ -259,20 +288,40 @@ clf_status clf_op_attention(const clf_backend_api *api, clf_backend *be,
                          "%s: %s: this backend does not read key/value rows through a table "
                          "(kv_rows)",
                          api->name, op);
+    const int append = a->k_new.buf || a->v_new.buf;
+    if (append && (st = check_append(api, be, op, a)) != CLF_OK)
+        return st;
     if (a->batch == 0 || a->q_len == 0)
         return st;
     /* ints: no overflow in 64 bits */
     const uint64_t np =
         (uint64_t)a->batch * (uint64_t)a->heads * (uint64_t)a->q_len * (uint64_t)a->kv_len;
+    const uint64_t width = (uint64_t)a->heads * (uint64_t)a->head_dim,
+                   nn = clf_span_elems((uint64_t)a->batch, width, (uint64_t)a->new_ld, 1, 0),
+                   rows = clf_span_elems((uint64_t)a->batch, width, a->kv_bstride, 1, 0);
+    /* where the appended rows are written: row new_pos of entries 0..batch-1 */
+    const clf_ptr none = {0};
+    const clf_ptr k_rows = row_of(a->k, a->new_pos, a->k_ld),
+                  v_rows = row_of(a->v, a->new_pos, a->v_ld);
     const operand operands[] = {required("q", a->q, e.q),
                                 required("k", a->k, e.k),
                                 required("v", a->v, e.v),
                                 required("out", a->out, e.out),
                                 optional("key_mask", a->key_mask, e.key_mask),
                                 optional("probs", a->probs, np),
-                                optional("kv_rows", a->kv_rows, e.kv_rows)};
+                                optional("kv_rows", a->kv_rows, e.kv_rows),
+                                optional("k_new", a->k_new, nn),
+                                optional("v_new", a->v_new, nn),
+                                optional("k's appended rows", append ? k_rows : none, rows),
+                                optional("v's appended rows", append ? v_rows : none, rows)};
     if ((st = check_operands(api, be, op, operands, COUNT(operands))) != CLF_OK)
         return st;
+    /* the appended rows are read while k and v are written */
+    for (int o = 7; append && o < 9; o++)
+        for (int i = 9; i < 11; i++)
+            if (clf_ptr_overlap(operands[o].p, 4 * nn, operands[i].p, 4 * rows))
+                return clf_error(CLF_ERR_INPUT, "%s: %s: '%s' overlaps '%s'", api->name, op,
+                                 operands[o].name, operands[i].name);
     return api->attention(be, a);
 }
 
@@ -285,9 +334,9 @@ clf_status clf_op_attention_backward(const clf_backend_api *api, clf_backend *be
     /* q_len = 0 is not empty: it zeroes dk and dv */
     if (st != CLF_OK || (st = check_attention_shape(api, op, &a->fwd, &e)) != CLF_OK)
         return st;
-    if (a->fwd.kv_rows.buf) /* decoding only: nothing trains through a row table */
-        return clf_error(CLF_ERR_INPUT, "%s: %s: kv_rows is for the forward op only", api->name,
-                         op);
+    if (a->fwd.kv_rows.buf || a->fwd.k_new.buf || a->fwd.v_new.buf) /* decoding only */
+        return clf_error(CLF_ERR_INPUT, "%s: %s: %s is for the forward op only", api->name, op,
+                         a->fwd.kv_rows.buf ? "kv_rows" : "k_new/v_new");
     if (a->fwd.batch == 0)
         return st;
     const clf_attention_args *f = &a->fwd;
