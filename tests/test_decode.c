@@ -528,6 +528,27 @@ START_TEST(attention_append_equals_two_products)
 }
 END_TEST
 
+/* Each layernorm taken by the product after it (gemm's ln_out) and run as an op of its own:
+ * the same hypotheses exactly (the CPU backend runs the same layernorm, then the same
+ * product), and the calls: every layer's 3 layernorms feed a product in a pre- or post-norm
+ * model (a post-norm layer's last one the next layer's, or the output projection), a final
+ * norm the projection, except after a post-norm layer's, and the embeddings' norm the first
+ * layer's product in a post-norm model (in a pre-norm one, a layernorm); the branch form's
+ * layernorms feed additions and a plugin norm is no layernorm: none is taken. */
+START_TEST(gemm_layernorm_equals_two_ops)
+{
+    expect_same_without(fixtures[_i], CLF_OP_GEMM_LAYERNORM, 0);
+    fixture f;
+    fixture_open(&f, "cpu", fixtures[_i]);
+    const clf_model_config *c = &f.t.cfg.model;
+    const int fused = c->norm == CLF_NORM_BRANCH || c->norm_op ? 0
+                      : c->norm == CLF_NORM_PRE ? 3 * c->decoder_layers + c->final_norm
+                                                : 3 * c->decoder_layers + c->embed_norm;
+    fixture_close(&f);
+    expect_fewer_calls_without(fixtures[_i], CLF_OP_GEMM_LAYERNORM, fused);
+}
+END_TEST
+
 /* The steps' counts (clf_decode_result.step_calls, step_s, host_s): greedy and beam 3 on
  * the CPU; with want_attention a step downloads its attention rows too, one call more per
  * step and nothing else different. */
@@ -926,6 +947,7 @@ static Suite *decode_suite(void)
     tcase_add_loop_test(tc, device_topk_equals_host_choice, 0, N_FIXTURES);
     tcase_add_loop_test(tc, topk_log_softmax_equals_two_ops, 0, N_FIXTURES);
     tcase_add_loop_test(tc, attention_append_equals_two_products, 0, N_FIXTURES);
+    tcase_add_loop_test(tc, gemm_layernorm_equals_two_ops, 0, N_FIXTURES);
     tcase_add_loop_test(tc, greedy_ahead_equals_every_step, 0, N_FIXTURES);
     suite_add_tcase(s, tc);
     TCase *ex = tcase_create("exhaustive");

@@ -539,6 +539,73 @@ START_TEST(test_gemm_half_ignored)
 }
 END_TEST
 
+/* gemm with ln_out (A's rows layer-normalized first): 1..7 rows in the _ln kernels, which
+ * normalize A themselves (one work-group also writing ln_out), 8 and 9 rows as a layernorm
+ * launch then CLBlast; F32 and F16 B, both styles, rows with a large mean; C and ln_out
+ * against the CPU backend (which runs the layernorm op, then the product). */
+START_TEST(test_gemm_layernorm)
+{
+    static const int ks[] = {7, 64, 65, 263};
+    static const int ms[] = {1, 3, 7, 8, 9};
+    int v = 0;
+    for (size_t ik = 0; ik < sizeof ks / sizeof ks[0]; ik++)
+        for (size_t im = 0; im < sizeof ms / sizeof ms[0]; im++, v++) {
+            const int m = ms[im], k = ks[ik], n = 33 + v % 5, half = v % 2;
+            clf_gemm_args g = {.trans_b = 1,
+                               .m = m,
+                               .n = n,
+                               .k = k,
+                               .alpha = 1.0f,
+                               .beta = v % 3 == 0 ? 1.0f : 0.0f,
+                               .lda = k,
+                               .ldb = k,
+                               .ldc = n,
+                               .relu = v % 4 == 1,
+                               .ln_style = v / 2 % 2 ? CLF_LN_STANDARD : CLF_LN_TUTORIAL,
+                               .ln_eps = 1e-6f};
+            const size_t na = (size_t)m * g.lda, nb = (size_t)n * k, nc = (size_t)m * n,
+                         nn = (size_t)m * k;
+            float *A = clf_test_frand(na, 2000 + v, -1, 1),
+                  *B = clf_test_frand(nb, 2100 + v, -1, 1),
+                  *C = clf_test_frand(nc, 2200 + v, -1, 1),
+                  *bias = clf_test_frand(n, 2300 + v, -1, 1),
+                  *al = clf_test_frand(k, 2400 + v, 0.5f, 1.5f),
+                  *bt = clf_test_frand(k, 2500 + v, -1, 1);
+            for (size_t i = 0; v % 5 == 4 && i < na; i++)
+                A[i] += 100.0f; /* a large mean, a small spread */
+            uint16_t *H = to_half(B, nb);
+            float *gotc[2] = {fdup(C, nc), fdup(C, nc)}, *gotn[2] = {calloc(nn, 4), calloc(nn, 4)};
+            bk *ks2[2] = {&ocl, &cpu};
+            for (int w = 0; w < 2; w++) {
+                bk *kk = ks2[w];
+                clf_buffer *ba = up(kk, A, na * 4), *bb = up(kk, B, nb * 4),
+                           *bh = up(kk, H, nb * 2), *bc = up(kk, C, nc * 4),
+                           *bbias = up(kk, bias, (size_t)n * 4), *bal = up(kk, al, (size_t)k * 4),
+                           *bbt = up(kk, bt, (size_t)k * 4), *bn = up(kk, NULL, nn * 4);
+                clf_gemm_args h = g;
+                h.a = (clf_ptr){ba, 0}, h.b = (clf_ptr){bb, 0}, h.c = (clf_ptr){bc, 0};
+                h.bias = (clf_ptr){bbias, 0};
+                h.b_half = half ? (clf_ptr){bh, 0} : (clf_ptr){0};
+                h.ln_out = (clf_ptr){bn, 0}, h.ln_alpha = (clf_ptr){bal, 0};
+                h.ln_beta = (clf_ptr){bbt, 0};
+                CLF_ASSERT_OK(clf_op_gemm(kk->api, kk->be, &h));
+                down(kk, gotc[w], bc, nc * 4);
+                down(kk, gotn[w], bn, nn * 4);
+                clf_buffer *all[] = {ba, bb, bh, bc, bbias, bal, bbt, bn};
+                for (int i = 0; i < 8; i++)
+                    kk->api->free(kk->be, all[i]);
+            }
+            char what[96];
+            snprintf(what, sizeof what, "gemm with ln_out m=%d n=%d k=%d half=%d style=%d", m, n, k,
+                     half, (int)g.ln_style);
+            expect_close(gotn[0], gotn[1], nn, TOL_NORM, what, "cpu backend (ln_out)");
+            expect_close(gotc[0], gotc[1], nc, TOL_GEMM, what, "cpu backend");
+            free(A), free(B), free(C), free(bias), free(al), free(bt), free(H);
+            free(gotc[0]), free(gotc[1]), free(gotn[0]), free(gotn[1]);
+        }
+}
+END_TEST
+
 CLF_TEST_MAIN(ocl_test_run, "opencl_gemm", "gemm", test_gemm, test_gemm_edge, test_gemm_rows,
               test_gemm_strided_batched, test_gemm_half, test_gemm_half_arith,
-              test_gemm_half_ignored)
+              test_gemm_half_ignored, test_gemm_layernorm)

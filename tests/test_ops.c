@@ -434,6 +434,98 @@ START_TEST(gemm_refuses_a_bad_b_half)
 }
 END_TEST
 
+/* gemm with ln_out (A's rows layer-normalized first) gives exactly what the layernorm op and
+ * then gemm on its output give, ln_out included: both styles, 1, 3 and 9 rows (the few-row
+ * and SGEMM paths), with the F16 copy of B, with beta = 1 and a bias; and the core's
+ * refusals: A transposed, a missing operand, ln_out over A, the batched product. */
+START_TEST(gemm_layernorm_equals_layernorm_then_gemm)
+{
+    enum { K = 24, N = 17 };
+    static const int rows[] = {1, 3, 9};
+    float *w = fvec((size_t)N * K, 81), *bias = fvec(N, 82), *al = fvec(K, 83), *bt = fvec(K, 84);
+    uint16_t wh[N * K];
+    for (int i = 0; i < N * K; i++)
+        wh[i] = clf_float_to_half(w[i]);
+    clf_buffer *dw = clf_test_upload(api, be, w, sizeof(float) * N * K),
+               *dwh = clf_test_upload(api, be, wh, sizeof wh),
+               *db = clf_test_upload(api, be, bias, sizeof(float) * N),
+               *dal = clf_test_upload(api, be, al, sizeof(float) * K),
+               *dbt = clf_test_upload(api, be, bt, sizeof(float) * K);
+    for (int v = 0; v < 12; v++) {
+        const int m = rows[v % 3], half = v / 3 % 2;
+        const clf_ln_style style = v / 6 ? CLF_LN_STANDARD : CLF_LN_TUTORIAL;
+        float *x = fvec((size_t)m * K, 85 + v), *c0 = fvec((size_t)m * N, 86 + v);
+        float got[2][9 * N], norm[2][9 * K];
+        for (int w2 = 0; w2 < 2; w2++) { /* 0: gemm with ln_out; 1: layernorm, then gemm */
+            clf_buffer *dx = clf_test_upload(api, be, x, sizeof(float) * m * K),
+                       *dc = clf_test_upload(api, be, c0, sizeof(float) * m * N), *dn;
+            CLF_ASSERT_OK(api->alloc(be, sizeof(float) * m * K, &dn));
+            clf_gemm_args g = {.trans_b = 1,
+                               .m = m,
+                               .n = N,
+                               .k = K,
+                               .alpha = 0.5f,
+                               .beta = 1.0f,
+                               .a = P(dx),
+                               .lda = K,
+                               .b = P(dw),
+                               .ldb = K,
+                               .c = P(dc),
+                               .ldc = N,
+                               .bias = P(db),
+                               .b_half = half ? P(dwh) : (clf_ptr){0}};
+            if (w2 == 0) {
+                g.ln_out = P(dn), g.ln_alpha = P(dal), g.ln_beta = P(dbt);
+                g.ln_style = style, g.ln_eps = 1e-5f;
+            } else {
+                clf_layernorm_args ln = {.out = P(dn),
+                                         .x = P(dx),
+                                         .alpha = P(dal),
+                                         .beta = P(dbt),
+                                         .rows = m,
+                                         .cols = K,
+                                         .style = style,
+                                         .eps = 1e-5f};
+                CLF_ASSERT_OK(clf_op_layernorm(api, be, &ln));
+                g.a = P(dn);
+            }
+            CLF_ASSERT_OK(clf_op_gemm(api, be, &g));
+            download(dc, got[w2], sizeof(float) * m * N);
+            download(dn, norm[w2], sizeof(float) * m * K);
+            if (w2 == 0 && v == 0) {      /* the refusals, on this call's operands */
+                g.trans_a = 1, g.lda = 1; /* A [k, m = 1] */
+                ck_assert_int_eq(clf_op_gemm(api, be, &g), CLF_ERR_INPUT);
+                ck_assert_msg(strstr(clf_last_error(), "transposed"), "%s", clf_last_error());
+                g.trans_a = 0, g.lda = K;
+                g.ln_beta = (clf_ptr){0};
+                ck_assert_int_eq(clf_op_gemm(api, be, &g), CLF_ERR_INPUT);
+                ck_assert_msg(strstr(clf_last_error(), "'ln_beta'"), "%s", clf_last_error());
+                g.ln_beta = P(dbt);
+                g.ln_out = P(dx);
+                ck_assert_int_eq(clf_op_gemm(api, be, &g), CLF_ERR_INPUT);
+                ck_assert_msg(strstr(clf_last_error(), "'ln_out' overlaps 'a'"), "%s",
+                              clf_last_error());
+                g.ln_out = P(dn);
+                g.lda = K + 1; /* rows not contiguous */
+                ck_assert_int_eq(clf_op_gemm(api, be, &g), CLF_ERR_INPUT);
+                ck_assert_msg(strstr(clf_last_error(), "lda"), "%s", clf_last_error());
+                g.lda = K;
+                g.batch = 1;
+                ck_assert_int_eq(clf_op_gemm_strided_batched(api, be, &g), CLF_ERR_UNSUPPORTED);
+                ck_assert_msg(strstr(clf_last_error(), "gemm only"), "%s", clf_last_error());
+            }
+            api->free(be, dx), api->free(be, dc), api->free(be, dn);
+        }
+        ck_assert_msg(memcmp(got[0], got[1], sizeof(float) * m * N) == 0, "variant %d: C", v);
+        ck_assert_msg(memcmp(norm[0], norm[1], sizeof(float) * m * K) == 0, "variant %d: ln", v);
+        free(x), free(c0);
+    }
+    api->free(be, dw), api->free(be, dwh), api->free(be, db), api->free(be, dal),
+        api->free(be, dbt);
+    free(w), free(bias), free(al), free(bt);
+}
+END_TEST
+
 /* BF16 arithmetic (supports(CLF_OP_GEMM_BF16_ARITH): a CPU with AVX512_BF16): a product of
  * more than 7 rows that has b_bf16 multiplies A rounded to BF16 by it, summing in F32;
  * against the double product of the same rounded operands, 1e-5 of the sum of |terms| of
@@ -1374,7 +1466,8 @@ CLF_TEST_SUITE_MAIN(
         "cpu", 0, setup, teardown, {null_arguments_are_refused}, {gemm_refuses_c_over_its_inputs},
         {gemm_all_transposes_and_epilogues}, {gemm_strided_batched_matches_per_matrix_reference},
         {gemm_from_b_half_every_isa_level}, {gemm_ignores_b_half_where_it_does_not_apply},
-        {gemm_refuses_a_bad_b_half}, {unknown_cpu_isa_is_refused}, {gemm_bf16_arithmetic},
+        {gemm_refuses_a_bad_b_half}, {gemm_layernorm_equals_layernorm_then_gemm},
+        {unknown_cpu_isa_is_refused}, {gemm_bf16_arithmetic},
         {layernorm_both_styles_residual_and_aliased_sum}, {attention_masks_strides_and_probs},
         {attention_decode_every_isa_level}, {attention_fully_masked_row_is_uniform},
         {attention_append_equals_rows_written_first}, {embed_scale_pe_and_clamped_ids},

@@ -74,6 +74,24 @@ clf_status cpu_gemm(clf_backend *be, const clf_gemm_args *a)
      * b_half, b_bf16 and b_i8 where a path reads them */
     if (a->m == 0 || a->n == 0)
         return CLF_OK;
+    if (a->ln_out.buf) { /* A's rows layer-normalized into ln_out, then the product of those */
+        const clf_layernorm_args ln = {.out = a->ln_out,
+                                       .x = a->a,
+                                       .alpha = a->ln_alpha,
+                                       .beta = a->ln_beta,
+                                       .rows = a->m,
+                                       .cols = a->k,
+                                       .style = a->ln_style,
+                                       .eps = a->ln_eps};
+        clf_status st = cpu_layernorm(be, &ln);
+        if (st != CLF_OK)
+            return st;
+        clf_gemm_args g = *a;
+        g.a = a->ln_out;
+        g.lda = a->k;
+        g.ln_out = (clf_ptr){0};
+        return cpu_gemm(be, &g);
+    }
     if (cpu_gemm_i8_applies(a))
         return cpu_gemm_i8(be, a);
     if (cpu_gemm_bf16_applies(be, a))

@@ -53,11 +53,15 @@ static int few_rows(const clf_gemm_args *g, int batched)
 }
 
 /* C = alpha * A B^T + beta * C, + bias, relu in one launch of gemm_rows_half (B from
- * b_half, if given) or gemm_rows_float (see gemm.cl): `lanes` work-items per column of C,
- * wg / lanes columns per work-group. */
+ * b_half, if given) or gemm_rows_float (see gemm.cl), or with ln_out of their _ln forms,
+ * which layer-normalize A's rows first: `lanes` work-items per column of C, wg / lanes
+ * columns per work-group. */
 static clf_status gemm_rows(clf_backend *be, const char *op, const clf_gemm_args *g)
 {
-    const ocl_kernel_id kid = g->b_half.buf ? OCL_K_GEMM_ROWS_HALF : OCL_K_GEMM_ROWS_FLOAT;
+    const int ln = g->ln_out.buf != NULL;
+    const ocl_kernel_id kid = g->b_half.buf
+                                  ? (ln ? OCL_K_GEMM_ROWS_HALF_LN : OCL_K_GEMM_ROWS_HALF)
+                                  : (ln ? OCL_K_GEMM_ROWS_FLOAT_LN : OCL_K_GEMM_ROWS_FLOAT);
     const size_t wg = be->wg[kid], chunks = ((size_t)g->k + 7) / 8;
     size_t lanes = 1; /* a power of two: enough for the row's 8-element chunks, if allowed */
     while (lanes < chunks && lanes * 2 <= OCL_ROWS_LANES && lanes * 2 <= wg)
@@ -84,7 +88,22 @@ static clf_status gemm_rows(clf_backend *be, const char *op, const clf_gemm_args
                              ocl_kfloat(g->beta),
                              ocl_kint((cl_int)lanes),
                              ocl_kfloats((size_t)g->m * wg)};
-    return ocl_run(be, op, be->kernels[kid], args, OCL_COUNT(args), NULL, 0, 1, &global, &wg);
+    /* the _ln kernels: the layernorm's operands, and A's normalized rows in local memory */
+    const ocl_kval ln_args[] = {OCL_KBUF(g->ln_alpha),      OCL_KBUF(g->ln_beta),
+                                ocl_kln_style(g->ln_style), ocl_kfloat(g->ln_eps),
+                                OCL_KBUF(g->ln_out),        ocl_kfloats((size_t)g->m * g->k)};
+    return ocl_run(be, op, be->kernels[kid], args, OCL_COUNT(args), ln ? ln_args : NULL,
+                   ln ? OCL_COUNT(ln_args) : 0, 1, &global, &wg);
+}
+
+/* Whether gemm_rows normalizes A itself (the _ln kernels): a few-row product whose rows,
+ * normalized, fit in local memory beside the kernel's sums. */
+static int rows_take_layernorm(const clf_backend *be, const clf_gemm_args *g)
+{
+    const ocl_kernel_id kid = g->b_half.buf ? OCL_K_GEMM_ROWS_HALF_LN : OCL_K_GEMM_ROWS_FLOAT_LN;
+    return few_rows(g, 0) &&
+           ((uint64_t)g->m * be->wg[kid] + (uint64_t)g->m * (uint64_t)g->k) * sizeof(cl_float) <=
+               be->local_mem;
 }
 
 /* The F16 bits of 1.0 and 0.0: HGEMM's alpha and beta (the epilogue applies the caller's). */
@@ -159,6 +178,25 @@ static clf_status gemm_common(clf_backend *be, const clf_gemm_args *g, int batch
     if ((st = check_b_half(be, op, g, batched ? (clf_ptr){0} : g->b_half)) != CLF_OK || g->m == 0 ||
         g->n == 0 || batch == 0)
         return st;
+    if (!batched && g->ln_out.buf && rows_take_layernorm(be, g))
+        return gemm_rows(be, op, g); /* one launch: the kernel normalizes A's rows itself */
+    if (!batched && g->ln_out.buf) { /* else A's rows layer-normalized into ln_out first */
+        const clf_layernorm_args ln = {.out = g->ln_out,
+                                       .x = g->a,
+                                       .alpha = g->ln_alpha,
+                                       .beta = g->ln_beta,
+                                       .rows = g->m,
+                                       .cols = g->k,
+                                       .style = g->ln_style,
+                                       .eps = g->ln_eps};
+        if ((st = ocl_layernorm(be, &ln)) != CLF_OK)
+            return st;
+        clf_gemm_args h = *g;
+        h.a = g->ln_out;
+        h.lda = g->k;
+        h.ln_out = (clf_ptr){0};
+        return gemm_common(be, &h, 0);
+    }
     if (few_rows(g, batched))
         return gemm_rows(be, op, g);
     if (takes_hgemm(be, g, batched))

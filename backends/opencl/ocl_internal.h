@@ -26,6 +26,8 @@ typedef enum ocl_kernel_id {
     OCL_K_BIAS_RELU,
     OCL_K_GEMM_ROWS_HALF,
     OCL_K_GEMM_ROWS_FLOAT,
+    OCL_K_GEMM_ROWS_HALF_LN,
+    OCL_K_GEMM_ROWS_FLOAT_LN,
     OCL_K_HALF_PACK,
     OCL_K_HALF_UNPACK,
     /* training (ABI 2) */

@@ -32,3 +32,21 @@ float dropout_keep(ulong seed, ulong e, uint threshold, float keep_scale)
 {
     return dropout_bits(seed, e) >= threshold ? keep_scale : 0.0f;
 }
+
+/* The layernorm's rule (clf_layernorm_args), kept here for layernorm.cl and the products
+ * that normalize their A first (gemm.cl). From a row's mean and, over its cols values v,
+ * sum_d = sum (v - mean) and ss = sum (v - mean)^2: *corr = mean(v - mean) (the float mean's
+ * own rounding error, removed: the "corrected two-pass" algorithm) and the divisor, tutorial
+ * (style 0: torch.std, unbiased, + eps) or standard (1: sqrt(biased variance + eps)). */
+float ln_divisor(float sum_d, float ss, int cols, int style, float eps, float *corr)
+{
+    *corr = sum_d / (float)cols;
+    const float m2 = fmax(ss - sum_d * *corr, 0.0f);
+    return style == 0 ? sqrt(m2 / (float)(cols - 1)) + eps : sqrt(m2 / (float)cols + eps);
+}
+
+/* The normalized value of v: alpha * ((v - mean) - corr) / divisor + beta. */
+float ln_value(float v, float mean, float corr, float divisor, float alpha, float beta)
+{
+    return alpha * ((v - mean) - corr) / divisor + beta;
+}

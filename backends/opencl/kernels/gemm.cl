@@ -96,37 +96,89 @@ void rows_finish(const float *acc, __local float *red, int lane, int lanes, ulon
     }
 }
 
-/* One kernel of each B type: T the element, LOAD1(p, b) one element as a float, LOAD8(p, b)
- * the 8 elements from p as a float8, HEAD(row) how many elements of the row starting at
- * element `row` come before the first aligned 8-element chunk (read one at a time). The work
- * items past n still take part in rows_finish's barriers. */
-#define GEMM_ROWS_KERNEL(name, T, HEAD, LOAD1, LOAD8)                                              \
+/* A's m rows layer-normalized (the layernorm op's rule, common.cl) into an [m * k] in local
+ * memory, for the product to read; work-group 0 also writes them to ln_out [m, k] (gemm's
+ * ln_out: later ops read them). Every work-item calls it (the reductions' barriers). */
+void rows_normalize(__global const float *a, ulong lda, int m, int k,
+                    __global const float *alpha, __global const float *beta, int style, float eps,
+                    __global float *ln_out, __local float *an, __local float *red)
+{
+    const int lid = get_local_id(0), wg = get_local_size(0);
+    const int writes = get_group_id(0) == 0;
+    for (int r = 0; r < m; r++) {
+        __global const float *xr = a + r * lda;
+        float s = 0.0f;
+        for (int c = lid; c < k; c += wg)
+            s += xr[c];
+        const float mean = wg_sum(red, s) / (float)k;
+        float sd = 0.0f, ss = 0.0f;
+        for (int c = lid; c < k; c += wg) {
+            const float d = xr[c] - mean;
+            sd += d;
+            ss += d * d;
+        }
+        const float sum_d = wg_sum(red, sd);
+        const float sum_sq = wg_sum(red, ss);
+        float corr;
+        const float div = ln_divisor(sum_d, sum_sq, k, style, eps, &corr);
+        for (int c = lid; c < k; c += wg) {
+            const float v = ln_value(xr[c], mean, corr, div, alpha[c], beta[c]);
+            an[r * k + c] = v;
+            if (writes)
+                ln_out[r * k + c] = v;
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+
+/* Where the product reads A: a's rows lda apart, or (the _ln kernels) the rows that
+ * rows_normalize left in local memory, k apart. */
+#define A_FROM_GLOBAL                                                                              \
+    __global const float *ar = a + a_off;                                                          \
+    const ulong ald = lda;
+#define A_NORMALIZED                                                                               \
+    rows_normalize(a + a_off, lda, m, k, ln_alpha + la_off, ln_beta + lb_off, ln_style, ln_eps,    \
+                   ln_out + lo_off, an, red);                                                      \
+    __local const float *ar = an;                                                                  \
+    const ulong ald = (ulong)k;
+#define NO_LN_PARAMS
+#define LN_PARAMS                                                                                  \
+    , __global const float *ln_alpha, ulong la_off, __global const float *ln_beta, ulong lb_off,   \
+        int ln_style, float ln_eps, __global float *ln_out, ulong lo_off, __local float *an
+
+/* One kernel of each B type and A source: T the element, LOAD1(p, b) one element as a float,
+ * LOAD8(p, b) the 8 elements from p as a float8, HEAD(row) how many elements of the row
+ * starting at element `row` come before the first aligned 8-element chunk (read one at a
+ * time); A_SOURCE (A_FROM_GLOBAL or A_NORMALIZED) and its extra parameters. The work items
+ * past n still take part in rows_finish's barriers (and rows_normalize's). */
+#define GEMM_ROWS_KERNEL(name, T, HEAD, LOAD1, LOAD8, A_SOURCE, EXTRA_PARAMS)                      \
     __kernel void name(__global const float *a, ulong a_off, ulong lda, __global const T *bsrc,    \
                        ulong b_off, ulong ldb, __global float *c, ulong c_off, ulong ldc,          \
                        __global const float *bias, ulong bias_off, int has_bias, int relu, int m,  \
-                       int n, int k, float alpha, float beta, int lanes, __local float *red)       \
+                       int n, int k, float alpha, float beta, int lanes,                           \
+                       __local float *red EXTRA_PARAMS)                                            \
     {                                                                                              \
         int lane;                                                                                  \
         const ulong j = rows_column(lanes, &lane);                                                 \
+        A_SOURCE                                                                                   \
         float acc[CLF_GEMM_FEW_ROWS] = {0.0f};                                                     \
         if (j < (ulong)n) {                                                                        \
             const ulong row = b_off + j * ldb;                                                     \
             const int head = min(HEAD(row), k);                                                    \
             const int chunks = (k - head) / GEMM_ROWS_VEC, tail = head + chunks * GEMM_ROWS_VEC;   \
             __global const T *b = bsrc + row;                                                      \
-            __global const float *ar = a + a_off;                                                  \
             for (int p = lane; p < head; p += lanes) {                                             \
                 const float bv = LOAD1(p, b);                                                      \
-                ROWS_ADD1(acc, ar, lda, p, bv, m)                                                  \
+                ROWS_ADD1(acc, ar, ald, p, bv, m)                                                  \
             }                                                                                      \
             for (int q = lane; q < chunks; q += lanes) {                                           \
                 const int p = head + q * GEMM_ROWS_VEC;                                            \
                 const float8 bv = LOAD8(p, b);                                                     \
-                ROWS_ADD8(acc, ar, lda, p, bv, m)                                                  \
+                ROWS_ADD8(acc, ar, ald, p, bv, m)                                                  \
             }                                                                                      \
             for (int p = tail + lane; p < k; p += lanes) {                                         \
                 const float bv = LOAD1(p, b);                                                      \
-                ROWS_ADD1(acc, ar, lda, p, bv, m)                                                  \
+                ROWS_ADD1(acc, ar, ald, p, bv, m)                                                  \
             }                                                                                      \
         }                                                                                          \
         rows_finish(acc, red, lane, lanes, j, m, n, c, c_off, ldc, bias, bias_off, has_bias,       \
@@ -140,14 +192,20 @@ void rows_finish(const float *acc, __local float *red, int lane, int lanes, ulon
 #define HALF_HEAD(row) ((GEMM_ROWS_VEC - (int)((row) % GEMM_ROWS_VEC)) % GEMM_ROWS_VEC)
 #define HALF_LOAD1(p, b) vload_half((p), (b))
 #define HALF_LOAD8(p, b) vloada_half8(0, (b) + (p))
-GEMM_ROWS_KERNEL(gemm_rows_half, half, HALF_HEAD, HALF_LOAD1, HALF_LOAD8)
+GEMM_ROWS_KERNEL(gemm_rows_half, half, HALF_HEAD, HALF_LOAD1, HALF_LOAD8, A_FROM_GLOBAL,
+                 NO_LN_PARAMS)
+GEMM_ROWS_KERNEL(gemm_rows_half_ln, half, HALF_HEAD, HALF_LOAD1, HALF_LOAD8, A_NORMALIZED,
+                 LN_PARAMS)
 
 /* B as F32: vload8 needs only a float's alignment, so there is no head; the k % 8 last
  * elements are read one at a time. */
 #define FLOAT_HEAD(row) 0
 #define FLOAT_LOAD1(p, b) (b)[p]
 #define FLOAT_LOAD8(p, b) vload8(0, (b) + (p))
-GEMM_ROWS_KERNEL(gemm_rows_float, float, FLOAT_HEAD, FLOAT_LOAD1, FLOAT_LOAD8)
+GEMM_ROWS_KERNEL(gemm_rows_float, float, FLOAT_HEAD, FLOAT_LOAD1, FLOAT_LOAD8, A_FROM_GLOBAL,
+                 NO_LN_PARAMS)
+GEMM_ROWS_KERNEL(gemm_rows_float_ln, float, FLOAT_HEAD, FLOAT_LOAD1, FLOAT_LOAD8, A_NORMALIZED,
+                 LN_PARAMS)
 
 /* out[i * k + p] = A[i, p] rounded to the nearest F16, for i < m, p < k: HGEMM's packed A
  * (rows lda apart in a, k apart in out). */

@@ -36,8 +36,8 @@ __kernel void layernorm(__global float *out, ulong out_off, __global const float
     const float mean = wg_sum(red, s) / (float)cols;
 
     /* d = v - mean is nearly exact (v and mean are close); the float mean's own rounding
-     * error is then removed with the correction c = mean(d) (the "corrected two-pass"
-     * algorithm), which keeps rows with a large mean and a small spread to 1e-6. */
+     * error is then removed (ln_divisor's correction), which keeps rows with a large mean
+     * and a small spread to 1e-6. */
     float sd = 0.0f, ss = 0.0f;
     for (int c = lid; c < cols; c += wg) {
         const float v = has_sum ? sr[c] : (has_residual ? xr[c] + rr[c] : xr[c]);
@@ -46,14 +46,12 @@ __kernel void layernorm(__global float *out, ulong out_off, __global const float
         ss += d * d;
     }
     const float sum_d = wg_sum(red, sd);
-    const float corr = sum_d / (float)cols;
-    const float m2 = fmax(wg_sum(red, ss) - sum_d * corr, 0.0f);
-    /* tutorial: torch.std (unbiased, n - 1); standard: the biased variance */
-    const float denom =
-        style == 0 ? sqrt(m2 / (float)(cols - 1)) + eps : sqrt(m2 / (float)cols + eps);
+    const float sum_sq = wg_sum(red, ss);
+    float corr;
+    const float denom = ln_divisor(sum_d, sum_sq, cols, style, eps, &corr);
 
     for (int c = lid; c < cols; c += wg) {
         const float v = has_sum ? sr[c] : (has_residual ? xr[c] + rr[c] : xr[c]);
-        o[c] = a[c] * ((v - mean) - corr) / denom + b[c];
+        o[c] = ln_value(v, mean, corr, denom, a[c], b[c]);
     }
 }

@@ -51,7 +51,8 @@ extern "C" {
  * the core: the precision setting, clformer/model.h) and the capability CLF_OP_QUEUED; ABI 8
  * adds clf_topk_args.log_softmax with its capability CLF_OP_TOPK_LOG_SOFTMAX; ABI 9 adds the
  * attention op's append (clf_attention_args.k_new, v_new) with its capability
- * CLF_OP_ATTENTION_APPEND. */
+ * CLF_OP_ATTENTION_APPEND, and gemm's layernorm of A (clf_gemm_args.ln_out, ln_alpha,
+ * ln_beta, ln_style, ln_eps) with its capability CLF_OP_GEMM_LAYERNORM. */
 #define CLF_BACKEND_ABI 9
 
 typedef struct clf_backend clf_backend; /* opaque, defined by each backend */
@@ -163,6 +164,8 @@ typedef enum clf_op {
     CLF_OP_TOPK_LOG_SOFTMAX,
     /* attention appends clf_attention_args.k_new and v_new to its keys and values (ABI 9) */
     CLF_OP_ATTENTION_APPEND,
+    /* gemm layer-normalizes A's rows first (clf_gemm_args.ln_out; ABI 9) */
+    CLF_OP_GEMM_LAYERNORM,
     CLF_OP_COUNT
 } clf_op;
 
@@ -218,7 +221,19 @@ typedef enum clf_ln_style {
  * precision its integer product holds without overflow: the CPU backend uses 7 bits, so
  * that AVX2's 16-bit pair sums cannot saturate), summed in int32. Such a backend never reads
  * b in that call, so the core may have released b's bytes (discard below,
- * clf_model_release_f32). */
+ * clf_model_release_f32).
+ *
+ * ln_out, ln_alpha, ln_beta, ln_style, ln_eps (gemm only, optional, ABI 9; only with
+ * trans_a = 0 and lda = k; a backend that supports CLF_OP_GEMM_LAYERNORM reads them, the core refuses
+ * them elsewhere): with ln_out set, A's rows are layer-normalized first, as the layernorm op
+ * does (clf_layernorm_args: style, eps, alpha = ln_alpha [k], beta = ln_beta [k], no
+ * residual), into ln_out [m, k] (rows k apart), and the product multiplies those rows:
+ *   ln_out[i, :] = LN(A[i, :]);   C = alpha * ln_out · op(B) + beta * C, bias, relu.
+ * ln_out is written whatever path the backend takes (a later op may read it: a post-norm
+ * residual stream, a gated feed-forward's second product; an empty product, m or n 0, writes
+ * nothing) and may not overlap A, B, C, the bias or ln_alpha/ln_beta. A decoding step's
+ * layernorm then costs no call of its own: the product after it takes it (a backend may
+ * normalize inside its product's kernel). */
 typedef struct clf_gemm_args {
     int trans_a, trans_b;
     int m, n, k;
@@ -238,6 +253,9 @@ typedef struct clf_gemm_args {
     int bf16_arith;                      /* 1: BF16 arithmetic (ABI 7, see above) */
     int batch;                           /* gemm_strided_batched only */
     size_t stride_a, stride_b, stride_c; /* elements, gemm_strided_batched only */
+    clf_ptr ln_out, ln_alpha, ln_beta;   /* optional: A layer-normalized (ABI 9, see above) */
+    clf_ln_style ln_style;
+    float ln_eps;
 } clf_gemm_args;
 
 /* out[r,:] = LN(x[r,:] + residual[r,:]) for r < rows, over cols features.

@@ -57,7 +57,7 @@ typedef struct clf_fill_args {
  * the backend's copy(). Its args use the add layout (out, a; n = bytes). */
 #define CLF_NODE_COPY ((clf_op)CLF_OP_COUNT)
 
-#define CLF_NODE_MAX_OPERANDS 8
+#define CLF_NODE_MAX_OPERANDS 12
 
 typedef struct clf_operand {
     int value;       /* index into the graph's values */

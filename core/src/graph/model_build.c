@@ -694,11 +694,74 @@ clf_status clf_builder_begin(clf_model *m, clf_graph *g, builder *b)
     return CLF_OK;
 }
 
+/* Whether layernorm node ln can be taken by gemm node gm (fuse_layernorms): ln has no
+ * residual and no sum_out, and gm multiplies ln's output, from its first element with rows
+ * cols apart, by a weight, room left for three operands. */
+static int takes_layernorm(const clf_node *ln, const clf_node *gm)
+{
+    if (ln->op != CLF_OP_LAYERNORM || gm->op != CLF_OP_GEMM ||
+        gm->n_operands + 3 > CLF_NODE_MAX_OPERANDS)
+        return 0;
+    const clf_layernorm_args *l = &ln->args.layernorm;
+    const clf_gemm_args *g = &gm->args.gemm;
+    const clf_operand *out = clf_node_operand(ln, offsetof(clf_layernorm_args, out)),
+                      *a = clf_node_operand(gm, offsetof(clf_gemm_args, a));
+    return out && a && a->value == out->value && a->elem_off == out->elem_off &&
+           !clf_node_operand(ln, offsetof(clf_layernorm_args, residual)) &&
+           !clf_node_operand(ln, offsetof(clf_layernorm_args, sum_out)) && !g->trans_a &&
+           g->m == l->rows && g->k == l->cols && g->lda == l->cols &&
+           !clf_node_operand(gm, offsetof(clf_gemm_args, ln_out));
+}
+
+/* Inference on a backend whose gemm layer-normalizes A (CLF_OP_GEMM_LAYERNORM): each
+ * layernorm node that the next node, a gemm, multiplies (takes_layernorm) becomes part of
+ * that gemm, which reads the layernorm's input as A and writes the normalized rows to its
+ * output as ln_out (where later nodes still find them: a post-norm stream, a gated second
+ * product). A pre-norm decoding step then makes 3 calls a layer fewer. */
+static void fuse_layernorms(builder *b)
+{
+    clf_graph *g = b->g;
+    int w = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        clf_node *n = &g->nodes[i];
+        if (i + 1 < g->n_nodes && takes_layernorm(n, &g->nodes[i + 1])) {
+            clf_node *gm = &g->nodes[i + 1];
+            const clf_operand *x = clf_node_operand(n, offsetof(clf_layernorm_args, x));
+            for (int k = 0; k < gm->n_operands; k++)
+                if (gm->operands[k].field == offsetof(clf_gemm_args, a)) {
+                    gm->operands[k].value = x->value;
+                    gm->operands[k].elem_off = x->elem_off;
+                }
+            static const size_t from[3] = {offsetof(clf_layernorm_args, out),
+                                           offsetof(clf_layernorm_args, alpha),
+                                           offsetof(clf_layernorm_args, beta)},
+                                to[3] = {offsetof(clf_gemm_args, ln_out),
+                                         offsetof(clf_gemm_args, ln_alpha),
+                                         offsetof(clf_gemm_args, ln_beta)};
+            for (int k = 0; k < 3; k++) {
+                const clf_operand *o = clf_node_operand(n, from[k]);
+                gm->operands[gm->n_operands++] =
+                    (clf_operand){.value = o->value, .elem_off = o->elem_off, .field = to[k]};
+            }
+            gm->args.gemm.ln_style = n->args.layernorm.style;
+            gm->args.gemm.ln_eps = n->args.layernorm.eps;
+            continue; /* the layernorm node is dropped */
+        }
+        if (w != i)
+            g->nodes[w] = *n;
+        w++;
+    }
+    g->n_nodes = w;
+}
+
 /* Plans the graph built with b; frees it on error. */
 clf_status clf_builder_end(builder *b)
 {
     free(b->wval);
     b->wval = NULL;
+    if (!b->training && b->g->status == CLF_OK &&
+        b->m->api->supports(b->m->be, CLF_OP_GEMM_LAYERNORM))
+        fuse_layernorms(b);
     clf_status st = clf_graph_plan(b->g);
     if (st != CLF_OK)
         clf_graph_free(b->g);

@@ -67,6 +67,7 @@ const char *clf_op_name(clf_op op)
         [CLF_OP_QUEUED] = "queued ops (greedy decoding runs steps ahead)",
         [CLF_OP_TOPK_LOG_SOFTMAX] = "topk over log_softmax",
         [CLF_OP_ATTENTION_APPEND] = "attention (appending this step's keys and values)",
+        [CLF_OP_GEMM_LAYERNORM] = "gemm (layer-normalizing A first)",
     };
     if ((int)op < 0 || op >= CLF_OP_COUNT)
         return "unknown-op";
@@ -392,6 +393,7 @@ static int op_fn_present(const clf_backend_api *api, clf_op op)
     case CLF_OP_GEMM_I8:
     case CLF_OP_GEMM_HALF_ARITH:
     case CLF_OP_GEMM_BF16_ARITH:
+    case CLF_OP_GEMM_LAYERNORM:
         return api->gemm != NULL;
     case CLF_OP_TOPK:
     case CLF_OP_TOPK_LOG_SOFTMAX:

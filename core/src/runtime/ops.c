@@ -82,6 +82,37 @@ static clf_status check_entry(const clf_backend_api *api, const char *op, int pr
 
 /* ---- gemm ---- */
 
+/* The layernorm of A (clf_gemm_args.ln_out): gemm only, on a backend that has it, A not
+ * transposed and its rows contiguous (as the layernorm op's), the three operands given and the
+ * layernorm's shape and style; ln_out [m, k] clear of everything else the call reads or writes.
+ * ab[0..3]: a, b, c, bias as checked. */
+static clf_status check_gemm_ln(const clf_backend_api *api, clf_backend *be, const char *op,
+                                const clf_gemm_args *g, int batched, const operand *abcb)
+{
+    if (batched || !api->supports(be, CLF_OP_GEMM_LAYERNORM))
+        return clf_error(CLF_ERR_UNSUPPORTED, "%s: %s: %s", api->name, op,
+                         batched ? "ln_out is for gemm only"
+                                 : "this backend does not layer-normalize A (ln_out)");
+    if (g->trans_a || g->lda != g->k)
+        return clf_error(CLF_ERR_INPUT,
+                         "%s: %s: ln_out needs A not transposed, its rows k apart (lda %d, k %d)",
+                         api->name, op, g->lda, g->k);
+    clf_status st = clf_check_ln_shape(api->name, op, g->m, g->k, g->ln_style);
+    if (st != CLF_OK)
+        return st;
+    const operand ln[] = {required("ln_out", g->ln_out, (uint64_t)g->m * (uint64_t)g->k),
+                          required("ln_alpha", g->ln_alpha, (uint64_t)g->k),
+                          required("ln_beta", g->ln_beta, (uint64_t)g->k)};
+    if ((st = check_operands(api, be, op, ln, COUNT(ln))) != CLF_OK)
+        return st;
+    const operand others[] = {abcb[0], abcb[1], abcb[2], abcb[3], ln[1], ln[2]};
+    for (size_t i = 0; i < COUNT(others); i++)
+        if (clf_ptr_overlap(ln[0].p, 4 * ln[0].elems, others[i].p, 4 * others[i].elems))
+            return clf_error(CLF_ERR_INPUT, "%s: %s: 'ln_out' overlaps '%s'", api->name, op,
+                             others[i].name);
+    return CLF_OK;
+}
+
 static clf_status check_gemm(const clf_backend_api *api, clf_backend *be, const char *op,
                              const clf_gemm_args *g, int batched, int *empty)
 {
@@ -119,6 +150,8 @@ static clf_status check_gemm(const clf_backend_api *api, clf_backend *be, const 
     clf_status st = check_operands(api, be, op, operands + skip, COUNT(operands) - skip);
     if (st == CLF_OK)
         st = clf_check_gemm_overlap(api->name, op, g, batched);
+    if (st == CLF_OK && (g->ln_out.buf || g->ln_alpha.buf || g->ln_beta.buf))
+        st = check_gemm_ln(api, be, op, g, batched, operands);
     return st;
 }
 
