@@ -71,9 +71,11 @@ run_one() {
   local suite=${1%%:*} case=${1#*:} bin
   bin="$dir/bin/test_$suite"
   if [ -n "$case" ]; then export CK_RUN_CASE="$case"; else unset CK_RUN_CASE; fi
+  local t0=$SECONDS
   { timeout 900 oclgrind --data-races --log /dev/fd/3 "$bin" 3>&1 \
       >"$out/$suite.out" 2>"$out/$suite.err"
     echo $? >"$out/$suite.rc"; } | cat >"$out/$suite.log"
+  echo $((SECONDS - t0)) >"$out/$suite.s"
 }
 export -f run_one
 export dir out
@@ -98,7 +100,7 @@ for s in "${sel[@]}"; do
     tail -n 20 "$out/$suite.err"
     head -n 80 "$out/$suite.log"
   else
-    echo "---- $suite: passed, no Oclgrind report ($(tail -n 1 "$out/$suite.out"))"
+    echo "---- $suite: passed, no Oclgrind report ($(tail -n 1 "$out/$suite.out"); $(cat "$out/$suite.s") s)"
   fi
 done
 echo "oclgrind.sh: $((SECONDS - start)) s; logs in $out/"

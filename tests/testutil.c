@@ -506,6 +506,15 @@ int clf_test_small(void)
     return v && *v && strcmp(v, "0") != 0;
 }
 
+int clf_test_sanitized(void)
+{
+#ifdef CLF_TEST_SANITIZED
+    return 1;
+#else
+    return 0;
+#endif
+}
+
 int clf_test_too_big(double work)
 {
     return work > CLF_TEST_SMALL_WORK && clf_test_small();

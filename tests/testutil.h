@@ -221,6 +221,10 @@ int clf_test_opencl_opens(const char *suite);
  * that interprets every work-item. */
 int clf_test_small(void);
 
+/* Whether the suites were built with the sanitizers (CLF_SANITIZE=ON, about 5x slower):
+ * the longest trainings then run fewer steps of the same code, with bounds for them. */
+int clf_test_sanitized(void);
+
 /* Under CLF_TEST_SMALL, whether a case whose work (elements, or multiply-adds of a product)
  * is above CLF_TEST_SMALL_WORK: the suites skip such cases there (the simulator runs a few
  * million work-item instructions a second). Always 0 otherwise. */
