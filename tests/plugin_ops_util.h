@@ -51,6 +51,12 @@
 
 static const int SIZES[] = {1, 7, 33, 65, 129};
 #define NSIZES ((int)(sizeof SIZES / sizeof SIZES[0]))
+/* The sizes a norm check pairs as rows x columns: all but the largest under CLF_TEST_SMALL
+ * (the simulator's pass, where the 129-wide pairs would take most of its time). */
+static inline int norm_nsizes(void)
+{
+    return clf_test_small() ? NSIZES - 1 : NSIZES;
+}
 
 /* The test plugin ops: tsq (activation), tsqg (gated), rmsb (norm with bias); tsq's CPU
  * forms and OpenCL source also make the broken ops of the error paths. */

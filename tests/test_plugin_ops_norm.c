@@ -80,8 +80,8 @@ START_TEST(norm_forward_sizes_beta_offsets)
         return;
     CLF_ASSERT_OK(clf_test_api->plugin_prepare(clf_test_be, &op_rmsb));
     int k = 0;
-    for (int r = 0; r < NSIZES; r++)
-        for (int c = 0; c < NSIZES; c++, k++)
+    for (int r = 0; r < norm_nsizes(); r++)
+        for (int c = 0; c < norm_nsizes(); c++, k++)
             for (int with_beta = 0; with_beta < 2; with_beta++)
                 norm_case(SIZES[r], SIZES[c], with_beta, (k + with_beta) % 2);
     report();
@@ -226,8 +226,8 @@ START_TEST(norm_backward_sizes_accumulate_params_offsets_fd)
         {0, 1, 1, 0}, {1, 1, 1, 1}, {0, 0, 0, 1}, {1, 0, 0, 0},
         {0, 1, 0, 1}, {1, 0, 1, 0}, {1, 1, 0, 0}, {0, 0, 1, 1},
     };
-    for (int r = 0; r < NSIZES; r++)
-        for (int c = 0; c < NSIZES; c++) {
+    for (int r = 0; r < norm_nsizes(); r++)
+        for (int c = 0; c < norm_nsizes(); c++) {
             for (size_t k = 0; k < sizeof variants / sizeof variants[0]; k++)
                 norm_backward_case(SIZES[r], SIZES[c], variants[k], 0);
             norm_backward_case(SIZES[r], SIZES[c], (nb_variant){0, 1, 1, 1}, 1);

@@ -224,16 +224,16 @@ typedef enum clf_ln_style {
  * clf_model_release_f32).
  *
  * ln_out, ln_alpha, ln_beta, ln_style, ln_eps (gemm only, optional, ABI 9; only with
- * trans_a = 0 and lda = k; a backend that supports CLF_OP_GEMM_LAYERNORM reads them, the core refuses
- * them elsewhere): with ln_out set, A's rows are layer-normalized first, as the layernorm op
- * does (clf_layernorm_args: style, eps, alpha = ln_alpha [k], beta = ln_beta [k], no
- * residual), into ln_out [m, k] (rows k apart), and the product multiplies those rows:
+ * trans_a = 0 and lda = k; a backend that supports CLF_OP_GEMM_LAYERNORM reads them, the
+ * core refuses them elsewhere): with ln_out set, A's rows are layer-normalized first, as the
+ * layernorm op does (clf_layernorm_args: style, eps, alpha = ln_alpha [k], beta = ln_beta
+ * [k], no residual), into ln_out [m, k], and the product multiplies those rows:
  *   ln_out[i, :] = LN(A[i, :]);   C = alpha * ln_out · op(B) + beta * C, bias, relu.
  * ln_out is written whatever path the backend takes (a later op may read it: a post-norm
- * residual stream, a gated feed-forward's second product; an empty product, m or n 0, writes
- * nothing) and may not overlap A, B, C, the bias or ln_alpha/ln_beta. A decoding step's
- * layernorm then costs no call of its own: the product after it takes it (a backend may
- * normalize inside its product's kernel). */
+ * residual stream, a gated feed-forward's second product; an empty product, m or n 0,
+ * writes nothing) and may not overlap A, B, C, the bias or ln_alpha/ln_beta. A decoding
+ * step's layernorm then costs no call of its own: the product after it takes it (a backend
+ * may normalize inside its product's kernel). */
 typedef struct clf_gemm_args {
     int trans_a, trans_b;
     int m, n, k;
