@@ -75,22 +75,10 @@ clf_status cpu_gemm(clf_backend *be, const clf_gemm_args *a)
     if (a->m == 0 || a->n == 0)
         return CLF_OK;
     if (a->ln_out.buf) { /* A's rows layer-normalized into ln_out, then the product of those */
-        const clf_layernorm_args ln = {.out = a->ln_out,
-                                       .x = a->a,
-                                       .alpha = a->ln_alpha,
-                                       .beta = a->ln_beta,
-                                       .rows = a->m,
-                                       .cols = a->k,
-                                       .style = a->ln_style,
-                                       .eps = a->ln_eps};
+        const clf_layernorm_args ln = clf_gemm_layernorm(a);
+        const clf_gemm_args g = clf_gemm_after_layernorm(a);
         clf_status st = cpu_layernorm(be, &ln);
-        if (st != CLF_OK)
-            return st;
-        clf_gemm_args g = *a;
-        g.a = a->ln_out;
-        g.lda = a->k;
-        g.ln_out = (clf_ptr){0};
-        return cpu_gemm(be, &g);
+        return st != CLF_OK ? st : cpu_gemm(be, &g);
     }
     if (cpu_gemm_i8_applies(a))
         return cpu_gemm_i8(be, a);

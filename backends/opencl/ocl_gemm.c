@@ -181,20 +181,10 @@ static clf_status gemm_common(clf_backend *be, const clf_gemm_args *g, int batch
     if (!batched && g->ln_out.buf && rows_take_layernorm(be, g))
         return gemm_rows(be, op, g); /* one launch: the kernel normalizes A's rows itself */
     if (!batched && g->ln_out.buf) { /* else A's rows layer-normalized into ln_out first */
-        const clf_layernorm_args ln = {.out = g->ln_out,
-                                       .x = g->a,
-                                       .alpha = g->ln_alpha,
-                                       .beta = g->ln_beta,
-                                       .rows = g->m,
-                                       .cols = g->k,
-                                       .style = g->ln_style,
-                                       .eps = g->ln_eps};
+        const clf_layernorm_args ln = clf_gemm_layernorm(g);
+        const clf_gemm_args h = clf_gemm_after_layernorm(g);
         if ((st = ocl_layernorm(be, &ln)) != CLF_OK)
             return st;
-        clf_gemm_args h = *g;
-        h.a = g->ln_out;
-        h.lda = g->k;
-        h.ln_out = (clf_ptr){0};
         return gemm_common(be, &h, 0);
     }
     if (few_rows(g, batched))

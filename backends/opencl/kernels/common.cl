@@ -50,3 +50,29 @@ float ln_value(float v, float mean, float corr, float divisor, float alpha, floa
 {
     return alpha * ((v - mean) - corr) / divisor + beta;
 }
+
+/* A row's statistics for the layernorm rule above: its mean (returned in *mean), then the
+ * correction and divisor of ln_divisor, from two passes over x[0..cols) (the mean, then the
+ * deviations), each work-item over its own columns c = lid, lid + wg, ... Every work-item
+ * calls it (the reductions' barriers); red: [work-group size] floats. */
+float ln_row_stats(__global const float *x, int cols, int style, float eps, __local float *red,
+                   float *mean, float *corr)
+{
+    const int lid = get_local_id(0), wg = get_local_size(0);
+    float s = 0.0f;
+    for (int c = lid; c < cols; c += wg)
+        s += x[c];
+    *mean = wg_sum(red, s) / (float)cols;
+    /* d = v - mean is nearly exact (v and mean are close); the float mean's own rounding
+     * error is then removed (ln_divisor's correction), which keeps rows with a large mean
+     * and a small spread to 1e-6 */
+    float sd = 0.0f, ss = 0.0f;
+    for (int c = lid; c < cols; c += wg) {
+        const float d = x[c] - *mean;
+        sd += d;
+        ss += d * d;
+    }
+    const float sum_d = wg_sum(red, sd);
+    const float sum_sq = wg_sum(red, ss);
+    return ln_divisor(sum_d, sum_sq, cols, style, eps, corr);
+}

@@ -107,20 +107,8 @@ void rows_normalize(__global const float *a, ulong lda, int m, int k,
     const int writes = get_group_id(0) == 0;
     for (int r = 0; r < m; r++) {
         __global const float *xr = a + r * lda;
-        float s = 0.0f;
-        for (int c = lid; c < k; c += wg)
-            s += xr[c];
-        const float mean = wg_sum(red, s) / (float)k;
-        float sd = 0.0f, ss = 0.0f;
-        for (int c = lid; c < k; c += wg) {
-            const float d = xr[c] - mean;
-            sd += d;
-            ss += d * d;
-        }
-        const float sum_d = wg_sum(red, sd);
-        const float sum_sq = wg_sum(red, ss);
-        float corr;
-        const float div = ln_divisor(sum_d, sum_sq, k, style, eps, &corr);
+        float mean, corr;
+        const float div = ln_row_stats(xr, k, style, eps, red, &mean, &corr);
         for (int c = lid; c < k; c += wg) {
             const float v = ln_value(xr[c], mean, corr, div, alpha[c], beta[c]);
             an[r * k + c] = v;

@@ -5,10 +5,10 @@
  *   style 0 (tutorial): out = alpha * (v - mean) / (std_unbiased + eps) + beta
  *   style 1 (standard): out = alpha * (v - mean) / sqrt(var_biased + eps) + beta
  * Two passes (mean, then the squared deviations) rather than E[v^2] - mean^2, which loses
- * digits when |mean| >> std; see the correction below. When sum_out is written, later passes read v
- * back from it: it may alias x, so x + residual must not be recomputed from an overwritten x. Each
- * work-item reads and writes only its own columns, so no barrier is needed for that.
- * Offsets are in elements. */
+ * digits when |mean| >> std, and a correction of the mean's rounding (ln_row_stats and
+ * ln_divisor, common.cl, shared with gemm.cl's products that normalize A). With a residual or
+ * sum_out, v is stored first and read back from there: sum_out may alias x, so x + residual
+ * must not be recomputed from an overwritten x. Offsets are in elements. */
 __kernel void layernorm(__global float *out, ulong out_off, __global const float *x, ulong x_off,
                         __global const float *residual, ulong res_off, int has_residual,
                         __global float *sum_out, ulong sum_off, int has_sum,
@@ -24,34 +24,18 @@ __kernel void layernorm(__global float *out, ulong out_off, __global const float
     __global const float *a = alpha + alpha_off;
     __global const float *b = beta + beta_off;
 
-    float s = 0.0f;
-    for (int c = lid; c < cols; c += wg) {
-        float v = xr[c];
-        if (has_residual)
-            v += rr[c];
-        if (has_sum)
-            sr[c] = v;
-        s += v;
+    /* v = x + residual, stored where it is read back from: sum_out when it is asked for
+     * (it may alias x: x is not read again), else out (which may not alias x); each
+     * work-item writes and reads back only its own columns, so no barrier is needed */
+    __global const float *v = xr;
+    if (has_residual || has_sum) {
+        __global float *vw = has_sum ? sr : o;
+        for (int c = lid; c < cols; c += wg)
+            vw[c] = has_residual ? xr[c] + rr[c] : xr[c];
+        v = vw;
     }
-    const float mean = wg_sum(red, s) / (float)cols;
-
-    /* d = v - mean is nearly exact (v and mean are close); the float mean's own rounding
-     * error is then removed (ln_divisor's correction), which keeps rows with a large mean
-     * and a small spread to 1e-6. */
-    float sd = 0.0f, ss = 0.0f;
-    for (int c = lid; c < cols; c += wg) {
-        const float v = has_sum ? sr[c] : (has_residual ? xr[c] + rr[c] : xr[c]);
-        const float d = v - mean;
-        sd += d;
-        ss += d * d;
-    }
-    const float sum_d = wg_sum(red, sd);
-    const float sum_sq = wg_sum(red, ss);
-    float corr;
-    const float denom = ln_divisor(sum_d, sum_sq, cols, style, eps, &corr);
-
-    for (int c = lid; c < cols; c += wg) {
-        const float v = has_sum ? sr[c] : (has_residual ? xr[c] + rr[c] : xr[c]);
-        o[c] = ln_value(v, mean, corr, denom, a[c], b[c]);
-    }
+    float mean, corr;
+    const float denom = ln_row_stats(v, cols, style, eps, red, &mean, &corr);
+    for (int c = lid; c < cols; c += wg)
+        o[c] = ln_value(v[c], mean, corr, denom, a[c], b[c]);
 }

@@ -269,6 +269,29 @@ typedef struct clf_layernorm_args {
     float eps;
 } clf_layernorm_args;
 
+/* What a gemm with ln_out (clf_gemm_args above) is made of, for a backend that runs it as
+ * two steps: the layernorm of A's rows into ln_out, then the product of those rows. */
+static inline clf_layernorm_args clf_gemm_layernorm(const clf_gemm_args *g)
+{
+    return (clf_layernorm_args){.out = g->ln_out,
+                                .x = g->a,
+                                .alpha = g->ln_alpha,
+                                .beta = g->ln_beta,
+                                .rows = g->m,
+                                .cols = g->k,
+                                .style = g->ln_style,
+                                .eps = g->ln_eps};
+}
+
+static inline clf_gemm_args clf_gemm_after_layernorm(const clf_gemm_args *g)
+{
+    clf_gemm_args h = *g;
+    h.a = g->ln_out;
+    h.lda = g->k;
+    h.ln_out = (clf_ptr){0};
+    return h;
+}
+
 /* Scaled dot-product attention with heads split from the feature dim
  * (view(B,T,h,dk).transpose(1,2) in PyTorch):
  *   q(b,i,h,:) = q[b*q_bstride + i*q_ld + h*head_dim + 0..head_dim)     i < q_len
