@@ -52,6 +52,14 @@ static int few_rows(const clf_gemm_args *g, int batched)
            g->k > 0;
 }
 
+/* The gemm_rows kernel of g: B from b_half or b, normalizing A first with ln_out or not. */
+static ocl_kernel_id rows_kernel(const clf_gemm_args *g)
+{
+    if (g->b_half.buf)
+        return g->ln_out.buf ? OCL_K_GEMM_ROWS_HALF_LN : OCL_K_GEMM_ROWS_HALF;
+    return g->ln_out.buf ? OCL_K_GEMM_ROWS_FLOAT_LN : OCL_K_GEMM_ROWS_FLOAT;
+}
+
 /* C = alpha * A B^T + beta * C, + bias, relu in one launch of gemm_rows_half (B from
  * b_half, if given) or gemm_rows_float (see gemm.cl), or with ln_out of their _ln forms,
  * which layer-normalize A's rows first: `lanes` work-items per column of C, wg / lanes
@@ -59,9 +67,7 @@ static int few_rows(const clf_gemm_args *g, int batched)
 static clf_status gemm_rows(clf_backend *be, const char *op, const clf_gemm_args *g)
 {
     const int ln = g->ln_out.buf != NULL;
-    const ocl_kernel_id kid = g->b_half.buf
-                                  ? (ln ? OCL_K_GEMM_ROWS_HALF_LN : OCL_K_GEMM_ROWS_HALF)
-                                  : (ln ? OCL_K_GEMM_ROWS_FLOAT_LN : OCL_K_GEMM_ROWS_FLOAT);
+    const ocl_kernel_id kid = rows_kernel(g);
     const size_t wg = be->wg[kid], chunks = ((size_t)g->k + 7) / 8;
     size_t lanes = 1; /* a power of two: enough for the row's 8-element chunks, if allowed */
     while (lanes < chunks && lanes * 2 <= OCL_ROWS_LANES && lanes * 2 <= wg)
@@ -100,9 +106,9 @@ static clf_status gemm_rows(clf_backend *be, const char *op, const clf_gemm_args
  * normalized, fit in local memory beside the kernel's sums. */
 static int rows_take_layernorm(const clf_backend *be, const clf_gemm_args *g)
 {
-    const ocl_kernel_id kid = g->b_half.buf ? OCL_K_GEMM_ROWS_HALF_LN : OCL_K_GEMM_ROWS_FLOAT_LN;
     return few_rows(g, 0) &&
-           ((uint64_t)g->m * be->wg[kid] + (uint64_t)g->m * (uint64_t)g->k) * sizeof(cl_float) <=
+           ((uint64_t)g->m * be->wg[rows_kernel(g)] + (uint64_t)g->m * (uint64_t)g->k) *
+                   sizeof(cl_float) <=
                be->local_mem;
 }
 
@@ -178,9 +184,10 @@ static clf_status gemm_common(clf_backend *be, const clf_gemm_args *g, int batch
     if ((st = check_b_half(be, op, g, batched ? (clf_ptr){0} : g->b_half)) != CLF_OK || g->m == 0 ||
         g->n == 0 || batch == 0)
         return st;
-    if (!batched && g->ln_out.buf && rows_take_layernorm(be, g))
-        return gemm_rows(be, op, g); /* one launch: the kernel normalizes A's rows itself */
-    if (!batched && g->ln_out.buf) { /* else A's rows layer-normalized into ln_out first */
+    if (!batched && g->ln_out.buf) {
+        if (rows_take_layernorm(be, g)) /* one launch: the kernel normalizes A's rows itself */
+            return gemm_rows(be, op, g);
+        /* else A's rows layer-normalized into ln_out first */
         const clf_layernorm_args ln = clf_gemm_layernorm(g);
         const clf_gemm_args h = clf_gemm_after_layernorm(g);
         if ((st = ocl_layernorm(be, &ln)) != CLF_OK)

@@ -61,6 +61,20 @@ static clf_status check_operands(const clf_backend_api *api, clf_backend *be, co
     return CLF_OK;
 }
 
+/* Each of the nw written operands clear of each of the nr others (a call writes one while it
+ * still reads the other); role words the others in the message ("the input ", or ""). */
+static clf_status check_apart(const clf_backend_api *api, const char *op, const operand *written,
+                              size_t nw, const operand *others, size_t nr, const char *role)
+{
+    for (size_t o = 0; o < nw; o++)
+        for (size_t i = 0; i < nr; i++)
+            if (clf_ptr_overlap(written[o].p, 4 * written[o].elems, others[i].p,
+                                4 * others[i].elems))
+                return clf_error(CLF_ERR_INPUT, "%s: %s: '%s' overlaps %s'%s'", api->name, op,
+                                 written[o].name, role, others[i].name);
+    return CLF_OK;
+}
+
 /* The table implements the op. */
 static clf_status check_present(const clf_backend_api *api, const char *op, int present)
 {
@@ -106,11 +120,7 @@ static clf_status check_gemm_ln(const clf_backend_api *api, clf_backend *be, con
     if ((st = check_operands(api, be, op, ln, COUNT(ln))) != CLF_OK)
         return st;
     const operand others[] = {abcb[0], abcb[1], abcb[2], abcb[3], ln[1], ln[2]};
-    for (size_t i = 0; i < COUNT(others); i++)
-        if (clf_ptr_overlap(ln[0].p, 4 * ln[0].elems, others[i].p, 4 * others[i].elems))
-            return clf_error(CLF_ERR_INPUT, "%s: %s: 'ln_out' overlaps '%s'", api->name, op,
-                             others[i].name);
-    return CLF_OK;
+    return check_apart(api, op, ln, 1, others, COUNT(others), "");
 }
 
 static clf_status check_gemm(const clf_backend_api *api, clf_backend *be, const char *op,
@@ -350,11 +360,8 @@ clf_status clf_op_attention(const clf_backend_api *api, clf_backend *be,
     if ((st = check_operands(api, be, op, operands, COUNT(operands))) != CLF_OK)
         return st;
     /* the appended rows are read while k and v are written */
-    for (int o = 7; append && o < 9; o++)
-        for (int i = 9; i < 11; i++)
-            if (clf_ptr_overlap(operands[o].p, 4 * nn, operands[i].p, 4 * rows))
-                return clf_error(CLF_ERR_INPUT, "%s: %s: '%s' overlaps '%s'", api->name, op,
-                                 operands[o].name, operands[i].name);
+    if (append && (st = check_apart(api, op, operands + 9, 2, operands + 7, 2, "")) != CLF_OK)
+        return st;
     return api->attention(be, a);
 }
 
@@ -381,12 +388,8 @@ clf_status clf_op_attention_backward(const clf_backend_api *api, clf_backend *be
     if ((st = check_operands(api, be, op, operands, COUNT(operands))) != CLF_OK)
         return st;
     /* the gradients (dq, dk, dv) are written while the inputs (q, k, v, dout) are still read */
-    for (int o = 4; o < 7; o++)
-        for (int i = 0; i < 4; i++)
-            if (clf_ptr_overlap(operands[o].p, 4 * operands[o].elems, operands[i].p,
-                                4 * operands[i].elems))
-                return clf_error(CLF_ERR_INPUT, "%s: %s: '%s' overlaps the input '%s'", api->name,
-                                 op, operands[o].name, operands[i].name);
+    if ((st = check_apart(api, op, operands + 4, 3, operands, 4, "the input ")) != CLF_OK)
+        return st;
     return api->attention_backward(be, a);
 }
 
