@@ -106,21 +106,26 @@ cat "$out/precision.txt"
 # Decoding on the device (issue 36): the shipped model's valid.en, greedy at batch 1 and 32
 # and beam 4 at batch 32, the host reading greedy tokens every step (--sync-steps 1) and
 # every 4 (the default on OpenCL) and every 8; the lines must be the same, the rates are translate
-# --stats' (decoding only), with its backend calls and host time per step.
-echo "## translate on '$device': the shipped model, --sync-steps 1, 4 and 8"
+# --stats' (decoding only), with its backend calls and host time per step. The default
+# replays recorded steps (CLF_OPENCL_CAPTURE=auto: a command buffer where the driver has
+# one, else the launch list); "off" runs them op by op, at --sync-steps 4, for the
+# comparison; all must translate alike.
+echo "## translate on '$device': the shipped model, --sync-steps 1, 4 and 8; steps replayed or op by op"
 model=models/en-de-gettext
 : > "$out/decode.txt"
 for c in "greedy 1 1 64" "greedy 1 32 500" "beam4 4 32 500"; do
   read -r name beam batch lines <<< "$c"
-  for sync in 1 4 8; do
-    head -n "$lines" "$model/valid.en" | "$clf" translate -m "$model" --backend opencl \
-      --device "$device" --beam "$beam" --batch "$batch" --max-len 64 --sync-steps "$sync" \
-      --stats > "$out/decode.$name.$batch.$sync.txt" 2> "$out/decode.err"
+  for sync in 1 4 8 off; do
+    capture=auto steps=$sync
+    if [ "$sync" = off ]; then capture=off steps=4; fi
+    head -n "$lines" "$model/valid.en" | CLF_OPENCL_CAPTURE=$capture "$clf" translate -m "$model" \
+      --backend opencl --device "$device" --beam "$beam" --batch "$batch" --max-len 64 \
+      --sync-steps "$steps" --stats > "$out/decode.$name.$batch.$sync.txt" 2> "$out/decode.err"
     rate=$(grep -o '[0-9.]* tokens/s' "$out/decode.err" | cut -d' ' -f1)
     step=$(grep 'decoder steps' "$out/decode.err" | sed 's/.*steps: //')
-    echo "| $name, batch $batch, $lines lines | --sync-steps $sync | $rate | $step |" | tee -a "$out/decode.txt"
+    echo "| $name, batch $batch, $lines lines | --sync-steps $steps, capture $capture | $rate | $step |" | tee -a "$out/decode.txt"
   done
-  for sync in 4 8; do
+  for sync in 4 8 off; do
     cmp -s "$out/decode.$name.$batch.1.txt" "$out/decode.$name.$batch.$sync.txt" ||
       { echo "bench/gpu.sh: $name batch $batch: --sync-steps $sync translated otherwise than 1" >&2; tests_failed=1; }
   done

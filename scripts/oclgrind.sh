@@ -38,7 +38,8 @@ fi
 # Longest first, so that the two at a time end together.
 default=(train_ops_attention:opencl plugin_ops_norm:opencl model:fixtures opencl_attention:
   opencl_gemm: opencl_train: train_ops_layernorm:opencl train_ops_optim:opencl opencl_norm:
-  opencl_ops: opencl_errors: opencl_lifecycle: opencl_device: opencl_limits: train_ops:opencl
+  opencl_ops: opencl_capture: opencl_errors: opencl_lifecycle: opencl_device: opencl_limits:
+  train_ops:opencl
   plugin_ops:opencl plugin_ops_activation:opencl)
 all=("${default[@]}" decode:opencl train:opencl)
 if [ $# -gt 0 ]; then

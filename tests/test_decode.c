@@ -371,6 +371,22 @@ FIXTURE_TEST(beam_scores_match_full_forward_cpu, check_beam, "cpu")
 FIXTURE_TEST(batch_independence_cpu, check_batch_independence, "cpu")
 FIXTURE_TEST(half_weights_cpu, check_half_weights, "cpu")
 #ifdef CLF_HAVE_OPENCL
+static void expect_same_without_on(const char *backend, const char *name, clf_op op, double tol,
+                                   int *fewer_calls);
+
+/* OpenCL: the steps recorded once and replayed (CLF_OP_CAPTURE, decode_run.h) and the same
+ * steps op by op give the same hypotheses exactly (the same kernels with the same
+ * arguments), greedy (steps run ahead: chained replays) and beam 3 (12 rows: CLBlast's
+ * products, which cannot be recorded, so its steps run op by op with the position on the
+ * device), with fewer backend calls in greedy decoding. */
+START_TEST(replay_equals_op_by_op_opencl)
+{
+    int fewer = 0;
+    expect_same_without_on("opencl", fixtures[_i], CLF_OP_CAPTURE, 0, &fewer);
+    ck_assert_int_ge(fewer, 2); /* greedy, both variants */
+}
+END_TEST
+
 FIXTURE_TEST(greedy_equals_full_forward_opencl, check_greedy, "opencl")
 FIXTURE_TEST(beam_scores_match_full_forward_opencl, check_beam, "opencl")
 FIXTURE_TEST(half_weights_opencl, check_half_weights, "opencl")
@@ -413,10 +429,11 @@ static int supports_but_denied(clf_backend *be, clf_op op)
 /* Decoding with the whole backend and with one that denies op give the same hypotheses
  * (tokens exactly; log-probabilities and scores exactly, or with tol > 0 within tol
  * relative), greedy and beam 3, with and without forced_eos and a banned id. */
-static void expect_same_without(const char *name, clf_op op, double tol)
+static void expect_same_without_on(const char *backend, const char *name, clf_op op, double tol,
+                                   int *fewer_calls)
 {
     fixture f;
-    fixture_open(&f, "cpu", name);
+    fixture_open(&f, backend, name);
     const int eos = pick_eos(&f);
     for (int variant = 0; variant < 2; variant++) {
         /* variant 1: an id that greedy would pick banned, the last position forced to EOS */
@@ -441,6 +458,8 @@ static void expect_same_without(const char *name, clf_op op, double tol)
             clf_decode_result with, without;
             CLF_ASSERT_OK(clf_decode(m1, f.src, B, S, &o, &with));
             CLF_ASSERT_OK(clf_decode(m2, f.src, B, S, &o, &without));
+            if (fewer_calls && with.step_calls < without.step_calls)
+                (*fewer_calls)++;
             for (int i = 0; i < B * beam; i++) {
                 const clf_hypothesis *x = &with.hyps[i], *y = &without.hyps[i];
                 ck_assert_int_eq(x->len, y->len);
@@ -460,6 +479,11 @@ static void expect_same_without(const char *name, clf_op op, double tol)
         clf_model_free(m2);
     }
     fixture_close(&f);
+}
+
+static void expect_same_without(const char *name, clf_op op, double tol)
+{
+    expect_same_without_on("cpu", name, op, tol, NULL);
 }
 
 /* Shared cache rows and copied caches (a backend without attention's row tables) */
@@ -960,6 +984,7 @@ static Suite *decode_suite(void)
      * first fixture only, greedy and F16 weights (which read gemm_rows_half). */
     const int n_ocl = clf_test_small() ? 1 : N_FIXTURES;
     tcase_add_loop_test(ocl, greedy_equals_full_forward_opencl, 0, n_ocl);
+    tcase_add_loop_test(ocl, replay_equals_op_by_op_opencl, 0, n_ocl);
     if (!clf_test_small())
         tcase_add_loop_test(ocl, beam_scores_match_full_forward_opencl, 0, n_ocl);
     tcase_add_loop_test(ocl, half_weights_opencl, 0, n_ocl);

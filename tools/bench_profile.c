@@ -157,7 +157,6 @@ static double attention_products(const clf_attention_args *a)
  * the handle), (arguments after it)). */
 #define PROF_FORWARDED(X)                                                                          \
     X(describe, clf_status, (char *buf, size_t size), (buf, size))                                 \
-    X(supports, int, (clf_op op), (op))                                                            \
     X(buffer_size, clf_status, (const clf_buffer *buf, size_t *bytes), (buf, bytes))               \
     X(discard, clf_status, (clf_ptr at, size_t bytes, size_t * freed), (at, bytes, freed))         \
     X(plugin_prepare, clf_status, (const clf_plugin_op *op), (op))
@@ -188,6 +187,12 @@ static void prof_close(clf_backend *be)
 static uint64_t prof_max_alloc(clf_backend *be)
 {
     return of(be)->real->max_alloc(of(be)->real_be);
+}
+
+/* The real backend's, except capture: a replay would time a whole step as one entry */
+static int prof_supports(clf_backend *be, clf_op op)
+{
+    return op != CLF_OP_CAPTURE && of(be)->real->supports(of(be)->real_be, op);
 }
 
 static clf_status prof_synchronize(clf_backend *be)
@@ -232,11 +237,13 @@ static void prof_free(clf_backend *be, clf_buffer *buf)
 }
 
 /* Every function slot of the table is one of: the two that take no handle (open,
- * list_devices: the real ones), the five above, or an entry of the two lists. */
+ * list_devices: the real ones), the six above, the four of capture (none here), or an
+ * entry of the two lists. */
 #define COUNT_ENTRY(...) +1
 enum { PROF_LISTED = 0 PROF_TIMED(COUNT_ENTRY) PROF_FORWARDED(COUNT_ENTRY) };
-_Static_assert(2 + 5 + PROF_LISTED == (sizeof(clf_backend_api) - offsetof(clf_backend_api, open)) /
-                                          sizeof(void (*)(void)),
+_Static_assert(2 + 6 + 4 + PROF_LISTED ==
+                   (sizeof(clf_backend_api) - offsetof(clf_backend_api, open)) /
+                       sizeof(void (*)(void)),
                "an entry of clf_backend_api is not wrapped: add it to PROF_TIMED or "
                "PROF_FORWARDED in tools/bench_profile.c");
 
@@ -252,6 +259,11 @@ clf_status cli_profiler_create(const clf_backend_api *real, clf_backend *real_be
     p->api = *real; /* the name, the description, open and list_devices */
     p->api.close = prof_close;
     p->api.max_alloc = real->max_alloc ? prof_max_alloc : NULL;
+    p->api.supports = prof_supports;
+    p->api.capture_begin = NULL;
+    p->api.capture_end = NULL;
+    p->api.replay = NULL;
+    p->api.capture_free = NULL;
     p->api.synchronize = prof_synchronize;
     p->api.alloc = prof_alloc;
     p->api.free = prof_free;

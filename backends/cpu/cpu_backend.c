@@ -128,12 +128,13 @@ static clf_status cpu_list_devices(clf_device_fn fn, void *user)
 static int cpu_supports(clf_backend *be, clf_op op)
 {
     /* every op and capability but F16 arithmetic (products of 8+ rows multiply the F32
-     * weights, only the few-row kernels read b_half) and queued ops (every op has run when
-     * it returns), and BF16 arithmetic only on a CPU with AVX512_BF16 (cpu_gemm_bf16.c) */
+     * weights, only the few-row kernels read b_half), queued ops (every op has run when it
+     * returns), and so neither capture nor the positions on the device that serve it; BF16
+     * arithmetic only on a CPU with AVX512_BF16 (cpu_gemm_bf16.c) */
     if (op == CLF_OP_GEMM_BF16_ARITH)
         return be && be->bf16_arith;
     return (int)op >= 0 && op < CLF_OP_COUNT && op != CLF_OP_GEMM_HALF_ARITH &&
-           op != CLF_OP_QUEUED;
+           op != CLF_OP_QUEUED && op != CLF_OP_CAPTURE && op != CLF_OP_DEVICE_POS;
 }
 
 static uint64_t cpu_max_alloc(clf_backend *be)

@@ -21,6 +21,8 @@ static void ocl_close(clf_backend *be)
 {
     if (!be)
         return;
+    if (be->recording) /* a capture left open */
+        ocl_capture_free(be, be->recording);
     if (be->queue)
         clFinish(be->queue); /* nothing may still run on what we release */
     /* CLBlast keeps the GEMM programs it compiled in a process-wide cache keyed by context
@@ -83,7 +85,8 @@ static clf_status ocl_open(const clf_backend_opts *opts, clf_backend **out)
     }
     if ((st = ocl_query_limits(&be->dev, &be->limits)) != CLF_OK ||
         (st = ocl_local_size_mode(&be->local_size)) != CLF_OK ||
-        (st = ocl_half_arith_mode(&be->dev, &be->limits, &be->half_arith)) != CLF_OK)
+        (st = ocl_half_arith_mode(&be->dev, &be->limits, &be->half_arith)) != CLF_OK ||
+        (st = ocl_capture_mode(be)) != CLF_OK)
         goto fail;
     if (be->limits.c_version < OCL_MIN_C_VERSION) {
         st = clf_error(CLF_ERR_BACKEND,
@@ -124,6 +127,8 @@ static int ocl_supports(clf_backend *be, clf_op op)
      * unless $CLF_OPENCL_HGEMM says otherwise (ocl_gemm.c, ocl_half_arith_mode) */
     if (op == CLF_OP_GEMM_HALF_ARITH)
         return be && be->half_arith;
+    if (op == CLF_OP_CAPTURE) /* unless $CLF_OPENCL_CAPTURE=off (ocl_capture.c) */
+        return be && be->capture_mode != OCL_CAPTURE_OFF;
     /* no kernels read BF16 or int8 weights: a model refuses those weight types here */
     return (int)op >= 0 && op < CLF_OP_COUNT && op != CLF_OP_GEMM_BF16 && op != CLF_OP_GEMM_I8 &&
            op != CLF_OP_GEMM_BF16_ARITH;
@@ -176,6 +181,10 @@ static const clf_backend_api ocl_api = {
     .norm = ocl_plugin_norm,
     .norm_backward = ocl_plugin_norm_backward,
     .topk = ocl_topk,
+    .capture_begin = ocl_capture_begin,
+    .capture_end = ocl_capture_end,
+    .replay = ocl_replay,
+    .capture_free = ocl_capture_free,
 };
 
 __attribute__((visibility("default"))) const clf_backend_api *clf_backend_entry(void)

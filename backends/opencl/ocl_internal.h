@@ -8,6 +8,7 @@
 #define CLF_OCL_INTERNAL_H
 
 #include <CL/cl.h>
+#include <CL/cl_ext.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -88,6 +89,24 @@ typedef struct ocl_limits {
  * device, the kernel and the local memory allow (no cap), as GPUs run (64 to 1024). */
 typedef enum ocl_local_size { OCL_LOCAL_AUTO = 0, OCL_LOCAL_MIN, OCL_LOCAL_MAX } ocl_local_size;
 
+/* How a capture records ($CLF_OPENCL_CAPTURE: auto, the default, picks CMDBUF where the
+ * device has cl_khr_command_buffer with simultaneous use, else LIST; list; off: no
+ * capture, supports(CLF_OP_CAPTURE) says no). */
+typedef enum ocl_capture_kind {
+    OCL_CAPTURE_CMDBUF = 0,
+    OCL_CAPTURE_LIST,
+    OCL_CAPTURE_OFF
+} ocl_capture_kind;
+
+/* cl_khr_command_buffer's entry points, from clGetExtensionFunctionAddressForPlatform */
+typedef struct ocl_cmdbuf_fns {
+    clCreateCommandBufferKHR_fn create;
+    clFinalizeCommandBufferKHR_fn finalize;
+    clReleaseCommandBufferKHR_fn release;
+    clEnqueueCommandBufferKHR_fn enqueue;
+    clCommandNDRangeKernelKHR_fn ndrange;
+} ocl_cmdbuf_fns;
+
 struct clf_backend {
     ocl_device dev;
     ocl_limits limits;
@@ -109,6 +128,11 @@ struct clf_backend {
     /* plugin ops compiled here (ocl_plugin.c), keyed by op pointer; released by close */
     struct ocl_plugin_prog *plugin_progs;
     int n_plugin_progs;
+    /* capture and replay (ocl_capture.c): the mode, the command-buffer entry points where
+     * the mode is OCL_CAPTURE_CMDBUF, the capture open now (NULL: none) */
+    ocl_capture_kind capture_mode;
+    ocl_cmdbuf_fns cb;
+    clf_capture *recording;
 };
 
 struct clf_buffer {
@@ -188,7 +212,8 @@ clf_status ocl_scratch(clf_backend *be, const char *op, size_t bytes, cl_mem *ou
 /* A kernel argument held by value, so that an op lists its arguments as one initializer of
  * expressions (OCL_KBUF(a->x), ocl_kint(a->cols), ocl_klocal(bytes)) instead of a variable
  * and a {size, &variable} pair for each. size is that of the OpenCL type the kernel
- * declares; with local set, size bytes of __local scratch and no value. */
+ * declares; with local set, size bytes of __local scratch and no value; is_mem: v.mem is a
+ * buffer (a capture holds it). */
 typedef struct ocl_kval {
     size_t size;
     int local;
@@ -199,32 +224,33 @@ typedef struct ocl_kval {
         cl_uint u;
         cl_float f;
     } v;
+    int is_mem;
 } ocl_kval;
 
 /* An argument of each OpenCL type the kernels' parameters have. */
 static inline ocl_kval ocl_kmem(cl_mem m)
 {
-    return (ocl_kval){sizeof m, 0, {.mem = m}};
+    return (ocl_kval){sizeof m, 0, {.mem = m}, 1};
 }
 static inline ocl_kval ocl_kulong(cl_ulong x)
 {
-    return (ocl_kval){sizeof x, 0, {.ul = x}};
+    return (ocl_kval){sizeof x, 0, {.ul = x}, 0};
 }
 static inline ocl_kval ocl_kint(cl_int x)
 {
-    return (ocl_kval){sizeof x, 0, {.i = x}};
+    return (ocl_kval){sizeof x, 0, {.i = x}, 0};
 }
 static inline ocl_kval ocl_kuint(cl_uint x)
 {
-    return (ocl_kval){sizeof x, 0, {.u = x}};
+    return (ocl_kval){sizeof x, 0, {.u = x}, 0};
 }
 static inline ocl_kval ocl_kfloat(cl_float x)
 {
-    return (ocl_kval){sizeof x, 0, {.f = x}};
+    return (ocl_kval){sizeof x, 0, {.f = x}, 0};
 }
 static inline ocl_kval ocl_klocal(size_t bytes)
 {
-    return (ocl_kval){bytes, 1, {.ul = 0}};
+    return (ocl_kval){bytes, 1, {.ul = 0}, 0};
 }
 /* __local scratch of n floats. */
 static inline ocl_kval ocl_kfloats(size_t n)
@@ -313,6 +339,23 @@ static inline cl_ulong ocl_elems(clf_ptr p)
 {
     return (cl_ulong)(p.off / 4);
 }
+
+/* ---- ocl_capture.c (capture and replay, ABI 10) ---- */
+
+/* be->capture_mode from $CLF_OPENCL_CAPTURE and the device (see ocl_capture_kind); another
+ * value is CLF_ERR_INPUT naming it. */
+clf_status ocl_capture_mode(clf_backend *be);
+clf_status ocl_capture_begin(clf_backend *be);
+clf_status ocl_capture_end(clf_backend *be, clf_capture **out);
+clf_status ocl_replay(clf_backend *be, clf_capture *c);
+void ocl_capture_free(clf_backend *be, clf_capture *c);
+/* ocl_run's launch while a capture is open: recorded, not queued. */
+clf_status ocl_capture_record(clf_backend *be, const char *op, cl_kernel k, const ocl_kval *head,
+                              int nhead, const ocl_kval *tail, int ntail, cl_uint dims,
+                              const size_t *global, const size_t *local);
+/* What op would queue other than through ocl_run (what: "CLBlast's products", "copy"),
+ * while a capture is open: CLF_ERR_UNSUPPORTED, and the capture fails at its end. */
+clf_status ocl_capture_refuse(clf_backend *be, const char *op, const char *what);
 
 /* ---- inference ops (ocl_gemm.c, ocl_ops.c) ---- */
 

@@ -98,6 +98,8 @@ clf_status ocl_run(clf_backend *be, const char *op, cl_kernel k, const ocl_kval 
                    const ocl_kval *tail, int ntail, cl_uint dims, const size_t *global,
                    const size_t *local)
 {
+    if (be->recording)
+        return ocl_capture_record(be, op, k, head, nhead, tail, ntail, dims, global, local);
     for (int i = 0; i < nhead + ntail; i++) {
         const ocl_kval *v = i < nhead ? &head[i] : &tail[i - nhead];
         cl_int err = clSetKernelArg(k, (cl_uint)i, v->size, v->local ? NULL : (const void *)&v->v);

@@ -105,6 +105,8 @@ clf_status ocl_buffer_size(clf_backend *be, const clf_buffer *buf, size_t *bytes
 /* upload, download, copy: the spans and owners are checked by the core (clformer/ops.h) */
 clf_status ocl_upload(clf_backend *be, clf_ptr dst, const void *src, size_t bytes)
 {
+    if (be->recording)
+        return ocl_capture_refuse(be, "upload", "an upload");
     if (bytes == 0)
         return CLF_OK;
     /* blocking: the caller may reuse src as soon as we return */
@@ -115,6 +117,8 @@ clf_status ocl_upload(clf_backend *be, clf_ptr dst, const void *src, size_t byte
 
 clf_status ocl_download(clf_backend *be, void *dst, clf_ptr src, size_t bytes)
 {
+    if (be->recording)
+        return ocl_capture_refuse(be, "download", "a download");
     if (bytes == 0)
         return CLF_OK;
     cl_int err =
@@ -130,6 +134,8 @@ clf_status ocl_copy(clf_backend *be, clf_ptr dst, clf_ptr src, size_t bytes)
     clf_status st = CLF_OK;
     cl_mem tmp = NULL;
     cl_int err;
+    if (be->recording)
+        return ocl_capture_refuse(be, "copy", "a copy");
     if (bytes == 0 || (dst.buf == src.buf && dst.off == src.off))
         return st;
     if (dst.buf != src.buf || dst.off >= src.off + bytes || src.off >= dst.off + bytes) {
@@ -158,6 +164,8 @@ fail:
 
 clf_status ocl_synchronize(clf_backend *be)
 {
+    if (be->recording)
+        return ocl_capture_refuse(be, "synchronize", "a wait for the device");
     cl_int err = clFinish(be->queue);
     return err == CL_SUCCESS ? CLF_OK : ocl_fail("synchronize", "clFinish", err);
 }

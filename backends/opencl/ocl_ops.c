@@ -88,11 +88,12 @@ clf_status ocl_attention(clf_backend *be, const clf_attention_args *a)
         return st;
     const ocl_kval qs = ocl_kfloats((size_t)a->head_dim), tile = ocl_kfloats(wg);
     /* the row table (absent: has_rows 0, and the kernel reads no row of it), then the
-     * appended rows (absent: has_new 0) */
+     * appended rows (absent: has_new 0), then the position on the device (has_pos 0) */
 #define OCL_ROWS                                                                                   \
     OCL_KBUF(a->kv_rows), ocl_kulong((cl_ulong)a->kv_rows_ld), ocl_khas(a->kv_rows),               \
         ocl_kint(a->kv_entries), OCL_KBUF(a->k_new), OCL_KBUF(a->v_new),                           \
-        ocl_kulong((cl_ulong)a->new_ld), ocl_kint(a->new_pos), ocl_khas(a->k_new)
+        ocl_kulong((cl_ulong)a->new_ld), ocl_kint(a->new_pos), ocl_khas(a->k_new),                 \
+        OCL_KBUF(a->pos_add), ocl_khas(a->pos_add), ocl_kint(a->pos_add_max)
     const ocl_kval with_probs[] = {OCL_ROWS, OCL_KBUF(a->probs), qs, tile},
                    fused[] = {OCL_ROWS, qs, qs, tile, tile};
 #undef OCL_ROWS
@@ -107,10 +108,11 @@ clf_status ocl_embed(clf_backend *be, const clf_embed_args *a)
     if (!a)
         return clf_error(CLF_ERR_INPUT, "opencl: %s: no arguments", op);
     /* shape and operands: checked by the core (clformer/ops.h) */
-    const ocl_kval args[] = {OCL_KBUF(a->out),     OCL_KBUF(a->ids),    OCL_KBUF(a->table),
-                             OCL_KBUF(a->pe),      ocl_khas(a->pe),     ocl_kint(a->rows),
-                             ocl_kint(a->seq_len), ocl_kint(a->pos0),   ocl_kint(a->dim),
-                             ocl_kint(a->vocab),   ocl_kfloat(a->scale)};
+    const ocl_kval args[] = {OCL_KBUF(a->out),     OCL_KBUF(a->ids),        OCL_KBUF(a->table),
+                             OCL_KBUF(a->pe),      ocl_khas(a->pe),         ocl_kint(a->rows),
+                             ocl_kint(a->seq_len), ocl_kint(a->pos0),       ocl_kint(a->dim),
+                             ocl_kint(a->vocab),   ocl_kfloat(a->scale),    OCL_KBUF(a->pos_add),
+                             ocl_khas(a->pos_add), ocl_kint(a->pos_add_max)};
     return ocl_run_elementwise(be, op, be->kernels[OCL_K_EMBED], be->wg[OCL_K_EMBED], args,
                                OCL_COUNT(args), (uint64_t)a->rows * (uint64_t)a->dim);
 }

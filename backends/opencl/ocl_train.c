@@ -158,6 +158,8 @@ clf_status ocl_sum_squares(clf_backend *be, clf_ptr out, clf_ptr x, size_t n)
 clf_status ocl_fill(clf_backend *be, clf_ptr out, float value, size_t n)
 {
     const char *op = "fill";
+    if (be->recording)
+        return ocl_capture_refuse(be, op, "a fill");
     const cl_float pattern = value;
     cl_int err = clEnqueueFillBuffer(be->queue, out.buf->mem, &pattern, sizeof pattern, out.off,
                                      n * sizeof pattern, 0, NULL, NULL);

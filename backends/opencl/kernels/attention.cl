@@ -16,7 +16,9 @@
  * clf_attention_args.kv_rows): key j of batch entry b is then row j of entry
  * kv_rows[rows_off + b*rows_ld + j], clamped to [0, kv_entries), instead of entry b.
  * With has_new (clf_attention_args.k_new; q_len = 1) they first write this step's keys and
- * values, row new_pos of entry b: each work-group its own head, before it reads a key. */
+ * values, row new_pos of entry b: each work-group its own head, before it reads a key.
+ * With has_pos (clf_attention_args.pos_add) p = pos_add[pos_off], clamped to [0, pos_max],
+ * is added to kv_len, q_pos0 and new_pos first. */
 
 /* Score of key j for the query held in qs[head_dim]; the mask rule above. */
 float attention_score(__local const float *qs, __global const float *kj, int head_dim, float scale,
@@ -67,6 +69,12 @@ void attention_append(__global float *k, ulong k_off, ulong k_ld, __global float
  * head), kb and vb (keys and values from here at kv_row(.., j, ld): entry b's rows, or the
  * table's), and the bases of the row table and the mask. */
 #define ATTENTION_ROW_START                                                                        \
+    if (has_pos) {                                                                                 \
+        const int p_add = clamp(pos_add[pos_off], 0, pos_max);                                     \
+        kv_len += p_add;                                                                           \
+        q_pos0 += p_add;                                                                           \
+        new_pos += p_add;                                                                          \
+    }                                                                                              \
     const int i = get_group_id(0), h = get_group_id(1), b = get_group_id(2);                       \
     const int q_len = get_num_groups(0), heads = get_num_groups(1);                                \
     const int lid = get_local_id(0), wg = get_local_size(0);                                       \
@@ -94,7 +102,8 @@ __kernel void attention(__global const float *q, ulong q_off, ulong q_ld, ulong 
                         __global const int *kv_rows, ulong rows_off, ulong rows_ld, int has_rows,
                         int kv_entries, __global const float *k_new, ulong kn_off,
                         __global const float *v_new, ulong vn_off, ulong new_ld, int new_pos,
-                        int has_new, __local float *qs, __local float *acc, __local float *p,
+                        int has_new, __global const int *pos_add, ulong pos_off, int has_pos,
+                        int pos_max, __local float *qs, __local float *acc, __local float *p,
                         __local float *red)
 {
     ATTENTION_ROW_START
@@ -154,7 +163,9 @@ __kernel void attention_probs(__global const float *q, ulong q_off, ulong q_ld, 
                               __global const int *kv_rows, ulong rows_off, ulong rows_ld,
                               int has_rows, int kv_entries, __global const float *k_new,
                               ulong kn_off, __global const float *v_new, ulong vn_off,
-                              ulong new_ld, int new_pos, int has_new, __global float *probs,
+                              ulong new_ld, int new_pos, int has_new,
+                              __global const int *pos_add, ulong pos_off, int has_pos, int pos_max,
+                              __global float *probs,
                               ulong probs_off, __local float *qs, __local float *red)
 {
     ATTENTION_ROW_START

@@ -52,11 +52,15 @@ extern "C" {
  * adds clf_topk_args.log_softmax with its capability CLF_OP_TOPK_LOG_SOFTMAX; ABI 9 adds the
  * attention op's append (clf_attention_args.k_new, v_new) with its capability
  * CLF_OP_ATTENTION_APPEND, and gemm's layernorm of A (clf_gemm_args.ln_out, ln_alpha,
- * ln_beta, ln_style, ln_eps) with its capability CLF_OP_GEMM_LAYERNORM. */
-#define CLF_BACKEND_ABI 9
+ * ln_beta, ln_style, ln_eps) with its capability CLF_OP_GEMM_LAYERNORM; ABI 10 adds positions
+ * read on the device (clf_attention_args.pos_add, clf_embed_args.pos_add) with the capability
+ * CLF_OP_DEVICE_POS, and capture and replay (capture_begin, capture_end, replay,
+ * capture_free) with the capability CLF_OP_CAPTURE. */
+#define CLF_BACKEND_ABI 10
 
 typedef struct clf_backend clf_backend; /* opaque, defined by each backend */
 typedef struct clf_buffer clf_buffer;   /* opaque, defined by each backend */
+typedef struct clf_capture clf_capture; /* opaque: recorded ops (capture_begin) */
 
 /* An operand: a buffer and a byte offset into it. buf == NULL means "absent". */
 typedef struct clf_ptr {
@@ -166,6 +170,10 @@ typedef enum clf_op {
     CLF_OP_ATTENTION_APPEND,
     /* gemm layer-normalizes A's rows first (clf_gemm_args.ln_out; ABI 9) */
     CLF_OP_GEMM_LAYERNORM,
+    /* attention and embed add the I32 at pos_add to their positions (ABI 10) */
+    CLF_OP_DEVICE_POS,
+    /* capture_begin, capture_end, replay and capture_free are there (ABI 10) */
+    CLF_OP_CAPTURE,
     CLF_OP_COUNT
 } clf_op;
 
@@ -333,7 +341,13 @@ static inline clf_gemm_args clf_gemm_after_layernorm(const clf_gemm_args *g)
  * its rows in a pool reads them back through the row table). In this call only batch entry
  * b may read the row it wrote (a backend writes and reads one entry's rows in one place).
  * A decoding step then makes q, k and v in one product and the attention op stores the
- * cache rows itself: one backend call fewer a layer. */
+ * cache rows itself: one backend call fewer a layer.
+ * A position read on the device (ABI 10, forward only, without probs and dropout; a backend
+ * that supports CLF_OP_DEVICE_POS reads it, the core refuses it elsewhere): with pos_add set
+ * (I32), p = pos_add[0] clamped to [0, pos_add_max] is added to kv_len, q_pos0 and new_pos
+ * when the op runs; the core checks the operands for p = pos_add_max. A decoding step so
+ * takes its position from a device buffer and its calls stay the same from step to step,
+ * which is what lets a backend replay them (capture_begin below). */
 typedef struct clf_attention_args {
     int batch, heads, q_len, kv_len, head_dim;
     clf_ptr q, k, v, out;
@@ -351,16 +365,22 @@ typedef struct clf_attention_args {
     int kv_rows_ld, kv_entries;
     clf_ptr k_new, v_new; /* optional (ABI 9, see above): rows [batch, heads*head_dim] */
     int new_ld, new_pos;
+    clf_ptr pos_add; /* I32, optional (ABI 10, see above) */
+    int pos_add_max;
 } clf_attention_args;
 
 /* out[r,:] = table[ids[r],:] * scale + pe[pos0 + r % seq_len, :]
  * ids: I32 [rows]; table: [vocab, dim]; pe: [max_len, dim] (pe.buf NULL: no PE).
  * The caller guarantees 0 <= ids < vocab and pos0 + seq_len <= max_len; a backend still
- * clamps out-of-range ids rather than read out of bounds. */
+ * clamps out-of-range ids rather than read out of bounds. With pos_add set (I32, ABI 10,
+ * CLF_OP_DEVICE_POS as for attention) p = pos_add[0] clamped to [0, pos_add_max] is added
+ * to pos0 when the op runs; the core checks pe for p = pos_add_max. */
 typedef struct clf_embed_args {
     clf_ptr out, ids, table, pe;
     int rows, seq_len, pos0, dim, vocab;
     float scale;
+    clf_ptr pos_add; /* I32, optional (ABI 10) */
+    int pos_add_max;
 } clf_embed_args;
 
 /* ---- training (ABI 2) ----
@@ -607,6 +627,20 @@ typedef struct clf_backend_api {
 
     /* decoding (ABI 6); NULL where supports() says no */
     clf_status (*topk)(clf_backend *be, const clf_topk_args *a);
+
+    /* Capture and replay (ABI 10); NULL where supports(CLF_OP_CAPTURE) says no. Between
+     * capture_begin and capture_end the ops are checked and recorded, not run; capture_end
+     * hands back the recording (or, with out NULL, drops it), and replay queues the same
+     * work again, as the same calls with the same arguments would: buffers are read when it
+     * runs, so what changes from replay to replay lives in buffers (pos_add above). An op
+     * the backend cannot record fails with CLF_ERR_UNSUPPORTED naming it, and so does
+     * capture_end after it; upload, download, copy, fill, synchronize and discard are
+     * refused during a capture (the caller makes them before or after). A recording holds
+     * the buffers it names: the caller frees it (capture_free) before any of them. */
+    clf_status (*capture_begin)(clf_backend *be);
+    clf_status (*capture_end)(clf_backend *be, clf_capture **out);
+    clf_status (*replay)(clf_backend *be, clf_capture *c);
+    void (*capture_free)(clf_backend *be, clf_capture *c);
 } clf_backend_api;
 
 /* The one symbol a backend exports. */

@@ -111,6 +111,16 @@ CLF_API clf_status clf_op_copy(const clf_backend_api *api, clf_backend *be, clf_
 CLF_API clf_status clf_op_discard(const clf_backend_api *api, clf_backend *be, clf_ptr p,
                                   size_t bytes, size_t *freed);
 
+/* Capture and replay (clf_backend_api.capture_begin, ABI 10): the backend has them
+ * (CLF_OP_CAPTURE, else CLF_ERR_UNSUPPORTED), replay a capture given. The ops called in
+ * between go through this header's checks as always. capture_end with out NULL drops the
+ * recording; capture_free(NULL) does nothing. */
+CLF_API clf_status clf_op_capture_begin(const clf_backend_api *api, clf_backend *be);
+CLF_API clf_status clf_op_capture_end(const clf_backend_api *api, clf_backend *be,
+                                      clf_capture **out);
+CLF_API clf_status clf_op_replay(const clf_backend_api *api, clf_backend *be, clf_capture *c);
+CLF_API void clf_op_capture_free(const clf_backend_api *api, clf_backend *be, clf_capture *c);
+
 #ifdef __cplusplus
 }
 #endif

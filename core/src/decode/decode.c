@@ -146,8 +146,9 @@ clf_status clf_decode_check_plan(const clf_model *m, int batch, int src_len,
 
 static void run_free(dec_run *r)
 {
-    clf_buffer *bufs[] = {r->self_kv[0], r->self_kv[1], r->cross_kv,   r->mask,     r->enc,
-                          r->arena,      r->self_rows,  r->cross_rows, r->top_base, r->gen};
+    dec_replay_free(r); /* before the buffers its recording names */
+    clf_buffer *bufs[] = {r->self_kv[0], r->self_kv[1], r->cross_kv, r->mask, r->enc, r->arena,
+                          r->self_rows,  r->cross_rows, r->top_base, r->gen,  r->pos, r->pos_table};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i])
             r->api->free(r->be, bufs[i]);
@@ -307,7 +308,7 @@ clf_status clf_decode(clf_model *m, const int32_t *src, int B, int S, const clf_
                                "greedy ids")) != CLF_OK)
             goto fail;
     }
-    if ((st = run_steps(&r, src, out)) != CLF_OK)
+    if ((st = dec_replay_init(&r)) != CLF_OK || (st = run_steps(&r, src, out)) != CLF_OK)
         goto fail;
     run_free(&r);
     return CLF_OK;

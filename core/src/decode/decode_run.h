@@ -35,7 +35,18 @@
  * its argmax into the next row, all on the device, and after the last of them the host
  * downloads the rows at once and settles every step as dec_advance() does, without compacting
  * in between: a sentence that ended meanwhile ran on in its slot, and its extra tokens are
- * dropped; the survivors are compacted once, with their caches' t1 + 1 positions. */
+ * dropped; the survivors are compacted once, with their caches' t1 + 1 positions.
+ *
+ * On a backend that captures and replays (CLF_OP_CAPTURE) and reads positions on the device
+ * (CLF_OP_DEVICE_POS, with CLF_OP_ATTENTION_APPEND), a cached step without attention rows
+ * reads its position from the device (clf_step_spec.pos_dev): its graph, and every call it
+ * makes, are then the same at every position, so it is built once and recorded at its
+ * first step, and each later step is a copy of the position and one replay. The rule for
+ * shapes: the recording belongs to a number of active rows and to whether the step reads
+ * the caches through the row tables; when either changes (a sentence leaves the batch, a
+ * beam takes another's history) the graph is built and recorded again. An op the backend
+ * cannot record (the OpenCL backend's CLBlast products, from 8 rows on) makes the capture
+ * fail: the decode then runs its steps op by op, with the position still on the device. */
 #ifndef CLF_DECODE_RUN_H
 #define CLF_DECODE_RUN_H
 
@@ -82,6 +93,17 @@ typedef struct dec_run {
     int ahead; /* greedy steps run before the host reads their tokens (1: every step) */
     clf_buffer *gen;   /* ahead > 1: [max_out + 1, slots] I32, see the top */
     int32_t *gen_host; /* ahead > 1: [ahead, slots] the downloaded rows */
+    /* replayed steps (see the top): the step graph of the active rows, its position read
+     * from pos (I32 [1], copied from row t of pos_table [max_out] = 0, 1, ... before each
+     * step), built once per (rows, own tables) and recorded by the backend at its first
+     * step; replay 0 where the backend cannot (or, after a refused capture, does not) */
+    int replay;
+    clf_buffer *pos, *pos_table;
+    clf_graph rp_graph;
+    clf_step_values rp_values;
+    clf_capture *rp_capture;
+    int rp_rows, rp_own, rp_built;
+    int rp_refused; /* the backend could not record rp_graph: its ops run one by one */
 } dec_run;
 
 static inline size_t self_slot_elems(const dec_run *r)
@@ -110,6 +132,10 @@ clf_status dec_run_step(dec_run *r, int t, int chained);
 /* After step t: every active sentence's next beams chosen, finished hypotheses kept,
  * finished sentences dropped and the survivors' caches rebuilt. scratch: 3K choices. */
 clf_status dec_advance(dec_run *r, int t, dec_choice *scratch);
+/* Whether the steps are replayed (see the top), and then the position buffers, filled; the
+ * replay state is dropped by dec_replay_free (before the buffers the recording names). */
+clf_status dec_replay_init(dec_run *r);
+void dec_replay_free(dec_run *r);
 /* The steps greedy decoding runs ahead (clf_decode_opts.sync_steps); 1 where something
  * needs the host at each step. */
 int dec_steps_ahead(const dec_run *r);

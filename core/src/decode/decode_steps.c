@@ -54,6 +54,91 @@ static clf_status dev_run(dec_run *r, const clf_graph *g)
     return st;
 }
 
+/* ---- replayed steps (decode_run.h) ---- */
+
+clf_status dec_replay_init(dec_run *r)
+{
+    const clf_backend_api *api = r->api;
+    r->replay = r->o->use_cache && !r->o->want_attention && api->supports(r->be, CLF_OP_CAPTURE) &&
+                api->supports(r->be, CLF_OP_DEVICE_POS) &&
+                api->supports(r->be, CLF_OP_ATTENTION_APPEND);
+    if (!r->replay)
+        return CLF_OK;
+    int32_t *table = malloc(sizeof(int32_t) * (size_t)r->max_out);
+    if (!table)
+        return clf_error(CLF_ERR_NOMEM, "decode: out of host memory");
+    for (int i = 0; i < r->max_out; i++)
+        table[i] = i;
+    clf_status st = api->alloc(r->be, 4, &r->pos);
+    if (st == CLF_OK)
+        st = api->alloc(r->be, sizeof(int32_t) * (size_t)r->max_out, &r->pos_table);
+    if (st != CLF_OK)
+        st = clf_error_context(st, "decode: the step's position");
+    else
+        st = clf_op_upload(api, r->be, (clf_ptr){r->pos_table, 0}, table,
+                           sizeof(int32_t) * (size_t)r->max_out);
+    free(table);
+    return st;
+}
+
+/* The recording and the graph it was made from */
+void dec_replay_free(dec_run *r)
+{
+    clf_op_capture_free(r->api, r->be, r->rp_capture);
+    r->rp_capture = NULL;
+    if (r->rp_built)
+        clf_graph_free(&r->rp_graph);
+    r->rp_built = 0;
+}
+
+/* r->rp_graph for spec's rows and tables (own): kept from the last step when they are the
+ * same, else built with the position on the device (and recorded at its first run). */
+static clf_status replay_graph(dec_run *r, clf_step_spec *spec, int own)
+{
+    if (r->rp_built && r->rp_rows == spec->rows && r->rp_own == own)
+        return CLF_OK;
+    dec_replay_free(r);
+    spec->pos = 0;
+    spec->pos_dev = (clf_ptr){r->pos, 0};
+    spec->pos_max = r->max_out - 1;
+    clf_status st = clf_model_build_step_graph(r->m, spec, &r->rp_graph, &r->rp_values);
+    if (st != CLF_OK)
+        return st;
+    r->rp_built = 1;
+    r->rp_rows = spec->rows;
+    r->rp_own = own;
+    r->rp_refused = 0;
+    return CLF_OK;
+}
+
+/* Step t of the replayed graph g: its position copied in, then the recording replayed (made
+ * first, at the graph's first step; where the backend refuses it, g's ops one by one). */
+static clf_status replay_run(dec_run *r, const clf_graph *g, int t)
+{
+    clf_status st = dev_copy(r, (clf_ptr){r->pos, 0}, (clf_ptr){r->pos_table, 4 * (size_t)t}, 4);
+    if (st != CLF_OK || r->rp_refused)
+        return st != CLF_OK ? st : dev_run(r, g);
+    const double t0 = dec_now_s();
+    if (!r->rp_capture && (st = clf_op_capture_begin(r->api, r->be)) == CLF_OK) {
+        const clf_status run = clf_graph_run(g, r->api, r->be, r->arena);
+        st = clf_op_capture_end(r->api, r->be, run == CLF_OK ? &r->rp_capture : NULL);
+        st = run != CLF_OK ? run : st;
+        r->calls += 2 + g->n_nodes; /* begin, the ops recorded, end */
+    }
+    r->dev_s += dec_now_s() - t0;
+    if (st == CLF_ERR_UNSUPPORTED) { /* an op the backend cannot record: op by op */
+        r->rp_refused = 1;
+        return dev_run(r, g);
+    }
+    if (st != CLF_OK)
+        return st;
+    const double t1 = dec_now_s();
+    st = clf_op_replay(r->api, r->be, r->rp_capture);
+    r->dev_s += dec_now_s() - t1;
+    r->calls++;
+    return st;
+}
+
 /* The caches as the step graph sees them; tables 1: read through the row tables */
 static clf_kv_cache self_view(const dec_run *r, int tables)
 {
@@ -227,6 +312,12 @@ static int log_probs_mode(const dec_run *r)
     return r->K == 1 && r->c->n_banned_ids == 0 ? 2 : 1;
 }
 
+/* g's ops at position t: replayed (see the top) or one backend call each */
+static clf_status step_run(dec_run *r, const clf_graph *g, int t)
+{
+    return r->replay ? replay_run(r, g, t) : dev_run(r, g);
+}
+
 /* Runs the decoder on the active slots at position t; fills r->ids' download (greedy:
  * r->ids[row] = next id) or r->logp (beam), and appends attention rows. chained (greedy
  * running ahead): the ids come from row t of r->gen and the argmax goes to row t + 1,
@@ -251,22 +342,27 @@ clf_status dec_run_step(dec_run *r, int t, int chained)
                           .use_cache = r->o->use_cache,
                           .enc = {r->enc, 0}};
     clf_step_values v;
-    clf_graph g;
-    if ((st = clf_model_build_step_graph(r->m, &spec, &g, &v)) != CLF_OK)
+    clf_graph built, *g = &built; /* built for this step, or the replayed one */
+    if (r->replay && (st = replay_graph(r, &spec, own)) != CLF_OK)
+        return st;
+    if (r->replay) {
+        g = &r->rp_graph;
+        v = r->rp_values;
+    } else if ((st = clf_model_build_step_graph(r->m, &spec, &built, &v)) != CLF_OK)
         return st;
     /* the ids fed in: the last token (cache) or the whole prefix (no cache) */
     const int T = r->o->use_cache ? 1 : t + 1;
     if (chained) {
         const size_t row = sizeof(int32_t) * (size_t)r->slots;
-        if ((st = ensure_arena(r, &g)) != CLF_OK ||
-            (st = dev_copy(r, clf_graph_ptr(&g, r->arena, v.ids), (clf_ptr){r->gen, row * t},
+        if ((st = ensure_arena(r, g)) != CLF_OK ||
+            (st = dev_copy(r, clf_graph_ptr(g, r->arena, v.ids), (clf_ptr){r->gen, row * t},
                            sizeof(int32_t) * rows)) != CLF_OK)
             goto done;
-        if ((st = dev_run(r, &g)) != CLF_OK) {
+        if ((st = step_run(r, g, t)) != CLF_OK) {
             st = clf_error_context(st, "decode: step %d", t);
             goto done;
         }
-        st = dev_copy(r, (clf_ptr){r->gen, row * (t + 1)}, clf_graph_ptr(&g, r->arena, v.out),
+        st = dev_copy(r, (clf_ptr){r->gen, row * (t + 1)}, clf_graph_ptr(g, r->arena, v.out),
                       sizeof(int32_t) * rows);
         goto counted;
     }
@@ -276,35 +372,35 @@ clf_status dec_run_step(dec_run *r, int t, int chained)
             r->ids[(size_t)i * T + j] =
                 pos == 0 ? r->o->sos_id : r->tok[cur][(size_t)i * r->max_out + pos - 1];
         }
-    if ((st = ensure_arena(r, &g)) != CLF_OK ||
-        (st = dev_upload(r, clf_graph_ptr(&g, r->arena, v.ids), r->ids,
+    if ((st = ensure_arena(r, g)) != CLF_OK ||
+        (st = dev_upload(r, clf_graph_ptr(g, r->arena, v.ids), r->ids,
                          sizeof(int32_t) * rows * T)) != CLF_OK ||
         (r->top_k && (st = dev_upload(r, (clf_ptr){r->top_base, 0}, r->lp[cur],
                                       sizeof(float) * rows)) != CLF_OK))
         goto done;
-    if ((st = dev_run(r, &g)) != CLF_OK) {
+    if ((st = step_run(r, g, t)) != CLF_OK) {
         st = clf_error_context(st, "decode: step %d", t);
         goto done;
     }
     if (r->top_k) { /* each beam's top_k: values in out, ids in next_ids */
         const size_t n = (size_t)rows * r->top_k;
-        st = dev_download(r, r->top_val, clf_graph_ptr(&g, r->arena, v.out), sizeof(float) * n);
+        st = dev_download(r, r->top_val, clf_graph_ptr(g, r->arena, v.out), sizeof(float) * n);
         if (st == CLF_OK)
-            st = dev_download(r, r->top_idx, clf_graph_ptr(&g, r->arena, v.next_ids),
+            st = dev_download(r, r->top_idx, clf_graph_ptr(g, r->arena, v.next_ids),
                               sizeof(int32_t) * n);
     } else {
         if (r->logp)
-            st = dev_download(r, r->logp, clf_graph_ptr(&g, r->arena, v.out),
+            st = dev_download(r, r->logp, clf_graph_ptr(g, r->arena, v.out),
                               sizeof(float) * rows * r->V);
         /* the device's argmax: next_ids beside the log-probabilities, else out itself */
         if (st == CLF_OK && (v.next_ids >= 0 || !r->logp))
             st = dev_download(r, r->ids,
-                              clf_graph_ptr(&g, r->arena, v.next_ids >= 0 ? v.next_ids : v.out),
+                              clf_graph_ptr(g, r->arena, v.next_ids >= 0 ? v.next_ids : v.out),
                               sizeof(int32_t) * rows);
     }
     if (st == CLF_OK && v.attention >= 0) {
         /* [rows, H, T, S]: only the last query row (position t) is this step's */
-        st = dev_download(r, r->probs, clf_graph_ptr(&g, r->arena, v.attention),
+        st = dev_download(r, r->probs, clf_graph_ptr(g, r->arena, v.attention),
                           sizeof(float) * rows * r->H * T * r->S);
         for (int i = 0; st == CLF_OK && i < rows; i++) {
             float *dst = r->att[cur] + ((size_t)i * (r->max_out + 1) + t) * r->S;
@@ -320,7 +416,8 @@ counted:
     r->token_steps += rows;
     r->steps++;
 done:
-    clf_graph_free(&g);
+    if (g == &built)
+        clf_graph_free(&built);
     return st;
 }
 

@@ -137,6 +137,9 @@ typedef struct decoder_spec {
     int self_rows, cross_rows;
     int self_rows_ld, cross_rows_ld;
     int probs; /* the last layer's cross-attention softmax, or -1 */
+    /* has_pos_dev: the step's position is the I32 value pos_dev, at most pos_max, added to
+     * pos0 = 0 on the device (clf_step_spec.pos_dev) */
+    int has_pos_dev, pos_dev, pos_max;
 } decoder_spec;
 
 /* Starts a graph: the weight-value map and the PE table. */

@@ -223,6 +223,10 @@ typedef struct attention_site {
      * the value kv_rows with kv_rows_ld > 0 columns; kv_rows_ld 0: slot b reads its own */
     int kv_rows, kv_rows_ld, slots;
     int probs; /* value receiving the softmax [B, h, Tq, Tk], or -1 */
+    /* self-attention of a step whose position is on the device (clf_step_spec.pos_dev): the
+     * I32 value added to Tk and write_pos when the op runs (clf_attention_args.pos_add) when
+     * has_pos_dev, and its bound */
+    int has_pos_dev, pos_dev, pos_max;
 } attention_site;
 
 /* The attention node of a block (q, k, v at their values and offsets, the site's optional
@@ -254,6 +258,10 @@ static void attend_and_project(builder *b, const char *prefix, const clf_attenti
     if (qkv_new >= 0) { /* the rows to append: k and v of [q|k|v] */
         clf_graph_bind(b->g, n, offsetof(clf_attention_args, k_new), qkv_new, (size_t)d);
         clf_graph_bind(b->g, n, offsetof(clf_attention_args, v_new), qkv_new, 2 * (size_t)d);
+    }
+    if (s->has_pos_dev) {
+        n->args.attention.pos_add_max = s->pos_max;
+        clf_graph_bind(b->g, n, offsetof(clf_attention_args, pos_add), s->pos_dev, 0);
     }
     int wo = clf_build_required(b, clf_build_weight(b, 1, prefix, ".w_o.weight"), prefix, ".w_o");
     int bo = clf_build_weight(b, 1, prefix, ".w_o.bias");
@@ -533,7 +541,7 @@ static int residual(builder *b, const char *norm_prefix, int h, int rows, const 
  */
 /* scale: model.embed_scale (sqrt(d) by default). */
 static int embedding(builder *b, const char *table_name, const char *pos_name, int ids, int B,
-                     int L, int pos0, const int *row_pos, int vocab)
+                     int L, int pos0, const int *row_pos, int vocab, int pos_dev, int pos_max)
 {
     const int d = b->d;
     int h = clf_build_activation(b, (size_t)B * L * d, "stream");
@@ -563,6 +571,10 @@ static int embedding(builder *b, const char *table_name, const char *pos_name, i
         /* position t reads row t + position_offset (model.position_offset) */
         clf_graph_bind(b->g, n, offsetof(clf_embed_args, pe), pe,
                        (size_t)b->m->cfg.position_offset * d);
+        if (pos_dev >= 0) { /* the position on the device (clf_step_spec.pos_dev) */
+            n->args.embed.pos_add_max = pos_max;
+            clf_graph_bind(b->g, n, offsetof(clf_embed_args, pos_add), pos_dev, 0);
+        }
     }
     if (b->m->cfg.embed_norm) { /* model.embed_norm: LN(table[ids] * scale + pe), then dropout */
         int normed = clf_build_activation(b, (size_t)B * L * d, "stream");
@@ -579,7 +591,7 @@ int clf_build_encoder(builder *b, int src, int src_mask, int B, int S)
 {
     const clf_model_config *c = &b->m->cfg;
     char p[3][96];
-    int h = embedding(b, CLF_WN_SRC_EMBED, CLF_WN_SRC_POS, src, B, S, 0, NULL, c->src_vocab);
+    int h = embedding(b, CLF_WN_SRC_EMBED, CLF_WN_SRC_POS, src, B, S, 0, NULL, c->src_vocab, -1, 0);
     for (int i = 0; i < c->encoder_layers; i++) {
         snprintf(p[0], sizeof p[0], "encoder.layers.%d.self_attention_block", i);
         snprintf(p[1], sizeof p[1], "encoder.layers.%d.feed_forward_block", i);
@@ -608,7 +620,7 @@ int clf_build_decoder(builder *b, const decoder_spec *ds)
     const size_t row2 = 2 * (size_t)b->d;
     char p[4][96];
     int h = embedding(b, CLF_WN_TGT_EMBED, CLF_WN_TGT_POS, ds->ids, B, T, ds->pos0, ds->row_pos,
-                      c->tgt_vocab);
+                      c->tgt_vocab, ds->has_pos_dev ? ds->pos_dev : -1, ds->pos_max);
     const int cross_slots = ds->cross_slots > 0 ? ds->cross_slots : ds->slots;
     const int cross_len = ds->cross_len > 0 ? ds->cross_len : S;
     for (int i = 0; i < L; i++) {
@@ -642,7 +654,10 @@ int clf_build_decoder(builder *b, const decoder_spec *ds)
                                          .kv_rows = ds->self_rows,
                                          .kv_rows_ld = ds->self_rows_ld,
                                          .slots = ds->slots,
-                                         .probs = -1};
+                                         .probs = -1,
+                                         .has_pos_dev = ds->has_pos_dev,
+                                         .pos_dev = ds->pos_dev,
+                                         .pos_max = ds->pos_max};
             cross.site = (attention_site){.B = B,
                                           .Tq = 1,
                                           .Tk = S,

@@ -61,6 +61,13 @@ typedef struct clf_step_spec {
     int self_kv_len;
     clf_ptr self_mask;
     int write_row;
+    /* The position on the device (pos must be 0; a backend with CLF_OP_DEVICE_POS and
+     * CLF_OP_ATTENTION_APPEND, use_cache, no row_pos): the I32 at pos_dev, at most pos_max,
+     * is the position of the token fed in when the step runs, so that the graph, and the
+     * calls it makes, are the same at every position (a backend may replay them,
+     * CLF_OP_CAPTURE). pos_dev.buf NULL: the position is pos. */
+    clf_ptr pos_dev;
+    int pos_max;
 } clf_step_spec;
 
 typedef struct clf_step_values {

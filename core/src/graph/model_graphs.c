@@ -101,6 +101,12 @@ clf_status clf_model_build_step_graph(clf_model *m, const clf_step_spec *s, clf_
     const clf_model_config *c = &m->cfg;
     const int A = s->rows, V = c->tgt_vocab, d = c->d_model;
     const int T = s->use_cache ? 1 : s->pos + 1;
+    if (s->pos_dev.buf &&
+        (s->pos != 0 || !s->use_cache || s->row_pos || s->pos_max < 0 || s->pos_max >= s->self.len))
+        return clf_error(CLF_ERR_INTERNAL,
+                         "model: a step's position on the device needs pos 0, the cache, no row "
+                         "positions and pos_max %d below the cache's %d rows",
+                         s->pos_max, s->self.len);
     builder b;
     clf_status st = clf_builder_begin(m, g, &b);
     if (st != CLF_OK)
@@ -139,6 +145,11 @@ clf_status clf_model_build_step_graph(clf_model *m, const clf_step_spec *s, clf_
     if (ds.row_pos)
         ds.self_mask =
             clf_graph_external(g, s->self_mask, (size_t)A * s->self_kv_len * 4, "self_mask");
+    if (s->pos_dev.buf) {
+        ds.has_pos_dev = 1;
+        ds.pos_dev = clf_graph_external(g, s->pos_dev, 4, "pos");
+        ds.pos_max = s->pos_max;
+    }
     v->attention = -1;
     v->next_ids = -1;
     if (s->want_attention)

@@ -68,6 +68,8 @@ const char *clf_op_name(clf_op op)
         [CLF_OP_TOPK_LOG_SOFTMAX] = "topk over log_softmax",
         [CLF_OP_ATTENTION_APPEND] = "attention (appending this step's keys and values)",
         [CLF_OP_GEMM_LAYERNORM] = "gemm (layer-normalizing A first)",
+        [CLF_OP_DEVICE_POS] = "positions read on the device (pos_add)",
+        [CLF_OP_CAPTURE] = "capture and replay",
     };
     if ((int)op < 0 || op >= CLF_OP_COUNT)
         return "unknown-op";
@@ -401,6 +403,10 @@ static int op_fn_present(const clf_backend_api *api, clf_op op)
     case CLF_OP_ATTENTION_KV_ROWS:
     case CLF_OP_ATTENTION_APPEND:
         return api->attention != NULL;
+    case CLF_OP_DEVICE_POS:
+        return api->attention != NULL && api->embed != NULL;
+    case CLF_OP_CAPTURE:
+        return api->capture_begin && api->capture_end && api->replay && api->capture_free;
     case CLF_OP_QUEUED:
         return 1;
     default:

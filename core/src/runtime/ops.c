@@ -5,6 +5,7 @@
 #include "clformer/ops.h"
 
 #include <inttypes.h>
+#include <limits.h>
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -318,13 +319,48 @@ static clf_status check_append(const clf_backend_api *api, clf_backend *be, cons
     return CLF_OK;
 }
 
+/* pos_add (ABI 10): a backend that reads it, a bound max >= 0 that keeps each of the n
+ * positions it moves an int, the I32 itself inside its buffer. */
+static clf_status check_pos_add(const clf_backend_api *api, clf_backend *be, const char *op,
+                                clf_ptr pos_add, int max, const int *moved, int n)
+{
+    if (!api->supports(be, CLF_OP_DEVICE_POS))
+        return clf_error(CLF_ERR_UNSUPPORTED,
+                         "%s: %s: this backend does not read positions on the device (pos_add)",
+                         api->name, op);
+    int fits = max >= 0;
+    for (int i = 0; i < n && fits; i++)
+        fits = moved[i] <= INT_MAX - max;
+    if (!fits)
+        return clf_error(CLF_ERR_INPUT,
+                         "%s: %s: pos_add_max = %d must be >= 0 and keep every position an int",
+                         api->name, op, max);
+    return check_operands(api, be, op, (const operand[]){required("pos_add", pos_add, 1)}, 1);
+}
+
 clf_status clf_op_attention(const clf_backend_api *api, clf_backend *be,
-                            const clf_attention_args *a)
+                            const clf_attention_args *in)
 {
     const char *op = "attention";
     attn_extent e = {0};
-    clf_status st = check_entry(api, op, api->attention != NULL, a);
-    if (st != CLF_OK || (st = check_attention_shape(api, op, a, &e)) != CLF_OK)
+    clf_status st = check_entry(api, op, api->attention != NULL, in);
+    if (st != CLF_OK)
+        return st;
+    /* with pos_add, the largest reach: every check below sees p = pos_add_max */
+    clf_attention_args w = *in;
+    const clf_attention_args *a = &w;
+    const int shift = in->pos_add.buf ? in->pos_add_max : 0;
+    if (in->pos_add.buf) {
+        const int moved[] = {in->kv_len, in->q_pos0, in->new_pos};
+        if ((st = check_pos_add(api, be, op, in->pos_add, shift, moved, 3)) != CLF_OK)
+            return st;
+        if (in->probs.buf || in->dropout_p != 0.0f)
+            return clf_error(CLF_ERR_INPUT,
+                             "%s: %s: pos_add is for an op without probs and dropout", api->name,
+                             op);
+        w.kv_len += shift, w.q_pos0 += shift, w.new_pos += shift;
+    }
+    if ((st = check_attention_shape(api, op, a, &e)) != CLF_OK)
         return st;
     if (a->kv_rows.buf && !api->supports(be, CLF_OP_ATTENTION_KV_ROWS))
         return clf_error(CLF_ERR_UNSUPPORTED,
@@ -332,7 +368,7 @@ clf_status clf_op_attention(const clf_backend_api *api, clf_backend *be,
                          "(kv_rows)",
                          api->name, op);
     const int append = a->k_new.buf || a->v_new.buf;
-    if (append && (st = check_append(api, be, op, a)) != CLF_OK)
+    if (append && (st = check_append(api, be, op, in)) != CLF_OK)
         return st;
     if (a->batch == 0 || a->q_len == 0)
         return st;
@@ -342,10 +378,13 @@ clf_status clf_op_attention(const clf_backend_api *api, clf_backend *be,
     const uint64_t width = (uint64_t)a->heads * (uint64_t)a->head_dim,
                    nn = clf_span_elems((uint64_t)a->batch, width, (uint64_t)a->new_ld, 1, 0),
                    rows = clf_span_elems((uint64_t)a->batch, width, a->kv_bstride, 1, 0);
-    /* where the appended rows are written: row new_pos of entries 0..batch-1 */
+    /* where the appended rows are written: row new_pos (.. new_pos + pos_add_max) of entries
+     * 0..batch-1 */
     const clf_ptr none = {0};
-    const clf_ptr k_rows = row_of(a->k, a->new_pos, a->k_ld),
-                  v_rows = row_of(a->v, a->new_pos, a->v_ld);
+    const clf_ptr k_rows = row_of(a->k, in->new_pos, a->k_ld),
+                  v_rows = row_of(a->v, in->new_pos, a->v_ld);
+    const uint64_t k_reach = clf_span_elems((uint64_t)shift + 1, rows, (uint64_t)a->k_ld, 1, 0),
+                   v_reach = clf_span_elems((uint64_t)shift + 1, rows, (uint64_t)a->v_ld, 1, 0);
     const operand operands[] = {required("q", a->q, e.q),
                                 required("k", a->k, e.k),
                                 required("v", a->v, e.v),
@@ -355,14 +394,14 @@ clf_status clf_op_attention(const clf_backend_api *api, clf_backend *be,
                                 optional("kv_rows", a->kv_rows, e.kv_rows),
                                 optional("k_new", a->k_new, nn),
                                 optional("v_new", a->v_new, nn),
-                                optional("k's appended rows", append ? k_rows : none, rows),
-                                optional("v's appended rows", append ? v_rows : none, rows)};
+                                optional("k's appended rows", append ? k_rows : none, k_reach),
+                                optional("v's appended rows", append ? v_rows : none, v_reach)};
     if ((st = check_operands(api, be, op, operands, COUNT(operands))) != CLF_OK)
         return st;
     /* the appended rows are read while k and v are written */
     if (append && (st = check_apart(api, op, operands + 9, 2, operands + 7, 2, "")) != CLF_OK)
         return st;
-    return api->attention(be, a);
+    return api->attention(be, in);
 }
 
 clf_status clf_op_attention_backward(const clf_backend_api *api, clf_backend *be,
@@ -374,9 +413,12 @@ clf_status clf_op_attention_backward(const clf_backend_api *api, clf_backend *be
     /* q_len = 0 is not empty: it zeroes dk and dv */
     if (st != CLF_OK || (st = check_attention_shape(api, op, &a->fwd, &e)) != CLF_OK)
         return st;
-    if (a->fwd.kv_rows.buf || a->fwd.k_new.buf || a->fwd.v_new.buf) /* decoding only */
+    if (a->fwd.kv_rows.buf || a->fwd.k_new.buf || a->fwd.v_new.buf ||
+        a->fwd.pos_add.buf) /* decoding only */
         return clf_error(CLF_ERR_INPUT, "%s: %s: %s is for the forward op only", api->name, op,
-                         a->fwd.kv_rows.buf ? "kv_rows" : "k_new/v_new");
+                         a->fwd.kv_rows.buf   ? "kv_rows"
+                         : a->fwd.pos_add.buf ? "pos_add"
+                                              : "k_new/v_new");
     if (a->fwd.batch == 0)
         return st;
     const clf_attention_args *f = &a->fwd;
@@ -444,12 +486,15 @@ clf_status clf_op_embed(const clf_backend_api *api, clf_backend *be, const clf_e
         return clf_error(CLF_ERR_INPUT,
                          "%s: %s: bad shape rows=%d dim=%d vocab=%d seq_len=%d pos0=%d", api->name,
                          op, a->rows, a->dim, a->vocab, a->seq_len, a->pos0);
+    if (a->pos_add.buf &&
+        (st = check_pos_add(api, be, op, a->pos_add, a->pos_add_max, &a->pos0, 1)) != CLF_OK)
+        return st;
     if (a->rows == 0)
         return CLF_OK;
     const uint64_t rows = (uint64_t)a->rows, dim = (uint64_t)a->dim;
-    /* pe rows pos0 .. pos0 + min(rows, seq_len) - 1 */
-    const uint64_t pe_rows =
-        (uint64_t)a->pos0 + (a->rows < a->seq_len ? rows : (uint64_t)a->seq_len);
+    /* pe rows pos0 .. pos0 + min(rows, seq_len) - 1, with pos_add up to pos_add_max more */
+    const uint64_t pe_rows = (uint64_t)a->pos0 + (a->pos_add.buf ? (uint64_t)a->pos_add_max : 0) +
+                             (a->rows < a->seq_len ? rows : (uint64_t)a->seq_len);
     const operand operands[] = {required("out", a->out, rows * dim), required("ids", a->ids, rows),
                                 required("table", a->table, (uint64_t)a->vocab * dim),
                                 optional("pe", a->pe, pe_rows * dim)};
@@ -814,4 +859,42 @@ clf_status clf_op_copy(const clf_backend_api *api, clf_backend *be, clf_ptr dst,
         bytes > 0)
         st = api->copy(be, dst, src, bytes);
     return st;
+}
+
+/* ---- capture and replay ---- */
+
+static clf_status check_capture(const clf_backend_api *api, clf_backend *be, const char *op)
+{
+    return api->supports(be, CLF_OP_CAPTURE) && api->capture_begin && api->capture_end &&
+                   api->replay && api->capture_free
+               ? CLF_OK
+               : clf_error(CLF_ERR_UNSUPPORTED, "%s: %s: this backend does not capture ops",
+                           api->name, op);
+}
+
+clf_status clf_op_capture_begin(const clf_backend_api *api, clf_backend *be)
+{
+    clf_status st = check_capture(api, be, "capture_begin");
+    return st != CLF_OK ? st : api->capture_begin(be);
+}
+
+clf_status clf_op_capture_end(const clf_backend_api *api, clf_backend *be, clf_capture **out)
+{
+    clf_status st = check_capture(api, be, "capture_end");
+    if (out)
+        *out = NULL;
+    return st != CLF_OK ? st : api->capture_end(be, out);
+}
+
+clf_status clf_op_replay(const clf_backend_api *api, clf_backend *be, clf_capture *c)
+{
+    clf_status st = c ? check_capture(api, be, "replay")
+                      : clf_error(CLF_ERR_INPUT, "%s: replay: no capture", api->name);
+    return st != CLF_OK ? st : api->replay(be, c);
+}
+
+void clf_op_capture_free(const clf_backend_api *api, clf_backend *be, clf_capture *c)
+{
+    if (c && api->capture_free)
+        api->capture_free(be, c);
 }
