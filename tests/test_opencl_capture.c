@@ -3,7 +3,8 @@
  *   - an op with pos_add = p gives the bits of the op with p added on the host (the same
  *     kernel), p clamped to pos_add_max;
  *   - a decoding step's ops (embed, q|k|v product, attention appending to the cache, output
- *     product, argmax) recorded once and replayed at four positions give the bits the ops
+ *     product, argmax, and a product of 8 rows, which CLBlast runs and the recording keeps
+ *     as the call) recorded once and replayed at four positions give the bits the ops
  *     called one by one give, in both forms of recording (a command buffer where the device
  *     has cl_khr_command_buffer, the launch list everywhere);
  *   - what cannot be recorded is refused by name, and the core's checks of pos_add.
@@ -119,7 +120,7 @@ END_TEST
  * -> qkv [B, 3HD] -> attention over cache [B, L, 2HD] (appending) -> ctx [B, HD] -> y [B, V]
  * -> ids (argmax), the position copied from table[t] into pos first. */
 typedef struct toy {
-    clf_buffer *ids, *emb, *pe, *x, *wqkv, *qkv, *cache, *ctx, *wo, *y, *pos, *table;
+    clf_buffer *ids, *emb, *pe, *x, *wqkv, *qkv, *cache, *ctx, *wo, *y, *pos, *table, *big;
 } toy;
 
 static void toy_open(bk *k, toy *s)
@@ -139,7 +140,8 @@ static void toy_open(bk *k, toy *s)
                .wo = up(k, wo, sizeof(float) * V * HD),
                .y = up(k, NULL, sizeof(float) * B * V),
                .pos = up(k, NULL, 4),
-               .table = up(k, table, sizeof table)};
+               .table = up(k, table, sizeof table),
+               .big = up(k, NULL, sizeof(float) * 8 * V)};
     free(emb);
     free(pe);
     free(wqkv);
@@ -211,6 +213,19 @@ static clf_status toy_ops(bk *k, const toy *s)
                               .c = {s->y, 0},
                               .ldc = V,
                               .alpha = 1.0f};
+    /* 8 rows of the cache (B * L rows of 2HD) times wo: CLBlast's */
+    const clf_gemm_args g3 = {.m = 8,
+                              .n = V,
+                              .k = HD,
+                              .a = {s->cache, 0},
+                              .lda = 2 * HD,
+                              .b = {s->wo, 0},
+                              .ldb = HD,
+                              .trans_b = 1,
+                              .c = {s->big, 0},
+                              .ldc = V,
+                              .alpha = 1.0f,
+                              .bias = {s->emb, 0}};
     clf_status st = clf_op_embed(k->api, k->be, &e);
     if (st == CLF_OK)
         st = clf_op_gemm(k->api, k->be, &g1);
@@ -220,6 +235,8 @@ static clf_status toy_ops(bk *k, const toy *s)
         st = clf_op_gemm(k->api, k->be, &g2);
     if (st == CLF_OK)
         st = clf_op_argmax(k->api, k->be, (clf_ptr){s->ids, 0}, (clf_ptr){s->y, 0}, B, V);
+    if (st == CLF_OK)
+        st = clf_op_gemm(k->api, k->be, &g3);
     return st;
 }
 
@@ -255,8 +272,11 @@ static void expect_replay_equals_ops(const char *mode)
         }
         CLF_ASSERT_OK(clf_op_replay(rec.api, rec.be, c));
     }
-    float y[2][B * V], cache[2][B * L * 2 * HD];
+    float y[2][B * V], cache[2][B * L * 2 * HD], big[2][8 * V];
     int32_t ids[2][B];
+    down(&ocl, big[0], one.big, sizeof big[0]);
+    down(&rec, big[1], re.big, sizeof big[1]);
+    expect_same_bits(big[1], big[0], 8 * V, mode, "the 8-row product one by one");
     down(&ocl, y[0], one.y, sizeof y[0]);
     down(&rec, y[1], re.y, sizeof y[1]);
     down(&ocl, cache[0], one.cache, sizeof cache[0]);
@@ -306,19 +326,10 @@ START_TEST(what_cannot_be_recorded_is_refused)
     EXPECT_ERROR(clf_op_capture_begin(api, ocl.be), CLF_ERR_INPUT, "already open");
     EXPECT_ERROR(clf_op_upload(api, ocl.be, (clf_ptr){s.x, 0}, h, sizeof h), CLF_ERR_UNSUPPORTED,
                  "upload", "cannot be recorded");
-    /* a product of 8+ rows is CLBlast's */
-    const clf_gemm_args big = {.m = 8,
-                               .n = 3,
-                               .k = HD,
-                               .a = {s.cache, 0},
-                               .lda = HD,
-                               .b = {s.wqkv, 0},
-                               .ldb = HD,
-                               .trans_b = 1,
-                               .c = {s.y, 0},
-                               .ldc = 3,
-                               .alpha = 1.0f};
-    EXPECT_ERROR(clf_op_gemm(api, ocl.be, &big), CLF_ERR_UNSUPPORTED, "gemm", "CLBlast");
+    EXPECT_ERROR(clf_op_copy(api, ocl.be, (clf_ptr){s.x, 0}, (clf_ptr){s.ctx, 0}, 16),
+                 CLF_ERR_UNSUPPORTED, "copy", "cannot be recorded");
+    EXPECT_ERROR(clf_op_fill(api, ocl.be, (clf_ptr){s.x, 0}, 1.0f, 4), CLF_ERR_UNSUPPORTED, "fill",
+                 "cannot be recorded");
     EXPECT_ERROR(clf_op_capture_end(api, ocl.be, &c), CLF_ERR_UNSUPPORTED, "could not be recorded");
     ck_assert_ptr_null(c);
     /* a capture dropped (out NULL) says nothing; the backend runs ops again afterwards */

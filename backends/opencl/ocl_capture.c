@@ -1,14 +1,19 @@
 /* ocl_capture.c - capture and replay (clf_backend_api.capture_begin, ABI 10).
  *
- * While a capture is open, ocl_run records each launch instead of queueing it. Where the
- * device has cl_khr_command_buffer with simultaneous use, the launches go into one command
- * buffer (each waiting on the one before: the op order), finalized by capture_end, and a
- * replay is one clEnqueueCommandBufferKHR. Elsewhere, or with CLF_OPENCL_CAPTURE=list, the
- * capture keeps the list of launches (kernel, argument values, sizes), and a replay sets
- * each kernel's arguments and queues it: none of the ops' host work runs again. Both hold a
- * reference to every buffer they name. What ocl_run does not launch (CLBlast's products,
- * copies and fills) cannot be recorded: the op fails (ocl_capture_refuse), and capture_end
- * after it. */
+ * While a capture is open, ocl_run records each launch instead of queueing it, and the
+ * products CLBlast runs (which queues its kernels itself) are recorded as the call: a
+ * recording is a list of entries, each one of
+ *   - a launch (kernel, argument values, sizes): a replay sets the kernel's arguments and
+ *     queues it, none of the op's host work again;
+ *   - a command buffer of consecutive launches, where the device has cl_khr_command_buffer
+ *     with simultaneous use (each command waiting on the one before, each with a kernel
+ *     object of its own: PoCL 3.1 reads a command's arguments from its kernel object when the
+ *     buffer runs): a replay is one clEnqueueCommandBufferKHR;
+ *   - a gemm call (its arguments copied): a replay calls the op again.
+ * Entries run in order on the backend's in-order queue. A recording holds a reference to
+ * every buffer its launches name; a gemm call's buffers are the caller's to keep (the rule
+ * of capture_free). Copies, fills and transfers cannot be recorded: the op fails
+ * (ocl_capture_refuse), and capture_end after it. */
 #include "ocl_internal.h"
 
 #include <stdlib.h>
@@ -16,24 +21,33 @@
 
 #include "clformer/fault.h"
 
-/* One recorded launch (the list) */
-typedef struct ocl_launch {
+typedef enum entry_kind { ENTRY_LAUNCH, ENTRY_CMDBUF, ENTRY_GEMM } entry_kind;
+
+typedef struct entry {
+    entry_kind kind;
+    /* ENTRY_LAUNCH */
     cl_kernel k;
     ocl_kval *args;
     int nargs;
     cl_uint dims;
     size_t global[3], local[3];
-} ocl_launch;
+    /* ENTRY_CMDBUF */
+    cl_command_buffer_khr cmdbuf;
+    /* ENTRY_GEMM */
+    clf_gemm_args gemm;
+    clf_status (*gemm_fn)(clf_backend *be, const clf_gemm_args *a);
+} entry;
 
 struct clf_capture {
-    cl_command_buffer_khr cmdbuf; /* NULL: the list */
-    cl_sync_point_khr last;       /* the command buffer's last command, once has_last */
-    int has_last;
-    ocl_launch *launches;
+    entry *entries;
     int n, cap;
-    cl_mem *held; /* buffers the recording names, one reference each */
+    /* command-buffer mode: the buffer being recorded (NULL: none yet), its last command */
+    cl_command_buffer_khr open;
+    cl_sync_point_khr last;
+    int has_last;
+    cl_mem *held; /* buffers the launches name, one reference each */
     int n_held, held_cap;
-    cl_kernel *kernels; /* the command buffer's own kernel objects (own_kernel) */
+    cl_kernel *kernels; /* the command buffers' own kernel objects (own_kernel) */
     int n_kernels, kernels_cap;
     int failed; /* an op could not be recorded: capture_end fails */
 };
@@ -49,6 +63,18 @@ static void *grow(void *p, int *cap, int need, size_t elem)
     if (q)
         *cap = n;
     return q;
+}
+
+/* A new entry at the end of c, zeroed; NULL when out of host memory. */
+static entry *add_entry(clf_capture *c)
+{
+    entry *e = grow(c->entries, &c->cap, c->n + 1, sizeof *e);
+    if (!e)
+        return NULL;
+    c->entries = e;
+    e = &c->entries[c->n++];
+    memset(e, 0, sizeof *e);
+    return e;
 }
 
 /* A reference to m, once per capture (m NULL: nothing). */
@@ -91,16 +117,38 @@ static clf_status own_kernel(clf_capture *c, const char *op, cl_kernel k, cl_ker
     return CLF_OK;
 }
 
+/* The command buffer being recorded, finalized into an entry of its own (none open: nothing
+ * to do). */
+static clf_status close_cmdbuf(clf_backend *be, clf_capture *c)
+{
+    if (!c->open)
+        return CLF_OK;
+    cl_command_buffer_khr cb = c->open;
+    c->open = NULL;
+    c->has_last = 0;
+    entry *e = add_entry(c);
+    if (!e) {
+        be->cb.release(cb);
+        return clf_error(CLF_ERR_NOMEM, "opencl: capture: out of host memory");
+    }
+    e->kind = ENTRY_CMDBUF;
+    e->cmdbuf = cb;
+    cl_int err = be->cb.finalize(cb);
+    return err == CL_SUCCESS ? CLF_OK : ocl_fail("capture", "clFinalizeCommandBufferKHR", err);
+}
+
 void ocl_capture_free(clf_backend *be, clf_capture *c)
 {
-    (void)be;
     if (!c)
         return;
-    if (c->cmdbuf)
-        be->cb.release(c->cmdbuf);
-    for (int i = 0; i < c->n; i++)
-        free(c->launches[i].args);
-    free(c->launches);
+    if (c->open)
+        be->cb.release(c->open);
+    for (int i = 0; i < c->n; i++) {
+        free(c->entries[i].args);
+        if (c->entries[i].cmdbuf)
+            be->cb.release(c->entries[i].cmdbuf);
+    }
+    free(c->entries);
     for (int i = 0; i < c->n_held; i++)
         clReleaseMemObject(c->held[i]);
     free(c->held);
@@ -114,49 +162,29 @@ clf_status ocl_capture_begin(clf_backend *be)
 {
     if (be->recording)
         return clf_error(CLF_ERR_INPUT, "opencl: capture_begin: a capture is already open");
-    clf_capture *c = calloc(1, sizeof *c);
-    if (!c)
+    if (!(be->recording = calloc(1, sizeof *be->recording)))
         return clf_error(CLF_ERR_NOMEM, "opencl: capture_begin: out of host memory");
-    if (be->capture_mode == OCL_CAPTURE_CMDBUF) {
-        const cl_command_buffer_properties_khr props[] = {
-            CL_COMMAND_BUFFER_FLAGS_KHR, CL_COMMAND_BUFFER_SIMULTANEOUS_USE_KHR, 0};
-        cl_int err;
-        c->cmdbuf = be->cb.create(1, &be->queue, props, &err);
-        if (err != CL_SUCCESS || !c->cmdbuf) {
-            c->cmdbuf = NULL;
-            ocl_capture_free(be, c);
-            return ocl_fail("capture_begin", "clCreateCommandBufferKHR", err);
-        }
-    }
-    be->recording = c;
     return CLF_OK;
 }
 
 clf_status ocl_capture_end(clf_backend *be, clf_capture **out)
 {
     clf_capture *c = be->recording;
-    clf_status st = CLF_OK;
     if (!c)
         return clf_error(CLF_ERR_INPUT, "opencl: capture_end: no capture is open");
     be->recording = NULL;
-    if (!out) { /* dropped: whatever failed has said so */
-        ocl_capture_free(be, c);
-        return CLF_OK;
-    }
-    if (c->failed)
+    clf_status st = CLF_OK;
+    if (!out) /* dropped: whatever failed has said so */
+        ;
+    else if (c->failed)
         st = clf_error(CLF_ERR_UNSUPPORTED,
                        "opencl: capture_end: an op of the capture could not be recorded");
-    else if (c->cmdbuf) {
-        cl_int err = be->cb.finalize(c->cmdbuf);
-        if (err != CL_SUCCESS)
-            st = ocl_fail("capture_end", "clFinalizeCommandBufferKHR", err);
+    else if ((st = close_cmdbuf(be, c)) == CLF_OK) {
+        *out = c;
+        return CLF_OK;
     }
-    if (st != CLF_OK) {
-        ocl_capture_free(be, c);
-        return st;
-    }
-    *out = c;
-    return CLF_OK;
+    ocl_capture_free(be, c);
+    return st;
 }
 
 clf_status ocl_capture_refuse(clf_backend *be, const char *op, const char *what)
@@ -164,6 +192,58 @@ clf_status ocl_capture_refuse(clf_backend *be, const char *op, const char *what)
     be->recording->failed = 1;
     return clf_error(CLF_ERR_UNSUPPORTED, "opencl: %s: %s cannot be recorded (capture_begin)", op,
                      what);
+}
+
+clf_status ocl_capture_gemm(clf_backend *be, const char *op, const clf_gemm_args *g,
+                            clf_status (*fn)(clf_backend *be, const clf_gemm_args *a))
+{
+    clf_capture *c = be->recording;
+    clf_status st = close_cmdbuf(be, c); /* the launches before it, then the call */
+    entry *e = st == CLF_OK ? add_entry(c) : NULL;
+    if (st == CLF_OK && !e)
+        st = clf_error(CLF_ERR_NOMEM, "opencl: %s: capture: out of host memory", op);
+    if (st != CLF_OK) {
+        c->failed = 1;
+        return st;
+    }
+    e->kind = ENTRY_GEMM;
+    e->gemm = *g;
+    e->gemm_fn = fn;
+    return CLF_OK;
+}
+
+/* One launch into the command buffer being recorded (opened first when none is). */
+static clf_status record_command(clf_backend *be, clf_capture *c, const char *op, cl_kernel k,
+                                 const ocl_kval *head, int nhead, const ocl_kval *tail, int ntail,
+                                 cl_uint dims, const size_t *global, const size_t *local)
+{
+    cl_int err = CL_SUCCESS;
+    if (!c->open) {
+        const cl_command_buffer_properties_khr props[] = {
+            CL_COMMAND_BUFFER_FLAGS_KHR, CL_COMMAND_BUFFER_SIMULTANEOUS_USE_KHR, 0};
+        c->open = be->cb.create(1, &be->queue, props, &err);
+        if (err != CL_SUCCESS || !c->open) {
+            c->open = NULL;
+            return ocl_fail(op, "clCreateCommandBufferKHR", err);
+        }
+    }
+    cl_kernel own = NULL;
+    clf_status st = own_kernel(c, op, k, &own);
+    for (int i = 0; i < nhead + ntail && st == CLF_OK; i++) {
+        const ocl_kval *v = i < nhead ? &head[i] : &tail[i - nhead];
+        if ((err = clSetKernelArg(own, (cl_uint)i, v->size, v->local ? NULL : &v->v)) != CL_SUCCESS)
+            st = ocl_fail(op, "clSetKernelArg", err);
+    }
+    if (st != CLF_OK)
+        return st;
+    cl_sync_point_khr sp;
+    err = be->cb.ndrange(c->open, NULL, NULL, own, dims, NULL, global, local, c->has_last ? 1 : 0,
+                         c->has_last ? &c->last : NULL, &sp, NULL);
+    if (err != CL_SUCCESS)
+        return ocl_fail(op, "clCommandNDRangeKernelKHR", err);
+    c->last = sp;
+    c->has_last = 1;
+    return CLF_OK;
 }
 
 clf_status ocl_capture_record(clf_backend *be, const char *op, cl_kernel k, const ocl_kval *head,
@@ -178,56 +258,26 @@ clf_status ocl_capture_record(clf_backend *be, const char *op, cl_kernel k, cons
         if (v->is_mem)
             st = hold(c, v->v.mem);
     }
-    if (st != CLF_OK)
-        goto fail;
-    if (c->cmdbuf) {
-        /* a kernel object of the command's own, its arguments set once: a command may read
-         * its kernel's arguments when it runs (PoCL 3.1 does), and the ops set theirs anew
-         * at every launch */
-        cl_kernel own = NULL;
-        if ((st = own_kernel(c, op, k, &own)) != CLF_OK)
-            goto fail;
-        for (int i = 0; i < nargs; i++) {
-            const ocl_kval *v = i < nhead ? &head[i] : &tail[i - nhead];
-            cl_int err = clSetKernelArg(own, (cl_uint)i, v->size, v->local ? NULL : &v->v);
-            if (err != CL_SUCCESS) {
-                st = ocl_fail(op, "clSetKernelArg", err);
-                goto fail;
+    if (st == CLF_OK && be->capture_mode == OCL_CAPTURE_CMDBUF)
+        st = record_command(be, c, op, k, head, nhead, tail, ntail, dims, global, local);
+    else if (st == CLF_OK) {
+        ocl_kval *args = malloc(sizeof *args * (size_t)(nargs ? nargs : 1));
+        entry *e = args ? add_entry(c) : NULL;
+        if (!e) {
+            free(args);
+            st = clf_error(CLF_ERR_NOMEM, "opencl: %s: capture: out of host memory", op);
+        } else {
+            *e = (entry){.kind = ENTRY_LAUNCH, .k = k, .args = args, .nargs = nargs, .dims = dims};
+            for (int i = 0; i < nargs; i++)
+                e->args[i] = i < nhead ? head[i] : tail[i - nhead];
+            for (cl_uint d = 0; d < dims; d++) {
+                e->global[d] = global[d];
+                e->local[d] = local ? local[d] : 0;
             }
         }
-        cl_sync_point_khr sp;
-        cl_int err = be->cb.ndrange(c->cmdbuf, NULL, NULL, own, dims, NULL, global, local,
-                                    c->has_last ? 1 : 0, c->has_last ? &c->last : NULL, &sp, NULL);
-        if (err != CL_SUCCESS) {
-            st = ocl_fail(op, "clCommandNDRangeKernelKHR", err);
-            goto fail;
-        }
-        c->last = sp;
-        c->has_last = 1;
-        return CLF_OK;
     }
-    ocl_launch *l = grow(c->launches, &c->cap, c->n + 1, sizeof *l);
-    if (!l) {
-        st = clf_error(CLF_ERR_NOMEM, "opencl: %s: capture: out of host memory", op);
-        goto fail;
-    }
-    c->launches = l;
-    l = &c->launches[c->n];
-    *l = (ocl_launch){.k = k, .nargs = nargs, .dims = dims};
-    if (!(l->args = malloc(sizeof *l->args * (size_t)(nargs ? nargs : 1)))) {
-        st = clf_error(CLF_ERR_NOMEM, "opencl: %s: capture: out of host memory", op);
-        goto fail;
-    }
-    for (int i = 0; i < nargs; i++)
-        l->args[i] = i < nhead ? head[i] : tail[i - nhead];
-    for (cl_uint d = 0; d < dims; d++) {
-        l->global[d] = global[d];
-        l->local[d] = local ? local[d] : 0;
-    }
-    c->n++;
-    return CLF_OK;
-fail:
-    c->failed = 1;
+    if (st != CLF_OK)
+        c->failed = 1;
     return st;
 }
 
@@ -235,20 +285,23 @@ clf_status ocl_replay(clf_backend *be, clf_capture *c)
 {
     if (be->recording)
         return clf_error(CLF_ERR_INPUT, "opencl: replay: a capture is open");
-    if (c->cmdbuf) {
-        cl_int err = clf_fault_hit(CLF_FAULT_OPENCL_ENQUEUE)
-                         ? CL_OUT_OF_RESOURCES
-                         : be->cb.enqueue(0, NULL, c->cmdbuf, 0, NULL, NULL);
-        return err == CL_SUCCESS ? CLF_OK : ocl_fail("replay", "clEnqueueCommandBufferKHR", err);
+    clf_status st = CLF_OK;
+    for (int i = 0; i < c->n && st == CLF_OK; i++) {
+        const entry *e = &c->entries[i];
+        if (e->kind == ENTRY_GEMM) {
+            st = e->gemm_fn(be, &e->gemm);
+        } else if (e->kind == ENTRY_LAUNCH) {
+            st = ocl_run(be, "replay", e->k, e->args, e->nargs, NULL, 0, e->dims, e->global,
+                         e->local[0] ? e->local : NULL);
+        } else {
+            cl_int err = clf_fault_hit(CLF_FAULT_OPENCL_ENQUEUE)
+                             ? CL_OUT_OF_RESOURCES
+                             : be->cb.enqueue(0, NULL, e->cmdbuf, 0, NULL, NULL);
+            if (err != CL_SUCCESS)
+                st = ocl_fail("replay", "clEnqueueCommandBufferKHR", err);
+        }
     }
-    for (int i = 0; i < c->n; i++) {
-        const ocl_launch *l = &c->launches[i];
-        clf_status st = ocl_run(be, "replay", l->k, l->args, l->nargs, NULL, 0, l->dims, l->global,
-                                l->local[0] ? l->local : NULL);
-        if (st != CLF_OK)
-            return st;
-    }
-    return CLF_OK;
+    return st;
 }
 
 /* The command-buffer entry points of the device's platform, when the device has
@@ -257,8 +310,7 @@ static int load_cmdbuf(clf_backend *be)
 {
     char ext[8192] = "";
     cl_device_command_buffer_capabilities_khr caps = 0;
-    size_t n = 0;
-    if (clGetDeviceInfo(be->dev.device, CL_DEVICE_EXTENSIONS, sizeof ext - 1, ext, &n) !=
+    if (clGetDeviceInfo(be->dev.device, CL_DEVICE_EXTENSIONS, sizeof ext - 1, ext, NULL) !=
             CL_SUCCESS ||
         !strstr(ext, "cl_khr_command_buffer ") ||
         clGetDeviceInfo(be->dev.device, CL_DEVICE_COMMAND_BUFFER_CAPABILITIES_KHR, sizeof caps,

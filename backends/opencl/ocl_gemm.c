@@ -196,8 +196,8 @@ static clf_status gemm_common(clf_backend *be, const clf_gemm_args *g, int batch
     }
     if (few_rows(g, batched))
         return gemm_rows(be, op, g);
-    if (be->recording) /* CLBlast queues its kernels itself */
-        return ocl_capture_refuse(be, op, "CLBlast's products");
+    if (be->recording) /* CLBlast queues its kernels itself: the call is recorded */
+        return ocl_capture_gemm(be, op, g, batched ? ocl_gemm_strided_batched : ocl_gemm);
     if (takes_hgemm(be, g, batched))
         return gemm_half(be, op, g);
     if (g->k == 0) /* CLBlast refuses k = 0; C = beta * C is all there is to do */

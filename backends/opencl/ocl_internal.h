@@ -353,9 +353,13 @@ void ocl_capture_free(clf_backend *be, clf_capture *c);
 clf_status ocl_capture_record(clf_backend *be, const char *op, cl_kernel k, const ocl_kval *head,
                               int nhead, const ocl_kval *tail, int ntail, cl_uint dims,
                               const size_t *global, const size_t *local);
-/* What op would queue other than through ocl_run (what: "CLBlast's products", "copy"),
- * while a capture is open: CLF_ERR_UNSUPPORTED, and the capture fails at its end. */
+/* What op would queue other than through ocl_run and a gemm (what: "a copy"), while a
+ * capture is open: CLF_ERR_UNSUPPORTED, and the capture fails at its end. */
 clf_status ocl_capture_refuse(clf_backend *be, const char *op, const char *what);
+/* A product that CLBlast runs, while a capture is open: the call fn(be, g) recorded, made
+ * again at each replay. */
+clf_status ocl_capture_gemm(clf_backend *be, const char *op, const clf_gemm_args *g,
+                            clf_status (*fn)(clf_backend *be, const clf_gemm_args *a));
 
 /* ---- inference ops (ocl_gemm.c, ocl_ops.c) ---- */
 

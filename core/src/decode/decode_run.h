@@ -45,8 +45,9 @@
  * shapes: the recording belongs to a number of active rows and to whether the step reads
  * the caches through the row tables; when either changes (a sentence leaves the batch, a
  * beam takes another's history) the graph is built and recorded again. An op the backend
- * cannot record (the OpenCL backend's CLBlast products, from 8 rows on) makes the capture
- * fail: the decode then runs its steps op by op, with the position still on the device. */
+ * cannot record (none of a step's on OpenCL, which keeps CLBlast's products as calls)
+ * makes the capture fail: that shape's steps then run op by op, the position still on the
+ * device. */
 #ifndef CLF_DECODE_RUN_H
 #define CLF_DECODE_RUN_H
 
