@@ -176,7 +176,7 @@ static int bench_forward(const char *cfg_path, const char *w_path, const char *j
     }
     for (int i = 0; i < o->iters; i++) {
         t0 = cli_now_s();
-        if ((st = clf_model_rerun(model, 1u << CLF_OP_GEMM)) != CLF_OK)
+        if ((st = clf_model_rerun(model, 1ull << CLF_OP_GEMM)) != CLF_OK)
             goto fail;
         gemm_times[i] = cli_now_s() - t0;
     }

@@ -12,6 +12,7 @@
 #define CLFORMER_GRAPH_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "clformer/backend.h"
 #include "clformer/export.h"
@@ -136,10 +137,11 @@ CLF_API clf_ptr clf_graph_ptr(const clf_graph *g, clf_buffer *arena, int v);
  * g->arena_bytes). Errors name the node's label. Does not synchronize. */
 CLF_API clf_status clf_graph_run(const clf_graph *g, const clf_backend_api *api, clf_backend *be,
                                  clf_buffer *arena);
-/* The same, running only the nodes whose op bit (1u << op) is set in op_mask: the bench
- * times the GEMMs alone this way to get the backend's own SGEMM rate at the model's shapes. */
+/* The same, running only the nodes whose op bit (1ull << op; CLF_NODE_COPY included) is set
+ * in op_mask: the bench times the GEMMs alone this way to get the backend's own SGEMM rate
+ * at the model's shapes. */
 CLF_API clf_status clf_graph_run_ops(const clf_graph *g, const clf_backend_api *api,
-                                     clf_backend *be, clf_buffer *arena, unsigned op_mask);
+                                     clf_backend *be, clf_buffer *arena, uint64_t op_mask);
 /* The same as clf_graph_run, calling hook(ctx, i) after node i has been dispatched (its
  * op called: on an asynchronous backend it may still be queued, and a download() waits for
  * it). A hook's error stops the run and is returned as it is. The trainer starts the

@@ -51,8 +51,8 @@ CLF_API clf_status clf_model_build_forward_graph(clf_model *m, int batch, int sr
                                                  clf_graph *g);
 
 /* Re-runs the graph of the last forward (same inputs), only the nodes whose op bit
- * (1u << op) is in op_mask, and waits for the device: the bench's timing hook. */
-CLF_API clf_status clf_model_rerun(clf_model *m, unsigned op_mask);
+ * (1ull << op) is in op_mask, and waits for the device: the bench's timing hook. */
+CLF_API clf_status clf_model_rerun(clf_model *m, uint64_t op_mask);
 /* The planned graph of the last forward, or NULL before the first. */
 CLF_API const clf_graph *clf_model_last_graph(const clf_model *m);
 

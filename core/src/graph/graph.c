@@ -228,16 +228,19 @@ double clf_graph_gemm_flops(const clf_graph *g)
 }
 
 static clf_status run_nodes(const clf_graph *g, const clf_backend_api *api, clf_backend *be,
-                            clf_buffer *arena, unsigned op_mask, clf_graph_hook_fn hook, void *ctx);
+                            clf_buffer *arena, uint64_t op_mask, clf_graph_hook_fn hook, void *ctx);
 
 clf_status clf_graph_run(const clf_graph *g, const clf_backend_api *api, clf_backend *be,
                          clf_buffer *arena)
 {
-    return run_nodes(g, api, be, arena, ~0u, NULL, NULL);
+    return run_nodes(g, api, be, arena, ~0ull, NULL, NULL);
 }
 
+/* every node kind, CLF_NODE_COPY included, has a bit of op_mask */
+_Static_assert(CLF_NODE_COPY < 64, "clf_graph_run_ops' op_mask has a bit per node kind");
+
 clf_status clf_graph_run_ops(const clf_graph *g, const clf_backend_api *api, clf_backend *be,
-                             clf_buffer *arena, unsigned op_mask)
+                             clf_buffer *arena, uint64_t op_mask)
 {
     return run_nodes(g, api, be, arena, op_mask, NULL, NULL);
 }
@@ -245,14 +248,14 @@ clf_status clf_graph_run_ops(const clf_graph *g, const clf_backend_api *api, clf
 clf_status clf_graph_run_hooked(const clf_graph *g, const clf_backend_api *api, clf_backend *be,
                                 clf_buffer *arena, clf_graph_hook_fn hook, void *ctx)
 {
-    return run_nodes(g, api, be, arena, ~0u, hook, ctx);
+    return run_nodes(g, api, be, arena, ~0ull, hook, ctx);
 }
 
 static clf_status run_nodes(const clf_graph *g, const clf_backend_api *api, clf_backend *be,
-                            clf_buffer *arena, unsigned op_mask, clf_graph_hook_fn hook, void *ctx)
+                            clf_buffer *arena, uint64_t op_mask, clf_graph_hook_fn hook, void *ctx)
 {
     for (int ni = 0; ni < g->n_nodes; ni++) {
-        if (!(op_mask & (1u << g->nodes[ni].op)))
+        if (!(op_mask & (1ull << g->nodes[ni].op)))
             continue;
         clf_node n = g->nodes[ni]; /* a copy: the pointer fields get filled in */
         for (int k = 0; k < n.n_operands; k++) {

@@ -104,7 +104,7 @@ clf_status clf_model_forward(clf_model *m, const clf_forward_io *io)
     return m->api->synchronize(m->be);
 }
 
-clf_status clf_model_rerun(clf_model *m, unsigned op_mask)
+clf_status clf_model_rerun(clf_model *m, uint64_t op_mask)
 {
     if (!m->g_valid)
         return clf_error(CLF_ERR_INTERNAL, "model: rerun before any forward");
