@@ -150,9 +150,9 @@ static void toy_open(bk *k, toy *s)
 
 static void toy_close(bk *k, toy *s)
 {
-    clf_buffer *all[] = {s->ids,   s->emb, s->pe, s->x, s->wqkv, s->qkv,
-                         s->cache, s->ctx, s->wo, s->y, s->pos,  s->table};
-    free_all(k, all, 12);
+    clf_buffer *all[] = {s->ids, s->emb, s->pe, s->x,   s->wqkv,  s->qkv, s->cache,
+                         s->ctx, s->wo,  s->y,  s->pos, s->table, s->big};
+    free_all(k, all, (int)(sizeof all / sizeof all[0]));
 }
 
 /* The step's ops (not the position's copy), through the core's checks. */
