@@ -24,6 +24,36 @@ static clf_buffer *pos_buffer(bk *k, int p)
     return up(k, &p, sizeof p);
 }
 
+/* A decoding step's self-attention at position 0 + pos: its query, key and value rows in qkv
+ * [B, 3HD] (k and v appended to the cache, row new_pos), the cache [B, L, 2HD] (k|v side by
+ * side), out [B, HD]; pos NULL: no pos_add. */
+static clf_attention_args step_attention(clf_buffer *qkv, clf_buffer *cache, clf_buffer *out,
+                                         clf_buffer *pos)
+{
+    return (clf_attention_args){.batch = B,
+                                .heads = H,
+                                .q_len = 1,
+                                .kv_len = 1,
+                                .head_dim = D,
+                                .q = {qkv, 0},
+                                .k = {cache, 0},
+                                .v = {cache, 4 * HD},
+                                .out = {out, 0},
+                                .q_ld = 3 * HD,
+                                .k_ld = 2 * HD,
+                                .v_ld = 2 * HD,
+                                .out_ld = HD,
+                                .q_bstride = 3 * HD,
+                                .kv_bstride = (size_t)L * 2 * HD,
+                                .out_bstride = HD,
+                                .scale = 0.35f,
+                                .k_new = {qkv, 4 * HD},
+                                .v_new = {qkv, 4 * 2 * HD},
+                                .new_ld = 3 * HD,
+                                .pos_add = {pos, 0},
+                                .pos_add_max = pos ? L - 1 : 0};
+}
+
 START_TEST(attention_pos_add_equals_host_position)
 {
     const int ps[] = {0, 4, L - 1, 50}; /* 50: clamped to pos_add_max = L - 1 */
@@ -36,31 +66,10 @@ START_TEST(attention_pos_add_equals_host_position)
             clf_buffer *q = up(&ocl, qkv, sizeof(float) * B * 3 * HD),
                        *kv = up(&ocl, cache0, sizeof cache[0]),
                        *out = up(&ocl, NULL, sizeof got[0]), *pos = pos_buffer(&ocl, ps[c]);
-            clf_attention_args a = {.batch = B,
-                                    .heads = H,
-                                    .q_len = 1,
-                                    .kv_len = 1 + (way ? p : 0),
-                                    .head_dim = D,
-                                    .q = {q, 0},
-                                    .k = {kv, 0},
-                                    .v = {kv, 4 * HD},
-                                    .out = {out, 0},
-                                    .q_ld = 3 * HD,
-                                    .k_ld = 2 * HD,
-                                    .v_ld = 2 * HD,
-                                    .out_ld = HD,
-                                    .q_bstride = 3 * HD,
-                                    .kv_bstride = (size_t)L * 2 * HD,
-                                    .out_bstride = HD,
-                                    .causal = 1,
-                                    .q_pos0 = way ? p : 0,
-                                    .scale = 0.3f,
-                                    .k_new = {q, 4 * HD},
-                                    .v_new = {q, 4 * 2 * HD},
-                                    .new_ld = 3 * HD,
-                                    .new_pos = way ? p : 0,
-                                    .pos_add = {way ? NULL : pos, 0},
-                                    .pos_add_max = way ? 0 : L - 1};
+            clf_attention_args a = step_attention(q, kv, out, way ? NULL : pos);
+            a.causal = 1;
+            if (way) /* the position on the host */
+                a.kv_len += p, a.q_pos0 += p, a.new_pos += p;
             CLF_ASSERT_OK(clf_op_attention(ocl.api, ocl.be, &a));
             down(&ocl, got[way], out, sizeof got[0]);
             down(&ocl, cache[way], kv, sizeof cache[0]);
@@ -180,28 +189,7 @@ static clf_status toy_ops(bk *k, const toy *s)
                               .c = {s->qkv, 0},
                               .ldc = 3 * HD,
                               .alpha = 1.0f};
-    const clf_attention_args a = {.batch = B,
-                                  .heads = H,
-                                  .q_len = 1,
-                                  .kv_len = 1,
-                                  .head_dim = D,
-                                  .q = {s->qkv, 0},
-                                  .k = {s->cache, 0},
-                                  .v = {s->cache, 4 * HD},
-                                  .out = {s->ctx, 0},
-                                  .q_ld = 3 * HD,
-                                  .k_ld = 2 * HD,
-                                  .v_ld = 2 * HD,
-                                  .out_ld = HD,
-                                  .q_bstride = 3 * HD,
-                                  .kv_bstride = (size_t)L * 2 * HD,
-                                  .out_bstride = HD,
-                                  .scale = 0.35f,
-                                  .k_new = {s->qkv, 4 * HD},
-                                  .v_new = {s->qkv, 4 * 2 * HD},
-                                  .new_ld = 3 * HD,
-                                  .pos_add = {s->pos, 0},
-                                  .pos_add_max = L - 1};
+    const clf_attention_args a = step_attention(s->qkv, s->cache, s->ctx, s->pos);
     const clf_gemm_args g2 = {.m = B,
                               .n = V,
                               .k = HD,
@@ -372,30 +360,9 @@ START_TEST(pos_add_checks)
     toy s, c;
     toy_open(&ocl, &s);
     toy_open(&cpu, &c);
-    clf_attention_args a = {.batch = B,
-                            .heads = H,
-                            .q_len = 1,
-                            .kv_len = 1,
-                            .head_dim = D,
-                            .q = {s.qkv, 0},
-                            .k = {s.cache, 0},
-                            .v = {s.cache, 4 * HD},
-                            .out = {s.ctx, 0},
-                            .q_ld = 3 * HD,
-                            .k_ld = 2 * HD,
-                            .v_ld = 2 * HD,
-                            .out_ld = HD,
-                            .q_bstride = 3 * HD,
-                            .kv_bstride = (size_t)L * 2 * HD,
-                            .out_bstride = HD,
-                            .scale = 1.0f,
-                            .pos_add = {s.pos, 0},
-                            .pos_add_max = L - 1};
+    const clf_attention_args a = step_attention(s.qkv, s.cache, s.ctx, s.pos);
     CLF_ASSERT_OK(clf_op_attention(ocl.api, ocl.be, &a));
-    clf_attention_args x = a;
-    x.pos_add = (clf_ptr){c.pos, 0};
-    x.q = (clf_ptr){c.qkv, 0}, x.k = (clf_ptr){c.cache, 0}, x.v = (clf_ptr){c.cache, 4 * HD};
-    x.out = (clf_ptr){c.ctx, 0};
+    clf_attention_args x = step_attention(c.qkv, c.cache, c.ctx, c.pos);
     EXPECT_ERROR(clf_op_attention(cpu.api, cpu.be, &x), CLF_ERR_UNSUPPORTED, "pos_add");
     x = a;
     x.pos_add_max = -1;

@@ -229,11 +229,8 @@ static clf_status record_command(clf_backend *be, clf_capture *c, const char *op
     }
     cl_kernel own = NULL;
     clf_status st = own_kernel(c, op, k, &own);
-    for (int i = 0; i < nhead + ntail && st == CLF_OK; i++) {
-        const ocl_kval *v = i < nhead ? &head[i] : &tail[i - nhead];
-        if ((err = clSetKernelArg(own, (cl_uint)i, v->size, v->local ? NULL : &v->v)) != CL_SUCCESS)
-            st = ocl_fail(op, "clSetKernelArg", err);
-    }
+    if (st == CLF_OK)
+        st = ocl_set_args(op, own, head, nhead, tail, ntail);
     if (st != CLF_OK)
         return st;
     cl_sync_point_khr sp;

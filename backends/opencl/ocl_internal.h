@@ -286,9 +286,12 @@ static inline ocl_kval ocl_kln_style(clf_ln_style style)
  * kernel's CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE. */
 clf_status ocl_pick_wg(clf_backend *be, const char *op, cl_kernel k, size_t local_per_item,
                        size_t auto_cap, size_t *wg);
-/* Sets the arguments head[0..nhead) then tail[0..ntail) (tail may be NULL with ntail 0: a
- * head several kernels share, then each one's own) and enqueues kernel k. global and local
- * have dims entries. */
+/* Sets kernel k's arguments head[0..nhead) then tail[0..ntail) (tail may be NULL with ntail
+ * 0: a head several kernels share, then each one's own). */
+clf_status ocl_set_args(const char *op, cl_kernel k, const ocl_kval *head, int nhead,
+                        const ocl_kval *tail, int ntail);
+/* ocl_set_args, then enqueues kernel k (or, while a capture is open, records the launch).
+ * global and local have dims entries. */
 clf_status ocl_run(clf_backend *be, const char *op, cl_kernel k, const ocl_kval *head, int nhead,
                    const ocl_kval *tail, int ntail, cl_uint dims, const size_t *global,
                    const size_t *local);

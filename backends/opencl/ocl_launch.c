@@ -94,18 +94,27 @@ static size_t grid_stride_global(const clf_backend *be, size_t wg, uint64_t n)
     return (size_t)groups * wg;
 }
 
-clf_status ocl_run(clf_backend *be, const char *op, cl_kernel k, const ocl_kval *head, int nhead,
-                   const ocl_kval *tail, int ntail, cl_uint dims, const size_t *global,
-                   const size_t *local)
+clf_status ocl_set_args(const char *op, cl_kernel k, const ocl_kval *head, int nhead,
+                        const ocl_kval *tail, int ntail)
 {
-    if (be->recording)
-        return ocl_capture_record(be, op, k, head, nhead, tail, ntail, dims, global, local);
     for (int i = 0; i < nhead + ntail; i++) {
         const ocl_kval *v = i < nhead ? &head[i] : &tail[i - nhead];
         cl_int err = clSetKernelArg(k, (cl_uint)i, v->size, v->local ? NULL : (const void *)&v->v);
         if (err != CL_SUCCESS)
             return ocl_fail(op, "clSetKernelArg", err);
     }
+    return CLF_OK;
+}
+
+clf_status ocl_run(clf_backend *be, const char *op, cl_kernel k, const ocl_kval *head, int nhead,
+                   const ocl_kval *tail, int ntail, cl_uint dims, const size_t *global,
+                   const size_t *local)
+{
+    if (be->recording)
+        return ocl_capture_record(be, op, k, head, nhead, tail, ntail, dims, global, local);
+    clf_status st = ocl_set_args(op, k, head, nhead, tail, ntail);
+    if (st != CLF_OK)
+        return st;
     /* CLF_FAULT=opencl_enqueue:N: the launch fails as a device out of resources would */
     cl_int err =
         clf_fault_hit(CLF_FAULT_OPENCL_ENQUEUE)
