@@ -52,13 +52,20 @@ static void default_opts(const fixture *f, clf_decode_opts *o)
     o->max_len = MAXOUT;
 }
 
-/* A stream of max_rows rows over f's model, for sources of up to S tokens, MAXOUT out. */
-static clf_decode_stream *open_stream(const fixture *f, int max_rows)
+/* A stream of max_rows rows over f's model, for sources of up to S tokens, MAXOUT out,
+ * arrivals held back up to join_wait steps. */
+static clf_decode_stream *open_stream_wait(const fixture *f, int max_rows, int join_wait)
 {
     clf_decode_stream *s;
-    clf_decode_stream_opts so = {.max_rows = max_rows, .max_src_len = S, .max_out = MAXOUT};
+    clf_decode_stream_opts so = {
+        .max_rows = max_rows, .max_src_len = S, .max_out = MAXOUT, .join_wait = join_wait};
     CLF_ASSERT_OK(clf_decode_stream_open(f->t.m, &so, &s));
     return s;
+}
+
+static clf_decode_stream *open_stream(const fixture *f, int max_rows)
+{
+    return open_stream_wait(f, max_rows, 0);
 }
 
 /* The CPU fixture name, o its model's default options and the stream returned of max_rows
@@ -133,9 +140,9 @@ static void same_hyps(const char *what, int i, const clf_decode_result *want,
     }
 }
 
-/* Sentences arrive over time into a stream of max_rows rows; every result must equal the
- * sentence decoded alone. */
-static void check_stream(const char *backend, const char *name, int max_rows)
+/* Sentences arrive over time into a stream of max_rows rows (arrivals held back up to
+ * join_wait steps); every result must equal the sentence decoded alone. */
+static void check_stream_wait(const char *backend, const char *name, int max_rows, int join_wait)
 {
     fixture f;
     fixture_open(&f, backend, name);
@@ -146,7 +153,7 @@ static void check_stream(const char *backend, const char *name, int max_rows)
         opts_of(&f, i, eos, &o);
         CLF_ASSERT_OK(clf_decode(f.t.m, f.src[i], 1, f.len[i], &o, &want[i]));
     }
-    clf_decode_stream *s = open_stream(&f, max_rows);
+    clf_decode_stream *s = open_stream_wait(&f, max_rows, join_wait);
     int added = 0, got = 0, seen[N] = {0};
     long long steps = 0;
     while (got < N) {
@@ -183,6 +190,11 @@ static void check_stream(const char *backend, const char *name, int max_rows)
     fixture_close(&f);
 }
 
+static void check_stream(const char *backend, const char *name, int max_rows)
+{
+    check_stream_wait(backend, name, max_rows, 0);
+}
+
 static const char *const fixtures[] = {"pre_tutorial",          "post_standard",
                                        "pre_learned_pe",        "pre_swiglu_rms",
                                        "post_tied_decoder",     "pre_learned_offset_embed_norm",
@@ -192,6 +204,88 @@ static const char *const fixtures[] = {"pre_tutorial",          "post_standard",
 START_TEST(stream_equals_alone_cpu)
 {
     check_stream("cpu", fixtures[_i], 5);
+}
+END_TEST
+
+/* The same with arrivals held back (2 steps at most: a lone greedy arrival waits while 3
+ * or more of the 5 rows are busy). */
+START_TEST(stream_equals_alone_join_wait_cpu)
+{
+    check_stream_wait("cpu", fixtures[_i], 5, 2);
+}
+END_TEST
+
+/* Adds sentence i of f with options o to s as tag i, and runs one step; *st after it. */
+static void add_and_step(fixture *f, clf_decode_stream *s, int i, const clf_decode_opts *o,
+                         clf_decode_stream_state *st)
+{
+    if (i >= 0)
+        CLF_ASSERT_OK(clf_decode_stream_add(s, f->src[i], f->len[i], o, (uint64_t)i));
+    CLF_ASSERT_OK(clf_decode_stream_step(s));
+    clf_decode_stream_get_state(s, st);
+}
+
+/* join_wait's rule (clformer/decode.h), max_rows 8: arrivals into a stream under half
+ * full join at once; a lone one (1 row < max(8 / 8, 2)) into a stream at least half full
+ * waits join_wait steps, then joins; two together join at once. Every result is still the
+ * sentence's alone. */
+START_TEST(stream_join_wait)
+{
+    fixture f;
+    clf_decode_opts o;
+    fixture_open(&f, "cpu", "post_standard");
+    default_opts(&f, &o);
+    o.eos_id = 0; /* [UNK]: long outputs, so that the first ones stay active */
+    clf_decode_stream *s = open_stream_wait(&f, 8, 3);
+    /* the sentences whose outputs run to MAXOUT (sentence 2's ends at once) */
+    const int pick[7] = {0, 1, 3, 4, 5, 6, 7};
+    clf_decode_result want[8] = {0};
+    for (int i = 0; i < 7; i++) {
+        CLF_ASSERT_OK(clf_decode(f.t.m, f.src[pick[i]], 1, f.len[pick[i]], &o, &want[pick[i]]));
+        ck_assert_int_eq(want[pick[i]].hyps[0].len, MAXOUT);
+    }
+    clf_decode_stream_state st;
+    for (int i = 0; i < 3; i++) /* into an idle stream: at once */
+        CLF_ASSERT_OK(
+            clf_decode_stream_add(s, f.src[pick[i]], f.len[pick[i]], &o, (uint64_t)pick[i]));
+    add_and_step(&f, s, -1, &o, &st);
+    ck_assert_int_eq(st.waiting, 0);
+    ck_assert_int_eq(st.rows, 3);
+    add_and_step(&f, s, pick[3], &o, &st); /* 3 rows busy, under half: at once */
+    ck_assert_int_eq(st.waiting, 0);
+    ck_assert_int_eq(st.rows, 4);
+    add_and_step(&f, s, pick[4], &o, &st); /* 4 rows busy: waits 3 steps */
+    ck_assert_int_eq(st.waiting, 1);
+    add_and_step(&f, s, -1, &o, &st);
+    ck_assert_int_eq(st.waiting, 1);
+    add_and_step(&f, s, -1, &o, &st);
+    ck_assert_int_eq(st.waiting, 1);
+    ck_assert_int_eq(st.rows, 4);
+    add_and_step(&f, s, -1, &o, &st);
+    ck_assert_int_eq(st.waiting, 0);
+    ck_assert_int_eq(st.rows, 5);
+    /* two together (2 rows): at once */
+    CLF_ASSERT_OK(clf_decode_stream_add(s, f.src[pick[5]], f.len[pick[5]], &o, (uint64_t)pick[5]));
+    add_and_step(&f, s, pick[6], &o, &st);
+    ck_assert_int_eq(st.waiting, 0);
+    int got = 0, seen[8] = {0};
+    for (int step = 0; got < 7 && step < 100; step++) {
+        uint64_t tag;
+        clf_decode_result r;
+        while (clf_decode_stream_take(s, &tag, &r)) {
+            ck_assert(tag < 8 && tag != 2 && !seen[tag]);
+            seen[tag] = 1;
+            same_hyps("join_wait", (int)tag, &want[tag], &r);
+            clf_decode_result_free(&r);
+            got++;
+        }
+        CLF_ASSERT_OK(clf_decode_stream_step(s));
+    }
+    ck_assert_int_eq(got, 7);
+    for (int i = 0; i < 7; i++)
+        clf_decode_result_free(&want[pick[i]]);
+    clf_decode_stream_free(s);
+    fixture_close(&f);
 }
 END_TEST
 
@@ -289,6 +383,10 @@ START_TEST(stream_refusals)
     so = (clf_decode_stream_opts){.max_rows = 1 << 20, .max_src_len = 64, .max_out = 63};
     ck_assert_int_eq(clf_decode_stream_open(f.t.m, &so, &s), CLF_ERR_INPUT);
     ck_assert_msg(strstr(clf_last_error(), "CLF_DECODE_BYTES_MAX"), "%s", clf_last_error());
+    so = (clf_decode_stream_opts){
+        .max_rows = 2, .max_src_len = 4, .max_out = MAXOUT, .join_wait = -1};
+    ck_assert_int_eq(clf_decode_stream_open(f.t.m, &so, &s), CLF_ERR_INPUT);
+    ck_assert_msg(strstr(clf_last_error(), "join_wait -1"), "%s", clf_last_error());
     so = (clf_decode_stream_opts){.max_rows = 2, .max_src_len = 4, .max_out = MAXOUT};
     CLF_ASSERT_OK(clf_decode_stream_open(f.t.m, &so, &s));
     clf_decode_opts o;
@@ -327,6 +425,8 @@ static Suite *stream_suite(void)
     Suite *s = suite_create("decode_stream");
     TCase *tc = tcase_create("cpu");
     tcase_add_loop_test(tc, stream_equals_alone_cpu, 0, N_FIXTURES);
+    tcase_add_loop_test(tc, stream_equals_alone_join_wait_cpu, 0, 3);
+    tcase_add_test(tc, stream_join_wait);
     tcase_add_test(tc, stream_one_sentence_at_a_time);
     tcase_add_test(tc, stream_cancel);
     tcase_add_test(tc, stream_refusals);

@@ -27,6 +27,7 @@
 
 #define DEFAULT_PORT      5000
 #define DEFAULT_MAX_BATCH 32
+#define DEFAULT_JOIN_WAIT 4
 #define DEFAULT_QUEUE     1024
 #define DEFAULT_MAX_BODY  (1 << 20)
 #define DEFAULT_TIMEOUT_S 60
@@ -45,6 +46,7 @@ enum {
     OPT_WEIGHT_TYPE,
     OPT_PRECISION,
     OPT_MAX_BATCH,
+    OPT_JOIN_WAIT,
     OPT_QUEUE,
     OPT_API_KEYS,
     OPT_MAX_BODY,
@@ -64,6 +66,9 @@ static void usage(void)
            "  --port P             port (default %d; 0: any free one)\n"
            "  --max-batch N        sentences decoded together at the model's beam: each\n"
            "                       decoder step holds up to N x beam rows (default %d)\n"
+           "  --join-wait STEPS    steps arrivals may wait for others to share their encoder\n"
+           "                       pass while the batch is at least half full (default %d;\n"
+           "                       0: they join at the next step)\n"
            "  --queue N            sentences waiting per model; more: 429 (default %d)\n"
            "  --max-body BYTES     request body limit; more: 413 (default %d)\n"
            "  --max-sentences N    sentences per request; more: 413 (default 128)\n"
@@ -76,7 +81,8 @@ static void usage(void)
            "  --backend cpu|opencl|auto, --device D, --threads N, --plugin-dir DIR\n"
            "Prints \"clformer: serving on http://HOST:PORT\" on stderr when ready. SIGTERM or\n"
            "SIGINT: stops accepting, answers the requests read, exits 0.\n",
-           DEFAULT_PORT, DEFAULT_MAX_BATCH, DEFAULT_QUEUE, DEFAULT_MAX_BODY, DEFAULT_TIMEOUT_S);
+           DEFAULT_PORT, DEFAULT_MAX_BATCH, DEFAULT_JOIN_WAIT, DEFAULT_QUEUE, DEFAULT_MAX_BODY,
+           DEFAULT_TIMEOUT_S);
 }
 
 static int valid_name(const char *s, size_t n)
@@ -327,6 +333,7 @@ static int parse_args(int argc, char **argv, serve_args *a, char ***keys, int *n
         CLI_WEIGHT_TYPE(OPT_WEIGHT_TYPE, &a->weight_type, &a->weight_type_set),
         CLI_PRECISION(OPT_PRECISION, &a->precision, NULL),
         CLI_INT("max-batch", OPT_MAX_BATCH, &o->max_batch, 1),
+        CLI_INT("join-wait", OPT_JOIN_WAIT, &o->join_wait, 0),
         CLI_INT("queue", OPT_QUEUE, &o->queue, 1),
         CLI_STRING("api-keys", OPT_API_KEYS, &o->api_keys),
         CLI_INT("max-body", OPT_MAX_BODY, &max_body, 1),
@@ -394,7 +401,8 @@ static int open_models(serve_args *a, serve_metrics *metrics)
             a->o.max_batch * m->beam > SERVE_BEAM_MAX ? a->o.max_batch * m->beam : SERVE_BEAM_MAX;
         clf_translator *tr = m->tr;
         m->tr = NULL; /* the scheduler's from here */
-        if ((st = serve_sched_start(tr, &to, rows, a->o.queue, metrics, &m->sched)) != CLF_OK)
+        if ((st = serve_sched_start(tr, &to, rows, a->o.join_wait, a->o.queue, metrics,
+                                    &m->sched)) != CLF_OK)
             return cli_fail(st);
     }
     if (!language_names(a->models, a->n_models)) {
@@ -411,14 +419,13 @@ int clf_cmd_serve(int argc, char **argv)
         fprintf(stderr, "clformer: out of memory\n");
         return 1;
     }
-    a->o = (serve_options){"127.0.0.1",
-                           DEFAULT_PORT,
-                           DEFAULT_MAX_BATCH,
-                           DEFAULT_QUEUE,
-                           DEFAULT_MAX_BODY,
-                           DEFAULT_TIMEOUT_S,
-                           {0, 0},
-                           NULL};
+    a->o = (serve_options){.host = "127.0.0.1",
+                           .port = DEFAULT_PORT,
+                           .max_batch = DEFAULT_MAX_BATCH,
+                           .join_wait = DEFAULT_JOIN_WAIT,
+                           .queue = DEFAULT_QUEUE,
+                           .max_body = DEFAULT_MAX_BODY,
+                           .timeout_s = DEFAULT_TIMEOUT_S};
     serve_limits_default(&a->o.limits);
     a->bo = (cli_backend_opts){NULL, NULL, NULL, -1};
     char **keys = NULL;

@@ -36,11 +36,13 @@ typedef struct serve_sched serve_sched;
 typedef struct serve_job serve_job;
 
 /* Starts the scheduler thread of translator t, which it takes (freed by serve_sched_stop,
- * or here on failure): steps of at most max_rows decoder rows, at most queue_cap sentences
+ * or here on failure): steps of at most max_rows decoder rows, arrivals held back up to
+ * join_wait steps to share an encoder pass (clformer/decode.h), at most queue_cap sentences
  * accepted and not yet answered. After a failed step the translator is opened again with
  * reopen (its strings must outlive s). */
 clf_status serve_sched_start(clf_translator *t, const clf_translator_opts *reopen, int max_rows,
-                             int queue_cap, serve_metrics *metrics, serve_sched **out);
+                             int join_wait, int queue_cap, serve_metrics *metrics,
+                             serve_sched **out);
 /* Decodes what was accepted, then stops the thread and frees s. */
 void serve_sched_stop(serve_sched *s);
 int serve_sched_depth(serve_sched *s);
@@ -80,7 +82,7 @@ typedef struct serve_model {
 typedef struct serve_options {
     const char *host;
     int port;
-    int max_batch, queue;
+    int max_batch, join_wait, queue;
     size_t max_body;
     double timeout_s;
     serve_limits limits;

@@ -303,7 +303,8 @@ static void sched_free(serve_sched *s)
 }
 
 clf_status serve_sched_start(clf_translator *t, const clf_translator_opts *reopen_opts,
-                             int max_rows, int queue_cap, serve_metrics *metrics, serve_sched **out)
+                             int max_rows, int join_wait, int queue_cap, serve_metrics *metrics,
+                             serve_sched **out)
 {
     serve_sched *s = calloc(1, sizeof *s);
     if (!s) {
@@ -318,8 +319,8 @@ clf_status serve_sched_start(clf_translator *t, const clf_translator_opts *reope
      * too), so that no request is refused for it */
     clf_translator_info info;
     clf_translator_get_info(t, &info);
-    s->stream_opts = (clf_translator_stream_opts){.max_rows = max_rows,
-                                                  .max_out = info.config->model.max_len - 1};
+    s->stream_opts = (clf_translator_stream_opts){
+        .max_rows = max_rows, .max_out = info.config->model.max_len - 1, .join_wait = join_wait};
     s->items = calloc((size_t)queue_cap, sizeof *s->items);
     s->free = malloc((size_t)queue_cap * sizeof *s->free);
     s->queue = malloc((size_t)queue_cap * sizeof *s->queue);

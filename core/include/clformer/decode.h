@@ -162,6 +162,12 @@ typedef struct clf_decode_stream_opts {
                             is capped by it and by the model's max_len - 1) */
     int max_join_tokens; /* source tokens one step encodes at most (0: no limit but
                             max_rows); a sentence longer than this joins alone */
+    int join_wait;       /* steps the waiting sentences may be held back so that one
+                            encoder pass takes several (0: they join at the first step they
+                            fit). They wait while the active rows fill at least half of
+                            max_rows, their own rows are fewer than max_rows / 8 (at least
+                            2), and the oldest has waited fewer than join_wait steps: a
+                            lone sentence in an idle stream joins at once */
 } clf_decode_stream_opts;
 
 /* Allocates the caches. CLF_ERR_INPUT for sizes < 1, a backend without
@@ -174,9 +180,9 @@ CLF_API clf_status clf_decode_stream_open(clf_model *m, const clf_decode_stream_
 CLF_API clf_status clf_decode_stream_add(clf_decode_stream *s, const int32_t *src, int src_len,
                                          const clf_decode_opts *o, uint64_t tag);
 /* One step: waiting sentences join (oldest first, while their beams fit in max_rows and
- * their sources in max_join_tokens), then every active row advances one token; sentences
- * that finish move to the results. Nothing to do is not an error. After a failure (the
- * backend's, or memory) the stream's state is lost: free it. */
+ * their sources in max_join_tokens, unless join_wait holds them back), then every active row
+ * advances one token; sentences that finish move to the results. Nothing to do is not an error.
+ * After a failure (the backend's, or memory) the stream's state is lost: free it. */
 CLF_API clf_status clf_decode_stream_step(clf_decode_stream *s);
 /* The oldest finished sentence: 1 with *tag and *out (batch 1, the sentence's n_best; free
  * with clf_decode_result_free), 0 when none is waiting to be taken. */

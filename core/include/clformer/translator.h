@@ -240,6 +240,8 @@ typedef struct clf_translator_stream_opts {
     int max_rows;        /* hypotheses decoded per step at most (0: 32) */
     int max_out;         /* longest output (0: generate.max_len, else the model's max_len - 1) */
     int max_join_tokens; /* source tokens encoded per step at most (0: no limit but max_rows) */
+    int join_wait;       /* steps waiting sentences may be held back so that one encoder pass
+                            takes several (0: none; the rule: clformer/decode.h) */
 } clf_translator_stream_opts;
 
 /* Opens a stream on t's model; t must outlive it. Its caches are allocated now

@@ -33,6 +33,7 @@ typedef struct sentence {
     clf_decode_opts o;
     int32_t *src; /* [src_len] */
     int src_len, K, max_out;
+    long long arrived;         /* the stream's step count when it was added */
     int t;                     /* tokens generated: the position fed next */
     int slot;                  /* cross-cache slot */
     int cur;                   /* which of the double-buffered beam states is live */
@@ -160,11 +161,12 @@ clf_status clf_decode_stream_open(clf_model *m, const clf_decode_stream_opts *o,
     if (!m || !o)
         return clf_error(CLF_ERR_INPUT, "decode stream: no model or options");
     const clf_model_config *c = clf_model_config_of(m);
-    if (o->max_rows < 1 || o->max_src_len < 1 || o->max_out < 1 || o->max_join_tokens < 0)
+    if (o->max_rows < 1 || o->max_src_len < 1 || o->max_out < 1 || o->max_join_tokens < 0 ||
+        o->join_wait < 0)
         return clf_error(CLF_ERR_INPUT,
                          "decode stream: max_rows %d, max_src_len %d and max_out %d must be >= 1 "
-                         "(max_join_tokens %d >= 0)",
-                         o->max_rows, o->max_src_len, o->max_out, o->max_join_tokens);
+                         "(max_join_tokens %d and join_wait %d >= 0)",
+                         o->max_rows, o->max_src_len, o->max_out, o->max_join_tokens, o->join_wait);
     if (c->max_len < 2)
         return clf_error(CLF_ERR_INPUT, "decode stream: model.max_len %d leaves no room to decode",
                          c->max_len);
@@ -274,6 +276,7 @@ clf_status clf_decode_stream_add(clf_decode_stream *s, const int32_t *src, int s
     if (!x)
         return nomem();
     x->tag = tag;
+    x->arrived = s->g;
     x->o = *o;
     x->K = o->beam;
     x->max_out = o->max_len < s->o.max_out ? o->max_len : s->o.max_out;
@@ -385,10 +388,27 @@ void clf_decode_stream_get_state(const clf_decode_stream *s, clf_decode_stream_s
 
 /* ---- joining: the encoder ---- */
 
+/* Whether the waiting sentences wait for more to share their encoder pass (the rule:
+ * clf_decode_stream_opts.join_wait). An encoder pass of a few sentences costs about as
+ * much as one of several: its products read every weight either way. */
+static int join_later(const clf_decode_stream *s)
+{
+    if (s->o.join_wait <= 0 || 2 * s->rows < s->o.max_rows ||
+        s->g - s->waiting[0]->arrived >= s->o.join_wait)
+        return 0;
+    const int enough = s->o.max_rows / 8 > 2 ? s->o.max_rows / 8 : 2;
+    int rows = 0;
+    for (int i = 0; i < s->n_waiting && rows < enough; i++)
+        rows += s->waiting[i]->K;
+    return rows < enough;
+}
+
 /* The waiting sentences that fit join: their encoder pass into a scratch cache, whose
  * blocks are then copied into their cross slots. */
 static clf_status join(clf_decode_stream *s)
 {
+    if (s->n_waiting == 0 || join_later(s))
+        return CLF_OK;
     int n = 0, S = 0, rows = s->rows;
     while (n < s->n_waiting && s->n_free > n) {
         const sentence *x = s->waiting[n];

@@ -60,7 +60,8 @@ clf_status clf_translator_stream_open(clf_translator *t, const clf_translator_st
                                 .max_out = o->max_out > 0                ? o->max_out
                                            : t->cfg.generate.max_len > 0 ? t->cfg.generate.max_len
                                                                          : cap,
-                                .max_join_tokens = o->max_join_tokens > 0 ? o->max_join_tokens : 0};
+                                .max_join_tokens = o->max_join_tokens > 0 ? o->max_join_tokens : 0,
+                                .join_wait = o->join_wait > 0 ? o->join_wait : 0};
     if (d.max_out > cap)
         d.max_out = cap;
     clf_translator_stream *s = calloc(1, sizeof *s);
