@@ -930,6 +930,77 @@ START_TEST(attention_decode_every_isa_level)
 }
 END_TEST
 
+/* Decoding's rows attend to keys past their last unmasked one (continuous decoding reads
+ * the longest history and source for every row): the CPU backend leaves those keys out
+ * where no probabilities are asked for, which must change no bit. Each entry of a step
+ * (q_len 1 and 2, with and without a row table, every kernel level, 1 and 2 threads) has
+ * its own count of unmasked keys, then a masked tail; a fully masked entry stays uniform.
+ * The output without probs (trimmed) against the output with them (every key). */
+START_TEST(attention_trimmed_keys_change_no_bit)
+{
+    enum { B = 6, H = 4, TK = 40, D = 48, W = H * D };
+    const int valid[B] = {TK, 37, 20, 3, 1, 0};
+    half_backends hb;
+    open_half_backends(&hb);
+    float *q = fvec((size_t)B * 2 * W, 31), *kv = fvec((size_t)(B + 1) * TK * 2 * W, 32);
+    int32_t mask[B * TK], rows[B * TK];
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < TK; j++) {
+            mask[b * TK + j] = j < valid[b];
+            rows[b * TK + j] = (b * 5 + j) % (B + 1);
+        }
+    for (int i = 0; i < hb.count; i++)
+        for (int tq = 1; tq <= 2; tq++)
+            for (int table = 0; table <= 1; table++) {
+                clf_backend *b = hb.be[i];
+                clf_buffer *dq = clf_test_upload(api, b, q, sizeof(float) * B * 2 * W),
+                           *dkv = clf_test_upload(api, b, kv, sizeof(float) * (B + 1) * TK * 2 * W),
+                           *dm = clf_test_upload(api, b, mask, sizeof mask),
+                           *dr = clf_test_upload(api, b, rows, sizeof rows), *dout[2], *dp;
+                CLF_ASSERT_OK(api->alloc(b, sizeof(float) * B * tq * W, &dout[0]));
+                CLF_ASSERT_OK(api->alloc(b, sizeof(float) * B * tq * W, &dout[1]));
+                CLF_ASSERT_OK(api->alloc(b, sizeof(float) * B * H * tq * TK, &dp));
+                clf_attention_args a = {.batch = B,
+                                        .heads = H,
+                                        .q_len = tq,
+                                        .kv_len = TK,
+                                        .head_dim = D,
+                                        .q = P(dq),
+                                        .k = P(dkv),
+                                        .v = clf_ptr_add(P(dkv), sizeof(float) * W),
+                                        .q_ld = W,
+                                        .k_ld = 2 * W,
+                                        .v_ld = 2 * W,
+                                        .out_ld = W,
+                                        .q_bstride = (size_t)tq * W,
+                                        .kv_bstride = (size_t)TK * 2 * W,
+                                        .out_bstride = (size_t)tq * W,
+                                        .key_mask = P(dm),
+                                        .key_mask_stride = TK,
+                                        .scale = 1.0f / sqrtf((float)D)};
+                if (table) {
+                    a.kv_rows = P(dr);
+                    a.kv_rows_ld = TK;
+                    a.kv_entries = B + 1;
+                }
+                float got[2][B * 2 * W];
+                for (int probs = 0; probs <= 1; probs++) {
+                    a.out = P(dout[probs]);
+                    a.probs = probs ? P(dp) : (clf_ptr){0};
+                    CLF_ASSERT_OK(api->attention(b, &a));
+                    download(dout[probs], got[probs], sizeof(float) * B * tq * W);
+                }
+                ck_assert_msg(memcmp(got[0], got[1], sizeof(float) * B * tq * W) == 0,
+                              "backend %d q_len %d table %d: trimmed keys moved the output", i, tq,
+                              table);
+                api->free(b, dq), api->free(b, dkv), api->free(b, dm), api->free(b, dr),
+                    api->free(b, dout[0]), api->free(b, dout[1]), api->free(b, dp);
+            }
+    free(q), free(kv);
+    close_half_backends(&hb);
+}
+END_TEST
+
 START_TEST(attention_fully_masked_row_is_uniform)
 {
     /* All keys masked: masked_fill(-1e9) makes every score equal, so the softmax is
@@ -1469,9 +1540,10 @@ CLF_TEST_SUITE_MAIN(
         {gemm_refuses_a_bad_b_half}, {gemm_layernorm_equals_layernorm_then_gemm},
         {unknown_cpu_isa_is_refused}, {gemm_bf16_arithmetic},
         {layernorm_both_styles_residual_and_aliased_sum}, {attention_masks_strides_and_probs},
-        {attention_decode_every_isa_level}, {attention_fully_masked_row_is_uniform},
-        {attention_append_equals_rows_written_first}, {embed_scale_pe_and_clamped_ids},
-        {add_with_aliasing}, {softmax_and_log_softmax_in_place}, {argmax_first_maximum},
-        {topk_best_first_ties_nan_and_base}, {topk_log_softmax_equals_log_softmax_then_topk},
+        {attention_decode_every_isa_level}, {attention_trimmed_keys_change_no_bit},
+        {attention_fully_masked_row_is_uniform}, {attention_append_equals_rows_written_first},
+        {embed_scale_pe_and_clamped_ids}, {add_with_aliasing}, {softmax_and_log_softmax_in_place},
+        {argmax_first_maximum}, {topk_best_first_ties_nan_and_base},
+        {topk_log_softmax_equals_log_softmax_then_topk},
         {out_of_bounds_operands_are_refused_by_name}, {threads_option_and_unknown_device},
         {openblas_build_is_named_and_shares_openmp_threads}))

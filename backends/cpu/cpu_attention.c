@@ -192,9 +192,9 @@ attn_dropout attention_dropout(const clf_attention_args *a)
 
 /* ---- the forward ---- */
 
-/* kr[j], vr[j] <- where key and value j of batch entry b, head columns hd.., start: entry
- * b's rows, or with a row table (kv_rows) entry tab[j]'s, clamped to [0, kv_entries) (the
- * core checked that span; the table's contents are the caller's). */
+/* kr[j], vr[j] <- where key and value j < a->kv_len of batch entry b, head columns hd..,
+ * start: entry b's rows, or with a row table (kv_rows) entry tab[j]'s, clamped to [0,
+ * kv_entries) (the core checked that span; the table's contents are the caller's). */
 static void attn_kv_rows(const clf_attention_args *a, const float *K, const float *V,
                          const int32_t *tab, int b, size_t hd, const float **kr, const float **vr)
 {
@@ -208,6 +208,27 @@ static void attn_kv_rows(const clf_attention_args *a, const float *K, const floa
         kr[j] = K + base + (size_t)j * a->k_ld;
         vr[j] = V + base + (size_t)j * a->v_ld;
     }
+}
+
+/* a, or where trim is set and the entry's key mask has an unmasked key, a with kv_len cut
+ * after its last one, rounded up to ATTN_J keys: the keys past it get weight +0 exactly
+ * (their exp underflows beside an unmasked key's), and every key kept is scored in the
+ * same group as without the cut (cpu_attn_scores_avx2 takes 4 at a time), so leaving them
+ * out changes no bit of the output. Decoding's rows (a step's self-attention reads the
+ * longest history, cross-attention the longest source, the rest masked) then cost about
+ * their own keys only. */
+static clf_attention_args trimmed_keys(const clf_attention_args *a, int trim, const int32_t *mask)
+{
+    clf_attention_args t = *a;
+    if (!trim || !mask)
+        return t;
+    int n = a->kv_len;
+    while (n > 0 && mask[n - 1] == 0)
+        n--;
+    n = attn_round_up(n, ATTN_J);
+    if (n > 0 && n < a->kv_len)
+        t.kv_len = n;
+    return t;
 }
 
 /* The few-query scores (attn_few_queries): the AVX2 kernel with avx2 set (x86 only, no
@@ -317,8 +338,10 @@ clf_status cpu_attention(clf_backend *be, const clf_attention_args *a)
         for (int bh = 0; bh < B * H; bh++) {
             int b = bh / H, h = bh % H;
             const int32_t *mask = M ? M + b * a->key_mask_stride : NULL;
+            /* entry b's keys up to its last unmasked one (ab: a with that kv_len) */
+            const clf_attention_args ab = trimmed_keys(a, few && !P && !dr.on, mask);
             /* the rows of keys and values: those of entry b, or through the row table */
-            attn_kv_rows(a, K, V, R, b, (size_t)h * D, kr, vr);
+            attn_kv_rows(&ab, K, V, R, b, (size_t)h * D, kr, vr);
             if (!few) {
                 attn_pack_t(attn_listed(kr), Tk, D, kp, kt);
                 attn_pack_rows(attn_listed(vr), Tk, D, dp, vp);
@@ -329,7 +352,7 @@ clf_status cpu_attention(clf_backend *be, const clf_attention_args *a)
                 /* queries i0 .. i0 + nr - 1 need the scores of keys j < nk only: causal
                  * masking hides the rest from every row (the limit grows with i), and
                  * P is 0 past ext, so those keys are not weighted either */
-                const int nk = attn_key_limit(a, i0 + nr - 1);
+                const int nk = attn_key_limit(&ab, i0 + nr - 1);
                 if (few) {
                     few_scores(avx2, qb, (size_t)a->q_ld, nr, kr, D, nk, kp, s);
                 } else {
@@ -337,7 +360,7 @@ clf_status cpu_attention(clf_backend *be, const clf_attention_args *a)
                     attn_rows_mul(qt, kt, (size_t)kp, D, attn_round_up(nk, ATTN_J), nr, s,
                                   (size_t)kp);
                 }
-                const int ext = attn_softmax_rows(a, mask, i0, nr, kp, s);
+                const int ext = attn_softmax_rows(&ab, mask, i0, nr, kp, s);
                 /* the weights: P, or P * keep / (1 - p). s is 0 past the live rows and
                  * keys, and a 0 (masked or underflowed) P stays 0 whatever the mask, so
                  * it needs no hash. */
