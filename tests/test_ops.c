@@ -210,14 +210,16 @@ static void close_half_backends(half_backends *hb)
         api->close(hb->be[i]);
 }
 
-/* One product from b_half on every backend of hb. Layouts: A [m, k] (lda = k + 3), B
- * [n, k] (ldb = k + 5, for b and b_half alike), C [m, n] (ldc = n + 2), each at an offset
- * into its buffer (b_half at an odd number of halves, so not 4-byte aligned). b holds
- * 2 B + 1, not B: a kernel that read it instead of b_half would be far off. With beta = 0
- * C starts as NaN, which must not leak into the result. Checks every float of the C
- * buffer (the padding must stay as it was), and that the threads do not change a bit. */
-static void check_gemm_half(const half_backends *hb, int m, int n, int k, float alpha, float beta,
-                            int with_bias, int relu)
+/* One product from b_half (f32 0) or from the F32 b alone (f32 1: the few-row F32 kernels,
+ * OpenBLAS at the generic level) on every backend of hb. Layouts: A [m, k] (lda = k + 3),
+ * B [n, k] (ldb = k + 5, for b and b_half alike), C [m, n] (ldc = n + 2), each at an
+ * offset into its buffer (b_half at an odd number of halves, so not 4-byte aligned). From
+ * b_half, b holds 2 B + 1, not B: a kernel that read it instead of b_half would be far off.
+ * With beta = 0 C starts as NaN, which must not leak into the result. Checks every float
+ * of the C buffer (the padding must stay as it was), and that the threads do not change a
+ * bit (of the backend's own kernels). */
+static void check_gemm_rows(const half_backends *hb, int f32, int m, int n, int k, float alpha,
+                            float beta, int with_bias, int relu)
 {
     const int lda = k + 3, ldb = k + 5, ldc = n + 2;
     const size_t off_a = 7, off_b = 5, off_h = 3, off_c = 1, off_bias = 2; /* elements */
@@ -231,12 +233,12 @@ static void check_gemm_half(const half_backends *hb, int m, int n, int k, float 
     float *Hf = calloc(nh, sizeof *Hf); /* the halves of H as floats */
     ck_assert(B2 && want && got && first && H && Hf);
     for (size_t e = 0; e < nb; e++)
-        B2[e] = 2.0f * B[e] + 1.0f;
+        B2[e] = f32 ? B[e] : 2.0f * B[e] + 1.0f;
     for (int j = 0; j < n; j++)
         for (int p = 0; p < k; p++) {
             size_t e = off_h + (size_t)j * ldb + p;
             H[e] = clf_float_to_half(B[off_b + (size_t)j * ldb + p]);
-            Hf[e] = clf_half_to_float(H[e]);
+            Hf[e] = f32 ? B[off_b + (size_t)j * ldb + p] : clf_half_to_float(H[e]);
         }
     if (beta == 0.0f)
         for (int i = 0; i < m; i++)
@@ -290,8 +292,9 @@ static void check_gemm_half(const half_backends *hb, int m, int n, int k, float 
                            .ldb = ldb,
                            .c = {dC, 4 * off_c},
                            .ldc = ldc,
-                           .relu = relu,
-                           .b_half = {dH, 2 * off_h}};
+                           .relu = relu};
+        if (!f32)
+            g.b_half = (clf_ptr){dH, 2 * off_h};
         if (with_bias)
             g.bias = (clf_ptr){dbias, 4 * off_bias};
         CLF_ASSERT_OK(api->gemm(b, &g));
@@ -299,17 +302,19 @@ static void check_gemm_half(const half_backends *hb, int m, int n, int k, float 
         for (size_t e = 0; e < nc; e++) {
             double err = fabs((double)got[e] - (double)want[e]);
             ck_assert_msg(err <= tol[e] || (isnan(want[e]) && isnan(got[e])),
-                          "gemm from b_half, %s, %d threads: m=%d n=%d k=%d alpha=%g beta=%g "
+                          "gemm from %s, %s, %d threads: m=%d n=%d k=%d alpha=%g beta=%g "
                           "bias=%d relu=%d: C element %zu is %.9g, want %.9g (tolerance %.3g)",
-                          hb->isa[bi], hb->threads[bi], m, n, k, (double)alpha, (double)beta,
-                          with_bias, relu, e, (double)got[e], (double)want[e], tol[e]);
+                          f32 ? "f32" : "b_half", hb->isa[bi], hb->threads[bi], m, n, k,
+                          (double)alpha, (double)beta, with_bias, relu, e, (double)got[e],
+                          (double)want[e], tol[e]);
         }
         if (bi % 2 == 0)
             memcpy(first, got, nc * sizeof *got);
-        else /* the same level with 2 threads: each output summed in the same order */
+        else if (!f32 || strcmp(hb->isa[bi], "generic") != 0)
+            /* the same level with 2 threads: each output summed in the same order */
             ck_assert_msg(memcmp(first, got, nc * sizeof *got) == 0,
-                          "gemm from b_half, %s: 1 and 2 threads differ (m=%d n=%d k=%d)",
-                          hb->isa[bi], m, n, k);
+                          "gemm from %s, %s: 1 and 2 threads differ (m=%d n=%d k=%d)",
+                          f32 ? "f32" : "b_half", hb->isa[bi], m, n, k);
         api->free(b, dA), api->free(b, dB), api->free(b, dH), api->free(b, dC);
         api->free(b, dbias);
     }
@@ -317,10 +322,10 @@ static void check_gemm_half(const half_backends *hb, int m, int n, int k, float 
     free(tol), free(H), free(Hf);
 }
 
-/* Every shape twice: with beta = 0 (alpha 0.7, or 2 with the bias) and with beta != 0
- * (-1.3, 1, the bias and relu; or 0.5, 0.5 and relu), the pairs taken in turn. m = 4, 5
- * and 6 (kernels of their own too) on fewer n. */
-START_TEST(gemm_from_b_half_every_isa_level)
+/* Every shape twice, from b_half (f32 0) or the F32 b (f32 1): with beta = 0 (alpha 0.7,
+ * or 2 with the bias) and with beta != 0 (-1.3, 1, the bias and relu; or 0.5, 0.5 and
+ * relu), the pairs taken in turn. m = 4, 5 and 6 (kernels of their own too) on fewer n. */
+static void gemm_rows_every_isa_level(int f32)
 {
     static const int ms[] = {1, 2, 3, 7, 4, 5, 6};
     static const int ns[] = {1, 7, 33, 65, 263, 1031};
@@ -336,14 +341,26 @@ START_TEST(gemm_from_b_half_every_isa_level)
                 if (mi >= 4 && n != 7 && n != 263)
                     continue;
                 if (turn) {
-                    check_gemm_half(&hb, m, n, k, 0.7f, 0.0f, 0, 0);
-                    check_gemm_half(&hb, m, n, k, -1.3f, 1.0f, 1, 1);
+                    check_gemm_rows(&hb, f32, m, n, k, 0.7f, 0.0f, 0, 0);
+                    check_gemm_rows(&hb, f32, m, n, k, -1.3f, 1.0f, 1, 1);
                 } else {
-                    check_gemm_half(&hb, m, n, k, 2.0f, 0.0f, 1, 0);
-                    check_gemm_half(&hb, m, n, k, 0.5f, 0.5f, 0, 1);
+                    check_gemm_rows(&hb, f32, m, n, k, 2.0f, 0.0f, 1, 0);
+                    check_gemm_rows(&hb, f32, m, n, k, 0.5f, 0.5f, 0, 1);
                 }
             }
     close_half_backends(&hb);
+}
+
+START_TEST(gemm_from_b_half_every_isa_level)
+{
+    gemm_rows_every_isa_level(0);
+}
+END_TEST
+
+/* The few-row F32 kernels (AVX2 and up; OpenBLAS's SGEMV at the generic level). */
+START_TEST(gemm_f32_few_rows_every_isa_level)
+{
+    gemm_rows_every_isa_level(1);
 }
 END_TEST
 
@@ -1536,14 +1553,14 @@ CLF_TEST_SUITE_MAIN(
     CLF_TCASE_FIXTURE(
         "cpu", 0, setup, teardown, {null_arguments_are_refused}, {gemm_refuses_c_over_its_inputs},
         {gemm_all_transposes_and_epilogues}, {gemm_strided_batched_matches_per_matrix_reference},
-        {gemm_from_b_half_every_isa_level}, {gemm_ignores_b_half_where_it_does_not_apply},
-        {gemm_refuses_a_bad_b_half}, {gemm_layernorm_equals_layernorm_then_gemm},
-        {unknown_cpu_isa_is_refused}, {gemm_bf16_arithmetic},
-        {layernorm_both_styles_residual_and_aliased_sum}, {attention_masks_strides_and_probs},
-        {attention_decode_every_isa_level}, {attention_trimmed_keys_change_no_bit},
-        {attention_fully_masked_row_is_uniform}, {attention_append_equals_rows_written_first},
-        {embed_scale_pe_and_clamped_ids}, {add_with_aliasing}, {softmax_and_log_softmax_in_place},
-        {argmax_first_maximum}, {topk_best_first_ties_nan_and_base},
-        {topk_log_softmax_equals_log_softmax_then_topk},
+        {gemm_from_b_half_every_isa_level}, {gemm_f32_few_rows_every_isa_level},
+        {gemm_ignores_b_half_where_it_does_not_apply}, {gemm_refuses_a_bad_b_half},
+        {gemm_layernorm_equals_layernorm_then_gemm}, {unknown_cpu_isa_is_refused},
+        {gemm_bf16_arithmetic}, {layernorm_both_styles_residual_and_aliased_sum},
+        {attention_masks_strides_and_probs}, {attention_decode_every_isa_level},
+        {attention_trimmed_keys_change_no_bit}, {attention_fully_masked_row_is_uniform},
+        {attention_append_equals_rows_written_first}, {embed_scale_pe_and_clamped_ids},
+        {add_with_aliasing}, {softmax_and_log_softmax_in_place}, {argmax_first_maximum},
+        {topk_best_first_ties_nan_and_base}, {topk_log_softmax_equals_log_softmax_then_topk},
         {out_of_bounds_operands_are_refused_by_name}, {threads_option_and_unknown_device},
         {openblas_build_is_named_and_shares_openmp_threads}))

@@ -4,7 +4,7 @@
  *
  *   cpu_gemm.c               F32 gemm through CBLAS (OpenBLAS), bias/relu epilogue
  *   cpu_gemm_i8.c            products against int8 weights (oneDNN, a few-row AVX2 kernel)
- *   cpu_gemv_half.c          few-row products against F16/BF16 weights (cpu_gemv_half_simd.inc)
+ *   cpu_gemv.c               few-row products against F16/BF16/F32 weights (cpu_gemv_simd.inc)
  *   cpu_isa.c                the kernel level (generic, AVX2, AVX-512) chosen at open
  *   cpu_attention.c          forward attention and the block kernels the backward shares
  *   cpu_attention_avx2.c     decoding's few-query attention with AVX2 and FMA

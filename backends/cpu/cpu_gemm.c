@@ -1,7 +1,8 @@
 /* The CPU backend's F32 products: gemm and gemm_strided_batched through CBLAS (OpenBLAS),
  * with the bias/relu epilogue. A product of a few rows runs as matrix-vector products
  * (gemm_rows_as_gemv); one that reads the weights' int8 copy goes to cpu_gemm_i8.c, a
- * few-row one that reads their F16 or BF16 copy to cpu_gemv_half.c, and one of many rows
+ * few-row one that reads their F16 or BF16 copy, or on an AVX2 CPU their F32 matrix, to
+ * cpu_gemv.c, and one of many rows
  * that reads their BF16 copy or asks for BF16 arithmetic (bf16_arith), on a CPU with it, to
  * cpu_gemm_bf16.c. */
 #include <cblas.h>
@@ -88,6 +89,8 @@ clf_status cpu_gemm(clf_backend *be, const clf_gemm_args *a)
         return cpu_gemv_bf16(be, a);
     if (be->read_half && cpu_gemv_half_applies(a))
         return cpu_gemv_half(be, a);
+    if (cpu_gemv_f32_applies(be, a))
+        return cpu_gemv_f32(be, a);
     gemm_one(be, a, a->k ? fptr(a->a) : NULL, a->k ? fptr(a->b) : NULL, fptr(a->c));
     return CLF_OK;
 }

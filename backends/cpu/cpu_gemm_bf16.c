@@ -10,7 +10,7 @@
  * products are exact in F32 and summed in F32 by oneDNN's matmul (cpu_dnnl.c), whose
  * strided memory descriptors read a transposed operand in place; the epilogue is F32. Such a CPU
  * runs a BF16 product at twice the F32 rate or more, and reads half the weight bytes; the few-row
- * products stay with cpu_gemv_half.c (bound by reading the weights, not by arithmetic).
+ * products stay with cpu_gemv.c (bound by reading the weights, not by arithmetic).
  * Where the CPU lacks the instructions, oneDNN would emulate them slower than SGEMM, so
  * the backend says no (supports(CLF_OP_GEMM_BF16_ARITH) = 0) and multiplies the F32 weights. */
 #include <math.h>

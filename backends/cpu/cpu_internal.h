@@ -252,7 +252,7 @@ clf_status cpu_softmax(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int co
 clf_status cpu_argmax(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int cols);
 clf_status cpu_topk(clf_backend *be, const clf_topk_args *a);
 
-/* ---- few-row products (cpu_isa.c, cpu_gemv_half.c) ---- */
+/* ---- few-row products (cpu_isa.c, cpu_gemv.c) ---- */
 
 /* Below this many rows a product runs as matrix-vector products instead of one SGEMM. A
  * decoding step has one row per sentence or beam, and OpenBLAS 0.3.21 packs all of B
@@ -277,6 +277,13 @@ clf_status cpu_gemv_half(clf_backend *be, const clf_gemm_args *a);
 int cpu_gemv_bf16_applies(const clf_gemm_args *a);
 /* The same product as cpu_gemv_half from b_bf16. */
 clf_status cpu_gemv_bf16(clf_backend *be, const clf_gemm_args *a);
+
+/* 1 when gemm reads the F32 b with the few-row kernels: an x86 CPU with AVX2 (be->isa),
+ * trans_a = 0, trans_b = 1, 1 <= m <= CPU_GEMV_MAX_ROWS, k > 0. Elsewhere such products are
+ * OpenBLAS SGEMVs, a row at a time. */
+int cpu_gemv_f32_applies(const clf_backend *be, const clf_gemm_args *a);
+/* The product of cpu_gemv_f32_applies(a) from b, with the epilogue (operands checked). */
+clf_status cpu_gemv_f32(clf_backend *be, const clf_gemm_args *a);
 
 /* A GEMM epilogue's tail on one row of C: += bias (NULL: none), then relu. Each a loop the
  * compiler vectorises. */

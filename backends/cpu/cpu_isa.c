@@ -1,7 +1,7 @@
 /* The CPU backend's kernel level, chosen once at open (clf_backend.isa): the best of
  * generic (portable C), AVX2 (with FMA and F16C) and AVX-512 (F, BW and VL) that this CPU
  * and its OS run, capped by the environment variable CLF_CPU_ISA. The F16/BF16 products
- * (cpu_gemv_half.c), the int8 few-row kernel (cpu_gemm_i8.c), decoding's attention
+ * (cpu_gemv.c), the int8 few-row kernel (cpu_gemm_i8.c), decoding's attention
  * (cpu_attention_avx2.c) and the softmax (cpu_softmax.c) pick their SIMD kernels by it;
  * the build itself targets baseline x86-64. */
 #include <stdlib.h>

@@ -1,12 +1,15 @@
-/* Products of a few rows against an F16 copy of a weight matrix (clf_gemm_args.b_half) or a
- * BF16 one (b_bf16: the same kernels, converting by a 16-bit shift instead of vcvtph2ps):
+/* Products of a few rows against a weight matrix: its F16 copy (clf_gemm_args.b_half), its
+ * BF16 one (b_bf16: the same kernels, converting by a 16-bit shift instead of vcvtph2ps) or
+ * the F32 matrix itself (b, on a CPU with AVX2; elsewhere gemm runs such products as
+ * OpenBLAS SGEMVs, one row of A at a time):
  *
  *   C[r,j] = relu?(alpha * sum_p A[r,p] * half(Bh[j,p]) + beta * C[r,j] + bias[j])
  *   A [m, k] rows lda apart, Bh [n, k] rows ldb apart (trans_a = 0, trans_b = 1: y = x W^T,
  *   a linear layer), C [m, n] rows ldc apart, 1 <= m <= CPU_GEMV_MAX_ROWS, k >= 1.
  *
  * Decoding at batch 1 or with a small beam is bound by reading the weights once per step;
- * F16 weights are half the bytes. The products accumulate in F32. Each output C[r,j] is
+ * F16 weights are half the bytes, and every kernel here reads W once for all m rows (an
+ * SGEMV per row reads it m times). The products accumulate in F32. Each output C[r,j] is
  * computed by one thread in an order that depends on m and k only (lane l of accumulator
  * u sums the terms of the LANES-column blocks b with b % NA == u in order, the masked or
  * padded k tail goes to accumulator 0, then a fixed horizontal sum), whatever the thread
@@ -20,7 +23,9 @@
  * from L2 when its m rows outgrow L1), with NA accumulators per output; see
  * HALF_PREFETCH_BYTES for how they keep memory busy. Their body is written once, in
  * cpu_gemv_half_simd.inc, and included here for each of the two SIMD levels with its
- * vector type, loads and lane count; what stays per level is its choice of R and NA. */
+ * vector type, loads and lane count, once per weight type (16-bit, F32; F32 at the AVX2
+ * level only, which AVX-512 machines use for it too); what stays per level and type is its
+ * choice of R and NA. */
 #include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -38,7 +43,8 @@ typedef struct half_job {
     int m, k;
     const float *a;
     size_t lda;
-    const uint16_t *w;
+    const uint16_t *w; /* 16-bit W, or */
+    const float *wf;   /* F32 W */
     size_t ldw;
     float *c;
     size_t ldc;
@@ -160,23 +166,24 @@ static void generic_range(const half_job *jb, int j0, int j1)
  * [512, 2048] weights, bench/RESULTS.md). */
 #define HALF_LONG_K 2048
 
-/* Prefetches W for the 32 columns after p of rows w[0 .. R) (ldw apart, k columns): long
- * rows HALF_PREFETCH_BYTES / (2 R) columns ahead on each row (wrapping onto the next
- * group), short ones R lines of the stream at *lin, which then moves on. The addresses
- * may lie past the end of W: a prefetch never faults, and they are computed as integers,
- * not as pointers outside the buffer. */
-static inline __attribute__((always_inline)) void half_prefetch(const uint16_t *w, size_t ldw,
-                                                                int k, int p, const int R,
-                                                                const int LONG, uintptr_t *lin)
+/* Prefetches W (elements of es bytes) for the 32 columns after p of rows w[0 .. R) (ldw
+ * apart, k columns): long rows HALF_PREFETCH_BYTES / (es R) columns ahead on each row
+ * (wrapping onto the next group), short ones R lines of the stream at *lin, which then
+ * moves on. The addresses may lie past the end of W: a prefetch never faults, and they
+ * are computed as integers, not as pointers outside the buffer. */
+static inline __attribute__((always_inline)) void half_prefetch(const void *w, const size_t es,
+                                                                size_t ldw, int k, int p,
+                                                                const int R, const int LONG,
+                                                                uintptr_t *lin)
 {
     if (R == 1)
         return;
     if (LONG) {
-        const size_t ahead = (size_t)p + HALF_PREFETCH_BYTES / (2 * R);
+        const size_t ahead = (size_t)p + HALF_PREFETCH_BYTES / (es * R);
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             const size_t e = ahead < (size_t)k ? r * ldw + ahead : (r + R) * ldw + ahead - k;
-            _mm_prefetch((const char *)((uintptr_t)w + 2 * e), _MM_HINT_T0);
+            _mm_prefetch((const char *)((uintptr_t)w + es * e), _MM_HINT_T0);
         }
         return;
     }
@@ -227,21 +234,41 @@ AVX2_TARGET static inline float avx2_hsum(__m256 v)
     return _mm_cvtss_f32(s);
 }
 
-#define HALF_ISA     avx2
-#define HALF_TARGET  AVX2_TARGET
-#define HALF_LANES   8
-#define HALF_VEC     __m256
-#define HALF_ZERO    _mm256_setzero_ps
-#define HALF_ADD     _mm256_add_ps
-#define HALF_FMA     _mm256_fmadd_ps
-#define HALF_HSUM    avx2_hsum
-#define HALF_TAIL_T  int /* the lanes: the first n */
-#define HALF_FULL    8
-#define HALF_TAIL(n) (n)
+#define HALF_ISA       avx2
+#define HALF_TARGET    AVX2_TARGET
+#define HALF_LANES     8
+#define HALF_VEC       __m256
+#define HALF_ZERO      _mm256_setzero_ps
+#define HALF_ADD       _mm256_add_ps
+#define HALF_FMA       _mm256_fmadd_ps
+#define HALF_HSUM      avx2_hsum
+#define HALF_TAIL_T    int /* the lanes: the first n */
+#define HALF_FULL      8
+#define HALF_TAIL(n)   (n)
+#define HALF_W_T       uint16_t
+#define HALF_JOB_W(jb) ((jb)->w)
 #define HALF_LOAD_W(w, n, BF)                                                                      \
     ((n) == 8 ? avx2_cvt(_mm_loadu_si128((const __m128i *)(w)), BF) : avx2_tail_w(w, n, BF))
 #define HALF_LOAD_X(x, n) ((n) == 8 ? _mm256_loadu_ps(x) : avx2_tail_x(x, n))
-#include "cpu_gemv_half_simd.inc" /* avx2_step, _blocks, _rows, _range_mr */
+#include "cpu_gemv_simd.inc" /* avx2_step, _blocks, _rows, _range_mr */
+
+/* the same over F32 weights */
+#define HALF_ISA              avx2_f32
+#define HALF_TARGET           AVX2_TARGET
+#define HALF_LANES            8
+#define HALF_VEC              __m256
+#define HALF_ZERO             _mm256_setzero_ps
+#define HALF_ADD              _mm256_add_ps
+#define HALF_FMA              _mm256_fmadd_ps
+#define HALF_HSUM             avx2_hsum
+#define HALF_TAIL_T           int
+#define HALF_FULL             8
+#define HALF_TAIL(n)          (n)
+#define HALF_W_T              float
+#define HALF_JOB_W(jb)        ((jb)->wf)
+#define HALF_LOAD_W(w, n, BF) ((void)(BF), (n) == 8 ? _mm256_loadu_ps(w) : avx2_tail_x(w, n))
+#define HALF_LOAD_X(x, n)     ((n) == 8 ? _mm256_loadu_ps(x) : avx2_tail_x(x, n))
+#include "cpu_gemv_simd.inc" /* avx2_f32_step, _blocks, _rows, _range_mr */
 
 /* R and NA per m: R * M * NA accumulators and R converted rows in 16 registers. */
 AVX2_TARGET static inline __attribute__((always_inline)) void
@@ -273,6 +300,24 @@ avx2_range_t(const half_job *jb, int j0, int j1, const int BF)
     /* clang-format on */
 }
 
+/* F32 weights: one row of W at a time (R = 1: one sequential stream, which the hardware
+ * prefetcher follows; side by side rows were slower here, bench/RESULTS.md), NA
+ * accumulators per output. */
+AVX2_TARGET static void avx2_range_f32(const half_job *jb, int j0, int j1)
+{
+    /* clang-format off */
+    switch (jb->m) {                /*              M  R  NA LONG */
+    case 1:  avx2_f32_range_mr(jb, j0, j1, 1, 1, 4, 0, 0); break;
+    case 2:  avx2_f32_range_mr(jb, j0, j1, 2, 1, 2, 0, 0); break;
+    case 3:  avx2_f32_range_mr(jb, j0, j1, 3, 1, 2, 0, 0); break;
+    case 4:  avx2_f32_range_mr(jb, j0, j1, 4, 1, 2, 0, 0); break;
+    case 5:  avx2_f32_range_mr(jb, j0, j1, 5, 1, 2, 0, 0); break;
+    case 6:  avx2_f32_range_mr(jb, j0, j1, 6, 1, 2, 0, 0); break;
+    default: avx2_f32_range_mr(jb, j0, j1, 7, 1, 1, 0, 0); break;
+    }
+    /* clang-format on */
+}
+
 AVX2_TARGET static void avx2_range(const half_job *jb, int j0, int j1)
 {
     avx2_range_t(jb, j0, j1, 0);
@@ -295,22 +340,24 @@ AVX512_TARGET static inline __attribute__((always_inline)) __m512 avx512_cvt(__m
               : _mm512_cvtph_ps(h);
 }
 
-#define HALF_ISA     avx512
-#define HALF_TARGET  AVX512_TARGET
-#define HALF_LANES   16
-#define HALF_VEC     __m512
-#define HALF_ZERO    _mm512_setzero_ps
-#define HALF_ADD     _mm512_add_ps
-#define HALF_FMA     _mm512_fmadd_ps
-#define HALF_HSUM    _mm512_reduce_add_ps
-#define HALF_TAIL_T  __mmask16 /* the lanes: a load mask */
-#define HALF_FULL    0xffff
-#define HALF_TAIL(n) ((__mmask16)((1u << (n)) - 1u))
+#define HALF_ISA       avx512
+#define HALF_TARGET    AVX512_TARGET
+#define HALF_LANES     16
+#define HALF_VEC       __m512
+#define HALF_ZERO      _mm512_setzero_ps
+#define HALF_ADD       _mm512_add_ps
+#define HALF_FMA       _mm512_fmadd_ps
+#define HALF_HSUM      _mm512_reduce_add_ps
+#define HALF_TAIL_T    __mmask16 /* the lanes: a load mask */
+#define HALF_FULL      0xffff
+#define HALF_TAIL(n)   ((__mmask16)((1u << (n)) - 1u))
+#define HALF_W_T       uint16_t
+#define HALF_JOB_W(jb) ((jb)->w)
 #define HALF_LOAD_W(w, mk, BF)                                                                     \
     ((mk) == 0xffff ? avx512_cvt(_mm256_loadu_si256((const __m256i *)(w)), BF)                     \
                     : avx512_cvt(_mm256_maskz_loadu_epi16(mk, w), BF))
 #define HALF_LOAD_X(x, mk) ((mk) == 0xffff ? _mm512_loadu_ps(x) : _mm512_maskz_loadu_ps(mk, x))
-#include "cpu_gemv_half_simd.inc" /* avx512_step, _blocks, _rows, _range_mr */
+#include "cpu_gemv_simd.inc" /* avx512_step, _blocks, _rows, _range_mr */
 
 /* R and NA per m: R * M * NA accumulators, R converted rows and x in 32 registers; R = 4
  * on long rows (x is read from L2 there, once per R rows). Short rows with m <= 4 go to
@@ -383,6 +430,25 @@ int cpu_gemv_bf16_applies(const clf_gemm_args *a)
            a->m <= CPU_GEMV_MAX_ROWS && a->k > 0;
 }
 
+/* jb's n output columns, on threads taking contiguous blocks of them. */
+static void run_job(const clf_backend *be, const half_job *jb, int n,
+                    void (*range)(const half_job *, int, int))
+{
+    int threads = (size_t)n * (size_t)jb->k >= HALF_PARALLEL_MIN ? be->threads : 1;
+    int per = (n + threads - 1) / threads;
+    per = (per + HALF_THREAD_ALIGN - 1) / HALF_THREAD_ALIGN * HALF_THREAD_ALIGN;
+    threads = (n + per - 1) / per;
+    if (threads <= 1) {
+        range(jb, 0, n);
+        return;
+    }
+#pragma omp parallel for num_threads(threads) schedule(static, 1)
+    for (int t = 0; t < threads; t++) {
+        const int j0 = t * per, j1 = j0 + per < n ? j0 + per : n;
+        range(jb, j0, j1);
+    }
+}
+
 /* The product from 16-bit weights h (b_half, or b_bf16 with bf16 = 1). */
 static clf_status gemv_16(clf_backend *be, const clf_gemm_args *a, clf_ptr h, int bf16)
 {
@@ -411,21 +477,37 @@ static clf_status gemv_16(clf_backend *be, const clf_gemm_args *a, clf_ptr h, in
     else if (be->isa == CPU_ISA_AVX2)
         range = bf16 ? avx2_range_bf : avx2_range;
 #endif
-    const int n = a->n;
-    int threads = (size_t)n * (size_t)a->k >= HALF_PARALLEL_MIN ? be->threads : 1;
-    int per = (n + threads - 1) / threads;
-    per = (per + HALF_THREAD_ALIGN - 1) / HALF_THREAD_ALIGN * HALF_THREAD_ALIGN;
-    threads = (n + per - 1) / per;
-    if (threads <= 1) {
-        range(&jb, 0, n);
-        return CLF_OK;
-    }
-#pragma omp parallel for num_threads(threads) schedule(static, 1)
-    for (int t = 0; t < threads; t++) {
-        const int j0 = t * per, j1 = j0 + per < n ? j0 + per : n;
-        range(&jb, j0, j1);
-    }
+    run_job(be, &jb, a->n, range);
     return CLF_OK;
+}
+
+int cpu_gemv_f32_applies(const clf_backend *be, const clf_gemm_args *a)
+{
+    return CPU_X86 && be->isa != CPU_ISA_GENERIC && !a->trans_a && a->trans_b && a->m >= 1 &&
+           a->m <= CPU_GEMV_MAX_ROWS && a->k > 0;
+}
+
+clf_status cpu_gemv_f32(clf_backend *be, const clf_gemm_args *a)
+{
+#if CPU_X86
+    const half_job jb = {.m = a->m,
+                         .k = a->k,
+                         .a = fptr(a->a),
+                         .lda = (size_t)a->lda,
+                         .wf = fptr(a->b),
+                         .ldw = (size_t)a->ldb,
+                         .c = fptr(a->c),
+                         .ldc = (size_t)a->ldc,
+                         .alpha = a->alpha,
+                         .beta = a->beta,
+                         .bias = a->bias.buf ? fptr(a->bias) : NULL,
+                         .relu = a->relu};
+    run_job(be, &jb, a->n, avx2_range_f32);
+    return CLF_OK;
+#else
+    (void)be, (void)a;
+    return clf_error(CLF_ERR_UNSUPPORTED, "cpu: gemm: no F32 few-row kernel on this CPU");
+#endif
 }
 
 clf_status cpu_gemv_half(clf_backend *be, const clf_gemm_args *a)
