@@ -327,7 +327,8 @@ static void check_gemm_rows(const half_backends *hb, int f32, int m, int n, int 
  * relu), the pairs taken in turn. m = 4, 5 and 6 (kernels of their own too) on fewer n. */
 static void gemm_rows_every_isa_level(int f32)
 {
-    static const int ms[] = {1, 2, 3, 7, 4, 5, 6};
+    /* F32 also 8-12 (the F32 kernel's own) and 13 (SGEMM again), on fewer n */
+    static const int ms[] = {1, 2, 3, 7, 4, 5, 6, 8, 10, 12, 13};
     static const int ns[] = {1, 7, 33, 65, 263, 1031};
     /* 120 = 3.75 blocks of 32: an odd 16-block and a tail; 2057: long rows */
     static const int ks[] = {1, 7, 33, 65, 120, 263, 512, 1031, 2048 + 9};
@@ -338,7 +339,7 @@ static void gemm_rows_every_isa_level(int f32)
         for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
             for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++, turn ^= 1) {
                 int m = ms[mi], n = ns[ni], k = ks[ki];
-                if (mi >= 4 && n != 7 && n != 263)
+                if ((mi >= 4 && n != 7 && n != 263) || (mi >= 7 && !f32))
                     continue;
                 if (turn) {
                     check_gemm_rows(&hb, f32, m, n, k, 0.7f, 0.0f, 0, 0);

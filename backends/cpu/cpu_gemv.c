@@ -54,8 +54,9 @@ typedef struct half_job {
     int bf16; /* w holds bfloat16 (b_bf16), not IEEE halves */
 } half_job;
 
-#define HALF_MAX_R  4 /* the most W rows a kernel reads side by side */
-#define HALF_MAX_NA 4 /* the most accumulators per output */
+#define HALF_MAX_R  4                     /* the most W rows a kernel reads side by side */
+#define HALF_MAX_M  CPU_GEMV_F32_MAX_ROWS /* the most rows of A a kernel takes */
+#define HALF_MAX_NA 4                     /* the most accumulators per output */
 
 /* dots [R][m] holds sum_p A[i,p] W[j+r,p]: C[i, j+r] gets the epilogue of gemm_one. */
 static inline void half_store(const half_job *jb, int j, int R, const float *dots)
@@ -302,7 +303,8 @@ avx2_range_t(const half_job *jb, int j0, int j1, const int BF)
 
 /* F32 weights: one row of W at a time (R = 1: one sequential stream, which the hardware
  * prefetcher follows; side by side rows were slower here, bench/RESULTS.md), NA
- * accumulators per output. */
+ * accumulators per output; up to CPU_GEMV_F32_MAX_ROWS rows of A in one pass (12
+ * accumulators, W and x: 14 of the 16 registers). */
 AVX2_TARGET static void avx2_range_f32(const half_job *jb, int j0, int j1)
 {
     /* clang-format off */
@@ -313,7 +315,12 @@ AVX2_TARGET static void avx2_range_f32(const half_job *jb, int j0, int j1)
     case 4:  avx2_f32_range_mr(jb, j0, j1, 4, 1, 2, 0, 0); break;
     case 5:  avx2_f32_range_mr(jb, j0, j1, 5, 1, 2, 0, 0); break;
     case 6:  avx2_f32_range_mr(jb, j0, j1, 6, 1, 2, 0, 0); break;
-    default: avx2_f32_range_mr(jb, j0, j1, 7, 1, 1, 0, 0); break;
+    case 7:  avx2_f32_range_mr(jb, j0, j1, 7, 1, 1, 0, 0); break;
+    case 8:  avx2_f32_range_mr(jb, j0, j1, 8, 1, 1, 0, 0); break;
+    case 9:  avx2_f32_range_mr(jb, j0, j1, 9, 1, 1, 0, 0); break;
+    case 10: avx2_f32_range_mr(jb, j0, j1, 10, 1, 1, 0, 0); break;
+    case 11: avx2_f32_range_mr(jb, j0, j1, 11, 1, 1, 0, 0); break;
+    default: avx2_f32_range_mr(jb, j0, j1, 12, 1, 1, 0, 0); break;
     }
     /* clang-format on */
 }
@@ -484,7 +491,7 @@ static clf_status gemv_16(clf_backend *be, const clf_gemm_args *a, clf_ptr h, in
 int cpu_gemv_f32_applies(const clf_backend *be, const clf_gemm_args *a)
 {
     return CPU_X86 && be->isa != CPU_ISA_GENERIC && !a->trans_a && a->trans_b && a->m >= 1 &&
-           a->m <= CPU_GEMV_MAX_ROWS && a->k > 0;
+           a->m <= CPU_GEMV_F32_MAX_ROWS && a->k > 0;
 }
 
 clf_status cpu_gemv_f32(clf_backend *be, const clf_gemm_args *a)

@@ -260,6 +260,10 @@ clf_status cpu_topk(clf_backend *be, const clf_topk_args *a);
  * step that is bound by reading the weights. At 8 rows the two take the same time on the
  * AVX-512 machine of bench/RESULTS.md (2048x512 and 512x2048 weights, 2 threads). */
 #define CPU_GEMV_MAX_ROWS 7
+/* The F32 few-row kernel (cpu_gemv_f32) takes up to this many rows in one pass over W:
+ * from 8 rows on, OpenBLAS 0.3.21's SGEMM, which packs W at every call, took 2-3x its time
+ * on weights read from memory; from 16 on the two are even (bench/RESULTS.md). */
+#define CPU_GEMV_F32_MAX_ROWS 12
 
 /* The best kernel level this CPU runs, capped by the environment variable CLF_CPU_ISA
  * (generic | avx2 | avx512; unset or empty: no cap). An unknown value is CLF_ERR_INPUT.
@@ -279,8 +283,8 @@ int cpu_gemv_bf16_applies(const clf_gemm_args *a);
 clf_status cpu_gemv_bf16(clf_backend *be, const clf_gemm_args *a);
 
 /* 1 when gemm reads the F32 b with the few-row kernels: an x86 CPU with AVX2 (be->isa),
- * trans_a = 0, trans_b = 1, 1 <= m <= CPU_GEMV_MAX_ROWS, k > 0. Elsewhere such products are
- * OpenBLAS SGEMVs, a row at a time. */
+ * trans_a = 0, trans_b = 1, 1 <= m <= CPU_GEMV_F32_MAX_ROWS, k > 0. Elsewhere products of up
+ * to CPU_GEMV_MAX_ROWS rows are OpenBLAS SGEMVs, a row at a time, and larger ones SGEMM. */
 int cpu_gemv_f32_applies(const clf_backend *be, const clf_gemm_args *a);
 /* The product of cpu_gemv_f32_applies(a) from b, with the epilogue (operands checked). */
 clf_status cpu_gemv_f32(clf_backend *be, const clf_gemm_args *a);
