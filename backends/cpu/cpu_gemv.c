@@ -235,41 +235,31 @@ AVX2_TARGET static inline float avx2_hsum(__m256 v)
     return _mm_cvtss_f32(s);
 }
 
-#define HALF_ISA       avx2
-#define HALF_TARGET    AVX2_TARGET
-#define HALF_LANES     8
-#define HALF_VEC       __m256
-#define HALF_ZERO      _mm256_setzero_ps
-#define HALF_ADD       _mm256_add_ps
-#define HALF_FMA       _mm256_fmadd_ps
-#define HALF_HSUM      avx2_hsum
-#define HALF_TAIL_T    int /* the lanes: the first n */
-#define HALF_FULL      8
-#define HALF_TAIL(n)   (n)
-#define HALF_W_T       uint16_t
-#define HALF_JOB_W(jb) ((jb)->w)
+#define HALF_ISA          avx2
+#define HALF_TARGET       AVX2_TARGET
+#define HALF_LANES        8
+#define HALF_VEC          __m256
+#define HALF_ZERO         _mm256_setzero_ps
+#define HALF_ADD          _mm256_add_ps
+#define HALF_FMA          _mm256_fmadd_ps
+#define HALF_HSUM         avx2_hsum
+#define HALF_TAIL_T       int /* the lanes: the first n */
+#define HALF_FULL         8
+#define HALF_TAIL(n)      (n)
+#define HALF_LOAD_X(x, n) ((n) == 8 ? _mm256_loadu_ps(x) : avx2_tail_x(x, n))
+#define HALF_W_T          uint16_t
+#define HALF_JOB_W(jb)    ((jb)->w)
 #define HALF_LOAD_W(w, n, BF)                                                                      \
     ((n) == 8 ? avx2_cvt(_mm_loadu_si128((const __m128i *)(w)), BF) : avx2_tail_w(w, n, BF))
-#define HALF_LOAD_X(x, n) ((n) == 8 ? _mm256_loadu_ps(x) : avx2_tail_x(x, n))
 #include "cpu_gemv_simd.inc" /* avx2_step, _blocks, _rows, _range_mr */
 
 /* the same over F32 weights */
 #define HALF_ISA              avx2_f32
-#define HALF_TARGET           AVX2_TARGET
-#define HALF_LANES            8
-#define HALF_VEC              __m256
-#define HALF_ZERO             _mm256_setzero_ps
-#define HALF_ADD              _mm256_add_ps
-#define HALF_FMA              _mm256_fmadd_ps
-#define HALF_HSUM             avx2_hsum
-#define HALF_TAIL_T           int
-#define HALF_FULL             8
-#define HALF_TAIL(n)          (n)
 #define HALF_W_T              float
 #define HALF_JOB_W(jb)        ((jb)->wf)
 #define HALF_LOAD_W(w, n, BF) ((void)(BF), (n) == 8 ? _mm256_loadu_ps(w) : avx2_tail_x(w, n))
-#define HALF_LOAD_X(x, n)     ((n) == 8 ? _mm256_loadu_ps(x) : avx2_tail_x(x, n))
-#include "cpu_gemv_simd.inc" /* avx2_f32_step, _blocks, _rows, _range_mr */
+#define HALF_LAST_TYPE        /* the instruction set's macros go after this one */
+#include "cpu_gemv_simd.inc"  /* avx2_f32_step, _blocks, _rows, _range_mr */
 
 /* R and NA per m: R * M * NA accumulators and R converted rows in 16 registers. */
 AVX2_TARGET static inline __attribute__((always_inline)) void
@@ -364,6 +354,7 @@ AVX512_TARGET static inline __attribute__((always_inline)) __m512 avx512_cvt(__m
     ((mk) == 0xffff ? avx512_cvt(_mm256_loadu_si256((const __m256i *)(w)), BF)                     \
                     : avx512_cvt(_mm256_maskz_loadu_epi16(mk, w), BF))
 #define HALF_LOAD_X(x, mk) ((mk) == 0xffff ? _mm512_loadu_ps(x) : _mm512_maskz_loadu_ps(mk, x))
+#define HALF_LAST_TYPE
 #include "cpu_gemv_simd.inc" /* avx512_step, _blocks, _rows, _range_mr */
 
 /* R and NA per m: R * M * NA accumulators, R converted rows and x in 32 registers; R = 4
