@@ -268,6 +268,9 @@ START_TEST(test_cpu_gemm_i8)
     check_i8_product(1, 70, 513, 515, 71, 0.5f, 1.0f, 1, 1);
     check_i8_product(5, 24, 37, 40, 30, 0.5f, 1.0f, 1, 0);
     check_i8_product(9, 33, 64, 64, 33, 1.0f, 0.0f, 1, 1);
+    /* the own kernel's last row count, and oneDNN's first */
+    check_i8_product(24, 70, 513, 515, 71, 0.5f, 1.0f, 1, 0);
+    check_i8_product(25, 70, 513, 515, 71, 1.0f, 0.0f, 0, 1);
     check_i8_product(40, 17, 129, 131, 20, -1.5f, 0.5f, 1, 1);
     /* the same shape twice: the cached primitive, other data */
     check_i8_product(9, 33, 64, 64, 33, 1.0f, 1.0f, 0, 0);

@@ -41,13 +41,14 @@ int cpu_i8_choose_qmax(void)
 
 /* ---- few rows: a kernel of our own ----
  *
- * oneDNN 2.6's matmul is slow for the products of a few rows that decoding at batch 1 or
- * with a small beam makes, where the product is bound by reading the int8 weights once:
- * this kernel reads them faster up to I8_FEW_ROWS rows, oneDNN from 32 rows on
- * (bench/gemm_int8.c, bench/RESULTS.md). It uses the 7-bit activations only (vpmaddubsw's pair
+ * oneDNN 2.6's matmul is slow for the products of a few rows that decoding at batch 1, with
+ * a small beam or a batch that has lost most of its sentences makes, where the product is
+ * bound by reading the int8 weights once: this kernel took 0.6-0.95x oneDNN's time at 8 to
+ * 32 rows on the base model's shapes (bench/gemm_int8.c, bench/RESULTS.md), and runs up to
+ * I8_FEW_ROWS rows. It uses the 7-bit activations only (vpmaddubsw's pair
  * sums of u8 <= 128 times s8 fit 16 bits), so with VNNI (8-bit activations) oneDNN runs
  * every product. acc[i][j] = sum_p ua[i,p] W[j,p], exactly as oneDNN's. */
-#define I8_FEW_ROWS 7
+#define I8_FEW_ROWS 24
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
