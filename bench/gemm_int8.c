@@ -2,9 +2,11 @@
  * (base model: d 512, d_ff 2048, vocabulary 8000; m = 1, 4 rows of decoding at batch 1 or a
  * small beam, 32 and 128 rows of decoding at batch 32 greedy and beam 4), five ways:
  *
- *   f32     the cpu backend's F32 product: OpenBLAS SGEMM (SGEMV blocks for m <= 7)
- *   int8    the cpu backend's int8 product (b_i8): activations quantized per row, oneDNN's
- *           u8 x s8 -> s32 matmul, the scale epilogue (backends/cpu/cpu_gemm_i8.c)
+ *   f32     the cpu backend's F32 product: its own few-row kernel up to 12 rows on AVX2
+ *           (cpu_gemv.c), else OpenBLAS SGEMM (SGEMV blocks for m <= 7)
+ *   int8    the cpu backend's int8 product (b_i8): activations quantized per row, its own
+ *           AVX2 kernel up to 24 rows, else oneDNN's u8 x s8 -> s32 matmul, the scale
+ *           epilogue (backends/cpu/cpu_gemm_i8.c)
  *   own8    the alternative to oneDNN: the same quantization and epilogue around a
  *           hand-written AVX2 kernel (vpmaddubsw + vpmaddwd, 4 x 2 register tiles, W padded
  *           to 32 columns once, as a stored format would be), OpenMP over output columns

@@ -1,6 +1,7 @@
 /* Batch-1 decoding's weight reads through the cpu backend: the few-row products
  * C[m, n] = A[m, k] W^T of a linear layer, W [n, k], read from W's F16 copy
- * (clf_gemm_args.b_half, the backend's own kernels) and from W in F32 (OpenBLAS SGEMV).
+ * (clf_gemm_args.b_half, the backend's own kernels) and from W in F32 (the backend's F32
+ * path: its own kernel on a CPU with AVX2, OpenBLAS SGEMV with CLF_CPU_ISA=generic).
  * 40 matrices, so that every call reads W from memory, not from a cache. With build-h a
  * Release build of the repository:
  *
