@@ -5,7 +5,8 @@
  *
  *   C[r,j] = relu?(alpha * sum_p A[r,p] * half(Bh[j,p]) + beta * C[r,j] + bias[j])
  *   A [m, k] rows lda apart, Bh [n, k] rows ldb apart (trans_a = 0, trans_b = 1: y = x W^T,
- *   a linear layer), C [m, n] rows ldc apart, 1 <= m <= CPU_GEMV_MAX_ROWS, k >= 1.
+ *   a linear layer), C [m, n] rows ldc apart, 1 <= m <= CPU_GEMV_MAX_ROWS (F32 weights:
+ *   CPU_GEMV_F32_MAX_ROWS), k >= 1.
  *
  * Decoding at batch 1 or with a small beam is bound by reading the weights once per step;
  * F16 weights are half the bytes, and every kernel here reads W once for all m rows (an
@@ -22,7 +23,7 @@
  * kernels read R rows of W side by side so that every load of x serves R rows (x comes
  * from L2 when its m rows outgrow L1), with NA accumulators per output; see
  * HALF_PREFETCH_BYTES for how they keep memory busy. Their body is written once, in
- * cpu_gemv_half_simd.inc, and included here for each of the two SIMD levels with its
+ * cpu_gemv_simd.inc, and included here for each of the two SIMD levels with its
  * vector type, loads and lane count, once per weight type (16-bit, F32; F32 at the AVX2
  * level only, which AVX-512 machines use for it too); what stays per level and type is its
  * choice of R and NA. */
@@ -447,6 +448,22 @@ static void run_job(const clf_backend *be, const half_job *jb, int n,
     }
 }
 
+/* a's job but for its W (w or wf) and bf16. */
+static half_job job_of(const clf_gemm_args *a)
+{
+    return (half_job){.m = a->m,
+                      .k = a->k,
+                      .a = fptr(a->a),
+                      .lda = (size_t)a->lda,
+                      .ldw = (size_t)a->ldb,
+                      .c = fptr(a->c),
+                      .ldc = (size_t)a->ldc,
+                      .alpha = a->alpha,
+                      .beta = a->beta,
+                      .bias = a->bias.buf ? fptr(a->bias) : NULL,
+                      .relu = a->relu};
+}
+
 /* The product from 16-bit weights h (b_half, or b_bf16 with bf16 = 1). */
 static clf_status gemv_16(clf_backend *be, const clf_gemm_args *a, clf_ptr h, int bf16)
 {
@@ -455,19 +472,9 @@ static clf_status gemv_16(clf_backend *be, const clf_gemm_args *a, clf_ptr h, in
         sizeof(uint16_t) * span2d((size_t)a->n, (size_t)a->k, (size_t)a->ldb), sizeof(uint16_t));
     if (st != CLF_OK)
         return st;
-    const half_job jb = {.m = a->m,
-                         .k = a->k,
-                         .a = fptr(a->a),
-                         .lda = (size_t)a->lda,
-                         .w = (const uint16_t *)(const void *)(h.buf->data + h.off),
-                         .ldw = (size_t)a->ldb,
-                         .c = fptr(a->c),
-                         .ldc = (size_t)a->ldc,
-                         .alpha = a->alpha,
-                         .beta = a->beta,
-                         .bias = a->bias.buf ? fptr(a->bias) : NULL,
-                         .relu = a->relu,
-                         .bf16 = bf16};
+    half_job jb = job_of(a);
+    jb.w = (const uint16_t *)(const void *)(h.buf->data + h.off);
+    jb.bf16 = bf16;
     void (*range)(const half_job *, int, int) = generic_range;
 #if CPU_X86
     if (be->isa == CPU_ISA_AVX512)
@@ -488,18 +495,8 @@ int cpu_gemv_f32_applies(const clf_backend *be, const clf_gemm_args *a)
 clf_status cpu_gemv_f32(clf_backend *be, const clf_gemm_args *a)
 {
 #if CPU_X86
-    const half_job jb = {.m = a->m,
-                         .k = a->k,
-                         .a = fptr(a->a),
-                         .lda = (size_t)a->lda,
-                         .wf = fptr(a->b),
-                         .ldw = (size_t)a->ldb,
-                         .c = fptr(a->c),
-                         .ldc = (size_t)a->ldc,
-                         .alpha = a->alpha,
-                         .beta = a->beta,
-                         .bias = a->bias.buf ? fptr(a->bias) : NULL,
-                         .relu = a->relu};
+    half_job jb = job_of(a);
+    jb.wf = fptr(a->b);
     run_job(be, &jb, a->n, avx2_range_f32);
     return CLF_OK;
 #else
