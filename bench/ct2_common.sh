@@ -1,16 +1,19 @@
 # The parts bench/ct2_compare.sh and bench/python_ct2.sh share, sourced from the repository
-# root. Sets THREADS (2), REPEAT (3), MAX_LEN (64) and venv (CLF_CT2_VENV, default
-# /work/venv-ct2) where the environment does not. The functions below that translate call
+# root. Sets THREADS (2), REPEAT (3), MAX_LEN (64), venv (CLF_CT2_VENV, default
+# /work/venv-ct2) and ct2py, the Python that runs CTranslate2 (CT2_PYTHON, default the
+# venv's) where the environment does not. The functions below that translate call
 # the script's own run ENGINE BEAM BATCH INPUT OUTPUT, which prints the rates of one run
 # (its last field tokens/s).
 unset OPENBLAS_CORETYPE # see bench/common.sh
 . scripts/env.sh
 THREADS=${THREADS:-2} REPEAT=${REPEAT:-3} MAX_LEN=${MAX_LEN:-64}
 venv=${CLF_CT2_VENV:-/work/venv-ct2}
+ct2py=${CT2_PYTHON:-$venv/bin/python}
 
 # ct2_venv: makes $venv (--system-site-packages) with ctranslate2 CT2_VERSION (default
-# 4.8.5) when it lacks ctranslate2.
+# 4.8.5) when it lacks ctranslate2; nothing where CT2_PYTHON names the Python to use.
 ct2_venv() {
+  [ -n "${CT2_PYTHON:-}" ] && return 0
   if ! "$venv/bin/python" -c 'import ctranslate2' 2> /dev/null; then
     /usr/bin/python3 -m venv --system-site-packages "$venv"
     "$venv/bin/pip" install -q "ctranslate2==${CT2_VERSION:-4.8.5}"
@@ -36,15 +39,16 @@ ct2_check() {
   for beam in 1 4; do
     run ct2-float32 "$beam" 32 "$out/check.txt" "$out/check.ct2.$beam.txt" > /dev/null
     run clf-f32 "$beam" 32 "$out/check.txt" "$out/check.clf.$beam.txt" > /dev/null
-    "$venv/bin/python" bench/ct2_compare.py check "$out/check.clf.$beam.txt" \
+    "$ct2py" bench/ct2_compare.py check "$out/check.clf.$beam.txt" \
       "$out/check.ct2.$beam.txt"
   done
 }
 
 # ct2_time SENTENCES: each row of ROWS (mode:batch:sentences) on the first sentences of
 # SENTENCES, every engine of $engines in turn in each of REPEAT rounds, written to
-# $out/rates.txt as "ROW ENGINE RATES..."; then how many of the row's timed clf-f32 and
-# ct2-float32 lines are equal, for information (ct2_check is the gate).
+# $out/rates.txt as "ROW ENGINE RATES..."; then how many of the row's timed lines the first
+# clformer and the first CTranslate2 engine give alike, for information (ct2_check is the
+# gate).
 ct2_time() {
   local row mode batch n beam r e a b
   : > "$out/rates.txt"
@@ -59,10 +63,12 @@ ct2_time() {
           tee -a "$out/rates.txt"
       done
     done
-    a=$out/out.$row.clf-f32.txt b=$out/out.$row.ct2-float32.txt
-    if [ -f "$a" ] && [ -f "$b" ]; then
-      echo "# $row: clf-f32 and ct2-float32 equal on $(paste -d'\n' "$a" "$b" | paste - - |
-        awk -F'\t' '$1 == $2 {n++} END {print n + 0 "/" NR}') lines"
+    # the row's first clformer and first CTranslate2 engines
+    a=$(tr ' ' '\n' <<< "$engines" | grep -m1 '^clf' || true)
+    b=$(tr ' ' '\n' <<< "$engines" | grep -m1 '^ct2' || true)
+    if [ -f "$out/out.$row.$a.txt" ] && [ -f "$out/out.$row.$b.txt" ]; then
+      echo "# $row: $a and $b equal on $(paste -d'\n' "$out/out.$row.$a.txt" \
+        "$out/out.$row.$b.txt" | paste - - | awk -F'\t' '$1 == $2 {n++} END {print n + 0 "/" NR}') lines"
     fi
   done
   echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -71,10 +77,10 @@ ct2_time() {
 # ct2_table COL TITLES CELLS: the results table of $out/rates.txt, field COL of its lines the
 # rate: a line per row of the workload and the median rate of each engine, then the
 # columns titled TITLES (" a | b |") whose cells the awk function CELLS() prints (ending the
-# line): it reads m[ENGINE], the row's medians, e[1..ne] the engines and f[1..3] the
-# row's mode, batch and sentences.
+# line): it reads m[ENGINE], the row's medians, e[1..ne] the engines, f[1..3] the row's
+# mode, batch and sentences, and ref and dev, the script's $ref and $DEVICE.
 ct2_table() {
-  awk -v engines="$engines" -v col="$1" -v titles="$2" '
+  awk -v engines="$engines" -v col="$1" -v titles="$2" -v ref="${ref:-}" -v dev="${DEVICE:-cpu}" '
     { v[$1, $2] = v[$1, $2] " " $col; if (!($1 in seen)) { seen[$1] = 1; rows[++nr] = $1 } }
     function median(s, a, n, i, j, t) {
       n = split(s, a, " ")

@@ -15,9 +15,10 @@
         F16, SentencePiece src.model / tgt.model: the shipped models/en-de-gettext), its
         vocabularies the SentencePiece pieces in id order. Refuses a model.yaml this
         mapping does not cover (post-norm, RMSNorm, GELU, learned positions, ...).
-    python3 bench/ct2_compare.py translate OUT COMPUTE_TYPE BEAM BATCH MAX_LEN THREADS
+    python3 bench/ct2_compare.py translate OUT COMPUTE_TYPE BEAM BATCH MAX_LEN THREADS [DEVICE]
         stdin -> stdout as `clformer translate` does (tokens joined by spaces), and on
-        stderr one line `ct2: N lines, T tokens, S s, R tokens/s` (loading excluded).
+        stderr one line `ct2: N lines, T tokens, S s, R tokens/s` (loading excluded);
+        DEVICE cpu (default) or cuda.
     python3 bench/ct2_compare.py check A B
         Fails unless the two translation files are equal line for line and varied (not
         one token repeated).
@@ -300,12 +301,15 @@ def convert_dir(src, out):
     print(f"ct2_compare: {out}: CTranslate2 {ctranslate2.__version__} TransformerSpec of {src}")
 
 
-def translate(model, compute_type, beam, batch, max_len, threads):
+def translate(model, compute_type, beam, batch, max_len, threads, device="cpu"):
     import ctranslate2
 
-    t = ctranslate2.Translator(model, device="cpu", compute_type=compute_type,
+    t = ctranslate2.Translator(model, device=device, compute_type=compute_type,
                                inter_threads=1, intra_threads=threads)
     lines = [line.split() for line in sys.stdin]
+    if device == "cuda":  # the first batch pays for cuBLAS's and the kernels' setup
+        t.translate_batch(lines[:batch], max_batch_size=batch, beam_size=beam,
+                          max_decoding_length=4)
     start = time.perf_counter()
     res = t.translate_batch(lines, max_batch_size=batch, beam_size=beam, length_penalty=0.0,
                             max_decoding_length=max_len)
@@ -343,7 +347,7 @@ def main():
     elif cmd == "convert-dir":
         convert_dir(*args)
     elif cmd == "translate":
-        translate(args[0], args[1], *map(int, args[2:]))
+        translate(args[0], args[1], *map(int, args[2:6]), *args[6:7])
     elif cmd == "check":
         check(*args)
     else:

@@ -373,6 +373,7 @@ FIXTURE_TEST(half_weights_cpu, check_half_weights, "cpu")
 #ifdef CLF_HAVE_OPENCL
 static void expect_same_without_on(const char *backend, const char *name, clf_op op, double tol,
                                    int *fewer_calls);
+static void ahead_equals_every_step_on(const char *backend, const char *name);
 
 /* OpenCL: the steps recorded once and replayed (CLF_OP_CAPTURE, decode_run.h) and the same
  * steps op by op give the same hypotheses exactly (the same kernels with the same
@@ -387,6 +388,13 @@ START_TEST(replay_equals_op_by_op_opencl)
 END_TEST
 
 FIXTURE_TEST(greedy_equals_full_forward_opencl, check_greedy, "opencl")
+
+/* The same on the OpenCL backend, where beam search chooses on the device by default. */
+START_TEST(ahead_equals_every_step_opencl)
+{
+    ahead_equals_every_step_on("opencl", fixtures[_i]);
+}
+END_TEST
 FIXTURE_TEST(beam_scores_match_full_forward_opencl, check_beam, "opencl")
 FIXTURE_TEST(half_weights_opencl, check_half_weights, "opencl")
 #endif
@@ -613,48 +621,86 @@ static void o_refuses_sync_steps(fixture *f)
     ck_assert_msg(strstr(clf_last_error(), "sync_steps"), "%s", clf_last_error());
 }
 
-/* Greedy decoding running steps ahead of the host (sync_steps 2, 3, 8) gives what it gives
- * step by step (1), exactly: with an EOS that ends sentences at different steps (some inside
- * a run ahead), a forced first token, a forced last EOS, and max_len not a multiple of the
- * run. */
-START_TEST(greedy_ahead_equals_every_step)
+/* The hypotheses of two decodes are the same: tokens, lengths and finished exactly,
+ * log-probabilities and scores bit for bit (tol 0) or within tol relative. */
+static void expect_same_hyps(const clf_decode_result *x, const clf_decode_result *y, int n,
+                             double tol, const char *what)
+{
+    for (int i = 0; i < n; i++) {
+        const clf_hypothesis *a = &x->hyps[i], *b = &y->hyps[i];
+        ck_assert_msg(a->len == b->len && a->finished == b->finished &&
+                          (a->len == 0 ||
+                           memcmp(a->tokens, b->tokens, sizeof(int32_t) * (size_t)a->len) == 0),
+                      "%s, hypothesis %d: length %d/%d, finished %d/%d, or the tokens differ", what,
+                      i, a->len, b->len, a->finished, b->finished);
+        ck_assert_msg((a->logprob == b->logprob && a->score == b->score) ||
+                          (fabs(a->logprob - b->logprob) <= tol * fabs(b->logprob) &&
+                           fabs(a->score - b->score) <= tol * fabs(b->score)),
+                      "%s, hypothesis %d: logprob %.9g/%.9g, score %.9g/%.9g", what, i, a->logprob,
+                      b->logprob, a->score, b->score);
+    }
+}
+
+/* Decoding running steps ahead of the host (sync_steps 2, 3, 8) gives what it gives step
+ * by step (1): greedy and beam search (3, and 4 with 2 best, where the device chooses the
+ * beams: beam_choose), with an EOS that ends sentences at different steps (some inside a run
+ * ahead), a forced first token, a forced last EOS, a banned id with transformers' beam rules
+ * and a length penalty, and max_len not a multiple of the run. One sentence: the same bits.
+ * Four: the same tokens, the sums within 1e-6 relative, because a sentence that ended runs
+ * on in the batch to the end of the run, and the CPU's products of another number of rows
+ * may round differently (its few-row kernels against SGEMM). */
+static void ahead_equals_every_step_on(const char *backend, const char *name)
 {
     fixture f;
-    fixture_open(&f, "cpu", fixtures[_i]);
+    fixture_open(&f, backend, name);
     const int eos = pick_eos(&f);
-    for (int variant = 0; variant < 3; variant++) {
-        clf_decode_opts o;
-        clf_decode_opts_default(&f.t.cfg.model, &o);
-        o.max_len = MAXOUT - 1;
-        o.eos_id = eos;
-        o.forced_bos_id = variant == 1 ? 5 : -1;
-        o.forced_eos = variant == 2;
-        o.sync_steps = 1;
-        clf_decode_result ref;
-        CLF_ASSERT_OK(clf_decode(f.t.m, f.src, B, S, &o, &ref));
-        const int ahead[3] = {2, 3, 8};
-        for (int a = 0; a < 3; a++) {
-            clf_decode_result r;
-            o.sync_steps = ahead[a];
-            CLF_ASSERT_OK(clf_decode(f.t.m, f.src, B, S, &o, &r));
-            for (int i = 0; i < B; i++) {
-                const clf_hypothesis *x = &ref.hyps[i], *y = &r.hyps[i];
-                ck_assert_msg(x->len == y->len && x->finished == y->finished &&
-                                  (x->len == 0 || memcmp(x->tokens, y->tokens,
-                                                         sizeof(int32_t) * (size_t)x->len) == 0),
-                              "%s, variant %d, sync_steps %d, sentence %d: length %d/%d, "
-                              "finished %d/%d",
-                              fixtures[_i], variant, ahead[a], i, x->len, y->len, x->finished,
-                              y->finished);
-                ck_assert(x->logprob == y->logprob && x->score == y->score);
+    for (int variant = 0; variant < 4; variant++) {
+        clf_model_config cfg = f.t.cfg.model;
+        cfg.n_banned_ids = variant == 3;
+        cfg.banned_ids[0] = 5;
+        clf_model *m = NULL;
+        CLF_ASSERT_OK(clf_model_create(&cfg, f.t.w, f.t.api, f.t.be, &m));
+        const int beams[3][2] = {{1, 1}, {3, 1}, {4, 2}};
+        for (int bi = 0; bi < 3; bi++)
+            for (int nb = 1; nb <= B; nb += B - 1) {
+                clf_decode_opts o;
+                clf_decode_opts_default(&cfg, &o);
+                o.max_len = MAXOUT - 1;
+                o.eos_id = eos;
+                o.beam = beams[bi][0];
+                o.n_best = beams[bi][1];
+                o.forced_bos_id = variant == 1 ? 5 : -1;
+                o.forced_eos = variant == 2;
+                o.style = variant == 3 ? CLF_BEAM_HF : CLF_BEAM_GNMT;
+                o.length_penalty = variant == 3 ? 1.0f : 0.6f;
+                o.sync_steps = 1;
+                clf_decode_result ref;
+                CLF_ASSERT_OK(clf_decode(m, f.src, nb, S, &o, &ref));
+                const int ahead[3] = {2, 3, 8};
+                for (int a = 0; a < 3; a++) {
+                    clf_decode_result r;
+                    char what[128];
+                    o.sync_steps = ahead[a];
+                    CLF_ASSERT_OK(clf_decode(m, f.src, nb, S, &o, &r));
+                    snprintf(what, sizeof what,
+                             "%s, variant %d, beam %d, %d sentences, sync_steps %d", name, variant,
+                             o.beam, nb, ahead[a]);
+                    expect_same_hyps(&ref, &r, nb * o.n_best, nb == 1 ? 0.0 : 1e-6, what);
+                    ck_assert_int_ge(r.steps, ref.steps); /* ended sentences may run on */
+                    clf_decode_result_free(&r);
+                }
+                clf_decode_result_free(&ref);
             }
-            ck_assert_int_ge(r.steps, ref.steps); /* ended sentences may run on */
-            clf_decode_result_free(&r);
-        }
-        clf_decode_result_free(&ref);
+        clf_model_free(m);
     }
-    o_refuses_sync_steps(&f);
+    if (strcmp(backend, "cpu") == 0)
+        o_refuses_sync_steps(&f);
     fixture_close(&f);
+}
+
+START_TEST(ahead_equals_every_step)
+{
+    ahead_equals_every_step_on("cpu", fixtures[_i]);
 }
 END_TEST
 
@@ -971,7 +1017,7 @@ static Suite *decode_suite(void)
     tcase_add_loop_test(tc, topk_log_softmax_equals_two_ops, 0, N_FIXTURES);
     tcase_add_loop_test(tc, attention_append_equals_two_products, 0, N_FIXTURES);
     tcase_add_loop_test(tc, gemm_layernorm_equals_two_ops, 0, N_FIXTURES);
-    tcase_add_loop_test(tc, greedy_ahead_equals_every_step, 0, N_FIXTURES);
+    tcase_add_loop_test(tc, ahead_equals_every_step, 0, N_FIXTURES);
     suite_add_tcase(s, tc);
     TCase *ex = tcase_create("exhaustive");
     tcase_add_test(ex, beam_equals_exhaustive_search);
@@ -984,6 +1030,7 @@ static Suite *decode_suite(void)
     const int n_ocl = clf_test_small() ? 1 : N_FIXTURES;
     tcase_add_loop_test(ocl, greedy_equals_full_forward_opencl, 0, n_ocl);
     tcase_add_loop_test(ocl, replay_equals_op_by_op_opencl, 0, n_ocl);
+    tcase_add_loop_test(ocl, ahead_equals_every_step_opencl, 0, n_ocl);
     if (!clf_test_small())
         tcase_add_loop_test(ocl, beam_scores_match_full_forward_opencl, 0, n_ocl);
     tcase_add_loop_test(ocl, half_weights_opencl, 0, n_ocl);

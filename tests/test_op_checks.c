@@ -77,6 +77,7 @@ ARGS_STUB(activation_stub, clf_activation_args)
 ARGS_STUB(norm_stub, clf_norm_args)
 ARGS_STUB(norm_backward_stub, clf_norm_backward_args)
 ARGS_STUB(topk_stub, clf_topk_args)
+ARGS_STUB(beam_stub, clf_beam_args)
 
 static const clf_backend_api mock = {
     .abi_version = CLF_BACKEND_ABI,
@@ -100,12 +101,31 @@ static const clf_backend_api mock = {
     .norm = norm_stub,
     .norm_backward = norm_backward_stub,
     .topk = topk_stub,
+    .beam_choose = beam_stub,
 };
 
 static struct clf_buffer big = {4096}, small = {16}; /* 1024 and 4 floats */
 #define BIG(off) ((clf_ptr){&big, (off)})
 #define SMALL    ((clf_ptr){&small, 0})
 #define NONE     ((clf_ptr){NULL, 0})
+
+/* A good beam_choose of 2 sentences of 2 beams, top_k 4, tables 4 wide: val and idx [4, 4],
+ * base and ids [4], choices [2, 4, 3], the tables [4, 4]. */
+static clf_beam_args good_beam(void)
+{
+    return (clf_beam_args){.val = BIG(0),
+                           .idx = BIG(64),
+                           .base = BIG(128),
+                           .choices = BIG(256),
+                           .ids = BIG(384),
+                           .rows_in = BIG(512),
+                           .rows_out = BIG(640),
+                           .n = 2,
+                           .K = 2,
+                           .top_k = 4,
+                           .ld = 4,
+                           .pos = 1};
+}
 
 /* st is CLF_ERR_INPUT (or want) with one line that starts "mock: <op>: " and contains
  * every needle, and the backend was not reached. */
@@ -168,6 +188,20 @@ START_TEST(shapes_and_ranges)
     tk.rows = 2;
     PASSES(clf_op_topk(&mock, NULL, &tk), 1);
     REFUSED(clf_op_topk(&mock, NULL, NULL), "topk", "no arguments", NULL);
+    clf_beam_args bc = good_beam();
+    bc.K = 0;
+    REFUSED(clf_op_beam_choose(&mock, NULL, &bc), "beam_choose", "bad shape", "K=0");
+    bc.K = CLF_TOPK_MAX / 2 + 1;
+    REFUSED(clf_op_beam_choose(&mock, NULL, &bc), "beam_choose", "K=33", "2K <= 64");
+    bc.K = 2, bc.top_k = CLF_TOPK_MAX + 1;
+    REFUSED(clf_op_beam_choose(&mock, NULL, &bc), "beam_choose", "top_k=65", NULL);
+    bc.top_k = 4, bc.pos = -1;
+    REFUSED(clf_op_beam_choose(&mock, NULL, &bc), "beam_choose", "pos=-1", NULL);
+    bc.pos = 3, bc.n = 0; /* pos + 1 past the table: nothing written there, not an error */
+    PASSES(clf_op_beam_choose(&mock, NULL, &bc), 0);
+    bc.n = 2;
+    PASSES(clf_op_beam_choose(&mock, NULL, &bc), 1);
+    REFUSED(clf_op_beam_choose(&mock, NULL, NULL), "beam_choose", "no arguments", NULL);
 }
 END_TEST
 
@@ -187,6 +221,11 @@ START_TEST(operands_bounds_and_alignment)
     /* byte copies take any offset */
     PASSES(clf_op_copy(&mock, NULL, BIG(1), BIG(3003), 5), 1);
     PASSES(clf_op_upload(&mock, NULL, BIG(4095), "x", 1), 1);
+    clf_beam_args bc = good_beam();
+    bc.n_banned = 2;
+    REFUSED(clf_op_beam_choose(&mock, NULL, &bc), "beam_choose", "'banned'", "missing");
+    bc.n_banned = 0, bc.rows_out = BIG(4064);
+    REFUSED(clf_op_beam_choose(&mock, NULL, &bc), "beam_choose", "'rows_out'", "out of bounds");
 }
 END_TEST
 
@@ -208,6 +247,16 @@ START_TEST(aliasing)
     PASSES(clf_op_topk(&mock, NULL, &tk), 1);
     tk.x = BIG(516);
     REFUSED(clf_op_topk(&mock, NULL, &tk), "topk", "'idx' may not overlap 'x'", NULL);
+    clf_beam_args bc = good_beam();
+    bc.idx = BIG(32); /* inputs may overlap each other */
+    PASSES(clf_op_beam_choose(&mock, NULL, &bc), 1);
+    bc.ids = BIG(300);
+    REFUSED(clf_op_beam_choose(&mock, NULL, &bc), "beam_choose", "'choices' overlaps 'ids'", NULL);
+    bc = good_beam(), bc.rows_out = BIG(560);
+    REFUSED(clf_op_beam_choose(&mock, NULL, &bc), "beam_choose", "'rows_out' overlaps 'rows_in'",
+            NULL);
+    bc = good_beam(), bc.base = BIG(60);
+    REFUSED(clf_op_beam_choose(&mock, NULL, &bc), "beam_choose", "'base' overlaps 'val'", NULL);
     REFUSED(clf_op_relu_backward(&mock, NULL, BIG(0), BIG(0), BIG(8), 4), "relu_backward",
             "'dx' partly overlaps 'y'", NULL);
     clf_cross_entropy_args ce = {

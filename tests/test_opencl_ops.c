@@ -1,8 +1,7 @@
 /* The OpenCL backend's small inference ops and its memory: embed, softmax / log_softmax,
- * add, argmax, topk, and copy / upload / download (overlapping copies as memmove), compared with
- * a host reference in double and with the CPU backend.
- * Without an OpenCL device the suite says why and exits 77 (ctest: skipped; a failure with
- * CLF_TEST_REQUIRE_OPENCL=1). */
+ * add, argmax, topk, beam_choose, and copy / upload / download (overlapping copies as memmove),
+ * compared with a host reference in double and with the CPU backend. Without an OpenCL device the
+ * suite says why and exits 77 (ctest: skipped; a failure with CLF_TEST_REQUIRE_OPENCL=1). */
 #include "opencl_testutil.h"
 
 #include "clformer/tensor.h"
@@ -205,6 +204,39 @@ START_TEST(test_topk)
 }
 END_TEST
 
+/* beam_choose against the CPU backend (test_ops checks it against a sort), NaN among the
+ * values too: the same choices, ids, sums and row tables, bit for bit. */
+START_TEST(test_beam_choose)
+{
+    static const int shapes[][4] = {
+        {3, 1, 2, 5}, {4, 3, 2, 4}, {5, 4, 0, 0}, {4, 32, 0, 7}, {3, 31, 2, 6}};
+    for (int sh = 0; sh < 5; sh++)
+        for (int nan = 0; nan < 2; nan++) {
+            const int n = shapes[sh][0], K = shapes[sh][1], n_banned = shapes[sh][2], ld = 8;
+            clf_test_beam t;
+            clf_test_beam_make(&t, n, K, 2 * K + n_banned, n_banned, ld, shapes[sh][3],
+                               400 + (unsigned)sh, nan);
+            const size_t rows = (size_t)n * K;
+            int32_t *ch[2], *ids[2], *rout[2];
+            float *base[2];
+            bk *on[2] = {&ocl, &cpu};
+            for (int b = 0; b < 2; b++) {
+                ch[b] = malloc(rows * 24), ids[b] = malloc(rows * 4);
+                rout[b] = malloc(rows * ld * 4), base[b] = malloc(rows * 4);
+                clf_test_beam_run(on[b]->api, on[b]->be, &t, ch[b], ids[b], base[b], rout[b]);
+            }
+            ck_assert_msg(memcmp(ch[0], ch[1], rows * 24) == 0 &&
+                              memcmp(ids[0], ids[1], rows * 4) == 0 &&
+                              memcmp(base[0], base[1], rows * 4) == 0 &&
+                              memcmp(rout[0], rout[1], rows * ld * 4) == 0,
+                          "beam_choose n=%d K=%d nan=%d: not the CPU backend's", n, K, nan);
+            for (int b = 0; b < 2; b++)
+                free(ch[b]), free(ids[b]), free(rout[b]), free(base[b]);
+            clf_test_beam_free(&t);
+        }
+}
+END_TEST
+
 static void run_argmax(bk *k, const float *x, int rows, int cols, int32_t *out)
 {
     clf_buffer *bx = up(k, x, (size_t)rows * cols * 4), *bo = up(k, NULL, (size_t)rows * 4);
@@ -292,4 +324,4 @@ START_TEST(test_memory)
 END_TEST
 
 CLF_TEST_MAIN(ocl_test_run, "opencl_ops", "ops", test_embed, test_softmax, test_add, test_argmax,
-              test_topk, test_memory)
+              test_topk, test_beam_choose, test_memory)

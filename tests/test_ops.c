@@ -7,7 +7,8 @@
  *                                 the F16-rounded B: float accumulation over k terms
  *   layernorm, softmax      1e-5
  *   embed, add              1e-6  (one or two roundings)
- *   argmax, topk            exact (topk's sums are one F32 addition each, made here too) */
+ *   argmax, topk            exact (topk's sums are one F32 addition each, made here too)
+ *   beam_choose             exact (comparisons only) */
 #include <check.h>
 #include <math.h>
 #include <stdint.h>
@@ -1345,6 +1346,91 @@ START_TEST(topk_best_first_ties_nan_and_base)
 }
 END_TEST
 
+/* One continuation of the beam_choose reference: its value, the order it arrived in. */
+typedef struct beam_cand {
+    float lp;
+    int order, k;
+    int32_t tok;
+} beam_cand;
+
+static int beam_cand_cmp(const void *pa, const void *pb)
+{
+    const beam_cand *a = pa, *b = pb;
+    if (a->lp != b->lp)
+        return a->lp > b->lp ? -1 : 1;
+    return a->order - b->order;
+}
+
+/* beam_choose against a sort: each sentence's live beams' continuations (banned ids left
+ * out) sorted by value, equal ones in the order they come (beam, then rank), the first 2K
+ * the choices; the first K of those not EOS go on (past them, dead copies of the first;
+ * none: EOS from the sentence's first slot); each slot's row table its parent's with
+ * pos + 1 its own. K 1..32 (2K = CLF_TOPK_MAX), top_k 2K and 2K + 2 with the banned ids,
+ * pos at the table's last column (nothing written there) and before it. No NaN here (the
+ * OpenCL suite compares NaN with this backend). */
+START_TEST(beam_choose_equals_a_sort)
+{
+    static const int shapes[][4] = {{1, 2, 0, 0}, {2, 3, 0, 6},  {3, 4, 2, 2},
+                                    {4, 3, 2, 4}, {2, 32, 0, 7}, {3, 1, 2, 5}};
+    for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
+        const int K = shapes[sh][1], n = shapes[sh][0] + (K > 1 ? 2 : 0), n_banned = shapes[sh][2];
+        const int top_k = 2 * K + n_banned, ld = 8, pos = shapes[sh][3];
+        clf_test_beam t;
+        clf_test_beam_make(&t, n, K, top_k, n_banned, ld, pos, 300 + (unsigned)sh, 0);
+        const size_t rows = (size_t)n * K;
+        int32_t *ch = malloc(rows * 24), *ids = malloc(rows * 4), *rout = malloc(rows * ld * 4);
+        float *base = malloc(rows * 4);
+        beam_cand *c = malloc(sizeof *c * (size_t)K * top_k);
+        clf_test_beam_run(api, be, &t, ch, ids, base, rout);
+        for (int s = 0; s < n; s++) {
+            int nc = 0, go[CLF_TOPK_MAX], m = 0;
+            for (int k = 0; k < K; k++) {
+                const size_t row = (size_t)s * K + k;
+                if (t.base[row] == -INFINITY)
+                    continue;
+                for (int j = 0; j < top_k; j++) {
+                    const int32_t tok = t.idx[row * top_k + j];
+                    if (n_banned && (tok == 5 || tok == 7))
+                        continue;
+                    c[nc] = (beam_cand){t.val[row * top_k + j], nc, k, tok};
+                    nc++;
+                }
+            }
+            qsort(c, (size_t)nc, sizeof *c, beam_cand_cmp);
+            const int have = nc < 2 * K ? nc : 2 * K;
+            for (int i = 0; i < 2 * K; i++) {
+                const int32_t *got = ch + ((size_t)s * 2 * K + i) * 3;
+                float lp;
+                memcpy(&lp, got, 4);
+                if (i < have)
+                    ck_assert_msg(lp == c[i].lp && got[1] == c[i].k && got[2] == c[i].tok,
+                                  "beam_choose n=%d K=%d sentence %d choice %d: (%g, %d, %d), "
+                                  "want (%g, %d, %d)",
+                                  n, K, s, i, lp, got[1], got[2], c[i].lp, c[i].k, c[i].tok);
+                else
+                    ck_assert(got[0] == 0 && got[1] == -1 && got[2] == -1);
+                if (i < have && m < K && c[i].tok != 3)
+                    go[m++] = i;
+            }
+            for (int k = 0; k < K; k++) {
+                const size_t i = (size_t)s * K + k;
+                const beam_cand *w = m > 0 ? &c[go[k < m ? k : 0]] : NULL;
+                const int32_t parent = (int32_t)(s * K) + (w ? w->k : 0);
+                ck_assert_int_eq(ids[i], w ? w->tok : 3);
+                ck_assert_msg(base[i] == (k < m ? w->lp : -INFINITY), "sentence %d beam %d: %g", s,
+                              k, base[i]);
+                for (int p = 0; p < ld; p++)
+                    ck_assert_int_eq(rout[i * ld + p], p == pos + 1
+                                                           ? (int32_t)i
+                                                           : t.rows_in[(size_t)parent * ld + p]);
+            }
+        }
+        free(ch), free(ids), free(rout), free(base), free(c);
+        clf_test_beam_free(&t);
+    }
+}
+END_TEST
+
 /* topk's log_softmax form gives what a log_softmax op into a buffer and a topk over it give,
  * exactly, at every kernel level: logits with ties, -inf, rows holding NaN (first or not). */
 START_TEST(topk_log_softmax_equals_log_softmax_then_topk)
@@ -1563,5 +1649,5 @@ CLF_TEST_SUITE_MAIN(
         {attention_append_equals_rows_written_first}, {embed_scale_pe_and_clamped_ids},
         {add_with_aliasing}, {softmax_and_log_softmax_in_place}, {argmax_first_maximum},
         {topk_best_first_ties_nan_and_base}, {topk_log_softmax_equals_log_softmax_then_topk},
-        {out_of_bounds_operands_are_refused_by_name}, {threads_option_and_unknown_device},
-        {openblas_build_is_named_and_shares_openmp_threads}))
+        {beam_choose_equals_a_sort}, {out_of_bounds_operands_are_refused_by_name},
+        {threads_option_and_unknown_device}, {openblas_build_is_named_and_shares_openmp_threads}))

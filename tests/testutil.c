@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "clformer/ops.h"
 #include "clformer/rng.h"
 
 double clf_test_max_abs_err(const float *got, const float *want, size_t n)
@@ -758,4 +759,75 @@ void clf_test_io_model_close(clf_test_io_model *f)
     clf_weights_free(f->w);
     free(f->src);
     free(f->tgt);
+}
+
+void clf_test_beam_make(clf_test_beam *t, int n, int K, int top_k, int n_banned, int ld, int pos,
+                        unsigned seed, int nan)
+{
+    const size_t rows = (size_t)n * K, top = rows * top_k;
+    clf_rng r;
+    clf_rng_seed(&r, seed);
+    memset(t, 0, sizeof *t);
+    t->a = (clf_beam_args){
+        .n = n, .K = K, .top_k = top_k, .n_banned = n_banned, .eos_id = 3, .ld = ld, .pos = pos};
+    t->val = clf_test_frand(top, seed, -6, 0);
+    t->base = malloc(rows * sizeof *t->base);
+    t->idx = malloc(top * sizeof *t->idx);
+    t->banned = malloc(2 * sizeof *t->banned);
+    t->rows_in = malloc(rows * ld * sizeof *t->rows_in);
+    ck_assert(t->base && t->idx && t->banned && t->rows_in);
+    t->banned[0] = 5;
+    t->banned[1] = 7;
+    for (size_t i = 0; i < top; i++) {
+        const size_t s = i / ((size_t)K * top_k);
+        t->val[i] = floorf(t->val[i] * 2) / 2; /* ties */
+        if (i % 13 == 4)
+            t->val[i] = -INFINITY;
+        if (nan && i % 17 == 6)
+            t->val[i] = NAN;
+        t->idx[i] = s == 1 && i % 2 ? 3 : (int32_t)(clf_rng_next(&r) % 24);
+    }
+    for (size_t i = 0; i < rows; i++) {
+        const size_t s = i / (size_t)K;
+        t->base[i] = s == 2 || (i % (size_t)K) % 3 == 2 ? -INFINITY : -(float)(i % 5);
+    }
+    for (size_t i = 0; i < rows * ld; i++)
+        t->rows_in[i] = (int32_t)(1000 + i);
+}
+
+void clf_test_beam_free(clf_test_beam *t)
+{
+    free(t->val), free(t->base), free(t->idx), free(t->banned), free(t->rows_in);
+}
+
+void clf_test_beam_run(const clf_backend_api *api, clf_backend *be, const clf_test_beam *t,
+                       int32_t *choices, int32_t *ids, float *base, int32_t *rows_out)
+{
+    const size_t rows = (size_t)t->a.n * t->a.K, top = rows * t->a.top_k,
+                 table = rows * t->a.ld * 4;
+    clf_buffer *val = clf_test_upload(api, be, t->val, top * 4),
+               *idx = clf_test_upload(api, be, t->idx, top * 4),
+               *bs = clf_test_upload(api, be, t->base, rows * 4),
+               *ban = clf_test_upload(api, be, t->banned, 8),
+               *rin = clf_test_upload(api, be, t->rows_in, table),
+               *ch = clf_test_upload(api, be, NULL, rows * 24),
+               *id = clf_test_upload(api, be, NULL, rows * 4),
+               *rout = clf_test_upload(api, be, NULL, table);
+    clf_beam_args a = t->a;
+    a.val = (clf_ptr){val, 0};
+    a.idx = (clf_ptr){idx, 0};
+    a.base = (clf_ptr){bs, 0};
+    a.banned = t->a.n_banned ? (clf_ptr){ban, 0} : (clf_ptr){0};
+    a.rows_in = (clf_ptr){rin, 0};
+    a.choices = (clf_ptr){ch, 0};
+    a.ids = (clf_ptr){id, 0};
+    a.rows_out = (clf_ptr){rout, 0};
+    CLF_ASSERT_OK(clf_op_beam_choose(api, be, &a));
+    CLF_ASSERT_OK(api->download(be, choices, (clf_ptr){ch, 0}, rows * 24));
+    CLF_ASSERT_OK(api->download(be, ids, (clf_ptr){id, 0}, rows * 4));
+    CLF_ASSERT_OK(api->download(be, base, (clf_ptr){bs, 0}, rows * 4));
+    CLF_ASSERT_OK(api->download(be, rows_out, (clf_ptr){rout, 0}, table));
+    clf_buffer *all[] = {val, idx, bs, ban, rin, ch, id, rout};
+    for (int i = 0; i < 8; i++)
+        api->free(be, all[i]);
 }

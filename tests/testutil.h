@@ -310,4 +310,22 @@ int clf_test_backends_run(const char *name, const TTest *const *tests, int n);
         return clf_test_backends_run(suite, tests_, (int)(sizeof tests_ / sizeof tests_[0]));      \
     }
 
+/* A beam_choose case on the host (clf_beam_args): n sentences of K beams, each beam's top_k
+ * continuations (val, idx) with ties, -inf and (nan set) NaN among the values; dead beams
+ * (base -inf), a sentence whose beams are all dead, a sentence that picks EOS (3) often;
+ * tokens below 24, banned 5 and 7 (n_banned of them); row tables [n*K, ld] of distinct
+ * values. a holds the shape and the scalars; clf_test_beam_run sets its operands. */
+typedef struct clf_test_beam {
+    clf_beam_args a;
+    float *val, *base;
+    int32_t *idx, *banned, *rows_in;
+} clf_test_beam;
+void clf_test_beam_make(clf_test_beam *t, int n, int K, int top_k, int n_banned, int ld, int pos,
+                        unsigned seed, int nan);
+void clf_test_beam_free(clf_test_beam *t);
+/* clf_op_beam_choose of t on api/be: choices [n, 2K, 3], ids and base (as it leaves it) [n*K],
+ * rows_out [n*K, ld]. */
+void clf_test_beam_run(const clf_backend_api *api, clf_backend *be, const clf_test_beam *t,
+                       int32_t *choices, int32_t *ids, float *base, int32_t *rows_out);
+
 #endif

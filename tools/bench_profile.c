@@ -151,7 +151,8 @@ static double attention_products(const clf_attention_args *a)
     X(norm, plugin_row(prof, CLF_OP_NORM, a->op), (const clf_norm_args *a), (a), 0)                \
     X(norm_backward, plugin_row(prof, CLF_OP_NORM_BACKWARD, a->op),                                \
       (const clf_norm_backward_args *a), (a), 0)                                                   \
-    X(topk, CLF_OP_TOPK, (const clf_topk_args *a), (a), 0)
+    X(topk, CLF_OP_TOPK, (const clf_topk_args *a), (a), 0)                                         \
+    X(beam_choose, CLF_OP_BEAM_CHOOSE, (const clf_beam_args *a), (a), 0)
 
 /* The entries that are passed through untimed: X(entry, return type, (parameters after
  * the handle), (arguments after it)). */

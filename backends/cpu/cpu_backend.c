@@ -12,6 +12,7 @@
  *   cpu_norm.c               layernorm (both styles, fused residual sum) and add
  *   cpu_embed.c              embedding lookup and positional encoding
  *   cpu_softmax.c            softmax, log-softmax (AVX2 lanes), argmax and topk over rows
+ *   cpu_beam.c               beam search's next beams chosen from the topk (ABI 11)
  *   cpu_train.c              the other training ops (ABI 2)
  *   cpu_plugin.c             plugin activations and norms (ABI 3)
  *
@@ -287,6 +288,7 @@ static const clf_backend_api cpu_api = {
     .norm = cpu_plugin_norm,
     .norm_backward = cpu_plugin_norm_backward,
     .topk = cpu_topk,
+    .beam_choose = cpu_beam_choose,
 };
 
 __attribute__((visibility("default"))) const clf_backend_api *clf_backend_entry(void)

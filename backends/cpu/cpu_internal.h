@@ -251,6 +251,8 @@ clf_status cpu_embed(clf_backend *be, const clf_embed_args *a);
 clf_status cpu_softmax(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int cols, int use_log);
 clf_status cpu_argmax(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int cols);
 clf_status cpu_topk(clf_backend *be, const clf_topk_args *a);
+/* cpu_beam.c */
+clf_status cpu_beam_choose(clf_backend *be, const clf_beam_args *a);
 
 /* ---- few-row products (cpu_isa.c, cpu_gemv.c) ---- */
 

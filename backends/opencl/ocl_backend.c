@@ -185,6 +185,7 @@ static const clf_backend_api ocl_api = {
     .capture_end = ocl_capture_end,
     .replay = ocl_replay,
     .capture_free = ocl_capture_free,
+    .beam_choose = ocl_beam_choose,
 };
 
 __attribute__((visibility("default"))) const clf_backend_api *clf_backend_entry(void)

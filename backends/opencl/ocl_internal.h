@@ -22,6 +22,7 @@ typedef enum ocl_kernel_id {
     OCL_K_SOFTMAX,
     OCL_K_ARGMAX,
     OCL_K_TOPK,
+    OCL_K_BEAM_CHOOSE,
     OCL_K_EMBED,
     OCL_K_ADD,
     OCL_K_BIAS_RELU,
@@ -393,6 +394,7 @@ clf_status ocl_add(clf_backend *be, clf_ptr out, clf_ptr a, clf_ptr b, size_t n)
 clf_status ocl_softmax(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int cols, int log);
 clf_status ocl_argmax(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int cols);
 clf_status ocl_topk(clf_backend *be, const clf_topk_args *a);
+clf_status ocl_beam_choose(clf_backend *be, const clf_beam_args *a);
 
 /* ---- training ops (ocl_train.c, ocl_attention_backward.c) ---- */
 clf_status ocl_relu_backward(clf_backend *be, clf_ptr dx, clf_ptr dy, clf_ptr y, size_t n);

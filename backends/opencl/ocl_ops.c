@@ -1,6 +1,6 @@
 /* ocl_ops.c - the ops that run our own kernels: layernorm, attention, embed, add,
- * softmax, argmax, topk. Each sets the kernel arguments (buffers plus element offsets) and
- * enqueues; nothing waits. The core has checked the arguments (clformer/ops.h). */
+ * softmax, argmax, topk, beam_choose. Each sets the kernel arguments (buffers plus element
+ * offsets) and enqueues; nothing waits. The core has checked the arguments (clformer/ops.h). */
 #include "ocl_internal.h"
 
 #include <stdio.h>
@@ -161,4 +161,20 @@ clf_status ocl_topk(clf_backend *be, const clf_topk_args *a)
                              ocl_kint(a->cols), ocl_kint(a->k),
                              ocl_kfloats(wg),   ocl_klocal(wg * sizeof(cl_int))};
     return ocl_run_rows(be, op, be->kernels[OCL_K_TOPK], wg, args, OCL_COUNT(args), a->rows);
+}
+
+/* Beam search's next beams (clf_beam_args): one work-group a sentence, its first work-item
+ * choosing, the group copying the row tables. */
+clf_status ocl_beam_choose(clf_backend *be, const clf_beam_args *a)
+{
+    const char *op = "beam_choose";
+    if (!a)
+        return clf_error(CLF_ERR_INPUT, "opencl: %s: no arguments", op);
+    const ocl_kval args[] = {OCL_KBUF(a->choices), OCL_KBUF(a->ids),    OCL_KBUF(a->rows_out),
+                             OCL_KBUF(a->val),     OCL_KBUF(a->idx),    OCL_KBUF(a->base),
+                             OCL_KBUF(a->rows_in), OCL_KBUF(a->banned), ocl_kint(a->n_banned),
+                             ocl_kint(a->K),       ocl_kint(a->top_k),  ocl_kint(a->eos_id),
+                             ocl_kint(a->ld),      ocl_kint(a->pos)};
+    return ocl_run_rows(be, op, be->kernels[OCL_K_BEAM_CHOOSE], be->wg[OCL_K_BEAM_CHOOSE], args,
+                        OCL_COUNT(args), a->n);
 }

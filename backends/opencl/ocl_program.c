@@ -91,6 +91,7 @@ static const kernel_def kernels[OCL_K_COUNT] = {
     [OCL_K_SOFTMAX] = {OCL_F_SOFTMAX, "softmax", L1},
     [OCL_K_ARGMAX] = {OCL_F_SOFTMAX, "argmax", L1 + sizeof(cl_int)},
     [OCL_K_TOPK] = {OCL_F_SOFTMAX, "topk", L1 + sizeof(cl_int)},
+    [OCL_K_BEAM_CHOOSE] = {OCL_F_SOFTMAX, "beam_choose", 0},
     [OCL_K_EMBED] = {OCL_F_EMBED, "embed", 0},
     [OCL_K_ADD] = {OCL_F_ELEMENTWISE, "add", 0},
     [OCL_K_BIAS_RELU] = {OCL_F_ELEMENTWISE, "bias_relu", 0},

@@ -1,4 +1,4 @@
-/* softmax.cl - row softmax / log_softmax, argmax and topk. */
+/* softmax.cl - row softmax / log_softmax, argmax, topk and the beam choice made from it. */
 
 /* out, x: [rows, cols]; one work-group per row; out may alias x (each work-item reads its
  * columns before writing them, and only its own).
@@ -140,5 +140,75 @@ __kernel void topk(__global float *val, ulong val_off, __global int *idx, ulong 
             idx[idx_off + r * (ulong)k + j] = pi;
         }
         barrier(CLK_LOCAL_MEM_FENCE); /* every work-item has read redv[0] before the next round */
+    }
+}
+
+/* What beam_choose holds per sentence: 2K <= CLF_TOPK_MAX (clformer/backend.h) choices. */
+#define BEAM_CHOICES_MAX 64
+
+/* A beam search's next beams after a step (clf_beam_args), one work-group a sentence:
+ * work-item 0 makes the host's choice (core/src/decode/hypotheses.c: the same comparisons
+ * in the same order, so the same choices bit for bit) into local memory, then the
+ * work-group copies the K beams' row tables from their parents. choices: [n, 2K, 3] I32;
+ * ids, base: [n*K]; val, idx: [n*K, top_k]; rows_in, rows_out: [n*K, ld]. */
+__kernel void beam_choose(__global int *choices, ulong choices_off, __global int *ids,
+                          ulong ids_off, __global int *rows_out, ulong rows_out_off,
+                          __global const float *val, ulong val_off, __global const int *idx,
+                          ulong idx_off, __global float *base, ulong base_off,
+                          __global const int *rows_in, ulong rows_in_off,
+                          __global const int *banned, ulong banned_off, int n_banned, int K,
+                          int top_k, int eos, int ld, int pos)
+{
+    __local float lp[BEAM_CHOICES_MAX];
+    __local int par[BEAM_CHOICES_MAX], tok[BEAM_CHOICES_MAX], parent[BEAM_CHOICES_MAX];
+    const ulong first = get_group_id(0) * (ulong)K;
+    const int lid = get_local_id(0), wg = get_local_size(0), n2 = 2 * K;
+    if (lid == 0) {
+        int have = 0, m = 0, go[BEAM_CHOICES_MAX / 2];
+        for (int k = 0; k < K; k++) {
+            if (base[base_off + first + k] == -INFINITY) /* a dead beam gives nothing */
+                continue;
+            for (int j = 0; j < top_k; j++) {
+                const ulong e = (first + k) * (ulong)top_k + j;
+                const float x = val[val_off + e];
+                const int v = idx[idx_off + e];
+                int ban = 0;
+                for (int b = 0; b < n_banned; b++)
+                    ban |= banned[banned_off + b] == v;
+                if (ban || (have == n2 && x <= lp[n2 - 1]))
+                    continue;
+                int i = have < n2 ? have++ : n2 - 1;
+                for (; i > 0 && lp[i - 1] < x; i--) { /* after every value not below x */
+                    lp[i] = lp[i - 1];
+                    par[i] = par[i - 1];
+                    tok[i] = tok[i - 1];
+                }
+                lp[i] = x;
+                par[i] = k;
+                tok[i] = v;
+            }
+        }
+        __global int *ch = choices + choices_off + first * 6;
+        for (int i = 0; i < n2; i++) {
+            ch[3 * i] = i < have ? as_int(lp[i]) : 0;
+            ch[3 * i + 1] = i < have ? par[i] : -1;
+            ch[3 * i + 2] = i < have ? tok[i] : -1;
+        }
+        for (int i = 0; i < have && m < K; i++)
+            if (tok[i] != eos)
+                go[m++] = i;
+        for (int k = 0; k < K; k++) { /* beams past the m that go on: dead copies of the first */
+            const int c = k < m ? go[k] : m > 0 ? go[0] : -1;
+            ids[ids_off + first + k] = c >= 0 ? tok[c] : eos;
+            base[base_off + first + k] = k < m ? lp[c] : -INFINITY;
+            parent[k] = (int)first + (c >= 0 ? par[c] : 0);
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int e = lid; e < K * ld; e += wg) {
+        const int k = e / ld, c = e % ld;
+        const ulong i = first + k;
+        rows_out[rows_out_off + i * (ulong)ld + c] =
+            c == pos + 1 ? (int)i : rows_in[rows_in_off + (ulong)parent[k] * (ulong)ld + c];
     }
 }

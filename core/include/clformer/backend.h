@@ -55,8 +55,9 @@ extern "C" {
  * ln_beta, ln_style, ln_eps) with its capability CLF_OP_GEMM_LAYERNORM; ABI 10 adds positions
  * read on the device (clf_attention_args.pos_add, clf_embed_args.pos_add) with the capability
  * CLF_OP_DEVICE_POS, and capture and replay (capture_begin, capture_end, replay,
- * capture_free) with the capability CLF_OP_CAPTURE. */
-#define CLF_BACKEND_ABI 10
+ * capture_free) with the capability CLF_OP_CAPTURE; ABI 11 adds beam_choose (a beam search's
+ * next beams chosen on the device) with its capability CLF_OP_BEAM_CHOOSE. */
+#define CLF_BACKEND_ABI 11
 
 typedef struct clf_backend clf_backend; /* opaque, defined by each backend */
 typedef struct clf_buffer clf_buffer;   /* opaque, defined by each backend */
@@ -160,9 +161,10 @@ typedef enum clf_op {
      * AVX512_BF16 */
     CLF_OP_GEMM_BF16_ARITH,
     /* the backend queues ops: a call may return before the device has run it (download and
-     * synchronize wait for it), so the host should not wait on every step (ABI 7): greedy
-     * decoding then runs steps ahead, feeding each step's argmax to the next on the device
-     * (clf_decode_opts.sync_steps). The OpenCL backend. No entry of the table goes with it. */
+     * synchronize wait for it), so the host should not wait on every step (ABI 7): decoding
+     * then runs steps ahead, feeding each step's argmax (or, with beam_choose, its beams) to
+     * the next on the device (clf_decode_opts.sync_steps). The OpenCL backend. No entry of the
+     * table goes with it. */
     CLF_OP_QUEUED,
     /* topk honours clf_topk_args.log_softmax (ABI 8) */
     CLF_OP_TOPK_LOG_SOFTMAX,
@@ -174,6 +176,8 @@ typedef enum clf_op {
     CLF_OP_DEVICE_POS,
     /* capture_begin, capture_end, replay and capture_free are there (ABI 10) */
     CLF_OP_CAPTURE,
+    /* decoding (ABI 11): beam_choose */
+    CLF_OP_BEAM_CHOOSE,
     CLF_OP_COUNT
 } clf_op;
 
@@ -557,6 +561,34 @@ typedef struct clf_topk_args {
     int log_softmax;
 } clf_topk_args;
 
+/* A beam search's next beams, chosen on the device from each beam's topk (ABI 11), for n
+ * sentences of K beams (sentence s: rows s*K .. s*K + K - 1), as the host chooses them
+ * (core/src/decode/hypotheses.c), so that the next step needs nothing from the host:
+ * 1. the sentence's best 2K continuations: for each beam k in order whose base[s*K + k] is
+ *    not -inf, for j < top_k in order, the pair (val[s*K + k, j], idx[s*K + k, j]) unless
+ *    idx is one of banned[0 .. n_banned), kept among the best 2K seen so far: when 2K are
+ *    held a value not above the worst held is passed over; else it goes after every held
+ *    value that is not below it (so equal values keep their order of arrival). Written to
+ *    choices [n, 2K, 3] I32: (lp as the F32's bits, k, token) best first, then (0, -1, -1)
+ *    for the places left empty.
+ * 2. the beams that go on: the first K of those choices whose token is not eos_id, c_0 ..
+ *    c_{m-1}; slot i = s*K + k takes c_k (k < m) or, dead, c_0 with -inf (k >= m; with m =
+ *    0, parent s*K and token eos_id):
+ *      ids[i] = c.token,  base[i] = c.lp,  parent p = s*K + c.k
+ *      rows_out[i, :] = rows_in[p, :] (ld I32 each), then rows_out[i, pos + 1] = i when
+ *      pos + 1 < ld
+ *    (the row tables of clf_attention_args.kv_rows for the next position, pos + 1).
+ * val F32 and idx I32 [n*K, top_k] (topk's output, the beam's sum included); base F32 [n*K]
+ * is read, then overwritten in place; ids I32 [n*K]; banned I32 [n_banned], optional; 1 <=
+ * K and 2K <= CLF_TOPK_MAX, 1 <= top_k <= CLF_TOPK_MAX, 0 <= pos. The outputs (choices, ids,
+ * rows_out) may not overlap each other or an input; base is its own. Only comparisons: the
+ * choices are the host's, bit for bit. */
+typedef struct clf_beam_args {
+    clf_ptr val, idx, base, banned;
+    clf_ptr choices, ids, rows_in, rows_out;
+    int n, K, top_k, n_banned, eos_id, ld, pos;
+} clf_beam_args;
+
 typedef struct clf_backend_api {
     int abi_version;         /* CLF_BACKEND_ABI: first, checked by the loader */
     const char *name;        /* "cpu", "opencl" */
@@ -641,6 +673,9 @@ typedef struct clf_backend_api {
     clf_status (*capture_end)(clf_backend *be, clf_capture **out);
     clf_status (*replay)(clf_backend *be, clf_capture *c);
     void (*capture_free)(clf_backend *be, clf_capture *c);
+
+    /* decoding (ABI 11); NULL where supports() says no */
+    clf_status (*beam_choose)(clf_backend *be, const clf_beam_args *a);
 } clf_backend_api;
 
 /* The one symbol a backend exports. */

@@ -63,12 +63,16 @@ typedef struct clf_decode_opts {
      * logprob and score are filled as beam search fills them. Beam search and models with
      * banned_ids sum anyway. Default 0. */
     int want_scores;
-    /* Greedy decoding without want_scores, banned ids or want_attention, with the cache:
-     * how many steps run before the host reads their tokens, each step's argmax fed to the
-     * next on the device (a sentence that ends meanwhile runs on to the last of them, its
-     * extra tokens dropped), so that a queued backend never waits for the host between
-     * them. 0 (default): 4 on a backend with CLF_OP_QUEUED, else 1 (every step). The
-     * hypotheses are the same for every value; 0..CLF_DECODE_SYNC_STEPS_MAX. */
+    /* With the cache and without want_attention (greedy: without want_scores or banned
+     * ids; beam search: on a backend with CLF_OP_TOPK, CLF_OP_BEAM_CHOOSE and
+     * CLF_OP_ATTENTION_KV_ROWS): how many steps run before the host reads their tokens,
+     * each step's argmax or choice of beams fed to the next on the device (a sentence that
+     * ends meanwhile runs on to the last of them, its extra steps dropped), so that a
+     * queued backend never waits for the host between them. 0 (default): 4 on a backend
+     * with CLF_OP_QUEUED, else 1 (every step). Greedy hypotheses are the same for every
+     * value; beam search's have the same tokens but where two candidates are within float
+     * rounding (the other sentences' rows may be multiplied in batches of another size).
+     * 0..CLF_DECODE_SYNC_STEPS_MAX. */
     int sync_steps;
 } clf_decode_opts;
 #define CLF_DECODE_SYNC_STEPS_MAX 64

@@ -61,6 +61,12 @@ CLF_API clf_status clf_op_argmax(const clf_backend_api *api, clf_backend *be, cl
  * cols] and base [rows] (optional) inside their buffers; val and idx apart from each other
  * and from x and base. */
 CLF_API clf_status clf_op_topk(const clf_backend_api *api, clf_backend *be, const clf_topk_args *a);
+/* n >= 0, 1 <= K with 2K <= CLF_TOPK_MAX, 1 <= top_k <= CLF_TOPK_MAX, n_banned >= 0, ld >= 1,
+ * pos >= 0; choices [n, 2K, 3], ids, base [n*K], val, idx [n*K, top_k], rows_in, rows_out
+ * [n*K, ld] and banned [n_banned] inside their buffers; the outputs apart from each other
+ * and from the inputs, base (read and written in place) apart from val, idx and rows_in. */
+CLF_API clf_status clf_op_beam_choose(const clf_backend_api *api, clf_backend *be,
+                                      const clf_beam_args *a);
 /* dx, dy and y [n] inside their buffers; dx the same span as dy (or y) or apart from it. */
 CLF_API clf_status clf_op_relu_backward(const clf_backend_api *api, clf_backend *be, clf_ptr dx,
                                         clf_ptr dy, clf_ptr y, size_t n);

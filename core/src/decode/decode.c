@@ -147,8 +147,10 @@ clf_status clf_decode_check_plan(const clf_model *m, int batch, int src_len,
 static void run_free(dec_run *r)
 {
     dec_replay_free(r); /* before the buffers its recording names */
-    clf_buffer *bufs[] = {r->self_kv[0], r->self_kv[1], r->cross_kv, r->mask, r->enc, r->arena,
-                          r->self_rows,  r->cross_rows, r->top_base, r->gen,  r->pos, r->pos_table};
+    clf_buffer *bufs[] = {r->self_kv[0], r->self_kv[1], r->cross_kv,   r->mask,
+                          r->enc,        r->arena,      r->self_rows,  r->cross_rows,
+                          r->top_base,   r->gen,        r->pos,        r->pos_table,
+                          r->bm_ids,     r->bm_rows,    r->bm_choices, r->banned};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i])
             r->api->free(r->be, bufs[i]);
@@ -157,7 +159,11 @@ static void run_free(dec_run *r)
         free(r->lp[i]);
         free(r->att[i]);
         free(r->hist[i]);
+        free(r->bm_tok[i]);
+        free(r->bm_hist[i]);
+        free(r->bm_lp[i]);
     }
+    free(r->bm_host);
     free(r->cross_tab);
     for (int s = 0; r->sents && s < r->B; s++)
         dec_sentence_free(&r->sents[s]);
@@ -182,6 +188,36 @@ static clf_status alloc_device(dec_run *r, clf_buffer **b, size_t bytes, const c
     return CLF_OK;
 }
 
+/* The buffers of beam search run ahead (decode_run.h), the banned ids uploaded. */
+static clf_status alloc_beam_ahead(dec_run *r)
+{
+    const size_t slots = (size_t)r->slots, K = (size_t)r->K, M = (size_t)r->max_out,
+                 choices = sizeof(int32_t) * 6 * slots * (size_t)r->ahead;
+    const int n_banned = r->c->n_banned_ids;
+    clf_status st;
+    if (!(r->bm_host = malloc(choices)))
+        goto nomem;
+    for (int i = 0; i < 2; i++)
+        if (!(r->bm_tok[i] = malloc(sizeof(int32_t) * K * M)) ||
+            !(r->bm_hist[i] = malloc(sizeof(int32_t) * K * M)) ||
+            !(r->bm_lp[i] = malloc(sizeof(float) * K)))
+            goto nomem;
+    if ((st = alloc_device(r, &r->bm_ids, sizeof(int32_t) * slots, "beam ids")) != CLF_OK ||
+        (st = alloc_device(r, &r->bm_rows, sizeof(int32_t) * slots * M, "beam row table")) !=
+            CLF_OK ||
+        (st = alloc_device(r, &r->bm_choices, choices, "beam choices")) != CLF_OK)
+        return st;
+    if (n_banned > 0 &&
+        ((st = alloc_device(r, &r->banned, sizeof(int32_t) * (size_t)n_banned, "banned ids")) !=
+             CLF_OK ||
+         (st = clf_op_upload(r->api, r->be, (clf_ptr){r->banned, 0}, r->c->banned_ids,
+                             sizeof(int32_t) * (size_t)n_banned)) != CLF_OK))
+        return st;
+    return CLF_OK;
+nomem:
+    return clf_error(CLF_ERR_NOMEM, "decode: out of host memory");
+}
+
 /* The encoder, then the steps until every sentence has ended or max_out tokens are out
  * (greedy runs of r->ahead steps where it may), then the hypotheses and the steps' counts
  * into out. */
@@ -194,7 +230,7 @@ static clf_status run_steps(dec_run *r, const int32_t *src, clf_decode_result *o
     const long long calls0 = r->calls;
     const double t0 = dec_now_s(), dev0 = r->dev_s;
     for (int t = 0; st == CLF_OK && t < r->max_out && r->n_active > 0;) {
-        /* the forced first token is the host's: no step feeds the device's argmax on */
+        /* the forced first token is the host's: no step feeds the device's choice on */
         const int t1 = (t == 0 && r->o->forced_bos_id >= 0) || r->ahead == 1
                            ? t
                            : (t + r->ahead < r->max_out ? t + r->ahead : r->max_out) - 1;
@@ -301,12 +337,14 @@ clf_status clf_decode(clf_model *m, const int32_t *src, int B, int S, const clf_
     if (o->want_attention && !(r.probs = malloc(sizeof(float) * slots * (size_t)r.H * S *
                                                 (size_t)(o->use_cache ? 1 : r.max_out))))
         goto nomem;
-    if ((r.ahead = dec_steps_ahead(&r)) > 1) {
+    if ((r.ahead = dec_steps_ahead(&r)) > 1 && r.K == 1) {
         if (!(r.gen_host = malloc(sizeof(int32_t) * slots * (size_t)r.ahead)))
             goto nomem;
         if ((st = alloc_device(&r, &r.gen, sizeof(int32_t) * slots * (size_t)(r.max_out + 1),
                                "greedy ids")) != CLF_OK)
             goto fail;
+    } else if (r.ahead > 1 && (st = alloc_beam_ahead(&r)) != CLF_OK) {
+        goto fail;
     }
     if ((st = dec_replay_init(&r)) != CLF_OK || (st = run_steps(&r, src, out)) != CLF_OK)
         goto fail;

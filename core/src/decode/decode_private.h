@@ -42,6 +42,9 @@ typedef struct dec_beams {
     const float *top_val;
     const int32_t *top_idx;
     int top_k;
+    /* beam search run ahead (logp NULL): the device's choices (clf_beam_args.choices) for
+     * this sentence, [2K, 3] I32 (lp bits, parent, token), parent -1 past the last */
+    const int32_t *choices;
     const int32_t *const *tokens;  /* [K] each parent's t tokens */
     const float *const *attention; /* [K] each parent's t + 1 attention rows, or NULL */
     int att_cols;                  /* the attention rows' length (src_len) */
@@ -65,8 +68,9 @@ int dec_device_top_k(const clf_backend_api *api, clf_backend *be, const clf_mode
  * token (forced_bos_id) alone, log-prob 0; greedy takes the device's
  * argmax (or, with logp, the host's over the ids not banned, summed); beam search the 2K
  * best of K x V with banned ids at -inf, from logp or from the device's top_k of each beam
- * (the same choices: a beam's 2K best that are not banned are among its top_k); at the
- * last position forced_eos leaves EOS only.
+ * (the same choices: a beam's 2K best that are not banned are among its top_k) or, run
+ * ahead, the device's own choice of them (beam_choose: the same comparisons); at the last
+ * position forced_eos leaves EOS only.
  * Returns how many. */
 int dec_choose(const clf_decode_opts *o, const clf_model_config *c, const dec_beams *b,
                dec_choice *out);

@@ -26,8 +26,9 @@
  * spread to every beam and compacted with the slots: the spare buffer above is for that.
  *
  * Greedy (K = 1) takes the argmax on the device and downloads one id per sentence (and,
- * with want_scores, the log-probabilities to sum); beam search downloads log-probabilities
- * [rows, V] and selects on the host (hypotheses.c, the rules decode_stream.c shares).
+ * with want_scores, the log-probabilities to sum); beam search downloads each beam's best
+ * top_k continuations (the device's topk; log-probabilities [rows, V] on a backend without
+ * it) and selects on the host (hypotheses.c, the rules decode_stream.c shares).
  *
  * Greedy decoding may run `ahead` steps (clf_decode_opts.sync_steps) without the host:
  *   gen    [max_out + 1, slots] I32   row p: the ids fed in at position p
@@ -36,6 +37,17 @@
  * downloads the rows at once and settles every step as dec_advance() does, without compacting
  * in between: a sentence that ended meanwhile ran on in its slot, and its extra tokens are
  * dropped; the survivors are compacted once, with their caches' t1 + 1 positions.
+ *
+ * Beam search runs ahead the same way where the backend chooses beams (CLF_OP_BEAM_CHOOSE)
+ * and the caches are read through the row tables:
+ *   bm_ids [slots] I32, top_base [slots]   the next step's ids and the beams' sums
+ *   bm_rows [slots, max_out] I32          the next step's self table, then copied over
+ *                                         self_rows (the step graph reads that buffer)
+ *   bm_choices [ahead, slots * 6] I32     each step's choices (clf_beam_args.choices)
+ * the host uploads the tables, ids and sums of step t0, each step's topk goes to
+ * beam_choose, which writes the next step's, and after the last the host downloads the
+ * choices at once and settles every step from them as dec_advance() does (dec_choose takes
+ * them as the host would have chosen them), without compacting in between.
  *
  * On a backend that captures and replays (CLF_OP_CAPTURE) and reads positions on the device
  * (CLF_OP_DEVICE_POS, with CLF_OP_ATTENTION_APPEND), a cached step without attention rows
@@ -91,9 +103,17 @@ typedef struct dec_run {
     long long calls; /* backend calls so far (dev_* below) */
     double dev_s;    /* seconds inside them */
     int *from; /* [2 * slots] after a step: new slot -> old slot, then reorder_self's scratch */
-    int ahead; /* greedy steps run before the host reads their tokens (1: every step) */
-    clf_buffer *gen;   /* ahead > 1: [max_out + 1, slots] I32, see the top */
-    int32_t *gen_host; /* ahead > 1: [ahead, slots] the downloaded rows */
+    int ahead; /* steps run before the host reads their tokens (1: every step) */
+    clf_buffer *gen;   /* greedy, ahead > 1: [max_out + 1, slots] I32, see the top */
+    int32_t *gen_host; /* greedy, ahead > 1: [ahead, slots] the downloaded rows */
+    /* beam search, ahead > 1 (see the top): the device's state, the downloaded choices, the
+     * model's banned ids, and a sentence's beams while the host settles its steps */
+    clf_buffer *bm_ids, *bm_rows, *bm_choices, *banned;
+    int32_t *bm_host;    /* [ahead, slots * 6] */
+    int32_t *bm_tok[2];  /* [K, max_out] */
+    int32_t *bm_hist[2]; /* [K, max_out] */
+    float *bm_lp[2];     /* [K] */
+    int win_t0;          /* the first step of the run ahead now on the device */
     /* replayed steps (see the top): the step graph of the active rows, its position read
      * from pos (I32 [1], copied from row t of pos_table [max_out] = 0, 1, ... before each
      * step), built once per (rows, own tables) and recorded by the backend at its first
@@ -137,13 +157,14 @@ clf_status dec_advance(dec_run *r, int t, dec_choice *scratch);
  * replay state is dropped by dec_replay_free (before the buffers the recording names). */
 clf_status dec_replay_init(dec_run *r);
 void dec_replay_free(dec_run *r);
-/* The steps greedy decoding runs ahead (clf_decode_opts.sync_steps); 1 where something
- * needs the host at each step. */
+/* The steps decoding runs ahead (clf_decode_opts.sync_steps); 1 where something needs the
+ * host at each step. */
 int dec_steps_ahead(const dec_run *r);
-/* Greedy steps t0..t1 on the device, then their tokens downloaded at once. */
+/* Steps t0..t1 on the device, then their tokens (greedy) or choices (beam search)
+ * downloaded at once. */
 clf_status dec_run_ahead(dec_run *r, int t0, int t1);
-/* Greedy steps t0..t1 settled as dec_advance does, the survivors compacted once. scratch:
- * 3 choices. */
+/* Steps t0..t1 settled as dec_advance does, the survivors compacted once. scratch: 3K
+ * choices. */
 clf_status dec_advance_ahead(dec_run *r, int t0, int t1, dec_choice *scratch);
 
 #endif

@@ -318,15 +318,55 @@ static clf_status step_run(dec_run *r, const clf_graph *g, int t)
     return r->replay ? replay_run(r, g, t) : dev_run(r, g);
 }
 
+/* Beam step t run ahead (see the top): its ids from bm_ids, then the beams chosen after it
+ * on the device into the next step's ids, sums (top_base) and self table, its choices into
+ * row t - win_t0 of bm_choices. */
+static clf_status beam_step_chained(dec_run *r, const clf_graph *g, const clf_step_values *v, int t)
+{
+    const size_t rows = (size_t)r->n_active * r->K;
+    clf_status st;
+    if ((st = ensure_arena(r, g)) != CLF_OK ||
+        (st = dev_copy(r, clf_graph_ptr(g, r->arena, v->ids), (clf_ptr){r->bm_ids, 0},
+                       sizeof(int32_t) * rows)) != CLF_OK)
+        return st;
+    if ((st = step_run(r, g, t)) != CLF_OK)
+        return clf_error_context(st, "decode: step %d", t);
+    const clf_beam_args a = {
+        .val = clf_graph_ptr(g, r->arena, v->out),
+        .idx = clf_graph_ptr(g, r->arena, v->next_ids),
+        .base = {r->top_base, 0},
+        .banned = {r->banned, 0},
+        .choices = {r->bm_choices, sizeof(int32_t) * 6 * (size_t)r->slots * (t - r->win_t0)},
+        .ids = {r->bm_ids, 0},
+        .rows_in = {r->self_rows, 0},
+        .rows_out = {r->bm_rows, 0},
+        .n = r->n_active,
+        .K = r->K,
+        .top_k = r->top_k,
+        .n_banned = r->c->n_banned_ids,
+        .eos_id = r->o->eos_id,
+        .ld = r->max_out,
+        .pos = t};
+    const double t0 = dec_now_s();
+    st = clf_op_beam_choose(r->api, r->be, &a);
+    r->dev_s += dec_now_s() - t0;
+    r->calls++;
+    if (st != CLF_OK)
+        return clf_error_context(st, "decode: step %d", t);
+    return dev_copy(r, (clf_ptr){r->self_rows, 0}, (clf_ptr){r->bm_rows, 0},
+                    sizeof(int32_t) * rows * r->max_out);
+}
+
 /* Runs the decoder on the active slots at position t; fills r->ids' download (greedy:
  * r->ids[row] = next id) or r->logp (beam), and appends attention rows. chained (greedy
  * running ahead): the ids come from row t of r->gen and the argmax goes to row t + 1,
  * nothing to or from the host. */
 clf_status dec_run_step(dec_run *r, int t, int chained)
 {
-    const int rows = r->n_active * r->K, cur = r->cur;
-    int own = 1; /* no tables, or tables that name only the slots' own rows */
-    clf_status st = r->shared ? upload_tables(r, rows, t, &own) : CLF_OK;
+    const int rows = r->n_active * r->K, cur = r->cur, beam_chained = chained && r->K > 1;
+    int own = !beam_chained; /* no tables, or tables that name only the slots' own rows */
+    /* a beam step run ahead reads the tables beam_choose left on the device */
+    clf_status st = r->shared && !beam_chained ? upload_tables(r, rows, t, &own) : CLF_OK;
     if (st != CLF_OK)
         return st;
     clf_step_spec spec = {.rows = rows,
@@ -352,6 +392,12 @@ clf_status dec_run_step(dec_run *r, int t, int chained)
         return st;
     /* the ids fed in: the last token (cache) or the whole prefix (no cache) */
     const int T = r->o->use_cache ? 1 : t + 1;
+    if (beam_chained) {
+        st = beam_step_chained(r, g, &v, t);
+        if (st != CLF_OK)
+            goto done;
+        goto counted;
+    }
     if (chained) {
         const size_t row = sizeof(int32_t) * (size_t)r->slots;
         if ((st = ensure_arena(r, g)) != CLF_OK ||
@@ -520,11 +566,73 @@ done:
     return st;
 }
 
+/* Beam steps t0..t1 run ahead: settles each active sentence's steps in order from the
+ * device's choices, as dec_advance() does, until it ends (its beams ping-pong between
+ * bm_tok[0] and [1]); then compacts the survivors once, their tables as the host's. */
+static clf_status beam_advance_ahead(dec_run *r, int t0, int t1, dec_choice *scratch)
+{
+    const int K = r->K, cur = r->cur, nxt = 1 - cur, M = r->max_out;
+    const size_t row = sizeof(int32_t) * (size_t)M;
+    dec_choice *kept = scratch + 2 * K;
+    int n_next = 0;
+    clf_status st = CLF_OK;
+    for (int a = 0; a < r->n_active; a++) {
+        const int s = r->sent[a];
+        int x = 0, finished = 0;
+        memcpy(r->bm_tok[0], r->tok[cur] + (size_t)a * K * M, row * K);
+        memcpy(r->bm_hist[0], r->hist[cur] + (size_t)a * K * M, row * K);
+        memcpy(r->bm_lp[0], r->lp[cur] + (size_t)a * K, sizeof(float) * K);
+        for (int t = t0; t <= t1 && !finished; t++) {
+            for (int k = 0; k < K; k++) {
+                r->ptok[k] = r->bm_tok[x] + (size_t)k * M;
+                r->bm_hist[x][(size_t)k * M + t] = a * K + k; /* position t: its own row */
+            }
+            const dec_beams b = {.K = K,
+                                 .V = r->V,
+                                 .t = t,
+                                 .last_step = t + 1 >= M,
+                                 .lp = r->bm_lp[x],
+                                 .choices = r->bm_host + (size_t)(t - t0) * 6 * r->slots +
+                                            (size_t)a * 6 * K,
+                                 .tokens = r->ptok,
+                                 .att_cols = r->S};
+            int n = dec_choose(r->o, r->c, &b, scratch), nk;
+            if ((st = dec_settle(r->o, &b, &r->sents[s], scratch, n, kept, &nk, &finished)) !=
+                CLF_OK)
+                return st;
+            for (int k = 0; !finished && k < K; k++) { /* past nk: dead copies of beam 0 */
+                const dec_choice *c = &kept[k < nk ? k : 0];
+                int32_t *tok = r->bm_tok[1 - x] + (size_t)k * M;
+                memcpy(tok, r->ptok[c->parent], sizeof(int32_t) * (size_t)t);
+                tok[t] = c->token;
+                memcpy(r->bm_hist[1 - x] + (size_t)k * M, r->bm_hist[x] + (size_t)c->parent * M,
+                       sizeof(int32_t) * (size_t)(t + 1));
+                r->bm_lp[1 - x][k] = k < nk ? c->lp : -INFINITY;
+            }
+            x = 1 - x;
+        }
+        if (finished)
+            continue;
+        const int nb = n_next * K;
+        memcpy(r->tok[nxt] + (size_t)nb * M, r->bm_tok[x], row * K);
+        memcpy(r->hist[nxt] + (size_t)nb * M, r->bm_hist[x], row * K);
+        memcpy(r->lp[nxt] + nb, r->bm_lp[x], sizeof(float) * K);
+        if (nb != a * K && (st = move_source_rows(r, nb, a * K)) != CLF_OK)
+            return st;
+        r->sent[n_next++] = s;
+    }
+    r->n_active = n_next;
+    r->cur = nxt;
+    return CLF_OK;
+}
+
 /* Greedy steps t0..t1 run ahead (run_ahead): settles each active sentence's steps in order
  * from the downloaded rows, as advance() does, until it ends; then compacts the survivors
- * once. scratch: 3 choices. */
+ * once. Beam search: beam_advance_ahead. scratch: 3K choices. */
 clf_status dec_advance_ahead(dec_run *r, int t0, int t1, dec_choice *scratch)
 {
+    if (r->K > 1)
+        return beam_advance_ahead(r, t0, t1, scratch);
     const int cur = r->cur, nxt = 1 - cur;
     int n_next = 0;
     dec_choice *kept = scratch + 2;
@@ -570,10 +678,36 @@ done:
     return st;
 }
 
+/* Beam steps t0..t1 on the device (see the top): step t0's tables, ids and sums uploaded,
+ * each later step's left by beam_choose, then the choices downloaded at once. */
+static clf_status beam_run_ahead(dec_run *r, int t0, int t1)
+{
+    const int rows = r->n_active * r->K, cur = r->cur;
+    int own;
+    r->win_t0 = t0;
+    for (int i = 0; i < rows; i++)
+        r->ids[i] = t0 == 0 ? r->o->sos_id : r->tok[cur][(size_t)i * r->max_out + t0 - 1];
+    /* beams of one sentence read its one cross-cache slot: never only their own rows */
+    clf_status st = upload_tables(r, rows, t0, &own);
+    if (st == CLF_OK)
+        st = dev_upload(r, (clf_ptr){r->bm_ids, 0}, r->ids, sizeof(int32_t) * rows);
+    if (st == CLF_OK)
+        st = dev_upload(r, (clf_ptr){r->top_base, 0}, r->lp[cur], sizeof(float) * rows);
+    for (int t = t0; t <= t1 && st == CLF_OK; t++)
+        st = dec_run_step(r, t, 1);
+    if (st == CLF_OK)
+        st = dev_download(r, r->bm_host, (clf_ptr){r->bm_choices, 0},
+                          sizeof(int32_t) * 6 * (size_t)r->slots * (t1 - t0 + 1));
+    return st;
+}
+
 /* Greedy steps t0..t1 (t1 - t0 < r->ahead) on the device, each step's argmax the next
- * one's input, then their tokens downloaded at once into r->gen_host. */
+ * one's input, then their tokens downloaded at once into r->gen_host. Beam search:
+ * beam_run_ahead. */
 clf_status dec_run_ahead(dec_run *r, int t0, int t1)
 {
+    if (r->K > 1)
+        return beam_run_ahead(r, t0, t1);
     const int rows = r->n_active;
     for (int i = 0; i < rows; i++)
         r->ids[i] = t0 == 0 ? r->o->sos_id : r->tok[r->cur][(size_t)i * r->max_out + t0 - 1];
@@ -592,7 +726,10 @@ clf_status dec_run_ahead(dec_run *r, int t0, int t1)
 int dec_steps_ahead(const dec_run *r)
 {
     const clf_decode_opts *o = r->o;
-    if (r->K != 1 || r->logp || o->want_attention || !o->use_cache)
+    if (r->logp || o->want_attention || !o->use_cache)
+        return 1;
+    /* beam search: the device's topk and beam choice, the caches read through the tables */
+    if (r->K > 1 && !(r->top_k && r->shared && r->api->supports(r->be, CLF_OP_BEAM_CHOOSE)))
         return 1;
     if (o->sync_steps > 0)
         return o->sync_steps;

@@ -153,6 +153,18 @@ static int device_choices(const clf_model_config *c, const dec_beams *b, dec_cho
     return have;
 }
 
+/* The device's choices (clf_beam_args.choices) as top_choices' */
+static int chosen_on_device(const dec_beams *b, dec_choice *out)
+{
+    int n = 0;
+    for (const int32_t *ch = b->choices; n < 2 * b->K && ch[1] >= 0; n++, ch += 3) {
+        float lp;
+        memcpy(&lp, &ch[0], sizeof lp);
+        out[n] = (dec_choice){lp, ch[1], ch[2]};
+    }
+    return n;
+}
+
 int dec_choose(const clf_decode_opts *o, const clf_model_config *c, const dec_beams *b,
                dec_choice *out)
 {
@@ -179,6 +191,8 @@ int dec_choose(const clf_decode_opts *o, const clf_model_config *c, const dec_be
     }
     if (b->last_step && o->forced_eos)
         return forced_eos_choices(b, o->eos_id, out, 2 * K);
+    if (b->choices)
+        return chosen_on_device(b, out);
     if (!b->logp)
         return device_choices(c, b, out, 2 * K);
     for (int k = 0; k < K; k++) {

@@ -64,12 +64,13 @@ const char *clf_op_name(clf_op op)
         [CLF_OP_GEMM_HALF_ARITH] = "gemm (F16 arithmetic for products of many rows)",
         [CLF_OP_TOPK] = "topk",
         [CLF_OP_GEMM_BF16_ARITH] = "gemm (BF16 arithmetic for products of many rows)",
-        [CLF_OP_QUEUED] = "queued ops (greedy decoding runs steps ahead)",
+        [CLF_OP_QUEUED] = "queued ops (decoding runs steps ahead)",
         [CLF_OP_TOPK_LOG_SOFTMAX] = "topk over log_softmax",
         [CLF_OP_ATTENTION_APPEND] = "attention (appending this step's keys and values)",
         [CLF_OP_GEMM_LAYERNORM] = "gemm (layer-normalizing A first)",
         [CLF_OP_DEVICE_POS] = "positions read on the device (pos_add)",
         [CLF_OP_CAPTURE] = "capture and replay",
+        [CLF_OP_BEAM_CHOOSE] = "beam_choose",
     };
     if ((int)op < 0 || op >= CLF_OP_COUNT)
         return "unknown-op";
@@ -407,6 +408,8 @@ static int op_fn_present(const clf_backend_api *api, clf_op op)
         return api->attention != NULL && api->embed != NULL;
     case CLF_OP_CAPTURE:
         return api->capture_begin && api->capture_end && api->replay && api->capture_free;
+    case CLF_OP_BEAM_CHOOSE:
+        return api->beam_choose != NULL;
     case CLF_OP_QUEUED:
         return 1;
     default:

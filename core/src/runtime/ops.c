@@ -3,97 +3,10 @@
  * are those of clformer/backend.h; the gemm overlap and layernorm shape rules are in
  * backend_checks.c, with the checks the backends still make themselves. */
 #include "clformer/ops.h"
+#include "runtime/op_checks.h"
 
 #include <inttypes.h>
 #include <limits.h>
-
-#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
-
-/* One operand of an op: its name in messages, where it is, how many elements it spans
- * from its offset, the element size (its alignment) and whether it must be given. */
-typedef struct operand {
-    const char *name;
-    clf_ptr p;
-    uint64_t elems;
-    unsigned elem_bytes;
-    int required;
-} operand;
-
-static operand required(const char *name, clf_ptr p, uint64_t elems)
-{
-    return (operand){name, p, elems, 4, 1};
-}
-
-static operand optional(const char *name, clf_ptr p, uint64_t elems)
-{
-    return (operand){name, p, elems, 4, 0};
-}
-
-/* Each given operand aligned to its element and inside its buffer; each required one given. */
-static clf_status check_operands(const clf_backend_api *api, clf_backend *be, const char *op,
-                                 const operand *list, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        const operand *o = &list[i];
-        if (!o->p.buf) {
-            if (o->required)
-                return clf_error(CLF_ERR_INPUT, "%s: %s: operand '%s' is missing", api->name, op,
-                                 o->name);
-            continue;
-        }
-        if (o->p.off % o->elem_bytes != 0)
-            return clf_error(CLF_ERR_INPUT,
-                             "%s: %s: operand '%s' is misaligned: offset %zu bytes is not a "
-                             "multiple of %u",
-                             api->name, op, o->name, o->p.off, o->elem_bytes);
-        size_t size = 0;
-        if (api->buffer_size(be, o->p.buf, &size) != CLF_OK)
-            return clf_error(CLF_ERR_INPUT,
-                             "%s: %s: operand '%s' is a buffer of another backend instance",
-                             api->name, op, o->name);
-        const uint64_t bytes =
-            o->elems > UINT64_MAX / o->elem_bytes ? UINT64_MAX : o->elems * o->elem_bytes;
-        if (o->p.off > size || bytes > size - o->p.off)
-            return clf_error(CLF_ERR_INPUT,
-                             "%s: %s: operand '%s' out of bounds: needs %" PRIu64
-                             " bytes at offset %zu, its buffer holds %zu bytes",
-                             api->name, op, o->name, bytes, o->p.off, size);
-    }
-    return CLF_OK;
-}
-
-/* Each of the nw written operands clear of each of the nr others (a call writes one while it
- * still reads the other); role words the others in the message ("the input ", or ""). */
-static clf_status check_apart(const clf_backend_api *api, const char *op, const operand *written,
-                              size_t nw, const operand *others, size_t nr, const char *role)
-{
-    for (size_t o = 0; o < nw; o++)
-        for (size_t i = 0; i < nr; i++)
-            if (clf_ptr_overlap(written[o].p, 4 * written[o].elems, others[i].p,
-                                4 * others[i].elems))
-                return clf_error(CLF_ERR_INPUT, "%s: %s: '%s' overlaps %s'%s'", api->name, op,
-                                 written[o].name, role, others[i].name);
-    return CLF_OK;
-}
-
-/* The table implements the op. */
-static clf_status check_present(const clf_backend_api *api, const char *op, int present)
-{
-    if (!present)
-        return clf_error(CLF_ERR_UNSUPPORTED, "%s: %s: not supported by this backend", api->name,
-                         op);
-    return CLF_OK;
-}
-
-/* The table implements the op and the call has its argument struct. */
-static clf_status check_entry(const clf_backend_api *api, const char *op, int present,
-                              const void *args)
-{
-    clf_status st = check_present(api, op, present);
-    if (st == CLF_OK && !args)
-        st = clf_error(CLF_ERR_INPUT, "%s: %s: no arguments", api->name, op);
-    return st;
-}
 
 /* ---- gemm ---- */
 
@@ -118,10 +31,10 @@ static clf_status check_gemm_ln(const clf_backend_api *api, clf_backend *be, con
     const operand ln[] = {required("ln_out", g->ln_out, (uint64_t)g->m * (uint64_t)g->k),
                           required("ln_alpha", g->ln_alpha, (uint64_t)g->k),
                           required("ln_beta", g->ln_beta, (uint64_t)g->k)};
-    if ((st = check_operands(api, be, op, ln, COUNT(ln))) != CLF_OK)
+    if ((st = ops_check_operands(api, be, op, ln, COUNT(ln))) != CLF_OK)
         return st;
     const operand others[] = {abcb[0], abcb[1], abcb[2], abcb[3], ln[1], ln[2]};
-    return check_apart(api, op, ln, 1, others, COUNT(others), "");
+    return ops_check_apart(api, op, ln, 1, others, COUNT(others), "");
 }
 
 static clf_status check_gemm(const clf_backend_api *api, clf_backend *be, const char *op,
@@ -158,7 +71,7 @@ static clf_status check_gemm(const clf_backend_api *api, clf_backend *be, const 
                                                         (uint64_t)g->ldc, (uint64_t)batch, sc)),
                                 optional("bias", g->bias, (uint64_t)g->n)};
     const size_t skip = g->k > 0 ? 0 : 2;
-    clf_status st = check_operands(api, be, op, operands + skip, COUNT(operands) - skip);
+    clf_status st = ops_check_operands(api, be, op, operands + skip, COUNT(operands) - skip);
     if (st == CLF_OK)
         st = clf_check_gemm_overlap(api->name, op, g, batched);
     if (st == CLF_OK && (g->ln_out.buf || g->ln_alpha.buf || g->ln_beta.buf))
@@ -169,7 +82,7 @@ static clf_status check_gemm(const clf_backend_api *api, clf_backend *be, const 
 clf_status clf_op_gemm(const clf_backend_api *api, clf_backend *be, const clf_gemm_args *a)
 {
     int empty = 0;
-    clf_status st = check_entry(api, "gemm", api->gemm != NULL, a);
+    clf_status st = ops_check_entry(api, "gemm", api->gemm != NULL, a);
     if (st == CLF_OK)
         st = check_gemm(api, be, "gemm", a, 0, &empty);
     return st != CLF_OK || empty ? st : api->gemm(be, a);
@@ -180,7 +93,7 @@ clf_status clf_op_gemm_strided_batched(const clf_backend_api *api, clf_backend *
 {
     const char *op = "gemm_strided_batched";
     int empty = 0;
-    clf_status st = check_entry(api, op, api->gemm_strided_batched != NULL, a);
+    clf_status st = ops_check_entry(api, op, api->gemm_strided_batched != NULL, a);
     if (st == CLF_OK)
         st = check_gemm(api, be, op, a, 1, &empty);
     return st != CLF_OK || empty ? st : api->gemm_strided_batched(be, a);
@@ -209,7 +122,7 @@ static clf_status check_ln(const clf_backend_api *api, clf_backend *be, const ch
     for (int i = 0; i < 6; i++)
         list[i] = (operand){names[backward][i], p[i], i < per_row ? n : (uint64_t)cols, 4,
                             i < first_optional || i >= first_optional + 2};
-    if ((st = check_operands(api, be, op, list, 6)) != CLF_OK)
+    if ((st = ops_check_operands(api, be, op, list, 6)) != CLF_OK)
         return st;
     if (!backward && p[0].buf == p[1].buf && p[0].off == p[1].off)
         return clf_error(CLF_ERR_INPUT, "%s: %s: out may not alias x", api->name, op);
@@ -222,7 +135,7 @@ static clf_status check_ln(const clf_backend_api *api, clf_backend *be, const ch
 clf_status clf_op_layernorm(const clf_backend_api *api, clf_backend *be,
                             const clf_layernorm_args *a)
 {
-    clf_status st = check_entry(api, "layernorm", api->layernorm != NULL, a);
+    clf_status st = ops_check_entry(api, "layernorm", api->layernorm != NULL, a);
     if (st == CLF_OK &&
         (st = check_ln(api, be, "layernorm", a->rows, a->cols, a->style,
                        (const clf_ptr[]){a->out, a->x, a->residual, a->sum_out, a->alpha, a->beta},
@@ -236,7 +149,7 @@ clf_status clf_op_layernorm_backward(const clf_backend_api *api, clf_backend *be
                                      const clf_layernorm_backward_args *a)
 {
     const char *op = "layernorm_backward";
-    const clf_status st = check_entry(api, op, api->layernorm_backward != NULL, a);
+    const clf_status st = ops_check_entry(api, op, api->layernorm_backward != NULL, a);
     if (st != CLF_OK)
         return st;
     const clf_ptr p[6] = {a->dx, a->dy, a->x, a->alpha, a->dalpha, a->dbeta};
@@ -335,7 +248,7 @@ static clf_status check_pos_add(const clf_backend_api *api, clf_backend *be, con
         return clf_error(CLF_ERR_INPUT,
                          "%s: %s: pos_add_max = %d must be >= 0 and keep every position an int",
                          api->name, op, max);
-    return check_operands(api, be, op, (const operand[]){required("pos_add", pos_add, 1)}, 1);
+    return ops_check_operands(api, be, op, (const operand[]){required("pos_add", pos_add, 1)}, 1);
 }
 
 clf_status clf_op_attention(const clf_backend_api *api, clf_backend *be,
@@ -343,7 +256,7 @@ clf_status clf_op_attention(const clf_backend_api *api, clf_backend *be,
 {
     const char *op = "attention";
     attn_extent e = {0};
-    clf_status st = check_entry(api, op, api->attention != NULL, in);
+    clf_status st = ops_check_entry(api, op, api->attention != NULL, in);
     if (st != CLF_OK)
         return st;
     /* with pos_add, the largest reach: every check below sees p = pos_add_max */
@@ -396,10 +309,10 @@ clf_status clf_op_attention(const clf_backend_api *api, clf_backend *be,
                                 optional("v_new", a->v_new, nn),
                                 optional("k's appended rows", append ? k_rows : none, k_reach),
                                 optional("v's appended rows", append ? v_rows : none, v_reach)};
-    if ((st = check_operands(api, be, op, operands, COUNT(operands))) != CLF_OK)
+    if ((st = ops_check_operands(api, be, op, operands, COUNT(operands))) != CLF_OK)
         return st;
     /* the appended rows are read while k and v are written */
-    if (append && (st = check_apart(api, op, operands + 9, 2, operands + 7, 2, "")) != CLF_OK)
+    if (append && (st = ops_check_apart(api, op, operands + 9, 2, operands + 7, 2, "")) != CLF_OK)
         return st;
     return api->attention(be, in);
 }
@@ -409,7 +322,7 @@ clf_status clf_op_attention_backward(const clf_backend_api *api, clf_backend *be
 {
     const char *op = "attention_backward";
     attn_extent e = {0};
-    clf_status st = check_entry(api, op, api->attention_backward != NULL, a);
+    clf_status st = ops_check_entry(api, op, api->attention_backward != NULL, a);
     /* q_len = 0 is not empty: it zeroes dk and dv */
     if (st != CLF_OK || (st = check_attention_shape(api, op, &a->fwd, &e)) != CLF_OK)
         return st;
@@ -427,59 +340,20 @@ clf_status clf_op_attention_backward(const clf_backend_api *api, clf_backend *be
         required("v", f->v, e.v),   required("dout", a->dout, e.out),
         required("dq", a->dq, e.q), required("dk", a->dk, e.k),
         required("dv", a->dv, e.v), optional("key_mask", f->key_mask, e.key_mask)};
-    if ((st = check_operands(api, be, op, operands, COUNT(operands))) != CLF_OK)
+    if ((st = ops_check_operands(api, be, op, operands, COUNT(operands))) != CLF_OK)
         return st;
     /* the gradients (dq, dk, dv) are written while the inputs (q, k, v, dout) are still read */
-    if ((st = check_apart(api, op, operands + 4, 3, operands, 4, "the input ")) != CLF_OK)
+    if ((st = ops_check_apart(api, op, operands + 4, 3, operands, 4, "the input ")) != CLF_OK)
         return st;
     return api->attention_backward(be, a);
 }
 
 /* ---- embedding, elementwise and row ops ---- */
 
-/* rows >= 0 and cols >= 1: the shape of a row op. */
-static clf_status check_rows(const clf_backend_api *api, const char *op, int rows, int cols)
-{
-    if (rows < 0 || cols <= 0)
-        return clf_error(CLF_ERR_INPUT, "%s: %s: bad shape rows=%d cols=%d", api->name, op, rows,
-                         cols);
-    return CLF_OK;
-}
-
-/* Output a may be input b (the op runs in place) or apart from it, not partly over it. */
-static clf_status check_in_place(const clf_backend_api *api, const char *op, const operand *a,
-                                 const operand *b)
-{
-    if (clf_ptr_overlap(a->p, 4 * a->elems, b->p, 4 * b->elems) && a->p.off != b->p.off)
-        return clf_error(CLF_ERR_INPUT, "%s: %s: '%s' partly overlaps '%s'", api->name, op, a->name,
-                         b->name);
-    return CLF_OK;
-}
-
-/* An elementwise op over list[0].elems elements: the table has it and, unless that is 0
- * (*run = 0: nothing to do), the operands, the first nout of them outputs that may each
- * run in place over every input. */
-static clf_status check_elementwise(const clf_backend_api *api, clf_backend *be, const char *op,
-                                    int present, const operand *list, size_t count, size_t nout,
-                                    int *run)
-{
-    *run = 0;
-    clf_status st = check_present(api, op, present);
-    if (st != CLF_OK || list[0].elems == 0 ||
-        (st = check_operands(api, be, op, list, count)) != CLF_OK)
-        return st;
-    for (size_t o = 0; o < nout; o++)
-        for (size_t i = nout; i < count; i++)
-            if ((st = check_in_place(api, op, &list[o], &list[i])) != CLF_OK)
-                return st;
-    *run = 1;
-    return CLF_OK;
-}
-
 clf_status clf_op_embed(const clf_backend_api *api, clf_backend *be, const clf_embed_args *a)
 {
     const char *op = "embed";
-    clf_status st = check_entry(api, op, api->embed != NULL, a);
+    clf_status st = ops_check_entry(api, op, api->embed != NULL, a);
     if (st != CLF_OK)
         return st;
     if (a->rows < 0 || a->dim <= 0 || a->vocab <= 0 || a->seq_len <= 0 || a->pos0 < 0)
@@ -498,7 +372,7 @@ clf_status clf_op_embed(const clf_backend_api *api, clf_backend *be, const clf_e
     const operand operands[] = {required("out", a->out, rows * dim), required("ids", a->ids, rows),
                                 required("table", a->table, (uint64_t)a->vocab * dim),
                                 optional("pe", a->pe, pe_rows * dim)};
-    st = check_operands(api, be, op, operands, COUNT(operands));
+    st = ops_check_operands(api, be, op, operands, COUNT(operands));
     return st != CLF_OK ? st : api->embed(be, a);
 }
 
@@ -507,7 +381,8 @@ clf_status clf_op_add(const clf_backend_api *api, clf_backend *be, clf_ptr out, 
 {
     const operand list[] = {required("out", out, n), required("a", a, n), required("b", b, n)};
     int run;
-    clf_status st = check_elementwise(api, be, "add", api->add != NULL, list, COUNT(list), 1, &run);
+    clf_status st =
+        ops_check_elementwise(api, be, "add", api->add != NULL, list, COUNT(list), 1, &run);
     return st != CLF_OK || !run ? st : api->add(be, out, a, b, n);
 }
 
@@ -518,12 +393,12 @@ static clf_status check_row_op(const clf_backend_api *api, clf_backend *be, cons
                                int cols, int *run)
 {
     *run = 0;
-    clf_status st = check_present(api, op, present);
-    if (st != CLF_OK || (st = check_rows(api, op, rows, cols)) != CLF_OK || rows == 0)
+    clf_status st = ops_check_present(api, op, present);
+    if (st != CLF_OK || (st = ops_check_rows(api, op, rows, cols)) != CLF_OK || rows == 0)
         return st;
     const operand list[] = {required("out", out, (uint64_t)rows * (uint64_t)out_cols),
                             required("x", x, (uint64_t)rows * (uint64_t)cols)};
-    if ((st = check_operands(api, be, op, list, COUNT(list))) != CLF_OK)
+    if ((st = ops_check_operands(api, be, op, list, COUNT(list))) != CLF_OK)
         return st;
     if (clf_ptr_overlap(out, 4 * list[0].elems, x, 4 * list[1].elems) &&
         !(out.off == x.off && out_cols == cols))
@@ -554,8 +429,8 @@ clf_status clf_op_argmax(const clf_backend_api *api, clf_backend *be, clf_ptr ou
 clf_status clf_op_topk(const clf_backend_api *api, clf_backend *be, const clf_topk_args *a)
 {
     const char *op = "topk";
-    clf_status st = check_entry(api, op, api->topk != NULL, a);
-    if (st != CLF_OK || (st = check_rows(api, op, a->rows, a->cols)) != CLF_OK)
+    clf_status st = ops_check_entry(api, op, api->topk != NULL, a);
+    if (st != CLF_OK || (st = ops_check_rows(api, op, a->rows, a->cols)) != CLF_OK)
         return st;
     if (a->k < 1 || a->k > a->cols || a->k > CLF_TOPK_MAX)
         return clf_error(CLF_ERR_INPUT, "%s: %s: k=%d outside [1, %d] (cols=%d, at most %d)",
@@ -570,7 +445,7 @@ clf_status clf_op_topk(const clf_backend_api *api, clf_backend *be, const clf_to
     const operand list[] = {required("val", a->val, out), required("idx", a->idx, out),
                             required("x", a->x, rows * (uint64_t)a->cols),
                             optional("base", a->base, rows)};
-    if ((st = check_operands(api, be, op, list, COUNT(list))) != CLF_OK)
+    if ((st = ops_check_operands(api, be, op, list, COUNT(list))) != CLF_OK)
         return st;
     /* the outputs are written while the inputs are still read */
     for (int i = 0; i < 2; i++)
@@ -581,124 +456,38 @@ clf_status clf_op_topk(const clf_backend_api *api, clf_backend *be, const clf_to
     return api->topk(be, a);
 }
 
-/* ---- training ---- */
-
-clf_status clf_op_relu_backward(const clf_backend_api *api, clf_backend *be, clf_ptr dx, clf_ptr dy,
-                                clf_ptr y, size_t n)
+clf_status clf_op_beam_choose(const clf_backend_api *api, clf_backend *be, const clf_beam_args *a)
 {
-    const operand list[] = {required("dx", dx, n), required("dy", dy, n), required("y", y, n)};
-    int run;
-    clf_status st = check_elementwise(api, be, "relu_backward", api->relu_backward != NULL, list,
-                                      COUNT(list), 1, &run);
-    return st != CLF_OK || !run ? st : api->relu_backward(be, dx, dy, y, n);
-}
-
-clf_status clf_op_embed_backward(const clf_backend_api *api, clf_backend *be,
-                                 const clf_embed_backward_args *a)
-{
-    const char *op = "embed_backward";
-    clf_status st = check_entry(api, op, api->embed_backward != NULL, a);
+    const char *op = "beam_choose";
+    clf_status st = ops_check_entry(api, op, api->beam_choose != NULL, a);
     if (st != CLF_OK)
         return st;
-    if (a->rows < 0 || a->dim <= 0 || a->vocab <= 0)
-        return clf_error(CLF_ERR_INPUT, "%s: %s: bad shape rows=%d dim=%d vocab=%d", api->name, op,
-                         a->rows, a->dim, a->vocab);
-    if (a->rows == 0)
-        return CLF_OK;
-    const uint64_t rows = (uint64_t)a->rows, dim = (uint64_t)a->dim;
-    const operand operands[] = {required("dtable", a->dtable, (uint64_t)a->vocab * dim),
-                                required("dout", a->dout, rows * dim),
-                                required("ids", a->ids, rows)};
-    st = check_operands(api, be, op, operands, COUNT(operands));
-    return st != CLF_OK ? st : api->embed_backward(be, a);
-}
-
-clf_status clf_op_dropout(const clf_backend_api *api, clf_backend *be, const clf_dropout_args *a)
-{
-    const char *op = "dropout";
-    int run;
-    clf_status st = check_entry(api, op, api->dropout != NULL, a);
-    if (st != CLF_OK)
-        return st;
-    if (!(a->p >= 0.0f && a->p < 1.0f)) /* NaN fails too */
-        return clf_error(CLF_ERR_INPUT, "%s: %s: p = %g is outside [0, 1)", api->name, op,
-                         (double)a->p);
-    const operand list[] = {required("out", a->out, a->n), required("x", a->x, a->n)};
-    st = check_elementwise(api, be, op, 1, list, COUNT(list), 1, &run);
-    return st != CLF_OK || !run ? st : api->dropout(be, a);
-}
-
-clf_status clf_op_cross_entropy(const clf_backend_api *api, clf_backend *be,
-                                const clf_cross_entropy_args *a)
-{
-    const char *op = "cross_entropy";
-    clf_status st = check_entry(api, op, api->cross_entropy != NULL, a);
-    if (st != CLF_OK || (st = check_rows(api, op, a->rows, a->cols)) != CLF_OK)
-        return st;
-    if (!(a->label_smoothing >= 0.0f && a->label_smoothing <= 1.0f))
-        return clf_error(CLF_ERR_INPUT, "%s: %s: label_smoothing = %g is outside [0, 1]", api->name,
-                         op, (double)a->label_smoothing);
-    if (a->rows == 0)
-        return CLF_OK;
-    const uint64_t rows = (uint64_t)a->rows, n = rows * (uint64_t)a->cols;
-    const operand operands[] = {required("loss", a->loss, rows), optional("dlogits", a->dlogits, n),
-                                required("logits", a->logits, n),
-                                required("targets", a->targets, rows)};
-    if ((st = check_operands(api, be, op, operands, COUNT(operands))) != CLF_OK ||
-        (st = check_in_place(api, op, &operands[1], &operands[2])) != CLF_OK)
-        return st;
-    /* the losses are written while rows of the logits (and dlogits) are still read */
-    if (clf_ptr_overlap(a->loss, 4 * rows, a->logits, 4 * n) ||
-        clf_ptr_overlap(a->loss, 4 * rows, a->dlogits, 4 * n))
-        return clf_error(CLF_ERR_INPUT, "%s: %s: 'loss' overlaps the logits", api->name, op);
-    return api->cross_entropy(be, a);
-}
-
-clf_status clf_op_adam(const clf_backend_api *api, clf_backend *be, const clf_adam_args *a)
-{
-    const char *op = "adam";
-    clf_status st = check_entry(api, op, api->adam != NULL, a);
-    if (st != CLF_OK)
-        return st;
-    if (!(a->bias_correction1 > 0.0f && a->sqrt_bias_correction2 > 0.0f))
-        return clf_error(
-            CLF_ERR_INPUT, "%s: %s: bias corrections %g and %g must be positive (step >= 1)",
-            api->name, op, (double)a->bias_correction1, (double)a->sqrt_bias_correction2);
+    if (a->n < 0 || a->K < 1 || 2 * a->K > CLF_TOPK_MAX || a->top_k < 1 ||
+        a->top_k > CLF_TOPK_MAX || a->n_banned < 0 || a->ld < 1 || a->pos < 0)
+        return clf_error(CLF_ERR_INPUT,
+                         "%s: %s: bad shape n=%d K=%d top_k=%d n_banned=%d ld=%d pos=%d (1 <= K, "
+                         "2K <= %d, 1 <= top_k <= %d)",
+                         api->name, op, a->n, a->K, a->top_k, a->n_banned, a->ld, a->pos,
+                         CLF_TOPK_MAX, CLF_TOPK_MAX);
     if (a->n == 0)
         return CLF_OK;
-    const operand operands[] = {required("param", a->param, a->n), required("grad", a->grad, a->n),
-                                required("m", a->m, a->n), required("v", a->v, a->n)};
-    if ((st = check_operands(api, be, op, operands, COUNT(operands))) != CLF_OK)
+    const uint64_t rows = (uint64_t)a->n * (uint64_t)a->K, top = rows * (uint64_t)a->top_k,
+                   table = rows * (uint64_t)a->ld;
+    const operand out[] = {required("choices", a->choices, rows * 6), required("ids", a->ids, rows),
+                           required("rows_out", a->rows_out, table)};
+    const operand in[] = {required("val", a->val, top),
+                          required("idx", a->idx, top),
+                          required("rows_in", a->rows_in, table),
+                          required("base", a->base, rows),
+                          {"banned", a->banned, (uint64_t)a->n_banned, 4, a->n_banned > 0}};
+    if ((st = ops_check_operands(api, be, op, out, COUNT(out))) != CLF_OK ||
+        (st = ops_check_operands(api, be, op, in, COUNT(in))) != CLF_OK ||
+        (st = ops_check_apart(api, op, out, COUNT(out), in, COUNT(in), "")) != CLF_OK ||
+        (st = ops_check_apart(api, op, out, 1, out + 1, 2, "")) != CLF_OK ||
+        (st = ops_check_apart(api, op, out + 1, 1, out + 2, 1, "")) != CLF_OK ||
+        (st = ops_check_apart(api, op, in + 3, 1, in, 3, "")) != CLF_OK)
         return st;
-    /* param, m and v are updated in place, each element from all four */
-    const uint64_t bytes = 4 * (uint64_t)a->n;
-    for (size_t i = 0; i < COUNT(operands); i++)
-        for (size_t j = i + 1; j < COUNT(operands); j++)
-            if (clf_ptr_overlap(operands[i].p, bytes, operands[j].p, bytes))
-                return clf_error(CLF_ERR_INPUT, "%s: %s: param, grad, m and v may not overlap",
-                                 api->name, op);
-    return api->adam(be, a);
-}
-
-clf_status clf_op_sum_squares(const clf_backend_api *api, clf_backend *be, clf_ptr out, clf_ptr x,
-                              size_t n)
-{
-    const char *op = "sum_squares";
-    /* n = 0 is not empty: it writes out = 0 */
-    const operand list[] = {required("out", out, 1), {"x", x, n, 4, n > 0}};
-    clf_status st = check_present(api, op, api->sum_squares != NULL);
-    if (st == CLF_OK && (st = check_operands(api, be, op, list, COUNT(list))) == CLF_OK)
-        st = api->sum_squares(be, out, x, n);
-    return st;
-}
-
-clf_status clf_op_fill(const clf_backend_api *api, clf_backend *be, clf_ptr out, float value,
-                       size_t n)
-{
-    const operand list[] = {required("out", out, n)};
-    int run;
-    clf_status st = check_elementwise(api, be, "fill", api->fill != NULL, list, 1, 0, &run);
-    return st != CLF_OK || !run ? st : api->fill(be, out, value, n);
+    return api->beam_choose(be, a);
 }
 
 /* ---- plugin ops ---- */
@@ -725,14 +514,14 @@ clf_status clf_op_activation(const clf_backend_api *api, clf_backend *be,
 {
     const char *entry = "activation";
     char op[96];
-    clf_status st = check_entry(api, entry, api->activation != NULL, a);
+    clf_status st = ops_check_entry(api, entry, api->activation != NULL, a);
     if (st != CLF_OK || (st = check_plugin_op(api, entry, a->op, 0, op, sizeof op)) != CLF_OK ||
         (st = clf_plugin_check_gates(api->name, op, a->op, 1, a->gate.buf != NULL)) != CLF_OK ||
         a->n == 0)
         return st;
     const operand list[] = {required("out", a->out, a->n), required("x", a->x, a->n),
                             optional("gate", a->gate, a->n)};
-    if ((st = check_operands(api, be, op, list, COUNT(list))) == CLF_OK &&
+    if ((st = ops_check_operands(api, be, op, list, COUNT(list))) == CLF_OK &&
         (st = clf_check_activation_overlap(api->name, op, a)) == CLF_OK)
         st = api->activation(be, a);
     return st;
@@ -743,7 +532,7 @@ clf_status clf_op_activation_backward(const clf_backend_api *api, clf_backend *b
 {
     const char *entry = "activation_backward";
     char op[96];
-    clf_status st = check_entry(api, entry, api->activation_backward != NULL, a);
+    clf_status st = ops_check_entry(api, entry, api->activation_backward != NULL, a);
     if (st != CLF_OK || (st = check_plugin_op(api, entry, a->op, 0, op, sizeof op)) != CLF_OK ||
         (st = clf_plugin_check_gates(api->name, op, a->op, 2,
                                      (a->gate.buf != NULL) + (a->dgate.buf != NULL))) != CLF_OK ||
@@ -753,7 +542,7 @@ clf_status clf_op_activation_backward(const clf_backend_api *api, clf_backend *b
     const operand list[] = {required("dx", a->dx, n), required("dy", a->dy, n),
                             required("x", a->x, n), optional("gate", a->gate, n),
                             optional("dgate", a->dgate, n)};
-    if ((st = check_operands(api, be, op, list, COUNT(list))) == CLF_OK &&
+    if ((st = ops_check_operands(api, be, op, list, COUNT(list))) == CLF_OK &&
         (st = clf_check_activation_backward_overlap(api->name, op, a)) == CLF_OK)
         st = api->activation_backward(be, a);
     return st;
@@ -771,13 +560,13 @@ static clf_status check_norm(const clf_backend_api *api, clf_backend *be, const 
     char op[96];
     *run = 0;
     clf_status st = check_plugin_op(api, entry, norm, 1, op, sizeof op);
-    if (st != CLF_OK || (st = check_rows(api, op, rows, cols)) != CLF_OK || rows == 0)
+    if (st != CLF_OK || (st = ops_check_rows(api, op, rows, cols)) != CLF_OK || rows == 0)
         return st;
     const uint64_t n = (uint64_t)rows * (uint64_t)cols, c = (uint64_t)cols;
     operand list[6];
     for (int i = 0; i < count; i++)
         list[i] = (operand){names[i], p[i], i < per_row ? n : c, 4, i <= per_row};
-    if ((st = check_operands(api, be, op, list, (size_t)count)) != CLF_OK)
+    if ((st = ops_check_operands(api, be, op, list, (size_t)count)) != CLF_OK)
         return st;
     /* the output is written while rows of the next three (x, alpha, beta or dy, x, alpha)
      * are still read */
@@ -792,7 +581,7 @@ clf_status clf_op_norm(const clf_backend_api *api, clf_backend *be, const clf_no
 {
     static const char *const names[] = {"out", "x", "alpha", "beta"};
     int run;
-    clf_status st = check_entry(api, "norm", api->norm != NULL, a);
+    clf_status st = ops_check_entry(api, "norm", api->norm != NULL, a);
     if (st == CLF_OK &&
         (st = check_norm(api, be, "norm", a->op, a->rows, a->cols, names,
                          (const clf_ptr[]){a->out, a->x, a->alpha, a->beta}, 4, 2,
@@ -808,7 +597,7 @@ clf_status clf_op_norm_backward(const clf_backend_api *api, clf_backend *be,
     static const char *const names[] = {"dx", "dy", "x", "alpha", "dalpha", "dbeta"};
     const char *entry = "norm_backward";
     int run;
-    clf_status st = check_entry(api, entry, api->norm_backward != NULL, a);
+    clf_status st = ops_check_entry(api, entry, api->norm_backward != NULL, a);
     if (st != CLF_OK)
         return st;
     const clf_ptr p[] = {a->dx, a->dy, a->x, a->alpha, a->dalpha, a->dbeta};
@@ -829,7 +618,7 @@ clf_status clf_op_upload(const clf_backend_api *api, clf_backend *be, clf_ptr ds
                          size_t bytes)
 {
     const operand o = bytes_at("dst", dst, bytes);
-    const clf_status st = check_operands(api, be, "upload", &o, 1);
+    const clf_status st = ops_check_operands(api, be, "upload", &o, 1);
     return st != CLF_OK || bytes == 0 ? st : api->upload(be, dst, src, bytes);
 }
 
@@ -837,7 +626,7 @@ clf_status clf_op_download(const clf_backend_api *api, clf_backend *be, void *ds
                            size_t bytes)
 {
     const operand o = bytes_at("src", src, bytes);
-    const clf_status st = check_operands(api, be, "download", &o, 1);
+    const clf_status st = ops_check_operands(api, be, "download", &o, 1);
     return st != CLF_OK || bytes == 0 ? st : api->download(be, dst, src, bytes);
 }
 
@@ -846,7 +635,7 @@ clf_status clf_op_discard(const clf_backend_api *api, clf_backend *be, clf_ptr p
 {
     *freed = 0;
     const operand o = bytes_at("p", p, bytes);
-    const clf_status st = check_operands(api, be, "discard", &o, 1);
+    const clf_status st = ops_check_operands(api, be, "discard", &o, 1);
     return st != CLF_OK || bytes == 0 || !api->discard ? st : api->discard(be, p, bytes, freed);
 }
 
@@ -854,8 +643,8 @@ clf_status clf_op_copy(const clf_backend_api *api, clf_backend *be, clf_ptr dst,
                        size_t bytes)
 {
     const operand list[] = {bytes_at("dst", dst, bytes), bytes_at("src", src, bytes)};
-    clf_status st = check_present(api, "copy", api->copy != NULL);
-    if (st == CLF_OK && (st = check_operands(api, be, "copy", list, COUNT(list))) == CLF_OK &&
+    clf_status st = ops_check_present(api, "copy", api->copy != NULL);
+    if (st == CLF_OK && (st = ops_check_operands(api, be, "copy", list, COUNT(list))) == CLF_OK &&
         bytes > 0)
         st = api->copy(be, dst, src, bytes);
     return st;
