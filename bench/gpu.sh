@@ -141,7 +141,8 @@ done
 # CTranslate2 on CUDA against clformer OpenCL on the same converted model (issue 36, item 5):
 # bench/ct2_compare.sh's GPU mode, where CT2_PYTHON (default $PYTHON) imports a ctranslate2
 # that sees a CUDA device (on a machine without the network, its wheel carried and put on
-# PYTHONPATH); its table ends the output.
+# PYTHONPATH; the wheel needs the cuBLAS of the CUDA major it was built for). Where none
+# can, transformers' generate() on CUDA in FP16 stands in, as the issue allows.
 echo "## CTranslate2 on CUDA against clformer OpenCL on '$device' (bench/ct2_compare.sh, DEVICE=gpu)"
 ct2py=${CT2_PYTHON:-$PYTHON}
 if "$ct2py" -c 'import ctranslate2, sys; sys.exit(ctranslate2.get_cuda_device_count() < 1)' \
@@ -151,8 +152,19 @@ if "$ct2py" -c 'import ctranslate2, sys; sys.exit(ctranslate2.get_cuda_device_co
     echo "bench/gpu.sh: bench/ct2_compare.sh failed (see above)" >&2
     tests_failed=1
   fi
+elif "$PYTHON" -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2> /dev/null; then
+  # the issue's stand-in: transformers' generate() on CUDA in FP16 on a full-size
+  # OPUS-MT-shaped Marian model, against clformer OpenCL f32 and f16 on the same model
+  echo "$ct2py has no ctranslate2 that sees a CUDA device: transformers' generate() on CUDA" \
+    "in FP16 stands in (bench/marian_speed.sh, DEVICE=gpu)" | tee "$out/ct2-gpu.txt"
+  if ! DEVICE=gpu OCL_DEVICE=$device BATCH=32 PYTHON=$PYTHON bench/marian_speed.sh |
+    tee -a "$out/ct2-gpu.txt"; then
+    echo "bench/gpu.sh: bench/marian_speed.sh failed (see above)" >&2
+    tests_failed=1
+  fi
 else
-  echo "skipped: $ct2py has no ctranslate2 that sees a CUDA device" | tee "$out/ct2-gpu.txt"
+  echo "skipped: neither a CUDA ctranslate2 ($ct2py) nor a CUDA torch ($PYTHON)" |
+    tee "$out/ct2-gpu.txt"
 fi
 
 echo "## for bench/RESULTS.md"

@@ -9,7 +9,9 @@ HF_DIR: the MarianMTModel (make_marian_fixture.py --full-size OUT --model-only w
 OUT/hf); CLF_MODEL_DIR: its `clformer import marian`; CLFORMER: the binary; WEIGHT_TYPEs:
 clformer's --weight-type values to time (default f32). Environment: THREADS (2), REPEAT
 (3), MAX_LENGTH (generate()'s max_length, 32), BATCH (the large batch, 16), SENTENCES
-(how many, at most 50; default 50).
+(how many, at most 50; default 50), DEVICE (cpu; gpu: transformers on CUDA in FP16 and
+clformer on the OpenCL device OCL_DEVICE, default NVIDIA: issue 36's stand-in for
+CTranslate2 on CUDA where its wheel cannot run).
 
 The random model never chooses EOS before max_length (it repeats one token), so every
 output is max_length - 1 tokens, the last the forced EOS, in both: equal work. The script
@@ -34,6 +36,8 @@ THREADS = int(os.environ.get("THREADS", "2"))
 REPEAT = int(os.environ.get("REPEAT", "3"))
 MAX_LENGTH = int(os.environ.get("MAX_LENGTH", "32"))
 BATCH = int(os.environ.get("BATCH", "16"))
+DEVICE = os.environ.get("DEVICE", "cpu")
+OCL_DEVICE = os.environ.get("OCL_DEVICE", "NVIDIA")
 
 BASE = TEXT_SRC + [
     "the dog sits in the park",
@@ -53,10 +57,12 @@ def timed_generate(model, tok, sentences, batch, args, eos, pad):
     that are not pad)."""
     secs, seqs = 0.0, []
     for i in range(0, len(sentences), batch):
-        enc = tok(sentences[i:i + batch], return_tensors="pt", padding=True)
+        enc = tok(sentences[i:i + batch], return_tensors="pt", padding=True).to(model.device)
         t0 = time.perf_counter()
         with torch.no_grad():
             out = model.generate(**enc, **args)
+        if model.device.type == "cuda":
+            torch.cuda.synchronize()
         secs += time.perf_counter() - t0
         for row in out.tolist():
             seq = row[1:]  # after the decoder start
@@ -83,6 +89,8 @@ def clf_run(clformer, model_dir, wtype, beams, batch):
            "--batch", str(batch), "--max-len", str(MAX_LENGTH - 1), "--forced-eos",
            "--weight-type", wtype, "--beam", str(beams), "--beam-style", "hf",
            "--length-penalty", "1"]
+    if DEVICE == "gpu":
+        cmd += ["--backend", "opencl", "--device", OCL_DEVICE]
     t0 = time.perf_counter()
     p = subprocess.run(cmd, input="\n".join(SENTENCES) + "\n", capture_output=True, text=True,
                        check=True)
@@ -99,6 +107,10 @@ def main():
     torch.set_num_threads(THREADS)
     tok = MarianTokenizer.from_pretrained(hf_dir)
     model = MarianMTModel.from_pretrained(hf_dir).eval()
+    if DEVICE == "gpu":
+        model = model.to("cuda", dtype=torch.float16)
+        with torch.no_grad():  # CUDA's and cuBLAS's set-up outside the timing
+            model.generate(**tok(SENTENCES[:1], return_tensors="pt").to("cuda"), max_length=4)
     pad = model.config.pad_token_id
     cases = [("greedy", 1, 1), ("greedy", 1, BATCH), ("beam 4", 4, 1), ("beam 4", 4, BATCH)]
     engines = ["transformers"] + ["clformer " + w for w in wtypes]
@@ -124,8 +136,9 @@ def main():
             print("round %d: %s, batch %d: %s" % (r + 1, c[0], c[2], ", ".join(
                 "%s %.2f s" % (e, times[(c, e)][-1]) for e in engines)), file=sys.stderr,
                 flush=True)
-    print("%d sentences, max_length %d, %d threads, median of %d; tokens out per case: %s" %
-          (len(SENTENCES), MAX_LENGTH, THREADS, REPEAT,
+    print("%s; %d sentences, max_length %d, %d threads, median of %d; tokens out per case: %s" %
+          ("transformers on CUDA in FP16, clformer OpenCL on " + OCL_DEVICE if DEVICE == "gpu"
+           else "CPU", len(SENTENCES), MAX_LENGTH, THREADS, REPEAT,
            ", ".join("%s b%d %d" % (c[0], c[2], tokens[c]) for c in cases)))
     head = "| case | transformers tok/s |"
     rule = "|---|---:|"
