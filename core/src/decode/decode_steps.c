@@ -358,9 +358,10 @@ static clf_status beam_step_chained(dec_run *r, const clf_graph *g, const clf_st
 }
 
 /* Runs the decoder on the active slots at position t; fills r->ids' download (greedy:
- * r->ids[row] = next id) or r->logp (beam), and appends attention rows. chained (greedy
- * running ahead): the ids come from row t of r->gen and the argmax goes to row t + 1,
- * nothing to or from the host. */
+ * r->ids[row] = next id), r->top_val and r->top_idx or r->logp (beam), and appends
+ * attention rows. chained (running ahead), nothing to or from the host: greedy takes its
+ * ids from row t of r->gen and puts the argmax into row t + 1; beam search,
+ * beam_step_chained. */
 clf_status dec_run_step(dec_run *r, int t, int chained)
 {
     const int rows = r->n_active * r->K, cur = r->cur, beam_chained = chained && r->K > 1;
