@@ -679,6 +679,14 @@ done:
     return st;
 }
 
+/* r->ids[0..rows): the ids slots 0..rows-1 feed in at position t0, the first of a run
+ * ahead (SOS, or the last token the host settled). */
+static void first_ids(dec_run *r, int rows, int t0)
+{
+    for (int i = 0; i < rows; i++)
+        r->ids[i] = t0 == 0 ? r->o->sos_id : r->tok[r->cur][(size_t)i * r->max_out + t0 - 1];
+}
+
 /* Beam steps t0..t1 on the device (see the top): step t0's tables, ids and sums uploaded,
  * each later step's left by beam_choose, then the choices downloaded at once. */
 static clf_status beam_run_ahead(dec_run *r, int t0, int t1)
@@ -686,8 +694,7 @@ static clf_status beam_run_ahead(dec_run *r, int t0, int t1)
     const int rows = r->n_active * r->K, cur = r->cur;
     int own;
     r->win_t0 = t0;
-    for (int i = 0; i < rows; i++)
-        r->ids[i] = t0 == 0 ? r->o->sos_id : r->tok[cur][(size_t)i * r->max_out + t0 - 1];
+    first_ids(r, rows, t0);
     /* beams of one sentence read its one cross-cache slot: never only their own rows */
     clf_status st = upload_tables(r, rows, t0, &own);
     if (st == CLF_OK)
@@ -710,8 +717,7 @@ clf_status dec_run_ahead(dec_run *r, int t0, int t1)
     if (r->K > 1)
         return beam_run_ahead(r, t0, t1);
     const int rows = r->n_active;
-    for (int i = 0; i < rows; i++)
-        r->ids[i] = t0 == 0 ? r->o->sos_id : r->tok[r->cur][(size_t)i * r->max_out + t0 - 1];
+    first_ids(r, rows, t0);
     const size_t row = sizeof(int32_t) * (size_t)r->slots;
     clf_status st = dev_upload(r, (clf_ptr){r->gen, row * t0}, r->ids, sizeof(int32_t) * rows);
     for (int t = t0; t <= t1 && st == CLF_OK; t++)
