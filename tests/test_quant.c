@@ -559,6 +559,54 @@ START_TEST(test_quantized_file_equals_load_time_quantization)
 }
 END_TEST
 
+/* An inference model from path, loaded (clf_weights_load) or mapped (clf_weights_map), with
+ * weight type type; its logits on a fixed batch into out ([2, 5, V]). */
+static void inference_logits(const quant_fixture *f, const char *path, int mapped,
+                             clf_weight_type type, float *out)
+{
+    const int32_t src[2 * 6] = {2, 5, 6, 7, 8, 3, 2, 9, 10, 11, 3, 1};
+    const int32_t tgt[2 * 5] = {2, 4, 5, 6, 7, 2, 8, 9, 10, 11};
+    clf_weights *w = NULL;
+    clf_model *m = NULL;
+    if (mapped)
+        CLF_ASSERT_OK(clf_weights_map(path, &f->cfg.model, &w));
+    else
+        CLF_ASSERT_OK(clf_weights_load(path, &f->cfg.model, &w));
+    CLF_ASSERT_OK(clf_model_create_inference(&f->cfg.model, &w, clf_test_api, clf_test_be, 1, &type,
+                                             NULL, 0, &m));
+    ck_assert_ptr_null(w);
+    clf_forward_io fio = {
+        .batch = 2, .src_len = 6, .tgt_len = 5, .src = src, .tgt = tgt, .logits = out};
+    CLF_ASSERT_OK(clf_model_forward(m, &fio));
+    clf_model_free(m);
+}
+
+/* A model made from mapped weights (translate's and serve's way: int8's matrices quantized
+ * from the file, never uploaded as F32; the rest converted a block at a time) gives the
+ * logits of one made from loaded weights, bit for bit: from an F32 and an int8 file, with
+ * each weight type. */
+START_TEST(test_mapped_weights_equal_loaded)
+{
+    quant_fixture f;
+    fixture_open(&f);
+    const char *q = clf_test_tmp_path("q.safetensors");
+    CLF_ASSERT_OK(clf_weights_quantize_file(f.wpath, q, CLF_WEIGHT_INT8, 0));
+    const size_t n = 2 * 5 * (size_t)f.cfg.model.tgt_vocab;
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    static const clf_weight_type types[3] = {CLF_WEIGHT_F32, CLF_WEIGHT_F16, CLF_WEIGHT_INT8};
+    for (int file = 0; file < 2; file++)
+        for (int t = 0; t < 3; t++) {
+            inference_logits(&f, file ? q : f.wpath, 0, types[t], a);
+            inference_logits(&f, file ? q : f.wpath, 1, types[t], b);
+            ck_assert_msg(memcmp(a, b, n * sizeof *a) == 0, "%s file, %s weights: mapped != loaded",
+                          file ? "int8" : "F32", clf_weight_type_name(types[t]));
+        }
+    free(a);
+    free(b);
+    clf_test_remove_tmpdir();
+}
+END_TEST
+
 /* Writes the tensors of the int8 file src with tensor `name` changed by edit to dst. */
 typedef void (*tensor_edit)(clf_tensor *t, void *scratch);
 
@@ -616,16 +664,33 @@ static void negative_first(clf_tensor *t, void *scratch)
     t->data = scratch;
 }
 
+static void expect_message(const char *tensor, const char *why)
+{
+    const char *e = clf_last_error();
+    ck_assert_msg(strstr(e, tensor) != NULL, "message does not name '%s': %s", tensor, e);
+    ck_assert_msg(strstr(e, why) != NULL, "message does not say '%s': %s", why, e);
+    ck_assert_ptr_null(strchr(e, '\n'));
+}
+
+/* Refused at load, and by the mapped way: at the mapping, or (a value) when the int8
+ * inference model is made from it. */
 static void expect_refused(const char *path, const clf_model_config *mc, const char *tensor,
                            const char *why)
 {
     clf_weights *w = NULL;
     ck_assert_int_eq(clf_weights_load(path, mc, &w), CLF_ERR_INPUT);
     ck_assert_ptr_null(w);
-    const char *e = clf_last_error();
-    ck_assert_msg(strstr(e, tensor) != NULL, "message does not name '%s': %s", tensor, e);
-    ck_assert_msg(strstr(e, why) != NULL, "message does not say '%s': %s", why, e);
-    ck_assert_ptr_null(strchr(e, '\n'));
+    expect_message(tensor, why);
+    if (clf_weights_map(path, mc, &w) == CLF_OK) {
+        clf_weight_type type = CLF_WEIGHT_INT8;
+        clf_model *m = NULL;
+        ck_assert_int_eq(
+            clf_model_create_inference(mc, &w, clf_test_api, clf_test_be, 1, &type, NULL, 0, &m),
+            CLF_ERR_INPUT);
+        ck_assert_ptr_null(m);
+    }
+    ck_assert_ptr_null(w);
+    expect_message(tensor, why);
 }
 
 START_TEST(test_hostile_quantized_files)
@@ -807,6 +872,7 @@ static void cpu_only(TCase *tc)
     tcase_add_test(tc, test_cpu_gemm_i8);
     tcase_add_test(tc, test_cpu_gemm_i8_bounds);
     tcase_add_test(tc, test_quantized_file_equals_load_time_quantization);
+    tcase_add_test(tc, test_mapped_weights_equal_loaded);
     tcase_add_test(tc, test_quantize_round_trip);
     tcase_add_test(tc, test_quantize_rows_against_lrintf);
     tcase_add_test(tc, test_quantize_tied_names);

@@ -731,8 +731,70 @@ static void write_with_value(const clf_weights *w, const char *path, clf_dtype d
     free(t);
 }
 
+/* Mapped (clf_weights_map), tensor k read in pieces of 16 elements: the piece that holds
+ * the bad value fails with a message that starts as the load's (want); those before read. */
+static void expect_read_error(const char *path, const clf_model_config *c, int k, const char *want)
+{
+    clf_weights *m = NULL;
+    CLF_ASSERT_OK(clf_weights_map(path, c, &m));
+    const int64_t n = clf_weight_spec_numel(&m->specs[k]);
+    float piece[16];
+    clf_status st = CLF_OK;
+    for (int64_t e = 0; st == CLF_OK && e < n; e += 16)
+        st = clf_weights_read(m, k, e, n - e < 16 ? n - e : 16, piece);
+    ck_assert_int_eq(st, CLF_ERR_INPUT);
+    ck_assert_msg(strncmp(clf_last_error(), want, strlen(want)) == 0, "got \"%s\", want \"%s\"",
+                  clf_last_error(), want);
+    clf_weights_free(m);
+}
+
+/* clf_weights_map converts nothing: every data[i] is NULL, and clf_weights_read gives any
+ * span of any parameter as clf_weights_load converts it (F32, F16 and BF16 files; pieces
+ * of 1 to 11 elements that cross every boundary), or refuses a span outside it. */
+START_TEST(test_map_reads_what_load_converts)
+{
+    clf_test_make_tmpdir("clf-w");
+    clf_model_config c = small_cfg(1, 1, 0, 1);
+    clf_weights *w = NULL;
+    CLF_ASSERT_OK(clf_weights_init(&c, 7, &w));
+    const char *p = clf_test_tmp_path("w.safetensors");
+    static const clf_dtype dts[3] = {CLF_F32, CLF_F16, CLF_BF16};
+    for (int d = 0; d < 3; d++) {
+        write_with_value(w, p, dts[d], 0, 0, w->data[0][0]);
+        clf_weights *r = NULL, *m = NULL;
+        CLF_ASSERT_OK(clf_weights_load(p, &c, &r));
+        CLF_ASSERT_OK(clf_weights_map(p, &c, &m));
+        ck_assert_ptr_null(r->source);
+        ck_assert_ptr_nonnull(m->source);
+        ck_assert_int_eq(m->count, r->count);
+        for (int i = 0; i < m->count; i++) {
+            ck_assert_ptr_null(m->data[i]);
+            const int64_t n = clf_weight_spec_numel(&m->specs[i]);
+            float *got = malloc((size_t)(n > 0 ? n : 1) * sizeof *got);
+            for (int64_t e = 0, len = 1; e < n; e += len, len = len % 11 + 1)
+                CLF_ASSERT_OK(clf_weights_read(m, i, e, n - e < len ? n - e : len, got + e));
+            ck_assert_msg(memcmp(got, r->data[i], (size_t)n * sizeof *got) == 0,
+                          "'%s' read from the mapping differs from its load", m->specs[i].name);
+            /* from a loaded copy, the same */
+            CLF_ASSERT_OK(clf_weights_read(r, i, 0, n, got));
+            ck_assert(memcmp(got, r->data[i], (size_t)n * sizeof *got) == 0);
+            ck_assert_int_eq(clf_weights_read(m, i, n - 1, 2, got), CLF_ERR_INPUT);
+            ck_assert_ptr_nonnull(strstr(clf_last_error(), m->specs[i].name));
+            ck_assert_int_eq(clf_weights_read(m, i, -1, 1, got), CLF_ERR_INPUT);
+            free(got);
+        }
+        ck_assert_int_eq(clf_weights_read(m, m->count, 0, 1, (float[1]){0}), CLF_ERR_INPUT);
+        clf_weights_free(r);
+        clf_weights_free(m);
+    }
+    clf_weights_free(w);
+    clf_test_remove_tmpdir();
+}
+END_TEST
+
 /* A NaN or an infinity in an F32, F16 or BF16 weight is refused at load, naming the tensor
- * and the element's flat index (before, it loaded, and every output was NaN). */
+ * and the element's flat index (before, it loaded, and every output was NaN); read from a
+ * mapping in pieces, with the same message. */
 START_TEST(test_load_refuses_non_finite)
 {
     clf_test_make_tmpdir("clf-w");
@@ -759,6 +821,7 @@ START_TEST(test_load_refuses_non_finite)
                      w->specs[k].name, bad[b].name, (long long)at);
             expect_load_error(p, &c, want);
             ck_assert_str_eq(clf_last_error(), want);
+            expect_read_error(p, &c, k, want);
         }
     /* the largest finite values load */
     clf_weights *r = NULL;
@@ -796,6 +859,7 @@ START_TEST(test_load_refuses_non_finite)
              "%s: tensor '%s' holds a non-finite value (Inf) at index %lld once dequantized", p,
              w->specs[mat].name, (long long)(2 * cols + 3));
     expect_load_error(p, &c, want);
+    expect_read_error(p, &c, mat, want);
     free(all);
     free(sc);
     free(q);
@@ -809,4 +873,4 @@ CLF_TEST_MAIN(clf_test_run, "weights", "weights", test_specs_names_and_shapes, t
               test_init_reproducible_and_bounded, test_save_load_round_trip,
               test_load_half_precision_and_ignored, test_load_errors_name_the_tensor,
               test_tied_embeddings, test_tied_under_any_one_name, test_tied_save_model_file,
-              test_load_refuses_non_finite)
+              test_load_refuses_non_finite, test_map_reads_what_load_converts)

@@ -17,7 +17,7 @@ clf_status cli_model_open(const cli_model_opts *o, cli_model *m)
             return st;
     }
     const clf_model_config *mc = &m->cfg.model;
-    st = o->w_path ? clf_weights_load(o->w_path, mc, &w) : clf_weights_init(mc, o->init_seed, &w);
+    st = o->w_path ? clf_weights_map(o->w_path, mc, &w) : clf_weights_init(mc, o->init_seed, &w);
     if (st != CLF_OK || (st = cli_open_backend(&m->cfg, o->bo, &m->api, &m->be)) != CLF_OK)
         goto fail;
     api = m->api, be = m->be;

@@ -28,7 +28,8 @@ CLF_API clf_status clf_model_create(const clf_model_config *cfg, const clf_weigh
 /* clf_model_create, freeing each of w's tensors once it is on the device (w->data[i]
  * becomes NULL; w's specs and stored_type stay, and w is still the caller's to free), so
  * that the host never holds the weights twice: a model's loading then peaks at one copy
- * of its F32 weights instead of two. translate, forward and bench load with it. */
+ * of its F32 weights instead of two. translate, forward and bench load with it. Weights
+ * from clf_weights_map (either function) are converted on their way up, a block at a time. */
 CLF_API clf_status clf_model_create_consuming(const clf_model_config *cfg, clf_weights *w,
                                               const clf_backend_api *api, clf_backend *be,
                                               clf_model **out);
@@ -109,7 +110,9 @@ CLF_API clf_status clf_model_release_f32(clf_model *m, size_t *freed);
  * inference never reads, are given back (clf_model_release_f32). With F16 weights on a
  * backend whose products of 8+ rows do not run in half precision (OpenCL without CLBlast's
  * HGEMM), note (may be NULL) gets one sentence saying what falls back to the F32 weights,
- * else "". On failure *out is NULL. */
+ * else "". On failure *out is NULL. *w may be mapped (clf_weights_map): then with int8
+ * the matrices inference multiplies only in int8 are quantized from the file, never held
+ * as F32 on the host or the device (the same int8 copy, byte for byte). */
 CLF_API clf_status clf_model_create_inference(const clf_model_config *cfg, clf_weights **w,
                                               const clf_backend_api *api, clf_backend *be,
                                               int type_set, clf_weight_type *type, char *note,

@@ -61,11 +61,14 @@ CLF_API clf_status clf_weight_type_parse(const char *s, clf_weight_type *out);
 #define CLF_WEIGHT_TYPE_META "clformer.weight_type"
 #define CLF_SCALE_SUFFIX     ".scale"
 
-/* Host copy of every parameter as F32, in clf_weight_specs order. */
+/* Every parameter as F32, in clf_weight_specs order: a host copy, or (clf_weights_map) the
+ * file they are read from on demand. */
+typedef struct clf_weights_source clf_weights_source;
 typedef struct clf_weights {
     int count;
     clf_weight_spec *specs;
-    float **data; /* data[i]: numel(specs[i]) floats, owned */
+    float **data; /* data[i]: numel(specs[i]) floats, owned; NULL after clf_weights_map */
+    clf_weights_source *source; /* clf_weights_map: the mapped file, else NULL */
     /* clf_weights_load: the type the file was quantized to (its CLF_WEIGHT_TYPE_META, or
      * int8 when it holds I8 tensors), CLF_WEIGHT_F32 otherwise. The data above is always
      * F32: I8 tensors are dequantized (q * scale), F16/BF16 converted. */
@@ -84,6 +87,19 @@ CLF_API const char *clf_weights_tied_to(const clf_model_config *cfg, const char 
  * naming it. */
 CLF_API clf_status clf_weights_load(const char *path, const clf_model_config *cfg,
                                     clf_weights **out);
+/* clf_weights_load's checks of the file (names, shapes, dtypes, I8 scales, tied copies), its
+ * values left in it: the file stays mapped, every data[i] is NULL, and clf_weights_read
+ * converts a parameter's elements when they are needed (checking them finite then, with
+ * clf_weights_load's errors). clf_model_create_inference takes such weights: the host then
+ * never holds every F32 value at once, and with int8 the matrices go from the file to
+ * their int8 copy without an F32 copy on the device. */
+CLF_API clf_status clf_weights_map(const char *path, const clf_model_config *cfg,
+                                   clf_weights **out);
+/* Elements [first, first + count) of parameter i as F32 into dst: from data[i], else
+ * converted from the mapped file (CLF_ERR_INPUT naming the tensor for a non-finite value,
+ * or a bad scale of an I8 tensor). */
+CLF_API clf_status clf_weights_read(const clf_weights *w, int i, int64_t first, int64_t count,
+                                    float *dst);
 /* Writes the tensors of the safetensors file in_path to out_path (atomically) with the
  * matrices that linear layers multiply with (2-D tensors other than embedding tables) as
  * type: F16 or BF16 tensors of the same name, or an I8 tensor of the same name plus

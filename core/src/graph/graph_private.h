@@ -58,6 +58,11 @@ struct clf_model {
      * garbage now), released_bytes of them */
     int f32_released;
     size_t released_bytes;
+    /* clf_model_create_inference with int8 from mapped weights (clf_weights_map): the
+     * matrices int8 inference never reads as F32 were not uploaded (deferred[i]); until the
+     * int8 copy is made, their values are read from pending, the weights being consumed */
+    unsigned char *deferred;
+    const clf_weights *pending;
     clf_buffer *pe; /* [max_len, d] */
     size_t weight_bytes;
     /* the forward graph of the last shape, reused while the shape stays */
@@ -68,6 +73,14 @@ struct clf_model {
     size_t arena_cap;
 };
 
+/* clf_model_create_consuming, with defer_int8: the matrices int8 inference never reads as
+ * F32 (clf_model_f32_unread_under_int8) are left off the device (m->deferred; w stays
+ * m->pending until the caller has made the int8 copy and clears it). Mapped weights
+ * (clf_weights_map) are converted a block at a time on their way up. */
+clf_status clf_model_create_from(const clf_model_config *cfg, clf_weights *w, int defer_int8,
+                                 const clf_backend_api *api, clf_backend *be, clf_model **out);
+/* Whether weight i's F32 bytes are read by nothing once the int8 copy exists. */
+int clf_model_f32_unread_under_int8(const clf_model *m, int i);
 /* The index of the weight named name in m->specs, or -1. */
 int clf_model_spec_index(const clf_model *m, const char *name);
 /* The index of the weight chunk that is buffer buf, or -1 (the PE table, activations). */
@@ -82,6 +95,8 @@ int clf_model_is_gemm_matrix(const clf_model *m, int i);
 clf_status clf_model_copy16(clf_model *m, int c, clf_weight_type type, clf_buffer *dst);
 /* Frees the BF16 copy of clf_model_set_precision; arith_on = 0. */
 void clf_model_arith_free(clf_model *m);
+/* Frees the low-precision twin (clf_model_set_weight_type), if any; lowp_type = F32. */
+void clf_model_lowp_free(clf_model *m);
 /* clf_model_set_weight_type without the precision's copy (model_precision.c makes that
  * again after it). */
 clf_status clf_model_lowp_set(clf_model *m, clf_weight_type type);

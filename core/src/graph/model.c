@@ -152,10 +152,37 @@ static size_t align_up(size_t x, size_t a)
     return (x + a - 1) / a * a;
 }
 
-/* owned: NULL, or w->data when w's tensors are to be freed as they reach the device
- * (clf_model_create_consuming) */
-static clf_status upload_weights(clf_model *m, const clf_weights *w, float **owned)
+/* Weight i of mapped weights w (data[i] NULL) converted and uploaded a block of stage
+ * (stage_len floats) at a time. */
+static clf_status upload_mapped(clf_model *m, const clf_weights *w, int i, float *stage,
+                                int64_t stage_len)
 {
+    const int64_t n = clf_weight_spec_numel(&m->specs[i]);
+    for (int64_t e = 0; e < n; e += stage_len) {
+        const int64_t len = n - e < stage_len ? n - e : stage_len;
+        clf_status st = clf_weights_read(w, i, e, len, stage);
+        if (st != CLF_OK)
+            return st; /* names the file and the tensor */
+        const clf_ptr at = {m->wdev[i].buf, m->wdev[i].off + (size_t)e * sizeof(float)};
+        st = clf_op_upload(m->api, m->be, at, stage, (size_t)len * sizeof(float));
+        if (st == CLF_OK) /* the stage is reused once the upload is done */
+            st = m->api->synchronize(m->be);
+        if (st != CLF_OK)
+            return clf_error_context(st, "weights: uploading '%s'", m->specs[i].name);
+    }
+    return CLF_OK;
+}
+
+/* The floats a mapped weight is converted through at a time (upload_mapped). */
+#define CLF_UPLOAD_STAGE ((int64_t)1 << 20)
+
+/* owned: NULL, or w->data when w's tensors are to be freed as they reach the device
+ * (clf_model_create_consuming); defer: m->deferred, the weights to leave off the device
+ * (clf_model_create_from) */
+static clf_status upload_weights(clf_model *m, const clf_weights *w, float **owned,
+                                 const unsigned char *defer)
+{
+    float *stage = NULL;
     clf_status st = CLF_OK;
     uint64_t limit = m->api->max_alloc ? m->api->max_alloc(m->be) : 0;
     size_t cap = CLF_WEIGHT_CHUNK_MAX;
@@ -216,6 +243,17 @@ static clf_status upload_weights(clf_model *m, const clf_weights *w, float **own
     for (int i = 0; i < m->n_weights; i++) {
         m->wdev[i].buf = m->chunks[chunk_of[i]];
         size_t bytes = (size_t)clf_weight_spec_numel(&m->specs[i]) * sizeof(float);
+        if (defer && defer[i])
+            continue;
+        if (!w->data[i]) {
+            if (!stage && !(stage = malloc((size_t)CLF_UPLOAD_STAGE * sizeof *stage))) {
+                st = clf_error(CLF_ERR_NOMEM, "weights: out of host memory");
+                goto fail;
+            }
+            if ((st = upload_mapped(m, w, i, stage, CLF_UPLOAD_STAGE)) != CLF_OK)
+                goto fail;
+            continue;
+        }
         if ((st = clf_op_upload(m->api, m->be, m->wdev[i], w->data[i], bytes)) != CLF_OK) {
             clf_error_context(st, "weights: uploading '%s'", m->specs[i].name);
             goto fail;
@@ -230,6 +268,7 @@ static clf_status upload_weights(clf_model *m, const clf_weights *w, float **own
         }
     }
 fail:
+    free(stage);
     free(chunk_of);
     free(chunk_size);
     return st;
@@ -277,7 +316,8 @@ static const clf_op model_ops[] = {CLF_OP_GEMM,  CLF_OP_LAYERNORM, CLF_OP_ATTENT
                                    CLF_OP_EMBED, CLF_OP_ADD,       CLF_OP_SOFTMAX};
 
 static clf_status model_create(const clf_model_config *cfg, const clf_weights *w, float **owned,
-                               const clf_backend_api *api, clf_backend *be, clf_model **out)
+                               int defer_int8, const clf_backend_api *api, clf_backend *be,
+                               clf_model **out)
 {
     clf_status st = CLF_OK;
     float *pe_host = NULL;
@@ -312,7 +352,16 @@ static clf_status model_create(const clf_model_config *cfg, const clf_weights *w
         st = clf_error(CLF_ERR_NOMEM, "model: out of host memory");
         goto fail;
     }
-    if ((st = upload_weights(m, w, owned)) != CLF_OK)
+    if (defer_int8) {
+        if (!(m->deferred = calloc((size_t)m->n_weights, 1))) {
+            st = clf_error(CLF_ERR_NOMEM, "model: out of host memory");
+            goto fail;
+        }
+        for (int i = 0; i < m->n_weights; i++)
+            m->deferred[i] = (unsigned char)clf_model_f32_unread_under_int8(m, i);
+        m->pending = w;
+    }
+    if ((st = upload_weights(m, w, owned, m->deferred)) != CLF_OK)
         goto fail;
     if (cfg->positional == CLF_POS_LEARNED) { /* the tables are weights: no fixed table */
         *out = m;
@@ -350,17 +399,23 @@ fail:
 clf_status clf_model_create(const clf_model_config *cfg, const clf_weights *w,
                             const clf_backend_api *api, clf_backend *be, clf_model **out)
 {
-    return model_create(cfg, w, NULL, api, be, out);
+    return model_create(cfg, w, NULL, 0, api, be, out);
 }
 
 clf_status clf_model_create_consuming(const clf_model_config *cfg, clf_weights *w,
                                       const clf_backend_api *api, clf_backend *be, clf_model **out)
 {
-    return model_create(cfg, w, w->data, api, be, out);
+    return model_create(cfg, w, w->data, 0, api, be, out);
+}
+
+clf_status clf_model_create_from(const clf_model_config *cfg, clf_weights *w, int defer_int8,
+                                 const clf_backend_api *api, clf_backend *be, clf_model **out)
+{
+    return model_create(cfg, w, w->data, defer_int8, api, be, out);
 }
 
 /* Frees the low-precision copy, if any. */
-static void lowp_free(clf_model *m)
+void clf_model_lowp_free(clf_model *m)
 {
     if (m->lowp_chunks)
         for (int c = 0; c < m->n_chunks; c++)
@@ -379,6 +434,40 @@ static void lowp_free(clf_model *m)
     m->lowp_type = CLF_WEIGHT_F32;
 }
 
+void clf_model_arith_free(clf_model *m)
+{
+    if (m->arith_chunks)
+        for (int c = 0; c < m->n_chunks; c++)
+            if (m->arith_chunks[c])
+                m->api->free(m->be, m->arith_chunks[c]);
+    free(m->arith_chunks);
+    m->arith_chunks = NULL;
+    m->arith_bytes = 0;
+    m->arith_on = 0;
+}
+
+/* The tensors that linear layers multiply with: every matrix but the embedding tables,
+ * plus the table the output projection is tied to (if it is). */
+int clf_model_is_gemm_matrix(const clf_model *m, int i)
+{
+    const clf_weight_spec *s = &m->specs[i];
+    if (s->ndim != 2)
+        return 0;
+    if (!(clf_weight_name_kinds(s->name) & CLF_WK_EMBEDDING_TABLE))
+        return 1;
+    const char *proj = clf_weights_tied_to(&m->cfg, CLF_WN_PROJ_WEIGHT);
+    return proj && strcmp(proj, s->name) == 0;
+}
+
+/* Weight i's F32 bytes are read by nothing once the int8 copy exists: a matrix that only
+ * linear layers multiply with (not an embedding table, which the embedding op reads, tied
+ * to the projection or not). */
+int clf_model_f32_unread_under_int8(const clf_model *m, int i)
+{
+    return clf_model_is_gemm_matrix(m, i) &&
+           !(clf_weight_name_kinds(m->specs[i].name) & CLF_WK_EMBEDDING_TABLE);
+}
+
 void clf_model_free(clf_model *m)
 {
     if (!m)
@@ -390,7 +479,7 @@ void clf_model_free(clf_model *m)
             if (m->grad_chunks && m->grad_chunks[c])
                 m->api->free(m->be, m->grad_chunks[c]);
         }
-        lowp_free(m);
+        clf_model_lowp_free(m);
         clf_model_arith_free(m);
         if (m->pe)
             m->api->free(m->be, m->pe);
@@ -402,58 +491,14 @@ void clf_model_free(clf_model *m)
     free(m->chunk_bytes);
     free(m->grad_chunks);
     free(m->wdev);
+    free(m->deferred);
     free(m->specs);
     free(m->name_slot);
     free(m);
 }
 
 /* ---------------------------------------------------------------------------------- */
-/* training and decoding: gradients, F16 weights                                       */
-
-/* training                                                                            */
-
-/* After the upload (status st) of weight `name`'s `type` copy from a host buffer: the
- * upload may be queued, and the buffer is reused for the next matrix once it is done. */
-static clf_status upload_done(clf_model *m, clf_status st, clf_weight_type type, const char *name)
-{
-    if (st == CLF_OK)
-        st = m->api->synchronize(m->be);
-    if (st != CLF_OK)
-        clf_error_context(st, "model: uploading the %s copy of '%s'", clf_weight_type_name(type),
-                          name);
-    return st;
-}
-
-/* The first weight after i (from -1) that is one of the products' matrices
- * (clf_model_is_gemm_matrix) in chunk c, -1 after the last: the weights a low-precision
- * twin of the chunk converts. */
-static int next_matrix(const clf_model *m, int c, int i)
-{
-    while (++i < m->n_weights)
-        if (m->wdev[i].buf == m->chunks[c] && clf_model_is_gemm_matrix(m, i))
-            return i;
-    return -1;
-}
-
-/* Reads weight i (count floats) from the device into mat, for its `type` copy: the weights
- * as they are now (loaded, or trained in this process). */
-static clf_status read_back(clf_model *m, int i, size_t count, clf_weight_type type, float *mat)
-{
-    clf_status st = clf_op_download(m->api, m->be, mat, m->wdev[i], count * sizeof *mat);
-    if (st == CLF_OK)
-        st = m->api->synchronize(m->be);
-    if (st != CLF_OK)
-        clf_error_context(st, "model: reading '%s' back for %s", m->specs[i].name,
-                          clf_weight_type_name(type));
-    return st;
-}
-
-/* The error of a conversion to type that has no host memory for a matrix. */
-static clf_status host_nomem(clf_weight_type type)
-{
-    return clf_error(CLF_ERR_NOMEM, "model: out of host memory for the %s weights",
-                     clf_weight_type_name(type));
-}
+/* training: gradients                                                                 */
 
 clf_status clf_model_enable_grads(clf_model *m)
 {
@@ -478,328 +523,6 @@ clf_status clf_model_enable_grads(clf_model *m)
             return clf_error_context(st, "model: gradient buffer of %zu bytes", m->chunk_bytes[c]);
     }
     return CLF_OK;
-}
-
-/* The tensors that linear layers multiply with: every matrix but the embedding tables,
- * plus the table the output projection is tied to (if it is). */
-int clf_model_is_gemm_matrix(const clf_model *m, int i)
-{
-    const clf_weight_spec *s = &m->specs[i];
-    if (s->ndim != 2)
-        return 0;
-    if (!(clf_weight_name_kinds(s->name) & CLF_WK_EMBEDDING_TABLE))
-        return 1;
-    const char *proj = clf_weights_tied_to(&m->cfg, CLF_WN_PROJ_WEIGHT);
-    return proj && strcmp(proj, s->name) == 0;
-}
-
-clf_status clf_model_copy16(clf_model *m, int c, clf_weight_type type, clf_buffer *dst)
-{
-    const int f16 = type == CLF_WEIGHT_F16;
-    size_t largest = 1;
-    for (int i = next_matrix(m, c, -1); i >= 0; i = next_matrix(m, c, i)) {
-        const size_t numel = (size_t)clf_weight_spec_numel(&m->specs[i]);
-        largest = numel > largest ? numel : largest;
-    }
-    clf_status st = CLF_OK;
-    float *mat = malloc(largest * sizeof *mat);
-    uint16_t *h = malloc(largest * sizeof *h);
-    if (!mat || !h) {
-        st = host_nomem(type);
-        goto fail;
-    }
-    for (int i = next_matrix(m, c, -1); i >= 0; i = next_matrix(m, c, i)) {
-        const clf_weight_spec *sp = &m->specs[i];
-        const size_t count = (size_t)clf_weight_spec_numel(sp);
-        if ((st = read_back(m, i, count, type, mat)) != CLF_OK)
-            goto fail;
-        for (size_t e = 0; e < count; e++) {
-            if (!(f16 ? clf_float_fits_half(mat[e]) : clf_float_fits_bf16(mat[e]))) {
-                st = clf_unfit_error(NULL, sp->name, (int64_t)e, mat[e], f16 ? CLF_F16 : CLF_BF16);
-                goto fail;
-            }
-            h[e] = f16 ? clf_float_to_half(mat[e]) : clf_float_to_bf16(mat[e]);
-        }
-        const clf_ptr at = {dst, m->wdev[i].off / 2};
-        st = clf_op_upload(m->api, m->be, at, h, count * sizeof *h);
-        if ((st = upload_done(m, st, type, sp->name)) != CLF_OK)
-            goto fail;
-    }
-fail:
-    free(mat);
-    free(h);
-    return st;
-}
-
-void clf_model_arith_free(clf_model *m)
-{
-    if (m->arith_chunks)
-        for (int c = 0; c < m->n_chunks; c++)
-            if (m->arith_chunks[c])
-                m->api->free(m->be, m->arith_chunks[c]);
-    free(m->arith_chunks);
-    m->arith_chunks = NULL;
-    m->arith_bytes = 0;
-    m->arith_on = 0;
-}
-
-/* Makes m->lowp_chunks[c], the twin of chunk c as type: F16/BF16 halves at half the
- * offsets (clf_model_copy16), or int8 at a quarter of them and the {scale, sum} pairs from
- * m->lowp_scale_off[c] (m->lowp_row filled for the chunk's matrices). One matrix at a time:
- * read from the device, converted, written back to its place in the twin, so that the
- * host holds one matrix and its conversion, never a chunk. The twin's bytes under the other
- * weights are never written (nothing reads them), so on the CPU they are never resident. */
-static clf_status lowp_make(clf_model *m, int c, clf_weight_type type)
-{
-    const size_t n = m->chunk_bytes[c] / sizeof(float);
-    size_t rows = 0, largest = 1, most_rows = 1, bytes;
-    clf_status st = CLF_OK;
-    float *mat = NULL, *sc = NULL;
-    unsigned char *conv = NULL;
-    if (type != CLF_WEIGHT_INT8) {
-        bytes = n * sizeof(uint16_t);
-        if ((st = m->api->alloc(m->be, bytes, &m->lowp_chunks[c])) != CLF_OK)
-            return clf_error_context(st, "model: %s weights: allocating %zu bytes",
-                                     clf_weight_type_name(type), bytes);
-        m->lowp_bytes += bytes;
-        return clf_model_copy16(m, c, type, m->lowp_chunks[c]);
-    }
-    for (int i = next_matrix(m, c, -1); i >= 0; i = next_matrix(m, c, i)) {
-        const size_t numel = (size_t)clf_weight_spec_numel(&m->specs[i]);
-        largest = numel > largest ? numel : largest;
-        most_rows =
-            (size_t)m->specs[i].shape[0] > most_rows ? (size_t)m->specs[i].shape[0] : most_rows;
-    }
-    /* number the rows of the chunk's matrices in the order of their offsets */
-    size_t next_off = 0;
-    for (;;) {
-        int best = -1;
-        for (int i = next_matrix(m, c, -1); i >= 0; i = next_matrix(m, c, i))
-            if (m->wdev[i].off >= next_off && (best < 0 || m->wdev[i].off < m->wdev[best].off))
-                best = i;
-        if (best < 0)
-            break;
-        m->lowp_row[best] = rows;
-        rows += (size_t)m->specs[best].shape[0];
-        next_off = m->wdev[best].off + 1;
-    }
-    m->lowp_scale_off[c] = (n + 63) / 64 * 64;
-    bytes = m->lowp_scale_off[c] + 8 * rows;
-    if ((st = m->api->alloc(m->be, bytes, &m->lowp_chunks[c])) != CLF_OK)
-        return clf_error_context(st, "model: %s weights: allocating %zu bytes",
-                                 clf_weight_type_name(type), bytes);
-    m->lowp_bytes += bytes;
-    /* a matrix converted: int8 values then its rows' {scale, sum} pairs (sc: the scales);
-     * sized once for the chunk's largest */
-    mat = malloc(largest * sizeof *mat);
-    conv = malloc(largest + 8 * most_rows);
-    sc = malloc(most_rows * sizeof *sc);
-    if (!mat || !conv || !sc) {
-        st = host_nomem(type);
-        goto fail;
-    }
-    for (int i = next_matrix(m, c, -1); i >= 0; i = next_matrix(m, c, i)) {
-        const clf_weight_spec *sp = &m->specs[i];
-        const size_t first = m->wdev[i].off / sizeof(float);
-        const size_t count = (size_t)clf_weight_spec_numel(sp);
-        clf_ptr at = {m->lowp_chunks[c], 0};
-        if ((st = read_back(m, i, count, type, mat)) != CLF_OK)
-            goto fail;
-        const int64_t R = sp->shape[0], K = sp->shape[1];
-        int8_t *q = (int8_t *)(void *)conv;
-        unsigned char *pairs = conv + count;
-        int64_t bad = clf_quantize_rows_i8(mat, R, K, q, sc);
-        if (bad >= 0) {
-            st = clf_unfit_error(NULL, sp->name, bad, mat[bad], CLF_I8);
-            goto fail;
-        }
-        for (int64_t r = 0; r < R; r++) {
-            int32_t sum = 0;
-            for (int64_t p = 0; p < K; p++)
-                sum += q[r * K + p];
-            memcpy(pairs + 8 * r, &sc[r], 4);
-            memcpy(pairs + 8 * r + 4, &sum, 4);
-        }
-        at.off = first;
-        if ((st = clf_op_upload(m->api, m->be, at, q, count)) == CLF_OK) {
-            at.off = m->lowp_scale_off[c] + 8 * m->lowp_row[i];
-            st = clf_op_upload(m->api, m->be, at, pairs, 8 * (size_t)R);
-        }
-        if ((st = upload_done(m, st, type, sp->name)) != CLF_OK)
-            goto fail;
-    }
-fail:
-    free(sc);
-    free(mat);
-    free(conv);
-    return st;
-}
-
-/* (chunk, off, i) order for qsort */
-static int lowp_mat_cmp(const void *pa, const void *pb)
-{
-    const clf_lowp_mat *a = pa, *b = pb;
-    if (a->chunk != b->chunk)
-        return a->chunk < b->chunk ? -1 : 1;
-    if (a->off != b->off)
-        return a->off < b->off ? -1 : 1;
-    return (a->i > b->i) - (a->i < b->i);
-}
-
-/* Fills m->lowp_mat (see graph_private.h). */
-static clf_status lowp_mat_build(clf_model *m)
-{
-    m->lowp_mat = malloc((size_t)(m->n_weights ? m->n_weights : 1) * sizeof *m->lowp_mat);
-    if (!m->lowp_mat)
-        return clf_error(CLF_ERR_NOMEM, "model: out of host memory");
-    m->n_lowp_mat = 0;
-    for (int i = 0; i < m->n_weights; i++)
-        if (clf_model_is_gemm_matrix(m, i))
-            m->lowp_mat[m->n_lowp_mat++] = (clf_lowp_mat){
-                .chunk = clf_model_chunk_holding(m, m->wdev[i].buf), .i = i, .off = m->wdev[i].off};
-    qsort(m->lowp_mat, (size_t)m->n_lowp_mat, sizeof *m->lowp_mat, lowp_mat_cmp);
-    return CLF_OK;
-}
-
-/* The weight index of the GEMM matrix at byte off of chunk c, or -1; the lowest index when
- * several start there (as a scan of the weights in order would find). */
-static int lowp_mat_at(const clf_model *m, int c, size_t off)
-{
-    const clf_lowp_mat key = {.chunk = c, .i = -1, .off = off};
-    int lo = 0, hi = m->n_lowp_mat; /* first entry not below key: in [lo, hi] */
-    while (lo < hi) {
-        const int mid = lo + (hi - lo) / 2;
-        if (lowp_mat_cmp(&m->lowp_mat[mid], &key) < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo < m->n_lowp_mat && m->lowp_mat[lo].chunk == c && m->lowp_mat[lo].off == off)
-        return m->lowp_mat[lo].i;
-    return -1;
-}
-
-clf_status clf_model_lowp_set(clf_model *m, clf_weight_type type)
-{
-    if (type == m->lowp_type)
-        return CLF_OK;
-    if (m->f32_released)
-        return clf_error(CLF_ERR_UNSUPPORTED,
-                         "model: cannot switch to %s weights: the F32 weights were given back "
-                         "for int8 inference (clf_model_release_f32); load them again",
-                         clf_weight_type_name(type));
-    clf_status st = CLF_OK;
-    if ((int)type < 0 || type > CLF_WEIGHT_INT8)
-        return clf_error(CLF_ERR_INPUT, "model: unknown weight type %d", (int)type);
-    if (type == CLF_WEIGHT_BF16 || type == CLF_WEIGHT_INT8) {
-        const clf_op need = type == CLF_WEIGHT_BF16 ? CLF_OP_GEMM_BF16 : CLF_OP_GEMM_I8;
-        if (!m->api->supports(m->be, need))
-            return clf_error(CLF_ERR_UNSUPPORTED,
-                             "the %s backend cannot multiply with %s weights (use --weight-type "
-                             "f32 or f16 there, or the cpu backend)",
-                             m->api->name, clf_weight_type_name(type));
-    }
-    lowp_free(m);
-    m->g_valid = 0; /* the cached forward graph was built with the previous copy */
-    if (type == CLF_WEIGHT_F32)
-        return CLF_OK;
-    m->lowp_chunks = calloc((size_t)m->n_chunks, sizeof *m->lowp_chunks);
-    m->lowp_scale_off = calloc((size_t)m->n_chunks, sizeof *m->lowp_scale_off);
-    m->lowp_row = calloc((size_t)m->n_weights, sizeof *m->lowp_row);
-    if (!m->lowp_chunks || !m->lowp_scale_off || !m->lowp_row) {
-        st = clf_error(CLF_ERR_NOMEM, "model: out of host memory");
-        goto fail;
-    }
-    if ((st = lowp_mat_build(m)) != CLF_OK)
-        goto fail;
-    m->lowp_type = type;
-    for (int c = 0; c < m->n_chunks; c++)
-        if ((st = lowp_make(m, c, type)) != CLF_OK)
-            goto fail;
-    return CLF_OK;
-fail:
-    lowp_free(m);
-    return st;
-}
-
-/* Weight i's F32 bytes are read by nothing once the int8 copy exists: a matrix that only
- * linear layers multiply with (not an embedding table, which the embedding op reads, tied
- * to the projection or not). */
-static int f32_unread_under_int8(const clf_model *m, int i)
-{
-    return clf_model_is_gemm_matrix(m, i) &&
-           !(clf_weight_name_kinds(m->specs[i].name) & CLF_WK_EMBEDDING_TABLE);
-}
-
-clf_status clf_model_release_f32(clf_model *m, size_t *freed)
-{
-    size_t total = 0;
-    if (freed)
-        *freed = 0;
-    if (m->lowp_type != CLF_WEIGHT_INT8)
-        return clf_error(CLF_ERR_INPUT,
-                         "model: only int8 weights replace the F32 matrices in every product "
-                         "(this model multiplies with %s)",
-                         clf_weight_type_name(m->lowp_type));
-    if (m->grad_chunks)
-        return clf_error(CLF_ERR_INPUT, "model: a model being trained keeps its F32 weights");
-    /* marked first: from the first discard on the bytes may be gone, whatever it returns */
-    m->f32_released = 1;
-    /* runs of matrices that follow each other without a gap (a packed [Wq;Wk;Wv], an FFN's
-     * two), so that the pages they share are given back too; m->lowp_mat is in place order */
-    for (int a = 0; a < m->n_lowp_mat;) {
-        const int i = m->lowp_mat[a].i;
-        if (!f32_unread_under_int8(m, i)) {
-            a++;
-            continue;
-        }
-        const clf_ptr start = m->wdev[i];
-        size_t bytes = 0;
-        int b = a;
-        while (b < m->n_lowp_mat && m->lowp_mat[b].chunk == m->lowp_mat[a].chunk &&
-               m->lowp_mat[b].off == start.off + bytes &&
-               f32_unread_under_int8(m, m->lowp_mat[b].i)) {
-            bytes += (size_t)clf_weight_spec_numel(&m->specs[m->lowp_mat[b].i]) * sizeof(float);
-            b++;
-        }
-        size_t f = 0;
-        const clf_status st = clf_op_discard(m->api, m->be, start, bytes, &f);
-        if (st != CLF_OK)
-            return clf_error_context(st, "model: giving back the F32 copy of '%s'",
-                                     m->specs[i].name);
-        total += f;
-        a = b;
-    }
-    m->released_bytes += total;
-    if (freed)
-        *freed = total;
-    return CLF_OK;
-}
-
-int clf_model_lowp_twin(const clf_model *m, clf_ptr w, size_t bytes, clf_lowp_twin *t)
-{
-    memset(t, 0, sizeof *t);
-    const int c = m->lowp_chunks ? clf_model_chunk_holding(m, w.buf) : -1;
-    if (c < 0)
-        return 0;
-    if (m->lowp_type != CLF_WEIGHT_INT8) {
-        t->field = m->lowp_type == CLF_WEIGHT_F16 ? offsetof(clf_gemm_args, b_half)
-                                                  : offsetof(clf_gemm_args, b_bf16);
-        t->w = (clf_ptr){m->lowp_chunks[c], w.off / 2};
-        t->w_bytes = bytes / 2;
-        return 1;
-    }
-    /* the value starts at a matrix (a packed one at its first member) */
-    const int i = lowp_mat_at(m, c, w.off);
-    if (i < 0)
-        return 0;
-    const size_t rows = bytes / sizeof(float) / (size_t)m->specs[i].shape[1];
-    t->field = offsetof(clf_gemm_args, b_i8);
-    t->w = (clf_ptr){m->lowp_chunks[c], w.off / 4};
-    t->w_bytes = bytes / 4;
-    t->scale = (clf_ptr){m->lowp_chunks[c], m->lowp_scale_off[c] + 8 * m->lowp_row[i]};
-    t->scale_bytes = 8 * rows;
-    return 1;
 }
 
 /* ---------------------------------------------------------------------------------- */

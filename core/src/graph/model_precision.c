@@ -144,15 +144,19 @@ clf_status clf_model_create_inference(const clf_model_config *cfg, clf_weights *
         note[0] = '\0';
     if (!out || !w || !*w || !type)
         return clf_error(CLF_ERR_INPUT, "clf_model_create_inference: NULL argument");
-    clf_status st = clf_model_create_consuming(cfg, *w, api, be, out);
     if (!type_set)
         *type = (*w)->stored_type;
-    clf_weights_free(*w); /* its tensors went as they reached the device */
-    *w = NULL;
+    /* from a mapped file, int8's matrices are quantized from it, never uploaded as F32 */
+    const int defer = (*w)->source && *type == CLF_WEIGHT_INT8 && api->supports(be, CLF_OP_GEMM_I8);
+    clf_status st = clf_model_create_from(cfg, *w, defer, api, be, out);
     if (st == CLF_OK)
         st = clf_model_set_weight_type(*out, *type);
     if (st == CLF_OK && *type == CLF_WEIGHT_INT8)
         st = clf_model_release_f32(*out, NULL);
+    if (*out)
+        (*out)->pending = NULL;
+    clf_weights_free(*w); /* its tensors went as they reached the device */
+    *w = NULL;
     if (st == CLF_OK && *type == CLF_WEIGHT_F16 && note && note_size > 0)
         half_fallback_note(api, be, note, note_size);
     if (st != CLF_OK) {

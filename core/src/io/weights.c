@@ -14,6 +14,10 @@
 #include "io/weight_names.h"
 #include "numeric/numeric_internal.h"
 
+/* Elements converted at a time where a parameter is read in pieces (clf_weights_read's
+ * callers, the tied-copy check). */
+#define WEIGHTS_BLOCK ((int64_t)1 << 20)
+
 /* ---- the parameter list ---- */
 
 typedef struct spec_list {
@@ -200,10 +204,28 @@ int64_t clf_weight_spec_numel(const clf_weight_spec *s)
 
 /* ---- the container ---- */
 
+/* clf_weights_map's file: parameter i is read from t[i], a tensor of the mapping f */
+struct clf_weights_source {
+    char *path;
+    clf_safetensors *f;
+    const clf_tensor **t;
+};
+
+static void source_free(struct clf_weights_source *s)
+{
+    if (!s)
+        return;
+    clf_safetensors_close(s->f);
+    free(s->t);
+    free(s->path);
+    free(s);
+}
+
 void clf_weights_free(clf_weights *w)
 {
     if (!w)
         return;
+    source_free(w->source);
     if (w->data)
         for (int i = 0; i < w->count; i++)
             free(w->data[i]);
@@ -212,8 +234,8 @@ void clf_weights_free(clf_weights *w)
     free(w);
 }
 
-/* A clf_weights with specs for cfg and uninitialised data. */
-static clf_status weights_alloc(const clf_model_config *cfg, clf_weights **out)
+/* A clf_weights with specs for cfg: with_data, uninitialised data; else data[i] NULL. */
+static clf_status weights_new(const clf_model_config *cfg, int with_data, clf_weights **out)
 {
     clf_status st;
     *out = NULL;
@@ -227,7 +249,7 @@ static clf_status weights_alloc(const clf_model_config *cfg, clf_weights **out)
     w->data = calloc((size_t)w->count, sizeof(float *));
     if (!w->data)
         goto nomem;
-    for (int i = 0; i < w->count; i++) {
+    for (int i = 0; with_data && i < w->count; i++) {
         int64_t n = clf_weight_spec_numel(&w->specs[i]);
         if ((uint64_t)n > SIZE_MAX / sizeof(float) || !(w->data[i] = malloc((size_t)n * 4)))
             goto nomem;
@@ -253,7 +275,7 @@ clf_status clf_weights_init(const clf_model_config *cfg, uint64_t seed, clf_weig
 {
     clf_status st;
     clf_weights *w;
-    if ((st = weights_alloc(cfg, &w)) != CLF_OK)
+    if ((st = weights_new(cfg, 1, &w)) != CLF_OK)
         return st;
     /* one generator, tensors in spec order, elements row-major; ones/zeros draw nothing */
     clf_rng rng;
@@ -385,16 +407,25 @@ static int shape_matches(const clf_tensor *t, const clf_weight_spec *s)
 /* dst = t (F32, F16 or BF16) as F32, every value checked finite in the same pass: a NaN or
  * infinity in a weight silently breaks every output, so it is refused here, naming the
  * tensor and the flat index of the first one. */
-static clf_status load_f32(const char *path, const clf_tensor *t, float *dst)
+/* Elements [first, first + count) of t (F32, F16 or BF16) as F32 into dst, checked finite;
+ * an error names path, the tensor and the element's index in it. */
+static clf_status load_span(const char *path, const clf_tensor *t, int64_t first, int64_t count,
+                            float *dst)
 {
+    const size_t size = clf_dtype_size(t->dtype);
+    clf_tensor v = *t;
+    v.ndim = 1;
+    v.shape[0] = count;
+    v.data = (unsigned char *)t->data + (size_t)first * size;
+    v.nbytes = (size_t)count * size;
     int64_t bad = -1;
-    clf_status st = clf_tensor_to_f32_finite(t, dst, &bad);
+    clf_status st = clf_tensor_to_f32_finite(&v, dst, &bad);
     if (st != CLF_OK)
         return clf_error_context(st, "%s", path);
     if (bad >= 0)
         return clf_error(CLF_ERR_INPUT,
                          "%s: tensor '%s' holds a non-finite value (%s) at index %lld", path,
-                         t->name, clf_nonfinite_name(dst[bad]), (long long)bad);
+                         t->name, clf_nonfinite_name(dst[bad]), (long long)(first + bad));
     return CLF_OK;
 }
 
@@ -423,7 +454,8 @@ static clf_status check_tied_copy(const char *path, const clf_model_config *cfg,
 {
     int k = clf_weights_find(w, tied);
     const clf_weight_spec *s = &w->specs[k];
-    int64_t n = clf_weight_spec_numel(s);
+    const int64_t n = clf_weight_spec_numel(s);
+    const int64_t block = n < WEIGHTS_BLOCK ? (n > 0 ? n : 1) : WEIGHTS_BLOCK;
     const char *how = clf_tie_name(cfg->tie_embeddings);
     if (!shape_matches(t, s) ||
         (t->dtype != CLF_F32 && t->dtype != CLF_F16 && t->dtype != CLF_BF16))
@@ -431,15 +463,21 @@ static clf_status check_tied_copy(const char *path, const clf_model_config *cfg,
                          "%s: tensor '%s' is not a copy of '%s', which it is tied to "
                          "(tie_embeddings: %s): shape or dtype differs",
                          path, t->name, from, how);
-    float *copy = malloc((size_t)n * sizeof(float));
+    /* compared a block at a time: w may hold the tied tensor or only map it */
+    float *copy = malloc(2 * (size_t)block * sizeof(float)), *mine = copy + block;
     if (!copy)
         return clf_error(CLF_ERR_NOMEM, "weights: out of memory");
-    clf_status st = load_f32(path, t, copy);
-    if (st == CLF_OK && memcmp(copy, w->data[k], (size_t)n * sizeof(float)) != 0)
-        st = clf_error(CLF_ERR_INPUT,
-                       "%s: tensor '%s' differs from '%s', which it is tied to (tie_embeddings: "
-                       "%s): the file is not a tied model",
-                       path, t->name, from, how);
+    clf_status st = CLF_OK;
+    for (int64_t e = 0; st == CLF_OK && e < n; e += block) {
+        const int64_t len = n - e < block ? n - e : block;
+        if ((st = load_span(path, t, e, len, copy)) == CLF_OK &&
+            (st = clf_weights_read(w, k, e, len, mine)) == CLF_OK &&
+            memcmp(copy, mine, (size_t)len * sizeof(float)) != 0)
+            st = clf_error(CLF_ERR_INPUT,
+                           "%s: tensor '%s' differs from '%s', which it is tied to "
+                           "(tie_embeddings: %s): the file is not a tied model",
+                           path, t->name, from, how);
+    }
     free(copy);
     return st;
 }
@@ -477,14 +515,15 @@ static int is_scale_of_i8(const clf_safetensors *f, const char *name)
     return t && t->dtype == CLF_I8;
 }
 
-/* dst [rows, k] = t (I8 [rows, k]) * "<t>.scale" (F32 [rows]) per row, the scales checked. */
-static clf_status dequantize_i8(const char *path, const clf_safetensors *f, const clf_tensor *t,
-                                float *dst)
+/* The scales "<t>.scale" of I8 tensor t (F32 [rows]) into *out, checked but for their
+ * values (dequantize_span checks those). */
+static clf_status i8_scales(const char *path, const clf_safetensors *f, const clf_tensor *t,
+                            const clf_tensor **out)
 {
     char sname[CLF_TENSOR_NAME_MAX + 8], a[160];
     snprintf(sname, sizeof sname, "%s%s", t->name, CLF_SCALE_SUFFIX);
     const clf_tensor *sc = clf_safetensors_find(f, sname);
-    const int64_t rows = t->shape[0], k = t->shape[1];
+    const int64_t rows = t->shape[0];
     if (!sc)
         return clf_error(CLF_ERR_INPUT,
                          "%s: tensor '%s' is I8 but its scales '%s' (F32 [%lld]) are missing", path,
@@ -500,42 +539,97 @@ static clf_status dequantize_i8(const char *path, const clf_safetensors *f, cons
                          "needs [%lld]",
                          path, sname, clf_shape_str(sc->shape, sc->ndim, a, sizeof a), t->name,
                          (long long)rows, (long long)rows);
+    *out = sc;
+    return CLF_OK;
+}
+
+/* Elements [first, first + count) of t (I8 [rows, k]) times "<t>.scale" (F32 [rows]) per
+ * row into dst, each scale and each value checked. */
+static clf_status dequantize_span(const char *path, const clf_safetensors *f, const clf_tensor *t,
+                                  int64_t first, int64_t count, float *dst)
+{
+    const clf_tensor *sc = NULL;
+    clf_status st = i8_scales(path, f, t, &sc);
+    if (st != CLF_OK)
+        return st;
+    const int64_t k = t->shape[1];
     const unsigned char *q = t->data, *sp = sc->data;
-    for (int64_t r = 0; r < rows; r++) {
+    for (int64_t e = first; e < first + count;) {
+        const int64_t r = e / k, end = (r + 1) * k < first + count ? (r + 1) * k : first + count;
         float s;
         memcpy(&s, sp + 4 * r, 4);
         if (!(s >= 0.0f) || !isfinite(s))
             return clf_error(CLF_ERR_INPUT,
-                             "%s: tensor '%s' element %lld is %g; a scale must be finite and "
+                             "%s: tensor '%s%s' element %lld is %g; a scale must be finite and "
                              ">= 0",
-                             path, sname, (long long)r, (double)s);
-        for (int64_t p = 0; p < k; p++)
-            dst[r * k + p] = (float)(int8_t)q[r * k + p] * s;
-        const int64_t bad = clf_first_nonfinite(dst + r * k, (size_t)k);
+                             path, t->name, CLF_SCALE_SUFFIX, (long long)r, (double)s);
+        float *d = dst + (e - first);
+        for (int64_t p = e; p < end; p++)
+            d[p - e] = (float)(int8_t)q[p] * s;
+        const int64_t bad = clf_first_nonfinite(d, (size_t)(end - e));
         if (bad >= 0) /* a finite scale so large that q * scale overflows */
             return clf_error(CLF_ERR_INPUT,
                              "%s: tensor '%s' holds a non-finite value (%s) at index %lld once "
                              "dequantized: its scale %g is too large",
-                             path, t->name, clf_nonfinite_name(dst[r * k + bad]),
-                             (long long)(r * k + bad), (double)s);
+                             path, t->name, clf_nonfinite_name(d[bad]), (long long)(e + bad),
+                             (double)s);
+        e = end;
     }
     return CLF_OK;
 }
 
-clf_status clf_weights_load(const char *path, const clf_model_config *cfg, clf_weights **out)
+/* Elements [first, first + count) of parameter i from w's file. */
+static clf_status source_read(const clf_weights *w, int i, int64_t first, int64_t count, float *dst)
+{
+    const struct clf_weights_source *src = w->source;
+    const clf_tensor *t = src->t[i];
+    clf_status st = t->dtype == CLF_I8 ? dequantize_span(src->path, src->f, t, first, count, dst)
+                                       : load_span(src->path, t, first, count, dst);
+    /* read to its end: its pages need not stay resident */
+    if (st == CLF_OK && first + count == clf_weight_spec_numel(&w->specs[i]))
+        clf_safetensors_drop_pages(src->f, t);
+    return st;
+}
+
+clf_status clf_weights_read(const clf_weights *w, int i, int64_t first, int64_t count, float *dst)
+{
+    if (!w || i < 0 || i >= w->count || !dst)
+        return clf_error(CLF_ERR_INPUT, "clf_weights_read: no parameter %d", i);
+    const int64_t n = clf_weight_spec_numel(&w->specs[i]);
+    if (first < 0 || count < 0 || first > n || count > n - first)
+        return clf_error(CLF_ERR_INPUT,
+                         "clf_weights_read: elements [%lld, %lld) are outside '%s' (%lld elements)",
+                         (long long)first, (long long)(first + count), w->specs[i].name,
+                         (long long)n);
+    if (w->data && w->data[i]) {
+        memcpy(dst, w->data[i] + first, (size_t)count * sizeof(float));
+        return CLF_OK;
+    }
+    if (!w->source)
+        return clf_error(CLF_ERR_INPUT, "clf_weights_read: '%s' holds no values", w->specs[i].name);
+    return count > 0 ? source_read(w, i, first, count, dst) : CLF_OK;
+}
+
+clf_status clf_weights_map(const char *path, const clf_model_config *cfg, clf_weights **out)
 {
     clf_status st;
     clf_safetensors *f = NULL;
     clf_weights *w = NULL;
+    struct clf_weights_source *src = NULL;
     char a[160], b[160], why[320];
     *out = NULL;
     if ((st = clf_safetensors_open(path, &f)) != CLF_OK)
         return st; /* names the file and what is wrong with it */
-    if ((st = weights_alloc(cfg, &w)) != CLF_OK)
+    if ((st = weights_new(cfg, 0, &w)) != CLF_OK)
         goto fail;
+    if (!(src = calloc(1, sizeof *src)) || !(src->path = strdup(path)) ||
+        !(src->t = calloc((size_t)(w->count ? w->count : 1), sizeof *src->t))) {
+        st = clf_error(CLF_ERR_NOMEM, "weights: out of memory");
+        goto fail;
+    }
     for (int i = 0; i < w->count; i++) {
         const clf_weight_spec *s = &w->specs[i];
-        const clf_tensor *t = find_stored(f, cfg, s->name);
+        const clf_tensor *t = find_stored(f, cfg, s->name), *sc;
         if (!t) {
             need_reason(cfg, s, why, sizeof why);
             st = clf_error(CLF_ERR_INPUT, "%s: tensor '%s' is missing (the config needs it: %s)",
@@ -550,10 +644,10 @@ clf_status clf_weights_load(const char *path, const clf_model_config *cfg, clf_w
                            path, t->name, a, b, why);
             goto fail;
         }
+        src->t[i] = t;
         if (t->dtype == CLF_I8 && s->ndim == 2) {
-            if ((st = dequantize_i8(path, f, t, w->data[i])) != CLF_OK)
+            if ((st = i8_scales(path, f, t, &sc)) != CLF_OK)
                 goto fail;
-            clf_safetensors_drop_pages(f, t);
             w->stored_type = CLF_WEIGHT_INT8;
             continue;
         }
@@ -564,21 +658,23 @@ clf_status clf_weights_load(const char *path, const clf_model_config *cfg, clf_w
                            path, t->name, clf_dtype_name(t->dtype));
             goto fail;
         }
-        if ((st = load_f32(path, t, w->data[i])) != CLF_OK)
-            goto fail;
-        clf_safetensors_drop_pages(f, t); /* converted: its pages need not stay resident */
     }
-    for (int i = 0; i < clf_safetensors_count(f); i++) {
-        const clf_tensor *t = clf_safetensors_at(f, i);
+    src->f = f;
+    w->source = src;
+    f = NULL;
+    src = NULL;
+    const clf_safetensors *mf = w->source->f;
+    for (int i = 0; i < clf_safetensors_count(mf); i++) {
+        const clf_tensor *t = clf_safetensors_at(mf, i);
         const char *name = t->name;
         /* optimizer state of a checkpoint, and the PE buffers the tutorial's
          * PositionalEncoding registers in state_dict() (clformer computes the table) */
         if ((clf_weight_name_kinds(name) & CLF_WK_NOT_PARAMETER) ||
-            clf_weights_find(w, name) >= 0 || is_scale_of_i8(f, name))
+            clf_weights_find(w, name) >= 0 || is_scale_of_i8(mf, name))
             continue;
         const char *tied = clf_weights_tied_to(cfg, name);
         if (tied) {
-            const clf_tensor *from = find_stored(f, cfg, tied); /* what tied was loaded from */
+            const clf_tensor *from = find_stored(mf, cfg, tied); /* what tied is read from */
             if (from != t && (st = check_tied_copy(path, cfg, w, t, tied, from->name)) != CLF_OK)
                 goto fail;
             continue;
@@ -588,15 +684,40 @@ clf_status clf_weights_load(const char *path, const clf_model_config *cfg, clf_w
                        path, name, why);
         goto fail;
     }
-    const char *meta = clf_safetensors_meta(f, CLF_WEIGHT_TYPE_META);
+    const char *meta = clf_safetensors_meta(mf, CLF_WEIGHT_TYPE_META);
     clf_weight_type mt;
     if (meta && clf_weight_type_parse(meta, &mt) == CLF_OK)
         w->stored_type = mt;
-    clf_safetensors_close(f);
     *out = w;
     return CLF_OK;
 fail:
+    source_free(src);
     clf_safetensors_close(f);
+    clf_weights_free(w);
+    return st;
+}
+
+clf_status clf_weights_load(const char *path, const clf_model_config *cfg, clf_weights **out)
+{
+    clf_weights *w = NULL;
+    clf_status st = clf_weights_map(path, cfg, &w);
+    *out = NULL;
+    if (st != CLF_OK)
+        return st;
+    for (int i = 0; i < w->count; i++) {
+        const int64_t n = clf_weight_spec_numel(&w->specs[i]);
+        if ((uint64_t)n > SIZE_MAX / sizeof(float) || !(w->data[i] = malloc((size_t)n * 4))) {
+            st = clf_error(CLF_ERR_NOMEM, "weights: out of memory allocating the parameters");
+            goto fail;
+        }
+        if ((st = source_read(w, i, 0, n, w->data[i])) != CLF_OK)
+            goto fail;
+    }
+    source_free(w->source); /* every value is converted: the file is no longer needed */
+    w->source = NULL;
+    *out = w;
+    return CLF_OK;
+fail:
     clf_weights_free(w);
     return st;
 }

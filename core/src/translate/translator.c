@@ -37,14 +37,14 @@ void clf_translate_opts_default(clf_translate_opts *o)
     o->max_batch = DEFAULT_MAX_BATCH;
 }
 
-/* The weights, the backend and the model on it: created from the weights, which it
- * consumes (the host never holds them twice), with weight type o's, else the file's; with
- * int8 the F32 matrices, which decoding never reads, are given back. */
+/* The weights, the backend and the model on it: created from the mapped weights file,
+ * converted on the way (the host never holds every F32 value at once), with weight type
+ * o's, else the file's; with int8 the matrices go from the file to their int8 copy. */
 static clf_status open_model(clf_translator *t, const clf_translator_opts *o, const char *w_path)
 {
     const clf_model_config *mc = &t->cfg.model;
     clf_weights *w = NULL;
-    clf_status st = clf_weights_load(w_path, mc, &w);
+    clf_status st = clf_weights_map(w_path, mc, &w);
     if (st != CLF_OK)
         return st;
     if ((st = clf_config_open_backend(&t->cfg, o->backend, o->device, o->threads, o->plugin_dir,
