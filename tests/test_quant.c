@@ -277,6 +277,117 @@ START_TEST(test_cpu_gemm_i8)
 }
 END_TEST
 
+/* A cpu backend opened with CLF_CPU_ISA=isa, threads threads. */
+static clf_backend *open_cpu_isa(const char *isa, int threads)
+{
+    clf_backend_opts o = {.abi_version = CLF_BACKEND_ABI, .threads = threads};
+    clf_backend *b = NULL;
+    ck_assert_int_eq(setenv("CLF_CPU_ISA", isa, 1), 0);
+    const clf_status st = clf_test_api->open(&o, &b);
+    unsetenv("CLF_CPU_ISA");
+    CLF_ASSERT_OK(st);
+    return b;
+}
+
+/* C of one int8 product (alpha, beta, a bias and relu on) on backend be into C. */
+static void i8_product_on(clf_backend *be, int m, int n, int k, int lda, int ldc, float *C)
+{
+    const clf_backend_api *api = clf_test_api;
+    float *A = clf_test_frand((size_t)m * lda, 21u + (unsigned)m, -2.0f, 2.0f);
+    float *W = clf_test_frand((size_t)n * k, 22u + (unsigned)n, -0.5f, 0.5f);
+    float *bias = clf_test_frand((size_t)n, 23u, -1.0f, 1.0f);
+    float *C0 = clf_test_frand((size_t)m * ldc, 24u, -1.0f, 1.0f);
+    int8_t *q = malloc((size_t)n * k);
+    float *sc = malloc((size_t)n * sizeof(float));
+    unsigned char *pairs = malloc((size_t)n * 8);
+    ck_assert_int_eq(clf_quantize_rows_i8(W, n, k, q, sc), -1);
+    for (int j = 0; j < n; j++) {
+        int32_t sum = 0;
+        for (int p = 0; p < k; p++)
+            sum += q[(size_t)j * k + p];
+        memcpy(pairs + 8 * j, &sc[j], 4);
+        memcpy(pairs + 8 * j + 4, &sum, 4);
+    }
+    clf_buffer *bA = clf_test_upload(api, be, A, (size_t)m * lda * 4),
+               *bQ = clf_test_upload(api, be, q, (size_t)n * k),
+               *bS = clf_test_upload(api, be, pairs, (size_t)n * 8),
+               *bB = clf_test_upload(api, be, bias, (size_t)n * 4),
+               *bC = clf_test_upload(api, be, C0, (size_t)m * ldc * 4);
+    clf_gemm_args g = {.trans_b = 1,
+                       .m = m,
+                       .n = n,
+                       .k = k,
+                       .alpha = 0.75f,
+                       .beta = 0.5f,
+                       .a = {bA, 0},
+                       .lda = lda,
+                       .b = {bQ, 0},
+                       .ldb = k,
+                       .c = {bC, 0},
+                       .ldc = ldc,
+                       .bias = {bB, 0},
+                       .relu = 1,
+                       .b_i8 = {bQ, 0},
+                       .b_scale = {bS, 0}};
+    CLF_ASSERT_OK(api->gemm(be, &g));
+    CLF_ASSERT_OK(api->download(be, C, (clf_ptr){bC, 0}, (size_t)m * ldc * 4));
+    clf_buffer *bufs[] = {bA, bQ, bS, bB, bC};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        api->free(be, bufs[i]);
+    free(A);
+    free(W);
+    free(bias);
+    free(C0);
+    free(q);
+    free(sc);
+    free(pairs);
+}
+
+/* With AVX-512 VNNI, products of up to CPU_I8_VNNI_ROWS (12) rows run the backend's own
+ * kernel; oneDNN (the backend capped at AVX2, which keeps the 8-bit activations) computes
+ * the same exact integer sums, so C must be equal bit for bit: 1 to 13 rows, W row counts
+ * that leave 1-3 rows after the groups of 4, k with and without a tail past 64, strides,
+ * 1 and 2 threads. */
+START_TEST(test_cpu_gemm_i8_vnni_equals_onednn)
+{
+    char desc[512];
+    CLF_ASSERT_OK(clf_test_api->describe(clf_test_be, desc, sizeof desc));
+    if (!strstr(desc, "VNNI kernel")) {
+        fprintf(stderr,
+                "test_cpu_gemm_i8_vnni_equals_onednn: skipped, this CPU has no AVX-512 "
+                "VNNI (%s)\n",
+                desc);
+        return;
+    }
+    static const int shapes[][5] = {
+        /* m, n, k, lda, ldc */
+        {1, 4, 64, 64, 4},           {1, 7, 37, 40, 9},           {2, 70, 513, 515, 71},
+        {3, 33, 128, 128, 33},       {4, 1030, 1024, 1024, 1030}, {5, 9, 100, 101, 12},
+        {8, 3072, 1024, 1024, 3072}, {11, 66, 192, 200, 66},      {12, 1024, 4096, 4096, 1024},
+        {13, 70, 513, 515, 71}};
+    for (int threads = 1; threads <= 2; threads++) {
+        clf_backend *vnni = open_cpu_isa("avx512", threads), *dnnl = open_cpu_isa("avx2", threads);
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            const int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2], lda = shapes[s][3],
+                      ldc = shapes[s][4];
+            float *a = malloc((size_t)m * ldc * sizeof *a),
+                  *b = malloc((size_t)m * ldc * sizeof *b);
+            i8_product_on(vnni, m, n, k, lda, ldc, a);
+            i8_product_on(dnnl, m, n, k, lda, ldc, b);
+            for (size_t e = 0; e < (size_t)m * ldc; e++)
+                ck_assert_msg(memcmp(&a[e], &b[e], sizeof *a) == 0,
+                              "m=%d n=%d k=%d, %d threads: C[%zu] = %a with the VNNI kernel, %a "
+                              "with oneDNN",
+                              m, n, k, threads, e, (double)a[e], (double)b[e]);
+            free(a);
+            free(b);
+        }
+        clf_test_api->close(vnni);
+        clf_test_api->close(dnnl);
+    }
+}
+END_TEST
+
 /* b_i8 / b_scale out of their buffers are refused, naming the operand. */
 START_TEST(test_cpu_gemm_i8_bounds)
 {
@@ -871,6 +982,7 @@ static void cpu_only(TCase *tc)
 {
     tcase_add_test(tc, test_cpu_gemm_i8);
     tcase_add_test(tc, test_cpu_gemm_i8_bounds);
+    tcase_add_test(tc, test_cpu_gemm_i8_vnni_equals_onednn);
     tcase_add_test(tc, test_quantized_file_equals_load_time_quantization);
     tcase_add_test(tc, test_mapped_weights_equal_loaded);
     tcase_add_test(tc, test_quantize_round_trip);

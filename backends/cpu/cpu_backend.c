@@ -4,6 +4,7 @@
  *
  *   cpu_gemm.c               F32 gemm through CBLAS (OpenBLAS), bias/relu epilogue
  *   cpu_gemm_i8.c            products against int8 weights (oneDNN, a few-row AVX2 kernel)
+ *   cpu_gemm_i8_vnni.c       the few-row int8 kernel with AVX-512 VNNI
  *   cpu_gemv.c               few-row products against F16/BF16/F32 weights (cpu_gemv_simd.inc)
  *   cpu_isa.c                the kernel level (generic, AVX2, AVX-512) chosen at open
  *   cpu_attention.c          forward attention and the block kernels the backward shares
@@ -93,11 +94,17 @@ static clf_status cpu_describe(clf_backend *be, char *buf, size_t size)
      * (backends/cpu/CMakeLists.txt) */
     static const char *const blas_threads[] = {"sequential", "pthreads", "OpenMP"};
     const int par = openblas_get_parallel();
+    /* int8: the own kernel of a few rows (cpu_gemm_i8.c, cpu_gemm_i8_vnni.c), then oneDNN */
+    char i8[64] = "";
+    if (be->i8_qmax == 127 && be->isa == CPU_ISA_AVX512)
+        snprintf(i8, sizeof i8, "VNNI kernel to %d rows, ", CPU_I8_VNNI_ROWS);
+    else if (be->i8_qmax == 64 && be->isa != CPU_ISA_GENERIC)
+        snprintf(i8, sizeof i8, "AVX2 kernel to %d rows, ", CPU_I8_FEW_ROWS);
     snprintf(buf, size,
-             "CPU: %d threads, %s (%s), F16/BF16 GEMV %s%s, int8 oneDNN %d-bit activations%s",
+             "CPU: %d threads, %s (%s), F16/BF16 GEMV %s%s, int8 %soneDNN %d-bit activations%s",
              be->threads, openblas_get_config(),
              par >= 0 && par <= 2 ? blas_threads[par] : "unknown threading", cpu_isa_name(be->isa),
-             be->read_half ? "" : " (off: slower than SGEMV)", be->i8_qmax == 127 ? 8 : 7,
+             be->read_half ? "" : " (off: slower than SGEMV)", i8, be->i8_qmax == 127 ? 8 : 7,
              be->bf16_arith ? ", BF16 arithmetic oneDNN" : "");
     return CLF_OK;
 }

@@ -17,10 +17,10 @@
  * Why oneDNN: Debian's OpenBLAS 0.3.21 has no integer GEMM, and oneDNN's u8 x s8 -> s32
  * matmul runs the model's shapes faster than OpenBLAS's SGEMM from 32 rows on, and faster
  * than the kernel below, which we keep for the few-row products only (see there;
- * bench/RESULTS.md). oneDNN's own s8 x s8 path is slower than u8 x s8 (it adds 128 and the
- * compensation per call), so the offset is ours. A matmul
- * primitive is made once per shape (m, n, k, lda, ldb) and kept in a small cache of the backend:
- * making one costs about as much as running it. */
+ * bench/RESULTS.md; with VNNI, cpu_gemm_i8_vnni.c's kernel runs those). oneDNN's own s8 x s8 path
+ * is slower than u8 x s8 (it adds 128 and the compensation per call), so the offset is ours. A
+ * matmul primitive is made once per shape (m, n, k, lda, ldb) and kept in a small cache of the
+ * backend: making one costs about as much as running it. */
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
@@ -45,10 +45,9 @@ int cpu_i8_choose_qmax(void)
  * a small beam or a batch that has lost most of its sentences makes, where the product is
  * bound by reading the int8 weights once: this kernel took 0.6-0.95x oneDNN's time at 8 to
  * 32 rows on the base model's shapes (bench/gemm_int8.c, bench/RESULTS.md), and runs up to
- * I8_FEW_ROWS rows. It uses the 7-bit activations only (vpmaddubsw's pair
+ * CPU_I8_FEW_ROWS rows. It uses the 7-bit activations only (vpmaddubsw's pair
  * sums of u8 <= 128 times s8 fit 16 bits), so with VNNI (8-bit activations) oneDNN runs
  * every product. acc[i][j] = sum_p ua[i,p] W[j,p], exactly as oneDNN's. */
-#define I8_FEW_ROWS 24
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -215,7 +214,7 @@ static void few_product(clf_backend *be, const clf_gemm_args *a, const uint8_t *
 static int few_applies(const clf_backend *be, const clf_gemm_args *a)
 {
 #if defined(__x86_64__) || defined(__i386__)
-    return a->m <= I8_FEW_ROWS && be->i8_qmax == 64 && be->isa != CPU_ISA_GENERIC;
+    return a->m <= CPU_I8_FEW_ROWS && be->i8_qmax == 64 && be->isa != CPU_ISA_GENERIC;
 #else
     (void)be;
     (void)a;
@@ -278,6 +277,8 @@ clf_status cpu_gemm_i8(clf_backend *be, const clf_gemm_args *a)
 #if defined(__x86_64__) || defined(__i386__)
         few_product(be, a, qa, q->acc);
 #endif
+    } else if (cpu_i8_vnni_applies(be, a)) {
+        cpu_i8_vnni_product(be, a, qa, q->acc);
     } else {
         const cpu_matmul_shape sh = {
             .m = m, .n = n, .k = k, .trans_b = 1, .lda = a->lda, .ldb = a->ldb};

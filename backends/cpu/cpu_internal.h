@@ -333,6 +333,8 @@ clf_status cpu_dnnl_matmul(cpu_dnnl *q, cpu_matmul_kind kind, const cpu_matmul_s
 
 /* ---- int8 weights (cpu_gemm_i8.c) ---- */
 
+/* The most rows a product runs with the own AVX2 kernel (7-bit activations), else oneDNN. */
+#define CPU_I8_FEW_ROWS 24
 /* The int8 products' activation range, chosen once at open (clf_backend.i8_qmax): 127
  * (8 bits) with AVX-512 VNNI, 64 (7 bits) without (cpu_gemm_i8.c says why). */
 int cpu_i8_choose_qmax(void);
@@ -341,6 +343,19 @@ int cpu_gemm_i8_applies(const clf_gemm_args *a);
 /* The product of cpu_gemm_i8_applies(a) (clformer/backend.h) with its epilogue; the other
  * operands have passed check_gemm. CLF_ERR_INPUT when b_i8 or b_scale is out of bounds. */
 clf_status cpu_gemm_i8(clf_backend *be, const clf_gemm_args *a);
+
+/* ---- int8 weights with AVX-512 VNNI (cpu_gemm_i8_vnni.c) ---- */
+
+/* The most rows a product runs with the VNNI kernel, else oneDNN: from 1 to 8 rows it took
+ * 0.26-0.9x oneDNN 2.6's time on NLLB-600M's shapes, even at 12, behind from 16
+ * (bench/RESULTS.md). */
+#define CPU_I8_VNNI_ROWS 12
+/* 1 when cpu_i8_vnni_product runs a: 8-bit activations (VNNI), the AVX-512 level, m rows
+ * at most CPU_I8_VNNI_ROWS. */
+int cpu_i8_vnni_applies(const clf_backend *be, const clf_gemm_args *a);
+/* acc [m, n] = ua [m, k] (u8, rows a->lda apart) times W^T (a->b_i8, s8 [n, k], rows a->ldb
+ * apart), exactly, int32. */
+void cpu_i8_vnni_product(clf_backend *be, const clf_gemm_args *a, const uint8_t *ua, int32_t *acc);
 
 /* ---- BF16 weights in products of many rows (cpu_gemm_bf16.c) ---- */
 
