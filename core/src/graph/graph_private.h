@@ -90,8 +90,8 @@ int clf_model_chunk_holding(const clf_model *m, const clf_buffer *buf);
 int clf_model_is_gemm_matrix(const clf_model *m, int i);
 
 /* Writes the GEMM matrices of chunk c, as they are on the device now, converted to type
- * (F16 or BF16) into dst at half their byte offsets, one matrix at a time through the host.
- * CLF_ERR_INPUT names a weight the type cannot hold. */
+ * (F16 or BF16) into dst at half their byte offsets, a block of elements at a time through the
+ * host. CLF_ERR_INPUT names a weight the type cannot hold. */
 clf_status clf_model_copy16(clf_model *m, int c, clf_weight_type type, clf_buffer *dst);
 /* Frees the BF16 copy of clf_model_set_precision; arith_on = 0. */
 void clf_model_arith_free(clf_model *m);

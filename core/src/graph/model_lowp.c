@@ -64,17 +64,15 @@ static clf_status host_nomem(clf_weight_type type)
                      clf_weight_type_name(type));
 }
 
+/* The elements a matrix is converted to F16/BF16 through at a time (clf_model_copy16). */
+#define HALF_BLOCK ((size_t)1 << 20)
+
 clf_status clf_model_copy16(clf_model *m, int c, clf_weight_type type, clf_buffer *dst)
 {
     const int f16 = type == CLF_WEIGHT_F16;
-    size_t largest = 1;
-    for (int i = next_matrix(m, c, -1); i >= 0; i = next_matrix(m, c, i)) {
-        const size_t numel = (size_t)clf_weight_spec_numel(&m->specs[i]);
-        largest = numel > largest ? numel : largest;
-    }
     clf_status st = CLF_OK;
-    float *mat = malloc(largest * sizeof *mat);
-    uint16_t *h = malloc(largest * sizeof *h);
+    float *mat = malloc(HALF_BLOCK * sizeof *mat);
+    uint16_t *h = malloc(HALF_BLOCK * sizeof *h);
     if (!mat || !h) {
         st = host_nomem(type);
         goto fail;
@@ -82,19 +80,23 @@ clf_status clf_model_copy16(clf_model *m, int c, clf_weight_type type, clf_buffe
     for (int i = next_matrix(m, c, -1); i >= 0; i = next_matrix(m, c, i)) {
         const clf_weight_spec *sp = &m->specs[i];
         const size_t count = (size_t)clf_weight_spec_numel(sp);
-        if ((st = matrix_read(m, i, 0, count, type, mat)) != CLF_OK)
-            goto fail;
-        for (size_t e = 0; e < count; e++) {
-            if (!(f16 ? clf_float_fits_half(mat[e]) : clf_float_fits_bf16(mat[e]))) {
-                st = clf_unfit_error(NULL, sp->name, (int64_t)e, mat[e], f16 ? CLF_F16 : CLF_BF16);
+        for (size_t first = 0; first < count; first += HALF_BLOCK) {
+            const size_t len = count - first < HALF_BLOCK ? count - first : HALF_BLOCK;
+            if ((st = matrix_read(m, i, first, len, type, mat)) != CLF_OK)
                 goto fail;
+            for (size_t e = 0; e < len; e++) {
+                if (!(f16 ? clf_float_fits_half(mat[e]) : clf_float_fits_bf16(mat[e]))) {
+                    st = clf_unfit_error(NULL, sp->name, (int64_t)(first + e), mat[e],
+                                         f16 ? CLF_F16 : CLF_BF16);
+                    goto fail;
+                }
+                h[e] = f16 ? clf_float_to_half(mat[e]) : clf_float_to_bf16(mat[e]);
             }
-            h[e] = f16 ? clf_float_to_half(mat[e]) : clf_float_to_bf16(mat[e]);
+            const clf_ptr at = {dst, m->wdev[i].off / 2 + first * sizeof *h};
+            st = clf_op_upload(m->api, m->be, at, h, len * sizeof *h);
+            if ((st = upload_done(m, st, type, sp->name)) != CLF_OK)
+                goto fail;
         }
-        const clf_ptr at = {dst, m->wdev[i].off / 2};
-        st = clf_op_upload(m->api, m->be, at, h, count * sizeof *h);
-        if ((st = upload_done(m, st, type, sp->name)) != CLF_OK)
-            goto fail;
     }
 fail:
     free(mat);
