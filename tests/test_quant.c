@@ -170,6 +170,24 @@ END_TEST
 
 /* ---- the CPU backend's int8 product ---- */
 
+/* W [n, k] quantized as a model's int8 copy is: *q (int8 [n, k]) and *sc (scales [n]), and
+ * the returned b_scale operand, per row {F32 scale, I32 sum of the row's int8 values}. */
+static unsigned char *i8_operand(const float *W, int n, int k, int8_t **q, float **sc)
+{
+    *q = malloc((size_t)n * k);
+    *sc = malloc((size_t)n * sizeof(float));
+    unsigned char *pairs = malloc((size_t)n * 8);
+    ck_assert_int_eq(clf_quantize_rows_i8(W, n, k, *q, *sc), -1);
+    for (int j = 0; j < n; j++) {
+        int32_t sum = 0;
+        for (int p = 0; p < k; p++)
+            sum += (*q)[(size_t)j * k + p];
+        memcpy(pairs + 8 * j, &(*sc)[j], 4);
+        memcpy(pairs + 8 * j + 4, &sum, 4);
+    }
+    return pairs;
+}
+
 /* C = alpha * A W^T + beta * C0 + bias (relu) with W = q * s (b_i8, b_scale) against the
  * same in double with the dequantized W: the only difference is A rounded per row to at
  * least 7 bits, so |C - ref| <= |alpha| * max|A[i,:]| / 128 * sum_p |W[j,p]| (+ float
@@ -184,17 +202,9 @@ static void check_i8_product(int m, int n, int k, int lda, int ldc, float alpha,
     float *bias = clf_test_frand((size_t)n, 13u, -1.0f, 1.0f);
     float *C0 = clf_test_frand((size_t)m * ldc, 14u, -1.0f, 1.0f);
     float *C = malloc((size_t)m * ldc * sizeof(float));
-    int8_t *q = malloc((size_t)n * k);
-    float *sc = malloc((size_t)n * sizeof(float));
-    ck_assert_int_eq(clf_quantize_rows_i8(W, n, k, q, sc), -1);
-    unsigned char *pairs = malloc((size_t)n * 8);
-    for (int j = 0; j < n; j++) {
-        int32_t sum = 0;
-        for (int p = 0; p < k; p++)
-            sum += q[(size_t)j * k + p];
-        memcpy(pairs + 8 * j, &sc[j], 4);
-        memcpy(pairs + 8 * j + 4, &sum, 4);
-    }
+    int8_t *q = NULL;
+    float *sc = NULL;
+    unsigned char *pairs = i8_operand(W, n, k, &q, &sc);
     clf_buffer *bA = clf_test_upload(api, be, A, (size_t)m * lda * 4),
                *bW = clf_test_upload(api, be, W, (size_t)n * k * 4),
                *bQ = clf_test_upload(api, be, q, (size_t)n * k),
@@ -297,17 +307,9 @@ static void i8_product_on(clf_backend *be, int m, int n, int k, int lda, int ldc
     float *W = clf_test_frand((size_t)n * k, 22u + (unsigned)n, -0.5f, 0.5f);
     float *bias = clf_test_frand((size_t)n, 23u, -1.0f, 1.0f);
     float *C0 = clf_test_frand((size_t)m * ldc, 24u, -1.0f, 1.0f);
-    int8_t *q = malloc((size_t)n * k);
-    float *sc = malloc((size_t)n * sizeof(float));
-    unsigned char *pairs = malloc((size_t)n * 8);
-    ck_assert_int_eq(clf_quantize_rows_i8(W, n, k, q, sc), -1);
-    for (int j = 0; j < n; j++) {
-        int32_t sum = 0;
-        for (int p = 0; p < k; p++)
-            sum += q[(size_t)j * k + p];
-        memcpy(pairs + 8 * j, &sc[j], 4);
-        memcpy(pairs + 8 * j + 4, &sum, 4);
-    }
+    int8_t *q = NULL;
+    float *sc = NULL;
+    unsigned char *pairs = i8_operand(W, n, k, &q, &sc);
     clf_buffer *bA = clf_test_upload(api, be, A, (size_t)m * lda * 4),
                *bQ = clf_test_upload(api, be, q, (size_t)n * k),
                *bS = clf_test_upload(api, be, pairs, (size_t)n * 8),
