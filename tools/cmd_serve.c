@@ -359,6 +359,47 @@ static int parse_args(int argc, char **argv, serve_args *a, char ***keys, int *n
     return o->api_keys && !read_keys(o->api_keys, keys, n_keys) ? -1 : 1;
 }
 
+/* The translator opened on a thread of its own that exits when it is done.
+ *
+ * Loading runs OpenMP regions, and libgomp keeps a team of workers for each thread that
+ * has run one. A team kept for the main thread, next to the scheduler's, makes more
+ * OpenMP threads than cores on a machine that --threads fills, and libgomp then lets a
+ * waiting worker spin only briefly before it sleeps in the kernel: every region of every
+ * decoder step pays a wake-up (bench/RESULTS.md). The loader's team goes with its thread,
+ * and the scheduler's is the only one. */
+typedef struct {
+    const clf_translator_opts *to;
+    clf_translator *tr;
+    clf_status st;
+    char error[1024]; /* the loader's message (clf_last_error is per thread) */
+} loader;
+
+static void *load_main(void *arg)
+{
+    loader *l = arg;
+    /* The thread's signal stack is left as it was found: the first thread to compile an
+     * OpenCL kernel with PoCL gets LLVM's own (malloc'd) signal stack, and a sanitized
+     * build's thread exit would unmap that one as if it were the sanitizer's. */
+    stack_t old;
+    const int saved = sigaltstack(NULL, &old) == 0;
+    if ((l->st = clf_translator_open(l->to, &l->tr)) != CLF_OK)
+        snprintf(l->error, sizeof l->error, "%s", clf_last_error());
+    if (saved)
+        (void)sigaltstack(&old, NULL);
+    return NULL;
+}
+
+static clf_status open_translator(const clf_translator_opts *to, clf_translator **tr)
+{
+    loader l = {.to = to};
+    pthread_t th;
+    if (pthread_create(&th, NULL, load_main, &l) != 0)
+        return clf_translator_open(to, tr); /* correct, only slower */
+    pthread_join(th, NULL);
+    *tr = l.tr;
+    return l.st == CLF_OK ? CLF_OK : clf_error(l.st, "%s", l.error);
+}
+
 /* Opens each model's translator and starts its scheduler; 0, or the exit status after a
  * one-line error. */
 static int open_models(serve_args *a, serve_metrics *metrics)
@@ -375,7 +416,7 @@ static int open_models(serve_args *a, serve_metrics *metrics)
         to.weight_type_set = a->weight_type_set;
         to.weight_type = a->weight_type;
         to.precision = a->precision;
-        clf_status st = clf_translator_open(&to, &m->tr);
+        clf_status st = open_translator(&to, &m->tr);
         if (st != CLF_OK)
             return cli_fail(st);
         clf_translator_info info;

@@ -66,8 +66,12 @@ struct serve_sched {
     int depth;    /* items not free: accepted and not yet settled */
     int released; /* jobs released with items left: their items to cancel */
     int stopping;
+    int started;            /* the thread has opened the stream, or failed to */
+    clf_status start;       /* how that went */
+    char start_error[1024]; /* its message (clf_last_error is per thread) */
     pthread_mutex_t mu;
     pthread_cond_t wake;
+    pthread_cond_t ready; /* started */
     pthread_t thread;
 };
 
@@ -177,11 +181,28 @@ static void reopen(serve_sched *s, int translator_too)
     }
 }
 
+/* The thread's start: it opens the stream it steps (serve_sched_start says why) and tells
+ * the starter how that went; returns with the mutex held when it went well. */
+static int open_stream(serve_sched *s)
+{
+    const clf_status opened = clf_translator_stream_open(s->t, &s->stream_opts, &s->stream);
+    pthread_mutex_lock(&s->mu);
+    s->start = opened;
+    if (opened != CLF_OK)
+        snprintf(s->start_error, sizeof s->start_error, "%s", clf_last_error());
+    s->started = 1;
+    pthread_cond_broadcast(&s->ready);
+    if (opened != CLF_OK)
+        pthread_mutex_unlock(&s->mu);
+    return opened == CLF_OK;
+}
+
 static void *sched_main(void *arg)
 {
     serve_sched *s = arg;
+    if (!open_stream(s))
+        return NULL;
     int *batch = malloc(sizeof(int) * (size_t)s->cap);
-    pthread_mutex_lock(&s->mu);
     for (;;) {
         drop_released(s);
         clf_decode_stream_state state = {0};
@@ -332,18 +353,33 @@ clf_status serve_sched_start(clf_translator *t, const clf_translator_opts *reope
     for (int i = 0; i < queue_cap; i++)
         s->free[i] = queue_cap - 1 - i;
     s->n_free = queue_cap;
-    if ((st = clf_translator_stream_open(t, &s->stream_opts, &s->stream)) != CLF_OK)
-        goto fail;
+    /* Everything that runs OpenMP regions (the stream's opening, every step) runs on the
+     * scheduler thread, so that its team of workers is the process's only one: libgomp
+     * lets waiting workers spin only briefly when its threads outnumber the cores, and
+     * every region then pays a wake-up in the kernel (cmd_serve.c loads a model on a
+     * thread of its own for the same reason). */
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->wake, NULL);
+    pthread_cond_init(&s->ready, NULL);
     if (pthread_create(&s->thread, NULL, sched_main, s) != 0) {
-        pthread_cond_destroy(&s->wake);
-        pthread_mutex_destroy(&s->mu);
         st = clf_error(CLF_ERR_NOMEM, "serve: cannot start the scheduler thread");
-        goto fail;
+        goto fail_sync;
+    }
+    pthread_mutex_lock(&s->mu);
+    while (!s->started)
+        pthread_cond_wait(&s->ready, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+    if (s->start != CLF_OK) {
+        pthread_join(s->thread, NULL);
+        st = clf_error(s->start, "%s", s->start_error);
+        goto fail_sync;
     }
     *out = s;
     return CLF_OK;
+fail_sync:
+    pthread_cond_destroy(&s->ready);
+    pthread_cond_destroy(&s->wake);
+    pthread_mutex_destroy(&s->mu);
 fail:
     sched_free(s);
     return st;
@@ -358,6 +394,7 @@ void serve_sched_stop(serve_sched *s)
     pthread_cond_signal(&s->wake);
     pthread_mutex_unlock(&s->mu);
     pthread_join(s->thread, NULL);
+    pthread_cond_destroy(&s->ready);
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->mu);
     sched_free(s);

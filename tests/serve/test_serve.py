@@ -379,6 +379,33 @@ def test_concurrent(srv, ref):
     assert alone < steps, (alone, steps)
 
 
+def test_one_openmp_team(ref):
+    """The model loads on a thread that exits and the scheduler thread runs every OpenMP
+    region, so the process keeps one team of workers (libgomp lets workers spin only
+    briefly, and every region pays a wake-up in the kernel, when its threads outnumber
+    the cores): at --threads 2, after a translation, the threads not named by
+    libmicrohttpd are the main thread, the scheduler and one worker."""
+    srv = Server("--threads", "2")
+    try:
+        src, tgt = LANGS
+        s, b, _ = srv.json("POST", "/translate", {"q": SENTENCES[0], "source": src,
+                                                   "target": tgt})
+        assert s == 200 and b["translatedText"] == ref[0], b
+        names = []
+        for t in os.listdir(f"/proc/{srv.p.pid}/task"):
+            try:
+                with open(f"/proc/{srv.p.pid}/task/{t}/comm") as f:
+                    names.append(f.read().strip())
+            except FileNotFoundError:  # a connection's thread that has just ended
+                pass
+        ours = [n for n in names if not n.startswith("MHD")]
+        assert len(ours) == 3, names
+        assert srv.stop() == 0
+    finally:
+        if srv.p.poll() is None:
+            srv.p.kill()
+
+
 def test_errors(srv, ref):
     src, tgt = LANGS
     s, b, _ = srv.json("POST", "/translate", '{"q": "x", "source": ')
@@ -656,7 +683,9 @@ def test_cli_errors(ref):
              (["-m", "bad name=" + MODEL], "name"),
              (["-m", MODEL, "--api-keys", "/nonexistent/keys"], "/nonexistent/keys"),
              (["-m", MODEL, "--api-keys", empty.name], "no key"),
-             (["-m", "/nonexistent/model"], "/nonexistent/model")]
+             (["-m", "/nonexistent/model"], "/nonexistent/model"),
+             # the decode stream's own error, from the scheduler thread that opens it
+             (["-m", MODEL, "--max-batch", "1000000"], "CLF_DECODE_BYTES_MAX")]
     try:
         for args, want in cases:
             r = subprocess.run([CLI, "serve", "--port", "0", *args], stdout=subprocess.PIPE,
@@ -710,7 +739,8 @@ def main():
         tests = [(test_info, (srv, ref)), (test_libre, (srv, ref)), (test_native, (srv, ref)),
                  (test_languages, (srv, ref)), (test_forms, (srv, ref)),
                  (test_auto_and_detect, (srv, ref)), (test_m2m100, (ref,)),
-                 (test_concurrent, (srv, ref)), (test_errors, (srv, ref)),
+                 (test_concurrent, (srv, ref)), (test_one_openmp_team, (ref,)),
+                 (test_errors, (srv, ref)),
                  (test_slow_and_gone_clients, (srv, ref)), (test_dropped_when_gone, ()),
                  (test_timeout, (ref,)), (test_queue_full, (ref,)), (test_sigterm_in_flight, (ref,)),
                  (test_two_models, (ref,)), (test_precision, (ref,)),
