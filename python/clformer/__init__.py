@@ -142,7 +142,10 @@ class Translator:
         lacks the arithmetic they run F32 (the note is in .info); None: f32.
 
     A Translator may be shared by threads: calls on it run one at a time (a lock per
-    translator), each with the GIL released while it decodes.
+    translator), each with the GIL released while it decodes, and all on the translator's
+    own thread, so that a pool of threads costs what one thread does (libgomp keeps OpenMP
+    workers per calling thread). One made before os.fork() raises RuntimeError in the
+    child: make it there.
     """
 
     def __init__(self, model_dir, device="cpu", device_index=None, weight_type=None,
@@ -319,7 +322,8 @@ class Model:
     config: a clformer YAML (its model: section; plugins: are loaded).
     weights: a safetensors file under the tutorial PyTorch names; None: initialised from
         seed (the same seed gives the same weights on any machine).
-    device, device_index, threads: as Translator's.
+    device, device_index, threads: as Translator's; like a Translator it computes on a
+    thread of its own (threads and os.fork(): as Translator's docstring says).
     """
 
     def __init__(self, config, weights=None, device="cpu", seed=0, device_index=None,

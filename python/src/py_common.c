@@ -1,7 +1,12 @@
 /* The extension's shared helpers (py_common.h). */
 #include "py_common.h"
 
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "clformer/status.h"
 
@@ -78,4 +83,103 @@ PyObject *clfpy_new_locked(PyTypeObject *type, size_t lock_at)
         return PyErr_NoMemory();
     }
     return self;
+}
+
+struct clfpy_worker {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    clf_status (*fn)(void *);
+    void *arg;
+    int posted, done, stop;
+    clf_status st;
+    char error[1024]; /* fn's message (clf_last_error is per thread) */
+    pid_t pid;        /* the process that started the thread */
+};
+
+static void *worker_main(void *p)
+{
+    clfpy_worker *w = p;
+    /* The thread's signal stack is left as it was found: the first thread to compile an
+     * OpenCL kernel with PoCL gets LLVM's own (malloc'd) signal stack, and a sanitized
+     * build's thread exit would unmap that one as if it were the sanitizer's. */
+    stack_t old;
+    const int saved = sigaltstack(NULL, &old) == 0;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (!w->posted && !w->stop)
+            pthread_cond_wait(&w->cv, &w->mu);
+        if (!w->posted)
+            break;
+        pthread_mutex_unlock(&w->mu);
+        clf_clear_error();
+        const clf_status st = w->fn(w->arg);
+        pthread_mutex_lock(&w->mu);
+        w->st = st;
+        snprintf(w->error, sizeof w->error, "%s", st != CLF_OK ? clf_last_error() : "");
+        w->posted = 0;
+        w->done = 1;
+        pthread_cond_broadcast(&w->cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    if (saved)
+        (void)sigaltstack(&old, NULL);
+    return NULL;
+}
+
+clfpy_worker *clfpy_worker_start(void)
+{
+    clfpy_worker *w = calloc(1, sizeof *w);
+    if (!w)
+        return (clfpy_worker *)PyErr_NoMemory();
+    w->pid = getpid();
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+        pthread_cond_destroy(&w->cv);
+        pthread_mutex_destroy(&w->mu);
+        free(w);
+        PyErr_SetString(PyExc_RuntimeError, "cannot start the object's compute thread");
+        return NULL;
+    }
+    return w;
+}
+
+clf_status clfpy_worker_run(clfpy_worker *w, clf_status (*fn)(void *), void *arg)
+{
+    if (getpid() != w->pid)
+        return clf_error(CLF_ERR_UNSUPPORTED,
+                         "this object was made in the process this one was forked from, and "
+                         "its compute thread is not here: make it in this process");
+    pthread_mutex_lock(&w->mu);
+    w->fn = fn;
+    w->arg = arg;
+    w->posted = 1;
+    w->done = 0;
+    pthread_cond_broadcast(&w->cv);
+    while (!w->done)
+        pthread_cond_wait(&w->cv, &w->mu);
+    const clf_status st = w->st;
+    char error[sizeof w->error];
+    memcpy(error, w->error, sizeof error);
+    pthread_mutex_unlock(&w->mu);
+    return st == CLF_OK ? CLF_OK : clf_error(st, "%s", error);
+}
+
+void clfpy_worker_stop(clfpy_worker *w)
+{
+    if (!w)
+        return;
+    if (getpid() == w->pid) {
+        pthread_mutex_lock(&w->mu);
+        w->stop = 1;
+        pthread_cond_broadcast(&w->cv);
+        pthread_mutex_unlock(&w->mu);
+        pthread_join(w->thread, NULL);
+        pthread_cond_destroy(&w->cv);
+        pthread_mutex_destroy(&w->mu);
+    }
+    /* in a forked child the thread is not there, and the copies of the mutex and the
+     * condition may hold its state as a waiter: they are left as they are */
+    free(w);
 }

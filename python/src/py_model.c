@@ -21,6 +21,7 @@ typedef struct {
     clf_backend *be;
     clf_model *model;
     PyThread_type_lock lock;
+    clfpy_worker *worker; /* where the model is made and computes (py_common.h) */
 } ModelObject;
 
 static void model_release(ModelObject *self)
@@ -43,9 +44,47 @@ static PyObject *model_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 static void model_dealloc(ModelObject *self)
 {
     model_release(self);
+    clfpy_worker_stop(self->worker);
     if (self->lock)
         PyThread_free_lock(self->lock);
     Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* model_init's work on the worker: the config, the weights, the backend, the model */
+typedef struct {
+    ModelObject *self;
+    const char *cfg_path, *w_path, *backend, *device, *plugin_dir;
+    unsigned long long seed;
+    int threads;
+} make_call;
+
+static clf_status run_make(void *p)
+{
+    const make_call *c = p;
+    ModelObject *self = c->self;
+    clf_weights *w = NULL;
+    clf_status st = clf_config_load_with_plugins(c->cfg_path, c->plugin_dir, self->cfg);
+    if (st == CLF_OK)
+        st = c->w_path ? clf_weights_load(c->w_path, &self->cfg->model, &w)
+                       : clf_weights_init(&self->cfg->model, (uint64_t)c->seed, &w);
+    if (st == CLF_OK) /* threads 0: the config's */
+        st = clf_config_open_backend(self->cfg, c->backend, c->device, c->threads ? c->threads : -1,
+                                     c->plugin_dir, &self->api, &self->be);
+    if (st == CLF_OK)
+        st = clf_model_create_consuming(&self->cfg->model, w, self->api, self->be, &self->model);
+    clf_weights_free(w);
+    return st;
+}
+
+typedef struct {
+    clf_model *model;
+    clf_forward_io *io;
+} forward_call;
+
+static clf_status run_forward(void *p)
+{
+    const forward_call *c = p;
+    return clf_model_forward(c->model, c->io);
 }
 
 static int model_init(ModelObject *self, PyObject *args, PyObject *kw)
@@ -57,7 +96,6 @@ static int model_init(ModelObject *self, PyObject *args, PyObject *kw)
     unsigned long long seed = 0;
     int threads = 0;
     const char *cfg_path, *w_path, *backend, *device, *plugin_dir;
-    clf_weights *w = NULL;
     clf_status st = CLF_OK;
 
     if (!PyArg_ParseTupleAndKeywords(args, kw, "U|OOOOKi:_Model", kwlist, &o_cfg, &o_w, &o_backend,
@@ -81,17 +119,11 @@ static int model_init(ModelObject *self, PyObject *args, PyObject *kw)
         PyErr_NoMemory();
         return -1;
     }
+    if (!self->worker && !(self->worker = clfpy_worker_start()))
+        return -1;
+    make_call c = {self, cfg_path, w_path, backend, device, plugin_dir, seed, threads};
     Py_BEGIN_ALLOW_THREADS;
-    st = clf_config_load_with_plugins(cfg_path, plugin_dir, self->cfg);
-    if (st == CLF_OK)
-        st = w_path ? clf_weights_load(w_path, &self->cfg->model, &w)
-                    : clf_weights_init(&self->cfg->model, (uint64_t)seed, &w);
-    if (st == CLF_OK) /* threads 0: the config's */
-        st = clf_config_open_backend(self->cfg, backend, device, threads ? threads : -1, plugin_dir,
-                                     &self->api, &self->be);
-    if (st == CLF_OK)
-        st = clf_model_create_consuming(&self->cfg->model, w, self->api, self->be, &self->model);
-    clf_weights_free(w);
+    st = clfpy_worker_run(self->worker, run_make, &c);
     Py_END_ALLOW_THREADS;
     if (st != CLF_OK) {
         clfpy_raise_status(st, NULL);
@@ -168,7 +200,8 @@ static PyObject *model_forward_into(ModelObject *self, PyObject *args)
                          .src = src.buf,
                          .tgt = tgt.buf,
                          .logits = out.buf};
-    Py_BEGIN_ALLOW_THREADS st = clf_model_forward(self->model, &io);
+    forward_call c = {self->model, &io};
+    Py_BEGIN_ALLOW_THREADS st = clfpy_worker_run(self->worker, run_forward, &c);
     Py_END_ALLOW_THREADS PyThread_release_lock(self->lock);
     if (st != CLF_OK) {
         clfpy_raise_status(st, "forward");
@@ -210,7 +243,10 @@ static PyObject *model_close(ModelObject *self, PyObject *unused)
 {
     (void)unused;
     clfpy_lock_acquire(self->lock);
+    clfpy_worker *w = self->worker;
+    self->worker = NULL;
     Py_BEGIN_ALLOW_THREADS model_release(self);
+    clfpy_worker_stop(w);
     Py_END_ALLOW_THREADS PyThread_release_lock(self->lock);
     Py_RETURN_NONE;
 }

@@ -16,7 +16,20 @@
 typedef struct {
     PyObject_HEAD clf_translator *t; /* NULL once closed (or never opened) */
     PyThread_type_lock lock;
+    clfpy_worker *worker; /* where t is opened and computes (py_common.h) */
 } TranslatorObject;
+
+/* The calls made on the worker, their arguments in a struct */
+typedef struct {
+    const clf_translator_opts *o;
+    clf_translator **t;
+} open_call;
+
+static clf_status run_open(void *p)
+{
+    open_call *c = p;
+    return clf_translator_open(c->o, c->t);
+}
 
 static int translator_init(TranslatorObject *self, PyObject *args, PyObject *kw)
 {
@@ -57,7 +70,10 @@ static int translator_init(TranslatorObject *self, PyObject *args, PyObject *kw)
         }
         o.weight_type_set = 1;
     }
-    Py_BEGIN_ALLOW_THREADS st = clf_translator_open(&o, &t);
+    if (!self->worker && !(self->worker = clfpy_worker_start()))
+        return -1;
+    open_call c = {&o, &t};
+    Py_BEGIN_ALLOW_THREADS st = clfpy_worker_run(self->worker, run_open, &c);
     Py_END_ALLOW_THREADS if (st != CLF_OK)
     {
         clfpy_raise_status(st, NULL);
@@ -76,6 +92,7 @@ static PyObject *translator_new(PyTypeObject *type, PyObject *args, PyObject *kw
 static void translator_dealloc(TranslatorObject *self)
 {
     clf_translator_free(self->t); /* no call can be running: it would hold a reference */
+    clfpy_worker_stop(self->worker);
     if (self->lock)
         PyThread_free_lock(self->lock);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -94,9 +111,12 @@ static PyObject *translator_close(TranslatorObject *self, PyObject *unused)
     (void)unused;
     clfpy_lock_acquire(self->lock);
     clf_translator *t = self->t;
+    clfpy_worker *w = self->worker;
     self->t = NULL;
+    self->worker = NULL;
     PyThread_release_lock(self->lock);
     Py_BEGIN_ALLOW_THREADS clf_translator_free(t);
+    clfpy_worker_stop(w);
     Py_END_ALLOW_THREADS Py_RETURN_NONE;
 }
 
@@ -370,6 +390,22 @@ static PyObject *translation_item(const void *ctx, int i)
     return translation_to_py(r->t, &r->out[i]);
 }
 
+typedef struct {
+    clf_translator *t;
+    const batch_input *b;
+    const clf_translate_opts *o;
+    clf_translation *out;
+} translate_call;
+
+static clf_status run_translate(void *p)
+{
+    const translate_call *c = p;
+    const batch_input *b = c->b;
+    return b->tokens ? clf_translator_translate_ids(c->t, (const int32_t *const *)b->ids, b->lens,
+                                                    b->n, c->o, c->out)
+                     : clf_translator_translate(c->t, b->text, b->len, b->n, c->o, c->out);
+}
+
 /* translate(source, beam, n_best, length_penalty, max_len, max_batch, want_scores) -> list
  * per sentence of [(tokens, text, score, logprob), ...]. beam -1, length_penalty None,
  * max_len 0: the config's generate: values; want_scores: greedy hypotheses scored too
@@ -455,9 +491,8 @@ static PyObject *translator_translate(TranslatorObject *self, PyObject *args, Py
         PyErr_NoMemory();
         goto fail;
     }
-    Py_BEGIN_ALLOW_THREADS if (b.tokens) st =
-        clf_translator_translate_ids(t, (const int32_t *const *)b.ids, b.lens, b.n, &o, out);
-    else st = clf_translator_translate(t, b.text, b.len, b.n, &o, out);
+    translate_call c = {t, &b, &o, out};
+    Py_BEGIN_ALLOW_THREADS st = clfpy_worker_run(self->worker, run_translate, &c);
     Py_END_ALLOW_THREADS if (st != CLF_OK)
     {
         clfpy_raise_status(st, NULL);
@@ -486,6 +521,21 @@ typedef struct {
     const float *logprob;
     const int *tokens;
 } scores;
+
+typedef struct {
+    clf_translator *t;
+    const char *const *src, *const *tgt;
+    int n;
+    float *logprob;
+    int *tokens;
+    char **error;
+} score_call;
+
+static clf_status run_score(void *p)
+{
+    const score_call *c = p;
+    return clf_translator_score(c->t, c->src, c->tgt, c->n, c->logprob, c->tokens, c->error);
+}
 
 static PyObject *score_item(const void *ctx, int i)
 {
@@ -548,7 +598,8 @@ static PyObject *translator_score(TranslatorObject *self, PyObject *args, PyObje
         src[i] = bs.text[i], tgt[i] = bt.text[i];
         /* bytes objects and str's UTF-8 are NUL-terminated already */
     }
-    Py_BEGIN_ALLOW_THREADS st = clf_translator_score(t, src, tgt, n, logprob, tokens, error);
+    score_call c = {t, src, tgt, n, logprob, tokens, error};
+    Py_BEGIN_ALLOW_THREADS st = clfpy_worker_run(self->worker, run_score, &c);
     Py_END_ALLOW_THREADS if (st != CLF_OK)
     {
         clfpy_raise_status(st, NULL);

@@ -4,6 +4,8 @@ import os
 import shutil
 import subprocess
 import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -247,3 +249,59 @@ def test_languages_per_call(tmp_path):
         t.translate_batch(lines[:1], target_lang=7)
     with pytest.raises(ValueError, match="language"):
         clformer.Translator(MODEL_DIR).translate_batch(["Hello"], target_lang="de")
+
+
+def _threads():
+    return len(os.listdir("/proc/self/task"))
+
+
+def test_pool_threads_share_one_openmp_team():
+    """Every computing call runs on the translator's own thread (py_common.h): Python
+    threads that translate leave no OpenMP team of their own behind them (libgomp keeps one
+    per thread that ran a parallel region, and more teams than cores make every region
+    wait in the kernel). threads=2: the translator's thread and one OpenMP worker."""
+    before = _threads()
+    t = clformer.Translator(MODEL_DIR, threads=2)
+    want = [r.text[0] for r in t.translate_batch(SENTENCES[:4])]
+    assert _threads() == before + 2
+    barrier = threading.Barrier(4)
+
+    def work(s):
+        barrier.wait()  # the four threads all alive, each translating
+        return t.translate_batch([s])[0].text[0]
+
+    with ThreadPoolExecutor(4) as ex:
+        got = list(ex.map(work, SENTENCES[:4]))
+        assert _threads() == before + 2 + 4
+    assert got == want
+    t.close()
+    # the OpenMP worker ends after the translator's thread, not joined by it
+    end = time.time() + 10
+    while _threads() > before and time.time() < end:
+        time.sleep(0.01)
+    assert _threads() == before
+
+
+def test_forked_child_gets_an_error():
+    """A translator made before a fork has no compute thread in the child: a clear
+    RuntimeError there, not a hang; the parent's goes on working."""
+    t = clformer.Translator(MODEL_DIR, threads=1)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through the pipe
+        try:
+            t.translate_batch(SENTENCES[:1])
+            msg = b"no error"
+        except RuntimeError as e:
+            msg = str(e).encode()
+        except BaseException as e:  # noqa: BLE001
+            msg = repr(e).encode()
+        os.write(w, msg)
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        msg = f.read().decode()
+    assert os.waitpid(pid, 0)[1] == 0
+    assert "forked" in msg and "make it in this process" in msg, msg
+    assert t.translate_batch(SENTENCES[:1])[0].text[0]
+    t.close()
