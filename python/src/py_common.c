@@ -1,4 +1,4 @@
-/* The extension's shared helpers (py_common.h). */
+/* The extension's shared helpers (py_common.h): errors, locks, arguments, compute threads. */
 #include "py_common.h"
 
 #include <pthread.h>

@@ -1,6 +1,6 @@
 /* What the extension's files share (clformer._clformer: py_common.c, py_translator.c,
- * py_model.c, clformer_module.c): the error conversion, the locks, argument helpers and
- * the two types. */
+ * py_model.c, clformer_module.c): the error conversion, the locks, the objects' compute
+ * threads, argument helpers and the two types. */
 #ifndef CLF_PY_COMMON_H
 #define CLF_PY_COMMON_H
 
