@@ -1,6 +1,6 @@
 /* clformer serve: translation over HTTP (README, "Serving"; the parts in serve.h).
  *
- * Opens each -m model directory (clf_translator_open), starts its scheduler thread, listens
+ * Opens each -m model directory (clf_translator_open), starts its scheduler, listens
  * (loopback unless --host says otherwise) and prints "clformer: serving on http://HOST:PORT"
  * on stderr once it accepts connections. SIGTERM or SIGINT: it stops accepting, answers the
  * requests it has read, and exits 0.
@@ -183,9 +183,10 @@ fail:
     return 0;
 }
 
+/* The model's names and its translator if not yet the scheduler's (serve_runner_stop
+ * frees the scheduler). */
 static void model_free(serve_model *m)
 {
-    serve_sched_stop(m->sched);
     clf_translator_free(m->tr);
     for (int t = 0; t < m->n_targets; t++)
         free(m->targets[t]);
@@ -359,50 +360,22 @@ static int parse_args(int argc, char **argv, serve_args *a, char ***keys, int *n
     return o->api_keys && !read_keys(o->api_keys, keys, n_keys) ? -1 : 1;
 }
 
-/* The translator opened on a thread of its own that exits when it is done.
- *
- * Loading runs OpenMP regions, and libgomp keeps a team of workers for each thread that
- * has run one. A team kept for the main thread, next to the scheduler's, makes more
- * OpenMP threads than cores on a machine that --threads fills, and libgomp then lets a
- * waiting worker spin only briefly before it sleeps in the kernel: every region of every
- * decoder step pays a wake-up (bench/RESULTS.md). The loader's team goes with its thread,
- * and the scheduler's is the only one. */
+/* The translator opened on a thread of its own that exits when it is done: loading runs
+ * OpenMP regions, and their workers go with that thread (serve_sched.c says why). */
 typedef struct {
     const clf_translator_opts *to;
-    clf_translator *tr;
-    clf_status st;
-    char error[1024]; /* the loader's message (clf_last_error is per thread) */
-} loader;
+    clf_translator **tr;
+} load_call;
 
-static void *load_main(void *arg)
+static clf_status load(void *arg)
 {
-    loader *l = arg;
-    /* The thread's signal stack is left as it was found: the first thread to compile an
-     * OpenCL kernel with PoCL gets LLVM's own (malloc'd) signal stack, and a sanitized
-     * build's thread exit would unmap that one as if it were the sanitizer's. */
-    stack_t old;
-    const int saved = sigaltstack(NULL, &old) == 0;
-    if ((l->st = clf_translator_open(l->to, &l->tr)) != CLF_OK)
-        snprintf(l->error, sizeof l->error, "%s", clf_last_error());
-    if (saved)
-        (void)sigaltstack(&old, NULL);
-    return NULL;
-}
-
-static clf_status open_translator(const clf_translator_opts *to, clf_translator **tr)
-{
-    loader l = {.to = to};
-    pthread_t th;
-    if (pthread_create(&th, NULL, load_main, &l) != 0)
-        return clf_translator_open(to, tr); /* correct, only slower */
-    pthread_join(th, NULL);
-    *tr = l.tr;
-    return l.st == CLF_OK ? CLF_OK : clf_error(l.st, "%s", l.error);
+    const load_call *c = arg;
+    return clf_translator_open(c->to, c->tr);
 }
 
 /* Opens each model's translator and starts its scheduler; 0, or the exit status after a
  * one-line error. */
-static int open_models(serve_args *a, serve_metrics *metrics)
+static int open_models(serve_args *a, serve_runner *runner, serve_metrics *metrics)
 {
     for (int i = 0; i < a->n_models; i++) {
         serve_model *m = &a->models[i];
@@ -416,7 +389,7 @@ static int open_models(serve_args *a, serve_metrics *metrics)
         to.weight_type_set = a->weight_type_set;
         to.weight_type = a->weight_type;
         to.precision = a->precision;
-        clf_status st = open_translator(&to, &m->tr);
+        clf_status st = serve_on_thread(load, &(load_call){&to, &m->tr});
         if (st != CLF_OK)
             return cli_fail(st);
         clf_translator_info info;
@@ -442,7 +415,7 @@ static int open_models(serve_args *a, serve_metrics *metrics)
             a->o.max_batch * m->beam > SERVE_BEAM_MAX ? a->o.max_batch * m->beam : SERVE_BEAM_MAX;
         clf_translator *tr = m->tr;
         m->tr = NULL; /* the scheduler's from here */
-        if ((st = serve_sched_start(tr, &to, rows, a->o.join_wait, a->o.queue, metrics,
+        if ((st = serve_sched_start(runner, tr, &to, rows, a->o.join_wait, a->o.queue, metrics,
                                     &m->sched)) != CLF_OK)
             return cli_fail(st);
     }
@@ -473,6 +446,7 @@ int clf_cmd_serve(int argc, char **argv)
     int n_keys = 0, served = 0, rc = 2;
     serve_metrics *metrics = NULL;
     serve_server *server = NULL;
+    serve_runner *runner = NULL;
     fix_mmap_threshold();
     const int go = parse_args(argc, argv, a, &keys, &n_keys);
     if (go <= 0) {
@@ -492,7 +466,12 @@ int clf_cmd_serve(int argc, char **argv)
         rc = 1;
         goto done;
     }
-    if ((rc = open_models(a, metrics)) != 0)
+    clf_status st = serve_runner_start(&runner);
+    if (st != CLF_OK) {
+        rc = cli_fail(st);
+        goto done;
+    }
+    if ((rc = open_models(a, runner, metrics)) != 0)
         goto done;
     rc = 1;
     if (serve_http_start(&a->o, a->models, a->n_models, keys, n_keys, metrics, &server) != 0)
@@ -513,6 +492,7 @@ int clf_cmd_serve(int argc, char **argv)
     served = 1;
 done:
     serve_http_stop(server);
+    serve_runner_stop(runner);
     for (int i = 0; i < a->n_models; i++)
         model_free(&a->models[i]);
     for (int i = 0; i < n_keys; i++)

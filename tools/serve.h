@@ -2,12 +2,12 @@
  *   cmd_serve.c     options, the models opened, startup, signals, shutdown
  *   serve_http.c    libmicrohttpd: routes, bodies up to --max-body, answers
  *   serve_api.c     request bodies parsed, answers' JSON built (serve_api.h; no I/O)
- *   serve_sched.c   per model: a bounded set of sentences and the thread that decodes them
+ *   serve_sched.c   per model: a bounded set of sentences; one thread that decodes them all
  *   serve_metrics.c counters and histograms, in Prometheus's text format
- * A request's sentences go to its model's scheduler as one job; the model's thread keeps
- * one decoding batch (a clf_translator_stream) that sentences join at every step, whatever
- * their options, and leave when done (continuous batching), and hands each job its
- * results. */
+ * A request's sentences go to its model's scheduler as one job; each model keeps one
+ * decoding batch (a clf_translator_stream) that sentences join at every step, whatever
+ * their options, and leave when done (continuous batching); the runner thread steps the
+ * models in turn and hands each job its results. */
 #ifndef CLF_SERVE_H
 #define CLF_SERVE_H
 
@@ -31,20 +31,28 @@ void serve_metrics_step(serve_metrics *m, long rows, int sentences, long tokens)
 char *serve_metrics_text(serve_metrics *m, const char *const *name, const int *queue_depth,
                          int n_models);
 
-/* ---- scheduler (serve_sched.c) ---- */
+/* ---- schedulers and their runner (serve_sched.c) ---- */
+typedef struct serve_runner serve_runner;
 typedef struct serve_sched serve_sched;
 typedef struct serve_job serve_job;
 
-/* Starts the scheduler thread of translator t, which it takes (freed by serve_sched_stop,
- * or here on failure): steps of at most max_rows decoder rows, arrivals held back up to
- * join_wait steps to share an encoder pass (clformer/decode.h), at most queue_cap sentences
- * accepted and not yet answered. After a failed step the translator is opened again with
- * reopen (its strings must outlive s). */
-clf_status serve_sched_start(clf_translator *t, const clf_translator_opts *reopen, int max_rows,
-                             int join_wait, int queue_cap, serve_metrics *metrics,
+/* fn(arg) on a thread started for it, which exits when fn returns (so that the OpenMP
+ * workers fn makes go with it; serve_sched.c says why), waited for; fn's status, with its
+ * message as this thread's clf_last_error. */
+clf_status serve_on_thread(clf_status (*fn)(void *), void *arg);
+/* The thread that decodes for every model: each pass steps each busy model once. */
+clf_status serve_runner_start(serve_runner **out);
+/* Decodes what every model accepted, then stops the thread and frees r and the schedulers
+ * started on it. */
+void serve_runner_stop(serve_runner *r);
+/* A scheduler on r for translator t, which it takes (freed with r, or here on failure):
+ * steps of at most max_rows decoder rows, arrivals held back up to join_wait steps to
+ * share an encoder pass (clformer/decode.h), at most queue_cap sentences accepted and not
+ * yet answered. After a failed step the translator is opened again with reopen (its
+ * strings must outlive s). */
+clf_status serve_sched_start(serve_runner *r, clf_translator *t, const clf_translator_opts *reopen,
+                             int max_rows, int join_wait, int queue_cap, serve_metrics *metrics,
                              serve_sched **out);
-/* Decodes what was accepted, then stops the thread and frees s. */
-void serve_sched_stop(serve_sched *s);
 int serve_sched_depth(serve_sched *s);
 
 /* Queues n sentences decoded with o, from language source into target (codes of the

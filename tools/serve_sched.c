@@ -1,9 +1,10 @@
-/* clformer serve: one model's sentences and its scheduler thread (serve.h).
+/* clformer serve: each model's sentences, and the one thread that decodes them all
+ * (serve.h).
  *
- * Continuous batching: the thread owns the model's translator and a translator stream
+ * Continuous batching: a model's scheduler owns its translator and a translator stream
  * (clformer/translator.h). A request's sentences are items, each with a tag (its index in
- * the item table); new items wait in a FIFO until the thread adds them to the stream, and
- * every pass of the thread runs one decoder step, in which the sentences that fit join and
+ * the item table); new items wait in a FIFO until they are added to the stream, and every
+ * pass over a busy model runs one decoder step, in which the sentences that fit join and
  * the finished leave, and moves each finished sentence's result into its job. A job of a
  * many-language model names its source and target languages: the translator is set to them
  * (clf_translator_set_languages) before each of its sentences is added, which frames the
@@ -13,12 +14,19 @@
  * A step that fails answers every sentence in the stream with the error, then the
  * translator is opened again from its options (a backend that failed may hold a broken
  * device context); while it cannot be, sentences fail with that reason.
- * Everything is under the scheduler's mutex except the stream's calls, which only the
- * thread makes; a job is freed when both its caller (serve_job_release) and the scheduler
- * (its last item settled) are done with it. */
+ *
+ * One runner thread steps every model in turn, a step each per pass. Every OpenMP region
+ * of the server runs on it (a model's loading and its stream's opening run on threads that
+ * exit, serve_on_thread): libgomp keeps a team of workers per thread that ran a region,
+ * and when teams outnumber the cores it lets waiting workers spin only briefly, so that
+ * every region of every step pays a wake-up in the kernel.
+ * Everything is under the runner's mutex except the streams' calls, which only the runner
+ * makes; a job is freed when both its caller (serve_job_release) and the scheduler (its
+ * last item settled) are done with it. */
 #include "serve.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,13 +73,16 @@ struct serve_sched {
     int n_queue;
     int depth;    /* items not free: accepted and not yet settled */
     int released; /* jobs released with items left: their items to cancel */
+    int *batch;   /* [cap] the items a pass adds to the stream */
+    serve_runner *r;
+    serve_sched *next; /* the runner's next model */
+};
+
+struct serve_runner {
+    serve_sched *first; /* the models, in the order they were started */
     int stopping;
-    int started;            /* the thread has opened the stream, or failed to */
-    clf_status start;       /* how that went */
-    char start_error[1024]; /* its message (clf_last_error is per thread) */
     pthread_mutex_t mu;
     pthread_cond_t wake;
-    pthread_cond_t ready; /* started */
     pthread_t thread;
 };
 
@@ -181,137 +192,166 @@ static void reopen(serve_sched *s, int translator_too)
     }
 }
 
-/* The thread's start: it opens the stream it steps (serve_sched_start says why) and tells
- * the starter how that went; returns with the mutex held when it went well. */
-static int open_stream(serve_sched *s)
+/* One pass over model s (under the runner's mutex, which it releases while it computes):
+ * its queue into its stream and one decoder step; 0 when it had nothing to do. */
+static int sched_pass(serve_sched *s)
 {
-    const clf_status opened = clf_translator_stream_open(s->t, &s->stream_opts, &s->stream);
-    pthread_mutex_lock(&s->mu);
-    s->start = opened;
-    if (opened != CLF_OK)
-        snprintf(s->start_error, sizeof s->start_error, "%s", clf_last_error());
-    s->started = 1;
-    pthread_cond_broadcast(&s->ready);
-    if (opened != CLF_OK)
-        pthread_mutex_unlock(&s->mu);
-    return opened == CLF_OK;
-}
-
-static void *sched_main(void *arg)
-{
-    serve_sched *s = arg;
-    if (!open_stream(s))
-        return NULL;
-    int *batch = malloc(sizeof(int) * (size_t)s->cap);
-    for (;;) {
-        drop_released(s);
-        clf_decode_stream_state state = {0};
-        if (s->stream)
-            clf_translator_stream_get_state(s->stream, &state);
-        const int busy = state.waiting + state.active + state.finished > 0;
-        if (s->n_queue == 0 && !busy) {
-            if (s->stopping)
-                break;
-            pthread_cond_wait(&s->wake, &s->mu);
-            continue;
-        }
-        /* the FIFO into the stream; tokenizing runs without the mutex, and an item's job
-         * is not freed while the item is queued or in the stream */
-        int nb = 0;
-        if (batch && s->n_queue > 0 && !s->stream) { /* after a failed reopen: try again */
-            pthread_mutex_unlock(&s->mu);
-            reopen(s, 1);
-            pthread_mutex_lock(&s->mu);
-        }
-        if (!batch || !s->stream) {
-            for (int i = 0; i < s->n_queue; i++) {
-                job_fail(s->items[s->queue[i]].job, s->broken ? s->broken : "out of memory");
-                item_settle(s, s->queue[i]);
-            }
-            s->n_queue = 0;
-            if (!batch)
-                continue;
-        }
+    drop_released(s);
+    clf_decode_stream_state state = {0};
+    if (s->stream)
+        clf_translator_stream_get_state(s->stream, &state);
+    const int busy = state.waiting + state.active + state.finished > 0;
+    if (s->n_queue == 0 && !busy)
+        return 0;
+    pthread_mutex_t *mu = &s->r->mu;
+    /* the FIFO into the stream; tokenizing runs without the mutex, and an item's job
+     * is not freed while the item is queued or in the stream */
+    int nb = 0, *batch = s->batch;
+    if (s->n_queue > 0 && !s->stream) { /* after a failed reopen: try again */
+        pthread_mutex_unlock(mu);
+        reopen(s, 1);
+        pthread_mutex_lock(mu);
+    }
+    if (!s->stream) {
         for (int i = 0; i < s->n_queue; i++) {
-            batch[nb++] = s->queue[i];
-            s->items[s->queue[i]].state = ITEM_STREAM;
+            job_fail(s->items[s->queue[i]].job, s->broken ? s->broken : "out of memory");
+            item_settle(s, s->queue[i]);
         }
         s->n_queue = 0;
-        pthread_mutex_unlock(&s->mu);
-        for (int i = 0; i < nb && s->stream; i++) {
-            const item *it = &s->items[batch[i]];
-            const serve_job *j = it->job;
-            /* the stream takes a sentence's languages when it is added (its source row
-             * framed with its language token, its target's token forced in its options):
-             * the next sentences may set others */
-            clf_status added = CLF_OK;
-            if (j->source[0] || j->target[0])
-                added = clf_translator_set_languages(s->t, j->source[0] ? j->source : NULL,
-                                                     j->target[0] ? j->target : NULL);
-            if (added == CLF_OK)
-                added = clf_translator_stream_add(s->stream, j->text[it->index], j->len[it->index],
-                                                  &j->o, (uint64_t)batch[i]);
-            if (added != CLF_OK) { /* the request's options, or memory: this sentence fails */
-                const char *e = clf_last_error();
-                pthread_mutex_lock(&s->mu);
-                job_fail(s->items[batch[i]].job, e);
-                item_settle(s, batch[i]);
-                pthread_mutex_unlock(&s->mu);
-            }
+    }
+    for (int i = 0; i < s->n_queue; i++) {
+        batch[nb++] = s->queue[i];
+        s->items[s->queue[i]].state = ITEM_STREAM;
+    }
+    s->n_queue = 0;
+    pthread_mutex_unlock(mu);
+    for (int i = 0; i < nb && s->stream; i++) {
+        const item *it = &s->items[batch[i]];
+        const serve_job *j = it->job;
+        /* the stream takes a sentence's languages when it is added (its source row
+         * framed with its language token, its target's token forced in its options):
+         * the next sentences may set others */
+        clf_status added = CLF_OK;
+        if (j->source[0] || j->target[0])
+            added = clf_translator_set_languages(s->t, j->source[0] ? j->source : NULL,
+                                                 j->target[0] ? j->target : NULL);
+        if (added == CLF_OK)
+            added = clf_translator_stream_add(s->stream, j->text[it->index], j->len[it->index],
+                                              &j->o, (uint64_t)batch[i]);
+        if (added != CLF_OK) { /* the request's options, or memory: this sentence fails */
+            const char *e = clf_last_error();
+            pthread_mutex_lock(mu);
+            job_fail(s->items[batch[i]].job, e);
+            item_settle(s, batch[i]);
+            pthread_mutex_unlock(mu);
         }
-        clf_status st = CLF_OK;
-        char *why = NULL;
-        long rows = -1; /* the step's decoder rows; -1: no step ran */
-        if (s->stream) {
-            clf_decode_stream_state after;
-            clf_translator_stream_get_state(s->stream, &state);
-            st = clf_translator_stream_step(s->stream);
-            clf_translator_stream_get_state(s->stream, &after);
-            if (after.steps > state.steps)
-                rows = (long)(after.token_steps - state.token_steps);
-            if (st != CLF_OK) {
-                const char *e = clf_last_error();
-                why = strdup(e && *e ? e : clf_status_name(st));
-            }
-        }
-        pthread_mutex_lock(&s->mu);
+    }
+    clf_status st = CLF_OK;
+    char *why = NULL;
+    long rows = -1; /* the step's decoder rows; -1: no step ran */
+    if (s->stream) {
+        clf_decode_stream_state after;
+        clf_translator_stream_get_state(s->stream, &state);
+        st = clf_translator_stream_step(s->stream);
+        clf_translator_stream_get_state(s->stream, &after);
+        if (after.steps > state.steps)
+            rows = (long)(after.token_steps - state.token_steps);
         if (st != CLF_OK) {
-            char msg[1200];
-            snprintf(msg, sizeof msg, "decoding failed: %s", why ? why : "out of memory");
-            fprintf(stderr, "clformer: %s; reopening the backend\n", msg);
-            fail_stream(s, msg);
-            free(why);
-            pthread_mutex_unlock(&s->mu);
-            reopen(s, 1);
-            pthread_mutex_lock(&s->mu);
+            const char *e = clf_last_error();
+            why = strdup(e && *e ? e : clf_status_name(st));
+        }
+    }
+    pthread_mutex_lock(mu);
+    if (st != CLF_OK) {
+        char msg[1200];
+        snprintf(msg, sizeof msg, "decoding failed: %s", why ? why : "out of memory");
+        fprintf(stderr, "clformer: %s; reopening the backend\n", msg);
+        fail_stream(s, msg);
+        free(why);
+        pthread_mutex_unlock(mu);
+        reopen(s, 1);
+        pthread_mutex_lock(mu);
+        return 1;
+    }
+    /* the finished: into their jobs */
+    uint64_t tag;
+    clf_translation r;
+    long tokens = 0;
+    int sentences = 0;
+    while (s->stream && clf_translator_stream_take(s->stream, &tag, &r)) {
+        item *it = &s->items[tag];
+        if (it->state != ITEM_STREAM || it->job->released) {
+            clf_translations_free(&r, 1);
+            if (it->state == ITEM_STREAM)
+                item_settle(s, (int)tag);
             continue;
         }
-        /* the finished: into their jobs */
-        uint64_t tag;
-        clf_translation r;
-        long tokens = 0;
-        int sentences = 0;
-        while (s->stream && clf_translator_stream_take(s->stream, &tag, &r)) {
-            item *it = &s->items[tag];
-            if (it->state != ITEM_STREAM || it->job->released) {
-                clf_translations_free(&r, 1);
-                if (it->state == ITEM_STREAM)
-                    item_settle(s, (int)tag);
-                continue;
-            }
-            tokens += r.n_hyps > 0 ? r.hyps[0].len : 0;
-            sentences++;
-            it->job->out[it->index] = r;
-            item_settle(s, (int)tag);
-        }
-        serve_metrics_step(s->metrics, rows, sentences, tokens);
+        tokens += r.n_hyps > 0 ? r.hyps[0].len : 0;
+        sentences++;
+        it->job->out[it->index] = r;
+        item_settle(s, (int)tag);
     }
-    pthread_mutex_unlock(&s->mu);
-    free(batch);
+    serve_metrics_step(s->metrics, rows, sentences, tokens);
+    return 1;
+}
+
+static void *runner_main(void *arg)
+{
+    serve_runner *r = arg;
+    /* left as found: see serve_on_thread (a reopened backend may compile kernels here) */
+    stack_t old;
+    const int saved = sigaltstack(NULL, &old) == 0;
+    pthread_mutex_lock(&r->mu);
+    for (;;) {
+        int work = 0;
+        for (serve_sched *s = r->first; s; s = s->next)
+            work |= sched_pass(s);
+        if (!work) {
+            if (r->stopping)
+                break;
+            pthread_cond_wait(&r->wake, &r->mu);
+        }
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (saved)
+        (void)sigaltstack(&old, NULL);
     return NULL;
 }
 
-/* The scheduler and its arrays, after its thread is gone (or was never started). */
+/* A thread for fn(arg), waited for */
+typedef struct {
+    clf_status (*fn)(void *);
+    void *arg;
+    clf_status st;
+    char error[1024]; /* fn's message (clf_last_error is per thread) */
+} on_thread;
+
+static void *on_thread_main(void *p)
+{
+    on_thread *c = p;
+    /* The thread's signal stack is left as it was found: the first thread to compile an
+     * OpenCL kernel with PoCL gets LLVM's own (malloc'd) signal stack, and a sanitized
+     * build's thread exit would unmap that one as if it were the sanitizer's. */
+    stack_t old;
+    const int saved = sigaltstack(NULL, &old) == 0;
+    if ((c->st = c->fn(c->arg)) != CLF_OK)
+        snprintf(c->error, sizeof c->error, "%s", clf_last_error());
+    if (saved)
+        (void)sigaltstack(&old, NULL);
+    return NULL;
+}
+
+clf_status serve_on_thread(clf_status (*fn)(void *), void *arg)
+{
+    on_thread c = {.fn = fn, .arg = arg};
+    pthread_t th;
+    if (pthread_create(&th, NULL, on_thread_main, &c) != 0)
+        return fn(arg); /* correct, only slower */
+    pthread_join(th, NULL);
+    return c.st == CLF_OK ? CLF_OK : clf_error(c.st, "%s", c.error);
+}
+
+/* The scheduler and its arrays, once the runner is gone or never had it. */
 static void sched_free(serve_sched *s)
 {
     clf_translator_stream_free(s->stream);
@@ -320,12 +360,54 @@ static void sched_free(serve_sched *s)
     free(s->items);
     free(s->free);
     free(s->queue);
+    free(s->batch);
     free(s);
 }
 
-clf_status serve_sched_start(clf_translator *t, const clf_translator_opts *reopen_opts,
-                             int max_rows, int join_wait, int queue_cap, serve_metrics *metrics,
-                             serve_sched **out)
+static clf_status open_stream(void *arg)
+{
+    serve_sched *s = arg;
+    return clf_translator_stream_open(s->t, &s->stream_opts, &s->stream);
+}
+
+clf_status serve_runner_start(serve_runner **out)
+{
+    serve_runner *r = calloc(1, sizeof *r);
+    if (!r)
+        return clf_error(CLF_ERR_NOMEM, "serve: out of memory");
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->wake, NULL);
+    if (pthread_create(&r->thread, NULL, runner_main, r) != 0) {
+        pthread_cond_destroy(&r->wake);
+        pthread_mutex_destroy(&r->mu);
+        free(r);
+        return clf_error(CLF_ERR_NOMEM, "serve: cannot start the decoding thread");
+    }
+    *out = r;
+    return CLF_OK;
+}
+
+void serve_runner_stop(serve_runner *r)
+{
+    if (!r)
+        return;
+    pthread_mutex_lock(&r->mu);
+    r->stopping = 1;
+    pthread_cond_signal(&r->wake);
+    pthread_mutex_unlock(&r->mu);
+    pthread_join(r->thread, NULL);
+    pthread_cond_destroy(&r->wake);
+    pthread_mutex_destroy(&r->mu);
+    for (serve_sched *s = r->first, *next; s; s = next) {
+        next = s->next;
+        sched_free(s);
+    }
+    free(r);
+}
+
+clf_status serve_sched_start(serve_runner *r, clf_translator *t,
+                             const clf_translator_opts *reopen_opts, int max_rows, int join_wait,
+                             int queue_cap, serve_metrics *metrics, serve_sched **out)
 {
     serve_sched *s = calloc(1, sizeof *s);
     if (!s) {
@@ -333,6 +415,7 @@ clf_status serve_sched_start(clf_translator *t, const clf_translator_opts *reope
         return clf_error(CLF_ERR_NOMEM, "serve: out of memory");
     }
     s->t = t;
+    s->r = r;
     s->reopen = *reopen_opts;
     s->metrics = metrics;
     s->cap = queue_cap;
@@ -345,66 +428,36 @@ clf_status serve_sched_start(clf_translator *t, const clf_translator_opts *reope
     s->items = calloc((size_t)queue_cap, sizeof *s->items);
     s->free = malloc((size_t)queue_cap * sizeof *s->free);
     s->queue = malloc((size_t)queue_cap * sizeof *s->queue);
+    s->batch = malloc((size_t)queue_cap * sizeof *s->batch);
     clf_status st = CLF_OK;
-    if (!s->items || !s->free || !s->queue) {
+    if (!s->items || !s->free || !s->queue || !s->batch) {
         st = clf_error(CLF_ERR_NOMEM, "serve: out of memory");
         goto fail;
     }
     for (int i = 0; i < queue_cap; i++)
         s->free[i] = queue_cap - 1 - i;
     s->n_free = queue_cap;
-    /* Everything that runs OpenMP regions (the stream's opening, every step) runs on the
-     * scheduler thread, so that its team of workers is the process's only one: libgomp
-     * lets waiting workers spin only briefly when its threads outnumber the cores, and
-     * every region then pays a wake-up in the kernel (cmd_serve.c loads a model on a
-     * thread of its own for the same reason). */
-    pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->wake, NULL);
-    pthread_cond_init(&s->ready, NULL);
-    if (pthread_create(&s->thread, NULL, sched_main, s) != 0) {
-        st = clf_error(CLF_ERR_NOMEM, "serve: cannot start the scheduler thread");
-        goto fail_sync;
-    }
-    pthread_mutex_lock(&s->mu);
-    while (!s->started)
-        pthread_cond_wait(&s->ready, &s->mu);
-    pthread_mutex_unlock(&s->mu);
-    if (s->start != CLF_OK) {
-        pthread_join(s->thread, NULL);
-        st = clf_error(s->start, "%s", s->start_error);
-        goto fail_sync;
-    }
+    /* opening a stream runs OpenMP regions: on a thread that exits (see the top) */
+    if ((st = serve_on_thread(open_stream, s)) != CLF_OK)
+        goto fail;
+    pthread_mutex_lock(&r->mu);
+    serve_sched **tail = &r->first;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = s;
+    pthread_mutex_unlock(&r->mu);
     *out = s;
     return CLF_OK;
-fail_sync:
-    pthread_cond_destroy(&s->ready);
-    pthread_cond_destroy(&s->wake);
-    pthread_mutex_destroy(&s->mu);
 fail:
     sched_free(s);
     return st;
 }
 
-void serve_sched_stop(serve_sched *s)
-{
-    if (!s)
-        return;
-    pthread_mutex_lock(&s->mu);
-    s->stopping = 1;
-    pthread_cond_signal(&s->wake);
-    pthread_mutex_unlock(&s->mu);
-    pthread_join(s->thread, NULL);
-    pthread_cond_destroy(&s->ready);
-    pthread_cond_destroy(&s->wake);
-    pthread_mutex_destroy(&s->mu);
-    sched_free(s);
-}
-
 int serve_sched_depth(serve_sched *s)
 {
-    pthread_mutex_lock(&s->mu);
+    pthread_mutex_lock(&s->r->mu);
     int d = s->depth;
-    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(&s->r->mu);
     return d;
 }
 
@@ -425,9 +478,9 @@ int serve_sched_submit(serve_sched *s, char **text, size_t *len, int n, const cl
     snprintf(j->target, sizeof j->target, "%s", target ? target : "");
     j->pending = n;
     pthread_cond_init(&j->done, NULL);
-    pthread_mutex_lock(&s->mu);
-    if (s->stopping || n > s->n_free) {
-        pthread_mutex_unlock(&s->mu);
+    pthread_mutex_lock(&s->r->mu);
+    if (s->r->stopping || n > s->n_free) {
+        pthread_mutex_unlock(&s->r->mu);
         j->text = NULL; /* still the caller's */
         j->len = NULL;
         job_free(j);
@@ -439,8 +492,8 @@ int serve_sched_submit(serve_sched *s, char **text, size_t *len, int n, const cl
         s->queue[s->n_queue++] = tag;
         s->depth++;
     }
-    pthread_cond_signal(&s->wake);
-    pthread_mutex_unlock(&s->mu);
+    pthread_cond_signal(&s->r->wake);
+    pthread_mutex_unlock(&s->r->mu);
     *out = j;
     return 0;
 }
@@ -449,20 +502,20 @@ int serve_job_wait(serve_job *j, double deadline, int (*gone)(void *), void *arg
 {
     serve_sched *s = j->s;
     int rc = 0;
-    pthread_mutex_lock(&s->mu);
+    pthread_mutex_lock(&s->r->mu);
     while (j->pending > 0) {
         double now = cli_now_s();
         if (now >= deadline) {
             rc = 504;
             break;
         }
-        pthread_mutex_unlock(&s->mu);
+        pthread_mutex_unlock(&s->r->mu);
         if (gone && gone(arg)) {
-            pthread_mutex_lock(&s->mu);
+            pthread_mutex_lock(&s->r->mu);
             rc = -1;
             break;
         }
-        pthread_mutex_lock(&s->mu);
+        pthread_mutex_lock(&s->r->mu);
         if (j->pending == 0)
             break;
         double until = now + 0.05 < deadline ? now + 0.05 : deadline;
@@ -471,9 +524,9 @@ int serve_job_wait(serve_job *j, double deadline, int (*gone)(void *), void *arg
         double wake = (double)rt.tv_sec + 1e-9 * (double)rt.tv_nsec + (until - now);
         ts.tv_sec = (time_t)wake;
         ts.tv_nsec = (long)((wake - (double)ts.tv_sec) * 1e9);
-        (void)pthread_cond_timedwait(&j->done, &s->mu, &ts);
+        (void)pthread_cond_timedwait(&j->done, &s->r->mu, &ts);
     }
-    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(&s->r->mu);
     return rc;
 }
 
@@ -488,13 +541,13 @@ void serve_job_release(serve_job *j)
     if (!j)
         return;
     serve_sched *s = j->s;
-    pthread_mutex_lock(&s->mu);
+    pthread_mutex_lock(&s->r->mu);
     j->released = 1;
     if (j->pending == 0) {
         job_free(j);
     } else {
         s->released++;
-        pthread_cond_signal(&s->wake); /* drops its sentences */
+        pthread_cond_signal(&s->r->wake); /* drops its sentences */
     }
-    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(&s->r->mu);
 }

@@ -380,17 +380,18 @@ def test_concurrent(srv, ref):
 
 
 def test_one_openmp_team(ref):
-    """The model loads on a thread that exits and the scheduler thread runs every OpenMP
-    region, so the process keeps one team of workers (libgomp lets workers spin only
-    briefly, and every region pays a wake-up in the kernel, when its threads outnumber
-    the cores): at --threads 2, after a translation, the threads not named by
-    libmicrohttpd are the main thread, the scheduler and one worker."""
-    srv = Server("--threads", "2")
+    """Models load and open their streams on threads that exit, and one runner thread
+    steps every model, so the process keeps one team of OpenMP workers, however many
+    models it serves (libgomp lets workers spin only briefly, and every region pays a
+    wake-up in the kernel, when its threads outnumber the cores): with two models at
+    --threads 2, after a translation by each, the threads not named by libmicrohttpd are
+    the main thread, the runner and one worker."""
+    srv = Server("--threads", "2", "-m", f"second={MODEL}")
     try:
-        src, tgt = LANGS
-        s, b, _ = srv.json("POST", "/translate", {"q": SENTENCES[0], "source": src,
-                                                   "target": tgt})
-        assert s == 200 and b["translatedText"] == ref[0], b
+        for model in (NAME, "second"):
+            s, b, _ = srv.json("POST", "/v1/translate", {"model": model,
+                                                         "sentences": SENTENCES[:2]})
+            assert s == 200 and [t["text"] for t in b["translations"]] == ref[:2], b
         names = []
         for t in os.listdir(f"/proc/{srv.p.pid}/task"):
             try:
