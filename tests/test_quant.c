@@ -390,6 +390,76 @@ START_TEST(test_cpu_gemm_i8_vnni_equals_onednn)
 }
 END_TEST
 
+/* Products of at least CPU_I8_IGEMM_MIN_N (32768) weight rows run oneDNN's igemm, fewer
+ * rows its matmul (30 rows: past both own kernels); both give the exact integer sums, so the
+ * product of all the rows must equal, bit for bit, those of three slices of them, each
+ * written into its columns of C (alpha, beta, bias and relu on). */
+START_TEST(test_cpu_gemm_i8_igemm_equals_matmul)
+{
+    const clf_backend_api *api = clf_test_api;
+    clf_backend *be = clf_test_be;
+    const int m = 30, n = 32768 + 3, k = 37, lda = 40, ldc = n + 2;
+    const int cut[] = {0, 11000, 22001, n};
+    float *A = clf_test_frand((size_t)m * lda, 31u, -2.0f, 2.0f);
+    float *W = clf_test_frand((size_t)n * k, 32u, -0.5f, 0.5f);
+    float *bias = clf_test_frand((size_t)n, 33u, -1.0f, 1.0f);
+    float *C0 = clf_test_frand((size_t)m * ldc, 34u, -1.0f, 1.0f);
+    float *whole = malloc((size_t)m * ldc * sizeof *whole),
+          *sliced = malloc((size_t)m * ldc * sizeof *sliced);
+    int8_t *q = NULL;
+    float *sc = NULL;
+    unsigned char *pairs = i8_operand(W, n, k, &q, &sc);
+    clf_buffer *bA = clf_test_upload(api, be, A, (size_t)m * lda * 4),
+               *bQ = clf_test_upload(api, be, q, (size_t)n * k),
+               *bS = clf_test_upload(api, be, pairs, (size_t)n * 8),
+               *bB = clf_test_upload(api, be, bias, (size_t)n * 4),
+               *bC = clf_test_upload(api, be, C0, (size_t)m * ldc * 4),
+               *bD = clf_test_upload(api, be, C0, (size_t)m * ldc * 4);
+    for (int s = -1; s < 3; s++) { /* -1: all the rows at once */
+        const int j0 = s < 0 ? 0 : cut[s], j1 = s < 0 ? n : cut[s + 1];
+        clf_gemm_args g = {.trans_b = 1,
+                           .m = m,
+                           .n = j1 - j0,
+                           .k = k,
+                           .alpha = 0.75f,
+                           .beta = 0.5f,
+                           .a = {bA, 0},
+                           .lda = lda,
+                           .b = {bQ, (size_t)j0 * k},
+                           .ldb = k,
+                           .c = {s < 0 ? bC : bD, 4 * (size_t)j0},
+                           .ldc = ldc,
+                           .bias = {bB, 4 * (size_t)j0},
+                           .relu = 1,
+                           .b_i8 = {bQ, (size_t)j0 * k},
+                           .b_scale = {bS, 8 * (size_t)j0}};
+        CLF_ASSERT_OK(api->gemm(be, &g));
+    }
+    CLF_ASSERT_OK(api->download(be, whole, (clf_ptr){bC, 0}, (size_t)m * ldc * 4));
+    CLF_ASSERT_OK(api->download(be, sliced, (clf_ptr){bD, 0}, (size_t)m * ldc * 4));
+    int moved = 0;
+    for (size_t e = 0; e < (size_t)m * ldc; e++) {
+        ck_assert_msg(memcmp(&whole[e], &sliced[e], sizeof *whole) == 0,
+                      "C[%zu] = %a from all %d rows (igemm), %a from the slices (matmul)", e,
+                      (double)whole[e], n, (double)sliced[e]);
+        moved |= whole[e] != C0[e];
+    }
+    ck_assert(moved);
+    clf_buffer *bufs[] = {bA, bQ, bS, bB, bC, bD};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        api->free(be, bufs[i]);
+    free(A);
+    free(W);
+    free(bias);
+    free(C0);
+    free(whole);
+    free(sliced);
+    free(q);
+    free(sc);
+    free(pairs);
+}
+END_TEST
+
 /* b_i8 / b_scale out of their buffers are refused, naming the operand. */
 START_TEST(test_cpu_gemm_i8_bounds)
 {
@@ -985,6 +1055,7 @@ static void cpu_only(TCase *tc)
     tcase_add_test(tc, test_cpu_gemm_i8);
     tcase_add_test(tc, test_cpu_gemm_i8_bounds);
     tcase_add_test(tc, test_cpu_gemm_i8_vnni_equals_onednn);
+    tcase_add_test(tc, test_cpu_gemm_i8_igemm_equals_matmul);
     tcase_add_test(tc, test_quantized_file_equals_load_time_quantization);
     tcase_add_test(tc, test_mapped_weights_equal_loaded);
     tcase_add_test(tc, test_quantize_round_trip);

@@ -101,11 +101,12 @@ static clf_status cpu_describe(clf_backend *be, char *buf, size_t size)
     else if (be->i8_qmax == 64 && be->isa != CPU_ISA_GENERIC)
         snprintf(i8, sizeof i8, "AVX2 kernel to %d rows, ", CPU_I8_FEW_ROWS);
     snprintf(buf, size,
-             "CPU: %d threads, %s (%s), F16/BF16 GEMV %s%s, int8 %soneDNN %d-bit activations%s",
+             "CPU: %d threads, %s (%s), F16/BF16 GEMV %s%s, int8 %soneDNN (igemm from %d weight "
+             "rows) %d-bit activations%s",
              be->threads, openblas_get_config(),
              par >= 0 && par <= 2 ? blas_threads[par] : "unknown threading", cpu_isa_name(be->isa),
-             be->read_half ? "" : " (off: slower than SGEMV)", i8, be->i8_qmax == 127 ? 8 : 7,
-             be->bf16_arith ? ", BF16 arithmetic oneDNN" : "");
+             be->read_half ? "" : " (off: slower than SGEMV)", i8, CPU_I8_IGEMM_MIN_N,
+             be->i8_qmax == 127 ? 8 : 7, be->bf16_arith ? ", BF16 arithmetic oneDNN" : "");
     return CLF_OK;
 }
 

@@ -3,6 +3,7 @@
  * and stream per backend, and a primitive per shape and kind kept in a small cache: making
  * one costs about as much as running it. */
 #include <dnnl.h>
+#include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,12 +131,15 @@ static clf_status prim_get(struct cpu_dnnl_cache *c, cpu_matmul_kind kind,
 }
 
 clf_status cpu_dnnl_matmul(cpu_dnnl *q, cpu_matmul_kind kind, const cpu_matmul_shape *sh, void *src,
-                           const void *wei, void *dst)
+                           const void *wei, void *dst, int threads)
 {
     dnnl_prim *p = NULL;
     clf_status st = prim_get(q->cache, kind, sh, &p);
     if (st != CLF_OK)
         return st;
+    /* oneDNN's regions take the calling thread's OpenMP thread count, which the thread
+     * that opened the backend set (cpu_open) but another thread may not have */
+    omp_set_num_threads(threads);
     dnnl_memory_set_data_handle(p->src, src);
     dnnl_memory_set_data_handle(p->wei, (void *)(uintptr_t)wei);
     dnnl_memory_set_data_handle(p->dst, dst);
@@ -145,5 +149,17 @@ clf_status cpu_dnnl_matmul(cpu_dnnl *q, cpu_matmul_kind kind, const cpu_matmul_s
         dnnl_stream_wait(q->cache->stream) != dnnl_success)
         return clf_error(CLF_ERR_BACKEND, "cpu: gemm: oneDNN %s matmul failed (m=%d n=%d k=%d)",
                          kind == CPU_MATMUL_BF16 ? "bf16" : "int8", sh->m, sh->n, sh->k);
+    return CLF_OK;
+}
+
+clf_status cpu_dnnl_igemm(const cpu_matmul_shape *sh, const uint8_t *src, const int8_t *wei,
+                          int32_t *dst, int threads)
+{
+    const int32_t zero = 0;
+    omp_set_num_threads(threads); /* as for cpu_dnnl_matmul */
+    if (dnnl_gemm_u8s8s32('N', 'T', 'F', sh->m, sh->n, sh->k, 1.0f, src, sh->lda, 0, wei, sh->ldb,
+                          0, 0.0f, dst, sh->n, &zero) != dnnl_success)
+        return clf_error(CLF_ERR_BACKEND, "cpu: gemm: oneDNN's int8 gemm failed (m=%d n=%d k=%d)",
+                         sh->m, sh->n, sh->k);
     return CLF_OK;
 }

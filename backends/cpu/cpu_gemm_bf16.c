@@ -108,7 +108,7 @@ clf_status cpu_gemm_bf16(clf_backend *be, const clf_gemm_args *a)
         wei = q->wsrc;
         sh.ldb = b_cols;
     }
-    if ((st = cpu_dnnl_matmul(q, CPU_MATMUL_BF16, &sh, q->src, wei, q->acc)) != CLF_OK)
+    if ((st = cpu_dnnl_matmul(q, CPU_MATMUL_BF16, &sh, q->src, wei, q->acc, be->threads)) != CLF_OK)
         return st;
     const float *bias = a->bias.buf ? fptr(a->bias) : NULL;
     float *C = fptr(a->c);

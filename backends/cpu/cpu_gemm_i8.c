@@ -282,8 +282,10 @@ clf_status cpu_gemm_i8(clf_backend *be, const clf_gemm_args *a)
     } else {
         const cpu_matmul_shape sh = {
             .m = m, .n = n, .k = k, .trans_b = 1, .lda = a->lda, .ldb = a->ldb};
-        if ((st = cpu_dnnl_matmul(q, CPU_MATMUL_INT8, &sh, qa, a->b_i8.buf->data + a->b_i8.off,
-                                  q->acc)) != CLF_OK)
+        const void *w = a->b_i8.buf->data + a->b_i8.off;
+        if ((st = n >= CPU_I8_IGEMM_MIN_N ? cpu_dnnl_igemm(&sh, qa, w, q->acc, be->threads)
+                                          : cpu_dnnl_matmul(q, CPU_MATMUL_INT8, &sh, qa, w, q->acc,
+                                                            be->threads)) != CLF_OK)
             return st;
     }
     /* b_scale: per row {F32 scale, I32 sum} */

@@ -327,9 +327,19 @@ typedef struct cpu_dnnl {
 clf_status cpu_dnnl_open(cpu_dnnl **out);
 void cpu_dnnl_close(cpu_dnnl *q); /* NULL is fine */
 /* dst [m, n] (dense) = op(src) op(wei) of shape sh: u8 x s8 -> s32 (CPU_MATMUL_INT8) or
- * bf16 x bf16 -> f32. */
+ * bf16 x bf16 -> f32, on threads threads. */
 clf_status cpu_dnnl_matmul(cpu_dnnl *q, cpu_matmul_kind kind, const cpu_matmul_shape *sh, void *src,
-                           const void *wei, void *dst);
+                           const void *wei, void *dst, int threads);
+/* The int8 products with at least this many weight rows (an output layer over a
+ * vocabulary) run oneDNN's igemm (dnnl_gemm_u8s8s32) rather than its brgemm matmul: on
+ * NLLB's and OPUS-MT's output layers it took as long or less (bench/dnnl_int8_paths.c,
+ * bench/RESULTS.md), where for the layers inside a model neither wins everywhere (the
+ * igemm is far behind at k 4096). It needs no primitive made per row count either. */
+#define CPU_I8_IGEMM_MIN_N 32768
+/* dst [m, n] (dense) = src [m, k] (u8, rows sh->lda apart) times wei^T (s8 [n, k], rows
+ * sh->ldb apart), exactly, int32 (sh->trans_a 0, trans_b 1), on threads threads. */
+clf_status cpu_dnnl_igemm(const cpu_matmul_shape *sh, const uint8_t *src, const int8_t *wei,
+                          int32_t *dst, int threads);
 
 /* ---- int8 weights (cpu_gemm_i8.c) ---- */
 
