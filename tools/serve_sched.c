@@ -59,7 +59,7 @@ typedef struct item {
 } item;
 
 struct serve_sched {
-    clf_translator *t; /* the thread's; NULL while it cannot be reopened */
+    clf_translator *t; /* the runner's; NULL while it cannot be reopened */
     clf_translator_opts reopen;
     clf_translator_stream *stream;
     clf_translator_stream_opts stream_opts;
@@ -166,7 +166,7 @@ static void fail_stream(serve_sched *s, const char *why)
 }
 
 /* Opens the translator (unless open) and its stream; on failure s->broken says why. Runs
- * without the mutex (a model load); only the thread touches t and the stream. */
+ * without the mutex (a model load); only the runner touches t and the stream. */
 static void reopen(serve_sched *s, int translator_too)
 {
     clf_translator_stream_free(s->stream);
