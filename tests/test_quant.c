@@ -392,6 +392,130 @@ START_TEST(test_cpu_gemm_i8_vnni_equals_onednn)
 }
 END_TEST
 
+/* One int8 product on be with its weights already in wbuf (rows j0 .. j0 + n of q's [*, k],
+ * scales of pairs): C [m, n] (alpha 0.75, a bias, relu), the rest fresh as i8_product_on's. */
+static void i8_product_with(clf_backend *be, clf_buffer *wbuf, const unsigned char *pairs,
+                            const float *bias_all, int m, int j0, int n, int k, float *C)
+{
+    const clf_backend_api *api = clf_test_api;
+    float *A = clf_test_frand((size_t)m * k, 31u + (unsigned)m, -2.0f, 2.0f);
+    clf_buffer *bA = clf_test_upload(api, be, A, (size_t)m * k * 4),
+               *bS = clf_test_upload(api, be, pairs + 8 * (size_t)j0, (size_t)n * 8),
+               *bB = clf_test_upload(api, be, bias_all + j0, (size_t)n * 4),
+               *bC = clf_test_upload(api, be, A,
+                                     (size_t)m * n * 4 < (size_t)m * k * 4 ? (size_t)m * n * 4
+                                                                           : (size_t)m * k * 4);
+    if ((size_t)n > (size_t)k) { /* C bigger than A: a buffer of its own size */
+        api->free(be, bC);
+        CLF_ASSERT_OK(api->alloc(be, (size_t)m * n * 4, &bC));
+    }
+    clf_gemm_args g = {.trans_b = 1,
+                       .m = m,
+                       .n = n,
+                       .k = k,
+                       .alpha = 0.75f,
+                       .a = {bA, 0},
+                       .lda = k,
+                       .b = {wbuf, 0},
+                       .ldb = k,
+                       .c = {bC, 0},
+                       .ldc = n,
+                       .bias = {bB, 0},
+                       .relu = 1,
+                       .b_i8 = {wbuf, 64 + (size_t)j0 * k},
+                       .b_scale = {bS, 0}};
+    CLF_ASSERT_OK(api->gemm(be, &g));
+    CLF_ASSERT_OK(api->download(be, C, (clf_ptr){bC, 0}, (size_t)m * n * 4));
+    clf_buffer *bufs[] = {bA, bS, bB, bC};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        api->free(be, bufs[i]);
+    free(A);
+}
+
+/* The weights of int8 products are packed in place for oneDNN on the first product that
+ * reads them (cpu_i8_pack.c) where the CPU has AVX-512 VNNI and k is a multiple of 64; the
+ * backend capped at AVX2 keeps them as stored. Products over the same weights, in this order,
+ * give the same bits on both: all 131 rows (128 packed, 3 after), rows 64 .. 130 (from the
+ * middle of the packed span), rows 1 .. 130 (not on a 64-row boundary: unpacked, packed
+ * again from row 1), all rows again; the bytes read back, copied or overwritten in the
+ * middle of a packed span are the rows as stored, whatever was packed. */
+START_TEST(test_cpu_gemm_i8_packed_in_place)
+{
+    char desc[512];
+    CLF_ASSERT_OK(clf_test_api->describe(clf_test_be, desc, sizeof desc));
+    if (!strstr(desc, "packed")) {
+        fprintf(stderr, "test_cpu_gemm_i8_packed_in_place: skipped, no packed int8 weights (%s)\n",
+                desc);
+        return;
+    }
+    const clf_backend_api *api = clf_test_api;
+    const int n = 131, k = 128;
+    const size_t wbytes = 64 + (size_t)n * k; /* 64 bytes before the matrix */
+    float *W = clf_test_frand((size_t)n * k, 41u, -0.5f, 0.5f);
+    float *bias = clf_test_frand((size_t)n, 42u, -1.0f, 1.0f);
+    int8_t *q = NULL;
+    float *sc = NULL;
+    unsigned char *pairs = i8_operand(W, n, k, &q, &sc);
+    unsigned char *host = calloc(wbytes, 1), *back = malloc(wbytes);
+    memcpy(host + 64, q, (size_t)n * k);
+    clf_backend *packs = open_cpu_isa("avx512", 2), *plain = open_cpu_isa("avx2", 2);
+    clf_buffer *wp = clf_test_upload(api, packs, host, wbytes),
+               *wr = clf_test_upload(api, plain, host, wbytes);
+    static const int runs[][3] = {/* m, first row, rows */
+                                  {7, 0, 131},
+                                  {7, 64, 67},
+                                  {13, 1, 130},
+                                  {40, 0, 131}};
+    float *a = malloc((size_t)40 * n * sizeof *a), *b = malloc((size_t)40 * n * sizeof *b);
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+            const int m = runs[r][0], j0 = runs[r][1], rows = runs[r][2];
+            i8_product_with(packs, wp, pairs, bias, m, j0, rows, k, a);
+            i8_product_with(plain, wr, pairs, bias, m, j0, rows, k, b);
+            for (size_t e = 0; e < (size_t)m * rows; e++)
+                ck_assert_msg(memcmp(&a[e], &b[e], sizeof *a) == 0,
+                              "pass %d, m=%d rows %d..%d: C[%zu] = %a packed, %a as stored", pass,
+                              m, j0, j0 + rows - 1, e, (double)a[e], (double)b[e]);
+        }
+        /* read back and copied: the rows as stored */
+        CLF_ASSERT_OK(api->download(packs, back, (clf_ptr){wp, 0}, wbytes));
+        ck_assert_msg(memcmp(back, host, wbytes) == 0, "pass %d: the packed weights read back",
+                      pass);
+        i8_product_with(packs, wp, pairs, bias, 7, 0, n, k, a); /* packed again */
+        clf_buffer *cp = NULL;
+        CLF_ASSERT_OK(api->alloc(packs, wbytes, &cp));
+        CLF_ASSERT_OK(api->copy(packs, (clf_ptr){cp, 0}, (clf_ptr){wp, 0}, wbytes));
+        CLF_ASSERT_OK(api->download(packs, back, (clf_ptr){cp, 0}, wbytes));
+        ck_assert_msg(memcmp(back, host, wbytes) == 0, "pass %d: the packed weights copied", pass);
+        api->free(packs, cp);
+        /* row 5 overwritten inside the packed span: the next pass multiplies with it */
+        i8_product_with(packs, wp, pairs, bias, 7, 0, n, k, a); /* packed again */
+        for (int p = 0; p < k; p++)
+            host[64 + 5 * (size_t)k + p] = (unsigned char)(int8_t)(p % 7 - 3);
+        CLF_ASSERT_OK(api->upload(packs, (clf_ptr){wp, 64 + 5 * (size_t)k},
+                                  host + 64 + 5 * (size_t)k, (size_t)k));
+        CLF_ASSERT_OK(api->upload(plain, (clf_ptr){wr, 64 + 5 * (size_t)k},
+                                  host + 64 + 5 * (size_t)k, (size_t)k));
+        CLF_ASSERT_OK(api->download(packs, back, (clf_ptr){wp, 0}, wbytes));
+        ck_assert_msg(memcmp(back, host, wbytes) == 0, "pass %d: a row written into packed rows",
+                      pass);
+    }
+    api->free(packs, wp);
+    api->free(plain, wr);
+    api->close(packs);
+    api->close(plain);
+    free(a);
+    free(b);
+    free(W);
+    free(bias);
+    free(q);
+    free(sc);
+    free(pairs);
+    free(host);
+    free(back);
+}
+END_TEST
+
 /* Products of at least CPU_I8_IGEMM_MIN_N (32768) weight rows run oneDNN's igemm, fewer
  * rows its matmul (30 rows: past both own kernels); both give the exact integer sums, so the
  * product of all the rows must equal, bit for bit, those of three slices of them, each
@@ -1025,6 +1149,7 @@ static void cpu_only(TCase *tc)
     tcase_add_test(tc, test_cpu_gemm_i8_bounds);
     tcase_add_test(tc, test_cpu_gemm_i8_vnni_equals_onednn);
     tcase_add_test(tc, test_cpu_gemm_i8_igemm_equals_matmul);
+    tcase_add_test(tc, test_cpu_gemm_i8_packed_in_place);
     tcase_add_test(tc, test_quantized_file_equals_load_time_quantization);
     tcase_add_test(tc, test_mapped_weights_equal_loaded);
     tcase_add_test(tc, test_quantize_round_trip);

@@ -5,6 +5,7 @@
  *   cpu_gemm.c               F32 gemm through CBLAS (OpenBLAS), bias/relu epilogue
  *   cpu_gemm_i8.c            products against int8 weights (oneDNN, a few-row AVX2 kernel)
  *   cpu_gemm_i8_vnni.c       the few-row int8 kernel with AVX-512 VNNI
+ *   cpu_i8_pack.c            int8 weights kept in oneDNN's packed layout, in place
  *   cpu_gemv.c               few-row products against F16/BF16/F32 weights (cpu_gemv_simd.inc)
  *   cpu_isa.c                the kernel level (generic, AVX2, AVX-512) chosen at open
  *   cpu_attention.c          forward attention and the block kernels the backward shares
@@ -82,6 +83,7 @@ static void cpu_close(clf_backend *be)
 {
     if (be) {
         cpu_dnnl_close(be->dnnl);
+        free(be->packed);
         free(be->attn_scratch);
         free(be->attn_rows);
     }
@@ -94,10 +96,14 @@ static clf_status cpu_describe(clf_backend *be, char *buf, size_t size)
      * (backends/cpu/CMakeLists.txt) */
     static const char *const blas_threads[] = {"sequential", "pthreads", "OpenMP"};
     const int par = openblas_get_parallel();
-    /* int8: the own kernel of a few rows (cpu_gemm_i8.c, cpu_gemm_i8_vnni.c), then oneDNN */
-    char i8[64] = "";
+    /* int8: oneDNN on weights it reads packed (cpu_i8_pack.c), else the own kernel of a few
+     * rows (cpu_gemm_i8.c, cpu_gemm_i8_vnni.c), then oneDNN */
+    char i8[80] = "";
+    const int packs = cpu_i8_packs(be);
     if (be->i8_qmax == 127 && be->isa == CPU_ISA_AVX512)
-        snprintf(i8, sizeof i8, "VNNI kernel to %d rows, ", CPU_I8_VNNI_ROWS);
+        snprintf(i8, sizeof i8, "%sVNNI kernel to %d rows, ",
+                 packs ? "oneDNN on packed weights (k a multiple of 64), else " : "",
+                 CPU_I8_VNNI_ROWS);
     else if (be->i8_qmax == 64 && be->isa != CPU_ISA_GENERIC)
         snprintf(i8, sizeof i8, "AVX2 kernel to %d rows, ", CPU_I8_FEW_ROWS);
     snprintf(buf, size,
@@ -189,9 +195,10 @@ fail:
 
 static void cpu_free(clf_backend *be, clf_buffer *buf)
 {
-    (void)be;
-    if (buf)
+    if (buf) {
+        cpu_i8_forget(be, buf);
         free(buf->data);
+    }
     free(buf);
 }
 
@@ -203,29 +210,32 @@ static clf_status cpu_buffer_size(clf_backend *be, const clf_buffer *buf, size_t
     return CLF_OK;
 }
 
-/* upload, download, copy: the spans are checked by the core (clformer/ops.h) */
+/* upload, download, copy: the spans are checked by the core (clformer/ops.h); int8 weights
+ * kept packed there are unpacked first (cpu_i8_pack.c) */
 static clf_status cpu_upload(clf_backend *be, clf_ptr dst, const void *src, size_t bytes)
 {
-    (void)be;
-    if (bytes)
+    clf_status st = cpu_i8_unpack(be, dst.buf, dst.off, bytes);
+    if (st == CLF_OK && bytes)
         memcpy(dst.buf->data + dst.off, src, bytes);
-    return CLF_OK;
+    return st;
 }
 
 static clf_status cpu_download(clf_backend *be, void *dst, clf_ptr src, size_t bytes)
 {
-    (void)be;
-    if (bytes)
+    clf_status st = cpu_i8_unpack(be, src.buf, src.off, bytes);
+    if (st == CLF_OK && bytes)
         memcpy(dst, src.buf->data + src.off, bytes);
-    return CLF_OK;
+    return st;
 }
 
 static clf_status cpu_copy(clf_backend *be, clf_ptr dst, clf_ptr src, size_t bytes)
 {
-    (void)be;
-    if (bytes)
+    clf_status st = cpu_i8_unpack(be, src.buf, src.off, bytes);
+    if (st == CLF_OK)
+        st = cpu_i8_unpack(be, dst.buf, dst.off, bytes);
+    if (st == CLF_OK && bytes)
         memmove(dst.buf->data + dst.off, src.buf->data + src.off, bytes);
-    return CLF_OK;
+    return st;
 }
 
 /* Gives the whole pages inside the span back to the system (MADV_DONTNEED: they read as
@@ -233,8 +243,11 @@ static clf_status cpu_copy(clf_backend *be, clf_ptr dst, clf_ptr src, size_t byt
  * a page with live data stay. */
 static clf_status cpu_discard(clf_backend *be, clf_ptr p, size_t bytes, size_t *freed)
 {
-    (void)be;
     *freed = 0;
+    /* the packed spans it cuts into are unpacked, so that what stays reads as stored */
+    const clf_status st = cpu_i8_unpack(be, p.buf, p.off, bytes);
+    if (st != CLF_OK)
+        return st;
 #ifdef MADV_DONTNEED
     const long page_l = sysconf(_SC_PAGESIZE);
     const uintptr_t page = page_l > 0 ? (uintptr_t)page_l : 4096;

@@ -10,6 +10,11 @@
 
 #include "cpu_internal.h"
 
+/* The int8 weights' packed layout (cpu_i8_pack.c): blocks of 64 columns of W^T (64 rows of
+ * W), each k (a multiple of 64) by 64 stored as [k/64][16][64][4]: what oneDNN's brgemm
+ * matmul reads without copying them first. */
+#define CPU_I8_PACKED_TAG dnnl_BA16a64b4a
+
 #define DNNL_CACHE 48 /* primitives kept: a decoding step has about 6 shapes, an encoder 6 */
 
 typedef struct dnnl_prim {
@@ -68,6 +73,7 @@ clf_status cpu_dnnl_open(cpu_dnnl **out)
         free(q);
         return clf_error(CLF_ERR_NOMEM, "cpu: out of memory");
     }
+    q->packs = -1; /* asked on first use (cpu_dnnl_i8_packs) */
     if (dnnl_engine_create(&q->cache->engine, dnnl_cpu, 0) != dnnl_success ||
         dnnl_stream_create(&q->cache->stream, q->cache->engine, dnnl_stream_default_flags) !=
             dnnl_success) {
@@ -95,7 +101,8 @@ static clf_status prim_get(struct cpu_dnnl_cache *c, cpu_matmul_kind kind,
     const int bf16 = kind == CPU_MATMUL_BF16;
     dnnl_memory_desc_t md_a, md_w, md_c;
     /* op(A) [m, k] and op(B) [k, n] by strides over their stored rows (a transposed
-     * operand is its stored matrix read down the columns); C dense */
+     * operand is its stored matrix read down the columns), or B in the packed layout; C
+     * dense */
     dnnl_dims_t da = {sh->m, sh->k}, dw = {sh->k, sh->n}, dc = {sh->m, sh->n}, sc = {sh->n, 1};
     dnnl_dims_t sa = {sh->lda, 1}, sw = {sh->ldb, 1};
     if (sh->trans_a)
@@ -106,7 +113,9 @@ static clf_status prim_get(struct cpu_dnnl_cache *c, cpu_matmul_kind kind,
     dnnl_matmul_desc_t mm;
     if (dnnl_memory_desc_init_by_strides(&md_a, 2, da, bf16 ? dnnl_bf16 : dnnl_u8, sa) !=
             dnnl_success ||
-        dnnl_memory_desc_init_by_strides(&md_w, 2, dw, bf16 ? dnnl_bf16 : dnnl_s8, sw) !=
+        (kind == CPU_MATMUL_INT8_PACKED
+             ? dnnl_memory_desc_init_by_tag(&md_w, 2, dw, dnnl_s8, CPU_I8_PACKED_TAG)
+             : dnnl_memory_desc_init_by_strides(&md_w, 2, dw, bf16 ? dnnl_bf16 : dnnl_s8, sw)) !=
             dnnl_success ||
         dnnl_memory_desc_init_by_strides(&md_c, 2, dc, bf16 ? dnnl_f32 : dnnl_s32, sc) !=
             dnnl_success ||
@@ -150,6 +159,39 @@ clf_status cpu_dnnl_matmul(cpu_dnnl *q, cpu_matmul_kind kind, const cpu_matmul_s
         return clf_error(CLF_ERR_BACKEND, "cpu: gemm: oneDNN %s matmul failed (m=%d n=%d k=%d)",
                          kind == CPU_MATMUL_BF16 ? "bf16" : "int8", sh->m, sh->n, sh->k);
     return CLF_OK;
+}
+
+/* [k, n] s8 weights as the int8 products store them (row j of W^T is column j: strides
+ * {1, k}), or in the packed layout. */
+static dnnl_status_t i8_weights_md(dnnl_memory_desc_t *md, int n, int k, int packed)
+{
+    dnnl_dims_t dw = {k, n}, sw = {1, k};
+    return packed ? dnnl_memory_desc_init_by_tag(md, 2, dw, dnnl_s8, CPU_I8_PACKED_TAG)
+                  : dnnl_memory_desc_init_by_strides(md, 2, dw, dnnl_s8, sw);
+}
+
+int cpu_dnnl_i8_packs(cpu_dnnl *q)
+{
+    if (q->packs >= 0)
+        return q->packs;
+    /* what oneDNN's u8 x s8 matmul asks its weights to be when free to choose */
+    dnnl_memory_desc_t md_a, md_w, md_c, want;
+    dnnl_dims_t da = {32, 128}, dw = {128, 128}, dc = {32, 128};
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_matmul_desc_t mm;
+    q->packs = 0;
+    if (dnnl_memory_desc_init_by_tag(&md_a, 2, da, dnnl_u8, dnnl_ab) == dnnl_success &&
+        dnnl_memory_desc_init_by_tag(&md_w, 2, dw, dnnl_s8, dnnl_format_tag_any) == dnnl_success &&
+        dnnl_memory_desc_init_by_tag(&md_c, 2, dc, dnnl_s32, dnnl_ab) == dnnl_success &&
+        i8_weights_md(&want, 128, 128, 1) == dnnl_success &&
+        dnnl_matmul_desc_init(&mm, &md_a, &md_w, NULL, &md_c) == dnnl_success &&
+        dnnl_primitive_desc_create(&pd, &mm, NULL, q->cache->engine, NULL) == dnnl_success) {
+        const dnnl_memory_desc_t *got = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+        q->packs = got && dnnl_memory_desc_equal(got, &want);
+    }
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    return q->packs;
 }
 
 clf_status cpu_dnnl_igemm(const cpu_matmul_shape *sh, const uint8_t *src, const int8_t *wei,

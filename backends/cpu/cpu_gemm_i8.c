@@ -20,7 +20,12 @@
  * bench/RESULTS.md; with VNNI, cpu_gemm_i8_vnni.c's kernel runs those). oneDNN's own s8 x s8 path
  * is slower than u8 x s8 (it adds 128 and the compensation per call), so the offset is ours. A
  * matmul primitive is made once per shape (m, n, k, lda, ldb) and kept in a small cache of the
- * backend: making one costs about as much as running it. */
+ * backend: making one costs about as much as running it.
+ *
+ * With AVX-512 VNNI and k a multiple of 64, the weights' 64-row blocks are first rewritten
+ * in place in oneDNN's packed layout (cpu_i8_pack.c): oneDNN then reads them without
+ * copying, and the VNNI kernel's packed form runs the few-row products; the last n % 64
+ * rows stay as stored and take the row kernel. Same exact sums either way. */
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
@@ -245,6 +250,9 @@ clf_status cpu_gemm_i8(clf_backend *be, const clf_gemm_args *a)
     if (st == CLF_OK)
         st = cpu_grow(&q->acc, &q->acc_cap, (size_t)m * (size_t)n, sizeof(int32_t), "gemm (int8)");
     const int few = few_applies(be, a);
+    int packed = 0; /* the leading weight rows read packed (cpu_i8_pack.c) */
+    if (st == CLF_OK)
+        st = cpu_i8_packed_rows(be, a, &packed);
     if (st != CLF_OK)
         return st;
     const float *A = fptr(a->a);
@@ -273,12 +281,27 @@ clf_status cpu_gemm_i8(clf_backend *be, const clf_gemm_args *a)
             u[p] = (uint8_t)((int)(v + (v >= 0.0f ? 0.5f : -0.5f)) + zero);
         }
     }
-    if (few) {
+    /* acc: [m, packed] from the packed rows, then [m, n - packed] from the rest (oneDNN's
+     * brgemm writes only dense rows: with a stride it falls back to its reference code) */
+    int32_t *rest = (int32_t *)q->acc + (size_t)m * (size_t)packed;
+    if (packed) {
+        /* the packed rows through the VNNI kernel (few rows) or oneDNN, the few (< 64)
+         * after them as stored */
+        const cpu_matmul_shape sh = {.m = m, .n = packed, .k = k, .lda = a->lda};
+        const void *w = a->b_i8.buf->data + a->b_i8.off;
+        if (cpu_i8_vnni_applies(be, a))
+            cpu_i8_vnni_packed(be, a, qa, packed, q->acc);
+        else if ((st = cpu_dnnl_matmul(q, CPU_MATMUL_INT8_PACKED, &sh, qa, w, q->acc,
+                                       be->threads)) != CLF_OK)
+            return st;
+        if (packed < n)
+            cpu_i8_vnni_product(be, a, qa, rest, packed);
+    } else if (few) {
 #if defined(__x86_64__) || defined(__i386__)
         few_product(be, a, qa, q->acc);
 #endif
     } else if (cpu_i8_vnni_applies(be, a)) {
-        cpu_i8_vnni_product(be, a, qa, q->acc);
+        cpu_i8_vnni_product(be, a, qa, q->acc, 0);
     } else {
         const cpu_matmul_shape sh = {
             .m = m, .n = n, .k = k, .trans_b = 1, .lda = a->lda, .ldb = a->ldb};
@@ -298,20 +321,25 @@ clf_status cpu_gemm_i8(clf_backend *be, const clf_gemm_args *a)
 #pragma omp parallel for num_threads(be->threads) schedule(static) if ((size_t)m * n > CPU_PAR_MIN)
     for (int i = 0; i < m; i++) {
         float *c = C + (size_t)i * a->ldc;
-        const int32_t *r = acc + (size_t)i * n;
         const float si = alpha * sa[i];
         /* the row's four forms apart, each a loop the compiler vectorises (the scales and
-         * sums are read as the pairs they are stored as: 4-byte aligned, checked above) */
+         * sums are read as the pairs they are stored as: 4-byte aligned, checked above);
+         * its columns from acc's two parts */
         const float *scale = (const float *)(const void *)ws;
         const int32_t *wsum = (const int32_t *)(const void *)ws;
-        if (beta != 0.0f) /* beta = 0 must not read C (it may hold NaN) */
+        for (int part = 0; part < 2; part++) {
+            const int j0 = part ? packed : 0, j1 = part ? n : packed;
+            const int32_t *r = part ? rest + (size_t)i * (size_t)(n - packed) - packed
+                                    : acc + (size_t)i * (size_t)packed;
+            if (beta != 0.0f) /* beta = 0 must not read C (it may hold NaN) */
 #pragma omp simd
-            for (int j = 0; j < n; j++)
-                c[j] = si * scale[2 * j] * (float)(r[j] - zero * wsum[2 * j + 1]) + beta * c[j];
-        else
+                for (int j = j0; j < j1; j++)
+                    c[j] = si * scale[2 * j] * (float)(r[j] - zero * wsum[2 * j + 1]) + beta * c[j];
+            else
 #pragma omp simd
-            for (int j = 0; j < n; j++)
-                c[j] = si * scale[2 * j] * (float)(r[j] - zero * wsum[2 * j + 1]);
+                for (int j = j0; j < j1; j++)
+                    c[j] = si * scale[2 * j] * (float)(r[j] - zero * wsum[2 * j + 1]);
+        }
         cpu_bias_relu_row(c, n, bias, relu);
     }
     return CLF_OK;

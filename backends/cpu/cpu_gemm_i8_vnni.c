@@ -128,10 +128,12 @@ int cpu_i8_vnni_applies(const clf_backend *be, const clf_gemm_args *a)
     return be->i8_qmax == 127 && be->isa == CPU_ISA_AVX512 && a->m <= CPU_I8_VNNI_ROWS;
 }
 
-void cpu_i8_vnni_product(clf_backend *be, const clf_gemm_args *a, const uint8_t *ua, int32_t *acc)
+void cpu_i8_vnni_product(clf_backend *be, const clf_gemm_args *a, const uint8_t *ua, int32_t *acc,
+                         int first)
 {
-    const int n = a->n, n4 = n & ~3;
-    const int8_t *w = (const int8_t *)(const void *)(a->b_i8.buf->data + a->b_i8.off);
+    const int n = a->n - first, n4 = n & ~3;
+    const int8_t *w = (const int8_t *)(const void *)(a->b_i8.buf->data + a->b_i8.off) +
+                      (size_t)first * (size_t)a->ldb;
     int threads = (size_t)n * (size_t)a->k >= VNNI_PARALLEL_MIN ? be->threads : 1;
     int per = ((n4 + threads - 1) / threads + 3) / 4 * 4; /* whole groups of 4 W rows */
     per = per > 0 ? per : 4;
@@ -144,6 +146,93 @@ void cpu_i8_vnni_product(clf_backend *be, const clf_gemm_args *a, const uint8_t 
     }
     scalar_rows(ua, (size_t)a->lda, a->m, w, (size_t)a->ldb, a->k, n4, n, acc, (size_t)n);
 }
+/* ---- the same on packed weights (cpu_i8_pack.c's layout) ----
+ *
+ * Each 64-row block of W is [k/4][64][4]: the 4 bytes of W rows j .. j + 15 at k-group g
+ * are one 64-byte vector, so each activation row's 4 bytes at g are broadcast and meet 4
+ * such vectors (64 columns) in 4 vpdpbusd, accumulating in the lanes that are the columns:
+ * no horizontal sums. Up to 6 activation rows share each load of the block. */
+
+/* acc rows i0 .. i0 + MR, columns j0 .. j0 + 63 (rows ldacc apart) from the block blk */
+VNNI static inline __attribute__((always_inline)) void
+packed_tile(const uint8_t *ua, size_t ldu, int i0, const int MR, const int8_t *blk, int k,
+            int32_t *acc, size_t ldacc, int j0)
+{
+    __m512i t[6][4];
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++)
+            t[i][c] = _mm512_setzero_si512();
+    for (int g = 0; g < k / 4; g++) {
+        const int8_t *bg = blk + (size_t)g * 256;
+        __m512i b[4];
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++)
+            b[c] = _mm512_loadu_si512((const void *)(bg + 64 * c));
+#pragma GCC unroll 6
+        for (int i = 0; i < MR; i++) {
+            int32_t four;
+            memcpy(&four, ua + (size_t)(i0 + i) * ldu + 4 * (size_t)g, 4);
+            const __m512i x = _mm512_set1_epi32(four);
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++)
+                t[i][c] = _mm512_dpbusd_epi32(t[i][c], x, b[c]);
+        }
+    }
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++)
+            _mm512_storeu_si512((void *)(acc + (size_t)(i0 + i) * ldacc + j0 + 16 * c), t[i][c]);
+}
+
+/* blocks [b0, b1) of w against every row of ua */
+VNNI static void packed_range(const uint8_t *ua, size_t ldu, int m, const int8_t *w, int k, int b0,
+                              int b1, int32_t *acc, size_t ldacc)
+{
+    for (int bl = b0; bl < b1; bl++) {
+        const int8_t *blk = w + (size_t)bl * 64 * (size_t)k;
+        int i0 = 0;
+        for (; i0 + 6 <= m; i0 += 6)
+            packed_tile(ua, ldu, i0, 6, blk, k, acc, ldacc, 64 * bl);
+        switch (m - i0) {
+        case 5:
+            packed_tile(ua, ldu, i0, 5, blk, k, acc, ldacc, 64 * bl);
+            break;
+        case 4:
+            packed_tile(ua, ldu, i0, 4, blk, k, acc, ldacc, 64 * bl);
+            break;
+        case 3:
+            packed_tile(ua, ldu, i0, 3, blk, k, acc, ldacc, 64 * bl);
+            break;
+        case 2:
+            packed_tile(ua, ldu, i0, 2, blk, k, acc, ldacc, 64 * bl);
+            break;
+        case 1:
+            packed_tile(ua, ldu, i0, 1, blk, k, acc, ldacc, 64 * bl);
+            break;
+        default:
+            break;
+        }
+    }
+}
+
+void cpu_i8_vnni_packed(clf_backend *be, const clf_gemm_args *a, const uint8_t *ua, int rows,
+                        int32_t *acc)
+{
+    const int8_t *w = (const int8_t *)(const void *)(a->b_i8.buf->data + a->b_i8.off);
+    const int blocks = rows / 64;
+    int threads = (size_t)rows * (size_t)a->k >= VNNI_PARALLEL_MIN ? be->threads : 1;
+    threads = threads < blocks ? threads : blocks;
+    const int per = (blocks + threads - 1) / threads;
+#pragma omp parallel for num_threads(threads) schedule(static, 1) if (threads > 1)
+    for (int t = 0; t < threads; t++) {
+        const int b0 = t * per, b1 = b0 + per < blocks ? b0 + per : blocks;
+        if (b0 < b1)
+            packed_range(ua, (size_t)a->lda, a->m, w, a->k, b0, b1, acc, (size_t)rows);
+    }
+}
 #else
 int cpu_i8_vnni_applies(const clf_backend *be, const clf_gemm_args *a)
 {
@@ -152,11 +241,23 @@ int cpu_i8_vnni_applies(const clf_backend *be, const clf_gemm_args *a)
     return 0;
 }
 
-void cpu_i8_vnni_product(clf_backend *be, const clf_gemm_args *a, const uint8_t *ua, int32_t *acc)
+void cpu_i8_vnni_packed(clf_backend *be, const clf_gemm_args *a, const uint8_t *ua, int rows,
+                        int32_t *acc)
+{
+    (void)be;
+    (void)a;
+    (void)ua;
+    (void)rows;
+    (void)acc;
+}
+
+void cpu_i8_vnni_product(clf_backend *be, const clf_gemm_args *a, const uint8_t *ua, int32_t *acc,
+                         int first)
 {
     (void)be;
     (void)a;
     (void)ua;
     (void)acc;
+    (void)first;
 }
 #endif

@@ -39,11 +39,13 @@ struct clf_backend {
     /* gemm reads b_bf16 in products of many rows too, in BF16 arithmetic (oneDNN): a CPU
      * with AVX512_BF16, unless CLF_CPU_BF16_ARITH=off (cpu_gemm_bf16.c) */
     int bf16_arith;
-    int i8_qmax;             /* the int8 products' activations: 127 (8 bits) or 64 (7 bits) */
-    float *attn_scratch;     /* attention's per-thread scratch, grown as needed */
-    size_t attn_cap;         /* floats in attn_scratch */
-    const float **attn_rows; /* attention's per-thread key and value row pointers */
-    size_t attn_rows_cap;    /* pointers in attn_rows */
+    int i8_qmax;                /* the int8 products' activations: 127 (8 bits) or 64 (7 bits) */
+    float *attn_scratch;        /* attention's per-thread scratch, grown as needed */
+    size_t attn_cap;            /* floats in attn_scratch */
+    const float **attn_rows;    /* attention's per-thread key and value row pointers */
+    size_t attn_rows_cap;       /* pointers in attn_rows */
+    struct cpu_i8_span *packed; /* the int8 weights kept packed (cpu_i8_pack.c) */
+    int n_packed, packed_cap;
 };
 
 /* The small per-row ops (layernorm, softmax, add, quantizing activations, the GEMM
@@ -307,7 +309,12 @@ static inline void cpu_bias_relu_row(float *c, int n, const float *bias, int rel
 
 /* ---- oneDNN's matmuls (cpu_dnnl.c) ---- */
 
-typedef enum cpu_matmul_kind { CPU_MATMUL_INT8, CPU_MATMUL_BF16 } cpu_matmul_kind;
+/* INT8_PACKED: the weights in the packed layout of cpu_i8_pack.c (ldb and trans_b unused) */
+typedef enum cpu_matmul_kind {
+    CPU_MATMUL_INT8,
+    CPU_MATMUL_BF16,
+    CPU_MATMUL_INT8_PACKED
+} cpu_matmul_kind;
 /* A matmul's shape: op(src) [m, k], op(wei) [k, n], stored as clf_gemm_args says for A
  * (trans_a, lda) and B (trans_b, ldb). Compared bytewise (ints only: no padding). */
 typedef struct cpu_matmul_shape {
@@ -323,15 +330,17 @@ typedef struct cpu_dnnl {
     float *row_scale;
     void *acc;
     size_t src_cap, wsrc_cap, row_scale_cap, acc_cap;
+    int packs; /* cpu_dnnl_i8_packs: -1 until asked */
 } cpu_dnnl;
 clf_status cpu_dnnl_open(cpu_dnnl **out);
 void cpu_dnnl_close(cpu_dnnl *q); /* NULL is fine */
-/* dst [m, n] (dense) = op(src) op(wei) of shape sh: u8 x s8 -> s32 (CPU_MATMUL_INT8) or
- * bf16 x bf16 -> f32, on threads threads. */
+/* dst [m, n] (dense) = op(src) op(wei) of shape sh: u8 x s8 -> s32 (CPU_MATMUL_INT8, or
+ * _PACKED) or bf16 x bf16 -> f32, on threads threads. */
 clf_status cpu_dnnl_matmul(cpu_dnnl *q, cpu_matmul_kind kind, const cpu_matmul_shape *sh, void *src,
                            const void *wei, void *dst, int threads);
-/* The int8 products with at least this many weight rows (an output layer over a
- * vocabulary) run oneDNN's igemm (dnnl_gemm_u8s8s32) rather than its brgemm matmul: on
+/* The int8 products of weights as stored (not packed: cpu_i8_pack.c) with at least this
+ * many weight rows (an output layer over a vocabulary) run oneDNN's igemm
+ * (dnnl_gemm_u8s8s32) rather than its brgemm matmul: on
  * NLLB's and OPUS-MT's output layers it took as long or less (bench/dnnl_int8_paths.c,
  * bench/RESULTS.md), where for the layers inside a model neither wins everywhere (the
  * igemm is far behind at k 4096). It needs no primitive made per row count either. */
@@ -340,6 +349,34 @@ clf_status cpu_dnnl_matmul(cpu_dnnl *q, cpu_matmul_kind kind, const cpu_matmul_s
  * sh->ldb apart), exactly, int32 (sh->trans_a 0, trans_b 1), on threads threads. */
 clf_status cpu_dnnl_igemm(const cpu_matmul_shape *sh, const uint8_t *src, const int8_t *wei,
                           int32_t *dst, int threads);
+
+/* 1 when oneDNN's int8 matmul reads its weights in the packed layout (cpu_i8_pack.c) on
+ * this CPU (brgemm with AVX-512), asked once. */
+int cpu_dnnl_i8_packs(cpu_dnnl *q);
+
+/* ---- int8 weights kept packed (cpu_i8_pack.c) ---- */
+
+/* A span of a buffer holding int8 weight rows in the packed layout: rows (a multiple of
+ * 64) rows of k bytes from off. */
+typedef struct cpu_i8_span {
+    const struct clf_buffer *buf;
+    size_t off;
+    int rows, k;
+} cpu_i8_span;
+/* 1 when this backend packs int8 weights: 8-bit activations (AVX-512 VNNI), the AVX-512
+ * level, and cpu_dnnl_i8_packs. */
+int cpu_i8_packs(clf_backend *be);
+/* The leading rows of product a's weights that it reads packed: 0 (every row as stored), or
+ * a multiple of 64 whose rows are packed now (packing them in place if they were not); the
+ * rest (fewer than 64) stay rows. Packs only where cpu_i8_packs and the weights are rows
+ * of k bytes, k a multiple of 64; spans packed another way are unpacked first. */
+clf_status cpu_i8_packed_rows(clf_backend *be, const clf_gemm_args *a, int *rows);
+/* Unpacks every packed span that overlaps [off, off + bytes) of buf: what the backend
+ * does before anything else reads or writes those bytes (upload, download, copy, discard),
+ * so that outside the int8 products a buffer always holds what was put there. */
+clf_status cpu_i8_unpack(clf_backend *be, const struct clf_buffer *buf, size_t off, size_t bytes);
+/* Forgets buf's packed spans (it is being freed). */
+void cpu_i8_forget(clf_backend *be, const struct clf_buffer *buf);
 
 /* ---- int8 weights (cpu_gemm_i8.c) ---- */
 
@@ -356,16 +393,21 @@ clf_status cpu_gemm_i8(clf_backend *be, const clf_gemm_args *a);
 
 /* ---- int8 weights with AVX-512 VNNI (cpu_gemm_i8_vnni.c) ---- */
 
-/* The most rows a product runs with the VNNI kernel, else oneDNN: from 1 to 8 rows it took
- * 0.26-0.9x oneDNN 2.6's time on NLLB-600M's shapes, even at 12, behind from 16
- * (bench/RESULTS.md). */
+/* The most rows a product runs with the VNNI kernel (on packed weights or as stored),
+ * else oneDNN: from 1 to 8 rows it took 0.26-0.9x oneDNN 2.6's time on NLLB-600M's shapes,
+ * even at 12, behind from 16 (bench/RESULTS.md). */
 #define CPU_I8_VNNI_ROWS 12
 /* 1 when cpu_i8_vnni_product runs a: 8-bit activations (VNNI), the AVX-512 level, m rows
  * at most CPU_I8_VNNI_ROWS. */
 int cpu_i8_vnni_applies(const clf_backend *be, const clf_gemm_args *a);
-/* acc [m, n] = ua [m, k] (u8, rows a->lda apart) times W^T (a->b_i8, s8 [n, k], rows a->ldb
- * apart), exactly, int32. */
-void cpu_i8_vnni_product(clf_backend *be, const clf_gemm_args *a, const uint8_t *ua, int32_t *acc);
+/* acc [m, n - first] (dense) = ua [m, k] (u8, rows a->lda apart) times W^T for W's rows
+ * first .. n - 1 (a->b_i8, s8 [n, k], rows a->ldb apart), exactly, int32. */
+void cpu_i8_vnni_product(clf_backend *be, const clf_gemm_args *a, const uint8_t *ua, int32_t *acc,
+                         int first);
+/* acc [m, rows] (dense) = the same for W's first rows rows (a multiple of 64), packed
+ * (cpu_i8_pack.c). */
+void cpu_i8_vnni_packed(clf_backend *be, const clf_gemm_args *a, const uint8_t *ua, int rows,
+                        int32_t *acc);
 
 /* ---- BF16 weights in products of many rows (cpu_gemm_bf16.c) ---- */
 
