@@ -348,10 +348,12 @@ static void i8_product_on(clf_backend *be, int m, int n, int k, int lda, int ldc
 }
 
 /* With AVX-512 VNNI, products of up to CPU_I8_VNNI_ROWS (12) rows run the backend's own
- * kernel; oneDNN (the backend capped at AVX2, which keeps the 8-bit activations) computes
- * the same exact integer sums, so C must be equal bit for bit: 1 to 13 rows, W row counts
- * that leave 1-3 rows after the groups of 4, k with and without a tail past 64, strides,
- * 1 and 2 threads. */
+ * kernel, on weights packed in place where k is a multiple of 64 (cpu_i8_pack.c), and
+ * oneDNN the others on those packed weights; oneDNN (the backend capped at AVX2, which keeps
+ * the 8-bit activations and the weights as stored) computes the same exact integer sums, so
+ * C must be equal bit for bit: 1 to 13 rows and two output layers' worth, W row counts that
+ * leave 1-3 rows after the groups of 4 and up to 63 after the packed blocks, k with and
+ * without a tail past 64, strides, 1 and 2 threads. */
 START_TEST(test_cpu_gemm_i8_vnni_equals_onednn)
 {
     char desc[512];
@@ -365,10 +367,19 @@ START_TEST(test_cpu_gemm_i8_vnni_equals_onednn)
     }
     static const int shapes[][5] = {
         /* m, n, k, lda, ldc */
-        {1, 4, 64, 64, 4},           {1, 7, 37, 40, 9},           {2, 70, 513, 515, 71},
-        {3, 33, 128, 128, 33},       {4, 1030, 1024, 1024, 1030}, {5, 9, 100, 101, 12},
-        {8, 3072, 1024, 1024, 3072}, {11, 66, 192, 200, 66},      {12, 1024, 4096, 4096, 1024},
-        {13, 70, 513, 515, 71}};
+        {1, 4, 64, 64, 4},
+        {1, 7, 37, 40, 9},
+        {2, 70, 513, 515, 71},
+        {3, 33, 128, 128, 33},
+        {4, 1030, 1024, 1024, 1030},
+        {5, 9, 100, 101, 12},
+        {8, 3072, 1024, 1024, 3072},
+        {11, 66, 192, 200, 66},
+        {12, 1024, 4096, 4096, 1024},
+        {13, 70, 513, 515, 71},
+        {13, 200, 128, 128, 201},
+        /* an output layer's count of rows, packed but for the last 4 */
+        {72, 32900, 64, 64, 32901}};
     for (int threads = 1; threads <= 2; threads++) {
         clf_backend *vnni = open_cpu_isa("avx512", threads), *dnnl = open_cpu_isa("avx2", threads);
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {

@@ -214,6 +214,69 @@ static void few_product(clf_backend *be, const clf_gemm_args *a, const uint8_t *
 }
 #endif
 
+/* C's columns j0 .. j1 - 1 (the top's formula) from the integer sums r: row i's column j0
+ * at r[i * ldr]. */
+static void epilogue(clf_backend *be, const clf_gemm_args *a, const float *sa, int zero,
+                     const int32_t *r, size_t ldr, int j0, int j1)
+{
+    /* b_scale: per row {F32 scale, I32 sum} */
+    const unsigned char *ws = a->b_scale.buf->data + a->b_scale.off;
+    const float *bias = a->bias.buf ? fptr(a->bias) : NULL;
+    float *C = fptr(a->c);
+    const float alpha = a->alpha, beta = a->beta;
+    const int m = a->m, relu = a->relu;
+#pragma omp parallel for num_threads(be->threads)                                                  \
+    schedule(static) if ((size_t)m * (size_t)(j1 - j0) > CPU_PAR_MIN)
+    for (int i = 0; i < m; i++) {
+        float *c = C + (size_t)i * a->ldc;
+        const int32_t *ri = r + (size_t)i * ldr - j0;
+        const float si = alpha * sa[i];
+        /* the row's four forms apart, each a loop the compiler vectorises (the scales and
+         * sums are read as the pairs they are stored as: 4-byte aligned, checked above) */
+        const float *scale = (const float *)(const void *)ws;
+        const int32_t *wsum = (const int32_t *)(const void *)ws;
+        if (beta != 0.0f) /* beta = 0 must not read C (it may hold NaN) */
+#pragma omp simd
+            for (int j = j0; j < j1; j++)
+                c[j] = si * scale[2 * j] * (float)(ri[j] - zero * wsum[2 * j + 1]) + beta * c[j];
+        else
+#pragma omp simd
+            for (int j = j0; j < j1; j++)
+                c[j] = si * scale[2 * j] * (float)(ri[j] - zero * wsum[2 * j + 1]);
+        cpu_bias_relu_row(c + j0, j1 - j0, bias ? bias + j0 : NULL, relu);
+    }
+}
+
+/* The product on weights whose first `packed` rows are packed (cpu_i8_pack.c): those
+ * through the VNNI kernel (few rows) or oneDNN, the few (< 64) after them as stored, each
+ * part's epilogue after it. */
+static clf_status packed_product(clf_backend *be, const clf_gemm_args *a, const uint8_t *qa,
+                                 const float *sa, int zero, int packed)
+{
+    cpu_dnnl *q = be->dnnl;
+    const int m = a->m, n = a->n, k = a->k;
+    const int8_t *w = (const int8_t *)(const void *)(a->b_i8.buf->data + a->b_i8.off);
+    int32_t *acc = q->acc;
+    if (cpu_i8_vnni_applies(be, a)) {
+        cpu_i8_vnni_packed(be, a, qa, packed, acc);
+        epilogue(be, a, sa, zero, acc, (size_t)packed, 0, packed);
+    } else {
+        /* oneDNN's brgemm writes only dense rows of C: with a stride it falls back to its
+         * reference code (so the packed part and the rest have sums of their own) */
+        const cpu_matmul_shape sh = {.m = m, .n = packed, .k = k, .lda = a->lda};
+        const clf_status st =
+            cpu_dnnl_matmul(q, CPU_MATMUL_INT8_PACKED, &sh, (void *)qa, w, acc, be->threads);
+        if (st != CLF_OK)
+            return st;
+        epilogue(be, a, sa, zero, acc, (size_t)packed, 0, packed);
+    }
+    if (packed < n) {
+        cpu_i8_vnni_product(be, a, qa, acc, packed);
+        epilogue(be, a, sa, zero, acc, (size_t)(n - packed), packed, n);
+    }
+    return CLF_OK;
+}
+
 /* 1 when the own kernel runs this product: few rows, 7-bit activations, AVX2 or better
  * (the F16 kernels' level: CLF_CPU_ISA=generic leaves every product to oneDNN). */
 static int few_applies(const clf_backend *be, const clf_gemm_args *a)
@@ -281,22 +344,9 @@ clf_status cpu_gemm_i8(clf_backend *be, const clf_gemm_args *a)
             u[p] = (uint8_t)((int)(v + (v >= 0.0f ? 0.5f : -0.5f)) + zero);
         }
     }
-    /* acc: [m, packed] from the packed rows, then [m, n - packed] from the rest (oneDNN's
-     * brgemm writes only dense rows: with a stride it falls back to its reference code) */
-    int32_t *rest = (int32_t *)q->acc + (size_t)m * (size_t)packed;
-    if (packed) {
-        /* the packed rows through the VNNI kernel (few rows) or oneDNN, the few (< 64)
-         * after them as stored */
-        const cpu_matmul_shape sh = {.m = m, .n = packed, .k = k, .lda = a->lda};
-        const void *w = a->b_i8.buf->data + a->b_i8.off;
-        if (cpu_i8_vnni_applies(be, a))
-            cpu_i8_vnni_packed(be, a, qa, packed, q->acc);
-        else if ((st = cpu_dnnl_matmul(q, CPU_MATMUL_INT8_PACKED, &sh, qa, w, q->acc,
-                                       be->threads)) != CLF_OK)
-            return st;
-        if (packed < n)
-            cpu_i8_vnni_product(be, a, qa, rest, packed);
-    } else if (few) {
+    if (packed)
+        return packed_product(be, a, qa, sa, zero, packed);
+    if (few) {
 #if defined(__x86_64__) || defined(__i386__)
         few_product(be, a, qa, q->acc);
 #endif
@@ -311,36 +361,6 @@ clf_status cpu_gemm_i8(clf_backend *be, const clf_gemm_args *a)
                                                             be->threads)) != CLF_OK)
             return st;
     }
-    /* b_scale: per row {F32 scale, I32 sum} */
-    const unsigned char *ws = a->b_scale.buf->data + a->b_scale.off;
-    const float *bias = a->bias.buf ? fptr(a->bias) : NULL;
-    float *C = fptr(a->c);
-    const int32_t *acc = q->acc;
-    const float alpha = a->alpha, beta = a->beta;
-    const int relu = a->relu;
-#pragma omp parallel for num_threads(be->threads) schedule(static) if ((size_t)m * n > CPU_PAR_MIN)
-    for (int i = 0; i < m; i++) {
-        float *c = C + (size_t)i * a->ldc;
-        const float si = alpha * sa[i];
-        /* the row's four forms apart, each a loop the compiler vectorises (the scales and
-         * sums are read as the pairs they are stored as: 4-byte aligned, checked above);
-         * its columns from acc's two parts */
-        const float *scale = (const float *)(const void *)ws;
-        const int32_t *wsum = (const int32_t *)(const void *)ws;
-        for (int part = 0; part < 2; part++) {
-            const int j0 = part ? packed : 0, j1 = part ? n : packed;
-            const int32_t *r = part ? rest + (size_t)i * (size_t)(n - packed) - packed
-                                    : acc + (size_t)i * (size_t)packed;
-            if (beta != 0.0f) /* beta = 0 must not read C (it may hold NaN) */
-#pragma omp simd
-                for (int j = j0; j < j1; j++)
-                    c[j] = si * scale[2 * j] * (float)(r[j] - zero * wsum[2 * j + 1]) + beta * c[j];
-            else
-#pragma omp simd
-                for (int j = j0; j < j1; j++)
-                    c[j] = si * scale[2 * j] * (float)(r[j] - zero * wsum[2 * j + 1]);
-        }
-        cpu_bias_relu_row(c, n, bias, relu);
-    }
+    epilogue(be, a, sa, zero, q->acc, (size_t)n, 0, n);
     return CLF_OK;
 }
