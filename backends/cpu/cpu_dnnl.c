@@ -10,9 +10,8 @@
 
 #include "cpu_internal.h"
 
-/* The int8 weights' packed layout (cpu_i8_pack.c): blocks of 64 columns of W^T (64 rows of
- * W), each k (a multiple of 64) by 64 stored as [k/64][16][64][4]: what oneDNN's brgemm
- * matmul reads without copying them first. */
+/* The int8 weights' packed layout (cpu_i8_pack.c describes it): what oneDNN's brgemm
+ * matmul reads without copying the weights first. */
 #define CPU_I8_PACKED_TAG dnnl_BA16a64b4a
 
 #define DNNL_CACHE 48 /* primitives kept: a decoding step has about 6 shapes, an encoder 6 */
@@ -84,6 +83,13 @@ clf_status cpu_dnnl_open(cpu_dnnl **out)
     return CLF_OK;
 }
 
+/* [k, n] s8 weights (W^T) in the packed layout */
+static dnnl_status_t packed_weights_md(dnnl_memory_desc_t *md, int n, int k)
+{
+    dnnl_dims_t dw = {k, n};
+    return dnnl_memory_desc_init_by_tag(md, 2, dw, dnnl_s8, CPU_I8_PACKED_TAG);
+}
+
 /* The cached primitive for this kind and shape, made on first use. */
 static clf_status prim_get(struct cpu_dnnl_cache *c, cpu_matmul_kind kind,
                            const cpu_matmul_shape *sh, dnnl_prim **out)
@@ -114,7 +120,7 @@ static clf_status prim_get(struct cpu_dnnl_cache *c, cpu_matmul_kind kind,
     if (dnnl_memory_desc_init_by_strides(&md_a, 2, da, bf16 ? dnnl_bf16 : dnnl_u8, sa) !=
             dnnl_success ||
         (kind == CPU_MATMUL_INT8_PACKED
-             ? dnnl_memory_desc_init_by_tag(&md_w, 2, dw, dnnl_s8, CPU_I8_PACKED_TAG)
+             ? packed_weights_md(&md_w, sh->n, sh->k)
              : dnnl_memory_desc_init_by_strides(&md_w, 2, dw, bf16 ? dnnl_bf16 : dnnl_s8, sw)) !=
             dnnl_success ||
         dnnl_memory_desc_init_by_strides(&md_c, 2, dc, bf16 ? dnnl_f32 : dnnl_s32, sc) !=
@@ -161,15 +167,6 @@ clf_status cpu_dnnl_matmul(cpu_dnnl *q, cpu_matmul_kind kind, const cpu_matmul_s
     return CLF_OK;
 }
 
-/* [k, n] s8 weights as the int8 products store them (row j of W^T is column j: strides
- * {1, k}), or in the packed layout. */
-static dnnl_status_t i8_weights_md(dnnl_memory_desc_t *md, int n, int k, int packed)
-{
-    dnnl_dims_t dw = {k, n}, sw = {1, k};
-    return packed ? dnnl_memory_desc_init_by_tag(md, 2, dw, dnnl_s8, CPU_I8_PACKED_TAG)
-                  : dnnl_memory_desc_init_by_strides(md, 2, dw, dnnl_s8, sw);
-}
-
 int cpu_dnnl_i8_packs(cpu_dnnl *q)
 {
     if (q->packs >= 0)
@@ -183,7 +180,7 @@ int cpu_dnnl_i8_packs(cpu_dnnl *q)
     if (dnnl_memory_desc_init_by_tag(&md_a, 2, da, dnnl_u8, dnnl_ab) == dnnl_success &&
         dnnl_memory_desc_init_by_tag(&md_w, 2, dw, dnnl_s8, dnnl_format_tag_any) == dnnl_success &&
         dnnl_memory_desc_init_by_tag(&md_c, 2, dc, dnnl_s32, dnnl_ab) == dnnl_success &&
-        i8_weights_md(&want, 128, 128, 1) == dnnl_success &&
+        packed_weights_md(&want, 128, 128) == dnnl_success &&
         dnnl_matmul_desc_init(&mm, &md_a, &md_w, NULL, &md_c) == dnnl_success &&
         dnnl_primitive_desc_create(&pd, &mm, NULL, q->cache->engine, NULL) == dnnl_success) {
         const dnnl_memory_desc_t *got = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);

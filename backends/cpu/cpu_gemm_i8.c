@@ -259,7 +259,6 @@ static clf_status packed_product(clf_backend *be, const clf_gemm_args *a, const 
     int32_t *acc = q->acc;
     if (cpu_i8_vnni_applies(be, a)) {
         cpu_i8_vnni_packed(be, a, qa, packed, acc);
-        epilogue(be, a, sa, zero, acc, (size_t)packed, 0, packed);
     } else {
         /* oneDNN's brgemm writes only dense rows of C: with a stride it falls back to its
          * reference code (so the packed part and the rest have sums of their own) */
@@ -268,8 +267,8 @@ static clf_status packed_product(clf_backend *be, const clf_gemm_args *a, const 
             cpu_dnnl_matmul(q, CPU_MATMUL_INT8_PACKED, &sh, (void *)qa, w, acc, be->threads);
         if (st != CLF_OK)
             return st;
-        epilogue(be, a, sa, zero, acc, (size_t)packed, 0, packed);
     }
+    epilogue(be, a, sa, zero, acc, (size_t)packed, 0, packed);
     if (packed < n) {
         cpu_i8_vnni_product(be, a, qa, acc, packed);
         epilogue(be, a, sa, zero, acc, (size_t)(n - packed), packed, n);

@@ -2,8 +2,8 @@
  *
  * oneDNN's brgemm matmul reads its weights in a blocked layout of its own (cpu_dnnl.c's
  * CPU_I8_PACKED_TAG); given the rows as the core stores them it copies them into that
- * layout on every call, which in decoding (weights read once per step, from memory) made
- * its products take up to 2x the time (bench/dnnl_int8_paths.c, bench/RESULTS.md). So the
+ * layout on every call, which in decoding (weights read once per step, from memory) is a
+ * large part of its products' time (bench/dnnl_int8_packed.c, bench/RESULTS.md). So the
  * first product over a matrix rewrites its rows in the packed layout where they are (the
  * same bytes when k and the row count are multiples of 64), and the backend keeps the list
  * of such spans: later products read them packed, and anything else that touches their
