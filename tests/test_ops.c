@@ -1482,6 +1482,53 @@ START_TEST(topk_log_softmax_equals_log_softmax_then_topk)
 }
 END_TEST
 
+/* The AVX2 and AVX-512 levels sum a row's exponentials in the same order (cpu_softmax.c),
+ * so softmax, log-softmax and topk's log-softmax form give the same bits at both: rows of
+ * lengths around the 8- and 16-lane steps and the 512-value blocks, and an output layer's
+ * (256,206: NLLB's vocabulary). Skipped where the CPU has no AVX-512. */
+START_TEST(softmax_same_bits_at_avx2_and_avx512)
+{
+    clf_backend *lv[2] = {open_isa("avx2", 2), open_isa("avx512", 2)};
+    if (!lv[0] || !lv[1]) {
+        fprintf(stderr, "softmax_same_bits_at_avx2_and_avx512: skipped, no AVX-512 here\n");
+        for (int i = 0; i < 2; i++)
+            if (lv[i])
+                api->close(lv[i]);
+        return;
+    }
+    static const int shapes[][2] = {{3, 7}, {2, 23}, {4, 520}, {3, 1031}, {2, 256206}};
+    for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
+        const int R = shapes[sh][0], C = shapes[sh][1], k = C < 8 ? C : 8;
+        const size_t n = (size_t)R * C;
+        float *x = malloc(n * 4), *out[2][2];
+        float val[2][4 * 8];
+        int32_t idx[2][4 * 8];
+        clf_test_fill(x, n, 300 + (unsigned)sh, -12, 12);
+        for (int l = 0; l < 2; l++) {
+            clf_buffer *dx = clf_test_upload(api, lv[l], x, n * 4), *dy;
+            CLF_ASSERT_OK(api->alloc(lv[l], n * 4, &dy));
+            for (int lg = 0; lg < 2; lg++) {
+                out[l][lg] = malloc(n * 4);
+                CLF_ASSERT_OK(api->softmax(lv[l], P(dy), P(dx), R, C, lg));
+                CLF_ASSERT_OK(api->download(lv[l], out[l][lg], P(dy), n * 4));
+            }
+            topk_on(lv[l], dx, NULL, R, C, k, 1, val[l], idx[l]);
+            api->free(lv[l], dx), api->free(lv[l], dy);
+        }
+        for (int lg = 0; lg < 2; lg++)
+            ck_assert_msg(memcmp(out[0][lg], out[1][lg], n * 4) == 0,
+                          "softmax log=%d rows=%d cols=%d: AVX2 and AVX-512 differ", lg, R, C);
+        ck_assert_msg(memcmp(val[0], val[1], (size_t)R * k * 4) == 0 &&
+                          memcmp(idx[0], idx[1], (size_t)R * k * 4) == 0,
+                      "topk log_softmax rows=%d cols=%d: AVX2 and AVX-512 differ", R, C);
+        for (int l = 0; l < 2; l++)
+            free(out[l][0]), free(out[l][1]);
+        free(x);
+    }
+    api->close(lv[0]), api->close(lv[1]);
+}
+END_TEST
+
 /* ---- bad arguments ---- */
 
 START_TEST(out_of_bounds_operands_are_refused_by_name)
@@ -1649,5 +1696,6 @@ CLF_TEST_SUITE_MAIN(
         {attention_append_equals_rows_written_first}, {embed_scale_pe_and_clamped_ids},
         {add_with_aliasing}, {softmax_and_log_softmax_in_place}, {argmax_first_maximum},
         {topk_best_first_ties_nan_and_base}, {topk_log_softmax_equals_log_softmax_then_topk},
-        {beam_choose_equals_a_sort}, {out_of_bounds_operands_are_refused_by_name},
-        {threads_option_and_unknown_device}, {openblas_build_is_named_and_shares_openmp_threads}))
+        {softmax_same_bits_at_avx2_and_avx512}, {beam_choose_equals_a_sort},
+        {out_of_bounds_operands_are_refused_by_name}, {threads_option_and_unknown_device},
+        {openblas_build_is_named_and_shares_openmp_threads}))

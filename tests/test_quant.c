@@ -402,6 +402,41 @@ START_TEST(test_cpu_gemm_i8_vnni_equals_onednn)
 }
 END_TEST
 
+/* The epilogue (scales, beta, bias, ReLU) and the activations' quantization are compiled
+ * for each kernel level (cpu_gemm_i8.c) with the same arithmetic per element, and every
+ * level's integer sums are exact: a product gives the same bits at every level this CPU
+ * has (CLF_CPU_ISA caps; a level above the CPU's opens as the CPU's), 1 to 130 rows, tails
+ * past 16 columns, 1 and 2 threads. */
+START_TEST(test_cpu_gemm_i8_same_bits_every_level)
+{
+    static const char *const levels[] = {"generic", "avx2", "avx512"};
+    static const int shapes[][5] = {/* m, n, k, lda, ldc */
+                                    {1, 37, 64, 64, 37},
+                                    {5, 70, 513, 515, 71},
+                                    {30, 1030, 128, 128, 1033},
+                                    {130, 263, 192, 200, 263}};
+    for (int threads = 1; threads <= 2; threads++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            const int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2], lda = shapes[s][3],
+                      ldc = shapes[s][4];
+            const size_t len = (size_t)m * ldc;
+            float *want = malloc(len * sizeof *want), *got = malloc(len * sizeof *got);
+            for (size_t l = 0; l < sizeof levels / sizeof levels[0]; l++) {
+                clf_backend *b = open_cpu_isa(levels[l], threads);
+                i8_product_on(b, m, n, k, lda, ldc, 0, n, l ? got : want);
+                clf_test_api->close(b);
+                for (size_t e = 0; l && e < len; e++)
+                    ck_assert_msg(memcmp(&got[e], &want[e], sizeof *got) == 0,
+                                  "m=%d n=%d k=%d, %d threads: C[%zu] = %a at level %s, %a at "
+                                  "generic",
+                                  m, n, k, threads, e, (double)got[e], levels[l], (double)want[e]);
+            }
+            free(want);
+            free(got);
+        }
+}
+END_TEST
+
 /* One int8 product on be with its weights already in wbuf (rows j0 .. j0 + n of q's [*, k],
  * scales of pairs): C [m, n] (alpha 0.75, a bias, relu), the rest fresh as i8_product_on's. */
 static void i8_product_with(clf_backend *be, clf_buffer *wbuf, const unsigned char *pairs,
@@ -1152,6 +1187,7 @@ static void cpu_only(TCase *tc)
     tcase_add_test(tc, test_cpu_gemm_i8);
     tcase_add_test(tc, test_cpu_gemm_i8_bounds);
     tcase_add_test(tc, test_cpu_gemm_i8_vnni_equals_onednn);
+    tcase_add_test(tc, test_cpu_gemm_i8_same_bits_every_level);
     tcase_add_test(tc, test_cpu_gemm_i8_igemm_equals_matmul);
     tcase_add_test(tc, test_cpu_gemm_i8_packed_in_place);
     tcase_add_test(tc, test_quantized_file_equals_load_time_quantization);

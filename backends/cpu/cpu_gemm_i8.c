@@ -216,6 +216,110 @@ static void few_product(clf_backend *be, const clf_gemm_args *a, const uint8_t *
 
 /* C's columns j0 .. j1 - 1 (the top's formula) from the integer sums r: row i's column j0
  * at r[i * ldr]. */
+/* ---- the elementwise loops: the epilogue and the activations' quantization ----
+ *
+ * Each is written once (an always-inline body) and compiled for each kernel level, chosen
+ * by be->isa: the backend is built for baseline x86-64, where these loops are SSE2, and an
+ * output layer's rows x vocabulary epilogue ran at about half the speed it has in AVX-512
+ * (bench/RESULTS.md). Each element's arithmetic is the same at every level (no sums across
+ * elements; the beta term a statement of its own, so no compiler fuses a multiply-add), so
+ * the results are too. */
+
+/* Row i of C, columns [j0, j1): c[j] = relu?(si * scale[j] * (r[j] - zero * wsum[j])
+ * (+ beta * c[j]) (+ bias[j])), r the row's int32 sums indexed by column; scale and wsum
+ * read as the pairs b_scale stores (4-byte aligned, checked by the caller). The terms are
+ * added one statement at a time, in the order cpu_bias_relu_row adds them to a row. */
+static inline __attribute__((always_inline)) void
+epilogue_row_body(float *c, const int32_t *r, const unsigned char *ws, float si, float beta,
+                  const float *bias, int relu, int zero, int j0, int j1)
+{
+    const float *scale = (const float *)(const void *)ws;
+    const int32_t *wsum = (const int32_t *)(const void *)ws;
+    const int has_beta = beta != 0.0f, has_bias = bias != NULL; /* beta 0: C is not read */
+#pragma omp simd
+    for (int j = j0; j < j1; j++) {
+        float v = si * scale[2 * j] * (float)(r[j] - zero * wsum[2 * j + 1]);
+        if (has_beta) {
+            const float old = beta * c[j];
+            v = v + old;
+        }
+        if (has_bias)
+            v = v + bias[j];
+        if (relu)
+            v = v > 0.0f ? v : 0.0f;
+        c[j] = v;
+    }
+}
+
+/* Row x [k] quantized: u[p] = round(x[p] / s) + zero; returns s = max_p |x[p]| / qmax. */
+static inline __attribute__((always_inline)) float
+quantize_row_body(const float *x, int k, float qmax, int zero, uint8_t *u)
+{
+    float amax = 0.0f;
+#pragma omp simd reduction(max : amax)
+    for (int p = 0; p < k; p++)
+        amax = fabsf(x[p]) > amax ? fabsf(x[p]) : amax;
+    /* a zero row (or one of NaN: amax stays 0) quantizes to zeros with scale 0 */
+    const float s = amax / qmax, inv = amax > 0.0f ? qmax / amax : 0.0f;
+    /* rounding half away from zero, in SIMD (lrintf is a libm call per element, a visible
+     * part of an int8 beam search's profile); the clamp also sends NaN to -qmax, so the
+     * conversion to int is always defined */
+#pragma omp simd
+    for (int p = 0; p < k; p++) {
+        float v = x[p] * inv;
+        v = v >= -qmax ? v : -qmax;
+        v = v <= qmax ? v : qmax;
+        u[p] = (uint8_t)((int)(v + (v >= 0.0f ? 0.5f : -0.5f)) + zero);
+    }
+    return s;
+}
+
+#define I8_ROW_LOOPS(SUFFIX, TARGET)                                                               \
+    TARGET static void epilogue_row_##SUFFIX(float *c, const int32_t *r, const unsigned char *ws,  \
+                                             float si, float beta, const float *bias, int relu,    \
+                                             int zero, int j0, int j1)                             \
+    {                                                                                              \
+        epilogue_row_body(c, r, ws, si, beta, bias, relu, zero, j0, j1);                           \
+    }                                                                                              \
+    TARGET static float quantize_row_##SUFFIX(const float *x, int k, float qmax, int zero,         \
+                                              uint8_t *u)                                          \
+    {                                                                                              \
+        return quantize_row_body(x, k, qmax, zero, u);                                             \
+    }
+
+I8_ROW_LOOPS(generic, )
+#if CPU_X86
+I8_ROW_LOOPS(avx2, __attribute__((target("avx2"))))
+I8_ROW_LOOPS(avx512, __attribute__((target("avx512f,avx512bw,avx512vl,avx2"))))
+#endif
+
+static void epilogue_row(cpu_isa isa, float *c, const int32_t *r, const unsigned char *ws, float si,
+                         float beta, const float *bias, int relu, int zero, int j0, int j1)
+{
+#if CPU_X86
+    if (isa == CPU_ISA_AVX512)
+        epilogue_row_avx512(c, r, ws, si, beta, bias, relu, zero, j0, j1);
+    else if (isa == CPU_ISA_AVX2)
+        epilogue_row_avx2(c, r, ws, si, beta, bias, relu, zero, j0, j1);
+    else
+#endif
+        epilogue_row_generic(c, r, ws, si, beta, bias, relu, zero, j0, j1);
+    (void)isa;
+}
+
+static float quantize_row(cpu_isa isa, const float *x, int k, float qmax, int zero, uint8_t *u)
+{
+#if CPU_X86
+    if (isa == CPU_ISA_AVX512)
+        return quantize_row_avx512(x, k, qmax, zero, u);
+    if (isa == CPU_ISA_AVX2)
+        return quantize_row_avx2(x, k, qmax, zero, u);
+#endif
+    (void)isa;
+    return quantize_row_generic(x, k, qmax, zero, u);
+}
+
+/* C's columns [j0, j1) from the sums r (rows ldr apart, indexed from column j0) */
 static void epilogue(clf_backend *be, const clf_gemm_args *a, const float *sa, int zero,
                      const int32_t *r, size_t ldr, int j0, int j1)
 {
@@ -223,28 +327,12 @@ static void epilogue(clf_backend *be, const clf_gemm_args *a, const float *sa, i
     const unsigned char *ws = a->b_scale.buf->data + a->b_scale.off;
     const float *bias = a->bias.buf ? fptr(a->bias) : NULL;
     float *C = fptr(a->c);
-    const float alpha = a->alpha, beta = a->beta;
     const int m = a->m, relu = a->relu;
 #pragma omp parallel for num_threads(be->threads)                                                  \
     schedule(static) if ((size_t)m * (size_t)(j1 - j0) > CPU_PAR_MIN)
-    for (int i = 0; i < m; i++) {
-        float *c = C + (size_t)i * a->ldc;
-        const int32_t *ri = r + (size_t)i * ldr - j0;
-        const float si = alpha * sa[i];
-        /* the row's four forms apart, each a loop the compiler vectorises (the scales and
-         * sums are read as the pairs they are stored as: 4-byte aligned, checked above) */
-        const float *scale = (const float *)(const void *)ws;
-        const int32_t *wsum = (const int32_t *)(const void *)ws;
-        if (beta != 0.0f) /* beta = 0 must not read C (it may hold NaN) */
-#pragma omp simd
-            for (int j = j0; j < j1; j++)
-                c[j] = si * scale[2 * j] * (float)(ri[j] - zero * wsum[2 * j + 1]) + beta * c[j];
-        else
-#pragma omp simd
-            for (int j = j0; j < j1; j++)
-                c[j] = si * scale[2 * j] * (float)(ri[j] - zero * wsum[2 * j + 1]);
-        cpu_bias_relu_row(c + j0, j1 - j0, bias ? bias + j0 : NULL, relu);
-    }
+    for (int i = 0; i < m; i++)
+        epilogue_row(be->isa, C + (size_t)i * a->ldc, r + (size_t)i * ldr - j0, ws,
+                     a->alpha * sa[i], a->beta, bias, relu, zero, j0, j1);
 }
 
 /* The product on weights whose first `packed` rows are packed (cpu_i8_pack.c): those
@@ -322,27 +410,9 @@ clf_status cpu_gemm_i8(clf_backend *be, const clf_gemm_args *a)
     uint8_t *qa = q->src;
     float *sa = q->row_scale;
 #pragma omp parallel for num_threads(be->threads) schedule(static) if ((size_t)m * k > CPU_PAR_MIN)
-    for (int i = 0; i < m; i++) {
-        const float *x = A + (size_t)i * a->lda;
-        uint8_t *u = qa + (size_t)i * a->lda;
-        float amax = 0.0f;
-#pragma omp simd reduction(max : amax)
-        for (int p = 0; p < k; p++)
-            amax = fabsf(x[p]) > amax ? fabsf(x[p]) : amax;
-        /* a zero row (or one of NaN: amax stays 0) quantizes to zeros with scale 0 */
-        const float s = amax / qmax, inv = amax > 0.0f ? qmax / amax : 0.0f;
-        sa[i] = s;
-        /* rounding half away from zero, in SIMD (lrintf is a libm call per element, a
-         * visible part of an int8 beam search's profile); the clamp also sends NaN to -qmax, so the
-         * conversion to int is always defined */
-#pragma omp simd
-        for (int p = 0; p < k; p++) {
-            float v = x[p] * inv;
-            v = v >= -qmax ? v : -qmax;
-            v = v <= qmax ? v : qmax;
-            u[p] = (uint8_t)((int)(v + (v >= 0.0f ? 0.5f : -0.5f)) + zero);
-        }
-    }
+    for (int i = 0; i < m; i++)
+        sa[i] =
+            quantize_row(be->isa, A + (size_t)i * a->lda, k, qmax, zero, qa + (size_t)i * a->lda);
     if (packed)
         return packed_product(be, a, qa, sa, zero, packed);
     if (few) {

@@ -2,12 +2,13 @@
  * a beam search's log-probabilities) and argmax over rows (greedy decoding's next token).
  * shapes and operands: checked by the core (clformer/ops.h).
  *
- * The exponentials are computed in float by cpu_expf, in AVX2 lanes where the CPU has them
- * (be->isa, chosen at run time because the build targets baseline x86-64), and summed in
- * double. libm's exp is a call per element: a beam search's log-softmax over 128 rows of
+ * The exponentials are computed in float by cpu_expf, in AVX2 or AVX-512 lanes where the
+ * CPU has them (be->isa, chosen at run time because the build targets baseline x86-64), and
+ * summed in double. libm's exp is a call per element: a beam search's log-softmax over 128 rows of
  * 8000 logits is a million exponentials a step (2.8 ms with libm's double exp on the
- * 2-core machine of bench/RESULTS.md). The AVX2 lanes give the same values as cpu_expf (the
- * same operations, FMA rounding once), and their sums are added in a different order. */
+ * 2-core machine of bench/RESULTS.md). The lanes give the same values as cpu_expf (the same
+ * operations, FMA rounding once), and their sums are added in another order than the
+ * portable loop's (the same at AVX2 and AVX-512). */
 #include <math.h>
 #include <stdint.h>
 
@@ -166,32 +167,108 @@ SOFTMAX_AVX2 static int row_argmax_avx2(const float *x, int n)
     return b;
 }
 
+/* ---- AVX-512: 16 lanes, the same values ----
+ * exp16 is exp8 on twice the lanes (the same operations, so the same value per element);
+ * the sums keep AVX2's order (8 float lanes, each adding its elements in column order, a
+ * double sum per block of 512), so exp_sum gives the same double at either level: a log-
+ * softmax does not depend on the machine's vector width. */
+
+#define SOFTMAX_AVX512 __attribute__((target("avx512f,avx512vl,avx2,fma")))
+
+SOFTMAX_AVX512 static inline __m512 exp16(__m512 x)
+{
+    x = _mm512_max_ps(x, _mm512_set1_ps(-87.3f));
+    x = _mm512_min_ps(x, _mm512_set1_ps(88.7f));
+    const __m512 shift = _mm512_set1_ps(12582912.0f);
+    const __m512 t = _mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), shift);
+    const __m512 n = _mm512_sub_ps(t, shift);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    const __m512i bits = _mm512_slli_epi32(
+        _mm512_add_epi32(_mm512_sub_epi32(_mm512_castps_si512(t), _mm512_set1_epi32(0x4B400000)),
+                         _mm512_set1_epi32(127)),
+        23);
+    return _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
+}
+
+SOFTMAX_AVX512 static double exp_sum_avx512(const float *x, int n, float mx)
+{
+    const __m512 m = _mm512_set1_ps(mx);
+    double sum = 0.0;
+    int c = 0;
+    while (c + 8 <= n) {
+        __m256 acc = _mm256_setzero_ps();
+        const int end = c + 512 < n ? c + 512 : n;
+        for (; c + 16 <= end; c += 16) {
+            const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + c), m));
+            acc = _mm256_add_ps(acc, _mm512_castps512_ps256(e));
+            acc = _mm256_add_ps(acc,
+                                _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1)));
+        }
+        if (c + 8 <= end) {
+            acc =
+                _mm256_add_ps(acc, exp8(_mm256_sub_ps(_mm256_loadu_ps(x + c), _mm256_set1_ps(mx))));
+            c += 8;
+        }
+        sum += hsum_pd(acc);
+    }
+    for (; c < n; c++)
+        sum += (double)cpu_expf(x[c] - mx);
+    return sum;
+}
+
+/* as row_max_avx2 (maxps keeps its second operand when either is NaN) */
+SOFTMAX_AVX512 static float row_max_avx512(const float *x, int n)
+{
+    __m512 m = _mm512_set1_ps(x[0]);
+    int c = 0;
+    for (; c + 16 <= n; c += 16)
+        m = _mm512_max_ps(_mm512_loadu_ps(x + c), m);
+    float lane[16], mx = x[0];
+    _mm512_storeu_ps(lane, m);
+    for (int i = 0; i < 16; i++)
+        mx = lane[i] > mx ? lane[i] : mx;
+    for (; c < n; c++)
+        mx = x[c] > mx ? x[c] : mx;
+    return mx;
+}
+
 #endif /* CPU_X86 */
 
 /* max_c x[c], c < n (n >= 1): NaN only when x[0] is NaN (see row_max_avx2) */
-static inline float row_max(int avx2, const float *x, int n)
+static inline float row_max(cpu_isa isa, const float *x, int n)
 {
 #if CPU_X86
-    if (avx2)
+    if (isa == CPU_ISA_AVX512)
+        return row_max_avx512(x, n);
+    if (isa == CPU_ISA_AVX2)
         return row_max_avx2(x, n);
-#else
-    (void)avx2;
 #endif
+    (void)isa;
     float mx = x[0];
     for (int c = 1; c < n; c++)
         mx = x[c] > mx ? x[c] : mx;
     return mx;
 }
 
-/* sum_c e^(x[c] - mx), c < n: AVX2 lanes with avx2 set (x86 only), else cpu_expf in order. */
-static inline double exp_sum(int avx2, const float *x, int n, float mx)
+/* sum_c e^(x[c] - mx), c < n: in SIMD lanes from the AVX2 level on (x86 only; the same sum at
+ * AVX2 and AVX-512), else cpu_expf in order. */
+static inline double exp_sum(cpu_isa isa, const float *x, int n, float mx)
 {
 #if CPU_X86
-    if (avx2)
+    if (isa == CPU_ISA_AVX512)
+        return exp_sum_avx512(x, n, mx);
+    if (isa == CPU_ISA_AVX2)
         return exp_sum_avx2(x, n, mx);
-#else
-    (void)avx2;
 #endif
+    (void)isa;
     double sum = 0.0;
     for (int c = 0; c < n; c++)
         sum += (double)cpu_expf(x[c] - mx);
@@ -199,33 +276,32 @@ static inline double exp_sum(int avx2, const float *x, int n, float mx)
 }
 
 /* o[c] = e^(x[c] - mx) * scale, c < n, as exp_sum chooses. */
-static inline void exp_scale(int avx2, const float *x, int n, float mx, float scale, float *o)
+static inline void exp_scale(cpu_isa isa, const float *x, int n, float mx, float scale, float *o)
 {
 #if CPU_X86
-    if (avx2) {
+    if (isa != CPU_ISA_GENERIC) {
         exp_scale_avx2(x, n, mx, scale, o);
         return;
     }
-#else
-    (void)avx2;
 #endif
+    (void)isa;
     for (int c = 0; c < n; c++)
         o[c] = cpu_expf(x[c] - mx) * scale;
 }
 
 /* log(sum_c e^(x[c] - mx)) with mx = row_max: what log_softmax subtracts, here and in topk's
  * log_softmax form, so that the two give the same values. */
-static inline float row_log_sum_exp(int avx2, const float *x, int n, float *mx)
+static inline float row_log_sum_exp(cpu_isa isa, const float *x, int n, float *mx)
 {
-    *mx = row_max(avx2, x, n);
-    return (float)log(exp_sum(avx2, x, n, *mx));
+    *mx = row_max(isa, x, n);
+    return (float)log(exp_sum(isa, x, n, *mx));
 }
 
 clf_status cpu_softmax(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int cols, int use_log)
 {
     const float *X = fptr(x);
     float *O = fptr(out);
-    const int avx2 = be->isa != CPU_ISA_GENERIC;
+    const cpu_isa isa = be->isa;
 #pragma omp parallel for num_threads(be->threads)                                                  \
     schedule(static) if ((size_t)rows * cols > CPU_PAR_MIN)
     for (int r = 0; r < rows; r++) {
@@ -233,13 +309,13 @@ clf_status cpu_softmax(clf_backend *be, clf_ptr out, clf_ptr x, int rows, int co
         float *orow = O + (size_t)r * cols;
         float mx;
         if (use_log) {
-            const float lse = row_log_sum_exp(avx2, xr, cols, &mx);
+            const float lse = row_log_sum_exp(isa, xr, cols, &mx);
 #pragma omp simd
             for (int c = 0; c < cols; c++)
                 orow[c] = (xr[c] - mx) - lse;
         } else {
-            mx = row_max(avx2, xr, cols);
-            exp_scale(avx2, xr, cols, mx, (float)(1.0 / exp_sum(avx2, xr, cols, mx)), orow);
+            mx = row_max(isa, xr, cols);
+            exp_scale(isa, xr, cols, mx, (float)(1.0 / exp_sum(isa, xr, cols, mx)), orow);
         }
     }
     return CLF_OK;
@@ -318,25 +394,48 @@ static inline __attribute__((always_inline)) void topk_row(const float *xr, floa
     }
 }
 
+/* topk_row at each kernel level: its vectorised test of a block is most of a row's time
+ * (the same values and comparisons at every level) */
+#define TOPK_ROWS(SUFFIX, TARGET)                                                                  \
+    TARGET static void topk_row_##SUFFIX(const float *xr, float base, int log, float mx,           \
+                                         float lse, int cols, int k, float *val, int32_t *idx)     \
+    {                                                                                              \
+        if (log)                                                                                   \
+            topk_row(xr, base, 1, mx, lse, cols, k, val, idx);                                     \
+        else                                                                                       \
+            topk_row(xr, base, 0, 0.0f, 0.0f, cols, k, val, idx);                                  \
+    }
+
+TOPK_ROWS(generic, )
+#if CPU_X86
+TOPK_ROWS(avx2, SOFTMAX_AVX2)
+TOPK_ROWS(avx512, SOFTMAX_AVX512)
+#endif
+
 clf_status cpu_topk(clf_backend *be, const clf_topk_args *a)
 {
     const float *X = fptr(a->x), *base = a->base.buf ? fptr(a->base) : NULL;
     float *val = fptr(a->val);
     int32_t *idx = iptr(a->idx);
-    const int k = a->k, cols = a->cols, avx2 = be->isa != CPU_ISA_GENERIC;
+    const int k = a->k, cols = a->cols, log = a->log_softmax;
+    const cpu_isa isa = be->isa;
 #pragma omp parallel for num_threads(be->threads)                                                  \
     schedule(static) if ((size_t)a->rows * cols > 65536)
     for (int r = 0; r < a->rows; r++) {
         const float *xr = X + (size_t)r * cols, b = base ? base[r] : 0.0f;
         float *vr = val + (size_t)r * k;
         int32_t *ir = idx + (size_t)r * k;
-        if (a->log_softmax) {
-            float mx;
-            const float lse = row_log_sum_exp(avx2, xr, cols, &mx);
-            topk_row(xr, b, 1, mx, lse, cols, k, vr, ir);
-        } else {
-            topk_row(xr, b, 0, 0.0f, 0.0f, cols, k, vr, ir);
-        }
+        float mx = 0.0f, lse = 0.0f;
+        if (log)
+            lse = row_log_sum_exp(isa, xr, cols, &mx);
+#if CPU_X86
+        if (isa == CPU_ISA_AVX512)
+            topk_row_avx512(xr, b, log, mx, lse, cols, k, vr, ir);
+        else if (isa == CPU_ISA_AVX2)
+            topk_row_avx2(xr, b, log, mx, lse, cols, k, vr, ir);
+        else
+#endif
+            topk_row_generic(xr, b, log, mx, lse, cols, k, vr, ir);
     }
     return CLF_OK;
 }
