@@ -1,6 +1,7 @@
 #include "testutil.h"
 
 #include <dirent.h>
+#include <ftw.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -314,22 +315,19 @@ clf_status clf_test_write_under_size_limit(clf_status (*write)(void *arg), void 
     return st;
 }
 
+/* nftw's callback: each entry removed, a directory after what it holds (FTW_DEPTH) */
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *at)
+{
+    (void)sb;
+    (void)flag;
+    (void)at;
+    (void)remove(path);
+    return 0;
+}
+
 void clf_test_remove_dir(const char *dir)
 {
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    struct dirent *e;
-    char p[512];
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        if (remove(p) != 0)
-            rmdir(p);
-    }
-    closedir(d);
-    rmdir(dir);
+    (void)nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 void clf_test_import(const char *tag, const char *import_args, char *dir, size_t size)

@@ -126,7 +126,8 @@ int clf_test_tmpdir_entries(void);
  * limit too. */
 clf_status clf_test_write_under_size_limit(clf_status (*write)(void *arg), void *arg);
 
-/* Removes the files (and empty directories) in dir, then dir; a missing dir is no error. */
+/* Removes dir and everything under it (links removed, not followed); a missing dir is no
+ * error. */
 void clf_test_remove_dir(const char *dir);
 
 /* `clformer <import_args> -o DIR` into a fresh directory (DIR: a "model" folder of a new
