@@ -6,13 +6,15 @@
 # has a CUDA torch; clformer's --precision against PyTorch CUDA TF32 and autocast(bfloat16)
 # (issue 35); then decoding with the shipped model, greedy and beam 4, the host reading
 # the tokens every step, every 4 (the default) and every 8, and CTranslate2 on CUDA against
-# clformer OpenCL where CT2_PYTHON imports a CUDA ctranslate2 (issue 36). Ends with markdown
-# tables for bench/RESULTS.md.
+# clformer OpenCL where CT2_PYTHON imports a CUDA ctranslate2 (issue 36); `clformer serve`
+# on the device under 1, 8 and 32 clients against offline translate (issue 37). Ends with
+# markdown tables for bench/RESULTS.md.
 #   bench/gpu.sh [device] [config]      (defaults: NVIDIA, configs/base-prenorm.yaml)
 # device: an index or a case-insensitive piece of "platform / name" as `clformer devices`
 # prints them (what --device and CLF_OPENCL_DEVICE take); e.g. 0, NVIDIA, pthread.
 # Env: B S T ITERS WARMUP (batch, lengths, timed and untimed iterations: 32 64 64 20 2),
 #      BUILD (build dir, default build), PYTHON (default /usr/bin/python3),
+#      SERVE_REPEAT (rounds of the serve load test, default 1),
 #      TESTS (ctest -R regex of the suites run on the device, default all that use
 #      OpenCL; TESTS=none skips them: ~3 minutes on PoCL with 2 cores, less on a GPU).
 # Writes runs/bench/gpu/{ctest.log,weights.safetensors,clformer-opencl.json,pytorch-cuda.json}.
@@ -165,6 +167,17 @@ elif "$PYTHON" -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2
 else
   echo "skipped: neither a CUDA ctranslate2 ($ct2py) nor a CUDA torch ($PYTHON)" |
     tee "$out/ct2-gpu.txt"
+fi
+
+# `clformer serve` on the device against offline translate on it (issue 37): 1, 8 and 32
+# clients, no peer (bench/serve_load.sh; without sentencepiece its tokens/s read nan)
+echo "## clformer serve on '$device' against offline translate (bench/serve_load.sh)"
+if ! ENGINES="clformer offline" PYTHON=$PYTHON CLF_CLI=$clf REPEAT=${SERVE_REPEAT:-1} \
+  SERVE_ARGS="--backend opencl --device $device" \
+  TRANSLATE_ARGS="--backend opencl --device $device" \
+  bench/serve_load.sh models/en-de-gettext 492 1 8 32 | tee "$out/serve.txt"; then
+  echo "bench/gpu.sh: bench/serve_load.sh failed (see above)" >&2
+  tests_failed=1
 fi
 
 echo "## for bench/RESULTS.md"

@@ -19,7 +19,9 @@
 #      same for the offline run), PEER_ARGS (more serve_peer_ct2.py options, e.g.
 #      "--wait-ms 2"), PEER_COMPUTE_TYPE (int8, CTranslate2's faster type here; float32),
 #      CLF_CT2_VENV (default /work/venv-ct2: made with --system-site-packages when it lacks
-#      ctranslate2), CT2_VERSION (the ctranslate2 wheel pip installs there, default 4.8.5).
+#      ctranslate2), CT2_VERSION (the ctranslate2 wheel pip installs there, default 4.8.5);
+#      without the peer in ENGINES neither is used, and PYTHON (default python3) runs the
+#      clients.
 # Work files (the conversion, the last round's answers): runs/bench/serve_load.
 # A benchmark, not a test: CI never runs it. Results: bench/RESULTS.md.
 set -euo pipefail
@@ -41,20 +43,28 @@ mkdir -p "$out"
 grep -v '^[[:space:]]*$' "$model/valid.en" | grep -Ev '([.!?]|。|！|？)[]"'"'"')]*[[:space:]]+[^[:space:]]' |
   head -n "$count" > "$out/in.txt"
 
-if ! "$venv/bin/python" -c 'import ctranslate2, sentencepiece, yaml' 2> /dev/null; then
-  /usr/bin/python3 -m venv --system-site-packages "$venv"
-  "$venv/bin/pip" install -q "ctranslate2==${CT2_VERSION:-4.8.5}" sentencepiece pyyaml
-fi
-# the conversion, redone when the weights are newer
-if [ ! -f "$out/ct2/model.bin" ] || [ "$model/weights.safetensors" -nt "$out/ct2/model.bin" ]; then
-  "$venv/bin/python" bench/ct2_compare.py convert-dir "$model" "$out/ct2"
+# the peer's venv and conversion only where the peer runs: without it (ENGINES="clformer
+# offline", a machine without the network such as the GPU machine) any python3 runs the
+# clients (tokens/s where it has sentencepiece)
+py=${PYTHON:-python3}
+ct2=none
+if [[ " ${ENGINES:-clformer peer offline} " == *" peer "* ]]; then
+  if ! "$venv/bin/python" -c 'import ctranslate2, sentencepiece, yaml' 2> /dev/null; then
+    /usr/bin/python3 -m venv --system-site-packages "$venv"
+    "$venv/bin/pip" install -q "ctranslate2==${CT2_VERSION:-4.8.5}" sentencepiece pyyaml
+  fi
+  # the conversion, redone when the weights are newer
+  if [ ! -f "$out/ct2/model.bin" ] || [ "$model/weights.safetensors" -nt "$out/ct2/model.bin" ]; then
+    "$venv/bin/python" bench/ct2_compare.py convert-dir "$model" "$out/ct2"
+  fi
+  py=$venv/bin/python
+  ct2=$("$py" -c 'import ctranslate2; print(ctranslate2.__version__)')
 fi
 
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)
-ct2=$("$venv/bin/python" -c 'import ctranslate2; print(ctranslate2.__version__)')
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -n), $cpu, $(nproc) cores"
 echo "# clformer $(git rev-parse --short HEAD), CTranslate2 $ct2, model $model"
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-PEER_PYTHON="$venv/bin/python" "$venv/bin/python" bench/serve_load.py "$cli" "$model" \
+PEER_PYTHON="$py" "$py" bench/serve_load.py "$cli" "$model" \
   "$out/ct2" "$out/in.txt" "$out" "${clients[@]}"
 echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
