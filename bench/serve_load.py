@@ -162,8 +162,9 @@ def main():
     max_len = probe.get("/health")["models"][0]["max_len"]
     probe.stop()
     peer_argv += ["--max-len", str(max_len)]
+    peer = f"peer CTranslate2 {compute}" if "peer" in ENGINES else "no peer"
     print(f"{len(SENTENCES)} sentences, output limit {max_len}, {THREADS} threads, "
-          f"peer CTranslate2 {compute}, median of {REPEAT}; engines in turn each round", flush=True)
+          f"{peer}, median of {REPEAT}; engines in turn each round", flush=True)
     rows, answers, offline = {}, {}, None
     for r in range(REPEAT):
         print(f"round {r + 1} (load average {open('/proc/loadavg').read().split()[0]})", flush=True)

@@ -214,16 +214,13 @@ static void few_product(clf_backend *be, const clf_gemm_args *a, const uint8_t *
 }
 #endif
 
-/* C's columns j0 .. j1 - 1 (the top's formula) from the integer sums r: row i's column j0
- * at r[i * ldr]. */
 /* ---- the elementwise loops: the epilogue and the activations' quantization ----
  *
  * Each is written once (an always-inline body) and compiled for each kernel level, chosen
- * by be->isa: the backend is built for baseline x86-64, where these loops are SSE2, and an
- * output layer's rows x vocabulary epilogue ran at about half the speed it has in AVX-512
- * (bench/RESULTS.md). Each element's arithmetic is the same at every level (no sums across
- * elements; the beta term a statement of its own, so no compiler fuses a multiply-add), so
- * the results are too. */
+ * by be->isa: the backend is built for baseline x86-64, where these loops would be SSE2
+ * (bench/RESULTS.md: an output layer's epilogue). Each element's arithmetic is the same at
+ * every level (no sums across elements; the beta term a statement of its own, so no
+ * compiler fuses a multiply-add), so the results are too. */
 
 /* Row i of C, columns [j0, j1): c[j] = relu?(si * scale[j] * (r[j] - zero * wsum[j])
  * (+ beta * c[j]) (+ bias[j])), r the row's int32 sums indexed by column; scale and wsum
@@ -319,7 +316,8 @@ static float quantize_row(cpu_isa isa, const float *x, int k, float qmax, int ze
     return quantize_row_generic(x, k, qmax, zero, u);
 }
 
-/* C's columns [j0, j1) from the sums r (rows ldr apart, indexed from column j0) */
+/* C's columns [j0, j1) (the top's formula) from the integer sums r: row i's column j0 at
+ * r[i * ldr]. */
 static void epilogue(clf_backend *be, const clf_gemm_args *a, const float *sa, int zero,
                      const int32_t *r, size_t ldr, int j0, int j1)
 {

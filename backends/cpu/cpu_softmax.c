@@ -57,29 +57,35 @@ static inline float cpu_expf(float x)
 
 #define SOFTMAX_AVX2 __attribute__((target("avx2,fma")))
 
-/* e^x for 8 lanes (cpu_expf) */
-SOFTMAX_AVX2 static inline __m256 exp8(__m256 x)
-{
-    x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
-    x = _mm256_min_ps(x, _mm256_set1_ps(88.7f));
-    const __m256 shift = _mm256_set1_ps(12582912.0f);
-    const __m256 t = _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), shift);
-    const __m256 n = _mm256_sub_ps(t, shift);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    const __m256i bits = _mm256_slli_epi32(
-        _mm256_add_epi32(_mm256_sub_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(0x4B400000)),
-                         _mm256_set1_epi32(127)),
-        23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
-}
+/* e^x lane by lane with cpu_expf's operations, W = 256 (exp8) or 512 (exp16, below):
+ * one body, so that every level gives the same value per element */
+#define EXP_LANES(NAME, W, TARGET)                                                                 \
+    TARGET static inline __m##W NAME(__m##W x)                                                     \
+    {                                                                                              \
+        x = _mm##W##_max_ps(x, _mm##W##_set1_ps(-87.3f));                                          \
+        x = _mm##W##_min_ps(x, _mm##W##_set1_ps(88.7f));                                           \
+        const __m##W shift = _mm##W##_set1_ps(12582912.0f);                                        \
+        const __m##W t = _mm##W##_fmadd_ps(x, _mm##W##_set1_ps(1.44269504088896341f), shift);      \
+        const __m##W n = _mm##W##_sub_ps(t, shift);                                                \
+        __m##W r = _mm##W##_fnmadd_ps(n, _mm##W##_set1_ps(0.693359375f), x);                       \
+        r = _mm##W##_fnmadd_ps(n, _mm##W##_set1_ps(-2.12194440e-4f), r);                           \
+        __m##W p = _mm##W##_set1_ps(1.9875691500e-4f);                                             \
+        p = _mm##W##_fmadd_ps(p, r, _mm##W##_set1_ps(1.3981999507e-3f));                           \
+        p = _mm##W##_fmadd_ps(p, r, _mm##W##_set1_ps(8.3334519073e-3f));                           \
+        p = _mm##W##_fmadd_ps(p, r, _mm##W##_set1_ps(4.1665795894e-2f));                           \
+        p = _mm##W##_fmadd_ps(p, r, _mm##W##_set1_ps(1.6666665459e-1f));                           \
+        p = _mm##W##_fmadd_ps(p, r, _mm##W##_set1_ps(5.0000001201e-1f));                           \
+        p = _mm##W##_fmadd_ps(_mm##W##_mul_ps(p, r), r,                                            \
+                              _mm##W##_add_ps(r, _mm##W##_set1_ps(1.0f)));                         \
+        const __m##W##i bits = _mm##W##_slli_epi32(                                                \
+            _mm##W##_add_epi32(                                                                    \
+                _mm##W##_sub_epi32(_mm##W##_castps_si##W(t), _mm##W##_set1_epi32(0x4B400000)),     \
+                _mm##W##_set1_epi32(127)),                                                         \
+            23);                                                                                   \
+        return _mm##W##_mul_ps(p, _mm##W##_castsi##W##_ps(bits));                                  \
+    }
+
+EXP_LANES(exp8, 256, SOFTMAX_AVX2)
 
 /* The sum of 8 lanes in double */
 SOFTMAX_AVX2 static inline double hsum_pd(__m256 v)
@@ -168,35 +174,14 @@ SOFTMAX_AVX2 static int row_argmax_avx2(const float *x, int n)
 }
 
 /* ---- AVX-512: 16 lanes, the same values ----
- * exp16 is exp8 on twice the lanes (the same operations, so the same value per element);
+ * exp16 is exp8's body on twice the lanes (the same value per element);
  * the sums keep AVX2's order (8 float lanes, each adding its elements in column order, a
  * double sum per block of 512), so exp_sum gives the same double at either level: a log-
  * softmax does not depend on the machine's vector width. */
 
 #define SOFTMAX_AVX512 __attribute__((target("avx512f,avx512vl,avx2,fma")))
 
-SOFTMAX_AVX512 static inline __m512 exp16(__m512 x)
-{
-    x = _mm512_max_ps(x, _mm512_set1_ps(-87.3f));
-    x = _mm512_min_ps(x, _mm512_set1_ps(88.7f));
-    const __m512 shift = _mm512_set1_ps(12582912.0f);
-    const __m512 t = _mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), shift);
-    const __m512 n = _mm512_sub_ps(t, shift);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    const __m512i bits = _mm512_slli_epi32(
-        _mm512_add_epi32(_mm512_sub_epi32(_mm512_castps_si512(t), _mm512_set1_epi32(0x4B400000)),
-                         _mm512_set1_epi32(127)),
-        23);
-    return _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
-}
+EXP_LANES(exp16, 512, SOFTMAX_AVX512)
 
 SOFTMAX_AVX512 static double exp_sum_avx512(const float *x, int n, float mx)
 {
